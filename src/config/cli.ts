@@ -1,0 +1,269 @@
+/**
+ * The `mcp-store` command line (`mcp-store run api [options]`): reads the options from the command
+ * line, the standalone config file or the `MCPSTORE_*` environment variables, and the defaults, in
+ * that order of precedence. It never exits the process itself, so that the caller (bin/) decides how
+ * to print an error and tests can assert on it.
+ */
+import { readFile } from "node:fs/promises"
+import { readFileSync } from "node:fs"
+import { resolve as resolvePath } from "node:path"
+import { Command, CommanderError, Option } from "commander"
+import {
+  checkOption,
+  checkOptionValues,
+  mergeOptionValues,
+  optionFromText,
+  OPTION_KEYS,
+  OptionsError,
+  resolveServerOptions,
+  resolveStoreOptions,
+  type OptionKey,
+  type Options,
+  type OptionValues
+} from "./options.js"
+
+/** Where each option is read from: its command-line flag, commander attribute and environment variables. */
+interface OptionSource {
+  readonly key: OptionKey
+  readonly flag: string
+  readonly attribute: string
+  readonly env: ReadonlyArray<string>
+}
+
+/** The environment variable naming a standalone config file. */
+export const STANDALONE_CONFIG_ENV = "MCPSTORE_STANDALONE_CONFIG"
+
+const SOURCES: ReadonlyArray<OptionSource> = [
+  { key: "host", flag: "--host", attribute: "host", env: ["MCPSTORE_HOST"] },
+  { key: "port", flag: "--port", attribute: "port", env: ["MCPSTORE_PORT"] },
+  { key: "reload", flag: "--reload", attribute: "reload", env: ["MCPSTORE_RELOAD"] },
+  { key: "log_level", flag: "--log-level", attribute: "logLevel", env: ["MCPSTORE_LOG_LEVEL"] },
+  { key: "auto_open_browser", flag: "--open", attribute: "open", env: ["MCPSTORE_AUTO_OPEN_BROWSER", "MCPSTORE_OPEN"] },
+  {
+    key: "show_startup_info",
+    flag: "--no-startup-info",
+    attribute: "startupInfo",
+    env: ["MCPSTORE_SHOW_STARTUP_INFO"]
+  },
+  { key: "mcp_config_file", flag: "--config", attribute: "config", env: ["MCPSTORE_CONFIG", "MCPSTORE_MCP_CONFIG_FILE"] },
+  { key: "debug", flag: "--debug", attribute: "debug", env: ["MCPSTORE_DEBUG"] },
+  {
+    key: "tool_record_max_file_size",
+    flag: "--tool-record-max-file-size",
+    attribute: "toolRecordMaxFileSize",
+    env: ["MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE"]
+  },
+  {
+    key: "tool_record_retention_days",
+    flag: "--tool-record-retention-days",
+    attribute: "toolRecordRetentionDays",
+    env: ["MCPSTORE_TOOL_RECORD_RETENTION_DAYS"]
+  },
+  { key: "monitoring", flag: "--monitoring", attribute: "monitoring", env: ["MCPSTORE_MONITORING"] },
+  { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] }
+]
+
+/**
+ * Thrown by `parseCommandLine` when the command line asked for something other than a start
+ * (`--help`, `--version`, or no command, which prints the help on stderr): the text is already
+ * printed, the caller should exit with `exitCode`.
+ */
+export class CommandLineExit extends Error {
+  readonly _tag = "CommandLineExit"
+  override readonly name = "CommandLineExit"
+  constructor(
+    readonly exitCode: number,
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+/** Where `parseCommandLine` writes help and version text, and what relative paths resolve against. */
+export interface CommandLineIo {
+  readonly cwd?: string
+  readonly writeOut?: (text: string) => void
+  readonly writeErr?: (text: string) => void
+}
+
+const packageVersion = (): string => {
+  try {
+    const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"))
+    const version = (pkg as { version?: unknown }).version
+    return typeof version === "string" ? version : "0.0.0"
+  } catch {
+    return "0.0.0"
+  }
+}
+
+const ENV_HELP = `
+Every option can also be set with an environment variable MCPSTORE_<NAME>:
+  MCPSTORE_HOST, MCPSTORE_PORT, MCPSTORE_RELOAD, MCPSTORE_LOG_LEVEL,
+  MCPSTORE_AUTO_OPEN_BROWSER (or MCPSTORE_OPEN), MCPSTORE_SHOW_STARTUP_INFO,
+  MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
+  MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
+  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, ${STANDALONE_CONFIG_ENV}.
+Booleans accept true/false, 1/0, yes/no, on/off.
+
+Precedence: command line > standalone config file (or, without one, environment) > defaults.
+With a standalone config file, the environment variables are ignored.
+The standalone config file is one JSON object with the keys
+${OPTION_KEYS.join(", ")
+  .replace(/(.{1,85})(, |$)/g, (_all, line: string, sep: string) => `  ${line}${sep.trim()}\n`)
+  .trimEnd()}
+
+Monitoring keys (all optional): health_check_seconds, tools_update_hours, reconnection_seconds,
+cleanup_hours, enable_tools_update, enable_reconnection, update_tools_on_reconnection,
+warning_check_seconds, ping_timeout_seconds, slow_response_ms, initialization_timeout_seconds,
+reconnecting_failure_threshold, max_reconnect_attempts, unreachable_retry_seconds,
+disconnection_timeout_seconds.
+
+Example:
+  mcp-store run api --port 18200 --config ./mcp.json --monitoring '{"health_check_seconds": 10}'
+`
+
+/** Builds the commander program; `onApi` receives the `run api` command once its options are parsed. */
+const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Command => {
+  const program = new Command("mcp-store")
+    .description("An HTTP store of MCP tool services for AI agents")
+    .version(packageVersion(), "-V, --version", "print the version")
+    .exitOverride()
+    .configureOutput({
+      writeOut: io.writeOut ?? ((text) => process.stdout.write(text)),
+      writeErr: io.writeErr ?? ((text) => process.stderr.write(text)),
+      // The error's message travels in the thrown error; the caller prints it.
+      outputError: () => undefined
+    })
+    .showHelpAfterError(false)
+
+  const run = program.command("run").description("run a part of the store")
+  run
+    .command("api")
+    .description("start the HTTP API server")
+    .addOption(new Option("--host <address>", "listen address (default: 0.0.0.0)"))
+    .addOption(new Option("--port <port>", "listen port, 0-65535 (default: 18200)"))
+    .addOption(new Option("--reload", "watch the services file and apply hand edits (default: off)"))
+    .addOption(new Option("--no-reload").hideHelp())
+    .addOption(new Option("--log-level <level>", "debug, info, warning or error (default: info)"))
+    .addOption(new Option("--open", "open the docs page in a browser once started (default: off)"))
+    .addOption(new Option("--no-open").hideHelp())
+    .addOption(new Option("--startup-info").hideHelp())
+    .addOption(new Option("--no-startup-info", "do not print the startup information"))
+    .addOption(new Option("--config <file>", "services configuration file (default: ./mcp.json)"))
+    .addOption(new Option("--debug", "enable debug logging (default: off)"))
+    .addOption(new Option("--no-debug").hideHelp())
+    .addOption(new Option("--tool-record-max-file-size <mb>", "tool-record file limit in MB, -1 unlimited (default: 30)"))
+    .addOption(new Option("--tool-record-retention-days <days>", "keep tool records for days, -1 never delete (default: 7)"))
+    .addOption(new Option("--monitoring <json>", "monitoring settings as a JSON object (see below)"))
+    .addOption(new Option("--standalone-config <file>", "read every option from this JSON file; ignores the environment"))
+    .addOption(new Option("--api-key <key>", "API key, kept for later use"))
+    .addHelpText("after", ENV_HELP)
+    .action((_options: unknown, command: Command) => {
+      onApi(command)
+    })
+  return program
+}
+
+/** The options given on the command line, checked; flags not given are absent. */
+const commandLineValues = (command: Command): OptionValues => {
+  const opts = command.opts<Record<string, unknown>>()
+  const out: Record<string, unknown> = {}
+  for (const source of SOURCES) {
+    if (command.getOptionValueSource(source.attribute) !== "cli") continue
+    const value = opts[source.attribute]
+    out[source.key] =
+      typeof value === "string"
+        ? optionFromText(source.key, value, source.flag)
+        : checkOption(source.key, value, source.flag)
+  }
+  return out as OptionValues
+}
+
+/** The options given by `MCPSTORE_*` variables, checked; empty variables count as not set. */
+const environmentValues = (env: NodeJS.ProcessEnv): OptionValues => {
+  const out: Record<string, unknown> = {}
+  for (const source of SOURCES) {
+    let found: { readonly name: string; readonly value: unknown } | undefined
+    for (const name of source.env) {
+      const text = env[name]
+      if (text === undefined || text === "") continue
+      const value = optionFromText(source.key, text, name)
+      if (found !== undefined && JSON.stringify(found.value) !== JSON.stringify(value)) {
+        throw new OptionsError(source.key, `${found.name} and ${name} both set ${source.key} but disagree; set only one`)
+      }
+      found ??= { name, value }
+    }
+    if (found !== undefined) out[source.key] = found.value
+  }
+  return out as OptionValues
+}
+
+/** The options of a standalone config file, checked. */
+const standaloneValues = async (path: string): Promise<OptionValues> => {
+  const where = `standalone config ${path}`
+  let text: string
+  try {
+    text = await readFile(path, "utf8")
+  } catch (e) {
+    throw new OptionsError("standalone_config", `${where}: cannot be read (${(e as Error).message})`)
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text.replace(/^\uFEFF/, ""))
+  } catch (e) {
+    throw new OptionsError("standalone_config", `${where}: not valid JSON (${(e as Error).message})`)
+  }
+  return checkOptionValues(parsed, where)
+}
+
+const toOptionsError = (error: CommanderError): OptionsError => {
+  const message = error.message.replace(/^error: /, "")
+  const flag = /'(--?[A-Za-z0-9-]+)/.exec(message)?.[1]
+  return new OptionsError(flag ?? "command line", message)
+}
+
+/**
+ * Parses `mcp-store run api [options]` into the server and store options. `argv` is the user's
+ * arguments only (`process.argv.slice(2)`); `env` supplies the `MCPSTORE_*` variables.
+ *
+ * Precedence: command line > standalone config file (`--standalone-config` or
+ * `MCPSTORE_STANDALONE_CONFIG`; when present every other environment variable is ignored) >
+ * environment > defaults. A relative services file path resolves against `io.cwd` (default
+ * `process.cwd()`).
+ *
+ * Rejects with `OptionsError` for a bad value or a usage error (its message names the option and
+ * where it came from), and with `CommandLineExit` after printing help or the version. Never exits.
+ */
+export const parseCommandLine = async (
+  argv: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  io: CommandLineIo = {}
+): Promise<Options> => {
+  const cwd = io.cwd ?? process.cwd()
+  let api: Command | undefined
+  const program = buildProgram(io, (command) => {
+    api = command
+  })
+  try {
+    await program.parseAsync([...argv], { from: "user" })
+  } catch (e) {
+    if (!(e instanceof CommanderError)) throw e
+    if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") {
+      throw new CommandLineExit(e.exitCode, e.message)
+    }
+    throw toOptionsError(e)
+  }
+  if (api === undefined) throw new CommandLineExit(1, "no command given")
+
+  const cli = commandLineValues(api)
+  const standaloneFlag = api.getOptionValueSource("standaloneConfig") === "cli"
+  const standaloneText = standaloneFlag ? api.opts<Record<string, unknown>>()["standaloneConfig"] : env[STANDALONE_CONFIG_ENV]
+  if (standaloneFlag && (typeof standaloneText !== "string" || standaloneText.trim() === "")) {
+    throw new OptionsError("standalone_config", "--standalone-config must be the path of a JSON file")
+  }
+  const standaloneGiven = typeof standaloneText === "string" && standaloneText !== "" ? standaloneText : undefined
+  const base =
+    standaloneGiven !== undefined ? await standaloneValues(resolvePath(cwd, standaloneGiven)) : environmentValues(env)
+  const values = mergeOptionValues(base, cli)
+  return { server: resolveServerOptions(values), store: resolveStoreOptions(values, cwd) }
+}

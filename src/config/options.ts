@@ -1,0 +1,382 @@
+/**
+ * The server start options and store options of shared/SPEC.md, their defaults and their validation.
+ * Every source (command line, environment, standalone config file) goes through the checks here, so
+ * a bad value is refused the same way wherever it comes from, with a message naming the option.
+ */
+import { resolve as resolvePath } from "node:path"
+import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
+
+/** Log verbosity; a stricter level shows fewer messages. */
+export type LogLevel = "debug" | "info" | "warning" | "error"
+export const LOG_LEVELS: ReadonlyArray<LogLevel> = ["debug", "info", "warning", "error"]
+
+/** How the HTTP server is started (shared/SPEC.md, Server start options). */
+export interface ServerOptions {
+  readonly host: string
+  readonly port: number
+  /** Watch the services file and apply hand edits. */
+  readonly reload: boolean
+  readonly logLevel: LogLevel
+  /** Open the docs page in a browser once listening. */
+  readonly autoOpenBrowser: boolean
+  readonly showStartupInfo: boolean
+  /** Not checked by the API yet (shared/SPEC.md, Authentication); carried for later use. */
+  readonly apiKey: string | undefined
+}
+
+/** How the store keeps its data (shared/SPEC.md, Store configuration options). */
+export interface StoreOptions {
+  /** Absolute path of the services configuration file. */
+  readonly mcpConfigFile: string
+  readonly debug: boolean
+  /** Megabytes (fractions allowed); -1 is unlimited. */
+  readonly toolRecordMaxFileSize: number
+  /** Days (fractions allowed); -1 is never delete. */
+  readonly toolRecordRetentionDays: number
+  readonly monitoring: MonitoringSettings
+}
+
+/** Both groups of options, as the program needs them. */
+export interface Options {
+  readonly server: ServerOptions
+  readonly store: StoreOptions
+}
+
+/**
+ * Checked option values by their specification (snake_case) names, each optional: one source's
+ * contribution before defaults are filled in. `monitoring` holds only the keys that were given.
+ */
+export interface OptionValues {
+  host?: string
+  port?: number
+  reload?: boolean
+  log_level?: LogLevel
+  auto_open_browser?: boolean
+  show_startup_info?: boolean
+  api_key?: string
+  mcp_config_file?: string
+  debug?: boolean
+  tool_record_max_file_size?: number
+  tool_record_retention_days?: number
+  monitoring?: Partial<MonitoringSettings>
+}
+
+export type OptionKey = keyof OptionValues
+
+/** Every option name accepted in a standalone config file, in the order of the specification. */
+export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
+  "host",
+  "port",
+  "reload",
+  "log_level",
+  "auto_open_browser",
+  "show_startup_info",
+  "mcp_config_file",
+  "debug",
+  "tool_record_max_file_size",
+  "tool_record_retention_days",
+  "monitoring",
+  "api_key"
+]
+
+/** Defaults of every option but `mcp_config_file`, which is `./mcp.json` resolved against the working folder. */
+export const OPTION_DEFAULTS = {
+  host: "0.0.0.0",
+  port: 18200,
+  reload: false,
+  log_level: "info",
+  auto_open_browser: false,
+  show_startup_info: true,
+  mcp_config_file: "mcp.json",
+  debug: false,
+  tool_record_max_file_size: 30,
+  tool_record_retention_days: 7
+} as const
+
+/** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
+export class OptionsError extends Error {
+  readonly _tag = "OptionsError"
+  override readonly name = "OptionsError"
+  constructor(
+    readonly option: string,
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+// Node timers (and so XState `after` delays) fire at once for delays above 2^31-1 ms.
+const MAX_TIMER_MS = 2_147_483_647
+
+type MonitoringRule =
+  | { readonly kind: "interval"; readonly unit: "hours" | "seconds" | "ms" }
+  | { readonly kind: "count" }
+  | { readonly kind: "boolean" }
+
+const MONITORING_RULES: { readonly [K in keyof MonitoringSettings]: MonitoringRule } = {
+  health_check_seconds: { kind: "interval", unit: "seconds" },
+  tools_update_hours: { kind: "interval", unit: "hours" },
+  reconnection_seconds: { kind: "interval", unit: "seconds" },
+  cleanup_hours: { kind: "interval", unit: "hours" },
+  enable_tools_update: { kind: "boolean" },
+  enable_reconnection: { kind: "boolean" },
+  update_tools_on_reconnection: { kind: "boolean" },
+  warning_check_seconds: { kind: "interval", unit: "seconds" },
+  ping_timeout_seconds: { kind: "interval", unit: "seconds" },
+  slow_response_ms: { kind: "interval", unit: "ms" },
+  initialization_timeout_seconds: { kind: "interval", unit: "seconds" },
+  reconnecting_failure_threshold: { kind: "count" },
+  max_reconnect_attempts: { kind: "count" },
+  unreachable_retry_seconds: { kind: "interval", unit: "seconds" },
+  disconnection_timeout_seconds: { kind: "interval", unit: "seconds" }
+}
+
+/** Every key `monitoring` accepts (shared/LIFECYCLE.md, Settings). */
+export const MONITORING_KEYS = Object.keys(MONITORING_RULES) as ReadonlyArray<keyof MonitoringSettings>
+
+const intervalMax = (unit: "hours" | "seconds" | "ms"): number =>
+  unit === "ms" ? MAX_TIMER_MS : unit === "seconds" ? Math.floor(MAX_TIMER_MS / 1000) : Math.floor(MAX_TIMER_MS / 3_600_000)
+
+const show = (value: unknown): string => {
+  let text: string
+  try {
+    text = JSON.stringify(value) ?? String(value)
+  } catch {
+    text = String(value)
+  }
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text
+}
+
+const refuse = (option: string, requirement: string, got: unknown, source: string | undefined): OptionsError =>
+  new OptionsError(option, `${source === undefined ? "" : `${source}: `}${option} ${requirement} (got ${show(got)})`)
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v)
+
+const checkMonitoringValue = (key: keyof MonitoringSettings, value: unknown, source: string | undefined): number | boolean => {
+  const rule = MONITORING_RULES[key]
+  const option = `monitoring.${key}`
+  switch (rule.kind) {
+    case "boolean":
+      if (typeof value !== "boolean") throw refuse(option, "must be true or false", value, source)
+      return value
+    case "count":
+      if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+        throw refuse(option, "must be an integer >= 1", value, source)
+      }
+      return value
+    case "interval": {
+      const max = intervalMax(rule.unit)
+      if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > max) {
+        throw refuse(option, `must be a number > 0 and <= ${max} (${rule.unit}, fractions allowed)`, value, source)
+      }
+      return value
+    }
+  }
+}
+
+/**
+ * Checks a (possibly partial) `monitoring` object: unknown keys, wrong types and out-of-range values
+ * are refused with an `OptionsError` naming the key. Returns only the keys that were given.
+ */
+export const checkMonitoring = (given: unknown, source?: string): Partial<MonitoringSettings> => {
+  if (!isPlainObject(given)) throw refuse("monitoring", "must be an object", given, source)
+  const out: Record<string, number | boolean> = {}
+  for (const [key, value] of Object.entries(given)) {
+    if (!Object.hasOwn(MONITORING_RULES, key)) {
+      throw new OptionsError(
+        `monitoring.${key}`,
+        `${source === undefined ? "" : `${source}: `}monitoring has no key "${key}" (known keys: ${MONITORING_KEYS.join(", ")})`
+      )
+    }
+    out[key] = checkMonitoringValue(key as keyof MonitoringSettings, value, source)
+  }
+  return out as Partial<MonitoringSettings>
+}
+
+/**
+ * The full monitoring settings from a partial `monitoring` object (shared/LIFECYCLE.md, Settings):
+ * checked as `checkMonitoring` does, then completed with the defaults; `warning_check_seconds` is
+ * min(10, health_check_seconds) unless given.
+ */
+export const resolveMonitoring = (given: unknown, source?: string): MonitoringSettings =>
+  defaultMonitoring(checkMonitoring(given ?? {}, source))
+
+const checkLimit = (option: OptionKey, value: unknown, unit: string, source: string | undefined): number => {
+  if (typeof value !== "number" || !Number.isFinite(value) || (value !== -1 && value <= 0)) {
+    const never = option === "tool_record_max_file_size" ? "unlimited" : "never delete"
+    throw refuse(option, `must be a number of ${unit} > 0, or -1 (${never})`, value, source)
+  }
+  return value
+}
+
+const checkLogLevel = (value: unknown, source: string | undefined): LogLevel => {
+  const lower = typeof value === "string" ? value.trim().toLowerCase() : undefined
+  const level = lower === "warn" ? "warning" : lower
+  if (level === undefined || !(LOG_LEVELS as ReadonlyArray<string>).includes(level)) {
+    throw refuse("log_level", `must be one of ${LOG_LEVELS.join(", ")}`, value, source)
+  }
+  return level as LogLevel
+}
+
+const checkText = (option: OptionKey, value: unknown, source: string | undefined): string => {
+  if (typeof value !== "string" || value.trim() === "") throw refuse(option, "must be a non-empty string", value, source)
+  return value
+}
+
+const checkBoolean = (option: OptionKey, value: unknown, source: string | undefined): boolean => {
+  if (typeof value !== "boolean") throw refuse(option, "must be true or false", value, source)
+  return value
+}
+
+/**
+ * Checks one option value given with its JSON type (a number for `port`, a boolean for `reload`, an
+ * object for `monitoring`...). Throws an `OptionsError` naming the option and what it accepts;
+ * `source` (`--port`, `MCPSTORE_PORT`, a file) prefixes the message.
+ */
+export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?: string): NonNullable<OptionValues[K]> => {
+  const checked = ((): unknown => {
+    switch (key) {
+      case "host":
+      case "mcp_config_file":
+      case "api_key":
+        return checkText(key, value, source)
+      case "port":
+        if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > 65535) {
+          throw refuse("port", "must be an integer from 0 to 65535", value, source)
+        }
+        return value
+      case "reload":
+      case "auto_open_browser":
+      case "show_startup_info":
+      case "debug":
+        return checkBoolean(key, value, source)
+      case "log_level":
+        return checkLogLevel(value, source)
+      case "tool_record_max_file_size":
+        return checkLimit(key, value, "megabytes", source)
+      case "tool_record_retention_days":
+        return checkLimit(key, value, "days", source)
+      case "monitoring":
+        return checkMonitoring(value, source)
+      default:
+        throw new OptionsError(String(key), `unknown option "${String(key)}"`)
+    }
+  })()
+  return checked as NonNullable<OptionValues[K]>
+}
+
+const TRUE_WORDS = ["true", "1", "yes", "on"]
+const FALSE_WORDS = ["false", "0", "no", "off"]
+
+/**
+ * Checks one option value given as text (a command-line argument or an environment variable):
+ * numbers and booleans (`true/false/1/0/yes/no/on/off`) are converted, `monitoring` is parsed as
+ * JSON, then the value is checked as `checkOption` does.
+ */
+export const optionFromText = <K extends OptionKey>(key: K, text: string, source?: string): NonNullable<OptionValues[K]> => {
+  switch (key) {
+    case "port":
+      return checkOption(key, /^\s*\d+\s*$/.test(text) ? Number(text) : text, source)
+    case "tool_record_max_file_size":
+    case "tool_record_retention_days": {
+      const n = text.trim() === "" ? Number.NaN : Number(text)
+      return checkOption(key, Number.isFinite(n) ? n : text, source)
+    }
+    case "reload":
+    case "auto_open_browser":
+    case "show_startup_info":
+    case "debug": {
+      const word = text.trim().toLowerCase()
+      if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
+      if (FALSE_WORDS.includes(word)) return checkOption(key, false, source)
+      throw refuse(key, "must be true or false (or 1/0, yes/no, on/off)", text, source)
+    }
+    case "monitoring": {
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text)
+      } catch (e) {
+        throw new OptionsError(
+          "monitoring",
+          `${source === undefined ? "" : `${source}: `}monitoring must be a JSON object (${(e as Error).message})`
+        )
+      }
+      return checkOption(key, parsed, source)
+    }
+    default:
+      return checkOption(key, text, source)
+  }
+}
+
+/**
+ * Checks an object of options by their specification names (the content of a standalone config
+ * file). Unknown keys are refused; absent keys stay absent.
+ */
+export const checkOptionValues = (given: unknown, source?: string): OptionValues => {
+  const prefix = source === undefined ? "" : `${source}: `
+  if (!isPlainObject(given)) {
+    throw new OptionsError("standalone_config", `${prefix}the options must be a JSON object (got ${show(given)})`)
+  }
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(given)) {
+    if (!(OPTION_KEYS as ReadonlyArray<string>).includes(key)) {
+      throw new OptionsError(key, `${prefix}unknown option "${key}" (known options: ${OPTION_KEYS.join(", ")})`)
+    }
+    out[key] = checkOption(key as OptionKey, value, source)
+  }
+  return out as OptionValues
+}
+
+/**
+ * Merges checked option values; a later layer wins over an earlier one, key by key. `monitoring` is
+ * merged key by key too, so `--monitoring '{"health_check_seconds": 5}'` keeps the other keys a
+ * standalone config gave.
+ */
+export const mergeOptionValues = (...layers: ReadonlyArray<OptionValues>): OptionValues => {
+  const out: OptionValues = {}
+  for (const layer of layers) {
+    for (const key of OPTION_KEYS) {
+      const value = layer[key]
+      if (value === undefined) continue
+      if (key === "monitoring") {
+        out.monitoring = { ...out.monitoring, ...(value as Partial<MonitoringSettings>) }
+      } else {
+        ;(out as Record<string, unknown>)[key] = value
+      }
+    }
+  }
+  return out
+}
+
+/** The server start options from checked values, defaults filled in. */
+export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
+  host: given.host ?? OPTION_DEFAULTS.host,
+  port: given.port ?? OPTION_DEFAULTS.port,
+  reload: given.reload ?? OPTION_DEFAULTS.reload,
+  logLevel: given.log_level ?? OPTION_DEFAULTS.log_level,
+  autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
+  showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
+  apiKey: given.api_key
+})
+
+/**
+ * The store options from checked values, defaults filled in; a relative `mcp_config_file` is
+ * resolved against `cwd`.
+ */
+export const resolveStoreOptions = (given: OptionValues, cwd: string = process.cwd()): StoreOptions => ({
+  mcpConfigFile: resolvePath(cwd, given.mcp_config_file ?? OPTION_DEFAULTS.mcp_config_file),
+  debug: given.debug ?? OPTION_DEFAULTS.debug,
+  toolRecordMaxFileSize: given.tool_record_max_file_size ?? OPTION_DEFAULTS.tool_record_max_file_size,
+  toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,
+  monitoring: defaultMonitoring(given.monitoring ?? {})
+})
+
+/**
+ * Every option from one object of specification names (as in a standalone config file): checked,
+ * then completed with the defaults. For starting the store from code and for tests.
+ */
+export const resolveOptions = (given: unknown = {}, cwd: string = process.cwd(), source?: string): Options => {
+  const values = checkOptionValues(given, source)
+  return { server: resolveServerOptions(values), store: resolveStoreOptions(values, cwd) }
+}

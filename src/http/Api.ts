@@ -1,0 +1,50 @@
+/**
+ * The whole HTTP contract: every group composed into one HttpApi, from which the server, the
+ * OpenAPI document and the route table (for the root counts and 405 answers) are all derived.
+ */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { AgentApi } from "./agent/Api.js"
+import { ApplicationApi, SystemApi } from "./app/Api.js"
+import * as E from "./errors.js"
+import type { RouteEntry } from "./errors.js"
+import { StoreApi } from "./store/Api.js"
+import { VERSION } from "../version.js"
+
+/** Every group, and every contract error any endpoint may answer with. */
+export class Api extends HttpApi.make("mcp-store")
+  .add(StoreApi)
+  .add(AgentApi)
+  .add(ApplicationApi)
+  .add(SystemApi)
+  .addError(E.BadRequest)
+  .addError(E.Unauthorized)
+  .addError(E.NotFound)
+  .addError(E.MethodNotAllowed)
+  .addError(E.WaitTimeout)
+  .addError(E.PayloadTooLarge)
+  .addError(E.UnsupportedMediaType)
+  .addError(E.InternalError)
+  .addError(E.BadGateway)
+  .addError(E.Unavailable)
+  .addError(E.GatewayTimeout)
+  .annotate(OpenApi.Title, "mcp-store")
+  .annotate(OpenApi.Version, VERSION)
+  .annotate(OpenApi.Description, "A store of MCP tool services for AI agents") {}
+
+/** Every route of the contract, in declaration order. */
+export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string }> => {
+  const out: Array<RouteEntry & { group: string; name: string }> = []
+  for (const group of Object.values(Api.groups)) {
+    for (const endpoint of Object.values(group.endpoints)) {
+      out.push({ group: group.identifier, name: endpoint.name, method: endpoint.method, path: endpoint.path })
+    }
+  }
+  return out
+}
+
+/** Endpoint counts per group, computed from the route table (never written as literals). */
+export const endpointCounts = () => {
+  const counts = { store: 0, agent: 0, monitoring: 0, application: 0, system: 0 }
+  for (const r of routeTable()) counts[r.group as keyof typeof counts] += 1
+  return counts
+}

@@ -1,0 +1,66 @@
+/** Handlers of the application (health, workspace) and system (root information) groups. */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { readdir } from "node:fs/promises"
+import { basename, dirname } from "node:path"
+import { VERSION } from "../../version.js"
+import { Api, endpointCounts } from "../Api.js"
+import { App } from "../context.js"
+
+/** Files beside the services file that belong to the store's data space. */
+const isStoreFile = (configName: string) => (name: string) =>
+  name === configName || name === `${configName}.bak` || name === "tool_records.jsonl"
+
+export const ApplicationHttpLive = HttpApiBuilder.group(Api, "application", (handlers) =>
+  Effect.gen(function* () {
+    const app = yield* App
+    return handlers
+      .handle("health", () =>
+        Effect.sync(() => {
+          const uptime_seconds = Math.round((Date.now() - app.store.startedAt) / 10) / 100
+          const timestamp = new Date().toISOString()
+          if (app.shuttingDown || app.store.stopped) {
+            const message = "The server is shutting down"
+            return HttpServerResponse.unsafeJson(
+              {
+                success: false,
+                status: "unhealthy",
+                message,
+                version: VERSION,
+                uptime_seconds,
+                timestamp,
+                error: { code: "SERVICE_UNAVAILABLE", message, details: {} }
+              },
+              { status: 503 }
+            )
+          }
+          return { success: true, status: "healthy" as const, version: VERSION, uptime_seconds, timestamp }
+        })
+      )
+      .handle("workspaceInfo", () =>
+        Effect.promise(async () => {
+          const path = app.store.file.path
+          const folder = dirname(path)
+          const names = await readdir(folder).catch(() => [] as string[])
+          return {
+            success: true,
+            workspace_path: folder,
+            config_files: names.filter(isStoreFile(basename(path))).sort(),
+            data_space: path
+          }
+        })
+      )
+  })
+)
+
+export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
+  handlers.handle("root", () =>
+    Effect.succeed({
+      success: true,
+      name: "mcp-store",
+      version: VERSION,
+      description: "A store of MCP tool services for AI agents: register, list, call and watch tools, per store and per agent",
+      endpoints: endpointCounts()
+    })
+  )
+)

@@ -1,0 +1,189 @@
+/**
+ * Every HTTP error of the API, in one place: the contract's error classes (one body shape, a real
+ * status; shared/API.md, Conventions), the mapping from the store's errors to them, and the
+ * API-level middleware that turns the framework's own failures (malformed JSON, schema decode
+ * errors, unknown routes, wrong methods, wrong content types, oversized bodies) into the same body.
+ */
+import { HttpApiError, HttpApiSchema, HttpServerError, HttpServerRequest, HttpMethod, type HttpServerResponse } from "@effect/platform"
+import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
+import { Cause, Effect, Option, ParseResult, Schema } from "effect"
+import { isStoreError, type StoreError } from "../runtime/errors.js"
+
+/**
+ * The error body of shared/API.md. Each class lists its own codes: that makes the classes tell
+ * apart when the API encodes a failure (the union picks the first class that accepts the value).
+ */
+const errorFields = <const Codes extends ReadonlyArray<string>>(...codes: Codes) => ({
+  success: Schema.Literal(false),
+  message: Schema.String,
+  error: Schema.Struct({
+    code: Schema.Literal(...codes),
+    message: Schema.String,
+    details: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  })
+})
+
+type Details = Record<string, unknown>
+
+/** Builds the body fields of an error. */
+const body = <C extends string>(code: C, message: string, details: Details = {}) =>
+  ({ success: false as const, message, error: { code, message, details } })
+
+export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
+export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
+export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND or TOOL_NOT_FOUND" })) {}
+export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
+export class WaitTimeout extends Schema.Class<WaitTimeout>("WaitTimeout")(errorFields("WAIT_TIMEOUT"), HttpApiSchema.annotations({ status: 408, description: "WAIT_TIMEOUT" })) {}
+export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(errorFields("PAYLOAD_TOO_LARGE"), HttpApiSchema.annotations({ status: 413, description: "PAYLOAD_TOO_LARGE" })) {}
+export class UnsupportedMediaType extends Schema.Class<UnsupportedMediaType>("UnsupportedMediaType")(errorFields("UNSUPPORTED_MEDIA_TYPE"), HttpApiSchema.annotations({ status: 415, description: "UNSUPPORTED_MEDIA_TYPE" })) {}
+export class InternalError extends Schema.Class<InternalError>("InternalError")(errorFields("INTERNAL_ERROR"), HttpApiSchema.annotations({ status: 500, description: "INTERNAL_ERROR: a bug, never bad input" })) {}
+export class BadGateway extends Schema.Class<BadGateway>("BadGateway")(errorFields("UPSTREAM_ERROR"), HttpApiSchema.annotations({ status: 502, description: "UPSTREAM_ERROR" })) {}
+export class Unavailable extends Schema.Class<Unavailable>("Unavailable")(errorFields("SERVICE_UNAVAILABLE"), HttpApiSchema.annotations({ status: 503, description: "SERVICE_UNAVAILABLE" })) {}
+export class GatewayTimeout extends Schema.Class<GatewayTimeout>("GatewayTimeout")(errorFields("TOOL_TIMEOUT"), HttpApiSchema.annotations({ status: 504, description: "TOOL_TIMEOUT" })) {}
+
+/** Every error an endpoint can answer with. */
+export type ApiError =
+  | BadRequest
+  | Unauthorized
+  | NotFound
+  | MethodNotAllowed
+  | WaitTimeout
+  | PayloadTooLarge
+  | UnsupportedMediaType
+  | InternalError
+  | BadGateway
+  | Unavailable
+  | GatewayTimeout
+
+export const validationError = (message: string, fields: ReadonlyArray<{ field: string; problem: string }>) =>
+  new BadRequest(body("VALIDATION_ERROR", message, { fields }))
+
+export const waitTimeout = (message: string, details: Details) => new WaitTimeout(body("WAIT_TIMEOUT", message, details))
+
+/** Maps a store error to its contract error. */
+export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGateway | Unavailable | GatewayTimeout => {
+  switch (e._tag) {
+    case "ValidationError":
+      return validationError(e.message, e.problems)
+    case "ServiceNotFound":
+      return new NotFound(body("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope }))
+    case "ToolNotFound":
+      return new NotFound(body("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope }))
+    case "AmbiguousTool":
+      return new BadRequest(body("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
+    case "InvalidArguments":
+      return new BadRequest(body("INVALID_ARGUMENTS", e.message, { tool_name: e.toolName, upstream: e.upstream }))
+    case "UpstreamError":
+      return new BadGateway(body("UPSTREAM_ERROR", e.message, { outcome: e.outcome, service_name: e.serviceName, code: e.code ?? null }))
+    case "ServiceUnavailable":
+      return new Unavailable(
+        body("SERVICE_UNAVAILABLE", e.message, {
+          service_name: e.serviceName,
+          status: e.status,
+          next_retry_at: e.nextRetryAt,
+          last_error: e.lastError
+        })
+      )
+    case "ToolTimeout":
+      return new GatewayTimeout(body("TOOL_TIMEOUT", e.message, { tool_name: e.toolName, timeout: e.timeoutSeconds }))
+  }
+}
+
+/**
+ * Runs a store operation from a handler: the AbortSignal fires if the client goes away (the fiber
+ * is interrupted); store errors become contract errors; anything else is a bug, logged as a defect.
+ */
+export const run = <A>(
+  operation: (signal: AbortSignal) => Promise<A> | A
+): Effect.Effect<A, ReturnType<typeof fromStoreError> | InternalError> =>
+  Effect.tryPromise({
+    try: async (signal) => operation(signal),
+    catch: (e) => e
+  }).pipe(
+    Effect.catchAll((e): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
+      isStoreError(e)
+        ? Effect.fail(fromStoreError(e))
+        : Effect.logError("unexpected failure", e).pipe(
+            Effect.zipRight(Effect.fail(internalError(`Internal error: ${e instanceof Error ? e.message : String(e)}`)))
+          )
+    )
+  )
+
+const internalError = (message: string) => new InternalError(body("INTERNAL_ERROR", message))
+
+/** Describes a schema decode failure field by field. */
+const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
+  e.issues.map((issue) => ({
+    field: issue.path.length > 0 ? issue.path.map(String).join(".") : "body",
+    problem: issue.message
+  }))
+
+/** Body size limit (shared/API.md, Conventions). */
+export const MAX_BODY_BYTES = 1024 * 1024
+const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
+
+/** A route table entry: method and path pattern, e.g. `DELETE /for_store/delete_service/:service_name`. */
+export interface RouteEntry {
+  readonly method: string
+  readonly path: string
+}
+
+const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)
+
+/**
+ * The API-level middleware: checks content type and size and parses JSON before routing (so a
+ * malformed body is a 400, not a defect), and maps routing and decoding failures to the contract.
+ */
+export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>) => {
+  const patterns = routes.map((r) => ({ method: r.method, pattern: patternOf(r.path) }))
+  return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (HttpMethod.hasBody(request.method)) {
+        const type = request.headers["content-type"]
+        const length = Number(request.headers["content-length"] ?? "0")
+        if (length > MAX_BODY_BYTES) return yield* Effect.fail(tooLarge())
+        const text = yield* IncomingMessage.withMaxBodySize(request.text, Option.some(MAX_BODY_BYTES)).pipe(
+          Effect.mapError(() => tooLarge())
+        )
+        if (text.length > 0) {
+          if (type !== undefined && !type.toLowerCase().includes("application/json")) {
+            return yield* Effect.fail(
+              new UnsupportedMediaType(body("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
+            )
+          }
+          try {
+            JSON.parse(text)
+          } catch (e) {
+            return yield* Effect.fail(validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }]))
+          }
+        }
+      }
+      return yield* app
+    }).pipe(
+      Effect.catchAll((e): Effect.Effect<never, ApiError> => {
+        if (e instanceof HttpApiError.HttpApiDecodeError) {
+          const fields = decodeProblems(e)
+          return Effect.fail(validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields))
+        }
+        if (e instanceof HttpServerError.RouteNotFound) {
+          const path = new URL(e.request.url, "http://x").pathname
+          const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
+          return Effect.fail(
+            allowed.length > 0
+              ? new MethodNotAllowed(body("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
+              : new NotFound(body("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
+          )
+        }
+        // Anything else is already a contract error (or a failure the framework encodes itself).
+        return Effect.fail(e as ApiError)
+      }),
+      Effect.catchAllDefect((defect): Effect.Effect<never, BadRequest | InternalError> =>
+        ParseResult.isParseError(defect)
+          ? Effect.fail(validationError(`Invalid request: ${defect.message}`, [{ field: "body", problem: defect.message }]))
+          : Effect.logError("unexpected defect", Cause.die(defect)).pipe(
+              Effect.zipRight(Effect.fail(internalError("Internal error")))
+            )
+      )
+    )
+}

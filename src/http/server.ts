@@ -1,0 +1,116 @@
+/**
+ * Builds and runs the HTTP server: the contract's handlers, the contract middleware, the OpenAPI
+ * document and docs page, on a Node http.Server that this module owns, with the store as a scoped
+ * resource (started before the server listens, stopped after it closes).
+ *
+ * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
+ * connection (open waits are interrupted), then stop the store (every child process ended).
+ */
+import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpMiddleware } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { createServer, type Server } from "node:http"
+import type { ServerOptions, StoreOptions } from "../config/options.js"
+import { createStore, type Store } from "../runtime/store.js"
+import { AgentHttpLive } from "./agent/Http.js"
+import { Api, routeTable } from "./Api.js"
+import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
+import { App, type AppState } from "./context.js"
+import { contractMiddleware } from "./errors.js"
+import { StoreHttpLive } from "./store/Http.js"
+
+/** A running server. */
+export interface RunningServer {
+  /** Base URL, e.g. `http://127.0.0.1:18200`. */
+  readonly url: string
+  readonly port: number
+  readonly store: Store
+  /** Graceful shutdown; resolves when every connection and child process is gone. Idempotent. */
+  close(): Promise<void>
+}
+
+export interface StartServerOptions {
+  readonly server: ServerOptions
+  readonly store: StoreOptions
+  /** How long requests in flight may finish after shutdown begins (ms, default 2000). */
+  readonly graceMs?: number
+}
+
+const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
+  debug
+    ? LogLevel.Debug
+    : { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error }[level]
+
+/** Starts the store and the HTTP server; rejects (and releases everything) if either cannot start. */
+export const startServer = async (options: StartServerOptions): Promise<RunningServer> => {
+  const httpServer: Server = createServer()
+  const state: { app?: AppState } = {}
+
+  const AppLive = Layer.scoped(
+    App,
+    Effect.acquireRelease(
+      Effect.promise(() => createStore({ mcpConfigFile: options.store.mcpConfigFile, monitoring: options.store.monitoring })).pipe(
+        Effect.map((store): AppState => {
+          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false }
+          return state.app
+        })
+      ),
+      (app) => Effect.promise(() => app.store.stop())
+    )
+  )
+
+  const ApiLive = HttpApiBuilder.api(Api).pipe(
+    Layer.provide([StoreHttpLive, AgentHttpLive, ApplicationHttpLive, SystemHttpLive]),
+    Layer.provide(HttpApiBuilder.middleware(Api, contractMiddleware(routeTable())))
+  )
+
+  const ServerLive = HttpApiBuilder.serve(options.server.logLevel === "debug" ? HttpMiddleware.logger : (app) => app).pipe(
+    Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide(ApiLive),
+    Layer.provide(AppLive),
+    HttpServer.withLogAddress,
+    Layer.provide(NodeHttpServer.layer(() => httpServer, { port: options.server.port, host: options.server.host })),
+    Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug)))
+  )
+
+  const runtime = ManagedRuntime.make(ServerLive)
+  try {
+    await runtime.runPromise(Effect.void)
+  } catch (e) {
+    await runtime.dispose().catch(() => undefined)
+    throw unwrapStartError(e)
+  }
+  const address = httpServer.address()
+  const port = typeof address === "object" && address !== null ? address.port : options.server.port
+  const host = options.server.host === "0.0.0.0" || options.server.host === "::" ? "127.0.0.1" : options.server.host
+  const app = state.app as AppState
+
+  let closing: Promise<void> | undefined
+  const close = () => {
+    closing ??= (async () => {
+      app.shuttingDown = true
+      const drained = new Promise<void>((resolve) => httpServer.close(() => resolve()))
+      httpServer.closeIdleConnections()
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([drained, new Promise<void>((r) => (timer = setTimeout(r, options.graceMs ?? 2000)))])
+      clearTimeout(timer)
+      httpServer.closeAllConnections()
+      await runtime.dispose()
+    })()
+    return closing
+  }
+
+  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, close }
+}
+
+/** Effect wraps start failures (a port in use, a broken services file): give back the cause. */
+const unwrapStartError = (e: unknown): unknown => {
+  let current: unknown = e
+  for (let i = 0; i < 5; i++) {
+    const cause = (current as { cause?: unknown } | null)?.cause
+    if (cause === undefined || cause === null) break
+    current = cause
+  }
+  return current instanceof Error ? current : e
+}

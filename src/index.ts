@@ -1,0 +1,27 @@
+/**
+ * The library entry point: create a store in-process, use the same operations the HTTP layer
+ * uses, and reach the store, agent and service actors directly (send events, read snapshots,
+ * subscribe). Or start the whole HTTP server.
+ */
+export { createStore, Store, ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/store.js"
+export type {
+  CreateStoreOptions,
+  AddServiceResult,
+  CallToolInput,
+  CallToolOutput,
+  WaitServiceInput,
+  WaitServiceOutput,
+  TwoStepDeleteResult
+} from "./runtime/store.js"
+export type { ServiceView, ToolView } from "./runtime/views.js"
+export * from "./runtime/errors.js"
+export { awaitSnapshot, type WaitResult, type WaitEnd } from "./runtime/bridge.js"
+export { serviceMachine, statusOf, backoffMs } from "./machines/service.js"
+export type { ServiceActorRef, ServiceSnapshot, ServiceEvent, ServiceInput, Transition } from "./machines/service.js"
+export { agentMachine, type AgentActorRef } from "./machines/agent.js"
+export { storeMachine, type StoreActorRef, type StoreEvent } from "./machines/store.js"
+export { STORE_SYSTEM_ID, agentSystemId, serviceSystemId } from "./machines/supervisor.js"
+export { STATUSES, type Status, type ServiceDefinition, type Scope, STORE_SCOPE, agentScope } from "./domain/service.js"
+export { defaultMonitoring, type MonitoringSettings } from "./domain/settings.js"
+export { startServer, type RunningServer, type StartServerOptions } from "./http/server.js"
+export { resolveOptions, type Options, type ServerOptions, type StoreOptions } from "./config/options.js"

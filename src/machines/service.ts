@@ -1,0 +1,546 @@
+/**
+ * The service machine: one actor per registered service, modelling connection, health checks,
+ * reconnection with backoff, tool refresh, disconnect and restart (shared/LIFECYCLE.md).
+ *
+ * The machine is pure. Its side effects are the named actors of `setup()` (connect, hold the
+ * connection, check health, list tools, close), supplied by src/runtime/adapter.ts with
+ * `.provide(...)`; time passes only through `after` delays, so tests drive it with a SimulatedClock.
+ * The status is the tag of the active state (`statusOf`); every status change is recorded.
+ */
+import { assign, fromCallback, fromPromise, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
+import type { McpConnection, ToolInfo } from "../mcp/types.js"
+import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+
+/** One recorded status change. `from` is null for the first status. */
+export interface Transition {
+  readonly from: Status | null
+  readonly to: Status
+  readonly at: number
+  readonly reason: string
+}
+
+/** The outcome of one health check, scheduled or reported from outside (a tool call, check_services). */
+export interface HealthReport {
+  readonly ok: boolean
+  readonly responseTimeMs?: number | undefined
+  readonly error?: string | undefined
+}
+
+/** What the service actor is started with. */
+export interface ServiceInput {
+  readonly scope: Scope
+  readonly name: string
+  readonly definition: ServiceDefinition
+  readonly settings: MonitoringSettings
+  /** Set by a supervisor that restarts a crashed actor: start `unreachable` and retry after a backoff. */
+  readonly crash?: { readonly error: string; readonly attempt: number } | undefined
+  /** Wall-clock source for recorded times (tests may fix it). */
+  readonly now?: (() => number) | undefined
+  /** Source of jitter and check offsets (tests may fix it). */
+  readonly random?: (() => number) | undefined
+}
+
+/** What a successful connection attempt yields. */
+export interface ConnectOutput {
+  readonly connection: McpConnection
+  readonly tools: ReadonlyArray<ToolInfo>
+}
+
+export interface ConnectInput {
+  readonly scope: Scope
+  readonly name: string
+  readonly definition: ServiceDefinition
+  readonly timeoutMs: number
+}
+
+export interface ConnectionInput {
+  readonly connection: McpConnection
+  readonly watchTools: boolean
+}
+
+export interface CheckInput {
+  readonly connection: McpConnection
+  readonly timeoutMs: number
+}
+
+export type ServiceEvent =
+  | { readonly type: "TRANSPORT_CLOSED"; readonly reason: string; readonly immediate?: boolean }
+  | ({ readonly type: "HEALTH_REPORT" } & HealthReport)
+  | { readonly type: "TOOLS_CHANGED" }
+  | { readonly type: "REFRESH_TOOLS" }
+  | { readonly type: "DISCONNECT"; readonly reason?: string | undefined }
+  | { readonly type: "RESTART"; readonly reason?: string | undefined }
+  | { readonly type: "UPDATE_DEFINITION"; readonly definition: ServiceDefinition }
+
+export interface ServiceContext {
+  readonly scope: Scope
+  readonly name: string
+  readonly definition: ServiceDefinition
+  readonly settings: MonitoringSettings
+  readonly now: () => number
+  readonly random: () => number
+  /** The status last entered (mirrors the active state's tag). */
+  readonly status: Status | null
+  /** Why the next status change happens; set by transitions, consumed by `enterStatus`. */
+  readonly reason: string
+  readonly connection: McpConnection | undefined
+  readonly tools: ReadonlyArray<ToolInfo>
+  readonly toolsUpdatedAt: number | undefined
+  /** Incremented on each tool list refresh, so a waiter can tell one happened. */
+  readonly toolsVersion: number
+  readonly consecutiveFailures: number
+  readonly consecutiveSuccesses: number
+  readonly reconnectAttempts: number
+  /** Delay before the next reconnection attempt or health check, computed when the wait starts. */
+  readonly nextDelayMs: number
+  readonly nextRetryAt: number | undefined
+  readonly immediateRetry: boolean
+  readonly lastError: string | undefined
+  readonly lastHealthCheckAt: number | undefined
+  readonly responseTimeMs: number | undefined
+  readonly stateEnteredAt: number
+  readonly transitions: ReadonlyArray<Transition>
+  readonly crash: { readonly error: string; readonly attempt: number } | undefined
+}
+
+const MAX_TRANSITIONS = 20
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/** Reconnection backoff: 1 s, 2 s, 4 s ... with ±10 % jitter, never above `reconnection_seconds`. */
+export const backoffMs = (attempt: number, settings: MonitoringSettings, random: () => number): number => {
+  const base = 1000 * 2 ** Math.min(attempt, 30)
+  const jittered = base * (1 + (random() * 2 - 1) * 0.1)
+  return Math.max(0, Math.min(jittered, settings.reconnection_seconds * 1000))
+}
+
+export const serviceMachine = setup({
+  types: {
+    context: {} as ServiceContext,
+    events: {} as ServiceEvent,
+    input: {} as ServiceInput
+  },
+  actors: {
+    /** Opens a new client and transport and lists the tools. Supplied by the runtime. */
+    connect: fromPlaceholderPromise<ConnectOutput, ConnectInput>("connect"),
+    /** Owns a live connection while the service is connected: reports its events, closes it on exit. */
+    holdConnection: fromPlaceholderCallback<ConnectionInput>("holdConnection"),
+    /** One health check (MCP ping); sends HEALTH_REPORT back. */
+    checkHealth: fromPlaceholderCallback<CheckInput>("checkHealth"),
+    /** Lists the tools again. */
+    listTools: fromPlaceholderPromise<ReadonlyArray<ToolInfo>, CheckInput>("listTools"),
+    /** Closes a connection (session DELETE, process tree ended) and resolves when it is done. */
+    closeConnection: fromPlaceholderPromise<void, { readonly connection: McpConnection | undefined }>(
+      "closeConnection"
+    )
+  },
+  delays: {
+    nextDelay: ({ context }) => context.nextDelayMs,
+    warningInterval: ({ context }) => context.settings.warning_check_seconds * 1000,
+    initializationTimeout: ({ context }) => context.settings.initialization_timeout_seconds * 1000,
+    toolsInterval: ({ context }) => context.settings.tools_update_hours * 3_600_000,
+    unreachableRetry: ({ context }) => context.settings.unreachable_retry_seconds * 1000,
+    disconnectionTimeout: ({ context }) => context.settings.disconnection_timeout_seconds * 1000
+  },
+  guards: {
+    isDisabled: ({ context }) => context.definition.disabled === true,
+    isCrashed: ({ context }) => context.crash !== undefined,
+    reconnectionDisabled: ({ context }) => !context.settings.enable_reconnection,
+    reconnectionEnabled: ({ context }) => context.settings.enable_reconnection,
+    toolsUpdateEnabled: ({ context }) => context.settings.enable_tools_update,
+    reportFast: ({ context, event }) =>
+      event.type === "HEALTH_REPORT" &&
+      event.ok &&
+      (event.responseTimeMs === undefined || event.responseTimeMs <= context.settings.slow_response_ms),
+    reportSlow: ({ event }) => event.type === "HEALTH_REPORT" && event.ok,
+    failureThresholdReached: ({ context }) =>
+      context.consecutiveFailures + 1 >= context.settings.reconnecting_failure_threshold,
+    attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts
+  },
+  actions: {
+    /** Records a status change (from, to, at, reason) when the status really changes. */
+    enterStatus: assign(({ context }, params: { status: Status }) => {
+      if (context.status === params.status) return {}
+      const at = context.now()
+      const transition: Transition = { from: context.status, to: params.status, at, reason: context.reason }
+      return {
+        status: params.status,
+        stateEnteredAt: at,
+        transitions: [...context.transitions.slice(-(MAX_TRANSITIONS - 1)), transition]
+      }
+    }),
+    because: assign((_, params: { reason: string }) => ({ reason: params.reason })),
+    connected: assign(({ context, event }) => {
+      const output = (event as unknown as { output: ConnectOutput }).output
+      return {
+        connection: output.connection,
+        tools: output.tools,
+        toolsUpdatedAt: context.now(),
+        toolsVersion: context.toolsVersion + 1,
+        reconnectAttempts: 0,
+        consecutiveFailures: 0,
+        immediateRetry: false,
+        nextRetryAt: undefined,
+        crash: undefined,
+        reason: context.status === "initializing" ? "connected" : "reconnected",
+        // The first check starts at a random offset so that many services do not ping at once.
+        nextDelayMs: context.random() * context.settings.health_check_seconds * 1000
+      }
+    }),
+    connectFailed: assign(({ context, event }) => {
+      const error =
+        event.type.startsWith("xstate.error.actor")
+          ? errorText((event as unknown as { error: unknown }).error)
+          : `no connection within ${context.settings.initialization_timeout_seconds} s`
+      return { lastError: error, reason: error, connection: undefined }
+    }),
+    attemptFailed: assign(({ context }) => ({ reconnectAttempts: context.reconnectAttempts + 1 })),
+    scheduleReconnect: assign(({ context }) => {
+      const delay = context.immediateRetry ? 0 : backoffMs(context.reconnectAttempts, context.settings, context.random)
+      return { nextDelayMs: delay, nextRetryAt: context.now() + delay, immediateRetry: false }
+    }),
+    scheduleUnreachableRetry: assign(({ context }) =>
+      context.settings.enable_reconnection
+        ? { nextRetryAt: context.now() + context.settings.unreachable_retry_seconds * 1000 }
+        : { nextRetryAt: undefined }
+    ),
+    scheduleCrashRestart: assign(({ context }) => {
+      const delay = backoffMs(Math.max(0, (context.crash?.attempt ?? 1) - 1), context.settings, context.random)
+      return {
+        nextDelayMs: delay,
+        nextRetryAt: context.now() + delay,
+        lastError: context.crash?.error,
+        reason: `actor crashed: ${context.crash?.error ?? "unknown error"}`
+      }
+    }),
+    checkSucceeded: assign(({ context, event }) => {
+      const e = event as Extract<ServiceEvent, { type: "HEALTH_REPORT" }>
+      const slow = e.responseTimeMs !== undefined && e.responseTimeMs > context.settings.slow_response_ms
+      return {
+        consecutiveFailures: 0,
+        consecutiveSuccesses: slow ? 0 : context.consecutiveSuccesses + 1,
+        lastHealthCheckAt: context.now(),
+        responseTimeMs: e.responseTimeMs ?? context.responseTimeMs,
+        reason: slow ? `slow response: ${Math.round(e.responseTimeMs ?? 0)} ms` : "health check answered",
+        nextDelayMs: context.settings.health_check_seconds * 1000
+      }
+    }),
+    checkFailed: assign(({ context, event }) => {
+      const e = event as Extract<ServiceEvent, { type: "HEALTH_REPORT" }>
+      const error = e.error ?? "health check failed"
+      return {
+        consecutiveFailures: context.consecutiveFailures + 1,
+        consecutiveSuccesses: 0,
+        lastHealthCheckAt: context.now(),
+        lastError: error,
+        reason: `health check failed: ${error}`,
+        nextDelayMs: context.settings.health_check_seconds * 1000
+      }
+    }),
+    transportClosed: assign(({ event }) => {
+      const e = event as Extract<ServiceEvent, { type: "TRANSPORT_CLOSED" }>
+      return { lastError: e.reason, reason: e.reason, immediateRetry: e.immediate === true }
+    }),
+    dropConnection: assign({ connection: undefined }),
+    toolsListed: assign(({ context, event }) => ({
+      tools: (event as unknown as { output: ReadonlyArray<ToolInfo> }).output,
+      toolsUpdatedAt: context.now(),
+      toolsVersion: context.toolsVersion + 1
+    })),
+    toolsListFailed: assign(({ context, event }) => ({
+      lastError: `tool list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
+      // A failed refresh still counts as a refresh attempt for anyone waiting on it.
+      toolsVersion: context.toolsVersion + 1
+    })),
+    resetCounters: assign({
+      reconnectAttempts: 0,
+      consecutiveFailures: 0,
+      consecutiveSuccesses: 0,
+      immediateRetry: false,
+      nextRetryAt: undefined,
+      crash: undefined
+    }),
+    newDefinition: assign(({ event }) => ({
+      definition: (event as Extract<ServiceEvent, { type: "UPDATE_DEFINITION" }>).definition,
+      reason: "definition changed"
+    })),
+    requested: assign(({ event }) => {
+      const e = event as Extract<ServiceEvent, { type: "DISCONNECT" | "RESTART" }>
+      return { reason: e.reason ?? (e.type === "DISCONNECT" ? "disconnect requested" : "restart requested") }
+    })
+  }
+}).createMachine({
+  id: "service",
+  context: ({ input }) => {
+    const now = input.now ?? Date.now
+    return {
+      scope: input.scope,
+      name: input.name,
+      definition: input.definition,
+      settings: input.settings,
+      now,
+      random: input.random ?? Math.random,
+      status: null,
+      reason: "added",
+      connection: undefined,
+      tools: [],
+      toolsUpdatedAt: undefined,
+      toolsVersion: 0,
+      consecutiveFailures: 0,
+      consecutiveSuccesses: 0,
+      reconnectAttempts: 0,
+      nextDelayMs: 0,
+      nextRetryAt: undefined,
+      immediateRetry: false,
+      lastError: undefined,
+      lastHealthCheckAt: undefined,
+      responseTimeMs: undefined,
+      stateEnteredAt: now(),
+      transitions: [],
+      crash: input.crash
+    }
+  },
+  initial: "start",
+  on: {
+    DISCONNECT: { target: ".disconnecting", actions: "requested" },
+    RESTART: { target: ".initializing", reenter: true, actions: ["requested", "resetCounters"] },
+    UPDATE_DEFINITION: { target: ".initializing", reenter: true, actions: ["newDefinition", "resetCounters"] }
+  },
+  states: {
+    start: {
+      always: [
+        { guard: "isDisabled", target: "disconnected", actions: { type: "because", params: { reason: "disabled in the services file" } } },
+        { guard: "isCrashed", target: "crashed" },
+        { target: "initializing" }
+      ]
+    },
+    /** Restarted by its supervisor after a crash: unreachable until the backoff delay passes. */
+    crashed: {
+      tags: ["unreachable"],
+      entry: ["scheduleCrashRestart", { type: "enterStatus", params: { status: "unreachable" } }],
+      after: {
+        nextDelay: { target: "initializing", actions: { type: "because", params: { reason: "restarted after a crash" } } }
+      }
+    },
+    initializing: {
+      tags: ["initializing"],
+      entry: [{ type: "enterStatus", params: { status: "initializing" } }, "dropConnection"],
+      invoke: {
+        src: "connect",
+        input: ({ context }) => ({
+          scope: context.scope,
+          name: context.name,
+          definition: context.definition,
+          timeoutMs: context.settings.initialization_timeout_seconds * 1000
+        }),
+        onDone: { target: "connected", actions: "connected" },
+        onError: { target: "lost", actions: "connectFailed" }
+      },
+      after: { initializationTimeout: { target: "lost", actions: "connectFailed" } }
+    },
+    /** Transient: where a failed service goes, depending on `enable_reconnection`. */
+    lost: {
+      always: [{ guard: "reconnectionDisabled", target: "unreachable" }, { target: "reconnecting" }]
+    },
+    connected: {
+      type: "parallel",
+      invoke: {
+        src: "holdConnection",
+        input: ({ context }) => ({
+          connection: context.connection as McpConnection,
+          watchTools: context.settings.enable_tools_update
+        })
+      },
+      on: {
+        TRANSPORT_CLOSED: { target: "lost", actions: "transportClosed" }
+      },
+      states: {
+        health: {
+          initial: "healthy",
+          states: {
+            healthy: {
+              tags: ["healthy"],
+              entry: { type: "enterStatus", params: { status: "healthy" } },
+              initial: "idle",
+              states: {
+                idle: { after: { nextDelay: "checking" } },
+                checking: {
+                  invoke: {
+                    src: "checkHealth",
+                    input: ({ context }) => ({
+                      connection: context.connection as McpConnection,
+                      timeoutMs: context.settings.ping_timeout_seconds * 1000
+                    })
+                  }
+                }
+              },
+              on: {
+                HEALTH_REPORT: [
+                  { guard: "reportFast", target: ".idle", reenter: true, actions: "checkSucceeded" },
+                  { guard: "reportSlow", target: "warning", actions: "checkSucceeded" },
+                  { target: "warning", actions: "checkFailed" }
+                ]
+              }
+            },
+            warning: {
+              tags: ["warning"],
+              entry: { type: "enterStatus", params: { status: "warning" } },
+              initial: "idle",
+              states: {
+                idle: { after: { warningInterval: "checking" } },
+                checking: {
+                  invoke: {
+                    src: "checkHealth",
+                    input: ({ context }) => ({
+                      connection: context.connection as McpConnection,
+                      timeoutMs: context.settings.ping_timeout_seconds * 1000
+                    })
+                  }
+                }
+              },
+              on: {
+                HEALTH_REPORT: [
+                  { guard: "reportFast", target: "healthy", actions: "checkSucceeded" },
+                  { guard: "reportSlow", target: ".idle", reenter: true, actions: "checkSucceeded" },
+                  { guard: "failureThresholdReached", target: "#service.lost", actions: "checkFailed" },
+                  { target: ".idle", reenter: true, actions: "checkFailed" }
+                ]
+              }
+            }
+          }
+        },
+        tools: {
+          initial: "idle",
+          states: {
+            idle: {
+              after: { toolsInterval: { guard: "toolsUpdateEnabled", target: "refreshing" } },
+              on: {
+                REFRESH_TOOLS: "refreshing",
+                TOOLS_CHANGED: { guard: "toolsUpdateEnabled", target: "refreshing" }
+              }
+            },
+            refreshing: {
+              invoke: {
+                src: "listTools",
+                input: ({ context }) => ({
+                  connection: context.connection as McpConnection,
+                  timeoutMs: context.settings.ping_timeout_seconds * 1000
+                }),
+                onDone: { target: "idle", actions: "toolsListed" },
+                onError: { target: "idle", actions: "toolsListFailed" }
+              },
+              on: {
+                // A change announced during a refresh may not be in the answer: list again.
+                TOOLS_CHANGED: { guard: "toolsUpdateEnabled", target: "refreshing", reenter: true }
+              }
+            }
+          }
+        }
+      }
+    },
+    reconnecting: {
+      tags: ["reconnecting"],
+      entry: [{ type: "enterStatus", params: { status: "reconnecting" } }, "dropConnection"],
+      initial: "waiting",
+      states: {
+        waiting: {
+          entry: "scheduleReconnect",
+          after: { nextDelay: "attempting" }
+        },
+        attempting: {
+          invoke: {
+            src: "connect",
+            input: ({ context }) => ({
+              scope: context.scope,
+              name: context.name,
+              definition: context.definition,
+              timeoutMs: context.settings.initialization_timeout_seconds * 1000
+            }),
+            onDone: { target: "#service.connected", actions: "connected" },
+            onError: [
+              { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
+              { target: "waiting", reenter: true, actions: ["connectFailed", "attemptFailed"] }
+            ]
+          },
+          after: {
+            initializationTimeout: [
+              { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
+              { target: "waiting", reenter: true, actions: ["connectFailed", "attemptFailed"] }
+            ]
+          }
+        }
+      }
+    },
+    unreachable: {
+      tags: ["unreachable"],
+      entry: [{ type: "enterStatus", params: { status: "unreachable" } }, "dropConnection"],
+      initial: "waiting",
+      states: {
+        waiting: {
+          entry: "scheduleUnreachableRetry",
+          after: { unreachableRetry: { guard: "reconnectionEnabled", target: "attempting" } }
+        },
+        attempting: {
+          invoke: {
+            src: "connect",
+            input: ({ context }) => ({
+              scope: context.scope,
+              name: context.name,
+              definition: context.definition,
+              timeoutMs: context.settings.initialization_timeout_seconds * 1000
+            }),
+            onDone: { target: "#service.connected", actions: "connected" },
+            onError: { target: "waiting", reenter: true, actions: "connectFailed" }
+          },
+          after: { initializationTimeout: { target: "waiting", reenter: true, actions: "connectFailed" } }
+        }
+      }
+    },
+    disconnecting: {
+      tags: ["disconnecting"],
+      entry: { type: "enterStatus", params: { status: "disconnecting" } },
+      on: { DISCONNECT: {} },
+      invoke: {
+        src: "closeConnection",
+        input: ({ context }) => ({ connection: context.connection }),
+        onDone: { target: "disconnected", actions: { type: "because", params: { reason: "transport closed" } } },
+        onError: { target: "disconnected", actions: { type: "because", params: { reason: "transport closed with an error" } } }
+      },
+      after: {
+        disconnectionTimeout: {
+          target: "disconnected",
+          actions: { type: "because", params: { reason: "disconnection timed out: closed by force" } }
+        }
+      }
+    },
+    disconnected: {
+      tags: ["disconnected"],
+      entry: [{ type: "enterStatus", params: { status: "disconnected" } }, "dropConnection", "resetCounters"],
+      on: { DISCONNECT: {} }
+    }
+  }
+})
+
+/** Placeholders that fail loudly when the runtime forgot to provide an implementation. */
+function fromPlaceholderPromise<O, I>(name: string) {
+  return fromPromise<O, I>(async () => {
+    throw new Error(`service machine: actor '${name}' was not provided`)
+  })
+}
+function fromPlaceholderCallback<I>(name: string) {
+  return fromCallback<EventObject, I>(() => {
+    throw new Error(`service machine: actor '${name}' was not provided`)
+  })
+}
+
+export type ServiceMachine = typeof serviceMachine
+export type ServiceActorRef = ActorRefFrom<typeof serviceMachine>
+export type ServiceSnapshot = SnapshotFrom<typeof serviceMachine>
+
+/** The status of a service snapshot: the tag of its active state. */
+export const statusOf = (snapshot: ServiceSnapshot): Status => {
+  for (const s of STATUSES) if (snapshot.hasTag(s)) return s
+  // Only the transient start state has no tag; it is never observable from outside.
+  return snapshot.status === "active" ? "initializing" : "disconnected"
+}

@@ -1,0 +1,122 @@
+/**
+ * The store machine: the root of the actor system. It supervises the store scope's service actors
+ * itself (same rules as an agent, src/machines/supervisor.ts) and owns one agent actor per agent,
+ * spawning it with the agent's first service and routing that agent's events to it.
+ */
+import { assign, enqueueActions, setup, stopChild, type ActorRefFrom } from "xstate"
+import { STORE_SCOPE, type Scope, type ServiceDefinition } from "../domain/service.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+import { agentMachine, type AgentActorRef } from "./agent.js"
+import { serviceMachine } from "./service.js"
+import {
+  agentSystemId,
+  restartCrashed,
+  withSpawnedService,
+  withoutService,
+  type SupervisorContext
+} from "./supervisor.js"
+
+export interface StoreInput {
+  readonly settings: MonitoringSettings
+}
+
+export interface StoreContext extends SupervisorContext {
+  readonly agents: Readonly<Record<string, AgentActorRef>>
+}
+
+/** Events of the store actor; `scope` routes a service event to the store itself or to an agent. */
+export type StoreEvent =
+  | { readonly type: "ADD_SERVICE"; readonly scope: Scope; readonly name: string; readonly definition: ServiceDefinition }
+  | { readonly type: "REMOVE_SERVICE"; readonly scope: Scope; readonly name: string }
+  | { readonly type: "REMOVE_AGENT"; readonly agentId: string }
+
+export const storeMachine = setup({
+  types: {
+    context: {} as StoreContext,
+    events: {} as StoreEvent,
+    input: {} as StoreInput
+  },
+  actors: { service: serviceMachine, agent: agentMachine }
+}).createMachine({
+  id: "store",
+  context: ({ input }) => ({
+    scope: STORE_SCOPE,
+    settings: input.settings,
+    services: {},
+    crashes: {},
+    agents: {}
+  }),
+  initial: "running",
+  states: {
+    running: {
+      on: {
+        ADD_SERVICE: [
+          {
+            guard: ({ event }) => event.scope.kind === "agent",
+            actions: enqueueActions(({ context, event, enqueue }) => {
+              if (event.scope.kind !== "agent") return
+              const agentId = event.scope.agentId
+              if (context.agents[agentId] === undefined) {
+                enqueue.assign({
+                  agents: ({ context, spawn }) => ({
+                    ...context.agents,
+                    [agentId]: spawn("agent", {
+                      id: agentSystemId(agentId),
+                      systemId: agentSystemId(agentId),
+                      input: { agentId, settings: context.settings }
+                    })
+                  })
+                })
+              }
+              enqueue.sendTo(({ context }) => context.agents[agentId]!, {
+                type: "ADD_SERVICE",
+                name: event.name,
+                definition: event.definition
+              })
+            })
+          },
+          {
+            guard: ({ context, event }) => context.services[event.name] === undefined,
+            actions: assign({
+              services: ({ context, event, spawn }) => withSpawnedService(context, spawn, event.name, event.definition)
+            })
+          }
+        ],
+        REMOVE_SERVICE: [
+          {
+            guard: ({ event }) => event.scope.kind === "agent",
+            actions: enqueueActions(({ context, event, enqueue }) => {
+              if (event.scope.kind !== "agent") return
+              const agent = context.agents[event.scope.agentId]
+              if (agent) enqueue.sendTo(agent, { type: "REMOVE_SERVICE", name: event.name })
+            })
+          },
+          {
+            guard: ({ context, event }) => context.services[event.name] !== undefined,
+            actions: [
+              stopChild(({ context, event }) => context.services[event.name]!),
+              assign({ services: ({ context, event }) => withoutService(context.services, event.name) })
+            ]
+          }
+        ],
+        REMOVE_AGENT: {
+          guard: ({ context, event }) => context.agents[event.agentId] !== undefined,
+          actions: [
+            stopChild(({ context, event }) => context.agents[event.agentId]!),
+            assign({
+              agents: ({ context, event }) => {
+                const { [event.agentId]: _removed, ...rest } = context.agents
+                return rest
+              }
+            })
+          ]
+        },
+        "xstate.error.actor.*": {
+          actions: assign(({ context, event, spawn }) => restartCrashed(context as StoreContext, spawn, event))
+        }
+      }
+    }
+  }
+})
+
+export type StoreActorRef = ActorRefFrom<typeof storeMachine>

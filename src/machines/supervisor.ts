@@ -1,0 +1,91 @@
+/**
+ * What the store and agent machines share as supervisors of service actors: the system ids, the
+ * spawn options of a service child, and what to do when a child crashes (shared/LIFECYCLE.md,
+ * Actors). Plain functions, so both machines stay readable and their rules cannot drift apart.
+ */
+import type { AnyEventObject } from "xstate"
+import type { Scope, ServiceDefinition } from "../domain/service.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+import type { ServiceActorRef, ServiceInput } from "./service.js"
+
+/** System id of the store actor. */
+export const STORE_SYSTEM_ID = "store"
+/** System id of an agent actor. */
+export const agentSystemId = (agentId: string): string => `agent:${agentId}`
+/** System id of a service actor: `service:store:<name>` or `service:agent:<id>:<name>`. */
+export const serviceSystemId = (scope: Scope, name: string): string =>
+  scope.kind === "store" ? `service:store:${name}` : `service:agent:${scope.agentId}:${name}`
+
+/** Supervision state common to the store and agent machines. */
+export interface SupervisorContext {
+  readonly scope: Scope
+  readonly settings: MonitoringSettings
+  readonly services: Readonly<Record<string, ServiceActorRef>>
+  /** How many times each service's actor has crashed (drives the restart backoff). */
+  readonly crashes: Readonly<Record<string, number>>
+}
+
+/** Events a supervisor takes for its own scope. */
+export type SupervisorEvent =
+  | { readonly type: "ADD_SERVICE"; readonly name: string; readonly definition: ServiceDefinition }
+  | { readonly type: "REMOVE_SERVICE"; readonly name: string }
+
+/** The `spawn` that XState hands to `assign`; typed loosely because each machine's is generic. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Spawn = (src: "service", options: { id: string; systemId: string; input: ServiceInput }) => any
+
+/** Spawns a service child and returns the services map with it. */
+export const withSpawnedService = (
+  context: SupervisorContext,
+  spawn: Spawn,
+  name: string,
+  definition: ServiceDefinition,
+  crash?: ServiceInput["crash"]
+): Record<string, ServiceActorRef> => {
+  const id = serviceSystemId(context.scope, name)
+  const input: ServiceInput = { scope: context.scope, name, definition, settings: context.settings, crash }
+  return { ...context.services, [name]: spawn("service", { id, systemId: id, input }) as ServiceActorRef }
+}
+
+/** The services map without one name. */
+export const withoutService = (
+  services: Readonly<Record<string, ServiceActorRef>>,
+  name: string
+): Record<string, ServiceActorRef> => {
+  const { [name]: _removed, ...rest } = services
+  return rest
+}
+
+/** The name of the service whose child actor sent this `xstate.error.actor.<id>` event, if it is ours. */
+export const crashedServiceName = (context: SupervisorContext, event: AnyEventObject): string | undefined => {
+  const prefix = `xstate.error.actor.${serviceSystemId(context.scope, "")}`
+  if (!event.type.startsWith(prefix)) return undefined
+  const name = event.type.slice(prefix.length)
+  return context.services[name] ? name : undefined
+}
+
+/**
+ * Replaces a crashed child with a new actor that starts `unreachable` with the error and retries
+ * after a backoff that grows with the number of crashes. The crash is logged.
+ */
+export const restartCrashed = (
+  context: SupervisorContext,
+  spawn: Spawn,
+  event: AnyEventObject
+): Pick<SupervisorContext, "services" | "crashes"> => {
+  const name = crashedServiceName(context, event)
+  if (name === undefined) return { services: context.services, crashes: context.crashes }
+  const crashed = context.services[name] as ServiceActorRef
+  const error = (event as { error?: unknown }).error
+  const message = error instanceof Error ? error.message : String(error)
+  const attempt = (context.crashes[name] ?? 0) + 1
+  console.error(`[mcp-store] service actor ${serviceSystemId(context.scope, name)} crashed (${attempt}): ${message}`)
+  const definition = crashed.getSnapshot().context.definition
+  return {
+    services: withSpawnedService({ ...context, services: withoutService(context.services, name) }, spawn, name, definition, {
+      error: message,
+      attempt
+    }),
+    crashes: { ...context.crashes, [name]: attempt }
+  }
+}

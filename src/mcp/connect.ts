@@ -1,0 +1,244 @@
+/**
+ * Opens a live MCP connection for a resolved service definition. Each call builds a new SDK client
+ * and transport (a reconnection never reuses either), runs every request through `mcpRequest`, and
+ * hides the transports' differences behind `McpConnection`: the session DELETE for Streamable HTTP,
+ * the process group and stderr for stdio, "closed by itself" against "closed by us".
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { ResolvedDefinition } from "../domain/service.js"
+import { mcpRequest } from "./request.js"
+import { describeExit, StdioProcessTransport } from "./stdio.js"
+import { McpRequestError, type ConnectOptions, type McpConnection, type RequestOptions, type ToolInfo } from "./types.js"
+
+/** Client name sent in the initialize handshake when none is given. */
+export const DEFAULT_CLIENT_NAME = "mcp-store"
+
+/** How long `close()` waits for the Streamable HTTP session DELETE. */
+const TERMINATE_SESSION_TIMEOUT_MS = 1_000
+
+/** How many stderr lines a failed stdio connect quotes in its message. */
+const STDERR_LINES_IN_ERRORS = 10
+
+/** Stops a misbehaving server that keeps handing out cursors. */
+const MAX_TOOL_PAGES = 1_000
+
+type Opened =
+  | { readonly type: "streamable_http"; readonly transport: StreamableHTTPClientTransport }
+  | { readonly type: "sse"; readonly transport: SSEClientTransport }
+  | { readonly type: "stdio"; readonly transport: StdioProcessTransport }
+
+/**
+ * Connects to a service: builds a new client and transport, runs the initialize handshake within
+ * the time-out, and returns the live connection. When anything fails, everything it created is
+ * released (a local process group is ended) and it rejects with `McpRequestError`; for stdio the
+ * message tells how the process ended and quotes its last stderr lines.
+ */
+export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
+  const opened = openTransport(def)
+  const client = new Client({ name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" }, { capabilities: {} })
+  const connection = new SdkConnection(client, opened)
+  try {
+    await mcpRequest(
+      `connect to ${describeTarget(def)}`,
+      ({ timeout, signal }) => client.connect(opened.transport, { timeout, signal }),
+      options
+    )
+  } catch (error) {
+    const failure = error instanceof McpRequestError ? error : new McpRequestError("transport", String(error))
+    if (opened.type === "stdio" && failure.kind === "transport") {
+      // A broken pipe can be noticed a moment before the exit itself.
+      await opened.transport.waitForExit(200)
+    }
+    const ended = opened.type === "stdio" && opened.transport.endedByItself
+    await connection.close()
+    if (opened.type !== "stdio") throw failure
+    throw new McpRequestError(
+      failure.kind,
+      withProcessReport(failure.message, opened.transport, ended),
+      failure.code,
+      failure.data
+    )
+  }
+  return connection
+}
+
+/** One live client, its transport, and the listeners of the connection's owner. */
+class SdkConnection implements McpConnection {
+  readonly transportType: "streamable_http" | "sse" | "stdio"
+  private readonly closeListeners = new Set<(reason: string) => void>()
+  private readonly toolsListeners = new Set<() => void>()
+  private closedByUs = false
+  private closing: Promise<void> | undefined
+  private selfCloseReason: string | undefined
+
+  constructor(
+    private readonly client: Client,
+    private readonly opened: Opened
+  ) {
+    this.transportType = opened.type
+    client.onclose = () => this.onTransportClosed()
+    // Transport hiccups (a dropped SSE stream, a stray stdout line) are not failures by themselves:
+    // a failing request or the close is what the owner acts on.
+    client.onerror = () => {}
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      for (const listener of [...this.toolsListeners]) listener()
+    })
+  }
+
+  get serverInfo(): { readonly name: string; readonly version: string } | undefined {
+    const info = this.client.getServerVersion()
+    return info === undefined ? undefined : { name: info.name, version: info.version }
+  }
+
+  get pid(): number | undefined {
+    return this.opened.type === "stdio" ? this.opened.transport.pid : undefined
+  }
+
+  async ping(options: RequestOptions): Promise<number> {
+    const started = performance.now()
+    await mcpRequest("ping", ({ timeout, signal }) => this.client.ping({ timeout, signal }), options)
+    return performance.now() - started
+  }
+
+  listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>> {
+    return mcpRequest(
+      "tools/list",
+      async ({ timeout, signal }) => {
+        const tools: Array<ToolInfo> = []
+        const seen = new Set<string>()
+        let cursor: string | undefined
+        for (let page = 0; page < MAX_TOOL_PAGES; page++) {
+          const result = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout, signal })
+          for (const tool of result.tools) tools.push(toToolInfo(tool))
+          cursor = result.nextCursor
+          if (cursor === undefined) return tools
+          if (seen.has(cursor)) {
+            throw new McpRequestError("protocol", `tools/list: the server repeated the cursor ${JSON.stringify(cursor)}`)
+          }
+          seen.add(cursor)
+        }
+        throw new McpRequestError("protocol", `tools/list: more than ${MAX_TOOL_PAGES} pages`)
+      },
+      options
+    )
+  }
+
+  callTool(name: string, args: Record<string, unknown>, options: RequestOptions): Promise<CallToolResult> {
+    return mcpRequest(
+      `tools/call ${JSON.stringify(name)}`,
+      async ({ timeout, signal }) =>
+        (await this.client.callTool({ name, arguments: args }, undefined, { timeout, signal })) as CallToolResult,
+      options
+    )
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutDown()
+    return this.closing
+  }
+
+  onClose(listener: (reason: string) => void): () => void {
+    const reason = this.selfCloseReason
+    if (reason !== undefined) {
+      // Already closed by itself: tell a late subscriber at once rather than never.
+      queueMicrotask(() => listener(reason))
+      return () => {}
+    }
+    this.closeListeners.add(listener)
+    return () => this.closeListeners.delete(listener)
+  }
+
+  onToolsChanged(listener: () => void): () => void {
+    this.toolsListeners.add(listener)
+    return () => this.toolsListeners.delete(listener)
+  }
+
+  stderrTail(): ReadonlyArray<string> {
+    return this.opened.type === "stdio" ? this.opened.transport.stderrTail() : []
+  }
+
+  private async shutDown(): Promise<void> {
+    this.closedByUs = true
+    this.closeListeners.clear()
+    if (this.opened.type === "streamable_http") {
+      // client.close() sends no DELETE; ending the session is our job, and must not hold up the close.
+      await withTimeout(this.opened.transport.terminateSession(), TERMINATE_SESSION_TIMEOUT_MS)
+    }
+    await this.client.close().catch(() => {})
+    // Closing an unconnected client does not reach the transport (a connect that failed early).
+    await this.opened.transport.close().catch(() => {})
+  }
+
+  private onTransportClosed(): void {
+    if (this.closedByUs || this.selfCloseReason !== undefined) return
+    const reason =
+      this.opened.type === "stdio"
+        ? closeReasonOfProcess(this.opened.transport)
+        : `the ${this.opened.type === "sse" ? "SSE stream" : "connection"} closed`
+    this.selfCloseReason = reason
+    const listeners = [...this.closeListeners]
+    this.closeListeners.clear()
+    for (const listener of listeners) listener(reason)
+  }
+}
+
+const openTransport = (def: ResolvedDefinition): Opened => {
+  if (def.kind === "local") {
+    return {
+      type: "stdio",
+      transport: new StdioProcessTransport({ command: def.command, args: def.args, env: def.env, cwd: def.cwd })
+    }
+  }
+  const url = new URL(def.url)
+  const requestInit: RequestInit = { headers: { ...def.headers } }
+  return def.transport === "sse"
+    ? { type: "sse", transport: new SSEClientTransport(url, { requestInit }) }
+    : { type: "streamable_http", transport: new StreamableHTTPClientTransport(url, { requestInit }) }
+}
+
+const describeTarget = (def: ResolvedDefinition): string =>
+  def.kind === "local"
+    ? `stdio service (${[def.command, ...def.args].join(" ")})`
+    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${def.url}`
+
+const toToolInfo = (tool: {
+  name: string
+  description?: string | undefined
+  inputSchema: Record<string, unknown>
+  annotations?: Record<string, unknown> | undefined
+}): ToolInfo => ({
+  name: tool.name,
+  description: tool.description ?? "",
+  inputSchema: tool.inputSchema,
+  ...(tool.annotations !== undefined ? { annotations: tool.annotations } : {})
+})
+
+const closeReasonOfProcess = (transport: StdioProcessTransport): string => {
+  const last = transport.stderrTail().at(-1)
+  return `the process ${describeExit(transport.exit)}${last !== undefined && last !== "" ? ` (last stderr line: ${last})` : ""}`
+}
+
+const withProcessReport = (message: string, transport: StdioProcessTransport, endedByItself: boolean): string => {
+  // A process that never started has neither an exit code nor stderr: the spawn error says it all.
+  if (transport.exit?.kind === "spawn_failed") return message
+  const lines: Array<string> = [message]
+  if (endedByItself) lines.push(`The process ${describeExit(transport.exit)}.`)
+  const tail = transport.stderrTail().slice(-STDERR_LINES_IN_ERRORS)
+  lines.push(tail.length > 0 ? `Last stderr lines:\n${tail.map((l) => `  ${l}`).join("\n")}` : "It wrote nothing to stderr.")
+  return lines.join("\n")
+}
+
+const withTimeout = async (promise: Promise<unknown>, ms: number): Promise<void> => {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    promise.catch(() => {}),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms)
+    })
+  ])
+  clearTimeout(timer)
+}

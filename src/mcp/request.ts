@@ -1,0 +1,157 @@
+/**
+ * The one wrapper every MCP request goes through. It hands the SDK a time-out and an abort signal,
+ * enforces the time-out itself as well (the SDK does not bound a transport's start, e.g. an SSE
+ * stream that never sends its endpoint), and turns whatever the SDK, the transport or fetch threw
+ * into an `McpRequestError` with a kind the service actors can act on and a message a person can read.
+ */
+import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { McpRequestError, type RequestOptions } from "./types.js"
+
+/** What the SDK call receives: pass both on as its request options. */
+export interface RequestControls {
+  readonly timeout: number
+  readonly signal: AbortSignal
+}
+
+const MAX_TIMER_MS = 2_147_483_647
+
+/** Marks the wrapper's own deadline, so that it is told apart from any other abort. */
+class DeadlineExceeded extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`)
+  }
+}
+
+/**
+ * Runs one MCP request (or a short sequence, like paging through tools/list) with a time-out and
+ * the caller's abort signal. Settles at the time-out at the latest, and always rejects with an
+ * `McpRequestError`:
+ * - `aborted` when the caller's signal fired;
+ * - `timeout` when no answer came in time (the SDK then sends `notifications/cancelled`);
+ * - `session_expired` when a Streamable HTTP server answered 404 (it forgot the session);
+ * - `protocol` when the server answered with a JSON-RPC error (`code` and `data` are kept);
+ * - `transport` for everything else (connection closed or refused, process gone, HTTP errors).
+ */
+export async function mcpRequest<T>(
+  what: string,
+  run: (controls: RequestControls) => Promise<T>,
+  options: RequestOptions
+): Promise<T> {
+  const { signal } = options
+  // setTimeout treats anything above 2^31-1 ms as 1 ms.
+  const timeoutMs = Math.max(0, Math.min(options.timeoutMs, MAX_TIMER_MS))
+  if (signal?.aborted === true) throw abortedError(what, signal.reason)
+  const controller = new AbortController()
+  const onCallerAbort = (): void => controller.abort(signal?.reason)
+  signal?.addEventListener("abort", onCallerAbort, { once: true })
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new DeadlineExceeded(timeoutMs)
+      // Aborting lets the SDK drop the request and tell the server it was cancelled.
+      controller.abort(error)
+      reject(error)
+    }, timeoutMs)
+  })
+  const aborted = new Promise<never>((_, reject) => {
+    controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
+  })
+  try {
+    return await Promise.race([run({ timeout: timeoutMs, signal: controller.signal }), deadline, aborted])
+  } catch (error) {
+    throw classifyFailure(what, error, options)
+  } finally {
+    clearTimeout(timer)
+    signal?.removeEventListener("abort", onCallerAbort)
+  }
+}
+
+/** Turns anything a request threw into an `McpRequestError` (see `mcpRequest` for the kinds). */
+export function classifyFailure(what: string, error: unknown, options: RequestOptions): McpRequestError {
+  if (error instanceof McpRequestError) return error
+  if (options.signal?.aborted === true) return abortedError(what, options.signal.reason)
+  if (error instanceof DeadlineExceeded) {
+    return new McpRequestError("timeout", `${what}: ${error.message}`)
+  }
+  if (error instanceof McpError) {
+    if (error.code === ErrorCode.RequestTimeout) {
+      return new McpRequestError("timeout", `${what}: no answer within ${options.timeoutMs} ms`)
+    }
+    if (isConnectionClosed(error)) {
+      return new McpRequestError("transport", `${what}: the connection closed before the answer came`)
+    }
+    return new McpRequestError(
+      "protocol",
+      `${what}: the server answered with error ${error.code}: ${stripMcpPrefix(error)}`,
+      error.code,
+      error.data
+    )
+  }
+  if (error instanceof StreamableHTTPError) {
+    if (error.code === 404) {
+      return new McpRequestError(
+        "session_expired",
+        `${what}: the server no longer knows this session (HTTP 404): ${describeError(error)}`
+      )
+    }
+    const status = error.code !== undefined && error.code > 0 ? ` (HTTP ${error.code})` : ""
+    return new McpRequestError("transport", `${what}: HTTP request failed${status}: ${describeError(error)}`)
+  }
+  if (error instanceof SseError) {
+    const status = error.code !== undefined ? ` (HTTP ${error.code})` : ""
+    return new McpRequestError("transport", `${what}: SSE stream failed${status}: ${describeError(error)}`)
+  }
+  if (isSchemaError(error)) {
+    return new McpRequestError("protocol", `${what}: the server's answer does not match the MCP schema: ${describeError(error)}`)
+  }
+  return new McpRequestError("transport", `${what}: ${describeError(error)}`)
+}
+
+/**
+ * A readable one-line account of an error and its causes, e.g.
+ * "fetch failed: connect ECONNREFUSED 127.0.0.1:4000".
+ */
+export function describeError(error: unknown): string {
+  const parts: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    if (current instanceof AggregateError && current.errors.length > 0) {
+      // Happy eyeballs: one refusal per address tried.
+      const inner = [...new Set(current.errors.map((e) => describeError(e)))].join("; ")
+      parts.push(current.message !== "" ? `${current.message}: ${inner}` : inner)
+      break
+    }
+    if (current instanceof Error) {
+      const code = (current as NodeJS.ErrnoException).code
+      const message = current.message !== "" ? current.message : current.name
+      parts.push(typeof code === "string" && !message.includes(code) ? `${message} (${code})` : message)
+      current = current.cause
+    } else {
+      parts.push(String(current))
+      break
+    }
+  }
+  // "fetch failed: connect ECONNREFUSED ..." reads better than repeating a cause already named.
+  return parts.filter((part, i) => i === 0 || !parts[i - 1]?.includes(part)).join(": ")
+}
+
+const abortedError = (what: string, reason: unknown): McpRequestError => {
+  const why = reason === undefined ? "" : `: ${reason instanceof Error ? reason.message : String(reason)}`
+  return new McpRequestError("aborted", `${what}: aborted by the caller${why}`)
+}
+
+/**
+ * The SDK fails pending requests with ConnectionClosed (-32000) when its transport closes. Servers
+ * may use -32000 for their own errors too (it opens the "server error" range), so only the SDK's own
+ * errors count as a transport failure; a server's -32000 answer stays a protocol error.
+ */
+const isConnectionClosed = (error: McpError): boolean =>
+  error.code === ErrorCode.ConnectionClosed &&
+  error.data === undefined &&
+  /^MCP error -32000: (Connection closed|Request was cancelled)$/.test(error.message)
+
+const stripMcpPrefix = (error: McpError): string => error.message.replace(/^MCP error -?\d+: /, "")
+
+const isSchemaError = (error: unknown): boolean => error instanceof Error && /ZodError$/.test(error.name)

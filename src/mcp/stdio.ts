@@ -1,0 +1,358 @@
+/**
+ * The stdio transport for local services. The SDK's own StdioClientTransport ends only the direct
+ * child and keeps no stderr, but a local service started through `npx` or a shell has grandchildren,
+ * and its stderr is what a person needs to see when it fails. This transport runs the child as the
+ * leader of its own process group, always ends the whole group, and keeps the last lines of stderr.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
+import { existsSync } from "node:fs"
+import { StringDecoder } from "node:string_decoder"
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+
+/** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */
+export const INHERITED_ENV_VARS: ReadonlyArray<string> = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
+
+/** Lines of stderr kept by default. */
+export const DEFAULT_STDERR_LINES = 200
+
+/** How long `close()` waits after SIGTERM before SIGKILL, by default. */
+export const DEFAULT_GRACE_MS = 2_000
+
+/** Longest stderr line kept; the rest of a longer line is dropped (a process that never writes a newline). */
+const MAX_LINE_LENGTH = 4_096
+
+/** What to run, and how. */
+export interface StdioProcessOptions {
+  readonly command: string
+  readonly args?: ReadonlyArray<string>
+  /** Added to the inherited variables (and wins over them). */
+  readonly env?: Readonly<Record<string, string>>
+  readonly cwd?: string | undefined
+  /** How long `close()` waits after SIGTERM before SIGKILL. */
+  readonly graceMs?: number
+  /** How many stderr lines to keep. */
+  readonly stderrLines?: number
+}
+
+/** How the child ended: an exit code, a signal, or a failure to start. */
+export type ProcessExit =
+  | { readonly kind: "exited"; readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  | { readonly kind: "spawn_failed"; readonly error: Error }
+
+/** The environment a child gets: the inherited safe variables of this process plus `extra`. */
+export const childEnvironment = (extra: Readonly<Record<string, string>> = {}): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const key of INHERITED_ENV_VARS) {
+    const value = process.env[key]
+    // A value starting with "()" is an exported shell function: never pass those on.
+    if (value !== undefined && !value.startsWith("()")) env[key] = value
+  }
+  return { ...env, ...extra }
+}
+
+/** A human sentence for how a process ended, e.g. "exited with code 3" or "was killed by SIGKILL". */
+export const describeExit = (exit: ProcessExit | undefined): string => {
+  if (exit === undefined) return "is still running"
+  if (exit.kind === "spawn_failed") return `could not be started (${exit.error.message})`
+  if (exit.signal !== null) return `was killed by ${exit.signal}`
+  return `exited with code ${exit.code ?? "unknown"}`
+}
+
+/**
+ * The last `capacity` lines of a text stream. Chunks are split on newlines; a partial last line is
+ * held until its newline (or `end()`) arrives, and is shown by `lines()` meanwhile.
+ */
+export class LineRing {
+  private readonly ring: Array<string> = []
+  private partial = ""
+
+  constructor(readonly capacity: number = DEFAULT_STDERR_LINES) {}
+
+  /** Adds a chunk of text. */
+  push(chunk: string): void {
+    const parts = (this.partial + chunk).split("\n")
+    this.partial = clip(parts.pop() ?? "")
+    for (const line of parts) this.add(line)
+  }
+
+  /** Ends the stream: a held partial line becomes a line. */
+  end(): void {
+    if (this.partial !== "") this.add(this.partial)
+    this.partial = ""
+  }
+
+  /** The kept lines, oldest first, with the partial last line if there is one. */
+  lines(): ReadonlyArray<string> {
+    return this.partial === "" ? [...this.ring] : [...this.ring, this.partial].slice(-this.capacity)
+  }
+
+  private add(line: string): void {
+    this.ring.push(clip(line.replace(/\r$/, "")))
+    if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity)
+  }
+}
+
+const clip = (line: string): string => (line.length > MAX_LINE_LENGTH ? line.slice(0, MAX_LINE_LENGTH) : line)
+
+/** Sends a signal to a whole process group; never throws (a group that is gone is fine). */
+export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
+  try {
+    process.kill(-pgid, signal)
+  } catch {
+    // ESRCH: the group is already gone. EPERM: nothing we may do about it.
+  }
+}
+
+/**
+ * An MCP client transport over a child process's stdin/stdout. The child leads its own process group
+ * (`detached: true`), so `close()` and the end of the child reach every process it started.
+ */
+export class StdioProcessTransport implements Transport {
+  onclose?: (() => void) | undefined
+  onerror?: ((error: Error) => void) | undefined
+  onmessage?: (<T extends JSONRPCMessage>(message: T) => void) | undefined
+
+  private readonly readBuffer = new ReadBuffer()
+  private readonly stderr: LineRing
+  private readonly decoder = new StringDecoder("utf8")
+  private readonly graceMs: number
+  private child: ChildProcessWithoutNullStreams | undefined
+  private exitInfo: ProcessExit | undefined
+  private closeRequested = false
+  private closing: Promise<void> | undefined
+  private finished = false
+  private readonly exitWaiters = new Set<() => void>()
+  private readonly finishWaiters = new Set<() => void>()
+  private readonly timers = new Set<NodeJS.Timeout>()
+
+  constructor(private readonly options: StdioProcessOptions) {
+    this.graceMs = options.graceMs ?? DEFAULT_GRACE_MS
+    this.stderr = new LineRing(options.stderrLines ?? DEFAULT_STDERR_LINES)
+  }
+
+  /** The child's process id (also its process group id) once started. */
+  get pid(): number | undefined {
+    return this.child?.pid
+  }
+
+  /** How the child ended, or undefined while it runs (or before start). */
+  get exit(): ProcessExit | undefined {
+    return this.exitInfo
+  }
+
+  /** Whether the child ended before `close()` was asked for (it died, or failed to start). */
+  get endedByItself(): boolean {
+    return this.exitInfo !== undefined && !this.closeRequested
+  }
+
+  /** The last stderr lines, oldest first. */
+  stderrTail(): ReadonlyArray<string> {
+    return this.stderr.lines()
+  }
+
+  /** Spawns the child; resolves once it runs, rejects when it cannot be started (e.g. ENOENT). */
+  start(): Promise<void> {
+    if (this.child !== undefined || this.exitInfo !== undefined) {
+      return Promise.reject(new Error("StdioProcessTransport already started"))
+    }
+    return new Promise<void>((resolve, reject) => {
+      const { command, args = [], env, cwd } = this.options
+      let child: ChildProcessWithoutNullStreams
+      try {
+        child = spawn(command, [...args], {
+          detached: true,
+          stdio: ["pipe", "pipe", "pipe"],
+          env: childEnvironment(env),
+          ...(cwd !== undefined ? { cwd } : {}),
+          windowsHide: true
+        })
+      } catch (cause) {
+        const error = cause instanceof Error ? cause : new Error(String(cause))
+        this.exitInfo = { kind: "spawn_failed", error }
+        this.onerror?.(error)
+        this.finish()
+        reject(error)
+        return
+      }
+      this.child = child
+      let spawned = false
+      child.once("spawn", () => {
+        spawned = true
+        resolve()
+      })
+      child.on("error", (cause) => {
+        if (spawned) {
+          this.onerror?.(cause)
+          return
+        }
+        const error = this.explainSpawnError(cause)
+        this.exitInfo = { kind: "spawn_failed", error }
+        this.onerror?.(error)
+        reject(error)
+        this.notifyExit()
+        this.finish()
+      })
+      child.once("exit", (code, signal) => {
+        this.exitInfo = { kind: "exited", code, signal }
+        this.notifyExit()
+        if (!this.closeRequested) this.reapGroupAfterExit(child)
+      })
+      child.once("close", () => this.finish())
+      child.stdout.on("data", (chunk: Buffer) => this.onStdout(chunk))
+      child.stderr.on("data", (chunk: Buffer) => this.stderr.push(this.decoder.write(chunk)))
+      child.stderr.on("end", () => this.stderr.push(this.decoder.end()))
+      // EPIPE and friends once the child is gone; the exit itself is reported through onclose.
+      child.stdin.on("error", (error) => this.onerror?.(error))
+      child.stdout.on("error", (error) => this.onerror?.(error))
+      child.stderr.on("error", (error) => this.onerror?.(error))
+    })
+  }
+
+  /** Writes one JSON-RPC message to the child's stdin. */
+  send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin
+    if (stdin === undefined || !stdin.writable || this.exitInfo !== undefined || this.closeRequested) {
+      return Promise.reject(new Error(`Not connected: the process ${describeExit(this.exitInfo)}`))
+    }
+    return new Promise<void>((resolve, reject) => {
+      stdin.write(serializeMessage(message), (error) => (error ? reject(error) : resolve()))
+    })
+  }
+
+  /**
+   * Ends the whole process group: SIGTERM, then SIGKILL after the grace period. Whatever is left of
+   * the group once the child has exited is killed too. Resolves when the child has exited; never rejects.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.terminate()
+    return this.closing
+  }
+
+  /** Resolves true once the child has exited (false if it has not within `ms`). */
+  waitForExit(ms: number): Promise<boolean> {
+    if (this.exitInfo !== undefined) return Promise.resolve(true)
+    return this.waitFor(this.exitWaiters, ms)
+  }
+
+  private async terminate(): Promise<void> {
+    this.closeRequested = true
+    const child = this.child
+    const pid = child?.pid
+    if (child === undefined || pid === undefined) {
+      this.finish()
+      return
+    }
+    try {
+      child.stdin.end()
+    } catch {
+      // The pipe may already be broken.
+    }
+    if (this.exitInfo === undefined) {
+      signalGroup(pid, "SIGTERM")
+      if (!(await this.waitForExit(this.graceMs))) {
+        signalGroup(pid, "SIGKILL")
+        await this.waitForExit(this.graceMs)
+      }
+    }
+    // The group got SIGTERM together with the child; what is still there now is a straggler.
+    signalGroup(pid, "SIGKILL")
+    if (!(await this.waitFor(this.finishWaiters, 500, () => this.finished))) this.forceFinish()
+  }
+
+  /** The child ended on its own: end the rest of its group too (SIGTERM now, SIGKILL after the grace period). */
+  private reapGroupAfterExit(child: ChildProcessWithoutNullStreams): void {
+    const pid = child.pid
+    if (pid === undefined) return
+    signalGroup(pid, "SIGTERM")
+    // Not cancelled by finish(): a straggler that ignores SIGTERM may have closed its pipes already.
+    setTimeout(() => signalGroup(pid, "SIGKILL"), this.graceMs).unref()
+    // A process that left the group could keep the pipes open: do not wait for it forever.
+    this.later(this.graceMs + 500, () => this.forceFinish())
+  }
+
+  private onStdout(chunk: Buffer): void {
+    try {
+      this.readBuffer.append(chunk)
+    } catch (error) {
+      this.onerror?.(error instanceof Error ? error : new Error(String(error)))
+      void this.close()
+      return
+    }
+    for (;;) {
+      let message: JSONRPCMessage | null
+      try {
+        message = this.readBuffer.readMessage()
+      } catch (error) {
+        // The bad line is already consumed; report it and go on with the next one.
+        this.onerror?.(new Error(`Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`))
+        continue
+      }
+      if (message === null) break
+      this.onmessage?.(message)
+    }
+  }
+
+  private explainSpawnError(error: Error): Error {
+    const cwd = this.options.cwd
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && cwd !== undefined && !existsSync(cwd)) {
+      return Object.assign(new Error(`spawn ${this.options.command}: working directory ${cwd} does not exist`), {
+        code: "ENOENT",
+        cause: error
+      })
+    }
+    return error
+  }
+
+  private forceFinish(): void {
+    if (this.finished) return
+    const child = this.child
+    child?.stdin.destroy()
+    child?.stdout.destroy()
+    child?.stderr.destroy()
+    this.finish()
+  }
+
+  private finish(): void {
+    if (this.finished) return
+    this.finished = true
+    this.stderr.push(this.decoder.end())
+    this.stderr.end()
+    this.readBuffer.clear()
+    for (const timer of this.timers) clearTimeout(timer)
+    this.timers.clear()
+    for (const wake of this.finishWaiters) wake()
+    this.finishWaiters.clear()
+    this.onclose?.()
+  }
+
+  private notifyExit(): void {
+    for (const wake of this.exitWaiters) wake()
+    this.exitWaiters.clear()
+  }
+
+  private later(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer)
+      run()
+    }, ms)
+    timer.unref()
+    this.timers.add(timer)
+  }
+
+  private waitFor(waiters: Set<() => void>, ms: number, done?: () => boolean): Promise<boolean> {
+    if (done?.() === true) return Promise.resolve(true)
+    return new Promise<boolean>((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer)
+        resolve(true)
+      }
+      const timer = setTimeout(() => {
+        waiters.delete(wake)
+        resolve(false)
+      }, ms)
+      waiters.add(wake)
+    })
+  }
+}

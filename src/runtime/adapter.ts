@@ -1,0 +1,105 @@
+/**
+ * Supplies the service machine's side effects (src/machines/service.ts) with real MCP
+ * connections (src/mcp). It also owns every connection it opens: `closeAll()` ends whatever is
+ * still open when the store stops, including a connection that an aborted attempt created.
+ */
+import { fromCallback, fromPromise, type EventObject } from "xstate"
+import { resolveDefinition } from "../domain/service.js"
+import { connect } from "../mcp/connect.js"
+import { McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import {
+  serviceMachine,
+  type CheckInput,
+  type ConnectInput,
+  type ConnectOutput,
+  type ConnectionInput,
+  type ServiceEvent
+} from "../machines/service.js"
+
+/** Connections opened and not yet closed, with one close promise each (close is idempotent). */
+export class ConnectionRegistry {
+  private readonly open = new Map<McpConnection, Promise<void> | undefined>()
+
+  track(connection: McpConnection): McpConnection {
+    this.open.set(connection, undefined)
+    return connection
+  }
+
+  /** Closes a connection once; every caller gets the same promise. */
+  close(connection: McpConnection | undefined): Promise<void> {
+    if (connection === undefined) return Promise.resolve()
+    const pending = this.open.get(connection)
+    if (pending) return pending
+    const closing = connection.close().catch(() => undefined).finally(() => this.open.delete(connection))
+    this.open.set(connection, closing)
+    return closing
+  }
+
+  /** Closes everything still open (store shutdown). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.open.keys()].map((c) => this.close(c)))
+  }
+
+  get size(): number {
+    return this.open.size
+  }
+}
+
+const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/** The service machine with real MCP side effects; every connection is tracked by `registry`. */
+export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store") =>
+  serviceMachine.provide({
+    actors: {
+      connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
+        const resolved = resolveDefinition(input.definition)
+        const connection = registry.track(await connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName }))
+        try {
+          if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
+          const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
+          // A result that arrives after the actor stopped is dropped by XState: release it here.
+          if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
+          return { connection, tools }
+        } catch (e) {
+          await registry.close(connection)
+          throw e
+        }
+      }),
+      holdConnection: fromCallback<EventObject, ConnectionInput>(({ input, sendBack }) => {
+        const send = (event: ServiceEvent) => sendBack(event)
+        const offClose = input.connection.onClose((reason) =>
+          send({ type: "TRANSPORT_CLOSED", reason: `transport closed: ${reason}` })
+        )
+        const offTools = input.watchTools
+          ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
+          : () => undefined
+        return () => {
+          offClose()
+          offTools()
+          void registry.close(input.connection)
+        }
+      }),
+      checkHealth: fromCallback<EventObject, CheckInput>(({ input, sendBack }) => {
+        const send = (event: ServiceEvent) => sendBack(event)
+        const abort = new AbortController()
+        input.connection.ping({ timeoutMs: input.timeoutMs, signal: abort.signal }).then(
+          (ms) => send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: ms }),
+          (e: unknown) => {
+            if (abort.signal.aborted) return
+            if (e instanceof McpRequestError && e.kind === "session_expired") {
+              send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+            } else {
+              send({ type: "HEALTH_REPORT", ok: false, error: describe(e) })
+            }
+          }
+        )
+        return () => abort.abort()
+      }),
+      listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) =>
+        input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
+      ),
+      closeConnection: fromPromise<void, { readonly connection: McpConnection | undefined }>(({ input }) =>
+        registry.close(input.connection)
+      )
+    }
+  })

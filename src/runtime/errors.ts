@@ -1,0 +1,109 @@
+/**
+ * The errors of the store's operations. They are the library's errors (what `createStore` users
+ * catch) and are mapped to HTTP statuses and the contract's error body in one place,
+ * src/http/errors.ts.
+ */
+import { Data } from "effect"
+import type { Status } from "../domain/service.js"
+
+/** One refused field: where it is and why. */
+export interface FieldProblem {
+  readonly field: string
+  readonly problem: string
+}
+
+/** The input is malformed; nothing was changed. */
+export class ValidationError extends Data.TaggedError("ValidationError")<{
+  readonly message: string
+  readonly problems: ReadonlyArray<FieldProblem>
+}> {
+  static of(problems: ReadonlyArray<FieldProblem>): ValidationError {
+    return new ValidationError({
+      message: `Invalid request: ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
+      problems
+    })
+  }
+}
+
+export class ServiceNotFound extends Data.TaggedError("ServiceNotFound")<{
+  readonly message: string
+  readonly name: string
+  readonly scope: string
+}> {
+  static of(name: string, scope: string): ServiceNotFound {
+    return new ServiceNotFound({
+      message: `Service '${name}' not found in ${scope === "store" ? "the store" : `agent '${scope}'`}`,
+      name,
+      scope
+    })
+  }
+}
+
+export class ToolNotFound extends Data.TaggedError("ToolNotFound")<{
+  readonly message: string
+  readonly toolName: string
+  readonly scope: string
+}> {}
+
+/** An original tool name that several services of the scope expose. */
+export class AmbiguousTool extends Data.TaggedError("AmbiguousTool")<{
+  readonly message: string
+  readonly toolName: string
+  readonly candidates: ReadonlyArray<string>
+}> {}
+
+/** The upstream server refused the arguments (JSON-RPC -32602). */
+export class InvalidArguments extends Data.TaggedError("InvalidArguments")<{
+  readonly message: string
+  readonly toolName: string
+  readonly upstream: unknown
+}> {}
+
+/** The upstream answered with a JSON-RPC error, or the connection broke during the call. */
+export class UpstreamError extends Data.TaggedError("UpstreamError")<{
+  readonly message: string
+  readonly outcome: "protocol_error" | "transport_error"
+  readonly serviceName: string
+  readonly code: number | undefined
+}> {}
+
+/** The tool's service was not connected when the call arrived. */
+export class ServiceUnavailable extends Data.TaggedError("ServiceUnavailable")<{
+  readonly message: string
+  readonly serviceName: string
+  readonly status: Status
+  readonly nextRetryAt: string | null
+  readonly lastError: string | null
+}> {}
+
+export class ToolTimeout extends Data.TaggedError("ToolTimeout")<{
+  readonly message: string
+  readonly toolName: string
+  readonly timeoutSeconds: number
+}> {}
+
+/** Any error a store operation fails with on purpose. */
+export type StoreError =
+  | ValidationError
+  | ServiceNotFound
+  | ToolNotFound
+  | AmbiguousTool
+  | InvalidArguments
+  | UpstreamError
+  | ServiceUnavailable
+  | ToolTimeout
+
+const TAGS = new Set([
+  "ValidationError",
+  "ServiceNotFound",
+  "ToolNotFound",
+  "AmbiguousTool",
+  "InvalidArguments",
+  "UpstreamError",
+  "ServiceUnavailable",
+  "ToolTimeout"
+])
+
+/** True for the errors above (anything else is a bug or an abort). */
+export const isStoreError = (e: unknown): e is StoreError =>
+  typeof e === "object" && e !== null && TAGS.has((e as { _tag?: string })._tag ?? "")

@@ -1,0 +1,84 @@
+/**
+ * How a service and its tools look to clients (shared/API.md, Resources), read from the service
+ * actor's snapshot: the one source of truth for status. Secrets (env, header values) never appear.
+ */
+import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type Status, type TransportType } from "../domain/service.js"
+import { statusOf, type ServiceSnapshot, type Transition } from "../machines/service.js"
+
+/** A service in list form. */
+export interface ServiceView {
+  readonly name: string
+  readonly url: string
+  readonly status: Status
+  readonly tool_count: number
+  readonly transport_type: TransportType
+  readonly command: string | null
+  readonly args: ReadonlyArray<string> | null
+  readonly scope: string
+  readonly client_id: string
+  readonly last_error: string | null
+  readonly last_state_change: string
+  readonly consecutive_failures: number
+  readonly reconnect_attempts: number
+  readonly next_retry_at: string | null
+  readonly response_time_ms: number | null
+}
+
+/** A tool as clients see it: callable name `<service>__<tool>`. */
+export interface ToolView {
+  readonly name: string
+  readonly original_name: string
+  readonly description: string
+  readonly service_name: string
+  readonly inputSchema: Record<string, unknown>
+  readonly annotations?: Record<string, unknown>
+}
+
+export const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString())
+
+/** Separator between service and tool in a callable name (service names cannot contain it). */
+export const TOOL_SEPARATOR = "__"
+export const callableName = (service: string, tool: string): string => `${service}${TOOL_SEPARATOR}${tool}`
+
+const transportOf = (def: ServiceDefinition): TransportType => {
+  try {
+    return resolveDefinition(def).transport
+  } catch {
+    return def.command !== undefined ? "stdio" : "streamable_http"
+  }
+}
+
+export const serviceView = (snapshot: ServiceSnapshot): ServiceView => {
+  const c = snapshot.context
+  const def = c.definition
+  return {
+    name: c.name,
+    url: typeof def.url === "string" ? def.url : "",
+    status: statusOf(snapshot),
+    tool_count: c.tools.length,
+    transport_type: transportOf(def),
+    command: typeof def.command === "string" ? def.command : null,
+    args: def.command !== undefined ? [...(def.args ?? [])] : null,
+    scope: scopeLabel(c.scope),
+    client_id: clientId(c.scope, c.name, def),
+    last_error: c.lastError ?? null,
+    last_state_change: new Date(c.stateEnteredAt).toISOString(),
+    consecutive_failures: c.consecutiveFailures,
+    reconnect_attempts: c.reconnectAttempts,
+    next_retry_at: iso(c.nextRetryAt),
+    response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100
+  }
+}
+
+export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
+  snapshot.context.tools.map((t) => ({
+    name: callableName(snapshot.context.name, t.name),
+    original_name: t.name,
+    description: t.description,
+    service_name: snapshot.context.name,
+    inputSchema: t.inputSchema,
+    ...(t.annotations !== undefined ? { annotations: t.annotations } : {})
+  }))
+
+/** A recorded transition with its time as ISO text. */
+export const transitionView = (t: Transition) => ({ from: t.from, to: t.to, at: new Date(t.at).toISOString(), reason: t.reason })

@@ -1,0 +1,281 @@
+// The `mcp-store run api` command line: precedence of sources, environment names, the standalone
+// config file, and errors that name the option.
+import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterEach, beforeEach, describe, expect, it } from "vitest"
+import { CommandLineExit, parseCommandLine } from "../../src/config/cli.js"
+import { OptionsError } from "../../src/config/options.js"
+
+let dir: string
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "mcp-store-cli-"))
+})
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+const quiet = { writeOut: () => undefined, writeErr: () => undefined }
+const parse = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) =>
+  parseCommandLine(["run", "api", ...args], env, { ...quiet, cwd: dir })
+
+const rejection = async (p: Promise<unknown>): Promise<OptionsError> => {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err
+  )
+  expect(e).toBeInstanceOf(OptionsError)
+  return e as OptionsError
+}
+
+const standalone = async (content: unknown): Promise<string> => {
+  const path = join(dir, "standalone.json")
+  await writeFile(path, typeof content === "string" ? content : JSON.stringify(content))
+  return path
+}
+
+describe("parseCommandLine", () => {
+  it("uses the defaults with no options", async () => {
+    const { server, store } = await parse([])
+    expect(server).toEqual({
+      host: "0.0.0.0",
+      port: 18200,
+      reload: false,
+      logLevel: "info",
+      autoOpenBrowser: false,
+      showStartupInfo: true,
+      apiKey: undefined
+    })
+    expect(store.mcpConfigFile).toBe(join(dir, "mcp.json"))
+    expect(store.debug).toBe(false)
+    expect(store.toolRecordMaxFileSize).toBe(30)
+    expect(store.toolRecordRetentionDays).toBe(7)
+    expect(store.monitoring.health_check_seconds).toBe(30)
+  })
+
+  it("reads every option from the command line", async () => {
+    const { server, store } = await parse([
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "9000",
+      "--reload",
+      "--log-level",
+      "warning",
+      "--open",
+      "--no-startup-info",
+      "--config",
+      "data/services.json",
+      "--debug",
+      "--tool-record-max-file-size",
+      "-1",
+      "--tool-record-retention-days",
+      "30",
+      "--monitoring",
+      '{"health_check_seconds": 0.5, "enable_reconnection": false}',
+      "--api-key",
+      "secret"
+    ])
+    expect(server).toEqual({
+      host: "127.0.0.1",
+      port: 9000,
+      reload: true,
+      logLevel: "warning",
+      autoOpenBrowser: true,
+      showStartupInfo: false,
+      apiKey: "secret"
+    })
+    expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
+    expect(store.debug).toBe(true)
+    expect(store.toolRecordMaxFileSize).toBe(-1)
+    expect(store.toolRecordRetentionDays).toBe(30)
+    expect(store.monitoring.health_check_seconds).toBe(0.5)
+    expect(store.monitoring.warning_check_seconds).toBe(0.5)
+    expect(store.monitoring.enable_reconnection).toBe(false)
+  })
+
+  it("reads every option from its MCPSTORE_ environment variable", async () => {
+    const { server, store } = await parse([], {
+      MCPSTORE_HOST: "::1",
+      MCPSTORE_PORT: "7000",
+      MCPSTORE_RELOAD: "true",
+      MCPSTORE_LOG_LEVEL: "error",
+      MCPSTORE_AUTO_OPEN_BROWSER: "1",
+      MCPSTORE_SHOW_STARTUP_INFO: "no",
+      MCPSTORE_CONFIG: "/etc/mcp/services.json",
+      MCPSTORE_DEBUG: "on",
+      MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE: "5",
+      MCPSTORE_TOOL_RECORD_RETENTION_DAYS: "-1",
+      MCPSTORE_MONITORING: '{"slow_response_ms": 250}',
+      MCPSTORE_API_KEY: "k"
+    })
+    expect(server).toEqual({
+      host: "::1",
+      port: 7000,
+      reload: true,
+      logLevel: "error",
+      autoOpenBrowser: true,
+      showStartupInfo: false,
+      apiKey: "k"
+    })
+    expect(store).toMatchObject({
+      mcpConfigFile: "/etc/mcp/services.json",
+      debug: true,
+      toolRecordMaxFileSize: 5,
+      toolRecordRetentionDays: -1
+    })
+    expect(store.monitoring.slow_response_ms).toBe(250)
+  })
+
+  it("accepts the alternative names MCPSTORE_MCP_CONFIG_FILE and MCPSTORE_OPEN, and ignores empty variables", async () => {
+    const { server, store } = await parse([], { MCPSTORE_MCP_CONFIG_FILE: "x.json", MCPSTORE_OPEN: "true", MCPSTORE_PORT: "" })
+    expect(store.mcpConfigFile).toBe(join(dir, "x.json"))
+    expect(server.autoOpenBrowser).toBe(true)
+    expect(server.port).toBe(18200)
+  })
+
+  it("refuses two names of one option that disagree", async () => {
+    const e = await rejection(parse([], { MCPSTORE_CONFIG: "a.json", MCPSTORE_MCP_CONFIG_FILE: "b.json" }))
+    expect(e.option).toBe("mcp_config_file")
+    expect(e.message).toContain("MCPSTORE_CONFIG and MCPSTORE_MCP_CONFIG_FILE")
+    await expect(parse([], { MCPSTORE_CONFIG: "a.json", MCPSTORE_MCP_CONFIG_FILE: "a.json" })).resolves.toBeDefined()
+  })
+
+  it("prefers the command line over the environment", async () => {
+    const env = { MCPSTORE_PORT: "7000", MCPSTORE_RELOAD: "true", MCPSTORE_SHOW_STARTUP_INFO: "false", MCPSTORE_HOST: "h" }
+    const { server } = await parse(["--port", "7001", "--no-reload", "--startup-info"], env)
+    expect(server.port).toBe(7001)
+    expect(server.reload).toBe(false)
+    expect(server.showStartupInfo).toBe(true)
+    expect(server.host).toBe("h")
+  })
+
+  it("reads a standalone config file, ignores the environment, and lets the command line win", async () => {
+    const path = await standalone({
+      host: "10.0.0.1",
+      port: 8100,
+      log_level: "debug",
+      mcp_config_file: "/data/mcp.json",
+      monitoring: { health_check_seconds: 3, cleanup_hours: 1 },
+      api_key: "from-file"
+    })
+    const env = { MCPSTORE_PORT: "7000", MCPSTORE_DEBUG: "true", MCPSTORE_API_KEY: "from-env" }
+    const fileOnly = await parse(["--standalone-config", path], env)
+    expect(fileOnly.server).toMatchObject({ host: "10.0.0.1", port: 8100, logLevel: "debug", apiKey: "from-file" })
+    expect(fileOnly.store.debug).toBe(false)
+    expect(fileOnly.store.mcpConfigFile).toBe("/data/mcp.json")
+    expect(fileOnly.store.monitoring.health_check_seconds).toBe(3)
+
+    const withCli = await parse(
+      ["--standalone-config", "standalone.json", "--port", "8200", "--monitoring", '{"health_check_seconds": 4}'],
+      env
+    )
+    expect(withCli.server.port).toBe(8200)
+    expect(withCli.server.host).toBe("10.0.0.1")
+    expect(withCli.store.monitoring.health_check_seconds).toBe(4)
+    expect(withCli.store.monitoring.cleanup_hours).toBe(1)
+  })
+
+  it("takes the standalone config file from MCPSTORE_STANDALONE_CONFIG too", async () => {
+    await standalone({ port: 8300 })
+    const { server } = await parse([], { MCPSTORE_STANDALONE_CONFIG: "standalone.json", MCPSTORE_PORT: "7000", MCPSTORE_HOST: "h" })
+    expect(server.port).toBe(8300)
+    expect(server.host).toBe("0.0.0.0")
+  })
+
+  it("refuses a bad standalone config file naming the file and the problem", async () => {
+    const unknown = await rejection(parse(["--standalone-config", await standalone({ port: 1, colour: "red" })]))
+    expect(unknown.option).toBe("colour")
+    expect(unknown.message).toContain(join(dir, "standalone.json"))
+    expect(unknown.message).toContain('unknown option "colour"')
+
+    const wrongType = await rejection(parse(["--standalone-config", await standalone({ port: "8000" })]))
+    expect(wrongType.option).toBe("port")
+    expect(wrongType.message).toBe(
+      `standalone config ${join(dir, "standalone.json")}: port must be an integer from 0 to 65535 (got "8000")`
+    )
+
+    const badJson = await rejection(parse(["--standalone-config", await standalone("{port: 1}")]))
+    expect(badJson.option).toBe("standalone_config")
+    expect(badJson.message).toContain("not valid JSON")
+
+    const missing = await rejection(parse(["--standalone-config", "nope.json"]))
+    expect(missing.option).toBe("standalone_config")
+    expect(missing.message).toContain(join(dir, "nope.json"))
+
+    const badMonitoring = await rejection(parse(["--standalone-config", await standalone({ monitoring: { cleanup_hours: -1 } })]))
+    expect(badMonitoring.option).toBe("monitoring.cleanup_hours")
+  })
+
+  it.each([
+    [["--port", "http"], "port", "--port: port must be an integer"],
+    [["--port", "70000"], "port", "--port: port must be an integer from 0 to 65535 (got 70000)"],
+    [["--host", ""], "host", "--host: host must be a non-empty string"],
+    [["--log-level", "trace"], "log_level", "--log-level: log_level must be one of debug, info, warning, error"],
+    [["--config", ""], "mcp_config_file", "--config: mcp_config_file must be a non-empty string"],
+    [["--tool-record-max-file-size", "0"], "tool_record_max_file_size", "--tool-record-max-file-size: tool_record_max_file_size"],
+    [["--tool-record-retention-days", "-3"], "tool_record_retention_days", "--tool-record-retention-days: tool_record_retention_days"],
+    [["--monitoring", "{"], "monitoring", "--monitoring: monitoring must be a JSON object"],
+    [["--monitoring", "[]"], "monitoring", "--monitoring: monitoring must be an object"],
+    [["--monitoring", '{"health_check_seconds": "x"}'], "monitoring.health_check_seconds", '--monitoring: monitoring.health_check_seconds must be a number > 0'],
+    [["--monitoring", '{"speed": 1}'], "monitoring.speed", '--monitoring: monitoring has no key "speed"'],
+    [["--api-key", " "], "api_key", "--api-key: api_key must be a non-empty string"],
+    [["--standalone-config", ""], "standalone_config", "--standalone-config must be the path of a JSON file"]
+  ])("refuses %j naming the option", async (args, option, message) => {
+    const e = await rejection(parse(args))
+    expect(e.option).toBe(option)
+    expect(e.message).toContain(message)
+  })
+
+  it.each([
+    ["MCPSTORE_PORT", "-1", "port"],
+    ["MCPSTORE_HOST", " ", "host"],
+    ["MCPSTORE_RELOAD", "sometimes", "reload"],
+    ["MCPSTORE_LOG_LEVEL", "loud", "log_level"],
+    ["MCPSTORE_AUTO_OPEN_BROWSER", "2", "auto_open_browser"],
+    ["MCPSTORE_SHOW_STARTUP_INFO", "x", "show_startup_info"],
+    ["MCPSTORE_DEBUG", "x", "debug"],
+    ["MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE", "lots", "tool_record_max_file_size"],
+    ["MCPSTORE_TOOL_RECORD_RETENTION_DAYS", "0", "tool_record_retention_days"],
+    ["MCPSTORE_MONITORING", '{"max_reconnect_attempts": 0}', "monitoring.max_reconnect_attempts"]
+  ])("refuses %s=%s naming the variable and the option", async (name, value, option) => {
+    const e = await rejection(parse([], { [name]: value }))
+    expect(e.option).toBe(option)
+    expect(e.message.startsWith(`${name}: ${option}`)).toBe(true)
+  })
+
+  it("reports usage errors as OptionsError without exiting", async () => {
+    const unknown = await rejection(parse(["--prot", "1"]))
+    expect(unknown.option).toBe("--prot")
+    expect(unknown.message).toContain("unknown option '--prot'")
+    const missing = await rejection(parse(["--port"]))
+    expect(missing.option).toBe("--port")
+    const excess = await rejection(parse(["extra"]))
+    expect(excess.message).toContain("too many arguments")
+    const command = await rejection(parseCommandLine(["run", "web"], {}, quiet))
+    expect(command.message).toContain("unknown command 'web'")
+  })
+
+  it("prints help and the version through CommandLineExit", async () => {
+    let out = ""
+    const io = { writeOut: (t: string) => (out += t), writeErr: () => undefined }
+    const help = await parseCommandLine(["run", "api", "--help"], {}, io).catch((e: unknown) => e)
+    expect(help).toBeInstanceOf(CommandLineExit)
+    expect((help as CommandLineExit).exitCode).toBe(0)
+    for (const text of ["--port", "--standalone-config", "MCPSTORE_PORT", "Precedence", "health_check_seconds"]) {
+      expect(out).toContain(text)
+    }
+    out = ""
+    const version = await parseCommandLine(["--version"], {}, io).catch((e: unknown) => e)
+    expect((version as CommandLineExit).exitCode).toBe(0)
+    expect(out).toMatch(/^\d+\.\d+\.\d+/)
+
+    let err = ""
+    const none = await parseCommandLine([], {}, { writeOut: () => undefined, writeErr: (t) => (err += t) }).catch(
+      (e: unknown) => e
+    )
+    expect(none).toBeInstanceOf(CommandLineExit)
+    expect((none as CommandLineExit).exitCode).toBe(1)
+    expect(err).toContain("Usage: mcp-store")
+  })
+})

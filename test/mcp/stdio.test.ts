@@ -1,0 +1,161 @@
+// The stdio transport on real processes: environment, stderr ring, spawn failures, and that no
+// process of the child's group survives close() or the child's own end.
+import { afterEach, describe, expect, it, vi } from "vitest"
+import { LineRing, StdioProcessTransport } from "../../src/mcp/stdio.js"
+import { isGone, liveGroupMembers } from "./support.js"
+
+const open: Array<StdioProcessTransport> = []
+const track = (transport: StdioProcessTransport): StdioProcessTransport => {
+  open.push(transport)
+  return transport
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((t) => t.close()))
+})
+
+/** A node one-liner as a transport. */
+const node = (code: string, extra: Partial<ConstructorParameters<typeof StdioProcessTransport>[0]> = {}) =>
+  track(new StdioProcessTransport({ command: process.execPath, args: ["-e", code], ...extra }))
+
+describe("LineRing", () => {
+  it("splits chunks into lines, holds a partial line, and keeps only the last lines", () => {
+    const ring = new LineRing(3)
+    ring.push("a\nb")
+    expect(ring.lines()).toEqual(["a", "b"])
+    ring.push("c\r\nd\ne\nf")
+    expect(ring.lines()).toEqual(["d", "e", "f"])
+    ring.end()
+    expect(ring.lines()).toEqual(["d", "e", "f"])
+    ring.push("\n")
+    expect(ring.lines()).toEqual(["e", "f", ""])
+  })
+})
+
+describe("StdioProcessTransport", () => {
+  it("gives the child PATH and HOME plus the definition's env, and nothing else of ours", async () => {
+    process.env["MCP_STORE_TEST_SECRET"] = "leak"
+    try {
+      const transport = node(
+        "console.error(JSON.stringify({ path: !!process.env.PATH, home: process.env.HOME, foo: process.env.FOO, secret: process.env.MCP_STORE_TEST_SECRET ?? null }))",
+        { env: { FOO: "bar" } }
+      )
+      const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+      await transport.start()
+      await closed
+      expect(JSON.parse(transport.stderrTail().at(-1) ?? "{}")).toEqual({
+        path: true,
+        home: process.env["HOME"],
+        foo: "bar",
+        secret: null
+      })
+      expect(transport.exit).toEqual({ kind: "exited", code: 0, signal: null })
+    } finally {
+      delete process.env["MCP_STORE_TEST_SECRET"]
+    }
+  })
+
+  it("runs in the given working directory", async () => {
+    const transport = node("console.error(process.cwd())", { cwd: "/tmp" })
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+    await transport.start()
+    await closed
+    expect(transport.stderrTail()).toEqual(["/tmp"])
+  })
+
+  it("keeps only the last 200 stderr lines, the partial last line included", async () => {
+    const transport = node(
+      "for (let i = 1; i <= 250; i++) process.stderr.write('line ' + i + '\\n'); process.stderr.write('partial')"
+    )
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+    await transport.start()
+    await closed
+    const tail = transport.stderrTail()
+    expect(tail).toHaveLength(200)
+    expect(tail[0]).toBe("line 52")
+    expect(tail.at(-2)).toBe("line 250")
+    expect(tail.at(-1)).toBe("partial")
+  })
+
+  it("reports a command that does not exist through onerror and onclose, and start() rejects", async () => {
+    const transport = track(new StdioProcessTransport({ command: "mcp-store-no-such-command" }))
+    const errors: Array<Error> = []
+    transport.onerror = (error) => errors.push(error)
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+    await expect(transport.start()).rejects.toThrow(/ENOENT/)
+    await closed
+    expect(errors.map((e) => e.message).join()).toMatch(/ENOENT/)
+    expect(transport.exit?.kind).toBe("spawn_failed")
+    await transport.close()
+  })
+
+  it("names a missing working directory instead of a misleading ENOENT for the command", async () => {
+    const transport = node("1", { cwd: "/no/such/dir" })
+    transport.onerror = () => {}
+    await expect(transport.start()).rejects.toThrow(/working directory \/no\/such\/dir does not exist/)
+  })
+
+  it("close() ends the whole group, even a grandchild that ignores SIGTERM, and never throws", async () => {
+    const transport = node(
+      [
+        "const { spawn } = require('node:child_process');",
+        "const g = spawn(process.execPath, ['-e', \"process.on('SIGTERM', () => {}); setInterval(() => {}, 1e9)\"], { stdio: 'ignore' });",
+        "console.error('grandchild ' + g.pid);",
+        "setInterval(() => {}, 1e9)"
+      ].join("\n"),
+      { graceMs: 5_000 }
+    )
+    await transport.start()
+    await vi.waitFor(() => expect(transport.stderrTail().join()).toMatch(/grandchild \d+/), { timeout: 5_000 })
+    const grandchild = Number(/grandchild (\d+)/.exec(transport.stderrTail().join())?.[1])
+    const pid = transport.pid ?? 0
+    // Give the grandchild time to install its SIGTERM handler.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const started = performance.now()
+    await transport.close()
+    // The direct child ends at once on SIGTERM; the straggler is killed then, not after the grace period.
+    expect(performance.now() - started).toBeLessThan(2_000)
+    expect(isGone(pid)).toBe(true)
+    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 1_000 })
+    expect(liveGroupMembers(pid)).toEqual([])
+    await transport.close()
+  })
+
+  it("SIGKILLs a child that ignores SIGTERM after the grace period", async () => {
+    const transport = node("process.on('SIGTERM', () => {}); console.error('ready'); setInterval(() => {}, 1e9)", {
+      graceMs: 300
+    })
+    await transport.start()
+    await vi.waitFor(() => expect(transport.stderrTail()).toContain("ready"), { timeout: 5_000 })
+    const started = performance.now()
+    await transport.close()
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250)
+    expect(transport.exit).toMatchObject({ kind: "exited", signal: "SIGKILL" })
+    expect(isGone(transport.pid ?? 0)).toBe(true)
+  })
+
+  it("ends the rest of the group when the child exits by itself", async () => {
+    const transport = node(
+      [
+        "const { spawn } = require('node:child_process');",
+        "const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });",
+        "console.error('grandchild ' + g.pid);",
+        "setTimeout(() => process.exit(5), 300)"
+      ].join("\n")
+    )
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+    await transport.start()
+    await closed
+    expect(transport.exit).toEqual({ kind: "exited", code: 5, signal: null })
+    const grandchild = Number(/grandchild (\d+)/.exec(transport.stderrTail().join())?.[1])
+    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 3_000 })
+    expect(liveGroupMembers(transport.pid ?? 0)).toEqual([])
+  })
+
+  it("refuses to send once the process has exited", async () => {
+    const transport = node("process.exit(0)")
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve))
+    await transport.start()
+    await closed
+    await expect(transport.send({ jsonrpc: "2.0", method: "ping", id: 1 })).rejects.toThrow(/Not connected.*exited with code 0/)
+  })
+})
