@@ -5,8 +5,8 @@
  * to print an error and tests can assert on it.
  */
 import { readFile } from "node:fs/promises"
-import { readFileSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
+import { VERSION } from "../version.js"
 import { Command, CommanderError, Option } from "commander"
 import {
   checkOption,
@@ -86,16 +86,6 @@ export interface CommandLineIo {
   readonly writeErr?: (text: string) => void
 }
 
-const packageVersion = (): string => {
-  try {
-    const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"))
-    const version = (pkg as { version?: unknown }).version
-    return typeof version === "string" ? version : "0.0.0"
-  } catch {
-    return "0.0.0"
-  }
-}
-
 const ENV_HELP = `
 Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_HOST, MCPSTORE_PORT, MCPSTORE_RELOAD, MCPSTORE_LOG_LEVEL,
@@ -126,7 +116,7 @@ Example:
 const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Command => {
   const program = new Command("mcp-store")
     .description("An HTTP store of MCP tool services for AI agents")
-    .version(packageVersion(), "-V, --version", "print the version")
+    .version(VERSION, "-V, --version", "print the version")
     .exitOverride()
     .configureOutput({
       writeOut: io.writeOut ?? ((text) => process.stdout.write(text)),

@@ -72,7 +72,7 @@ export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGatewa
     case "AmbiguousTool":
       return new BadRequest(body("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
     case "InvalidArguments":
-      return new BadRequest(body("INVALID_ARGUMENTS", e.message, { tool_name: e.toolName, upstream: e.upstream }))
+      return new BadRequest(body("INVALID_ARGUMENTS", e.message, { tool_name: e.toolName, fields: e.problems, upstream: e.upstream }))
     case "UpstreamError":
       return new BadGateway(body("UPSTREAM_ERROR", e.message, { outcome: e.outcome, service_name: e.serviceName, code: e.code ?? null }))
     case "ServiceUnavailable":
@@ -111,12 +111,15 @@ export const run = <A>(
 
 const internalError = (message: string) => new InternalError(body("INTERNAL_ERROR", message))
 
-/** Describes a schema decode failure field by field. */
+/** Describes a schema decode failure field by field, in words a client can act on. */
 const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
-  e.issues.map((issue) => ({
-    field: issue.path.length > 0 ? issue.path.map(String).join(".") : "body",
-    problem: issue.message
-  }))
+  e.issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.map(String).join(".") : "body"
+    if (issue._tag === "Missing") return { field, problem: "is required" }
+    if (issue._tag === "Unexpected") return { field, problem: "is not allowed" }
+    if (issue.path.length === 0 && issue._tag === "Type") return { field, problem: "must be a JSON object with this endpoint's fields" }
+    return { field, problem: issue.message }
+  })
 
 /** Body size limit (shared/API.md, Conventions). */
 export const MAX_BODY_BYTES = 1024 * 1024

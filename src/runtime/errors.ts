@@ -57,6 +57,8 @@ export class InvalidArguments extends Data.TaggedError("InvalidArguments")<{
   readonly message: string
   readonly toolName: string
   readonly upstream: unknown
+  /** Each argument that does not match the tool's input schema. */
+  readonly problems: ReadonlyArray<FieldProblem>
 }> {}
 
 /** The upstream answered with a JSON-RPC error, or the connection broke during the call. */

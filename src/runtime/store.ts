@@ -31,6 +31,7 @@ import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
 import { McpRequestError } from "../mcp/types.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
+import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot } from "./bridge.js"
 import {
   AmbiguousTool,
@@ -510,6 +511,16 @@ export class ScopeApi {
     }
     const { actor, original } = target
     const serviceName = actor.getSnapshot().context.name
+    const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
+    const problems = tool ? argumentProblems(tool, input.args ?? {}) : []
+    if (problems.length > 0) {
+      throw new InvalidArguments({
+        message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
+        toolName: input.tool_name,
+        upstream: null,
+        problems
+      })
+    }
     const fail = (e: McpRequestError): never => {
       if (e.kind === "aborted") throw e
       if (e.kind === "timeout") {
@@ -520,7 +531,12 @@ export class ScopeApi {
         })
       }
       if (e.kind === "protocol" && e.code === -32602) {
-        throw new InvalidArguments({ message: `Invalid arguments for '${input.tool_name}': ${e.message}`, toolName: input.tool_name, upstream: e.data ?? null })
+        throw new InvalidArguments({
+          message: `Invalid arguments for '${input.tool_name}': ${e.message}`,
+          toolName: input.tool_name,
+          upstream: e.data ?? null,
+          problems: []
+        })
       }
       if (e.kind === "protocol") {
         throw new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
