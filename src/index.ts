@@ -3,16 +3,17 @@
  * uses, and reach the store, agent and service actors directly (send events, read snapshots,
  * subscribe). Or start the whole HTTP server.
  */
-export { createStore, Store, ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/store.js"
+export { createStore, Store, type CreateStoreOptions } from "./runtime/store.js"
+export { ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/scope.js"
 export type {
-  CreateStoreOptions,
   AddServiceResult,
   CallToolInput,
   CallToolOutput,
   WaitServiceInput,
   WaitServiceOutput,
   TwoStepDeleteResult
-} from "./runtime/store.js"
+} from "./runtime/scope.js"
+export { ToolRecords, type ToolRecord, type Outcome } from "./records/records.js"
 export type { ServiceView, ToolView } from "./runtime/views.js"
 export * from "./runtime/errors.js"
 export { awaitSnapshot, type WaitResult, type WaitEnd } from "./runtime/bridge.js"

@@ -142,19 +142,142 @@ export const TwoStepDeleteResponse = Schema.Struct({
   overall_success: Schema.Boolean
 })
 
+export const ServiceDetail = Schema.Struct({
+  ...Service.fields,
+  config: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
+
+export const ServiceInfoResponse = Schema.Struct({ ...ok, service: ServiceDetail, tools: Schema.Array(Tool), connected: Schema.Boolean })
+
+export const ListToolsResponse = Schema.Struct({
+  ...ok,
+  tools: Schema.Array(Tool),
+  total_tools: Schema.Number,
+  services_count: Schema.Number,
+  tools_by_service: Schema.Record({ key: Schema.String, value: Schema.Number })
+})
+
+export const CheckServicesResponse = Schema.Struct({
+  ...ok,
+  services: Schema.Array(
+    Schema.Struct({
+      name: Schema.String,
+      status: Status,
+      healthy: Schema.Boolean,
+      response_time_ms: Schema.NullOr(Schema.Number),
+      error: Schema.NullOr(Schema.String),
+      checked_at: Schema.String
+    })
+  ),
+  healthy_count: Schema.Number,
+  total: Schema.Number
+})
+
+const StatusCounts = Schema.Record({ key: Schema.String, value: Schema.Number })
+
+export const ScopeHealthResponse = Schema.Struct({
+  ...ok,
+  status: Schema.Literal("healthy", "degraded", "unhealthy"),
+  services: StatusCounts,
+  total_services: Schema.Number,
+  uptime_seconds: Schema.Number,
+  version: Schema.String,
+  agent_id: Schema.optional(Schema.String)
+})
+
+export const StatsResponse = Schema.Struct({
+  ...ok,
+  total_services: Schema.Number,
+  total_tools: Schema.Number,
+  healthy_services: Schema.Number,
+  services_by_status: StatusCounts,
+  tools_by_service: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  total_agents: Schema.optional(Schema.Number),
+  tool_calls: Schema.Struct({ total: Schema.Number, succeeded: Schema.Number, failed: Schema.Number, avg_duration_ms: Schema.Number }),
+  context_type: Schema.Literal("store", "agent"),
+  agent_id: Schema.optional(Schema.String)
+})
+
+export const McpConfigResponse = Schema.Struct({ ...ok, config: Schema.Unknown, path: Schema.String })
+
+export const Outcome = Schema.Literal("success", "tool_error", "protocol_error", "transport_error", "timeout", "unavailable")
+
+const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
+
+export const RecordsQuery = Schema.Struct({
+  limit: Schema.optional(IntFromString(1, 1000)),
+  offset: Schema.optional(IntFromString(0, 1_000_000_000)),
+  service_name: Schema.optional(Name),
+  tool_name: Schema.optional(Name),
+  outcome: Schema.optional(Outcome),
+  since: Schema.optional(
+    Schema.String.pipe(Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be an ISO-8601 time" }))
+  )
+})
+
+const Tally = Schema.Struct({ count: Schema.Number, errors: Schema.Number, avg_duration_ms: Schema.Number })
+
+export const ToolRecord = Schema.Struct({
+  id: Schema.String,
+  timestamp: Schema.String,
+  scope: Schema.Literal("store", "agent"),
+  agent_id: Schema.NullOr(Schema.String),
+  service_name: Schema.String,
+  tool_name: Schema.String,
+  params: Schema.Unknown,
+  result: Schema.Unknown,
+  result_truncated: Schema.optional(Schema.Boolean),
+  outcome: Outcome,
+  error: Schema.NullOr(Schema.String),
+  duration_ms: Schema.Number,
+  trace_id: Schema.String
+}).annotations({ identifier: "ToolRecord" })
+
+export const RecordsResponse = Schema.Struct({
+  ...ok,
+  executions: Schema.Array(ToolRecord),
+  total: Schema.Number,
+  summary: Schema.Struct({
+    total_executions: Schema.Number,
+    by_tool: Schema.Record({ key: Schema.String, value: Tally }),
+    by_service: Schema.Record({ key: Schema.String, value: Tally })
+  })
+})
+
+export const ServicePath = Schema.Struct({ service_name: Schema.String })
+
+export const DeleteResponse = Schema.Struct({ ...ok, service_name: Schema.String })
+
+export const ResetResponse = Schema.Struct({ ...ok, scope: Schema.String, removed: Schema.Number })
+
+/** An optional JSON body (absent, empty or null all mean "no fields"). */
+export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(Schema.Struct(fields))
+
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {
   const at = (path: string) => `${prefix}/${path}` as `/${string}`
   return {
-  addService: HttpApiEndpoint.post("addService", at("add_service"))
-    .setPayload(AddServicePayload)
-    .setUrlParams(AddServiceQuery)
-    .addSuccess(AddServiceResponse),
-  callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
-  useTool: HttpApiEndpoint.post("useTool", at("use_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
-  waitService: HttpApiEndpoint.post("waitService", at("wait_service"))
-    .setPayload(WaitPayload)
-    .addSuccess(WaitResponse)
-    .addError(WaitTimeout)
-}
+    addService: HttpApiEndpoint.post("addService", at("add_service"))
+      .setPayload(AddServicePayload)
+      .setUrlParams(AddServiceQuery)
+      .addSuccess(AddServiceResponse),
+    callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
+    useTool: HttpApiEndpoint.post("useTool", at("use_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
+    waitService: HttpApiEndpoint.post("waitService", at("wait_service"))
+      .setPayload(WaitPayload)
+      .addSuccess(WaitResponse)
+      .addError(WaitTimeout),
+    getServiceInfo: HttpApiEndpoint.get("getServiceInfo", at("get_service_info"))
+      .setUrlParams(Schema.Struct({ name: Name }))
+      .addSuccess(ServiceInfoResponse),
+    listTools: HttpApiEndpoint.get("listTools", at("list_tools"))
+      .setUrlParams(Schema.Struct({ service_name: Schema.optional(Name) }))
+      .addSuccess(ListToolsResponse),
+    checkServices: HttpApiEndpoint.get("checkServices", at("check_services")).addSuccess(CheckServicesResponse),
+    deleteService: HttpApiEndpoint.del("deleteService", at("delete_service/:service_name")).addSuccess(DeleteResponse),
+    showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig")).addSuccess(McpConfigResponse),
+    health: HttpApiEndpoint.get("health", at("health")).addSuccess(ScopeHealthResponse),
+    getStats: HttpApiEndpoint.get("getStats", at("get_stats")).addSuccess(StatsResponse),
+    toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse)
+  }
 }

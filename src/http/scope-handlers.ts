@@ -3,11 +3,11 @@
  * decode is done by the contract, so each one calls a store operation and shapes the answer.
  */
 import { Effect } from "effect"
-import type { ScopeApi } from "../runtime/store.js"
-import { toolErrorMessage } from "../runtime/store.js"
+import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"
 import type { Schema } from "effect"
-import type { CallToolPayload, WaitPayload } from "./schemas.js"
+import type { CallToolPayload, RecordsQuery, WaitPayload } from "./schemas.js"
+import { VERSION } from "../version.js"
 
 export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined) =>
   run(async () => {
@@ -66,3 +66,73 @@ export const waitService = (
       return Effect.succeed({ success: outcome.result, message, data })
     }
   )
+
+export const getServiceInfo = (scope: () => ScopeApi, name: string) =>
+  run(() => {
+    const info = scope().getServiceInfo(name)
+    return { success: true, message: `Service '${info.service.name}' is ${info.service.status}`, ...info }
+  })
+
+export const listTools = (scope: () => ScopeApi, serviceName: string | undefined) =>
+  run(() => {
+    const tools = scope().listTools(serviceName)
+    const tools_by_service: Record<string, number> = {}
+    for (const t of tools) tools_by_service[t.service_name] = (tools_by_service[t.service_name] ?? 0) + 1
+    if (serviceName === undefined) for (const s of scope().listServices()) tools_by_service[s.name] ??= 0
+    else tools_by_service[scope().requireService(serviceName).getSnapshot().context.name] ??= 0
+    return {
+      success: true,
+      message: `${tools.length} tool(s)`,
+      tools,
+      total_tools: tools.length,
+      services_count: Object.keys(tools_by_service).length,
+      tools_by_service
+    }
+  })
+
+export const checkServices = (scope: () => ScopeApi) =>
+  run(async (signal) => {
+    const result = await scope().checkServices(signal)
+    return { success: true, message: `${result.healthy_count} of ${result.total} service(s) healthy`, ...result }
+  })
+
+export const deleteService = (scope: () => ScopeApi, name: string) =>
+  run(async () => {
+    const result = await scope().deleteService(name)
+    return { success: true, message: `Service '${result.service_name}' deleted`, ...result }
+  })
+
+export const showMcpConfig = (scope: () => ScopeApi, path: string) =>
+  run(() => ({ success: true, message: "Services configuration", config: scope().mcpConfig(), path }))
+
+export const health = (scope: () => ScopeApi, agentId?: string) =>
+  run(() => {
+    const h = scope().health()
+    return {
+      success: true,
+      message: `${h.total_services} service(s), ${h.status}`,
+      ...h,
+      version: VERSION,
+      ...(agentId !== undefined ? { agent_id: agentId } : {})
+    }
+  })
+
+export const toolRecords = (
+  scope: () => ScopeApi,
+  query: Schema.Schema.Type<typeof RecordsQuery>,
+  all: boolean
+) =>
+  run(() => {
+    const page = scope().toolRecords(
+      {
+        limit: query.limit ?? 50,
+        offset: query.offset ?? 0,
+        service_name: query.service_name,
+        tool_name: query.tool_name,
+        outcome: query.outcome,
+        since: query.since !== undefined ? Date.parse(query.since) : undefined
+      },
+      all
+    )
+    return { success: true, message: `${page.executions.length} of ${page.total} record(s)`, ...page }
+  })

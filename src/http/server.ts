@@ -49,7 +49,14 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const AppLive = Layer.scoped(
     App,
     Effect.acquireRelease(
-      Effect.promise(() => createStore({ mcpConfigFile: options.store.mcpConfigFile, monitoring: options.store.monitoring })).pipe(
+      Effect.promise(() =>
+        createStore({
+          mcpConfigFile: options.store.mcpConfigFile,
+          monitoring: options.store.monitoring,
+          toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
+          toolRecordRetentionDays: options.store.toolRecordRetentionDays
+        })
+      ).pipe(
         Effect.map((store): AppState => {
           state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false }
           return state.app

@@ -1,15 +1,36 @@
 /** The agent group's contract: endpoints of `/for_agent/{agent_id}` (shared/API.md). */
-import { HttpApiGroup, OpenApi } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { scopeEndpoints } from "../schemas.js"
+import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../schemas.js"
 
 /** The agent id path parameter; its pattern is checked by the store (400 with the field named). */
 export const AgentPath = Schema.Struct({ agent_id: Schema.String })
+const AgentServicePath = Schema.Struct({ agent_id: Schema.String, service_name: Schema.String })
 
 const shared = scopeEndpoints("/for_agent/:agent_id")
 
 export class AgentApi extends HttpApiGroup.make("agent")
   .add(shared.addService.setPath(AgentPath).annotate(OpenApi.Summary, "Register services in an agent's space"))
+  .add(
+    HttpApiEndpoint.get("listServices", "/for_agent/:agent_id/list_services")
+      .setPath(AgentPath)
+      .addSuccess(ListServicesResponse)
+      .annotate(OpenApi.Summary, "The agent's services")
+  )
+  .add(shared.getServiceInfo.setPath(AgentPath).annotate(OpenApi.Summary, "One of the agent's services in detail"))
+  .add(shared.listTools.setPath(AgentPath).annotate(OpenApi.Summary, "The agent's tools"))
   .add(shared.callTool.setPath(AgentPath).annotate(OpenApi.Summary, "Call a tool of one of the agent's services"))
   .add(shared.useTool.setPath(AgentPath).annotate(OpenApi.Summary, "Call a tool (kept for backward compatibility)"))
-  .add(shared.waitService.setPath(AgentPath).annotate(OpenApi.Summary, "Wait until an agent's service reaches a status")) {}
+  .add(shared.waitService.setPath(AgentPath).annotate(OpenApi.Summary, "Wait until an agent's service reaches a status"))
+  .add(shared.checkServices.setPath(AgentPath).annotate(OpenApi.Summary, "Health-check every service of the agent now"))
+  .add(shared.deleteService.setPath(AgentServicePath).annotate(OpenApi.Summary, "Delete one of the agent's services"))
+  .add(shared.showMcpConfig.setPath(AgentPath).annotate(OpenApi.Summary, "The agent's part of the services file"))
+  .add(
+    HttpApiEndpoint.post("resetConfig", "/for_agent/:agent_id/reset_config")
+      .setPath(AgentPath)
+      .addSuccess(ResetResponse)
+      .annotate(OpenApi.Summary, "Stop and remove every service of the agent")
+  )
+  .add(shared.health.setPath(AgentPath).annotate(OpenApi.Summary, "The agent's health"))
+  .add(shared.getStats.setPath(AgentPath).annotate(OpenApi.Summary, "Statistics of the agent"))
+  .add(shared.toolRecords.setPath(AgentPath).setUrlParams(RecordsQuery).annotate(OpenApi.Summary, "The agent's tool-call records")) {}

@@ -3,18 +3,54 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { addService, callTool, waitService } from "../scope-handlers.js"
+import { run } from "../errors.js"
+import * as Shared from "../scope-handlers.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const { store } = yield* App
     const scope = (agentId: string) => () => store.forAgent(agentId)
     return handlers
-      .handle("addService", ({ path, payload, urlParams }) => addService(scope(path.agent_id), payload, urlParams.wait))
-      .handle("callTool", ({ path, payload }) => callTool(scope(path.agent_id), payload))
-      .handle("useTool", ({ path, payload }) => callTool(scope(path.agent_id), payload))
-      .handle("waitService", ({ path, payload }) =>
-        waitService(scope(path.agent_id), payload, { context: "agent", agent_id: path.agent_id })
+      .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait))
+      .handle("listServices", ({ path }) =>
+        run(() => {
+          const agent = store.forAgent(path.agent_id)
+          const services = agent.listServices()
+          return {
+            success: true,
+            message: `${services.length} service(s)`,
+            services,
+            total_services: services.length,
+            total_tools: agent.listTools().length
+          }
+        })
       )
+      .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
+      .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
+      .handle("callTool", ({ path, payload }) => Shared.callTool(scope(path.agent_id), payload))
+      .handle("useTool", ({ path, payload }) => Shared.callTool(scope(path.agent_id), payload))
+      .handle("waitService", ({ path, payload }) =>
+        Shared.waitService(scope(path.agent_id), payload, { context: "agent", agent_id: path.agent_id })
+      )
+      .handle("checkServices", ({ path }) => Shared.checkServices(scope(path.agent_id)))
+      .handle("deleteService", ({ path }) => Shared.deleteService(scope(path.agent_id), path.service_name))
+      .handle("showMcpConfig", ({ path }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path))
+      .handle("resetConfig", ({ path }) =>
+        run(async () => {
+          const removed = await store.forAgent(path.agent_id).resetAgent()
+          return { success: true, message: `Removed ${removed} service(s) of agent '${path.agent_id}'`, scope: path.agent_id, removed }
+        })
+      )
+      .handle("health", ({ path }) => Shared.health(scope(path.agent_id), path.agent_id))
+      .handle("getStats", ({ path }) =>
+        run(() => ({
+          success: true,
+          message: `Statistics of agent '${path.agent_id}'`,
+          ...store.forAgent(path.agent_id).stats(),
+          context_type: "agent" as const,
+          agent_id: path.agent_id
+        }))
+      )
+      .handle("toolRecords", ({ path, urlParams }) => Shared.toolRecords(scope(path.agent_id), urlParams, false))
   })
 )

@@ -3,9 +3,16 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
   ListServicesResponse,
+  Name,
+  RecordsQuery,
+  ResetResponse,
+  Service,
   ServiceNamePayload,
+  ServicePath,
+  Status,
   TwoStepDeleteResponse,
   ok,
+  optionalBody,
   scopeEndpoints
 } from "../schemas.js"
 
@@ -31,17 +38,40 @@ export const NetworkCheckResult = Schema.Struct({
   checked_at: Schema.String
 })
 
+const Transition = Schema.Struct({ from: Schema.NullOr(Status), to: Status, at: Schema.String, reason: Schema.String })
+
+const ResetScope = Schema.Literal("store", "all")
+
 export class StoreApi extends HttpApiGroup.make("store")
   .add(shared.addService.annotate(OpenApi.Summary, "Register services in the store"))
   .add(
     HttpApiEndpoint.get("listServices", "/for_store/list_services")
-      .setUrlParams(Schema.Struct({ scope: Schema.optional(Schema.Literal("all", "store")) }))
+      .setUrlParams(Schema.Struct({ scope: Schema.optional(ResetScope) }))
       .addSuccess(ListServicesResponse)
       .annotate(OpenApi.Summary, "List the store's services (scope=all adds every agent's)")
   )
+  .add(shared.getServiceInfo.annotate(OpenApi.Summary, "One service in detail, with its tools"))
+  .add(shared.listTools.annotate(OpenApi.Summary, "List the store's tools (callable names)"))
   .add(shared.callTool.annotate(OpenApi.Summary, "Call a tool of a store service"))
   .add(shared.useTool.annotate(OpenApi.Summary, "Call a tool (kept for backward compatibility)"))
+  .add(shared.checkServices.annotate(OpenApi.Summary, "Health-check every store service now"))
+  .add(shared.health.annotate(OpenApi.Summary, "The store's health: healthy, degraded or unhealthy"))
+  .add(shared.getStats.annotate(OpenApi.Summary, "Statistics of the store: services, tools, tool calls"))
+  .add(shared.showMcpConfig.annotate(OpenApi.Summary, "The services file as stored"))
+  .add(
+    HttpApiEndpoint.post("resetConfig", "/for_store/reset_config")
+      .setPayload(optionalBody({ scope: Schema.optional(ResetScope) }))
+      .setUrlParams(Schema.Struct({ scope: Schema.optional(ResetScope) }))
+      .addSuccess(ResetResponse)
+      .annotate(OpenApi.Summary, "Stop and remove the store's services (scope=all: every agent's too)")
+  )
+  .add(
+    HttpApiEndpoint.post("resetMcpJsonFile", "/for_store/reset_mcp_json_file")
+      .addSuccess(Schema.Struct({ ...ok, backup_path: Schema.String, removed: Schema.Number }))
+      .annotate(OpenApi.Summary, "Back up the services file to .bak, empty it, stop every service")
+  )
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
+  .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")
       .setPayload(ServiceNamePayload)
@@ -49,8 +79,118 @@ export class StoreApi extends HttpApiGroup.make("store")
       .annotate(OpenApi.Summary, "Delete a service: config entry first, then the actor")
   )
   .add(
+    shared.toolRecords
+      .setUrlParams(Schema.Struct({ ...RecordsQuery.fields, scope: Schema.optional(Schema.Literal("all", "store")) }))
+      .annotate(OpenApi.Summary, "Tool-call records, newest first, with a summary")
+  )
+  .add(
     HttpApiEndpoint.post("networkCheck", "/for_store/network_check")
       .setPayload(NetworkCheckPayload)
       .addSuccess(Schema.Struct({ ...ok, results: Schema.Array(NetworkCheckResult) }))
       .annotate(OpenApi.Summary, "Check that HTTP endpoints answer")
+  )
+  .add(
+    HttpApiEndpoint.get("systemResources", "/for_store/system_resources")
+      .addSuccess(
+        Schema.Struct({
+          ...ok,
+          server_uptime_seconds: Schema.Number,
+          memory_total: Schema.Number,
+          memory_used: Schema.Number,
+          memory_percentage: Schema.Number,
+          process_rss: Schema.Number,
+          heap_used: Schema.Number,
+          cpu_percentage: Schema.Number,
+          cpu_count: Schema.Number,
+          load_average: Schema.Array(Schema.Number),
+          disk_total: Schema.Number,
+          disk_used: Schema.Number,
+          disk_usage_percentage: Schema.Number
+        })
+      )
+      .annotate(OpenApi.Summary, "Memory, CPU, load and disk figures")
+  )
+  .add(
+    HttpApiEndpoint.get("serviceStatus", "/for_store/service_status/:service_name")
+      .setPath(ServicePath)
+      .addSuccess(
+        Schema.Struct({
+          ...ok,
+          name: Schema.String,
+          status: Status,
+          consecutive_failures: Schema.Number,
+          consecutive_successes: Schema.Number,
+          reconnect_attempts: Schema.Number,
+          next_retry_at: Schema.NullOr(Schema.String),
+          last_error: Schema.NullOr(Schema.String),
+          last_health_check_at: Schema.NullOr(Schema.String),
+          response_time_ms: Schema.NullOr(Schema.Number),
+          state_entered_at: Schema.String,
+          transitions: Schema.Array(Transition),
+          stderr_tail: Schema.Array(Schema.String)
+        })
+      )
+      .annotate(OpenApi.Summary, "Lifecycle detail of a service: counters, last transitions, stderr tail")
+  )
+  .add(
+    HttpApiEndpoint.post("restartService", "/for_store/restart_service")
+      .setPayload(ServiceNamePayload)
+      .addSuccess(Schema.Struct({ ...ok, service_name: Schema.String, status: Status }))
+      .annotate(OpenApi.Summary, "Close the connection and connect afresh (also from disconnected)")
+  )
+  .add(
+    HttpApiEndpoint.put("updateService", "/for_store/update_service/:service_name")
+      .setPath(ServicePath)
+      .setPayload(Schema.Unknown.annotations({ description: "a service definition; the name may be left out" }))
+      .addSuccess(Schema.Struct({ ...ok, service: Service, changed: Schema.Boolean }))
+      .annotate(OpenApi.Summary, "Replace a service's definition and reconnect")
+  )
+  .add(
+    HttpApiEndpoint.post("disconnectService", "/for_store/disconnect_service")
+      .setPayload(Schema.Struct({ service_name: Name, reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))) }))
+      .addSuccess(Schema.Struct({ ...ok, service_name: Schema.String, status: Status }))
+      .annotate(OpenApi.Summary, "Disconnect gracefully; stays disconnected (disabled) until restarted")
+  )
+  .add(
+    HttpApiEndpoint.get("listAllAgents", "/for_store/list_all_agents")
+      .addSuccess(
+        Schema.Struct({
+          ...ok,
+          agents: Schema.Array(
+            Schema.Struct({
+              agent_id: Schema.String,
+              service_count: Schema.Number,
+              tool_count: Schema.Number,
+              status_summary: Schema.Record({ key: Schema.String, value: Schema.Number }),
+              services: Schema.Array(Schema.String)
+            })
+          ),
+          total_agents: Schema.Number
+        })
+      )
+      .annotate(OpenApi.Summary, "Every agent with its services")
+  )
+  .add(
+    HttpApiEndpoint.get("showConfig", "/for_store/show_config")
+      .addSuccess(Schema.Struct({ ...ok, config: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }))
+      .annotate(OpenApi.Summary, "The store's effective settings")
+  )
+  .add(
+    HttpApiEndpoint.post("refreshTools", "/for_store/refresh_tools")
+      .setPayload(optionalBody({ service_name: Schema.optional(Name) }))
+      .addSuccess(
+        Schema.Struct({
+          ...ok,
+          results: Schema.Array(
+            Schema.Struct({
+              service_name: Schema.String,
+              tool_count: Schema.Number,
+              changed: Schema.Boolean,
+              status: Status,
+              error: Schema.NullOr(Schema.String)
+            })
+          )
+        })
+      )
+      .annotate(OpenApi.Summary, "List the tools again now")
   ) {}

@@ -2,40 +2,59 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { networkCheck } from "../../runtime/network.js"
+import { systemResources } from "../../runtime/system.js"
+import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
 import { run } from "../errors.js"
-import { addService, callTool, waitService } from "../scope-handlers.js"
+import * as Shared from "../scope-handlers.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
-    const { store } = yield* App
+    const app = yield* App
+    const { store } = app
     const scope = () => store.forStore()
     return handlers
-      .handle("addService", ({ payload, urlParams }) => addService(scope, payload, urlParams.wait))
+      .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait))
       .handle("listServices", ({ urlParams }) =>
         Effect.sync(() => {
-          const services = [...scope().listServices()]
-          const tools = [...scope().listTools()]
-          if (urlParams.scope === "all") {
-            for (const id of store.agentIds()) {
-              const agent = store.forAgent(id)
-              services.push(...agent.listServices())
-              tools.push(...agent.listTools())
-            }
-          }
-          return {
-            success: true,
-            message: `${services.length} service(s)`,
-            services,
-            total_services: services.length,
-            total_tools: tools.length
-          }
+          const scopes = [scope(), ...(urlParams.scope === "all" ? store.agentIds().map((id) => store.forAgent(id)) : [])]
+          const services = scopes.flatMap((s) => s.listServices())
+          const total_tools = scopes.reduce((n, s) => n + s.listTools().length, 0)
+          return { success: true, message: `${services.length} service(s)`, services, total_services: services.length, total_tools }
         })
       )
-      .handle("callTool", ({ payload }) => callTool(scope, payload))
-      .handle("useTool", ({ payload }) => callTool(scope, payload))
-      .handle("waitService", ({ payload }) => waitService(scope, payload, { context: "store" }))
+      .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
+      .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
+      .handle("callTool", ({ payload }) => Shared.callTool(scope, payload))
+      .handle("useTool", ({ payload }) => Shared.callTool(scope, payload))
+      .handle("checkServices", () => Shared.checkServices(scope))
+      .handle("health", () => Shared.health(scope))
+      .handle("getStats", () =>
+        run(() => ({
+          success: true,
+          message: "Store statistics",
+          ...scope().stats(),
+          total_agents: store.agentIds().length,
+          context_type: "store" as const
+        }))
+      )
+      .handle("showMcpConfig", () => Shared.showMcpConfig(scope, store.file.path))
+      .handle("resetConfig", ({ payload, urlParams }) =>
+        run(async () => {
+          const which = payload?.scope ?? urlParams.scope ?? "store"
+          const removed = await store.resetConfig(which)
+          return { success: true, message: `Removed ${removed} service(s) (${which})`, scope: which, removed }
+        })
+      )
+      .handle("resetMcpJsonFile", () =>
+        run(async () => {
+          const result = await store.resetServicesFile()
+          return { success: true, message: `Services file emptied; backup at ${result.backup_path}`, ...result }
+        })
+      )
+      .handle("waitService", ({ payload }) => Shared.waitService(scope, payload, { context: "store" }))
+      .handle("deleteService", ({ path }) => Shared.deleteService(scope, path.service_name))
       .handle("deleteServiceTwoStep", ({ payload }) =>
         run(async () => {
           const result = await scope().deleteServiceTwoStep(payload.service_name)
@@ -48,11 +67,76 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           }
         })
       )
+      .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
         run(async (signal) => {
           const results = await networkCheck(payload.endpoints, signal)
           const reachable = results.filter((r) => r.reachable).length
           return { success: true, message: `${reachable} of ${results.length} endpoint(s) reachable`, results }
+        })
+      )
+      .handle("systemResources", () =>
+        run(async () => ({ success: true, message: "System resources", ...(await systemResources(store.file.path, store.startedAt)) }))
+      )
+      .handle("serviceStatus", ({ path }) =>
+        run(() => {
+          const status = scope().serviceStatus(path.service_name)
+          return { success: true, message: `Service '${status.name}' is ${status.status}`, ...status }
+        })
+      )
+      .handle("restartService", ({ payload }) =>
+        run(async () => {
+          const result = await scope().restartService(payload.service_name)
+          return { success: true, message: `Service '${result.service_name}' restarting`, ...result }
+        })
+      )
+      .handle("updateService", ({ path, payload }) =>
+        run(async () => {
+          const result = await scope().updateService(path.service_name, payload)
+          const name = result.service.name
+          return { success: true, message: result.changed ? `Service '${name}' updated; reconnecting` : `Service '${name}' unchanged`, ...result }
+        })
+      )
+      .handle("disconnectService", ({ payload }) =>
+        run(async () => {
+          const result = await scope().disconnectService(payload.service_name, payload.reason)
+          return { success: true, message: `Service '${result.service_name}' is ${result.status}`, ...result }
+        })
+      )
+      .handle("listAllAgents", () =>
+        run(() => {
+          const agents = store.listAgents()
+          return { success: true, message: `${agents.length} agent(s)`, agents, total_agents: agents.length }
+        })
+      )
+      .handle("showConfig", () =>
+        run(() => ({
+          success: true,
+          message: "Effective settings",
+          config: {
+            mcp_config_file: app.storeOptions.mcpConfigFile,
+            debug: app.storeOptions.debug,
+            tool_record_max_file_size: app.storeOptions.toolRecordMaxFileSize,
+            tool_record_retention_days: app.storeOptions.toolRecordRetentionDays,
+            monitoring: store.settings,
+            server: {
+              host: app.server.host,
+              port: app.server.port,
+              reload: app.server.reload,
+              log_level: app.server.logLevel,
+              auto_open_browser: app.server.autoOpenBrowser,
+              show_startup_info: app.server.showStartupInfo,
+              api_key_set: app.server.apiKey !== undefined
+            },
+            version: VERSION
+          }
+        }))
+      )
+      .handle("refreshTools", ({ payload }) =>
+        run(async (signal) => {
+          const results = await scope().refreshTools(payload?.service_name, signal)
+          const changed = results.filter((r) => r.changed).length
+          return { success: true, message: `${results.length} service(s) refreshed, ${changed} changed`, results }
         })
       )
   })

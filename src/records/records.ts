@@ -1,0 +1,371 @@
+/**
+ * Tool-call records (shared/LIFECYCLE.md, Tool-call records): an append-only JSON-lines file
+ * beside the services file, one line per call, with in-memory aggregates for statistics that are
+ * rebuilt from the file at start and kept up to date on each call.
+ *
+ * Appending costs the same whatever the file's size: one open handle in append mode, and lines
+ * written together when calls arrive together (a group commit). The size limit drops the oldest
+ * records until the file is under 80 % of it; the retention drops records older than the limit at
+ * start and on every clean-up. Both rewrite the file atomically (temporary file, rename).
+ */
+import { randomUUID } from "node:crypto"
+import { createReadStream } from "node:fs"
+import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
+import { dirname, join } from "node:path"
+import { createInterface } from "node:readline"
+
+/** How a call ended. */
+export type Outcome = "success" | "tool_error" | "protocol_error" | "transport_error" | "timeout" | "unavailable"
+export const OUTCOMES: ReadonlyArray<Outcome> = ["success", "tool_error", "protocol_error", "transport_error", "timeout", "unavailable"]
+
+/** One tool call (shared/API.md, Tool-call record). */
+export interface ToolRecord {
+  readonly id: string
+  readonly timestamp: string
+  readonly scope: "store" | "agent"
+  readonly agent_id: string | null
+  readonly service_name: string
+  readonly tool_name: string
+  readonly params: unknown
+  readonly result: unknown
+  readonly result_truncated?: boolean
+  readonly outcome: Outcome
+  readonly error: string | null
+  readonly duration_ms: number
+  readonly trace_id: string
+}
+
+export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated"> & { readonly timestamp?: string }
+
+/** Count, errors and total duration of a group of calls. */
+export interface Tally {
+  count: number
+  errors: number
+  durationMs: number
+}
+
+export interface RecordsOptions {
+  /** MB; -1 unlimited. */
+  readonly maxFileSizeMb: number
+  /** Days; -1 never delete. */
+  readonly retentionDays: number
+  /** How many of the newest records are kept in memory for queries. */
+  readonly memoryLimit?: number
+}
+
+/** A filter of records; every field optional. */
+export interface RecordQuery {
+  /** `store`, or an agent id; undefined for every scope. */
+  readonly scope?: string | undefined
+  readonly service_name?: string | undefined
+  readonly tool_name?: string | undefined
+  readonly outcome?: Outcome | undefined
+  /** Epoch ms. */
+  readonly since?: number | undefined
+  readonly limit?: number | undefined
+  readonly offset?: number | undefined
+}
+
+export const RECORDS_FILE = "tool_records.jsonl"
+const RESULT_LIMIT = 64 * 1024
+const DAY_MS = 86_400_000
+
+const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
+const isError = (o: Outcome) => o !== "success"
+
+/** Cuts a result to 64 KiB of JSON (shared/API.md). */
+const cutResult = (result: unknown): { result: unknown; truncated: boolean } => {
+  const text = JSON.stringify(result ?? null)
+  if (text.length <= RESULT_LIMIT) return { result, truncated: false }
+  return { result: text.slice(0, RESULT_LIMIT), truncated: true }
+}
+
+/** Aggregates of one scope. */
+class ScopeTallies {
+  readonly all: Tally = { count: 0, errors: 0, durationMs: 0 }
+  readonly byTool = new Map<string, Tally>()
+  readonly byService = new Map<string, Tally>()
+}
+
+const add = (map: Map<string, Tally>, key: string, r: ToolRecord) => {
+  let t = map.get(key)
+  if (!t) map.set(key, (t = { count: 0, errors: 0, durationMs: 0 }))
+  tally(t, r)
+}
+const tally = (t: Tally, r: ToolRecord) => {
+  t.count += 1
+  if (isError(r.outcome)) t.errors += 1
+  t.durationMs += r.duration_ms
+}
+
+const tallyView = (t: Tally) => ({
+  count: t.count,
+  errors: t.errors,
+  avg_duration_ms: t.count === 0 ? 0 : Math.round((t.durationMs / t.count) * 100) / 100
+})
+
+/** The tool-call record file and its aggregates. Open it with `ToolRecords.open`. */
+export class ToolRecords {
+  private handle: FileHandle | undefined
+  private size = 0
+  private recent: ToolRecord[] = []
+  private tallies = new Map<string, ScopeTallies>()
+  private pending: string[] = []
+  private flushing: Promise<void> | undefined
+  private queue: Promise<unknown> = Promise.resolve()
+  private readonly listeners = new Set<(r: ToolRecord) => void>()
+
+  private constructor(
+    /** The records file. */
+    readonly path: string,
+    private readonly options: RecordsOptions
+  ) {}
+
+  /** Opens (or creates) the records file beside the services file and rebuilds the aggregates. */
+  static async open(servicesFile: string, options: RecordsOptions): Promise<ToolRecords> {
+    const records = new ToolRecords(join(dirname(servicesFile), RECORDS_FILE), options)
+    await records.load()
+    return records
+  }
+
+  private get memoryLimit(): number {
+    return this.options.memoryLimit ?? 20_000
+  }
+
+  private async load(): Promise<void> {
+    const cutoff = this.options.retentionDays < 0 ? -Infinity : Date.now() - this.options.retentionDays * DAY_MS
+    const kept: ToolRecord[] = []
+    let dropped = 0
+    try {
+      const lines = createInterface({ input: createReadStream(this.path, "utf8"), crlfDelay: Infinity })
+      for await (const line of lines) {
+        if (line.trim() === "") continue
+        let r: ToolRecord
+        try {
+          r = JSON.parse(line) as ToolRecord
+        } catch {
+          dropped += 1 // a torn last line from a crash: not a record
+          continue
+        }
+        if (Date.parse(r.timestamp) < cutoff) {
+          dropped += 1
+          continue
+        }
+        kept.push(r)
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+    }
+    if (dropped > 0) await this.rewrite(kept)
+    this.rebuild(kept)
+    this.handle = await open(this.path, "a")
+    this.size = (await stat(this.path)).size
+    if (this.overLimit()) await this.enforceSize()
+  }
+
+  private rebuild(records: ReadonlyArray<ToolRecord>): void {
+    this.tallies = new Map()
+    for (const r of records) this.count(r)
+    this.recent = records.slice(-this.memoryLimit)
+  }
+
+  private count(r: ToolRecord): void {
+    const key = scopeKey(r)
+    let t = this.tallies.get(key)
+    if (!t) this.tallies.set(key, (t = new ScopeTallies()))
+    tally(t.all, r)
+    add(t.byTool, `${r.service_name}\u0000${r.tool_name}`, r)
+    add(t.byService, r.service_name, r)
+  }
+
+  /** Rewrites the file with these records only (atomic: temporary file, then rename). */
+  private async rewrite(records: ReadonlyArray<ToolRecord>): Promise<void> {
+    const tmp = join(dirname(this.path), `.${RECORDS_FILE}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`)
+    const out = await open(tmp, "w")
+    try {
+      const text = records.map((r) => `${JSON.stringify(r)}\n`).join("")
+      await out.writeFile(text)
+      await out.sync()
+    } finally {
+      await out.close()
+    }
+    const reopen = this.handle !== undefined
+    if (reopen) await this.handle?.close()
+    try {
+      await rename(tmp, this.path)
+    } catch (e) {
+      await rm(tmp, { force: true })
+      throw e
+    } finally {
+      if (reopen) this.handle = await open(this.path, "a")
+    }
+    this.size = (await stat(this.path)).size
+  }
+
+  private overLimit(): boolean {
+    return this.options.maxFileSizeMb >= 0 && this.size > this.options.maxFileSizeMb * 1024 * 1024
+  }
+
+  /** Drops the oldest records until the file is under 80 % of the size limit. */
+  private async enforceSize(): Promise<void> {
+    const target = this.options.maxFileSizeMb * 1024 * 1024 * 0.8
+    const all = await this.readAll()
+    let bytes = 0
+    let start = all.length
+    while (start > 0) {
+      const line = Buffer.byteLength(JSON.stringify(all[start - 1])) + 1
+      if (bytes + line > target) break
+      bytes += line
+      start -= 1
+    }
+    const kept = all.slice(start)
+    await this.rewrite(kept)
+    this.rebuild(kept)
+  }
+
+  private async readAll(): Promise<ToolRecord[]> {
+    const out: ToolRecord[] = []
+    const lines = createInterface({ input: createReadStream(this.path, "utf8"), crlfDelay: Infinity })
+    for await (const line of lines) {
+      if (line.trim() === "") continue
+      try {
+        out.push(JSON.parse(line) as ToolRecord)
+      } catch {
+        // a torn line is not a record
+      }
+    }
+    return out
+  }
+
+  /** Runs file maintenance one at a time with appends. */
+  private serialize<A>(task: () => Promise<A>): Promise<A> {
+    const run = this.queue.then(task, task)
+    this.queue = run.catch(() => undefined)
+    return run
+  }
+
+  /**
+   * Appends a record; resolves once its line is written. Calls that arrive together are written
+   * together. Aggregates are updated at once.
+   */
+  append(input: NewRecord): Promise<ToolRecord> {
+    const { result, truncated } = cutResult(input.result)
+    const record: ToolRecord = {
+      id: randomUUID(),
+      timestamp: input.timestamp ?? new Date().toISOString(),
+      scope: input.scope,
+      agent_id: input.agent_id,
+      service_name: input.service_name,
+      tool_name: input.tool_name,
+      params: input.params,
+      result,
+      ...(truncated ? { result_truncated: true } : {}),
+      outcome: input.outcome,
+      error: input.error,
+      duration_ms: input.duration_ms,
+      trace_id: input.trace_id
+    }
+    this.count(record)
+    this.recent.push(record)
+    if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
+    for (const l of this.listeners) l(record)
+    this.pending.push(`${JSON.stringify(record)}\n`)
+    return this.flush().then(() => record)
+  }
+
+  private flush(): Promise<void> {
+    this.flushing ??= this.serialize(async () => {
+      // Let calls finishing in the same turn join this write.
+      await new Promise<void>((r) => setImmediate(r))
+      this.flushing = undefined
+      const text = this.pending.join("")
+      this.pending = []
+      if (text === "" || this.handle === undefined) return
+      await this.handle.write(text)
+      this.size += Buffer.byteLength(text)
+      if (this.overLimit()) await this.enforceSize()
+    })
+    return this.flushing
+  }
+
+  /** Drops records older than the retention (at start and every `cleanup_hours`). */
+  cleanup(): Promise<number> {
+    return this.serialize(async () => {
+      if (this.options.retentionDays < 0) return 0
+      const cutoff = Date.now() - this.options.retentionDays * DAY_MS
+      const all = await this.readAll()
+      const kept = all.filter((r) => Date.parse(r.timestamp) >= cutoff)
+      if (kept.length === all.length) return 0
+      await this.rewrite(kept)
+      this.rebuild(kept)
+      return all.length - kept.length
+    })
+  }
+
+  /** Records matching the query, newest first, and how many match in all (among those in memory). */
+  query(q: RecordQuery): { readonly executions: ReadonlyArray<ToolRecord>; readonly total: number } {
+    const matches: ToolRecord[] = []
+    for (let i = this.recent.length - 1; i >= 0; i--) {
+      const r = this.recent[i] as ToolRecord
+      if (q.scope !== undefined && scopeKey(r) !== q.scope) continue
+      if (q.service_name !== undefined && r.service_name !== q.service_name) continue
+      if (q.tool_name !== undefined && r.tool_name !== q.tool_name) continue
+      if (q.outcome !== undefined && r.outcome !== q.outcome) continue
+      if (q.since !== undefined && Date.parse(r.timestamp) < q.since) continue
+      matches.push(r)
+    }
+    const offset = q.offset ?? 0
+    return { executions: matches.slice(offset, offset + (q.limit ?? 50)), total: matches.length }
+  }
+
+  /** Every record in memory, oldest first (for monitoring figures). */
+  inMemory(): ReadonlyArray<ToolRecord> {
+    return this.recent
+  }
+
+  /** Totals over every record of the given scopes (all scopes when undefined). */
+  summary(scopes?: ReadonlyArray<string>) {
+    const all: Tally = { count: 0, errors: 0, durationMs: 0 }
+    const byTool = new Map<string, Tally>()
+    const byService = new Map<string, Tally>()
+    for (const [key, t] of this.tallies) {
+      if (scopes !== undefined && !scopes.includes(key)) continue
+      all.count += t.all.count
+      all.errors += t.all.errors
+      all.durationMs += t.all.durationMs
+      for (const [k, v] of t.byTool) merge(byTool, k.replace("\u0000", "__"), v)
+      for (const [k, v] of t.byService) merge(byService, k, v)
+    }
+    return {
+      total_executions: all.count,
+      succeeded: all.count - all.errors,
+      failed: all.errors,
+      avg_duration_ms: tallyView(all).avg_duration_ms,
+      by_tool: Object.fromEntries([...byTool].map(([k, v]) => [k, tallyView(v)])),
+      by_service: Object.fromEntries([...byService].map(([k, v]) => [k, tallyView(v)]))
+    }
+  }
+
+  /** Called with every new record (monitoring, event stream). Returns an unsubscribe. */
+  onRecord(listener: (r: ToolRecord) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  /** Writes what is pending and closes the file. */
+  async close(): Promise<void> {
+    await this.flush()
+    await this.queue
+    await this.handle?.close()
+    this.handle = undefined
+  }
+}
+
+const merge = (map: Map<string, Tally>, key: string, t: Tally) => {
+  const m = map.get(key)
+  if (m) {
+    m.count += t.count
+    m.errors += t.errors
+    m.durationMs += t.durationMs
+  } else map.set(key, { ...t })
+}
