@@ -7,6 +7,7 @@ import { AgentApi } from "./agent/Api.js"
 import { ApplicationApi, SystemApi } from "./app/Api.js"
 import * as E from "./errors.js"
 import type { RouteEntry } from "./errors.js"
+import { MonitoringApi } from "./monitoring/Api.js"
 import { StoreApi } from "./store/Api.js"
 import { VERSION } from "../version.js"
 
@@ -14,6 +15,7 @@ import { VERSION } from "../version.js"
 export class Api extends HttpApi.make("mcp-store")
   .add(StoreApi)
   .add(AgentApi)
+  .add(MonitoringApi)
   .add(ApplicationApi)
   .add(SystemApi)
   .addError(E.BadRequest)

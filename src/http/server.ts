@@ -6,10 +6,11 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpMiddleware } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { createServer, type Server } from "node:http"
+import type { Socket } from "node:net"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
@@ -17,6 +18,7 @@ import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { App, type AppState } from "./context.js"
 import { contractMiddleware } from "./errors.js"
+import { MonitoringHttpLive } from "./monitoring/Http.js"
 import { StoreHttpLive } from "./store/Http.js"
 
 /** A running server. */
@@ -45,6 +47,19 @@ const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
 export const startServer = async (options: StartServerOptions): Promise<RunningServer> => {
   const httpServer: Server = createServer()
   const state: { app?: AppState } = {}
+  // Open client sockets, for monitoring (active_connections).
+  const sockets = new Set<Socket>()
+  const countSockets = () => {
+    if (state.app) state.app.store.monitor.httpConnections = sockets.size
+  }
+  httpServer.on("connection", (socket: Socket) => {
+    sockets.add(socket)
+    countSockets()
+    socket.once("close", () => {
+      sockets.delete(socket)
+      countSockets()
+    })
+  })
 
   const AppLive = Layer.scoped(
     App,
@@ -67,11 +82,22 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   )
 
   const ApiLive = HttpApiBuilder.api(Api).pipe(
-    Layer.provide([StoreHttpLive, AgentHttpLive, ApplicationHttpLive, SystemHttpLive]),
+    Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
     Layer.provide(HttpApiBuilder.middleware(Api, contractMiddleware(routeTable())))
   )
 
-  const ServerLive = HttpApiBuilder.serve(options.server.logLevel === "debug" ? HttpMiddleware.logger : (app) => app).pipe(
+  // Every API request's latency feeds the monitor (system_performance).
+  const measured = (app: HttpApp.Default): HttpApp.Default<never, App> =>
+    Effect.flatMap(App, ({ store }) => {
+      const started = performance.now()
+      return Effect.ensuring(
+        app,
+        Effect.sync(() => store.monitor.recordRequest(performance.now() - started))
+      )
+    }) as never
+  const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
+
+  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(app))).pipe(
     Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),

@@ -110,6 +110,8 @@ export class ToolRecords {
   private size = 0
   private recent: ToolRecord[] = []
   private tallies = new Map<string, ScopeTallies>()
+  /** Calls per UTC day (YYYY-MM-DD), every scope. */
+  private byDay = new Map<string, Tally>()
   private pending: string[] = []
   private flushing: Promise<void> | undefined
   private queue: Promise<unknown> = Promise.resolve()
@@ -165,6 +167,7 @@ export class ToolRecords {
 
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
     this.tallies = new Map()
+    this.byDay = new Map()
     for (const r of records) this.count(r)
     this.recent = records.slice(-this.memoryLimit)
   }
@@ -176,6 +179,7 @@ export class ToolRecords {
     tally(t.all, r)
     add(t.byTool, `${r.service_name}\u0000${r.tool_name}`, r)
     add(t.byService, r.service_name, r)
+    add(this.byDay, r.timestamp.slice(0, 10), r)
   }
 
   /** Rewrites the file with these records only (atomic: temporary file, then rename). */
@@ -344,6 +348,17 @@ export class ToolRecords {
       by_tool: Object.fromEntries([...byTool].map(([k, v]) => [k, tallyView(v)])),
       by_service: Object.fromEntries([...byService].map(([k, v]) => [k, tallyView(v)]))
     }
+  }
+
+  /** Calls per UTC day for the `days` days ending today, oldest first, a row for every day. */
+  daily(days: number, now = Date.now()) {
+    const rows = []
+    for (let i = days - 1; i >= 0; i--) {
+      const date = new Date(now - i * DAY_MS).toISOString().slice(0, 10)
+      const t = this.byDay.get(date) ?? { count: 0, errors: 0, durationMs: 0 }
+      rows.push({ date, calls: t.count, errors: t.errors, avg_duration_ms: tallyView(t).avg_duration_ms })
+    }
+    return rows
   }
 
   /** Called with every new record (monitoring, event stream). Returns an unsubscribe. */

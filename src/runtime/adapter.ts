@@ -43,6 +43,13 @@ export class ConnectionRegistry {
   get size(): number {
     return this.open.size
   }
+
+  /** Open connections that run a local process. */
+  processCount(): number {
+    let n = 0
+    for (const c of this.open.keys()) if (c.pid !== undefined) n += 1
+    return n
+  }
 }
 
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))

@@ -356,6 +356,7 @@ export class ScopeApi {
         duration_ms: Math.round((performance.now() - started) * 100) / 100,
         trace_id: traceId
       })
+    this.store.inFlightCalls += 1
     try {
       const output = await this.invoke(actor, original, input, { started, traceId, timeoutSeconds, remaining, signal })
       await record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
@@ -363,6 +364,8 @@ export class ScopeApi {
     } catch (e) {
       await record(outcomeOf(e), null, e instanceof Error ? e.message : String(e))
       throw e
+    } finally {
+      this.store.inFlightCalls -= 1
     }
   }
 

@@ -15,6 +15,7 @@ import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
+import { Monitor } from "../monitoring/monitor.js"
 import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { ValidationError } from "./errors.js"
@@ -46,6 +47,9 @@ export class Store {
   private stopping: Promise<void> | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
+  private readonly unrecord: () => void
+  /** Tool calls in progress. */
+  inFlightCalls = 0
 
   private constructor(
     /** The services file. */
@@ -57,8 +61,11 @@ export class Store {
     /** Effective monitoring settings. */
     readonly settings: MonitoringSettings,
     /** The tool-call records. */
-    readonly records: ToolRecords
+    readonly records: ToolRecords,
+    /** Histories, alerts and request metrics. */
+    readonly monitor: Monitor
   ) {
+    this.unrecord = records.onRecord((r) => monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms))
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
     this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
     this.cleanupTimer.unref()
@@ -77,13 +84,19 @@ export class Store {
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
     })
+    const monitor = new Monitor()
+    const user = options.inspect
     const actor = createActor(machine, {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
-      ...(options.inspect !== undefined ? { inspect: options.inspect } : {})
+      inspect: (event: InspectionEvent) => {
+        monitor.inspect(event)
+        if (typeof user === "function") user(event)
+        else user?.next?.(event)
+      }
     })
     actor.start()
-    const store = new Store(file, actor, connections, settings, records)
+    const store = new Store(file, actor, connections, settings, records, monitor)
     store.load(file.read())
     return store
   }
@@ -271,6 +284,8 @@ export class Store {
       await this.queue.catch(() => undefined)
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close()])
+      this.unrecord()
+      this.monitor.stop()
     })()
     return this.stopping
   }

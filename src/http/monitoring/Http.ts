@@ -1,0 +1,41 @@
+/** The monitoring group's handlers: each one computes its figures (src/monitoring/figures.ts). */
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import * as Figures from "../../monitoring/figures.js"
+import { Api } from "../Api.js"
+import { App } from "../context.js"
+import { run } from "../errors.js"
+
+export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
+  Effect.gen(function* () {
+    const { store } = yield* App
+    const ok = <A extends object>(message: string, body: A) => ({ success: true, message, ...body })
+    return handlers
+      .handle("agentsSummary", () => run(() => ok("Agents summary", Figures.agentsSummary(store))))
+      .handle("config", () => run(() => ok("Monitoring settings", { config: { ...store.settings } })))
+      .handle("servicesStatusDistribution", () => run(() => ok("Status distribution", Figures.statusDistribution(store))))
+      .handle("toolsUsageStats", ({ urlParams }) =>
+        run(() => ok("Tool usage", Figures.toolsUsage(store, urlParams.limit ?? 20, urlParams)))
+      )
+      .handle("systemPerformance", () => run(async () => ok("System performance", await Figures.systemPerformance(store))))
+      .handle("servicesResponseTime", ({ urlParams }) => run(() => ok("Response times", Figures.responseTimes(store, urlParams))))
+      .handle("errorRateStats", ({ urlParams }) =>
+        run(() => ok("Error rates", Figures.errorRates(store, urlParams.minutes ?? 60, urlParams)))
+      )
+      .handle("historicalStats", ({ urlParams }) =>
+        run(() => ok("Calls per day", { days: store.records.daily(urlParams.days ?? 7) }))
+      )
+      .handle("serviceHealthHistory", ({ urlParams }) =>
+        run(() => ok("Health history", Figures.healthHistory(store, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)))
+      )
+      .handle("toolCallHistory", ({ urlParams }) =>
+        run(() => ok("Recent tool calls", Figures.callHistory(store, urlParams.limit ?? 100, urlParams)))
+      )
+      .handle("realtimeStatus", () => run(() => ok("Real-time status", Figures.realtimeStatus(store))))
+      .handle("activeConnections", () => run(() => ok("Active connections", Figures.activeConnections(store))))
+      .handle("resourceUsage", () => run(async () => ok("Resource usage", await Figures.resourceUsage(store))))
+      .handle("alerts", ({ urlParams }) =>
+        run(() => ok("Alerts", Figures.alertList(store, urlParams.limit ?? 50, urlParams.include_resolved ?? true, urlParams)))
+      )
+  })
+)

@@ -1,0 +1,237 @@
+/**
+ * The figures of the 14 monitoring endpoints (shared/API.md, Monitoring), computed from what the
+ * store really has: service actors' snapshots, tool-call records and their aggregates, the
+ * monitor's histories and request metrics, and the operating system. Nothing here is a constant.
+ */
+import { cpus, freemem, loadavg, totalmem } from "node:os"
+import { STATUSES, agentScope, STORE_SCOPE, type Scope, type Status } from "../domain/service.js"
+import { statusOf } from "../machines/service.js"
+import { OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
+import { ServiceNotFound } from "../runtime/errors.js"
+import type { Store } from "../runtime/store.js"
+import { diskOf, processCpuPercent } from "../runtime/system.js"
+import { quantile } from "./bounded.js"
+
+const round = (n: number) => Math.round(n * 100) / 100
+const recordScope = (r: ToolRecord) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
+
+/** Narrowing by `agent_id` (a scope: an agent id, or "store") and `service_name`. */
+export interface Narrowing {
+  readonly agent_id?: string | undefined
+  readonly service_name?: string | undefined
+}
+
+const matches = (n: Narrowing, scope: string, service: string) =>
+  (n.agent_id === undefined || n.agent_id === scope) && (n.service_name === undefined || n.service_name === service)
+
+const emptyDistribution = (): Record<Status, number> => Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>
+
+const scopes = (store: Store): Scope[] => [STORE_SCOPE, ...store.agentIds().map(agentScope)]
+
+export const agentsSummary = (store: Store) => {
+  const all = store.allServiceActors().map((a) => a.getSnapshot())
+  const storeServices = Object.values(store.serviceActors(STORE_SCOPE)).map((a) => a.getSnapshot())
+  const recent = store.records.inMemory()
+  const agents = store.agentIds().map((agentId) => {
+    const snapshots = Object.values(store.serviceActors(agentScope(agentId))).map((a) => a.getSnapshot())
+    const healthy = snapshots.filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning").length
+    let lastCall: string | undefined
+    for (let i = recent.length - 1; i >= 0; i--) {
+      if (recordScope(recent[i]!) === agentId) {
+        lastCall = recent[i]!.timestamp
+        break
+      }
+    }
+    const lastChange = Math.max(0, ...snapshots.map((s) => s.context.stateEnteredAt))
+    const last = Math.max(lastCall ? Date.parse(lastCall) : 0, lastChange)
+    return {
+      agent_id: agentId,
+      service_count: snapshots.length,
+      tool_count: snapshots.reduce((n, s) => n + s.context.tools.length, 0),
+      healthy_services: healthy,
+      unhealthy_services: snapshots.length - healthy,
+      total_tool_executions: store.records.summary([agentId]).total_executions,
+      last_activity: last > 0 ? new Date(last).toISOString() : null
+    }
+  })
+  const inactive = (s: Status) => s === "disconnected" || s === "unreachable"
+  return {
+    total_agents: agents.length,
+    active_agents: store
+      .agentIds()
+      .filter((id) => Object.values(store.serviceActors(agentScope(id))).some((a) => !inactive(statusOf(a.getSnapshot())))).length,
+    total_services: all.length,
+    total_tools: all.reduce((n, s) => n + s.context.tools.length, 0),
+    store_services: storeServices.length,
+    store_tools: storeServices.reduce((n, s) => n + s.context.tools.length, 0),
+    agents
+  }
+}
+
+export const statusDistribution = (store: Store) => {
+  const distribution = emptyDistribution()
+  const by_scope: Record<string, Record<Status, number>> = {}
+  for (const scope of scopes(store)) {
+    const d = emptyDistribution()
+    for (const a of Object.values(store.serviceActors(scope))) {
+      const s = statusOf(a.getSnapshot())
+      d[s] += 1
+      distribution[s] += 1
+    }
+    by_scope[scope.kind === "store" ? "store" : scope.agentId] = d
+  }
+  return { total_services: store.allServiceActors().length, distribution, by_scope }
+}
+
+export const toolsUsage = (store: Store, limit: number, n: Narrowing) => {
+  const groups = new Map<string, { scope: string; service: string; tool: string; durations: number[]; ok: number; last: string }>()
+  for (const r of store.records.inMemory()) {
+    const scope = recordScope(r)
+    if (!matches(n, scope, r.service_name)) continue
+    const key = `${scope}\u0000${r.service_name}\u0000${r.tool_name}`
+    let g = groups.get(key)
+    if (!g) groups.set(key, (g = { scope, service: r.service_name, tool: r.tool_name, durations: [], ok: 0, last: r.timestamp }))
+    g.durations.push(r.duration_ms)
+    if (r.outcome === "success") g.ok += 1
+    if (r.timestamp > g.last) g.last = r.timestamp
+  }
+  const tools = [...groups.values()]
+    .map((g) => ({
+      tool_name: g.tool,
+      service_name: g.service,
+      scope: g.scope,
+      call_count: g.durations.length,
+      success_count: g.ok,
+      error_count: g.durations.length - g.ok,
+      success_rate: round(g.ok / g.durations.length),
+      avg_duration_ms: round(g.durations.reduce((a, b) => a + b, 0) / g.durations.length),
+      p95_duration_ms: round(quantile(g.durations, 0.95)),
+      last_called_at: g.last
+    }))
+    .sort((a, b) => b.call_count - a.call_count || (a.last_called_at < b.last_called_at ? 1 : -1))
+  return { tools: tools.slice(0, limit), total_tools: tools.length }
+}
+
+export const systemPerformance = async (store: Store) => {
+  const latency = store.monitor.requests.summary()
+  const mem = process.memoryUsage()
+  return {
+    requests_total: store.monitor.requestsTotal,
+    requests_per_second: round(latency.count / 60),
+    latency_ms: { p50: latency.p50, p95: latency.p95, p99: latency.p99 },
+    event_loop_lag_ms: store.monitor.eventLoopLagMs(),
+    cpu_percentage: await processCpuPercent(),
+    memory_rss: mem.rss,
+    heap_used: mem.heapUsed,
+    uptime_seconds: round((Date.now() - store.startedAt) / 1000)
+  }
+}
+
+export const responseTimes = (store: Store, n: Narrowing) => ({
+  services: store.monitor
+    .responseTimes()
+    .filter((s) => matches(n, s.scope, s.service_name))
+    .map((s) => ({
+      service_name: s.service_name,
+      scope: s.scope,
+      last_ms: s.last === null ? null : round(s.last),
+      avg_ms: s.samples.length === 0 ? null : round(s.samples.reduce((a, b) => a + b, 0) / s.samples.length),
+      p95_ms: s.samples.length === 0 ? null : round(quantile(s.samples, 0.95)),
+      samples: s.samples.length
+    }))
+})
+
+export const errorRates = (store: Store, minutes: number, n: Narrowing) => {
+  const since = Date.now() - minutes * 60_000
+  const by_outcome = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>
+  const by_service: Record<string, { calls: number; errors: number; error_rate: number }> = {}
+  let total = 0
+  let failed = 0
+  for (const r of store.records.inMemory()) {
+    if (Date.parse(r.timestamp) < since || !matches(n, recordScope(r), r.service_name)) continue
+    total += 1
+    by_outcome[r.outcome] += 1
+    const s = (by_service[r.service_name] ??= { calls: 0, errors: 0, error_rate: 0 })
+    s.calls += 1
+    if (r.outcome !== "success") {
+      failed += 1
+      s.errors += 1
+    }
+  }
+  for (const s of Object.values(by_service)) s.error_rate = round(s.errors / s.calls)
+  return { minutes, total_calls: total, failed_calls: failed, error_rate: total === 0 ? 0 : round(failed / total), by_outcome, by_service }
+}
+
+export const healthHistory = (store: Store, serviceName: string, agentId: string | undefined, hours: number) => {
+  const scope = agentId ?? "store"
+  const known = (agentId === undefined ? store.serviceActor(STORE_SCOPE, serviceName) : store.serviceActor(agentScope(agentId), serviceName)) !== undefined
+  const h = store.monitor.healthHistory(scope, serviceName, hours)
+  if (!known && !h.found) throw ServiceNotFound.of(serviceName, scope)
+  return {
+    service_name: serviceName,
+    scope,
+    hours,
+    transitions: h.transitions.map((t) => ({ from: t.from, to: t.to, at: new Date(t.at).toISOString(), reason: t.reason })),
+    checks: h.checks.map((c) => ({ ...c, at: new Date(c.at).toISOString() }))
+  }
+}
+
+export const callHistory = (store: Store, limit: number, n: Narrowing) => {
+  const recent = store.records.inMemory()
+  const calls: ToolRecord[] = []
+  for (let i = recent.length - 1; i >= 0 && calls.length < limit; i--) {
+    if (matches(n, recordScope(recent[i]!), recent[i]!.service_name)) calls.push(recent[i]!)
+  }
+  return { calls }
+}
+
+export const realtimeStatus = (store: Store) => {
+  const services = emptyDistribution()
+  for (const a of store.allServiceActors()) services[statusOf(a.getSnapshot())] += 1
+  const since = Date.now() - 60_000
+  let calls = 0
+  let errors = 0
+  const recent = store.records.inMemory()
+  for (let i = recent.length - 1; i >= 0; i--) {
+    const r = recent[i]!
+    if (Date.parse(r.timestamp) < since) break
+    calls += 1
+    if (r.outcome !== "success") errors += 1
+  }
+  return {
+    timestamp: new Date().toISOString(),
+    services,
+    in_flight_calls: store.inFlightCalls,
+    calls_last_minute: calls,
+    errors_last_minute: errors,
+    active_connections: store.monitor.httpConnections
+  }
+}
+
+export const activeConnections = (store: Store) => {
+  const connected = store.allServiceActors().filter((a) => {
+    const s = statusOf(a.getSnapshot())
+    return s === "healthy" || s === "warning"
+  }).length
+  return {
+    http_connections: store.monitor.httpConnections,
+    upstream_sessions: connected,
+    stdio_processes: store.connections.processCount(),
+    event_subscribers: store.monitor.subscriberCount
+  }
+}
+
+export const resourceUsage = async (store: Store) => {
+  const [cpu, disk] = await Promise.all([processCpuPercent(), diskOf(store.file.path)])
+  const mem = process.memoryUsage()
+  return {
+    process: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, cpu_percentage: cpu },
+    system: { memory_total: totalmem(), memory_free: freemem(), load_average: loadavg().map(round), cpus: cpus().length },
+    disk
+  }
+}
+
+export const alertList = (store: Store, limit: number, includeResolved: boolean, n: Narrowing) => {
+  const all = store.monitor.alerts().filter((a) => (includeResolved || !a.resolved) && matches(n, a.scope, a.service_name))
+  return { alerts: all.slice(0, limit), total: all.length, unresolved: all.filter((a) => !a.resolved).length }
+}

@@ -1,0 +1,248 @@
+/**
+ * What the store remembers for monitoring: every status transition and health check of every
+ * service, response-time samples, alerts, and API request metrics, all in bounded memory.
+ *
+ * It learns about services through XState's inspection hook (`inspect`), which sees every
+ * snapshot and event of every actor of the system, so no service code has to report to it: a
+ * transition recorded by a service machine, or a HEALTH_REPORT sent to one, is picked up here.
+ */
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks"
+import type { InspectionEvent } from "xstate"
+import { scopeLabel, type Status } from "../domain/service.js"
+import type { ServiceContext, Transition } from "../machines/service.js"
+import { BoundedMap, LatencyWindow, Ring } from "./bounded.js"
+
+/** How much is kept per service, and in all. */
+export const LIMITS = {
+  transitionsPerService: 1000,
+  checksPerService: 1000,
+  samplesPerService: 1000,
+  services: 10_000,
+  alerts: 1000
+} as const
+
+export interface CheckEntry {
+  readonly at: number
+  readonly ok: boolean
+  readonly response_time_ms: number | null
+  readonly error: string | null
+}
+
+export interface Alert {
+  readonly alert_id: string
+  readonly level: "info" | "warning" | "error"
+  readonly title: string
+  readonly message: string
+  readonly service_name: string
+  readonly scope: string
+  readonly timestamp: string
+  resolved: boolean
+  resolved_at: string | null
+}
+
+/** A response-time sample of a service: a health check or a tool call. */
+interface Sample {
+  readonly at: number
+  readonly ms: number
+}
+
+class ServiceHistory {
+  readonly transitions = new Ring<Transition>(LIMITS.transitionsPerService)
+  readonly checks = new Ring<CheckEntry>(LIMITS.checksPerService)
+  readonly samples = new Ring<Sample>(LIMITS.samplesPerService)
+  /** The last transition already taken from the actor's context. */
+  lastSeen: Transition | undefined
+  lastToolsVersion = 0
+}
+
+/** Something that happened, for live listeners (the event stream). */
+export type MonitorEvent =
+  | { readonly type: "status"; readonly scope: string; readonly service_name: string; readonly transition: Transition }
+  | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
+  | { readonly type: "alert"; readonly alert: Alert }
+
+/** `<scope>/<name>`: the key of a service across scopes. */
+export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
+
+export class Monitor {
+  private readonly histories = new BoundedMap<string, ServiceHistory>(LIMITS.services)
+  private readonly alertRing = new Ring<Alert>(LIMITS.alerts)
+  private readonly listeners = new Set<(e: MonitorEvent) => void>()
+  private alertCounter = 0
+  /** API request latencies over the last minute. */
+  readonly requests = new LatencyWindow(60)
+  /** API requests since start. */
+  requestsTotal = 0
+  /** Open client sockets of the HTTP server. */
+  httpConnections = 0
+  private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 })
+
+  constructor() {
+    this.loopDelay.enable()
+  }
+
+  /** The XState inspection observer: pass it as `inspect` to the store's root actor. */
+  readonly inspect = (event: InspectionEvent): void => {
+    const id = (event.actorRef as { id?: string }).id
+    if (id === undefined || !id.startsWith("service:")) return
+    if (event.type === "@xstate.snapshot") {
+      const context = (event.snapshot as { context?: ServiceContext }).context
+      if (context?.transitions) this.observeContext(context)
+    } else if (event.type === "@xstate.event" && event.event.type === "HEALTH_REPORT") {
+      const context = (event.actorRef.getSnapshot() as { context?: ServiceContext }).context
+      if (!context) return
+      const e = event.event as unknown as { ok: boolean; responseTimeMs?: number; error?: string }
+      const history = this.history(scopeLabel(context.scope), context.name)
+      const at = Date.now()
+      history.checks.push({
+        at,
+        ok: e.ok,
+        response_time_ms: e.responseTimeMs === undefined ? null : Math.round(e.responseTimeMs * 100) / 100,
+        error: e.ok ? null : (e.error ?? "health check failed")
+      })
+      if (e.ok && e.responseTimeMs !== undefined) history.samples.push({ at, ms: e.responseTimeMs })
+    }
+  }
+
+  private observeContext(context: ServiceContext): void {
+    const scope = scopeLabel(context.scope)
+    const history = this.history(scope, context.name)
+    const all = context.transitions
+    const from = history.lastSeen === undefined ? 0 : all.indexOf(history.lastSeen) + 1
+    for (const t of all.slice(from)) {
+      history.transitions.push(t)
+      this.onTransition(scope, context.name, t)
+    }
+    history.lastSeen = all[all.length - 1]
+    if (context.toolsVersion !== history.lastToolsVersion) {
+      history.lastToolsVersion = context.toolsVersion
+      this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
+    }
+  }
+
+  private onTransition(scope: string, name: string, t: Transition): void {
+    this.emit({ type: "status", scope, service_name: name, transition: t })
+    if (t.to === "warning") this.raise("warning", scope, name, "Service degraded", t.reason)
+    else if (t.to === "unreachable") this.raise("error", scope, name, "Service unreachable", t.reason)
+    else if (t.to === "healthy") this.resolve(scope, name)
+  }
+
+  private raise(level: Alert["level"], scope: string, name: string, title: string, message: string): void {
+    const alert: Alert = {
+      alert_id: `alert-${Date.now().toString(36)}-${(this.alertCounter++).toString(36)}`,
+      level,
+      title: `${title}: ${name}`,
+      message,
+      service_name: name,
+      scope,
+      timestamp: new Date().toISOString(),
+      resolved: false,
+      resolved_at: null
+    }
+    this.alertRing.push(alert)
+    this.emit({ type: "alert", alert })
+  }
+
+  private resolve(scope: string, name: string): void {
+    const now = new Date().toISOString()
+    for (const a of this.alertRing.toArray()) {
+      if (!a.resolved && a.scope === scope && a.service_name === name) {
+        a.resolved = true
+        a.resolved_at = now
+        this.emit({ type: "alert", alert: a })
+      }
+    }
+  }
+
+  private history(scope: string, name: string): ServiceHistory {
+    const key = serviceKey(scope, name)
+    let h = this.histories.get(key)
+    if (!h) this.histories.set(key, (h = new ServiceHistory()))
+    return h
+  }
+
+  /** A tool call's duration counts as a response-time sample of its service. */
+  recordCall(scope: string, name: string, durationMs: number): void {
+    this.history(scope, name).samples.push({ at: Date.now(), ms: durationMs })
+  }
+
+  /** Transitions and checks of a service within the last `hours`. */
+  healthHistory(scope: string, name: string, hours: number) {
+    const h = this.histories.get(serviceKey(scope, name))
+    const since = Date.now() - hours * 3_600_000
+    return {
+      found: h !== undefined,
+      transitions: (h?.transitions.toArray() ?? []).filter((t) => t.at >= since),
+      checks: (h?.checks.toArray() ?? []).filter((c) => c.at >= since)
+    }
+  }
+
+  /** Response-time figures per known service. */
+  responseTimes(): Array<{ scope: string; service_name: string; samples: ReadonlyArray<number>; last: number | null }> {
+    return [...this.histories].map(([key, h]) => {
+      const slash = key.indexOf("/")
+      const samples = h.samples.toArray().map((s) => s.ms)
+      return { scope: key.slice(0, slash), service_name: key.slice(slash + 1), samples, last: h.samples.last()?.ms ?? null }
+    })
+  }
+
+  /** Alerts, newest first. */
+  alerts(): ReadonlyArray<Alert> {
+    return this.alertRing.toArray().reverse()
+  }
+
+  /** Records an API request's latency. */
+  recordRequest(ms: number): void {
+    this.requestsTotal += 1
+    this.requests.record(ms)
+  }
+
+  /** Event-loop delay (p99, ms) since the last call, then starts a new measurement. */
+  eventLoopLagMs(): number {
+    const p99 = this.loopDelay.count > 0 ? this.loopDelay.percentile(99) / 1e6 : 0
+    this.loopDelay.reset()
+    return Math.round(p99 * 100) / 100
+  }
+
+  /** Sizes of what is kept (for the bounded-memory test). */
+  sizes() {
+    let transitions = 0
+    let checks = 0
+    let samples = 0
+    for (const h of this.histories.values()) {
+      transitions += h.transitions.size
+      checks += h.checks.size
+      samples += h.samples.size
+    }
+    return { services: this.histories.size, transitions, checks, samples, alerts: this.alertRing.size }
+  }
+
+  /** Listens to status changes, tool list changes and alerts. Returns an unsubscribe. */
+  subscribe(listener: (e: MonitorEvent) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  get subscriberCount(): number {
+    return this.listeners.size
+  }
+
+  private emit(e: MonitorEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(e)
+      } catch {
+        // a listener's failure is its own
+      }
+    }
+  }
+
+  /** Releases the event-loop monitor. */
+  stop(): void {
+    this.loopDelay.disable()
+    this.listeners.clear()
+  }
+}
+
+/** Statuses counted, all seven keys present. */
+export type Distribution = Record<Status, number>
