@@ -8,7 +8,7 @@
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { Cause, Effect, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
@@ -139,11 +139,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 
 /** Effect wraps start failures (a port in use, a broken services file): give back the cause. */
 const unwrapStartError = (e: unknown): unknown => {
-  let current: unknown = e
-  for (let i = 0; i < 5; i++) {
-    const cause = (current as { cause?: unknown } | null)?.cause
-    if (cause === undefined || cause === null) break
-    current = cause
-  }
-  return current instanceof Error ? current : e
+  const squashed: unknown = Runtime.isFiberFailure(e) ? Cause.squash(e[Runtime.FiberFailureCauseId]) : e
+  // A ServeError (listen failed) carries the Node error, e.g. EADDRINUSE, as its cause.
+  const serve = squashed as { _tag?: string; cause?: unknown }
+  return serve._tag === "ServeError" && serve.cause !== undefined ? serve.cause : squashed
 }
