@@ -9,6 +9,8 @@ import { ServicesFileError } from "./config/services-file.js"
 import { startServer, type RunningServer } from "./http/server.js"
 import { VERSION } from "./version.js"
 
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
+
 const banner = (options: Options, running: RunningServer): string => {
   const services = running.store.allServiceActors().length
   const lines = [
@@ -51,6 +53,13 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 1
   }
   if (options.server.showStartupInfo && !quiet) process.stdout.write(`${banner(options, running)}\n`)
+  if (options.server.apiKey === undefined && !isLoopback(options.server.host)) {
+    process.stderr.write(
+      `mcp-store: WARNING: listening on ${options.server.host} without an API key: anyone who reaches port ${running.port} ` +
+        `can run commands on this machine through add_service. Set --api-key (or MCPSTORE_API_KEY), ` +
+        `listen on 127.0.0.1, or use --no-local-services.\n`
+    )
+  }
   if (options.server.reload) {
     running.store.watchFile((summary) => {
       const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]

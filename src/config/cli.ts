@@ -60,7 +60,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     env: ["MCPSTORE_TOOL_RECORD_RETENTION_DAYS"]
   },
   { key: "monitoring", flag: "--monitoring", attribute: "monitoring", env: ["MCPSTORE_MONITORING"] },
-  { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] }
+  { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] },
+  { key: "local_services", flag: "--no-local-services", attribute: "localServices", env: ["MCPSTORE_LOCAL_SERVICES"] }
 ]
 
 /**
@@ -92,7 +93,7 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_AUTO_OPEN_BROWSER (or MCPSTORE_OPEN), MCPSTORE_SHOW_STARTUP_INFO,
   MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
   MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
-  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, ${STANDALONE_CONFIG_ENV}.
+  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_LOCAL_SERVICES, ${STANDALONE_CONFIG_ENV}.
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.
@@ -146,7 +147,9 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--tool-record-retention-days <days>", "keep tool records for days, -1 never delete (default: 7)"))
     .addOption(new Option("--monitoring <json>", "monitoring settings as a JSON object (see below)"))
     .addOption(new Option("--standalone-config <file>", "read every option from this JSON file; ignores the environment"))
-    .addOption(new Option("--api-key <key>", "API key, kept for later use"))
+    .addOption(new Option("--api-key <key>", "require 'Authorization: Bearer <key>' on every route but GET /health"))
+    .addOption(new Option("--local-services").hideHelp())
+    .addOption(new Option("--no-local-services", "refuse local (command) services over HTTP; the services file may still hold them"))
     .addHelpText("after", ENV_HELP)
     .action((_options: unknown, command: Command) => {
       onApi(command)

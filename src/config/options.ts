@@ -20,8 +20,10 @@ export interface ServerOptions {
   /** Open the docs page in a browser once listening. */
   readonly autoOpenBrowser: boolean
   readonly showStartupInfo: boolean
-  /** Not checked by the API yet (shared/SPEC.md, Authentication); carried for later use. */
+  /** When set, every route but `GET /health` needs `Authorization: Bearer <key>`. */
   readonly apiKey: string | undefined
+  /** When false, `command` (local) services cannot be added or updated over HTTP. */
+  readonly localServices: boolean
 }
 
 /** How the store keeps its data (shared/SPEC.md, Store configuration options). */
@@ -54,6 +56,7 @@ export interface OptionValues {
   auto_open_browser?: boolean
   show_startup_info?: boolean
   api_key?: string
+  local_services?: boolean
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -76,7 +79,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "tool_record_max_file_size",
   "tool_record_retention_days",
   "monitoring",
-  "api_key"
+  "api_key",
+  "local_services"
 ]
 
 /** Defaults of every option but `mcp_config_file`, which is `./mcp.json` resolved against the working folder. */
@@ -87,6 +91,7 @@ export const OPTION_DEFAULTS = {
   log_level: "info",
   auto_open_browser: false,
   show_startup_info: true,
+  local_services: true,
   mcp_config_file: "mcp.json",
   debug: false,
   tool_record_max_file_size: 30,
@@ -249,6 +254,7 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "reload":
       case "auto_open_browser":
       case "show_startup_info":
+      case "local_services":
       case "debug":
         return checkBoolean(key, value, source)
       case "log_level":
@@ -286,6 +292,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "reload":
     case "auto_open_browser":
     case "show_startup_info":
+    case "local_services":
     case "debug": {
       const word = text.trim().toLowerCase()
       if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
@@ -357,7 +364,8 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   logLevel: given.log_level ?? OPTION_DEFAULTS.log_level,
   autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
   showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
-  apiKey: given.api_key
+  apiKey: given.api_key,
+  localServices: given.local_services ?? OPTION_DEFAULTS.local_services
 })
 
 /**

@@ -7,6 +7,7 @@
 import { HttpApiError, HttpApiSchema, HttpServerError, HttpServerRequest, HttpMethod, type HttpServerResponse } from "@effect/platform"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { isStoreError, type StoreError } from "../runtime/errors.js"
 
 /**
@@ -125,6 +126,15 @@ const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
 export const MAX_BODY_BYTES = 1024 * 1024
 const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
 
+/** Compares a bearer token with the key in constant time (hashes of equal length). */
+const bearerCheck = (key: string) => {
+  const expected = createHash("sha256").update(key).digest()
+  return (header: string | undefined): boolean => {
+    const token = header?.startsWith("Bearer ") ? header.slice(7) : ""
+    return timingSafeEqual(createHash("sha256").update(token).digest(), expected)
+  }
+}
+
 /** A route table entry: method and path pattern, e.g. `DELETE /for_store/delete_service/:service_name`. */
 export interface RouteEntry {
   readonly method: string
@@ -137,11 +147,18 @@ const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]
  * The API-level middleware: checks content type and size and parses JSON before routing (so a
  * malformed body is a 400, not a defect), and maps routing and decoding failures to the contract.
  */
-export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>) => {
+export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: { readonly apiKey?: string | undefined } = {}) => {
   const patterns = routes.map((r) => ({ method: r.method, pattern: patternOf(r.path) }))
+  const authorized = options.apiKey === undefined ? () => true : bearerCheck(options.apiKey)
   return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
+      const path = new URL(request.url, "http://x").pathname
+      if (!(request.method === "GET" && path === "/health") && !authorized(request.headers["authorization"])) {
+        return yield* Effect.fail(
+          new Unauthorized(body("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {}))
+        )
+      }
       if (HttpMethod.hasBody(request.method)) {
         const type = request.headers["content-type"]
         const length = Number(request.headers["content-length"] ?? "0")

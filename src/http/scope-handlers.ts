@@ -9,9 +9,9 @@ import type { Schema } from "effect"
 import type { CallToolPayload, RecordsQuery, WaitPayload } from "./schemas.js"
 import { VERSION } from "../version.js"
 
-export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined) =>
+export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, allowLocal: boolean) =>
   run(async () => {
-    const result = await scope().addService(payload, wait !== undefined ? { waitSeconds: wait } : {})
+    const result = await scope().addService(payload, { allowLocal, ...(wait !== undefined ? { waitSeconds: wait } : {}) })
     const parts = [
       result.added.length > 0 ? `added ${result.added.join(", ")}` : "",
       result.updated.length > 0 ? `updated ${result.updated.join(", ")}` : "",

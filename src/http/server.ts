@@ -83,7 +83,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide(HttpApiBuilder.middleware(Api, contractMiddleware(routeTable())))
+    Layer.provide(HttpApiBuilder.middleware(Api, contractMiddleware(routeTable(), { apiKey: options.server.apiKey })))
   )
 
   // Every API request's latency feeds the monitor (system_performance).

@@ -8,6 +8,8 @@ import { agentScope } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { serviceMachine } from "./service.js"
 import {
+  ownEntry,
+  releaseCrashed,
   restartCrashed,
   withSpawnedService,
   withoutService,
@@ -30,7 +32,8 @@ export const agentMachine = setup({
     events: {} as SupervisorEvent,
     input: {} as AgentInput
   },
-  actors: { service: serviceMachine }
+  actors: { service: serviceMachine },
+  actions: { releaseCrashed: ({ context, event }) => releaseCrashed(context, event) }
 }).createMachine({
   id: "agent",
   context: ({ input }) => ({
@@ -45,20 +48,23 @@ export const agentMachine = setup({
     supervising: {
       on: {
         ADD_SERVICE: {
-          guard: ({ context, event }) => context.services[event.name] === undefined,
+          guard: ({ context, event }) => ownEntry(context.services, event.name) === undefined,
           actions: assign({
             services: ({ context, event, spawn }) => withSpawnedService(context, spawn, event.name, event.definition)
           })
         },
         REMOVE_SERVICE: {
-          guard: ({ context, event }) => context.services[event.name] !== undefined,
+          guard: ({ context, event }) => ownEntry(context.services, event.name) !== undefined,
           actions: [
-            stopChild(({ context, event }) => context.services[event.name]!),
+            stopChild(({ context, event }) => ownEntry(context.services, event.name)!),
             assign({ services: ({ context, event }) => withoutService(context.services, event.name) })
           ]
         },
         "xstate.error.actor.*": {
-          actions: assign(({ context, event, spawn }) => restartCrashed(context as AgentContext, spawn, event))
+          actions: [
+            "releaseCrashed",
+            assign(({ context, event, spawn }) => restartCrashed(context as AgentContext, spawn, event))
+          ]
         }
       }
     }

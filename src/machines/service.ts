@@ -146,6 +146,7 @@ export const serviceMachine = setup({
   guards: {
     isDisabled: ({ context }) => context.definition.disabled === true,
     isCrashed: ({ context }) => context.crash !== undefined,
+    definitionDisabled: ({ event }) => event.type === "UPDATE_DEFINITION" && event.definition.disabled === true,
     reconnectionDisabled: ({ context }) => !context.settings.enable_reconnection,
     reconnectionEnabled: ({ context }) => context.settings.enable_reconnection,
     toolsUpdateEnabled: ({ context }) => context.settings.enable_tools_update,
@@ -173,11 +174,14 @@ export const serviceMachine = setup({
     because: assign((_, params: { reason: string }) => ({ reason: params.reason })),
     connected: assign(({ context, event }) => {
       const output = (event as unknown as { output: ConnectOutput }).output
+      // A reconnection keeps the tools it had when `update_tools_on_reconnection` is off.
+      const keepTools =
+        context.status !== "initializing" && context.toolsUpdatedAt !== undefined && !context.settings.update_tools_on_reconnection
       return {
         connection: output.connection,
-        tools: output.tools,
-        toolsUpdatedAt: context.now(),
-        toolsVersion: context.toolsVersion + 1,
+        ...(keepTools
+          ? {}
+          : { tools: output.tools, toolsUpdatedAt: context.now(), toolsVersion: context.toolsVersion + 1 }),
         reconnectAttempts: 0,
         consecutiveFailures: 0,
         immediateRetry: false,
@@ -305,7 +309,11 @@ export const serviceMachine = setup({
   on: {
     DISCONNECT: { target: ".disconnecting", actions: "requested" },
     RESTART: { target: ".initializing", reenter: true, actions: ["requested", "resetCounters"] },
-    UPDATE_DEFINITION: { target: ".initializing", reenter: true, actions: ["newDefinition", "resetCounters"] }
+    UPDATE_DEFINITION: [
+      // A definition disabled in the services file stays disconnected until restarted.
+      { guard: "definitionDisabled", target: ".disconnecting", actions: ["newDefinition", "resetCounters"] },
+      { target: ".initializing", reenter: true, actions: ["newDefinition", "resetCounters"] }
+    ]
   },
   states: {
     start: {
@@ -500,7 +508,7 @@ export const serviceMachine = setup({
     disconnecting: {
       tags: ["disconnecting"],
       entry: { type: "enterStatus", params: { status: "disconnecting" } },
-      on: { DISCONNECT: {} },
+      on: { DISCONNECT: {}, UPDATE_DEFINITION: { guard: "definitionDisabled", actions: "newDefinition" } },
       invoke: {
         src: "closeConnection",
         input: ({ context }) => ({ connection: context.connection }),
@@ -517,7 +525,7 @@ export const serviceMachine = setup({
     disconnected: {
       tags: ["disconnected"],
       entry: [{ type: "enterStatus", params: { status: "disconnected" } }, "dropConnection", "resetCounters"],
-      on: { DISCONNECT: {} }
+      on: { DISCONNECT: {}, UPDATE_DEFINITION: { guard: "definitionDisabled", actions: "newDefinition" } }
     }
   }
 })

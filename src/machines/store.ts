@@ -10,6 +10,8 @@ import { agentMachine, type AgentActorRef } from "./agent.js"
 import { serviceMachine } from "./service.js"
 import {
   agentSystemId,
+  ownEntry,
+  releaseCrashed,
   restartCrashed,
   withSpawnedService,
   withoutService,
@@ -36,7 +38,8 @@ export const storeMachine = setup({
     events: {} as StoreEvent,
     input: {} as StoreInput
   },
-  actors: { service: serviceMachine, agent: agentMachine }
+  actors: { service: serviceMachine, agent: agentMachine },
+  actions: { releaseCrashed: ({ context, event }) => releaseCrashed(context, event) }
 }).createMachine({
   id: "store",
   context: ({ input }) => ({
@@ -56,7 +59,7 @@ export const storeMachine = setup({
             actions: enqueueActions(({ context, event, enqueue }) => {
               if (event.scope.kind !== "agent") return
               const agentId = event.scope.agentId
-              if (context.agents[agentId] === undefined) {
+              if (ownEntry(context.agents, agentId) === undefined) {
                 enqueue.assign({
                   agents: ({ context, spawn }) => ({
                     ...context.agents,
@@ -76,7 +79,7 @@ export const storeMachine = setup({
             })
           },
           {
-            guard: ({ context, event }) => context.services[event.name] === undefined,
+            guard: ({ context, event }) => ownEntry(context.services, event.name) === undefined,
             actions: assign({
               services: ({ context, event, spawn }) => withSpawnedService(context, spawn, event.name, event.definition)
             })
@@ -87,22 +90,22 @@ export const storeMachine = setup({
             guard: ({ event }) => event.scope.kind === "agent",
             actions: enqueueActions(({ context, event, enqueue }) => {
               if (event.scope.kind !== "agent") return
-              const agent = context.agents[event.scope.agentId]
+              const agent = ownEntry(context.agents, event.scope.agentId)
               if (agent) enqueue.sendTo(agent, { type: "REMOVE_SERVICE", name: event.name })
             })
           },
           {
-            guard: ({ context, event }) => context.services[event.name] !== undefined,
+            guard: ({ context, event }) => ownEntry(context.services, event.name) !== undefined,
             actions: [
-              stopChild(({ context, event }) => context.services[event.name]!),
+              stopChild(({ context, event }) => ownEntry(context.services, event.name)!),
               assign({ services: ({ context, event }) => withoutService(context.services, event.name) })
             ]
           }
         ],
         REMOVE_AGENT: {
-          guard: ({ context, event }) => context.agents[event.agentId] !== undefined,
+          guard: ({ context, event }) => ownEntry(context.agents, event.agentId) !== undefined,
           actions: [
-            stopChild(({ context, event }) => context.agents[event.agentId]!),
+            stopChild(({ context, event }) => ownEntry(context.agents, event.agentId)!),
             assign({
               agents: ({ context, event }) => {
                 const { [event.agentId]: _removed, ...rest } = context.agents
@@ -112,7 +115,10 @@ export const storeMachine = setup({
           ]
         },
         "xstate.error.actor.*": {
-          actions: assign(({ context, event, spawn }) => restartCrashed(context as StoreContext, spawn, event))
+          actions: [
+            "releaseCrashed",
+            assign(({ context, event, spawn }) => restartCrashed(context as StoreContext, spawn, event))
+          ]
         }
       }
     }

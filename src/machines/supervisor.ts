@@ -3,7 +3,7 @@
  * spawn options of a service child, and what to do when a child crashes (shared/LIFECYCLE.md,
  * Actors). Plain functions, so both machines stay readable and their rules cannot drift apart.
  */
-import type { AnyEventObject } from "xstate"
+import type { AnyActorRef, AnyEventObject } from "xstate"
 import type { Scope, ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef, ServiceInput } from "./service.js"
@@ -15,6 +15,13 @@ export const agentSystemId = (agentId: string): string => `agent:${agentId}`
 /** System id of a service actor: `service:store:<name>` or `service:agent:<id>:<name>`. */
 export const serviceSystemId = (scope: Scope, name: string): string =>
   scope.kind === "store" ? `service:store:${name}` : `service:agent:${scope.agentId}:${name}`
+
+/**
+ * The entry of `key` in a record keyed by service name or agent id. Plain indexing would also find
+ * Object.prototype members for valid names such as "constructor", "toString" or "__proto__".
+ */
+export const ownEntry = <T>(record: Readonly<Record<string, T>>, key: string): T | undefined =>
+  Object.hasOwn(record, key) ? record[key] : undefined
 
 /** Supervision state common to the store and agent machines. */
 export interface SupervisorContext {
@@ -61,7 +68,7 @@ export const crashedServiceName = (context: SupervisorContext, event: AnyEventOb
   const prefix = `xstate.error.actor.${serviceSystemId(context.scope, "")}`
   if (!event.type.startsWith(prefix)) return undefined
   const name = event.type.slice(prefix.length)
-  return context.services[name] ? name : undefined
+  return ownEntry(context.services, name) !== undefined ? name : undefined
 }
 
 /**
@@ -75,10 +82,10 @@ export const restartCrashed = (
 ): Pick<SupervisorContext, "services" | "crashes"> => {
   const name = crashedServiceName(context, event)
   if (name === undefined) return { services: context.services, crashes: context.crashes }
-  const crashed = context.services[name] as ServiceActorRef
+  const crashed = ownEntry(context.services, name) as ServiceActorRef
   const error = (event as { error?: unknown }).error
   const message = error instanceof Error ? error.message : String(error)
-  const attempt = (context.crashes[name] ?? 0) + 1
+  const attempt = (ownEntry(context.crashes, name) ?? 0) + 1
   console.error(`[mcp-store] service actor ${serviceSystemId(context.scope, name)} crashed (${attempt}): ${message}`)
   const definition = crashed.getSnapshot().context.definition
   return {
@@ -87,5 +94,24 @@ export const restartCrashed = (
       attempt
     }),
     crashes: { ...context.crashes, [name]: attempt }
+  }
+}
+
+/**
+ * Stops what a crashed service actor still runs. XState stops the children of an actor whose
+ * transition threw (an action or guard error) only when the actor itself is stopped, which a crashed
+ * actor never is: its invoked `holdConnection` would keep the connection open for ever.
+ */
+export const releaseCrashed = (context: SupervisorContext, event: AnyEventObject): void => {
+  const name = crashedServiceName(context, event)
+  if (name !== undefined) stopOrphans(ownEntry(context.services, name) as AnyActorRef)
+}
+
+const stopOrphans = (actor: AnyActorRef): void => {
+  const children = (actor.getSnapshot() as { children?: Record<string, AnyActorRef> }).children ?? {}
+  for (const child of Object.values(children)) {
+    stopOrphans(child)
+    // `stop()` refuses non-root actors; `_stop()` is what a parent's stopChild calls.
+    ;(child as unknown as { _stop(): void })._stop()
   }
 }

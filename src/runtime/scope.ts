@@ -35,6 +35,7 @@ import {
   isStoreError,
   type FieldProblem
 } from "./errors.js"
+import { ownEntry } from "../machines/supervisor.js"
 import type { Store } from "./store.js"
 import {
   TOOL_SEPARATOR,
@@ -167,6 +168,16 @@ export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): strin
   return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
 }
 
+/** Refuses local (command) definitions when the server runs with --no-local-services. */
+const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceDefinition }>) => {
+  const local = entries.filter((e) => e.definition.command !== undefined)
+  if (local.length > 0) {
+    throw ValidationError.of(
+      local.map((e) => ({ field: `${e.name}.command`, problem: "local (command) services are disabled on this server (--no-local-services)" }))
+    )
+  }
+}
+
 /** A definition as shown to clients: env and header values replaced by "***". */
 const maskDefinition = (def: ServiceDefinition): ServiceDefinition => {
   const mask = (r: Readonly<Record<string, string>> | undefined) =>
@@ -214,7 +225,7 @@ export class ScopeApi {
   /** Finds a service by name, or by client_id (an exact name wins). */
   findService(nameOrClientId: string): ServiceActorRef | undefined {
     const actors = this.actors()
-    const byName = actors[nameOrClientId]
+    const byName = ownEntry(actors, nameOrClientId)
     if (byName) return byName
     for (const [name, actor] of Object.entries(actors)) {
       if (clientId(this.scope, name, actor.getSnapshot().context.definition) === nameOrClientId) return actor
@@ -234,14 +245,18 @@ export class ScopeApi {
    * reconnects. The services file is written before this resolves. With `waitSeconds`, waits until
    * each named service has left `initializing` (or the wait ends).
    */
-  async addService(body: AddServiceInput, options: { readonly waitSeconds?: number } = {}): Promise<AddServiceResult> {
+  async addService(
+    body: AddServiceInput,
+    options: { readonly waitSeconds?: number; readonly allowLocal?: boolean } = {}
+  ): Promise<AddServiceResult> {
     const entries = parseDefinitions(body)
+    if (options.allowLocal === false) refuseLocal(entries)
     const outcome = await this.store.serialize(async () => {
       const added: string[] = []
       const updated: string[] = []
       const unchanged: string[] = []
       for (const { name, definition } of entries) {
-        const existing = this.actors()[name]
+        const existing = ownEntry(this.actors(), name)
         if (!existing) added.push(name)
         else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
         else updated.push(name)
@@ -253,7 +268,7 @@ export class ScopeApi {
         })
       }
       for (const { name, definition } of changed) {
-        const actor = this.actors()[name]
+        const actor = ownEntry(this.actors(), name)
         if (actor) actor.send({ type: "UPDATE_DEFINITION", definition })
         else this.store.actor.send({ type: "ADD_SERVICE", scope: this.scope, name, definition })
       }
@@ -263,7 +278,7 @@ export class ScopeApi {
     if (waitMs > 0) {
       await Promise.all(
         entries.map(({ name }) => {
-          const actor = this.actors()[name]
+          const actor = ownEntry(this.actors(), name)
           return actor
             ? awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: waitMs })
             : Promise.resolve()
@@ -271,7 +286,7 @@ export class ScopeApi {
       )
     }
     const services = entries.flatMap(({ name }) => {
-      const actor = this.actors()[name]
+      const actor = ownEntry(this.actors(), name)
       return actor ? [serviceView(actor.getSnapshot())] : []
     })
     return { services, ...outcome }
@@ -296,7 +311,7 @@ export class ScopeApi {
     const actors = this.actors()
     const sep = toolName.indexOf(TOOL_SEPARATOR)
     if (sep > 0 && serviceName === undefined) {
-      const actor = actors[toolName.slice(0, sep)]
+      const actor = ownEntry(actors, toolName.slice(0, sep))
       const original = toolName.slice(sep + TOOL_SEPARATOR.length)
       if (actor && actor.getSnapshot().context.tools.some((t) => t.name === original)) return { actor, original }
     }
@@ -621,7 +636,7 @@ export class ScopeApi {
   /** The scope's part of the services file, as stored (the store: the whole file). */
   mcpConfig(): unknown {
     if (this.scope.kind === "store") return this.store.file.raw()
-    return { mcpServers: this.store.file.read().agents[this.scope.agentId] ?? {} }
+    return { mcpServers: ownEntry(this.store.file.read().agents, this.scope.agentId) ?? {} }
   }
 
   /** Lifecycle detail of one service (service_status). */
@@ -651,7 +666,8 @@ export class ScopeApi {
       const actor = this.requireService(nameOrClientId)
       const { name, definition } = actor.getSnapshot().context
       const stored = this.store.file.read()
-      const current = this.scope.kind === "store" ? stored.store[name] : stored.agents[this.scope.agentId]?.[name]
+      const services = this.scope.kind === "store" ? stored.store : ownEntry(stored.agents, this.scope.agentId)
+      const current = services === undefined ? undefined : ownEntry(services, name)
       if (current?.disabled === true) {
         const { disabled: _d, ...enabled } = current
         await this.store.file.update((draft) => draft.setService(this.scope, name, enabled))
@@ -667,7 +683,11 @@ export class ScopeApi {
   }
 
   /** Replaces a service's definition (written to the file), and reconnects when it changed. */
-  updateService(nameOrClientId: string, body: unknown): Promise<{ readonly service: ServiceView; readonly changed: boolean }> {
+  updateService(
+    nameOrClientId: string,
+    body: unknown,
+    options: { readonly allowLocal?: boolean } = {}
+  ): Promise<{ readonly service: ServiceView; readonly changed: boolean }> {
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       throw ValidationError.of([{ field: "body", problem: "must be a service definition object" }])
     }
@@ -678,7 +698,9 @@ export class ScopeApi {
       if (given !== undefined && given !== name) {
         throw ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
       }
-      const definition = (parseDefinitions({ ...(body as object), name })[0] as { definition: ServiceDefinition }).definition
+      const entries = parseDefinitions({ ...(body as object), name })
+      if (options.allowLocal === false) refuseLocal(entries)
+      const definition = (entries[0] as { definition: ServiceDefinition }).definition
       const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
       if (changed) {
         await this.store.file.update((draft) => draft.setService(this.scope, name, definition))

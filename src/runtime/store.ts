@@ -14,7 +14,7 @@ import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
-import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
+import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { Monitor } from "../monitoring/monitor.js"
 import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
@@ -126,7 +126,7 @@ export class Store {
 
   /** The agent actor of an agent, if it has any service. */
   agentActor(agentId: string): AgentActorRef | undefined {
-    return this.actor.getSnapshot().context.agents[agentId]
+    return ownEntry(this.actor.getSnapshot().context.agents, agentId)
   }
 
   /** Ids of the agents that have services. */
@@ -142,7 +142,7 @@ export class Store {
 
   /** The service actor of a name in a scope, if registered. */
   serviceActor(scope: Scope, name: string): ServiceActorRef | undefined {
-    return this.serviceActors(scope)[name]
+    return ownEntry(this.serviceActors(scope), name)
   }
 
   /** Every service actor of every scope. */
@@ -176,7 +176,7 @@ export class Store {
       [STORE_SCOPE, next.store],
       ...Object.entries(next.agents).map(([id, s]): [Scope, Readonly<Record<string, ServiceDefinition>>] => [agentScope(id), s])
     ]
-    for (const id of this.agentIds()) if (!(id in next.agents)) scopes.push([agentScope(id), {}])
+    for (const id of this.agentIds()) if (!Object.hasOwn(next.agents, id)) scopes.push([agentScope(id), {}])
     for (const [scope, wanted] of scopes) {
       const label = (n: string) => (scope.kind === "store" ? n : `${scope.agentId}/${n}`)
       const current = this.serviceActors(scope)
@@ -186,7 +186,7 @@ export class Store {
         } catch {
           continue // a half-edited definition is not applied
         }
-        const actor = current[name]
+        const actor = ownEntry(current, name)
         if (!actor) {
           this.actor.send({ type: "ADD_SERVICE", scope, name, definition })
           summary.added.push(label(name))
@@ -207,7 +207,7 @@ export class Store {
         }
       }
       for (const name of Object.keys(current)) {
-        if (!(name in wanted)) {
+        if (!Object.hasOwn(wanted, name)) {
           this.removeActor(scope, name)
           summary.removed.push(label(name))
         }

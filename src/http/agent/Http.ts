@@ -8,10 +8,10 @@ import * as Shared from "../scope-handlers.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
-    const { store } = yield* App
+    const { store, server } = yield* App
     const scope = (agentId: string) => () => store.forAgent(agentId)
     return handlers
-      .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait))
+      .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server.localServices))
       .handle("listServices", ({ path }) =>
         run(() => {
           const agent = store.forAgent(path.agent_id)
