@@ -4,6 +4,7 @@
  */
 import { Context } from "effect"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
+import type { Metrics } from "../monitoring/metrics.js"
 import type { Store } from "../runtime/store.js"
 
 export interface AppState {
@@ -12,6 +13,10 @@ export interface AppState {
   readonly storeOptions: StoreOptions
   /** True once shutdown has begun (application health answers 503). */
   shuttingDown: boolean
+  /** Aborted when shutdown begins: open event streams end. */
+  readonly closing: AbortController
+  /** Prometheus metrics, set up with the extra routes. */
+  metrics?: Metrics
 }
 
 export class App extends Context.Tag("mcp-store/App")<App, AppState>() {}

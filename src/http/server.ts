@@ -6,9 +6,9 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpMiddleware, type HttpApp } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Effect, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
@@ -18,6 +18,7 @@ import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { App, type AppState } from "./context.js"
 import { contractMiddleware } from "./errors.js"
+import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import { StoreHttpLive } from "./store/Http.js"
 
@@ -73,7 +74,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         })
       ).pipe(
         Effect.map((store): AppState => {
-          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false }
+          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false, closing: new AbortController() }
           return state.app
         })
       ),
@@ -83,22 +84,29 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide(HttpApiBuilder.middleware(Api, contractMiddleware(routeTable(), { apiKey: options.server.apiKey })))
+    Layer.provide(
+      HttpApiBuilder.middleware(Api, contractMiddleware([...routeTable(), ...EXTRA_ROUTES], { apiKey: options.server.apiKey }))
+    )
   )
 
-  // Every API request's latency feeds the monitor (system_performance).
-  const measured = (app: HttpApp.Default): HttpApp.Default<never, App> =>
-    Effect.flatMap(App, ({ store }) => {
+  // Every API request's latency feeds the monitor (system_performance) and the metrics.
+  const measured = (app: HttpApp.Default): HttpApp.Default<never, App | HttpServerRequest.HttpServerRequest> =>
+    Effect.flatMap(Effect.all([App, HttpServerRequest.HttpServerRequest]), ([state, request]) => {
       const started = performance.now()
-      return Effect.ensuring(
-        app,
-        Effect.sync(() => store.monitor.recordRequest(performance.now() - started))
+      return Effect.onExit(app, (exit) =>
+        Effect.sync(() => {
+          const ms = performance.now() - started
+          state.store.monitor.recordRequest(ms)
+          const status = Exit.isSuccess(exit) ? exit.value.status : 500
+          state.metrics?.observeRequest(request.method, status, ms / 1000)
+        })
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
   const ServerLive = HttpApiBuilder.serve((app) => measured(logged(app))).pipe(
     Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+    Layer.provide(ExtrasLive),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
@@ -123,6 +131,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const close = () => {
     closing ??= (async () => {
       app.shuttingDown = true
+      app.closing.abort()
       const drained = new Promise<void>((resolve) => httpServer.close(() => resolve()))
       httpServer.closeIdleConnections()
       let timer: NodeJS.Timeout | undefined

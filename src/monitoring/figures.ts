@@ -217,7 +217,7 @@ export const activeConnections = (store: Store) => {
     http_connections: store.monitor.httpConnections,
     upstream_sessions: connected,
     stdio_processes: store.connections.processCount(),
-    event_subscribers: store.monitor.subscriberCount
+    event_subscribers: store.monitor.eventStreams
   }
 }
 

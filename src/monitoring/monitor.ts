@@ -60,6 +60,7 @@ export type MonitorEvent =
   | { readonly type: "status"; readonly scope: string; readonly service_name: string; readonly transition: Transition }
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
   | { readonly type: "alert"; readonly alert: Alert }
+  | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -75,6 +76,8 @@ export class Monitor {
   requestsTotal = 0
   /** Open client sockets of the HTTP server. */
   httpConnections = 0
+  /** Open event streams (`/events`, `/inspect/events`). */
+  eventStreams = 0
   private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 })
 
   constructor() {
@@ -92,15 +95,18 @@ export class Monitor {
       const context = (event.actorRef.getSnapshot() as { context?: ServiceContext }).context
       if (!context) return
       const e = event.event as unknown as { ok: boolean; responseTimeMs?: number; error?: string }
-      const history = this.history(scopeLabel(context.scope), context.name)
+      const scope = scopeLabel(context.scope)
+      const history = this.history(scope, context.name)
       const at = Date.now()
-      history.checks.push({
+      const check: CheckEntry = {
         at,
         ok: e.ok,
         response_time_ms: e.responseTimeMs === undefined ? null : Math.round(e.responseTimeMs * 100) / 100,
         error: e.ok ? null : (e.error ?? "health check failed")
-      })
+      }
+      history.checks.push(check)
       if (e.ok && e.responseTimeMs !== undefined) history.samples.push({ at, ms: e.responseTimeMs })
+      this.emit({ type: "check", scope, service_name: context.name, check })
     }
   }
 

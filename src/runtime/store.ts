@@ -63,7 +63,8 @@ export class Store {
     /** The tool-call records. */
     readonly records: ToolRecords,
     /** Histories, alerts and request metrics. */
-    readonly monitor: Monitor
+    readonly monitor: Monitor,
+    private readonly inspectors: Set<(event: InspectionEvent) => void>
   ) {
     this.unrecord = records.onRecord((r) => monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms))
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
@@ -86,17 +87,19 @@ export class Store {
     })
     const monitor = new Monitor()
     const user = options.inspect
+    const inspectors = new Set<(event: InspectionEvent) => void>()
     const actor = createActor(machine, {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
       inspect: (event: InspectionEvent) => {
         monitor.inspect(event)
+        for (const listener of inspectors) listener(event)
         if (typeof user === "function") user(event)
         else user?.next?.(event)
       }
     })
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, monitor)
+    const store = new Store(file, actor, connections, settings, records, monitor, inspectors)
     store.load(file.read())
     return store
   }
@@ -127,6 +130,12 @@ export class Store {
   /** The agent actor of an agent, if it has any service. */
   agentActor(agentId: string): AgentActorRef | undefined {
     return ownEntry(this.actor.getSnapshot().context.agents, agentId)
+  }
+
+  /** Receives every XState inspection event of the actor system (for `/inspect/events`). */
+  onInspect(listener: (event: InspectionEvent) => void): () => void {
+    this.inspectors.add(listener)
+    return () => this.inspectors.delete(listener)
   }
 
   /** Ids of the agents that have services. */
@@ -285,6 +294,7 @@ export class Store {
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close()])
       this.unrecord()
+      this.inspectors.clear()
       this.monitor.stop()
     })()
     return this.stopping

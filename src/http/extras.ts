@@ -1,0 +1,191 @@
+/**
+ * The routes beyond the 56 (shared/API.md, "Beyond the 56"), mounted on the same router and
+ * behind the same contract middleware (errors, API key): the live event stream, Prometheus
+ * metrics, actor inspection, the MCP endpoint and the dashboard. Their resources (metrics
+ * registry, MCP sessions) are scoped to the server and released when it stops.
+ */
+import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Schedule, Stream } from "effect"
+import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
+import { createMetrics } from "../monitoring/metrics.js"
+import type { MonitorEvent } from "../monitoring/monitor.js"
+import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
+import { dashboardHtml } from "../ui/page.js"
+import { App, type AppState } from "./context.js"
+import { validationError, type RouteEntry } from "./errors.js"
+import { McpGateway } from "./mcp-endpoint.js"
+
+/** The extra routes, for the contract middleware's 405 answers. */
+export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
+  { method: "GET", path: "/openapi.json" },
+  { method: "GET", path: "/docs" },
+  { method: "GET", path: "/events" },
+  { method: "GET", path: "/metrics" },
+  { method: "GET", path: "/inspect/machines" },
+  { method: "GET", path: "/inspect/actors" },
+  { method: "GET", path: "/inspect/events" },
+  { method: "GET", path: "/ui" },
+  ...["GET", "POST", "DELETE"].flatMap((method) => [
+    { method, path: "/mcp" },
+    { method, path: "/for_agent/:agent_id/mcp" }
+  ])
+]
+
+const HEARTBEAT_SECONDS = 15
+const encoder = new TextEncoder()
+
+/**
+ * A Server-Sent Events response fed by `subscribe`: an id per event, a heartbeat comment every
+ * 15 s, released at once when the client goes away, and ended when the server shuts down.
+ */
+const sse = (app: AppState, subscribe: (send: (event: string, data: unknown) => void) => () => void) => {
+  let id = 0
+  const events = Stream.async<Uint8Array>(
+    (emit) => {
+      app.store.monitor.eventStreams += 1
+      const off = subscribe((event, data) => {
+        id += 1
+        void emit.single(encoder.encode(`id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`))
+      })
+      return Effect.sync(() => {
+        off()
+        app.store.monitor.eventStreams -= 1
+      })
+    },
+    // A client that does not keep up loses the oldest events rather than growing memory.
+    { bufferSize: 1000, strategy: "sliding" }
+  )
+  const heartbeat = Stream.repeatValue(encoder.encode(": heartbeat\n\n")).pipe(
+    Stream.schedule(Schedule.spaced(`${HEARTBEAT_SECONDS} seconds`))
+  )
+  const stopped = Effect.async<void>((resume) => {
+    const done = () => resume(Effect.void)
+    if (app.closing.signal.aborted) return done()
+    app.closing.signal.addEventListener("abort", done, { once: true })
+    return Effect.sync(() => app.closing.signal.removeEventListener("abort", done))
+  })
+  const stream = Stream.concat(Stream.make(encoder.encode(": connected\n\n")), Stream.merge(events, heartbeat)).pipe(
+    Stream.interruptWhen(stopped)
+  )
+  return HttpServerResponse.stream(stream, {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+  })
+}
+
+/** The event-stream form of a monitor event, or undefined for events the stream does not carry. */
+const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unknown } | undefined => {
+  switch (e.type) {
+    case "status":
+      return {
+        event: "status",
+        scope: e.scope,
+        data: { scope: e.scope, service_name: e.service_name, from: e.transition.from, to: e.transition.to, at: new Date(e.transition.at).toISOString(), reason: e.transition.reason }
+      }
+    case "tools_changed":
+      return { event: "tools_changed", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, tool_count: e.tool_count } }
+    case "alert":
+      return { event: "alert", scope: e.alert.scope, data: e.alert }
+    case "check":
+      return undefined
+  }
+}
+
+export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const app = yield* App
+    const { store } = app
+    const metrics = yield* Effect.acquireRelease(
+      Effect.sync(() => createMetrics(store)),
+      (m) => Effect.sync(() => m.close())
+    )
+    app.metrics = metrics
+    const gateway = yield* Effect.acquireRelease(
+      Effect.sync(() => new McpGateway(store)),
+      (g) => Effect.promise(() => g.close())
+    )
+
+    yield* router.get(
+      "/events",
+      Effect.gen(function* () {
+        const query = yield* HttpServerRequest.ParsedSearchParams
+        const filter = typeof query["agent_id"] === "string" ? query["agent_id"] : undefined
+        if (filter !== undefined && filter !== "store" && agentIdProblem(filter)) {
+          return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
+        }
+        return sse(app, (send) => {
+          const offMonitor = store.monitor.subscribe((e) => {
+            const out = streamEvent(e)
+            if (out && (filter === undefined || out.scope === filter)) send(out.event, out.data)
+          })
+          const offRecords = store.records.onRecord((r) => {
+            const scope = r.scope === "store" ? "store" : (r.agent_id ?? "")
+            if (filter !== undefined && scope !== filter) return
+            send("tool_call", {
+              scope,
+              agent_id: r.agent_id,
+              service_name: r.service_name,
+              tool_name: r.tool_name,
+              outcome: r.outcome,
+              duration_ms: r.duration_ms,
+              timestamp: r.timestamp,
+              trace_id: r.trace_id
+            })
+          })
+          return () => {
+            offMonitor()
+            offRecords()
+          }
+        })
+      })
+    )
+
+    yield* router.get(
+      "/metrics",
+      Effect.promise(() => metrics.registry.metrics()).pipe(
+        Effect.map((text) => HttpServerResponse.text(text, { contentType: metrics.registry.contentType }))
+      )
+    )
+
+    yield* router.get("/inspect/machines", Effect.sync(() => HttpServerResponse.unsafeJson({ success: true, machines: machineDefinitions() })))
+    yield* router.get(
+      "/inspect/actors",
+      Effect.sync(() => {
+        const actors = liveActors(store)
+        return HttpServerResponse.unsafeJson({ success: true, total: actors.length, actors })
+      })
+    )
+    yield* router.get(
+      "/inspect/events",
+      Effect.sync(() => sse(app, (send) => store.onInspect((e) => send("inspect", inspectionSummary(e)))))
+    )
+
+    yield* router.get("/ui", Effect.sync(() => HttpServerResponse.html(dashboardHtml())))
+
+    const mcp = (scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const params = yield* HttpRouter.params
+        const scope = scopeOf(params)
+        if (typeof scope === "string") {
+          return yield* Effect.fail(validationError(`Invalid request: agent_id ${scope}`, [{ field: "agent_id", problem: scope }]))
+        }
+        const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
+        const req = NodeHttpServerRequest.toIncomingMessage(request)
+        const res = NodeHttpServerRequest.toServerResponse(request)
+        yield* Effect.promise(() => gateway.handle(scope, req, res, body))
+        // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
+        return HttpServerResponse.empty()
+      })
+    const storeScope = () => STORE_SCOPE
+    const agentFromPath = (params: Readonly<Record<string, string | undefined>>) => {
+      const id = params["agent_id"] ?? ""
+      return agentIdProblem(id) ?? agentScope(id)
+    }
+    for (const route of ["get", "post", "del"] as const) {
+      yield* router[route]("/mcp", mcp(storeScope))
+      yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
+    }
+  })
+)
