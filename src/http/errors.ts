@@ -124,6 +124,8 @@ const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
 
 /** Body size limit (shared/API.md, Conventions). */
 export const MAX_BODY_BYTES = 1024 * 1024
+/** What is read at most to answer 413 properly; a chunked body past it is cut off. */
+const HARD_BODY_CAP_BYTES = 16 * MAX_BODY_BYTES
 const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
 
 /** Compares a bearer token with the key in constant time (hashes of equal length). */
@@ -163,9 +165,13 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         const type = request.headers["content-type"]
         const length = Number(request.headers["content-length"] ?? "0")
         if (length > MAX_BODY_BYTES) return yield* Effect.fail(tooLarge())
-        const text = yield* IncomingMessage.withMaxBodySize(request.text, Option.some(MAX_BODY_BYTES)).pipe(
+        // Effect's body reader destroys the socket when its limit is hit, so a chunked body (no
+        // content-length) over the limit would get no answer at all. Read with a hard cap well above
+        // the limit (memory stays bounded) and refuse with 413 here.
+        const text = yield* IncomingMessage.withMaxBodySize(request.text, Option.some(HARD_BODY_CAP_BYTES)).pipe(
           Effect.mapError(() => tooLarge())
         )
+        if (Buffer.byteLength(text, "utf8") > MAX_BODY_BYTES) return yield* Effect.fail(tooLarge())
         if (text.length > 0) {
           if (type !== undefined && !type.toLowerCase().includes("application/json")) {
             return yield* Effect.fail(

@@ -6,7 +6,7 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type Server } from "node:http"
@@ -112,7 +112,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Layer.provide(AppLive),
     HttpServer.withLogAddress,
     Layer.provide(NodeHttpServer.layer(() => httpServer, { port: options.server.port, host: options.server.host })),
-    Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug)))
+    Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug))),
+    // find-my-way refuses a path parameter over 100 characters as "no route", which the contract
+    // middleware can only answer with 405: let it through so the handler refuses it with 400.
+    Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 16_384 }))
   )
 
   const runtime = ManagedRuntime.make(ServerLive)

@@ -5,7 +5,7 @@
  * leader of its own process group, always ends the whole group, and keeps the last lines of stderr.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
@@ -103,6 +103,42 @@ export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
   } catch {
     // ESRCH: the group is already gone. EPERM: nothing we may do about it.
   }
+}
+
+/**
+ * Whether a process group still has a running member. A zombie does not count (it has ended; an
+ * orphan's zombie may never be reaped where init does not reap). Linux reads /proc; elsewhere a
+ * group that still answers `kill(-pgid, 0)` counts as running.
+ */
+export const groupRunning = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0)
+  } catch {
+    return false
+  }
+  if (process.platform !== "linux") return true
+  try {
+    for (const entry of readdirSync("/proc")) {
+      if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue
+      let stat: string
+      try {
+        stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      } catch {
+        continue // ended meanwhile
+      }
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (Number(fields[2]) === pgid && fields[0] !== "Z") return true
+    }
+    return false
+  } catch {
+    return true
+  }
+}
+
+/** Resolves once no member of the group runs any more, or after `ms` (SIGKILL is asynchronous). */
+const groupGone = async (pgid: number, ms: number): Promise<void> => {
+  const end = Date.now() + ms
+  while (groupRunning(pgid) && Date.now() < end) await new Promise((r) => setTimeout(r, 5))
 }
 
 /**
@@ -258,6 +294,8 @@ export class StdioProcessTransport implements Transport {
     }
     // The group got SIGTERM together with the child; what is still there now is a straggler.
     signalGroup(pid, "SIGKILL")
+    // kill() returns before the processes are gone: close() resolves only once the tree has ended.
+    await groupGone(pid, this.graceMs)
     if (!(await this.waitFor(this.finishWaiters, 500, () => this.finished))) this.forceFinish()
   }
 

@@ -1,0 +1,130 @@
+// The OpenAPI document and the docs page over real HTTP: GET /openapi.json is OpenAPI 3.1 and lists
+// exactly the route table's endpoints (path parameters as {name}, each declared), grouped by tags
+// whose operation counts equal the root's endpoint counts; documented error bodies are the
+// contract's; GET /docs is an HTML page that works without internet (nothing loaded from elsewhere).
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { endpointCounts, routeTable } from "../../src/http/Api.js"
+import { toOpenApiPath } from "../support/routes.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+
+const OPERATION_METHODS = ["get", "post", "put", "delete", "patch", "head", "options", "trace"]
+
+interface Operation {
+  readonly tags?: ReadonlyArray<string>
+  readonly operationId?: string
+  readonly parameters?: ReadonlyArray<{ name: string; in: string; required?: boolean }>
+  readonly responses?: Record<string, { content?: Record<string, { schema?: Record<string, unknown> }> }>
+}
+
+describe("OpenAPI document and docs page", () => {
+  let server: TestServer
+  let doc: { openapi: string; paths: Record<string, Record<string, Operation>>; tags?: Array<{ name: string }>; components?: { schemas?: Record<string, any> } }
+  let operations: Array<{ method: string; path: string; op: Operation }>
+
+  beforeAll(async () => {
+    server = await startTestServer({ services: { mcpServers: {} } })
+    const reply = await server.get("/openapi.json")
+    expect(reply.status).toBe(200)
+    expect(reply.headers.get("content-type") ?? "").toMatch(/application\/json/)
+    doc = reply.body
+    operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item)
+        .filter(([method]) => OPERATION_METHODS.includes(method))
+        .map(([method, op]) => ({ method: method.toUpperCase(), path, op }))
+    )
+  })
+  afterAll(async () => {
+    await server?.cleanup()
+  })
+
+  it("is OpenAPI 3.1", () => {
+    expect(typeof doc.openapi).toBe("string")
+    expect(doc.openapi.startsWith("3.1")).toBe(true)
+  })
+
+  it("lists exactly the route table's endpoints, path parameters as {name}", () => {
+    const documented = operations.map((o) => `${o.method} ${o.path}`).sort()
+    const table = routeTable().map((r) => `${r.method} ${toOpenApiPath(r.path)}`).sort()
+    expect(documented).toEqual(table)
+    expect(new Set(documented).size).toBe(documented.length)
+    for (const { path } of operations) expect(path, path).not.toMatch(/:[A-Za-z_]/)
+  })
+
+  it("declares every path parameter as a required path parameter", () => {
+    for (const { method, path, op } of operations) {
+      const inPath = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1])
+      const declared = (op.parameters ?? []).filter((p) => p.in === "path")
+      expect(declared.map((p) => p.name).sort(), `${method} ${path}`).toEqual([...inPath].sort())
+      for (const p of declared) expect(p.required, `${method} ${path} ${p.name}`).toBe(true)
+    }
+  })
+
+  it("gives each operation a unique operationId and the tag of its group", () => {
+    const ids = operations.map((o) => o.op.operationId)
+    for (const id of ids) expect(typeof id).toBe("string")
+    expect(new Set(ids).size).toBe(ids.length)
+    const groupOf = new Map(routeTable().map((r) => [`${r.method} ${toOpenApiPath(r.path)}`, r.group]))
+    for (const { method, path, op } of operations) expect(op.tags, `${method} ${path}`).toEqual([groupOf.get(`${method} ${path}`)])
+  })
+
+  it("the root's counts equal endpointCounts() and the document's operations per tag", async () => {
+    const root = await server.get("/")
+    expect(root.status).toBe(200)
+    expect(root.body.endpoints).toEqual(endpointCounts())
+    const perTag: Record<string, number> = {}
+    for (const { op } of operations) for (const tag of op.tags ?? []) perTag[tag] = (perTag[tag] ?? 0) + 1
+    const counts = endpointCounts() as Record<string, number>
+    expect(perTag).toEqual(Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)))
+    expect(operations.length).toBe(Object.values(counts).reduce((a, b) => a + b, 0))
+    // Every group with endpoints is a declared tag.
+    const tags = (doc.tags ?? []).map((t) => t.name)
+    for (const [group, n] of Object.entries(counts)) if (n > 0) expect(tags).toContain(group)
+  })
+
+  it("documents every error response with the contract's error body", () => {
+    const schemas = doc.components?.schemas ?? {}
+    const resolve = (s: any): any => (typeof s?.$ref === "string" ? resolve(schemas[s.$ref.replace("#/components/schemas/", "")]) : s)
+    const isContractError = (s: any): boolean => {
+      const r = resolve(s)
+      if (Array.isArray(r?.anyOf)) return r.anyOf.every(isContractError)
+      const props = r?.properties ?? {}
+      const error = resolve(props.error)
+      return (
+        props.success !== undefined &&
+        props.message !== undefined &&
+        error?.properties?.code !== undefined &&
+        error?.properties?.message !== undefined &&
+        error?.properties?.details !== undefined
+      )
+    }
+    const wrong: string[] = []
+    for (const { method, path, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (Number(status) < 400) continue
+        const schema = response.content?.["application/json"]?.schema
+        if (schema === undefined || !isContractError(schema)) wrong.push(`${method} ${path} ${status}: ${JSON.stringify(schema).slice(0, 120)}`)
+      }
+    }
+    // Report each distinct problem once.
+    expect([...new Set(wrong.map((w) => w.replace(/^\S+ \S+ /, "")))]).toEqual([])
+  })
+
+  it("GET /docs is an HTML page that loads nothing from another host", async () => {
+    const reply = await server.get("/docs")
+    expect(reply.status).toBe(200)
+    expect(reply.headers.get("content-type") ?? "").toMatch(/text\/html/)
+    const html = reply.text
+    expect(html).toMatch(/<html/i)
+    const external = (url: string) => /^(https?:)?\/\//i.test(url) && !url.startsWith(server.url)
+    const loads: string[] = []
+    // Scripts, stylesheets, images and frames: every URL the browser would fetch by itself.
+    for (const m of html.matchAll(/<(script|link|img|iframe|source|embed|object)\b[^>]*?\b(src|href|data)\s*=\s*["']?([^"'\s>]+)/gi)) {
+      if (external(m[3]!)) loads.push(`<${m[1]} ${m[2]}=${m[3]}>`)
+    }
+    for (const m of html.matchAll(/@import\s+(?:url\()?["']?([^"')\s;]+)/gi)) if (external(m[1]!)) loads.push(`@import ${m[1]}`)
+    for (const m of html.matchAll(/url\(\s*["']?((?:https?:)?\/\/[^"')\s]+)/gi)) if (external(m[1]!)) loads.push(`url(${m[1]})`)
+    expect(loads, "the contract requires docs that work offline: these come from a CDN or another host").toEqual([])
+    // The page's code is in the page itself (or served by this server).
+    expect(html).toMatch(/<script\b/i)
+  })
+})

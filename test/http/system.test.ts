@@ -1,0 +1,119 @@
+// The system and application endpoints (GET /, /openapi.json, /health, /workspace/info) and
+// network_check against live and closed loopback endpoints.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { basename, dirname } from "node:path"
+import { endpointCounts, routeTable } from "../../src/http/Api.js"
+import { closedPort, startTestServer, type TestServer } from "../support/server.js"
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
+const HTTP_METHODS = ["get", "post", "put", "delete", "patch", "head", "options"]
+
+describe("system and application endpoints", { timeout: 10_000 }, () => {
+  let server: TestServer
+
+  beforeAll(async () => {
+    server = await startTestServer({ services: { mcpServers: {} } })
+  }, 15_000)
+  afterAll(async () => {
+    await server?.cleanup()
+  }, 15_000)
+
+  it("GET / counts the route table's endpoints per group", async () => {
+    const reply = await server.get("/")
+    expect(reply.status).toBe(200)
+    expect(reply.body).toMatchObject({ success: true, name: "mcp-store" })
+    expect(typeof reply.body.version).toBe("string")
+    expect(typeof reply.body.description).toBe("string")
+    const fromTable = { store: 0, agent: 0, monitoring: 0, application: 0, system: 0 }
+    for (const route of routeTable()) fromTable[route.group as keyof typeof fromTable] += 1
+    expect(reply.body.endpoints).toEqual(fromTable)
+    expect(reply.body.endpoints).toEqual(endpointCounts())
+    for (const n of Object.values(reply.body.endpoints)) expect(Number.isInteger(n)).toBe(true)
+    // shared/API.md: 56 endpoints, store 25, agent 14, monitoring 14, application 2, system 1.
+    expect(reply.body.endpoints).toEqual({ store: 25, agent: 14, monitoring: 14, application: 2, system: 1 })
+  })
+
+  it("GET /openapi.json documents exactly the routes of the table", async () => {
+    const reply = await server.get("/openapi.json")
+    expect(reply.status).toBe(200)
+    expect(reply.body.openapi).toMatch(/^3\./)
+    const operations: string[] = []
+    for (const [path, item] of Object.entries(reply.body.paths as Record<string, Record<string, unknown>>)) {
+      for (const method of Object.keys(item)) if (HTTP_METHODS.includes(method)) operations.push(`${method.toUpperCase()} ${path}`)
+    }
+    const table = routeTable().map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_]+)/g, "{$1}")}`)
+    expect(operations.sort()).toEqual([...table].sort())
+    const root = await server.get("/")
+    const total = Object.values(root.body.endpoints as Record<string, number>).reduce((a, b) => a + b, 0)
+    expect(operations.length).toBe(total)
+  })
+
+  it("GET /health is healthy with version, uptime and a UTC time", async () => {
+    const reply = await server.get("/health")
+    expect(reply.status).toBe(200)
+    expect(reply.body).toMatchObject({ success: true, status: "healthy" })
+    expect(typeof reply.body.version).toBe("string")
+    expect(reply.body.uptime_seconds).toBeGreaterThanOrEqual(0)
+    expect(reply.body.timestamp).toMatch(ISO)
+  })
+
+  it("GET /workspace/info names the folder, the config file and the data space", async () => {
+    const reply = await server.get("/workspace/info")
+    expect(reply.status).toBe(200)
+    expect(reply.body).toMatchObject({
+      success: true,
+      workspace_path: dirname(server.file),
+      data_space: server.file
+    })
+    expect(reply.body.config_files).toContain(basename(server.file))
+  })
+})
+
+describe("network_check", { timeout: 10_000 }, () => {
+  let server: TestServer
+
+  beforeAll(async () => {
+    server = await startTestServer({ services: { mcpServers: {} } })
+  }, 15_000)
+  afterAll(async () => {
+    await server?.cleanup()
+  }, 15_000)
+
+  it("a live loopback URL is reachable with its HTTP status; a closed port is not", { timeout: 10_000 }, async () => {
+    const port = await closedPort()
+    const live = `${server.url}/health`
+    const missing = `${server.url}/no/such/page`
+    const closed = `http://127.0.0.1:${port}/mcp`
+    const reply = await server.post("/for_store/network_check", { endpoints: [live, { name: "missing page", url: missing }, closed] })
+    expect(reply.status).toBe(200)
+    expect(reply.body.success).toBe(true)
+    const [a, b, c] = reply.body.results
+    expect(a).toMatchObject({ endpoint_name: live, url: live, reachable: true, http_status: 200, status: "healthy", error: null })
+    expect(a.response_time_ms).toBeGreaterThan(0)
+    expect(a.checked_at).toMatch(ISO)
+    // Any HTTP answer counts as reachable.
+    expect(b).toMatchObject({ endpoint_name: "missing page", reachable: true, http_status: 404 })
+    expect(c).toMatchObject({ url: closed, reachable: false, status: "error", http_status: null, response_time_ms: null })
+    expect(c.error).toMatch(/ECONNREFUSED|refused/i)
+  })
+
+  it("a URL that is not http(s) is 400", async () => {
+    for (const url of ["ftp://127.0.0.1/x", "file:///etc/passwd", "not a url"]) {
+      const reply = await server.post("/for_store/network_check", { endpoints: [`${server.url}/health`, url] })
+      expect(reply.status, url).toBe(400)
+      expect(reply.body.error.code).toBe("VALIDATION_ERROR")
+      expect(reply.body.error.details.fields.map((f: { field: string }) => f.field).join(" ")).toMatch(/endpoints/)
+    }
+  })
+
+  it("more than 50 endpoints is 400; exactly 50 is checked", { timeout: 15_000 }, async () => {
+    const url = `${server.url}/health`
+    const tooMany = await server.post("/for_store/network_check", { endpoints: Array.from({ length: 51 }, () => url) })
+    expect(tooMany.status).toBe(400)
+    expect(tooMany.body.error.code).toBe("VALIDATION_ERROR")
+    const fifty = await server.post("/for_store/network_check", { endpoints: Array.from({ length: 50 }, () => url) })
+    expect(fifty.status).toBe(200)
+    expect(fifty.body.results).toHaveLength(50)
+    expect(fifty.body.results.every((r: { reachable: boolean }) => r.reachable)).toBe(true)
+  })
+})

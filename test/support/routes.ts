@@ -1,0 +1,177 @@
+/**
+ * The route table as tests need it: every endpoint of the contract with its path parameters, query
+ * parameters and payload described as JSON Schemas derived from the very Effect schemas the server
+ * decodes with (so a test that walks this list covers endpoints added later without being edited),
+ * plus a raw HTTP client for requests fetch cannot make (a body the server refuses before reading it).
+ */
+import { request as httpRequest } from "node:http"
+import { JSONSchema, Option, Schema } from "effect"
+import { Api, routeTable } from "../../src/http/Api.js"
+
+/** A JSON Schema object as Effect's `JSONSchema.make` writes it. */
+export type JsonSchema = {
+  readonly type?: string
+  readonly enum?: ReadonlyArray<unknown>
+  readonly anyOf?: ReadonlyArray<JsonSchema>
+  readonly oneOf?: ReadonlyArray<JsonSchema>
+  readonly properties?: Readonly<Record<string, JsonSchema>>
+  readonly required?: ReadonlyArray<string>
+  readonly items?: JsonSchema
+  readonly additionalProperties?: boolean | JsonSchema
+  readonly minimum?: number
+  readonly maximum?: number
+  readonly exclusiveMinimum?: number
+  readonly exclusiveMaximum?: number
+  readonly minLength?: number
+  readonly maxLength?: number
+  readonly minItems?: number
+  readonly maxItems?: number
+  readonly pattern?: string
+  readonly $ref?: string
+  readonly $defs?: Readonly<Record<string, JsonSchema>>
+  readonly $id?: string
+}
+
+/** One named input (a query parameter or a payload field). */
+export interface Field {
+  readonly name: string
+  readonly required: boolean
+  /** The decoded (type) side: numbers with their bounds, enums, string limits. */
+  readonly schema: JsonSchema
+}
+
+/** What an endpoint accepts as its body. */
+export type Payload =
+  | { readonly kind: "none" }
+  /** A JSON object with known fields; `nullable` when `null` (or no body) means "no fields". */
+  | { readonly kind: "object"; readonly nullable: boolean; readonly fields: ReadonlyArray<Field> }
+  /** A body the schema does not describe field by field (decoded by the store itself). */
+  | { readonly kind: "opaque" }
+
+/** An endpoint of the route table, with its inputs. */
+export interface EndpointSpec {
+  readonly group: string
+  readonly name: string
+  readonly method: string
+  /** The route pattern, e.g. `/for_agent/:agent_id/delete_service/:service_name`. */
+  readonly path: string
+  /** The same path as OpenAPI writes it: `/for_agent/{agent_id}/delete_service/{service_name}`. */
+  readonly openApiPath: string
+  readonly pathParams: ReadonlyArray<string>
+  readonly query: ReadonlyArray<Field>
+  readonly payload: Payload
+}
+
+/** `:name` segments to `{name}`. */
+export const toOpenApiPath = (path: string): string => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")
+
+const resolveRefs = (schema: JsonSchema, root: JsonSchema): JsonSchema | undefined => {
+  if (schema.$ref === undefined) return schema
+  const m = /^#\/\$defs\/(.+)$/.exec(schema.$ref)
+  const target = m ? root.$defs?.[m[1]!] : undefined
+  return target === undefined ? undefined : resolveRefs(target, root)
+}
+
+const jsonSchemaOf = (schema: Schema.Schema.Any): JsonSchema | undefined => {
+  try {
+    const root = JSONSchema.make(schema) as JsonSchema
+    return resolveRefs(root, root)
+  } catch {
+    return undefined
+  }
+}
+
+const isUnknown = (s: JsonSchema | undefined) =>
+  s === undefined || s.$id === "/schemas/unknown" || (s.type === undefined && s.anyOf === undefined && s.oneOf === undefined && s.enum === undefined)
+
+/** Fields of an object schema: types from the decoded side, `required` from the wire side (defaults make a key optional). */
+const fieldsOf = (typeSide: JsonSchema, wireSide: JsonSchema | undefined): ReadonlyArray<Field> => {
+  const required = new Set(wireSide?.required ?? typeSide.required ?? [])
+  return Object.entries(typeSide.properties ?? {}).map(([name, schema]) => ({ name, required: required.has(name), schema }))
+}
+
+const objectMember = (s: JsonSchema): JsonSchema | undefined =>
+  s.type === "object" && s.properties !== undefined ? s : s.anyOf?.find((m) => m.type === "object" && m.properties !== undefined)
+
+const payloadOf = (schema: Schema.Schema.Any): Payload => {
+  const typeSide = jsonSchemaOf(Schema.typeSchema(schema))
+  const wireSide = jsonSchemaOf(Schema.encodedSchema(schema))
+  if (typeSide === undefined || isUnknown(typeSide)) return { kind: "opaque" }
+  const object = objectMember(typeSide)
+  const others = typeSide.anyOf?.filter((m) => m !== object) ?? []
+  if (object === undefined || others.some((m) => m.type !== "null")) return { kind: "opaque" }
+  const wireObject = wireSide !== undefined ? objectMember(wireSide) : undefined
+  return { kind: "object", nullable: others.length > 0, fields: fieldsOf(object, wireObject) }
+}
+
+const queryOf = (schema: Schema.Schema.Any): ReadonlyArray<Field> => {
+  const typeSide = jsonSchemaOf(Schema.typeSchema(schema))
+  const wireSide = jsonSchemaOf(Schema.encodedSchema(schema))
+  return typeSide === undefined ? [] : fieldsOf(typeSide, wireSide)
+}
+
+interface EndpointLike {
+  readonly pathSchema: Option.Option<Schema.Schema.Any>
+  readonly urlParamsSchema: Option.Option<Schema.Schema.Any>
+  readonly payloadSchema: Option.Option<Schema.Schema.Any>
+}
+
+const endpointOf = (group: string, name: string): EndpointLike => {
+  for (const g of Object.values(Api.groups) as ReadonlyArray<{ identifier: string; endpoints: Record<string, EndpointLike> }>) {
+    if (g.identifier === group && g.endpoints[name] !== undefined) return g.endpoints[name]
+  }
+  throw new Error(`endpoint ${group}.${name} of the route table is not in Api.groups`)
+}
+
+const hasBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
+
+/** Every endpoint of `routeTable()`, with its inputs. */
+export const endpointSpecs = (): ReadonlyArray<EndpointSpec> =>
+  routeTable().map((route) => {
+    const endpoint = endpointOf(route.group, route.name)
+    const query = Option.match(endpoint.urlParamsSchema, { onNone: () => [] as ReadonlyArray<Field>, onSome: queryOf })
+    // A GET or DELETE endpoint's "payload" is decoded from the query string.
+    const payloadQuery = !hasBody(route.method) && Option.isSome(endpoint.payloadSchema) ? queryOf(endpoint.payloadSchema.value) : []
+    const payload: Payload =
+      hasBody(route.method) && Option.isSome(endpoint.payloadSchema) ? payloadOf(endpoint.payloadSchema.value) : { kind: "none" }
+    return {
+      group: route.group,
+      name: route.name,
+      method: route.method,
+      path: route.path,
+      openApiPath: toOpenApiPath(route.path),
+      pathParams: [...route.path.matchAll(/:([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!),
+      query: [...query, ...payloadQuery],
+      payload
+    }
+  })
+
+/** The route pattern with its parameters filled in (values are URL-encoded here unless `raw`). */
+export const fillPath = (path: string, values: Readonly<Record<string, string>>, raw: ReadonlyArray<string> = []): string =>
+  path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+    const v = values[name]
+    if (v === undefined) throw new Error(`no value for path parameter ${name} of ${path}`)
+    return raw.includes(name) ? v : encodeURIComponent(v)
+  })
+
+/**
+ * A request over node:http with any method, body and headers (fetch cannot send a body the server
+ * refuses before reading it all without failing with EPIPE). Resolves with status and body text.
+ */
+export const rawRequest = (
+  url: string,
+  method: string,
+  body: Buffer | string | undefined,
+  headers: Record<string, string>
+): Promise<{ status: number; text: string }> =>
+  new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on("data", (c: Buffer) => chunks.push(c))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+      res.on("error", reject)
+    })
+    req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${url} timed out`)))
+    req.on("error", reject)
+    req.end(body)
+  })
