@@ -156,7 +156,9 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const path = new URL(request.url, "http://x").pathname
-      if (!(request.method === "GET" && path === "/health") && !authorized(request.headers["authorization"])) {
+      // GET /health is for liveness probes; GET /ui is a static page that asks for the key itself.
+      const open = request.method === "GET" && (path === "/health" || path === "/ui")
+      if (!open && !authorized(request.headers["authorization"])) {
         return yield* Effect.fail(
           new Unauthorized(body("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {}))
         )

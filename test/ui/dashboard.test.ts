@@ -1,0 +1,107 @@
+/**
+ * The dashboard (GET /ui) in a real headless Chromium (Debian's `chromium`, driven by playwright-core):
+ * the demo service turns healthy on the page, a call of demo__add through the form shows 5 and lands
+ * in the recent-calls list, and the page asks nothing of any host but the store. Saves a screenshot
+ * to test/artifacts/dashboard.png. Skipped, with a note, when /usr/bin/chromium is not installed.
+ */
+import { existsSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { chromium, type Browser } from "playwright-core"
+import { describe, expect, it } from "vitest"
+import { REPO_ROOT, demoServer } from "../fixtures/paths.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+
+const CHROMIUM = "/usr/bin/chromium"
+const haveChromium = existsSync(CHROMIUM)
+if (!haveChromium) {
+  console.warn(`dashboard test skipped: ${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run does it when it can)`)
+}
+
+const ARTIFACTS = join(REPO_ROOT, "test", "artifacts")
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
+
+/** URLs that left the machine: any network request to a host other than loopback. */
+const foreign = (urls: ReadonlyArray<string>): string[] =>
+  urls.filter((u) => {
+    const url = new URL(u)
+    if (!["http:", "https:", "ws:", "wss:"].includes(url.protocol)) return false // data:, blob:, about:
+    return !LOOPBACK.has(url.hostname)
+  })
+
+describe("GET /ui in Chromium", () => {
+  it.skipIf(!haveChromium)(
+    "shows the demo service healthy, calls demo__add through the form, lists the call",
+    async () => {
+      let server: TestServer | undefined
+      let browser: Browser | undefined
+      try {
+        server = await startTestServer({
+          services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
+        })
+        browser = await chromium.launch({
+          executablePath: CHROMIUM,
+          args: [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync"
+          ]
+        })
+        const context = await browser.newContext({ viewport: { width: 1360, height: 900 } })
+        const page = await context.newPage()
+        const requested: string[] = []
+        const pageErrors: string[] = []
+        page.on("request", (r) => requested.push(r.url()))
+        page.on("pageerror", (e) => pageErrors.push(String(e)))
+
+        const response = await page.goto(`${server.url}/ui`)
+        expect(response?.status()).toBe(200)
+        expect(response?.headers()["content-type"]).toMatch(/^text\/html/)
+
+        // Live status: the demo service's row reaches healthy.
+        await page
+          .locator('[data-testid="service-row"][data-name="demo"][data-scope="store"][data-status="healthy"]')
+          .waitFor({ timeout: 30_000 })
+
+        // The form: choose demo__add (its arguments are prefilled from the schema), call it.
+        const select = page.getByTestId("tool-select")
+        await select.locator('option[value="store/demo__add"]').waitFor({ state: "attached", timeout: 15_000 })
+        await select.selectOption("store/demo__add")
+        expect(JSON.parse(await page.getByTestId("args-input").inputValue())).toEqual({ a: 0, b: 0 })
+        await page.getByTestId("args-input").fill('{"a":2,"b":3}')
+        await page.getByTestId("call-button").click()
+
+        const result = page.getByTestId("call-result")
+        await expect.poll(() => result.getAttribute("data-state"), { timeout: 15_000 }).toBe("ok")
+        expect(JSON.parse((await result.textContent()) ?? "null")).toEqual({ sum: 5 })
+
+        // The call shows up in the recent calls (tool_call event, or the refresh after the call).
+        await page
+          .getByTestId("calls-list")
+          .locator('[data-testid="call-row"][data-service="demo"][data-tool="add"][data-outcome="success"]')
+          .first()
+          .waitFor({ timeout: 15_000 })
+
+        // The chart counts the healthy service.
+        await expect
+          .poll(() => page.locator('[data-testid="status-chart"] [data-status="healthy"]').getAttribute("data-count"), { timeout: 10_000 })
+          .toBe("1")
+
+        mkdirSync(ARTIFACTS, { recursive: true })
+        await page.screenshot({ path: join(ARTIFACTS, "dashboard.png"), fullPage: true })
+
+        expect(requested.length).toBeGreaterThan(0)
+        expect(foreign(requested)).toEqual([])
+        expect(pageErrors).toEqual([])
+      } finally {
+        await browser?.close()
+        await server?.cleanup()
+      }
+    },
+    90_000
+  )
+})
