@@ -115,6 +115,20 @@ export const backoffMs = (attempt: number, settings: MonitoringSettings, random:
   return Math.max(0, Math.min(jittered, settings.reconnection_seconds * 1000))
 }
 
+/** What each connection attempt gets (initializing, reconnecting, unreachable). */
+const connectInput = ({ context }: { context: ServiceContext }): ConnectInput => ({
+  scope: context.scope,
+  name: context.name,
+  definition: context.definition,
+  timeoutMs: context.settings.initialization_timeout_seconds * 1000
+})
+
+/** What a health check or tool refresh gets: the live connection and the ping time-out. */
+const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
+  connection: context.connection as McpConnection,
+  timeoutMs: context.settings.ping_timeout_seconds * 1000
+})
+
 export const serviceMachine = setup({
   types: {
     context: {} as ServiceContext,
@@ -336,12 +350,7 @@ export const serviceMachine = setup({
       entry: [{ type: "enterStatus", params: { status: "initializing" } }, "dropConnection"],
       invoke: {
         src: "connect",
-        input: ({ context }) => ({
-          scope: context.scope,
-          name: context.name,
-          definition: context.definition,
-          timeoutMs: context.settings.initialization_timeout_seconds * 1000
-        }),
+        input: connectInput,
         onDone: { target: "connected", actions: "connected" },
         onError: { target: "lost", actions: "connectFailed" }
       },
@@ -376,10 +385,7 @@ export const serviceMachine = setup({
                 checking: {
                   invoke: {
                     src: "checkHealth",
-                    input: ({ context }) => ({
-                      connection: context.connection as McpConnection,
-                      timeoutMs: context.settings.ping_timeout_seconds * 1000
-                    })
+                    input: checkInput
                   }
                 }
               },
@@ -400,10 +406,7 @@ export const serviceMachine = setup({
                 checking: {
                   invoke: {
                     src: "checkHealth",
-                    input: ({ context }) => ({
-                      connection: context.connection as McpConnection,
-                      timeoutMs: context.settings.ping_timeout_seconds * 1000
-                    })
+                    input: checkInput
                   }
                 }
               },
@@ -431,10 +434,7 @@ export const serviceMachine = setup({
             refreshing: {
               invoke: {
                 src: "listTools",
-                input: ({ context }) => ({
-                  connection: context.connection as McpConnection,
-                  timeoutMs: context.settings.ping_timeout_seconds * 1000
-                }),
+                input: checkInput,
                 onDone: { target: "idle", actions: "toolsListed" },
                 onError: { target: "idle", actions: "toolsListFailed" }
               },
@@ -459,12 +459,7 @@ export const serviceMachine = setup({
         attempting: {
           invoke: {
             src: "connect",
-            input: ({ context }) => ({
-              scope: context.scope,
-              name: context.name,
-              definition: context.definition,
-              timeoutMs: context.settings.initialization_timeout_seconds * 1000
-            }),
+            input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
             onError: [
               { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
@@ -492,12 +487,7 @@ export const serviceMachine = setup({
         attempting: {
           invoke: {
             src: "connect",
-            input: ({ context }) => ({
-              scope: context.scope,
-              name: context.name,
-              definition: context.definition,
-              timeoutMs: context.settings.initialization_timeout_seconds * 1000
-            }),
+            input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
             onError: { target: "waiting", reenter: true, actions: "connectFailed" }
           },
