@@ -11,6 +11,26 @@ import { MonitoringApi } from "./monitoring/Api.js"
 import { StoreApi } from "./store/Api.js"
 import { VERSION } from "../version.js"
 
+/**
+ * The document's 400 answers: HttpApi adds its own HttpApiDecodeError to every endpoint, but the
+ * contract middleware turns every decode failure into BadRequest, so only BadRequest is documented.
+ */
+const contractErrorsOnly = (spec: Record<string, any>): Record<string, any> => {
+  const decodeError = "#/components/schemas/HttpApiDecodeError"
+  for (const item of Object.values(spec.paths ?? {}) as Array<Record<string, any>>) {
+    for (const operation of Object.values(item)) {
+      const content = operation?.responses?.["400"]?.content?.["application/json"]
+      const anyOf: Array<{ $ref?: string }> | undefined = content?.schema?.anyOf
+      if (anyOf === undefined || !anyOf.some((s) => s.$ref === decodeError)) continue
+      const rest = anyOf.filter((s) => s.$ref !== decodeError)
+      content.schema = rest.length === 1 ? rest[0] : { anyOf: rest }
+      operation.responses["400"].description = "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS"
+    }
+  }
+  for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete spec.components?.schemas?.[name]
+  return spec
+}
+
 /** Every group, and every contract error any endpoint may answer with. */
 export class Api extends HttpApi.make("mcp-store")
   .add(StoreApi)
@@ -31,7 +51,8 @@ export class Api extends HttpApi.make("mcp-store")
   .addError(E.GatewayTimeout)
   .annotate(OpenApi.Title, "mcp-store")
   .annotate(OpenApi.Version, VERSION)
-  .annotate(OpenApi.Description, "A store of MCP tool services for AI agents") {}
+  .annotate(OpenApi.Description, "A store of MCP tool services for AI agents")
+  .annotate(OpenApi.Transform, contractErrorsOnly) {}
 
 /** Every route of the contract, in declaration order. */
 export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string }> => {

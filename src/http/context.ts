@@ -15,6 +15,8 @@ export interface AppState {
   shuttingDown: boolean
   /** Aborted when shutdown begins: open event streams end. */
   readonly closing: AbortController
+  /** The port the server listens on (differs from `server.port` when that is 0). */
+  port: number
   /** Prometheus metrics, set up with the extra routes. */
   metrics?: Metrics
 }

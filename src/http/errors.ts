@@ -146,6 +146,29 @@ export interface RouteEntry {
 const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)
 
 /**
+ * Why the router found no route for a path that has a route's shape and method: find-my-way drops
+ * a match whose parameter is not valid percent-encoding (or longer than its maxParamLength), and
+ * the request would otherwise be answered 405 with the very method it used.
+ */
+const refusedParameter = (routes: ReadonlyArray<RouteEntry>, method: string, path: string): { field: string; problem: string } => {
+  const segments = path.split("/")
+  for (const route of routes) {
+    const parts = route.path.split("/")
+    if (route.method !== method || parts.length !== segments.length) continue
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] as string
+      if (!part.startsWith(":")) continue
+      try {
+        decodeURIComponent(segments[i] as string)
+      } catch {
+        return { field: part.slice(1), problem: "is not valid percent-encoded UTF-8" }
+      }
+    }
+  }
+  return { field: "path", problem: "has a parameter that cannot be read (too long or badly encoded)" }
+}
+
+/**
  * The API-level middleware: checks content type and size and parses JSON before routing (so a
  * malformed body is a 400, not a defect), and maps routing and decoding failures to the contract.
  */
@@ -197,6 +220,10 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         if (e instanceof HttpServerError.RouteNotFound) {
           const path = new URL(e.request.url, "http://x").pathname
           const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
+          if (allowed.includes(e.request.method)) {
+            const refused = refusedParameter(routes, e.request.method, path)
+            return Effect.fail(validationError(`Invalid request: ${refused.field} ${refused.problem}`, [refused]))
+          }
           return Effect.fail(
             allowed.length > 0
               ? new MethodNotAllowed(body("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))

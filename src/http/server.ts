@@ -74,7 +74,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         })
       ).pipe(
         Effect.map((store): AppState => {
-          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false, closing: new AbortController() }
+          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false, closing: new AbortController(), port: options.server.port }
           return state.app
         })
       ),
@@ -129,6 +129,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const port = typeof address === "object" && address !== null ? address.port : options.server.port
   const host = options.server.host === "0.0.0.0" || options.server.host === "::" ? "127.0.0.1" : options.server.host
   const app = state.app as AppState
+  app.port = port
 
   let closing: Promise<void> | undefined
   const close = () => {

@@ -76,8 +76,14 @@ const isError = (o: Outcome) => o !== "success"
 /** Cuts a result to 64 KiB of JSON (shared/API.md). */
 const cutResult = (result: unknown): { result: unknown; truncated: boolean } => {
   const text = JSON.stringify(result ?? null)
-  if (text.length <= RESULT_LIMIT) return { result, truncated: false }
-  return { result: text.slice(0, RESULT_LIMIT), truncated: true }
+  // A UTF-16 unit is at most 3 bytes of UTF-8: short texts need no byte count.
+  if (text.length <= RESULT_LIMIT / 3) return { result, truncated: false }
+  const bytes = Buffer.from(text, "utf8")
+  if (bytes.length <= RESULT_LIMIT) return { result, truncated: false }
+  // Cut on a character boundary: back up over UTF-8 continuation bytes (10xxxxxx).
+  let end = RESULT_LIMIT
+  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end -= 1
+  return { result: bytes.subarray(0, end).toString("utf8"), truncated: true }
 }
 
 /** Aggregates of one scope. */
@@ -112,7 +118,8 @@ export class ToolRecords {
   private tallies = new Map<string, ScopeTallies>()
   /** Calls per UTC day (YYYY-MM-DD), every scope. */
   private byDay = new Map<string, Tally>()
-  private pending: string[] = []
+  /** Appended records not written yet: counted already, so every rebuild counts them again. */
+  private pending: Array<{ readonly record: ToolRecord; readonly line: string }> = []
   private flushing: Promise<void> | undefined
   private queue: Promise<unknown> = Promise.resolve()
   private readonly listeners = new Set<(r: ToolRecord) => void>()
@@ -168,8 +175,9 @@ export class ToolRecords {
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
     this.tallies = new Map()
     this.byDay = new Map()
-    for (const r of records) this.count(r)
-    this.recent = records.slice(-this.memoryLimit)
+    const all = this.pending.length > 0 ? [...records, ...this.pending.map((p) => p.record)] : records
+    for (const r of all) this.count(r)
+    this.recent = all.slice(-this.memoryLimit)
   }
 
   private count(r: ToolRecord): void {
@@ -273,7 +281,7 @@ export class ToolRecords {
     this.recent.push(record)
     if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
     for (const l of this.listeners) l(record)
-    this.pending.push(`${JSON.stringify(record)}\n`)
+    this.pending.push({ record, line: `${JSON.stringify(record)}\n` })
     return this.flush().then(() => record)
   }
 
@@ -282,7 +290,7 @@ export class ToolRecords {
       // Let calls finishing in the same turn join this write.
       await new Promise<void>((r) => setImmediate(r))
       this.flushing = undefined
-      const text = this.pending.join("")
+      const text = this.pending.map((p) => p.line).join("")
       this.pending = []
       if (text === "" || this.handle === undefined) return
       await this.handle.write(text)
