@@ -77,7 +77,11 @@ export const serviceNameProblem = (name: string): string | undefined => {
 
 /** Why an agent id is refused, or undefined when it is valid. */
 export const agentIdProblem = (id: string): string | undefined =>
-  AGENT_ID_PATTERN.test(id) ? undefined : "must match ^[A-Za-z0-9_-]{1,100}$"
+  !AGENT_ID_PATTERN.test(id)
+    ? "must match ^[A-Za-z0-9_-]{1,100}$"
+    : id === "store"
+      ? "must not be \"store\" (the store scope's name in monitoring figures)"
+      : undefined
 
 /** Normalises a transport spelling; undefined when it is not one we know. */
 export const normaliseTransport = (t: string): "streamable_http" | "sse" | "stdio" | undefined => {

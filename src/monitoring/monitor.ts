@@ -50,9 +50,12 @@ class ServiceHistory {
   readonly transitions = new Ring<Transition>(LIMITS.transitionsPerService)
   readonly checks = new Ring<CheckEntry>(LIMITS.checksPerService)
   readonly samples = new Ring<Sample>(LIMITS.samplesPerService)
-  /** The last transition already taken from the actor's context. */
+}
+
+/** How far the monitor has read a service actor's context: kept per actor, so it goes with the actor. */
+interface Progress {
   lastSeen: Transition | undefined
-  lastToolsVersion = 0
+  toolsVersion: number
 }
 
 /** Something that happened, for live listeners (the event stream). */
@@ -69,6 +72,7 @@ export class Monitor {
   private readonly histories = new BoundedMap<string, ServiceHistory>(LIMITS.services)
   private readonly alertRing = new Ring<Alert>(LIMITS.alerts)
   private readonly listeners = new Set<(e: MonitorEvent) => void>()
+  private readonly progress = new WeakMap<object, Progress>()
   private alertCounter = 0
   /** API request latencies over the last minute. */
   readonly requests = new LatencyWindow(60)
@@ -90,7 +94,7 @@ export class Monitor {
     if (id === undefined || !id.startsWith("service:")) return
     if (event.type === "@xstate.snapshot") {
       const context = (event.snapshot as { context?: ServiceContext }).context
-      if (context?.transitions) this.observeContext(context)
+      if (context?.transitions) this.observeContext(event.actorRef, context)
     } else if (event.type === "@xstate.event" && event.event.type === "HEALTH_REPORT") {
       const context = (event.actorRef.getSnapshot() as { context?: ServiceContext }).context
       if (!context) return
@@ -110,18 +114,20 @@ export class Monitor {
     }
   }
 
-  private observeContext(context: ServiceContext): void {
+  private observeContext(actor: object, context: ServiceContext): void {
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
+    let progress = this.progress.get(actor)
+    if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0 }))
     const all = context.transitions
-    const from = history.lastSeen === undefined ? 0 : all.indexOf(history.lastSeen) + 1
+    const from = progress.lastSeen === undefined ? 0 : all.indexOf(progress.lastSeen) + 1
     for (const t of all.slice(from)) {
       history.transitions.push(t)
       this.onTransition(scope, context.name, t)
     }
-    history.lastSeen = all[all.length - 1]
-    if (context.toolsVersion !== history.lastToolsVersion) {
-      history.lastToolsVersion = context.toolsVersion
+    progress.lastSeen = all[all.length - 1]
+    if (context.toolsVersion !== progress.toolsVersion) {
+      progress.toolsVersion = context.toolsVersion
       this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
     }
   }

@@ -66,7 +66,10 @@ export class Store {
     readonly monitor: Monitor,
     private readonly inspectors: Set<(event: InspectionEvent) => void>
   ) {
-    this.unrecord = records.onRecord((r) => monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms))
+    // A call refused as unavailable never reached the service: it is not a response time.
+    this.unrecord = records.onRecord((r) => {
+      if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
+    })
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
     this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
     this.cleanupTimer.unref()

@@ -44,7 +44,8 @@ describe("parseCommandLine", () => {
       logLevel: "info",
       autoOpenBrowser: false,
       showStartupInfo: true,
-      apiKey: undefined
+      apiKey: undefined,
+      localServices: true
     })
     expect(store.mcpConfigFile).toBe(join(dir, "mcp.json"))
     expect(store.debug).toBe(false)
@@ -74,7 +75,8 @@ describe("parseCommandLine", () => {
       "--monitoring",
       '{"health_check_seconds": 0.5, "enable_reconnection": false}',
       "--api-key",
-      "secret"
+      "secret",
+      "--no-local-services"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -83,7 +85,8 @@ describe("parseCommandLine", () => {
       logLevel: "warning",
       autoOpenBrowser: true,
       showStartupInfo: false,
-      apiKey: "secret"
+      apiKey: "secret",
+      localServices: false
     })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
@@ -107,7 +110,8 @@ describe("parseCommandLine", () => {
       MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE: "5",
       MCPSTORE_TOOL_RECORD_RETENTION_DAYS: "-1",
       MCPSTORE_MONITORING: '{"slow_response_ms": 250}',
-      MCPSTORE_API_KEY: "k"
+      MCPSTORE_API_KEY: "k",
+      MCPSTORE_LOCAL_SERVICES: "off"
     })
     expect(server).toEqual({
       host: "::1",
@@ -116,7 +120,8 @@ describe("parseCommandLine", () => {
       logLevel: "error",
       autoOpenBrowser: true,
       showStartupInfo: false,
-      apiKey: "k"
+      apiKey: "k",
+      localServices: false
     })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",

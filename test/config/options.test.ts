@@ -184,7 +184,8 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       logLevel: "info",
       autoOpenBrowser: false,
       showStartupInfo: true,
-      apiKey: undefined
+      apiKey: undefined,
+      localServices: true
     })
     expect(store.mcpConfigFile).toBe("/srv/app/mcp.json")
     expect(store.debug).toBe(false)

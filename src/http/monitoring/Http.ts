@@ -4,11 +4,13 @@ import { Effect } from "effect"
 import * as Figures from "../../monitoring/figures.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
+import { ValidationError } from "../../runtime/errors.js"
 import { run } from "../errors.js"
 
 export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
   Effect.gen(function* () {
-    const { store } = yield* App
+    const { store, storeOptions } = yield* App
+    const retention = storeOptions.toolRecordRetentionDays
     const ok = <A extends object>(message: string, body: A) => ({ success: true, message, ...body })
     return handlers
       .handle("agentsSummary", () => run(() => ok("Agents summary", Figures.agentsSummary(store))))
@@ -23,7 +25,13 @@ export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handl
         run(() => ok("Error rates", Figures.errorRates(store, urlParams.minutes ?? 60, urlParams)))
       )
       .handle("historicalStats", ({ urlParams }) =>
-        run(() => ok("Calls per day", { days: store.records.daily(urlParams.days ?? 7) }))
+        run(() => {
+          const days = urlParams.days ?? (retention < 0 ? 7 : Math.max(1, Math.min(7, retention)))
+          if (retention >= 0 && days > retention) {
+            throw ValidationError.of([{ field: "days", problem: `must be at most the tool-record retention (${retention} days)` }])
+          }
+          return ok("Calls per day", { days: store.records.daily(days) })
+        })
       )
       .handle("serviceHealthHistory", ({ urlParams }) =>
         run(() => ok("Health history", Figures.healthHistory(store, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)))
