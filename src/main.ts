@@ -37,10 +37,21 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     throw e
   }
   const quiet = options.server.logLevel === "warning" || options.server.logLevel === "error"
+  // Signals are ours from here on: one that arrives while the server starts (local services may
+  // already run) is kept and acted on once the server runs, instead of killing the process.
+  let requested: NodeJS.Signals | undefined
+  let onSignal = (signal: NodeJS.Signals) => {
+    requested ??= signal
+  }
+  const handler = (signal: NodeJS.Signals) => onSignal(signal)
+  process.on("SIGINT", handler)
+  process.on("SIGTERM", handler)
   let running: RunningServer
   try {
     running = await startServer({ server: options.server, store: options.store })
   } catch (e) {
+    process.off("SIGINT", handler)
+    process.off("SIGTERM", handler)
     const message =
       e instanceof ServicesFileError
         ? `cannot read the services file ${e.message}`
@@ -72,8 +83,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   }
   return new Promise<number>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
-      process.off("SIGINT", stop)
-      process.off("SIGTERM", stop)
+      process.off("SIGINT", handler)
+      process.off("SIGTERM", handler)
       if (!quiet) process.stdout.write(`${signal}: shutting down\n`)
       running.close().then(
         () => resolve(0),
@@ -83,7 +94,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         }
       )
     }
-    process.on("SIGINT", stop)
-    process.on("SIGTERM", stop)
+    onSignal = stop
+    if (requested !== undefined) stop(requested)
   })
 }

@@ -132,7 +132,8 @@ const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request bo
 const bearerCheck = (key: string) => {
   const expected = createHash("sha256").update(key).digest()
   return (header: string | undefined): boolean => {
-    const token = header?.startsWith("Bearer ") ? header.slice(7) : ""
+    // Auth scheme names are case-insensitive (RFC 9110).
+    const token = header !== undefined && /^bearer /i.test(header) ? header.slice(7) : ""
     return timingSafeEqual(createHash("sha256").update(token).digest(), expected)
   }
 }

@@ -105,6 +105,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       Effect.sync(() => new McpGateway(store)),
       (g) => Effect.promise(() => g.close())
     )
+    app.closing.signal.addEventListener("abort", () => gateway.shutdown(), { once: true })
 
     yield* router.get(
       "/events",

@@ -115,14 +115,23 @@ export class McpGateway {
    * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
    */
   async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    if (this.shuttingDown) {
+      res.writeHead(503, { "content-type": "application/json", connection: "close" }).end(
+        JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: "Server shutting down" }, id: null })
+      )
+      return
+    }
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
     let session = sessionId !== undefined ? this.sessions.get(sessionId) : undefined
     if (session !== undefined && scopeLabel(session.scope) !== scopeLabel(scope)) session = undefined
     if (session === undefined) {
       if (sessionId !== undefined || req.method !== "POST") {
-        res.writeHead(404, { "content-type": "application/json" }).end(
-          JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null })
+        // An unknown (expired) session is 404, a missing one on GET/DELETE is 400 (MCP, Streamable HTTP).
+        const status = sessionId !== undefined ? 404 : 400
+        const message = sessionId !== undefined ? "Session not found" : "Mcp-Session-Id header is required"
+        res.writeHead(status, { "content-type": "application/json" }).end(
+          JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message }, id: null })
         )
         return
       }
@@ -132,6 +141,14 @@ export class McpGateway {
     const finished = new Promise<void>((resolve) => res.once("close", () => resolve()))
     await session.transport.handleRequest(req, res, body)
     if (!res.writableEnded) await finished
+  }
+
+  private shuttingDown = false
+
+  /** Shutdown has begun: refuse new requests and end every session's standalone GET stream. */
+  shutdown(): void {
+    this.shuttingDown = true
+    for (const s of this.sessions.values()) s.transport.closeStandaloneSSEStream()
   }
 
   /** Open sessions. */

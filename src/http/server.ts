@@ -138,9 +138,13 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       app.closing.abort()
       const drained = new Promise<void>((resolve) => httpServer.close(() => resolve()))
       httpServer.closeIdleConnections()
+      // A response that ends during the grace period (an event stream ended by the abort above, a
+      // request that finished) leaves its keep-alive socket idle: close it then, not at the end.
+      const idle = setInterval(() => httpServer.closeIdleConnections(), 20)
       let timer: NodeJS.Timeout | undefined
       await Promise.race([drained, new Promise<void>((r) => (timer = setTimeout(r, options.graceMs ?? 2000)))])
       clearTimeout(timer)
+      clearInterval(idle)
       httpServer.closeAllConnections()
       await runtime.dispose()
     })()
