@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { watch as watchFolder, type FSWatcher } from "node:fs"
-import { mkdir, open as openFile, readFile, rename, rm, stat } from "node:fs/promises"
+import { mkdir, open as openFile, readdir, readFile, rename, rm, stat } from "node:fs/promises"
 import { basename, dirname, join, resolve as resolvePath } from "node:path"
 import {
   agentIdProblem,
@@ -406,6 +406,35 @@ const writeAtomically = async (path: string, text: string): Promise<void> => {
   await syncFolder(dir)
 }
 
+/**
+ * Removes the temporary files a process killed in the middle of `writeAtomically` left beside the
+ * services file (`.<name>.<pid>.<hex>.tmp`), when that process no longer runs. Best effort. They
+ * hold a full copy of the file, secrets included, and would pile up crash after crash.
+ */
+const removeStaleTemporaries = async (path: string): Promise<void> => {
+  const pattern = new RegExp(`^\\.${basename(path).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.(\\d+)\\.[0-9a-f]+\\.tmp$`)
+  let names: string[]
+  try {
+    names = await readdir(dirname(path))
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const pid = pattern.exec(name)?.[1]
+    if (pid === undefined || Number(pid) === process.pid || processRuns(Number(pid))) continue
+    await rm(join(dirname(path), name), { force: true }).catch(() => undefined)
+  }
+}
+
+const processRuns = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return errnoCode(e) === "EPERM"
+  }
+}
+
 interface Subscriber {
   readonly onChange: (next: ServicesConfig) => void
   readonly onError: ((error: ServicesFileError) => void) | undefined
@@ -455,7 +484,9 @@ export class ServicesFile {
         throw new ServicesFileError(absolute, `cannot be created (${(e2 as Error).message})`, { cause: e2 })
       }
     }
-    return new ServicesFile(absolute, parseDocument(absolute, text), text)
+    const file = new ServicesFile(absolute, parseDocument(absolute, text), text)
+    await removeStaleTemporaries(absolute)
+    return file
   }
 
   /** The file's absolute path. */

@@ -124,6 +124,34 @@ const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
 
 /** Body size limit (shared/API.md, Conventions). */
 export const MAX_BODY_BYTES = 1024 * 1024
+
+/**
+ * Deepest nesting of arrays and objects a body may have. The schema decoder, its error formatter
+ * and JSON.stringify (records, upstream requests) all recurse: a 10 KB body of nested arrays
+ * overflows the stack. Refused before decoding, like malformed JSON.
+ */
+export const MAX_BODY_DEPTH = 64
+
+/** Whether a parsed JSON value nests deeper than `limit` (iterative: never overflows itself). */
+const nestedDeeperThan = (value: unknown, limit: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== "object" || v === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+/**
+ * The request's path as the router sees it. Not `new URL(url, base)`: that reads "//x/y" as a host
+ * "x" and path "/y" (so "//for_store/health" looked like the open "/health"), and throws on "//".
+ */
+const pathOf = (url: string): string => {
+  const end = url.search(/[?#]/)
+  return end === -1 ? url : url.slice(0, end)
+}
 /** What is read at most to answer 413 properly; a chunked body past it is cut off. */
 const HARD_BODY_CAP_BYTES = 16 * MAX_BODY_BYTES
 const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
@@ -179,7 +207,7 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
   return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const path = new URL(request.url, "http://x").pathname
+      const path = pathOf(request.url)
       // GET /health is for liveness probes; GET /ui is a static page that asks for the key itself.
       const open = request.method === "GET" && (path === "/health" || path === "/ui")
       if (!open && !authorized(request.headers["authorization"])) {
@@ -204,10 +232,15 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
               new UnsupportedMediaType(body("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
             )
           }
+          let parsed: unknown
           try {
-            JSON.parse(text)
+            parsed = JSON.parse(text)
           } catch (e) {
             return yield* Effect.fail(validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }]))
+          }
+          if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
+            const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
+            return yield* Effect.fail(validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }]))
           }
         }
       }
@@ -219,7 +252,7 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
           return Effect.fail(validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields))
         }
         if (e instanceof HttpServerError.RouteNotFound) {
-          const path = new URL(e.request.url, "http://x").pathname
+          const path = pathOf(e.request.url)
           const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
           if (allowed.includes(e.request.method)) {
             const refused = refusedParameter(routes, e.request.method, path)
@@ -234,12 +267,12 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         // Anything else is already a contract error (or a failure the framework encodes itself).
         return Effect.fail(e as ApiError)
       }),
-      Effect.catchAllDefect((defect): Effect.Effect<never, BadRequest | InternalError> =>
-        ParseResult.isParseError(defect)
-          ? Effect.fail(validationError(`Invalid request: ${defect.message}`, [{ field: "body", problem: defect.message }]))
-          : Effect.logError("unexpected defect", Cause.die(defect)).pipe(
-              Effect.zipRight(Effect.fail(internalError("Internal error")))
-            )
+      // Request decoding fails as HttpApiDecodeError (above). A ParseError defect comes from encoding
+      // the answer (a response that does not fit its schema): the server's fault, never the client's.
+      Effect.catchAllDefect((defect): Effect.Effect<never, InternalError> =>
+        Effect.logError(ParseResult.isParseError(defect) ? "response does not match its schema" : "unexpected defect", Cause.die(defect)).pipe(
+          Effect.zipRight(Effect.fail(internalError("Internal error")))
+        )
       )
     )
 }

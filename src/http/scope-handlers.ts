@@ -122,8 +122,8 @@ export const toolRecords = (
   query: Schema.Schema.Type<typeof RecordsQuery>,
   all: boolean
 ) =>
-  run(() => {
-    const page = scope().toolRecords(
+  run(async () => {
+    const page = await scope().toolRecords(
       {
         limit: query.limit ?? 50,
         offset: query.offset ?? 0,

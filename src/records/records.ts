@@ -261,27 +261,33 @@ export class ToolRecords {
    * together. Aggregates are updated at once.
    */
   append(input: NewRecord): Promise<ToolRecord> {
-    const { result, truncated } = cutResult(input.result)
-    const record: ToolRecord = {
+    const base = {
       id: randomUUID(),
       timestamp: input.timestamp ?? new Date().toISOString(),
       scope: input.scope,
       agent_id: input.agent_id,
       service_name: input.service_name,
-      tool_name: input.tool_name,
-      params: input.params,
-      result,
-      ...(truncated ? { result_truncated: true } : {}),
-      outcome: input.outcome,
-      error: input.error,
-      duration_ms: input.duration_ms,
-      trace_id: input.trace_id
+      tool_name: input.tool_name
+    }
+    const rest = { outcome: input.outcome, error: input.error, duration_ms: input.duration_ms, trace_id: input.trace_id }
+    let record: ToolRecord
+    let line: string
+    // Serialized before anything is kept: a record that cannot be written (arguments or a result
+    // nested too deep for JSON.stringify) must not sit in memory where no page can encode it.
+    try {
+      const { result, truncated } = cutResult(input.result)
+      record = { ...base, params: input.params, result, ...(truncated ? { result_truncated: true } : {}), ...rest }
+      line = `${JSON.stringify(record)}\n`
+    } catch (e) {
+      const why = `not recorded: ${e instanceof Error ? e.message : String(e)}`
+      record = { ...base, params: { unserializable: why }, result: null, ...rest }
+      line = `${JSON.stringify(record)}\n`
     }
     this.count(record)
     this.recent.push(record)
     if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
     for (const l of this.listeners) l(record)
-    this.pending.push({ record, line: `${JSON.stringify(record)}\n` })
+    this.pending.push({ record, line })
     return this.flush().then(() => record)
   }
 
@@ -314,20 +320,62 @@ export class ToolRecords {
     })
   }
 
-  /** Records matching the query, newest first, and how many match in all (among those in memory). */
-  query(q: RecordQuery): { readonly executions: ReadonlyArray<ToolRecord>; readonly total: number } {
-    const matches: ToolRecord[] = []
-    for (let i = this.recent.length - 1; i >= 0; i--) {
-      const r = this.recent[i] as ToolRecord
-      if (q.scope !== undefined && scopeKey(r) !== q.scope) continue
-      if (q.service_name !== undefined && r.service_name !== q.service_name) continue
-      if (q.tool_name !== undefined && r.tool_name !== q.tool_name) continue
-      if (q.outcome !== undefined && r.outcome !== q.outcome) continue
-      if (q.since !== undefined && Date.parse(r.timestamp) < q.since) continue
-      matches.push(r)
-    }
+  /** Records matching the query, newest first, and how many match in all (in memory or only in the file). */
+  async query(q: RecordQuery): Promise<{ readonly executions: ReadonlyArray<ToolRecord>; readonly total: number }> {
     const offset = q.offset ?? 0
-    return { executions: matches.slice(offset, offset + (q.limit ?? 50)), total: matches.length }
+    const limit = q.limit ?? 50
+    const matches = (r: ToolRecord) =>
+      (q.scope === undefined || scopeKey(r) === q.scope) &&
+      (q.service_name === undefined || r.service_name === q.service_name) &&
+      (q.tool_name === undefined || r.tool_name === q.tool_name) &&
+      (q.outcome === undefined || r.outcome === q.outcome) &&
+      (q.since === undefined || Date.parse(r.timestamp) >= q.since)
+    const found: ToolRecord[] = []
+    for (let i = this.recent.length - 1; i >= 0; i--) if (matches(this.recent[i] as ToolRecord)) found.push(this.recent[i] as ToolRecord)
+    const complete = this.recent.length >= this.recordCount()
+    // Older records than the in-memory window are only in the file. Their count comes from the
+    // aggregates when the filter allows it; the file is read only for a page past the window, or to
+    // count an `outcome` / `since` filter.
+    const counted = q.outcome === undefined && q.since === undefined ? this.countFromTallies(q) : undefined
+    if (complete || (offset + limit <= found.length && counted !== undefined)) {
+      return { executions: found.slice(offset, offset + limit), total: complete ? found.length : (counted as number) }
+    }
+    await this.flush()
+    const keep = offset + limit
+    let newest: ToolRecord[] = []
+    let total = 0
+    await this.serialize(async () => {
+      for (const r of await this.readAll()) {
+        if (!matches(r)) continue
+        total += 1
+        newest.push(r)
+        if (newest.length > 2 * keep + 1_000) newest = newest.slice(-keep)
+      }
+    })
+    return { executions: newest.slice(-keep).reverse().slice(offset, offset + limit), total }
+  }
+
+  /** How many records there are (file and pending), from the aggregates. */
+  private recordCount(): number {
+    let n = 0
+    for (const t of this.tallies.values()) n += t.all.count
+    return n
+  }
+
+  /** How many records match a scope / service / tool filter, from the aggregates. */
+  private countFromTallies(q: RecordQuery): number {
+    let n = 0
+    for (const [key, t] of this.tallies) {
+      if (q.scope !== undefined && key !== q.scope) continue
+      if (q.tool_name !== undefined) {
+        for (const [k, v] of t.byTool) {
+          const [service, tool] = k.split("\u0000")
+          if (tool === q.tool_name && (q.service_name === undefined || service === q.service_name)) n += v.count
+        }
+      } else if (q.service_name !== undefined) n += t.byService.get(q.service_name)?.count ?? 0
+      else n += t.all.count
+    }
+    return n
   }
 
   /** Every record in memory, oldest first (for monitoring figures). */

@@ -354,7 +354,26 @@ export class ScopeApi {
       await Promise.all(
         pending.map((a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal }))
       )
-      target = this.resolveTool(input.tool_name, input.service_name)
+      try {
+        target = this.resolveTool(input.tool_name, input.service_name)
+      } catch (e2) {
+        // The deadline passed while a service that may own the tool was still connecting: the call
+        // ran out of time (504), it did not find that the tool is missing (404).
+        const owner = (a: ServiceActorRef) => {
+          const name = a.getSnapshot().context.name
+          if (input.service_name !== undefined) return this.findService(input.service_name) === a
+          const sep = input.tool_name.indexOf(TOOL_SEPARATOR)
+          return sep <= 0 || ownEntry(this.actors(), input.tool_name.slice(0, sep)) === undefined || input.tool_name.slice(0, sep) === name
+        }
+        if (e2 instanceof ToolNotFound && pending.some((a) => statusOf(a.getSnapshot()) === "initializing" && owner(a))) {
+          throw new ToolTimeout({
+            message: `Tool '${input.tool_name}' did not answer within ${timeoutSeconds} s: its service is still connecting`,
+            toolName: input.tool_name,
+            timeoutSeconds
+          })
+        }
+        throw e2
+      }
     }
     const { actor, original } = target
     const serviceName = actor.getSnapshot().context.name
@@ -766,9 +785,9 @@ export class ScopeApi {
   }
 
   /** Tool-call records of this scope (or of every scope with `all`), newest first, with a summary. */
-  toolRecords(query: Omit<RecordQuery, "scope">, all = false) {
+  async toolRecords(query: Omit<RecordQuery, "scope">, all = false) {
     const scope = all ? undefined : this.label
-    const page = this.store.records.query({ ...query, scope })
+    const page = await this.store.records.query({ ...query, scope })
     const scopes = all ? undefined : [this.label]
     const { by_tool, by_service, total_executions } = this.store.records.summary(scopes)
     return { ...page, summary: { total_executions, by_tool, by_service } }

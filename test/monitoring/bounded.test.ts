@@ -434,7 +434,7 @@ describe("ToolRecords in memory", () => {
       expect(kept.every((r, i) => r.trace_id === `t${TOTAL - kept.length + i}`)).toBe(true)
       // The aggregates still cover every record.
       expect(records.summary().total_executions).toBe(TOTAL)
-      expect(records.query({ limit: 5 }).executions.map((r) => r.trace_id)).toEqual([1, 2, 3, 4, 5].map((k) => `t${TOTAL - k}`))
+      expect((await records.query({ limit: 5 })).executions.map((r) => r.trace_id)).toEqual([1, 2, 3, 4, 5].map((k) => `t${TOTAL - k}`))
     } finally {
       await records.close()
     }

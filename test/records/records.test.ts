@@ -70,16 +70,16 @@ describe("ToolRecords", () => {
     expect(new Set(appended.map((r) => r.id)).size).toBe(4)
     expect(lines(dir)).toHaveLength(4)
 
-    const store = records.query({ scope: "store" })
+    const store = (await records.query({ scope: "store" }))
     expect(store.total).toBe(3)
     expect(store.executions.map((r) => r.id)).toEqual([appended[2]!.id, appended[1]!.id, appended[0]!.id])
-    expect(records.query({}).total).toBe(4)
-    expect(records.query({ scope: "a1" }).executions.map((r) => r.id)).toEqual([appended[3]!.id])
-    expect(records.query({ scope: "store", service_name: "other" }).executions.map((r) => r.id)).toEqual([appended[2]!.id])
-    expect(records.query({ scope: "store", tool_name: "add" }).executions.map((r) => r.id)).toEqual([appended[1]!.id])
-    expect(records.query({ outcome: "tool_error" }).total).toBe(1)
-    expect(records.query({ since: t0 - 1500 }).executions.map((r) => r.id)).toEqual([appended[3]!.id, appended[2]!.id])
-    const page = records.query({ scope: "store", limit: 1, offset: 1 })
+    expect((await records.query({})).total).toBe(4)
+    expect((await records.query({ scope: "a1" })).executions.map((r) => r.id)).toEqual([appended[3]!.id])
+    expect((await records.query({ scope: "store", service_name: "other" })).executions.map((r) => r.id)).toEqual([appended[2]!.id])
+    expect((await records.query({ scope: "store", tool_name: "add" })).executions.map((r) => r.id)).toEqual([appended[1]!.id])
+    expect((await records.query({ outcome: "tool_error" })).total).toBe(1)
+    expect((await records.query({ since: t0 - 1500 })).executions.map((r) => r.id)).toEqual([appended[3]!.id, appended[2]!.id])
+    const page = (await records.query({ scope: "store", limit: 1, offset: 1 }))
     expect(page).toEqual({ executions: [appended[1]], total: 3 })
 
     const summary = records.summary(["store"])
@@ -105,17 +105,17 @@ describe("ToolRecords", () => {
     for (const [i, outcome] of outcomes.entries()) {
       await first.append(rec({ outcome, scope: i % 2 === 0 ? "store" : "agent", agent_id: i % 2 === 0 ? null : "a1", duration_ms: i * 5 }))
     }
-    const before = { all: first.summary(), store: first.summary(["store"]), agent: first.summary(["a1"]), query: first.query({ limit: 100 }) }
+    const before = { all: first.summary(), store: first.summary(["store"]), agent: first.summary(["a1"]), query: (await first.query({ limit: 100 })) }
     await close(first)
 
     const second = await open(dir)
     expect(second.summary()).toEqual(before.all)
     expect(second.summary(["store"])).toEqual(before.store)
     expect(second.summary(["a1"])).toEqual(before.agent)
-    expect(second.query({ limit: 100 })).toEqual(before.query)
+    expect((await second.query({ limit: 100 }))).toEqual(before.query)
     // Appending goes on after the reopened records.
     const more = await second.append(rec())
-    expect(second.query({ limit: 1 }).executions[0]!.id).toBe(more.id)
+    expect((await second.query({ limit: 1 })).executions[0]!.id).toBe(more.id)
     expect(lines(dir)).toHaveLength(6)
   })
 
@@ -125,7 +125,7 @@ describe("ToolRecords", () => {
     writeFileSync(fileOf(dir), `${good.join("\n")}\n${line().slice(0, 40)}`)
     const records = await open(dir)
     expect(records.summary().total_executions).toBe(3)
-    expect(records.query({ limit: 10 }).total).toBe(3)
+    expect((await records.query({ limit: 10 })).total).toBe(3)
     const appended = await records.append(rec())
     await close(records)
     // Every line of the file is a record, the new one included.
@@ -151,7 +151,7 @@ describe("ToolRecords", () => {
 
     const week = await open(dir, { retentionDays: 7 })
     expect(week.summary().total_executions).toBe(2)
-    expect(week.query({ limit: 10 }).executions.map((r) => r.id)).toEqual(["new-2", "new-1"])
+    expect((await week.query({ limit: 10 })).executions.map((r) => r.id)).toEqual(["new-2", "new-1"])
     expect(parsedLines(dir).map((r) => r.id)).toEqual(["new-1", "new-2"])
     expect(week.daily(7).reduce((n, d) => n + d.calls, 0)).toBe(2)
   })
@@ -166,7 +166,7 @@ describe("ToolRecords", () => {
     expect(records.summary().total_executions).toBe(3)
     expect(await records.cleanup()).toBe(1)
     expect(records.summary().total_executions).toBe(2)
-    expect(records.query({ limit: 10 }).executions.some((r) => r.trace_id === "stale")).toBe(false)
+    expect((await records.query({ limit: 10 })).executions.some((r) => r.trace_id === "stale")).toBe(false)
     expect(lines(dir)).toHaveLength(2)
     expect(await records.cleanup()).toBe(0)
     // Appends after a clean-up still land in the (renamed) file.
@@ -206,7 +206,7 @@ describe("ToolRecords", () => {
     expect(kept).toEqual(ids.slice(ids.length - kept.length))
     expect(kept.at(-1)).toBe(ids.at(-1))
     expect(records.summary().total_executions).toBe(kept.length)
-    expect(records.query({ limit: 1000 }).total).toBe(kept.length)
+    expect((await records.query({ limit: 1000 })).total).toBe(kept.length)
   })
 
   it("a file over the limit at open is cut to under 80 %; -1 is unlimited", async () => {
@@ -266,7 +266,7 @@ describe("ToolRecords", () => {
     expect(new Set(fileIds).size).toBe(500)
     expect(new Set(fileIds)).toEqual(new Set(appended.map((r) => r.id)))
     expect(records.summary().total_executions).toBe(500)
-    expect(records.query({ limit: 1000 }).total).toBe(500)
+    expect((await records.query({ limit: 1000 })).total).toBe(500)
   })
 
   /** Appends `n` records a turn of the event loop apart, while `during` runs; resolves when all are written. */
@@ -290,7 +290,7 @@ describe("ToolRecords", () => {
     const kept = parsedLines(dir)
     expect(kept.filter((r) => (r as { trace_id?: string }).trace_id?.startsWith("during-"))).toHaveLength(30)
     expect(records.summary().total_executions).toBe(kept.length)
-    expect(records.query({ limit: 1000 }).total).toBe(kept.length)
+    expect((await records.query({ limit: 1000 })).total).toBe(kept.length)
   })
 
   it("appends made while cleanup() rewrites the file are counted by the aggregates", async () => {
@@ -301,7 +301,7 @@ describe("ToolRecords", () => {
     const kept = parsedLines(dir)
     expect(kept).toHaveLength(230)
     expect(records.summary().total_executions).toBe(kept.length)
-    expect(records.query({ limit: 1000 }).total).toBe(kept.length)
+    expect((await records.query({ limit: 1000 })).total).toBe(kept.length)
   })
 
   it("leaves no temporary file behind after rewrites", async () => {

@@ -1,0 +1,238 @@
+// The mcp-store process itself (`node bin/mcp-store.js run api`, a child of the test): killed with
+// SIGKILL in the middle of a burst of concurrent add_service and delete_service requests, the
+// services file must still be valid JSON holding every acknowledged change (and the store must start
+// from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit
+// within 5 s with every child process (a stdio server and its grandchild) ended.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { stdioFixture } from "../fixtures/paths.js"
+import { api, firstText } from "../support/server.js"
+import {
+  killGroup,
+  liveGroupMembers,
+  openEventStream,
+  openRequest,
+  processRunning,
+  sleep,
+  spawnStore,
+  until,
+  type EventStream,
+  type StoreProcess
+} from "./support.js"
+
+let http: HttpFixture
+let dir: string
+const stores: StoreProcess[] = []
+const groups = new Set<number>()
+
+beforeAll(async () => {
+  http = await startHttpFixture()
+})
+afterAll(async () => {
+  await http?.stop()
+}, 15_000)
+afterEach(async () => {
+  await Promise.all(stores.map((s) => s.kill()))
+  stores.length = 0
+  for (const pgid of groups) killGroup(pgid)
+  groups.clear()
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+}, 20_000)
+
+const start = async (configFile: string, monitoring = {}) => {
+  const store = await spawnStore({ configFile, monitoring })
+  stores.push(store)
+  return store
+}
+
+type Scope = "store" | "agent"
+interface Op {
+  readonly kind: "add" | "delete"
+  readonly scope: Scope
+  readonly name: string
+  /** Status code, or 0 when the connection broke (the kill). Undefined while in flight. */
+  status?: number
+}
+
+const AGENT = "burst-agent"
+const base = (scope: Scope) => (scope === "store" ? "/for_store" : `/for_agent/${AGENT}`)
+
+/** Names of a services file by scope. */
+const namesIn = (doc: { mcpServers?: Record<string, unknown>; agents?: Record<string, { mcpServers?: Record<string, unknown> }> }) => ({
+  store: new Set(Object.keys(doc.mcpServers ?? {})),
+  agent: new Set(Object.keys(doc.agents?.[AGENT]?.mcpServers ?? {}))
+})
+
+describe("SIGKILL of mcp-store during a burst of add_service and delete_service", () => {
+  it("three rounds: the file stays valid JSON, holds every acknowledged change, and the store starts from it", { timeout: 120_000 }, async () => {
+    dir = mkdtempSync(join(tmpdir(), "mcp-store-burst-"))
+    const file = join(dir, "mcp.json")
+    const seeds = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`seed-${i}`, { url: http.url }]))
+    writeFileSync(file, `${JSON.stringify({ mcpServers: seeds, agents: { [AGENT]: { mcpServers: { "agent-seed": { url: http.url } } } } }, null, 2)}\n`)
+    let counter = 0
+    const summary: string[] = []
+    // Kill after this many acknowledged requests (of 200), in three rounds on the same file.
+    for (const [round, killAfter] of [[1, 40], [2, 110], [3, 170]] as const) {
+      const before = namesIn(JSON.parse(readFileSync(file, "utf8")))
+      const store = await start(file, { health_check_seconds: 30 })
+      const ops: Op[] = []
+      const present = { store: new Set(before.store), agent: new Set(before.agent) }
+      const deleting = new Set<string>()
+      let acked = 0
+      let killed = false
+      const next = (): Op | undefined => {
+        if (ops.length >= 200 || killed) return undefined
+        const scope: Scope = Math.random() < 0.25 ? "agent" : "store"
+        const candidates = [...present[scope]].filter((n) => !deleting.has(`${scope}/${n}`))
+        const op: Op =
+          Math.random() < 0.4 && candidates.length > 0
+            ? { kind: "delete", scope, name: candidates[Math.floor(Math.random() * candidates.length)]! }
+            : { kind: "add", scope, name: `svc-${round}-${counter++}` }
+        if (op.kind === "delete") deleting.add(`${scope}/${op.name}`)
+        ops.push(op)
+        return op
+      }
+      const client = api(store.url)
+      const worker = async () => {
+        for (let op = next(); op !== undefined; op = next()) {
+          try {
+            const reply =
+              op.kind === "add"
+                ? await client.post(`${base(op.scope)}/add_service`, { name: op.name, url: http.url })
+                : await client.del(`${base(op.scope)}/delete_service/${op.name}`)
+            op.status = reply.status
+          } catch {
+            op.status = 0
+          }
+          if (op.status === 200) {
+            acked += 1
+            if (op.kind === "add") present[op.scope].add(op.name)
+            else present[op.scope].delete(op.name)
+            if (acked === killAfter) {
+              // In the middle of the burst: 15 other requests are in flight right now.
+              killed = true
+              store.child.kill("SIGKILL")
+            }
+          }
+        }
+      }
+      await Promise.all(Array.from({ length: 16 }, worker))
+      const exit = await store.exited
+      expect(exit.signal).toBe("SIGKILL")
+
+      // The file parses, and holds every acknowledged change.
+      const text = readFileSync(file, "utf8")
+      const doc = JSON.parse(text)
+      const after = namesIn(doc)
+      const missing: string[] = []
+      const resurrected: string[] = []
+      const deleteIssued = (scope: Scope, name: string) => ops.some((o) => o.kind === "delete" && o.scope === scope && o.name === name)
+      for (const op of ops) {
+        if (op.status !== 200) continue
+        // An acknowledged add must be there, unless a delete of it was sent (acknowledged: checked
+        // below; in flight at the kill: either outcome is right).
+        if (op.kind === "add" && !after[op.scope].has(op.name) && !deleteIssued(op.scope, op.name)) missing.push(`${op.scope}/${op.name}`)
+        if (op.kind === "delete" && after[op.scope].has(op.name)) resurrected.push(`${op.scope}/${op.name}`)
+      }
+      // Services present before the round and never touched by an acknowledged delete must still be there.
+      for (const scope of ["store", "agent"] as const) {
+        for (const name of before[scope]) {
+          if (!deleteIssued(scope, name) && !after[scope].has(name)) missing.push(`${scope}/${name} (from before the round)`)
+        }
+      }
+      expect({ missing, resurrected }).toEqual({ missing: [], resurrected: [] })
+      const statuses = ops.reduce<Record<string, number>>((m, o) => ((m[String(o.status)] = (m[String(o.status)] ?? 0) + 1), m), {})
+      // Every request was answered 200 (or 404 for nothing) until the kill; the rest lost their connection.
+      expect(Object.keys(statuses).filter((s) => s !== "200" && s !== "0")).toEqual([])
+      const leftovers = readdirSync(dir).filter((f) => f.endsWith(".tmp"))
+      summary.push(
+        `round ${round}: ${ops.length} requests sent, ${acked} acknowledged, ${statuses["0"] ?? 0} cut by the kill; ` +
+          `file: ${after.store.size} store + ${after.agent.size} agent services; temporary files left: ${leftovers.length}`
+      )
+    }
+
+    // The store starts from the file the last kill left, with exactly the services it holds.
+    const doc = JSON.parse(readFileSync(file, "utf8"))
+    const store = await start(file, { health_check_seconds: 30 })
+    const listed = await store.get("/for_store/list_services?scope=all")
+    expect(listed.status).toBe(200)
+    const byScope = (scope: string) => listed.body.services.filter((s: { scope: string }) => s.scope === scope).map((s: { name: string }) => s.name).sort()
+    expect(byScope("store")).toEqual([...namesIn(doc).store].sort())
+    expect(byScope(AGENT)).toEqual([...namesIn(doc).agent].sort())
+    console.log(summary.join("\n"))
+    // A kill in the middle of a write leaves its temporary file (a full copy of the services file,
+    // secrets included); a new start should not keep those of processes that are gone.
+    const stale = readdirSync(dir).filter((f) => /^\.mcp\.json\.\d+\.[0-9a-f]+\.tmp$/.test(f) && Number(f.split(".")[3]) !== store.pid)
+    expect(stale).toEqual([])
+  })
+})
+
+describe("SIGTERM with open wait_service requests and event streams", () => {
+  it("exits within 5 s with code 0; the stdio server and its grandchild (which ignores SIGTERM) are ended", { timeout: 40_000 }, async () => {
+    dir = mkdtempSync(join(tmpdir(), "mcp-store-sigterm-"))
+    const file = join(dir, "mcp.json")
+    const gc = stdioFixture("--spawn-grandchild", "--grandchild-ignores-sigterm")
+    const plain = stdioFixture()
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          gc: { command: gc.command, args: gc.args },
+          remote: { url: http.url }
+        },
+        agents: { a1: { mcpServers: { local: { command: plain.command, args: plain.args } } } }
+      })
+    )
+    const store = await start(file, { health_check_seconds: 0.5 })
+    for (const [prefix, name] of [["/for_store", "gc"], ["/for_store", "remote"], ["/for_agent/a1", "local"]] as const) {
+      const ready = await store.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status: "healthy", timeout: 20 })
+      expect(ready.body.data.result).toBe(true)
+    }
+    const pidOf = async (prefix: string, tool: string) =>
+      Number(firstText((await store.post(`${prefix}/call_tool`, { tool_name: tool })).body.content))
+    const gcPid = await pidOf("/for_store", "gc__pid")
+    const grandchild = await pidOf("/for_store", "gc__grandchild_pid")
+    const localPid = await pidOf("/for_agent/a1", "local__pid")
+    groups.add(gcPid).add(localPid)
+    expect(liveGroupMembers(gcPid).sort()).toEqual([gcPid, grandchild].sort())
+
+    // Waits that would last a minute, and event streams that never end by themselves.
+    const waits = [
+      openRequest(`${store.url}/for_store/wait_service`, { client_id_or_service_name: "gc", status: "disconnected", timeout: 60 }),
+      openRequest(`${store.url}/for_store/wait_service`, { client_id_or_service_name: "remote", status: ["unreachable"], timeout: 60 }),
+      openRequest(`${store.url}/for_agent/a1/wait_service`, { client_id_or_service_name: "local", status: "disconnected", timeout: 60 })
+    ]
+    const streams: EventStream[] = [openEventStream(`${store.url}/events`), openEventStream(`${store.url}/events?agent_id=a1`), openEventStream(`${store.url}/inspect/events`)]
+    try {
+      expect(await Promise.all(streams.map((s) => s.opened))).toEqual([200, 200, 200])
+      await sleep(300)
+      const open = await store.get("/monitoring/active_connections")
+      expect(open.body.event_subscribers).toBeGreaterThanOrEqual(2)
+
+      const sent = performance.now()
+      store.child.kill("SIGTERM")
+      const exit = await Promise.race([store.exited, sleep(10_000).then(() => undefined)])
+      expect(exit, `mcp-store still running 10 s after SIGTERM:\n${store.output()}`).toBeDefined()
+      const took = exit!.at - sent
+      expect(took).toBeLessThan(5_000)
+      expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
+      console.log(`SIGTERM to exit: ${Math.round(took)} ms`)
+
+      // Every wait was answered or cut, every stream ended.
+      await Promise.all(waits.map((w) => w.done))
+      await Promise.all(streams.map((s) => s.ended))
+      // No live process of either server's group, and the grandchild is gone.
+      expect(liveGroupMembers(gcPid)).toEqual([])
+      expect(liveGroupMembers(localPid)).toEqual([])
+      expect(processRunning(grandchild)).toBe(false)
+    } finally {
+      for (const w of waits) w.close()
+      for (const s of streams) s.close()
+    }
+    // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
+    expect(await until(() => !processRunning(store.pid), 1_000)).toBe(true)
+  })
+})

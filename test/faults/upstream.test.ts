@@ -1,0 +1,300 @@
+// Upstream faults against real processes and sockets: a stdio server killed with SIGKILL, an HTTP
+// server stopped and started again, a restart that forgets the session (HTTP 404), a server that
+// accepts and never answers, a slow server, a command that exits at once or does not exist. Each
+// test records the statuses the service goes through (actor subscription, cross-checked with
+// GET /monitoring/service_health_history), checks them against the table of shared/LIFECYCLE.md,
+// and makes no client request while the store is expected to recover by itself.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import type { ServiceActorRef } from "../../src/machines/service.js"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { firstText, fixtureService, startTestServer, type TestServer } from "../support/server.js"
+import {
+  FAULT_MONITORING,
+  illegalTransitions,
+  recordStatuses,
+  sleep,
+  startSilentTcpServer,
+  startTunableServer,
+  until,
+  type SilentTcpServer,
+  type StatusLog,
+  type TunableServer
+} from "./support.js"
+
+let server: TestServer | undefined
+let http: HttpFixture | undefined
+let tunable: TunableServer | undefined
+let tcp: SilentTcpServer | undefined
+let log: StatusLog | undefined
+let scratch: string | undefined
+
+afterEach(async () => {
+  log?.stop()
+  await server?.cleanup()
+  await Promise.all([http?.stop(), tunable?.stop(), tcp?.stop()])
+  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
+  server = http = tunable = tcp = log = scratch = undefined
+}, 20_000)
+
+/** Starts a store with the fault settings (plus `monitoring`), adds `definition` and waits until it is healthy. */
+const healthyService = async (definition: Record<string, unknown>, monitoring = {}): Promise<ServiceActorRef> => {
+  server = await startTestServer({ monitoring: { ...FAULT_MONITORING, ...monitoring } })
+  const added = await server.post("/for_store/add_service?wait=15", definition)
+  expect(added.status).toBe(200)
+  expect(added.body.services[0].status).toBe("healthy")
+  return server.running.store.forStore().findService(String(definition.name))!
+}
+
+/** The transitions GET /monitoring/service_health_history gives, as "from>to". */
+const historyPairs = async (name: string): Promise<string[]> => {
+  const reply = await server!.get(`/monitoring/service_health_history?service_name=${name}`)
+  expect(reply.status).toBe(200)
+  return reply.body.transitions.map((t: { from: string | null; to: string }) => `${t.from}>${t.to}`)
+}
+
+const pairs = (l: StatusLog) => l.transitions.map((t) => `${t.from}>${t.to}`)
+
+describe("an upstream that dies comes back with no client request", () => {
+  it("stdio server killed with SIGKILL: reconnecting, then healthy, with a new process", { timeout: 25_000 }, async () => {
+    const actor = await healthyService(fixtureService("proc"))
+    const pid = Number(firstText((await server!.post("/for_store/call_tool", { tool_name: "proc__pid" })).body.content))
+    log = recordStatuses(actor)
+    process.kill(pid, "SIGKILL")
+    // No request to the store from here until it is healthy again.
+    expect(await log.waitFor("healthy", 15_000)).toBe(true)
+    expect(log.statuses()).toEqual(["reconnecting", "healthy"])
+    expect(log.transitions[0]!.reason).toMatch(/transport closed: the process was killed by SIGKILL/)
+    expect(illegalTransitions(log.transitions)).toEqual([])
+    // The history endpoint tells the same story.
+    expect((await historyPairs("proc")).slice(-2)).toEqual(pairs(log))
+    const again = await server!.post("/for_store/call_tool", { tool_name: "proc__pid" })
+    expect(again.status).toBe(200)
+    expect(Number(firstText(again.body.content))).not.toBe(pid)
+  })
+
+  it("HTTP server stopped: warning, reconnecting, unreachable; started again: healthy", { timeout: 30_000 }, async () => {
+    http = await startHttpFixture()
+    const actor = await healthyService({ name: "remote", url: http.url })
+    log = recordStatuses(actor)
+    const started = performance.now()
+    await http.stop()
+    // 0.3 s checks: warning at the first refused ping, reconnecting at the second, three attempts ~1 s apart.
+    expect(await log.waitFor("unreachable", 15_000)).toBe(true)
+    const downFor = performance.now() - started
+    await http.restart()
+    expect(await log.waitFor("healthy", 10_000)).toBe(true)
+    expect(log.statuses()).toEqual(["warning", "reconnecting", "unreachable", "healthy"])
+    expect(illegalTransitions(log.transitions)).toEqual([])
+    // Three attempts with a backoff of about a second each: neither a hot loop nor a long stall.
+    expect(downFor).toBeGreaterThan(2_000)
+    expect(downFor).toBeLessThan(10_000)
+    expect((await historyPairs("remote")).slice(-4)).toEqual(pairs(log))
+    const echo = await server!.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "back" } })
+    expect(echo.body).toMatchObject({ success: true, result: "back" })
+  })
+})
+
+describe("a restart that forgets the session (HTTP 404)", () => {
+  it("the next tool call reconnects and succeeds: one client request, answered 200", { timeout: 20_000 }, async () => {
+    http = await startHttpFixture()
+    // No scheduled health check in the test's time (the first one comes at a random point of an hour).
+    const actor = await healthyService({ name: "remote", url: http.url }, { health_check_seconds: 3600, warning_check_seconds: 3600 })
+    const before = await server!.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "before" } })
+    expect(before.body).toMatchObject({ success: true, result: "before" })
+    log = recordStatuses(actor)
+    await http.restart()
+    expect(actor.getSnapshot().context.status).toBe("healthy") // nothing has noticed yet
+    const call = await server!.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "after" } })
+    expect(call.status).toBe(200)
+    expect(call.body).toMatchObject({ success: true, result: "after", is_error: false })
+    expect(log.statuses()).toEqual(["reconnecting", "healthy"])
+    expect(log.transitions[0]!.reason).toMatch(/session expired/)
+    expect(illegalTransitions(log.transitions)).toEqual([])
+    // The server ran the call once, in a new session; the record says success.
+    expect(http.sessions()).toBe(1)
+    const records = await server!.get("/for_store/tool_records?limit=1")
+    expect(records.body.executions[0]).toMatchObject({ tool_name: "echo", outcome: "success", params: { text: "after" } })
+  })
+})
+
+describe("a server that accepts connections and never answers", () => {
+  it("after it hangs: a call ends with 504 at its 1 s time-out; checks time out: warning, then reconnecting; healthy once it answers", { timeout: 30_000 }, async () => {
+    tunable = await startTunableServer()
+    const actor = await healthyService({ name: "hung", url: tunable.url })
+    log = recordStatuses(actor)
+    tunable.hang = true
+    const t0 = performance.now()
+    const call = await server!.post("/for_store/call_tool", { tool_name: "hung__echo", args: { text: "x" }, timeout: 1 })
+    const elapsed = performance.now() - t0
+    expect(call.status).toBe(504)
+    expect(call.body.error.code).toBe("TOOL_TIMEOUT")
+    expect(elapsed).toBeGreaterThanOrEqual(1_000)
+    expect(elapsed).toBeLessThan(1_500)
+    expect(await log.waitFor("reconnecting", 5_000)).toBe(true)
+    expect(log.statuses().slice(0, 2)).toEqual(["warning", "reconnecting"])
+    expect(log.transitions[0]!.reason).toMatch(/no answer within 800 ms/)
+    tunable.hang = false
+    // The attempt in flight hangs until its 5 s initialization time-out; the next one connects.
+    expect(await log.waitFor("healthy", 12_000)).toBe(true)
+    expect(illegalTransitions(log.transitions)).toEqual([])
+    const records = await server!.get("/for_store/tool_records?limit=50")
+    expect(records.body.executions.find((r: { params: { text?: string } }) => r.params.text === "x")).toMatchObject({ outcome: "timeout" })
+  })
+
+  it("a raw TCP server that never replies: a 1 s call to the initializing service ends at 1 s with 504 TOOL_TIMEOUT", { timeout: 20_000 }, async () => {
+    tcp = await startSilentTcpServer()
+    server = await startTestServer({ monitoring: FAULT_MONITORING })
+    const added = await server.post("/for_store/add_service", { name: "mute", url: tcp.url })
+    expect(added.body.services[0].status).toBe("initializing")
+    log = recordStatuses(server.running.store.forStore().findService("mute")!)
+    const t0 = performance.now()
+    const call = await server.post("/for_store/call_tool", { tool_name: "mute__echo", args: { text: "x" }, timeout: 1 })
+    const elapsed = performance.now() - t0
+    // Not later than its time-out...
+    expect(elapsed).toBeGreaterThanOrEqual(1_000)
+    expect(elapsed).toBeLessThan(1_500)
+    // ...and as a time-out (shared/API.md: a call to an initializing service waits up to the call
+    // time-out; 504 when the call exceeded it). The store answers 404 TOOL_NOT_FOUND here: see the report.
+    expect({ status: call.status, code: call.body.error?.code }).toEqual({ status: 504, code: "TOOL_TIMEOUT" })
+  })
+
+  it("a raw TCP server that never replies: no connection within the initialization time-out, reconnecting", { timeout: 20_000 }, async () => {
+    tcp = await startSilentTcpServer()
+    server = await startTestServer({ monitoring: FAULT_MONITORING })
+    await server.post("/for_store/add_service", { name: "mute", url: tcp.url })
+    log = recordStatuses(server.running.store.forStore().findService("mute")!, { fromStart: true })
+    expect(await log.waitFor("reconnecting", 8_000)).toBe(true)
+    expect(log.transitions[1]).toMatchObject({ from: "initializing", to: "reconnecting" })
+    expect(log.transitions[1]!.reason).toMatch(/no answer within 5000 ms/)
+    expect(tcp.accepted()).toBeGreaterThanOrEqual(1)
+    const status = await server.get("/for_store/service_status/mute")
+    expect(status.body.last_error).toMatch(/no answer within 5000 ms/)
+  })
+})
+
+describe("a slow server", () => {
+  it("pings slower than slow_response_ms: warning (not reconnecting); fast again: healthy", { timeout: 20_000 }, async () => {
+    tunable = await startTunableServer()
+    const actor = await healthyService({ name: "slow", url: tunable.url })
+    log = recordStatuses(actor)
+    tunable.pingDelayMs = 400 // over slow_response_ms (200), under ping_timeout_seconds (0.8 s)
+    expect(await log.waitFor("warning", 5_000)).toBe(true)
+    expect(log.transitions[0]!.reason).toMatch(/slow response: \d+ ms/)
+    // Slow answers are answers: several more checks, and it stays in warning.
+    const pings = tunable.pings()
+    expect(await until(() => tunable!.pings() >= pings + 4, 6_000)).toBe(true)
+    expect(actor.getSnapshot().context.status).toBe("warning")
+    tunable.pingDelayMs = 0
+    expect(await log.waitFor("healthy", 5_000)).toBe(true)
+    expect(log.statuses()).toEqual(["warning", "healthy"])
+    expect(illegalTransitions(log.transitions)).toEqual([])
+    const listed = (await server!.get("/for_store/list_services")).body.services[0]
+    expect(listed).toMatchObject({ status: "healthy", consecutive_failures: 0 })
+  })
+})
+
+describe("a command that cannot serve", () => {
+  /** Samples the actor's (status, reconnect_attempts, next_retry_at) at each change. */
+  const sampleRetries = (actor: ServiceActorRef) => {
+    const samples: Array<{ status: string; attempts: number; nextRetryAt: number | undefined; at: number }> = []
+    const take = (s: ReturnType<ServiceActorRef["getSnapshot"]>) => {
+      const c = s.context
+      const last = samples.at(-1)
+      if (last && last.status === c.status && last.attempts === c.reconnectAttempts && last.nextRetryAt === c.nextRetryAt) return
+      samples.push({ status: c.status ?? "", attempts: c.reconnectAttempts, nextRetryAt: c.nextRetryAt, at: Date.now() })
+    }
+    take(actor.getSnapshot())
+    const sub = actor.subscribe(take)
+    return { samples, stop: () => sub.unsubscribe() }
+  }
+
+  it("--exit-immediately: reconnecting, then unreachable with the stderr tail in last_error; the retries keep their backoff", { timeout: 30_000 }, async () => {
+    server = await startTestServer({ monitoring: FAULT_MONITORING })
+    await server.post("/for_store/add_service", fixtureService("quitter", "--exit-immediately"))
+    const actor = server.running.store.forStore().findService("quitter")!
+    log = recordStatuses(actor, { fromStart: true })
+    const retries = sampleRetries(actor)
+    try {
+      expect(await log.waitFor("unreachable", 20_000)).toBe(true)
+      // Two more unreachable retries (one a second).
+      const firstRetryAt = actor.getSnapshot().context.nextRetryAt!
+      expect(await until(() => (actor.getSnapshot().context.nextRetryAt ?? 0) > firstRetryAt + 1_500, 8_000)).toBe(true)
+    } finally {
+      retries.stop()
+    }
+    expect(log.statuses().slice(0, 3)).toEqual(["initializing", "reconnecting", "unreachable"])
+    expect(log.statuses()).not.toContain("healthy")
+    expect(illegalTransitions(log.transitions)).toEqual([])
+
+    const status = await server.get("/for_store/service_status/quitter")
+    expect(status.body.status).toBe("unreachable")
+    expect(status.body.last_error).toMatch(/fixture: exiting at once, as asked \(--exit-immediately\)/)
+    expect(status.body.last_error).toMatch(/exited with code 3/)
+    const listed = (await server.get("/for_store/list_services")).body.services[0]
+    expect(listed.last_error).toMatch(/fixture: exiting at once/)
+    expect(listed.reconnect_attempts).toBe(3)
+
+    // reconnect_attempts grows 0, 1, 2, 3 (max_reconnect_attempts) while reconnecting ...
+    const attempts = retries.samples.map((s) => s.attempts)
+    expect([...new Set(attempts)]).toEqual([0, 1, 2, 3])
+    // ... and next_retry_at only ever moves forward, each time by at least a backoff delay
+    // (1 s ±10 % while reconnecting, unreachable_retry_seconds = 1 s afterwards).
+    const retryTimes = [...new Set(retries.samples.map((s) => s.nextRetryAt).filter((t): t is number => t !== undefined))]
+    expect(retryTimes.length).toBeGreaterThanOrEqual(5)
+    for (let i = 1; i < retryTimes.length; i++) expect(retryTimes[i]! - retryTimes[i - 1]!).toBeGreaterThanOrEqual(900)
+  })
+
+  it("a shell command that exits at once: attempts are spaced by the backoff, never a hot loop", { timeout: 20_000 }, async () => {
+    scratch = mkdtempSync(join(tmpdir(), "mcp-store-faults-"))
+    const attemptsFile = join(scratch, "attempts")
+    server = await startTestServer({ monitoring: FAULT_MONITORING })
+    await server.post("/for_store/add_service", {
+      name: "sh-quitter",
+      command: "/bin/sh",
+      args: ["-c", `date +%s%N >> ${attemptsFile}; echo "boom: missing API token" >&2; exit 7`]
+    })
+    const actor = server.running.store.forStore().findService("sh-quitter")!
+    log = recordStatuses(actor, { fromStart: true })
+    const watchedFrom = Date.now()
+    await sleep(7_000)
+    const starts = readFileSync(attemptsFile, "utf8").trim().split("\n").map((ns) => Number(BigInt(ns) / 1_000_000n))
+    // One start when added, then one per backoff delay of ~1 s: about 7 in 7 s, never dozens.
+    expect(starts.length).toBeGreaterThanOrEqual(4)
+    expect(starts.length).toBeLessThanOrEqual(9)
+    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(850)
+    expect(starts[0]! - watchedFrom).toBeLessThan(1_000)
+    expect(log.statuses().slice(0, 3)).toEqual(["initializing", "reconnecting", "unreachable"])
+    const status = await server.get("/for_store/service_status/sh-quitter")
+    expect(status.body.last_error).toMatch(/boom: missing API token/)
+    expect(status.body.last_error).toMatch(/exited with code 7/)
+  })
+
+  it("a command that does not exist: reconnecting, then unreachable, with the spawn error in last_error", { timeout: 20_000 }, async () => {
+    server = await startTestServer({ monitoring: FAULT_MONITORING })
+    const added = await server.post("/for_store/add_service", { name: "ghost", command: "/nonexistent/mcp-server-ghost", args: ["--x"] })
+    expect(added.status).toBe(200)
+    const actor = server.running.store.forStore().findService("ghost")!
+    log = recordStatuses(actor, { fromStart: true })
+    const retries = sampleRetries(actor)
+    try {
+      expect(await log.waitFor("unreachable", 10_000)).toBe(true)
+      const at = actor.getSnapshot().context.nextRetryAt!
+      expect(await until(() => (actor.getSnapshot().context.nextRetryAt ?? 0) > at, 4_000)).toBe(true)
+    } finally {
+      retries.stop()
+    }
+    expect(log.statuses().slice(0, 3)).toEqual(["initializing", "reconnecting", "unreachable"])
+    const status = await server.get("/for_store/service_status/ghost")
+    expect(status.body.last_error).toMatch(/ENOENT/)
+    expect(status.body.last_error).toMatch(/\/nonexistent\/mcp-server-ghost/)
+    expect(status.body.reconnect_attempts).toBe(3)
+    expect([...new Set(retries.samples.map((s) => s.attempts))]).toEqual([0, 1, 2, 3])
+    const retryTimes = [...new Set(retries.samples.map((s) => s.nextRetryAt).filter((t): t is number => t !== undefined))]
+    for (let i = 1; i < retryTimes.length; i++) expect(retryTimes[i]! - retryTimes[i - 1]!).toBeGreaterThanOrEqual(900)
+    const listed = (await server.get("/for_store/list_services")).body.services[0]
+    expect(listed).toMatchObject({ status: "unreachable", last_error: expect.stringMatching(/ENOENT/) })
+  })
+})
