@@ -1,8 +1,7 @@
 #!/usr/bin/env node
-// The `mcp-store` command: runs the TypeScript sources through tsx (no build step), then exits
-// with the program's code once the server has shut down.
+// The `mcp-store` command: runs the TypeScript sources through tsx (no build step needed, always
+// the code in src/). `npm start` runs the bundle built by scripts/build.mjs instead.
 import { register } from "tsx/esm/api"
 
 register()
-const { main } = await import("../src/main.ts")
-process.exitCode = await main(process.argv.slice(2))
+await import("../src/cli-entry.ts")
