@@ -1,0 +1,240 @@
+/**
+ * The benchmark suite (`npm run bench`): tool-call overhead against direct calls and mcp-hub, a CPU
+ * profile of the store under load, wait_service reaction, 1,000 services over 100 agents, start-up,
+ * and bench/records.ts. Prints a table and writes bench/RESULTS.md (bench/RESULTS.quick.md for a
+ * quick run). Every server runs on 127.0.0.1 in a child process; every child is ended at the end,
+ * on error and on SIGINT/SIGTERM; the whole run is bounded (BENCH_MAX_MINUTES, default 14).
+ *
+ * Environment:
+ *   BENCH_QUICK=1          smoke run: few calls per cell, 200 services, short idle window (~2 min)
+ *   BENCH_CALLS=n          measured calls per cell (default 2000; quick 200)
+ *   BENCH_WARMUP=n         warm-up calls per cell (default 300; quick 50)
+ *   BENCH_SCALE_AGENTS=n   agents of 10 services each (default 100; quick 20)
+ *   BENCH_IDLE_SECONDS=n   idle CPU window (default 60; quick 10)
+ *   BENCH_WAIT_CYCLES=n    wait_service cycles, 2 waits each (default 150; quick 20)
+ *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
+ *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
+ *   BENCH_SKIP=a,b         sections to skip: calls, profile, wait, scale, startup, records
+ *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
+ *   BENCH_KEEP=1           keep the temporary directory (CPU profiles, services files, tool records)
+ */
+import { execFileSync } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
+import { join } from "node:path"
+import { bundleStore } from "./bundle.js"
+import { runCalls } from "./calls.js"
+import { profileStartup, profileStoreCell } from "./profile.js"
+import { ROOT, TSX_IMPORT, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
+import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results } from "./report.js"
+import { runScale, runStartup } from "./scale.js"
+import { runWait } from "./wait.js"
+
+const env = process.env
+const quick = env["BENCH_QUICK"] === "1"
+const num = (name: string, full: number, fast: number) => {
+  const v = env[name]
+  return v !== undefined && v !== "" ? Number(v) : quick ? fast : full
+}
+const CALLS = num("BENCH_CALLS", 2000, 200)
+const WARMUP = num("BENCH_WARMUP", 300, 50)
+const AGENTS = num("BENCH_SCALE_AGENTS", 100, 20)
+const IDLE_SECONDS = num("BENCH_IDLE_SECONDS", 60, 10)
+const WAIT_CYCLES = num("BENCH_WAIT_CYCLES", 150, 20)
+const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
+const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
+const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
+const CONCURRENCIES = [1, 8, 32, 128]
+const skip = new Set((env["BENCH_SKIP"] ?? "").split(",").map((s) => s.trim()).filter(Boolean))
+const OUT = env["BENCH_OUT"] ?? join(ROOT, "bench", quick ? "RESULTS.quick.md" : "RESULTS.md")
+
+const started = performance.now()
+const log = (line: string) => process.stdout.write(`${line}\n`)
+const load = () => loadavg().map((l) => l.toFixed(2)).join(", ")
+const gitState = () => {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim()
+    const changed = execFileSync("git", ["status", "--porcelain", "--", "src", "bin"], { cwd: ROOT, encoding: "utf8" }).split("\n").filter(Boolean)
+    return `${head}${changed.length > 0 ? ` with ${changed.length} uncommitted change(s) in src/ and bin/: ${changed.map((l) => l.slice(3)).join(", ")}` : ""}`
+  } catch {
+    return "unknown"
+  }
+}
+const version = (pkg: string) => (JSON.parse(readFileSync(join(ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version
+
+// The direct MCP SDK client (in this process) makes Node's fetch add an abort listener per request
+// to the transport's one AbortSignal, removed only when the request is garbage-collected: Node warns
+// once past 1500 listeners, and again for each one more. Counted and reported instead of printed.
+let abortListenerWarnings = 0
+process.removeAllListeners("warning")
+process.on("warning", (w) => {
+  if (w.name === "MaxListenersExceededWarning") abortListenerWarnings++
+  else process.stderr.write(`${w.name}: ${w.message}\n`)
+})
+
+// Every child is ended however the run ends.
+let cleaning: Promise<void> | undefined
+const cleanup = () => (cleaning ??= stopAll())
+// A persistent handler: npm and tsx pass a Ctrl-C on, so a second SIGINT follows the first, and tsx's
+// preflight ends a process that has no listener left for it (which would cut the clean-up short).
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.on(signal, () => {
+    if (cleaning) return
+    log(`\n${signal}: ending every child process`)
+    void cleanup().finally(() => process.exit(130))
+  })
+}
+process.on("exit", () => killAllNow())
+const watchdog = setTimeout(() => {
+  log(`\nbench: over ${MAX_MINUTES} minutes: giving up, ending every child process`)
+  void cleanup().finally(() => process.exit(2))
+}, MAX_MINUTES * 60_000)
+watchdog.unref()
+
+const dir = mkdtempSync(join(tmpdir(), "mcp-store-bench-"))
+const results: Results = {
+  meta: {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpu: cpus()[0]?.model.trim() ?? "unknown",
+    cores: cpus().length,
+    memoryGb: totalmem() / 1024 ** 3,
+    kernel: `${process.platform} ${release()}`,
+    mode: quick ? "quick (BENCH_QUICK=1: a smoke run, figures not comparable)" : "full",
+    callsPerCell: CALLS,
+    warmup: WARMUP,
+    concurrencies: CONCURRENCIES,
+    loadBefore: load(),
+    loadAfter: "",
+    loads: [],
+    durationSeconds: 0,
+    hubVersion: version("mcp-hub"),
+    git: gitState(),
+    storeVersion: (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version
+  },
+  failures: []
+}
+
+/** Runs a section; a failure is recorded and the run goes on. */
+const section = async (name: string, run: () => Promise<void>) => {
+  if (skip.has(name)) return log(`\n[${name}] skipped (BENCH_SKIP)`)
+  results.meta.loads.push({ phase: name, load: loadavg()[0]!.toFixed(2) })
+  const t0 = performance.now()
+  log(`\n[${name}] load ${load()}`)
+  try {
+    await run()
+  } catch (e) {
+    const error = e instanceof Error ? e.message : String(e)
+    results.failures.push({ section: name, error: error.split("\n").slice(0, 6).join(" / ") })
+    log(`  FAILED: ${error}`)
+    await stopAll() // whatever the section left running
+  }
+  log(`  (${((performance.now() - t0) / 1000).toFixed(0)} s)`)
+}
+
+try {
+  log(`mcp-store benchmark: ${results.meta.mode}; node ${process.version}; load ${results.meta.loadBefore}; temp ${dir}`)
+  const fixtures = await startFixtures(1, "fixtures (calls)")
+  const httpUrl = fixtures.urls[0]!
+
+  await section("calls", async () => {
+    const { cells, close } = await runCalls(join(dir, "calls"), httpUrl, {
+      concurrencies: CONCURRENCIES,
+      calls: CALLS,
+      warmup: WARMUP,
+      maxSeconds: 90,
+      log
+    })
+    results.calls = cells
+    await close()
+  })
+
+  // A failed section ends every child: the fixtures are started again if so.
+  const alive = fixtures.child.proc.exitCode === null && fixtures.child.proc.signalCode === null
+  const fixtures2 = alive ? fixtures : await startFixtures(1, "fixtures (profile, wait)")
+  const url2 = fixtures2.urls[0]!
+
+  await section("profile", async () => {
+    for (const transport of ["http", "stdio"] as const) {
+      const p = await profileStoreCell(join(dir, `profile-${transport}`), url2, { transport, calls: CALLS, warmup: WARMUP, concurrency: 32, maxSeconds: 90 })
+      if (transport === "http") results.profile = p
+      else results.profileStdio = p
+      log(`  profiled c=32 ${transport} cell: ${p.run.rate.toFixed(0)} calls/s; busy ${(p.busyMs / 1000).toFixed(1)} of ${(p.windowMs / 1000).toFixed(1)} s`)
+      for (const s of p.byLayer) log(`    ${s.percent.toFixed(1).padStart(5)} %  ${s.name}`)
+    }
+  })
+
+  await section("wait", async () => {
+    results.wait = await runWait(join(dir, "wait"), url2, { cycles: WAIT_CYCLES, fanoutCycles: quick ? 3 : 10, fanoutWaiters: 50, log })
+  })
+  await stopChild(fixtures2.child)
+
+  await section("scale", async () => {
+    results.scale = await runScale(join(dir, "scale"), {
+      agents: AGENTS,
+      perAgent: 10,
+      fixtureProcesses: 4,
+      idleSeconds: IDLE_SECONDS,
+      listRequests: quick ? 50 : 200,
+      profileIdleSeconds: PROFILE_IDLE_SECONDS,
+      log
+    })
+  })
+
+  await section("startup", async () => {
+    let bundle: string | undefined
+    try {
+      const b = await bundleStore(join(dir, "startup"))
+      bundle = b.script
+      results.bundleBuildMs = b.buildMs
+    } catch (e) {
+      log(`  (the esbuild bundle experiment is left out: ${e instanceof Error ? e.message.split("\n")[0] : String(e)})`)
+    }
+    // A bundle built by the project itself (scripts/build.mjs, `npm run build`), when one is there.
+    const dist = join(ROOT, "dist", "mcp-store.mjs")
+    results.startup = await runStartup(join(dir, "startup"), STARTUP_RUNS, log, bundle, existsSync(dist) ? dist : undefined)
+    results.startupProfile = await profileStartup(join(dir, "startup"))
+  })
+
+  await section("records", async () => {
+    const args = quick ? ["--records", "20000", "--seconds", "0.5", "--rounds", "1"] : ["--records", "200000", "--seconds", "2", "--rounds", "2"]
+    const child = spawnChild("bench/records.ts", process.execPath, [...TSX_IMPORT, join(ROOT, "bench", "records.ts"), ...args], { stdout: "pipe" })
+    let out = ""
+    child.proc.stdout?.setEncoding("utf8")
+    child.proc.stdout?.on("data", (c: string) => (out += c))
+    let timer: NodeJS.Timeout | undefined
+    const code = await Promise.race([child.exited, new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), 180_000)))])
+    clearTimeout(timer)
+    if (code === "timeout") {
+      await stopChild(child)
+      throw new Error("bench/records.ts did not finish within 180 s")
+    }
+    if (code !== 0) throw new Error(`bench/records.ts exited with ${code}: ${child.tail()}`)
+    results.records = out
+    log(out.trimEnd().split("\n").map((l) => `  ${l}`).join("\n"))
+  })
+} catch (e) {
+  results.failures.push({ section: "setup", error: e instanceof Error ? e.message : String(e) })
+  log(`bench: ${e instanceof Error ? e.stack : String(e)}`)
+} finally {
+  await cleanup()
+  clearTimeout(watchdog)
+}
+
+results.meta.loadAfter = load()
+results.abortListenerWarnings = abortListenerWarnings
+results.meta.durationSeconds = (performance.now() - started) / 1000
+
+// Carry a hand-written analysis over from the previous results file.
+let analysis: string | undefined
+if (existsSync(OUT)) {
+  const previous = readFileSync(OUT, "utf8")
+  const a = previous.indexOf(ANALYSIS_START)
+  const b = previous.indexOf(ANALYSIS_END)
+  if (a >= 0 && b > a) analysis = previous.slice(a + ANALYSIS_START.length, b)
+}
+writeFileSync(OUT, markdownReport(results, analysis))
+log(`\n${textReport(results)}\n\nWritten: ${OUT}`)
+if (env["BENCH_KEEP"] === "1") log(`Kept: ${dir} (profiles, services files)`)
+else rmSync(dir, { recursive: true, force: true })
+process.exitCode = results.failures.length > 0 ? 1 : 0
