@@ -44,8 +44,11 @@ describe("reconnection after the upstream dies", { timeout: 10_000 }, () => {
       expect(seen.indexOf("reconnecting")).toBeLessThan(seen.lastIndexOf("healthy"))
 
       const transitions = actor.getSnapshot().context.transitions
-      const down = transitions.findLast((t) => t.from === "healthy" && t.to === "reconnecting")
-      expect(down?.reason).toMatch(/transport closed|exit/i)
+      // Usually the closed transport is seen first (healthy -> reconnecting); on a loaded machine a
+      // health check may fail first (healthy -> warning -> reconnecting). Either way it left healthy.
+      const down = transitions.findLast((t) => t.to === "reconnecting")
+      expect(down?.reason).toMatch(/transport closed|exit|health check failed/i)
+      expect(transitions.some((t) => t.from === "healthy" && (t.to === "reconnecting" || t.to === "warning"))).toBe(true)
       expect(transitions.at(-1)).toMatchObject({ from: "reconnecting", to: "healthy", reason: "reconnected" })
 
       const newPid = Number(firstText((await server.post("/for_store/call_tool", { tool_name: "proc__pid" })).body.content))
