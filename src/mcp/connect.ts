@@ -50,8 +50,8 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
   } catch (error) {
     const failure = error instanceof McpRequestError ? error : new McpRequestError("transport", String(error))
     if (opened.type === "stdio" && failure.kind === "transport") {
-      // A broken pipe can be noticed a moment before the exit itself.
-      await opened.transport.waitForExit(200)
+      // A broken pipe can be noticed a moment before the exit itself (longer on a loaded machine).
+      await opened.transport.waitForExit(1000)
     }
     const ended = opened.type === "stdio" && opened.transport.endedByItself
     await connection.close()
