@@ -25,6 +25,10 @@ export interface Cell extends RunResult {
   readonly way: Way
   /** CPU time of the middle process (store or mcp-hub) per call, in microseconds; null for direct. */
   readonly cpuUsPerCall: number | null
+  /** CPU time of the benchmark process (the load generator, and the SDK client for direct) per call, in microseconds. */
+  readonly benchCpuUsPerCall: number
+  /** CPU time of the HTTP fixture process per call, in microseconds (HTTP cells only). */
+  readonly fixtureCpuUsPerCall: number | null
 }
 
 export interface CallsOptions {
@@ -32,6 +36,8 @@ export interface CallsOptions {
   readonly calls: number
   readonly warmup: number
   readonly maxSeconds: number
+  /** The HTTP fixture's process, for its CPU time per call. */
+  readonly fixturePid?: number
   readonly log: (line: string) => void
 }
 
@@ -159,6 +165,8 @@ export const runCalls = async (dir: string, httpUrl: string, options: CallsOptio
         const { call, pid } = callers(transport)[way]
         const cell = serial++
         const cpuBefore = pid === null ? 0 : cpuSeconds(pid)
+        const benchBefore = process.cpuUsage()
+        const fixtureBefore = transport === "http" && options.fixturePid !== undefined ? cpuSeconds(options.fixturePid) : 0
         const result = await closedLoop((i) => call(`c${cell}-${i}`), {
           concurrency,
           calls: options.calls,
@@ -168,7 +176,11 @@ export const runCalls = async (dir: string, httpUrl: string, options: CallsOptio
         // The CPU reading covers warm-up and measured calls alike.
         const total = Math.max(options.warmup, concurrency * 2) + result.count + result.errors
         const cpuUsPerCall = pid === null ? null : ((cpuSeconds(pid) - cpuBefore) * 1e6) / total
-        cells.push({ ...result, transport, concurrency, way, cpuUsPerCall })
+        const bench = process.cpuUsage(benchBefore)
+        const benchCpuUsPerCall = (bench.user + bench.system) / total
+        const fixtureCpuUsPerCall =
+          transport === "http" && options.fixturePid !== undefined ? ((cpuSeconds(options.fixturePid) - fixtureBefore) * 1e6) / total : null
+        cells.push({ ...result, transport, concurrency, way, cpuUsPerCall, benchCpuUsPerCall, fixtureCpuUsPerCall })
         options.log(
           `  ${transport.padEnd(5)} c=${String(concurrency).padEnd(3)} ${way.padEnd(7)} ${result.rate.toFixed(0).padStart(6)} calls/s  ` +
             `p50 ${result.p50.toFixed(2)} p95 ${result.p95.toFixed(2)} p99 ${result.p99.toFixed(2)} ms` +

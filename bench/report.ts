@@ -148,6 +148,8 @@ export const callRows = (cells: ReadonlyArray<Cell>, concurrencies: ReadonlyArra
           f(x.p95),
           f(x.p99),
           x.cpuUsPerCall === null ? "-" : f(x.cpuUsPerCall, 0),
+          f(x.benchCpuUsPerCall, 0),
+          x.fixtureCpuUsPerCall === null ? "-" : f(x.fixtureCpuUsPerCall, 0),
           String(x.errors) + (x.cut ? " (cut)" : "")
         ])
       }
@@ -155,7 +157,7 @@ export const callRows = (cells: ReadonlyArray<Cell>, concurrencies: ReadonlyArra
   }
   return rows
 }
-const CALL_HEADER = ["transport", "c", "way", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms", "CPU us/call", "errors"]
+const CALL_HEADER = ["transport", "c", "way", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms", "CPU us/call", "bench CPU us/call", "fixture CPU us/call", "errors"]
 
 export const ratioRows = (cells: ReadonlyArray<Cell>, concurrencies: ReadonlyArray<number>) => {
   const rows: string[][] = []
@@ -327,7 +329,10 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
         `\`POST /api/servers/tools\` \`{"server_name", "tool", "arguments"}\`. The store and mcp-hub each hold their own ` +
         `session with the same HTTP fixture process and start their own stdio fixture process. Closed loop: c callers, each ` +
         `sending its next call when the previous one is answered. Latency in ms. *CPU us/call*: CPU time of the store or ` +
-        `mcp-hub process per call (/proc utime+stime over the cell, warm-up included).`
+        `mcp-hub process per call (/proc utime+stime over the cell, warm-up included); *bench CPU*: the benchmark process ` +
+        `(load generator; for *direct* also the SDK client); *fixture CPU*: the HTTP fixture server's process. The machine ` +
+        `has ${m.cores} cores for all of them: no cell can go faster than ${m.cores} CPU-seconds per second divided by the sum of ` +
+        `the CPU per call of the processes it involves.`
     )
     out.push(mdTable(CALL_HEADER, callRows(r.calls, m.concurrencies)))
     out.push(`### Ratios`)

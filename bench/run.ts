@@ -143,6 +143,7 @@ try {
       calls: CALLS,
       warmup: WARMUP,
       maxSeconds: 90,
+      fixturePid: fixtures.child.pid,
       log
     })
     results.calls = cells
