@@ -53,7 +53,12 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       // A broken pipe can be noticed a moment before the exit itself (longer on a loaded machine).
       await opened.transport.waitForExit(1000)
     }
-    const ended = opened.type === "stdio" && opened.transport.endedByItself
+    // The SDK may close the transport on the failed write before the exit is seen; a process that
+    // exited with a code (no signal of ours) still ended by itself.
+    const exit = opened.type === "stdio" ? opened.transport.exit : undefined
+    const ended =
+      opened.type === "stdio" &&
+      (opened.transport.endedByItself || (exit?.kind === "exited" && exit.signal === null))
     await connection.close()
     if (opened.type !== "stdio") throw failure
     throw new McpRequestError(
