@@ -21,7 +21,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
             message: `${services.length} service(s)`,
             services,
             total_services: services.length,
-            total_tools: agent.listTools().length
+            total_tools: services.reduce((n, s) => n + s.tool_count, 0)
           }
         })
       )

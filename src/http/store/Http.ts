@@ -20,7 +20,8 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
         Effect.sync(() => {
           const scopes = [scope(), ...(urlParams.scope === "all" ? store.agentIds().map((id) => store.forAgent(id)) : [])]
           const services = scopes.flatMap((s) => s.listServices())
-          const total_tools = scopes.reduce((n, s) => n + s.listTools().length, 0)
+          // Counted from the views already built, not by building every tool object again.
+          const total_tools = services.reduce((n, s) => n + s.tool_count, 0)
           return { success: true, message: `${services.length} service(s)`, services, total_services: services.length, total_tools }
         })
       )
