@@ -33,6 +33,7 @@ export interface Cell extends RunResult {
 
 export interface CallsOptions {
   readonly concurrencies: ReadonlyArray<number>
+  readonly transports: ReadonlyArray<Transport>
   readonly calls: number
   readonly warmup: number
   readonly maxSeconds: number
@@ -94,7 +95,7 @@ const hubCaller = (http: HttpClient, transport: Transport): Caller => async (tex
 export const startStoreWithFixtures = async (
   dir: string,
   httpUrl: string,
-  options: { nodeArgs?: ReadonlyArray<string>; name?: string } = {}
+  options: { nodeArgs?: ReadonlyArray<string>; name?: string; script?: string } = {}
 ): Promise<StoreProcess> => {
   mkdirSync(dir, { recursive: true })
   const configFile = join(dir, "mcp.json")
@@ -147,7 +148,7 @@ export const runCalls = async (dir: string, httpUrl: string, options: CallsOptio
   })
 
   // A first warm-up of every path (JIT, connection pools), not measured.
-  for (const t of ["http", "stdio"] as const) {
+  for (const t of options.transports) {
     for (const way of WAYS) {
       const { call } = callers(t)[way]
       await closedLoop((i) => call(`warm-${i}`), { concurrency: 8, calls: 0, warmup: options.warmup * 2, maxSeconds: options.maxSeconds })
@@ -157,7 +158,7 @@ export const runCalls = async (dir: string, httpUrl: string, options: CallsOptio
   const cells: Cell[] = []
   let rotation = 0
   let serial = 0
-  for (const transport of ["http", "stdio"] as const) {
+  for (const transport of options.transports) {
     for (const concurrency of options.concurrencies) {
       const order = WAYS.map((_, k) => WAYS[(k + rotation) % WAYS.length]!)
       rotation++

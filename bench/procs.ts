@@ -1,12 +1,13 @@
 /**
- * Child processes of the benchmark: the store (`bin/mcp-store.js run api`), the peer `mcp-hub`, and
+ * Child processes of the benchmark: the store (`node dist/mcp-store.mjs run api`, what `npm start`
+ * runs; `buildStore()` makes it from the sources first), the peer `mcp-hub`, and
  * the fixture-server processes (bench/fixtures.ts), all on 127.0.0.1. Every child is started in its
  * own process group and tracked, so `stopAll()` (called at the end, on error and on SIGINT) ends
  * exactly the processes this benchmark started: SIGTERM first (the store and mcp-hub then end their
  * own MCP server processes), SIGKILL to the group after a grace period. Also: free ports, and the
  * resident memory and CPU time of a process read from /proc.
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { request as httpRequest, type ClientRequest } from "node:http"
 import { createServer } from "node:net"
@@ -23,6 +24,18 @@ export const TSX_IMPORT = ["--import", pathToFileURL(require.resolve("tsx")).hre
 export const STDIO_FIXTURE = join(ROOT, "test", "fixtures", "stdio-fixture.ts")
 /** The stdio fixture server as a command line (what every manager starts). */
 export const stdioFixtureLaunch = { command: process.execPath, args: [...TSX_IMPORT, STDIO_FIXTURE] }
+
+/** The store as `npm start` runs it: the esbuild bundle of the sources (scripts/build.mjs). */
+export const STORE_SCRIPT = join(ROOT, "dist", "mcp-store.mjs")
+/** The store run from its TypeScript sources through tsx (development, the `mcp-store` bin, tests). */
+export const SOURCES_SCRIPT = join(ROOT, "bin", "mcp-store.js")
+
+/** Builds dist/mcp-store.mjs from the current sources (`npm run build`); resolves with the build time in ms. */
+export const buildStore = (): number => {
+  const started = performance.now()
+  execFileSync(process.execPath, [join(ROOT, "scripts", "build.mjs")], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] })
+  return performance.now() - started
+}
 
 const CLK_TCK = 100 // getconf CLK_TCK on Linux
 
@@ -278,9 +291,9 @@ export interface StoreProcess {
 }
 
 /**
- * Starts the store as `node bin/mcp-store.js run api` on 127.0.0.1 with the given services file,
+ * Starts the store as `node dist/mcp-store.mjs run api` on 127.0.0.1 with the given services file,
  * and waits for its first answered request (GET /health). `nodeArgs` go before the script (e.g.
- * `--cpu-prof`); `script` replaces bin/mcp-store.js (the bundle experiment). Resolves with the time from spawn to that first answer, and to the port being open.
+ * `--cpu-prof`); `script` replaces the bundle (SOURCES_SCRIPT: the sources through tsx). Resolves with the time from spawn to that first answer, and to the port being open.
  */
 export const startStore = async (
   configFile: string,
@@ -289,7 +302,7 @@ export const startStore = async (
   const port = await freePort()
   const args = [
     ...(options.nodeArgs ?? []),
-    options.script ?? join(ROOT, "bin", "mcp-store.js"),
+    options.script ?? STORE_SCRIPT,
     "run",
     "api",
     "--host",

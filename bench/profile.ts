@@ -8,7 +8,7 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { startStoreWithFixtures, storeCallerFor, type Transport } from "./calls.js"
 import { HttpClient, closedLoop, type RunResult } from "./load.js"
-import { ROOT, startStore, stopChild } from "./procs.js"
+import { ROOT, SOURCES_SCRIPT, startStore, stopChild } from "./procs.js"
 
 interface ProfileNode {
   readonly id: number
@@ -188,7 +188,7 @@ export const profileStoreCell = async (
 ): Promise<ProfileSummary> => {
   const profDir = join(dir, "cpuprofile")
   mkdirSync(profDir, { recursive: true })
-  const store = await startStoreWithFixtures(dir, httpUrl, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`], name: "store (profiled)" })
+  const store = await startStoreWithFixtures(dir, httpUrl, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`], name: "store (profiled)", script: SOURCES_SCRIPT })
   const http = new HttpClient(store.url, options.concurrency)
   const call = storeCallerFor(http, options.transport)
   let from = 0
@@ -215,7 +215,7 @@ export const profileStartup = async (dir: string): Promise<ProfileSummary & { re
   mkdirSync(profDir, { recursive: true })
   const configFile = join(dir, "startup-profile.json")
   writeFileSync(configFile, JSON.stringify({ mcpServers: {} }))
-  const store = await startStore(configFile, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`], name: "store (start-up profiled)" })
+  const store = await startStore(configFile, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`], name: "store (start-up profiled)", script: SOURCES_SCRIPT })
   await stopChild(store.child, 15_000)
   const { file, profile } = readProfile(profDir)
   const summary = summarizeProfile(profile, 0, store.startMs, 15)

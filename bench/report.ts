@@ -287,7 +287,7 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
   out.push(`# mcp-store benchmark results`)
   out.push(
     `Written by \`npm run bench\` (bench/run.ts). Every server runs on 127.0.0.1 in its own process: the store ` +
-      `(\`node bin/mcp-store.js run api\`, v${m.storeVersion}), the peer mcp-hub ${m.hubVersion} ` +
+      `(\`node dist/mcp-store.mjs run api\`, v${m.storeVersion}: the esbuild bundle that \`npm start\` runs, built from the measured sources at the start of the run${r.bundleBuildMs !== undefined ? ` in ${f(r.bundleBuildMs, 0)} ms` : ""}), the peer mcp-hub ${m.hubVersion} ` +
       `(\`POST /api/servers/tools\`), the fixture MCP servers (bench/fixtures.ts, test/fixtures/stdio-fixture.ts). ` +
       `The benchmark process generates the load (keep-alive node:http agent; the MCP SDK client for direct calls).`
   )
@@ -356,7 +356,8 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
     const label = p.transport === "stdio" ? "stdio" : "Streamable HTTP"
     out.push(`## Profile: the store at c=32, ${label}`)
     out.push(
-      `A separate store process run with \`node --cpu-prof\` (so profiling does not touch the figures above), the c=32 ` +
+      `A separate store process run with \`node --cpu-prof\` from the sources through tsx (\`bin/mcp-store.js\`: the bundle ` +
+        `would fold every frame into one file; the code run is the same), so profiling does not touch the figures above; the c=32 ` +
         `${label} cell run against it (${p.run.count} calls after a warm-up: ${f(p.run.rate, 0)} calls/s, p50 ${f(p.run.p50)} ms), ` +
         `samples of the measured window only: ${f(p.windowMs / 1000, 1)} s, of which the main thread was busy ` +
         `${f(p.busyMs / 1000, 1)} s (${f((100 * p.busyMs) / Math.max(1, p.windowMs), 0)} %) and idle ${f(p.idleMs / 1000, 1)} s: ` +
@@ -437,13 +438,11 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
   if (r.startup) {
     out.push(`## Start-up`)
     out.push(
-      `From spawning \`node bin/mcp-store.js run api\` to the first answered \`GET /health\` (a new probe connection every ` +
+      `From spawning \`node dist/mcp-store.mjs run api\` to the first answered \`GET /health\` (a new probe connection every ` +
         `10 ms, none given up: see the note on the open port below the table). *port open*: the first accepted connection. The demo ` +
         `file registers the local demo server (stdio); its row also gives the time to that service healthy: ` +
         `${r.startup.filter((x) => x.healthy).map((x) => `p50 ${f(x.healthy!.p50, 0)} ms`).join(", ") || "-"}.` +
-        (r.bundleBuildMs !== undefined
-          ? ` The experiment row runs the same sources bundled by esbuild into one file (built in ${f(r.bundleBuildMs, 0)} ms; not the product).`
-          : "")
+        ` The last row runs the TypeScript sources through tsx (\`bin/mcp-store.js\`, as in development and the tests), for comparison.`
     )
     out.push(mdTable(["services file", "first answer p50 ms", "min", "max", "port open p50 ms", "runs"], startupRows(r.startup)))
     out.push(

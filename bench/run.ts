@@ -15,6 +15,8 @@
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
  *   BENCH_SKIP=a,b         sections to skip: calls, profile, wait, scale, startup, records
+ *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
+ *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
  *   BENCH_KEEP=1           keep the temporary directory (CPU profiles, services files, tool records)
  */
@@ -22,10 +24,9 @@ import { execFileSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
-import { bundleStore } from "./bundle.js"
 import { runCalls } from "./calls.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
-import { ROOT, TSX_IMPORT, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
+import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
 import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results } from "./report.js"
 import { runScale, runStartup } from "./scale.js"
 import { runWait } from "./wait.js"
@@ -44,7 +45,12 @@ const WAIT_CYCLES = num("BENCH_WAIT_CYCLES", 150, 20)
 const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
 const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
 const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
-const CONCURRENCIES = [1, 8, 32, 128]
+const list = (name: string, full: ReadonlyArray<string>) => {
+  const v = (env[name] ?? "").split(",").map((s) => s.trim()).filter(Boolean)
+  return v.length > 0 ? v : full
+}
+const CONCURRENCIES = list("BENCH_CONCURRENCY", ["1", "8", "32", "128"]).map(Number)
+const TRANSPORTS = list("BENCH_TRANSPORTS", ["http", "stdio"]).filter((t): t is "http" | "stdio" => t === "http" || t === "stdio")
 const skip = new Set((env["BENCH_SKIP"] ?? "").split(",").map((s) => s.trim()).filter(Boolean))
 const OUT = env["BENCH_OUT"] ?? join(ROOT, "bench", quick ? "RESULTS.quick.md" : "RESULTS.md")
 
@@ -134,12 +140,16 @@ const section = async (name: string, run: () => Promise<void>) => {
 
 try {
   log(`mcp-store benchmark: ${results.meta.mode}; node ${process.version}; load ${results.meta.loadBefore}; temp ${dir}`)
+  // The store runs as `npm start` runs it: the bundle, built here from the sources measured.
+  results.bundleBuildMs = buildStore()
+  log(`built dist/mcp-store.mjs in ${results.bundleBuildMs.toFixed(0)} ms`)
   const fixtures = await startFixtures(1, "fixtures (calls)")
   const httpUrl = fixtures.urls[0]!
 
   await section("calls", async () => {
     const { cells, close } = await runCalls(join(dir, "calls"), httpUrl, {
       concurrencies: CONCURRENCIES,
+      transports: TRANSPORTS,
       calls: CALLS,
       warmup: WARMUP,
       maxSeconds: 90,
@@ -156,7 +166,7 @@ try {
   const url2 = fixtures2.urls[0]!
 
   await section("profile", async () => {
-    for (const transport of ["http", "stdio"] as const) {
+    for (const transport of TRANSPORTS) {
       const p = await profileStoreCell(join(dir, `profile-${transport}`), url2, { transport, calls: CALLS, warmup: WARMUP, concurrency: 32, maxSeconds: 90 })
       if (transport === "http") results.profile = p
       else results.profileStdio = p
@@ -183,17 +193,7 @@ try {
   })
 
   await section("startup", async () => {
-    let bundle: string | undefined
-    try {
-      const b = await bundleStore(join(dir, "startup"))
-      bundle = b.script
-      results.bundleBuildMs = b.buildMs
-    } catch (e) {
-      log(`  (the esbuild bundle experiment is left out: ${e instanceof Error ? e.message.split("\n")[0] : String(e)})`)
-    }
-    // A bundle built by the project itself (scripts/build.mjs, `npm run build`), when one is there.
-    const dist = join(ROOT, "dist", "mcp-store.mjs")
-    results.startup = await runStartup(join(dir, "startup"), STARTUP_RUNS, log, bundle, existsSync(dist) ? dist : undefined)
+    results.startup = await runStartup(join(dir, "startup"), STARTUP_RUNS, log, SOURCES_SCRIPT)
     results.startupProfile = await profileStartup(join(dir, "startup"))
   })
 

@@ -16,7 +16,7 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { HttpClient, summarize, type Latencies } from "./load.js"
 import { readProfile, summarizeProfile, type ProfileWindow } from "./profile.js"
-import { ROOT, cpuSeconds, memoryMb, startFixtures, startStore, stopChild, until, type StoreProcess } from "./procs.js"
+import { ROOT, SOURCES_SCRIPT, cpuSeconds, memoryMb, startFixtures, startStore, stopChild, until, type StoreProcess } from "./procs.js"
 
 export interface ScaleOptions {
   readonly agents: number
@@ -227,7 +227,7 @@ export const runScale = async (dir: string, options: ScaleOptions): Promise<Scal
       const profFile = join(dir, "profiled", "mcp.json")
       mkdirSync(join(dir, "profiled"), { recursive: true })
       copyFileSync(configFile, profFile)
-      store = await startStore(profFile, { monitoring, name: "store (scale, profiled)", readyTimeoutMs: 60_000, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`] })
+      store = await startStore(profFile, { monitoring, name: "store (scale, profiled)", readyTimeoutMs: 60_000, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`], script: SOURCES_SCRIPT })
       http = new HttpClient(store.url, 4)
       const healthyAt = (await allHealthy(http, total, 120_000)).at - store.child.spawnedAt
       http.close()
@@ -302,14 +302,12 @@ export const runStartup = async (
   dir: string,
   runs: number,
   log: (line: string) => void,
-  bundle?: string,
-  dist?: string
+  sources: string
 ): Promise<StartupFigures[]> => {
   const kinds: StartupKind[] = [
     { name: "empty services file", file: "empty" },
     { name: "demo services file (mcp.json)", file: "demo" },
-    ...(bundle ? [{ name: "empty file, esbuild bundle of src (experiment)", file: "empty" as const, script: bundle, experiment: true }] : []),
-    ...(dist ? [{ name: "empty file, dist/mcp-store.mjs (the project's own build)", file: "empty" as const, script: dist, experiment: true }] : [])
+    { name: "empty file, sources through tsx (bin/mcp-store.js, development)", file: "empty", script: sources, experiment: true }
   ]
   const data = kinds.map(() => ({ first: [] as number[], open: [] as number[], healthy: [] as number[] }))
   for (let i = 0; i < runs; i++) {
