@@ -1,15 +1,16 @@
 /**
  * Opens a live MCP connection for a resolved service definition. Each call builds a new SDK client
- * and transport (a reconnection never reuses either), runs every request through `mcpRequest`, and
+ * and transport (a reconnection never reuses either; Streamable HTTP runs on the store's own
+ * transport, src/mcp/http-transport.ts, SSE and stdio on the SDK's and src/mcp/stdio.ts), runs every request through `mcpRequest`, and
  * hides the transports' differences behind `McpConnection`: the session DELETE for Streamable HTTP,
  * the process group and stderr for stdio, "closed by itself" against "closed by us".
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
+import { HttpClientTransport } from "./http-transport.js"
 import { mcpRequest } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import { McpRequestError, type ConnectOptions, type McpConnection, type RequestOptions, type ToolInfo } from "./types.js"
@@ -27,7 +28,7 @@ const STDERR_LINES_IN_ERRORS = 10
 const MAX_TOOL_PAGES = 1_000
 
 type Opened =
-  | { readonly type: "streamable_http"; readonly transport: StreamableHTTPClientTransport }
+  | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
   | { readonly type: "sse"; readonly transport: SSEClientTransport }
   | { readonly type: "stdio"; readonly transport: StdioProcessTransport }
 
@@ -199,10 +200,9 @@ const openTransport = (def: ResolvedDefinition): Opened => {
     }
   }
   const url = new URL(def.url)
-  const requestInit: RequestInit = { headers: { ...def.headers } }
   return def.transport === "sse"
-    ? { type: "sse", transport: new SSEClientTransport(url, { requestInit }) }
-    : { type: "streamable_http", transport: new StreamableHTTPClientTransport(url, { requestInit }) }
+    ? { type: "sse", transport: new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } } }) }
+    : { type: "streamable_http", transport: new HttpClientTransport(url, def.headers) }
 }
 
 const describeTarget = (def: ResolvedDefinition): string =>

@@ -1,0 +1,249 @@
+// The store's Streamable HTTP client transport (src/mcp/http-transport.ts): its event-stream parser,
+// and the cases the fixture servers do not produce, against a scripted raw HTTP server on loopback
+// driven through connect() and the SDK client: JSON answers, a stream that ends before the answer,
+// a kept-alive socket the server dropped, a resumed GET stream, redirects, and close() under load.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo, Socket } from "node:net"
+import { afterEach, describe, expect, it } from "vitest"
+import { connect } from "../../src/mcp/connect.js"
+import { EventStreamParser, type StreamEvent } from "../../src/mcp/http-transport.js"
+import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
+import { remoteDef, T } from "./support.js"
+
+describe("EventStreamParser", () => {
+  const parse = (chunks: ReadonlyArray<string>) => {
+    const events: Array<StreamEvent> = []
+    const parser = new EventStreamParser((e) => events.push(e))
+    for (const chunk of chunks) parser.push(chunk)
+    return { events, parser }
+  }
+
+  it("splits on LF, CRLF and CR, also across chunks, and joins data lines", () => {
+    const { events } = parse(["data: a\r", "\ndata: b\n\nid: 7\r", "event: note\rdata:c\r\r", ": comment\n\n", "data: d\r\n\r\n"])
+    expect(events).toEqual([
+      { event: "message", data: "a\nb", id: undefined },
+      { event: "note", data: "c", id: "7" },
+      { event: "message", data: "d", id: "7" }
+    ])
+  })
+
+  it("keeps the last id of an event without data (a priming event) and retry; ignores unknown fields and an unfinished event", () => {
+    const { events, parser } = parse(["id: 1\n\n", "retry: 250\nfoo: bar\n\n", "data: half"])
+    expect(events).toEqual([])
+    expect(parser.lastEventId).toBe("1")
+    expect(parser.retryMs).toBe(250)
+  })
+})
+
+/** What the scripted server does with a `tools/call` (by tool name) besides answering. */
+type Behaviour = (req: IncomingMessage, res: ServerResponse, id: unknown) => void
+
+interface Scripted {
+  readonly url: string
+  /** Requests seen, as "METHOD rpc-method". */
+  readonly seen: Array<string>
+  /** GET requests' Last-Event-ID headers. */
+  readonly lastEventIds: Array<string | undefined>
+  /** Sockets opened by clients. */
+  readonly sockets: Set<Socket>
+  /** Open GET streams. */
+  readonly streams: Set<ServerResponse>
+  readonly server: Server
+  stop(): Promise<void>
+}
+
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { "content-type": "application/json", ...headers })
+  res.end(JSON.stringify(body))
+}
+
+const toolResult = (id: unknown, text: string) => ({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text }] } })
+
+/** A minimal MCP server: JSON answers, a session id, a GET stream, and per-tool misbehaviour. */
+const startScripted = async (tools: Record<string, Behaviour>, options: { getStream?: "events" | "none" } = {}): Promise<Scripted> => {
+  const seen: Array<string> = []
+  const lastEventIds: Array<string | undefined> = []
+  const sockets = new Set<Socket>()
+  const streams = new Set<ServerResponse>()
+  const server: Server = createServer((req, res) => {
+    if (req.method === "GET") {
+      seen.push("GET")
+      lastEventIds.push(req.headers["last-event-id"] as string | undefined)
+      if (options.getStream === "none") return json(res, 405, {})
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.write(`id: e${lastEventIds.length}\n\n`)
+      streams.add(res)
+      res.on("close", () => streams.delete(res))
+      return
+    }
+    if (req.method === "DELETE") {
+      seen.push("DELETE")
+      return json(res, 200, {})
+    }
+    let body = ""
+    req.setEncoding("utf8")
+    req.on("data", (c: string) => (body += c))
+    req.on("end", () => {
+      const message = JSON.parse(body) as { id?: unknown; method: string; params?: { name?: string; arguments?: { text?: string } } }
+      seen.push(`POST ${message.method}${message.params?.name !== undefined ? ` ${message.params.name}` : ""}`)
+      if (message.method === "initialize") {
+        return json(
+          res,
+          200,
+          { jsonrpc: "2.0", id: message.id, result: { protocolVersion: "2025-06-18", capabilities: { tools: { listChanged: true } }, serverInfo: { name: "scripted", version: "1" } } },
+          { "mcp-session-id": "s-1" }
+        )
+      }
+      if (req.headers["mcp-session-id"] !== "s-1") return json(res, 400, { error: "no session" })
+      if (message.id === undefined) {
+        res.writeHead(202).end()
+        return
+      }
+      if (message.method === "ping") return json(res, 200, { jsonrpc: "2.0", id: message.id, result: {} })
+      const behaviour = tools[message.params?.name ?? ""]
+      if (behaviour) return behaviour(req, res, message.id)
+      return json(res, 200, toolResult(message.id, message.params?.arguments?.text ?? ""))
+    })
+  })
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket)
+    socket.on("close", () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    seen,
+    lastEventIds,
+    sockets,
+    streams,
+    server,
+    stop: async () => {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }
+}
+
+const failureOf = async (promise: Promise<unknown>): Promise<McpRequestError> => {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e
+  )
+  expect(error).toBeInstanceOf(McpRequestError)
+  return error as McpRequestError
+}
+
+const eventually = async (check: () => boolean, ms = 5_000) => {
+  const until = performance.now() + ms
+  while (!check()) {
+    if (performance.now() > until) throw new Error("condition not reached")
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+describe("HttpClientTransport against a scripted server", () => {
+  const servers: Array<Scripted> = []
+  const conns: Array<McpConnection> = []
+  afterEach(async () => {
+    await Promise.all(conns.splice(0).map((c) => c.close()))
+    await Promise.all(servers.splice(0).map((s) => s.stop()))
+  })
+  const setUp = async (tools: Record<string, Behaviour> = {}, options: { getStream?: "events" | "none" } = {}) => {
+    const server = await startScripted(tools, options)
+    servers.push(server)
+    const conn = await connect(remoteDef(server.url), T)
+    conns.push(conn)
+    return { server, conn }
+  }
+
+  it("works with JSON answers: initialize, the session header, calls, and DELETE on close", async () => {
+    const { server, conn } = await setUp()
+    expect(conn.serverInfo).toEqual({ name: "scripted", version: "1" })
+    const result = await conn.callTool("echo", { text: "hi" }, T)
+    expect(result.content).toEqual([{ type: "text", text: "hi" }])
+    await conn.close()
+    expect(server.seen).toEqual(["POST initialize", "POST notifications/initialized", "GET", "POST tools/call echo", "DELETE"])
+  })
+
+  it("fails a call at once, as a transport failure, when its event stream ends before the answer", async () => {
+    const { conn } = await setUp({
+      cut: (_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.end(": nothing to say\n\n")
+      }
+    })
+    const started = performance.now()
+    const error = await failureOf(conn.callTool("cut", {}, { timeoutMs: 10_000 }))
+    expect(error.kind).toBe("transport")
+    expect(error.message).toMatch(/closed before the answer/)
+    expect(performance.now() - started).toBeLessThan(2_000)
+    // The connection stays usable.
+    expect((await conn.callTool("echo", { text: "still here" }, T)).content).toEqual([{ type: "text", text: "still here" }])
+  })
+
+  it("delivers answers that come as an event stream, with notifications before them", async () => {
+    const { conn } = await setUp({
+      streamed: (_req, res, id) => {
+        res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" })
+        res.write(`data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}\r\n\r\n`)
+        // One answer split across writes, and a multi-byte character split across chunks.
+        const text = JSON.stringify(toolResult(id, "né"))
+        const bytes = Buffer.from(`data: ${text}\n\n`)
+        const cut = bytes.indexOf(0xc3) + 1
+        res.write(bytes.subarray(0, cut))
+        setTimeout(() => res.end(bytes.subarray(cut)), 20)
+      }
+    })
+    expect((await conn.callTool("streamed", {}, T)).content).toEqual([{ type: "text", text: "né" }])
+  })
+
+  it("sends a request again on a new socket when the server dropped the kept-alive one", async () => {
+    const { server, conn } = await setUp({
+      echo2: (req, res, id) => json(res, 200, toolResult(id, old.has(req.socket) ? "old socket" : "new socket"))
+    })
+    // From now on the server drops each socket it already had as soon as a POST arrives on it.
+    const old = new Set(server.sockets)
+    server.server.prependListener("request", (req: IncomingMessage) => {
+      if (req.method === "POST" && old.has(req.socket)) req.socket.destroy()
+    })
+    const result = await conn.callTool("echo2", {}, T)
+    expect(result.content).toEqual([{ type: "text", text: "new socket" }])
+  })
+
+  it("reopens the GET stream when the server ends it, with the last event id", async () => {
+    const { server } = await setUp()
+    await eventually(() => server.streams.size === 1)
+    for (const stream of server.streams) stream.end()
+    await eventually(() => server.lastEventIds.length === 2)
+    expect(server.lastEventIds).toEqual([undefined, "e1"])
+  })
+
+  it("does without a GET stream when the server offers none (405)", async () => {
+    const { server, conn } = await setUp({}, { getStream: "none" })
+    expect(await conn.ping(T)).toBeGreaterThan(0)
+    await new Promise((r) => setTimeout(r, 100))
+    expect(server.seen.filter((s) => s === "GET")).toHaveLength(1)
+  })
+
+  it("fails a redirected request, naming where it points", async () => {
+    const { conn } = await setUp({
+      moved: (_req, res) => {
+        res.writeHead(307, { location: "http://127.0.0.1:1/elsewhere" })
+        res.end()
+      }
+    })
+    const error = await failureOf(conn.callTool("moved", {}, T))
+    expect(error.kind).toBe("transport")
+    expect(error.message).toMatch(/307.*127\.0\.0\.1:1\/elsewhere/)
+  })
+
+  it("close() ends a call in flight and every socket", async () => {
+    const { server, conn } = await setUp({ hang: () => undefined })
+    const call = failureOf(conn.callTool("hang", {}, { timeoutMs: 10_000 }))
+    await eventually(() => server.seen.includes("POST tools/call hang"))
+    await conn.close()
+    expect((await call).kind).toBe("transport")
+    await eventually(() => server.sockets.size === 0)
+  })
+})
