@@ -86,15 +86,23 @@ const moduleOf = (frame: ProfileNode["callFrame"]): string => {
  */
 const LAYERS: ReadonlyArray<readonly [string, (module: string) => boolean]> = [
   ["garbage collector", (m) => m === "(garbage collector)"],
-  ["store code (src/, xstate, ajv)", (m) => m.startsWith("src/") || m === "xstate" || m === "ajv" || m === "ajv-formats"],
+  [
+    "MCP client: src/mcp (transports, request wrapper), the SDK's Client, node http client, zod",
+    (m) =>
+      m.startsWith("src/mcp/") ||
+      m === "@modelcontextprotocol/sdk" ||
+      m === "node:_http_client" ||
+      m === "node:_http_agent" ||
+      m === "undici" ||
+      m === "node:deps" ||
+      m === "node:webstreams" ||
+      m === "eventsource-parser" ||
+      m === "zod"
+  ],
+  ["store code (other src/, xstate, ajv)", (m) => m.startsWith("src/") || m === "xstate" || m === "ajv" || m === "ajv-formats"],
   ["metrics (prom-client)", (m) => m === "prom-client"],
   [
-    "MCP client: SDK, fetch (undici), web streams, SSE parsing, zod",
-    (m) =>
-      m === "@modelcontextprotocol/sdk" || m === "undici" || m === "node:deps" || m === "node:webstreams" || m === "eventsource-parser" || m === "zod"
-  ],
-  [
-    "HTTP server: Effect runtime and platform, router, node http",
+    "HTTP server: Effect runtime and platform, router, node http (server side and the parts it shares with the client)",
     (m) => m === "effect" || m.startsWith("@effect/") || m === "find-my-way-ts" || m.startsWith("node:_http") || m === "node:http"
   ]
 ]
