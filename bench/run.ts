@@ -14,7 +14,7 @@
  *   BENCH_WAIT_CYCLES=n    wait_service cycles, 2 waits each (default 150; quick 20)
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
- *   BENCH_SKIP=a,b         sections to skip: calls, profile, wait, scale, startup, records
+ *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -25,6 +25,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { runCalls } from "./calls.js"
+import { runFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
 import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results } from "./report.js"
@@ -158,6 +159,11 @@ try {
     })
     results.calls = cells
     await close()
+  })
+
+  await section("floor", async () => {
+    results.floor = await runFloor({ concurrencies: CONCURRENCIES, calls: CALLS, warmup: WARMUP, maxSeconds: 60 })
+    for (const c of results.floor) log(`  HTTP floor c=${String(c.concurrency).padEnd(3)} ${c.rate.toFixed(0).padStart(6)} calls/s  p50 ${c.p50.toFixed(2)} ms  server CPU ${c.cpuUsPerCall.toFixed(0)} us/call`)
   })
 
   // A failed section ends every child: the fixtures are started again if so.
