@@ -166,7 +166,7 @@ export class HttpClientTransport implements Transport {
         this.readStream(response, requests)
       } else if (type === "application/json") {
         const data: unknown = JSON.parse(await readText(response))
-        for (const m of Array.isArray(data) ? data : [data]) this.deliver(m)
+        for (const m of Array.isArray(data) ? data : [data]) this.deliver(this.asMessage(m))
       } else {
         response.resume()
         throw new StreamableHTTPError(-1, `Unexpected content type: ${response.headers["content-type"] ?? "(none)"}`)
@@ -274,8 +274,7 @@ export class HttpClientTransport implements Transport {
         }
         const parser = new EventStreamParser((event) => {
           if (event.event !== "message") return
-          const message = this.parse(event.data)
-          if (message !== undefined) this.deliver(message)
+          this.deliver(this.parse(event.data))
         })
         this.consume(response, parser, () => {
           this.retryMs = parser.retryMs ?? this.retryMs
@@ -315,23 +314,25 @@ export class HttpClientTransport implements Transport {
     response.once("close", () => finish(response.complete ? undefined : new Error("the event stream broke off")))
   }
 
+  /** An event's data as a message; anything else is reported to onerror and dropped. */
   private parse(data: string): JSONRPCMessage | undefined {
     try {
-      const message: unknown = JSON.parse(data)
-      if (typeof message === "object" && message !== null && !Array.isArray(message)) return message as JSONRPCMessage
-      this.onerror?.(new Error(`not a JSON-RPC message: ${data.slice(0, 200)}`))
+      return this.asMessage(JSON.parse(data))
     } catch (error) {
       this.onerror?.(error as Error)
+      return undefined
     }
+  }
+
+  /** The SDK's Client validates each message it is given: only the shape is checked here. */
+  private asMessage(value: unknown): JSONRPCMessage | undefined {
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) return value as JSONRPCMessage
+    this.onerror?.(new Error(`not a JSON-RPC message: ${JSON.stringify(value)?.slice(0, 200)}`))
     return undefined
   }
 
-  private deliver(message: unknown): void {
-    if (typeof message !== "object" || message === null) {
-      this.onerror?.(new Error(`not a JSON-RPC message: ${JSON.stringify(message)}`))
-      return
-    }
-    this.onmessage?.(message as JSONRPCMessage)
+  private deliver(message: JSONRPCMessage | undefined): void {
+    if (message !== undefined) this.onmessage?.(message)
   }
 }
 
