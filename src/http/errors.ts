@@ -6,7 +6,7 @@
  */
 import { HttpApiError, HttpApiSchema, HttpServerError, HttpServerRequest, HttpMethod, type HttpServerResponse } from "@effect/platform"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
-import { Cause, Effect, Option, ParseResult, Schema } from "effect"
+import { Cause, Context, Effect, Option, ParseResult, Schema } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { isStoreError, type StoreError } from "../runtime/errors.js"
 
@@ -90,25 +90,57 @@ export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGatewa
   }
 }
 
+/** A store error as its contract error; anything else is a bug, logged as a defect. */
+const failure = (e: unknown): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
+  isStoreError(e)
+    ? Effect.fail(fromStoreError(e))
+    : Effect.logError("unexpected failure", e).pipe(
+        Effect.zipRight(Effect.fail(internalError(`Internal error: ${e instanceof Error ? e.message : String(e)}`)))
+      )
+
+const isPromiseLike = (v: unknown): v is PromiseLike<unknown> =>
+  typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function"
+
 /**
- * Runs a store operation from a handler: the AbortSignal fires if the client goes away (the fiber
- * is interrupted); store errors become contract errors; anything else is a bug, logged as a defect.
+ * Runs a store operation from a handler: store errors become contract errors; anything else is a
+ * bug, logged as a defect. An operation that takes the AbortSignal gets one that fires if the
+ * client goes away (the fiber is interrupted); one that takes no argument gets none (an
+ * AbortController per request is not free), and when it answers synchronously it runs without an
+ * asynchronous step at all.
  */
 export const run = <A>(
   operation: (signal: AbortSignal) => Promise<A> | A
-): Effect.Effect<A, ReturnType<typeof fromStoreError> | InternalError> =>
-  Effect.tryPromise({
-    try: async (signal) => operation(signal),
-    catch: (e) => e
-  }).pipe(
-    Effect.catchAll((e): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
-      isStoreError(e)
-        ? Effect.fail(fromStoreError(e))
-        : Effect.logError("unexpected failure", e).pipe(
-            Effect.zipRight(Effect.fail(internalError(`Internal error: ${e instanceof Error ? e.message : String(e)}`)))
-          )
-    )
-  )
+): Effect.Effect<A, ReturnType<typeof fromStoreError> | InternalError> => {
+  const settle = (value: PromiseLike<A>) =>
+    Effect.async<A, ReturnType<typeof fromStoreError> | InternalError>((resume) => {
+      value.then(
+        (a) => resume(Effect.succeed(a)),
+        (e) => resume(failure(e))
+      )
+    })
+  if (operation.length === 0) {
+    return Effect.suspend(() => {
+      let value: Promise<A> | A
+      try {
+        value = operation(undefined as never)
+      } catch (e) {
+        return failure(e)
+      }
+      return isPromiseLike(value) ? settle(value) : Effect.succeed(value)
+    })
+  }
+  // Two parameters: Effect creates the AbortController and aborts it on interruption.
+  return Effect.async<A, ReturnType<typeof fromStoreError> | InternalError>((resume, signal) => {
+    try {
+      Promise.resolve(operation(signal)).then(
+        (a) => resume(Effect.succeed(a)),
+        (e) => resume(failure(e))
+      )
+    } catch (e) {
+      resume(failure(e))
+    }
+  })
+}
 
 const internalError = (message: string) => new InternalError(body("INTERNAL_ERROR", message))
 
@@ -204,75 +236,86 @@ const refusedParameter = (routes: ReadonlyArray<RouteEntry>, method: string, pat
 export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: { readonly apiKey?: string | undefined } = {}) => {
   const patterns = routes.map((r) => ({ method: r.method, pattern: patternOf(r.path) }))
   const authorized = options.apiKey === undefined ? () => true : bearerCheck(options.apiKey)
-  return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) =>
-    Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const path = pathOf(request.url)
-      // GET /health is for liveness probes; GET /ui is a static page that asks for the key itself.
-      const open = request.method === "GET" && (path === "/health" || path === "/ui")
-      if (!open && !authorized(request.headers["authorization"])) {
-        return yield* Effect.fail(
-          new Unauthorized(body("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {}))
-        )
+  // GET /health is for liveness probes; GET /ui is a static page that asks for the key itself.
+  const open = (request: HttpServerRequest.HttpServerRequest) => {
+    if (options.apiKey === undefined || request.method !== "GET") return options.apiKey === undefined
+    const path = pathOf(request.url)
+    return path === "/health" || path === "/ui"
+  }
+  const unauthorized = () =>
+    Effect.fail(new Unauthorized(body("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
+  /** The body checks: size, content type, well-formed JSON, nesting depth. Undefined when it passes. */
+  const bodyProblem = (text: string, type: string | undefined): ApiError | undefined => {
+    if (text.length > MAX_BODY_BYTES / 3 && Buffer.byteLength(text, "utf8") > MAX_BODY_BYTES) return tooLarge()
+    if (text.length === 0) return undefined
+    if (type !== undefined && !type.toLowerCase().includes("application/json")) {
+      return new UnsupportedMediaType(body("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
+    }
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (e) {
+      return validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }])
+    }
+    if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
+      const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
+      return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
+    }
+    return undefined
+  }
+  /** Routing and decoding failures in the contract's terms; anything else is already a contract error. */
+  const contractError = (e: unknown): ApiError => {
+    if (e instanceof HttpApiError.HttpApiDecodeError) {
+      const fields = decodeProblems(e)
+      return validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields)
+    }
+    if (e instanceof HttpServerError.RouteNotFound) {
+      const path = pathOf(e.request.url)
+      const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
+      if (allowed.includes(e.request.method)) {
+        const refused = refusedParameter(routes, e.request.method, path)
+        return validationError(`Invalid request: ${refused.field} ${refused.problem}`, [refused])
       }
-      if (HttpMethod.hasBody(request.method)) {
-        const type = request.headers["content-type"]
+      return allowed.length > 0
+        ? new MethodNotAllowed(body("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
+        : new NotFound(body("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
+    }
+    // Anything else is already a contract error (or a failure the framework encodes itself).
+    return e as ApiError
+  }
+  const onCause = (cause: Cause.Cause<unknown>): Effect.Effect<never, ApiError> => {
+    const failed = Cause.failureOption(cause)
+    if (Option.isSome(failed)) return Effect.fail(contractError(failed.value))
+    // Request decoding fails as HttpApiDecodeError (above). A ParseError defect comes from encoding
+    // the answer (a response that does not fit its schema): the server's fault, never the client's.
+    const defect = Cause.dieOption(cause)
+    if (Option.isSome(defect)) {
+      return Effect.logError(ParseResult.isParseError(defect.value) ? "response does not match its schema" : "unexpected defect", Cause.die(defect.value)).pipe(
+        Effect.zipRight(Effect.fail(internalError("Internal error")))
+      )
+    }
+    return Effect.failCause(cause as Cause.Cause<never>)
+  }
+  // Written with plain combinators, not a generator: this runs on every request.
+  return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) =>
+    Effect.catchAllCause(
+      Effect.withFiberRuntime((fiber): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R> => {
+        const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+        if (!open(request) && !authorized(request.headers["authorization"])) return unauthorized()
+        if (!HttpMethod.hasBody(request.method)) return app
         const length = Number(request.headers["content-length"] ?? "0")
-        if (length > MAX_BODY_BYTES) return yield* Effect.fail(tooLarge())
+        if (length > MAX_BODY_BYTES) return Effect.fail(tooLarge())
         // Effect's body reader destroys the socket when its limit is hit, so a chunked body (no
         // content-length) over the limit would get no answer at all. Read with a hard cap well above
         // the limit (memory stays bounded) and refuse with 413 here.
-        const text = yield* IncomingMessage.withMaxBodySize(request.text, Option.some(HARD_BODY_CAP_BYTES)).pipe(
-          Effect.mapError(() => tooLarge())
+        return Effect.flatMap(
+          IncomingMessage.withMaxBodySize(request.text, Option.some(HARD_BODY_CAP_BYTES)).pipe(Effect.mapError(() => tooLarge())),
+          (text) => {
+            const problem = bodyProblem(text, request.headers["content-type"])
+            return problem === undefined ? app : Effect.fail(problem)
+          }
         )
-        if (Buffer.byteLength(text, "utf8") > MAX_BODY_BYTES) return yield* Effect.fail(tooLarge())
-        if (text.length > 0) {
-          if (type !== undefined && !type.toLowerCase().includes("application/json")) {
-            return yield* Effect.fail(
-              new UnsupportedMediaType(body("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
-            )
-          }
-          let parsed: unknown
-          try {
-            parsed = JSON.parse(text)
-          } catch (e) {
-            return yield* Effect.fail(validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }]))
-          }
-          if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
-            const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
-            return yield* Effect.fail(validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }]))
-          }
-        }
-      }
-      return yield* app
-    }).pipe(
-      Effect.catchAll((e): Effect.Effect<never, ApiError> => {
-        if (e instanceof HttpApiError.HttpApiDecodeError) {
-          const fields = decodeProblems(e)
-          return Effect.fail(validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields))
-        }
-        if (e instanceof HttpServerError.RouteNotFound) {
-          const path = pathOf(e.request.url)
-          const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
-          if (allowed.includes(e.request.method)) {
-            const refused = refusedParameter(routes, e.request.method, path)
-            return Effect.fail(validationError(`Invalid request: ${refused.field} ${refused.problem}`, [refused]))
-          }
-          return Effect.fail(
-            allowed.length > 0
-              ? new MethodNotAllowed(body("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
-              : new NotFound(body("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
-          )
-        }
-        // Anything else is already a contract error (or a failure the framework encodes itself).
-        return Effect.fail(e as ApiError)
       }),
-      // Request decoding fails as HttpApiDecodeError (above). A ParseError defect comes from encoding
-      // the answer (a response that does not fit its schema): the server's fault, never the client's.
-      Effect.catchAllDefect((defect): Effect.Effect<never, InternalError> =>
-        Effect.logError(ParseResult.isParseError(defect) ? "response does not match its schema" : "unexpected defect", Cause.die(defect)).pipe(
-          Effect.zipRight(Effect.fail(internalError("Internal error")))
-        )
-      )
+      onCause
     )
 }

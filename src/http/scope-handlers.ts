@@ -2,11 +2,12 @@
  * The handlers the store and agent groups share (add_service, call_tool, use_tool, wait_service):
  * decode is done by the contract, so each one calls a store operation and shapes the answer.
  */
+import { HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"
 import type { Schema } from "effect"
-import type { CallToolPayload, RecordsQuery, WaitPayload } from "./schemas.js"
+import type { CallToolPayload, CallToolResponse, RecordsQuery, WaitPayload } from "./schemas.js"
 import { VERSION } from "../version.js"
 
 export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, allowLocal: boolean) =>
@@ -20,15 +21,23 @@ export const addService = (scope: () => ScopeApi, payload: unknown, wait: number
     return { success: true, message: `Services ${parts.join("; ")}`, ...result }
   })
 
+/**
+ * call_tool and use_tool, the hot path: the answer is built as the contract's CallToolResponse
+ * (checked when compiling) and sent as JSON at once, without the schema encoding pass, which for
+ * these fields (plain JSON values, no transformations) would return it unchanged.
+ */
 export const callTool = (scope: () => ScopeApi, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
-  run(async (signal) => {
-    const output = await scope().callTool(payload, signal)
-    return {
-      success: !output.is_error,
-      message: output.is_error ? toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-      ...output
+  Effect.map(
+    run((signal) => scope().callTool(payload, signal)),
+    (output) => {
+      const answer: Schema.Schema.Encoded<typeof CallToolResponse> = {
+        success: !output.is_error,
+        message: output.is_error ? toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
+        ...output
+      }
+      return HttpServerResponse.unsafeJson(answer)
     }
-  })
+  )
 
 export const waitService = (
   scope: () => ScopeApi,

@@ -8,7 +8,7 @@
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
@@ -90,21 +90,27 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   )
 
   // Every API request's latency feeds the monitor (system_performance) and the metrics.
-  const measured = (app: HttpApp.Default): HttpApp.Default<never, App | HttpServerRequest.HttpServerRequest> =>
-    Effect.flatMap(Effect.all([App, HttpServerRequest.HttpServerRequest]), ([state, request]) => {
+  const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
+    Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const started = performance.now()
       return Effect.onExit(app, (exit) =>
         Effect.sync(() => {
           const ms = performance.now() - started
-          state.store.monitor.recordRequest(ms)
+          const app = state.app
+          if (app === undefined) return
+          app.store.monitor.recordRequest(ms)
           const status = Exit.isSuccess(exit) ? exit.value.status : 500
-          state.metrics?.observeRequest(request.method, status, ms / 1000)
+          app.metrics?.observeRequest(request.method, status, ms / 1000)
         })
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
   const ServerLive = HttpApiBuilder.serve((app) => measured(logged(app))).pipe(
+    // Effect's server opens a tracing span per request (URL parsed, every header copied as an
+    // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
+    HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
     Layer.provide(ExtrasLive),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
