@@ -344,12 +344,13 @@ export class ScopeApi {
     const remaining = () => Math.max(0, deadline - performance.now())
     const started = performance.now()
     const traceId = newTraceId()
-    // Services still connecting have no tool list yet: give them until the deadline.
-    const pending = Object.values(this.actors()).filter((a) => statusOf(a.getSnapshot()) === "initializing")
     let target: { actor: ServiceActorRef; original: string }
     try {
       target = this.resolveTool(input.tool_name, input.service_name)
     } catch (e) {
+      // Services still connecting have no tool list yet: give them until the deadline. (Looked for
+      // only when the name does not resolve: scanning every service costs on each call.)
+      const pending = Object.values(this.actors()).filter((a) => statusOf(a.getSnapshot()) === "initializing")
       if (pending.length === 0 || e instanceof AmbiguousTool) throw e
       await Promise.all(
         pending.map((a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal }))
