@@ -43,28 +43,34 @@ export async function mcpRequest<T>(
   // setTimeout treats anything above 2^31-1 ms as 1 ms.
   const timeoutMs = Math.max(0, Math.min(options.timeoutMs, MAX_TIMER_MS))
   if (signal?.aborted === true) throw abortedError(what, signal.reason)
+  // A signal of its own per request: the SDK never removes the abort listener it adds, so a
+  // long-lived caller signal (a service's) would collect one per request.
   const controller = new AbortController()
-  const onCallerAbort = (): void => controller.abort(signal?.reason)
-  signal?.addEventListener("abort", onCallerAbort, { once: true })
   let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_, reject) => {
+  let onCallerAbort: (() => void) | undefined
+  // One promise settles the race on the deadline or the caller's abort; either aborts the SDK's
+  // signal too, which lets the SDK drop the request and tell the server it was cancelled.
+  const stopped = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       const error = new DeadlineExceeded(timeoutMs)
-      // Aborting lets the SDK drop the request and tell the server it was cancelled.
       controller.abort(error)
       reject(error)
     }, timeoutMs)
-  })
-  const aborted = new Promise<never>((_, reject) => {
-    controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
+    if (signal !== undefined) {
+      onCallerAbort = () => {
+        controller.abort(signal.reason)
+        reject(signal.reason)
+      }
+      signal.addEventListener("abort", onCallerAbort, { once: true })
+    }
   })
   try {
-    return await Promise.race([run({ timeout: timeoutMs, signal: controller.signal }), deadline, aborted])
+    return await Promise.race([run({ timeout: timeoutMs, signal: controller.signal }), stopped])
   } catch (error) {
     throw classifyFailure(what, error, options)
   } finally {
     clearTimeout(timer)
-    signal?.removeEventListener("abort", onCallerAbort)
+    if (onCallerAbort !== undefined) signal?.removeEventListener("abort", onCallerAbort)
   }
 }
 
