@@ -214,9 +214,24 @@ export const sameDefinition = (a: ServiceDefinition, b: ServiceDefinition): bool
   return canonicalJson(ra) === canonicalJson(rb)
 }
 
+/**
+ * The 8 hex of a definition's hash, kept per definition object: a definition is never changed in
+ * place (an update brings a new object), so a changed definition is hashed afresh.
+ */
+const definitionHashes = new WeakMap<ServiceDefinition, string>()
+
+const definitionHash = (def: ServiceDefinition): string => {
+  let hash = definitionHashes.get(def)
+  if (hash === undefined) {
+    const { disabled: _d, ...rest } = def
+    hash = createHash("sha256").update(canonicalJson(rest)).digest("hex").slice(0, 8)
+    definitionHashes.set(def, hash)
+  }
+  return hash
+}
+
 /** `client_store_<name>_<8 hex>` or `client_<agent>_<name>_<8 hex>` (shared/API.md). */
 export const clientId = (scope: Scope, name: string, def: ServiceDefinition): string => {
-  const { disabled: _d, ...rest } = def
-  const hash = createHash("sha256").update(canonicalJson(rest)).digest("hex").slice(0, 8)
+  const hash = definitionHash(def)
   return scope.kind === "store" ? `client_store_${name}_${hash}` : `client_${scope.agentId}_${name}_${hash}`
 }
