@@ -7,7 +7,8 @@ import { Effect } from "effect"
 import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"
 import type { Schema } from "effect"
-import type { CallToolPayload, CallToolResponse, RecordsQuery, WaitPayload } from "./schemas.js"
+import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload } from "./schemas.js"
+import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 
 export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, allowLocal: boolean) =>
@@ -38,6 +39,23 @@ export const callTool = (scope: () => ScopeApi, payload: Schema.Schema.Type<type
       return HttpServerResponse.unsafeJson(answer)
     }
   )
+
+/**
+ * list_services of one or more scopes. Sent as JSON at once, like call_tool: with every agent's
+ * services (1,000 and more) the schema encoding pass, which would return the same values, costs
+ * more than building the list.
+ */
+export const listServicesAnswer = (services: ReadonlyArray<ServiceView>) => {
+  const answer: Schema.Schema.Encoded<typeof ListServicesResponse> = {
+    success: true,
+    message: `${services.length} service(s)`,
+    services,
+    total_services: services.length,
+    // Counted from the views already built, not by building every tool object again.
+    total_tools: services.reduce((n, s) => n + s.tool_count, 0)
+  }
+  return HttpServerResponse.unsafeJson(answer)
+}
 
 export const waitService = (
   scope: () => ScopeApi,

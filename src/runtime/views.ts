@@ -48,7 +48,22 @@ const transportOf = (def: ServiceDefinition): TransportType => {
   }
 }
 
+/**
+ * Views by snapshot. A snapshot never changes (every change of the actor brings a new one), and a
+ * view is read only from its snapshot, so a view is built once per snapshot however many requests
+ * list it; a changed status or definition is a new snapshot, hence a new view.
+ */
+const serviceViews = new WeakMap<ServiceSnapshot, ServiceView>()
+const toolViewLists = new WeakMap<ServiceSnapshot, ReadonlyArray<ToolView>>()
+
+/** A service in list form (shared; never mutate it). */
 export const serviceView = (snapshot: ServiceSnapshot): ServiceView => {
+  let view = serviceViews.get(snapshot)
+  if (view === undefined) serviceViews.set(snapshot, (view = buildServiceView(snapshot)))
+  return view
+}
+
+const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
   const c = snapshot.context
   const def = c.definition
   return {
@@ -70,7 +85,14 @@ export const serviceView = (snapshot: ServiceSnapshot): ServiceView => {
   }
 }
 
-export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
+/** The tools of a service, callable names (shared; never mutate them). */
+export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> => {
+  let views = toolViewLists.get(snapshot)
+  if (views === undefined) toolViewLists.set(snapshot, (views = buildToolViews(snapshot)))
+  return views
+}
+
+const buildToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
   snapshot.context.tools.map((t) => ({
     name: callableName(snapshot.context.name, t.name),
     original_name: t.name,

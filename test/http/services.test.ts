@@ -122,4 +122,41 @@ describe("store add_service with real upstreams", { timeout: 10_000 }, () => {
     const transitions = actor.getSnapshot().context.transitions
     expect(transitions.some((t) => t.to === "initializing" && t.reason === "definition changed")).toBe(true)
   })
+
+  it("client_id and the list form follow a changed definition and status (views and hashes are cached)", { timeout: 25_000 }, async () => {
+    const listed = async () =>
+      ((await server.get("/for_store/list_services")).body.services as Array<Record<string, unknown>>).find((s) => s.name === "remote")!
+    const before = await listed()
+    // Asked twice with nothing changed: the same answer.
+    expect(await listed()).toEqual(before)
+    const oldClientId = before.client_id as string
+    expect((await server.get(`/for_store/service_status/${encodeURIComponent(oldClientId)}`)).status).toBe(200)
+
+    const update = await server.request("PUT", "/for_store/update_service/remote", {
+      body: JSON.stringify({ url: `${http.url}?v=2` }),
+      headers: { "content-type": "application/json" }
+    })
+    expect(update.status, JSON.stringify(update.body)).toBe(200)
+    expect(update.body.changed).toBe(true)
+    const wait = await server.post("/for_store/wait_service", { client_id_or_service_name: "remote", timeout: 10 })
+    expect(wait.body.data.result).toBe(true)
+
+    const after = await listed()
+    expect(after.url).toBe(`${http.url}?v=2`)
+    expect(after.client_id).toMatch(/^client_store_remote_[0-9a-f]{8}$/)
+    expect(after.client_id).not.toBe(oldClientId)
+    expect(update.body.service.client_id).toBe(after.client_id)
+    // The old client_id names nothing any more; the new one names the service.
+    expect((await server.get(`/for_store/service_status/${encodeURIComponent(oldClientId)}`)).status).toBe(404)
+    const byNewId = await server.get(`/for_store/service_status/${encodeURIComponent(after.client_id as string)}`)
+    expect(byNewId.status).toBe(200)
+    expect(byNewId.body.name).toBe("remote")
+
+    // A status change shows at once in the list form.
+    const disconnect = await server.post("/for_store/disconnect_service", { service_name: "remote" })
+    expect(disconnect.body.status).toBe("disconnected")
+    expect((await listed()).status).toBe("disconnected")
+    // The disabled mark is not part of the hash: the client_id stays.
+    expect((await listed()).client_id).toBe(after.client_id)
+  })
 })

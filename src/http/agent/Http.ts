@@ -13,17 +13,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server.localServices))
       .handle("listServices", ({ path }) =>
-        run(() => {
-          const agent = store.forAgent(path.agent_id)
-          const services = agent.listServices()
-          return {
-            success: true,
-            message: `${services.length} service(s)`,
-            services,
-            total_services: services.length,
-            total_tools: services.reduce((n, s) => n + s.tool_count, 0)
-          }
-        })
+        run(() => Shared.listServicesAnswer(store.forAgent(path.agent_id).listServices()))
       )
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))

@@ -17,12 +17,9 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server.localServices))
       .handle("listServices", ({ urlParams }) =>
-        Effect.sync(() => {
+        run(() => {
           const scopes = [scope(), ...(urlParams.scope === "all" ? store.agentIds().map((id) => store.forAgent(id)) : [])]
-          const services = scopes.flatMap((s) => s.listServices())
-          // Counted from the views already built, not by building every tool object again.
-          const total_tools = services.reduce((n, s) => n + s.tool_count, 0)
-          return { success: true, message: `${services.length} service(s)`, services, total_services: services.length, total_tools }
+          return Shared.listServicesAnswer(scopes.flatMap((s) => s.listServices()))
         })
       )
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
