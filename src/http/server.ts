@@ -3,13 +3,16 @@
  * document and docs page, on a Node http.Server that this module owns, with the store as a scoped
  * resource (started before the server listens, stopped after it closes).
  *
+ * Start-up: the port opens before the store is built and the handler attached (with 1,000
+ * services that takes seconds); a request that arrives then is answered 503 with Retry-After.
+ *
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
-import { createServer, type Server } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createStore, type Store } from "../runtime/store.js"
@@ -125,11 +128,14 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   )
 
   const runtime = ManagedRuntime.make(ServerLive)
+  const started = answerWhileStarting(httpServer)
   try {
     await runtime.runPromise(Effect.void)
   } catch (e) {
     await runtime.dispose().catch(() => undefined)
     throw unwrapStartError(e)
+  } finally {
+    started()
   }
   const address = httpServer.address()
   const port = typeof address === "object" && address !== null ? address.port : options.server.port
@@ -158,6 +164,38 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   }
 
   return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, close }
+}
+
+/** Seconds a client is asked to wait (Retry-After) while the server is starting. */
+const STARTING_RETRY_AFTER_SECONDS = 1
+
+/**
+ * Answers the requests that arrive while the server starts: Effect's Node server listens as soon as
+ * its layer is built, before the store is loaded and the handler attached, and Node leaves a request
+ * that no listener answers open for ever. Until then each one gets 503 SERVICE_UNAVAILABLE (the
+ * contract's error body) with Retry-After. It steps aside for any request once another request
+ * listener (the real handler) is attached. Returns the function that removes it.
+ */
+export const answerWhileStarting = (server: Server): (() => void) => {
+  const listener = (request: IncomingMessage, response: ServerResponse) => {
+    if (server.listenerCount("request") > 1) return
+    request.resume() // read and drop the body, so the connection can be used again
+    const message = "The server is starting; try again shortly"
+    const nextRetryAt = new Date(Date.now() + STARTING_RETRY_AFTER_SECONDS * 1000).toISOString()
+    const body = JSON.stringify({
+      success: false,
+      message,
+      error: { code: "SERVICE_UNAVAILABLE", message, details: { status: "starting", next_retry_at: nextRetryAt } }
+    })
+    response.writeHead(503, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      "retry-after": String(STARTING_RETRY_AFTER_SECONDS)
+    })
+    response.end(body)
+  }
+  server.on("request", listener)
+  return () => void server.off("request", listener)
 }
 
 /** Effect wraps start failures (a port in use, a broken services file): give back the cause. */
