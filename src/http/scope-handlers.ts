@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"
 import type { Schema } from "effect"
-import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload } from "./schemas.js"
+import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 
@@ -90,7 +90,9 @@ export const waitService = (
           ? "Service wait completed: service deleted"
           : "Service wait completed: timeout"
       if (timedOut && payload.raise_on_timeout) return Effect.fail(waitTimeout(message, data))
-      return Effect.succeed({ success: outcome.result, message, data })
+      // Sent at once, like call_tool: nothing to encode, and a waiter is answered sooner.
+      const answer: Schema.Schema.Encoded<typeof WaitResponse> = { success: outcome.result, message, data }
+      return Effect.succeed(HttpServerResponse.unsafeJson(answer))
     }
   )
 
