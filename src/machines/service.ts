@@ -3,11 +3,15 @@
  * reconnection with backoff, tool refresh, disconnect and restart (shared/LIFECYCLE.md).
  *
  * The machine is pure. Its side effects are the named actors of `setup()` (connect, hold the
- * connection, check health, list tools, close), supplied by src/runtime/adapter.ts with
- * `.provide(...)`; time passes only through `after` delays, so tests drive it with a SimulatedClock.
- * The status is the tag of the active state (`statusOf`); every status change is recorded.
+ * connection, list tools, close), supplied by src/runtime/adapter.ts with `.provide(...)`; time
+ * passes only through `after` delays, so tests drive it with a SimulatedClock. The status is the tag
+ * of the active state (`statusOf`); every status change is recorded.
+ *
+ * A health check is a command to the actor that holds the connection (`CHECK_HEALTH`, withdrawn by
+ * `CANCEL_CHECK` when the check state is left), not an actor of its own: a thousand services check
+ * every 30 s, and each actor started and stopped costs XState a scan of every timer of the system.
  */
-import { assign, fromCallback, fromPromise, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
+import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
 import type { McpConnection, ToolInfo } from "../mcp/types.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
@@ -63,6 +67,18 @@ export interface CheckInput {
   readonly connection: McpConnection
   readonly timeoutMs: number
 }
+
+/**
+ * What the machine asks of the actor that holds the connection (`holdConnection`). `CHECK_HEALTH`
+ * starts one health check (MCP ping) whose outcome comes back as HEALTH_REPORT (or TRANSPORT_CLOSED
+ * when the session expired); `CANCEL_CHECK` withdraws a check still running: its outcome is dropped.
+ */
+export type ConnectionCommand =
+  | { readonly type: "CHECK_HEALTH"; readonly timeoutMs: number }
+  | { readonly type: "CANCEL_CHECK" }
+
+/** The id of the invoked `holdConnection` actor, the target of `ConnectionCommand`s. */
+export const CONNECTION_ACTOR_ID = "connection"
 
 export type ServiceEvent =
   | { readonly type: "TRANSPORT_CLOSED"; readonly reason: string; readonly immediate?: boolean }
@@ -123,7 +139,7 @@ const connectInput = ({ context }: { context: ServiceContext }): ConnectInput =>
   timeoutMs: context.settings.initialization_timeout_seconds * 1000
 })
 
-/** What a health check or tool refresh gets: the live connection and the ping time-out. */
+/** What a tool refresh gets: the live connection and the request time-out. */
 const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
   connection: context.connection as McpConnection,
   timeoutMs: context.settings.ping_timeout_seconds * 1000
@@ -138,10 +154,11 @@ export const serviceMachine = setup({
   actors: {
     /** Opens a new client and transport and lists the tools. Supplied by the runtime. */
     connect: fromPlaceholderPromise<ConnectOutput, ConnectInput>("connect"),
-    /** Owns a live connection while the service is connected: reports its events, closes it on exit. */
-    holdConnection: fromPlaceholderCallback<ConnectionInput>("holdConnection"),
-    /** One health check (MCP ping); sends HEALTH_REPORT back. */
-    checkHealth: fromPlaceholderCallback<CheckInput>("checkHealth"),
+    /**
+     * Owns a live connection while the service is connected: reports its events, runs the health
+     * checks it is sent (`ConnectionCommand`), closes it on exit.
+     */
+    holdConnection: fromPlaceholderCallback<ConnectionInput, ConnectionCommand>("holdConnection"),
     /** Lists the tools again. */
     listTools: fromPlaceholderPromise<ReadonlyArray<ToolInfo>, CheckInput>("listTools"),
     /** Closes a connection (session DELETE, process tree ended) and resolves when it is done. */
@@ -174,6 +191,13 @@ export const serviceMachine = setup({
     attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts
   },
   actions: {
+    /** Asks the connection holder for one health check (MCP ping); HEALTH_REPORT comes back. */
+    startCheck: sendTo(
+      CONNECTION_ACTOR_ID,
+      ({ context }): ConnectionCommand => ({ type: "CHECK_HEALTH", timeoutMs: context.settings.ping_timeout_seconds * 1000 })
+    ),
+    /** Withdraws a check still running (the check state was left: a report came from elsewhere). */
+    cancelCheck: sendTo(CONNECTION_ACTOR_ID, { type: "CANCEL_CHECK" } satisfies ConnectionCommand),
     /** Records a status change (from, to, at, reason) when the status really changes. */
     enterStatus: assign(({ context }, params: { status: Status }) => {
       if (context.status === params.status) return {}
@@ -363,6 +387,7 @@ export const serviceMachine = setup({
     connected: {
       type: "parallel",
       invoke: {
+        id: CONNECTION_ACTOR_ID,
         src: "holdConnection",
         input: ({ context }) => ({
           connection: context.connection as McpConnection,
@@ -382,12 +407,7 @@ export const serviceMachine = setup({
               initial: "idle",
               states: {
                 idle: { after: { nextDelay: "checking" } },
-                checking: {
-                  invoke: {
-                    src: "checkHealth",
-                    input: checkInput
-                  }
-                }
+                checking: { entry: "startCheck", exit: "cancelCheck" }
               },
               on: {
                 HEALTH_REPORT: [
@@ -403,12 +423,7 @@ export const serviceMachine = setup({
               initial: "idle",
               states: {
                 idle: { after: { warningInterval: "checking" } },
-                checking: {
-                  invoke: {
-                    src: "checkHealth",
-                    input: checkInput
-                  }
-                }
+                checking: { entry: "startCheck", exit: "cancelCheck" }
               },
               on: {
                 HEALTH_REPORT: [
@@ -526,8 +541,8 @@ function fromPlaceholderPromise<O, I>(name: string) {
     throw new Error(`service machine: actor '${name}' was not provided`)
   })
 }
-function fromPlaceholderCallback<I>(name: string) {
-  return fromCallback<EventObject, I>(() => {
+function fromPlaceholderCallback<I, E extends EventObject>(name: string) {
+  return fromCallback<E, I>(() => {
     throw new Error(`service machine: actor '${name}' was not provided`)
   })
 }

@@ -3,7 +3,7 @@
  * connections (src/mcp). It also owns every connection it opens: `closeAll()` ends whatever is
  * still open when the store stops, including a connection that an aborted attempt created.
  */
-import { fromCallback, fromPromise, type EventObject } from "xstate"
+import { fromCallback, fromPromise } from "xstate"
 import { resolveDefinition } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import { McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
@@ -11,6 +11,7 @@ import {
   serviceMachine,
   type CheckInput,
   type ConnectInput,
+  type ConnectionCommand,
   type ConnectOutput,
   type ConnectionInput,
   type ServiceEvent
@@ -72,7 +73,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           throw e
         }
       }),
-      holdConnection: fromCallback<EventObject, ConnectionInput>(({ input, sendBack }) => {
+      holdConnection: fromCallback<ConnectionCommand, ConnectionInput>(({ input, sendBack, receive }) => {
         const send = (event: ServiceEvent) => sendBack(event)
         const offClose = input.connection.onClose((reason) =>
           send({ type: "TRANSPORT_CLOSED", reason: `transport closed: ${reason}` })
@@ -80,27 +81,41 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         const offTools = input.watchTools
           ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
           : () => undefined
+        // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.
+        let check: AbortController | undefined
+        const withdraw = () => {
+          check?.abort()
+          check = undefined
+        }
+        receive((command) => {
+          withdraw()
+          if (command.type !== "CHECK_HEALTH") return
+          const abort = (check = new AbortController())
+          const settled = () => {
+            if (abort.signal.aborted) return false
+            check = undefined
+            return true
+          }
+          input.connection.ping({ timeoutMs: command.timeoutMs, signal: abort.signal }).then(
+            (ms) => {
+              if (settled()) send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: ms })
+            },
+            (e: unknown) => {
+              if (!settled()) return
+              if (e instanceof McpRequestError && e.kind === "session_expired") {
+                send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+              } else {
+                send({ type: "HEALTH_REPORT", ok: false, error: describe(e) })
+              }
+            }
+          )
+        })
         return () => {
+          withdraw()
           offClose()
           offTools()
           void registry.close(input.connection)
         }
-      }),
-      checkHealth: fromCallback<EventObject, CheckInput>(({ input, sendBack }) => {
-        const send = (event: ServiceEvent) => sendBack(event)
-        const abort = new AbortController()
-        input.connection.ping({ timeoutMs: input.timeoutMs, signal: abort.signal }).then(
-          (ms) => send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: ms }),
-          (e: unknown) => {
-            if (abort.signal.aborted) return
-            if (e instanceof McpRequestError && e.kind === "session_expired") {
-              send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-            } else {
-              send({ type: "HEALTH_REPORT", ok: false, error: describe(e) })
-            }
-          }
-        )
-        return () => abort.abort()
       }),
       listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) =>
         input.connection.listTools({ timeoutMs: input.timeoutMs, signal })

@@ -60,7 +60,7 @@ export const liveActors = (store: Store): ReadonlyArray<ActorSummary> => {
       context: summarizeContext(actor)
     })
     for (const child of Object.values(snapshot.children ?? {})) {
-      // Invoked helpers (connection holders, checks) are not machines; visualizers want the tree of machines.
+      // Invoked helpers (connection holders, connection attempts) are not machines; visualizers want the tree of machines.
       if (child.id.startsWith("service:") || child.id.startsWith("agent:")) visit(child, actor === store.actor ? STORE_SYSTEM_ID : actor.id)
     }
   }

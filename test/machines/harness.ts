@@ -11,6 +11,7 @@ import {
   statusOf,
   type CheckInput,
   type ConnectInput,
+  type ConnectionCommand,
   type ConnectOutput,
   type ConnectionInput,
   type ServiceContext,
@@ -63,9 +64,12 @@ export interface HoldCall {
   /** Set when the callback's cleanup ran (state exit or actor stop). */
   released: boolean
 }
+/** One CHECK_HEALTH sent to the connection holder. */
 export interface CheckCall {
   readonly input: CheckInput
+  /** Answers the check (dropped once it was withdrawn, as the runtime drops a late ping outcome). */
   readonly sendBack: (event: ServiceEvent) => void
+  /** Set when the check is over: answered, or withdrawn (CANCEL_CHECK, a new check, the holder's end). */
   stopped: boolean
 }
 export interface ListCall extends Settle<ReadonlyArray<ToolInfo>> {
@@ -123,19 +127,35 @@ export const createFakes = (options: FakeOptions = {}) => {
       else if (auto !== undefined) settle.resolve(auto)
       return promise
     }),
-    holdConnection: fromCallback<EventObject, ConnectionInput>(({ input, sendBack }) => {
+    holdConnection: fromCallback<ConnectionCommand, ConnectionInput>(({ input, sendBack, receive }) => {
       options.onHold?.(input)
       const call: HoldCall = { input, sendBack: (e) => sendBack(e), released: false }
       calls.hold.push(call)
-      return () => {
-        call.released = true
+      // Health checks are commands to the holder; each CHECK_HEALTH is recorded as a check call.
+      let check: CheckCall | undefined
+      const withdraw = () => {
+        if (check) check.stopped = true
+        check = undefined
       }
-    }),
-    checkHealth: fromCallback<EventObject, CheckInput>(({ input, sendBack }) => {
-      const call: CheckCall = { input, sendBack: (e) => sendBack(e), stopped: false }
-      calls.check.push(call)
+      receive((command) => {
+        withdraw()
+        if (command.type !== "CHECK_HEALTH") return
+        const started: CheckCall = {
+          input: { connection: input.connection, timeoutMs: command.timeoutMs },
+          sendBack: (e) => {
+            if (started.stopped) return
+            started.stopped = true
+            if (check === started) check = undefined
+            sendBack(e)
+          },
+          stopped: false
+        }
+        check = started
+        calls.check.push(started)
+      })
       return () => {
-        call.stopped = true
+        withdraw()
+        call.released = true
       }
     }),
     listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) => {
@@ -209,7 +229,7 @@ export const startService = (options: ServiceHarnessOptions = {}) => {
     },
     lastConnect: () => last(calls().connect, "connect"),
     lastHold: () => last(calls().hold, "holdConnection"),
-    lastCheck: () => last(calls().check, "checkHealth"),
+    lastCheck: () => last(calls().check, "health check"),
     lastList: () => last(calls().list, "listTools"),
     lastClose: () => last(calls().close, "closeConnection"),
     /** Resolves the pending connect with a new fake connection (and tools). */

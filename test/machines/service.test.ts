@@ -166,6 +166,35 @@ describe("healthy -> healthy: health check answered within slow_response_ms", ()
     expect(h.status()).toBe("healthy")
     expect(h.ctx().transitions.map((t) => t.to)).toEqual(["initializing", "healthy"])
   })
+
+  it("a report from elsewhere (a tool call) during a check withdraws the check: its late answer is not counted", async () => {
+    const h = await startHealthy()
+    const check = await h.nextCheck(15 * SECOND)
+    h.send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: 7 })
+    expect(check.stopped).toBe(true)
+    check.sendBack({ type: "HEALTH_REPORT", ok: false, error: "late" })
+    await h.advance(0)
+    expect(h.status()).toBe("healthy")
+    expect(h.ctx()).toMatchObject({ responseTimeMs: 7, consecutiveFailures: 0 })
+    // the interval starts again from the report, and the next check is a new one
+    await h.advance(30 * SECOND - 1)
+    expect(h.calls.check).toHaveLength(1)
+    const next = await h.nextCheck(1)
+    expect(next).not.toBe(check)
+    expect(next.stopped).toBe(false)
+  })
+
+  it("checks run one at a time, on the connection the holder owns", async () => {
+    const h = await startHealthy()
+    for (let i = 0; i < 3; i++) {
+      const check = await h.nextCheck(30 * SECOND)
+      expect(h.calls.check.filter((c) => !c.stopped)).toEqual([check])
+      expect(check.input.connection).toBe(h.lastHold().input.connection)
+      await h.report({ ok: true, responseTimeMs: 1 })
+    }
+    expect(h.calls.hold).toHaveLength(1)
+    expect(h.actor.getSnapshot().value).toEqual({ connected: { health: { healthy: "idle" }, tools: "idle" } })
+  })
 })
 
 describe("healthy -> warning: one failed health check, or an answer slower than slow_response_ms", () => {
@@ -223,7 +252,7 @@ describe("healthy, warning -> reconnecting: transport closed", () => {
   it("session expired (TRANSPORT_CLOSED immediate: true) reconnects with 0 delay", async () => {
     const h = await startHealthy()
     const check = await h.nextCheck(15 * SECOND)
-    // what the runtime's checkHealth sends when the ping finds HTTP 404
+    // what the runtime's connection holder sends when the ping finds HTTP 404
     check.sendBack({ type: "TRANSPORT_CLOSED", reason: "session expired: 404", immediate: true })
     expect(h.status()).toBe("reconnecting")
     expect(retryDelay(h)).toBe(0)
