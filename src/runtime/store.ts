@@ -20,6 +20,7 @@ import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { ValidationError } from "./errors.js"
 import { ScopeApi } from "./scope.js"
+import { indexDelayedEvents } from "./timers.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -101,6 +102,7 @@ export class Store {
         else user?.next?.(event)
       }
     })
+    indexDelayedEvents(actor.system)
     actor.start()
     const store = new Store(file, actor, connections, settings, records, monitor, inspectors)
     store.load(file.read())
