@@ -115,11 +115,13 @@ export class Monitor {
   }
 
   private observeContext(actor: object, context: ServiceContext): void {
+    const all = context.transitions
+    let progress = this.progress.get(actor)
+    // Most snapshots (a check answered, a timer) change neither: nothing to look up.
+    if (progress && progress.lastSeen === all[all.length - 1] && progress.toolsVersion === context.toolsVersion) return
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
-    let progress = this.progress.get(actor)
     if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0 }))
-    const all = context.transitions
     const from = progress.lastSeen === undefined ? 0 : all.indexOf(progress.lastSeen) + 1
     for (const t of all.slice(from)) {
       history.transitions.push(t)
