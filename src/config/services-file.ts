@@ -361,37 +361,44 @@ class DocumentDraft implements ServicesDraft {
 const errnoCode = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
 
-/** Best effort: some platforms and file systems cannot fsync a folder. */
-const syncFolder = async (dir: string): Promise<void> => {
-  try {
-    const handle = await openFile(dir, "r")
-    try {
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-  } catch {
-    // The rename is done and visible; only its durability across a power loss is not confirmed.
-  }
-}
-
 /**
  * Replaces `path` with `text` so that a crash at any moment leaves the old or the new file: a
  * temporary file in the same folder, flushed, renamed over the old one, then the folder flushed.
  * The old file's permissions (and, when allowed, owner) are kept.
+ *
+ * Every step is a round trip to libuv's thread pool, and on a busy event loop each one waits for
+ * a turn of the loop: the steps that do not depend on each other (reading the old file's mode,
+ * creating the temporary file, opening the folder; setting mode and owner) run together.
  */
 const writeAtomically = async (path: string, text: string): Promise<void> => {
   const dir = dirname(path)
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
-  const previous = await stat(path).catch(() => undefined)
-  let created = false
+  const [previousResult, handleResult, folderResult] = await Promise.allSettled([
+    stat(path),
+    // Private until its mode is set: it holds a full copy of the file, secrets included.
+    openFile(tmp, "wx", 0o600),
+    openFile(dir, "r")
+  ])
+  const previous = previousResult.status === "fulfilled" ? previousResult.value : undefined
+  const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
+  let created = handleResult.status === "fulfilled"
   try {
-    const handle = await openFile(tmp, "wx", previous === undefined ? 0o644 : previous.mode & 0o777)
-    created = true
+    if (handleResult.status === "rejected") throw handleResult.reason
+    let handle = handleResult.value
     try {
-      if (previous !== undefined) {
-        await handle.chmod(previous.mode & 0o7777)
-        await handle.chown(previous.uid, previous.gid).catch(() => undefined)
+      if (previous === undefined) {
+        // A new file (rare: the first write): created again with the usual mode, the umask applied.
+        await handle.close()
+        await rm(tmp, { force: true })
+        created = false
+        handle = await openFile(tmp, "wx", 0o644)
+        created = true
+      } else {
+        const owned = previous.uid === process.getuid?.() && previous.gid === process.getgid?.()
+        await Promise.all([
+          handle.chmod(previous.mode & 0o7777),
+          owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
+        ])
       }
       await handle.writeFile(text, "utf8")
       await handle.sync()
@@ -403,7 +410,13 @@ const writeAtomically = async (path: string, text: string): Promise<void> => {
     if (created) await rm(tmp, { force: true }).catch(() => undefined)
     throw e
   }
-  await syncFolder(dir)
+  try {
+    // Best effort: some platforms and file systems cannot fsync a folder. The rename is done and
+    // visible; only its durability across a power loss is then not confirmed.
+    await folder?.sync().catch(() => undefined)
+  } finally {
+    await folder?.close().catch(() => undefined)
+  }
 }
 
 /**
@@ -449,7 +462,10 @@ export class ServicesFile {
   #doc: JsonObject
   /** The file's content as this process last wrote or adopted it. */
   #text: string
-  #config: ServicesConfig
+  /** `#doc` as `update` would write it (undefined: not computed since `#doc` last changed). */
+  #serialized: string | undefined
+  /** The definitions of `#doc` (undefined: not computed since `#doc` last changed). */
+  #config: ServicesConfig | undefined
   #queue: Promise<unknown> = Promise.resolve()
   readonly #subscribers = new Set<Subscriber>()
   #watcher: FSWatcher | undefined
@@ -459,7 +475,14 @@ export class ServicesFile {
     this.#path = path
     this.#doc = doc
     this.#text = text
-    this.#config = configOf(doc)
+  }
+
+  /** Makes `doc` the document as stored; what is derived from it is computed when next asked for. */
+  #adopt(doc: JsonObject, text: string, serialized?: string): void {
+    this.#doc = doc
+    this.#text = text
+    this.#serialized = serialized
+    this.#config = undefined
   }
 
   /**
@@ -496,7 +519,7 @@ export class ServicesFile {
 
   /** The definitions as last written or read (a frozen snapshot). */
   read(): ServicesConfig {
-    return this.#config
+    return (this.#config ??= configOf(this.#doc))
   }
 
   /** A copy of the whole document as stored, unknown fields included. */
@@ -524,15 +547,13 @@ export class ServicesFile {
         throw new TypeError("ServicesFile.update: mutate must be synchronous")
       }
       const text = serialize(draft.doc)
-      if (text === serialize(this.#doc)) return result
+      if (text === (this.#serialized ??= serialize(this.#doc))) return result
       try {
         await writeAtomically(this.#path, text)
       } catch (e) {
         throw new ServicesFileError(this.#path, `cannot be written (${(e as Error).message})`, { cause: e })
       }
-      this.#doc = draft.doc
-      this.#text = text
-      this.#config = configOf(draft.doc)
+      this.#adopt(draft.doc, text, text)
       return result
     })
     this.#queue = run.catch(() => undefined)
@@ -617,13 +638,12 @@ export class ServicesFile {
       return
     }
     const changed = canonicalJson(doc) !== canonicalJson(this.#doc)
-    this.#doc = doc
-    this.#text = text
-    this.#config = configOf(doc)
+    this.#adopt(doc, text)
     if (!changed) return
+    const config = this.read()
     for (const s of [...this.#subscribers]) {
       try {
-        s.onChange(this.#config)
+        s.onChange(config)
       } catch (e) {
         s.onError?.(new ServicesFileError(this.#path, `change handler failed (${(e as Error).message})`, { cause: e }))
       }

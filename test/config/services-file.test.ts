@@ -254,6 +254,39 @@ describe("ServicesFile.update", () => {
     await services.update((d) => d.setService(STORE_SCOPE, "a", { url: "http://a/mcp", headers: { Authorization: "x" } }))
     expect((await stat(file)).mode & 0o777).toBe(0o600)
   })
+
+  it("keeps a wider mode too, and a file removed by hand is written again with the usual mode", async () => {
+    await writeFile(file, '{"mcpServers": {}}')
+    await chmod(file, 0o664)
+    const services = await ServicesFile.open(file)
+    await services.update((d) => d.setService(STORE_SCOPE, "a", { url: "http://a/mcp" }))
+    expect((await stat(file)).mode & 0o777).toBe(0o664)
+    await rm(file)
+    await services.update((d) => d.setService(STORE_SCOPE, "b", { url: "http://b/mcp" }))
+    const fresh = join(dir, "fresh.json")
+    await ServicesFile.open(fresh)
+    expect((await stat(file)).mode & 0o777).toBe((await stat(fresh)).mode & 0o777)
+    expect(Object.keys((await ServicesFile.open(file)).read().store)).toEqual(["a", "b"])
+    expect(await leftovers(dir)).toEqual([])
+  })
+
+  it("many updates in a row: each written before it resolves, none lost, read() follows", async () => {
+    const services = await ServicesFile.open(file)
+    const names = Array.from({ length: 40 }, (_, i) => `s${i}`)
+    await Promise.all(
+      names.map((name) =>
+        services.update((d) => d.setService(agentScope(`agent-${name.length}`), name, { url: `http://${name}/mcp` })).then(async () => {
+          const onDisk = (await json(file)) as { agents: Record<string, { mcpServers: Record<string, unknown> }> }
+          const written = Object.values(onDisk.agents).flatMap((a) => Object.keys(a.mcpServers))
+          expect(written).toContain(name)
+        })
+      )
+    )
+    const all = Object.values(services.read().agents).flatMap((a) => Object.keys(a))
+    expect(all.sort()).toEqual([...names].sort())
+    expect(Object.values((await ServicesFile.open(file)).read().agents).flatMap((a) => Object.keys(a)).sort()).toEqual([...names].sort())
+    expect(await leftovers(dir)).toEqual([])
+  })
 })
 
 describe("ServicesFile.watch", () => {
