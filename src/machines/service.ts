@@ -411,7 +411,7 @@ export const serviceMachine = setup({
               },
               on: {
                 HEALTH_REPORT: [
-                  { guard: "reportFast", target: ".idle", reenter: true, actions: "checkSucceeded" },
+                  { guard: "reportFast", target: ".idle", actions: "checkSucceeded" },
                   { guard: "reportSlow", target: "warning", actions: "checkSucceeded" },
                   { target: "warning", actions: "checkFailed" }
                 ]
@@ -428,9 +428,9 @@ export const serviceMachine = setup({
               on: {
                 HEALTH_REPORT: [
                   { guard: "reportFast", target: "healthy", actions: "checkSucceeded" },
-                  { guard: "reportSlow", target: ".idle", reenter: true, actions: "checkSucceeded" },
+                  { guard: "reportSlow", target: ".idle", actions: "checkSucceeded" },
                   { guard: "failureThresholdReached", target: "#service.lost", actions: "checkFailed" },
-                  { target: ".idle", reenter: true, actions: "checkFailed" }
+                  { target: ".idle", actions: "checkFailed" }
                 ]
               }
             }

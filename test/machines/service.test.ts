@@ -184,6 +184,25 @@ describe("healthy -> healthy: health check answered within slow_response_ms", ()
     expect(next.stopped).toBe(false)
   })
 
+  it("a report from elsewhere between checks starts the interval again", async () => {
+    const h = await startHealthy()
+    await h.advance(10 * SECOND)
+    h.send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: 3 })
+    await h.advance(30 * SECOND - 1)
+    expect(h.calls.check).toHaveLength(0)
+    await h.nextCheck(1)
+    // in warning too
+    await h.report({ ok: false, error: "down" })
+    expect(h.status()).toBe("warning")
+    await h.advance(5 * SECOND)
+    h.send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: 4000 })
+    expect(h.status()).toBe("warning")
+    await h.advance(10 * SECOND - 1)
+    expect(h.calls.check).toHaveLength(1)
+    await h.nextCheck(1)
+    expect(h.ctx().transitions.map((t) => t.to)).toEqual(["initializing", "healthy", "warning"])
+  })
+
   it("checks run one at a time, on the connection the holder owns", async () => {
     const h = await startHealthy()
     for (let i = 0; i < 3; i++) {
