@@ -3,7 +3,8 @@
  * `StreamableHTTPClientTransport`: the same protocol (one POST per message answered with JSON, an
  * event stream or 202; the standalone GET event stream once the session is initialized, resumed with
  * Last-Event-ID; the session id and protocol version headers; DELETE to end the session), on
- * node:http with one keep-alive agent per connection and a small event-stream parser.
+ * node:http with keep-alive agents shared by the connections to one origin, and a small
+ * event-stream parser.
  *
  * Why: the SDK's transport runs on fetch and web streams; in the benchmark it was 40 % of the
  * store's CPU per tool call, and fetch leaves an abort listener per request on the transport's one
@@ -25,6 +26,41 @@ const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 
 
 /** How much of an error answer's body is kept for its message. */
 const ERROR_BODY_CHARS = 2_000
+
+/**
+ * Keep-alive agents, one per origin, shared by every connection to it and ended with the last one.
+ * Servers close a kept-alive socket after a few seconds idle (Node's default is 5 s): one agent per
+ * connection would open a new TCP connection for each health check of an idle service, while
+ * services on the same server, sharing one agent, keep each other's sockets warm.
+ */
+class SharedAgents {
+  private readonly byOrigin = new Map<string, { readonly agent: HttpAgent; users: number }>()
+
+  acquire(url: URL): HttpAgent {
+    let entry = this.byOrigin.get(url.origin)
+    if (entry === undefined) {
+      const options = { keepAlive: true, scheduling: "lifo" } as const
+      entry = { agent: url.protocol === "https:" ? new HttpsAgent(options) : new HttpAgent(options), users: 0 }
+      this.byOrigin.set(url.origin, entry)
+    }
+    entry.users += 1
+    return entry.agent
+  }
+
+  release(url: URL): void {
+    const entry = this.byOrigin.get(url.origin)
+    if (entry === undefined || --entry.users > 0) return
+    this.byOrigin.delete(url.origin)
+    entry.agent.destroy()
+  }
+
+  /** Origins with an agent (for tests). */
+  get size(): number {
+    return this.byOrigin.size
+  }
+}
+
+export const sharedAgents = new SharedAgents()
 
 /** One event of an event stream (text/event-stream). */
 export interface StreamEvent {
@@ -114,7 +150,7 @@ export class HttpClientTransport implements Transport {
     private readonly headers: Readonly<Record<string, string>> = {}
   ) {
     const https = url.protocol === "https:"
-    this.agent = https ? new HttpsAgent({ keepAlive: true, scheduling: "lifo" }) : new HttpAgent({ keepAlive: true, scheduling: "lifo" })
+    this.agent = sharedAgents.acquire(url)
     this.send$ = https ? httpsRequest : httpRequest
   }
 
@@ -195,7 +231,7 @@ export class HttpClientTransport implements Transport {
     clearTimeout(this.reconnectTimer)
     for (const request of this.open) request.destroy()
     this.open.clear()
-    this.agent.destroy()
+    sharedAgents.release(this.url)
     this.onclose?.()
   }
 

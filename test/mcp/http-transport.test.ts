@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
-import { EventStreamParser, type StreamEvent } from "../../src/mcp/http-transport.js"
+import { EventStreamParser, sharedAgents, type StreamEvent } from "../../src/mcp/http-transport.js"
 import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
 import { remoteDef, T } from "./support.js"
 
@@ -236,6 +236,27 @@ describe("HttpClientTransport against a scripted server", () => {
     const error = await failureOf(conn.callTool("moved", {}, T))
     expect(error.kind).toBe("transport")
     expect(error.message).toMatch(/307.*127\.0\.0\.1:1\/elsewhere/)
+  })
+
+  it("connections to one server share kept-alive sockets; the last one to close ends them", async () => {
+    const { server, conn } = await setUp()
+    const second = await connect(remoteDef(server.url), T)
+    conns.push(second)
+    const agents = sharedAgents.size
+    await conn.ping(T)
+    // Two GET streams, and the sockets the POSTs went over: a ping of either reuses one of those.
+    const before = server.sockets.size
+    for (let i = 0; i < 5; i++) {
+      await conn.ping(T)
+      await second.ping(T)
+    }
+    expect(server.sockets.size).toBe(before)
+    await conn.close()
+    expect(sharedAgents.size).toBe(agents)
+    expect(await second.ping(T)).toBeGreaterThan(0)
+    await second.close()
+    expect(sharedAgents.size).toBe(agents - 1)
+    await eventually(() => server.sockets.size === 0)
   })
 
   it("close() ends a call in flight and every socket", async () => {
