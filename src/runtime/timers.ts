@@ -8,6 +8,10 @@
  * a thousand connection attempts finishing at start cost about half a second of CPU in that walk
  * alone. `indexDelayedEvents` keeps the ids each actor scheduled, so that stopping it cancels only
  * its own. Delays, clocks (SimulatedClock in tests) and the events delivered are XState's own.
+ *
+ * It wraps methods of XState's scheduler and reads its record of pending events, neither of which is
+ * public API: package.json pins xstate to the exact version this was written against (5.33.3), and
+ * test/runtime/timers.test.ts fails if either changes shape. Recheck both before bumping xstate.
  */
 import type { ActorSystem, AnyActorRef, EventObject } from "xstate"
 
