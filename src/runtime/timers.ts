@@ -11,7 +11,8 @@
  *
  * It wraps methods of XState's scheduler and reads its record of pending events, neither of which is
  * public API: package.json pins xstate to the exact version this was written against (5.33.3), and
- * test/runtime/timers.test.ts fails if either changes shape. Recheck both before bumping xstate.
+ * test/runtime/timers.test.ts reads the same record to check what is cancelled. Recheck both before
+ * bumping xstate.
  */
 import type { ActorSystem, AnyActorRef, EventObject } from "xstate"
 
