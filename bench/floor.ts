@@ -4,7 +4,8 @@
  * answers a JSON body of the size of the store's call_tool answer; the same load generator as the
  * call cells drives it. No gateway that takes calls over HTTP can go faster than this, so it bounds
  * the "fraction of the direct throughput" targets where the direct call never leaves the process
- * (stdio) or costs less than an HTTP round trip.
+ * (stdio) or costs less than an HTTP round trip. `runIdleFloor` does the same for the idle target:
+ * a bare client sending requests at the rate of the store's health checks.
  */
 import { cpuSeconds, freePort, spawnChild, stopChild, until } from "./procs.js"
 import { closedLoop, HttpClient, type RunResult } from "./load.js"
@@ -63,5 +64,45 @@ export const runFloor = async (options: {
   } finally {
     http.close()
     await stopChild(child)
+  }
+}
+
+/** A bare client that POSTs `rate` small JSON requests per second, spread evenly, over keep-alive sockets. */
+const CLIENT = `
+const http = require("node:http");
+const [port, rate] = [Number(process.argv[1]), Number(process.argv[2])];
+const agent = new http.Agent({ keepAlive: true });
+const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+setInterval(() => {
+  const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/", agent,
+    headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => res.resume());
+  req.on("error", () => {});
+  req.end(body);
+}, 1000 / rate);
+`
+
+/**
+ * The idle floor: the CPU (percent of one core, from /proc) of a bare node:http client sending
+ * `ratePerSecond` requests per second to the bare server, each answered: what the store's health
+ * checks cost at the least, before any MCP, actor or monitoring work.
+ */
+export const runIdleFloor = async (options: { readonly ratePerSecond: number; readonly seconds: number }): Promise<number> => {
+  const port = await freePort()
+  const server = spawnChild("HTTP floor server (idle)", process.execPath, ["-e", SERVER, String(port)])
+  let client: ReturnType<typeof spawnChild> | undefined
+  try {
+    const http = new HttpClient(`http://127.0.0.1:${port}`, 1)
+    await until("the HTTP floor server", async () => (await http.post("/", { tool_name: "echo", service_name: "x", args: { text: "up" } }, 1_000)).status === 200, 10_000, 20)
+    http.close()
+    client = spawnChild("HTTP floor client (idle)", process.execPath, ["-e", CLIENT, String(port), String(options.ratePerSecond)])
+    // Past its start-up, then measured.
+    await new Promise((r) => setTimeout(r, 2_000))
+    const before = cpuSeconds(client.pid)
+    const t0 = performance.now()
+    await new Promise((r) => setTimeout(r, options.seconds * 1000))
+    return ((cpuSeconds(client.pid) - before) / ((performance.now() - t0) / 1000)) * 100
+  } finally {
+    if (client) await stopChild(client)
+    await stopChild(server)
   }
 }

@@ -25,7 +25,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { runCalls } from "./calls.js"
-import { runFloor } from "./floor.js"
+import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
 import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results } from "./report.js"
@@ -164,6 +164,10 @@ try {
   await section("floor", async () => {
     results.floor = await runFloor({ concurrencies: CONCURRENCIES, calls: CALLS, warmup: WARMUP, maxSeconds: 60 })
     for (const c of results.floor) log(`  HTTP floor c=${String(c.concurrency).padEnd(3)} ${c.rate.toFixed(0).padStart(6)} calls/s  p50 ${c.p50.toFixed(2)} ms  server CPU ${c.cpuUsPerCall.toFixed(0)} us/call`)
+    // The scale section's health checks: every service once per 30 s.
+    const services = AGENTS * 10
+    results.idleFloor = { services, percent: await runIdleFloor({ ratePerSecond: services / 30, seconds: quick ? 5 : 20 }) }
+    log(`  idle floor: a bare client sending ${(services / 30).toFixed(1)} requests/s: ${results.idleFloor.percent.toFixed(2)} % of one core`)
   })
 
   // A failed section ends every child: the fixtures are started again if so.
