@@ -482,16 +482,14 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
     )
     out.push(mdTable(["services file", "first answer p50 ms", "min", "max", "port open p50 ms", "runs"], startupRows(r.startup)))
     out.push(
-      `Note on the open port: the store's port accepts connections before the store can answer (the listening socket ` +
-        `is opened while the application is still being built), and a request that arrives in that gap is never ` +
-        `answered: the connection stays open with no response (seen for over 10 minutes while writing this benchmark). ` +
-        `A client polling for readiness with one request at a time and no time-out hangs for ever; this benchmark ` +
-        `therefore sends a new probe every 10 ms on its own connection.`
+      `Note on the open port: the port accepts connections before the store is built and its handler attached; a ` +
+        `request in that gap is answered 503 SERVICE_UNAVAILABLE with Retry-After (src/http/server.ts). *First answer* ` +
+        `is the first 200; the probe sends a new request every 10 ms on its own connection.`
     )
   }
   if (r.startupProfile) {
     const p = r.startupProfile
-    out.push(`### Profile of one start (empty file, ${f(p.startMs, 0)} ms to the first answer)`)
+    out.push(`### Profile of one start (empty file, the sources through tsx: ${f(p.startMs, 0)} ms to the first answer)`)
     out.push(
       `Main thread from process start to the first answer: busy ${f(p.busyMs, 0)} ms, idle ${f(p.idleMs, 0)} ms (waiting ` +
         `on the tsx loader thread, files, timers). Self time by module and top functions:`
