@@ -175,6 +175,11 @@ export class Monitor {
     return h
   }
 
+  /** A service was deleted: its open alerts are resolved (nothing will ever make it healthy again). */
+  serviceRemoved(scope: string, name: string): void {
+    this.resolve(scope, name)
+  }
+
   /** A tool call's duration counts as a response-time sample of its service. */
   recordCall(scope: string, name: string, durationMs: number): void {
     this.history(scope, name).samples.push({ at: Date.now(), ms: durationMs })

@@ -8,7 +8,7 @@
  */
 import { copyFile } from "node:fs/promises"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
-import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
+import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
@@ -236,6 +236,7 @@ export class Store {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
+    this.monitor.serviceRemoved(scopeLabel(scope), name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }

@@ -378,6 +378,27 @@ describe("an upstream that dies and comes back", () => {
   })
 })
 
+describe("a deleted service's alerts", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer({ monitoring: { ...MONITORING, max_reconnect_attempts: 1 } })
+  })
+  afterAll(async () => server?.cleanup())
+
+  it("are resolved when it is deleted (nothing would make it healthy again)", { timeout: 20_000 }, async () => {
+    const url = `http://127.0.0.1:${await closedPort()}/mcp`
+    await server.post("/for_agent/gone/add_service", { name: "dead", url })
+    const open = async () =>
+      ((await server.get("/monitoring/alerts?include_resolved=false")).body.alerts as Array<{ service_name: string; scope: string }>)
+    expect(await eventually(async () => (await open()).some((a) => a.service_name === "dead" && a.scope === "gone"), 10_000)).toBe(true)
+    expect((await server.del("/for_agent/gone/delete_service/dead")).status).toBe(200)
+    expect(await open()).toEqual([])
+    const all = (await server.get("/monitoring/alerts")).body.alerts as Array<{ resolved: boolean; resolved_at: string | null }>
+    expect(all.length).toBeGreaterThan(0)
+    for (const a of all) expect(a).toMatchObject({ resolved: true, resolved_at: expect.stringMatching(ISO) })
+  })
+})
+
 describe("several agents with local and remote services", () => {
   let http: HttpFixture
   let server: TestServer
