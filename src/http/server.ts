@@ -9,7 +9,7 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpMiddleware, type HttpApp } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -109,8 +109,19 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
+  // A 401 names the scheme it wants (RFC 9110, 11.6.1), whichever route answered it. Set as the
+  // response is written: the HttpApi's error responses are built after this middleware runs.
+  const challenged = (app: HttpApp.Default): HttpApp.Default =>
+    options.server.apiKey === undefined
+      ? app
+      : Effect.zipRight(
+          HttpApp.appendPreResponseHandler((_request, response) =>
+            Effect.succeed(response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="mcp-store"') : response)
+          ),
+          app
+        )
 
-  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(app))).pipe(
+  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(challenged(app)))).pipe(
     // Effect's server opens a tracing span per request (URL parsed, every header copied as an
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),

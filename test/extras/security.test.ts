@@ -69,7 +69,8 @@ describe("with an API key", () => {
             reply.body?.error?.code === "UNAUTHORIZED" &&
             typeof reply.body?.message === "string" &&
             reply.body.error.message === reply.body.message &&
-            typeof reply.body.error.details === "object"
+            typeof reply.body.error.details === "object" &&
+            reply.headers.get("www-authenticate") === 'Bearer realm="mcp-store"'
           if (!ok) failures.push(`${method} ${path} with ${label}: ${reply.status} ${reply.text.slice(0, 120)}`)
         })
       )
