@@ -74,7 +74,12 @@ export interface StreamEvent {
  * lines joined by LF; comments and unknown fields ignored; an event ends at a blank line).
  */
 export class EventStreamParser {
-  private buffer = ""
+  /** The pieces of a line whose end has not come yet. */
+  private partial: Array<string> = []
+  /** Whether the stream ends lines with CR (or CRLF): only then is CR searched for. */
+  private crSeen = false
+  /** Whether the last chunk ended with a CR, so that a LF opening the next one is part of it. */
+  private skipLf = false
   private data: Array<string> = []
   private event = ""
   /** The last `id:` the server sent (what a resumed stream asks for in Last-Event-ID). */
@@ -85,26 +90,38 @@ export class EventStreamParser {
   constructor(private readonly onEvent: (event: StreamEvent) => void) {}
 
   push(chunk: string): void {
-    this.buffer += chunk
-    let start = 0
-    for (;;) {
-      const lf = this.buffer.indexOf("\n", start)
-      const cr = this.buffer.indexOf("\r", start)
-      let end: number
-      let next: number
-      if (cr >= 0 && (lf < 0 || cr < lf)) {
-        // A CR at the very end may be the first half of a CRLF: wait for the next chunk.
-        if (cr === this.buffer.length - 1) break
-        end = cr
-        next = this.buffer[cr + 1] === "\n" ? cr + 2 : cr + 1
-      } else if (lf >= 0) {
-        end = lf
-        next = lf + 1
-      } else break
-      this.line(this.buffer.slice(start, end))
-      start = next
+    // Only the new chunk is searched for line ends, and an unfinished line is kept in pieces: a
+    // large answer (one long data line over many chunks) is read in linear time.
+    let pos = 0
+    if (this.skipLf) {
+      // The last chunk ended with a CR: a LF starting this one belongs to it.
+      if (chunk.length > 0) this.skipLf = false
+      if (chunk.startsWith("\n")) pos = 1
     }
-    this.buffer = start === 0 ? this.buffer : this.buffer.slice(start)
+    if (!this.crSeen && chunk.includes("\r")) this.crSeen = true
+    while (pos < chunk.length) {
+      let end = chunk.indexOf("\n", pos)
+      let next = end + 1
+      if (this.crSeen) {
+        const cr = chunk.indexOf("\r", pos)
+        if (cr >= 0 && (end < 0 || cr < end)) {
+          end = cr
+          next = chunk[cr + 1] === "\n" ? cr + 2 : cr + 1
+          if (cr === chunk.length - 1) this.skipLf = true
+        }
+      }
+      if (end < 0) {
+        this.partial.push(chunk.slice(pos))
+        return
+      }
+      const piece = chunk.slice(pos, end)
+      if (this.partial.length > 0) {
+        this.partial.push(piece)
+        this.line(this.partial.join(""))
+        this.partial = []
+      } else this.line(piece)
+      pos = next
+    }
   }
 
   private line(line: string): void {

@@ -27,6 +27,17 @@ describe("EventStreamParser", () => {
     ])
   })
 
+  it("reads a long line over many chunks, and a CR that ends one chunk with or without a LF opening the next", () => {
+    const long = "x".repeat(200_000)
+    const chunks = `data: ${long}\n\n`.match(/[\s\S]{1,1000}/g)!
+    expect(parse(chunks).events).toEqual([{ event: "message", data: long, id: undefined }])
+    const { events } = parse(["data: a\r", "", "\ndata: b\r", "\r", "data: c\r", "\n\r\n"])
+    expect(events).toEqual([
+      { event: "message", data: "a\nb", id: undefined },
+      { event: "message", data: "c", id: undefined }
+    ])
+  })
+
   it("keeps the last id of an event without data (a priming event) and retry; ignores unknown fields and an unfinished event", () => {
     const { events, parser } = parse(["id: 1\n\n", "retry: 250\nfoo: bar\n\n", "data: half"])
     expect(events).toEqual([])
