@@ -129,7 +129,7 @@ export const run = <A>(
       return isPromiseLike(value) ? settle(value) : Effect.succeed(value)
     })
   }
-  // Two parameters: Effect creates the AbortController and aborts it on interruption.
+  // A register function of two parameters makes Effect create the AbortController and abort it on interruption.
   return Effect.async<A, ReturnType<typeof fromStoreError> | InternalError>((resume, signal) => {
     try {
       Promise.resolve(operation(signal)).then(
