@@ -303,7 +303,9 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
         if (!open(request) && !authorized(request.headers["authorization"])) return unauthorized()
         if (!HttpMethod.hasBody(request.method)) return app
-        const length = Number(request.headers["content-length"] ?? "0")
+        // Each read of `request.headers` builds a new Headers object: read it once.
+        const headers = request.headers
+        const length = Number(headers["content-length"] ?? "0")
         if (length > MAX_BODY_BYTES) return Effect.fail(tooLarge())
         // Effect's body reader destroys the socket when its limit is hit, so a chunked body (no
         // content-length) over the limit would get no answer at all. Read with a hard cap well above
@@ -311,7 +313,7 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         return Effect.flatMap(
           IncomingMessage.withMaxBodySize(request.text, Option.some(HARD_BODY_CAP_BYTES)).pipe(Effect.mapError(() => tooLarge())),
           (text) => {
-            const problem = bodyProblem(text, request.headers["content-type"])
+            const problem = bodyProblem(text, headers["content-type"])
             return problem === undefined ? app : Effect.fail(problem)
           }
         )
