@@ -19,6 +19,7 @@ import type { MonitoringSettings } from "../../src/domain/settings.js"
 import type { ServiceActorRef, Transition } from "../../src/machines/service.js"
 import { createFixtureServer } from "../fixtures/fixture-server.js"
 import { REPO_ROOT } from "../fixtures/paths.js"
+import { liveGroupMembers, procStat } from "../mcp/support.js"
 import { api, closedPort, type Api } from "../support/server.js"
 
 /** The fault suite's monitoring: checks every 0.3 s, pings time out after 0.8 s, 3 attempts, then a retry a second. */
@@ -120,38 +121,16 @@ export const recordStatuses = (actor: ServiceActorRef, options: { readonly fromS
 // Processes
 // ---------------------------------------------------------------------------------------------
 
-const statFields = (pid: string): string[] | undefined => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    // Fields after the command name: state, ppid, pgrp, ...
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  } catch {
-    return undefined
-  }
-}
-
-/** Live (not zombie) members of a process group, read from /proc. */
-export const liveGroupMembers = (pgid: number): number[] => {
-  const out: number[] = []
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    const f = statFields(entry)
-    if (f !== undefined && Number(f[2]) === pgid && f[0] !== "Z") out.push(Number(entry))
-  }
-  return out
-}
+export { liveGroupMembers }
 
 /** Whether a process runs (exists and is not a zombie). */
 export const processRunning = (pid: number): boolean => {
-  const f = statFields(String(pid))
-  return f !== undefined && f[0] !== "Z"
+  const stat = procStat(pid)
+  return stat !== undefined && stat.state !== "Z"
 }
 
 /** The process group of a process, or undefined when it is gone. */
-export const processGroupOf = (pid: number): number | undefined => {
-  const f = statFields(String(pid))
-  return f === undefined ? undefined : Number(f[2])
-}
+export const processGroupOf = (pid: number): number | undefined => procStat(pid)?.pgrp
 
 /** Live direct children of a process (from /proc/<pid>/task/<tid>/children). */
 export const childrenOf = (pid: number): number[] => {

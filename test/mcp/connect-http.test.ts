@@ -4,21 +4,9 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
-import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
+import type { McpConnection } from "../../src/mcp/types.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { remoteDef, T } from "./support.js"
-
-const textOf = (result: { content: ReadonlyArray<{ type: string; text?: string }> }): string =>
-  result.content.map((c) => (c.type === "text" ? (c.text ?? "") : "")).join("")
-
-const failureOf = async (promise: Promise<unknown>): Promise<McpRequestError> => {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e
-  )
-  expect(error).toBeInstanceOf(McpRequestError)
-  return error as McpRequestError
-}
+import { failureOf, remoteDef, T, textOf } from "./support.js"
 
 describe("a Streamable HTTP fixture connection", () => {
   let fixture: HttpFixture

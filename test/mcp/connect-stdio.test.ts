@@ -2,23 +2,10 @@
 // kind of failure is classified, and that the process group never outlives the connection.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
-import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
+import type { McpConnection } from "../../src/mcp/types.js"
 import { FAILURE_TEXT } from "../fixtures/fixture-server.js"
 import { demoServer, stdioFixture } from "../fixtures/paths.js"
-import { isGone, liveGroupMembers, localDef, T } from "./support.js"
-
-const textOf = (result: { content: ReadonlyArray<{ type: string; text?: string }> }): string =>
-  result.content.map((c) => (c.type === "text" ? (c.text ?? "") : "")).join("")
-
-/** The rejection of a promise that must reject with McpRequestError. */
-const failureOf = async (promise: Promise<unknown>): Promise<McpRequestError> => {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e
-  )
-  expect(error).toBeInstanceOf(McpRequestError)
-  return error as McpRequestError
-}
+import { failureOf, isGone, liveGroupMembers, localDef, T, textOf } from "./support.js"
 
 describe("a stdio fixture connection", () => {
   let conn: McpConnection

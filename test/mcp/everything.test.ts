@@ -4,10 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
 import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
 import { everythingStdio } from "../fixtures/paths.js"
-import { isGone, localDef, remoteDef, startEverythingHttp, T, type EverythingHttp } from "./support.js"
-
-const textOf = (result: { content: ReadonlyArray<{ type: string; text?: string }> }): string =>
-  result.content.map((c) => (c.type === "text" ? (c.text ?? "") : "")).join("")
+import { isGone, localDef, remoteDef, startEverythingHttp, T, textOf, type EverythingHttp } from "./support.js"
 
 /** The checks every transport must pass against the reference server. */
 const exercise = async (conn: McpConnection): Promise<void> => {

@@ -7,8 +7,9 @@ import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
 import { EventStreamParser, sharedAgents, type StreamEvent } from "../../src/mcp/http-transport.js"
-import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
-import { remoteDef, T } from "./support.js"
+import type { McpConnection } from "../../src/mcp/types.js"
+import { eventually } from "../support/server.js"
+import { failureOf, remoteDef, T } from "./support.js"
 
 describe("EventStreamParser", () => {
   const parse = (chunks: ReadonlyArray<string>) => {
@@ -136,23 +137,6 @@ const startScripted = async (tools: Record<string, Behaviour>, options: { getStr
   }
 }
 
-const failureOf = async (promise: Promise<unknown>): Promise<McpRequestError> => {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e
-  )
-  expect(error).toBeInstanceOf(McpRequestError)
-  return error as McpRequestError
-}
-
-const eventually = async (check: () => boolean, ms = 5_000) => {
-  const until = performance.now() + ms
-  while (!check()) {
-    if (performance.now() > until) throw new Error("condition not reached")
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
-
 describe("HttpClientTransport against a scripted server", () => {
   const servers: Array<Scripted> = []
   const conns: Array<McpConnection> = []
@@ -224,9 +208,9 @@ describe("HttpClientTransport against a scripted server", () => {
 
   it("reopens the GET stream when the server ends it, with the last event id", async () => {
     const { server } = await setUp()
-    await eventually(() => server.streams.size === 1)
+    expect(await eventually(() => server.streams.size === 1, 5_000)).toBe(true)
     for (const stream of server.streams) stream.end()
-    await eventually(() => server.lastEventIds.length === 2)
+    expect(await eventually(() => server.lastEventIds.length === 2, 5_000)).toBe(true)
     expect(server.lastEventIds).toEqual([undefined, "e1"])
   })
 
@@ -267,15 +251,15 @@ describe("HttpClientTransport against a scripted server", () => {
     expect(await second.ping(T)).toBeGreaterThan(0)
     await second.close()
     expect(sharedAgents.size).toBe(agents - 1)
-    await eventually(() => server.sockets.size === 0)
+    expect(await eventually(() => server.sockets.size === 0, 5_000)).toBe(true)
   })
 
   it("close() ends a call in flight and every socket", async () => {
     const { server, conn } = await setUp({ hang: () => undefined })
     const call = failureOf(conn.callTool("hang", {}, { timeoutMs: 10_000 }))
-    await eventually(() => server.seen.includes("POST tools/call hang"))
+    expect(await eventually(() => server.seen.includes("POST tools/call hang"), 5_000)).toBe(true)
     await conn.close()
     expect((await call).kind).toBe("transport")
-    await eventually(() => server.sockets.size === 0)
+    expect(await eventually(() => server.sockets.size === 0, 5_000)).toBe(true)
   })
 })

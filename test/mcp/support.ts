@@ -4,11 +4,27 @@
  */
 import { spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
+import { expect } from "vitest"
 import type { ResolvedDefinition } from "../../src/domain/service.js"
+import { McpRequestError } from "../../src/mcp/types.js"
 import { everythingHttp, LISTENING_LINE, type Launch } from "../fixtures/paths.js"
 
 /** Generous request options for calls that are expected to succeed. */
 export const T = { timeoutMs: 10_000 } as const
+
+/** The text parts of a tool result, joined. */
+export const textOf = (result: { content: ReadonlyArray<{ type: string; text?: string }> }): string =>
+  result.content.map((c) => (c.type === "text" ? (c.text ?? "") : "")).join("")
+
+/** The rejection of a promise that must reject with McpRequestError. */
+export const failureOf = async (promise: Promise<unknown>): Promise<McpRequestError> => {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e
+  )
+  expect(error).toBeInstanceOf(McpRequestError)
+  return error as McpRequestError
+}
 
 /** A local (stdio) definition for a launch command. */
 export const localDef = (launch: Launch, cwd?: string): ResolvedDefinition => ({
@@ -28,7 +44,7 @@ export const remoteDef = (
 ): ResolvedDefinition => ({ kind: "remote", transport, url, headers })
 
 /** The state letter and process group of a process from /proc, or undefined when there is none. */
-const procStat = (pid: number): { state: string; pgrp: number } | undefined => {
+export const procStat = (pid: number): { state: string; pgrp: number } | undefined => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
     // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
