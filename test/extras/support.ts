@@ -1,73 +1,29 @@
 /**
- * Helpers for the tests of the routes beyond the 56 (test/extras): a server with the options
- * test/support/server.ts does not expose (API key, local services off, grace period), a small
+ * Helpers for the tests of the routes beyond the 56 (test/extras): the test server with a services
+ * file that may not exist yet, a client that sends the API key, a small
  * Server-Sent Events reader over fetch, a Prometheus text parser, and bounded waits.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { resolveOptions } from "../../src/config/options.js"
-import type { MonitoringSettings } from "../../src/domain/settings.js"
-import { startServer, type RunningServer } from "../../src/http/server.js"
-import { api, FAST_MONITORING, type Api, type Reply } from "../support/server.js"
+import { readFileSync } from "node:fs"
+import { api, startTestServer, type Api, type Reply, type TestServer, type TestServerOptions } from "../support/server.js"
 
-export interface ExtrasServerOptions {
-  /** The services file's content; written before the server starts. */
-  readonly services?: unknown
-  readonly monitoring?: Partial<MonitoringSettings>
-  readonly apiKey?: string
-  readonly localServices?: boolean
-  /** Shutdown grace period in ms (default 200, as test/support/server.ts). */
-  readonly graceMs?: number
-}
+export type ExtrasServerOptions = Omit<TestServerOptions, "dir">
 
-export interface ExtrasServer extends Api {
-  readonly running: RunningServer
-  readonly url: string
-  readonly dir: string
-  readonly file: string
+export interface ExtrasServer extends Omit<TestServer, "readFileText"> {
   /** The services file as text, or undefined when it does not exist. */
   readFileText(): string | undefined
-  /** Closes the server; idempotent. */
-  close(): Promise<void>
-  /** Closes and removes the folder. */
-  cleanup(): Promise<void>
 }
 
-/** mcp-store on 127.0.0.1, port 0, banner off, fast monitoring, in a fresh temporary folder. */
+/** startTestServer (test/support/server.ts), whose services file may not exist yet. */
 export const startExtrasServer = async (options: ExtrasServerOptions = {}): Promise<ExtrasServer> => {
-  const dir = mkdtempSync(join(tmpdir(), "mcp-store-extras-"))
-  const file = join(dir, "mcp.json")
-  if (options.services !== undefined) writeFileSync(file, `${JSON.stringify(options.services, null, 2)}\n`)
-  const resolved = resolveOptions({
-    host: "127.0.0.1",
-    port: 0,
-    show_startup_info: false,
-    log_level: "error",
-    mcp_config_file: file,
-    monitoring: { ...FAST_MONITORING, ...options.monitoring },
-    ...(options.apiKey !== undefined ? { api_key: options.apiKey } : {}),
-    ...(options.localServices !== undefined ? { local_services: options.localServices } : {})
-  })
-  const running = await startServer({ server: resolved.server, store: resolved.store, graceMs: options.graceMs ?? 200 })
-  const close = () => running.close()
+  const server = await startTestServer(options)
   return {
-    ...api(running.url),
-    running,
-    url: running.url,
-    dir,
-    file,
+    ...server,
     readFileText: () => {
       try {
-        return readFileSync(file, "utf8")
+        return readFileSync(server.file, "utf8")
       } catch {
         return undefined
       }
-    },
-    close,
-    cleanup: async () => {
-      await close()
-      rmSync(dir, { recursive: true, force: true })
     }
   }
 }

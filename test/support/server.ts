@@ -33,6 +33,12 @@ export interface TestServerOptions {
   readonly monitoring?: Partial<MonitoringSettings>
   /** Use this folder instead of a fresh one (a restart on the same file). */
   readonly dir?: string
+  /** `--api-key`. */
+  readonly apiKey?: string
+  /** `--no-local-services` when false. */
+  readonly localServices?: boolean
+  /** Shutdown grace period in ms (default 200). */
+  readonly graceMs?: number
 }
 
 /** A running server with its services file and a JSON client. */
@@ -62,9 +68,11 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
     show_startup_info: false,
     log_level: "error",
     mcp_config_file: file,
-    monitoring: { ...FAST_MONITORING, ...options.monitoring }
+    monitoring: { ...FAST_MONITORING, ...options.monitoring },
+    ...(options.apiKey !== undefined ? { api_key: options.apiKey } : {}),
+    ...(options.localServices !== undefined ? { local_services: options.localServices } : {})
   })
-  const running = await startServer({ server: resolved.server, store: resolved.store, graceMs: 200 })
+  const running = await startServer({ server: resolved.server, store: resolved.store, graceMs: options.graceMs ?? 200 })
   const close = () => running.close()
   return {
     ...api(running.url),
