@@ -26,8 +26,8 @@ const errorFields = <const Codes extends ReadonlyArray<string>>(...codes: Codes)
 
 type Details = Record<string, unknown>
 
-/** Builds the body fields of an error. */
-const body = <C extends string>(code: C, message: string, details: Details = {}) =>
+/** Builds the body fields of an error (the one error body of shared/API.md). */
+export const errorBody = <C extends string>(code: C, message: string, details: Details = {}) =>
   ({ success: false as const, message, error: { code, message, details } })
 
 export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
@@ -57,9 +57,9 @@ export type ApiError =
   | GatewayTimeout
 
 export const validationError = (message: string, fields: ReadonlyArray<{ field: string; problem: string }>) =>
-  new BadRequest(body("VALIDATION_ERROR", message, { fields }))
+  new BadRequest(errorBody("VALIDATION_ERROR", message, { fields }))
 
-export const waitTimeout = (message: string, details: Details) => new WaitTimeout(body("WAIT_TIMEOUT", message, details))
+export const waitTimeout = (message: string, details: Details) => new WaitTimeout(errorBody("WAIT_TIMEOUT", message, details))
 
 /** Maps a store error to its contract error. */
 export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGateway | Unavailable | GatewayTimeout => {
@@ -67,18 +67,18 @@ export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGatewa
     case "ValidationError":
       return validationError(e.message, e.problems)
     case "ServiceNotFound":
-      return new NotFound(body("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope }))
+      return new NotFound(errorBody("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope }))
     case "ToolNotFound":
-      return new NotFound(body("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope }))
+      return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope }))
     case "AmbiguousTool":
-      return new BadRequest(body("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
+      return new BadRequest(errorBody("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
     case "InvalidArguments":
-      return new BadRequest(body("INVALID_ARGUMENTS", e.message, { tool_name: e.toolName, fields: e.problems, upstream: e.upstream }))
+      return new BadRequest(errorBody("INVALID_ARGUMENTS", e.message, { tool_name: e.toolName, fields: e.problems, upstream: e.upstream }))
     case "UpstreamError":
-      return new BadGateway(body("UPSTREAM_ERROR", e.message, { outcome: e.outcome, service_name: e.serviceName, code: e.code ?? null }))
+      return new BadGateway(errorBody("UPSTREAM_ERROR", e.message, { outcome: e.outcome, service_name: e.serviceName, code: e.code ?? null }))
     case "ServiceUnavailable":
       return new Unavailable(
-        body("SERVICE_UNAVAILABLE", e.message, {
+        errorBody("SERVICE_UNAVAILABLE", e.message, {
           service_name: e.serviceName,
           status: e.status,
           next_retry_at: e.nextRetryAt,
@@ -86,7 +86,7 @@ export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGatewa
         })
       )
     case "ToolTimeout":
-      return new GatewayTimeout(body("TOOL_TIMEOUT", e.message, { tool_name: e.toolName, timeout: e.timeoutSeconds }))
+      return new GatewayTimeout(errorBody("TOOL_TIMEOUT", e.message, { tool_name: e.toolName, timeout: e.timeoutSeconds }))
   }
 }
 
@@ -142,7 +142,7 @@ export const run = <A>(
   })
 }
 
-const internalError = (message: string) => new InternalError(body("INTERNAL_ERROR", message))
+const internalError = (message: string) => new InternalError(errorBody("INTERNAL_ERROR", message))
 
 /** Describes a schema decode failure field by field, in words a client can act on. */
 const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
@@ -186,7 +186,7 @@ const pathOf = (url: string): string => {
 }
 /** What is read at most to answer 413 properly; a chunked body past it is cut off. */
 const HARD_BODY_CAP_BYTES = 16 * MAX_BODY_BYTES
-const tooLarge = () => new PayloadTooLarge(body("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
+const tooLarge = () => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
 
 /** Compares a bearer token with the key in constant time (hashes of equal length). */
 const bearerCheck = (key: string) => {
@@ -243,13 +243,13 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
     return path === "/health" || path === "/ui"
   }
   const unauthorized = () =>
-    Effect.fail(new Unauthorized(body("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
+    Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
   /** The body checks: size, content type, well-formed JSON, nesting depth. Undefined when it passes. */
   const bodyProblem = (text: string, type: string | undefined): ApiError | undefined => {
     if (text.length > MAX_BODY_BYTES / 3 && Buffer.byteLength(text, "utf8") > MAX_BODY_BYTES) return tooLarge()
     if (text.length === 0) return undefined
     if (type !== undefined && !type.toLowerCase().includes("application/json")) {
-      return new UnsupportedMediaType(body("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
+      return new UnsupportedMediaType(errorBody("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
     }
     let parsed: unknown
     try {
@@ -277,8 +277,8 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         return validationError(`Invalid request: ${refused.field} ${refused.problem}`, [refused])
       }
       return allowed.length > 0
-        ? new MethodNotAllowed(body("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
-        : new NotFound(body("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
+        ? new MethodNotAllowed(errorBody("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
+        : new NotFound(errorBody("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
     }
     // Anything else is already a contract error (or a failure the framework encodes itself).
     return e as ApiError

@@ -20,7 +20,7 @@ import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { App, type AppState } from "./context.js"
-import { contractMiddleware } from "./errors.js"
+import { contractMiddleware, errorBody } from "./errors.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import { StoreHttpLive } from "./store/Http.js"
@@ -193,11 +193,7 @@ export const answerWhileStarting = (server: Server): (() => void) => {
     request.resume() // read and drop the body, so the connection can be used again
     const message = "The server is starting; try again shortly"
     const nextRetryAt = new Date(Date.now() + STARTING_RETRY_AFTER_SECONDS * 1000).toISOString()
-    const body = JSON.stringify({
-      success: false,
-      message,
-      error: { code: "SERVICE_UNAVAILABLE", message, details: { status: "starting", next_retry_at: nextRetryAt } }
-    })
+    const body = JSON.stringify(errorBody("SERVICE_UNAVAILABLE", message, { status: "starting", next_retry_at: nextRetryAt }))
     response.writeHead(503, {
       "content-type": "application/json",
       "content-length": Buffer.byteLength(body),
