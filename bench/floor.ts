@@ -7,7 +7,7 @@
  * (stdio) or costs less than an HTTP round trip. `runIdleFloor` does the same for the idle target:
  * a bare client sending requests at the rate of the store's health checks.
  */
-import { cpuSeconds, freePort, spawnChild, stopChild, until } from "./procs.js"
+import { cpuSeconds, freePort, spawnChild, stopChild, until, type Child } from "./procs.js"
 import { closedLoop, HttpClient, type RunResult } from "./load.js"
 
 export interface FloorCell extends RunResult {
@@ -37,6 +37,22 @@ const server = http.createServer((req, res) => {
 server.listen(Number(process.argv[1]), "127.0.0.1");
 `
 
+/** Starts the bare server on a free port; resolves once it answers. */
+const startFloorServer = async (name: string): Promise<{ readonly child: Child; readonly port: number }> => {
+  const port = await freePort()
+  const child = spawnChild(name, process.execPath, ["-e", SERVER, String(port)])
+  const http = new HttpClient(`http://127.0.0.1:${port}`, 1)
+  try {
+    await until(name, async () => (await http.post("/", { tool_name: "echo", service_name: "x", args: { text: "up" } }, 1_000)).status === 200, 10_000, 20)
+  } catch (e) {
+    await stopChild(child)
+    throw e
+  } finally {
+    http.close()
+  }
+  return { child, port }
+}
+
 /** Runs the floor at each concurrency. */
 export const runFloor = async (options: {
   readonly concurrencies: ReadonlyArray<number>
@@ -44,11 +60,9 @@ export const runFloor = async (options: {
   readonly warmup: number
   readonly maxSeconds: number
 }): Promise<ReadonlyArray<FloorCell>> => {
-  const port = await freePort()
-  const child = spawnChild("HTTP floor server", process.execPath, ["-e", SERVER, String(port)])
+  const { child, port } = await startFloorServer("HTTP floor server")
   const http = new HttpClient(`http://127.0.0.1:${port}`, Math.max(...options.concurrencies))
   try {
-    await until("the HTTP floor server", async () => (await http.post("/", { tool_name: "echo", service_name: "x", args: { text: "up" } }, 1_000)).status === 200, 10_000, 20)
     const cells: Array<FloorCell> = []
     for (const concurrency of options.concurrencies) {
       const call = async (i: number) => {
@@ -87,13 +101,9 @@ setInterval(() => {
  * checks cost at the least, before any MCP, actor or monitoring work.
  */
 export const runIdleFloor = async (options: { readonly ratePerSecond: number; readonly seconds: number }): Promise<number> => {
-  const port = await freePort()
-  const server = spawnChild("HTTP floor server (idle)", process.execPath, ["-e", SERVER, String(port)])
+  const { child: server, port } = await startFloorServer("HTTP floor server (idle)")
   let client: ReturnType<typeof spawnChild> | undefined
   try {
-    const http = new HttpClient(`http://127.0.0.1:${port}`, 1)
-    await until("the HTTP floor server", async () => (await http.post("/", { tool_name: "echo", service_name: "x", args: { text: "up" } }, 1_000)).status === 200, 10_000, 20)
-    http.close()
     client = spawnChild("HTTP floor client (idle)", process.execPath, ["-e", CLIENT, String(port), String(options.ratePerSecond)])
     // Past its start-up, then measured.
     await new Promise((r) => setTimeout(r, 2_000))
