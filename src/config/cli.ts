@@ -33,6 +33,19 @@ interface OptionSource {
 /** The environment variable naming a standalone config file. */
 export const STANDALONE_CONFIG_ENV = "MCPSTORE_STANDALONE_CONFIG"
 
+/** The caps (each `--max-...`, `MCPSTORE_MAX_...`), with their help text. */
+const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
+  ["max_event_streams", "--max-event-streams", "concurrent /events and /inspect/events streams (default: 100)"],
+  ["max_mcp_sessions", "--max-mcp-sessions", "open MCP sessions on /mcp; the oldest idle one is evicted (default: 1000)"],
+  ["mcp_session_idle_seconds", "--mcp-session-idle-seconds", "close an MCP session idle this long (default: 1800)"],
+  ["max_body_bytes", "--max-body-bytes", "request body limit in bytes (default: 1048576)"],
+  ["max_connections", "--max-connections", "open client connections (default: 1000)"],
+  ["max_message_bytes", "--max-message-bytes", "largest MCP message read from an upstream, in bytes (default: 16777216)"],
+  ["max_services", "--max-services", "services across the store and every agent (default: 10000)"],
+  ["max_services_per_request", "--max-services-per-request", "services one request may define (default: 100)"],
+  ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"]
+]
+
 const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "host", flag: "--host", attribute: "host", env: ["MCPSTORE_HOST"] },
   { key: "port", flag: "--port", attribute: "port", env: ["MCPSTORE_PORT"] },
@@ -61,7 +74,21 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   },
   { key: "monitoring", flag: "--monitoring", attribute: "monitoring", env: ["MCPSTORE_MONITORING"] },
   { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] },
-  { key: "local_services", flag: "--no-local-services", attribute: "localServices", env: ["MCPSTORE_LOCAL_SERVICES"] }
+  { key: "local_services", flag: "--no-local-services", attribute: "localServices", env: ["MCPSTORE_LOCAL_SERVICES"] },
+  { key: "allowed_hosts", flag: "--allowed-hosts", attribute: "allowedHosts", env: ["MCPSTORE_ALLOWED_HOSTS"] },
+  { key: "allowed_origins", flag: "--allowed-origins", attribute: "allowedOrigins", env: ["MCPSTORE_ALLOWED_ORIGINS"] },
+  {
+    key: "allow_remote_local_services",
+    flag: "--allow-remote-local-services",
+    attribute: "allowRemoteLocalServices",
+    env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
+  },
+  ...CAP_FLAGS.map(([key, flag]) => ({
+    key,
+    flag,
+    attribute: flag.slice(2).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()),
+    env: [`MCPSTORE_${key.toUpperCase()}`]
+  }))
 ]
 
 /**
@@ -93,7 +120,11 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_AUTO_OPEN_BROWSER (or MCPSTORE_OPEN), MCPSTORE_SHOW_STARTUP_INFO,
   MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
   MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
-  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_LOCAL_SERVICES, ${STANDALONE_CONFIG_ENV}.
+  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_LOCAL_SERVICES,
+  MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
+  MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
+  MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
+  MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS, ${STANDALONE_CONFIG_ENV}.
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.
@@ -128,10 +159,10 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .showHelpAfterError(false)
 
   const run = program.command("run").description("run a part of the store")
-  run
+  const api = run
     .command("api")
     .description("start the HTTP API server")
-    .addOption(new Option("--host <address>", "listen address (default: 0.0.0.0)"))
+    .addOption(new Option("--host <address>", "listen address (default: 127.0.0.1; see --allow-remote-local-services)"))
     .addOption(new Option("--port <port>", "listen port, 0-65535 (default: 18200)"))
     .addOption(new Option("--reload", "watch the services file and apply hand edits (default: off)"))
     .addOption(new Option("--no-reload").hideHelp())
@@ -150,6 +181,12 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--api-key <key>", "require 'Authorization: Bearer <key>' on every route but GET /health"))
     .addOption(new Option("--local-services").hideHelp())
     .addOption(new Option("--no-local-services", "refuse local (command) services over HTTP; the services file may still hold them"))
+    .addOption(new Option("--allowed-hosts <list>", "extra Host values accepted (comma list; * for any) besides localhost, 127.0.0.1, [::1] and the listen address"))
+    .addOption(new Option("--allowed-origins <list>", "extra Origin values accepted (comma list of https://host[:port]; * for any)"))
+    .addOption(new Option("--allow-remote-local-services", "accept local (command) services from non-loopback clients without an API key (unsafe)"))
+    .addOption(new Option("--no-allow-remote-local-services").hideHelp())
+  for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
+  api
     .addHelpText("after", ENV_HELP)
     .action((_options: unknown, command: Command) => {
       onApi(command)

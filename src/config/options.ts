@@ -24,6 +24,37 @@ export interface ServerOptions {
   readonly apiKey: string | undefined
   /** When false, `command` (local) services cannot be added or updated over HTTP. */
   readonly localServices: boolean
+  /**
+   * Extra `Host` values accepted besides the loopback names and the listen address (`name` or
+   * `name:port`; `*` accepts any). Guards against DNS rebinding.
+   */
+  readonly allowedHosts: ReadonlyArray<string>
+  /** Extra `Origin` values accepted besides the store's own loopback origins (`*` accepts any). */
+  readonly allowedOrigins: ReadonlyArray<string>
+  /** Accept local (command) services from non-loopback clients even without an API key. */
+  readonly allowRemoteLocalServices: boolean
+  /** Concurrent `/events` and `/inspect/events` streams. */
+  readonly maxEventStreams: number
+  /** Open MCP sessions on the `/mcp` endpoints; the oldest idle one is evicted at the cap. */
+  readonly maxMcpSessions: number
+  /** An MCP session with no request for this long is closed. */
+  readonly mcpSessionIdleSeconds: number
+  /** Request body limit, counted while the body streams in. */
+  readonly maxBodyBytes: number
+  /** Open client connections; a connection past the cap is answered 503 and closed. */
+  readonly maxConnections: number
+}
+
+/** Caps the store itself enforces, whoever calls it (HTTP, `/mcp`, the library API). */
+export interface StoreLimits {
+  /** One MCP message read from an upstream (an HTTP body, an SSE event, a stdio line). */
+  readonly maxMessageBytes: number
+  /** Services across the store and every agent. */
+  readonly maxServices: number
+  /** Services one add_service or update request may define. */
+  readonly maxServicesPerRequest: number
+  /** Concurrent waits (wait_service, add_service `?wait`, calls waiting for a service). */
+  readonly maxWaiters: number
 }
 
 /** How the store keeps its data (shared/SPEC.md, Store configuration options). */
@@ -36,6 +67,7 @@ export interface StoreOptions {
   /** Days (fractions allowed); -1 is never delete. */
   readonly toolRecordRetentionDays: number
   readonly monitoring: MonitoringSettings
+  readonly limits: StoreLimits
 }
 
 /** Both groups of options, as the program needs them. */
@@ -57,6 +89,18 @@ export interface OptionValues {
   show_startup_info?: boolean
   api_key?: string
   local_services?: boolean
+  allowed_hosts?: ReadonlyArray<string>
+  allowed_origins?: ReadonlyArray<string>
+  allow_remote_local_services?: boolean
+  max_event_streams?: number
+  max_mcp_sessions?: number
+  mcp_session_idle_seconds?: number
+  max_body_bytes?: number
+  max_connections?: number
+  max_message_bytes?: number
+  max_services?: number
+  max_services_per_request?: number
+  max_waiters?: number
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -80,12 +124,24 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "tool_record_retention_days",
   "monitoring",
   "api_key",
-  "local_services"
+  "local_services",
+  "allowed_hosts",
+  "allowed_origins",
+  "allow_remote_local_services",
+  "max_event_streams",
+  "max_mcp_sessions",
+  "mcp_session_idle_seconds",
+  "max_body_bytes",
+  "max_connections",
+  "max_message_bytes",
+  "max_services",
+  "max_services_per_request",
+  "max_waiters"
 ]
 
 /** Defaults of every option but `mcp_config_file`, which is `./mcp.json` resolved against the working folder. */
 export const OPTION_DEFAULTS = {
-  host: "0.0.0.0",
+  host: "127.0.0.1",
   port: 18200,
   reload: false,
   log_level: "info",
@@ -95,8 +151,33 @@ export const OPTION_DEFAULTS = {
   mcp_config_file: "mcp.json",
   debug: false,
   tool_record_max_file_size: 30,
-  tool_record_retention_days: 7
+  tool_record_retention_days: 7,
+  allow_remote_local_services: false,
+  max_event_streams: 100,
+  max_mcp_sessions: 1000,
+  mcp_session_idle_seconds: 1800,
+  max_body_bytes: 1024 * 1024,
+  max_connections: 1000,
+  max_message_bytes: 16 * 1024 * 1024,
+  max_services: 10_000,
+  max_services_per_request: 100,
+  max_waiters: 10_000
 } as const
+
+/** The caps: each an integer >= 1 (`mcp_session_idle_seconds` may be fractional). */
+const CAP_KEYS = [
+  "max_event_streams",
+  "max_mcp_sessions",
+  "mcp_session_idle_seconds",
+  "max_body_bytes",
+  "max_connections",
+  "max_message_bytes",
+  "max_services",
+  "max_services_per_request",
+  "max_waiters"
+] as const
+type CapKey = (typeof CAP_KEYS)[number]
+const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
 export class OptionsError extends Error {
@@ -234,6 +315,33 @@ const checkBoolean = (option: OptionKey, value: unknown, source: string | undefi
   return value
 }
 
+const checkCap = (option: CapKey, value: unknown, source: string | undefined): number => {
+  if (option === "mcp_session_idle_seconds") {
+    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > Math.floor(MAX_TIMER_MS / 1000)) {
+      throw refuse(option, `must be a number of seconds > 0 and <= ${Math.floor(MAX_TIMER_MS / 1000)}`, value, source)
+    }
+    return value
+  }
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) throw refuse(option, "must be an integer >= 1", value, source)
+  return value
+}
+
+/** A list of hosts or origins: an array of non-empty strings (or, as text, a comma list). */
+const checkList = (option: OptionKey, value: unknown, source: string | undefined): ReadonlyArray<string> => {
+  const items = typeof value === "string" ? value.split(",") : value
+  if (!Array.isArray(items) || !items.every((item) => typeof item === "string")) {
+    throw refuse(option, "must be a list of strings (a comma list as text)", value, source)
+  }
+  const out = items.map((item: string) => item.trim()).filter((item) => item !== "")
+  for (const item of out) {
+    const valid = option === "allowed_origins" ? item === "*" || /^[a-z][a-z0-9+.-]*:\/\/[^/\s]+$/i.test(item) : !/[\s/]/.test(item)
+    if (!valid) {
+      throw refuse(option, option === "allowed_origins" ? "must hold origins such as https://app.example.com" : "must hold host names such as example.com or example.com:8080", item, source)
+    }
+  }
+  return out
+}
+
 /**
  * Checks one option value given with its JSON type (a number for `port`, a boolean for `reload`, an
  * object for `monitoring`...). Throws an `OptionsError` naming the option and what it accepts;
@@ -265,7 +373,13 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkLimit(key, value, "days", source)
       case "monitoring":
         return checkMonitoring(value, source)
+      case "allowed_hosts":
+      case "allowed_origins":
+        return checkList(key, value, source)
+      case "allow_remote_local_services":
+        return checkBoolean(key, value, source)
       default:
+        if (isCapKey(key)) return checkCap(key, value, source)
         throw new OptionsError(String(key), `unknown option "${String(key)}"`)
     }
   })()
@@ -285,7 +399,16 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "port":
       return checkOption(key, /^\s*\d+\s*$/.test(text) ? Number(text) : text, source)
     case "tool_record_max_file_size":
-    case "tool_record_retention_days": {
+    case "tool_record_retention_days":
+    case "max_event_streams":
+    case "max_mcp_sessions":
+    case "mcp_session_idle_seconds":
+    case "max_body_bytes":
+    case "max_connections":
+    case "max_message_bytes":
+    case "max_services":
+    case "max_services_per_request":
+    case "max_waiters": {
       const n = text.trim() === "" ? Number.NaN : Number(text)
       return checkOption(key, Number.isFinite(n) ? n : text, source)
     }
@@ -293,6 +416,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "auto_open_browser":
     case "show_startup_info":
     case "local_services":
+    case "allow_remote_local_services":
     case "debug": {
       const word = text.trim().toLowerCase()
       if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
@@ -365,7 +489,23 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
   showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
   apiKey: given.api_key,
-  localServices: given.local_services ?? OPTION_DEFAULTS.local_services
+  localServices: given.local_services ?? OPTION_DEFAULTS.local_services,
+  allowedHosts: given.allowed_hosts ?? [],
+  allowedOrigins: given.allowed_origins ?? [],
+  allowRemoteLocalServices: given.allow_remote_local_services ?? OPTION_DEFAULTS.allow_remote_local_services,
+  maxEventStreams: given.max_event_streams ?? OPTION_DEFAULTS.max_event_streams,
+  maxMcpSessions: given.max_mcp_sessions ?? OPTION_DEFAULTS.max_mcp_sessions,
+  mcpSessionIdleSeconds: given.mcp_session_idle_seconds ?? OPTION_DEFAULTS.mcp_session_idle_seconds,
+  maxBodyBytes: given.max_body_bytes ?? OPTION_DEFAULTS.max_body_bytes,
+  maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections
+})
+
+/** The store's caps from checked values, defaults filled in. */
+export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
+  maxMessageBytes: given.max_message_bytes ?? OPTION_DEFAULTS.max_message_bytes,
+  maxServices: given.max_services ?? OPTION_DEFAULTS.max_services,
+  maxServicesPerRequest: given.max_services_per_request ?? OPTION_DEFAULTS.max_services_per_request,
+  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters
 })
 
 /**
@@ -377,7 +517,8 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   debug: given.debug ?? OPTION_DEFAULTS.debug,
   toolRecordMaxFileSize: given.tool_record_max_file_size ?? OPTION_DEFAULTS.tool_record_max_file_size,
   toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,
-  monitoring: defaultMonitoring(given.monitoring ?? {})
+  monitoring: defaultMonitoring(given.monitoring ?? {}),
+  limits: resolveStoreLimits(given)
 })
 
 /**

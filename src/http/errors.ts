@@ -32,11 +32,13 @@ export const errorBody = <C extends string>(code: C, message: string, details: D
 
 export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
+export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN or TOOL_NOT_ALLOWED" })) {}
 export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND or TOOL_NOT_FOUND" })) {}
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
 export class WaitTimeout extends Schema.Class<WaitTimeout>("WaitTimeout")(errorFields("WAIT_TIMEOUT"), HttpApiSchema.annotations({ status: 408, description: "WAIT_TIMEOUT" })) {}
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(errorFields("PAYLOAD_TOO_LARGE"), HttpApiSchema.annotations({ status: 413, description: "PAYLOAD_TOO_LARGE" })) {}
 export class UnsupportedMediaType extends Schema.Class<UnsupportedMediaType>("UnsupportedMediaType")(errorFields("UNSUPPORTED_MEDIA_TYPE"), HttpApiSchema.annotations({ status: 415, description: "UNSUPPORTED_MEDIA_TYPE" })) {}
+export class TooMany extends Schema.Class<TooMany>("TooMany")(errorFields("TOO_MANY"), HttpApiSchema.annotations({ status: 429, description: "TOO_MANY: a cap was reached; Retry-After says when to try again" })) {}
 export class InternalError extends Schema.Class<InternalError>("InternalError")(errorFields("INTERNAL_ERROR"), HttpApiSchema.annotations({ status: 500, description: "INTERNAL_ERROR: a bug, never bad input" })) {}
 export class BadGateway extends Schema.Class<BadGateway>("BadGateway")(errorFields("UPSTREAM_ERROR"), HttpApiSchema.annotations({ status: 502, description: "UPSTREAM_ERROR" })) {}
 export class Unavailable extends Schema.Class<Unavailable>("Unavailable")(errorFields("SERVICE_UNAVAILABLE"), HttpApiSchema.annotations({ status: 503, description: "SERVICE_UNAVAILABLE" })) {}
@@ -46,11 +48,13 @@ export class GatewayTimeout extends Schema.Class<GatewayTimeout>("GatewayTimeout
 export type ApiError =
   | BadRequest
   | Unauthorized
+  | Forbidden
   | NotFound
   | MethodNotAllowed
   | WaitTimeout
   | PayloadTooLarge
   | UnsupportedMediaType
+  | TooMany
   | InternalError
   | BadGateway
   | Unavailable
@@ -62,7 +66,7 @@ export const validationError = (message: string, fields: ReadonlyArray<{ field: 
 export const waitTimeout = (message: string, details: Details) => new WaitTimeout(errorBody("WAIT_TIMEOUT", message, details))
 
 /** Maps a store error to its contract error. */
-export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGateway | Unavailable | GatewayTimeout => {
+export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound | TooMany | BadGateway | Unavailable | GatewayTimeout => {
   switch (e._tag) {
     case "ValidationError":
       return validationError(e.message, e.problems)
@@ -87,6 +91,10 @@ export const fromStoreError = (e: StoreError): BadRequest | NotFound | BadGatewa
       )
     case "ToolTimeout":
       return new GatewayTimeout(errorBody("TOOL_TIMEOUT", e.message, { tool_name: e.toolName, timeout: e.timeoutSeconds }))
+    case "TooMany":
+      return new TooMany(errorBody("TOO_MANY", e.message, { limit: e.limit, max: e.max, retry_after_seconds: e.retryAfterSeconds }))
+    case "Forbidden":
+      return new Forbidden(errorBody("FORBIDDEN", e.message))
   }
 }
 

@@ -73,7 +73,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           mcpConfigFile: options.store.mcpConfigFile,
           monitoring: options.store.monitoring,
           toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
-          toolRecordRetentionDays: options.store.toolRecordRetentionDays
+          toolRecordRetentionDays: options.store.toolRecordRetentionDays,
+          limits: options.store.limits
         })
       ).pipe(
         Effect.map((store): AppState => {

@@ -84,6 +84,21 @@ export class ToolTimeout extends Data.TaggedError("ToolTimeout")<{
   readonly timeoutSeconds: number
 }> {}
 
+/** A cap of the store was reached (services, per-request services, waiters); try again later. */
+export class TooMany extends Data.TaggedError("TooMany")<{
+  readonly message: string
+  /** Which cap, by its option name (`max_services`, `max_waiters`, ...). */
+  readonly limit: string
+  readonly max: number
+  /** Seconds a client should wait before trying again. */
+  readonly retryAfterSeconds: number
+}> {}
+
+/** The caller may not do this (a local service from a non-loopback client, ...); nothing changed. */
+export class Forbidden extends Data.TaggedError("Forbidden")<{
+  readonly message: string
+}> {}
+
 /** Any error a store operation fails with on purpose. */
 export type StoreError =
   | ValidationError
@@ -94,6 +109,8 @@ export type StoreError =
   | UpstreamError
   | ServiceUnavailable
   | ToolTimeout
+  | TooMany
+  | Forbidden
 
 const TAGS = new Set([
   "ValidationError",
@@ -103,7 +120,9 @@ const TAGS = new Set([
   "InvalidArguments",
   "UpstreamError",
   "ServiceUnavailable",
-  "ToolTimeout"
+  "ToolTimeout",
+  "TooMany",
+  "Forbidden"
 ])
 
 /** True for the errors above (anything else is a bug or an abort). */

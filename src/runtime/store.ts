@@ -11,6 +11,7 @@ import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
+import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
@@ -36,6 +37,8 @@ export interface CreateStoreOptions {
   readonly toolRecordMaxFileSize?: number | undefined
   /** Tool-record retention in days (default 7; -1 never delete). */
   readonly toolRecordRetentionDays?: number | undefined
+  /** The store's caps (message size, services, waiters); missing keys take the defaults. */
+  readonly limits?: Partial<StoreLimits> | undefined
 }
 
 /** The store: actors, services file and operations. Create it with `createStore`. */
@@ -65,6 +68,8 @@ export class Store {
     readonly records: ToolRecords,
     /** Histories, alerts and request metrics. */
     readonly monitor: Monitor,
+    /** The store's caps. */
+    readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>
   ) {
     // A call refused as unavailable never reached the service: it is not a response time.
@@ -79,6 +84,7 @@ export class Store {
   /** Opens the services file, starts the actor system and connects every service in the file. */
   static async create(options: CreateStoreOptions): Promise<Store> {
     const settings = defaultMonitoring(options.monitoring ?? {})
+    const limits: StoreLimits = { ...resolveStoreLimits({}), ...options.limits }
     const file = await ServicesFile.open(options.mcpConfigFile)
     const records = await ToolRecords.open(file.path, {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
@@ -104,7 +110,7 @@ export class Store {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, monitor, inspectors)
+    const store = new Store(file, actor, connections, settings, records, monitor, limits, inspectors)
     store.load(file.read())
     return store
   }
