@@ -3,17 +3,22 @@
  * behind the same contract middleware (errors, API key): the live event stream, Prometheus
  * metrics, actor inspection, the MCP endpoint and the dashboard. Their resources (metrics
  * registry, MCP sessions) are scoped to the server and released when it stops.
+ *
+ * The long-lived ones are capped: `/events` and `/inspect/events` streams together
+ * (`maxEventStreams`) and MCP sessions (`maxMcpSessions`, closed after `mcpSessionIdleSeconds`
+ * idle). A request past a cap is answered 429 TOO_MANY with Retry-After.
  */
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Stream } from "effect"
+import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
-import { validationError, type RouteEntry } from "./errors.js"
+import { errorBody, validationError, type RouteEntry } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
@@ -33,25 +38,60 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
 ]
 
 const HEARTBEAT_SECONDS = 15
+/** Seconds a client refused at the event-stream cap is asked to wait (Retry-After). */
+export const EVENT_STREAM_RETRY_AFTER_SECONDS = 5
 const encoder = new TextEncoder()
 
 /**
- * A Server-Sent Events response fed by `subscribe`: an id per event, a heartbeat comment every
- * 15 s, released at once when the client goes away, and ended when the server shuts down.
+ * Takes one of the `maxEventStreams` slots (shared by `/events` and `/inspect/events`; the count is
+ * the monitor's `eventStreams`) for the current request, or answers 429 TOO_MANY with Retry-After.
+ * The slot is given back when the response closes, whichever way: the stream ended, the client
+ * went away, shutdown cut the connection.
  */
-const sse = (app: AppState, subscribe: (send: (event: string, data: unknown) => void) => () => void) => {
+const takeStreamSlot = (app: AppState) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+    const monitor = app.store.monitor
+    const max = app.server.maxEventStreams
+    if (monitor.eventStreams >= max) {
+      const retry = EVENT_STREAM_RETRY_AFTER_SECONDS
+      const body = errorBody("TOO_MANY", `Too many event streams: all ${max} are open; try again later`, {
+        limit: "max_event_streams",
+        max,
+        retry_after_seconds: retry
+      })
+      return HttpServerResponse.unsafeJson(body, { status: 429, headers: { "retry-after": String(retry) } })
+    }
+    monitor.eventStreams += 1
+    let held = true
+    const release = () => {
+      if (!held) return
+      held = false
+      monitor.eventStreams -= 1
+    }
+    const res = NodeHttpServerRequest.toServerResponse(request)
+    // A response whose connection is already gone emits no more "close".
+    if (res.destroyed) release()
+    else res.once("close", release)
+    return release
+  })
+
+/**
+ * A Server-Sent Events response fed by `subscribe`, in a slot of the stream cap: an id per event, a
+ * heartbeat comment every 15 s, released at once when the client goes away, and ended when the
+ * server shuts down.
+ */
+const sse = (app: AppState, subscribe: (send: (event: string, data: unknown) => void) => () => void) =>
+  Effect.map(takeStreamSlot(app), (slot) => (typeof slot === "function" ? sseResponse(app, subscribe, slot) : slot))
+
+const sseResponse = (app: AppState, subscribe: (send: (event: string, data: unknown) => void) => () => void, release: () => void) => {
   let id = 0
   const events = Stream.async<Uint8Array>(
     (emit) => {
-      app.store.monitor.eventStreams += 1
       const off = subscribe((event, data) => {
         id += 1
         void emit.single(encoder.encode(`id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`))
       })
-      return Effect.sync(() => {
-        off()
-        app.store.monitor.eventStreams -= 1
-      })
+      return Effect.sync(off)
     },
     // A client that does not keep up loses the oldest events rather than growing memory.
     { bufferSize: 1000, strategy: "sliding" }
@@ -66,7 +106,8 @@ const sse = (app: AppState, subscribe: (send: (event: string, data: unknown) => 
     return Effect.sync(() => app.closing.signal.removeEventListener("abort", done))
   })
   const stream = Stream.concat(Stream.make(encoder.encode(": connected\n\n")), Stream.merge(events, heartbeat)).pipe(
-    Stream.interruptWhen(stopped)
+    Stream.interruptWhen(stopped),
+    Stream.ensuring(Effect.sync(release))
   )
   return HttpServerResponse.stream(stream, {
     contentType: "text/event-stream",
@@ -102,10 +143,27 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     )
     app.metrics = metrics
     const gateway = yield* Effect.acquireRelease(
-      Effect.sync(() => new McpGateway(store)),
+      Effect.sync(() => new McpGateway(store, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
       (g) => Effect.promise(() => g.close())
     )
     app.closing.signal.addEventListener("abort", () => gateway.shutdown(), { once: true })
+    // The capped resources, beside the caps' own figures.
+    new Gauge({
+      name: "mcpstore_event_streams",
+      help: `Open /events and /inspect/events streams (cap: ${app.server.maxEventStreams})`,
+      registers: [metrics.registry],
+      collect() {
+        this.set(store.monitor.eventStreams)
+      }
+    })
+    new Gauge({
+      name: "mcpstore_mcp_sessions",
+      help: `Open MCP sessions on /mcp and /for_agent/{id}/mcp (cap: ${app.server.maxMcpSessions})`,
+      registers: [metrics.registry],
+      collect() {
+        this.set(gateway.size)
+      }
+    })
 
     yield* router.get(
       "/events",
@@ -115,7 +173,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (filter !== undefined && filter !== "store" && agentIdProblem(filter)) {
           return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
         }
-        return sse(app, (send) => {
+        return yield* sse(app, (send) => {
           const offMonitor = store.monitor.subscribe((e) => {
             const out = streamEvent(e)
             if (out && (filter === undefined || out.scope === filter)) send(out.event, out.data)
@@ -159,7 +217,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     )
     yield* router.get(
       "/inspect/events",
-      Effect.sync(() => sse(app, (send) => store.onInspect((e) => send("inspect", inspectionSummary(e)))))
+      sse(app, (send) => store.onInspect((e) => send("inspect", inspectionSummary(e))))
     )
 
     yield* router.get("/ui", Effect.sync(() => HttpServerResponse.html(dashboardHtml())))

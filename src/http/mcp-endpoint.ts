@@ -4,12 +4,16 @@
  * Inspector) can use them. Tools keep their callable names (`<service>__<tool>`); only services
  * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
  * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
+ *
+ * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
+ * and when every session is busy the new one is refused with 429 and Retry-After. A session with no
+ * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
@@ -19,19 +23,58 @@ import { toolViews } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 
 interface Session {
+  readonly id: string
   readonly transport: StreamableHTTPServerTransport
   readonly server: Server
   readonly scope: Scope
   /** Names of the tools last announced, to tell whether the set changed. */
   listed: string
+  /** Requests in flight, an open GET stream included; idle at 0. */
+  busy: number
+  /** performance.now() when a request of the session last began or ended. */
+  touchedAt: number
 }
 
-/** The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them. */
+/** The caps of the MCP endpoint (`ServerOptions.maxMcpSessions`, `mcpSessionIdleSeconds`). */
+export interface McpGatewayOptions {
+  /** Open sessions, every scope together. */
+  readonly maxSessions: number
+  /** A session with no request (and no open GET stream) for this long is closed. */
+  readonly idleSeconds: number
+}
+
+/** Seconds a client refused at the session cap is asked to wait (Retry-After). */
+export const MCP_RETRY_AFTER_SECONDS = 5
+
+// Node timers fire at once for delays above 2^31-1 ms.
+const MAX_TIMER_MS = 2_147_483_647
+
+/** Whether a POST body (one message or a batch) holds an `initialize` request. */
+const initializes = (body: unknown): boolean => (Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body))
+
+const jsonRpcError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) =>
+  void res
+    .writeHead(status, { "content-type": "application/json", ...headers })
+    .end(JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data !== undefined ? { data } : {}) }, id: null }))
+
+/**
+ * The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them.
+ * The session map is kept in order of last activity (a session is moved to the end when a request
+ * begins or ends), so the oldest idle session is the first idle one in it.
+ */
 export class McpGateway {
   private readonly sessions = new Map<string, Session>()
   private readonly unsubscribe: () => void
+  private readonly idleMs: number
+  private sweepTimer: NodeJS.Timeout | undefined
+  private sweepAt = Number.POSITIVE_INFINITY
+  private shuttingDown = false
 
-  constructor(private readonly store: Store) {
+  constructor(
+    private readonly store: Store,
+    private readonly options: McpGatewayOptions
+  ) {
+    this.idleMs = options.idleSeconds * 1000
     this.unsubscribe = store.monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
@@ -52,34 +95,35 @@ export class McpGateway {
 
   private onMonitorEvent(e: MonitorEvent): void {
     if (e.type !== "status" && e.type !== "tools_changed") return
+    // One tool list per scope for the event, however many of its sessions are open.
+    let names: string | undefined
     for (const session of this.sessions.values()) {
       if (scopeLabel(session.scope) !== e.scope) continue
-      const names = this.toolNames(session.scope)
+      names ??= this.toolNames(session.scope)
       if (names === session.listed) continue
       session.listed = names
       session.server.sendToolListChanged().catch(() => undefined)
     }
   }
 
+  /** A new session, in the map at once (so concurrent initializations count against the cap). */
   private newSession(scope: Scope): Session {
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
       { capabilities: { tools: { listChanged: true } } }
     )
+    const id = randomUUID()
     const session: Session = {
+      id,
       scope,
       server,
       listed: this.toolNames(scope),
-      transport: new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          this.sessions.set(id, session)
-        }
-      })
+      busy: 0,
+      touchedAt: performance.now(),
+      transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id })
     }
-    session.transport.onclose = () => {
-      if (session.transport.sessionId) this.sessions.delete(session.transport.sessionId)
-    }
+    this.sessions.set(id, session)
+    session.transport.onclose = () => this.forget(session)
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const tools = this.tools(scope)
       session.listed = tools.map((t) => t.name).sort().join("\n")
@@ -116,34 +160,121 @@ export class McpGateway {
    */
   async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
     if (this.shuttingDown) {
-      res.writeHead(503, { "content-type": "application/json", connection: "close" }).end(
-        JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: "Server shutting down" }, id: null })
-      )
+      jsonRpcError(res, 503, -32000, "Server shutting down", { connection: "close" })
       return
     }
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
     let session = sessionId !== undefined ? this.sessions.get(sessionId) : undefined
     if (session !== undefined && scopeLabel(session.scope) !== scopeLabel(scope)) session = undefined
+    const created = session === undefined
     if (session === undefined) {
-      if (sessionId !== undefined || req.method !== "POST") {
-        // An unknown (expired) session is 404, a missing one on GET/DELETE is 400 (MCP, Streamable HTTP).
-        const status = sessionId !== undefined ? 404 : 400
-        const message = sessionId !== undefined ? "Session not found" : "Mcp-Session-Id header is required"
-        res.writeHead(status, { "content-type": "application/json" }).end(
-          JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message }, id: null })
-        )
+      if (sessionId !== undefined || req.method !== "POST" || !initializes(body)) {
+        // An unknown (expired) session is 404, a missing one is 400 (MCP, Streamable HTTP); only an
+        // initialize request starts a session (so nothing is evicted for a stray request).
+        if (sessionId !== undefined) jsonRpcError(res, 404, -32001, "Session not found")
+        else jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
+        return
+      }
+      if (!this.makeRoom()) {
+        const max = this.options.maxSessions
+        const message = `Too many MCP sessions: all ${max} are busy; try again later`
+        jsonRpcError(res, 429, -32000, message, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
+          code: "TOO_MANY",
+          details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
+        })
         return
       }
       session = this.newSession(scope)
-      await session.server.connect(session.transport)
     }
-    const finished = new Promise<void>((resolve) => res.once("close", () => resolve()))
-    await session.transport.handleRequest(req, res, body)
-    if (!res.writableEnded) await finished
+    this.begin(session)
+    try {
+      if (created) await session.server.connect(session.transport)
+      // A response whose connection is already gone emits no more "close".
+      const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
+      await session.transport.handleRequest(req, res, body)
+      if (!res.writableEnded) await finished
+    } finally {
+      this.end(session)
+      // An initialization the transport refused (a batch, bad headers) leaves no session behind.
+      if (created && session.transport.sessionId === undefined) this.closeSession(session)
+    }
   }
 
-  private shuttingDown = false
+  /** Moves a session to the end of the map: the map stays in order of last activity. */
+  private touch(session: Session): void {
+    session.touchedAt = performance.now()
+    if (this.sessions.get(session.id) !== session) return
+    this.sessions.delete(session.id)
+    this.sessions.set(session.id, session)
+  }
+
+  private begin(session: Session): void {
+    session.busy += 1
+    this.touch(session)
+  }
+
+  private end(session: Session): void {
+    session.busy -= 1
+    this.touch(session)
+    if (session.busy === 0 && this.sessions.has(session.id)) this.armSweep(session.touchedAt + this.idleMs)
+  }
+
+  /** At the cap, closes the oldest idle session; false when every session is busy. */
+  private makeRoom(): boolean {
+    if (this.sessions.size < this.options.maxSessions) return true
+    for (const session of this.sessions.values()) {
+      if (session.busy > 0) continue
+      this.closeSession(session)
+      return true
+    }
+    return false
+  }
+
+  /** Closes a session: its SDK server and transport (open streams end); it leaves the map at once. */
+  private closeSession(session: Session): void {
+    this.forget(session)
+    session.server.close().catch(() => undefined)
+  }
+
+  private forget(session: Session): void {
+    if (this.sessions.get(session.id) !== session) return
+    this.sessions.delete(session.id)
+    if (this.sessions.size === 0) this.clearSweep()
+  }
+
+  /** Makes sure the expiry sweep runs at `at` (performance.now() time) or earlier. */
+  private armSweep(at: number): void {
+    if (this.sweepTimer !== undefined && this.sweepAt <= at) return
+    clearTimeout(this.sweepTimer)
+    this.sweepAt = at
+    this.sweepTimer = setTimeout(this.sweep, Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(at - performance.now()))))
+    this.sweepTimer.unref()
+  }
+
+  private clearSweep(): void {
+    clearTimeout(this.sweepTimer)
+    this.sweepTimer = undefined
+    this.sweepAt = Number.POSITIVE_INFINITY
+  }
+
+  /** Closes the sessions idle for `idleSeconds`, then waits for the next one to come due. */
+  private readonly sweep = (): void => {
+    this.sweepTimer = undefined
+    this.sweepAt = Number.POSITIVE_INFINITY
+    const now = performance.now()
+    const expired: Session[] = []
+    for (const session of this.sessions.values()) {
+      if (session.busy > 0) continue
+      if (now - session.touchedAt < this.idleMs) {
+        // The map is in order of activity: every later idle session is due later still.
+        this.armSweep(session.touchedAt + this.idleMs)
+        break
+      }
+      expired.push(session)
+    }
+    for (const session of expired) this.closeSession(session)
+  }
 
   /** Shutdown has begun: refuse new requests and end every session's standalone GET stream. */
   shutdown(): void {
@@ -151,7 +282,7 @@ export class McpGateway {
     for (const s of this.sessions.values()) s.transport.closeStandaloneSSEStream()
   }
 
-  /** Open sessions. */
+  /** Open sessions, those still initializing included. */
   get size(): number {
     return this.sessions.size
   }
@@ -159,7 +290,9 @@ export class McpGateway {
   /** Ends every session. */
   async close(): Promise<void> {
     this.unsubscribe()
-    await Promise.all([...this.sessions.values()].map((s) => s.server.close().catch(() => undefined)))
+    this.clearSweep()
+    const sessions = [...this.sessions.values()]
     this.sessions.clear()
+    await Promise.all(sessions.map((s) => s.server.close().catch(() => undefined)))
   }
 }

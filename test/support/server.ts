@@ -8,7 +8,7 @@ import { request as httpRequest } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createServer } from "node:net"
-import { resolveOptions } from "../../src/config/options.js"
+import { resolveOptions, type OptionValues } from "../../src/config/options.js"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import { startServer, type RunningServer } from "../../src/http/server.js"
 import { fileURLToPath } from "node:url"
@@ -39,6 +39,8 @@ export interface TestServerOptions {
   readonly localServices?: boolean
   /** Shutdown grace period in ms (default 200). */
   readonly graceMs?: number
+  /** Any other options by their specification names (caps such as `max_event_streams`, ...). */
+  readonly options?: OptionValues
 }
 
 /** A running server with its services file and a JSON client. */
@@ -63,6 +65,7 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
   const file = join(dir, "mcp.json")
   if (options.services !== undefined) writeFileSync(file, `${JSON.stringify(options.services, null, 2)}\n`)
   const resolved = resolveOptions({
+    ...options.options,
     host: "127.0.0.1",
     port: 0,
     show_startup_info: false,
