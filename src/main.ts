@@ -6,21 +6,51 @@
 import { CommandLineExit, parseCommandLine } from "./config/cli.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
+import { isLoopback, isWildcard } from "./http/guard.js"
 import { startServer, type RunningServer } from "./http/server.js"
 import { VERSION } from "./version.js"
 
-const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.")
+/** Who may add local (command) services, as the banner says it. */
+const localServicesLine = (server: Options["server"]): string => {
+  if (!server.localServices) return "off (--no-local-services)"
+  if (server.apiKey !== undefined) return "on, for callers with the API key"
+  if (isLoopback(server.host)) return "on (loopback clients only: the store listens on loopback)"
+  if (server.allowRemoteLocalServices) return "on for every client (--allow-remote-local-services, no API key)"
+  return "loopback clients only (no API key; set --api-key or --allow-remote-local-services)"
+}
 
 const banner = (options: Options, running: RunningServer): string => {
   const services = running.store.allServiceActors().length
+  const server = options.server
+  const extraHosts = server.allowedHosts.length > 0 ? `, ${server.allowedHosts.join(", ")}` : ""
   const lines = [
     `mcp-store ${VERSION}`,
-    `  listening on   http://${options.server.host}:${running.port}`,
+    `  listening on   http://${server.host.includes(":") ? `[${server.host}]` : server.host}:${running.port}`,
     `  services file  ${options.store.mcpConfigFile} (${services} service${services === 1 ? "" : "s"})`,
     `  API docs       ${running.url}/docs`,
-    `  reload         ${options.server.reload ? "on: hand edits of the services file are applied" : "off"}`
+    `  reload         ${server.reload ? "on: hand edits of the services file are applied" : "off"}`,
+    `  local services ${localServicesLine(server)}`,
+    `  allowed hosts  localhost, 127.0.0.1, [::1]${isWildcard(server.host) ? ", this machine's addresses" : isLoopback(server.host) ? "" : `, ${server.host}`}${extraHosts}`
   ]
+  if (server.allowedOrigins.length > 0) lines.push(`  allowed origins ${server.allowedOrigins.join(", ")}`)
   return lines.join("\n")
+}
+
+/** Warnings about settings that open the store wider than its defaults. */
+const exposureWarnings = (server: Options["server"], port: number): ReadonlyArray<string> => {
+  const out: string[] = []
+  if (server.apiKey === undefined && !isLoopback(server.host)) {
+    out.push(
+      server.allowRemoteLocalServices && server.localServices
+        ? `listening on ${server.host} without an API key and with --allow-remote-local-services: anyone who reaches port ${port} ` +
+            `can run commands on this machine through add_service. Set --api-key (or MCPSTORE_API_KEY) or listen on 127.0.0.1.`
+        : `listening on ${server.host} without an API key: anyone who reaches port ${port} can use and change the store's services ` +
+            `(local command services are refused from non-loopback clients). Set --api-key (or MCPSTORE_API_KEY), or listen on 127.0.0.1.`
+    )
+  }
+  if (server.allowedHosts.includes("*")) out.push("--allowed-hosts '*': any Host is accepted, so a DNS-rebinding web page can reach the store.")
+  if (server.allowedOrigins.includes("*")) out.push("--allowed-origins '*': any web page the user opens can use the store.")
+  return out
 }
 
 /** Runs the program; resolves with the exit code when the server has stopped (or failed to start). */
@@ -64,13 +94,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 1
   }
   if (options.server.showStartupInfo && !quiet) process.stdout.write(`${banner(options, running)}\n`)
-  if (options.server.apiKey === undefined && !isLoopback(options.server.host)) {
-    process.stderr.write(
-      `mcp-store: WARNING: listening on ${options.server.host} without an API key: anyone who reaches port ${running.port} ` +
-        `can run commands on this machine through add_service. Set --api-key (or MCPSTORE_API_KEY), ` +
-        `listen on 127.0.0.1, or use --no-local-services.\n`
-    )
-  }
+  for (const warning of exposureWarnings(options.server, running.port)) process.stderr.write(`mcp-store: WARNING: ${warning}\n`)
   if (options.server.reload) {
     running.store.watchFile((summary) => {
       const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]

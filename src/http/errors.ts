@@ -7,7 +7,8 @@
 import { HttpApiError, HttpApiSchema, HttpServerError, HttpServerRequest, HttpMethod, type HttpServerResponse } from "@effect/platform"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { Cause, Context, Effect, Option, ParseResult, Schema } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto"
 import { isStoreError, type StoreError } from "../runtime/errors.js"
 
 /**
@@ -100,11 +101,18 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
 
 /** A store error as its contract error; anything else is a bug, logged as a defect. */
 const failure = (e: unknown): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
-  isStoreError(e)
-    ? Effect.fail(fromStoreError(e))
-    : Effect.logError("unexpected failure", e).pipe(
-        Effect.zipRight(Effect.fail(internalError(`Internal error: ${e instanceof Error ? e.message : String(e)}`)))
-      )
+  isStoreError(e) ? Effect.fail(fromStoreError(e)) : logInternal("unexpected failure", Cause.die(e))
+
+/**
+ * A bug: the details (messages, errno text, file paths) go to the log only, under a trace id; the
+ * client gets a generic message with the same id, so an operator can find the log line.
+ */
+const logInternal = (what: string, cause: Cause.Cause<unknown>): Effect.Effect<never, InternalError> => {
+  const traceId = randomUUID()
+  return Effect.logError(`${what} (trace_id ${traceId})`, cause).pipe(
+    Effect.zipRight(Effect.fail(new InternalError(errorBody("INTERNAL_ERROR", `Internal error (trace_id ${traceId}); the server log has the details`, { trace_id: traceId }))))
+  )
+}
 
 const isPromiseLike = (v: unknown): v is PromiseLike<unknown> =>
   typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function"
@@ -150,8 +158,6 @@ export const run = <A>(
   })
 }
 
-const internalError = (message: string) => new InternalError(errorBody("INTERNAL_ERROR", message))
-
 /** Describes a schema decode failure field by field, in words a client can act on. */
 const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
   e.issues.map((issue) => {
@@ -162,8 +168,6 @@ const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
     return { field, problem: issue.message }
   })
 
-/** Body size limit (shared/API.md, Conventions). */
-export const MAX_BODY_BYTES = 1024 * 1024
 
 /**
  * Deepest nesting of arrays and objects a body may have. The schema decoder, its error formatter
@@ -192,9 +196,65 @@ const pathOf = (url: string): string => {
   const end = url.search(/[?#]/)
   return end === -1 ? url : url.slice(0, end)
 }
-/** What is read at most to answer 413 properly; a chunked body past it is cut off. */
-const HARD_BODY_CAP_BYTES = 16 * MAX_BODY_BYTES
-const tooLarge = () => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${MAX_BODY_BYTES} bytes`, { limit: MAX_BODY_BYTES }))
+const tooLarge = (limit: number) => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${limit} bytes`, { limit }))
+
+/** The body read so far, or why it was not: over the limit, or the client went away. */
+type BodyRead = { readonly text: string } | { readonly tooLarge: true } | { readonly failed: Error }
+
+/**
+ * Reads a request body, counting bytes as they arrive: past `limit` reading stops at once (the
+ * rest is never buffered; the answer, 413, closes the connection). Effect's own reader would
+ * destroy the socket at its limit, leaving the client with no answer.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest, limit: number): Effect.Effect<BodyRead> =>
+  Effect.async<BodyRead>((resume) => {
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Buffer[] = []
+    let bytes = 0
+    const done = (result: BodyRead) => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+      resume(Effect.succeed(result))
+    }
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > limit) {
+        source.pause()
+        return done({ tooLarge: true })
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => done({ text: Buffer.concat(chunks, bytes).toString("utf8") })
+    const onError = (e: Error) => done({ failed: e })
+    source.on("data", onData)
+    source.once("end", onEnd)
+    source.once("error", onError)
+    return Effect.sync(() => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+    })
+  })
+
+/**
+ * Hands a body read by `readBody` to the framework, which reads it again to decode the payload:
+ * the Node request caches its text in `textEffect` (platform-node's HttpIncomingMessageImpl, an
+ * internal field: test/http/body-limits.test.ts fails if a new version drops it).
+ */
+const canProvideText = (request: HttpServerRequest.HttpServerRequest): boolean => "textEffect" in request
+const provideText = (request: HttpServerRequest.HttpServerRequest, text: string): void => {
+  ;(request as { textEffect?: unknown }).textEffect = Effect.succeed(text)
+}
+
+/**
+ * Whether a media type is JSON: exactly `application/json`, parameters allowed. Not a substring
+ * test: `text/plain; charset=application/json` is what a web page may send without a preflight.
+ */
+const isJsonMediaType = (type: string): boolean => type.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
+
+/** Routes whose body may be a JSON array: add_service's list form, and JSON-RPC on the MCP endpoints. */
+const arrayBodyAllowed = (path: string): boolean => /\/add_service\/?$/.test(path) || /^(\/for_agent\/[^/]+)?\/mcp\/?$/.test(path)
 
 /** Compares a bearer token with the key in constant time (hashes of equal length). */
 const bearerCheck = (key: string) => {
@@ -241,7 +301,10 @@ const refusedParameter = (routes: ReadonlyArray<RouteEntry>, method: string, pat
  * The API-level middleware: checks content type and size and parses JSON before routing (so a
  * malformed body is a 400, not a defect), and maps routing and decoding failures to the contract.
  */
-export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: { readonly apiKey?: string | undefined } = {}) => {
+export const contractMiddleware = (
+  routes: ReadonlyArray<RouteEntry>,
+  options: { readonly apiKey?: string | undefined; readonly maxBodyBytes: number }
+) => {
   const patterns = routes.map((r) => ({ method: r.method, pattern: patternOf(r.path) }))
   const authorized = options.apiKey === undefined ? () => true : bearerCheck(options.apiKey)
   // GET /health is for liveness probes; GET /ui is a static page that asks for the key itself.
@@ -252,18 +315,29 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
   }
   const unauthorized = () =>
     Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
-  /** The body checks: size, content type, well-formed JSON, nesting depth. Undefined when it passes. */
-  const bodyProblem = (text: string, type: string | undefined): ApiError | undefined => {
-    if (text.length > MAX_BODY_BYTES / 3 && Buffer.byteLength(text, "utf8") > MAX_BODY_BYTES) return tooLarge()
+  const maxBodyBytes = options.maxBodyBytes
+  /**
+   * The content type of a request that may carry a body: when a body is sent, or any content type
+   * is named, it must be JSON (a web page can send any other type without a preflight).
+   */
+  const mediaTypeProblem = (type: string | undefined, length: string | undefined, chunked: boolean): ApiError | undefined => {
+    const hasBody = chunked || (length !== undefined && length !== "0")
+    if (type === undefined ? !hasBody : isJsonMediaType(type)) return undefined
+    const message = type === undefined ? "A request body needs 'Content-Type: application/json'" : `Content-Type must be application/json, not '${type.slice(0, 100)}'`
+    return new UnsupportedMediaType(errorBody("UNSUPPORTED_MEDIA_TYPE", message, { content_type: type ?? null }))
+  }
+  /** The body checks: well-formed JSON, an object (or an array where allowed), nesting depth. Undefined when it passes. */
+  const bodyProblem = (text: string, path: string): ApiError | undefined => {
     if (text.length === 0) return undefined
-    if (type !== undefined && !type.toLowerCase().includes("application/json")) {
-      return new UnsupportedMediaType(errorBody("UNSUPPORTED_MEDIA_TYPE", `Content-Type must be application/json, not '${type}'`, { content_type: type }))
-    }
     let parsed: unknown
     try {
       parsed = JSON.parse(text)
     } catch (e) {
       return validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }])
+    }
+    if (typeof parsed !== "object" || parsed === null || (Array.isArray(parsed) && !arrayBodyAllowed(path))) {
+      const problem = `must be a JSON object${arrayBodyAllowed(path) ? " or array" : ""}, not ${parsed === null ? "null" : Array.isArray(parsed) ? "an array" : typeof parsed === "string" ? "a string" : typeof parsed === "number" ? "a number" : "a boolean"}`
+      return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
     }
     if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
       const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
@@ -298,9 +372,7 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
     // the answer (a response that does not fit its schema): the server's fault, never the client's.
     const defect = Cause.dieOption(cause)
     if (Option.isSome(defect)) {
-      return Effect.logError(ParseResult.isParseError(defect.value) ? "response does not match its schema" : "unexpected defect", Cause.die(defect.value)).pipe(
-        Effect.zipRight(Effect.fail(internalError("Internal error")))
-      )
+      return logInternal(ParseResult.isParseError(defect.value) ? "response does not match its schema" : "unexpected defect", Cause.die(defect.value))
     }
     return Effect.failCause(cause as Cause.Cause<never>)
   }
@@ -313,18 +385,30 @@ export const contractMiddleware = (routes: ReadonlyArray<RouteEntry>, options: {
         if (!HttpMethod.hasBody(request.method)) return app
         // Each read of `request.headers` builds a new Headers object: read it once.
         const headers = request.headers
-        const length = Number(headers["content-length"] ?? "0")
-        if (length > MAX_BODY_BYTES) return Effect.fail(tooLarge())
-        // Effect's body reader destroys the socket when its limit is hit, so a chunked body (no
-        // content-length) over the limit would get no answer at all. Read with a hard cap well above
-        // the limit (memory stays bounded) and refuse with 413 here.
-        return Effect.flatMap(
-          IncomingMessage.withMaxBodySize(request.text, Option.some(HARD_BODY_CAP_BYTES)).pipe(Effect.mapError(() => tooLarge())),
-          (text) => {
-            const problem = bodyProblem(text, headers["content-type"])
-            return problem === undefined ? app : Effect.fail(problem)
-          }
-        )
+        const length = headers["content-length"]
+        const chunked = headers["transfer-encoding"] !== undefined
+        const typeProblem = mediaTypeProblem(headers["content-type"], length, chunked)
+        if (typeProblem !== undefined) return Effect.fail(typeProblem)
+        if (Number(length ?? "0") > maxBodyBytes) return Effect.fail(tooLarge(maxBodyBytes))
+        if (length === undefined && !chunked) return app
+        const checked = (text: string) => {
+          const problem = bodyProblem(text, pathOf(request.url))
+          return problem === undefined ? app : Effect.fail(problem)
+        }
+        if (!canProvideText(request)) {
+          // Not the Node request this was written for: the framework's reader, bounded (past the
+          // limit it resets the connection instead of answering 413).
+          return Effect.flatMap(
+            IncomingMessage.withMaxBodySize(request.text, Option.some(maxBodyBytes)).pipe(Effect.mapError(() => tooLarge(maxBodyBytes))),
+            checked
+          )
+        }
+        return Effect.flatMap(readBody(request, maxBodyBytes), (read) => {
+          if ("tooLarge" in read) return Effect.fail(tooLarge(maxBodyBytes))
+          if ("failed" in read) return Effect.interrupt // the client went away mid-body: nobody to answer
+          provideText(request, read.text)
+          return checked(read.text)
+        })
       }),
       onCause
     )

@@ -2,7 +2,9 @@
  * The handlers the store and agent groups share (add_service, call_tool, use_tool, wait_service):
  * decode is done by the contract, so each one calls a store operation and shapes the answer.
  */
-import { HttpServerResponse } from "@effect/platform"
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type { ServerOptions } from "../config/options.js"
+import { localServicesPolicy } from "./guard.js"
 import { Effect } from "effect"
 import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"
@@ -11,16 +13,20 @@ import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQu
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 
-export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, allowLocal: boolean) =>
-  run(async () => {
-    const result = await scope().addService(payload, { allowLocal, ...(wait !== undefined ? { waitSeconds: wait } : {}) })
+/** Whether the request being handled may define local (command) services. */
+export const localPolicy = (server: ServerOptions) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) => localServicesPolicy(server, request))
+
+export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, server: ServerOptions) =>
+  Effect.flatMap(localPolicy(server), (local) => run(async () => {
+    const result = await scope().addService(payload, { local, ...(wait !== undefined ? { waitSeconds: wait } : {}) })
     const parts = [
       result.added.length > 0 ? `added ${result.added.join(", ")}` : "",
       result.updated.length > 0 ? `updated ${result.updated.join(", ")}` : "",
       result.unchanged.length > 0 ? `unchanged ${result.unchanged.join(", ")}` : ""
     ].filter((p) => p !== "")
     return { success: true, message: `Services ${parts.join("; ")}`, ...result }
-  })
+  }))
 
 /**
  * call_tool and use_tool, the hot path: the answer is built as the contract's CallToolResponse

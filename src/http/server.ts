@@ -14,6 +14,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
+import { createHash } from "node:crypto"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
@@ -21,6 +22,7 @@ import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { App, type AppState } from "./context.js"
 import { contractMiddleware, errorBody } from "./errors.js"
+import { guardRequests, requestPolicy } from "./guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import { StoreHttpLive } from "./store/Http.js"
@@ -57,6 +59,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     if (state.app) state.app.store.monitor.httpConnections = sockets.size
   }
   httpServer.on("connection", (socket: Socket) => {
+    // Past the cap a connection is answered at once and closed: it never reaches a handler.
+    if (sockets.size >= options.server.maxConnections) return refuseConnection(socket, options.server.maxConnections)
     sockets.add(socket)
     countSockets()
     socket.once("close", () => {
@@ -89,7 +93,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
     Layer.provide(
-      HttpApiBuilder.middleware(Api, contractMiddleware([...routeTable(), ...EXTRA_ROUTES], { apiKey: options.server.apiKey }))
+      HttpApiBuilder.middleware(
+        Api,
+        contractMiddleware([...routeTable(), ...EXTRA_ROUTES], { apiKey: options.server.apiKey, maxBodyBytes: options.server.maxBodyBytes })
+      )
     )
   )
 
@@ -122,7 +129,15 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           app
         )
 
-  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(challenged(app)))).pipe(
+  const guarded = guardRequests(requestPolicy(options.server, () => state.app?.port ?? options.server.port))
+  // Headers every answer carries, and those of the two HTML pages and of 429 answers.
+  const hardened = (app: HttpApp.Default): HttpApp.Default =>
+    Effect.zipRight(
+      HttpApp.appendPreResponseHandler((request, response) => Effect.succeed(responseHeaders(request, response))),
+      app
+    )
+
+  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(guarded(hardened(challenged(app)))))).pipe(
     // Effect's server opens a tracing span per request (URL parsed, every header copied as an
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),
@@ -176,6 +191,72 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   }
 
   return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, close }
+}
+
+/** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */
+const CONNECTIONS_RETRY_AFTER_SECONDS = 1
+
+/** Answers a connection past `--max-connections` with 503 and closes it. */
+const refuseConnection = (socket: Socket, max: number): void => {
+  const message = `Too many connections (the cap is ${max}); try again shortly`
+  const body = JSON.stringify(errorBody("SERVICE_UNAVAILABLE", message, { limit: "max_connections", max, retry_after_seconds: CONNECTIONS_RETRY_AFTER_SECONDS }))
+  socket.on("error", () => undefined)
+  socket.end(
+    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n" +
+      `retry-after: ${CONNECTIONS_RETRY_AFTER_SECONDS}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  )
+}
+
+/**
+ * The Content-Security-Policy of the dashboard and the docs page: scripts only their own inline
+ * ones (by hash) and none from elsewhere, requests only to the store, no framing.
+ */
+const pagePolicy = (html: string): string => {
+  const hashes = [...html.matchAll(/<script(?![^>]*type="application\/json")[^>]*>([\s\S]*?)<\/script>/g)].map(
+    (m) => `'sha256-${createHash("sha256").update(m[1] as string).digest("base64")}'`
+  )
+  return [
+    "default-src 'none'",
+    `script-src ${hashes.length > 0 ? hashes.join(" ") : "'none'"}`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'"
+  ].join("; ")
+}
+const pagePolicies = new Map<string, string>()
+
+/** Adds the headers every answer carries, those of the HTML pages, and Retry-After on 429 answers. */
+const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
+  let out = HttpServerResponse.setHeader(response, "x-content-type-options", "nosniff")
+  const body = response.body
+  if (response.status === 429 && body._tag === "Uint8Array") {
+    const seconds = retryAfterOf(body.body)
+    if (seconds !== undefined) out = HttpServerResponse.setHeader(out, "retry-after", String(seconds))
+  }
+  const path = request.url.split("?", 1)[0] as string
+  if ((path === "/ui" || path === "/docs") && body._tag === "Uint8Array" && body.contentType.startsWith("text/html")) {
+    let policy = pagePolicies.get(path)
+    if (policy === undefined) {
+      policy = pagePolicy(new TextDecoder().decode(body.body))
+      pagePolicies.set(path, policy)
+    }
+    out = HttpServerResponse.setHeaders(out, { "content-security-policy": policy, "x-frame-options": "DENY", "referrer-policy": "no-referrer" })
+  }
+  return out
+}
+
+/** `details.retry_after_seconds` of a 429 body (the contract's error body). */
+const retryAfterOf = (bytes: Uint8Array): number | undefined => {
+  try {
+    const seconds = (JSON.parse(new TextDecoder().decode(bytes)) as { error?: { details?: { retry_after_seconds?: unknown } } }).error?.details?.retry_after_seconds
+    return typeof seconds === "number" && seconds >= 0 ? Math.ceil(seconds) : 1
+  } catch {
+    return 1
+  }
 }
 
 /** Seconds a client is asked to wait (Retry-After) while the server is starting. */

@@ -38,14 +38,22 @@ describe("parseCommandLine", () => {
   it("uses the defaults with no options", async () => {
     const { server, store } = await parse([])
     expect(server).toEqual({
-      host: "0.0.0.0",
+      host: "127.0.0.1",
       port: 18200,
       reload: false,
       logLevel: "info",
       autoOpenBrowser: false,
       showStartupInfo: true,
       apiKey: undefined,
-      localServices: true
+      localServices: true,
+      allowedHosts: [],
+      allowedOrigins: [],
+      allowRemoteLocalServices: false,
+      maxEventStreams: 100,
+      maxMcpSessions: 1000,
+      mcpSessionIdleSeconds: 1800,
+      maxBodyBytes: 1048576,
+      maxConnections: 1000
     })
     expect(store.mcpConfigFile).toBe(join(dir, "mcp.json"))
     expect(store.debug).toBe(false)
@@ -76,7 +84,30 @@ describe("parseCommandLine", () => {
       '{"health_check_seconds": 0.5, "enable_reconnection": false}',
       "--api-key",
       "secret",
-      "--no-local-services"
+      "--no-local-services",
+      "--allowed-hosts",
+      "store.lan,store.lan:9000",
+      "--allowed-origins",
+      "https://dash.example",
+      "--allow-remote-local-services",
+      "--max-event-streams",
+      "5",
+      "--max-mcp-sessions",
+      "6",
+      "--mcp-session-idle-seconds",
+      "60",
+      "--max-body-bytes",
+      "2048",
+      "--max-connections",
+      "50",
+      "--max-message-bytes",
+      "4096",
+      "--max-services",
+      "20",
+      "--max-services-per-request",
+      "3",
+      "--max-waiters",
+      "30"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -86,8 +117,17 @@ describe("parseCommandLine", () => {
       autoOpenBrowser: true,
       showStartupInfo: false,
       apiKey: "secret",
-      localServices: false
+      localServices: false,
+      allowedHosts: ["store.lan", "store.lan:9000"],
+      allowedOrigins: ["https://dash.example"],
+      allowRemoteLocalServices: true,
+      maxEventStreams: 5,
+      maxMcpSessions: 6,
+      mcpSessionIdleSeconds: 60,
+      maxBodyBytes: 2048,
+      maxConnections: 50
     })
+    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30 })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
     expect(store.toolRecordMaxFileSize).toBe(-1)
@@ -111,7 +151,19 @@ describe("parseCommandLine", () => {
       MCPSTORE_TOOL_RECORD_RETENTION_DAYS: "-1",
       MCPSTORE_MONITORING: '{"slow_response_ms": 250}',
       MCPSTORE_API_KEY: "k",
-      MCPSTORE_LOCAL_SERVICES: "off"
+      MCPSTORE_LOCAL_SERVICES: "off",
+      MCPSTORE_ALLOWED_HOSTS: "a.lan",
+      MCPSTORE_ALLOWED_ORIGINS: "*",
+      MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES: "yes",
+      MCPSTORE_MAX_EVENT_STREAMS: "2",
+      MCPSTORE_MAX_MCP_SESSIONS: "3",
+      MCPSTORE_MCP_SESSION_IDLE_SECONDS: "4",
+      MCPSTORE_MAX_BODY_BYTES: "5",
+      MCPSTORE_MAX_CONNECTIONS: "6",
+      MCPSTORE_MAX_MESSAGE_BYTES: "7",
+      MCPSTORE_MAX_SERVICES: "8",
+      MCPSTORE_MAX_SERVICES_PER_REQUEST: "9",
+      MCPSTORE_MAX_WAITERS: "10"
     })
     expect(server).toEqual({
       host: "::1",
@@ -121,8 +173,17 @@ describe("parseCommandLine", () => {
       autoOpenBrowser: true,
       showStartupInfo: false,
       apiKey: "k",
-      localServices: false
+      localServices: false,
+      allowedHosts: ["a.lan"],
+      allowedOrigins: ["*"],
+      allowRemoteLocalServices: true,
+      maxEventStreams: 2,
+      maxMcpSessions: 3,
+      mcpSessionIdleSeconds: 4,
+      maxBodyBytes: 5,
+      maxConnections: 6
     })
+    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10 })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",
       debug: true,
@@ -185,7 +246,7 @@ describe("parseCommandLine", () => {
     await standalone({ port: 8300 })
     const { server } = await parse([], { MCPSTORE_STANDALONE_CONFIG: "standalone.json", MCPSTORE_PORT: "7000", MCPSTORE_HOST: "h" })
     expect(server.port).toBe(8300)
-    expect(server.host).toBe("0.0.0.0")
+    expect(server.host).toBe("127.0.0.1")
   })
 
   it("refuses a bad standalone config file naming the file and the problem", async () => {

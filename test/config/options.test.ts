@@ -178,20 +178,68 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
   it("resolves defaults and an absolute services file path", () => {
     const { server, store } = resolveOptions({}, "/srv/app")
     expect(server).toEqual({
-      host: "0.0.0.0",
+      host: "127.0.0.1",
       port: 18200,
       reload: false,
       logLevel: "info",
       autoOpenBrowser: false,
       showStartupInfo: true,
       apiKey: undefined,
-      localServices: true
+      localServices: true,
+      allowedHosts: [],
+      allowedOrigins: [],
+      allowRemoteLocalServices: false,
+      maxEventStreams: 100,
+      maxMcpSessions: 1000,
+      mcpSessionIdleSeconds: 1800,
+      maxBodyBytes: 1048576,
+      maxConnections: 1000
     })
+    expect(store.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxServices: 10_000, maxServicesPerRequest: 100, maxWaiters: 10_000 })
     expect(store.mcpConfigFile).toBe("/srv/app/mcp.json")
     expect(store.debug).toBe(false)
     expect(store.toolRecordMaxFileSize).toBe(30)
     expect(store.toolRecordRetentionDays).toBe(7)
     expect(store.monitoring).toEqual(resolveMonitoring({}))
     expect(resolveOptions({ mcp_config_file: "/abs/x.json" }, "/srv").store.mcpConfigFile).toBe("/abs/x.json")
+  })
+})
+
+describe("safety options", () => {
+  it("reads host and origin lists from arrays and comma lists", () => {
+    expect(checkOption("allowed_hosts", ["store.lan", " box:8080 "])).toEqual(["store.lan", "box:8080"])
+    expect(optionFromText("allowed_hosts", "a.example, b.example:1,,")).toEqual(["a.example", "b.example:1"])
+    expect(optionFromText("allowed_origins", "https://app.example.com,http://localhost:5173,*")).toEqual([
+      "https://app.example.com",
+      "http://localhost:5173",
+      "*"
+    ])
+  })
+
+  it("refuses hosts with paths or spaces and origins without a scheme", () => {
+    expect(() => checkOption("allowed_hosts", ["http://x/"])).toThrow(/allowed_hosts must hold host names/)
+    expect(() => checkOption("allowed_hosts", "a b")).toThrow(/allowed_hosts/)
+    expect(() => checkOption("allowed_hosts", 5)).toThrow(/must be a list of strings/)
+    expect(() => checkOption("allowed_origins", ["app.example.com"])).toThrow(/allowed_origins must hold origins/)
+    expect(() => checkOption("allowed_origins", ["https://app.example.com/path"])).toThrow(/allowed_origins/)
+  })
+
+  it("checks every cap as a positive integer (the idle time may be fractional)", () => {
+    for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters"] as const) {
+      expect(optionFromText(key, "7")).toBe(7)
+      expect(() => optionFromText(key, "0")).toThrow(new RegExp(`${key} must be an integer >= 1`))
+      expect(() => checkOption(key, 1.5)).toThrow(/integer/)
+    }
+    expect(optionFromText("mcp_session_idle_seconds", "0.5")).toBe(0.5)
+    expect(() => optionFromText("mcp_session_idle_seconds", "-1")).toThrow(/mcp_session_idle_seconds/)
+  })
+
+  it("resolves the caps into the server and store options", () => {
+    const { server, store } = resolveOptions({ max_event_streams: 3, max_services: 9, allow_remote_local_services: true, allowed_hosts: ["h"] })
+    expect(server.maxEventStreams).toBe(3)
+    expect(server.allowRemoteLocalServices).toBe(true)
+    expect(server.allowedHosts).toEqual(["h"])
+    expect(store.limits.maxServices).toBe(9)
+    expect(store.limits.maxWaiters).toBe(10_000)
   })
 })

@@ -297,8 +297,9 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
     await r.waitFor("stderr", /WARNING.*API key.*\n/, 25_000)
     const line = r.stderr.split("\n").find((l) => l.includes("WARNING"))!
     expect(line).toMatch(/^mcp-store: WARNING: listening on 0\.0\.0\.0 without an API key/)
-    expect(line).toContain("add_service")
+    expect(line).toContain("local command services are refused from non-loopback clients")
     expect(line).toContain("--api-key")
+    expect(r.stdout).toMatch(/local services\s+loopback clients only/)
     // The warning names the real port, which the server answers on.
     const port = Number(/port (\d+)/.exec(line)?.[1])
     expect(port).toBeGreaterThan(0)

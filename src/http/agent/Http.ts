@@ -11,7 +11,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
     const { store, server } = yield* App
     const scope = (agentId: string) => () => store.forAgent(agentId)
     return handlers
-      .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server.localServices))
+      .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) =>
         run(() => Shared.listServicesAnswer(store.forAgent(path.agent_id).listServices()))
       )

@@ -15,7 +15,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     const { store } = app
     const scope = () => store.forStore()
     return handlers
-      .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server.localServices))
+      .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
       .handle("listServices", ({ urlParams }) =>
         run(() => {
           const scopes = [scope(), ...(urlParams.scope === "all" ? store.agentIds().map((id) => store.forAgent(id)) : [])]
@@ -89,11 +89,13 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
         })
       )
       .handle("updateService", ({ path, payload }) =>
-        run(async () => {
-          const result = await scope().updateService(path.service_name, payload, { allowLocal: app.server.localServices })
-          const name = result.service.name
-          return { success: true, message: result.changed ? `Service '${name}' updated; reconnecting` : `Service '${name}' unchanged`, ...result }
-        })
+        Effect.flatMap(Shared.localPolicy(app.server), (local) =>
+          run(async () => {
+            const result = await scope().updateService(path.service_name, payload, { local })
+            const name = result.service.name
+            return { success: true, message: result.changed ? `Service '${name}' updated; reconnecting` : `Service '${name}' unchanged`, ...result }
+          })
+        )
       )
       .handle("disconnectService", ({ payload }) =>
         run(async () => {
