@@ -28,6 +28,7 @@ import {
   InvalidArguments,
   ServiceNotFound,
   ServiceUnavailable,
+  TooMany,
   ToolNotFound,
   ToolTimeout,
   UpstreamError,
@@ -194,6 +195,7 @@ const outcomeOf = (e: unknown): Outcome => {
     case "ToolTimeout":
       return "timeout"
     case "ServiceUnavailable":
+    case "TooMany":
       return "unavailable"
     case "UpstreamError":
       return e.outcome
@@ -251,45 +253,69 @@ export class ScopeApi {
   ): Promise<AddServiceResult> {
     const entries = parseDefinitions(body)
     if (options.allowLocal === false) refuseLocal(entries)
-    const outcome = await this.store.serialize(async () => {
-      const added: string[] = []
-      const updated: string[] = []
-      const unchanged: string[] = []
-      for (const { name, definition } of entries) {
-        const existing = ownEntry(this.actors(), name)
-        if (!existing) added.push(name)
-        else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
-        else updated.push(name)
-      }
-      const changed = entries.filter((e) => !unchanged.includes(e.name))
-      if (changed.length > 0) {
-        await this.store.file.update((draft) => {
-          for (const { name, definition } of changed) draft.setService(this.scope, name, definition)
-        })
-      }
-      for (const { name, definition } of changed) {
-        const actor = ownEntry(this.actors(), name)
-        if (actor) actor.send({ type: "UPDATE_DEFINITION", definition })
-        else this.store.actor.send({ type: "ADD_SERVICE", scope: this.scope, name, definition })
-      }
-      return { added, updated, unchanged }
-    })
-    const waitMs = (options.waitSeconds ?? 0) * 1000
-    if (waitMs > 0) {
-      await Promise.all(
-        entries.map(({ name }) => {
-          const actor = ownEntry(this.actors(), name)
-          return actor
-            ? awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: waitMs })
-            : Promise.resolve()
-        })
-      )
+    const { maxServices, maxServicesPerRequest } = this.store.limits
+    if (entries.length > maxServicesPerRequest) {
+      throw new TooMany({
+        message: `A request may define at most ${maxServicesPerRequest} services (max_services_per_request); this one defines ${entries.length}: send them in several requests`,
+        limit: "max_services_per_request",
+        max: maxServicesPerRequest,
+        retryAfterSeconds: 1
+      })
     }
-    const services = entries.flatMap(({ name }) => {
-      const actor = ownEntry(this.actors(), name)
-      return actor ? [serviceView(actor.getSnapshot())] : []
-    })
-    return { services, ...outcome }
+    const waitMs = (options.waitSeconds ?? 0) * 1000
+    // Places for the waits are taken first: once services are added, the wait is not refused.
+    const lease = waitMs > 0 ? this.store.waiters.reserve(entries.length) : undefined
+    try {
+      const outcome = await this.store.serialize(async () => {
+        const added: string[] = []
+        const updated: string[] = []
+        const unchanged: string[] = []
+        for (const { name, definition } of entries) {
+          const existing = ownEntry(this.actors(), name)
+          if (!existing) added.push(name)
+          else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
+          else updated.push(name)
+        }
+        const total = this.store.serviceCount()
+        if (added.length > 0 && total + added.length > maxServices) {
+          throw new TooMany({
+            message: `The store holds ${total} of at most ${maxServices} services (max_services); adding ${added.length} more is refused`,
+            limit: "max_services",
+            max: maxServices,
+            retryAfterSeconds: 60
+          })
+        }
+        const changed = entries.filter((e) => !unchanged.includes(e.name))
+        if (changed.length > 0) {
+          await this.store.file.update((draft) => {
+            for (const { name, definition } of changed) draft.setService(this.scope, name, definition)
+          })
+        }
+        for (const { name, definition } of changed) {
+          const actor = ownEntry(this.actors(), name)
+          if (actor) actor.send({ type: "UPDATE_DEFINITION", definition })
+          else this.store.actor.send({ type: "ADD_SERVICE", scope: this.scope, name, definition })
+        }
+        return { added, updated, unchanged }
+      })
+      if (lease) {
+        await Promise.all(
+          entries.map(({ name }) => {
+            const actor = ownEntry(this.actors(), name)
+            return actor
+              ? awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: waitMs, gate: lease.gate })
+              : Promise.resolve()
+          })
+        )
+      }
+      const services = entries.flatMap(({ name }) => {
+        const actor = ownEntry(this.actors(), name)
+        return actor ? [serviceView(actor.getSnapshot())] : []
+      })
+      return { services, ...outcome }
+    } finally {
+      lease?.release()
+    }
   }
 
   /** Every service of this scope, in list form. */
@@ -304,18 +330,31 @@ export class ScopeApi {
   }
 
   /**
-   * Resolves a tool name in this scope: a callable name `<service>__<tool>`, or an original name that
-   * only one service exposes (or the one `service_name` names).
+   * The services a callable name `<service>__<tool>` names, with the tool part: every registered
+   * service of the scope whose name ends where a `__` begins (a name may end in `_`, so `a___x` is
+   * `a` + `_x` or `a_` + `x`). Empty when the name names no registered service.
+   */
+  private namedServices(toolName: string): Array<{ actor: ServiceActorRef; original: string }> {
+    const first = toolName.indexOf(TOOL_SEPARATOR)
+    if (first <= 0) return []
+    let end = first
+    while (toolName[end + TOOL_SEPARATOR.length] === "_") end += 1
+    const actors = this.actors()
+    const out: Array<{ actor: ServiceActorRef; original: string }> = []
+    for (let at = first; at <= end; at++) {
+      const actor = ownEntry(actors, toolName.slice(0, at))
+      if (actor) out.push({ actor, original: toolName.slice(at + TOOL_SEPARATOR.length) })
+    }
+    return out
+  }
+
+  /**
+   * Resolves an original tool name in this scope: the one service that exposes it (or the one
+   * `service_name` names). Names of the form `<service>__<tool>` with a registered `<service>` never
+   * come here (see `callTarget`).
    */
   private resolveTool(toolName: string, serviceName: string | undefined): { actor: ServiceActorRef; original: string } {
-    const actors = this.actors()
-    const sep = toolName.indexOf(TOOL_SEPARATOR)
-    if (sep > 0 && serviceName === undefined) {
-      const actor = ownEntry(actors, toolName.slice(0, sep))
-      const original = toolName.slice(sep + TOOL_SEPARATOR.length)
-      if (actor && actor.getSnapshot().context.tools.some((t) => t.name === original)) return { actor, original }
-    }
-    const pool = serviceName !== undefined ? [this.requireService(serviceName)] : Object.values(actors)
+    const pool = serviceName !== undefined ? [this.requireService(serviceName)] : Object.values(this.actors())
     const matches = pool.filter((a) => a.getSnapshot().context.tools.some((t) => t.name === toolName))
     if (matches.length === 1) return { actor: matches[0]!, original: toolName }
     if (matches.length > 1) {
@@ -326,11 +365,87 @@ export class ScopeApi {
         candidates
       })
     }
-    throw new ToolNotFound({
+    throw this.toolNotFound(toolName)
+  }
+
+  private toolNotFound(toolName: string): ToolNotFound {
+    return new ToolNotFound({
       message: `Tool '${toolName}' not found in ${this.label === "store" ? "the store" : `agent '${this.label}'`}`,
       toolName,
       scope: this.label
     })
+  }
+
+  private stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout {
+    return new ToolTimeout({
+      message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s: its service is still connecting`,
+      toolName,
+      timeoutSeconds
+    })
+  }
+
+  /**
+   * The service and original tool name a call goes to. A callable name `<service>__<tool>` whose
+   * `<service>` is registered in the scope goes to that service or nowhere: while it is
+   * `initializing` (just added, restarting, starting up) the call waits for it, up to the deadline;
+   * then a connected service without the tool is 404 and one that is not connected 503. It never
+   * falls back to another service's tool of that literal name, which could otherwise stand in for
+   * it whenever it has no tool list. Any other name is an original name (see `resolveTool`).
+   */
+  private async callTarget(
+    input: CallToolInput,
+    timeoutSeconds: number,
+    remaining: () => number,
+    signal: AbortSignal | undefined
+  ): Promise<{ actor: ServiceActorRef; original: string }> {
+    const waitFor = (actors: ReadonlyArray<ServiceActorRef>) =>
+      Promise.all(
+        actors.map((a) =>
+          awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal, gate: this.store.waiters })
+        )
+      )
+    const initializing = (a: ServiceActorRef) => statusOf(a.getSnapshot()) === "initializing"
+    for (let named = this.namedServices(input.tool_name); named.length > 0 && input.service_name === undefined; ) {
+      const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
+      if (hit) return hit
+      const pending = named.filter(({ actor }) => initializing(actor)).map(({ actor }) => actor)
+      if (pending.length === 0) {
+        const { actor } = named[0]!
+        const snapshot = actor.getSnapshot()
+        const status = statusOf(snapshot)
+        if (isConnected(status)) throw this.toolNotFound(input.tool_name)
+        const serviceName = snapshot.context.name
+        throw new ServiceUnavailable({
+          message: `Service '${serviceName}' is ${status}; try again later`,
+          serviceName,
+          status,
+          nextRetryAt: iso(snapshot.context.nextRetryAt),
+          lastError: snapshot.context.lastError ?? null
+        })
+      }
+      if (remaining() <= 0 || signal?.aborted) throw this.stillConnecting(input.tool_name, timeoutSeconds)
+      await waitFor(pending)
+      named = this.namedServices(input.tool_name)
+    }
+    try {
+      return this.resolveTool(input.tool_name, input.service_name)
+    } catch (e) {
+      // Services still connecting have no tool list yet: give them until the deadline. (Looked for
+      // only when the name does not resolve: scanning every service costs on each call.)
+      if (!(e instanceof ToolNotFound)) throw e
+      const pool = input.service_name !== undefined ? [this.requireService(input.service_name)] : Object.values(this.actors())
+      const pending = pool.filter(initializing)
+      if (pending.length === 0) throw e
+      await waitFor(pending)
+      try {
+        return this.resolveTool(input.tool_name, input.service_name)
+      } catch (e2) {
+        // The deadline passed while a service that may own the tool was still connecting: the call
+        // ran out of time (504), it did not find that the tool is missing (404).
+        if (e2 instanceof ToolNotFound && pending.some(initializing)) throw this.stillConnecting(input.tool_name, timeoutSeconds)
+        throw e2
+      }
+    }
   }
 
   /**
@@ -344,38 +459,7 @@ export class ScopeApi {
     const remaining = () => Math.max(0, deadline - performance.now())
     const started = performance.now()
     const traceId = newTraceId()
-    let target: { actor: ServiceActorRef; original: string }
-    try {
-      target = this.resolveTool(input.tool_name, input.service_name)
-    } catch (e) {
-      // Services still connecting have no tool list yet: give them until the deadline. (Looked for
-      // only when the name does not resolve: scanning every service costs on each call.)
-      const pending = Object.values(this.actors()).filter((a) => statusOf(a.getSnapshot()) === "initializing")
-      if (pending.length === 0 || e instanceof AmbiguousTool) throw e
-      await Promise.all(
-        pending.map((a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal }))
-      )
-      try {
-        target = this.resolveTool(input.tool_name, input.service_name)
-      } catch (e2) {
-        // The deadline passed while a service that may own the tool was still connecting: the call
-        // ran out of time (504), it did not find that the tool is missing (404).
-        const owner = (a: ServiceActorRef) => {
-          const name = a.getSnapshot().context.name
-          if (input.service_name !== undefined) return this.findService(input.service_name) === a
-          const sep = input.tool_name.indexOf(TOOL_SEPARATOR)
-          return sep <= 0 || ownEntry(this.actors(), input.tool_name.slice(0, sep)) === undefined || input.tool_name.slice(0, sep) === name
-        }
-        if (e2 instanceof ToolNotFound && pending.some((a) => statusOf(a.getSnapshot()) === "initializing" && owner(a))) {
-          throw new ToolTimeout({
-            message: `Tool '${input.tool_name}' did not answer within ${timeoutSeconds} s: its service is still connecting`,
-            toolName: input.tool_name,
-            timeoutSeconds
-          })
-        }
-        throw e2
-      }
-    }
+    const target = await this.callTarget(input, timeoutSeconds, remaining, signal)
     const { actor, original } = target
     const serviceName = actor.getSnapshot().context.name
     const record = (outcome: Outcome, result: unknown, error: string | null) =>
@@ -453,7 +537,7 @@ export class ScopeApi {
       throw new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
     }
     const attempt = async (): Promise<CallToolResult> => {
-      const ready = await awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal })
+      const ready = await awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), signal, gate: this.store.waiters })
       if (ready.end === "aborted") throw new McpRequestError("aborted", "the caller went away")
       const snapshot = actor.getSnapshot()
       const status = statusOf(snapshot)
@@ -511,7 +595,11 @@ export class ScopeApi {
     }
     const actor = this.requireService(input.client_id_or_service_name)
     const wanted = new Set<Status>(targets)
-    const outcome = await awaitSnapshot(actor, (s) => wanted.has(statusOf(s)), { timeoutMs: input.timeout * 1000, signal })
+    const outcome = await awaitSnapshot(actor, (s) => wanted.has(statusOf(s)), {
+      timeoutMs: input.timeout * 1000,
+      signal,
+      gate: this.store.waiters
+    })
     return {
       result: outcome.end === "reached",
       final_status: outcome.end === "stopped" ? "deleted" : statusOf(outcome.snapshot as ServiceSnapshot),

@@ -19,6 +19,7 @@ import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { Monitor } from "../monitoring/monitor.js"
 import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
+import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
 import { ScopeApi } from "./scope.js"
 import { indexDelayedEvents } from "./timers.js"
@@ -54,6 +55,8 @@ export class Store {
   private readonly unrecord: () => void
   /** Tool calls in progress. */
   inFlightCalls = 0
+  /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
+  readonly waiters: Waiters
 
   private constructor(
     /** The services file. */
@@ -72,6 +75,7 @@ export class Store {
     readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>
   ) {
+    this.waiters = new Waiters(limits.maxWaiters)
     // A call refused as unavailable never reached the service: it is not a response time.
     this.unrecord = records.onRecord((r) => {
       if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
@@ -115,15 +119,33 @@ export class Store {
     return store
   }
 
+  /** Starts every service of the file, up to `maxServices` (the rest are left out, with a warning). */
   private load(config: ServicesConfig): void {
-    for (const [name, definition] of Object.entries(config.store)) {
-      this.actor.send({ type: "ADD_SERVICE", scope: STORE_SCOPE, name, definition })
-    }
-    for (const [agentId, services] of Object.entries(config.agents)) {
-      for (const [name, definition] of Object.entries(services)) {
-        this.actor.send({ type: "ADD_SERVICE", scope: agentScope(agentId), name, definition })
+    const skipped: string[] = []
+    let count = 0
+    const add = (scope: Scope, name: string, definition: ServiceDefinition) => {
+      if (count >= this.limits.maxServices) {
+        skipped.push(scope.kind === "store" ? name : `${scope.agentId}/${name}`)
+        return
       }
+      count += 1
+      this.actor.send({ type: "ADD_SERVICE", scope, name, definition })
     }
+    for (const [name, definition] of Object.entries(config.store)) add(STORE_SCOPE, name, definition)
+    for (const [agentId, services] of Object.entries(config.agents)) {
+      for (const [name, definition] of Object.entries(services)) add(agentScope(agentId), name, definition)
+    }
+    this.warnSkipped(skipped)
+  }
+
+  /** Logs the services of the file left out because the store holds `maxServices` already. */
+  private warnSkipped(skipped: ReadonlyArray<string>): void {
+    if (skipped.length === 0) return
+    const shown = skipped.slice(0, 20).join(", ") + (skipped.length > 20 ? `, ... (${skipped.length - 20} more)` : "")
+    console.warn(
+      `[mcp-store] WARNING: the store holds at most ${this.limits.maxServices} services (max_services): ` +
+        `${skipped.length} service(s) of ${this.file.path} not started: ${shown}`
+    )
   }
 
   /** Operations on the store scope. */
@@ -165,6 +187,13 @@ export class Store {
     return ownEntry(this.serviceActors(scope), name)
   }
 
+  /** How many services there are, in the store and every agent (what `maxServices` caps). */
+  serviceCount(): number {
+    let n = Object.keys(this.serviceActors(STORE_SCOPE)).length
+    for (const id of this.agentIds()) n += Object.keys(this.serviceActors(agentScope(id))).length
+    return n
+  }
+
   /** Every service actor of every scope. */
   allServiceActors(): ReadonlyArray<ServiceActorRef> {
     const out = [...Object.values(this.serviceActors(STORE_SCOPE))]
@@ -192,13 +221,24 @@ export class Store {
 
   private applyConfig(next: ServicesConfig) {
     const summary = { added: [] as string[], updated: [] as string[], removed: [] as string[] }
+    const skipped: string[] = []
     const scopes: Array<[Scope, Readonly<Record<string, ServiceDefinition>>]> = [
       [STORE_SCOPE, next.store],
       ...Object.entries(next.agents).map(([id, s]): [Scope, Readonly<Record<string, ServiceDefinition>>] => [agentScope(id), s])
     ]
     for (const id of this.agentIds()) if (!Object.hasOwn(next.agents, id)) scopes.push([agentScope(id), {}])
+    const labelIn = (scope: Scope) => (n: string) => (scope.kind === "store" ? n : `${scope.agentId}/${n}`)
+    // Removed services first: they make room under `maxServices` for the added ones.
     for (const [scope, wanted] of scopes) {
-      const label = (n: string) => (scope.kind === "store" ? n : `${scope.agentId}/${n}`)
+      for (const name of Object.keys(this.serviceActors(scope))) {
+        if (!Object.hasOwn(wanted, name)) {
+          this.removeActor(scope, name)
+          summary.removed.push(labelIn(scope)(name))
+        }
+      }
+    }
+    for (const [scope, wanted] of scopes) {
+      const label = labelIn(scope)
       const current = this.serviceActors(scope)
       for (const [name, definition] of Object.entries(wanted)) {
         try {
@@ -208,6 +248,10 @@ export class Store {
         }
         const actor = ownEntry(current, name)
         if (!actor) {
+          if (this.serviceCount() >= this.limits.maxServices) {
+            skipped.push(label(name))
+            continue
+          }
           this.actor.send({ type: "ADD_SERVICE", scope, name, definition })
           summary.added.push(label(name))
           continue
@@ -226,13 +270,8 @@ export class Store {
           summary.updated.push(label(name))
         }
       }
-      for (const name of Object.keys(current)) {
-        if (!Object.hasOwn(wanted, name)) {
-          this.removeActor(scope, name)
-          summary.removed.push(label(name))
-        }
-      }
     }
+    this.warnSkipped(skipped)
     return summary
   }
 
