@@ -11,6 +11,7 @@
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Stream } from "effect"
+import { setMaxListeners } from "node:events"
 import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
 import { createMetrics } from "../monitoring/metrics.js"
@@ -147,6 +148,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       (g) => Effect.promise(() => g.close())
     )
     app.closing.signal.addEventListener("abort", () => gateway.shutdown(), { once: true })
+    // Each open stream listens for shutdown on this one signal: no "possible leak" warning at the cap.
+    setMaxListeners(app.server.maxEventStreams + 100, app.closing.signal)
     // The capped resources, beside the caps' own figures.
     new Gauge({
       name: "mcpstore_event_streams",

@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
@@ -69,6 +70,9 @@ export class McpGateway {
   private sweepTimer: NodeJS.Timeout | undefined
   private sweepAt = Number.POSITIVE_INFINITY
   private shuttingDown = false
+  // Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
+  // most of a session's memory); these servers never validate anything with it (no elicitation).
+  private readonly validator = new AjvJsonSchemaValidator()
 
   constructor(
     private readonly store: Store,
@@ -110,7 +114,7 @@ export class McpGateway {
   private newSession(scope: Scope): Session {
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
-      { capabilities: { tools: { listChanged: true } } }
+      { capabilities: { tools: { listChanged: true } }, jsonSchemaValidator: this.validator }
     )
     const id = randomUUID()
     const session: Session = {

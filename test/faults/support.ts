@@ -347,6 +347,8 @@ export interface StoreProcessOptions {
   readonly configFile: string
   readonly monitoring?: Partial<MonitoringSettings>
   readonly extraArgs?: ReadonlyArray<string>
+  /** Node options, before the script (e.g. `--expose-gc`). */
+  readonly nodeArgs?: ReadonlyArray<string>
   /** How long to wait for GET /health to answer 200 (ms, default 30 s). */
   readonly startTimeoutMs?: number
 }
@@ -355,6 +357,7 @@ export interface StoreProcessOptions {
 export async function spawnStore(options: StoreProcessOptions): Promise<StoreProcess> {
   const port = await closedPort()
   const args = [
+    ...(options.nodeArgs ?? []),
     join(REPO_ROOT, "bin", "mcp-store.js"),
     "run",
     "api",

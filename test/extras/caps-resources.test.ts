@@ -1,0 +1,190 @@
+// The caps hold memory down under a flood (issue 11, "Safe by default"): before them, 5,000
+// `initialize` calls on /mcp kept about 210 MB for ever and 5,000 idle /events streams took the
+// store from 0.5 to 2.1 GB. Against a store process (the sources through tsx, as the fault tests
+// run it; its own RSS from /proc, untouched by this test's clients): 5,000 initialize POSTs and
+// 5,000 /events attempts, 50 at a time. Live sessions never exceed max_mcp_sessions, the streams
+// past max_event_streams get 429 TOO_MANY, the stream count returns to 0 once the clients close,
+// the sessions expire after mcp_session_idle_seconds, and the RSS comes back within 50 MB.
+// The RSS is read after a full garbage collection in the store (started with --expose-gc and a
+// preload that collects on SIGUSR2): V8 grows its heap lazily under load and shrinks it when it
+// likes, and what is asked here is what the store keeps, not when V8 gives pages back.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { Agent, request, type ClientRequest } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { rssOf, spawnStore, type StoreProcess } from "../faults/support.js"
+import { eventually } from "../support/server.js"
+import { parsePrometheus, sampleValue } from "./support.js"
+
+const MAX_SESSIONS = 200
+const MAX_STREAMS = 20
+const IDLE_SECONDS = 2
+const CONCURRENCY = 50
+const ATTEMPTS = 5000
+const MB = 1024 * 1024
+const GC_DONE = "caps-resources: gc done"
+const GC_PRELOAD = `data:text/javascript,${encodeURIComponent(
+  `process.on("SIGUSR2", () => { globalThis.gc(); globalThis.gc(); process.stdout.write(${JSON.stringify(`${GC_DONE}\n`)}) })`
+)}`
+
+let dir: string
+let store: StoreProcess
+let agent: Agent
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "mcp-store-caps-"))
+  const configFile = join(dir, "mcp.json")
+  writeFileSync(configFile, '{"mcpServers": {}}\n')
+  store = await spawnStore({
+    configFile,
+    nodeArgs: ["--expose-gc", "--import", GC_PRELOAD],
+    extraArgs: [
+      "--max-mcp-sessions",
+      String(MAX_SESSIONS),
+      "--max-event-streams",
+      String(MAX_STREAMS),
+      "--mcp-session-idle-seconds",
+      String(IDLE_SECONDS)
+    ]
+  })
+  agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY + MAX_STREAMS + 10 })
+})
+
+afterAll(async () => {
+  agent?.destroy()
+  await store?.kill()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const INITIALIZE = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "caps-resources", version: "1" } }
+})
+
+/** One request on the keep-alive agent; a 200 event stream is left open and handed back to close later. */
+const send = (method: string, path: string, body?: string) =>
+  new Promise<{ status: number; retryAfter: string | undefined; open?: ClientRequest }>((resolve, reject) => {
+    const req = request(
+      `${store.url}${path}`,
+      {
+        method,
+        agent,
+        headers: body === undefined ? { accept: "text/event-stream" } : { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      },
+      (res) => {
+        const status = res.statusCode ?? 0
+        const retryAfter = res.headers["retry-after"]
+        if (method === "GET" && status === 200) {
+          res.resume()
+          return resolve({ status, retryAfter, open: req })
+        }
+        res.resume()
+        res.on("end", () => resolve({ status, retryAfter }))
+        res.on("error", reject)
+      }
+    )
+    req.setTimeout(15_000, () => req.destroy(new Error(`${method} ${path}: no answer within 15 s`)))
+    req.on("error", reject)
+    req.end(body)
+  })
+
+/** Runs `task` `count` times, `CONCURRENCY` at a time; stops early (and says so) past `ms`. */
+const flood = async <T>(count: number, ms: number, task: () => Promise<T>): Promise<T[]> => {
+  const out: T[] = []
+  const deadline = performance.now() + ms
+  let issued = 0
+  const worker = async () => {
+    while (issued < count && performance.now() < deadline) {
+      issued++
+      out.push(await task())
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  return out
+}
+
+const figures = async () => {
+  const res = await fetch(`${store.url}/metrics`, { signal: AbortSignal.timeout(10_000) })
+  const samples = parsePrometheus(await res.text())
+  return { sessions: sampleValue(samples, "mcpstore_mcp_sessions"), streams: sampleValue(samples, "mcpstore_event_streams") }
+}
+
+/** The store's RSS after a full garbage collection in it (its acknowledgement awaited). */
+const residentAfterGc = async (): Promise<number> => {
+  const done = () => store.output().split(GC_DONE).length - 1
+  const before = done()
+  process.kill(store.pid, "SIGUSR2")
+  expect(await eventually(() => done() > before, 5_000)).toBe(true)
+  return rssOf(store.pid)!
+}
+
+/** Samples the live counts every 50 ms until `stop()`; resolves with the highest seen. */
+const watchPeaks = () => {
+  let running = true
+  const peak = { sessions: 0, streams: 0, samples: 0 }
+  const done = (async () => {
+    while (running) {
+      const f = await figures()
+      peak.sessions = Math.max(peak.sessions, f.sessions)
+      peak.streams = Math.max(peak.streams, f.streams)
+      peak.samples++
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  })()
+  return {
+    stop: async () => {
+      running = false
+      await done
+      return peak
+    }
+  }
+}
+
+it("5,000 initialize calls and 5,000 /events attempts stay within the caps and leave the RSS within 50 MB", { timeout: 60_000 }, async () => {
+  // Warm-up (code loaded and compiled on first use is not a leak), then the baseline once it is all gone.
+  await flood(200, 10_000, () => send("POST", "/mcp", INITIALIZE))
+  const warm = await flood(100, 10_000, () => send("GET", "/events"))
+  for (const r of warm) r.open?.destroy()
+  expect(await eventually(async () => {
+    const f = await figures()
+    return f.sessions === 0 && f.streams === 0
+  }, 10_000)).toBe(true)
+  const before = await residentAfterGc()
+
+  const sessionsWatch = watchPeaks()
+  const inits = await flood(ATTEMPTS, 25_000, () => send("POST", "/mcp", INITIALIZE))
+  const sessionPeak = await sessionsWatch.stop()
+  expect(inits.length).toBe(ATTEMPTS)
+  // Never more than 50 sessions are busy, so the oldest idle one always makes room: no refusals.
+  expect(inits.filter((r) => r.status === 200).length).toBe(ATTEMPTS)
+  expect(sessionPeak.samples).toBeGreaterThan(3)
+  expect(sessionPeak.sessions).toBeLessThanOrEqual(MAX_SESSIONS)
+  expect(sessionPeak.sessions).toBeGreaterThanOrEqual(MAX_SESSIONS * 0.9)
+  const during = rssOf(store.pid)!
+
+  const streamsWatch = watchPeaks()
+  const attempts = await flood(ATTEMPTS, 25_000, () => send("GET", "/events"))
+  const streamPeak = await streamsWatch.stop()
+  expect(attempts.length).toBe(ATTEMPTS)
+  const opened = attempts.filter((r) => r.status === 200)
+  const refused = attempts.filter((r) => r.status === 429)
+  expect(opened.length).toBe(MAX_STREAMS)
+  expect(refused.length).toBe(ATTEMPTS - MAX_STREAMS)
+  expect(refused.every((r) => r.retryAfter === "5")).toBe(true)
+  expect(streamPeak.streams).toBe(MAX_STREAMS)
+  for (const r of opened) r.open!.destroy()
+  expect(await eventually(async () => (await figures()).streams === 0, 5_000)).toBe(true)
+  // The sessions of the flood expire once idle for IDLE_SECONDS.
+  expect(await eventually(async () => (await figures()).sessions === 0, (IDLE_SECONDS + 5) * 1000)).toBe(true)
+
+  const uncollected = rssOf(store.pid)!
+  const after = await residentAfterGc()
+  const summary =
+    `RSS before ${(before / MB).toFixed(0)} MB, after the initialize flood ${(during / MB).toFixed(0)} MB, ` +
+    `after both ${(uncollected / MB).toFixed(0)} MB, after a collection ${(after / MB).toFixed(0)} MB`
+  expect(after - before, summary).toBeLessThan(50 * MB)
+  console.log(`caps-resources: ${summary}; peak sessions ${sessionPeak.sessions}, peak streams ${streamPeak.streams}`)
+})
