@@ -57,6 +57,11 @@ describe("GET /ui in Chromium", () => {
         const pageErrors: string[] = []
         page.on("request", (r) => requested.push(r.url()))
         page.on("pageerror", (e) => pageErrors.push(String(e)))
+        // The page runs under its Content-Security-Policy: any violation shows on the console.
+        const violations: string[] = []
+        page.on("console", (m) => {
+          if (/Content.Security.Policy/i.test(m.text())) violations.push(m.text())
+        })
 
         const response = await page.goto(`${server.url}/ui`)
         expect(response?.status()).toBe(200)
@@ -97,6 +102,21 @@ describe("GET /ui in Chromium", () => {
         expect(requested.length).toBeGreaterThan(0)
         expect(foreign(requested)).toEqual([])
         expect(pageErrors).toEqual([])
+        expect(violations).toEqual([])
+        expect(response?.headers()["content-security-policy"]).toContain("script-src 'sha256-")
+
+        // The docs page renders the API under its policy too.
+        const docs = await context.newPage()
+        const docsErrors: string[] = []
+        docs.on("pageerror", (e) => docsErrors.push(String(e)))
+        docs.on("console", (m) => {
+          if (/Content.Security.Policy/i.test(m.text())) violations.push(m.text())
+        })
+        await docs.goto(`${server.url}/docs`)
+        await docs.locator(".opblock").first().waitFor({ timeout: 20_000 })
+        expect(await docs.locator(".opblock").count()).toBeGreaterThan(50)
+        expect(docsErrors).toEqual([])
+        expect(violations).toEqual([])
       } finally {
         await browser?.close()
         await server?.cleanup()
