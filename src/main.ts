@@ -76,6 +76,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const handler = (signal: NodeJS.Signals) => onSignal(signal)
   process.on("SIGINT", handler)
   process.on("SIGTERM", handler)
+  await import("./runtime/guard.js").then((guard) => guard.installProcessGuard()) // a service's uncaught error is logged, not fatal
   let running: RunningServer
   try {
     running = await startServer({ server: options.server, store: options.store })

@@ -200,7 +200,7 @@ export const StatsResponse = Schema.Struct({
 
 export const McpConfigResponse = Schema.Struct({ ...ok, config: Schema.Unknown, path: Schema.String })
 
-export const Outcome = Schema.Literal("success", "tool_error", "protocol_error", "transport_error", "timeout", "unavailable")
+export const Outcome = Schema.Literal("success", "tool_error", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable")
 
 const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
 

@@ -4,16 +4,31 @@
  * transport, src/mcp/http-transport.ts, SSE and stdio on the SDK's and src/mcp/stdio.ts), runs every request through `mcpRequest`, and
  * hides the transports' differences behind `McpConnection`: the session DELETE for Streamable HTTP,
  * the process group and stderr for stdio, "closed by itself" against "closed by us".
+ *
+ * Every transport reads at most `maxMessageBytes` per message (SSE through `boundedFetch`). A
+ * message over it closes the connection; the requests it fails, and the close itself, then name
+ * that cause (`message_too_large`) rather than a mere closed connection. The SDK's own checks of
+ * tool outputs run on the store's linear-time validators (src/mcp/json-schema.ts).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
+import { boundedFetch } from "./bounded-fetch.js"
 import { HttpClientTransport } from "./http-transport.js"
-import { mcpRequest } from "./request.js"
+import { upstreamSchemaValidator } from "./json-schema.js"
+import { mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
-import { McpRequestError, type ConnectOptions, type McpConnection, type RequestOptions, type ToolInfo } from "./types.js"
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  McpRequestError,
+  MessageTooLargeError,
+  type ConnectOptions,
+  type McpConnection,
+  type RequestOptions,
+  type ToolInfo
+} from "./types.js"
 
 /** Client name sent in the initialize handshake when none is given. */
 export const DEFAULT_CLIENT_NAME = "mcp-store"
@@ -27,6 +42,9 @@ const STDERR_LINES_IN_ERRORS = 10
 /** Stops a misbehaving server that keeps handing out cursors. */
 const MAX_TOOL_PAGES = 1_000
 
+/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does). */
+const ERROR_BODY_BYTES = 2_000
+
 type Opened =
   | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
   | { readonly type: "sse"; readonly transport: SSEClientTransport }
@@ -39,11 +57,14 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def)
-  const client = new Client({ name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" }, { capabilities: {} })
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+  const client = new Client(
+    { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
+    { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
+  )
   const connection = new SdkConnection(client, opened)
   try {
-    await mcpRequest(
+    await connection.request(
       `connect to ${describeTarget(def)}`,
       ({ timeout, signal }) => client.connect(opened.transport, { timeout, signal }),
       options
@@ -80,6 +101,8 @@ class SdkConnection implements McpConnection {
   private closedByUs = false
   private closing: Promise<void> | undefined
   private selfCloseReason: string | undefined
+  /** The message over the size limit that ended the connection, if one did. */
+  private tooLarge: MessageTooLargeError | undefined
 
   constructor(
     private readonly client: Client,
@@ -88,8 +111,11 @@ class SdkConnection implements McpConnection {
     this.transportType = opened.type
     client.onclose = () => this.onTransportClosed()
     // Transport hiccups (a dropped SSE stream, a stray stdout line) are not failures by themselves:
-    // a failing request or the close is what the owner acts on.
-    client.onerror = () => {}
+    // a failing request or the close is what the owner acts on. A message over the size limit is
+    // noted: the transport closes right after it, and the failures that follow carry its name.
+    client.onerror = (error) => {
+      if (error instanceof MessageTooLargeError) this.tooLarge ??= error
+    }
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       for (const listener of [...this.toolsListeners]) listener()
     })
@@ -104,14 +130,28 @@ class SdkConnection implements McpConnection {
     return this.opened.type === "stdio" ? this.opened.transport.pid : undefined
   }
 
+  /**
+   * Runs one request through `mcpRequest`. A transport failure on a connection that a message
+   * over the size limit ended is that failure: `message_too_large`.
+   */
+  async request<T>(what: string, run: (controls: RequestControls) => Promise<T>, options: RequestOptions): Promise<T> {
+    try {
+      return await mcpRequest(what, run, options)
+    } catch (error) {
+      const tooLarge = this.tooLarge
+      if (tooLarge === undefined || !(error instanceof McpRequestError) || error.kind !== "transport") throw error
+      throw new McpRequestError("message_too_large", `${what}: ${tooLarge.message}`)
+    }
+  }
+
   async ping(options: RequestOptions): Promise<number> {
     const started = performance.now()
-    await mcpRequest("ping", ({ timeout, signal }) => this.client.ping({ timeout, signal }), options)
+    await this.request("ping", ({ timeout, signal }) => this.client.ping({ timeout, signal }), options)
     return performance.now() - started
   }
 
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>> {
-    return mcpRequest(
+    return this.request(
       "tools/list",
       async ({ timeout, signal }) => {
         const tools: Array<ToolInfo> = []
@@ -134,7 +174,7 @@ class SdkConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: RequestOptions): Promise<CallToolResult> {
-    return mcpRequest(
+    return this.request(
       `tools/call ${JSON.stringify(name)}`,
       async ({ timeout, signal }) =>
         (await this.client.callTool({ name, arguments: args }, undefined, { timeout, signal })) as CallToolResult,
@@ -182,9 +222,11 @@ class SdkConnection implements McpConnection {
   private onTransportClosed(): void {
     if (this.closedByUs || this.selfCloseReason !== undefined) return
     const reason =
-      this.opened.type === "stdio"
-        ? closeReasonOfProcess(this.opened.transport)
-        : `the ${this.opened.type === "sse" ? "SSE stream" : "connection"} closed`
+      this.tooLarge !== undefined
+        ? `the server sent a message too large: ${this.tooLarge.message}`
+        : this.opened.type === "stdio"
+          ? closeReasonOfProcess(this.opened.transport)
+          : `the ${this.opened.type === "sse" ? "SSE stream" : "connection"} closed`
     this.selfCloseReason = reason
     const listeners = [...this.closeListeners]
     this.closeListeners.clear()
@@ -192,17 +234,29 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
-      transport: new StdioProcessTransport({ command: def.command, args: def.args, env: def.env, cwd: def.cwd })
+      transport: new StdioProcessTransport({ command: def.command, args: def.args, env: def.env, cwd: def.cwd, maxMessageBytes })
     }
   }
   const url = new URL(def.url)
-  return def.transport === "sse"
-    ? { type: "sse", transport: new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } } }) }
-    : { type: "streamable_http", transport: new HttpClientTransport(url, def.headers) }
+  if (def.transport !== "sse") {
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes }) }
+  }
+  const fetch = boundedFetch({
+    maxMessageBytes,
+    errorBodyBytes: ERROR_BODY_BYTES,
+    onTooLarge: (error) => {
+      // Reported as the other transports do, then closed once the event source has seen its body
+      // fail (it rejects a start still waiting for the endpoint), so that it does not reconnect.
+      transport.onerror?.(error)
+      setImmediate(() => void transport.close())
+    }
+  })
+  const transport: SSEClientTransport = new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } }, fetch })
+  return { type: "sse", transport }
 }
 
 const describeTarget = (def: ResolvedDefinition): string =>

@@ -12,14 +12,23 @@
  * and failures keep the SDK's shapes (`StreamableHTTPError` with the HTTP status, Node's socket
  * errors), so `mcpRequest` classifies them as before.
  *
+ * Hostile or broken servers: every read is bounded. One message (a JSON answer, one event of an
+ * event stream) over `maxMessageBytes` stops the reading at once (the response is destroyed),
+ * is reported through `onerror` as `MessageTooLargeError`, and closes the transport, so the
+ * requests waiting on it fail and the service reconnects. Error answers keep at most 2,000
+ * characters. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
+ * its HTTP request destroyed, so nothing goes on reading its body.
+ *
  * Not supported (the store never uses them): OAuth auth providers and following redirects (a 3xx
  * answer fails the request and names the new location).
  */
+import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
@@ -72,6 +81,10 @@ export interface StreamEvent {
 /**
  * Parses an event stream as its chunks arrive (the WHATWG rules: LF, CRLF or CR line ends; `data`
  * lines joined by LF; comments and unknown fields ignored; an event ends at a blank line).
+ *
+ * At most `maxEventBytes` (UTF-8) are held for one event: its data lines and any unfinished line
+ * (a comment or field that never ends counts too). `push` throws `MessageTooLargeError` past it;
+ * the parser must not be used after that.
  */
 export class EventStreamParser {
   /** The pieces of a line whose end has not come yet. */
@@ -86,8 +99,15 @@ export class EventStreamParser {
   lastEventId: string | undefined
   /** The last `retry:` the server sent, in ms. */
   retryMs: number | undefined
+  /** UTF-8 bytes of the unfinished line's pieces. */
+  private partialBytes = 0
+  /** UTF-8 bytes of the event's data lines so far (each with its joining LF). */
+  private dataBytes = 0
 
-  constructor(private readonly onEvent: (event: StreamEvent) => void) {}
+  constructor(
+    private readonly onEvent: (event: StreamEvent) => void,
+    private readonly maxEventBytes = Number.POSITIVE_INFINITY
+  ) {}
 
   push(chunk: string): void {
     // Only the new chunk is searched for line ends, and an unfinished line is kept in pieces: a
@@ -111,16 +131,27 @@ export class EventStreamParser {
         }
       }
       if (end < 0) {
-        this.partial.push(chunk.slice(pos))
+        const rest = chunk.slice(pos)
+        this.partialBytes += Buffer.byteLength(rest)
+        this.checkSize()
+        this.partial.push(rest)
         return
       }
       const piece = chunk.slice(pos, end)
       if (this.partial.length > 0) {
         this.partial.push(piece)
-        this.line(this.partial.join(""))
+        const line = this.partial.join("")
         this.partial = []
+        this.partialBytes = 0
+        this.line(line)
       } else this.line(piece)
       pos = next
+    }
+  }
+
+  private checkSize(): void {
+    if (this.partialBytes + this.dataBytes > this.maxEventBytes) {
+      throw new MessageTooLargeError("an event of the event stream", this.maxEventBytes)
     }
   }
 
@@ -129,6 +160,7 @@ export class EventStreamParser {
       if (this.data.length > 0) this.onEvent({ event: this.event === "" ? "message" : this.event, data: this.data.join("\n"), id: this.lastEventId })
       this.data = []
       this.event = ""
+      this.dataBytes = 0
       return
     }
     if (line.startsWith(":")) return
@@ -136,8 +168,11 @@ export class EventStreamParser {
     const field = colon < 0 ? line : line.slice(0, colon)
     let value = colon < 0 ? "" : line.slice(colon + 1)
     if (value.startsWith(" ")) value = value.slice(1)
-    if (field === "data") this.data.push(value)
-    else if (field === "event") this.event = value
+    if (field === "data") {
+      this.dataBytes += Buffer.byteLength(value) + 1
+      this.checkSize()
+      this.data.push(value)
+    } else if (field === "event") this.event = value
     else if (field === "id" && !value.includes("\0")) this.lastEventId = value
     else if (field === "retry" && /^\d+$/.test(value)) this.retryMs = Number(value)
   }
@@ -145,6 +180,20 @@ export class EventStreamParser {
 
 /** What a POST's event stream is waiting for: the requests it carries, until each is answered. */
 type Pending = Set<string | number>
+
+/** One POST that carries requests: what it waits for, and its HTTP request (to abort it). */
+interface Post {
+  readonly pending: Pending
+  req: ClientRequest | undefined
+  /** Every request it carried was cancelled by the SDK: its failures are nobody's business. */
+  abandoned: boolean
+}
+
+/** Options of the transport. */
+export interface HttpTransportOptions {
+  /** The largest message read (a JSON answer, one event); default `DEFAULT_MAX_MESSAGE_BYTES`. */
+  readonly maxMessageBytes?: number | undefined
+}
 
 export class HttpClientTransport implements Transport {
   onclose?: (() => void) | undefined
@@ -155,8 +204,17 @@ export class HttpClientTransport implements Transport {
   private protocolVersion: string | undefined
   private readonly agent: HttpAgent
   private readonly send$: typeof httpRequest
+  private readonly maxMessageBytes: number
+  /**
+   * The async context the transport was created in (the service's connection work): every request
+   * starts in it, so the socket and body callbacks of a tool call run in it too, not in the context
+   * of the HTTP request that asked for the call (src/runtime/guard.ts names the service from it).
+   */
+  private readonly scope = new AsyncResource("McpHttpClientTransport")
   /** Every request still open, so that close() can end them all. */
   private readonly open = new Set<ClientRequest>()
+  /** The POST carrying each request not answered yet, by request id. */
+  private readonly posts = new Map<string | number, Post>()
   private started = false
   private closed = false
   private reconnectTimer: NodeJS.Timeout | undefined
@@ -164,11 +222,13 @@ export class HttpClientTransport implements Transport {
 
   constructor(
     private readonly url: URL,
-    private readonly headers: Readonly<Record<string, string>> = {}
+    private readonly headers: Readonly<Record<string, string>> = {},
+    options: HttpTransportOptions = {}
   ) {
     const https = url.protocol === "https:"
     this.agent = sharedAgents.acquire(url)
     this.send$ = https ? httpsRequest : httpRequest
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   }
 
   get sessionId(): string | undefined {
@@ -185,19 +245,30 @@ export class HttpClientTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    try {
-      if (options?.resumptionToken !== undefined) {
-        this.openStream(options.resumptionToken, 0)
-        return
+    if (options?.resumptionToken !== undefined) {
+      this.openStream(options.resumptionToken, 0)
+      return
+    }
+    // The SDK gave up on a request (time-out, abort): stop its HTTP request and the reading of its
+    // body; the notification still goes to the server below.
+    if ("method" in message && message.method === "notifications/cancelled") this.abandon(message.params?.requestId)
+    const post: Post = { pending: new Set(), req: undefined, abandoned: false }
+    for (const m of Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]) {
+      if ("method" in m && "id" in m && m.id !== undefined) {
+        post.pending.add(m.id)
+        this.posts.set(m.id, post)
       }
+    }
+    let streaming = false
+    try {
       const response = await this.request("POST", JSON.stringify(message), {
         "content-type": "application/json",
         accept: "application/json, text/event-stream"
-      })
+      }, (req) => (post.req = req))
       const session = response.headers["mcp-session-id"]
       if (typeof session === "string" && session !== "") this.session = session
       if (response.statusCode === 202) {
-        response.resume()
+        this.drain(response)
         // The session is initialized: open the stream of server-initiated messages.
         if ("method" in message && message.method === "notifications/initialized") this.openStream(undefined, 0)
         return
@@ -206,27 +277,32 @@ export class HttpClientTransport implements Transport {
       if (status < 200 || status >= 300) {
         throw new StreamableHTTPError(status, `Error POSTing to endpoint: ${await failureText(response)}`)
       }
-      const requests: Pending = new Set()
-      for (const m of Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]) {
-        if ("method" in m && "id" in m && m.id !== undefined) requests.add(m.id)
-      }
-      if (requests.size === 0) {
-        response.resume()
+      if (post.pending.size === 0) {
+        this.drain(response)
         return
       }
       const type = mediaType(response.headers)
       if (type === "text/event-stream") {
-        this.readStream(response, requests)
+        streaming = true
+        this.readStream(response, post)
       } else if (type === "application/json") {
-        const data: unknown = JSON.parse(await readText(response))
+        const data: unknown = JSON.parse(await readBody(response, this.maxMessageBytes))
         for (const m of Array.isArray(data) ? data : [data]) this.deliver(this.asMessage(m))
       } else {
-        response.resume()
+        this.drain(response)
         throw new StreamableHTTPError(-1, `Unexpected content type: ${response.headers["content-type"] ?? "(none)"}`)
       }
     } catch (error) {
+      // Destroyed because the SDK cancelled it: the SDK has already answered its caller.
+      if (post.abandoned) return
+      if (error instanceof MessageTooLargeError) {
+        this.fail(error)
+        throw error
+      }
       this.onerror?.(error as Error)
       throw error
+    } finally {
+      if (!streaming) this.forget(post)
     }
   }
 
@@ -234,7 +310,7 @@ export class HttpClientTransport implements Transport {
   async terminateSession(): Promise<void> {
     if (this.session === undefined) return
     const response = await this.request("DELETE", undefined, {})
-    response.resume()
+    this.drain(response)
     const status = response.statusCode ?? 0
     if ((status < 200 || status >= 300) && status !== 405) {
       throw new StreamableHTTPError(status, `Failed to terminate session: ${response.statusMessage ?? status}`)
@@ -248,12 +324,21 @@ export class HttpClientTransport implements Transport {
     clearTimeout(this.reconnectTimer)
     for (const request of this.open) request.destroy()
     this.open.clear()
+    this.posts.clear()
     sharedAgents.release(this.url)
     this.onclose?.()
   }
 
-  /** Sends one HTTP request; resolves with the response once its head has arrived. */
-  private request(method: "GET" | "POST" | "DELETE", body: string | undefined, extra: Record<string, string>): Promise<IncomingMessage> {
+  /**
+   * Sends one HTTP request; resolves with the response once its head has arrived. `onRequest` is
+   * given the request (again when it is retried on a new socket), so that it can be destroyed.
+   */
+  private request(
+    method: "GET" | "POST" | "DELETE",
+    body: string | undefined,
+    extra: Record<string, string>,
+    onRequest?: (req: ClientRequest) => void
+  ): Promise<IncomingMessage> {
     if (this.closed) return Promise.reject(new Error("the connection is closed"))
     const headers: Record<string, string> = { ...this.headers, ...extra }
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
@@ -261,13 +346,14 @@ export class HttpClientTransport implements Transport {
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
     const attempt = (retry: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
-        const req = this.send$(this.url, { method, headers, agent: this.agent })
+        const req = this.scope.runInAsyncScope(() => this.send$(this.url, { method, headers, agent: this.agent }))
         this.open.add(req)
+        onRequest?.(req)
         req.once("close", () => this.open.delete(req))
         req.once("response", (res) => {
           const status = res.statusCode ?? 0
           if (status >= 300 && status < 400) {
-            res.resume()
+            this.drain(res)
             const location = res.headers.location
             reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location}` : ""}; redirects are not followed`))
             return
@@ -284,16 +370,46 @@ export class HttpClientTransport implements Transport {
     return attempt(true)
   }
 
+  /** A message over the limit: reading has stopped; report it and close (the service reconnects). */
+  private fail(error: MessageTooLargeError): void {
+    if (this.closed) return
+    this.onerror?.(error)
+    void this.close()
+  }
+
+  /** Drops a cancelled request; its POST is destroyed once nothing else waits on it. */
+  private abandon(id: unknown): void {
+    if (typeof id !== "string" && typeof id !== "number") return
+    const post = this.posts.get(id)
+    if (post === undefined) return
+    this.posts.delete(id)
+    post.pending.delete(id)
+    if (post.pending.size > 0) return
+    post.abandoned = true
+    post.req?.destroy()
+  }
+
+  /** The requests of a POST that is done with are no longer cancellable through it. */
+  private forget(post: Post): void {
+    for (const id of post.pending) if (this.posts.get(id) === post) this.posts.delete(id)
+  }
+
   /** Reads a POST's event stream; a request it leaves unanswered fails as "connection closed". */
-  private readStream(response: IncomingMessage, requests: Pending): void {
+  private readStream(response: IncomingMessage, post: Post): void {
+    const requests = post.pending
     const parser = new EventStreamParser((event) => {
       if (event.event !== "message") return
       const message = this.parse(event.data)
       if (message === undefined) return
-      if (("result" in message || "error" in message) && "id" in message) requests.delete(message.id as string | number)
+      if (("result" in message || "error" in message) && "id" in message) {
+        requests.delete(message.id as string | number)
+        this.posts.delete(message.id as string | number)
+      }
       this.deliver(message)
-    })
+    }, this.maxMessageBytes)
     this.consume(response, parser, (error) => {
+      this.forget(post)
+      if (error instanceof MessageTooLargeError) return this.fail(error)
       if (this.closed || requests.size === 0) return
       if (parser.lastEventId !== undefined) {
         // The server made the stream resumable: pick up the answers on a GET stream.
@@ -317,19 +433,20 @@ export class HttpClientTransport implements Transport {
         const status = response.statusCode ?? 0
         if (status === 405) {
           // The server offers no stream: nothing more to do.
-          response.resume()
+          this.drain(response)
           return
         }
         if (status < 200 || status >= 300) {
-          response.resume()
+          this.drain(response)
           this.onerror?.(new StreamableHTTPError(status, `Failed to open SSE stream: ${response.statusMessage ?? status}`))
           return
         }
         const parser = new EventStreamParser((event) => {
           if (event.event !== "message") return
           this.deliver(this.parse(event.data))
-        })
-        this.consume(response, parser, () => {
+        }, this.maxMessageBytes)
+        this.consume(response, parser, (error) => {
+          if (error instanceof MessageTooLargeError) return this.fail(error)
           this.retryMs = parser.retryMs ?? this.retryMs
           this.reopen(parser.lastEventId ?? lastEventId, 0)
         })
@@ -352,7 +469,10 @@ export class HttpClientTransport implements Transport {
     this.reconnectTimer = setTimeout(() => this.openStream(lastEventId, attempt), delay)
   }
 
-  /** Feeds a response body to a parser; `done` runs once, when the body ends or breaks. */
+  /**
+   * Feeds a response body to a parser; `done` runs once, when the body ends or breaks. An event
+   * over the limit destroys the response at once: nothing more is read.
+   */
   private consume(response: IncomingMessage, parser: EventStreamParser, done: (error?: Error) => void): void {
     let finished = false
     const finish = (error?: Error) => {
@@ -361,10 +481,32 @@ export class HttpClientTransport implements Transport {
       done(error)
     }
     response.setEncoding("utf8")
-    response.on("data", (chunk: string) => parser.push(chunk))
+    response.on("data", (chunk: string) => {
+      if (finished) return
+      try {
+        parser.push(chunk)
+      } catch (error) {
+        response.destroy()
+        finish(error instanceof Error ? error : new Error(String(error)))
+      }
+    })
     response.once("end", () => finish())
     response.once("error", (error) => finish(error))
     response.once("close", () => finish(response.complete ? undefined : new Error("the event stream broke off")))
+  }
+
+  /**
+   * Lets a body we do not need go by without keeping it; one longer than a message may be (an
+   * answer that should be empty) ends the response instead of being read for ever.
+   */
+  private drain(response: IncomingMessage): void {
+    let bytes = 0
+    response.on("data", (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > this.maxMessageBytes) response.destroy()
+    })
+    response.on("error", () => {})
+    response.resume()
   }
 
   /** An event's data as a message; anything else is reported to onerror and dropped. */
@@ -391,20 +533,52 @@ export class HttpClientTransport implements Transport {
 
 const mediaType = (headers: IncomingHttpHeaders): string => (headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
 
-const readText = (response: IncomingMessage): Promise<string> =>
+/**
+ * A body as text, at most `maxBytes` of it: a longer one (by its Content-Length, or as it arrives)
+ * destroys the response at once and rejects with `MessageTooLargeError`.
+ */
+const readBody = (response: IncomingMessage, maxBytes: number): Promise<string> =>
   new Promise((resolve, reject) => {
-    let text = ""
-    response.setEncoding("utf8")
-    response.on("data", (chunk: string) => (text += chunk))
-    response.once("end", () => resolve(text))
+    const tooLarge = () => {
+      response.destroy()
+      reject(new MessageTooLargeError("the HTTP answer", maxBytes))
+    }
+    const declared = Number(response.headers["content-length"])
+    if (Number.isFinite(declared) && declared > maxBytes) return tooLarge()
+    const chunks: Array<Buffer> = []
+    let bytes = 0
+    response.on("data", (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > maxBytes) return tooLarge()
+      chunks.push(chunk)
+    })
+    response.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
     response.once("error", reject)
     response.once("close", () => {
       if (!response.complete) reject(new Error("the answer broke off"))
     })
   })
 
-/** An error answer's body, cut short, or its status text. */
-const failureText = async (response: IncomingMessage): Promise<string> => {
-  const text = await readText(response).catch(() => "")
-  return text !== "" ? text.slice(0, ERROR_BODY_CHARS) : (response.statusMessage ?? String(response.statusCode))
-}
+/**
+ * The start of an error answer's body (at most `ERROR_BODY_CHARS` characters), or its status text.
+ * Only that much is read: the response is destroyed once it has arrived.
+ */
+const failureText = (response: IncomingMessage): Promise<string> =>
+  new Promise((resolve) => {
+    let text = ""
+    const done = () => {
+      const kept = text.slice(0, ERROR_BODY_CHARS)
+      resolve(kept !== "" ? kept : (response.statusMessage ?? String(response.statusCode)))
+    }
+    response.setEncoding("utf8")
+    response.on("data", (chunk: string) => {
+      text += chunk
+      if (text.length >= ERROR_BODY_CHARS) {
+        response.destroy()
+        done()
+      }
+    })
+    response.once("end", done)
+    response.once("error", done)
+    response.once("close", done)
+  })

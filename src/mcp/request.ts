@@ -7,7 +7,7 @@
 import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { McpRequestError, type RequestOptions } from "./types.js"
+import { McpRequestError, MessageTooLargeError, type RequestOptions } from "./types.js"
 
 /** What the SDK call receives: pass both on as its request options. */
 export interface RequestControls {
@@ -32,6 +32,7 @@ class DeadlineExceeded extends Error {
  * - `timeout` when no answer came in time (the SDK then sends `notifications/cancelled`);
  * - `session_expired` when a Streamable HTTP server answered 404 (it forgot the session);
  * - `protocol` when the server answered with a JSON-RPC error (`code` and `data` are kept);
+ * - `message_too_large` when the answer was over the connection's message size limit;
  * - `transport` for everything else (connection closed or refused, process gone, HTTP errors).
  */
 export async function mcpRequest<T>(
@@ -78,6 +79,9 @@ export async function mcpRequest<T>(
 export function classifyFailure(what: string, error: unknown, options: RequestOptions): McpRequestError {
   if (error instanceof McpRequestError) return error
   if (options.signal?.aborted === true) return abortedError(what, options.signal.reason)
+  if (error instanceof MessageTooLargeError) {
+    return new McpRequestError("message_too_large", `${what}: ${error.message}`)
+  }
   if (error instanceof DeadlineExceeded) {
     return new McpRequestError("timeout", `${what}: ${error.message}`)
   }

@@ -3,13 +3,17 @@
  * child and keeps no stderr, but a local service started through `npx` or a shell has grandchildren,
  * and its stderr is what a person needs to see when it fails. This transport runs the child as the
  * leader of its own process group, always ends the whole group, and keeps the last lines of stderr.
+ * One stdout line (one message) is read up to `maxMessageBytes`: a longer one stops the reading,
+ * is reported as `MessageTooLargeError`, and ends the process (the SDK's reader would end the
+ * connection at 10 MiB whatever the store's limit, with a message that names no cause).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
-import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import { deserializeMessage, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
 
 /** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */
 export const INHERITED_ENV_VARS: ReadonlyArray<string> = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
@@ -34,6 +38,8 @@ export interface StdioProcessOptions {
   readonly graceMs?: number
   /** How many stderr lines to keep. */
   readonly stderrLines?: number
+  /** The longest stdout line (one message) read; default `DEFAULT_MAX_MESSAGE_BYTES`. */
+  readonly maxMessageBytes?: number | undefined
 }
 
 /** How the child ended: an exit code, a signal, or a failure to start. */
@@ -142,6 +148,46 @@ const groupGone = async (pgid: number, ms: number): Promise<void> => {
 }
 
 /**
+ * Splits a byte stream into lines (LF; a CR before it is dropped), each at most `maxBytes`. The
+ * pieces of an unfinished line are kept as they came, so a long line over many chunks is read in
+ * linear time; `push` throws `MessageTooLargeError` as soon as a line is longer than the limit.
+ */
+export class LineSplitter {
+  private pieces: Array<Buffer> = []
+  private bytes = 0
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** The lines that `chunk` completes, in order. */
+  push(chunk: Buffer): Array<string> {
+    const lines: Array<string> = []
+    let pos = 0
+    for (;;) {
+      const end = chunk.indexOf(10, pos)
+      const piece = chunk.subarray(pos, end < 0 ? chunk.length : end)
+      this.bytes += piece.length
+      if (this.bytes > this.maxBytes) {
+        this.clear()
+        throw new MessageTooLargeError("a line on stdout", this.maxBytes)
+      }
+      if (end < 0) {
+        if (piece.length > 0) this.pieces.push(piece)
+        return lines
+      }
+      const line = this.pieces.length === 0 ? piece.toString("utf8") : Buffer.concat([...this.pieces, piece]).toString("utf8")
+      lines.push(line.endsWith("\r") ? line.slice(0, -1) : line)
+      this.clear()
+      pos = end + 1
+    }
+  }
+
+  clear(): void {
+    this.pieces = []
+    this.bytes = 0
+  }
+}
+
+/**
  * An MCP client transport over a child process's stdin/stdout. The child leads its own process group
  * (`detached: true`), so `close()` and the end of the child reach every process it started.
  */
@@ -150,7 +196,9 @@ export class StdioProcessTransport implements Transport {
   onerror?: ((error: Error) => void) | undefined
   onmessage?: (<T extends JSONRPCMessage>(message: T) => void) | undefined
 
-  private readonly readBuffer = new ReadBuffer()
+  private readonly lines: LineSplitter
+  /** Set once a line was over the limit: nothing more is read. */
+  private tooLarge = false
   private readonly stderr: LineRing
   private readonly decoder = new StringDecoder("utf8")
   private readonly graceMs: number
@@ -166,6 +214,7 @@ export class StdioProcessTransport implements Transport {
   constructor(private readonly options: StdioProcessOptions) {
     this.graceMs = options.graceMs ?? DEFAULT_GRACE_MS
     this.stderr = new LineRing(options.stderrLines ?? DEFAULT_STDERR_LINES)
+    this.lines = new LineSplitter(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
   }
 
   /** The child's process id (also its process group id) once started. */
@@ -319,23 +368,28 @@ export class StdioProcessTransport implements Transport {
   }
 
   private onStdout(chunk: Buffer): void {
+    if (this.tooLarge) return
+    let lines: Array<string>
     try {
-      this.readBuffer.append(chunk)
+      lines = this.lines.push(chunk)
     } catch (error) {
+      // Stop reading at once (the pipe fills and the child blocks), report, and end the process:
+      // the stream cannot be resynchronized past a message we did not read.
+      this.tooLarge = true
+      this.child?.stdout.pause()
       this.onerror?.(error instanceof Error ? error : new Error(String(error)))
       void this.close()
       return
     }
-    for (;;) {
-      let message: JSONRPCMessage | null
+    for (const line of lines) {
+      let message: JSONRPCMessage
       try {
-        message = this.readBuffer.readMessage()
+        message = deserializeMessage(line)
       } catch (error) {
-        // The bad line is already consumed; report it and go on with the next one.
+        // Report the bad line and go on with the next one.
         this.onerror?.(new Error(`Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`))
         continue
       }
-      if (message === null) break
       this.onmessage?.(message)
     }
   }
@@ -365,7 +419,7 @@ export class StdioProcessTransport implements Transport {
     this.finished = true
     this.stderr.push(this.decoder.end())
     this.stderr.end()
-    this.readBuffer.clear()
+    this.lines.clear()
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
     for (const wake of this.finishWaiters) wake()

@@ -24,9 +24,29 @@ export interface RequestOptions {
  * - `session_expired`: the server no longer knows the session (Streamable HTTP 404); reconnect and retry;
  * - `protocol`: the server answered with a JSON-RPC error (`code` is set; -32602 means invalid params);
  * - `timeout`: no answer within the time-out;
- * - `aborted`: the caller's signal fired.
+ * - `aborted`: the caller's signal fired;
+ * - `message_too_large`: the server sent a message over the connection's size limit; the
+ *   connection was closed (it cannot be read past such a message), so the service reconnects.
  */
-export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted"
+export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted" | "message_too_large"
+
+/** The largest MCP message read from an upstream when no limit is given (the store's default). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+/**
+ * An upstream sent one message (an HTTP body, an event of an event stream, a stdio line) longer
+ * than the limit. Reading stopped there: the transport raises it through `onerror`, then closes.
+ */
+export class MessageTooLargeError extends Error {
+  readonly _tag = "MessageTooLargeError"
+  constructor(
+    /** What was too large, e.g. "the HTTP answer" or "a line on stdout". */
+    readonly what: string,
+    readonly limitBytes: number
+  ) {
+    super(`${what} is larger than the ${limitBytes}-byte message limit (--max-message-bytes); reading stopped and the connection was closed`)
+  }
+}
 
 /** The one error type that every MCP request fails with. */
 export class McpRequestError extends Error {
@@ -71,4 +91,6 @@ export interface McpConnection {
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
+  /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
+  readonly maxMessageBytes?: number
 }

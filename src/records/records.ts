@@ -15,8 +15,8 @@ import { dirname, join } from "node:path"
 import { createInterface } from "node:readline"
 
 /** How a call ended. */
-export type Outcome = "success" | "tool_error" | "protocol_error" | "transport_error" | "timeout" | "unavailable"
-export const OUTCOMES: ReadonlyArray<Outcome> = ["success", "tool_error", "protocol_error", "transport_error", "timeout", "unavailable"]
+export type Outcome = "success" | "tool_error" | "protocol_error" | "transport_error" | "message_too_large" | "timeout" | "unavailable"
+export const OUTCOMES: ReadonlyArray<Outcome> = ["success", "tool_error", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable"]
 
 /** One tool call (shared/API.md, Tool-call record). */
 export interface ToolRecord {

@@ -2,11 +2,14 @@
  * Supplies the service machine's side effects (src/machines/service.ts) with real MCP
  * connections (src/mcp). It also owns every connection it opens: `closeAll()` ends whatever is
  * still open when the store stops, including a connection that an aborted attempt created.
+ * Each connection is opened with the store's message size limit, and as its service's work
+ * (src/runtime/guard.ts), so that an uncaught error from it is logged with the service's name.
  */
 import { fromCallback, fromPromise } from "xstate"
-import { resolveDefinition } from "../domain/service.js"
+import { resolveDefinition, scopeLabel } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import { McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { inService } from "./guard.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -17,9 +20,17 @@ import {
   type ServiceEvent
 } from "../machines/service.js"
 
+/** How the registry's connections are opened. */
+export interface ConnectionOptions {
+  /** The largest message read from an upstream (`StoreLimits.maxMessageBytes`); the default is 16 MiB. */
+  readonly maxMessageBytes?: number | undefined
+}
+
 /** Connections opened and not yet closed, with one close promise each (close is idempotent). */
 export class ConnectionRegistry {
   private readonly open = new Map<McpConnection, Promise<void> | undefined>()
+
+  constructor(readonly options: ConnectionOptions = {}) {}
 
   track(connection: McpConnection): McpConnection {
     this.open.set(connection, undefined)
@@ -61,7 +72,11 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
     actors: {
       connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
         const resolved = resolveDefinition(input.definition)
-        const connection = registry.track(await connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName }))
+        const { maxMessageBytes } = registry.options
+        const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
+          connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })
+        )
+        const connection = registry.track(opened)
         try {
           if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
           const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })

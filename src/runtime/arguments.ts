@@ -2,22 +2,13 @@
  * Checks tool arguments against the tool's own input schema before the call leaves the store, so
  * a client learns which argument is wrong (400 INVALID_ARGUMENTS, each field named) whether or not
  * the upstream server would have said so itself: the SDK's McpServer answers bad arguments with an
- * `isError` text rather than JSON-RPC -32602.
+ * `isError` text rather than JSON-RPC -32602. Patterns run in linear time (src/mcp/json-schema.ts):
+ * a schema's `pattern` cannot make a call hold up the store.
  */
-import { Ajv, type ValidateFunction } from "ajv"
-import { Ajv2020 } from "ajv/dist/2020.js"
-import addFormatsModule from "ajv-formats"
+import type { ValidateFunction } from "ajv"
+import { compileSchema } from "../mcp/json-schema.js"
 import type { ToolInfo } from "../mcp/types.js"
 import type { FieldProblem } from "./errors.js"
-
-// ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv | Ajv2020) => void
-
-const options = { allErrors: true, strict: false, validateFormats: true } as const
-const draft7 = new Ajv(options)
-const draft2020 = new Ajv2020(options)
-addFormats(draft7)
-addFormats(draft2020)
 
 /** Compiled validators by tool object (a refreshed tool list brings new objects). */
 const compiled = new WeakMap<ToolInfo, ValidateFunction | null>()
@@ -25,14 +16,8 @@ const compiled = new WeakMap<ToolInfo, ValidateFunction | null>()
 const validatorFor = (tool: ToolInfo): ValidateFunction | null => {
   const known = compiled.get(tool)
   if (known !== undefined) return known
-  let validate: ValidateFunction | null = null
-  try {
-    const schema = tool.inputSchema
-    const dialect = typeof schema["$schema"] === "string" ? schema["$schema"] : ""
-    validate = dialect.includes("2020-12") ? draft2020.compile(schema) : draft7.compile(schema)
-  } catch {
-    validate = null // a schema we cannot compile is left to the server to judge
-  }
+  // A schema we cannot compile (null) is left to the server to judge.
+  const validate = compileSchema(tool.inputSchema)
   compiled.set(tool, validate)
   return validate
 }

@@ -61,10 +61,14 @@ export class InvalidArguments extends Data.TaggedError("InvalidArguments")<{
   readonly problems: ReadonlyArray<FieldProblem>
 }> {}
 
-/** The upstream answered with a JSON-RPC error, or the connection broke during the call. */
+/**
+ * The upstream answered with a JSON-RPC error, the connection broke during the call, or the
+ * upstream sent a message over the store's size limit (`message_too_large`; the connection is
+ * closed and the service reconnects).
+ */
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{
   readonly message: string
-  readonly outcome: "protocol_error" | "transport_error"
+  readonly outcome: "protocol_error" | "transport_error" | "message_too_large"
   readonly serviceName: string
   readonly code: number | undefined
 }> {}

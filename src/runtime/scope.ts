@@ -533,6 +533,10 @@ export class ScopeApi {
       if (e.kind === "protocol") {
         throw new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
       }
+      if (e.kind === "message_too_large") {
+        // The connection has closed itself: the service reconnects on its own.
+        throw new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
+      }
       if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
       throw new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
     }

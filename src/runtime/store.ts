@@ -94,7 +94,7 @@ export class Store {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
       retentionDays: options.toolRecordRetentionDays ?? 7
     })
-    const connections = new ConnectionRegistry()
+    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes })
     const service = liveServiceMachine(connections, options.clientName)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
