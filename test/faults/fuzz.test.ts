@@ -200,8 +200,34 @@ const bodyArb = (spec: EndpointSpec, names: fc.Arbitrary<string>, fixtureUrl: st
 const CONTENT_TYPES = [
   "application/json", "application/json; charset=utf-8", "APPLICATION/JSON", "application/json;charset=latin1", "text/plain",
   "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "", "application/vnd.api+json", "*/*", "json",
-  "application/json, text/plain", "text/json"
+  "application/json, text/plain", "text/json",
+  // What a web page may send without a preflight, and near misses of the JSON media type.
+  "text/plain; charset=application/json", "text/plain;charset=UTF-8", "application/jsonx", "application/json-seq", "application/json+x", " application/json"
 ]
+
+/** The media type the contract accepts: exactly application/json, parameters allowed. */
+const isJsonType = (type: string | undefined): boolean => type !== undefined && type.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
+/** Routes whose body may be a JSON array (add_service's list form). */
+const takesArray = (url: string) => /\/add_service\/?(\?|$)/.test(url)
+
+/**
+ * What the contract says a body alone decides, before any route or field is looked at: a body
+ * sent with another content type is 415; a JSON body that is not an object (an array except where
+ * one is taken) is 400. Undefined when the body leaves it to the endpoint.
+ */
+const bodyVerdict = (r: FuzzRequest): 415 | 400 | undefined => {
+  if (!BODY_METHODS.has(r.method) || r.body === undefined || r.body.length === 0 || Buffer.byteLength(r.body) > MIB) return undefined
+  if (!isJsonType(r.contentType)) return 415
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(r.body)
+  } catch {
+    return 400
+  }
+  if (typeof parsed !== "object" || parsed === null || (Array.isArray(parsed) && !takesArray(r.url))) return 400
+  return undefined
+}
 
 /** A path segment as it travels (already encoded, or deliberately not). */
 const segmentArb = (names: fc.Arbitrary<string>) =>
@@ -386,6 +412,7 @@ describe("bad input at scale (fast-check)", () => {
     const upstream5xx: Outcome[] = []
     const slow: Outcome[] = []
     const fileChanges: Array<{ batch: number; requests: string[] }> = []
+    const wrongVerdicts: string[] = []
     let batches = 0
     let checkedBatches = 0
     let checkedRefusals = 0
@@ -403,6 +430,12 @@ describe("bad input at scale (fast-check)", () => {
             ;(upstreamCall ? upstream5xx : serverErrors).push(o)
           }
           if (o.status === -1 && !MAY_BE_SLOW.has(o.request.endpoint)) slow.push(o)
+          const verdict = bodyVerdict(o.request)
+          // 401/403 come first (no key, a refused Host): the fuzz sends neither, so the body decides;
+          // Node itself refuses a URL over its header limit (431) before anything else runs.
+          if (verdict !== undefined && o.status !== verdict && o.status !== -2 && o.status !== 431) {
+            wrongVerdicts.push(`${o.status} (want ${verdict}) ${o.request.method} ${o.request.url.slice(0, 80)} ct=${o.request.contentType} body=${o.request.body?.slice(0, 60)}`)
+          }
         }
         const changed = results.some((o) => o.status >= 200 && o.status < 300 && MUTATING.has(o.request.endpoint))
         if (!changed) {
@@ -446,6 +479,10 @@ describe("bad input at scale (fast-check)", () => {
     expect(byEndpoint.size).toBe(56)
     expect(serverErrors.map((o) => `${o.status} ${o.code ?? ""} ${o.request.method} ${o.request.url.slice(0, 100)}`)).toEqual([])
     expect(fileChanges).toEqual([])
+    expect(wrongVerdicts.slice(0, 20)).toEqual([])
+    const verdicts = outcomes.filter((o) => bodyVerdict(o.request) !== undefined)
+    expect(verdicts.filter((o) => o.status === 415).length).toBeGreaterThan(100)
+    expect(verdicts.filter((o) => o.status === 400).length).toBeGreaterThan(100)
     expect(slow.map((o) => `${o.request.method} ${o.request.url.slice(0, 100)}`)).toEqual([])
     // Bad input never loses the connection without an answer, except a body over the limit (413, then closed) or a header too large.
     const cut = outcomes.filter((o) => o.status === 0 && (o.request.body?.length ?? 0) <= MIB && o.request.url.length < 8_000)
