@@ -6,8 +6,8 @@
  * were read from are kept.
  */
 import { randomBytes } from "node:crypto"
-import { watch as watchFolder, type FSWatcher } from "node:fs"
-import { mkdir, open as openFile, readdir, readFile, rename, rm, stat } from "node:fs/promises"
+import { constants as fsConstants, watch as watchFolder, type FSWatcher } from "node:fs"
+import { mkdir, open as openFile, readdir, readFile, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { basename, dirname, join, resolve as resolvePath } from "node:path"
 import {
   agentIdProblem,
@@ -361,10 +361,15 @@ class DocumentDraft implements ServicesDraft {
 const errnoCode = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
 
+/** The mode of a file this store writes: 0600, or the old file's mode where it is stricter (never looser). */
+const privateMode = (previous: number | undefined): number => (previous === undefined ? 0o600 : previous & 0o600)
+
 /**
  * Replaces `path` with `text` so that a crash at any moment leaves the old or the new file: a
  * temporary file in the same folder, flushed, renamed over the old one, then the folder flushed.
- * The old file's permissions (and, when allowed, owner) are kept.
+ * The file holds secrets (env and header values): it is written with mode 0600, or the old file's
+ * mode where that is stricter; its owner is kept when allowed. The temporary file is created new
+ * (O_CREAT|O_EXCL: never an existing file, never through a symlink), 0600 from the start.
  *
  * Every step is a round trip to libuv's thread pool, and on a busy event loop each one waits for
  * a turn of the loop: the steps that do not depend on each other (reading the old file's mode,
@@ -375,31 +380,23 @@ const writeAtomically = async (path: string, text: string): Promise<void> => {
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
   const [previousResult, handleResult, folderResult] = await Promise.allSettled([
     stat(path),
-    // Private until its mode is set: it holds a full copy of the file, secrets included.
     openFile(tmp, "wx", 0o600),
     openFile(dir, "r")
   ])
   const previous = previousResult.status === "fulfilled" ? previousResult.value : undefined
   const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
-  let created = handleResult.status === "fulfilled"
+  const created = handleResult.status === "fulfilled"
   try {
     if (handleResult.status === "rejected") throw handleResult.reason
-    let handle = handleResult.value
+    const handle = handleResult.value
     try {
-      if (previous === undefined) {
-        // A new file (rare: the first write): created again with the usual mode, the umask applied.
-        await handle.close()
-        await rm(tmp, { force: true })
-        created = false
-        handle = await openFile(tmp, "wx", 0o644)
-        created = true
-      } else {
-        const owned = previous.uid === process.getuid?.() && previous.gid === process.getgid?.()
-        await Promise.all([
-          handle.chmod(previous.mode & 0o7777),
-          owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
-        ])
-      }
+      const mode = privateMode(previous === undefined ? undefined : previous.mode & 0o7777)
+      const owned = previous === undefined || (previous.uid === process.getuid?.() && previous.gid === process.getgid?.())
+      await Promise.all([
+        // The umask may have narrowed 0600 further when the file was created: that is kept.
+        mode === 0o600 ? undefined : handle.chmod(mode),
+        owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
+      ])
       await handle.writeFile(text, "utf8")
       await handle.sync()
     } finally {
@@ -416,6 +413,43 @@ const writeAtomically = async (path: string, text: string): Promise<void> => {
     await folder?.sync().catch(() => undefined)
   } finally {
     await folder?.close().catch(() => undefined)
+  }
+}
+
+/** `20261123T034844Z`: a time for file names (no colons). */
+const fileTime = (at: Date): string => at.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
+
+/**
+ * Writes `text` to a new file beside `path`: `<path>.bak`, or when that name is taken (by a file,
+ * a folder or a symlink) `<path>.<time>.bak`, then `<path>.<time>.<n>.bak`. Each name is created
+ * with O_CREAT|O_EXCL|O_NOFOLLOW, so an existing file is never overwritten and a planted symlink
+ * never followed. Mode 0600 (or `mode` where stricter). Resolves with the name written.
+ */
+const writeBackup = async (path: string, text: string, mode: number | undefined): Promise<string> => {
+  const time = fileTime(new Date())
+  const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW
+  for (let n = 0; ; n++) {
+    const name = n === 0 ? `${path}.bak` : n === 1 ? `${path}.${time}.bak` : `${path}.${time}.${n - 1}.bak`
+    let handle: FileHandle
+    try {
+      handle = await openFile(name, flags, 0o600)
+    } catch (e) {
+      const code = errnoCode(e)
+      if ((code === "EEXIST" || code === "ELOOP" || code === "EISDIR") && n < 1000) continue
+      throw e
+    }
+    try {
+      const wanted = privateMode(mode)
+      if (wanted !== 0o600) await handle.chmod(wanted)
+      await handle.writeFile(text, "utf8")
+      await handle.sync()
+    } catch (e) {
+      await handle.close().catch(() => undefined)
+      await rm(name, { force: true }).catch(() => undefined)
+      throw e
+    }
+    await handle.close()
+    return name
   }
 }
 
@@ -486,9 +520,10 @@ export class ServicesFile {
   }
 
   /**
-   * Opens the file at `path` (made absolute). A missing file is created as `{"mcpServers": {}}`,
-   * with its folder. Rejects with `ServicesFileError` (path and cause) when the file cannot be read,
-   * is not valid JSON or has a malformed `mcpServers`/`agents`; such a file is left untouched.
+   * Opens the file at `path` (made absolute). A missing file is created as `{"mcpServers": {}}`
+   * (mode 0600), with its folder (0700). Rejects with `ServicesFileError` (path and cause) when the
+   * file cannot be read, is not valid JSON or has a malformed `mcpServers`/`agents`; such a file is
+   * left untouched.
    */
   static async open(path: string): Promise<ServicesFile> {
     const absolute = resolvePath(path)
@@ -501,7 +536,8 @@ export class ServicesFile {
       }
       text = serialize({ mcpServers: {} })
       try {
-        await mkdir(dirname(absolute), { recursive: true })
+        // A folder made here is private: it is the data space (services file, tool records).
+        await mkdir(dirname(absolute), { recursive: true, mode: 0o700 })
         await writeAtomically(absolute, text)
       } catch (e2) {
         throw new ServicesFileError(absolute, `cannot be created (${(e2 as Error).message})`, { cause: e2 })
@@ -555,6 +591,30 @@ export class ServicesFile {
       }
       this.#adopt(draft.doc, text, text)
       return result
+    })
+    this.#queue = run.catch(() => undefined)
+    return run
+  }
+
+  /**
+   * Copies the file as it is on disk (or as last written, when it is missing) to a new backup file
+   * beside it (see `writeBackup`: `<file>.bak` or a unique name; never overwriting, never through a
+   * symlink; mode 0600). Runs in turn with `update`. Resolves with the backup's path.
+   */
+  backup(): Promise<string> {
+    const run = this.#queue.then(async () => {
+      let text = this.#text
+      let mode: number | undefined
+      try {
+        ;[text, mode] = await Promise.all([readFile(this.#path, "utf8"), stat(this.#path).then((st) => st.mode & 0o7777)])
+      } catch (e) {
+        if (errnoCode(e) !== "ENOENT") throw new ServicesFileError(this.#path, `cannot be read (${(e as Error).message})`, { cause: e })
+      }
+      try {
+        return await writeBackup(this.#path, text, mode)
+      } catch (e) {
+        throw new ServicesFileError(this.#path, `cannot be backed up (${(e as Error).message})`, { cause: e })
+      }
     })
     this.#queue = run.catch(() => undefined)
     return run

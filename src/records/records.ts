@@ -7,9 +7,13 @@
  * written together when calls arrive together (a group commit, one synchronous write per group). The size limit drops the oldest
  * records until the file is under 80 % of it; the retention drops records older than the limit at
  * start and on every clean-up. Both rewrite the file atomically (temporary file, rename).
+ *
+ * The records hold call arguments and results, which may be secret: the file is 0600 (or stricter,
+ * never looser), and it is never opened through a symlink (O_NOFOLLOW). A symlink planted at its
+ * path is refused with a logged error; the records are then kept in memory only.
  */
 import { randomUUID } from "node:crypto"
-import { createReadStream, writeSync } from "node:fs"
+import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { createInterface } from "node:readline"
@@ -67,6 +71,9 @@ export interface RecordQuery {
 }
 
 export const RECORDS_FILE = "tool_records.jsonl"
+/** Appending, created 0600 when missing, never through a symlink. */
+const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW
+const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW
 const RESULT_LIMIT = 64 * 1024
 const DAY_MS = 86_400_000
 
@@ -123,6 +130,8 @@ export class ToolRecords {
   private flushing: Promise<void> | undefined
   private queue: Promise<unknown> = Promise.resolve()
   private readonly listeners = new Set<(r: ToolRecord) => void>()
+  /** A symlink stood at the file's path: nothing is read from or written to it. */
+  private refused = false
 
   private constructor(
     /** The records file. */
@@ -146,8 +155,7 @@ export class ToolRecords {
     const kept: ToolRecord[] = []
     let dropped = 0
     try {
-      const lines = createInterface({ input: createReadStream(this.path, "utf8"), crlfDelay: Infinity })
-      for await (const line of lines) {
+      for await (const line of await this.lines()) {
         if (line.trim() === "") continue
         let r: ToolRecord
         try {
@@ -163,13 +171,41 @@ export class ToolRecords {
         kept.push(r)
       }
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+      const code = (e as NodeJS.ErrnoException).code
+      if (code === "ELOOP") return this.refuse()
+      if (code !== "ENOENT") throw e
     }
     if (dropped > 0) await this.rewrite(kept)
     this.rebuild(kept)
-    this.handle = await open(this.path, "a")
-    this.size = (await stat(this.path)).size
+    try {
+      this.handle = await open(this.path, APPEND_FLAGS, 0o600)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ELOOP") return this.refuse()
+      throw e
+    }
+    const st = await this.handle.stat()
+    // A file made before records were private: narrowed to 0600 (a stricter mode is kept).
+    if ((st.mode & 0o177) !== 0 && st.uid === process.getuid?.()) await this.handle.chmod(st.mode & 0o600)
+    this.size = st.size
     if (this.overLimit()) await this.enforceSize()
+  }
+
+  /**
+   * A symlink stands where the records file should be: it is not followed (it could make the store
+   * read or overwrite another file). Records are kept in memory only, and the refusal is logged.
+   */
+  private refuse(): void {
+    this.refused = true
+    console.error(
+      `[mcp-store] ERROR: ${this.path} is a symbolic link: refused (never followed). Tool-call records are kept in memory ` +
+        "only until it is replaced by a regular file and the store restarted."
+    )
+  }
+
+  /** The file's lines, opened without following a symlink (rejects with ELOOP for one, ENOENT when missing). */
+  private async lines(): Promise<AsyncIterable<string>> {
+    const handle = await open(this.path, READ_FLAGS)
+    return createInterface({ input: handle.createReadStream({ encoding: "utf8" }), crlfDelay: Infinity })
   }
 
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
@@ -192,9 +228,13 @@ export class ToolRecords {
 
   /** Rewrites the file with these records only (atomic: temporary file, then rename). */
   private async rewrite(records: ReadonlyArray<ToolRecord>): Promise<void> {
+    if (this.refused) return
     const tmp = join(dirname(this.path), `.${RECORDS_FILE}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`)
-    const out = await open(tmp, "w")
+    // Created new (never an existing file or a symlink), private from the start; the old file's
+    // mode is kept where it is stricter.
+    const [out, previous] = await Promise.all([open(tmp, "wx", 0o600), stat(this.path).catch(() => undefined)])
     try {
+      if (previous !== undefined && (previous.mode & 0o600) !== 0o600) await out.chmod(previous.mode & 0o600)
       const text = records.map((r) => `${JSON.stringify(r)}\n`).join("")
       await out.writeFile(text)
       await out.sync()
@@ -209,7 +249,7 @@ export class ToolRecords {
       await rm(tmp, { force: true })
       throw e
     } finally {
-      if (reopen) this.handle = await open(this.path, "a")
+      if (reopen) this.handle = await open(this.path, APPEND_FLAGS, 0o600)
     }
     this.size = (await stat(this.path)).size
   }
@@ -236,9 +276,9 @@ export class ToolRecords {
   }
 
   private async readAll(): Promise<ToolRecord[]> {
+    if (this.refused) return [...this.recent]
     const out: ToolRecord[] = []
-    const lines = createInterface({ input: createReadStream(this.path, "utf8"), crlfDelay: Infinity })
-    for await (const line of lines) {
+    for await (const line of await this.lines()) {
       if (line.trim() === "") continue
       try {
         out.push(JSON.parse(line) as ToolRecord)

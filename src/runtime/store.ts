@@ -6,7 +6,6 @@
  * Every change is written to the services file before the operation resolves, and changes are
  * serialized so the file and the actors always agree.
  */
-import { copyFile } from "node:fs/promises"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
@@ -305,11 +304,13 @@ export class Store {
     })
   }
 
-  /** Copies the services file to `<file>.bak`, empties it, and stops every service of every scope. */
+  /**
+   * Backs the services file up (`<file>.bak`, or a unique name beside it when that is taken; never
+   * through a symlink; mode 0600), empties it, and stops every service of every scope.
+   */
   resetServicesFile(): Promise<{ readonly backup_path: string; readonly removed: number }> {
     return this.serialize(async () => {
-      const backup = `${this.file.path}.bak`
-      await copyFile(this.file.path, backup)
+      const backup = await this.file.backup()
       const names = [STORE_SCOPE, ...this.agentIds().map(agentScope)].flatMap((scope) =>
         Object.keys(this.serviceActors(scope)).map((name) => ({ scope, name }))
       )

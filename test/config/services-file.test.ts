@@ -1,6 +1,6 @@
 // The services configuration file: creation, refusal of broken files, the `_byagent_` and `agents`
 // forms, serialized atomic updates, and watching for hand edits.
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile, chmod } from "node:fs/promises"
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile, chmod, lstat, symlink } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
@@ -29,6 +29,9 @@ describe("ServicesFile.open", () => {
     expect(await readFile(nested, "utf8")).toBe('{\n  "mcpServers": {}\n}\n')
     expect(services.read()).toEqual({ store: {}, agents: {} })
     expect(await leftovers(join(dir, "a", "b"))).toEqual([])
+    // Private: it will hold env and header values; the folder made for it too.
+    expect((await stat(nested)).mode & 0o777).toBe(0o600)
+    expect((await stat(join(dir, "a", "b"))).mode & 0o777).toBe(0o700)
   })
 
   it("makes a relative path absolute", async () => {
@@ -255,19 +258,26 @@ describe("ServicesFile.update", () => {
     expect((await stat(file)).mode & 0o777).toBe(0o600)
   })
 
-  it("keeps a wider mode too, and a file removed by hand is written again with the usual mode", async () => {
+  it("narrows a wider mode to 0600 (the file holds secrets), and a file removed by hand is written again 0600", async () => {
     await writeFile(file, '{"mcpServers": {}}')
     await chmod(file, 0o664)
     const services = await ServicesFile.open(file)
     await services.update((d) => d.setService(STORE_SCOPE, "a", { url: "http://a/mcp" }))
-    expect((await stat(file)).mode & 0o777).toBe(0o664)
+    expect((await stat(file)).mode & 0o777).toBe(0o600)
     await rm(file)
     await services.update((d) => d.setService(STORE_SCOPE, "b", { url: "http://b/mcp" }))
-    const fresh = join(dir, "fresh.json")
-    await ServicesFile.open(fresh)
-    expect((await stat(file)).mode & 0o777).toBe((await stat(fresh)).mode & 0o777)
+    expect((await stat(file)).mode & 0o777).toBe(0o600)
     expect(Object.keys((await ServicesFile.open(file)).read().store)).toEqual(["a", "b"])
     expect(await leftovers(dir)).toEqual([])
+  })
+
+  it("keeps a stricter mode (never loosens it)", async () => {
+    await writeFile(file, '{"mcpServers": {}}')
+    await chmod(file, 0o400)
+    const services = await ServicesFile.open(file)
+    await services.update((d) => d.setService(STORE_SCOPE, "a", { url: "http://a/mcp" }))
+    expect((await stat(file)).mode & 0o777).toBe(0o400)
+    expect(Object.keys((await ServicesFile.open(file)).read().store)).toEqual(["a"])
   })
 
   it("many updates in a row: each written before it resolves, none lost, read() follows", async () => {
@@ -378,5 +388,46 @@ describe("ServicesFile.watch", () => {
     await sleep(400)
     expect(seen).toHaveLength(1)
     expect(seenB).toHaveLength(1)
+  })
+})
+
+describe("ServicesFile.backup", () => {
+  it("writes <file>.bak with the file as it is on disk, mode 0600", async () => {
+    await writeFile(file, '{"mcpServers": {"a": {"url": "http://a/mcp", "headers": {"Authorization": "secret"}}}}')
+    await chmod(file, 0o644)
+    const services = await ServicesFile.open(file)
+    const backup = await services.backup()
+    expect(backup).toBe(`${file}.bak`)
+    expect(await readFile(backup, "utf8")).toBe(await readFile(file, "utf8"))
+    expect((await stat(backup)).mode & 0o777).toBe(0o600)
+  })
+
+  it("never overwrites: a taken name gives a unique one, <file>.<time>.bak then numbered", async () => {
+    await writeFile(file, '{"mcpServers": {}}')
+    await writeFile(`${file}.bak`, "an older backup")
+    const services = await ServicesFile.open(file)
+    const names = [await services.backup(), await services.backup(), await services.backup()]
+    expect(new Set(names).size).toBe(3)
+    expect(names[0]).toMatch(/mcp\.json\.\d{8}T\d{6}Z\.bak$/)
+    expect(names[1]).toMatch(/mcp\.json\.\d{8}T\d{6}Z(\.1)?\.bak$/)
+    expect(await readFile(`${file}.bak`, "utf8")).toBe("an older backup")
+    for (const name of names) expect(await readFile(name, "utf8")).toBe('{"mcpServers": {}}')
+  })
+
+  it("never writes through a symlink planted at <file>.bak: the victim is left byte-for-byte as it was", async () => {
+    const victim = join(dir, "victim.txt")
+    await writeFile(victim, "precious\n")
+    await chmod(victim, 0o644)
+    await symlink(victim, `${file}.bak`)
+    await writeFile(file, '{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "secret"}}}}')
+    const services = await ServicesFile.open(file)
+    const backup = await services.backup()
+    expect(backup).not.toBe(`${file}.bak`)
+    expect(await readFile(victim, "utf8")).toBe("precious\n")
+    expect((await stat(victim)).mode & 0o777).toBe(0o644)
+    expect((await lstat(`${file}.bak`)).isSymbolicLink()).toBe(true)
+    expect(await readFile(backup, "utf8")).toContain("secret")
+    expect((await lstat(backup)).isFile()).toBe(true)
+    expect((await stat(backup)).mode & 0o777).toBe(0o600)
   })
 })

@@ -1,11 +1,12 @@
 // ToolRecords on temporary folders: append, query and summary; records and aggregates survive a
 // reopen (rebuilt from the file); a torn last line is skipped; retention at open and on cleanup();
 // the size limit drops the oldest records until under 80 %; results over 64 KiB are cut; concurrent
-// appends all land (also while the size limit rewrites the file); no temporary file is left behind.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+// appends all land (also while the size limit rewrites the file); no temporary file is left behind;
+// the file is private (0600, never looser) and never opened through a symlink.
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import { RECORDS_FILE, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
 
 const DAY = 86_400_000
@@ -311,6 +312,56 @@ describe("ToolRecords", () => {
     for (let i = 0; i < 60; i++) await records.append(rec({ result: "q".repeat(300), timestamp: new Date(Date.now() - (i % 2) * 9 * DAY).toISOString() }))
     await records.cleanup()
     await close(records)
+    expect(readdirSync(dir)).toEqual([RECORDS_FILE])
+  })
+
+  it("creates the file 0600; narrows a wider mode to 0600 and keeps a stricter one, also across rewrites", async () => {
+    const dir = freshDir()
+    const records = await open(dir)
+    await records.append(rec())
+    expect(statSync(fileOf(dir)).mode & 0o777).toBe(0o600)
+    await close(records)
+
+    const wide = freshDir()
+    writeFileSync(fileOf(wide), `${line()}\n`)
+    chmodSync(fileOf(wide), 0o644)
+    await open(wide)
+    expect(statSync(fileOf(wide)).mode & 0o777).toBe(0o600)
+
+    const strict = freshDir()
+    writeFileSync(fileOf(strict), `${line({ timestamp: new Date(Date.now() - 30 * DAY).toISOString() })}\n${line()}\n`)
+    chmodSync(fileOf(strict), 0o400)
+    const rewritten = await open(strict, { retentionDays: 7 }) // the old line is dropped: the file is rewritten
+    expect(lines(strict)).toHaveLength(1)
+    expect(statSync(fileOf(strict)).mode & 0o777).toBe(0o400)
+    await close(rewritten)
+  })
+
+  it("a symlink planted at the records path is refused, never followed: the victim stays byte-for-byte the same", async () => {
+    const dir = freshDir()
+    const victim = join(freshDir(), "victim.jsonl")
+    // The victim even looks like a records file with an expired record, which retention would rewrite.
+    const content = `${line({ timestamp: new Date(Date.now() - 30 * DAY).toISOString() })}\nnot a record\n`
+    writeFileSync(victim, content)
+    chmodSync(victim, 0o644)
+    symlinkSync(victim, fileOf(dir))
+    const logged: string[] = []
+    const error = vi.spyOn(console, "error").mockImplementation((m: unknown) => void logged.push(String(m)))
+    try {
+      const records = await open(dir, { retentionDays: 7, maxFileSizeMb: 0.001 })
+      expect(logged.some((m) => m.includes(fileOf(dir)) && m.includes("symbolic link"))).toBe(true)
+      // Records are kept in memory: queries and summaries still work.
+      for (let i = 0; i < 20; i++) await records.append(rec({ result: "z".repeat(200) }))
+      expect((await records.query({ limit: 5 })).total).toBe(20)
+      expect(records.summary().total_executions).toBe(20)
+      expect(await records.cleanup()).toBe(0)
+      await close(records)
+    } finally {
+      error.mockRestore()
+    }
+    expect(readFileSync(victim, "utf8")).toBe(content)
+    expect(statSync(victim).mode & 0o777).toBe(0o644)
+    expect(lstatSync(fileOf(dir)).isSymbolicLink()).toBe(true)
     expect(readdirSync(dir)).toEqual([RECORDS_FILE])
   })
 })
