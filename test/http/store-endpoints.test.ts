@@ -177,7 +177,18 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
       unreachable_retry_seconds: defaults.unreachable_retry_seconds,
       warning_check_seconds: 0.5
     })
-    expect(config.server).toMatchObject({ host: "127.0.0.1", log_level: "error" })
+    expect(config.server).toMatchObject({
+      host: "127.0.0.1",
+      log_level: "error",
+      api_key_set: false,
+      allowed_hosts: [],
+      allowed_origins: [],
+      allow_remote_local_services: false,
+      max_event_streams: 100,
+      max_body_bytes: 1024 * 1024,
+      max_connections: 1000
+    })
+    expect(config.limits).toEqual({ max_message_bytes: 16 * 1024 * 1024, max_services: 10_000, max_services_per_request: 100, max_waiters: 10_000 })
     expect([0, server.running.port]).toContain(config.server.port)
   })
 

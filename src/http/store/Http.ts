@@ -126,7 +126,22 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
               log_level: app.server.logLevel,
               auto_open_browser: app.server.autoOpenBrowser,
               show_startup_info: app.server.showStartupInfo,
-              api_key_set: app.server.apiKey !== undefined
+              api_key_set: app.server.apiKey !== undefined,
+              local_services: app.server.localServices,
+              allowed_hosts: app.server.allowedHosts,
+              allowed_origins: app.server.allowedOrigins,
+              allow_remote_local_services: app.server.allowRemoteLocalServices,
+              max_event_streams: app.server.maxEventStreams,
+              max_mcp_sessions: app.server.maxMcpSessions,
+              mcp_session_idle_seconds: app.server.mcpSessionIdleSeconds,
+              max_body_bytes: app.server.maxBodyBytes,
+              max_connections: app.server.maxConnections
+            },
+            limits: {
+              max_message_bytes: store.limits.maxMessageBytes,
+              max_services: store.limits.maxServices,
+              max_services_per_request: store.limits.maxServicesPerRequest,
+              max_waiters: store.limits.maxWaiters
             },
             version: VERSION
           }
