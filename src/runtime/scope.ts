@@ -25,6 +25,7 @@ import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot } from "./bridge.js"
 import {
   AmbiguousTool,
+  Forbidden,
   InvalidArguments,
   ServiceNotFound,
   ServiceUnavailable,
@@ -169,14 +170,28 @@ export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): strin
   return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
 }
 
-/** Refuses local (command) definitions when the server runs with --no-local-services. */
-const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceDefinition }>) => {
+/**
+ * Whether a caller may define local (command) services: `disabled` with --no-local-services (400,
+ * a setting of the server), `remote-client` for a client on the network when the store has no API
+ * key (403: it may not, though a local caller may).
+ */
+export type LocalServicesPolicy = "allowed" | "disabled" | "remote-client"
+
+/** Refuses local (command) definitions the policy does not allow; nothing is changed. */
+const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceDefinition }>, policy: LocalServicesPolicy | undefined) => {
+  if (policy === undefined || policy === "allowed") return
   const local = entries.filter((e) => e.definition.command !== undefined)
-  if (local.length > 0) {
-    throw ValidationError.of(
-      local.map((e) => ({ field: `${e.name}.command`, problem: "local (command) services are disabled on this server (--no-local-services)" }))
-    )
+  if (local.length === 0) return
+  if (policy === "remote-client") {
+    throw new Forbidden({
+      message:
+        `Local (command) services are refused from non-loopback clients when the store has no API key (${local.map((e) => e.name).join(", ")}): ` +
+        "start the store with --api-key (or MCPSTORE_API_KEY) and send it, or with --allow-remote-local-services"
+    })
   }
+  throw ValidationError.of(
+    local.map((e) => ({ field: `${e.name}.command`, problem: "local (command) services are disabled on this server (--no-local-services)" }))
+  )
 }
 
 /** A definition as shown to clients: env and header values replaced by "***". */
@@ -249,10 +264,10 @@ export class ScopeApi {
    */
   async addService(
     body: AddServiceInput,
-    options: { readonly waitSeconds?: number; readonly allowLocal?: boolean } = {}
+    options: { readonly waitSeconds?: number; readonly local?: LocalServicesPolicy } = {}
   ): Promise<AddServiceResult> {
     const entries = parseDefinitions(body)
-    if (options.allowLocal === false) refuseLocal(entries)
+    refuseLocal(entries, options.local)
     const { maxServices, maxServicesPerRequest } = this.store.limits
     if (entries.length > maxServicesPerRequest) {
       throw new TooMany({
@@ -798,7 +813,7 @@ export class ScopeApi {
   updateService(
     nameOrClientId: string,
     body: unknown,
-    options: { readonly allowLocal?: boolean } = {}
+    options: { readonly local?: LocalServicesPolicy } = {}
   ): Promise<{ readonly service: ServiceView; readonly changed: boolean }> {
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       throw ValidationError.of([{ field: "body", problem: "must be a service definition object" }])
@@ -811,7 +826,7 @@ export class ScopeApi {
         throw ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
       }
       const entries = parseDefinitions({ ...(body as object), name })
-      if (options.allowLocal === false) refuseLocal(entries)
+      refuseLocal(entries, options.local)
       const definition = (entries[0] as { definition: ServiceDefinition }).definition
       const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
       if (changed) {
