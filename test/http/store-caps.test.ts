@@ -32,10 +32,12 @@ describe("the store's caps", { timeout: 30_000 }, () => {
     ((await s.get("/for_store/list_services?scope=all")).body.services as Array<{ name: string; scope: string }>)
       .map((x) => (x.scope === "store" ? x.name : `${x.scope}/${x.name}`))
       .sort()
-  const expectTooMany = (reply: { status: number; text: string; body: any }, limit: string, max: number) => {
+  const expectTooMany = (reply: { status: number; text: string; body: any; headers: Headers }, limit: string, max: number) => {
     expect(reply.status, reply.text).toBe(429)
     expect(reply.body).toMatchObject({ success: false, error: { code: "TOO_MANY", details: { limit, max } } })
     expect(reply.body.error.details.retry_after_seconds).toBeGreaterThan(0)
+    // The header the HTTP layer sets from the body's details.
+    expect(reply.headers.get("retry-after")).toBe(String(Math.ceil(reply.body.error.details.retry_after_seconds)))
     expect(reply.body.message).toContain(limit)
   }
 
