@@ -293,11 +293,12 @@ export interface StoreProcess {
 /**
  * Starts the store as `node dist/mcp-store.mjs run api` on 127.0.0.1 with the given services file,
  * and waits for its first answered request (GET /health). `nodeArgs` go before the script (e.g.
- * `--cpu-prof`); `script` replaces the bundle (SOURCES_SCRIPT: the sources through tsx). Resolves with the time from spawn to that first answer, and to the port being open.
+ * `--cpu-prof`); `script` replaces the bundle (SOURCES_SCRIPT: the sources through tsx); `args` are
+ * more options of `run api` (e.g. `--max-mcp-sessions 100`). Resolves with the time from spawn to that first answer, and to the port being open.
  */
 export const startStore = async (
   configFile: string,
-  options: { nodeArgs?: ReadonlyArray<string>; monitoring?: object; name?: string; readyTimeoutMs?: number; script?: string } = {}
+  options: { nodeArgs?: ReadonlyArray<string>; args?: ReadonlyArray<string>; monitoring?: object; name?: string; readyTimeoutMs?: number; script?: string } = {}
 ): Promise<StoreProcess & { readonly startMs: number; readonly portOpenMs: number }> => {
   const port = await freePort()
   const args = [
@@ -314,7 +315,8 @@ export const startStore = async (
     "--log-level",
     "error",
     "--no-startup-info",
-    ...(options.monitoring ? ["--monitoring", JSON.stringify(options.monitoring)] : [])
+    ...(options.monitoring ? ["--monitoring", JSON.stringify(options.monitoring)] : []),
+    ...(options.args ?? [])
   ]
   const child = spawnChild(options.name ?? "store", process.execPath, args, { cwd: ROOT })
   const url = `http://127.0.0.1:${port}`

@@ -4,6 +4,7 @@
  * every figure, every ratio, the profiles). A hand-written block between the ANALYSIS markers of an
  * existing RESULTS.md is carried over into the new file.
  */
+import { capsDescription, capsTable, type CapsResult } from "./caps.js"
 import type { Cell, Transport, Way } from "./calls.js"
 import type { FloorCell } from "./floor.js"
 import type { Latencies } from "./load.js"
@@ -45,6 +46,8 @@ export interface Results {
   startupProfile?: ProfileSummary & { readonly startMs: number }
   bundleBuildMs?: number
   records?: string
+  /** The caps under a flood (bench/caps.ts). */
+  caps?: CapsResult
   /** MaxListenersExceededWarning of the benchmark process (its direct SDK client). */
   abortListenerWarnings?: number
   readonly failures: Array<{ section: string; error: string }>
@@ -249,6 +252,10 @@ export const textReport = (r: Results): string => {
   }
   if (r.scale) parts.push(`\nScale (${r.scale.services} services, ${r.scale.agents} agents)\n${textTable(["figure", "value"], scaleRows(r.scale))}`)
   if (r.startup) parts.push(`\nStart-up\n${textTable(["services file", "first answer p50 ms", "min", "max", "port open p50 ms", "runs"], startupRows(r.startup))}`)
+  if (r.caps) {
+    const { header, rows } = capsTable(r.caps)
+    parts.push(`\nCaps under a flood\n${textTable(header, rows)}`)
+  }
   parts.push(`\nTargets\n${textTable(["target", "measured", "met"], targets(r).map((t) => [t.target, t.measured, mark(t.met)]))}`)
   if (r.failures.length > 0) parts.push(`\nSections that failed:\n${r.failures.map((x) => `  ${x.section}: ${x.error}`).join("\n")}`)
   return parts.join("\n")
@@ -501,6 +508,13 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
   if (r.records) {
     out.push(`## Tool-call records (bench/records.ts)`)
     out.push("```\n" + r.records.trim() + "\n```")
+  }
+
+  if (r.caps) {
+    const { header, rows } = capsTable(r.caps)
+    out.push(`## Caps under a flood (bench/caps.ts)`)
+    out.push(capsDescription(r.caps))
+    out.push(mdTable(header, rows))
   }
 
   if (r.failures.length > 0) {

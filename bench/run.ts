@@ -1,9 +1,10 @@
 /**
  * The benchmark suite (`npm run bench`): tool-call overhead against direct calls and mcp-hub, a CPU
  * profile of the store under load, wait_service reaction, 1,000 services over 100 agents, start-up,
- * and bench/records.ts. Prints a table and writes bench/RESULTS.md (bench/RESULTS.quick.md for a
- * quick run). Every server runs on 127.0.0.1 in a child process; every child is ended at the end,
- * on error and on SIGINT/SIGTERM; the whole run is bounded (BENCH_MAX_MINUTES, default 14).
+ * bench/records.ts, and the caps under a flood (bench/caps.ts). Prints a table and writes
+ * bench/RESULTS.md (bench/RESULTS.quick.md for a quick run). Every server runs on 127.0.0.1 in a
+ * child process; every child is ended at the end, on error and on SIGINT/SIGTERM; the whole run is
+ * bounded (BENCH_MAX_MINUTES, default 14).
  *
  * Environment:
  *   BENCH_QUICK=1          smoke run: few calls per cell, 200 services, short idle window (~2 min)
@@ -14,7 +15,8 @@
  *   BENCH_WAIT_CYCLES=n    wait_service cycles, 2 waits each (default 150; quick 20)
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
- *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records
+ *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
+ *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records, caps
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -24,6 +26,7 @@ import { execFileSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
+import { runCaps } from "./caps.js"
 import { runCalls } from "./calls.js"
 import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
@@ -45,6 +48,7 @@ const IDLE_SECONDS = num("BENCH_IDLE_SECONDS", 60, 10)
 const WAIT_CYCLES = num("BENCH_WAIT_CYCLES", 150, 20)
 const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
 const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
+const CAPS_ATTEMPTS = num("BENCH_CAPS_ATTEMPTS", 5000, 1000)
 const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
 const list = (name: string, full: ReadonlyArray<string>) => {
   const v = (env[name] ?? "").split(",").map((s) => s.trim()).filter(Boolean)
@@ -223,6 +227,10 @@ try {
     if (code !== 0) throw new Error(`bench/records.ts exited with ${code}: ${child.tail()}`)
     results.records = out
     log(out.trimEnd().split("\n").map((l) => `  ${l}`).join("\n"))
+  })
+
+  await section("caps", async () => {
+    results.caps = await runCaps(join(dir, "caps"), { attempts: CAPS_ATTEMPTS, concurrency: 50, idleSeconds: 5, maxSeconds: 60, log })
   })
 } catch (e) {
   results.failures.push({ section: "setup", error: e instanceof Error ? e.message : String(e) })
