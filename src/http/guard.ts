@@ -127,8 +127,31 @@ const normalizeOrigin = (origin: string): string => {
   return o === undefined ? origin.trim().toLowerCase() : `${o.scheme}://${o.authority}`
 }
 
-const forbidden = (code: "FORBIDDEN_HOST" | "FORBIDDEN_ORIGIN", message: string) =>
-  HttpServerResponse.unsafeJson(errorBody(code, `Forbidden: ${message}`), { status: 403 })
+/** Seconds between two log lines about refused requests of one kind. */
+const REFUSAL_LOG_SECONDS = 10
+
+/**
+ * The 403 answer of a refused request, and its log line for the operator (a proxy's name missing
+ * from --allowed-hosts shows up here). At most one line per code every 10 s, with the count of
+ * those not shown: a page refused in a loop must not flood the log.
+ */
+const refusals = () => {
+  const last = new Map<string, { at: number; suppressed: number }>()
+  return (request: HttpServerRequest.HttpServerRequest, code: "FORBIDDEN_HOST" | "FORBIDDEN_ORIGIN", message: string) =>
+    Effect.suspend(() => {
+      const answer = HttpServerResponse.unsafeJson(errorBody(code, `Forbidden: ${message}`), { status: 403 })
+      const now = Date.now()
+      const seen = last.get(code)
+      if (seen !== undefined && now - seen.at < REFUSAL_LOG_SECONDS * 1000) {
+        seen.suppressed++
+        return Effect.succeed(answer)
+      }
+      last.set(code, { at: now, suppressed: 0 })
+      const more = seen !== undefined && seen.suppressed > 0 ? ` (and ${seen.suppressed} more ${code} since the last such line)` : ""
+      const path = request.url.split("?", 1)[0]!.slice(0, 200)
+      return Effect.as(Effect.logWarning(`refused ${request.method} ${path} (${code}): ${message}${more}`), answer)
+    })
+}
 
 /** Request headers a foreign origin may send, and response headers it may read. */
 const CORS_ALLOW_HEADERS = "authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id"
@@ -139,27 +162,29 @@ const CORS_EXPOSE_HEADERS = "mcp-session-id, retry-after, www-authenticate"
  * nothing routed), answers CORS preflights of allowed foreign origins, and adds the CORS headers to
  * their answers.
  */
-export const guardRequests =
-  (policy: RequestPolicy) =>
-  <E, R>(app: HttpApp.HttpApp<HttpServerResponse.HttpServerResponse, E, R>): HttpApp.HttpApp<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+export const guardRequests = (policy: RequestPolicy) => {
+  const refuse = refusals()
+  return <E, R>(
+    app: HttpApp.HttpApp<HttpServerResponse.HttpServerResponse, E, R>
+  ): HttpApp.HttpApp<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       // Each read of `request.headers` builds a new Headers object: read it once.
       const headers = request.headers
       const host = headers["host"]
       const hostProblem = policy.hostProblem(host)
-      if (hostProblem !== undefined) return Effect.succeed(forbidden("FORBIDDEN_HOST", hostProblem))
+      if (hostProblem !== undefined) return refuse(request, "FORBIDDEN_HOST", hostProblem)
       const origin = headers["origin"]
       if (origin === undefined) {
         const site = headers["sec-fetch-site"]
         const navigation = (request.method === "GET" || request.method === "HEAD") && headers["sec-fetch-mode"] === "navigate"
         if ((site === "cross-site" || site === "same-site") && !navigation) {
-          return Effect.succeed(forbidden("FORBIDDEN_ORIGIN", `a ${site} browser request without an Origin may not use this store`))
+          return refuse(request, "FORBIDDEN_ORIGIN", `a ${site} browser request without an Origin may not use this store`)
         }
         return app
       }
       const originProblem = policy.originProblem(origin, host as string)
-      if (originProblem !== undefined) return Effect.succeed(forbidden("FORBIDDEN_ORIGIN", originProblem))
+      if (originProblem !== undefined) return refuse(request, "FORBIDDEN_ORIGIN", originProblem)
       if (!policy.isForeign(origin, host as string)) return app
       const cors = {
         "access-control-allow-origin": origin,
@@ -184,6 +209,7 @@ export const guardRequests =
         app
       )
     })
+}
 
 /** Whether the client of a request connects from a loopback address. */
 export const fromLoopbackClient = (request: HttpServerRequest.HttpServerRequest): boolean =>

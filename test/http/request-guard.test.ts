@@ -138,6 +138,32 @@ describe("Host and Origin", () => {
   })
 })
 
+describe("the operator", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer({ options: { log_level: "warning" } })
+  })
+  afterAll(() => server.cleanup())
+
+  it("sees a refused request as a warning, at most one line per kind every 10 s, with the count of the others", async () => {
+    const logged: string[] = []
+    const spies = (["log", "error", "warn", "info"] as const).map((level) =>
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")))
+    )
+    try {
+      const port = server.running.port
+      for (let i = 0; i < 5; i++) expect((await raw(port, "GET", "/health", { host: "proxy.example" })).status).toBe(403)
+      expect((await raw(port, "GET", "/health", { headers: { origin: "https://evil.example" } })).status).toBe(403)
+      const hosts = logged.filter((l) => l.includes("FORBIDDEN_HOST"))
+      expect(hosts).toHaveLength(1)
+      expect(hosts[0]).toMatch(/refused GET \/health \(FORBIDDEN_HOST\).*proxy\.example.*--allowed-hosts/)
+      expect(logged.filter((l) => l.includes("FORBIDDEN_ORIGIN") && l.includes("https://evil.example"))).toHaveLength(1)
+    } finally {
+      for (const spy of spies) spy.mockRestore()
+    }
+  })
+})
+
 describe("--allowed-hosts and --allowed-origins", () => {
   let server: TestServer
   let port: number

@@ -65,11 +65,11 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
   const file = join(dir, "mcp.json")
   if (options.services !== undefined) writeFileSync(file, `${JSON.stringify(options.services, null, 2)}\n`)
   const resolved = resolveOptions({
+    log_level: "error",
     ...options.options,
     host: "127.0.0.1",
     port: 0,
     show_startup_info: false,
-    log_level: "error",
     mcp_config_file: file,
     monitoring: { ...FAST_MONITORING, ...options.monitoring },
     ...(options.apiKey !== undefined ? { api_key: options.apiKey } : {}),
