@@ -4,8 +4,8 @@
  * answers through fetch, with no size limit anywhere: one endless event would be buffered until the
  * heap runs out. Both take the fetch given in the transport's options, so the limits go there:
  *
- * - an event stream: one event (the bytes between two blank lines) over `maxMessageBytes` errors
- *   the body at once and cancels the download;
+ * - an event stream: one event's data over `maxMessageBytes` (or a line that long) errors the body
+ *   at once and cancels the download;
  * - any other successful answer: the whole body is one message, bounded the same way;
  * - an error answer (not 2xx): only its first `errorBodyBytes` are passed on, then the body ends.
  *
@@ -59,16 +59,27 @@ const firstBytes = (max: number): Meter => {
 }
 
 /**
- * An event stream: the bytes of one event, from the end of the last one (a blank line: LF, CR or
- * CRLF right after a line end) to the next, are at most `max`. Only line ends are searched for.
+ * An event stream: the data of one event (its `data:` values and the LFs joining them, as the
+ * event source will hand it on) is at most `max` bytes. Events end at a blank line (LF, CR or
+ * CRLF line ends); a line is counted as it arrives, so a line that never ends (data, a comment,
+ * any field: the event source buffers them all) is stopped as well. Only line ends are searched
+ * for; the first bytes of each line tell a data line.
  */
 const eachEvent = (max: number): Meter => {
+  /** Bytes of the event's data so far. */
   let held = 0
-  let atLineStart = true
+  let dataLines = 0
+  /** Bytes of the line being read, and its first bytes (enough to see "data: "). */
+  let lineBytes = 0
+  let head = ""
   let afterCr = false
-  const add = (bytes: number) => {
-    held += bytes
-    if (held > max) throw new MessageTooLargeError("an event of the SSE stream", max)
+  const check = (pending: number) => {
+    if (held + pending > max) throw new MessageTooLargeError("an event of the SSE stream", max)
+  }
+  /** How many bytes of the finished line are not its value, or -1 when it is no data line. */
+  const dataPrefix = (): number => {
+    if (head.startsWith("data:")) return head[5] === " " ? 6 : 5
+    return head === "data" && lineBytes === 4 ? 4 : -1
   }
   return (chunk) => {
     let pos = 0
@@ -77,19 +88,33 @@ const eachEvent = (max: number): Meter => {
       // A CR is looked for only before the next LF, so that each byte is searched once.
       const cr = chunk.subarray(pos, lf < 0 ? chunk.length : lf).indexOf(CR)
       const end = cr >= 0 ? pos + cr : lf
-      if (end < 0) {
-        add(chunk.length - pos)
-        atLineStart = false
+      const stop = end < 0 ? chunk.length : end
+      if (stop > pos) {
+        if (head.length < 6) head += Buffer.from(chunk.subarray(pos, Math.min(stop, pos + 6 - head.length))).toString("latin1")
+        lineBytes += stop - pos
         afterCr = false
-        break
+        // Counted before the line ends, less the longest prefix it may turn out to have.
+        check((dataLines > 0 ? 1 : 0) + lineBytes - 6)
       }
+      if (end < 0) break
       // The LF of a CRLF whose CR ended the previous line (maybe in the previous chunk).
       const crlfTail = afterCr && end === pos && chunk[end] === LF
       afterCr = chunk[end] === CR
       if (!crlfTail) {
-        if (atLineStart && end === pos) held = 0 // a blank line: the event is complete
-        else add(end - pos + 1)
-        atLineStart = true
+        if (lineBytes === 0) {
+          // A blank line: the event is complete.
+          held = 0
+          dataLines = 0
+        } else {
+          const prefix = dataPrefix()
+          if (prefix >= 0) {
+            held += (dataLines > 0 ? 1 : 0) + lineBytes - prefix
+            dataLines += 1
+            check(0)
+          }
+        }
+        lineBytes = 0
+        head = ""
       }
       pos = end + 1
     }

@@ -82,8 +82,8 @@ export interface StreamEvent {
  * Parses an event stream as its chunks arrive (the WHATWG rules: LF, CRLF or CR line ends; `data`
  * lines joined by LF; comments and unknown fields ignored; an event ends at a blank line).
  *
- * At most `maxEventBytes` (UTF-8) are held for one event: its data lines and any unfinished line
- * (a comment or field that never ends counts too). `push` throws `MessageTooLargeError` past it;
+ * At most `maxEventBytes` (UTF-8) are held for one event: its data (the message) and any unfinished
+ * line (a comment or field that never ends counts too). `push` throws `MessageTooLargeError` past it;
  * the parser must not be used after that.
  */
 export class EventStreamParser {
@@ -101,7 +101,7 @@ export class EventStreamParser {
   retryMs: number | undefined
   /** UTF-8 bytes of the unfinished line's pieces. */
   private partialBytes = 0
-  /** UTF-8 bytes of the event's data lines so far (each with its joining LF). */
+  /** UTF-8 bytes of the event's data so far: its data lines and the LFs joining them (the message). */
   private dataBytes = 0
 
   constructor(
@@ -169,7 +169,7 @@ export class EventStreamParser {
     let value = colon < 0 ? "" : line.slice(colon + 1)
     if (value.startsWith(" ")) value = value.slice(1)
     if (field === "data") {
-      this.dataBytes += Buffer.byteLength(value) + 1
+      this.dataBytes += Buffer.byteLength(value) + (this.data.length > 0 ? 1 : 0)
       this.checkSize()
       this.data.push(value)
     } else if (field === "event") this.event = value

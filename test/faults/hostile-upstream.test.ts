@@ -1,0 +1,350 @@
+// A hostile or broken upstream must not take the store down (issue 11, parts 4 and 5). Against the
+// hand-written servers of test/fixtures/hostile-upstream.ts and hostile-stdio.ts, with a 1 MiB
+// message limit and 64 MiB answers streamed with back-pressure:
+// - one message over the limit (a Streamable HTTP JSON body or event, a legacy SSE event, a stdio
+//   line, an initialize answer) fails that call with 502 UPSTREAM_ERROR, outcome message_too_large,
+//   the reading stops (the server could send only a little), the store's RSS stays well under what
+//   unbounded reading would take, /health answers throughout, and the service reconnects;
+// - a call that times out stops its HTTP request;
+// - tool schemas with a catastrophic pattern are checked in linear time (/health stays under 50 ms);
+// - in a store process, a saved definition whose server breaks initialize does not stop the start,
+//   and an uncaught exception or unhandled rejection from a service's code path is logged with
+//   the service's name while the store keeps serving.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import type { ServiceActorRef } from "../../src/machines/service.js"
+import {
+  HUGE_BYTES,
+  REDOS_INPUT,
+  startHostileHttpServer,
+  startHostileSseServer,
+  type HostileServer
+} from "../fixtures/hostile-upstream.js"
+import { REPO_ROOT, TSX_IMPORT } from "../fixtures/paths.js"
+import { localService, startTestServer, type Api, type Reply, type TestServer } from "../support/server.js"
+import { FAULT_MONITORING, recordStatuses, rssOf, sleep, spawnStore, until, type StatusLog, type StoreProcess } from "./support.js"
+
+const MiB = 1024 * 1024
+/** The store's message limit in these tests. */
+const LIMIT = 1 * MiB
+/**
+ * What the store may grow by, at most, while a 64 MiB message arrives: the limit, socket and parser
+ * buffers, and the ordinary churn of a running store. Reading the message whole would take well
+ * over 64 MiB (the text, then its parse).
+ */
+const RSS_BUDGET = 24 * MiB
+/** What a server may get out before the store stops reading: the limit plus the sockets' buffers. */
+const SENT_BUDGET = 16 * MiB
+
+const hostileStdio = (name: string) =>
+  localService(name, { command: process.execPath, args: [...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "hostile-stdio.ts")] })
+
+let server: TestServer | undefined
+let hostile: HostileServer | undefined
+let log: StatusLog | undefined
+
+afterEach(async () => {
+  log?.stop()
+  await server?.cleanup()
+  await hostile?.stop()
+  server = hostile = log = undefined
+}, 20_000)
+
+/** Starts a store with the 1 MiB limit and the fault monitoring settings. */
+const startStore = () => startTestServer({ monitoring: FAULT_MONITORING, options: { max_message_bytes: LIMIT } })
+
+/** Starts the store, adds `definition`, waits until it is healthy, and records its statuses from then on. */
+const healthyService = async (definition: Record<string, unknown>): Promise<ServiceActorRef> => {
+  server = await startStore()
+  const added = await server.post("/for_store/add_service?wait=15", definition)
+  expect(added.status, added.text).toBe(200)
+  expect(added.body.services[0].status, added.text).toBe("healthy")
+  const actor = server.running.store.forStore().findService(String(definition["name"]))!
+  log = recordStatuses(actor)
+  return actor
+}
+
+/** GET /health, one after the other, until stopped: every latency, and how many did not answer 200. */
+const watchHealth = (api: Api) => {
+  const latencies: number[] = []
+  let failures = 0
+  let running = true
+  const loop = (async () => {
+    while (running) {
+      const started = performance.now()
+      const reply = await api.get("/health").catch(() => undefined)
+      latencies.push(performance.now() - started)
+      if (reply?.status !== 200) failures += 1
+      await sleep(5)
+    }
+  })()
+  return {
+    stop: async () => {
+      running = false
+      await loop
+      return { count: latencies.length, failures, maxMs: Math.max(...latencies) }
+    }
+  }
+}
+
+/** Runs `work` while sampling this process's RSS every 5 ms; the peak growth over the start. */
+const rssGrowthDuring = async <T>(pid: number, work: () => Promise<T>): Promise<{ value: T; growth: number }> => {
+  const start = rssOf(pid)!
+  let peak = start
+  const timer = setInterval(() => (peak = Math.max(peak, rssOf(pid) ?? 0)), 5)
+  try {
+    const value = await work()
+    peak = Math.max(peak, rssOf(pid) ?? 0)
+    return { value, growth: peak - start }
+  } finally {
+    clearInterval(timer)
+  }
+}
+
+/** A call through the store's API while /health is watched and RSS sampled; checks both afterwards. */
+const callWatched = async (toolName: string) => {
+  const health = watchHealth(server!)
+  const { value: reply, growth } = await rssGrowthDuring(process.pid, () => server!.post("/for_store/call_tool", { tool_name: toolName, args: {} }))
+  const seen = await health.stop()
+  expect(seen.failures, "every /health during the call answered 200").toBe(0)
+  expect(seen.count).toBeGreaterThan(0)
+  expect(growth, `RSS grew by ${(growth / MiB).toFixed(1)} MiB`).toBeLessThan(RSS_BUDGET)
+  return reply
+}
+
+/** The checks every oversize call shares: 502 message_too_large, a record, reconnecting, then healthy again. */
+const expectTooLarge = async (reply: Reply, service: string, tool: string) => {
+  expect(reply.status, reply.text).toBe(502)
+  expect(reply.body.error.code).toBe("UPSTREAM_ERROR")
+  expect(reply.body.error.details).toMatchObject({ outcome: "message_too_large", service_name: service })
+  expect(reply.body.error.message).toMatch(/larger than the 1048576-byte message limit/)
+  expect(await log!.waitFor("reconnecting", 5_000)).toBe(true)
+  expect(log!.transitions.find((t) => t.to === "reconnecting")!.reason).toMatch(/message too large/)
+  const records = await server!.get(`/for_store/tool_records?service_name=${service}`)
+  expect(records.body.executions[0]).toMatchObject({ tool_name: tool, outcome: "message_too_large" })
+  // It comes back by itself (the server behaves until asked for a huge answer again).
+  expect(await log!.waitFor("healthy", 10_000)).toBe(true)
+  const echo = await server!.post("/for_store/call_tool", { tool_name: `${service}__echo`, args: { text: "still here" } })
+  expect(echo.status, echo.text).toBe(200)
+}
+
+/** How much a huge answer got out before the store stopped reading it. */
+const expectCutOff = async (answer: Promise<{ written: number; complete: boolean }> | undefined) => {
+  expect(answer).toBeDefined()
+  const sent = await answer!
+  expect(sent.complete).toBe(false)
+  expect(sent.written).toBeGreaterThan(LIMIT)
+  expect(sent.written, `the server got ${(sent.written / MiB).toFixed(1)} MiB out`).toBeLessThan(SENT_BUDGET)
+}
+
+describe("one upstream message over --max-message-bytes", () => {
+  it("a Streamable HTTP JSON body: 502 message_too_large, reading stops, the service reconnects", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const reply = await callWatched("hostile__huge_json")
+    await expectCutOff(hostile.hugeAnswers[0])
+    await expectTooLarge(reply, "hostile", "huge_json")
+    expect(hostile.connections()).toBeGreaterThanOrEqual(2)
+  })
+
+  it("one event of a Streamable HTTP event stream: the same", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const reply = await callWatched("hostile__huge_event")
+    await expectCutOff(hostile.hugeAnswers[0])
+    await expectTooLarge(reply, "hostile", "huge_event")
+  })
+
+  it("one event of a legacy SSE stream: the same", { timeout: 20_000 }, async () => {
+    hostile = await startHostileSseServer()
+    await healthyService({ name: "legacy", url: hostile.url })
+    const reply = await callWatched("legacy__huge_event")
+    await expectCutOff(hostile.hugeAnswers[0])
+    await expectTooLarge(reply, "legacy", "huge_event")
+    expect(hostile.connections()).toBeGreaterThanOrEqual(2)
+  })
+
+  it("one stdio line: the same, and the process is ended", { timeout: 20_000 }, async () => {
+    const actor = await healthyService(hostileStdio("local"))
+    const pid = actor.getSnapshot().context.connection!.pid!
+    const reply = await callWatched("local__huge_line")
+    await expectTooLarge(reply, "local", "huge_line")
+    expect(actor.getSnapshot().context.connection!.pid).not.toBe(pid)
+    expect(await until(() => rssOf(pid) === undefined, 5_000)).toBe(true)
+  })
+
+  it("an initialize answer: the connect fails, the store stays up and keeps retrying", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer({ hugeInitialize: true })
+    server = await startStore()
+    const health = watchHealth(server)
+    const { value: added, growth } = await rssGrowthDuring(process.pid, () =>
+      server!.post("/for_store/add_service?wait=10", { name: "breaks_init", url: hostile!.url })
+    )
+    expect(added.status, added.text).toBe(200)
+    expect(added.body.services[0].status).toBe("reconnecting")
+    const actor = server.running.store.forStore().findService("breaks_init")!
+    expect(actor.getSnapshot().context.lastError).toMatch(/larger than the 1048576-byte message limit/)
+    await expectCutOff(hostile.hugeAnswers[0])
+    // The next attempt (1 s later) meets the same answer and is cut off the same way.
+    expect(await until(() => hostile!.hugeAnswers.length >= 2, 5_000)).toBe(true)
+    await expectCutOff(hostile.hugeAnswers[1])
+    const seen = await health.stop()
+    expect(seen.failures).toBe(0)
+    expect(growth, `RSS grew by ${(growth / MiB).toFixed(1)} MiB`).toBeLessThan(RSS_BUDGET)
+  })
+
+  it("an error answer's body: at most 2,000 characters are read and kept", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const reply = await callWatched("hostile__huge_error")
+    expect(reply.status, reply.text).toBe(502)
+    expect(reply.body.error.details.outcome).toBe("transport_error")
+    expect(reply.body.error.message).toMatch(/HTTP 500/)
+    expect(reply.body.error.message.length).toBeLessThan(2_500)
+    const sent = await hostile.hugeAnswers[0]!
+    expect(sent.complete).toBe(false)
+    expect(sent.written).toBeLessThan(SENT_BUDGET)
+  })
+
+  it("a call that times out destroys its HTTP request: the server sees the answer cut off", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const started = performance.now()
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "hostile__slow_json", args: {}, timeout: 0.5 })
+    expect(reply.status, reply.text).toBe(504)
+    const sent = await hostile.hugeAnswers[0]!
+    expect(sent.complete).toBe(false)
+    // Cut off at the time-out, not read on for ever.
+    expect(performance.now() - started).toBeLessThan(3_000)
+  })
+})
+
+describe("tool schemas from an upstream are checked in linear time", () => {
+  it("a ReDoS pattern: 400 INVALID_ARGUMENTS at once, /health under 50 ms throughout", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    // Warm up: the first /health and call pay for code loading, not for the pattern.
+    await server!.get("/health")
+    await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: "aaaa" } })
+    const health = watchHealth(server!)
+    await sleep(30)
+    const replies: Array<Reply> = []
+    for (let i = 0; i < 5; i++) {
+      replies.push(await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: REDOS_INPUT } }))
+      await sleep(10)
+    }
+    await sleep(30)
+    const seen = await health.stop()
+    for (const reply of replies) {
+      expect(reply.status, reply.text).toBe(400)
+      expect(reply.body.error.code).toBe("INVALID_ARGUMENTS")
+      expect(JSON.stringify(reply.body.error.details)).toContain("args.s")
+    }
+    expect(seen.failures).toBe(0)
+    expect(seen.count).toBeGreaterThanOrEqual(5)
+    expect(seen.maxMs, `slowest /health: ${seen.maxMs.toFixed(1)} ms`).toBeLessThan(50)
+    // A value the pattern accepts goes through.
+    const good = await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: "aaaa" } })
+    expect(good.status, good.text).toBe(200)
+  })
+
+  it("a pattern RE2 cannot run (a backreference) is left to the upstream, never a 500", async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "hostile__backref", args: { s: "ab" } })
+    expect(reply.status, reply.text).toBe(200)
+    // The rest of the schema is still checked.
+    const missing = await server!.post("/for_store/call_tool", { tool_name: "hostile__backref", args: {} })
+    expect(missing.status, missing.text).toBe(400)
+  })
+
+  it("the SDK client's check of structured output against an output schema is linear too", { timeout: 20_000 }, async () => {
+    hostile = await startHostileHttpServer()
+    await healthyService({ name: "hostile", url: hostile.url })
+    const health = watchHealth(server!)
+    const started = performance.now()
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "hostile__redos_output", args: {} })
+    const seen = await health.stop()
+    // The output does not match its schema: refused (the SDK says so as -32602), quickly.
+    expect([400, 502], reply.text).toContain(reply.status)
+    expect(reply.text).toMatch(/does not match the tool's output schema/)
+    expect(performance.now() - started).toBeLessThan(2_000)
+    expect(seen.failures).toBe(0)
+    expect(seen.maxMs).toBeLessThan(50)
+  })
+})
+
+describe("a store process", () => {
+  /** In the store's process only: the hostile stdio server's markers make the store's own parse of
+   * its answer throw outside any try (an exception on the next tick, a rejection nobody handles). */
+  const INJECT = `data:text/javascript,${encodeURIComponent(`
+const parse = JSON.parse;
+JSON.parse = function (text, reviver) {
+  if (typeof text === "string" && text.includes("__mcp_store_test_uncaught__")) process.nextTick(() => { throw new Error("injected uncaught exception"); });
+  if (typeof text === "string" && text.includes("__mcp_store_test_rejection__")) Promise.reject(new Error("injected unhandled rejection"));
+  return parse.call(this, text, reviver);
+};
+`)}`
+
+  let dir: string
+  let store: StoreProcess
+  let breaksInit: HostileServer
+
+  beforeAll(async () => {
+    breaksInit = await startHostileHttpServer({ hugeInitialize: true })
+    dir = mkdtempSync(join(tmpdir(), "mcp-store-hostile-"))
+    const configFile = join(dir, "mcp.json")
+    const { name: _, ...local } = hostileStdio("local")
+    writeFileSync(configFile, JSON.stringify({ mcpServers: { breaks_init: { url: breaksInit.url }, local } }))
+    store = await spawnStore({
+      configFile,
+      monitoring: FAULT_MONITORING,
+      extraArgs: ["--max-message-bytes", String(LIMIT)],
+      nodeArgs: ["--import", INJECT]
+    })
+  }, 40_000)
+
+  afterAll(async () => {
+    await store?.kill()
+    await breaksInit?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("starts with a saved service whose initialize answer is huge, and keeps serving while it retries", { timeout: 20_000 }, async () => {
+    const start = rssOf(store.pid)!
+    let peak = start
+    const health = watchHealth(store)
+    // Three attempts, each cut off at the limit.
+    const attempts = await until(async () => {
+      peak = Math.max(peak, rssOf(store.pid) ?? 0)
+      return breaksInit.hugeAnswers.length >= 3
+    }, 15_000)
+    expect(attempts).toBe(true)
+    for (const answer of breaksInit.hugeAnswers.slice(0, 3)) await expectCutOff(answer)
+    const seen = await health.stop()
+    expect(seen.failures).toBe(0)
+    const info = await store.get("/for_store/get_service_info?name=breaks_init")
+    expect(["reconnecting", "unreachable", "initializing"]).toContain(info.body.service.status)
+    expect(peak - start, `RSS grew by ${((peak - start) / MiB).toFixed(1)} MiB`).toBeLessThan(RSS_BUDGET)
+    expect(store.output()).not.toMatch(/RangeError|heap out of memory/)
+  })
+
+  it("logs an uncaught exception and an unhandled rejection from a service's code path, with its name, and keeps serving", { timeout: 20_000 }, async () => {
+    const ready = await store.post("/for_store/wait_service", { client_id_or_service_name: "local", status: "healthy", timeout: 15 })
+    expect(ready.body.success, ready.text).toBe(true)
+    const thrown = await store.post("/for_store/call_tool", { tool_name: "local__marker_uncaught", args: {} })
+    expect(thrown.status, thrown.text).toBe(200)
+    expect(await until(() => store.output().includes("injected uncaught exception"), 5_000)).toBe(true)
+    expect(store.output()).toMatch(/uncaught exception in service 'local'; the store keeps serving: Error: injected uncaught exception/)
+    const rejected = await store.post("/for_store/call_tool", { tool_name: "local__marker_rejection", args: {} })
+    expect(rejected.status, rejected.text).toBe(200)
+    expect(await until(() => store.output().includes("injected unhandled rejection"), 5_000)).toBe(true)
+    expect(store.output()).toMatch(/unhandled promise rejection.*; the store keeps serving: Error: injected unhandled rejection/)
+    for (let i = 0; i < 3; i++) expect((await store.get("/health")).status).toBe(200)
+    const again = await store.post("/for_store/call_tool", { tool_name: "local__echo", args: { text: "alive" } })
+    expect(again.status, again.text).toBe(200)
+    expect(store.child.exitCode).toBe(null)
+  })
+})
