@@ -3,12 +3,15 @@
  * service definitions, in the `mcpServers` format MCP clients use, plus an `agents` section. Changes
  * are serialized and written atomically before they are acknowledged; hand edits are picked up by
  * `watch()` for `--reload`. The file is someone's document: unknown fields and the keys services
- * were read from are kept.
+ * were read from are kept. Its objects, and the records of definitions read from it, have a null
+ * prototype (src/domain/dict.ts): a service "constructor" or an agent "__proto__" is a key like
+ * any other.
  */
 import { randomBytes } from "node:crypto"
 import { constants as fsConstants, watch as watchFolder, type FSWatcher } from "node:fs"
 import { mkdir, open as openFile, readdir, readFile, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { basename, dirname, join, resolve as resolvePath } from "node:path"
+import { dict, nullPrototypeJson, parseJsonDict } from "../domain/dict.js"
 import {
   agentIdProblem,
   canonicalJson,
@@ -136,7 +139,7 @@ const parseDocument = (path: string, text: string): JsonObject => {
   const body = text.replace(/^\uFEFF/, "")
   let doc: unknown
   try {
-    doc = JSON.parse(body)
+    doc = parseJsonDict(body)
   } catch (e) {
     throw new ServicesFileError(path, `not valid JSON: ${withLineAndColumn((e as Error).message, body)}`, { cause: e })
   }
@@ -175,12 +178,8 @@ const configOf = (doc: JsonObject): ServicesConfig => {
       }
     }
   }
-  return deepFreeze(
-    structuredClone({
-      store: Object.fromEntries(store),
-      agents: Object.fromEntries([...agents].map(([id, m]) => [id, Object.fromEntries(m)]))
-    })
-  )
+  const copy = (m: Map<string, ServiceDefinition>) => dict([...m].map(([name, def]) => [name, nullPrototypeJson(def) as ServiceDefinition]))
+  return deepFreeze({ store: copy(store), agents: dict([...agents].map(([id, m]) => [id, copy(m)])) })
 }
 
 const checkScopeAndName = (scope: Scope, name: string): void => {
@@ -212,7 +211,7 @@ class DocumentDraft implements ServicesDraft {
   #child(parent: JsonObject, key: string): JsonObject {
     const existing = own(parent, key)
     if (isObject(existing)) return existing
-    const created: JsonObject = {}
+    const created: JsonObject = dict()
     setOwn(parent, key, created)
     return created
   }
@@ -251,14 +250,14 @@ class DocumentDraft implements ServicesDraft {
           ? own(this.#storeServers(), name)
           : undefined
         : (own(this.#agentServers(scope.agentId), name) ?? own(this.#storeServers(), `${name}${BY_AGENT}${scope.agentId}`))
-    return isObject(def) ? (structuredClone(def) as ServiceDefinition) : undefined
+    return isObject(def) ? (nullPrototypeJson(def) as ServiceDefinition) : undefined
   }
 
   setService(scope: Scope, name: string, definition: ServiceDefinition): void {
     this.#guard()
     checkScopeAndName(scope, name)
     if (!isObject(definition)) throw new RangeError(`the definition of "${name}" must be an object`)
-    const def = structuredClone(definition) as JsonObject
+    const def = nullPrototypeJson(definition) as JsonObject
     if (scope.kind === "store") {
       setOwn(this.#child(this.doc, "mcpServers"), name, def)
       return
@@ -341,7 +340,7 @@ class DocumentDraft implements ServicesDraft {
 
   clearAll(): void {
     this.#guard()
-    setOwn(this.doc, "mcpServers", {})
+    setOwn(this.doc, "mcpServers", dict())
     delete this.doc["agents"]
   }
 
@@ -349,7 +348,7 @@ class DocumentDraft implements ServicesDraft {
     this.#guard()
     const problem = shapeProblem(document)
     if (problem !== undefined) throw new ServicesFileError(this.path, `not a services file: ${problem}`)
-    this.doc = structuredClone(document as JsonObject)
+    this.doc = nullPrototypeJson(document) as JsonObject
   }
 
   view(): ServicesConfig {
@@ -560,7 +559,7 @@ export class ServicesFile {
 
   /** A copy of the whole document as stored, unknown fields included. */
   raw(): unknown {
-    return structuredClone(this.#doc)
+    return nullPrototypeJson(this.#doc)
   }
 
   /**
@@ -571,7 +570,7 @@ export class ServicesFile {
    */
   update<R>(mutate: (draft: ServicesDraft) => R): Promise<R> {
     const run = this.#queue.then(async () => {
-      const draft = new DocumentDraft(structuredClone(this.#doc), this.#path)
+      const draft = new DocumentDraft(nullPrototypeJson(this.#doc) as JsonObject, this.#path)
       let result: R
       try {
         result = mutate(draft)

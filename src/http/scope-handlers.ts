@@ -12,6 +12,7 @@ import type { Schema } from "effect"
 import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
+import { dict } from "../domain/dict.js"
 
 /** Whether the request being handled may define local (command) services. */
 export const localPolicy = (server: ServerOptions) =>
@@ -111,7 +112,8 @@ export const getServiceInfo = (scope: () => ScopeApi, name: string) =>
 export const listTools = (scope: () => ScopeApi, serviceName: string | undefined) =>
   run(() => {
     const tools = scope().listTools(serviceName)
-    const tools_by_service: Record<string, number> = {}
+    // Keyed by service name: a null-prototype record, so "constructor" is a name like any other.
+    const tools_by_service = dict<number>()
     for (const t of tools) tools_by_service[t.service_name] = (tools_by_service[t.service_name] ?? 0) + 1
     if (serviceName === undefined) for (const s of scope().listServices()) tools_by_service[s.name] ??= 0
     else tools_by_service[scope().requireService(serviceName).getSnapshot().context.name] ??= 0

@@ -4,6 +4,7 @@
  * (src/machines/supervisor.ts), so one failing service never takes its siblings down.
  */
 import { assign, setup, stopChild, type ActorRefFrom } from "xstate"
+import { dict } from "../domain/dict.js"
 import { agentScope } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { serviceMachine } from "./service.js"
@@ -40,8 +41,8 @@ export const agentMachine = setup({
     agentId: input.agentId,
     scope: agentScope(input.agentId),
     settings: input.settings,
-    services: {},
-    crashes: {}
+    services: dict(),
+    crashes: dict()
   }),
   initial: "supervising",
   states: {

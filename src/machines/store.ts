@@ -4,6 +4,7 @@
  * spawning it with the agent's first service and routing that agent's events to it.
  */
 import { assign, enqueueActions, setup, stopChild, type ActorRefFrom } from "xstate"
+import { dict, dictWith, dictWithout } from "../domain/dict.js"
 import { STORE_SCOPE, type Scope, type ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { agentMachine, type AgentActorRef } from "./agent.js"
@@ -23,6 +24,7 @@ export interface StoreInput {
 }
 
 export interface StoreContext extends SupervisorContext {
+  /** By agent id; a null-prototype record ("__proto__" is a valid agent id). */
   readonly agents: Readonly<Record<string, AgentActorRef>>
 }
 
@@ -45,9 +47,9 @@ export const storeMachine = setup({
   context: ({ input }) => ({
     scope: STORE_SCOPE,
     settings: input.settings,
-    services: {},
-    crashes: {},
-    agents: {}
+    services: dict(),
+    crashes: dict(),
+    agents: dict()
   }),
   initial: "running",
   states: {
@@ -61,17 +63,19 @@ export const storeMachine = setup({
               const agentId = event.scope.agentId
               if (ownEntry(context.agents, agentId) === undefined) {
                 enqueue.assign({
-                  agents: ({ context, spawn }) => ({
-                    ...context.agents,
-                    [agentId]: spawn("agent", {
-                      id: agentSystemId(agentId),
-                      systemId: agentSystemId(agentId),
-                      input: { agentId, settings: context.settings }
-                    })
-                  })
+                  agents: ({ context, spawn }) =>
+                    dictWith(
+                      context.agents,
+                      agentId,
+                      spawn("agent", {
+                        id: agentSystemId(agentId),
+                        systemId: agentSystemId(agentId),
+                        input: { agentId, settings: context.settings }
+                      })
+                    )
                 })
               }
-              enqueue.sendTo(({ context }) => context.agents[agentId]!, {
+              enqueue.sendTo(({ context }) => ownEntry(context.agents, agentId)!, {
                 type: "ADD_SERVICE",
                 name: event.name,
                 definition: event.definition
@@ -106,12 +110,7 @@ export const storeMachine = setup({
           guard: ({ context, event }) => ownEntry(context.agents, event.agentId) !== undefined,
           actions: [
             stopChild(({ context, event }) => ownEntry(context.agents, event.agentId)!),
-            assign({
-              agents: ({ context, event }) => {
-                const { [event.agentId]: _removed, ...rest } = context.agents
-                return rest
-              }
-            })
+            assign({ agents: ({ context, event }) => dictWithout(context.agents, event.agentId) })
           ]
         },
         "xstate.error.actor.*": {

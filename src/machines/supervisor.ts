@@ -4,6 +4,7 @@
  * Actors). Plain functions, so both machines stay readable and their rules cannot drift apart.
  */
 import type { AnyActorRef, AnyEventObject } from "xstate"
+import { dictWith, dictWithout } from "../domain/dict.js"
 import type { Scope, ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef, ServiceInput } from "./service.js"
@@ -23,7 +24,10 @@ export const serviceSystemId = (scope: Scope, name: string): string =>
 export const ownEntry = <T>(record: Readonly<Record<string, T>>, key: string): T | undefined =>
   Object.hasOwn(record, key) ? record[key] : undefined
 
-/** Supervision state common to the store and agent machines. */
+/**
+ * Supervision state common to the store and agent machines. The records keyed by service name are
+ * null-prototype objects (src/domain/dict.ts): names such as "constructor" are keys like any other.
+ */
 export interface SupervisorContext {
   readonly scope: Scope
   readonly settings: MonitoringSettings
@@ -41,7 +45,7 @@ export type SupervisorEvent =
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Spawn = (src: "service", options: { id: string; systemId: string; input: ServiceInput }) => any
 
-/** Spawns a service child and returns the services map with it. */
+/** Spawns a service child and returns the services map with it (a new null-prototype record). */
 export const withSpawnedService = (
   context: SupervisorContext,
   spawn: Spawn,
@@ -51,17 +55,14 @@ export const withSpawnedService = (
 ): Record<string, ServiceActorRef> => {
   const id = serviceSystemId(context.scope, name)
   const input: ServiceInput = { scope: context.scope, name, definition, settings: context.settings, crash }
-  return { ...context.services, [name]: spawn("service", { id, systemId: id, input }) as ServiceActorRef }
+  return dictWith(context.services, name, spawn("service", { id, systemId: id, input }) as ServiceActorRef)
 }
 
-/** The services map without one name. */
+/** The services map without one name (a new null-prototype record). */
 export const withoutService = (
   services: Readonly<Record<string, ServiceActorRef>>,
   name: string
-): Record<string, ServiceActorRef> => {
-  const { [name]: _removed, ...rest } = services
-  return rest
-}
+): Record<string, ServiceActorRef> => dictWithout(services, name)
 
 /** The name of the service whose child actor sent this `xstate.error.actor.<id>` event, if it is ours. */
 export const crashedServiceName = (context: SupervisorContext, event: AnyEventObject): string | undefined => {
@@ -93,7 +94,7 @@ export const restartCrashed = (
       error: message,
       attempt
     }),
-    crashes: { ...context.crashes, [name]: attempt }
+    crashes: dictWith(context.crashes, name, attempt)
   }
 }
 

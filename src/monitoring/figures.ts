@@ -2,8 +2,10 @@
  * The figures of the 14 monitoring endpoints (shared/API.md, Monitoring), computed from what the
  * store really has: service actors' snapshots, tool-call records and their aggregates, the
  * monitor's histories and request metrics, and the operating system. Nothing here is a constant.
+ * Figures keyed by service name or agent id are null-prototype records (src/domain/dict.ts).
  */
 import { cpus, freemem, loadavg, totalmem } from "node:os"
+import { dict } from "../domain/dict.js"
 import { STATUSES, agentScope, STORE_SCOPE, type Scope, type Status } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import { OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
@@ -70,7 +72,7 @@ export const agentsSummary = (store: Store) => {
 
 export const statusDistribution = (store: Store) => {
   const distribution = emptyDistribution()
-  const by_scope: Record<string, Record<Status, number>> = {}
+  const by_scope = dict<Record<Status, number>>()
   for (const scope of scopes(store)) {
     const d = emptyDistribution()
     for (const a of Object.values(store.serviceActors(scope))) {
@@ -144,7 +146,7 @@ export const responseTimes = (store: Store, n: Narrowing) => ({
 export const errorRates = (store: Store, minutes: number, n: Narrowing) => {
   const since = Date.now() - minutes * 60_000
   const by_outcome = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>
-  const by_service: Record<string, { calls: number; errors: number; error_rate: number }> = {}
+  const by_service = dict<{ calls: number; errors: number; error_rate: number }>()
   let total = 0
   let failed = 0
   for (const r of store.records.inMemory()) {

@@ -17,6 +17,7 @@ import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { createInterface } from "node:readline"
+import { dict } from "../domain/dict.js"
 
 /** How a call ended. */
 export type Outcome = "success" | "tool_error" | "protocol_error" | "transport_error" | "message_too_large" | "timeout" | "unavailable"
@@ -444,8 +445,8 @@ export class ToolRecords {
       succeeded: all.count - all.errors,
       failed: all.errors,
       avg_duration_ms: tallyView(all).avg_duration_ms,
-      by_tool: Object.fromEntries([...byTool].map(([k, v]) => [k, tallyView(v)])),
-      by_service: Object.fromEntries([...byService].map(([k, v]) => [k, tallyView(v)]))
+      by_tool: dict([...byTool].map(([k, v]) => [k, tallyView(v)])),
+      by_service: dict([...byService].map(([k, v]) => [k, tallyView(v)]))
     }
   }
 

@@ -5,6 +5,7 @@
  * file first, then to the actors, one at a time (`Store.serialize`).
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { dict } from "../domain/dict.js"
 import {
   DefinitionError,
   STATUSES,
@@ -105,6 +106,24 @@ export interface TwoStepDeleteResult {
 const DEFAULT_CALL_TIMEOUT_SECONDS = 60
 const isConnected = (s: Status) => s === "healthy" || s === "warning"
 
+/**
+ * The path of the first `__proto__` key in a JSON value, if any. JSON.parse keeps it as a plain
+ * key, but any copy by assignment (`Object.assign`, a decoder) would turn it into the object's
+ * prototype: a definition with `"__proto__": {"command": ...}` would then inherit a command.
+ */
+const protoKeyIn = (value: unknown): string | undefined => {
+  const pending: Array<{ readonly value: unknown; readonly path: string }> = [{ value, path: "" }]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next.value !== "object" || next.value === null) continue
+    for (const [key, v] of Object.entries(next.value)) {
+      const at = next.path === "" ? key : `${next.path}.${key}`
+      if (key === "__proto__") return at
+      pending.push({ value: v, path: at })
+    }
+  }
+  return undefined
+}
+
 /** Parses an add_service body into named definitions, naming every problem. */
 export const parseDefinitions = (body: unknown): Array<{ name: string; definition: ServiceDefinition }> => {
   const problems: FieldProblem[] = []
@@ -140,6 +159,11 @@ export const parseDefinitions = (body: unknown): Array<{ name: string; definitio
     if (nameProblem) problems.push({ field: at("name"), problem: nameProblem })
     if (seen.has(name)) problems.push({ field: at("name"), problem: `'${name}' is given twice` })
     seen.add(name)
+    const protoKey = protoKeyIn(def)
+    if (protoKey !== undefined) {
+      problems.push({ field: at(protoKey), problem: "is not allowed: \"__proto__\" is not a usable key" })
+      continue
+    }
     const { name: _n, ...definition } = def as Record<string, unknown>
     try {
       resolveDefinition(definition as ServiceDefinition)
@@ -197,7 +221,7 @@ const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceD
 /** A definition as shown to clients: env and header values replaced by "***". */
 const maskDefinition = (def: ServiceDefinition): ServiceDefinition => {
   const mask = (r: Readonly<Record<string, string>> | undefined) =>
-    r === undefined ? undefined : Object.fromEntries(Object.keys(r).map((k) => [k, "***"]))
+    r === undefined ? undefined : dict(Object.keys(r).map((k) => [k, "***"]))
   const env = mask(def.env)
   const headers = mask(def.headers)
   return { ...def, ...(env ? { env } : {}), ...(headers ? { headers } : {}) }
@@ -750,7 +774,7 @@ export class ScopeApi {
       total_tools: snapshots.reduce((n, s) => n + s.context.tools.length, 0),
       healthy_services: snapshots.filter((s) => statusOf(s) === "healthy").length,
       services_by_status: this.statusCounts(),
-      tools_by_service: Object.fromEntries(snapshots.map((s) => [s.context.name, s.context.tools.length])),
+      tools_by_service: dict(snapshots.map((s) => [s.context.name, s.context.tools.length])),
       tool_calls: {
         total: summary.total_executions,
         succeeded: summary.succeeded,
@@ -763,7 +787,7 @@ export class ScopeApi {
   /** The scope's part of the services file, as stored (the store: the whole file). */
   mcpConfig(): unknown {
     if (this.scope.kind === "store") return this.store.file.raw()
-    return { mcpServers: ownEntry(this.store.file.read().agents, this.scope.agentId) ?? {} }
+    return { mcpServers: ownEntry(this.store.file.read().agents, this.scope.agentId) ?? dict() }
   }
 
   /** Lifecycle detail of one service (service_status). */

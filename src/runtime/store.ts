@@ -7,6 +7,7 @@
  * serialized so the file and the actors always agree.
  */
 import { createActor, type InspectionEvent, type Observer } from "xstate"
+import { dict } from "../domain/dict.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
@@ -40,6 +41,9 @@ export interface CreateStoreOptions {
   /** The store's caps (message size, services, waiters); missing keys take the defaults. */
   readonly limits?: Partial<StoreLimits> | undefined
 }
+
+/** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
+const NO_SERVICES: Readonly<Record<string, ServiceActorRef>> = Object.freeze(dict<ServiceActorRef>())
 
 /** The store: actors, services file and operations. Create it with `createStore`. */
 export { ScopeApi }
@@ -175,10 +179,10 @@ export class Store {
     return Object.keys(this.actor.getSnapshot().context.agents)
   }
 
-  /** The service actors of a scope, by name. */
+  /** The service actors of a scope, by name (a null-prototype record). */
   serviceActors(scope: Scope): Readonly<Record<string, ServiceActorRef>> {
     if (scope.kind === "store") return this.actor.getSnapshot().context.services
-    return this.agentActor(scope.agentId)?.getSnapshot().context.services ?? {}
+    return this.agentActor(scope.agentId)?.getSnapshot().context.services ?? NO_SERVICES
   }
 
   /** The service actor of a name in a scope, if registered. */

@@ -1,5 +1,5 @@
 /** The monitoring group's handlers: each one computes its figures (src/monitoring/figures.ts). */
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import * as Figures from "../../monitoring/figures.js"
 import { Api } from "../Api.js"
@@ -15,7 +15,15 @@ export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handl
     return handlers
       .handle("agentsSummary", () => run(() => ok("Agents summary", Figures.agentsSummary(store))))
       .handle("config", () => run(() => ok("Monitoring settings", { config: { ...store.settings } })))
-      .handle("servicesStatusDistribution", () => run(() => ok("Status distribution", Figures.statusDistribution(store))))
+      // Sent as JSON as it is: `by_scope` is keyed by agent id, and the schema encoding pass copies a
+      // record key by key onto a plain object, where the valid agent id "__proto__" would set the
+      // copy's prototype instead of adding a key.
+      .handle("servicesStatusDistribution", () =>
+        Effect.map(
+          run(() => ok("Status distribution", Figures.statusDistribution(store))),
+          (answer) => HttpServerResponse.unsafeJson(answer)
+        )
+      )
       .handle("toolsUsageStats", ({ urlParams }) =>
         run(() => ok("Tool usage", Figures.toolsUsage(store, urlParams.limit ?? 20, urlParams)))
       )
