@@ -133,7 +133,8 @@ export class EventStreamParser {
       if (end < 0) {
         const rest = chunk.slice(pos)
         this.partialBytes += Buffer.byteLength(rest)
-        this.checkSize()
+        // Counted before the line ends, less the longest prefix ("data: ") it may turn out to have.
+        this.checkSize(this.partialBytes - 6 + (this.data.length > 0 ? 1 : 0))
         this.partial.push(rest)
         return
       }
@@ -149,8 +150,9 @@ export class EventStreamParser {
     }
   }
 
-  private checkSize(): void {
-    if (this.partialBytes + this.dataBytes > this.maxEventBytes) {
+  /** Throws when the event's data and `pending` bytes more are over the limit. */
+  private checkSize(pending: number): void {
+    if (this.dataBytes + pending > this.maxEventBytes) {
       throw new MessageTooLargeError("an event of the event stream", this.maxEventBytes)
     }
   }
@@ -170,7 +172,7 @@ export class EventStreamParser {
     if (value.startsWith(" ")) value = value.slice(1)
     if (field === "data") {
       this.dataBytes += Buffer.byteLength(value) + (this.data.length > 0 ? 1 : 0)
-      this.checkSize()
+      this.checkSize(0)
       this.data.push(value)
     } else if (field === "event") this.event = value
     else if (field === "id" && !value.includes("\0")) this.lastEventId = value

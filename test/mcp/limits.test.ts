@@ -21,6 +21,16 @@ describe("EventStreamParser with a size limit", () => {
     expect(() => parser.push("data: 12345\ndata: 67890\n")).toThrow(MessageTooLargeError)
   })
 
+  it("passes a message of exactly the limit that arrives in pieces, and stops one byte more", () => {
+    const events: Array<StreamEvent> = []
+    const parser = new EventStreamParser((e) => events.push(e), 1_000)
+    for (const piece of `data: ${"x".repeat(1_000)}\n\n`.match(/[\s\S]{1,7}/g)!) parser.push(piece)
+    expect(events[0]!.data).toHaveLength(1_000)
+    expect(() => {
+      for (const piece of `data: ${"x".repeat(1_001)}`.match(/[\s\S]{1,7}/g)!) parser.push(piece)
+    }).toThrow(MessageTooLargeError)
+  })
+
   it("throws as soon as one unfinished line is over the limit, whatever its field", () => {
     const parser = new EventStreamParser(() => undefined, 1_000)
     parser.push(": never ends ")
