@@ -6,8 +6,9 @@
 import { CommandLineExit, parseCommandLine } from "./config/cli.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
-import { isLoopback, isWildcard } from "./http/guard.js"
+import { isLoopback, isWildcard } from "./http/request-guard.js"
 import { startServer, type RunningServer } from "./http/server.js"
+import { installProcessGuard } from "./runtime/process-guard.js"
 import { VERSION } from "./version.js"
 
 /** Who may add local (command) services, as the banner says it. */
@@ -76,7 +77,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const handler = (signal: NodeJS.Signals) => onSignal(signal)
   process.on("SIGINT", handler)
   process.on("SIGTERM", handler)
-  await import("./runtime/guard.js").then((guard) => guard.installProcessGuard()) // a service's uncaught error is logged, not fatal
+  installProcessGuard() // a service's uncaught error is logged, not fatal
   let running: RunningServer
   try {
     running = await startServer({ server: options.server, store: options.store })

@@ -386,31 +386,32 @@ const writeAtomically = async (path: string, text: string): Promise<void> => {
   const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
   const created = handleResult.status === "fulfilled"
   try {
-    if (handleResult.status === "rejected") throw handleResult.reason
-    const handle = handleResult.value
     try {
-      const mode = privateMode(previous === undefined ? undefined : previous.mode & 0o7777)
-      const owned = previous === undefined || (previous.uid === process.getuid?.() && previous.gid === process.getgid?.())
-      await Promise.all([
-        // The umask may have narrowed 0600 further when the file was created: that is kept.
-        mode === 0o600 ? undefined : handle.chmod(mode),
-        owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
-      ])
-      await handle.writeFile(text, "utf8")
-      await handle.sync()
-    } finally {
-      await handle.close()
+      if (handleResult.status === "rejected") throw handleResult.reason
+      const handle = handleResult.value
+      try {
+        const mode = privateMode(previous === undefined ? undefined : previous.mode & 0o7777)
+        const owned = previous === undefined || (previous.uid === process.getuid?.() && previous.gid === process.getgid?.())
+        await Promise.all([
+          // The umask may have narrowed 0600 further when the file was created: that is kept.
+          mode === 0o600 ? undefined : handle.chmod(mode),
+          owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
+        ])
+        await handle.writeFile(text, "utf8")
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await rename(tmp, path)
+    } catch (e) {
+      if (created) await rm(tmp, { force: true }).catch(() => undefined)
+      throw e
     }
-    await rename(tmp, path)
-  } catch (e) {
-    if (created) await rm(tmp, { force: true }).catch(() => undefined)
-    throw e
-  }
-  try {
     // Best effort: some platforms and file systems cannot fsync a folder. The rename is done and
     // visible; only its durability across a power loss is then not confirmed.
     await folder?.sync().catch(() => undefined)
   } finally {
+    // Closed on every path, a failed write included.
     await folder?.close().catch(() => undefined)
   }
 }

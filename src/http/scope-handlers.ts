@@ -4,7 +4,7 @@
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type { ServerOptions } from "../config/options.js"
-import { localServicesPolicy } from "./guard.js"
+import { localServicesPolicy } from "./request-guard.js"
 import { Effect } from "effect"
 import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
 import { run, waitTimeout } from "./errors.js"

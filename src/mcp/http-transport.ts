@@ -210,7 +210,7 @@ export class HttpClientTransport implements Transport {
   /**
    * The async context the transport was created in (the service's connection work): every request
    * starts in it, so the socket and body callbacks of a tool call run in it too, not in the context
-   * of the HTTP request that asked for the call (src/runtime/guard.ts names the service from it).
+   * of the HTTP request that asked for the call (src/runtime/process-guard.ts names the service from it).
    */
   private readonly scope = new AsyncResource("McpHttpClientTransport")
   /** Every request still open, so that close() can end them all. */

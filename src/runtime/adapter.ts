@@ -3,13 +3,13 @@
  * connections (src/mcp). It also owns every connection it opens: `closeAll()` ends whatever is
  * still open when the store stops, including a connection that an aborted attempt created.
  * Each connection is opened with the store's message size limit, and as its service's work
- * (src/runtime/guard.ts), so that an uncaught error from it is logged with the service's name.
+ * (src/runtime/process-guard.ts), so that an uncaught error from it is logged with the service's name.
  */
 import { fromCallback, fromPromise } from "xstate"
 import { resolveDefinition, scopeLabel } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import { McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
-import { inService } from "./guard.js"
+import { inService } from "./process-guard.js"
 import {
   serviceMachine,
   type CheckInput,

@@ -1,5 +1,5 @@
 /**
- * The browser-facing guards of every route (src/http/guard.ts, the contract middleware): Host and
+ * The browser-facing guards of every route (src/http/request-guard.ts, the contract middleware): Host and
  * Origin validation (DNS rebinding, cross-origin pages), CORS only for origins given with
  * --allowed-origins, strict JSON content types and body shapes, a body limit counted while the body
  * streams in, the connection cap, and 500 answers that keep their details in the log. Every refused
@@ -11,7 +11,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http"
 import { connect, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { fromStoreError } from "../../src/http/errors.js"
-import { localServicesPolicy } from "../../src/http/guard.js"
+import { localServicesPolicy } from "../../src/http/request-guard.js"
 import { Forbidden } from "../../src/runtime/errors.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
