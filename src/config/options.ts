@@ -110,6 +110,21 @@ export interface OptionValues {
 
 export type OptionKey = keyof OptionValues
 
+/** The caps: each an integer >= 1 (`mcp_session_idle_seconds` may be fractional). */
+const CAP_KEYS = [
+  "max_event_streams",
+  "max_mcp_sessions",
+  "mcp_session_idle_seconds",
+  "max_body_bytes",
+  "max_connections",
+  "max_message_bytes",
+  "max_services",
+  "max_services_per_request",
+  "max_waiters"
+] as const
+type CapKey = (typeof CAP_KEYS)[number]
+const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
+
 /** Every option name accepted in a standalone config file, in the order of the specification. */
 export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "host",
@@ -128,15 +143,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_hosts",
   "allowed_origins",
   "allow_remote_local_services",
-  "max_event_streams",
-  "max_mcp_sessions",
-  "mcp_session_idle_seconds",
-  "max_body_bytes",
-  "max_connections",
-  "max_message_bytes",
-  "max_services",
-  "max_services_per_request",
-  "max_waiters"
+  ...CAP_KEYS
 ]
 
 /** Defaults of every option but `mcp_config_file`, which is `./mcp.json` resolved against the working folder. */
@@ -163,21 +170,6 @@ export const OPTION_DEFAULTS = {
   max_services_per_request: 100,
   max_waiters: 10_000
 } as const
-
-/** The caps: each an integer >= 1 (`mcp_session_idle_seconds` may be fractional). */
-const CAP_KEYS = [
-  "max_event_streams",
-  "max_mcp_sessions",
-  "mcp_session_idle_seconds",
-  "max_body_bytes",
-  "max_connections",
-  "max_message_bytes",
-  "max_services",
-  "max_services_per_request",
-  "max_waiters"
-] as const
-type CapKey = (typeof CAP_KEYS)[number]
-const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
 export class OptionsError extends Error {
@@ -395,23 +387,17 @@ const FALSE_WORDS = ["false", "0", "no", "off"]
  * JSON, then the value is checked as `checkOption` does.
  */
 export const optionFromText = <K extends OptionKey>(key: K, text: string, source?: string): NonNullable<OptionValues[K]> => {
+  const asNumber = () => {
+    const n = text.trim() === "" ? Number.NaN : Number(text)
+    return checkOption(key, Number.isFinite(n) ? n : text, source)
+  }
+  if (isCapKey(key)) return asNumber()
   switch (key) {
     case "port":
       return checkOption(key, /^\s*\d+\s*$/.test(text) ? Number(text) : text, source)
     case "tool_record_max_file_size":
     case "tool_record_retention_days":
-    case "max_event_streams":
-    case "max_mcp_sessions":
-    case "mcp_session_idle_seconds":
-    case "max_body_bytes":
-    case "max_connections":
-    case "max_message_bytes":
-    case "max_services":
-    case "max_services_per_request":
-    case "max_waiters": {
-      const n = text.trim() === "" ? Number.NaN : Number(text)
-      return checkOption(key, Number.isFinite(n) ? n : text, source)
-    }
+      return asNumber()
     case "reload":
     case "auto_open_browser":
     case "show_startup_info":

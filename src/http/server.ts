@@ -22,7 +22,7 @@ import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { App, type AppState } from "./context.js"
 import { contractMiddleware, errorBody } from "./errors.js"
-import { guardRequests, requestPolicy } from "./request-guard.js"
+import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import { StoreHttpLive } from "./store/Http.js"
@@ -166,7 +166,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   }
   const address = httpServer.address()
   const port = typeof address === "object" && address !== null ? address.port : options.server.port
-  const host = options.server.host === "0.0.0.0" || options.server.host === "::" ? "127.0.0.1" : options.server.host
+  const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
   const app = state.app as AppState
   app.port = port
 

@@ -19,16 +19,13 @@ import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { createServer, request as httpRequest, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
-import { chromium, type Browser } from "playwright-core"
+import type { Browser } from "playwright-core"
+import { haveChromium, launchChromium, noteMissingChromium } from "./chromium.js"
 import { describe, expect, it } from "vitest"
 import { demoServer } from "../fixtures/paths.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
-const CHROMIUM = "/usr/bin/chromium"
-const haveChromium = existsSync(CHROMIUM)
-if (!haveChromium) {
-  console.warn(`browser attack test skipped: ${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run does it when it can)`)
-}
+noteMissingChromium("browser attack test")
 
 /** Processes whose command line mentions `needle`, from /proc. */
 const processesMentioning = (needle: string): number[] =>
@@ -156,21 +153,8 @@ describe("a web page against the store, in Chromium", () => {
         await new Promise<void>((resolve) => attacker!.listen(0, "127.0.0.1", resolve))
         const attackerPort = (attacker.address() as AddressInfo).port
 
-        browser = await chromium.launch({
-          executablePath: CHROMIUM,
-          args: [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            // Only rebind.test goes through the "proxy"; loopback addresses are reached directly.
-            `--proxy-server=http://127.0.0.1:${attackerPort}`
-          ]
-        })
+        // Only rebind.test goes through the "proxy"; loopback addresses are reached directly.
+        browser = await launchChromium([`--proxy-server=http://127.0.0.1:${attackerPort}`])
         const context = await browser.newContext()
 
         // 1. A page on another origin.

@@ -4,18 +4,15 @@
  * in the recent-calls list, and the page asks nothing of any host but the store. Saves a screenshot
  * to test/artifacts/dashboard.png. Skipped, with a note, when /usr/bin/chromium is not installed.
  */
-import { existsSync, mkdirSync } from "node:fs"
+import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import { chromium, type Browser } from "playwright-core"
+import type { Browser } from "playwright-core"
+import { haveChromium, launchChromium, noteMissingChromium } from "./chromium.js"
 import { describe, expect, it } from "vitest"
 import { REPO_ROOT, demoServer } from "../fixtures/paths.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
-const CHROMIUM = "/usr/bin/chromium"
-const haveChromium = existsSync(CHROMIUM)
-if (!haveChromium) {
-  console.warn(`dashboard test skipped: ${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run does it when it can)`)
-}
+noteMissingChromium("dashboard test")
 
 const ARTIFACTS = join(REPO_ROOT, "test", "artifacts")
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
@@ -38,19 +35,7 @@ describe("GET /ui in Chromium", () => {
         server = await startTestServer({
           services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
         })
-        browser = await chromium.launch({
-          executablePath: CHROMIUM,
-          args: [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync"
-          ]
-        })
+        browser = await launchChromium()
         const context = await browser.newContext({ viewport: { width: 1360, height: 900 } })
         const page = await context.newPage()
         const requested: string[] = []
