@@ -124,6 +124,18 @@ const protoKeyIn = (value: unknown): string | undefined => {
   return undefined
 }
 
+/** The refusal of a call to a service that is not connected: its status and next retry. */
+const unavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
+  const status = statusOf(snapshot)
+  return new ServiceUnavailable({
+    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
+    serviceName: snapshot.context.name,
+    status,
+    nextRetryAt: iso(snapshot.context.nextRetryAt),
+    lastError: snapshot.context.lastError ?? null
+  })
+}
+
 /** Parses an add_service body into named definitions, naming every problem. */
 export const parseDefinitions = (body: unknown): Array<{ name: string; definition: ServiceDefinition }> => {
   const problems: FieldProblem[] = []
@@ -453,14 +465,7 @@ export class ScopeApi {
         const snapshot = actor.getSnapshot()
         const status = statusOf(snapshot)
         if (isConnected(status)) throw this.toolNotFound(input.tool_name)
-        const serviceName = snapshot.context.name
-        throw new ServiceUnavailable({
-          message: `Service '${serviceName}' is ${status}; try again later`,
-          serviceName,
-          status,
-          nextRetryAt: iso(snapshot.context.nextRetryAt),
-          lastError: snapshot.context.lastError ?? null
-        })
+        throw unavailable(snapshot)
       }
       if (remaining() <= 0 || signal?.aborted) throw this.stillConnecting(input.tool_name, timeoutSeconds)
       await waitFor(pending)
@@ -587,13 +592,7 @@ export class ScopeApi {
       const connection = snapshot.context.connection
       if (!isConnected(status) || connection === undefined) {
         if (ready.end === "timeout") fail(new McpRequestError("timeout", "service still initializing"))
-        throw new ServiceUnavailable({
-          message: `Service '${serviceName}' is ${status}; try again later`,
-          serviceName,
-          status,
-          nextRetryAt: iso(snapshot.context.nextRetryAt),
-          lastError: snapshot.context.lastError ?? null
-        })
+        throw unavailable(snapshot)
       }
       return connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal })
     }
