@@ -16,7 +16,7 @@ export type {
 export { ToolRecords, type ToolRecord, type Outcome } from "./records/records.js"
 export type { ServiceView, ToolView } from "./runtime/views.js"
 export * from "./runtime/errors.js"
-export { awaitSnapshot, type WaitResult, type WaitEnd } from "./runtime/bridge.js"
+export { awaitSnapshotPromise as awaitSnapshot, awaitSnapshot as awaitSnapshotEffect, type WaitResult, type WaitEnd } from "./runtime/bridge.js"
 export { serviceMachine, statusOf, backoffMs } from "./machines/service.js"
 export type { ServiceActorRef, ServiceSnapshot, ServiceEvent, ServiceInput, Transition } from "./machines/service.js"
 export { agentMachine, type AgentActorRef } from "./machines/agent.js"

@@ -1,10 +1,11 @@
 /**
- * The one bridge from actors to awaiting code: wait until an actor's snapshot satisfies a
- * predicate, the time-out passes, the actor stops, or the caller aborts. Event-driven (a
- * subscription, no polling) and leak-free: every path unsubscribes and clears its timer.
- * wait_service, call_tool (waiting for a service to connect) and every other wait use it; the HTTP
- * layer passes the AbortSignal Effect gives an interrupted handler.
+ * The one bridge from actors to Effect: wait until an actor's snapshot satisfies a predicate, the
+ * time-out passes, or the actor stops. Event-driven (a subscription, no polling) and leak-free:
+ * every path, interruption included, unsubscribes and clears its timer. wait_service, call_tool
+ * (waiting for a service to connect) and every other wait use it, so every wait ends when its HTTP
+ * client goes away (the handler's fiber is interrupted). Library users get a Promise form.
  */
+import { Cause, Duration, Effect, Exit } from "effect"
 import type { AnyActorRef, SnapshotFrom } from "xstate"
 import { TooMany } from "./errors.js"
 
@@ -79,54 +80,78 @@ export class Waiters implements WaitGate {
 }
 
 /**
- * Resolves when `predicate(snapshot)` holds (checked at once, then on every change), after
- * `timeoutMs`, when the actor stops (deleted), or when `signal` aborts. Never rejects, except with
- * `gate`: a wait that has to subscribe first enters the gate (rejecting with its `TooMany` when it
- * is full) and leaves it however the wait ends.
+ * Waits until `predicate(snapshot)` holds (checked at once, then on every change), `timeoutMs`
+ * passes, or the actor stops (deleted): `Effect.async` over the actor's subscription, with
+ * `Effect.timeoutTo`. Interrupting the effect (the HTTP client went away) ends the wait at once:
+ * the subscription is dropped and the gate's place given back. With `gate`, a wait that has to
+ * subscribe first enters the gate (failing with its `TooMany` when it is full).
  */
 export const awaitSnapshot = <A extends AnyActorRef>(
   actor: A,
   predicate: (snapshot: SnapshotFrom<A>) => boolean,
-  options: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined; readonly gate?: WaitGate | undefined }
-): Promise<WaitResult<SnapshotFrom<A>>> => {
-  const started = performance.now()
-  const result = (end: WaitEnd, snapshot: SnapshotFrom<A>): WaitResult<SnapshotFrom<A>> => ({
-    end,
-    snapshot,
-    elapsedMs: performance.now() - started
-  })
-  const current = actor.getSnapshot() as SnapshotFrom<A>
-  if (predicate(current)) return Promise.resolve(result("reached", current))
-  if ((current as { status?: string }).status !== "active") return Promise.resolve(result("stopped", current))
-  if (options.signal?.aborted) return Promise.resolve(result("aborted", current))
-  try {
-    options.gate?.enter()
-  } catch (e) {
-    return Promise.reject(e)
-  }
-  return new Promise((resolve) => {
-    let last = current
-    let done = false
-    const finish = (end: WaitEnd) => {
-      if (done) return
-      done = true
-      clearTimeout(timer)
-      subscription.unsubscribe()
-      options.signal?.removeEventListener("abort", onAbort)
-      options.gate?.leave()
-      resolve(result(end, last))
-    }
-    const onAbort = () => finish("aborted")
-    const timer = setTimeout(() => finish("timeout"), Math.max(0, options.timeoutMs))
-    const subscription = actor.subscribe({
-      next: (snapshot: SnapshotFrom<A>) => {
-        last = snapshot
-        if (predicate(snapshot)) finish("reached")
-        else if ((snapshot as { status?: string }).status !== "active") finish("stopped")
-      },
-      complete: () => finish("stopped"),
-      error: () => finish("stopped")
+  options: { readonly timeoutMs: number; readonly gate?: WaitGate | undefined }
+): Effect.Effect<WaitResult<SnapshotFrom<A>>, TooMany> =>
+  Effect.suspend(() => {
+    const started = performance.now()
+    const result = (end: WaitEnd, snapshot: SnapshotFrom<A>): WaitResult<SnapshotFrom<A>> => ({
+      end,
+      snapshot,
+      elapsedMs: performance.now() - started
     })
-    options.signal?.addEventListener("abort", onAbort, { once: true })
+    let last = actor.getSnapshot() as SnapshotFrom<A>
+    if (predicate(last)) return Effect.succeed(result("reached", last))
+    if (!isActive(last)) return Effect.succeed(result("stopped", last))
+    const change = Effect.async<WaitEnd>((resume) => {
+      let done = false
+      const end = (how: WaitEnd) => {
+        if (done) return
+        done = true
+        resume(Effect.succeed(how))
+      }
+      const subscription = actor.subscribe({
+        next: (snapshot: SnapshotFrom<A>) => {
+          last = snapshot
+          if (predicate(snapshot)) end("reached")
+          else if (!isActive(snapshot)) end("stopped")
+        },
+        complete: () => end("stopped"),
+        error: () => end("stopped")
+      })
+      return Effect.sync(() => subscription.unsubscribe())
+    })
+    const wait = change.pipe(
+      Effect.timeoutTo({ duration: Duration.millis(Math.max(0, options.timeoutMs)), onTimeout: (): WaitEnd => "timeout", onSuccess: (how) => how }),
+      Effect.map((how) => result(how, last))
+    )
+    const gate = options.gate
+    if (gate === undefined) return wait
+    return Effect.acquireUseRelease(
+      Effect.suspend(() => {
+        try {
+          gate.enter()
+          return Effect.void
+        } catch (e) {
+          return Effect.fail(e as TooMany)
+        }
+      }),
+      () => wait,
+      () => Effect.sync(() => gate.leave())
+    )
   })
-}
+
+const isActive = (snapshot: unknown): boolean => (snapshot as { status?: string }).status === "active"
+
+/**
+ * `awaitSnapshot` as a Promise, for library users: `signal` ends the wait with `end: "aborted"`;
+ * a full gate rejects with its `TooMany`.
+ */
+export const awaitSnapshotPromise = <A extends AnyActorRef>(
+  actor: A,
+  predicate: (snapshot: SnapshotFrom<A>) => boolean,
+  options: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined; readonly gate?: WaitGate | undefined }
+): Promise<WaitResult<SnapshotFrom<A>>> =>
+  Effect.runPromiseExit(awaitSnapshot(actor, predicate, options), options.signal === undefined ? undefined : { signal: options.signal }).then((exit) => {
+    if (Exit.isSuccess(exit)) return exit.value
+    if (Exit.isInterrupted(exit)) return { end: "aborted" as const, snapshot: actor.getSnapshot() as SnapshotFrom<A>, elapsedMs: 0 }
+    throw Cause.squash(exit.cause)
+  })

@@ -6,6 +6,7 @@
  * Every change is written to the services file before the operation resolves, and changes are
  * serialized so the file and the actors always agree.
  */
+import { Effect } from "effect"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
@@ -21,6 +22,8 @@ import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
+import type { StoreHost } from "./host.js"
+import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { indexDelayedEvents } from "./timers.js"
 
@@ -48,10 +51,11 @@ const NO_SERVICES: Readonly<Record<string, ServiceActorRef>> = Object.freeze(dic
 /** The store: actors, services file and operations. Create it with `createStore`. */
 export { ScopeApi }
 
-export class Store {
+export class Store implements StoreHost {
   /** When the store started (epoch ms). */
   readonly startedAt = Date.now()
-  private queue: Promise<unknown> = Promise.resolve()
+  /** One change at a time (`serialized`). */
+  private readonly lock = Effect.unsafeMakeSemaphore(1)
   private stopping: Promise<void> | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
@@ -204,11 +208,17 @@ export class Store {
     return out
   }
 
-  /** Runs changes one at a time, so the file and the actors never disagree. */
+  /**
+   * Runs a change while no other change runs, so the file and the actors never disagree; a change
+   * is never cut in half (uninterruptible once it runs).
+   */
+  serialized<A, E>(change: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.uninterruptible(this.lock.withPermits(1)(change))
+  }
+
+  /** `serialized` for a change written as a Promise. */
   serialize<A>(task: () => Promise<A>): Promise<A> {
-    const run = this.queue.then(task, task)
-    this.queue = run.catch(() => undefined)
-    return run
+    return runToPromise(this.serialized(Effect.tryPromise({ try: task, catch: (e) => e })))
   }
 
   /**
@@ -346,7 +356,7 @@ export class Store {
     this.stopping ??= (async () => {
       this.unwatch?.()
       clearInterval(this.cleanupTimer)
-      await this.queue.catch(() => undefined)
+      await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close()])
       this.unrecord()

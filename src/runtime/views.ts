@@ -36,6 +36,9 @@ export interface ToolView {
 
 export const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString())
 
+/** Whether a status means connected: calls and checks can go through. */
+export const isConnected = (s: Status): boolean => s === "healthy" || s === "warning"
+
 /** Separator between service and tool in a callable name (service names cannot contain it). */
 export const TOOL_SEPARATOR = "__"
 export const callableName = (service: string, tool: string): string => `${service}${TOOL_SEPARATOR}${tool}`

@@ -1,0 +1,354 @@
+/**
+ * The call path of a scope: a tool name resolved to its service (never hijacked by a look-alike
+ * name of another service), arguments checked against the tool's schema, the call sent through the
+ * service's connection (waiting for a service that is still connecting, once more after an
+ * expired session), its failure classified, and a record written for every call.
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { Cause, Effect, Either, Exit, Option } from "effect"
+import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
+import { McpRequestError } from "../mcp/types.js"
+import type { Outcome } from "../records/records.js"
+import { argumentProblems } from "./arguments.js"
+import { awaitSnapshot } from "./bridge.js"
+import {
+  AmbiguousTool,
+  InvalidArguments,
+  ServiceNotFound,
+  ServiceUnavailable,
+  ToolNotFound,
+  ToolTimeout,
+  UpstreamError,
+  isStoreError,
+  type TooMany
+} from "./errors.js"
+import type { ScopeContext } from "./host.js"
+import { attempt } from "./run.js"
+import { ownEntry } from "../machines/supervisor.js"
+import { TOOL_SEPARATOR, callableName, isConnected, iso } from "./views.js"
+
+export interface CallToolInput {
+  readonly tool_name: string
+  readonly args?: Record<string, unknown> | undefined
+  readonly service_name?: string | undefined
+  /** Seconds; default 60. */
+  readonly timeout?: number | undefined
+}
+
+export interface CallToolOutput {
+  readonly result: unknown
+  readonly content: CallToolResult["content"]
+  readonly structured_content: Record<string, unknown> | null
+  readonly is_error: boolean
+  readonly tool_name: string
+  readonly original_name: string
+  readonly service_name: string
+  readonly duration_ms: number
+  readonly trace_id: string
+}
+
+const DEFAULT_CALL_TIMEOUT_SECONDS = 60
+
+/** The refusal of a call to a service that is not connected: its status and next retry. */
+const unavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
+  const status = statusOf(snapshot)
+  return new ServiceUnavailable({
+    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
+    serviceName: snapshot.context.name,
+    status,
+    nextRetryAt: iso(snapshot.context.nextRetryAt),
+    lastError: snapshot.context.lastError ?? null
+  })
+}
+
+/** The text form of an MCP tool result (shared/API.md, call_tool `result`). */
+const resultValue = (r: CallToolResult): unknown => {
+  if (r.structuredContent !== undefined) return r.structuredContent
+  const content = r.content ?? []
+  if (content.length > 0 && content.every((c) => c.type === "text")) {
+    const texts = content.map((c) => (c as { text: string }).text)
+    return texts.length === 1 ? texts[0] : texts
+  }
+  return content
+}
+
+/** The text a tool gave with `isError`, for the response message. */
+export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): string => {
+  const texts = output.content.filter((c) => c.type === "text").map((c) => (c as { text: string }).text)
+  return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
+}
+
+/** The record outcome of a failed call. */
+const outcomeOf = (e: unknown): Outcome => {
+  if (!isStoreError(e)) return "transport_error" // the caller went away, or a bug
+  switch (e._tag) {
+    case "ToolTimeout":
+      return "timeout"
+    case "ServiceUnavailable":
+    case "TooMany":
+      return "unavailable"
+    case "UpstreamError":
+      return e.outcome
+    default:
+      return "protocol_error"
+  }
+}
+
+let traceCounter = 0
+const newTraceId = () => `${Date.now().toString(36)}-${(traceCounter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+
+/**
+ * The services a callable name `<service>__<tool>` names, with the tool part: every registered
+ * service of the scope whose name ends where a `__` begins (a name may end in `_`, so `a___x` is
+ * `a` + `_x` or `a_` + `x`). Empty when the name names no registered service.
+ */
+function namedServices(ctx: ScopeContext, toolName: string): Array<{ actor: ServiceActorRef; original: string }> {
+  const first = toolName.indexOf(TOOL_SEPARATOR)
+  if (first <= 0) return []
+  let end = first
+  while (toolName[end + TOOL_SEPARATOR.length] === "_") end += 1
+  const actors = ctx.actors()
+  const out: Array<{ actor: ServiceActorRef; original: string }> = []
+  for (let at = first; at <= end; at++) {
+    const actor = ownEntry(actors, toolName.slice(0, at))
+    if (actor) out.push({ actor, original: toolName.slice(at + TOOL_SEPARATOR.length) })
+  }
+  return out
+}
+
+/**
+ * Resolves an original tool name in this scope: the one service that exposes it (or the one
+ * `service_name` names). Names of the form `<service>__<tool>` with a registered `<service>` never
+ * come here (see `callTarget`).
+ */
+function resolveTool(ctx: ScopeContext, toolName: string, serviceName: string | undefined): { actor: ServiceActorRef; original: string } {
+  const pool = serviceName !== undefined ? [ctx.requireService(serviceName)] : Object.values(ctx.actors())
+  const matches = pool.filter((a) => a.getSnapshot().context.tools.some((t) => t.name === toolName))
+  if (matches.length === 1) return { actor: matches[0]!, original: toolName }
+  if (matches.length > 1) {
+    const candidates = matches.map((a) => callableName(a.getSnapshot().context.name, toolName))
+    throw new AmbiguousTool({
+      message: `Tool '${toolName}' is offered by several services: use one of ${candidates.join(", ")} or give service_name`,
+      toolName,
+      candidates
+    })
+  }
+  throw toolNotFound(ctx, toolName)
+}
+
+function toolNotFound(ctx: ScopeContext, toolName: string): ToolNotFound {
+  return new ToolNotFound({
+    message: `Tool '${toolName}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}`,
+    toolName,
+    scope: ctx.label
+  })
+}
+
+function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout {
+  return new ToolTimeout({
+    message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s: its service is still connecting`,
+    toolName,
+    timeoutSeconds
+  })
+}
+
+/** What a call can fail with; src/http/errors.ts maps each to its HTTP answer. */
+export type CallToolError =
+  | ServiceNotFound
+  | ToolNotFound
+  | AmbiguousTool
+  | InvalidArguments
+  | UpstreamError
+  | ServiceUnavailable
+  | ToolTimeout
+  | TooMany
+
+/** A resolved call: the service and the tool's original name. */
+interface Target {
+  readonly actor: ServiceActorRef
+  readonly original: string
+}
+
+const isLookupError = (e: unknown): e is ServiceNotFound | ToolNotFound | AmbiguousTool =>
+  e instanceof ServiceNotFound || e instanceof ToolNotFound || e instanceof AmbiguousTool
+
+/**
+ * The service and original tool name a call goes to. A callable name `<service>__<tool>` whose
+ * `<service>` is registered in the scope goes to that service or nowhere: while it is
+ * `initializing` (just added, restarting, starting up) the call waits for it, up to the deadline;
+ * then a connected service without the tool is 404 and one that is not connected 503. It never
+ * falls back to another service's tool of that literal name, which could otherwise stand in for
+ * it whenever it has no tool list. Any other name is an original name (see `resolveTool`).
+ */
+const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
+  Effect.gen(function* () {
+    const waitFor = (actors: ReadonlyArray<ServiceActorRef>) =>
+      Effect.forEach(actors, (a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), {
+        concurrency: "unbounded",
+        discard: true
+      })
+    const initializing = (a: ServiceActorRef) => statusOf(a.getSnapshot()) === "initializing"
+    for (let named = namedServices(ctx, input.tool_name); named.length > 0 && input.service_name === undefined; ) {
+      const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
+      if (hit) return hit
+      const pending = named.filter(({ actor }) => initializing(actor)).map(({ actor }) => actor)
+      if (pending.length === 0) {
+        const snapshot = named[0]!.actor.getSnapshot()
+        return yield* isConnected(statusOf(snapshot)) ? Effect.fail(toolNotFound(ctx, input.tool_name)) : Effect.fail(unavailable(snapshot))
+      }
+      if (remaining() <= 0) return yield* stillConnecting(input.tool_name, timeoutSeconds)
+      yield* waitFor(pending)
+      named = namedServices(ctx, input.tool_name)
+    }
+    const resolve = attempt(() => resolveTool(ctx, input.tool_name, input.service_name), isLookupError)
+    const first = yield* Effect.either(resolve)
+    if (Either.isRight(first)) return first.right
+    // Services still connecting have no tool list yet: give them until the deadline. (Looked for
+    // only when the name does not resolve: scanning every service costs on each call.)
+    if (!(first.left instanceof ToolNotFound)) return yield* first.left
+    const pool =
+      input.service_name !== undefined ? [yield* attempt(() => ctx.requireService(input.service_name!), isLookupError)] : Object.values(ctx.actors())
+    const pending = pool.filter(initializing)
+    if (pending.length === 0) return yield* first.left
+    yield* waitFor(pending)
+    const second = yield* Effect.either(resolve)
+    if (Either.isRight(second)) return second.right
+    // The deadline passed while a service that may own the tool was still connecting: the call
+    // ran out of time (504), it did not find that the tool is missing (404).
+    if (second.left instanceof ToolNotFound && pending.some(initializing)) return yield* stillConnecting(input.tool_name, timeoutSeconds)
+    return yield* second.left
+  })
+
+/**
+ * Calls a tool. Waits for an `initializing` service (up to the time-out); a service that is not
+ * connected fails with ServiceUnavailable; an expired session is re-established and the call sent
+ * once more; a transport failure counts as a failed health check. Every call that reached a
+ * service is recorded, however it ends (a caller that went away included).
+ */
+export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
+  Effect.suspend(() => {
+    const timeoutSeconds = input.timeout ?? DEFAULT_CALL_TIMEOUT_SECONDS
+    const started = performance.now()
+    const deadline = started + timeoutSeconds * 1000
+    const remaining = () => Math.max(0, deadline - performance.now())
+    const traceId = newTraceId()
+    return Effect.flatMap(callTarget(ctx, input, timeoutSeconds, remaining), ({ actor, original }) => {
+      const serviceName = actor.getSnapshot().context.name
+      const record = (outcome: Outcome, result: unknown, error: string | null) =>
+        Effect.promise(() =>
+          ctx.host.records.append({
+            scope: ctx.scope.kind,
+            agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+            service_name: serviceName,
+            tool_name: original,
+            params: input.args ?? {},
+            result,
+            outcome,
+            error,
+            duration_ms: Math.round((performance.now() - started) * 100) / 100,
+            trace_id: traceId
+          })
+        )
+      ctx.host.inFlightCalls += 1
+      return invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining }).pipe(
+        Effect.onExit((exit) => {
+          if (Exit.isSuccess(exit)) {
+            const output = exit.value
+            return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
+          }
+          const failure = Cause.failureOption(exit.cause)
+          if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
+          const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
+          return record("transport_error", null, why)
+        }),
+        Effect.ensuring(Effect.sync(() => (ctx.host.inFlightCalls -= 1)))
+      )
+    })
+  })
+
+/** A failed request as the call's failure (a transport failure also counts as a failed check). */
+const callFailure = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): Effect.Effect<never, CallToolError> => {
+  const serviceName = actor.getSnapshot().context.name
+  switch (e.kind) {
+    case "aborted":
+      return Effect.interrupt
+    case "timeout":
+      return Effect.fail(new ToolTimeout({ message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s`, toolName, timeoutSeconds }))
+    case "protocol":
+      return Effect.fail(
+        e.code === -32602
+          ? new InvalidArguments({ message: `Invalid arguments for '${toolName}': ${e.message}`, toolName, upstream: e.data ?? null, problems: [] })
+          : new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
+      )
+    case "message_too_large":
+      // The connection has closed itself: the service reconnects on its own.
+      return Effect.fail(
+        new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
+      )
+    default:
+      if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
+      return Effect.fail(
+        new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
+      )
+  }
+}
+
+/** Sends a resolved call (arguments checked first); see `callTool`. */
+const invoke = (
+  ctx: ScopeContext,
+  actor: ServiceActorRef,
+  original: string,
+  input: CallToolInput,
+  call: { readonly started: number; readonly traceId: string; readonly timeoutSeconds: number; readonly remaining: () => number }
+): Effect.Effect<CallToolOutput, CallToolError> =>
+  Effect.gen(function* () {
+    const { started, traceId, timeoutSeconds, remaining } = call
+    const serviceName = actor.getSnapshot().context.name
+    const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
+    const problems = tool ? argumentProblems(tool, input.args ?? {}) : []
+    if (problems.length > 0) {
+      return yield* new InvalidArguments({
+        message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
+        toolName: input.tool_name,
+        upstream: null,
+        problems
+      })
+    }
+    const fail = (e: McpRequestError) => callFailure(actor, input.tool_name, timeoutSeconds, e)
+    const send = Effect.gen(function* () {
+      const ready = yield* awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters })
+      const snapshot = actor.getSnapshot()
+      const connection = snapshot.context.connection
+      if (!isConnected(statusOf(snapshot)) || connection === undefined) {
+        return yield* ready.end === "timeout" ? fail(new McpRequestError("timeout", "service still initializing")) : Effect.fail(unavailable(snapshot))
+      }
+      return yield* Effect.tryPromise({
+        try: (signal) => connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal }),
+        catch: (e) => e
+      }).pipe(Effect.catchAll((e) => (e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))))
+    })
+    const first = yield* Effect.either(send)
+    let result: CallToolResult
+    if (Either.isRight(first)) {
+      result = first.right
+    } else {
+      const e = first.left
+      if (!(e instanceof McpRequestError)) return yield* Effect.fail(e)
+      if (e.kind !== "session_expired") return yield* fail(e)
+      // The server never ran the call: reconnect at once and send it once more.
+      actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+      yield* awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: remaining() })
+      result = yield* send.pipe(Effect.catchAll((e2) => (e2 instanceof McpRequestError ? fail(e2) : Effect.fail(e2))))
+    }
+    return {
+      result: resultValue(result),
+      content: result.content ?? [],
+      structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
+      is_error: result.isError === true,
+      tool_name: callableName(serviceName, original),
+      original_name: original,
+      service_name: serviceName,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      trace_id: traceId
+    }
+  })

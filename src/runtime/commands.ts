@@ -1,0 +1,433 @@
+/**
+ * The commands of a scope: what changes its services. Each change goes to the services file
+ * first, then to the actors, one at a time (`StoreHost.serialize`), so the file and the actors
+ * always agree; a refused change (bad definition, a cap, a local service the caller may not add)
+ * changes nothing.
+ */
+import { Effect } from "effect"
+import { DefinitionError, resolveDefinition, sameDefinition, serviceNameProblem, type ServiceDefinition, type Status } from "../domain/service.js"
+import { statusOf } from "../machines/service.js"
+import { ownEntry } from "../machines/supervisor.js"
+import { McpRequestError } from "../mcp/types.js"
+import { awaitSnapshot } from "./bridge.js"
+import { Forbidden, TooMany, ValidationError, type FieldProblem, type ServiceNotFound } from "./errors.js"
+import type { ScopeContext } from "./host.js"
+import { attempt } from "./run.js"
+import { isConnected, serviceView, type ServiceView } from "./views.js"
+
+/** What `addService` accepts: one definition with `name`, `{mcpServers: {...}}`, or an array of definitions. */
+export type AddServiceInput = unknown
+
+export interface AddServiceResult {
+  readonly services: ReadonlyArray<ServiceView>
+  readonly added: ReadonlyArray<string>
+  readonly updated: ReadonlyArray<string>
+  readonly unchanged: ReadonlyArray<string>
+}
+
+export interface TwoStepDeleteResult {
+  readonly service_name: string
+  readonly step1_config_removal: boolean
+  readonly step2_registry_cleanup: boolean
+  readonly step1_error: string | null
+  readonly step2_error: string | null
+  readonly overall_success: boolean
+}
+
+/**
+ * The path of the first `__proto__` key in a JSON value, if any. JSON.parse keeps it as a plain
+ * key, but any copy by assignment (`Object.assign`, a decoder) would turn it into the object's
+ * prototype: a definition with `"__proto__": {"command": ...}` would then inherit a command.
+ */
+const protoKeyIn = (value: unknown): string | undefined => {
+  const pending: Array<{ readonly value: unknown; readonly path: string }> = [{ value, path: "" }]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next.value !== "object" || next.value === null) continue
+    for (const [key, v] of Object.entries(next.value)) {
+      const at = next.path === "" ? key : `${next.path}.${key}`
+      if (key === "__proto__") return at
+      pending.push({ value: v, path: at })
+    }
+  }
+  return undefined
+}
+
+/** Parses an add_service body into named definitions, naming every problem. */
+export const parseDefinitions = (body: unknown): Array<{ name: string; definition: ServiceDefinition }> => {
+  const problems: FieldProblem[] = []
+  const entries: Array<{ path: string; name: unknown; def: unknown }> = []
+  if (Array.isArray(body)) {
+    body.forEach((item, i) => entries.push({ path: `[${i}]`, name: (item as { name?: unknown } | null)?.name, def: item }))
+  } else if (typeof body === "object" && body !== null && "mcpServers" in body) {
+    const servers = (body as { mcpServers: unknown }).mcpServers
+    if (typeof servers !== "object" || servers === null || Array.isArray(servers)) {
+      problems.push({ field: "mcpServers", problem: "must be an object of name to definition" })
+    } else {
+      for (const [name, def] of Object.entries(servers)) entries.push({ path: `mcpServers.${name}`, name, def })
+    }
+  } else if (typeof body === "object" && body !== null) {
+    entries.push({ path: "", name: (body as { name?: unknown }).name, def: body })
+  } else {
+    problems.push({ field: "body", problem: "must be a service definition, {mcpServers: {...}} or an array of definitions" })
+  }
+  if (entries.length === 0 && problems.length === 0) problems.push({ field: "body", problem: "names no service" })
+  const out: Array<{ name: string; definition: ServiceDefinition }> = []
+  const seen = new Set<string>()
+  for (const { path, name, def } of entries) {
+    const at = (f: string) => (path === "" ? f : `${path}.${f}`)
+    if (typeof def !== "object" || def === null || Array.isArray(def)) {
+      problems.push({ field: path || "body", problem: "must be an object" })
+      continue
+    }
+    if (typeof name !== "string") {
+      problems.push({ field: at("name"), problem: "is required and must be a string" })
+      continue
+    }
+    const nameProblem = serviceNameProblem(name)
+    if (nameProblem) problems.push({ field: at("name"), problem: nameProblem })
+    if (seen.has(name)) problems.push({ field: at("name"), problem: `'${name}' is given twice` })
+    seen.add(name)
+    const protoKey = protoKeyIn(def)
+    if (protoKey !== undefined) {
+      problems.push({ field: at(protoKey), problem: "is not allowed: \"__proto__\" is not a usable key" })
+      continue
+    }
+    const { name: _n, ...definition } = def as Record<string, unknown>
+    try {
+      resolveDefinition(definition as ServiceDefinition)
+    } catch (e) {
+      if (!(e instanceof DefinitionError)) throw e
+      for (const p of e.problems) problems.push({ field: at(p.field), problem: p.problem })
+    }
+    out.push({ name, definition: definition as ServiceDefinition })
+  }
+  if (problems.length > 0) throw ValidationError.of(problems)
+  return out
+}
+
+/**
+ * Whether a caller may define local (command) services: `disabled` with --no-local-services (400,
+ * a setting of the server), `remote-client` for a client on the network when the store has no API
+ * key (403: it may not, though a local caller may).
+ */
+export type LocalServicesPolicy = "allowed" | "disabled" | "remote-client"
+
+/** Refuses local (command) definitions the policy does not allow; nothing is changed. */
+const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceDefinition }>, policy: LocalServicesPolicy | undefined) => {
+  if (policy === undefined || policy === "allowed") return
+  const local = entries.filter((e) => e.definition.command !== undefined)
+  if (local.length === 0) return
+  if (policy === "remote-client") {
+    throw new Forbidden({
+      message:
+        `Local (command) services are refused from non-loopback clients when the store has no API key (${local.map((e) => e.name).join(", ")}): ` +
+        "start the store with --api-key (or MCPSTORE_API_KEY) and send it, or with --allow-remote-local-services"
+    })
+  }
+  throw ValidationError.of(
+    local.map((e) => ({ field: `${e.name}.command`, problem: "local (command) services are disabled on this server (--no-local-services)" }))
+  )
+}
+
+/** A step that changes the services file (its failure is a bug or a broken disk: a defect). */
+const writeFile = (ctx: ScopeContext, change: Parameters<ScopeContext["host"]["file"]["update"]>[0]) =>
+  Effect.promise(() => ctx.host.file.update(change))
+
+const isRefusal = (e: unknown): e is ValidationError | Forbidden => e instanceof ValidationError || e instanceof Forbidden
+
+/**
+ * Registers services. An identical definition changes nothing; a changed one replaces the old and
+ * reconnects. The services file is written before this completes. With `waitSeconds`, waits until
+ * each named service has left `initializing` (or the wait ends, or the caller goes away).
+ */
+export const addService = (
+  ctx: ScopeContext,
+  body: AddServiceInput,
+  options: { readonly waitSeconds?: number | undefined; readonly local?: LocalServicesPolicy | undefined } = {}
+): Effect.Effect<AddServiceResult, ValidationError | Forbidden | TooMany> =>
+  Effect.gen(function* () {
+    const entries = yield* attempt(() => {
+      const parsed = parseDefinitions(body)
+      refuseLocal(parsed, options.local)
+      return parsed
+    }, isRefusal)
+    const { maxServices, maxServicesPerRequest } = ctx.host.limits
+    if (entries.length > maxServicesPerRequest) {
+      return yield* new TooMany({
+        message: `A request may define at most ${maxServicesPerRequest} services (max_services_per_request); this one defines ${entries.length}: send them in several requests`,
+        limit: "max_services_per_request",
+        max: maxServicesPerRequest,
+        retryAfterSeconds: 1
+      })
+    }
+    const waitMs = (options.waitSeconds ?? 0) * 1000
+    const commit = ctx.host.serialized(
+      Effect.gen(function* () {
+        const added: string[] = []
+        const updated: string[] = []
+        const unchanged: string[] = []
+        for (const { name, definition } of entries) {
+          const existing = ownEntry(ctx.actors(), name)
+          if (!existing) added.push(name)
+          else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
+          else updated.push(name)
+        }
+        const total = ctx.host.serviceCount()
+        if (added.length > 0 && total + added.length > maxServices) {
+          return yield* new TooMany({
+            message: `The store holds ${total} of at most ${maxServices} services (max_services); adding ${added.length} more is refused`,
+            limit: "max_services",
+            max: maxServices,
+            retryAfterSeconds: 60
+          })
+        }
+        const changed = entries.filter((e) => !unchanged.includes(e.name))
+        if (changed.length > 0) {
+          yield* writeFile(ctx, (draft) => {
+            for (const { name, definition } of changed) draft.setService(ctx.scope, name, definition)
+          })
+        }
+        for (const { name, definition } of changed) {
+          const actor = ownEntry(ctx.actors(), name)
+          if (actor) actor.send({ type: "UPDATE_DEFINITION", definition })
+          else ctx.host.actor.send({ type: "ADD_SERVICE", scope: ctx.scope, name, definition })
+        }
+        return { added, updated, unchanged }
+      })
+    )
+    const answer = (outcome: { added: string[]; updated: string[]; unchanged: string[] }): AddServiceResult => ({
+      services: entries.flatMap(({ name }) => {
+        const actor = ownEntry(ctx.actors(), name)
+        return actor ? [serviceView(actor.getSnapshot())] : []
+      }),
+      ...outcome
+    })
+    if (waitMs <= 0) return answer(yield* commit)
+    // Places for the waits are taken first: once services are added, the wait is not refused.
+    return yield* Effect.acquireUseRelease(
+      attempt(() => ctx.host.waiters.reserve(entries.length), (e): e is TooMany => e instanceof TooMany),
+      (lease) =>
+        Effect.gen(function* () {
+          const outcome = yield* commit
+          yield* Effect.forEach(
+            entries,
+            ({ name }) => {
+              const actor = ownEntry(ctx.actors(), name)
+              return actor ? awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: waitMs, gate: lease.gate }) : Effect.void
+            },
+            { concurrency: "unbounded", discard: true }
+          )
+          return answer(outcome)
+        }),
+      (lease) => Effect.sync(() => lease.release())
+    )
+  })
+
+/** Removes a service from the services file and stops it (connection closed, process tree ended). */
+export const deleteService = (ctx: ScopeContext, nameOrClientId: string): Effect.Effect<{ readonly service_name: string }, ServiceNotFound> =>
+  ctx.host.serialized(
+    Effect.gen(function* () {
+      const name = (yield* ctx.service(nameOrClientId)).getSnapshot().context.name
+      yield* writeFile(ctx, (draft) => {
+        draft.removeService(ctx.scope, name)
+      })
+      yield* Effect.promise(() => ctx.host.removeActor(ctx.scope, name))
+      return { service_name: name }
+    })
+  )
+
+/** delete_service_two_step: step 1 removes the config entry durably, step 2 stops the actor. */
+export const deleteServiceTwoStep = (ctx: ScopeContext, nameOrClientId: string): Effect.Effect<TwoStepDeleteResult, ServiceNotFound> =>
+  ctx.host.serialized(
+    Effect.gen(function* () {
+      const name = (yield* ctx.service(nameOrClientId)).getSnapshot().context.name
+      const message = (e: unknown) => (e instanceof Error ? e.message : String(e))
+      const step = (run: () => Promise<unknown>) =>
+        Effect.tryPromise({ try: run, catch: message }).pipe(Effect.match({ onSuccess: () => null, onFailure: (error) => error }))
+      const step1Error = yield* step(() => ctx.host.file.update((draft) => draft.removeService(ctx.scope, name)))
+      const step2Error = step1Error === null ? yield* step(() => ctx.host.removeActor(ctx.scope, name)) : "skipped: the config entry could not be removed"
+      const step1 = step1Error === null
+      const step2 = step1 && step2Error === null
+      return {
+        service_name: name,
+        step1_config_removal: step1,
+        step2_registry_cleanup: step2,
+        step1_error: step1Error,
+        step2_error: step2Error,
+        overall_success: step1 && step2
+      }
+    })
+  )
+
+/**
+ * Health-checks every service of the scope now, concurrently (MCP ping), and feeds each outcome
+ * into the service's lifecycle. A service that is not connected is reported as it is.
+ */
+export const checkServices = (ctx: ScopeContext) =>
+  Effect.gen(function* () {
+    const timeoutMs = ctx.host.settings.ping_timeout_seconds * 1000
+    const services = yield* Effect.forEach(
+      Object.values(ctx.actors()),
+      (actor) =>
+        Effect.gen(function* () {
+          const snapshot = actor.getSnapshot()
+          const name = snapshot.context.name
+          const connection = snapshot.context.connection
+          const checked_at = new Date().toISOString()
+          if (!isConnected(statusOf(snapshot)) || connection === undefined) {
+            return { name, status: statusOf(snapshot), healthy: false, response_time_ms: null, error: snapshot.context.lastError ?? `not connected (${statusOf(snapshot)})`, checked_at }
+          }
+          const ping = yield* Effect.either(
+            Effect.tryPromise({ try: (signal) => connection.ping({ timeoutMs, signal }), catch: (e) => e })
+          )
+          let report: { ok: boolean; ms: number | null; error: string | null }
+          if (ping._tag === "Right") {
+            report = { ok: true, ms: Math.round(ping.right * 100) / 100, error: null }
+            actor.send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: ping.right })
+          } else {
+            const e = ping.left
+            if (e instanceof McpRequestError && e.kind === "aborted") return yield* Effect.interrupt
+            report = { ok: false, ms: null, error: e instanceof Error ? e.message : String(e) }
+            if (e instanceof McpRequestError && e.kind === "session_expired") {
+              actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+            } else {
+              actor.send({ type: "HEALTH_REPORT", ok: false, error: report.error ?? "health check failed" })
+            }
+          }
+          const status = statusOf(actor.getSnapshot())
+          return { name, status, healthy: report.ok && status === "healthy", response_time_ms: report.ms, error: report.error, checked_at }
+        }),
+      { concurrency: "unbounded" }
+    )
+    return { services, healthy_count: services.filter((s) => s.healthy).length, total: services.length }
+  })
+
+/** Closes the connection and connects afresh, from any status; a `disabled` mark is removed. */
+export const restartService = (
+  ctx: ScopeContext,
+  nameOrClientId: string
+): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound> =>
+  ctx.host.serialized(
+    Effect.gen(function* () {
+      const actor = yield* ctx.service(nameOrClientId)
+      const { name, definition } = actor.getSnapshot().context
+      const stored = ctx.host.file.read()
+      const services = ctx.scope.kind === "store" ? stored.store : ownEntry(stored.agents, ctx.scope.agentId)
+      const current = services === undefined ? undefined : ownEntry(services, name)
+      if (current?.disabled === true) {
+        const { disabled: _d, ...enabled } = current
+        yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, enabled))
+      }
+      if (definition.disabled === true) {
+        const { disabled: _d, ...enabled } = definition
+        actor.send({ type: "UPDATE_DEFINITION", definition: enabled })
+      } else {
+        actor.send({ type: "RESTART" })
+      }
+      return { service_name: name, status: statusOf(actor.getSnapshot()) }
+    })
+  )
+
+/** Replaces a service's definition (written to the file), and reconnects when it changed. */
+export const updateService = (
+  ctx: ScopeContext,
+  nameOrClientId: string,
+  body: unknown,
+  options: { readonly local?: LocalServicesPolicy | undefined } = {}
+): Effect.Effect<{ readonly service: ServiceView; readonly changed: boolean }, ServiceNotFound | ValidationError | Forbidden> =>
+  Effect.gen(function* () {
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return yield* ValidationError.of([{ field: "body", problem: "must be a service definition object" }])
+    }
+    const given = (body as { name?: unknown }).name
+    return yield* ctx.host.serialized(
+      Effect.gen(function* () {
+        const actor = yield* ctx.service(nameOrClientId)
+        const name = actor.getSnapshot().context.name
+        if (given !== undefined && given !== name) {
+          return yield* ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
+        }
+        const entries = yield* attempt(() => {
+          const parsed = parseDefinitions({ ...(body as object), name })
+          refuseLocal(parsed, options.local)
+          return parsed
+        }, isRefusal)
+        const definition = (entries[0] as { definition: ServiceDefinition }).definition
+        const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
+        if (changed) {
+          yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, definition))
+          actor.send({ type: "UPDATE_DEFINITION", definition })
+        }
+        return { service: serviceView(actor.getSnapshot()), changed }
+      })
+    )
+  })
+
+/**
+ * Graceful disconnect: `disconnecting`, then `disconnected` once the transport is closed. The
+ * config entry stays, marked `"disabled": true`, so it stays disconnected after a restart.
+ */
+export const disconnectService = (
+  ctx: ScopeContext,
+  nameOrClientId: string,
+  reason?: string
+): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound | TooMany> =>
+  Effect.gen(function* () {
+    const actor = yield* ctx.host.serialized(
+      Effect.gen(function* () {
+        const actor = yield* ctx.service(nameOrClientId)
+        const { name, definition } = actor.getSnapshot().context
+        yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, { ...definition, disabled: true }))
+        actor.send({ type: "DISCONNECT", reason: reason ?? "disconnect requested" })
+        return actor
+      })
+    )
+    const timeoutMs = (ctx.host.settings.disconnection_timeout_seconds + 1) * 1000
+    yield* awaitSnapshot(actor, (s) => statusOf(s) === "disconnected", { timeoutMs })
+    return { service_name: actor.getSnapshot().context.name, status: statusOf(actor.getSnapshot()) }
+  })
+
+/** Lists the tools again now, for one service or every connected service of the scope. */
+export const refreshTools = (ctx: ScopeContext, serviceName?: string) =>
+  Effect.gen(function* () {
+    const actors = serviceName !== undefined ? [yield* ctx.service(serviceName)] : Object.values(ctx.actors())
+    const timeoutMs = ctx.host.settings.ping_timeout_seconds * 1000 + 1000
+    return yield* Effect.forEach(
+      actors,
+      (actor) =>
+        Effect.gen(function* () {
+          const before = actor.getSnapshot().context
+          const names = (tools: ReadonlyArray<{ name: string }>) => tools.map((t) => t.name).sort().join("\n")
+          if (isConnected(statusOf(actor.getSnapshot()))) {
+            actor.send({ type: "REFRESH_TOOLS" })
+            yield* awaitSnapshot(actor, (s) => s.context.toolsVersion > before.toolsVersion || !isConnected(statusOf(s)), { timeoutMs })
+          }
+          const after = actor.getSnapshot().context
+          const status = statusOf(actor.getSnapshot())
+          return {
+            service_name: after.name,
+            tool_count: after.tools.length,
+            changed: names(after.tools) !== names(before.tools),
+            status,
+            error: isConnected(status) ? null : `not connected (${status})`
+          }
+        }),
+      { concurrency: "unbounded" }
+    )
+  })
+
+/** Stops and removes every service of this scope (agent scope; the store uses `Store.resetConfig`). */
+export const resetAgent = (ctx: ScopeContext): Effect.Effect<number> => {
+  if (ctx.scope.kind !== "agent") return Effect.promise(() => ctx.host.resetConfig("store"))
+  const agentId = ctx.scope.agentId
+  return ctx.host.serialized(
+    Effect.gen(function* () {
+      const names = Object.keys(ctx.actors())
+      yield* writeFile(ctx, (draft) => {
+        draft.removeAgent(agentId)
+      })
+      yield* Effect.promise(() => Promise.all(names.map((name) => ctx.host.removeActor(ctx.scope, name))))
+      return names.length
+    })
+  )
+}

@@ -1,0 +1,90 @@
+/**
+ * What the operations of a scope need from the store, as an interface: the scope's rooms (calls,
+ * commands, queries) depend on this, not on the `Store` class, so src/runtime/store.ts (which hands
+ * out scopes) and the rooms do not import each other. `ScopeContext` is one scope seen through it,
+ * with the service look-ups every room uses.
+ */
+import { Effect } from "effect"
+import type { ServicesFile } from "../config/services-file.js"
+import type { StoreLimits } from "../config/options.js"
+import { clientId, scopeLabel, type Scope } from "../domain/service.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+import type { ServiceActorRef } from "../machines/service.js"
+import type { StoreActorRef } from "../machines/store.js"
+import { ownEntry } from "../machines/supervisor.js"
+import type { ToolRecords } from "../records/records.js"
+import type { Waiters } from "./bridge.js"
+import { ServiceNotFound } from "./errors.js"
+
+/** The store as its scopes see it (implemented by `Store`). */
+export interface StoreHost {
+  /** When the store started (epoch ms). */
+  readonly startedAt: number
+  readonly file: ServicesFile
+  /** The root actor: new services are added through it. */
+  readonly actor: StoreActorRef
+  readonly records: ToolRecords
+  readonly settings: MonitoringSettings
+  readonly limits: StoreLimits
+  /** The count of waits in progress, and its cap. */
+  readonly waiters: Waiters
+  /** Tool calls in progress. */
+  inFlightCalls: number
+  /**
+   * Runs a change while no other change runs, so the file and the actors never disagree; a change
+   * is never cut in half (uninterruptible once it runs).
+   */
+  serialized<A, E>(change: Effect.Effect<A, E>): Effect.Effect<A, E>
+  /** The service actors of a scope, by name. */
+  serviceActors(scope: Scope): Readonly<Record<string, ServiceActorRef>>
+  /** Services across the store and every agent. */
+  serviceCount(): number
+  /** Stops a service actor; resolves when its connection (and process tree) is closed. */
+  removeActor(scope: Scope, name: string): Promise<void>
+  /** Removes every service of the store scope (`store`) or of every scope (`all`). */
+  resetConfig(which: "store" | "all"): Promise<number>
+}
+
+/** One scope of the store, with the look-ups of its services. */
+export class ScopeContext {
+  /** `store`, or the agent's id. */
+  readonly label: string
+
+  constructor(
+    readonly host: StoreHost,
+    readonly scope: Scope
+  ) {
+    this.label = scopeLabel(scope)
+  }
+
+  /** The service actors of this scope. */
+  actors(): Readonly<Record<string, ServiceActorRef>> {
+    return this.host.serviceActors(this.scope)
+  }
+
+  /** Finds a service by name, or by client_id (an exact name wins). */
+  findService(nameOrClientId: string): ServiceActorRef | undefined {
+    const actors = this.actors()
+    const byName = ownEntry(actors, nameOrClientId)
+    if (byName) return byName
+    for (const [name, actor] of Object.entries(actors)) {
+      if (clientId(this.scope, name, actor.getSnapshot().context.definition) === nameOrClientId) return actor
+    }
+    return undefined
+  }
+
+  /** Like `findService`, throwing ServiceNotFound. */
+  requireService(nameOrClientId: string): ServiceActorRef {
+    const actor = this.findService(nameOrClientId)
+    if (!actor) throw ServiceNotFound.of(nameOrClientId, this.label)
+    return actor
+  }
+
+  /** Like `findService`, failing with ServiceNotFound. */
+  service(nameOrClientId: string): Effect.Effect<ServiceActorRef, ServiceNotFound> {
+    return Effect.suspend(() => {
+      const actor = this.findService(nameOrClientId)
+      return actor ? Effect.succeed(actor) : Effect.fail(ServiceNotFound.of(nameOrClientId, this.label))
+    })
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * Effects run as Promises for the store's Promise API (`ScopeApi`, `Store`): the value, or the
+ * failure itself (a `ServiceNotFound`, a `TooMany`...), not Effect's `FiberFailure` wrapper, so a
+ * library user catches the store's errors as they are documented. `signal` interrupts the effect.
+ */
+import { Cause, Effect, Exit } from "effect"
+
+export const runToPromise = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal): Promise<A> =>
+  Effect.runPromiseExit(effect, signal === undefined ? undefined : { signal }).then((exit) => {
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
+  })
+
+/** A synchronous effect's value, or its failure thrown as it is (for the Promise API's synchronous reads). */
+export const runToValue = <A, E>(effect: Effect.Effect<A, E>): A => {
+  const exit = Effect.runSyncExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
+
+/**
+ * A synchronous step that throws the store's errors on purpose: they become the effect's failures;
+ * anything else thrown is a bug (a defect).
+ */
+export const attempt = <A, E>(step: () => A, isFailure: (e: unknown) => e is E): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(step())
+    } catch (e) {
+      return isFailure(e) ? Effect.fail(e) : Effect.die(e)
+    }
+  })
