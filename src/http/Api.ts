@@ -1,12 +1,14 @@
 /**
- * The whole HTTP contract: every group composed into one HttpApi, from which the server, the
- * OpenAPI document and the route table (for the root counts and 405 answers) are all derived.
+ * The whole HTTP contract: every group composed into one HttpApi, with its errors and its
+ * API-level middleware (the API key, the body checks), from which the server, the OpenAPI document
+ * and the route table (for the root counts and 405 answers) are all derived.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentApi } from "./agent/Api.js"
 import { ApplicationApi, SystemApi } from "./app/Api.js"
+import { Authorization, OPEN_ROUTES } from "./authorization.js"
+import { RequestBody, type RouteEntry } from "./contract-middleware.js"
 import * as E from "./errors.js"
-import type { RouteEntry } from "./errors.js"
 import { MonitoringApi } from "./monitoring/Api.js"
 import { StoreApi } from "./store/Api.js"
 import { VERSION } from "../version.js"
@@ -31,6 +33,24 @@ const contractErrorsOnly = (spec: Record<string, any>): Record<string, any> => {
   return spec
 }
 
+/**
+ * The document's security as it is applied: HttpApi lists the bearer security once, at the top
+ * level, but writes `security: []` into every operation, which in OpenAPI means "open". Those are
+ * dropped, so every operation takes the top-level requirement, except the open routes.
+ */
+const securityAsApplied = (spec: Record<string, any>): Record<string, any> => {
+  for (const item of Object.values(spec.paths ?? {}) as Array<Record<string, any>>) {
+    for (const operation of Object.values(item)) {
+      if (Array.isArray(operation?.security) && operation.security.length === 0) delete operation.security
+    }
+  }
+  for (const route of OPEN_ROUTES) {
+    const operation = spec.paths?.[route.path]?.[route.method.toLowerCase()]
+    if (operation !== undefined) operation.security = []
+  }
+  return spec
+}
+
 /** Every group, and every contract error any endpoint may answer with. */
 export class Api extends HttpApi.make("mcp-store")
   .add(StoreApi)
@@ -51,10 +71,15 @@ export class Api extends HttpApi.make("mcp-store")
   .addError(E.BadGateway)
   .addError(E.Unavailable)
   .addError(E.GatewayTimeout)
+  // Both run around the whole router (the extra routes and unknown paths too). HttpApiBuilder wraps
+  // them in turn, so the last added runs first: the key is checked before the body is read
+  // (test/http/authorization.test.ts).
+  .middleware(RequestBody)
+  .middleware(Authorization)
   .annotate(OpenApi.Title, "mcp-store")
   .annotate(OpenApi.Version, VERSION)
   .annotate(OpenApi.Description, "A store of MCP tool services for AI agents")
-  .annotate(OpenApi.Transform, contractErrorsOnly) {}
+  .annotate(OpenApi.Transform, (spec) => securityAsApplied(contractErrorsOnly(spec))) {}
 
 /** Every route of the contract, in declaration order. */
 export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string }> => {

@@ -1,8 +1,8 @@
 /**
  * The routes beyond the 56 (shared/API.md, "Beyond the 56"), mounted on the same router and
- * behind the same contract middleware (errors, API key): the live event stream, Prometheus
- * metrics, actor inspection, the MCP endpoint and the dashboard. Their resources (metrics
- * registry, MCP sessions) are scoped to the server and released when it stops.
+ * behind the same API-level middleware (API key, body checks, errors; src/http/Api.ts): the live
+ * event stream, Prometheus metrics, actor inspection, the MCP endpoint and the dashboard. Their
+ * resources (metrics registry, MCP sessions) are scoped to the server and released when it stops.
  *
  * The long-lived ones are capped: `/events` and `/inspect/events` streams together
  * (`maxEventStreams`) and MCP sessions (`maxMcpSessions`, closed after `mcpSessionIdleSeconds`
@@ -19,7 +19,8 @@ import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
-import { errorBody, validationError, type RouteEntry } from "./errors.js"
+import type { RouteEntry } from "./contract-middleware.js"
+import { errorBody, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */

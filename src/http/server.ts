@@ -1,7 +1,8 @@
 /**
- * Builds and runs the HTTP server: the contract's handlers, the contract middleware, the OpenAPI
- * document and docs page, on a Node http.Server that this module owns, with the store as a scoped
- * resource (started before the server listens, stopped after it closes).
+ * Builds and runs the HTTP server: the contract's handlers and middleware (API key, body checks,
+ * errors in the contract's words), the OpenAPI document and docs page, on a Node http.Server that
+ * this module owns, with the store as a scoped resource (started before the server listens,
+ * stopped after it closes).
  *
  * Start-up: the port opens before the store is built and the handler attached (with 1,000
  * services that takes seconds); a request that arrives then is answered 503 with Retry-After.
@@ -20,8 +21,10 @@ import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
+import { authorizationLayer } from "./authorization.js"
 import { App, type AppState } from "./context.js"
-import { contractMiddleware, errorBody } from "./errors.js"
+import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
+import { errorBody } from "./errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
@@ -92,12 +95,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide(
-      HttpApiBuilder.middleware(
-        Api,
-        contractMiddleware([...routeTable(), ...EXTRA_ROUTES], { apiKey: options.server.apiKey, maxBodyBytes: options.server.maxBodyBytes })
-      )
-    )
+    Layer.provide([authorizationLayer(options.server.apiKey), requestBodyLayer(options.server.maxBodyBytes)]),
+    Layer.provide(HttpApiBuilder.middleware(Api, contractErrors([...routeTable(), ...EXTRA_ROUTES])))
   )
 
   // Every API request's latency feeds the monitor (system_performance) and the metrics.
@@ -117,17 +116,6 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
-  // A 401 names the scheme it wants (RFC 9110, 11.6.1), whichever route answered it. Set as the
-  // response is written: the HttpApi's error responses are built after this middleware runs.
-  const challenged = (app: HttpApp.Default): HttpApp.Default =>
-    options.server.apiKey === undefined
-      ? app
-      : Effect.zipRight(
-          HttpApp.appendPreResponseHandler((_request, response) =>
-            Effect.succeed(response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="mcp-store"') : response)
-          ),
-          app
-        )
 
   const guarded = guardRequests(requestPolicy(options.server, () => state.app?.port ?? options.server.port))
   // Headers every answer carries, and those of the two HTML pages and of 429 answers.
@@ -137,7 +125,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       app
     )
 
-  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(guarded(hardened(challenged(app)))))).pipe(
+  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(guarded(hardened(app))))).pipe(
     // Effect's server opens a tracing span per request (URL parsed, every header copied as an
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),

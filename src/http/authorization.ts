@@ -1,0 +1,75 @@
+/**
+ * Who may use the API (README, Security): with `--api-key`, every request but GET /health and
+ * GET /ui needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
+ * `WWW-Authenticate` challenge without it; with no key every route is open.
+ *
+ * It is the contract's bearer security (the OpenAPI document's `bearer` scheme), applied to the
+ * whole HttpApi (src/http/Api.ts). HttpApiBuilder runs an API-level middleware around the router
+ * itself, before any route is looked up, so this one check also guards the routes mounted beside
+ * the contract (/events, /mcp, /metrics, /inspect/*, /ui, /docs, /openapi.json) and paths with no
+ * route: a request without the key gets 401, never a 404, 405, 413 or 415 that would tell it more.
+ */
+import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import { Effect, Layer, Redacted } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { pathOf, type RouteEntry } from "./contract-middleware.js"
+import { errorBody, Unauthorized } from "./errors.js"
+
+/**
+ * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that
+ * asks for the key itself.
+ */
+export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
+  { method: "GET", path: "/health" },
+  { method: "GET", path: "/ui" }
+]
+
+const isOpen = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  if (request.method !== "GET") return false
+  const path = pathOf(request.url)
+  return OPEN_ROUTES.some((route) => route.path === path)
+}
+
+/** The API key check of every request (the contract's `bearer` security). */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("mcp-store/Authorization", {
+  failure: Unauthorized,
+  security: {
+    bearer: HttpApiSecurity.annotate(
+      HttpApiSecurity.bearer,
+      OpenApi.Description,
+      "The server's --api-key. Needed only when the server was started with one; GET /health never needs it."
+    )
+  }
+}) {}
+
+/** A 401 names the scheme it wants (RFC 9110, 11.6.1); set as the response is written. */
+const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
+  Effect.succeed(response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="mcp-store"') : response)
+)
+
+const refused = Effect.zipRight(
+  challenge,
+  Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
+)
+
+const digest = (text: string): Buffer => createHash("sha256").update(text).digest()
+
+/**
+ * Admits a request whose Authorization header is `Bearer <key>` (the scheme in any case, RFC 9110),
+ * and the open routes. The token (the header past "Bearer ", taken by HttpApiBuilder) is compared
+ * in constant time, as hashes of equal length.
+ */
+const bearerCheck = (apiKey: Redacted.Redacted<string>) => {
+  const expected = digest(Redacted.value(apiKey))
+  return (token: Redacted.Redacted<string>): Effect.Effect<void, Unauthorized, HttpServerRequest.HttpServerRequest> =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      if (isOpen(request)) return Effect.void
+      const header = request.headers["authorization"]
+      const presented = header !== undefined && /^bearer /i.test(header) ? Redacted.value(token) : ""
+      return timingSafeEqual(digest(presented), expected) ? Effect.void : refused
+    })
+}
+
+/** The check for `apiKey`; with none, every request is admitted. */
+export const authorizationLayer = (apiKey: string | undefined): Layer.Layer<Authorization> =>
+  Layer.succeed(Authorization, Authorization.of({ bearer: apiKey === undefined ? () => Effect.void : bearerCheck(Redacted.make(apiKey)) }))

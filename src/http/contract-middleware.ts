@@ -1,0 +1,272 @@
+/**
+ * What the framework would answer in its own words, answered in the contract's (shared/API.md,
+ * Conventions): request bodies checked before routing (content type, size read with a streaming
+ * limit, well-formed JSON, an object, nesting depth), so a bad body is a 400, 413 or 415 and never
+ * a defect; and routing, decoding and unexpected failures mapped to the contract's error body
+ * (404, 405, a path parameter the router refused, field-by-field decode wording, a defect as 500
+ * with a trace id).
+ */
+import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import {
+  BadRequest,
+  errorBody,
+  logInternal,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  UnsupportedMediaType,
+  validationError,
+  type ApiError
+} from "./errors.js"
+
+/** A route table entry: method and path pattern, e.g. `DELETE /for_store/delete_service/:service_name`. */
+export interface RouteEntry {
+  readonly method: string
+  readonly path: string
+}
+
+/**
+ * The request's path as the router sees it. Not `new URL(url, base)`: that reads "//x/y" as a host
+ * "x" and path "/y" (so "//for_store/health" looked like the open "/health"), and throws on "//".
+ */
+export const pathOf = (url: string): string => {
+  const end = url.search(/[?#]/)
+  return end === -1 ? url : url.slice(0, end)
+}
+
+/**
+ * Deepest nesting of arrays and objects a body may have. The schema decoder, its error formatter
+ * and JSON.stringify (records, upstream requests) all recurse: a 10 KB body of nested arrays
+ * overflows the stack. Refused before decoding, like malformed JSON.
+ */
+export const MAX_BODY_DEPTH = 64
+
+/** Whether a parsed JSON value nests deeper than `limit` (iterative: never overflows itself). */
+const nestedDeeperThan = (value: unknown, limit: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== "object" || v === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+const tooLarge = (limit: number) => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${limit} bytes`, { limit }))
+
+/** The body read so far, or why it was not: over the limit, or the client went away. */
+type BodyRead = { readonly text: string } | { readonly tooLarge: true } | { readonly failed: Error }
+
+/**
+ * Reads a request body, counting bytes as they arrive: past `limit` reading stops at once (the
+ * rest is never buffered; the answer, 413, closes the connection). Effect's own reader would
+ * destroy the socket at its limit, leaving the client with no answer.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest, limit: number): Effect.Effect<BodyRead> =>
+  Effect.async<BodyRead>((resume) => {
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Buffer[] = []
+    let bytes = 0
+    const done = (result: BodyRead) => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+      resume(Effect.succeed(result))
+    }
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > limit) {
+        source.pause()
+        return done({ tooLarge: true })
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => done({ text: Buffer.concat(chunks, bytes).toString("utf8") })
+    const onError = (e: Error) => done({ failed: e })
+    source.on("data", onData)
+    source.once("end", onEnd)
+    source.once("error", onError)
+    return Effect.sync(() => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+    })
+  })
+
+/**
+ * Hands a body read by `readBody` to the framework, which reads it again to decode the payload:
+ * the Node request caches its text in `textEffect` (platform-node's HttpIncomingMessageImpl, an
+ * internal field: without it the fallback below answers an oversized chunked body by resetting the
+ * connection, and test/http/contract-errors.test.ts fails).
+ */
+const canProvideText = (request: HttpServerRequest.HttpServerRequest): boolean => "textEffect" in request
+const provideText = (request: HttpServerRequest.HttpServerRequest, text: string): void => {
+  ;(request as { textEffect?: unknown }).textEffect = Effect.succeed(text)
+}
+
+/**
+ * Whether a media type is JSON: exactly `application/json`, parameters allowed. Not a substring
+ * test: `text/plain; charset=application/json` is what a web page may send without a preflight.
+ */
+const isJsonMediaType = (type: string): boolean => type.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
+
+/** Routes whose body may be a JSON array: add_service's list form, and JSON-RPC on the MCP endpoints. */
+const arrayBodyAllowed = (path: string): boolean => /\/add_service\/?$/.test(path) || /^(\/for_agent\/[^/]+)?\/mcp\/?$/.test(path)
+
+/**
+ * The content type of a request that may carry a body: when a body is sent, or any content type
+ * is named, it must be JSON (a web page can send any other type without a preflight).
+ */
+const mediaTypeProblem = (type: string | undefined, length: string | undefined, chunked: boolean): UnsupportedMediaType | undefined => {
+  const hasBody = chunked || (length !== undefined && length !== "0")
+  if (type === undefined ? !hasBody : isJsonMediaType(type)) return undefined
+  const message = type === undefined ? "A request body needs 'Content-Type: application/json'" : `Content-Type must be application/json, not '${type.slice(0, 100)}'`
+  return new UnsupportedMediaType(errorBody("UNSUPPORTED_MEDIA_TYPE", message, { content_type: type ?? null }))
+}
+
+/** The body checks: well-formed JSON, an object (or an array where allowed), nesting depth. Undefined when it passes. */
+const bodyProblem = (text: string, path: string): BadRequest | undefined => {
+  if (text.length === 0) return undefined
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (e) {
+    return validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }])
+  }
+  if (typeof parsed !== "object" || parsed === null || (Array.isArray(parsed) && !arrayBodyAllowed(path))) {
+    const problem = `must be a JSON object${arrayBodyAllowed(path) ? " or array" : ""}, not ${parsed === null ? "null" : Array.isArray(parsed) ? "an array" : typeof parsed === "string" ? "a string" : typeof parsed === "number" ? "a number" : "a boolean"}`
+    return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
+  }
+  if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
+    const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
+    return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
+  }
+  return undefined
+}
+
+/**
+ * The body checks of every request, before routing: content type, size, JSON. An API-level
+ * middleware of the contract (src/http/Api.ts), so it runs after the API key is checked
+ * (src/http/authorization.ts): a request without the key learns nothing about its body.
+ */
+export class RequestBody extends HttpApiMiddleware.Tag<RequestBody>()("mcp-store/RequestBody", {
+  failure: Schema.Union(UnsupportedMediaType, PayloadTooLarge, BadRequest)
+}) {}
+
+/** The body checks, with bodies over `maxBodyBytes` refused 413 (read no further than that). */
+export const requestBodyLayer = (maxBodyBytes: number): Layer.Layer<RequestBody> =>
+  Layer.succeed(
+    RequestBody,
+    // Written with plain combinators, not a generator: this runs on every request.
+    RequestBody.of(
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<void, UnsupportedMediaType | PayloadTooLarge | BadRequest> => {
+        if (!HttpMethod.hasBody(request.method)) return Effect.void
+        // Each read of `request.headers` builds a new Headers object: read it once.
+        const headers = request.headers
+        const length = headers["content-length"]
+        const chunked = headers["transfer-encoding"] !== undefined
+        const typeProblem = mediaTypeProblem(headers["content-type"], length, chunked)
+        if (typeProblem !== undefined) return Effect.fail(typeProblem)
+        if (Number(length ?? "0") > maxBodyBytes) return Effect.fail(tooLarge(maxBodyBytes))
+        if (length === undefined && !chunked) return Effect.void
+        const checked = (text: string): Effect.Effect<void, BadRequest> => {
+          const problem = bodyProblem(text, pathOf(request.url))
+          return problem === undefined ? Effect.void : Effect.fail(problem)
+        }
+        if (!canProvideText(request)) {
+          // Not the Node request this was written for: the framework's reader, bounded (past the
+          // limit it resets the connection instead of answering 413).
+          return Effect.flatMap(
+            IncomingMessage.withMaxBodySize(request.text, Option.some(maxBodyBytes)).pipe(Effect.mapError(() => tooLarge(maxBodyBytes))),
+            checked
+          )
+        }
+        return Effect.flatMap(readBody(request, maxBodyBytes), (read): Effect.Effect<void, PayloadTooLarge | BadRequest> => {
+          if ("tooLarge" in read) return Effect.fail(tooLarge(maxBodyBytes))
+          if ("failed" in read) return Effect.interrupt // the client went away mid-body: nobody to answer
+          provideText(request, read.text)
+          return checked(read.text)
+        })
+      })
+    )
+  )
+
+/** Describes a schema decode failure field by field, in words a client can act on. */
+const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
+  e.issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.map(String).join(".") : "body"
+    if (issue._tag === "Missing") return { field, problem: "is required" }
+    if (issue._tag === "Unexpected") return { field, problem: "is not allowed" }
+    if (issue.path.length === 0 && issue._tag === "Type") return { field, problem: "must be a JSON object with this endpoint's fields" }
+    return { field, problem: issue.message }
+  })
+
+const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)
+
+/**
+ * Why the router found no route for a path that has a route's shape and method: find-my-way drops
+ * a match whose parameter is not valid percent-encoding (or longer than its maxParamLength), and
+ * the request would otherwise be answered 405 with the very method it used.
+ */
+const refusedParameter = (routes: ReadonlyArray<RouteEntry>, method: string, path: string): { field: string; problem: string } => {
+  const segments = path.split("/")
+  for (const route of routes) {
+    const parts = route.path.split("/")
+    if (route.method !== method || parts.length !== segments.length) continue
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] as string
+      if (!part.startsWith(":")) continue
+      try {
+        decodeURIComponent(segments[i] as string)
+      } catch {
+        return { field: part.slice(1), problem: "is not valid percent-encoded UTF-8" }
+      }
+    }
+  }
+  return { field: "path", problem: "has a parameter that cannot be read (too long or badly encoded)" }
+}
+
+/**
+ * The API-level middleware around everything the router answers (for HttpApiBuilder.middleware):
+ * routing and decoding failures become contract errors, a defect an INTERNAL_ERROR with a trace
+ * id. `routes` (the contract's and the extra ones) tell a 405 from a 404.
+ */
+export const contractErrors = (routes: ReadonlyArray<RouteEntry>) => {
+  const patterns = routes.map((r) => ({ method: r.method, pattern: patternOf(r.path) }))
+  /** Routing and decoding failures in the contract's terms; anything else is already a contract error. */
+  const contractError = (e: unknown): ApiError => {
+    if (e instanceof HttpApiError.HttpApiDecodeError) {
+      const fields = decodeProblems(e)
+      return validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields)
+    }
+    if (e instanceof HttpServerError.RouteNotFound) {
+      const path = pathOf(e.request.url)
+      const allowed = patterns.filter((p) => p.pattern.test(path)).map((p) => p.method)
+      if (allowed.includes(e.request.method)) {
+        const refused = refusedParameter(routes, e.request.method, path)
+        return validationError(`Invalid request: ${refused.field} ${refused.problem}`, [refused])
+      }
+      return allowed.length > 0
+        ? new MethodNotAllowed(errorBody("METHOD_NOT_ALLOWED", `Method ${e.request.method} is not allowed on ${path}; use ${allowed.join(", ")}`, { allowed }))
+        : new NotFound(errorBody("NOT_FOUND", `No route ${e.request.method} ${path}`, { path }))
+    }
+    // Anything else is already a contract error (or a failure the framework encodes itself).
+    return e as ApiError
+  }
+  const onCause = (cause: Cause.Cause<unknown>): Effect.Effect<never, ApiError> => {
+    const failed = Cause.failureOption(cause)
+    if (Option.isSome(failed)) return Effect.fail(contractError(failed.value))
+    // Request decoding fails as HttpApiDecodeError (above). A ParseError defect comes from encoding
+    // the answer (a response that does not fit its schema): the server's fault, never the client's.
+    const defect = Cause.dieOption(cause)
+    if (Option.isSome(defect)) {
+      return logInternal(ParseResult.isParseError(defect.value) ? "response does not match its schema" : "unexpected defect", Cause.die(defect.value))
+    }
+    return Effect.failCause(cause as Cause.Cause<never>)
+  }
+  return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) => Effect.catchAllCause(app, onCause)
+}
