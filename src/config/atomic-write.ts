@@ -1,0 +1,136 @@
+/**
+ * Writing a file that holds secrets so that a crash never leaves it half written: the atomic
+ * replace (a temporary file flushed and renamed over the old one), backups that never overwrite
+ * and never follow a symlink, private file modes, and the clean-up of temporary files a killed
+ * process left behind. Used for the services file (src/config/services-file.ts).
+ */
+import { randomBytes } from "node:crypto"
+import { constants as fsConstants } from "node:fs"
+import { open as openFile, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises"
+import { basename, dirname, join } from "node:path"
+
+/** The `code` of a Node system error (`ENOENT`, `EEXIST`...), or undefined. */
+export const errnoCode = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+
+/** The mode of a file this store writes: 0600, or the old file's mode where it is stricter (never looser). */
+const privateMode = (previous: number | undefined): number => (previous === undefined ? 0o600 : previous & 0o600)
+
+/**
+ * Replaces `path` with `text` so that a crash at any moment leaves the old or the new file: a
+ * temporary file in the same folder, flushed, renamed over the old one, then the folder flushed.
+ * The file holds secrets (env and header values): it is written with mode 0600, or the old file's
+ * mode where that is stricter; its owner is kept when allowed. The temporary file is created new
+ * (O_CREAT|O_EXCL: never an existing file, never through a symlink), 0600 from the start.
+ *
+ * Every step is a round trip to libuv's thread pool, and on a busy event loop each one waits for
+ * a turn of the loop: the steps that do not depend on each other (reading the old file's mode,
+ * creating the temporary file, opening the folder; setting mode and owner) run together.
+ */
+export const writeAtomically = async (path: string, text: string): Promise<void> => {
+  const dir = dirname(path)
+  const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+  const [previousResult, handleResult, folderResult] = await Promise.allSettled([
+    stat(path),
+    openFile(tmp, "wx", 0o600),
+    openFile(dir, "r")
+  ])
+  const previous = previousResult.status === "fulfilled" ? previousResult.value : undefined
+  const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
+  const created = handleResult.status === "fulfilled"
+  try {
+    try {
+      if (handleResult.status === "rejected") throw handleResult.reason
+      const handle = handleResult.value
+      try {
+        const mode = privateMode(previous === undefined ? undefined : previous.mode & 0o7777)
+        const owned = previous === undefined || (previous.uid === process.getuid?.() && previous.gid === process.getgid?.())
+        await Promise.all([
+          // The umask may have narrowed 0600 further when the file was created: that is kept.
+          mode === 0o600 ? undefined : handle.chmod(mode),
+          owned ? undefined : handle.chown(previous.uid, previous.gid).catch(() => undefined)
+        ])
+        await handle.writeFile(text, "utf8")
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await rename(tmp, path)
+    } catch (e) {
+      if (created) await rm(tmp, { force: true }).catch(() => undefined)
+      throw e
+    }
+    // Best effort: some platforms and file systems cannot fsync a folder. The rename is done and
+    // visible; only its durability across a power loss is then not confirmed.
+    await folder?.sync().catch(() => undefined)
+  } finally {
+    // Closed on every path, a failed write included.
+    await folder?.close().catch(() => undefined)
+  }
+}
+
+/** `20261123T034844Z`: a time for file names (no colons). */
+const fileTime = (at: Date): string => at.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
+
+/**
+ * Writes `text` to a new file beside `path`: `<path>.bak`, or when that name is taken (by a file,
+ * a folder or a symlink) `<path>.<time>.bak`, then `<path>.<time>.<n>.bak`. Each name is created
+ * with O_CREAT|O_EXCL|O_NOFOLLOW, so an existing file is never overwritten and a planted symlink
+ * never followed. Mode 0600 (or `mode` where stricter). Resolves with the name written.
+ */
+export const writeBackup = async (path: string, text: string, mode: number | undefined): Promise<string> => {
+  const time = fileTime(new Date())
+  const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW
+  for (let n = 0; ; n++) {
+    const name = n === 0 ? `${path}.bak` : n === 1 ? `${path}.${time}.bak` : `${path}.${time}.${n - 1}.bak`
+    let handle: FileHandle
+    try {
+      handle = await openFile(name, flags, 0o600)
+    } catch (e) {
+      const code = errnoCode(e)
+      if ((code === "EEXIST" || code === "ELOOP" || code === "EISDIR") && n < 1000) continue
+      throw e
+    }
+    try {
+      const wanted = privateMode(mode)
+      if (wanted !== 0o600) await handle.chmod(wanted)
+      await handle.writeFile(text, "utf8")
+      await handle.sync()
+    } catch (e) {
+      await handle.close().catch(() => undefined)
+      await rm(name, { force: true }).catch(() => undefined)
+      throw e
+    }
+    await handle.close()
+    return name
+  }
+}
+
+/**
+ * Removes the temporary files a process killed in the middle of `writeAtomically` left beside the
+ * services file (`.<name>.<pid>.<hex>.tmp`), when that process no longer runs. Best effort. They
+ * hold a full copy of the file, secrets included, and would pile up crash after crash.
+ */
+export const removeStaleTemporaries = async (path: string): Promise<void> => {
+  const pattern = new RegExp(`^\\.${basename(path).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.(\\d+)\\.[0-9a-f]+\\.tmp$`)
+  let names: string[]
+  try {
+    names = await readdir(dirname(path))
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const pid = pattern.exec(name)?.[1]
+    if (pid === undefined || Number(pid) === process.pid || processRuns(Number(pid))) continue
+    await rm(join(dirname(path), name), { force: true }).catch(() => undefined)
+  }
+}
+
+const processRuns = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return errnoCode(e) === "EPERM"
+  }
+}
