@@ -98,6 +98,13 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
   }
 }
 
+/**
+ * A store operation (an Effect) as a handler runs it: its failures, the store's errors, become
+ * their contract errors (the one mapping, `fromStoreError`); a defect stays a defect, answered 500
+ * with a trace id by the contract middleware.
+ */
+export const contract = <A, E extends StoreError, R>(operation: Effect.Effect<A, E, R>) => Effect.mapError(operation, fromStoreError)
+
 /** A store error as its contract error; anything else is a bug, logged as a defect. */
 const failure = (e: unknown): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
   isStoreError(e) ? Effect.fail(fromStoreError(e)) : logInternal("unexpected failure", Cause.die(e))

@@ -1,50 +1,65 @@
 /**
- * The handlers the store and agent groups share (add_service, call_tool, use_tool, wait_service):
- * decode is done by the contract, so each one calls a store operation and shapes the answer.
+ * The handlers the store and agent groups share: decoding is done by the contract, so each one runs
+ * a store operation (an Effect of src/runtime/{calls,commands,queries}.ts) on its scope, maps its
+ * failures with `contract` (the one mapping to HTTP), and shapes the answer. A scope is an Effect
+ * too: an agent's id is checked first (400 when malformed). An interrupted handler (the client went
+ * away) interrupts the operation: a wait ends, a call is cancelled upstream.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
-import { localServicesPolicy } from "./request-guard.js"
-import { Effect } from "effect"
-import { toolErrorMessage, type ScopeApi } from "../runtime/scope.js"
-import { run, waitTimeout } from "./errors.js"
-import type { Schema } from "effect"
-import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
+import { dict } from "../domain/dict.js"
+import * as calls from "../runtime/calls.js"
+import * as commands from "../runtime/commands.js"
+import type { ValidationError } from "../runtime/errors.js"
+import type { ScopeContext } from "../runtime/host.js"
+import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
-import { dict } from "../domain/dict.js"
+import { contract, waitTimeout } from "./errors.js"
+import { localServicesPolicy } from "./request-guard.js"
+import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
+
+/** The scope a handler acts on: the store's, or an agent's once its id is checked. */
+export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
 
 /** Whether the request being handled may define local (command) services. */
 export const localPolicy = (server: ServerOptions) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => localServicesPolicy(server, request))
 
-export const addService = (scope: () => ScopeApi, payload: unknown, wait: number | undefined, server: ServerOptions) =>
-  Effect.flatMap(localPolicy(server), (local) => run(async () => {
-    const result = await scope().addService(payload, { local, ...(wait !== undefined ? { waitSeconds: wait } : {}) })
-    const parts = [
-      result.added.length > 0 ? `added ${result.added.join(", ")}` : "",
-      result.updated.length > 0 ? `updated ${result.updated.join(", ")}` : "",
-      result.unchanged.length > 0 ? `unchanged ${result.unchanged.join(", ")}` : ""
-    ].filter((p) => p !== "")
-    return { success: true, message: `Services ${parts.join("; ")}`, ...result }
-  }))
+export const addService = (scope: ScopeRef, payload: unknown, wait: number | undefined, server: ServerOptions) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const local = yield* localPolicy(server)
+      const result = yield* commands.addService(ctx, payload, { local, waitSeconds: wait })
+      const parts = [
+        result.added.length > 0 ? `added ${result.added.join(", ")}` : "",
+        result.updated.length > 0 ? `updated ${result.updated.join(", ")}` : "",
+        result.unchanged.length > 0 ? `unchanged ${result.unchanged.join(", ")}` : ""
+      ].filter((p) => p !== "")
+      return { success: true, message: `Services ${parts.join("; ")}`, ...result }
+    })
+  )
 
 /**
  * call_tool and use_tool, the hot path: the answer is built as the contract's CallToolResponse
  * (checked when compiling) and sent as JSON at once, without the schema encoding pass, which for
  * these fields (plain JSON values, no transformations) would return it unchanged.
  */
-export const callTool = (scope: () => ScopeApi, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
-  Effect.map(
-    run((signal) => scope().callTool(payload, signal)),
-    (output) => {
-      const answer: Schema.Schema.Encoded<typeof CallToolResponse> = {
-        success: !output.is_error,
-        message: output.is_error ? toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-        ...output
+export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) => calls.callTool(ctx, payload)),
+      (output) => {
+        const answer: Schema.Schema.Encoded<typeof CallToolResponse> = {
+          success: !output.is_error,
+          message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
+          ...output
+        }
+        return HttpServerResponse.unsafeJson(answer)
       }
-      return HttpServerResponse.unsafeJson(answer)
-    }
+    )
   )
 
 /**
@@ -64,20 +79,18 @@ export const listServicesAnswer = (services: ReadonlyArray<ServiceView>) => {
   return HttpServerResponse.unsafeJson(answer)
 }
 
+/** list_services of one scope. */
+export const listServices = (scope: ScopeRef) => contract(Effect.map(Effect.flatMap(scope, queries.listServices), listServicesAnswer))
+
 export const waitService = (
-  scope: () => ScopeApi,
+  scope: ScopeRef,
   payload: Schema.Schema.Type<typeof WaitPayload>,
   context: { readonly context: "store" } | { readonly context: "agent"; readonly agent_id: string }
 ) =>
   Effect.flatMap(
-    run(async (signal) =>
-      scope().waitService(
-        {
-          client_id_or_service_name: payload.client_id_or_service_name,
-          status: payload.status as never,
-          timeout: payload.timeout
-        },
-        signal
+    contract(
+      Effect.flatMap(scope, (ctx) =>
+        queries.waitService(ctx, { client_id_or_service_name: payload.client_id_or_service_name, status: payload.status as never, timeout: payload.timeout })
       )
     ),
     (outcome) => {
@@ -103,73 +116,83 @@ export const waitService = (
     }
   )
 
-export const getServiceInfo = (scope: () => ScopeApi, name: string) =>
-  run(() => {
-    const info = scope().getServiceInfo(name)
-    return { success: true, message: `Service '${info.service.name}' is ${info.service.status}`, ...info }
-  })
+export const getServiceInfo = (scope: ScopeRef, name: string) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) => queries.getServiceInfo(ctx, name)),
+      (info) => ({ success: true, message: `Service '${info.service.name}' is ${info.service.status}`, ...info })
+    )
+  )
 
-export const listTools = (scope: () => ScopeApi, serviceName: string | undefined) =>
-  run(() => {
-    const tools = scope().listTools(serviceName)
-    // Keyed by service name: a null-prototype record, so "constructor" is a name like any other.
-    const tools_by_service = dict<number>()
-    for (const t of tools) tools_by_service[t.service_name] = (tools_by_service[t.service_name] ?? 0) + 1
-    if (serviceName === undefined) for (const s of scope().listServices()) tools_by_service[s.name] ??= 0
-    else tools_by_service[scope().requireService(serviceName).getSnapshot().context.name] ??= 0
-    return {
+export const listTools = (scope: ScopeRef, serviceName: string | undefined) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const tools = yield* queries.listTools(ctx, serviceName)
+      // Keyed by service name: a null-prototype record, so "constructor" is a name like any other.
+      const tools_by_service = dict<number>()
+      for (const t of tools) tools_by_service[t.service_name] = (tools_by_service[t.service_name] ?? 0) + 1
+      if (serviceName === undefined) for (const s of yield* queries.listServices(ctx)) tools_by_service[s.name] ??= 0
+      else tools_by_service[(yield* ctx.service(serviceName)).getSnapshot().context.name] ??= 0
+      return {
+        success: true,
+        message: `${tools.length} tool(s)`,
+        tools,
+        total_tools: tools.length,
+        services_count: Object.keys(tools_by_service).length,
+        tools_by_service
+      }
+    })
+  )
+
+export const checkServices = (scope: ScopeRef) =>
+  contract(
+    Effect.map(Effect.flatMap(scope, commands.checkServices), (result) => ({
       success: true,
-      message: `${tools.length} tool(s)`,
-      tools,
-      total_tools: tools.length,
-      services_count: Object.keys(tools_by_service).length,
-      tools_by_service
-    }
-  })
+      message: `${result.healthy_count} of ${result.total} service(s) healthy`,
+      ...result
+    }))
+  )
 
-export const checkServices = (scope: () => ScopeApi) =>
-  run(async (signal) => {
-    const result = await scope().checkServices(signal)
-    return { success: true, message: `${result.healthy_count} of ${result.total} service(s) healthy`, ...result }
-  })
+export const deleteService = (scope: ScopeRef, name: string) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) => commands.deleteService(ctx, name)),
+      (result) => ({ success: true, message: `Service '${result.service_name}' deleted`, ...result })
+    )
+  )
 
-export const deleteService = (scope: () => ScopeApi, name: string) =>
-  run(async () => {
-    const result = await scope().deleteService(name)
-    return { success: true, message: `Service '${result.service_name}' deleted`, ...result }
-  })
+export const showMcpConfig = (scope: ScopeRef, path: string) =>
+  contract(Effect.map(Effect.flatMap(scope, queries.mcpConfig), (config) => ({ success: true, message: "Services configuration", config, path })))
 
-export const showMcpConfig = (scope: () => ScopeApi, path: string) =>
-  run(() => ({ success: true, message: "Services configuration", config: scope().mcpConfig(), path }))
-
-export const health = (scope: () => ScopeApi, agentId?: string) =>
-  run(() => {
-    const h = scope().health()
-    return {
+export const health = (scope: ScopeRef, agentId?: string) =>
+  contract(
+    Effect.map(Effect.flatMap(scope, queries.health), (h) => ({
       success: true,
       message: `${h.total_services} service(s), ${h.status}`,
       ...h,
       version: VERSION,
       ...(agentId !== undefined ? { agent_id: agentId } : {})
-    }
-  })
+    }))
+  )
 
-export const toolRecords = (
-  scope: () => ScopeApi,
-  query: Schema.Schema.Type<typeof RecordsQuery>,
-  all: boolean
-) =>
-  run(async () => {
-    const page = await scope().toolRecords(
-      {
-        limit: query.limit ?? 50,
-        offset: query.offset ?? 0,
-        service_name: query.service_name,
-        tool_name: query.tool_name,
-        outcome: query.outcome,
-        since: query.since !== undefined ? Date.parse(query.since) : undefined
-      },
-      all
+export const toolRecords = (scope: ScopeRef, query: Schema.Schema.Type<typeof RecordsQuery>, all: boolean) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) =>
+        queries.toolRecords(
+          ctx,
+          {
+            limit: query.limit ?? 50,
+            offset: query.offset ?? 0,
+            service_name: query.service_name,
+            tool_name: query.tool_name,
+            outcome: query.outcome,
+            since: query.since !== undefined ? Date.parse(query.since) : undefined
+          },
+          all
+        )
+      ),
+      (page) => ({ success: true, message: `${page.executions.length} of ${page.total} record(s)`, ...page })
     )
-    return { success: true, message: `${page.executions.length} of ${page.total} record(s)`, ...page }
-  })
+  )

@@ -22,7 +22,7 @@ import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
-import type { StoreHost } from "./host.js"
+import { ScopeContext, type StoreHost } from "./host.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { indexDelayedEvents } from "./timers.js"
@@ -155,16 +155,26 @@ export class Store implements StoreHost {
     )
   }
 
-  /** Operations on the store scope. */
+  /** Operations on the store scope (one object for the store's life). */
   forStore(): ScopeApi {
-    return new ScopeApi(this, STORE_SCOPE)
+    this.storeApi ??= new ScopeApi(this, STORE_SCOPE)
+    return this.storeApi
   }
+  private storeApi: ScopeApi | undefined
 
   /** Operations on one agent's scope; the id is validated (400 when malformed). */
   forAgent(agentId: string): ScopeApi {
     const problem = agentIdProblem(agentId)
     if (problem) throw ValidationError.of([{ field: "agent_id", problem }])
     return new ScopeApi(this, agentScope(agentId))
+  }
+
+  /** One agent's scope as the Effect operations take it; a malformed id fails with ValidationError (400). */
+  agentContext(agentId: string): Effect.Effect<ScopeContext, ValidationError> {
+    return Effect.suspend(() => {
+      const problem = agentIdProblem(agentId)
+      return problem ? Effect.fail(ValidationError.of([{ field: "agent_id", problem }])) : Effect.succeed(new ScopeContext(this, agentScope(agentId)))
+    })
   }
 
   /** The agent actor of an agent, if it has any service. */

@@ -1,20 +1,20 @@
-/** The agent group's handlers: the agent id is checked by the store (400 when malformed). */
+/** The agent group's handlers: the agent id is checked first (400 when malformed). */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import * as commands from "../../runtime/commands.js"
+import * as queries from "../../runtime/queries.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { run } from "../errors.js"
+import { contract } from "../errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const { store, server } = yield* App
-    const scope = (agentId: string) => () => store.forAgent(agentId)
+    const scope = (agentId: string) => store.agentContext(agentId)
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
-      .handle("listServices", ({ path }) =>
-        run(() => Shared.listServicesAnswer(store.forAgent(path.agent_id).listServices()))
-      )
+      .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("callTool", ({ path, payload }) => Shared.callTool(scope(path.agent_id), payload))
@@ -26,20 +26,26 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("deleteService", ({ path }) => Shared.deleteService(scope(path.agent_id), path.service_name))
       .handle("showMcpConfig", ({ path }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path))
       .handle("resetConfig", ({ path }) =>
-        run(async () => {
-          const removed = await store.forAgent(path.agent_id).resetAgent()
-          return { success: true, message: `Removed ${removed} service(s) of agent '${path.agent_id}'`, scope: path.agent_id, removed }
-        })
+        contract(
+          Effect.map(Effect.flatMap(scope(path.agent_id), commands.resetAgent), (removed) => ({
+            success: true,
+            message: `Removed ${removed} service(s) of agent '${path.agent_id}'`,
+            scope: path.agent_id,
+            removed
+          }))
+        )
       )
       .handle("health", ({ path }) => Shared.health(scope(path.agent_id), path.agent_id))
       .handle("getStats", ({ path }) =>
-        run(() => ({
-          success: true,
-          message: `Statistics of agent '${path.agent_id}'`,
-          ...store.forAgent(path.agent_id).stats(),
-          context_type: "agent" as const,
-          agent_id: path.agent_id
-        }))
+        contract(
+          Effect.map(Effect.flatMap(scope(path.agent_id), queries.stats), (stats) => ({
+            success: true,
+            message: `Statistics of agent '${path.agent_id}'`,
+            ...stats,
+            context_type: "agent" as const,
+            agent_id: path.agent_id
+          }))
+        )
       )
       .handle("toolRecords", ({ path, urlParams }) => Shared.toolRecords(scope(path.agent_id), urlParams, false))
   })

@@ -6,21 +6,25 @@ import { systemResources } from "../../runtime/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { run } from "../errors.js"
+import * as commands from "../../runtime/commands.js"
+import * as queries from "../../runtime/queries.js"
+import { contract, run } from "../errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store } = app
-    const scope = () => store.forStore()
+    const scope: Shared.ScopeRef = Effect.succeed(store.forStore().effects)
+    const ctx = store.forStore().effects
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
       .handle("listServices", ({ urlParams }) =>
-        run(() => {
-          const scopes = [scope(), ...(urlParams.scope === "all" ? store.agentIds().map((id) => store.forAgent(id)) : [])]
-          return Shared.listServicesAnswer(scopes.flatMap((s) => s.listServices()))
-        })
+        urlParams.scope === "all"
+          ? Effect.sync(() =>
+              Shared.listServicesAnswer([store.forStore(), ...store.agentIds().map((id) => store.forAgent(id))].flatMap((s) => s.listServices()))
+            )
+          : Shared.listServices(scope)
       )
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
       .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
@@ -29,10 +33,10 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("checkServices", () => Shared.checkServices(scope))
       .handle("health", () => Shared.health(scope))
       .handle("getStats", () =>
-        run(() => ({
+        Effect.map(queries.stats(ctx), (stats) => ({
           success: true,
           message: "Store statistics",
-          ...scope().stats(),
+          ...stats,
           total_agents: store.agentIds().length,
           context_type: "store" as const
         }))
@@ -54,16 +58,13 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("waitService", ({ payload }) => Shared.waitService(scope, payload, { context: "store" }))
       .handle("deleteService", ({ path }) => Shared.deleteService(scope, path.service_name))
       .handle("deleteServiceTwoStep", ({ payload }) =>
-        run(async () => {
-          const result = await scope().deleteServiceTwoStep(payload.service_name)
-          return {
+        contract(Effect.map(commands.deleteServiceTwoStep(ctx, payload.service_name), (result) => ({
             success: result.overall_success,
             message: result.overall_success
               ? `Service '${result.service_name}' deleted`
               : `Service '${result.service_name}' was not fully deleted`,
             ...result
-          }
-        })
+        })))
       )
       .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
@@ -77,31 +78,41 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
         run(async () => ({ success: true, message: "System resources", ...(await systemResources(store.file.path, store.startedAt)) }))
       )
       .handle("serviceStatus", ({ path }) =>
-        run(() => {
-          const status = scope().serviceStatus(path.service_name)
-          return { success: true, message: `Service '${status.name}' is ${status.status}`, ...status }
-        })
+        contract(
+          Effect.map(queries.serviceStatus(ctx, path.service_name), (status) => ({
+            success: true,
+            message: `Service '${status.name}' is ${status.status}`,
+            ...status
+          }))
+        )
       )
       .handle("restartService", ({ payload }) =>
-        run(async () => {
-          const result = await scope().restartService(payload.service_name)
-          return { success: true, message: `Service '${result.service_name}' restarting`, ...result }
-        })
+        contract(
+          Effect.map(commands.restartService(ctx, payload.service_name), (result) => ({
+            success: true,
+            message: `Service '${result.service_name}' restarting`,
+            ...result
+          }))
+        )
       )
       .handle("updateService", ({ path, payload }) =>
-        Effect.flatMap(Shared.localPolicy(app.server), (local) =>
-          run(async () => {
-            const result = await scope().updateService(path.service_name, payload, { local })
+        contract(
+          Effect.gen(function* () {
+            const local = yield* Shared.localPolicy(app.server)
+            const result = yield* commands.updateService(ctx, path.service_name, payload, { local })
             const name = result.service.name
             return { success: true, message: result.changed ? `Service '${name}' updated; reconnecting` : `Service '${name}' unchanged`, ...result }
           })
         )
       )
       .handle("disconnectService", ({ payload }) =>
-        run(async () => {
-          const result = await scope().disconnectService(payload.service_name, payload.reason)
-          return { success: true, message: `Service '${result.service_name}' is ${result.status}`, ...result }
-        })
+        contract(
+          Effect.map(commands.disconnectService(ctx, payload.service_name, payload.reason), (result) => ({
+            success: true,
+            message: `Service '${result.service_name}' is ${result.status}`,
+            ...result
+          }))
+        )
       )
       .handle("listAllAgents", () =>
         run(() => {
@@ -148,11 +159,13 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
         }))
       )
       .handle("refreshTools", ({ payload }) =>
-        run(async (signal) => {
-          const results = await scope().refreshTools(payload?.service_name, signal)
-          const changed = results.filter((r) => r.changed).length
-          return { success: true, message: `${results.length} service(s) refreshed, ${changed} changed`, results }
-        })
+        contract(
+          Effect.map(commands.refreshTools(ctx, payload?.service_name), (results) => ({
+            success: true,
+            message: `${results.length} service(s) refreshed, ${results.filter((r) => r.changed).length} changed`,
+            results
+          }))
+        )
       )
   })
 )
