@@ -16,9 +16,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
 import { startHttpFixture } from "../test/fixtures/http-fixture.js"
 import { stdioFixture } from "../test/fixtures/paths.js"
-import { childrenOf, openEventStream, rssOf, sleep, spawnStore } from "../test/faults/support.js"
+import { childrenOf, rssOf, spawnStore } from "../test/support/process.js"
+import { openSse } from "../test/support/sse.js"
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 120)
 const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8)
@@ -96,7 +98,7 @@ async function main(): Promise<number> {
       const ready = await store.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status: "healthy", timeout: 30 })
       if (ready.body?.data?.result !== true) throw new Error(`${prefix} ${name} did not become healthy: ${ready.text}`)
     }
-    const events = openEventStream(`${base}/events`)
+    const events = await openSse(`${base}/events`)
 
     const started = performance.now()
     const deadline = started + SECONDS * 1000

@@ -6,6 +6,7 @@ import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { ServicesFile, ServicesFileError, type ServicesConfig } from "../../src/config/services-file.js"
 import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
+import { quietFor } from "../support/index.js"
 
 let dir: string
 let file: string
@@ -18,7 +19,6 @@ afterEach(async () => {
 })
 
 const json = async (path: string): Promise<unknown> => JSON.parse(await readFile(path, "utf8"))
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const leftovers = async (folder: string) => (await readdir(folder)).filter((n) => n.endsWith(".tmp"))
 
 describe("ServicesFile.open", () => {
@@ -312,7 +312,7 @@ describe("ServicesFile.watch", () => {
     )
     try {
       await services.update((d) => d.setService(STORE_SCOPE, "own", { url: "http://own/mcp" }))
-      await sleep(400)
+      await quietFor(400) // debounce is 100 ms: a report would have come by now
       expect(seen).toEqual([])
 
       await writeFile(file, JSON.stringify({ mcpServers: { own: { url: "http://own/mcp" }, hand: { url: "http://hand/mcp" } } }))
@@ -330,7 +330,7 @@ describe("ServicesFile.watch", () => {
       // The next update builds on the picked-up edit.
       await services.update((d) => d.setService(STORE_SCOPE, "later", { url: "http://l/mcp" }))
       expect(Object.keys(((await json(file)) as { mcpServers: object }).mcpServers)).toEqual(["renamed", "later"])
-      await sleep(400)
+      await quietFor(400) // debounce is 100 ms: a report would have come by now
       expect(seen).toHaveLength(2)
       expect(errors).toEqual([])
     } finally {
@@ -354,7 +354,7 @@ describe("ServicesFile.watch", () => {
       expect(services.read().store).toEqual({ a: { url: "http://a/mcp" } })
 
       await writeFile(file, '{\n    "mcpServers": {\n        "a": {"url": "http://a/mcp"}\n    }\n}\n')
-      await sleep(400)
+      await quietFor(400) // debounce is 100 ms: a report would have come by now
       expect(seen).toEqual([])
 
       await writeFile(file, '{"mcpServers": {"a": {"url": "http://a2/mcp"}}}')
@@ -381,11 +381,11 @@ describe("ServicesFile.watch", () => {
     stopA()
     expect(fsEvents()).toBe(before + 1)
     stopB()
-    await sleep(50)
-    expect(fsEvents()).toBe(before)
+    // The watcher's handle is released when it has closed, a turn of the event loop later.
+    await vi.waitFor(() => expect(fsEvents()).toBe(before), { timeout: 1_000 })
 
     await writeFile(file, JSON.stringify({ mcpServers: { y: { url: "http://y/mcp" } } }))
-    await sleep(400)
+    await quietFor(400) // debounce is 100 ms: a report would have come by now
     expect(seen).toHaveLength(1)
     expect(seenB).toHaveLength(1)
   })

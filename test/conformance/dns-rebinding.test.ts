@@ -8,7 +8,7 @@ import { execFile } from "node:child_process"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { REPO_ROOT } from "../fixtures/paths.js"
-import { startTestServer, type TestServer } from "../support/server.js"
+import { startTestServer, type TestServer } from "../support/index.js"
 
 const SUITE = join(REPO_ROOT, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 const HOOKS = join(REPO_ROOT, "test", "conformance", "node20-hooks.mjs")

@@ -14,9 +14,7 @@ import { Agent, request, type ClientRequest } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { rssOf, spawnStore, type StoreProcess } from "../faults/support.js"
-import { eventually } from "../support/server.js"
-import { parsePrometheus, sampleValue } from "./support.js"
+import { eventually, parsePrometheus, rssOf, sampleEvery, sampleValue, spawnStore, type StoreProcess } from "../support/index.js"
 
 const MAX_SESSIONS = 200
 const MAX_STREAMS = 20
@@ -136,21 +134,16 @@ const residentAfterGc = async (): Promise<number> => {
 
 /** Samples the live counts every 50 ms until `stop()`; resolves with the highest seen. */
 const watchPeaks = () => {
-  let running = true
   const peak = { sessions: 0, streams: 0, samples: 0 }
-  const done = (async () => {
-    while (running) {
-      const f = await figures()
-      peak.sessions = Math.max(peak.sessions, f.sessions)
-      peak.streams = Math.max(peak.streams, f.streams)
-      peak.samples++
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  })()
+  const sampler = sampleEvery(50, async () => {
+    const f = await figures()
+    peak.sessions = Math.max(peak.sessions, f.sessions)
+    peak.streams = Math.max(peak.streams, f.streams)
+    peak.samples++
+  })
   return {
     stop: async () => {
-      running = false
-      await done
+      await sampler.stop()
       return peak
     }
   }

@@ -3,10 +3,19 @@
 // evicted, 429 when all are busy) and closed after mcp_session_idle_seconds without a request.
 // Every refusal is a 429 TOO_MANY with Retry-After; every slot comes back when its holder goes.
 import { afterEach, describe, expect, it } from "vitest"
-import { eventually } from "../support/server.js"
-import { openSse, parsePrometheus, sampleValue, startExtrasServer, within, type ExtrasServer, type ExtrasServerOptions, type SseStream } from "./support.js"
+import {
+  eventually,
+  openSse,
+  parsePrometheus,
+  sampleValue,
+  startTestServer,
+  within,
+  type SseStream,
+  type TestServer,
+  type TestServerOptions
+} from "../support/index.js"
 
-let server: ExtrasServer | undefined
+let server: TestServer | undefined
 const streams: SseStream[] = []
 const aborts: AbortController[] = []
 
@@ -17,8 +26,8 @@ afterEach(async () => {
   server = undefined
 })
 
-const start = async (options: ExtrasServerOptions) => {
-  server = await startExtrasServer(options)
+const start = async (options: TestServerOptions) => {
+  server = await startTestServer(options)
   return server
 }
 

@@ -6,11 +6,10 @@
 import { Agent, get } from "node:http"
 import { afterEach, beforeAll, afterAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually } from "../support/server.js"
-import { addService, openSse, startExtrasServer, within, type ExtrasServer, type SseStream } from "./support.js"
+import { addService, eventually, openSse, startTestServer, within, type SseStream, type TestServer } from "../support/index.js"
 
 let fixture: HttpFixture
-let server: ExtrasServer | undefined
+let server: TestServer | undefined
 const streams: SseStream[] = []
 
 beforeAll(async () => {
@@ -25,8 +24,8 @@ afterEach(async () => {
   server = undefined
 })
 
-const start = async (options: Parameters<typeof startExtrasServer>[0] = {}) => {
-  server = await startExtrasServer(options)
+const start = async (options: Parameters<typeof startTestServer>[0] = {}) => {
+  server = await startTestServer(options)
   return server
 }
 const open = async (path: string) => {

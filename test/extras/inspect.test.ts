@@ -3,10 +3,10 @@
 // each service's status) and /inspect/events (XState inspection events as SSE, e.g. a RESTART).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, openSse, startExtrasServer, waitStatus, type ExtrasServer, type SseStream } from "./support.js"
+import { addService, openSse, startTestServer, waitStatus, type SseStream, type TestServer } from "../support/index.js"
 
 let fixture: HttpFixture
-let server: ExtrasServer | undefined
+let server: TestServer | undefined
 const streams: SseStream[] = []
 
 beforeAll(async () => {
@@ -29,7 +29,7 @@ interface StateNode {
 
 describe("/inspect", () => {
   it("/inspect/machines gives the service, agent and store definitions with every service status", async () => {
-    server = await startExtrasServer()
+    server = await startTestServer()
     const reply = await server.get("/inspect/machines")
     expect(reply.status).toBe(200)
     expect(reply.headers.get("content-type")).toMatch(/application\/json/)
@@ -51,7 +51,7 @@ describe("/inspect", () => {
   })
 
   it("/inspect/actors lists the actor tree with system ids, parents and each service's status", async () => {
-    const srv = (server = await startExtrasServer())
+    const srv = (server = await startTestServer())
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
     await addService(srv, "/for_agent/a1", { name: "beta", url: fixture.url })
     await waitStatus(srv, "/for_store", "alpha", "healthy")
@@ -83,7 +83,7 @@ describe("/inspect", () => {
   })
 
   it("/inspect/events streams the RESTART event sent to a service actor and its snapshots", async () => {
-    const srv = (server = await startExtrasServer())
+    const srv = (server = await startTestServer())
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
     await waitStatus(srv, "/for_store", "alpha", "healthy")
     const s = await openSse(`${srv.url}/inspect/events`)

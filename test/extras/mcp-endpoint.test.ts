@@ -9,11 +9,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { FAILURE_TEXT } from "../fixtures/fixture-server.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer } from "../fixtures/paths.js"
-import { closedPort, localService } from "../support/server.js"
-import { addService, sleep, startExtrasServer, waitStatus, within, type ExtrasServer } from "./support.js"
+import { addService, closedPort, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 let fixture: HttpFixture
-let server: ExtrasServer | undefined
+let server: TestServer | undefined
 const clients: Client[] = []
 
 beforeAll(async () => {
@@ -28,21 +27,31 @@ afterEach(async () => {
   server = undefined
 })
 
-const start = async (options: Parameters<typeof startExtrasServer>[0] = {}) => {
-  server = await startExtrasServer(options)
+const start = async (options: Parameters<typeof startTestServer>[0] = {}) => {
+  server = await startTestServer(options)
   return server
 }
 
-/** An SDK client connected to `path` of the server; closed in afterEach. */
+/**
+ * An SDK client connected to `path` of the server; closed in afterEach. `getStream` resolves once
+ * the server has answered the client's standalone GET stream (the one that carries notifications).
+ */
 const connect = async (path: string) => {
+  let streamOpen!: () => void
+  const getStream = new Promise<void>((resolve) => (streamOpen = resolve))
   const transport = new StreamableHTTPClientTransport(new URL(server!.url + path), {
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1 }
+    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1 },
+    fetch: async (url, init) => {
+      const res = await fetch(url, init)
+      if ((init?.method ?? "GET") === "GET" && res.ok) streamOpen()
+      return res
+    }
   })
   const client = new Client({ name: "extras-test", version: "1.0.0" })
   client.onerror = () => undefined
   clients.push(client)
   await within(client.connect(transport), 10_000, `connect ${path}`)
-  return { client, transport }
+  return { client, transport, getStream }
 }
 
 const toolNames = async (client: Client) => (await within(client.listTools(), 5000, "tools/list")).tools.map((t) => t.name).sort()
@@ -137,11 +146,11 @@ describe("/mcp", () => {
 
   it("sends notifications/tools/list_changed when a service is added or disconnected", async () => {
     const srv = await start()
-    const { client } = await connect("/mcp")
+    const { client, getStream } = await connect("/mcp")
     const changes = listChanged(client)
     expect(await toolNames(client)).toEqual([])
-    // Give the client's standalone GET stream (which carries server notifications) a moment to open.
-    await sleep(100)
+    // The client's standalone GET stream carries server notifications: wait until it is open.
+    await within(getStream, 5_000, "the client's GET stream")
 
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
     await changes.wait(5000, "list_changed after add_service")
@@ -229,9 +238,9 @@ describe("/mcp", () => {
     // The production default grace period (2 s): the client's open GET stream is cut at its end.
     const srv = await start({ graceMs: 2000 })
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
-    const { client } = await connect("/mcp")
+    const { client, getStream } = await connect("/mcp")
     expect(await toolNames(client)).toContain("alpha__echo")
-    await sleep(100)
+    await within(getStream, 5_000, "the client's GET stream")
     const t0 = performance.now()
     await within(srv.close(), 5000, "server close with an MCP client connected")
     expect(performance.now() - t0).toBeLessThan(5000)

@@ -3,11 +3,10 @@
 // server has its own registry, so two servers in one process both answer.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually } from "../support/server.js"
-import { addService, parsePrometheus, sampleValue, startExtrasServer, waitStatus, type ExtrasServer } from "./support.js"
+import { addService, eventually, parsePrometheus, sampleValue, startTestServer, waitStatus, type TestServer } from "../support/index.js"
 
 let fixture: HttpFixture
-const servers: ExtrasServer[] = []
+const servers: TestServer[] = []
 
 beforeAll(async () => {
   fixture = await startHttpFixture()
@@ -19,13 +18,13 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.cleanup()))
 })
 
-const start = async (options: Parameters<typeof startExtrasServer>[0] = {}) => {
-  const s = await startExtrasServer(options)
+const start = async (options: Parameters<typeof startTestServer>[0] = {}) => {
+  const s = await startTestServer(options)
   servers.push(s)
   return s
 }
 
-const scrape = async (srv: ExtrasServer) => {
+const scrape = async (srv: TestServer) => {
   const reply = await srv.get("/metrics")
   expect(reply.status).toBe(200)
   return { text: reply.text, samples: parsePrometheus(reply.text), contentType: reply.headers.get("content-type") }

@@ -15,13 +15,12 @@ import { routeTable } from "../../src/http/Api.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { REPO_ROOT, stdioFixture } from "../fixtures/paths.js"
-import { api, fixtureService } from "../support/server.js"
-import { addService, authedApi, openSse, startExtrasServer, waitStatus, within, type ExtrasServer } from "./support.js"
+import { addService, api, authedApi, fixtureService, openSse, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const KEY = "s3cret-key"
 
 let fixture: HttpFixture
-let server: ExtrasServer | undefined
+let server: TestServer | undefined
 
 beforeAll(async () => {
   fixture = await startHttpFixture()
@@ -44,7 +43,7 @@ describe("with an API key", () => {
   const open = (method: string, path: string) => method === "GET" && (path === "/health" || path === "/ui")
 
   it("answers every route but GET /health and GET /ui with 401 UNAUTHORIZED without the right Bearer key", async () => {
-    const srv = (server = await startExtrasServer({ apiKey: KEY }))
+    const srv = (server = await startTestServer({ apiKey: KEY }))
     expect(routes.length).toBeGreaterThanOrEqual(56 + 8)
     const variants: Array<[string, Record<string, string>]> = [
       ["no header", {}],
@@ -81,7 +80,7 @@ describe("with an API key", () => {
   })
 
   it("answers GET /health and the dashboard page GET /ui without a key", async () => {
-    const srv = (server = await startExtrasServer({ apiKey: KEY }))
+    const srv = (server = await startTestServer({ apiKey: KEY }))
     const plain = await srv.get("/health")
     expect(plain.status).toBe(200)
     expect(plain.body).toMatchObject({ success: true, status: "healthy" })
@@ -95,7 +94,7 @@ describe("with an API key", () => {
   })
 
   it("works with the right key: the API, the event stream, metrics and the MCP endpoint", async () => {
-    const srv = (server = await startExtrasServer({ apiKey: KEY }))
+    const srv = (server = await startTestServer({ apiKey: KEY }))
     const authed = authedApi(srv.url, KEY)
     expect((await authed.get("/")).status).toBe(200)
     await addService(authed, "/for_store", { name: "alpha", url: fixture.url })
@@ -144,7 +143,7 @@ describe("with local services off", () => {
   const { command, args } = stdioFixture()
 
   it("refuses command definitions in add_service (store and agent) with 400 naming the field, writing nothing", async () => {
-    const srv = (server = await startExtrasServer({ localServices: false }))
+    const srv = (server = await startTestServer({ localServices: false }))
     const before = srv.readFileText()
     const bodies: Array<[string, unknown, string]> = [
       ["/for_store/add_service", local("loc"), "loc.command"],
@@ -169,7 +168,7 @@ describe("with local services off", () => {
   })
 
   it("still accepts URL services, and refuses update_service to a command definition", async () => {
-    const srv = (server = await startExtrasServer({ localServices: false }))
+    const srv = (server = await startTestServer({ localServices: false }))
     await addService(srv, "/for_store", { name: "web", url: fixture.url })
     await addService(srv, "/for_agent/a1", { name: "web", url: fixture.url })
     await waitStatus(srv, "/for_store", "web", "healthy")
@@ -195,7 +194,7 @@ describe("with local services off", () => {
 
   it("still loads and runs command services written in the services file", async () => {
     const { name: _name, ...definition } = fixtureService("loc")
-    const srv = (server = await startExtrasServer({ localServices: false, services: { mcpServers: { loc: definition } } }))
+    const srv = (server = await startTestServer({ localServices: false, services: { mcpServers: { loc: definition } } }))
     await waitStatus(srv, "/for_store", "loc", "healthy", 15)
     const call = await srv.post("/for_store/call_tool", { tool_name: "loc__add", args: { a: 2, b: 3 } })
     expect(call.status).toBe(200)
@@ -253,7 +252,8 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
             reject(new Error(`no ${String(text)} on ${stream} within ${ms} ms; stdout: ${out.stdout}; stderr: ${out.stderr}`))
           }, ms)
           child[stream]!.on("data", check)
-          void exited.then(() => setTimeout(() => (has() ? check() : undefined), 0))
+          // After the exit, once both pipes are read to their end.
+          child.once("close", () => (has() ? check() : undefined))
           check()
         })
     }
@@ -263,13 +263,11 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
   }
 
   /**
-   * SIGTERM, then wait (bounded) for the exit and the end of both pipes. The short pause first is
-   * deliberate: src/main.ts prints the banner (and the warning) before it installs its SIGTERM
-   * handler, so a SIGTERM sent the moment the banner arrives can still kill the program with the
-   * default action instead of a clean shutdown (reported as a bug; see the report of test/extras).
+   * SIGTERM, then wait (bounded) for the exit and the end of both pipes. Tests call it once the
+   * banner or the warning has arrived: src/main.ts installs its SIGTERM handler before it starts the
+   * server and prints them, so the signal is handled (a clean shutdown, exit code 0), not fatal.
    */
   const stop = async (r: Run) => {
-    await new Promise((resolve) => setTimeout(resolve, 300))
     r.child.kill("SIGTERM")
     const code = await within(r.exited, 10_000, "exit after SIGTERM")
     await within(

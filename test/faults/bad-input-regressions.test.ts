@@ -9,8 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { resolveOptions } from "../../src/config/options.js"
 import { startServer, type RunningServer } from "../../src/http/server.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { rawRequest } from "../support/routes.js"
-import { startTestServer, type TestServer } from "../support/server.js"
+import { rawRequest, startTestServer, type TestServer } from "../support/index.js"
 
 const JSON_TYPE = { "content-type": "application/json" }
 const nestedArrays = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`

@@ -15,8 +15,7 @@ import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { routeTable } from "../../src/http/Api.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { endpointSpecs, type EndpointSpec, type Field } from "../support/routes.js"
-import { startTestServer, type TestServer } from "../support/server.js"
+import { endpointSpecs, startTestServer, type EndpointSpec, type Field, type TestServer } from "../support/index.js"
 
 const TOTAL = Number(process.env.FUZZ_REQUESTS ?? 5_200)
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31)
@@ -404,7 +403,7 @@ describe("bad input at scale (fast-check)", () => {
   it(`${TOTAL} random and malformed requests over the 56 endpoints: no 5xx, the server still answers, refused requests change nothing`, { timeout: 120_000 }, async () => {
     const routes = routeTable()
     expect(routes).toHaveLength(56)
-    const specs = endpointSpecs()
+    const specs = await endpointSpecs()
     expect(specs.map((s) => `${s.method} ${s.path}`)).toEqual(routes.map((r) => `${r.method} ${r.path}`))
 
     const outcomes: Outcome[] = []

@@ -23,8 +23,21 @@ import {
   type HostileServer
 } from "../fixtures/hostile-upstream.js"
 import { REPO_ROOT, TSX_IMPORT } from "../fixtures/paths.js"
-import { localService, startTestServer, type Api, type Reply, type TestServer } from "../support/server.js"
-import { FAULT_MONITORING, recordStatuses, rssOf, sleep, spawnStore, until, type StatusLog, type StoreProcess } from "./support.js"
+import {
+  eventually,
+  FAULT_MONITORING,
+  localService,
+  recordStatuses,
+  rssOf,
+  sampleEvery,
+  spawnStore,
+  startTestServer,
+  type Api,
+  type Reply,
+  type StatusLog,
+  type StoreProcess,
+  type TestServer
+} from "../support/index.js"
 
 const MiB = 1024 * 1024
 /** The store's message limit in these tests. */
@@ -66,24 +79,26 @@ const healthyService = async (definition: Record<string, unknown>): Promise<Serv
   return actor
 }
 
-/** GET /health, one after the other, until stopped: every latency, and how many did not answer 200. */
+/**
+ * GET /health, one after the other (5 ms apart), until stopped: every latency, and how many did not
+ * answer 200. `answered(n)` resolves once `n` more have been answered than when it was called.
+ */
 const watchHealth = (api: Api) => {
   const latencies: number[] = []
   let failures = 0
-  let running = true
-  const loop = (async () => {
-    while (running) {
-      const started = performance.now()
-      const reply = await api.get("/health").catch(() => undefined)
-      latencies.push(performance.now() - started)
-      if (reply?.status !== 200) failures += 1
-      await sleep(5)
-    }
-  })()
+  const sampler = sampleEvery(5, async () => {
+    const started = performance.now()
+    const reply = await api.get("/health").catch(() => undefined)
+    latencies.push(performance.now() - started)
+    if (reply?.status !== 200) failures += 1
+  })
   return {
+    answered: async (n = 1) => {
+      const target = latencies.length + n
+      expect(await eventually(() => latencies.length >= target, 5_000, 1)).toBe(true)
+    },
     stop: async () => {
-      running = false
-      await loop
+      await sampler.stop()
       return { count: latencies.length, failures, maxMs: Math.max(...latencies) }
     }
   }
@@ -172,7 +187,7 @@ describe("one upstream message over --max-message-bytes", () => {
     const reply = await callWatched("local__huge_line")
     await expectTooLarge(reply, "local", "huge_line")
     expect(actor.getSnapshot().context.connection!.pid).not.toBe(pid)
-    expect(await until(() => rssOf(pid) === undefined, 5_000)).toBe(true)
+    expect(await eventually(() => rssOf(pid) === undefined, 5_000)).toBe(true)
   })
 
   it("an initialize answer: the connect fails, the store stays up and keeps retrying", { timeout: 20_000 }, async () => {
@@ -188,7 +203,7 @@ describe("one upstream message over --max-message-bytes", () => {
     expect(actor.getSnapshot().context.lastError).toMatch(/larger than the 1048576-byte message limit/)
     await expectCutOff(hostile.hugeAnswers[0])
     // The next attempt (1 s later) meets the same answer and is cut off the same way.
-    expect(await until(() => hostile!.hugeAnswers.length >= 2, 5_000)).toBe(true)
+    expect(await eventually(() => hostile!.hugeAnswers.length >= 2, 5_000)).toBe(true)
     await expectCutOff(hostile.hugeAnswers[1])
     const seen = await health.stop()
     expect(seen.failures).toBe(0)
@@ -229,13 +244,13 @@ describe("tool schemas from an upstream are checked in linear time", () => {
     await server!.get("/health")
     await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: "aaaa" } })
     const health = watchHealth(server!)
-    await sleep(30)
+    await health.answered()
     const replies: Array<Reply> = []
     for (let i = 0; i < 5; i++) {
       replies.push(await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: REDOS_INPUT } }))
-      await sleep(10)
+      // /health between calls: the pattern does not hold the event loop after the answer either.
+      await health.answered()
     }
-    await sleep(30)
     const seen = await health.stop()
     for (const reply of replies) {
       expect(reply.status, reply.text).toBe(400)
@@ -317,7 +332,7 @@ JSON.parse = function (text, reviver) {
     let peak = start
     const health = watchHealth(store)
     // Three attempts, each cut off at the limit.
-    const attempts = await until(async () => {
+    const attempts = await eventually(async () => {
       peak = Math.max(peak, rssOf(store.pid) ?? 0)
       return breaksInit.hugeAnswers.length >= 3
     }, 15_000)
@@ -336,11 +351,11 @@ JSON.parse = function (text, reviver) {
     expect(ready.body.success, ready.text).toBe(true)
     const thrown = await store.post("/for_store/call_tool", { tool_name: "local__marker_uncaught", args: {} })
     expect(thrown.status, thrown.text).toBe(200)
-    expect(await until(() => store.output().includes("injected uncaught exception"), 5_000)).toBe(true)
+    expect(await eventually(() => store.output().includes("injected uncaught exception"), 5_000)).toBe(true)
     expect(store.output()).toMatch(/uncaught exception in service 'local'; the store keeps serving: Error: injected uncaught exception/)
     const rejected = await store.post("/for_store/call_tool", { tool_name: "local__marker_rejection", args: {} })
     expect(rejected.status, rejected.text).toBe(200)
-    expect(await until(() => store.output().includes("injected unhandled rejection"), 5_000)).toBe(true)
+    expect(await eventually(() => store.output().includes("injected unhandled rejection"), 5_000)).toBe(true)
     expect(store.output()).toMatch(/unhandled promise rejection.*; the store keeps serving: Error: injected unhandled rejection/)
     for (let i = 0; i < 3; i++) expect((await store.get("/health")).status).toBe(200)
     const again = await store.post("/for_store/call_tool", { tool_name: "local__echo", args: { text: "alive" } })

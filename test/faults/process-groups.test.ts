@@ -4,8 +4,19 @@
 // from /proc, zombies ignored (this machine's init does not reap orphans, so a killed grandchild may
 // stay a zombie for ever).
 import { afterEach, describe, expect, it } from "vitest"
-import { firstText, fixtureService, startTestServer, type TestServer } from "../support/server.js"
-import { FAULT_MONITORING, killGroup, liveGroupMembers, processGroupOf, recordStatuses, until } from "./support.js"
+import {
+  eventually,
+  FAULT_MONITORING,
+  firstText,
+  fixtureService,
+  groupRunning,
+  killGroup,
+  liveGroupMembers,
+  processGroupOf,
+  recordStatuses,
+  startTestServer,
+  type TestServer
+} from "../support/index.js"
 
 let server: TestServer | undefined
 const groups = new Set<number>()
@@ -69,7 +80,7 @@ describe.each(VARIANTS)("a local server with %s", (_label, flags) => {
       log.stop()
     }
     // Closing the old connection is not awaited by the restart: allow it a moment.
-    expect(await until(() => liveGroupMembers(pgid).length === 0, 3_000)).toBe(true)
+    expect(await eventually(() => !groupRunning(pgid), 3_000)).toBe(true)
     const fresh = await tree()
     expect(fresh.pgid).not.toBe(pgid)
   })
@@ -84,7 +95,7 @@ describe.each(VARIANTS)("a local server with %s", (_label, flags) => {
     const { pgid, grandchild } = await start(flags)
     process.kill(pgid, "SIGKILL")
     // SIGTERM to the group at once, SIGKILL after the 2 s grace period.
-    expect(await until(() => liveGroupMembers(pgid).length === 0, 4_000)).toBe(true)
+    expect(await eventually(() => !groupRunning(pgid), 4_000)).toBe(true)
     expect(liveGroupMembers(pgid)).not.toContain(grandchild)
   })
 })

@@ -9,19 +9,20 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
-import { api, firstText } from "../support/server.js"
 import {
+  api,
+  eventually,
+  firstText,
   killGroup,
   liveGroupMembers,
-  openEventStream,
   openRequest,
-  processRunning,
-  sleep,
+  openSse,
+  processGone,
   spawnStore,
-  until,
-  type EventStream,
+  within,
+  type SseStream,
   type StoreProcess
-} from "./support.js"
+} from "../support/index.js"
 
 let http: HttpFixture
 let dir: string
@@ -205,16 +206,19 @@ describe("SIGTERM with open wait_service requests and event streams", () => {
       openRequest(`${store.url}/for_store/wait_service`, { client_id_or_service_name: "remote", status: ["unreachable"], timeout: 60 }),
       openRequest(`${store.url}/for_agent/a1/wait_service`, { client_id_or_service_name: "local", status: "disconnected", timeout: 60 })
     ]
-    const streams: EventStream[] = [openEventStream(`${store.url}/events`), openEventStream(`${store.url}/events?agent_id=a1`), openEventStream(`${store.url}/inspect/events`)]
+    const streams: SseStream[] = await Promise.all(
+      [`${store.url}/events`, `${store.url}/events?agent_id=a1`, `${store.url}/inspect/events`].map((url) => openSse(url))
+    )
     try {
-      expect(await Promise.all(streams.map((s) => s.opened))).toEqual([200, 200, 200])
-      await sleep(300)
+      expect(streams.map((s) => s.status)).toEqual([200, 200, 200])
+      // The waits are in the store's hands: every request has been written to its socket.
+      await Promise.all(waits.map((w) => w.sent))
       const open = await store.get("/monitoring/active_connections")
       expect(open.body.event_subscribers).toBeGreaterThanOrEqual(2)
 
       const sent = performance.now()
       store.child.kill("SIGTERM")
-      const exit = await Promise.race([store.exited, sleep(10_000).then(() => undefined)])
+      const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
       expect(exit, `mcp-store still running 10 s after SIGTERM:\n${store.output()}`).toBeDefined()
       const took = exit!.at - sent
       expect(took).toBeLessThan(5_000)
@@ -227,12 +231,12 @@ describe("SIGTERM with open wait_service requests and event streams", () => {
       // No live process of either server's group, and the grandchild is gone.
       expect(liveGroupMembers(gcPid)).toEqual([])
       expect(liveGroupMembers(localPid)).toEqual([])
-      expect(processRunning(grandchild)).toBe(false)
+      expect(processGone(grandchild)).toBe(true)
     } finally {
       for (const w of waits) w.close()
       for (const s of streams) s.close()
     }
     // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
-    expect(await until(() => !processRunning(store.pid), 1_000)).toBe(true)
+    expect(await eventually(() => processGone(store.pid), 1_000)).toBe(true)
   })
 })

@@ -3,7 +3,7 @@
 // the store's services, the same name may live in several spaces, and agent ids are checked.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { fixtureService, startTestServer, type TestServer } from "../support/server.js"
+import { fixtureService, startTestServer, type TestServer } from "../support/index.js"
 
 describe("agent isolation", { timeout: 10_000 }, () => {
   let http: HttpFixture

@@ -6,8 +6,17 @@
 import { readdirSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { routeTable } from "../../src/http/Api.js"
-import { endpointSpecs, fillPath, rawRequest, type EndpointSpec, type Field, type JsonSchema } from "../support/routes.js"
-import { fixtureService, startTestServer, type TestServer } from "../support/server.js"
+import {
+  endpointSpecs,
+  fillPath,
+  fixtureService,
+  rawRequest,
+  startTestServer,
+  type EndpointSpec,
+  type Field,
+  type JsonSchema,
+  type TestServer
+} from "../support/index.js"
 
 /** Every error code of shared/API.md. */
 const CONTRACT_CODES = [
@@ -506,7 +515,7 @@ const judge = (c: Case, status: number, text: string, contentType: string): stri
   return problems.length > 0 ? `${status}: ${problems.join("; ")} — ${text.slice(0, 200)}` : undefined
 }
 
-const specs = endpointSpecs()
+const specs = await endpointSpecs()
 
 describe("bad input to every endpoint of the route table", () => {
   let server: TestServer

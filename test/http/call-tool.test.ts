@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { demoServer } from "../fixtures/paths.js"
 import { FAILURE_TEXT } from "../fixtures/fixture-server.js"
-import { fixtureService, localService, startTestServer, strictServer, type TestServer } from "../support/server.js"
+import { fixtureService, localService, startTestServer, strictServer, type TestServer } from "../support/index.js"
 
 describe.each(["call_tool", "use_tool"])("store %s", { timeout: 10_000 }, (endpoint) => {
   let server: TestServer

@@ -2,7 +2,7 @@
 // every refused field named in error.details.fields, and bad input never changes the services
 // file or the registered services.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { rawPost, startTestServer, type Reply, type TestServer } from "../support/server.js"
+import { rawRequest, startTestServer, type Reply, type TestServer } from "../support/index.js"
 
 /** The contract's error body: success false, message, error {code, message (the same), details}. */
 const expectError = (reply: Reply, status: number, code: string) => {
@@ -78,7 +78,7 @@ describe("contract errors", { timeout: 10_000 }, () => {
   const big = JSON.stringify({ name: "big", url: "http://127.0.0.1:9/mcp", padding: "x".repeat(1024 * 1024 + 10) })
 
   it("a body over 1 MiB with content-length is 413 and changes nothing", { timeout: 15_000 }, async () => {
-    const reply = await rawPost(`${server.url}/for_store/add_service`, big, {
+    const reply = await rawRequest(`${server.url}/for_store/add_service`, "POST", big, {
       "content-type": "application/json",
       "content-length": String(Buffer.byteLength(big))
     })
@@ -88,12 +88,12 @@ describe("contract errors", { timeout: 10_000 }, () => {
     expect(server.running.store.forStore().listServices()).toEqual([])
     // Just under the limit is accepted as far as size goes (refused for its content, not its size).
     const justUnder = JSON.stringify({ name: "a__b", url: "http://127.0.0.1:9/mcp", padding: "x".repeat(1024 * 1024 - 200) })
-    const under = await rawPost(`${server.url}/for_store/add_service`, justUnder, { "content-type": "application/json" })
+    const under = await rawRequest(`${server.url}/for_store/add_service`, "POST", justUnder, { "content-type": "application/json" })
     expect(under.status).toBe(400)
   })
 
   it("a chunked body over 1 MiB (no content-length) is 413 too, not a dropped connection", { timeout: 15_000 }, async () => {
-    const reply = await rawPost(`${server.url}/for_store/add_service`, big, {
+    const reply = await rawRequest(`${server.url}/for_store/add_service`, "POST", big, {
       "content-type": "application/json",
       "transfer-encoding": "chunked"
     }).catch((e: Error) => ({ status: 0, text: `no answer: ${e.message}` }))

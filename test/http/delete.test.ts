@@ -2,7 +2,7 @@
 // config entry is gone from the file and the whole process tree has ended (also a grandchild that
 // ignores SIGTERM); an unknown service is 404 and changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { eventually, firstText, fixtureService, noSuchProcess, processGone, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, firstText, fixtureService, processGone, startTestServer, type TestServer } from "../support/index.js"
 
 describe("delete_service_two_step", { timeout: 10_000 }, () => {
   let server: TestServer
@@ -25,7 +25,7 @@ describe("delete_service_two_step", { timeout: 10_000 }, () => {
     const grandchild = Number(firstText((await server.post("/for_store/call_tool", { tool_name: `${name}__grandchild_pid` })).body.content))
     expect(child).toBeGreaterThan(0)
     expect(grandchild).toBeGreaterThan(0)
-    expect(noSuchProcess(child)).toBe(false)
+    expect(processGone(child)).toBe(false)
     expect(processGone(grandchild)).toBe(false)
     return { child, grandchild }
   }
@@ -40,7 +40,7 @@ describe("delete_service_two_step", { timeout: 10_000 }, () => {
 
     const reply = await server.post("/for_store/delete_service_two_step", { service_name: target })
     // Checked the moment the answer arrives: nothing may be left running.
-    const childGone = noSuchProcess(child)
+    const childGone = processGone(child)
     const grandchildGone = processGone(grandchild)
     const file = server.readFile() as { mcpServers: Record<string, unknown> }
 
@@ -54,7 +54,7 @@ describe("delete_service_two_step", { timeout: 10_000 }, () => {
       step2_error: null,
       overall_success: true
     })
-    const goneSoonAfter = await eventually(() => noSuchProcess(child) && processGone(grandchild), 2_000)
+    const goneSoonAfter = await eventually(() => processGone(child) && processGone(grandchild), 2_000)
     const note = goneSoonAfter ? "still running when the answer arrived (gone shortly after)" : "still running 2 s after the answer"
     expect(childGone, `child ${note}`).toBe(true)
     // ESRCH, or a zombie: this machine's init does not reap orphans, so an ended grandchild may stay `Z`.

@@ -3,8 +3,8 @@
 // and a structured-output tool called through the HTTP API.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { everythingStdio } from "../fixtures/paths.js"
-import { startEverythingHttp, type EverythingHttp } from "../mcp/support.js"
-import { localService, startTestServer, type TestServer } from "../support/server.js"
+import { startEverythingHttp, type EverythingHttp } from "../fixtures/everything-http.js"
+import { localService, startTestServer, type TestServer } from "../support/index.js"
 
 describe("server-everything over stdio and Streamable HTTP", { timeout: 10_000 }, () => {
   let upstream: EverythingHttp

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symli
 import { join } from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { RECORDS_FILE } from "../../src/records/records.js"
-import { fixtureService, freshDir, startTestServer, type TestServer } from "../support/server.js"
+import { fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
 const modeOf = (path: string) => statSync(path).mode & 0o777
 

@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { gatedStdioFixture } from "../fixtures/paths.js"
-import { closedPort, eventually, freshDir, localService, startTestServer, type TestServer } from "../support/server.js"
+import { closedPort, eventually, freshDir, localService, startTestServer, type TestServer } from "../support/index.js"
 
 /** `demo`: the stdio fixture, started only once `gate` exists. */
 const gatedFixture = (gate: string) => ({ command: gatedStdioFixture(gate).command, args: [...gatedStdioFixture(gate).args] })

@@ -7,7 +7,7 @@
 // "__proto__" key pollutes nothing.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { startTestServer, type Reply, type TestServer } from "../support/server.js"
+import { startTestServer, type Reply, type TestServer } from "../support/index.js"
 
 /** Service names that are keys of Object.prototype. */
 const SERVICES = ["constructor", "toString", "hasOwnProperty", "valueOf"]

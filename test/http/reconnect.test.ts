@@ -3,7 +3,7 @@
 // through wait_service with status arrays and the service actor's recorded transitions.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, firstText, fixtureService, noSuchProcess, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, firstText, fixtureService, processGone, startTestServer, type TestServer } from "../support/index.js"
 
 describe("reconnection after the upstream dies", { timeout: 10_000 }, () => {
   let http: HttpFixture
@@ -54,7 +54,7 @@ describe("reconnection after the upstream dies", { timeout: 10_000 }, () => {
       const newPid = Number(firstText((await server.post("/for_store/call_tool", { tool_name: "proc__pid" })).body.content))
       expect(newPid).toBeGreaterThan(0)
       expect(newPid).not.toBe(pid)
-      expect(await eventually(() => noSuchProcess(pid), 2_000)).toBe(true)
+      expect(await eventually(() => processGone(pid), 2_000)).toBe(true)
       const listed = (await server.get("/for_store/list_services")).body.services.find((s: { name: string }) => s.name === "proc")
       expect(listed).toMatchObject({ status: "healthy", reconnect_attempts: 0, next_retry_at: null })
     } finally {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { fromStoreError } from "../../src/http/errors.js"
 import { localServicesPolicy } from "../../src/http/request-guard.js"
 import { Forbidden } from "../../src/runtime/errors.js"
-import { startTestServer, type TestServer } from "../support/server.js"
+import { startTestServer, type TestServer } from "../support/index.js"
 
 interface RawReply {
   readonly status: number

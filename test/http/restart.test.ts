@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
-import { firstText, fixtureService, freshDir, noSuchProcess, startTestServer, type TestServer } from "../support/server.js"
+import { firstText, fixtureService, freshDir, processGone, startTestServer, type TestServer } from "../support/index.js"
 import { rmSync } from "node:fs"
 
 describe("restart restores every service from the file", { timeout: 10_000 }, () => {
@@ -44,8 +44,8 @@ describe("restart restores every service from the file", { timeout: 10_000 }, ()
 
     await first.close()
     // Closing the server ended its children.
-    expect(noSuchProcess(oldStorePid)).toBe(true)
-    expect(noSuchProcess(oldAgentPid)).toBe(true)
+    expect(processGone(oldStorePid)).toBe(true)
+    expect(processGone(oldAgentPid)).toBe(true)
     first = undefined
 
     second = await startTestServer({ dir })

@@ -3,7 +3,7 @@
 // re-adds, and the services file written before the answer.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { fixtureService, firstText, noSuchProcess, eventually, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, firstText, fixtureService, processGone, startTestServer, type TestServer } from "../support/index.js"
 
 const FIXTURE_TOOLS = ["echo", "add", "fail", "sleep", "add_tool", "pid"]
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
@@ -116,7 +116,7 @@ describe("store add_service with real upstreams", { timeout: 10_000 }, () => {
     expect(newPid).toBeGreaterThan(0)
     expect(newPid).not.toBe(oldPid)
     // The old process was ended with the old connection.
-    expect(await eventually(() => noSuchProcess(oldPid), 5_000)).toBe(true)
+    expect(await eventually(() => processGone(oldPid), 5_000)).toBe(true)
 
     const actor = server.running.store.forStore().findService("local")!
     const transitions = actor.getSnapshot().context.transitions

@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { resolveOptions } from "../../src/config/options.js"
 import { answerWhileStarting, startServer, type RunningServer } from "../../src/http/server.js"
-import { closedPort, freshDir } from "../support/server.js"
+import { closedPort, freshDir, sampleEvery } from "../support/index.js"
 
 interface Answer {
   readonly status: number
@@ -100,11 +100,12 @@ describe("start-up gap", () => {
     const answers: Array<Promise<Answer>> = []
     try {
       // Probe every 5 ms from before the port opens until the server has started.
-      while (running === undefined && startError === undefined) {
+      const probe = sampleEvery(5, () => {
+        if (running !== undefined || startError !== undefined) return
         answers.push(ask(port, "GET", "/for_store/health").catch((e: Error) => (e.message.includes("ECONNREFUSED") ? ({ status: 0 } as Answer) : Promise.reject(e))))
-        await new Promise((r) => setTimeout(r, 5))
-      }
+      })
       await starting
+      await probe.stop()
       expect(startError).toBeUndefined()
       const all = await Promise.all(answers)
       const answered = all.filter((a) => a.status !== 0)

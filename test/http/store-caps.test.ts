@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { gatedStdioFixture } from "../fixtures/paths.js"
-import { eventually, freshDir, localService, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, freshDir, localService, startTestServer, type TestServer } from "../support/index.js"
 
 describe("the store's caps", { timeout: 30_000 }, () => {
   let http: HttpFixture

@@ -9,7 +9,7 @@ import { totalmem } from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, firstText, fixtureService, processGone, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, firstText, fixtureService, processGone, quietFor, startTestServer, type TestServer } from "../support/index.js"
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 const FIXTURE_TOOLS = ["echo", "add", "fail", "sleep", "add_tool", "pid"]
@@ -476,7 +476,7 @@ describe("restart, disconnect (across a server restart), update", () => {
     expect(tos.slice(-2)).toEqual(["disconnecting", "disconnected"])
     expect(await eventually(() => upstream.sessions() === 0, 3_000)).toBe(true)
     // It does not come back by itself (fast monitoring would have reconnected it by now).
-    await new Promise((r) => setTimeout(r, 1_000))
+    await quietFor(1_000)
     const listed = (await server.get("/for_store/list_services")).body.services[0]
     expect(listed).toMatchObject({ name, status: "disconnected" })
     expect((await server.post("/for_store/call_tool", { tool_name: `${name}__echo`, args: { text: "x" } })).status).toBe(503)
@@ -486,7 +486,7 @@ describe("restart, disconnect (across a server restart), update", () => {
     await server.close()
     server = await startTestServer({ dir: server.dir })
     await reach(server, "/for_store", name, "disconnected", 5)
-    await new Promise((r) => setTimeout(r, 1_000))
+    await quietFor(1_000) // no reconnection by itself
     expect((await server.get("/for_store/list_services")).body.services[0]).toMatchObject({ name, status: "disconnected" })
     expect(upstream.sessions()).toBe(0)
 

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basename, dirname } from "node:path"
 import { endpointCounts, routeTable } from "../../src/http/Api.js"
-import { closedPort, startTestServer, type TestServer } from "../support/server.js"
+import { closedPort, startTestServer, type TestServer } from "../support/index.js"
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 const HTTP_METHODS = ["get", "post", "put", "delete", "patch", "head", "options"]

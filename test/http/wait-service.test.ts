@@ -3,9 +3,8 @@
 // time-outs with and without raise_on_timeout, status validation, arrays, unknown and deleted
 // services.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { setTimeout as sleep } from "node:timers/promises"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { fixtureService, startTestServer, type TestServer } from "../support/server.js"
+import { eventually, fixtureService, startTestServer, type TestServer } from "../support/index.js"
 import type { ServiceActorRef } from "../../src/machines/service.js"
 
 /** Records performance.now() when the actor's status first becomes `status`. */
@@ -26,6 +25,8 @@ describe("wait_service", { timeout: 10_000 }, () => {
   let http: HttpFixture
   let server: TestServer
   const wait = (body: Record<string, unknown>) => server.post("/for_store/wait_service", body)
+  /** Until the one wait in flight has subscribed to its actor (it counts in the store's waiters once it has). */
+  const waitSubscribed = () => eventually(() => server.running.store.waiters.active === 1, 5_000, 1)
 
   beforeAll(async () => {
     http = await startHttpFixture()
@@ -167,14 +168,17 @@ describe("wait_service", { timeout: 10_000 }, () => {
     const change = whenStatus(actor, "disconnected")
     try {
       const pending = wait({ client_id_or_service_name: "w2", status: "disconnected", timeout: 5 })
-      await sleep(200) // the wait is in place and subscribed
+      // The wait is in place: it has entered the store's waiters and subscribed to the actor.
+      expect(await waitSubscribed()).toBe(true)
+      const subscribedBy = performance.now()
       expect(change.at()).toBeUndefined()
       actor.send({ type: "DISCONNECT", reason: "test" })
       const reply = await pending
       expect(reply.body).toMatchObject({ success: true, data: { result: true, final_status: "disconnected" } })
       const latency = reply.receivedAt - change.at()!
       console.log(`wait_service reaction (healthy -> disconnected): ${latency.toFixed(2)} ms after the status change; waited ${reply.body.data.elapsed_ms} ms`)
-      expect(reply.body.data.elapsed_ms).toBeGreaterThanOrEqual(180)
+      // It waited from before the change until the change (to within a millisecond).
+      expect(reply.body.data.elapsed_ms).toBeGreaterThanOrEqual(change.at()! - subscribedBy - 1)
       expect(latency).toBeGreaterThanOrEqual(0)
       expect(latency).toBeLessThan(LATENCY_LIMIT_MS)
     } finally {
@@ -184,7 +188,7 @@ describe("wait_service", { timeout: 10_000 }, () => {
 
   it("a service deleted during the wait ends it with result false, long before the timeout", { timeout: 10_000 }, async () => {
     const pending = wait({ client_id_or_service_name: "w3", status: "disconnected", timeout: 8, raise_on_timeout: true })
-    await sleep(150)
+    expect(await waitSubscribed()).toBe(true)
     const del = await server.post("/for_store/delete_service_two_step", { service_name: "w3" })
     expect(del.body.overall_success).toBe(true)
     const reply = await pending

@@ -1,7 +1,7 @@
 /**
  * The service machine (src/machines/service.ts) against shared/LIFECYCLE.md: one test (or group) per
  * row of the transitions table, plus tool refresh and health-check scheduling. Each test drives the
- * machine with fake side-effect actors (test/machines/harness.ts) on a SimulatedClock, with fixed
+ * machine with fake side-effect actors (test/support/machines.ts) on a SimulatedClock, with fixed
  * `now` (the clock) and `random` (0.5 unless the test is about jitter or offsets).
  */
 import { describe, expect, it } from "vitest"
@@ -16,7 +16,7 @@ import {
   tool,
   type ServiceHarness,
   type ServiceHarnessOptions
-} from "./harness.js"
+} from "../support/index.js"
 
 const SECOND = 1000
 const HOUR = 3_600_000

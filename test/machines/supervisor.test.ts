@@ -18,7 +18,7 @@ import {
   STORE_SYSTEM_ID,
   type SupervisorContext
 } from "../../src/machines/supervisor.js"
-import { createFakes, fakeConnection, flush, tool, type FakeConnection, type FakeOptions } from "./harness.js"
+import { createFakes, fakeConnection, flush, tool, type FakeConnection, type FakeOptions } from "../support/index.js"
 
 const DEF: ServiceDefinition = { url: "http://127.0.0.1:9/mcp" }
 const labelOf = (scope: Scope, name: string) => (scope.kind === "store" ? `store/${name}` : `${scope.agentId}/${name}`)

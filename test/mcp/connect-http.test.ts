@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { connect } from "../../src/mcp/connect.js"
 import type { McpConnection } from "../../src/mcp/types.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { failureOf, remoteDef, T, textOf } from "./support.js"
+import { eventually, failureOf, remoteDef, T, textOf } from "../support/index.js"
 
 describe("a Streamable HTTP fixture connection", () => {
   let fixture: HttpFixture
@@ -132,13 +132,18 @@ describe("Streamable HTTP failures", () => {
   })
 
   it("times out a ping the server never answers, and aborts on request", async () => {
-    const { conn } = await setUp({ server: { silent: true } })
+    const { fixture, conn } = await setUp({ server: { silent: true } })
     const started = performance.now()
     expect((await failureOf(conn.ping({ timeoutMs: 200 }))).kind).toBe("timeout")
     expect(performance.now() - started).toBeLessThan(800)
     const controller = new AbortController()
-    setTimeout(() => controller.abort(), 50)
-    expect((await failureOf(conn.ping({ timeoutMs: 5_000, signal: controller.signal }))).kind).toBe("aborted")
+    const pings = () => fixture.requests().filter((r) => r === "POST ping").length
+    const before = pings()
+    const pending = failureOf(conn.ping({ timeoutMs: 5_000, signal: controller.signal }))
+    // The caller gives up once the ping has reached the server.
+    expect(await eventually(() => pings() > before, 5_000, 1)).toBe(true)
+    controller.abort()
+    expect((await pending).kind).toBe("aborted")
   })
 })
 

@@ -5,7 +5,7 @@ import { connect } from "../../src/mcp/connect.js"
 import type { McpConnection } from "../../src/mcp/types.js"
 import { FAILURE_TEXT } from "../fixtures/fixture-server.js"
 import { demoServer, stdioFixture } from "../fixtures/paths.js"
-import { failureOf, isGone, liveGroupMembers, localDef, T, textOf } from "./support.js"
+import { failureOf, liveGroupMembers, localDef, processGone, T, textOf } from "../support/index.js"
 
 describe("a stdio fixture connection", () => {
   let conn: McpConnection
@@ -71,9 +71,12 @@ describe("a stdio fixture connection", () => {
 
   it("classifies the caller's abort as aborted, promptly", async () => {
     const controller = new AbortController()
-    setTimeout(() => controller.abort(new Error("user gave up")), 100)
     const started = performance.now()
-    const error = await failureOf(conn.callTool("sleep", { ms: 10_000 }, { timeoutMs: 10_000, signal: controller.signal }))
+    const pending = failureOf(conn.callTool("sleep", { ms: 10_000 }, { timeoutMs: 10_000, signal: controller.signal }))
+    // The server reads its requests in order: once a ping sent after the call is answered, the call is running there.
+    await conn.ping(T)
+    controller.abort(new Error("user gave up"))
+    const error = await pending
     expect(error.kind).toBe("aborted")
     expect(error.message).toMatch(/user gave up/)
     expect(performance.now() - started).toBeLessThan(1_000)
@@ -131,7 +134,7 @@ describe("stdio connection lifecycle", () => {
     expect(performance.now() - started).toBeLessThan(2_000)
     const pid = Number(/pid (\d+)/.exec(error.message)?.[1])
     expect(pid).toBeGreaterThan(0)
-    expect(isGone(pid)).toBe(true)
+    expect(processGone(pid)).toBe(true)
   })
 
   it("fires onClose once, with the signal, when the child is SIGKILLed; the grandchild goes too", async () => {
@@ -142,7 +145,7 @@ describe("stdio connection lifecycle", () => {
     process.kill(conn.pid ?? 0, "SIGKILL")
     await vi.waitFor(() => expect(reasons).toHaveLength(1), { timeout: 5_000 })
     expect(reasons[0]).toMatch(/killed by SIGKILL/)
-    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 5_000 })
+    await vi.waitFor(() => expect(processGone(grandchild)).toBe(true), { timeout: 5_000 })
     const error = await failureOf(conn.ping(T))
     expect(error.kind).toBe("transport")
     // A listener that comes late still hears about it.
@@ -156,13 +159,13 @@ describe("stdio connection lifecycle", () => {
     const conn = await open("--spawn-grandchild", "--grandchild-ignores-sigterm")
     const pid = conn.pid ?? 0
     const grandchild = Number(textOf(await conn.callTool("grandchild_pid", {}, T)))
-    expect(isGone(grandchild)).toBe(false)
+    expect(processGone(grandchild)).toBe(false)
     const onClose = vi.fn()
     conn.onClose(onClose)
     await Promise.all([conn.close(), conn.close()])
     await conn.close()
-    expect(isGone(pid)).toBe(true)
-    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 1_000 })
+    expect(processGone(pid)).toBe(true)
+    await vi.waitFor(() => expect(processGone(grandchild)).toBe(true), { timeout: 1_000 })
     expect(liveGroupMembers(pid)).toEqual([])
     expect(onClose).not.toHaveBeenCalled()
     const error = await failureOf(conn.ping(T))
@@ -172,7 +175,8 @@ describe("stdio connection lifecycle", () => {
   it("fails pending requests with transport when closed under them", async () => {
     const conn = await open()
     const pending = conn.callTool("sleep", { ms: 10_000 }, T)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    // The server reads its requests in order: once a ping sent after the call is answered, the call is running there.
+    await conn.ping(T)
     await conn.close()
     expect((await failureOf(pending)).kind).toBe("transport")
   })

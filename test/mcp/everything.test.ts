@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
 import { McpRequestError, type McpConnection } from "../../src/mcp/types.js"
 import { everythingStdio } from "../fixtures/paths.js"
-import { isGone, localDef, remoteDef, startEverythingHttp, T, textOf, type EverythingHttp } from "./support.js"
+import { startEverythingHttp, type EverythingHttp } from "../fixtures/everything-http.js"
+import { localDef, processGone, remoteDef, T, textOf } from "../support/index.js"
 
 /** The checks every transport must pass against the reference server. */
 const exercise = async (conn: McpConnection): Promise<void> => {
@@ -43,7 +44,7 @@ describe("server-everything over stdio", () => {
   it("ends its process on close()", async () => {
     const pid = conn.pid ?? 0
     await conn.close()
-    expect(isGone(pid)).toBe(true)
+    expect(processGone(pid)).toBe(true)
   })
 })
 

@@ -8,8 +8,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { connect } from "../../src/mcp/connect.js"
 import { EventStreamParser, sharedAgents, type StreamEvent } from "../../src/mcp/http-transport.js"
 import type { McpConnection } from "../../src/mcp/types.js"
-import { eventually } from "../support/server.js"
-import { failureOf, remoteDef, T } from "./support.js"
+import { eventually, failureOf, quietFor, remoteDef, T } from "../support/index.js"
 
 describe("EventStreamParser", () => {
   const parse = (chunks: ReadonlyArray<string>) => {
@@ -217,7 +216,7 @@ describe("HttpClientTransport against a scripted server", () => {
   it("does without a GET stream when the server offers none (405)", async () => {
     const { server, conn } = await setUp({}, { getStream: "none" })
     expect(await conn.ping(T)).toBeGreaterThan(0)
-    await new Promise((r) => setTimeout(r, 100))
+    await quietFor(100) // no second attempt at a GET stream
     expect(server.seen.filter((s) => s === "GET")).toHaveLength(1)
   })
 

@@ -111,11 +111,12 @@ describe("mcpRequest", () => {
   it("settles at once when the caller aborts, and passes the abort on", async () => {
     const controller = new AbortController()
     let given: AbortSignal | undefined
-    setTimeout(() => controller.abort(), 50)
     const error = await mcpRequest(
       "tools/call",
       ({ signal }) => {
         given = signal
+        // The caller gives up once the request is under way.
+        queueMicrotask(() => controller.abort())
         return new Promise<never>(() => {})
       },
       { timeoutMs: 5_000, signal: controller.signal }

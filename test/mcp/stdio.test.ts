@@ -2,7 +2,7 @@
 // process of the child's group survives close() or the child's own end.
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { LineRing, StdioProcessTransport } from "../../src/mcp/stdio.js"
-import { isGone, liveGroupMembers } from "./support.js"
+import { liveGroupMembers, processGone } from "../support/index.js"
 
 const open: Array<StdioProcessTransport> = []
 const track = (transport: StdioProcessTransport): StdioProcessTransport => {
@@ -98,8 +98,9 @@ describe("StdioProcessTransport", () => {
     const transport = node(
       [
         "const { spawn } = require('node:child_process');",
-        "const g = spawn(process.execPath, ['-e', \"process.on('SIGTERM', () => {}); setInterval(() => {}, 1e9)\"], { stdio: 'ignore' });",
-        "console.error('grandchild ' + g.pid);",
+        // The grandchild says "ready" once its SIGTERM handler is installed; only then is its pid announced.
+        "const g = spawn(process.execPath, ['-e', \"process.on('SIGTERM', () => {}); process.stdout.write('ready'); setInterval(() => {}, 1e9)\"], { stdio: ['ignore', 'pipe', 'ignore'] });",
+        "g.stdout.once('data', () => console.error('grandchild ' + g.pid));",
         "setInterval(() => {}, 1e9)"
       ].join("\n"),
       { graceMs: 5_000 }
@@ -108,14 +109,12 @@ describe("StdioProcessTransport", () => {
     await vi.waitFor(() => expect(transport.stderrTail().join()).toMatch(/grandchild \d+/), { timeout: 5_000 })
     const grandchild = Number(/grandchild (\d+)/.exec(transport.stderrTail().join())?.[1])
     const pid = transport.pid ?? 0
-    // Give the grandchild time to install its SIGTERM handler.
-    await new Promise((resolve) => setTimeout(resolve, 300))
     const started = performance.now()
     await transport.close()
     // The direct child ends at once on SIGTERM; the straggler is killed then, not after the grace period.
     expect(performance.now() - started).toBeLessThan(2_000)
-    expect(isGone(pid)).toBe(true)
-    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 1_000 })
+    expect(processGone(pid)).toBe(true)
+    await vi.waitFor(() => expect(processGone(grandchild)).toBe(true), { timeout: 1_000 })
     expect(liveGroupMembers(pid)).toEqual([])
     await transport.close()
   })
@@ -130,7 +129,7 @@ describe("StdioProcessTransport", () => {
     await transport.close()
     expect(performance.now() - started).toBeGreaterThanOrEqual(250)
     expect(transport.exit).toMatchObject({ kind: "exited", signal: "SIGKILL" })
-    expect(isGone(transport.pid ?? 0)).toBe(true)
+    expect(processGone(transport.pid ?? 0)).toBe(true)
   })
 
   it("ends the rest of the group when the child exits by itself", async () => {
@@ -147,7 +146,7 @@ describe("StdioProcessTransport", () => {
     await closed
     expect(transport.exit).toEqual({ kind: "exited", code: 5, signal: null })
     const grandchild = Number(/grandchild (\d+)/.exec(transport.stderrTail().join())?.[1])
-    await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), { timeout: 3_000 })
+    await vi.waitFor(() => expect(processGone(grandchild)).toBe(true), { timeout: 3_000 })
     expect(liveGroupMembers(transport.pid ?? 0)).toEqual([])
   })
 

@@ -7,7 +7,7 @@ import { cpus, totalmem } from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { closedPort, eventually, fixtureService, startTestServer, type Reply, type TestServer } from "../support/server.js"
+import { closedPort, eventually, fixtureService, startTestServer, type Reply, type TestServer } from "../support/index.js"
 
 /** Fast lifecycle: checks every 0.3 s, a dead upstream is unreachable after 3 attempts within a few seconds. */
 const MONITORING: Partial<MonitoringSettings> = {

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { RECORDS_FILE, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
+import { flush } from "../support/index.js"
 
 const DAY = 86_400_000
 const dirs: string[] = []
@@ -275,7 +276,7 @@ describe("ToolRecords", () => {
     const pending: Array<Promise<unknown>> = [during]
     for (let i = 0; i < n; i++) {
       pending.push(records.append(rec({ trace_id: `during-${i}` })))
-      await new Promise((r) => setImmediate(r))
+      await flush()
     }
     await Promise.all(pending)
   }

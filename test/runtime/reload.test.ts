@@ -6,10 +6,10 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
 import { statusOf } from "../../src/machines/service.js"
-import { awaitSnapshot } from "../../src/runtime/bridge.js"
+import { awaitSnapshotPromise as awaitSnapshot } from "../../src/runtime/bridge.js"
 import { createStore, type Store } from "../../src/runtime/store.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { FAST_MONITORING, eventually } from "../support/server.js"
+import { eventually, FAST_MONITORING } from "../support/index.js"
 
 let store: Store | undefined
 let fixtures: HttpFixture[] = []
@@ -92,8 +92,15 @@ describe("--reload: hand edits of the services file", () => {
     expect((await healthy(store, STORE_SCOPE, "one")).end).toBe("reached")
     const summaries: Array<{ added: string[]; updated: string[]; removed: string[] }> = []
     store.watchFile((s) => summaries.push(s))
+    // A second watcher of the same file reports the broken edit once it has been read and skipped.
+    const skipped: Error[] = []
+    const unwatch = store.file.watch(
+      () => undefined,
+      (e) => skipped.push(e)
+    )
     writeFileSync(file, '{"mcpServers": {"one": ')
-    await new Promise((r) => setTimeout(r, 400))
+    expect(await eventually(() => skipped.length > 0, 5_000)).toBe(true)
+    unwatch()
     expect(store.serviceActor(STORE_SCOPE, "one")).toBeDefined()
     expect(summaries.every((s) => s.removed.length === 0)).toBe(true)
     write(file, { mcpServers: { one: { url: a.url }, two: { url: a.url } } })

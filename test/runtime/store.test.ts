@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
 import { statusOf } from "../../src/machines/service.js"
 import { createStore, type Store } from "../../src/runtime/store.js"
-import { FAST_MONITORING, firstText, fixtureService, freshDir, noSuchProcess, processGone } from "../support/server.js"
+import { FAST_MONITORING, firstText, fixtureService, freshDir, processGone } from "../support/index.js"
 
 describe("createStore (library use)", { timeout: 10_000 }, () => {
   let dir: string
@@ -125,8 +125,8 @@ describe("createStore (library use)", { timeout: 10_000 }, () => {
     expect(store.connections.size).toBeGreaterThanOrEqual(2)
 
     await store.stop()
-    expect(noSuchProcess(libPid)).toBe(true)
-    expect(noSuchProcess(agentPid)).toBe(true)
+    expect(processGone(libPid)).toBe(true)
+    expect(processGone(agentPid)).toBe(true)
     expect(processGone(grandchild)).toBe(true)
     expect(store.stopped).toBe(true)
     expect(store.connections.size).toBe(0)

@@ -4,7 +4,7 @@
  * to launch it headless with its background traffic (updates, sync) off.
  */
 import { existsSync } from "node:fs"
-import { chromium, type Browser } from "playwright-core"
+import type { Browser } from "playwright-core"
 
 export const CHROMIUM = "/usr/bin/chromium"
 export const haveChromium = existsSync(CHROMIUM)
@@ -15,8 +15,10 @@ export const noteMissingChromium = (what: string): void => {
 }
 
 /** Headless Chromium; `extraArgs` are added to the usual flags. */
-export const launchChromium = (extraArgs: ReadonlyArray<string> = []): Promise<Browser> =>
-  chromium.launch({
+export const launchChromium = async (extraArgs: ReadonlyArray<string> = []): Promise<Browser> => {
+  // Loaded here, on first use: only the browser tests pay for loading playwright-core.
+  const { chromium } = await import("playwright-core")
+  return chromium.launch({
     executablePath: CHROMIUM,
     args: [
       "--headless",
@@ -30,3 +32,4 @@ export const launchChromium = (extraArgs: ReadonlyArray<string> = []): Promise<B
       ...extraArgs
     ]
   })
+}

@@ -1,7 +1,7 @@
 /**
- * Test harness for the machines of src/machines: fake MCP side-effect actors that the test controls
- * (every call is recorded with its input and a way to settle or answer it), a fake connection, and a
- * service actor started on a SimulatedClock with fixed `now` and `random`.
+ * Test harness for the machines of src/machines (test/machines): fake MCP side-effect actors that
+ * the test controls (every call is recorded with its input and a way to settle or answer it), a fake
+ * connection, and a service actor started on a SimulatedClock with fixed `now` and `random`.
  */
 import { createActor, fromCallback, fromPromise, SimulatedClock, type EventObject } from "xstate"
 import { STORE_SCOPE, type Scope, type ServiceDefinition, type Status } from "../../src/domain/service.js"
@@ -19,11 +19,7 @@ import {
   type ServiceInput
 } from "../../src/machines/service.js"
 import type { McpConnection, ToolInfo } from "../../src/mcp/types.js"
-
-/** Lets pending promise callbacks (promise actors settling) run: one macrotask turn. */
-export const flush = async (): Promise<void> => {
-  await new Promise<void>((resolve) => setImmediate(resolve))
-}
+import { flush } from "./wait.js"
 
 /** A fake connection: the machine only cares about its identity. */
 export interface FakeConnection extends McpConnection {

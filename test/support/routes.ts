@@ -1,12 +1,12 @@
 /**
  * The route table as tests need it: every endpoint of the contract with its path parameters, query
  * parameters and payload described as JSON Schemas derived from the very Effect schemas the server
- * decodes with (so a test that walks this list covers endpoints added later without being edited),
- * plus a raw HTTP client for requests fetch cannot make (a body the server refuses before reading it).
+ * decodes with (so a test that walks this list covers endpoints added later without being edited).
  */
-import { request as httpRequest } from "node:http"
-import { JSONSchema, Option, Schema } from "effect"
-import { Api, routeTable } from "../../src/http/Api.js"
+import type { Option, Schema } from "effect"
+
+/** effect's modules, loaded by `endpointSpecs` (with the contract) when a test first walks the routes. */
+let effect: typeof import("effect")
 
 /** A JSON Schema object as Effect's `JSONSchema.make` writes it. */
 export type JsonSchema = {
@@ -74,7 +74,7 @@ const resolveRefs = (schema: JsonSchema, root: JsonSchema): JsonSchema | undefin
 
 const jsonSchemaOf = (schema: Schema.Schema.Any): JsonSchema | undefined => {
   try {
-    const root = JSONSchema.make(schema) as JsonSchema
+    const root = effect.JSONSchema.make(schema) as JsonSchema
     return resolveRefs(root, root)
   } catch {
     return undefined
@@ -94,8 +94,8 @@ const objectMember = (s: JsonSchema): JsonSchema | undefined =>
   s.type === "object" && s.properties !== undefined ? s : s.anyOf?.find((m) => m.type === "object" && m.properties !== undefined)
 
 const payloadOf = (schema: Schema.Schema.Any): Payload => {
-  const typeSide = jsonSchemaOf(Schema.typeSchema(schema))
-  const wireSide = jsonSchemaOf(Schema.encodedSchema(schema))
+  const typeSide = jsonSchemaOf(effect.Schema.typeSchema(schema))
+  const wireSide = jsonSchemaOf(effect.Schema.encodedSchema(schema))
   if (typeSide === undefined || isUnknown(typeSide)) return { kind: "opaque" }
   const object = objectMember(typeSide)
   const others = typeSide.anyOf?.filter((m) => m !== object) ?? []
@@ -105,8 +105,8 @@ const payloadOf = (schema: Schema.Schema.Any): Payload => {
 }
 
 const queryOf = (schema: Schema.Schema.Any): ReadonlyArray<Field> => {
-  const typeSide = jsonSchemaOf(Schema.typeSchema(schema))
-  const wireSide = jsonSchemaOf(Schema.encodedSchema(schema))
+  const typeSide = jsonSchemaOf(effect.Schema.typeSchema(schema))
+  const wireSide = jsonSchemaOf(effect.Schema.encodedSchema(schema))
   return typeSide === undefined ? [] : fieldsOf(typeSide, wireSide)
 }
 
@@ -116,8 +116,8 @@ interface EndpointLike {
   readonly payloadSchema: Option.Option<Schema.Schema.Any>
 }
 
-const endpointOf = (group: string, name: string): EndpointLike => {
-  for (const g of Object.values(Api.groups) as ReadonlyArray<{ identifier: string; endpoints: Record<string, EndpointLike> }>) {
+const endpointOf = (groups: Readonly<Record<string, unknown>>, group: string, name: string): EndpointLike => {
+  for (const g of Object.values(groups) as ReadonlyArray<{ identifier: string; endpoints: Record<string, EndpointLike> }>) {
     if (g.identifier === group && g.endpoints[name] !== undefined) return g.endpoints[name]
   }
   throw new Error(`endpoint ${group}.${name} of the route table is not in Api.groups`)
@@ -125,15 +125,20 @@ const endpointOf = (group: string, name: string): EndpointLike => {
 
 const hasBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
 
-/** Every endpoint of `routeTable()`, with its inputs. */
-export const endpointSpecs = (): ReadonlyArray<EndpointSpec> =>
-  routeTable().map((route) => {
-    const endpoint = endpointOf(route.group, route.name)
-    const query = Option.match(endpoint.urlParamsSchema, { onNone: () => [] as ReadonlyArray<Field>, onSome: queryOf })
+/**
+ * Every endpoint of `routeTable()`, with its inputs. The contract (src/http/Api.ts) and effect are
+ * loaded here, when asked for, so that a test that does not walk the routes does not pay for them.
+ */
+export const endpointSpecs = async (): Promise<ReadonlyArray<EndpointSpec>> => {
+  effect = await import("effect")
+  const { Api, routeTable } = await import("../../src/http/Api.js")
+  return routeTable().map((route) => {
+    const endpoint = endpointOf(Api.groups, route.group, route.name)
+    const query = effect.Option.match(endpoint.urlParamsSchema, { onNone: () => [] as ReadonlyArray<Field>, onSome: queryOf })
     // A GET or DELETE endpoint's "payload" is decoded from the query string.
-    const payloadQuery = !hasBody(route.method) && Option.isSome(endpoint.payloadSchema) ? queryOf(endpoint.payloadSchema.value) : []
+    const payloadQuery = !hasBody(route.method) && effect.Option.isSome(endpoint.payloadSchema) ? queryOf(endpoint.payloadSchema.value) : []
     const payload: Payload =
-      hasBody(route.method) && Option.isSome(endpoint.payloadSchema) ? payloadOf(endpoint.payloadSchema.value) : { kind: "none" }
+      hasBody(route.method) && effect.Option.isSome(endpoint.payloadSchema) ? payloadOf(endpoint.payloadSchema.value) : { kind: "none" }
     return {
       group: route.group,
       name: route.name,
@@ -145,6 +150,7 @@ export const endpointSpecs = (): ReadonlyArray<EndpointSpec> =>
       payload
     }
   })
+}
 
 /** The route pattern with its parameters filled in (values are URL-encoded here unless `raw`). */
 export const fillPath = (path: string, values: Readonly<Record<string, string>>, raw: ReadonlyArray<string> = []): string =>
@@ -152,26 +158,4 @@ export const fillPath = (path: string, values: Readonly<Record<string, string>>,
     const v = values[name]
     if (v === undefined) throw new Error(`no value for path parameter ${name} of ${path}`)
     return raw.includes(name) ? v : encodeURIComponent(v)
-  })
-
-/**
- * A request over node:http with any method, body and headers (fetch cannot send a body the server
- * refuses before reading it all without failing with EPIPE). Resolves with status and body text.
- */
-export const rawRequest = (
-  url: string,
-  method: string,
-  body: Buffer | string | undefined,
-  headers: Record<string, string>
-): Promise<{ status: number; text: string }> =>
-  new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method, headers }, (res) => {
-      const chunks: Buffer[] = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${url} timed out`)))
-    req.on("error", reject)
-    req.end(body)
   })

@@ -20,10 +20,9 @@ import { createServer, request as httpRequest, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import type { Browser } from "playwright-core"
-import { haveChromium, launchChromium, noteMissingChromium } from "./chromium.js"
+import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
 import { describe, expect, it } from "vitest"
 import { demoServer } from "../fixtures/paths.js"
-import { startTestServer, type TestServer } from "../support/server.js"
 
 noteMissingChromium("browser attack test")
 

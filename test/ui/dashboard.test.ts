@@ -7,10 +7,9 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import type { Browser } from "playwright-core"
-import { haveChromium, launchChromium, noteMissingChromium } from "./chromium.js"
+import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
 import { describe, expect, it } from "vitest"
 import { REPO_ROOT, demoServer } from "../fixtures/paths.js"
-import { startTestServer, type TestServer } from "../support/server.js"
 
 noteMissingChromium("dashboard test")
 

@@ -1,0 +1,138 @@
+/**
+ * HTTP clients of a store for tests: a tiny JSON client (fetch, every request bounded), the same with
+ * an API key, a raw client over node:http for what fetch cannot send, a request that stays open (a
+ * long wait_service), and the two store calls tests make most: add a service, wait for a status.
+ */
+import { request as httpRequest } from "node:http"
+
+/** A JSON answer: status, parsed body (or the text when it is not JSON), headers, round-trip time. */
+export interface Reply<B = any> {
+  readonly status: number
+  readonly body: B
+  readonly text: string
+  readonly headers: Headers
+  /** performance.now() when the whole body had arrived. */
+  readonly receivedAt: number
+}
+
+export interface Api {
+  get<B = any>(path: string): Promise<Reply<B>>
+  post<B = any>(path: string, body?: unknown): Promise<Reply<B>>
+  del<B = any>(path: string): Promise<Reply<B>>
+  /** Any method, with a raw body and headers of your choice. */
+  request<B = any>(method: string, path: string, init?: { body?: string; headers?: Record<string, string> }): Promise<Reply<B>>
+}
+
+/** A JSON client of a base URL (fetch; every request bounded by 40 s so a hang fails the test, not the run). */
+export const api = (base: string): Api => {
+  const request = async <B>(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) => {
+    const res = await fetch(base + path, {
+      method,
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      headers: init.headers ?? {},
+      signal: AbortSignal.timeout(40_000)
+    })
+    const text = await res.text()
+    const receivedAt = performance.now()
+    let body: unknown = text
+    try {
+      body = JSON.parse(text)
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, body: body as B, text, headers: res.headers, receivedAt }
+  }
+  return {
+    request,
+    get: (path) => request("GET", path),
+    del: (path) => request("DELETE", path),
+    post: (path, body) =>
+      request("POST", path, body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } })
+  }
+}
+
+/** A JSON client that sends `Authorization: Bearer <key>` with every request. */
+export const authedApi = (base: string, key: string): Api => {
+  const plain = api(base)
+  const auth = { authorization: `Bearer ${key}` }
+  return {
+    request: (method, path, init = {}) => plain.request(method, path, { ...init, headers: { ...auth, ...init.headers } }),
+    get: (path) => plain.request("GET", path, { headers: auth }),
+    del: (path) => plain.request("DELETE", path, { headers: auth }),
+    post: (path, body) =>
+      plain.request("POST", path, {
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/json" }) }
+      })
+  }
+}
+
+/**
+ * A request over node:http with any method, body and headers (fetch cannot send a body the server
+ * refuses before reading it all without failing with EPIPE). Resolves with status and body text.
+ */
+export const rawRequest = (
+  url: string,
+  method: string,
+  body: Buffer | string | undefined,
+  headers: Record<string, string>
+): Promise<{ status: number; text: string }> =>
+  new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on("data", (c: Buffer) => chunks.push(c))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+      res.on("error", reject)
+    })
+    req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${url} timed out`)))
+    req.on("error", reject)
+    req.end(body)
+  })
+
+/** A request left open (a long wait_service) by `openRequest`. */
+export interface OpenRequest {
+  /** Resolves once the whole request (headers and body) has been handed to the socket. */
+  readonly sent: Promise<void>
+  /** Resolves with the status and body, or status 0 when the connection was cut. */
+  readonly done: Promise<{ status: number; text: string }>
+  close(): void
+}
+
+/** A POST that stays open (a long wait_service): `done` resolves with the status, or 0 when the connection was cut. */
+export const openRequest = (url: string, body: unknown): OpenRequest => {
+  const text = JSON.stringify(body)
+  let req: ReturnType<typeof httpRequest> | undefined
+  let sent!: Promise<void>
+  const done = new Promise<{ status: number; text: string }>((resolve) => {
+    req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on("data", (c: Buffer) => chunks.push(c))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+      res.on("error", () => resolve({ status: 0, text: "" }))
+      res.on("close", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+    })
+    const request = req
+    sent = new Promise<void>((resolveSent) => {
+      request.once("finish", () => resolveSent())
+      request.once("close", () => resolveSent())
+    })
+    req.on("error", () => resolve({ status: 0, text: "" }))
+    req.end(text)
+  })
+  return { sent, done, close: () => req?.destroy() }
+}
+
+/** Adds one service and waits (up to 10 s) until it has left initializing; asserts the answer. */
+export const addService = async (client: Api, prefix: string, definition: Record<string, unknown>): Promise<Reply> => {
+  const reply = await client.post(`${prefix}/add_service?wait=10`, definition)
+  if (reply.status !== 200) throw new Error(`add_service ${String(definition["name"])}: ${reply.status} ${reply.text}`)
+  return reply
+}
+
+/** wait_service for a status; throws when it is not reached within `timeout` seconds. */
+export const waitStatus = async (client: Api, prefix: string, name: string, status: string | string[], timeout = 10): Promise<void> => {
+  const reply = await client.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status, timeout })
+  if (reply.status !== 200 || reply.body?.data?.result !== true) {
+    throw new Error(`wait_service ${name} -> ${JSON.stringify(status)}: ${reply.status} ${reply.text}`)
+  }
+}

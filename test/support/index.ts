@@ -1,0 +1,28 @@
+/**
+ * The test support module: every test imports its helpers from here (`../support/index.js`). The
+ * MCP servers tests run against are fixtures, in test/fixtures; what helps a test drive and observe
+ * the store is here, one concern a file:
+ *
+ *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
+ *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
+ *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
+ *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
+ *   lifecycle.ts   the allowed status changes, a recorder of a service actor's statuses
+ *   mcp.ts         fixture definitions, tool result text, the failure of an MCP request
+ *   sse.ts         a Server-Sent Events reader (/events, /inspect/events)
+ *   prometheus.ts  GET /metrics parsed into samples
+ *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
+ *   machines.ts    fake side-effect actors and a service actor on a simulated clock
+ *   chromium.ts    headless Chromium for the browser tests
+ */
+export * from "./chromium.js"
+export * from "./client.js"
+export * from "./lifecycle.js"
+export * from "./machines.js"
+export * from "./mcp.js"
+export * from "./process.js"
+export * from "./prometheus.js"
+export * from "./routes.js"
+export * from "./server.js"
+export * from "./sse.js"
+export * from "./wait.js"
