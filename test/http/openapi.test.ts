@@ -1,13 +1,25 @@
 // The OpenAPI document and the docs page over real HTTP: GET /openapi.json is OpenAPI 3.1 and lists
 // exactly the route table's endpoints (path parameters as {name}, each declared), grouped by tags
 // whose operation counts equal the root's endpoint counts; documented error bodies are the
-// contract's; GET /docs is an HTML page that works without internet (nothing loaded from elsewhere).
+// contract's; the whole document is pinned by a committed snapshot (__snapshots__/openapi.json), so
+// any change to the contract shows up as a diff in review (`npx vitest run -u test/http/openapi.test.ts`
+// writes it again); GET /docs is an HTML page that works without internet (nothing loaded from elsewhere).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { endpointCounts, routeTable } from "../../src/http/Api.js"
-import { toOpenApiPath } from "../support/routes.js"
-import { startTestServer, type TestServer } from "../support/server.js"
+import { startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
 
 const OPERATION_METHODS = ["get", "post", "put", "delete", "patch", "head", "options", "trace"]
+
+/** JSON with every object's keys sorted (arrays keep their order), two-space indent, final newline: a text that changes only when the document does. */
+const stableJson = (value: unknown): string => {
+  const sorted = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sorted)
+      : v !== null && typeof v === "object"
+        ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted((v as Record<string, unknown>)[k])]))
+        : v
+  return `${JSON.stringify(sorted(value), null, 2)}\n`
+}
 
 interface Operation {
   readonly tags?: ReadonlyArray<string>
@@ -107,6 +119,10 @@ describe("OpenAPI document and docs page", () => {
     }
     // Report each distinct problem once.
     expect([...new Set(wrong.map((w) => w.replace(/^\S+ \S+ /, "")))]).toEqual([])
+  })
+
+  it("is the committed document, byte for byte (update it with `npx vitest run -u test/http/openapi.test.ts`)", async () => {
+    await expect(stableJson(doc)).toMatchFileSnapshot("./__snapshots__/openapi.json")
   })
 
   it("GET /docs is an HTML page that loads nothing from another host", async () => {
