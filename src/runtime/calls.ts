@@ -249,8 +249,12 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
             trace_id: traceId
           })
         )
-      ctx.host.inFlightCalls += 1
-      return invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining }).pipe(
+      const counted = Effect.acquireUseRelease(
+        Effect.sync(() => (ctx.host.inFlightCalls += 1)),
+        () => invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining }),
+        () => Effect.sync(() => (ctx.host.inFlightCalls -= 1))
+      )
+      return counted.pipe(
         Effect.onExit((exit) => {
           if (Exit.isSuccess(exit)) {
             const output = exit.value
@@ -260,8 +264,7 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
           if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
           const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
           return record("transport_error", null, why)
-        }),
-        Effect.ensuring(Effect.sync(() => (ctx.host.inFlightCalls -= 1)))
+        })
       )
     })
   })
