@@ -1,6 +1,7 @@
 /**
- * What the HTTP handlers share: the store and how the server was started. Provided once by the
- * server layer (src/http/server.ts); handlers read it, they never create or stop anything.
+ * What the HTTP handlers share: the store, its metrics and how the server was started. Built once,
+ * whole, by the server layer (src/http/server.ts), which also releases it; handlers read it, they
+ * never create, change or stop anything.
  */
 import { Context } from "effect"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
@@ -11,14 +12,12 @@ export interface AppState {
   readonly store: Store
   readonly server: ServerOptions
   readonly storeOptions: StoreOptions
-  /** True once shutdown has begun (application health answers 503). */
-  shuttingDown: boolean
-  /** Aborted when shutdown begins: open event streams end. */
+  /** Aborted when shutdown begins: open event streams end, application health answers 503. */
   readonly closing: AbortController
   /** The port the server listens on (differs from `server.port` when that is 0). */
-  port: number
-  /** Prometheus metrics, set up with the extra routes. */
-  metrics?: Metrics
+  readonly port: () => number
+  /** Prometheus metrics of the store and of every request. */
+  readonly metrics: Metrics
 }
 
 export class App extends Context.Tag("mcp-store/App")<App, AppState>() {}

@@ -14,7 +14,6 @@ import { Effect, Schedule, Stream } from "effect"
 import { setMaxListeners } from "node:events"
 import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
-import { createMetrics } from "../monitoring/metrics.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
 import { dashboardHtml } from "../ui/page.js"
@@ -139,11 +138,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store } = app
-    const metrics = yield* Effect.acquireRelease(
-      Effect.sync(() => createMetrics(store)),
-      (m) => Effect.sync(() => m.close())
-    )
-    app.metrics = metrics
+    const { metrics } = app
     const gateway = yield* Effect.acquireRelease(
       Effect.sync(() => new McpGateway(store, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
       (g) => Effect.promise(() => g.close())

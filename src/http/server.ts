@@ -17,6 +17,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
+import { createMetrics } from "../monitoring/metrics.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
@@ -85,11 +86,21 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         })
       ).pipe(
         Effect.map((store): AppState => {
-          state.app = { store, server: options.server, storeOptions: options.store, shuttingDown: false, closing: new AbortController(), port: options.server.port }
+          state.app = {
+            store,
+            server: options.server,
+            storeOptions: options.store,
+            closing: new AbortController(),
+            port: () => {
+              const address = httpServer.address()
+              return typeof address === "object" && address !== null ? address.port : options.server.port
+            },
+            metrics: createMetrics(store)
+          }
           return state.app
         })
       ),
-      (app) => Effect.promise(() => app.store.stop())
+      (app) => Effect.promise(() => app.store.stop()).pipe(Effect.ensuring(Effect.sync(() => app.metrics.close())))
     )
   )
 
@@ -111,13 +122,13 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           if (app === undefined) return
           app.store.monitor.recordRequest(ms)
           const status = Exit.isSuccess(exit) ? exit.value.status : 500
-          app.metrics?.observeRequest(request.method, status, ms / 1000)
+          app.metrics.observeRequest(request.method, status, ms / 1000)
         })
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
-  const guarded = guardRequests(requestPolicy(options.server, () => state.app?.port ?? options.server.port))
+  const guarded = guardRequests(requestPolicy(options.server, () => state.app?.port() ?? options.server.port))
   // Headers every answer carries, and those of the two HTML pages and of 429 answers.
   const hardened = (app: HttpApp.Default): HttpApp.Default =>
     Effect.zipRight(
@@ -152,16 +163,13 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   } finally {
     started()
   }
-  const address = httpServer.address()
-  const port = typeof address === "object" && address !== null ? address.port : options.server.port
-  const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
   const app = state.app as AppState
-  app.port = port
+  const port = app.port()
+  const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
 
   let closing: Promise<void> | undefined
   const close = () => {
     closing ??= (async () => {
-      app.shuttingDown = true
       app.closing.abort()
       const drained = new Promise<void>((resolve) => httpServer.close(() => resolve()))
       httpServer.closeIdleConnections()

@@ -19,7 +19,7 @@ export const ApplicationHttpLive = HttpApiBuilder.group(Api, "application", (han
         Effect.sync(() => {
           const uptime_seconds = Math.round((Date.now() - app.store.startedAt) / 10) / 100
           const timestamp = new Date().toISOString()
-          if (app.shuttingDown || app.store.stopped) {
+          if (app.closing.signal.aborted || app.store.stopped) {
             const message = "The server is shutting down"
             return HttpServerResponse.unsafeJson(
               {

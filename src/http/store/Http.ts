@@ -132,7 +132,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             monitoring: store.settings,
             server: {
               host: app.server.host,
-              port: app.port,
+              port: app.port(),
               reload: app.server.reload,
               log_level: app.server.logLevel,
               auto_open_browser: app.server.autoOpenBrowser,
