@@ -6,10 +6,13 @@
 import { Context } from "effect"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import type { Metrics } from "../monitoring/metrics.js"
+import type { Monitor } from "../monitoring/monitor.js"
 import type { Store } from "../runtime/store.js"
 
 export interface AppState {
   readonly store: Store
+  /** Histories, alerts and request figures: the store watched from outside. */
+  readonly monitor: Monitor
   readonly server: ServerOptions
   readonly storeOptions: StoreOptions
   /** Aborted when shutdown begins: open event streams end, application health answers 503. */

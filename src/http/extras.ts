@@ -51,7 +51,7 @@ const encoder = new TextEncoder()
  */
 const takeStreamSlot = (app: AppState) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
-    const monitor = app.store.monitor
+    const monitor = app.monitor
     const max = app.server.maxEventStreams
     if (monitor.eventStreams >= max) {
       const retry = EVENT_STREAM_RETRY_AFTER_SECONDS
@@ -140,7 +140,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     const { store } = app
     const { metrics } = app
     const gateway = yield* Effect.acquireRelease(
-      Effect.sync(() => new McpGateway(store, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
+      Effect.sync(() => new McpGateway(store, app.monitor, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
       (g) => Effect.promise(() => g.close())
     )
     app.closing.signal.addEventListener("abort", () => gateway.shutdown(), { once: true })
@@ -152,7 +152,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       help: `Open /events and /inspect/events streams (cap: ${app.server.maxEventStreams})`,
       registers: [metrics.registry],
       collect() {
-        this.set(store.monitor.eventStreams)
+        this.set(app.monitor.eventStreams)
       }
     })
     new Gauge({
@@ -173,7 +173,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
         }
         return yield* sse(app, (send) => {
-          const offMonitor = store.monitor.subscribe((e) => {
+          const offMonitor = app.monitor.subscribe((e) => {
             const out = streamEvent(e)
             if (out && (filter === undefined || out.scope === filter)) send(out.event, out.data)
           })

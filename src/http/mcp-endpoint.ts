@@ -17,7 +17,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
-import type { MonitorEvent } from "../monitoring/monitor.js"
+import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
 import { isStoreError } from "../runtime/errors.js"
 import type { Store } from "../runtime/store.js"
 import { toolViews } from "../runtime/views.js"
@@ -76,10 +76,11 @@ export class McpGateway {
 
   constructor(
     private readonly store: Store,
+    monitor: Monitor,
     private readonly options: McpGatewayOptions
   ) {
     this.idleMs = options.idleSeconds * 1000
-    this.unsubscribe = store.monitor.subscribe((e) => this.onMonitorEvent(e))
+    this.unsubscribe = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
   /** Tools a scope offers through MCP: those of its connected services. */

@@ -18,6 +18,7 @@ import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
+import { Monitor } from "../monitoring/monitor.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
@@ -37,6 +38,8 @@ export interface RunningServer {
   readonly url: string
   readonly port: number
   readonly store: Store
+  /** Histories, alerts and request figures of the running server. */
+  readonly monitor: Monitor
   /** Graceful shutdown; resolves when every connection and child process is gone. Idempotent. */
   close(): Promise<void>
 }
@@ -60,7 +63,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   // Open client sockets, for monitoring (active_connections).
   const sockets = new Set<Socket>()
   const countSockets = () => {
-    if (state.app) state.app.store.monitor.httpConnections = sockets.size
+    if (state.app) state.app.monitor.httpConnections = sockets.size
   }
   httpServer.on("connection", (socket: Socket) => {
     // Past the cap a connection is answered at once and closed: it never reaches a handler.
@@ -73,21 +76,31 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     })
   })
 
+  let unrecord = () => {}
   const AppLive = Layer.scoped(
     App,
     Effect.acquireRelease(
-      Effect.promise(() =>
-        createStore({
+      Effect.promise(async () => {
+        // The monitor watches the store from outside: every actor's events, and every call record.
+        const monitor = new Monitor()
+        const store = await createStore({
           mcpConfigFile: options.store.mcpConfigFile,
           monitoring: options.store.monitoring,
           toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
           toolRecordRetentionDays: options.store.toolRecordRetentionDays,
-          limits: options.store.limits
+          limits: options.store.limits,
+          inspect: monitor.inspect
         })
-      ).pipe(
-        Effect.map((store): AppState => {
+        // A call refused as unavailable never reached the service: it is not a response time.
+        unrecord = store.records.onRecord((r) => {
+          if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
+        })
+        return { store, monitor }
+      }).pipe(
+        Effect.map(({ store, monitor }): AppState => {
           state.app = {
             store,
+            monitor,
             server: options.server,
             storeOptions: options.store,
             closing: new AbortController(),
@@ -95,12 +108,21 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
               const address = httpServer.address()
               return typeof address === "object" && address !== null ? address.port : options.server.port
             },
-            metrics: createMetrics(store)
+            metrics: createMetrics(store, monitor)
           }
           return state.app
         })
       ),
-      (app) => Effect.promise(() => app.store.stop()).pipe(Effect.ensuring(Effect.sync(() => app.metrics.close())))
+      (app) =>
+        Effect.promise(() => app.store.stop()).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              unrecord()
+              app.monitor.stop()
+              app.metrics.close()
+            })
+          )
+        )
     )
   )
 
@@ -120,7 +142,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           const ms = performance.now() - started
           const app = state.app
           if (app === undefined) return
-          app.store.monitor.recordRequest(ms)
+          app.monitor.recordRequest(ms)
           const status = Exit.isSuccess(exit) ? exit.value.status : 500
           app.metrics.observeRequest(request.method, status, ms / 1000)
         })
@@ -186,7 +208,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     return closing
   }
 
-  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, close }
+  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, monitor: app.monitor, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */

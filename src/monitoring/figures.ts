@@ -11,6 +11,7 @@ import { statusOf } from "../machines/service.js"
 import { OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
 import { ServiceNotFound } from "../runtime/errors.js"
 import type { Store } from "../runtime/store.js"
+import type { Monitor } from "./monitor.js"
 import { diskOf, processCpuPercent } from "../runtime/system.js"
 import { quantile } from "./bounded.js"
 
@@ -27,6 +28,12 @@ const matches = (n: Narrowing, scope: string, service: string) =>
   (n.agent_id === undefined || n.agent_id === scope) && (n.service_name === undefined || n.service_name === service)
 
 const emptyDistribution = (): Record<Status, number> => Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>
+
+/** Where the figures come from: the store, and the monitor that watches it. */
+export interface Sources {
+  readonly store: Store
+  readonly monitor: Monitor
+}
 
 const scopes = (store: Store): Scope[] => [STORE_SCOPE, ...store.agentIds().map(agentScope)]
 
@@ -114,14 +121,14 @@ export const toolsUsage = (store: Store, limit: number, n: Narrowing) => {
   return { tools: tools.slice(0, limit), total_tools: tools.length }
 }
 
-export const systemPerformance = async (store: Store) => {
-  const latency = store.monitor.requests.summary()
+export const systemPerformance = async ({ store, monitor }: Sources) => {
+  const latency = monitor.requests.summary()
   const mem = process.memoryUsage()
   return {
-    requests_total: store.monitor.requestsTotal,
+    requests_total: monitor.requestsTotal,
     requests_per_second: round(latency.count / 60),
     latency_ms: { p50: latency.p50, p95: latency.p95, p99: latency.p99 },
-    event_loop_lag_ms: store.monitor.eventLoopLagMs(),
+    event_loop_lag_ms: monitor.eventLoopLagMs(),
     cpu_percentage: await processCpuPercent(),
     memory_rss: mem.rss,
     heap_used: mem.heapUsed,
@@ -129,8 +136,8 @@ export const systemPerformance = async (store: Store) => {
   }
 }
 
-export const responseTimes = (store: Store, n: Narrowing) => ({
-  services: store.monitor
+export const responseTimes = ({ store, monitor }: Sources, n: Narrowing) => ({
+  services: monitor
     .responseTimes()
     .filter((s) => matches(n, s.scope, s.service_name))
     .map((s) => ({
@@ -164,10 +171,10 @@ export const errorRates = (store: Store, minutes: number, n: Narrowing) => {
   return { minutes, total_calls: total, failed_calls: failed, error_rate: total === 0 ? 0 : round(failed / total), by_outcome, by_service }
 }
 
-export const healthHistory = (store: Store, serviceName: string, agentId: string | undefined, hours: number) => {
+export const healthHistory = ({ store, monitor }: Sources, serviceName: string, agentId: string | undefined, hours: number) => {
   const scope = agentId ?? "store"
   const known = (agentId === undefined ? store.serviceActor(STORE_SCOPE, serviceName) : store.serviceActor(agentScope(agentId), serviceName)) !== undefined
-  const h = store.monitor.healthHistory(scope, serviceName, hours)
+  const h = monitor.healthHistory(scope, serviceName, hours)
   if (!known && !h.found) throw ServiceNotFound.of(serviceName, scope)
   return {
     service_name: serviceName,
@@ -187,7 +194,7 @@ export const callHistory = (store: Store, limit: number, n: Narrowing) => {
   return { calls }
 }
 
-export const realtimeStatus = (store: Store) => {
+export const realtimeStatus = ({ store, monitor }: Sources) => {
   const services = emptyDistribution()
   for (const a of store.allServiceActors()) services[statusOf(a.getSnapshot())] += 1
   const since = Date.now() - 60_000
@@ -206,20 +213,20 @@ export const realtimeStatus = (store: Store) => {
     in_flight_calls: store.inFlightCalls,
     calls_last_minute: calls,
     errors_last_minute: errors,
-    active_connections: store.monitor.httpConnections
+    active_connections: monitor.httpConnections
   }
 }
 
-export const activeConnections = (store: Store) => {
+export const activeConnections = ({ store, monitor }: Sources) => {
   const connected = store.allServiceActors().filter((a) => {
     const s = statusOf(a.getSnapshot())
     return s === "healthy" || s === "warning"
   }).length
   return {
-    http_connections: store.monitor.httpConnections,
+    http_connections: monitor.httpConnections,
     upstream_sessions: connected,
     stdio_processes: store.connections.processCount(),
-    event_subscribers: store.monitor.eventStreams
+    event_subscribers: monitor.eventStreams
   }
 }
 
@@ -233,7 +240,7 @@ export const resourceUsage = async (store: Store) => {
   }
 }
 
-export const alertList = (store: Store, limit: number, includeResolved: boolean, n: Narrowing) => {
-  const all = store.monitor.alerts().filter((a) => (includeResolved || !a.resolved) && matches(n, a.scope, a.service_name))
+export const alertList = ({ store, monitor }: Sources, limit: number, includeResolved: boolean, n: Narrowing) => {
+  const all = monitor.alerts().filter((a) => (includeResolved || !a.resolved) && matches(n, a.scope, a.service_name))
   return { alerts: all.slice(0, limit), total: all.length, unresolved: all.filter((a) => !a.resolved).length }
 }

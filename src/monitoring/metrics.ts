@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import { STATUSES, agentScope, STORE_SCOPE } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Store } from "../runtime/store.js"
+import type { Monitor } from "./monitor.js"
 
 /** The metrics of one server. `close()` releases its subscriptions. */
 export interface Metrics {
@@ -17,7 +18,7 @@ export interface Metrics {
   close(): void
 }
 
-export const createMetrics = (store: Store): Metrics => {
+export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: "mcpstore_process_" })
   new Gauge({
@@ -98,7 +99,7 @@ export const createMetrics = (store: Store): Metrics => {
     calls.inc({ scope, service: r.service_name, tool: r.tool_name, outcome: r.outcome })
     callSeconds.observe({ service: r.service_name, outcome: r.outcome }, r.duration_ms / 1000)
   })
-  const offMonitor = store.monitor.subscribe((e) => {
+  const offMonitor = monitor.subscribe((e) => {
     if (e.type === "check") {
       if (e.check.ok && e.check.response_time_ms !== null) {
         checkSeconds.observe({ scope: e.scope, service: e.service_name }, e.check.response_time_ms / 1000)

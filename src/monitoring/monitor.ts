@@ -8,7 +8,7 @@
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks"
 import type { InspectionEvent } from "xstate"
-import { scopeLabel, type Status } from "../domain/service.js"
+import { scopeLabel, type Scope, type Status } from "../domain/service.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
 import { BoundedMap, LatencyWindow, Ring } from "./bounded.js"
 
@@ -90,6 +90,12 @@ export class Monitor {
 
   /** The XState inspection observer: pass it as `inspect` to the store's root actor. */
   readonly inspect = (event: InspectionEvent): void => {
+    if (event.type === "@xstate.event" && event.event.type === "REMOVE_SERVICE") {
+      // The store root's event names the scope (the one it forwards to an agent does not).
+      const removed = event.event as unknown as { scope?: Scope; name: string }
+      if (removed.scope !== undefined) this.serviceRemoved(scopeLabel(removed.scope), removed.name)
+      return
+    }
     const id = (event.actorRef as { id?: string }).id
     if (id === undefined || !id.startsWith("service:")) return
     if (event.type === "@xstate.snapshot") {

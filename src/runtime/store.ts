@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
-import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service.js"
+import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
 import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
@@ -17,7 +17,6 @@ import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
-import { Monitor } from "../monitoring/monitor.js"
 import { ToolRecords } from "../records/records.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
@@ -59,7 +58,6 @@ export class Store implements StoreHost {
   private stopping: Promise<void> | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
-  private readonly unrecord: () => void
   /** Tool calls in progress. */
   inFlightCalls = 0
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
@@ -76,17 +74,11 @@ export class Store implements StoreHost {
     readonly settings: MonitoringSettings,
     /** The tool-call records. */
     readonly records: ToolRecords,
-    /** Histories, alerts and request metrics. */
-    readonly monitor: Monitor,
     /** The store's caps. */
     readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>
   ) {
     this.waiters = new Waiters(limits.maxWaiters)
-    // A call refused as unavailable never reached the service: it is not a response time.
-    this.unrecord = records.onRecord((r) => {
-      if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
-    })
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
     this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
     this.cleanupTimer.unref()
@@ -106,14 +98,12 @@ export class Store implements StoreHost {
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
     })
-    const monitor = new Monitor()
     const user = options.inspect
     const inspectors = new Set<(event: InspectionEvent) => void>()
     const actor = createActor(machine, {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
       inspect: (event: InspectionEvent) => {
-        monitor.inspect(event)
         for (const listener of inspectors) listener(event)
         if (typeof user === "function") user(event)
         else user?.next?.(event)
@@ -121,7 +111,7 @@ export class Store implements StoreHost {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, monitor, limits, inspectors)
+    const store = new Store(file, actor, connections, settings, records, limits, inspectors)
     store.load(file.read())
     return store
   }
@@ -304,7 +294,6 @@ export class Store implements StoreHost {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
-    this.monitor.serviceRemoved(scopeLabel(scope), name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }
@@ -369,9 +358,7 @@ export class Store implements StoreHost {
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close()])
-      this.unrecord()
       this.inspectors.clear()
-      this.monitor.stop()
     })()
     return this.stopping
   }

@@ -126,9 +126,9 @@ describe("max_event_streams", () => {
 
     const second = await Promise.all(Array.from({ length: 20 }, () => open("/events")))
     expect(second.map((s) => s.status)).toEqual(Array(20).fill(200))
-    expect(srv.running.store.monitor.eventStreams).toBe(20)
+    expect(srv.running.monitor.eventStreams).toBe(20)
     await within(srv.close(), 4000, "close with 20 open streams")
-    expect(srv.running.store.monitor.eventStreams).toBe(0)
+    expect(srv.running.monitor.eventStreams).toBe(0)
   })
 })
 

@@ -517,7 +517,7 @@ describe("several agents with local and remote services", () => {
       // Ours, and the one that carries this request (fetch's pool may hold more, and may drop them).
       opened = (await server.get("/monitoring/active_connections")).body.http_connections
       expect(opened).toBeGreaterThanOrEqual(3 + 1)
-      expect(server.running.store.monitor.httpConnections).toBeGreaterThanOrEqual(3 + 1)
+      expect(server.running.monitor.httpConnections).toBeGreaterThanOrEqual(3 + 1)
     } finally {
       for (const s of sockets) s.destroy()
     }

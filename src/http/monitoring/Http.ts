@@ -9,7 +9,8 @@ import { run } from "../errors.js"
 
 export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
   Effect.gen(function* () {
-    const { store, storeOptions } = yield* App
+    const app = yield* App
+    const { store, storeOptions } = app
     const retention = storeOptions.toolRecordRetentionDays
     const ok = <A extends object>(message: string, body: A) => ({ success: true, message, ...body })
     return handlers
@@ -27,8 +28,8 @@ export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handl
       .handle("toolsUsageStats", ({ urlParams }) =>
         run(() => ok("Tool usage", Figures.toolsUsage(store, urlParams.limit ?? 20, urlParams)))
       )
-      .handle("systemPerformance", () => run(async () => ok("System performance", await Figures.systemPerformance(store))))
-      .handle("servicesResponseTime", ({ urlParams }) => run(() => ok("Response times", Figures.responseTimes(store, urlParams))))
+      .handle("systemPerformance", () => run(async () => ok("System performance", await Figures.systemPerformance(app))))
+      .handle("servicesResponseTime", ({ urlParams }) => run(() => ok("Response times", Figures.responseTimes(app, urlParams))))
       .handle("errorRateStats", ({ urlParams }) =>
         run(() => ok("Error rates", Figures.errorRates(store, urlParams.minutes ?? 60, urlParams)))
       )
@@ -42,16 +43,16 @@ export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handl
         })
       )
       .handle("serviceHealthHistory", ({ urlParams }) =>
-        run(() => ok("Health history", Figures.healthHistory(store, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)))
+        run(() => ok("Health history", Figures.healthHistory(app, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)))
       )
       .handle("toolCallHistory", ({ urlParams }) =>
         run(() => ok("Recent tool calls", Figures.callHistory(store, urlParams.limit ?? 100, urlParams)))
       )
-      .handle("realtimeStatus", () => run(() => ok("Real-time status", Figures.realtimeStatus(store))))
-      .handle("activeConnections", () => run(() => ok("Active connections", Figures.activeConnections(store))))
+      .handle("realtimeStatus", () => run(() => ok("Real-time status", Figures.realtimeStatus(app))))
+      .handle("activeConnections", () => run(() => ok("Active connections", Figures.activeConnections(app))))
       .handle("resourceUsage", () => run(async () => ok("Resource usage", await Figures.resourceUsage(store))))
       .handle("alerts", ({ urlParams }) =>
-        run(() => ok("Alerts", Figures.alertList(store, urlParams.limit ?? 50, urlParams.include_resolved ?? true, urlParams)))
+        run(() => ok("Alerts", Figures.alertList(app, urlParams.limit ?? 50, urlParams.include_resolved ?? true, urlParams)))
       )
   })
 )
