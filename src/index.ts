@@ -5,6 +5,11 @@
  */
 export { createStore, Store, type CreateStoreOptions } from "./runtime/store.js"
 export { ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/scope.js"
+// The same operations as Effects with typed failures: each takes a scope (`store.forStore().effects`).
+export * as calls from "./runtime/calls.js"
+export * as commands from "./runtime/commands.js"
+export * as queries from "./runtime/queries.js"
+export { ScopeContext, type StoreHost } from "./runtime/host.js"
 export type {
   AddServiceResult,
   CallToolInput,
