@@ -55,19 +55,26 @@ const refused = Effect.zipRight(
 const digest = (text: string): Buffer => createHash("sha256").update(text).digest()
 
 /**
- * Admits a request whose Authorization header is `Bearer <key>` (the scheme in any case, RFC 9110),
- * and the open routes. The token (the header past "Bearer ", taken by HttpApiBuilder) is compared
- * in constant time, as hashes of equal length.
+ * Whether an Authorization header presents the key: `Bearer <key>`, the scheme in any case (RFC
+ * 9110), the token (the header past "Bearer ", as HttpApiBuilder takes it) compared in constant
+ * time, as hashes of equal length. Shared by the middleware and the direct call route
+ * (src/http/call-route.ts).
  */
+export const presentsKey = (apiKey: string): ((header: string | undefined) => boolean) => {
+  const expected = digest(apiKey)
+  return (header) => {
+    const presented = header !== undefined && /^bearer /i.test(header) ? header.slice("Bearer ".length) : ""
+    return timingSafeEqual(digest(presented), expected)
+  }
+}
+
+/** Admits a request that presents the key, and the open routes. */
 const bearerCheck = (apiKey: Redacted.Redacted<string>) => {
-  const expected = digest(Redacted.value(apiKey))
-  return (token: Redacted.Redacted<string>): Effect.Effect<void, Unauthorized, HttpServerRequest.HttpServerRequest> =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (isOpen(request)) return Effect.void
-      const header = request.headers["authorization"]
-      const presented = header !== undefined && /^bearer /i.test(header) ? Redacted.value(token) : ""
-      return timingSafeEqual(digest(presented), expected) ? Effect.void : refused
-    })
+  const admits = presentsKey(Redacted.value(apiKey))
+  return (_token: Redacted.Redacted<string>): Effect.Effect<void, Unauthorized, HttpServerRequest.HttpServerRequest> =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      isOpen(request) || admits(request.headers["authorization"]) ? Effect.void : refused
+    )
 }
 
 /** The check for `apiKey`; with none, every request is admitted. */

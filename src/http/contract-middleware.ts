@@ -6,7 +6,7 @@
  * (404, 405, a path parameter the router refused, field-by-field decode wording, a defect as 500
  * with a trace id).
  */
-import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
@@ -45,7 +45,7 @@ export const pathOf = (url: string): string => {
 export const MAX_BODY_DEPTH = 64
 
 /** Whether a parsed JSON value nests deeper than `limit` (iterative: never overflows itself). */
-const nestedDeeperThan = (value: unknown, limit: number): boolean => {
+export const nestedDeeperThan = (value: unknown, limit: number): boolean => {
   const stack: Array<readonly [unknown, number]> = [[value, 1]]
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!
@@ -112,7 +112,7 @@ const provideText = (request: HttpServerRequest.HttpServerRequest, text: string)
  * Whether a media type is JSON: exactly `application/json`, parameters allowed. Not a substring
  * test: `text/plain; charset=application/json` is what a web page may send without a preflight.
  */
-const isJsonMediaType = (type: string): boolean => type.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
+export const isJsonMediaType = (type: string): boolean => type.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
 
 /** Routes whose body may be a JSON array: add_service's list form, and JSON-RPC on the MCP endpoints. */
 const arrayBodyAllowed = (path: string): boolean => /\/add_service\/?$/.test(path) || /^(\/for_agent\/[^/]+)?\/mcp\/?$/.test(path)
@@ -129,7 +129,7 @@ const mediaTypeProblem = (type: string | undefined, length: string | undefined, 
 }
 
 /** The body checks: well-formed JSON, an object (or an array where allowed), nesting depth. Undefined when it passes. */
-const bodyProblem = (text: string, path: string): BadRequest | undefined => {
+export const bodyProblem = (text: string, path: string): BadRequest | undefined => {
   if (text.length === 0) return undefined
   let parsed: unknown
   try {
@@ -268,5 +268,5 @@ export const contractErrors = (routes: ReadonlyArray<RouteEntry>) => {
     }
     return Effect.failCause(cause as Cause.Cause<never>)
   }
-  return <R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>) => Effect.catchAllCause(app, onCause)
+  return <A, R>(app: Effect.Effect<A, unknown, R>): Effect.Effect<A, ApiError, R> => Effect.catchAllCause(app, onCause)
 }

@@ -43,24 +43,26 @@ export const addService = (scope: ScopeRef, payload: unknown, wait: number | und
   )
 
 /**
- * call_tool and use_tool, the hot path: the answer is built as the contract's CallToolResponse
+ * The answer of call_tool and use_tool, the hot path: built as the contract's CallToolResponse
  * (checked when compiling) and sent as JSON at once, without the schema encoding pass, which for
- * these fields (plain JSON values, no transformations) would return it unchanged.
+ * these fields (plain JSON values, no transformations) would return it unchanged. The HttpApi
+ * handler (`callTool`) and the direct route of src/http/call-route.ts both run this Effect.
  */
-export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
+export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
   contract(
     Effect.map(
       Effect.flatMap(scope, (ctx) => calls.callTool(ctx, payload)),
-      (output) => {
-        const answer: Schema.Schema.Encoded<typeof CallToolResponse> = {
-          success: !output.is_error,
-          message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-          ...output
-        }
-        return HttpServerResponse.unsafeJson(answer)
-      }
+      (output): Schema.Schema.Encoded<typeof CallToolResponse> => ({
+        success: !output.is_error,
+        message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
+        ...output
+      })
     )
   )
+
+/** call_tool and use_tool as HttpApi handlers. */
+export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
+  Effect.map(callToolAnswer(scope, payload), (answer) => HttpServerResponse.unsafeJson(answer))
 
 /**
  * list_services of one or more scopes. Sent as JSON at once, like call_tool: with every agent's

@@ -11,7 +11,6 @@
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
@@ -24,12 +23,14 @@ import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
+import { callRoute, retryAfterOf } from "./call-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
 import { errorBody } from "./errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
+import * as NodeServer from "./node-server.js"
 import { StoreHttpLive } from "./store/Http.js"
 
 /** A running server. */
@@ -49,6 +50,8 @@ export interface StartServerOptions {
   readonly store: StoreOptions
   /** How long requests in flight may finish after shutdown begins (ms, default 2000). */
   readonly graceMs?: number
+  /** false: call_tool and use_tool go through HttpApi like every other route (tests compare the two). */
+  readonly directCalls?: boolean
 }
 
 const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
@@ -126,31 +129,48 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     )
   )
 
+  const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
     Layer.provide([authorizationLayer(options.server.apiKey), requestBodyLayer(options.server.maxBodyBytes)]),
-    Layer.provide(HttpApiBuilder.middleware(Api, contractErrors([...routeTable(), ...EXTRA_ROUTES])))
+    Layer.provide(HttpApiBuilder.middleware(Api, errors))
   )
 
   // Every API request's latency feeds the monitor (system_performance) and the metrics.
+  const observe = (method: string, status: number, ms: number) => {
+    const app = state.app
+    if (app === undefined) return
+    app.monitor.recordRequest(ms)
+    app.metrics.observeRequest(method, status, ms / 1000)
+  }
   const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const started = performance.now()
       return Effect.onExit(app, (exit) =>
-        Effect.sync(() => {
-          const ms = performance.now() - started
-          const app = state.app
-          if (app === undefined) return
-          app.monitor.recordRequest(ms)
-          const status = Exit.isSuccess(exit) ? exit.value.status : 500
-          app.metrics.observeRequest(request.method, status, ms / 1000)
-        })
+        Effect.sync(() => observe(request.method, Exit.isSuccess(exit) ? exit.value.status : 500, performance.now() - started))
       )
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
-  const guarded = guardRequests(requestPolicy(options.server, () => state.app?.port() ?? options.server.port))
+  const policy = requestPolicy(options.server, () => state.app?.port() ?? options.server.port)
+  const guarded = guardRequests(policy)
+  // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
+  const direct = (runtime: Runtime.Runtime<never>) =>
+    options.directCalls === false
+      ? () => false
+      : callRoute(
+          {
+            policy,
+            apiKey: options.server.apiKey,
+            maxBodyBytes: options.server.maxBodyBytes,
+            debug: options.server.logLevel === "debug",
+            contractErrors: errors,
+            observe
+          },
+          runtime,
+          () => state.app?.store
+        )
   // Headers every answer carries, and those of the two HTML pages and of 429 answers.
   const hardened = (app: HttpApp.Default): HttpApp.Default =>
     Effect.zipRight(
@@ -168,7 +188,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
     HttpServer.withLogAddress,
-    Layer.provide(NodeHttpServer.layer(() => httpServer, { port: options.server.port, host: options.server.host })),
+    Layer.provide(NodeServer.layer(() => httpServer, { port: options.server.port, host: options.server.host }, direct)),
     Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug))),
     // find-my-way refuses a path parameter over 100 characters as "no route", which the contract
     // middleware can only answer with 405: let it through so the handler refuses it with 400.
@@ -252,8 +272,7 @@ const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response:
   let out = HttpServerResponse.setHeader(response, "x-content-type-options", "nosniff")
   const body = response.body
   if (response.status === 429 && body._tag === "Uint8Array") {
-    const seconds = retryAfterOf(body.body)
-    if (seconds !== undefined) out = HttpServerResponse.setHeader(out, "retry-after", String(seconds))
+    out = HttpServerResponse.setHeader(out, "retry-after", String(retryAfterOfBytes(body.body)))
   }
   const path = request.url.split("?", 1)[0] as string
   if ((path === "/ui" || path === "/docs") && body._tag === "Uint8Array" && body.contentType.startsWith("text/html")) {
@@ -267,11 +286,10 @@ const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response:
   return out
 }
 
-/** `details.retry_after_seconds` of a 429 body (the contract's error body). */
-const retryAfterOf = (bytes: Uint8Array): number | undefined => {
+/** `details.retry_after_seconds` of a 429 body (the contract's error body), as the direct route reads it. */
+const retryAfterOfBytes = (bytes: Uint8Array): number => {
   try {
-    const seconds = (JSON.parse(new TextDecoder().decode(bytes)) as { error?: { details?: { retry_after_seconds?: unknown } } }).error?.details?.retry_after_seconds
-    return typeof seconds === "number" && seconds >= 0 ? Math.ceil(seconds) : 1
+    return retryAfterOf(JSON.parse(new TextDecoder().decode(bytes)))
   } catch {
     return 1
   }

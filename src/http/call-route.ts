@@ -1,0 +1,240 @@
+/**
+ * call_tool and use_tool served straight from node:http: the store's hot path, off the HttpApi
+ * router. Through HttpApi a call cost about twice what the rest of the store spends on it (a fiber
+ * per request with its middleware chain, the router, the platform's request object, re-reading
+ * headers, the body read as a stream); here it costs one fiber, for the handler itself.
+ *
+ * Nothing else changes: the contract stays the one source. The routes, the payload and path
+ * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded with decoders compiled once;
+ * the handler is the same Effect the HttpApi handler runs (`callToolAnswer` of
+ * src/http/scope-handlers.ts); its failures, decode failures and defects go through the same
+ * contract middleware (src/http/contract-middleware.ts) and are encoded by their error classes
+ * (src/http/errors.ts), with the same headers; every answer is measured as the others are.
+ *
+ * A request is taken here only when it is plainly in order; anything else goes to the HttpApi app
+ * untouched, which answers it in its own words: a refused or malformed Host, any Origin or
+ * cross-site fetch (CORS, 403), a missing or wrong API key (401), another content type (415), a
+ * body without a Content-Length or over the limit (413), a query string, an agent id that needs
+ * percent-decoding, debug logging (the request logger). What it answers itself past that point:
+ * a body that is not a JSON object (400, the contract middleware's own words), payload decode
+ * failures (400 with the fields), and whatever the handler answers.
+ */
+import { HttpApiError, HttpApiSchema, HttpServerError } from "@effect/platform"
+import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runtime, Schema } from "effect"
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
+import { Api } from "./Api.js"
+import { presentsKey } from "./authorization.js"
+import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
+import * as E from "./errors.js"
+import type { RequestPolicy } from "./request-guard.js"
+import { callToolAnswer, type ScopeRef } from "./scope-handlers.js"
+import type { CallToolPayload } from "./schemas.js"
+import type { Store } from "../runtime/store.js"
+
+/** What the direct route needs from the server. */
+export interface CallRouteOptions {
+  readonly policy: RequestPolicy
+  readonly apiKey: string | undefined
+  readonly maxBodyBytes: number
+  /** Debug logging logs every request through HttpApi's logger: then nothing is taken here. */
+  readonly debug: boolean
+  /** The contract middleware around everything the router answers (the same instance). */
+  readonly contractErrors: <A, R>(app: Effect.Effect<A, unknown, R>) => Effect.Effect<A, E.ApiError, R>
+  /** Every answered request, as the HttpApi path measures it (monitor and metrics). */
+  readonly observe: (method: string, status: number, ms: number) => void
+}
+
+/** A request listener that answers what it takes and returns false for what it leaves to HttpApi. */
+export type DirectRoute = (request: IncomingMessage, response: ServerResponse) => boolean
+
+type Payload = Schema.Schema.Type<typeof CallToolPayload>
+
+/** An endpoint of the contract, looked up by group and name: the route serves only what the contract declares. */
+const endpoint = (group: string, name: string) => {
+  const found = Object.values(Api.groups)
+    .find((g) => g.identifier === group)
+    ?.endpoints[name]
+  if (found === undefined || found.method !== "POST") throw new Error(`call route: the contract has no POST ${group}.${name}`)
+  return found
+}
+
+/** The call endpoints: the store's two static paths, the agent group's `/for_agent/:agent_id/<name>`. */
+const routes = () => {
+  const store = ["callTool", "useTool"].map((name) => endpoint("store", name))
+  const agent = ["callTool", "useTool"].map((name) => endpoint("agent", name))
+  const schemaOf = (e: { readonly payloadSchema: Option.Option<unknown> } | { readonly pathSchema: Option.Option<unknown> }): unknown =>
+    Option.getOrThrow("payloadSchema" in e ? e.payloadSchema : e.pathSchema)
+  const payloadSchema = schemaOf(store[0]!) as Schema.Schema<Payload, unknown>
+  for (const e of [...store, ...agent]) {
+    if (schemaOf(e) !== payloadSchema) throw new Error(`call route: ${e.name} at ${e.path} has another payload`)
+  }
+  const agentPaths = agent.map((e) => {
+    const m = /^(\/[^:]+\/):agent_id(\/[^:]+)$/.exec(e.path)
+    if (m === null) throw new Error(`call route: unexpected agent path ${e.path}`)
+    return { prefix: m[1]!, suffix: m[2]! }
+  })
+  const pathSchema = schemaOf({ pathSchema: agent[0]!.pathSchema as Option.Option<unknown> }) as Schema.Schema<{ readonly agent_id: string }, unknown>
+  return { storePaths: new Set<string>(store.map((e) => e.path)), agentPaths, payloadSchema, pathSchema }
+}
+
+/** How an error class of the contract is answered: its status annotation and its compiled encoder. */
+interface ErrorAnswer {
+  readonly status: number
+  readonly encode: (e: unknown) => unknown
+}
+const ERROR_CLASSES = [
+  E.BadRequest,
+  E.Unauthorized,
+  E.Forbidden,
+  E.NotFound,
+  E.MethodNotAllowed,
+  E.WaitTimeout,
+  E.PayloadTooLarge,
+  E.UnsupportedMediaType,
+  E.TooMany,
+  E.InternalError,
+  E.BadGateway,
+  E.Unavailable,
+  E.GatewayTimeout
+] as const
+const errorAnswers = new Map<unknown, ErrorAnswer>(
+  ERROR_CLASSES.map((cls) => [cls, { status: HttpApiSchema.getStatusError(cls), encode: Schema.encodeSync(cls as Schema.Schema<unknown, unknown>) }])
+)
+
+/** `retry_after_seconds` of an error body's details as a Retry-After value (1 when absent or malformed). */
+export const retryAfterOf = (body: unknown): number => {
+  const seconds = (body as { error?: { details?: { retry_after_seconds?: unknown } } } | null)?.error?.details?.retry_after_seconds
+  return typeof seconds === "number" && seconds >= 0 ? Math.ceil(seconds) : 1
+}
+
+/** Writes a JSON answer with the headers every answer carries (src/http/server.ts), Retry-After on a 429. */
+const send = (response: ServerResponse, status: number, body: string, value: unknown): void => {
+  const headers: Record<string, string | number> = {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    "x-content-type-options": "nosniff"
+  }
+  if (status === 429) headers["retry-after"] = String(retryAfterOf(value))
+  response.writeHead(status, headers)
+  response.end(body)
+}
+
+/**
+ * Whether a POST to a call route is plainly in order, from its headers alone: its Host allowed, no
+ * Origin and no cross-site fetch, the API key presented (when there is one), a JSON body with a
+ * Content-Length within the limit, and no debug logging. Anything else is HttpApi's to answer.
+ */
+export const inOrder = (options: Pick<CallRouteOptions, "policy" | "apiKey" | "maxBodyBytes" | "debug">) => {
+  const admits = options.apiKey === undefined ? undefined : presentsKey(options.apiKey)
+  return (headers: IncomingHttpHeaders): boolean => {
+    if (options.debug || options.policy.hostProblem(headers.host) !== undefined) return false
+    const site = headers["sec-fetch-site"]
+    if (headers.origin !== undefined || site === "cross-site" || site === "same-site") return false
+    if (admits !== undefined && !admits(headers.authorization)) return false
+    const type = headers["content-type"]
+    const length = headers["content-length"]
+    if (type === undefined || !isJsonMediaType(type) || length === undefined || headers["transfer-encoding"] !== undefined) return false
+    const bytes = Number(length)
+    return bytes > 0 && bytes <= options.maxBodyBytes
+  }
+}
+
+/** Builds the direct route; `runtime` runs the handler Effects (the server's), `store` is read per request. */
+export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<never>, store: () => Store | undefined): DirectRoute => {
+  const { storePaths, agentPaths, payloadSchema, pathSchema } = routes()
+  const decodePayload = Schema.decodeUnknownEither(payloadSchema)
+  const decodePath = Schema.decodeUnknownEither(pathSchema)
+  const takes = inOrder(options)
+  const runFork = Runtime.runFork(runtime)
+  let storeScope: { readonly store: Store; readonly scope: Either.Either<ScopeRef, ParseResult.ParseError> } | undefined
+
+  /** The scope a path names (its parameters decoded by the contract), or undefined when the path is not a call route. */
+  const scopeOf = (path: string, current: Store): Either.Either<ScopeRef, ParseResult.ParseError> | undefined => {
+    if (storePaths.has(path)) {
+      if (storeScope?.store !== current) storeScope = { store: current, scope: Either.right(Effect.succeed(current.forStore().effects)) }
+      return storeScope.scope
+    }
+    for (const { prefix, suffix } of agentPaths) {
+      if (!path.startsWith(prefix) || !path.endsWith(suffix)) continue
+      const id = path.slice(prefix.length, path.length - suffix.length)
+      // The router would percent-decode the id (or refuse it): left to it.
+      if (id === "" || id.includes("/") || id.includes("%")) return undefined
+      return Either.map(decodePath({ agent_id: id }), (p) => current.agentContext(p.agent_id))
+    }
+    return undefined
+  }
+
+  /** The Effect of one call: the payload decoded by the contract's schema, then the handler, in the contract middleware. */
+  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown) =>
+    options.contractErrors(
+      Effect.suspend((): Effect.Effect<unknown, unknown> => {
+        if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
+        const decoded = decodePayload(value)
+        if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
+        return callToolAnswer(scope.right, decoded.right)
+      })
+    )
+
+  const answerError = (response: ServerResponse, e: unknown): number => {
+    const answer = errorAnswers.get((e as object | null)?.constructor)
+    if (answer === undefined) {
+      // Not a contract error: cannot happen (the contract middleware maps everything), answered as a bug.
+      const body = E.errorBody("INTERNAL_ERROR", "Internal error; the server log has the details", {})
+      send(response, 500, JSON.stringify(body), body)
+      return 500
+    }
+    const body = answer.encode(e)
+    send(response, answer.status, JSON.stringify(body), body)
+    return answer.status
+  }
+
+  return (request, response) => {
+    const url = request.url ?? ""
+    const current = store()
+    if (current === undefined || request.method !== "POST") return false
+    const scope = scopeOf(url, current)
+    if (scope === undefined || !takes(request.headers)) return false
+
+    const started = performance.now()
+    let status = 500
+    const done = () => options.observe("POST", status, performance.now() - started)
+
+    let fiber: Fiber.RuntimeFiber<unknown, E.ApiError> | undefined
+    // The client went away: its handler is interrupted, as HttpApi's server does.
+    response.once("close", () => {
+      if (!response.writableEnded) {
+        fiber?.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
+        if (fiber === undefined) done()
+      }
+    })
+
+    const chunks: Buffer[] = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.once("error", () => undefined) // a body cut short: nobody to answer
+    request.once("end", () => {
+      const text = chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")
+      let value: unknown
+      try {
+        value = JSON.parse(text)
+      } catch {
+        value = undefined
+      }
+      if (typeof value !== "object" || value === null || Array.isArray(value) || nestedDeeperThan(value, MAX_BODY_DEPTH)) {
+        status = answerError(response, bodyProblem(text, url))
+        return done()
+      }
+      fiber = runFork(program(scope, value))
+      fiber.addObserver((exit) => {
+        if (Exit.isSuccess(exit)) {
+          status = 200
+          send(response, 200, JSON.stringify(exit.value), exit.value)
+        } else if (!Cause.isInterruptedOnly(exit.cause)) {
+          const failure = Cause.failureOption(exit.cause)
+          status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
+        }
+        done()
+      })
+    })
+    return true
+  }
+}
