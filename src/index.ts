@@ -27,7 +27,18 @@ export type { ServiceActorRef, ServiceSnapshot, ServiceEvent, ServiceInput, Tran
 export { agentMachine, type AgentActorRef } from "./machines/agent.js"
 export { storeMachine, type StoreActorRef, type StoreEvent } from "./machines/store.js"
 export { STORE_SYSTEM_ID, agentSystemId, serviceSystemId } from "./machines/supervisor.js"
-export { STATUSES, type Status, type ServiceDefinition, type Scope, STORE_SCOPE, agentScope } from "./domain/service.js"
+export { type Scope, STORE_SCOPE, agentScope } from "./domain/service.js"
+export {
+  AddServiceBody,
+  AgentId,
+  ServiceDefinition,
+  ServiceName,
+  ServiceRef,
+  STATUSES,
+  Status,
+  ToolName,
+  UpdateServiceBody
+} from "./domain/schemas.js"
 export { defaultMonitoring, type MonitoringSettings } from "./domain/settings.js"
 export { startServer, type RunningServer, type StartServerOptions } from "./http/server.js"
 export { resolveOptions, type Options, type ServerOptions, type StoreOptions } from "./config/options.js"

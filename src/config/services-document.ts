@@ -7,8 +7,10 @@
  * a null prototype (src/domain/dict.ts): a service "constructor" or an agent "__proto__" is a key
  * like any other. No I/O here: src/config/services-file.ts reads and writes.
  */
+import { Either, ParseResult, Schema } from "effect"
 import { dict, nullPrototypeJson, parseJsonDict } from "../domain/dict.js"
-import { agentIdProblem, serviceNameProblem, type Scope, type ServiceDefinition } from "../domain/service.js"
+import { agentIdProblem, serviceNameProblem } from "../domain/schemas.js"
+import type { Scope, ServiceDefinition } from "../domain/service.js"
 
 /** Every service definition of the file, by scope. Frozen: a snapshot, not a handle. */
 export interface ServicesConfig {
@@ -91,29 +93,43 @@ const deepFreeze = <T>(value: T): T => {
   return value
 }
 
-/** Why a parsed document cannot be used, or undefined when its shape is right. */
+/** An object (null prototype or not) whose values are checked by `value`. */
+const objectOf = <A, I>(value: Schema.Schema<A, I>, message: string) =>
+  Schema.Record({ key: Schema.String, value }).annotations({ message: () => message })
+
+/** A section of service definitions. Each must be an object; whether it is usable is decided per service (`resolveDefinition`). */
+const Definitions = objectOf(objectOf(Schema.Unknown, "must be an object (a service definition)"), "must be an object of service definitions")
+
+/**
+ * The document's shape: `mcpServers`, and `agents` each with its own `mcpServers`; any other
+ * field is kept as it is. A definition that is an object but not usable (a hand edit half done)
+ * does not make the file unreadable: that service alone is refused when it is resolved.
+ */
+const ServicesDocument = Schema.Struct(
+  {
+    mcpServers: Schema.optionalWith(Definitions, { exact: true }),
+    agents: Schema.optionalWith(
+      objectOf(
+        Schema.Struct({ mcpServers: Schema.optionalWith(Definitions, { exact: true }) }, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+          message: () => "must be an object with \"mcpServers\""
+        }),
+        "must be an object of agents"
+      ),
+      { exact: true }
+    )
+  },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+).annotations({ message: () => "the top level must be a JSON object" })
+
+const checkDocument = Schema.decodeUnknownEither(ServicesDocument)
+
+/** Why a parsed document cannot be used (its first problem, the field quoted), or undefined when its shape is right. */
 const shapeProblem = (doc: unknown): string | undefined => {
-  if (!isObject(doc)) return "the top level must be a JSON object"
-  const servers = own(doc, "mcpServers")
-  const serversProblem = (value: unknown, at: string): string | undefined => {
-    if (value === undefined) return undefined
-    if (!isObject(value)) return `"${at}" must be an object of service definitions`
-    for (const [name, def] of Object.entries(value)) {
-      if (!isObject(def)) return `"${at}.${name}" must be an object (a service definition)`
-    }
-    return undefined
-  }
-  const top = serversProblem(servers, "mcpServers")
-  if (top !== undefined) return top
-  const agents = own(doc, "agents")
-  if (agents === undefined) return undefined
-  if (!isObject(agents)) return `"agents" must be an object of agents`
-  for (const [agentId, agent] of Object.entries(agents)) {
-    if (!isObject(agent)) return `"agents.${agentId}" must be an object with "mcpServers"`
-    const problem = serversProblem(own(agent, "mcpServers"), `agents.${agentId}.mcpServers`)
-    if (problem !== undefined) return problem
-  }
-  return undefined
+  const checked = checkDocument(doc)
+  if (Either.isRight(checked)) return undefined
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(checked.left)
+  if (first === undefined) return "not a services document"
+  return first.path.length === 0 ? first.message : `"${first.path.map(String).join(".")}" ${first.message}`
 }
 
 const withLineAndColumn = (message: string, text: string): string => {
@@ -173,6 +189,7 @@ export const configOf = (doc: JsonObject): ServicesConfig => {
   return deepFreeze({ store: copy(store), agents: dict([...agents].map(([id, m]) => [id, copy(m)])) })
 }
 
+/** Names and agent ids written to the file follow the domain's rules (`ServiceName`, `AgentId`). */
 const checkScopeAndName = (scope: Scope, name: string): void => {
   const nameProblem = serviceNameProblem(name)
   if (nameProblem !== undefined) throw new RangeError(`service name "${name}" ${nameProblem}`)

@@ -1,43 +1,17 @@
 /**
- * Domain values of a service shared by every layer: statuses, transports, definitions and the
- * rules for names. Kept free of I/O so machines, runtime, config and HTTP can all import it.
+ * Domain values of a service shared by every layer: scopes, resolved definitions, client ids.
+ * The rules for names, statuses and definitions are the schemas of src/domain/schemas.ts
+ * (re-exported here for the modules that import them from this file). Kept free of I/O so
+ * machines, runtime, config and HTTP can all import it.
  */
 import { createHash } from "node:crypto"
+import { Either, Schema } from "effect"
+import { normaliseTransport, parseErrorProblems, ServiceDefinition } from "./schemas.js"
 
-/** Every status a service can have (shared/API.md, complete list). */
-export const STATUSES = [
-  "initializing",
-  "healthy",
-  "warning",
-  "reconnecting",
-  "unreachable",
-  "disconnecting",
-  "disconnected"
-] as const
-export type Status = (typeof STATUSES)[number]
-export const isStatus = (s: unknown): s is Status => typeof s === "string" && (STATUSES as ReadonlyArray<string>).includes(s)
+export { STATUSES, agentIdProblem, serviceNameProblem, type ServiceDefinition, type Status } from "./schemas.js"
 
 /** The transport actually used to reach a service. */
 export type TransportType = "streamable_http" | "sse" | "stdio"
-
-/**
- * A service definition as stored in the services file (without its name). Unknown extra fields are
- * kept as they are, so a file written by another MCP client survives a round trip.
- */
-export interface ServiceDefinition {
-  readonly url?: string
-  /** `streamable_http`, `streamable-http`, `http` or `sse`; `type` is accepted as a synonym. */
-  readonly transport?: string
-  readonly type?: string
-  readonly headers?: Readonly<Record<string, string>>
-  readonly command?: string
-  readonly args?: ReadonlyArray<string>
-  readonly env?: Readonly<Record<string, string>>
-  readonly cwd?: string
-  /** Set by disconnect_service: the service stays disconnected until restarted. */
-  readonly disabled?: boolean
-  readonly [extra: string]: unknown
-}
 
 /** A definition resolved to what a connection needs. */
 export type ResolvedDefinition =
@@ -62,107 +36,36 @@ export const STORE_SCOPE: Scope = { kind: "store" }
 export const agentScope = (agentId: string): Scope => ({ kind: "agent", agentId })
 export const scopeLabel = (scope: Scope): string => (scope.kind === "store" ? "store" : scope.agentId)
 
-export const SERVICE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
-export const AGENT_ID_PATTERN = /^[A-Za-z0-9_-]{1,100}$/
+const decodeDefinition = Schema.decodeUnknownEither(ServiceDefinition)
 
-/** Why a service name is refused, or undefined when it is valid. */
-export const serviceNameProblem = (name: string): string | undefined => {
-  if (!SERVICE_NAME_PATTERN.test(name)) {
-    return "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-  }
-  if (name.includes("__")) return "must not contain '__'"
-  if (name.includes("_byagent_")) return "must not contain '_byagent_'"
-  return undefined
-}
-
-/** Why an agent id is refused, or undefined when it is valid. */
-export const agentIdProblem = (id: string): string | undefined =>
-  !AGENT_ID_PATTERN.test(id)
-    ? "must match ^[A-Za-z0-9_-]{1,100}$"
-    : id === "store"
-      ? "must not be \"store\" (the store scope's name in monitoring figures)"
-      : undefined
-
-/** Normalises a transport spelling; undefined when it is not one we know. */
-export const normaliseTransport = (t: string): "streamable_http" | "sse" | "stdio" | undefined => {
-  switch (t) {
-    case "streamable_http":
-    case "streamable-http":
-    case "streamableHttp":
-    case "http":
-      return "streamable_http"
-    case "sse":
-      return "sse"
-    case "stdio":
-      return "stdio"
-    default:
-      return undefined
-  }
-}
+/** Resolutions by definition object: a definition is never changed in place (see `definitionHash`). */
+const resolutions = new WeakMap<object, ResolvedDefinition>()
 
 /**
- * Resolves a stored definition. Throws a `DefinitionError` listing each problem when the definition
- * is not usable (both or neither of url/command, a non-http URL, wrong types).
+ * Resolves a definition (checked with the domain's `ServiceDefinition` schema) to what a connection
+ * needs: the transport given (or inferred from the URL: a path ending in `/sse` means SSE), and
+ * the defaults. Throws a `DefinitionError` naming each problem of a definition that is not usable
+ * (one read from a hand-edited services file: those from requests were decoded at the edge).
  */
 export const resolveDefinition = (def: ServiceDefinition): ResolvedDefinition => {
-  const problems: Array<{ field: string; problem: string }> = []
-  const hasUrl = def.url !== undefined
-  const hasCommand = def.command !== undefined
-  if (hasUrl === hasCommand) {
-    problems.push({ field: "url", problem: "exactly one of 'url' and 'command' is required" })
-  }
-  const transportGiven = def.transport ?? def.type
-  let transport: "streamable_http" | "sse" | "stdio" | undefined
-  if (transportGiven !== undefined) {
-    transport = typeof transportGiven === "string" ? normaliseTransport(transportGiven) : undefined
-    if (transport === undefined) {
-      problems.push({
-        field: def.transport !== undefined ? "transport" : "type",
-        problem: "must be one of streamable_http, streamable-http, http, sse, stdio"
-      })
-    }
-  }
-  if (hasUrl) {
-    if (typeof def.url !== "string") {
-      problems.push({ field: "url", problem: "must be a string" })
-    } else {
-      let parsed: URL | undefined
-      try {
-        parsed = new URL(def.url)
-      } catch {
-        problems.push({ field: "url", problem: "is not a valid URL" })
-      }
-      if (parsed && parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-        problems.push({ field: "url", problem: "only http and https URLs are allowed" })
-      }
-      if (transport === "stdio") problems.push({ field: "transport", problem: "stdio needs 'command', not 'url'" })
-    }
-    checkStringRecord(def.headers, "headers", problems)
-  }
-  if (hasCommand) {
-    if (typeof def.command !== "string" || def.command.trim() === "") {
-      problems.push({ field: "command", problem: "must be a non-empty string" })
-    }
-    if (def.args !== undefined && (!Array.isArray(def.args) || def.args.some((a) => typeof a !== "string"))) {
-      problems.push({ field: "args", problem: "must be an array of strings" })
-    }
-    checkStringRecord(def.env, "env", problems)
-    if (def.cwd !== undefined && typeof def.cwd !== "string") problems.push({ field: "cwd", problem: "must be a string" })
-    if (transport !== undefined && transport !== "stdio") {
-      problems.push({ field: "transport", problem: "a 'command' service uses stdio" })
-    }
-  }
-  if (def.disabled !== undefined && typeof def.disabled !== "boolean") {
-    problems.push({ field: "disabled", problem: "must be a boolean" })
-  }
-  if (problems.length > 0) throw new DefinitionError(problems)
-  if (hasUrl) {
-    const url = def.url as string
-    const inferred = new URL(url).pathname.replace(/\/+$/, "").endsWith("/sse") ? "sse" : "streamable_http"
+  const known = resolutions.get(def)
+  if (known !== undefined) return known
+  const decoded = decodeDefinition(def, { errors: "all" })
+  if (Either.isLeft(decoded)) throw new DefinitionError(parseErrorProblems(decoded.left))
+  const resolved = resolveChecked(decoded.right)
+  resolutions.set(def, resolved)
+  return resolved
+}
+
+const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
+  const given = def.transport ?? def.type
+  const transport = given === undefined ? undefined : normaliseTransport(given)
+  if (def.url !== undefined) {
+    const inferred = new URL(def.url).pathname.replace(/\/+$/, "").endsWith("/sse") ? "sse" : "streamable_http"
     return {
       kind: "remote",
-      transport: (transport as "streamable_http" | "sse" | undefined) ?? inferred,
-      url,
+      transport: transport === "streamable_http" || transport === "sse" ? transport : inferred,
+      url: def.url,
       headers: def.headers ?? {}
     }
   }
@@ -173,21 +76,6 @@ export const resolveDefinition = (def: ServiceDefinition): ResolvedDefinition =>
     args: def.args ?? [],
     env: def.env ?? {},
     cwd: def.cwd
-  }
-}
-
-const checkStringRecord = (
-  value: unknown,
-  field: string,
-  problems: Array<{ field: string; problem: string }>
-): void => {
-  if (value === undefined) return
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    problems.push({ field, problem: "must be an object of strings" })
-    return
-  }
-  for (const [k, v] of Object.entries(value)) {
-    if (typeof v !== "string") problems.push({ field: `${field}.${k}`, problem: "must be a string" })
   }
 }
 

@@ -2,14 +2,15 @@
  * What the framework would answer in its own words, answered in the contract's (shared/API.md,
  * Conventions): request bodies checked before routing (content type, size read with a streaming
  * limit, well-formed JSON, an object, nesting depth), so a bad body is a 400, 413 or 415 and never
- * a defect; and routing, decoding and unexpected failures mapped to the contract's error body
- * (404, 405, a path parameter the router refused, field-by-field decode wording, a defect as 500
- * with a trace id).
+ * a defect, and parsed once (the contract decodes the value parsed here); and routing, decoding
+ * and unexpected failures mapped to the contract's error body (404, 405, a path parameter the
+ * router refused, field-by-field decode wording, a defect as 500 with a trace id).
  */
 import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { fieldProblems } from "../domain/schemas.js"
 import {
   BadRequest,
   errorBody,
@@ -98,7 +99,7 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, limit: number): 
   })
 
 /**
- * Hands a body read by `readBody` to the framework, which reads it again to decode the payload:
+ * Hands a body read by `readBody` to the framework, which would read it again for its own uses:
  * the Node request caches its text in `textEffect` (platform-node's HttpIncomingMessageImpl, an
  * internal field: without it the fallback below answers an oversized chunked body by resetting the
  * connection, and test/http/contract-errors.test.ts fails).
@@ -106,6 +107,17 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, limit: number): 
 const canProvideText = (request: HttpServerRequest.HttpServerRequest): boolean => "textEffect" in request
 const provideText = (request: HttpServerRequest.HttpServerRequest, text: string): void => {
   ;(request as { textEffect?: unknown }).textEffect = Effect.succeed(text)
+}
+
+/**
+ * Hands the body parsed by the checks to the framework, so it is parsed once: HttpApiBuilder
+ * reads a JSON payload through `request.json`, a getter of the request's class that parses the
+ * text on every read (platform-node's HttpIncomingMessageImpl); an own property of the request
+ * object shadows it with the value parsed here. test/http/contract-middleware.test.ts fails if a
+ * framework update stops reading the body so.
+ */
+const provideJson = (request: HttpServerRequest.HttpServerRequest, json: unknown): void => {
+  Object.defineProperty(request, "json", { value: Effect.succeed(json), configurable: true })
 }
 
 /**
@@ -128,24 +140,33 @@ const mediaTypeProblem = (type: string | undefined, length: string | undefined, 
   return new UnsupportedMediaType(errorBody("UNSUPPORTED_MEDIA_TYPE", message, { content_type: type ?? null }))
 }
 
-/** The body checks: well-formed JSON, an object (or an array where allowed), nesting depth. Undefined when it passes. */
-export const bodyProblem = (text: string, path: string): BadRequest | undefined => {
-  if (text.length === 0) return undefined
+/**
+ * The body checks: well-formed JSON, an object (or an array where allowed), nesting depth. The
+ * parsed body when it passes (null for an empty one, as the framework reads it), else the refusal.
+ */
+const parseBody = (text: string, path: string): { readonly json: unknown } | { readonly problem: BadRequest } => {
+  if (text.length === 0) return { json: null }
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
   } catch (e) {
-    return validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }])
+    return { problem: validationError(`Malformed JSON body: ${(e as Error).message}`, [{ field: "body", problem: "is not valid JSON" }]) }
   }
   if (typeof parsed !== "object" || parsed === null || (Array.isArray(parsed) && !arrayBodyAllowed(path))) {
     const problem = `must be a JSON object${arrayBodyAllowed(path) ? " or array" : ""}, not ${parsed === null ? "null" : Array.isArray(parsed) ? "an array" : typeof parsed === "string" ? "a string" : typeof parsed === "number" ? "a number" : "a boolean"}`
-    return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
+    return { problem: validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }]) }
   }
   if (nestedDeeperThan(parsed, MAX_BODY_DEPTH)) {
     const problem = `nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels`
-    return validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }])
+    return { problem: validationError(`Invalid request: body ${problem}`, [{ field: "body", problem }]) }
   }
-  return undefined
+  return { json: parsed }
+}
+
+/** The body checks (`parseBody`): undefined when the body passes, else the refusal. */
+export const bodyProblem = (text: string, path: string): BadRequest | undefined => {
+  const parsed = parseBody(text, path)
+  return "problem" in parsed ? parsed.problem : undefined
 }
 
 /**
@@ -174,8 +195,10 @@ export const requestBodyLayer = (maxBodyBytes: number): Layer.Layer<RequestBody>
         if (Number(length ?? "0") > maxBodyBytes) return Effect.fail(tooLarge(maxBodyBytes))
         if (length === undefined && !chunked) return Effect.void
         const checked = (text: string): Effect.Effect<void, BadRequest> => {
-          const problem = bodyProblem(text, pathOf(request.url))
-          return problem === undefined ? Effect.void : Effect.fail(problem)
+          const parsed = parseBody(text, pathOf(request.url))
+          if ("problem" in parsed) return Effect.fail(parsed.problem)
+          provideJson(request, parsed.json)
+          return Effect.void
         }
         if (!canProvideText(request)) {
           // Not the Node request this was written for: the framework's reader, bounded (past the
@@ -195,14 +218,17 @@ export const requestBodyLayer = (maxBodyBytes: number): Layer.Layer<RequestBody>
     )
   )
 
-/** Describes a schema decode failure field by field, in words a client can act on. */
+/**
+ * Describes a schema decode failure field by field, in words a client can act on: the domain's
+ * wording (`fieldProblems`), and a body of the wrong shape as a whole, which the decoder describes
+ * by its schema ("Expected {...}, actual ..."), in a sentence.
+ */
 const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
-  e.issues.map((issue) => {
-    const field = issue.path.length > 0 ? issue.path.map(String).join(".") : "body"
-    if (issue._tag === "Missing") return { field, problem: "is required" }
-    if (issue._tag === "Unexpected") return { field, problem: "is not allowed" }
-    if (issue.path.length === 0 && issue._tag === "Type") return { field, problem: "must be a JSON object with this endpoint's fields" }
-    return { field, problem: issue.message }
+  fieldProblems(e.issues).map((p, i) => {
+    const issue = e.issues[i]!
+    return issue.path.length === 0 && issue._tag === "Type" && issue.message.startsWith("Expected ")
+      ? { field: p.field, problem: "must be a JSON object with this endpoint's fields" }
+      : p
   })
 
 const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)

@@ -1,13 +1,15 @@
 /**
  * The wire schemas shared by the store and agent groups (shared/API.md, Resources), and the
- * endpoint builders both scopes use, so the two scopes cannot drift apart.
+ * endpoint builders both scopes use, so the two scopes cannot drift apart. Names, ids, statuses
+ * and service definitions are the domain's schemas (src/domain/schemas.ts), decoded here, at the
+ * edge.
  */
 import { HttpApiEndpoint } from "@effect/platform"
 import { Schema } from "effect"
-import { STATUSES } from "../domain/service.js"
+import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domain/schemas.js"
 import { WaitTimeout } from "./errors.js"
 
-export const Status = Schema.Literal(...STATUSES)
+export { Status }
 
 export const Service = Schema.Struct({
   name: Schema.String,
@@ -39,32 +41,6 @@ export const Tool = Schema.Struct({
 /** `success` and `message`, present in every success body. */
 export const ok = { success: Schema.Boolean, message: Schema.String }
 
-/** A non-empty string of bounded length (names, ids). */
-export const Name = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
-
-const definitionJsonSchema = {
-  oneOf: [
-    { $ref: "#/components/schemas/ServiceDefinition" },
-    {
-      type: "object",
-      required: ["mcpServers"],
-      properties: { mcpServers: { type: "object", additionalProperties: { type: "object" } } }
-    },
-    { type: "array", items: { $ref: "#/components/schemas/ServiceDefinition" } }
-  ]
-}
-
-/**
- * add_service body: a definition, `{mcpServers: {...}}` or an array. Decoded by the store, which
- * names each bad field (a schema union would only say that no member matched).
- */
-export const AddServicePayload = Schema.Unknown.annotations({
-  identifier: "AddServiceBody",
-  description:
-    "A service definition ({name, url[, transport, headers]} or {name, command[, args, env, cwd]}), or {mcpServers: {name: definition}}, or an array of definitions",
-  jsonSchema: definitionJsonSchema
-})
-
 export const AddServiceQuery = Schema.Struct({
   wait: Schema.optional(
     Schema.NumberFromString.pipe(Schema.between(0, 30)).annotations({
@@ -89,9 +65,9 @@ export const ListServicesResponse = Schema.Struct({
 })
 
 export const CallToolPayload = Schema.Struct({
-  tool_name: Name,
+  tool_name: ToolName,
   args: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
-  service_name: Schema.optional(Name),
+  service_name: Schema.optional(ServiceRef),
   timeout: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(3600))).annotations({
     description: "seconds (default 60)"
   })
@@ -110,16 +86,22 @@ export const CallToolResponse = Schema.Struct({
   trace_id: Schema.String
 })
 
+/** wait_service's `status`: a status, or a non-empty array of them. */
+export const WaitStatus = Schema.Union(Status, Schema.NonEmptyArray(Status)).annotations({
+  description: "A status, or a non-empty array of statuses: the wait ends when the service has any of them",
+  message: () => ({ message: `must be one of ${STATUSES.join(", ")} (or an array of them)`, override: true })
+})
+
 export const WaitPayload = Schema.Struct({
-  client_id_or_service_name: Name,
-  status: Schema.optionalWith(Schema.Union(Schema.String, Schema.Array(Schema.String)), { default: () => "healthy" }),
+  client_id_or_service_name: ServiceRef,
+  status: Schema.optionalWith(WaitStatus, { default: () => "healthy" as const }),
   timeout: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 600)), { default: () => 10 }),
   raise_on_timeout: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 
 export const WaitData = Schema.Struct({
   client_id_or_service_name: Schema.String,
-  target_status: Schema.Union(Schema.String, Schema.Array(Schema.String)),
+  target_status: Schema.Union(Status, Schema.Array(Status)),
   timeout: Schema.Number,
   result: Schema.Boolean,
   final_status: Schema.String,
@@ -130,7 +112,7 @@ export const WaitData = Schema.Struct({
 
 export const WaitResponse = Schema.Struct({ ...ok, data: WaitData })
 
-export const ServiceNamePayload = Schema.Struct({ service_name: Name })
+export const ServiceNamePayload = Schema.Struct({ service_name: ServiceRef })
 
 export const TwoStepDeleteResponse = Schema.Struct({
   ...ok,
@@ -207,8 +189,8 @@ const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe
 export const RecordsQuery = Schema.Struct({
   limit: Schema.optional(IntFromString(1, 1000)),
   offset: Schema.optional(IntFromString(0, 1_000_000_000)),
-  service_name: Schema.optional(Name),
-  tool_name: Schema.optional(Name),
+  service_name: Schema.optional(ServiceRef),
+  tool_name: Schema.optional(ToolName),
   outcome: Schema.optional(Outcome),
   since: Schema.optional(
     Schema.String.pipe(Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be an ISO-8601 time" }))
@@ -244,7 +226,7 @@ export const RecordsResponse = Schema.Struct({
   })
 })
 
-export const ServicePath = Schema.Struct({ service_name: Schema.String })
+export const ServicePath = Schema.Struct({ service_name: ServiceRef })
 
 export const DeleteResponse = Schema.Struct({ ...ok, service_name: Schema.String })
 
@@ -258,7 +240,7 @@ export const scopeEndpoints = (prefix: string) => {
   const at = (path: string) => `${prefix}/${path}` as `/${string}`
   return {
     addService: HttpApiEndpoint.post("addService", at("add_service"))
-      .setPayload(AddServicePayload)
+      .setPayload(AddServiceBody)
       .setUrlParams(AddServiceQuery)
       .addSuccess(AddServiceResponse),
     callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
@@ -268,10 +250,10 @@ export const scopeEndpoints = (prefix: string) => {
       .addSuccess(WaitResponse)
       .addError(WaitTimeout),
     getServiceInfo: HttpApiEndpoint.get("getServiceInfo", at("get_service_info"))
-      .setUrlParams(Schema.Struct({ name: Name }))
+      .setUrlParams(Schema.Struct({ name: ServiceRef }))
       .addSuccess(ServiceInfoResponse),
     listTools: HttpApiEndpoint.get("listTools", at("list_tools"))
-      .setUrlParams(Schema.Struct({ service_name: Schema.optional(Name) }))
+      .setUrlParams(Schema.Struct({ service_name: Schema.optional(ServiceRef) }))
       .addSuccess(ListToolsResponse),
     checkServices: HttpApiEndpoint.get("checkServices", at("check_services")).addSuccess(CheckServicesResponse),
     deleteService: HttpApiEndpoint.del("deleteService", at("delete_service/:service_name")).addSuccess(DeleteResponse),

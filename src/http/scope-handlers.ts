@@ -27,7 +27,7 @@ export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
 export const localPolicy = (server: ServerOptions) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => localServicesPolicy(server, request))
 
-export const addService = (scope: ScopeRef, payload: unknown, wait: number | undefined, server: ServerOptions) =>
+export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, wait: number | undefined, server: ServerOptions) =>
   contract(
     Effect.gen(function* () {
       const ctx = yield* scope
@@ -92,7 +92,7 @@ export const waitService = (
   Effect.flatMap(
     contract(
       Effect.flatMap(scope, (ctx) =>
-        queries.waitService(ctx, { client_id_or_service_name: payload.client_id_or_service_name, status: payload.status as never, timeout: payload.timeout })
+        queries.waitService(ctx, { client_id_or_service_name: payload.client_id_or_service_name, status: payload.status, timeout: payload.timeout })
       )
     ),
     (outcome) => {

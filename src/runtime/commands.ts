@@ -4,19 +4,30 @@
  * always agree; a refused change (bad definition, a cap, a local service the caller may not add)
  * changes nothing.
  */
-import { Effect } from "effect"
-import { DefinitionError, resolveDefinition, sameDefinition, serviceNameProblem, type ServiceDefinition, type Status } from "../domain/service.js"
+import { Effect, Either, type ParseResult, Schema } from "effect"
+import {
+  AddServiceBody,
+  namedDefinitions,
+  parseErrorProblems,
+  type NamedDefinition,
+  type ServiceName,
+  UpdateServiceBody
+} from "../domain/schemas.js"
+import { sameDefinition, type Status } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { McpRequestError } from "../mcp/types.js"
 import { awaitSnapshot } from "./bridge.js"
-import { Forbidden, TooMany, ValidationError, type FieldProblem, type ServiceNotFound } from "./errors.js"
+import { Forbidden, TooMany, ValidationError, type ServiceNotFound } from "./errors.js"
 import type { ScopeContext } from "./host.js"
 import { attempt } from "./run.js"
 import { isConnected, serviceView, type ServiceView } from "./views.js"
 
-/** What `addService` accepts: one definition with `name`, `{mcpServers: {...}}`, or an array of definitions. */
-export type AddServiceInput = unknown
+/** What `addService` takes: add_service's body, decoded (`AddServiceBody` of src/domain/schemas.ts). */
+export type AddServiceInput = AddServiceBody
+
+/** What `updateService` takes: update_service's body, decoded (`UpdateServiceBody` of src/domain/schemas.ts). */
+export type UpdateServiceInput = UpdateServiceBody
 
 export interface AddServiceResult {
   readonly services: ReadonlyArray<ServiceView>
@@ -34,76 +45,23 @@ export interface TwoStepDeleteResult {
   readonly overall_success: boolean
 }
 
-/**
- * The path of the first `__proto__` key in a JSON value, if any. JSON.parse keeps it as a plain
- * key, but any copy by assignment (`Object.assign`, a decoder) would turn it into the object's
- * prototype: a definition with `"__proto__": {"command": ...}` would then inherit a command.
- */
-const protoKeyIn = (value: unknown): string | undefined => {
-  const pending: Array<{ readonly value: unknown; readonly path: string }> = [{ value, path: "" }]
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    if (typeof next.value !== "object" || next.value === null) continue
-    for (const [key, v] of Object.entries(next.value)) {
-      const at = next.path === "" ? key : `${next.path}.${key}`
-      if (key === "__proto__") return at
-      pending.push({ value: v, path: at })
-    }
-  }
-  return undefined
-}
+/** A decode failure as the store's ValidationError, each field named. */
+const invalid = (e: ParseResult.ParseError): ValidationError => ValidationError.of(parseErrorProblems(e))
 
-/** Parses an add_service body into named definitions, naming every problem. */
-export const parseDefinitions = (body: unknown): Array<{ name: string; definition: ServiceDefinition }> => {
-  const problems: FieldProblem[] = []
-  const entries: Array<{ path: string; name: unknown; def: unknown }> = []
-  if (Array.isArray(body)) {
-    body.forEach((item, i) => entries.push({ path: `[${i}]`, name: (item as { name?: unknown } | null)?.name, def: item }))
-  } else if (typeof body === "object" && body !== null && "mcpServers" in body) {
-    const servers = (body as { mcpServers: unknown }).mcpServers
-    if (typeof servers !== "object" || servers === null || Array.isArray(servers)) {
-      problems.push({ field: "mcpServers", problem: "must be an object of name to definition" })
-    } else {
-      for (const [name, def] of Object.entries(servers)) entries.push({ path: `mcpServers.${name}`, name, def })
-    }
-  } else if (typeof body === "object" && body !== null) {
-    entries.push({ path: "", name: (body as { name?: unknown }).name, def: body })
-  } else {
-    problems.push({ field: "body", problem: "must be a service definition, {mcpServers: {...}} or an array of definitions" })
-  }
-  if (entries.length === 0 && problems.length === 0) problems.push({ field: "body", problem: "names no service" })
-  const out: Array<{ name: string; definition: ServiceDefinition }> = []
-  const seen = new Set<string>()
-  for (const { path, name, def } of entries) {
-    const at = (f: string) => (path === "" ? f : `${path}.${f}`)
-    if (typeof def !== "object" || def === null || Array.isArray(def)) {
-      problems.push({ field: path || "body", problem: "must be an object" })
-      continue
-    }
-    if (typeof name !== "string") {
-      problems.push({ field: at("name"), problem: "is required and must be a string" })
-      continue
-    }
-    const nameProblem = serviceNameProblem(name)
-    if (nameProblem) problems.push({ field: at("name"), problem: nameProblem })
-    if (seen.has(name)) problems.push({ field: at("name"), problem: `'${name}' is given twice` })
-    seen.add(name)
-    const protoKey = protoKeyIn(def)
-    if (protoKey !== undefined) {
-      problems.push({ field: at(protoKey), problem: "is not allowed: \"__proto__\" is not a usable key" })
-      continue
-    }
-    const { name: _n, ...definition } = def as Record<string, unknown>
-    try {
-      resolveDefinition(definition as ServiceDefinition)
-    } catch (e) {
-      if (!(e instanceof DefinitionError)) throw e
-      for (const p of e.problems) problems.push({ field: at(p.field), problem: p.problem })
-    }
-    out.push({ name, definition: definition as ServiceDefinition })
-  }
-  if (problems.length > 0) throw ValidationError.of(problems)
-  return out
-}
+/**
+ * Decodes add_service's body with the domain's `AddServiceBody`, for callers that did not decode
+ * it at their edge (the library's `ScopeApi`; the HTTP contract decodes with the same schema).
+ */
+export const decodeAddServiceBody = (body: unknown): Effect.Effect<AddServiceBody, ValidationError> =>
+  Effect.mapError(Schema.decodeUnknown(AddServiceBody, { errors: "all" })(body), invalid)
+
+/** Decodes update_service's body with the domain's `UpdateServiceBody` (see `decodeAddServiceBody`). */
+export const decodeUpdateServiceBody = (body: unknown): Effect.Effect<UpdateServiceBody, ValidationError> =>
+  Effect.mapError(Schema.decodeUnknown(UpdateServiceBody, { errors: "all" })(body), invalid)
+
+/** Parses an add_service body into named definitions, naming every problem (throws a `ValidationError`). */
+export const parseDefinitions = (body: unknown): Array<NamedDefinition> =>
+  [...namedDefinitions(Either.getOrThrowWith(Schema.decodeUnknownEither(AddServiceBody, { errors: "all" })(body), invalid))]
 
 /**
  * Whether a caller may define local (command) services: `disabled` with --no-local-services (400,
@@ -113,7 +71,7 @@ export const parseDefinitions = (body: unknown): Array<{ name: string; definitio
 export type LocalServicesPolicy = "allowed" | "disabled" | "remote-client"
 
 /** Refuses local (command) definitions the policy does not allow; nothing is changed. */
-const refuseLocal = (entries: ReadonlyArray<{ name: string; definition: ServiceDefinition }>, policy: LocalServicesPolicy | undefined) => {
+const refuseLocal = (entries: ReadonlyArray<NamedDefinition>, policy: LocalServicesPolicy | undefined): void => {
   if (policy === undefined || policy === "allowed") return
   const local = entries.filter((e) => e.definition.command !== undefined)
   if (local.length === 0) return
@@ -146,11 +104,8 @@ export const addService = (
   options: { readonly waitSeconds?: number | undefined; readonly local?: LocalServicesPolicy | undefined } = {}
 ): Effect.Effect<AddServiceResult, ValidationError | Forbidden | TooMany> =>
   Effect.gen(function* () {
-    const entries = yield* attempt(() => {
-      const parsed = parseDefinitions(body)
-      refuseLocal(parsed, options.local)
-      return parsed
-    }, isRefusal)
+    const entries = namedDefinitions(body)
+    yield* attempt(() => refuseLocal(entries, options.local), isRefusal)
     const { maxServices, maxServicesPerRequest } = ctx.host.limits
     if (entries.length > maxServicesPerRequest) {
       return yield* new TooMany({
@@ -332,36 +287,26 @@ export const restartService = (
 export const updateService = (
   ctx: ScopeContext,
   nameOrClientId: string,
-  body: unknown,
+  body: UpdateServiceInput,
   options: { readonly local?: LocalServicesPolicy | undefined } = {}
 ): Effect.Effect<{ readonly service: ServiceView; readonly changed: boolean }, ServiceNotFound | ValidationError | Forbidden> =>
-  Effect.gen(function* () {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      return yield* ValidationError.of([{ field: "body", problem: "must be a service definition object" }])
-    }
-    const given = (body as { name?: unknown }).name
-    return yield* ctx.host.serialized(
-      Effect.gen(function* () {
-        const actor = yield* ctx.service(nameOrClientId)
-        const name = actor.getSnapshot().context.name
-        if (given !== undefined && given !== name) {
-          return yield* ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
-        }
-        const entries = yield* attempt(() => {
-          const parsed = parseDefinitions({ ...(body as object), name })
-          refuseLocal(parsed, options.local)
-          return parsed
-        }, isRefusal)
-        const definition = (entries[0] as { definition: ServiceDefinition }).definition
-        const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
-        if (changed) {
-          yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, definition))
-          actor.send({ type: "UPDATE_DEFINITION", definition })
-        }
-        return { service: serviceView(actor.getSnapshot()), changed }
-      })
-    )
-  })
+  ctx.host.serialized(
+    Effect.gen(function* () {
+      const actor = yield* ctx.service(nameOrClientId)
+      const name = actor.getSnapshot().context.name
+      const { name: given, ...definition } = body
+      if (given !== undefined && given !== name) {
+        return yield* ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
+      }
+      yield* attempt(() => refuseLocal([{ name: name as ServiceName, definition }], options.local), isRefusal)
+      const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
+      if (changed) {
+        yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, definition))
+        actor.send({ type: "UPDATE_DEFINITION", definition })
+      }
+      return { service: serviceView(actor.getSnapshot()), changed }
+    })
+  )
 
 /**
  * Graceful disconnect: `disconnecting`, then `disconnected` once the transport is closed. The

@@ -5,17 +5,18 @@
  */
 import { Effect } from "effect"
 import { dict } from "../domain/dict.js"
-import { STATUSES, isStatus, type ServiceDefinition, type Status } from "../domain/service.js"
+import { STATUSES, type ServiceDefinition, type Status } from "../domain/service.js"
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import type { RecordQuery } from "../records/records.js"
 import { awaitSnapshot } from "./bridge.js"
-import { ValidationError, type ServiceNotFound, type TooMany } from "./errors.js"
+import type { ServiceNotFound, TooMany } from "./errors.js"
 import type { ScopeContext } from "./host.js"
 import { isConnected, iso, serviceView, toolViews, transitionView, type ServiceView, type ToolView } from "./views.js"
 
 export interface WaitServiceInput {
   readonly client_id_or_service_name: string
+  /** Decoded at the edge (src/http/schemas.ts `WaitStatus`): a status, or a non-empty array of them. */
   readonly status: Status | ReadonlyArray<Status>
   /** Seconds. */
   readonly timeout: number
@@ -139,15 +140,10 @@ export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
 export const waitService = (
   ctx: ScopeContext,
   input: WaitServiceInput
-): Effect.Effect<WaitServiceOutput, ValidationError | ServiceNotFound | TooMany> =>
+): Effect.Effect<WaitServiceOutput, ServiceNotFound | TooMany> =>
   Effect.gen(function* () {
-    const targets = Array.isArray(input.status) ? input.status : [input.status as Status]
-    const bad = targets.filter((s) => !isStatus(s))
-    if (bad.length > 0 || targets.length === 0) {
-      return yield* ValidationError.of([{ field: "status", problem: `must be one of ${STATUSES.join(", ")} (or an array of them)` }])
-    }
     const actor = yield* ctx.service(input.client_id_or_service_name)
-    const wanted = new Set<Status>(targets)
+    const wanted = new Set<Status>(typeof input.status === "string" ? [input.status] : input.status)
     const outcome = yield* awaitSnapshot(actor, (s) => wanted.has(statusOf(s)), { timeoutMs: input.timeout * 1000, gate: ctx.host.waiters })
     return {
       result: outcome.end === "reached",

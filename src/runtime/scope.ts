@@ -5,6 +5,7 @@
  * path), src/runtime/commands.ts (changes), src/runtime/queries.ts (reads and waits); `ScopeApi`
  * binds them to one scope.
  */
+import { Effect } from "effect"
 import type { Scope } from "../domain/service.js"
 import * as calls from "./calls.js"
 import * as commands from "./commands.js"
@@ -14,7 +15,7 @@ import { runToPromise, runToValue } from "./run.js"
 
 export type { CallToolInput, CallToolOutput } from "./calls.js"
 export { toolErrorMessage } from "./calls.js"
-export type { AddServiceInput, AddServiceResult, LocalServicesPolicy, TwoStepDeleteResult } from "./commands.js"
+export type { AddServiceInput, AddServiceResult, LocalServicesPolicy, TwoStepDeleteResult, UpdateServiceInput } from "./commands.js"
 export { parseDefinitions } from "./commands.js"
 export type { WaitServiceInput, WaitServiceOutput } from "./queries.js"
 
@@ -56,12 +57,19 @@ export class ScopeApi {
 
   // Commands.
 
-  addService(body: commands.AddServiceInput, options?: Parameters<typeof commands.addService>[2], signal?: AbortSignal) {
-    return runToPromise(commands.addService(this.effects, body, options), signal)
+  /** Registers services; `body` is add_service's body as JSON (decoded here: a `ValidationError` names each bad field). */
+  addService(body: unknown, options?: Parameters<typeof commands.addService>[2], signal?: AbortSignal) {
+    return runToPromise(
+      Effect.flatMap(commands.decodeAddServiceBody(body), (decoded) => commands.addService(this.effects, decoded, options)),
+      signal
+    )
   }
 
+  /** Replaces a service's definition; `body` is update_service's body as JSON (decoded here). */
   updateService(nameOrClientId: string, body: unknown, options?: Parameters<typeof commands.updateService>[3]) {
-    return runToPromise(commands.updateService(this.effects, nameOrClientId, body, options))
+    return runToPromise(
+      Effect.flatMap(commands.decodeUpdateServiceBody(body), (decoded) => commands.updateService(this.effects, nameOrClientId, decoded, options))
+    )
   }
 
   deleteService(nameOrClientId: string) {

@@ -123,7 +123,11 @@ const validValue = (field: Field, spec: EndpointSpec): unknown => {
   return null
 }
 
-/** Hand-written bodies for payloads the schema leaves to the store (opaque): a valid one and bad ones. */
+/**
+ * Hand-written bodies: a valid one and bad ones, for payloads whose rules their JSON Schema cannot
+ * carry (add_service's three forms, decoded by shape; one of url and command; a name that must be
+ * the path's). Used besides the cases derived from the schema, and as the base of those cases.
+ */
 const OPAQUE: Record<string, { valid: (spec: EndpointSpec) => unknown; bad: (spec: EndpointSpec) => ReadonlyArray<[string, unknown, string]> }> = {
   addService: {
     valid: () => ({ name: "probe-svc", url: DEAD_URL }),
@@ -202,7 +206,7 @@ const baseOf = (spec: EndpointSpec) => {
   for (const f of spec.query) if (f.required) query[f.name] = String(validValue(f, spec))
   let body: string | undefined
   if (spec.payload.kind === "object") {
-    const value: Record<string, unknown> = {}
+    const value: Record<string, unknown> = { ...(OPAQUE[spec.name]?.valid(spec) as Record<string, unknown> | undefined) }
     for (const f of spec.payload.fields) if (f.required) value[f.name] = validValue(f, spec)
     body = spec.payload.nullable && Object.keys(value).length === 0 ? undefined : JSON.stringify(value)
   } else if (spec.payload.kind === "opaque") {
@@ -290,7 +294,10 @@ const badFieldValues = (field: Field, spec: EndpointSpec): Array<[string, string
     if ((s.minLength ?? 0) >= 1) bad("empty", "")
     if (s.pattern !== undefined) for (const v of BAD_AGENT_VALUES) if (!new RegExp(s.pattern).test(v)) bad(`'${v.slice(0, 12)}'`, v)
     const filter = isFilter(spec)
-    if (SERVICE_REFS.has(field.name)) {
+    if (spec.name === "updateService" && field.name === "name") {
+      // Not a lookup: the name of the service the path names, or left out.
+      out.push(["another service's name", JSON.stringify(otherScopeName(spec)), invalid(field.name)])
+    } else if (SERVICE_REFS.has(field.name)) {
       out.push(["unknown service", JSON.stringify(UNKNOWN), filter ? { kind: "any" } : serviceNotFound])
       out.push(["a service of another scope", JSON.stringify(otherScopeName(spec)), filter ? { kind: "any" } : serviceNotFound])
       for (const [v, label] of STRANGE_NAMES) out.push([`strange name: ${label}`, JSON.stringify(v), filter ? { kind: "any" } : strangeName("SERVICE_NOT_FOUND")])
@@ -335,7 +342,7 @@ const badFieldValues = (field: Field, spec: EndpointSpec): Array<[string, string
   } else if (t === "union") {
     wrongTypes(unionTypes(s))
   }
-  // Checked by the handler rather than the schema (a status value, or an array of them).
+  // A status value, or a non-empty array of them.
   if (field.name === "status") for (const v of ["junk", [], ["healthy", "junk"]]) bad(`status ${JSON.stringify(v)}`, v)
   return out
 }
@@ -427,6 +434,9 @@ const casesFor = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =>
         const body = `${JSON.stringify(rest).slice(0, -1)}${Object.keys(rest).length > 0 ? "," : ""}${JSON.stringify(f.name)}:${value}}`
         add({ label: `body ${f.name}: ${label}`, part: `body:${f.name}`, url: baseUrl, body, headers: json, expect })
       }
+    }
+    for (const [label, value, field] of OPAQUE[spec.name]?.bad(spec) ?? []) {
+      add({ label: `body ${label}`, part: "body", url: baseUrl, body: JSON.stringify(value), headers: json, expect: invalid(field) })
     }
   } else if (spec.payload.kind === "opaque") {
     const opaque = OPAQUE[spec.name]

@@ -121,6 +121,46 @@ describe("OpenAPI document and docs page", () => {
     expect([...new Set(wrong.map((w) => w.replace(/^\S+ \S+ /, "")))]).toEqual([])
   })
 
+  it("shows the domain's schemas (src/domain/schemas.ts) as components, every $ref resolved", () => {
+    const schemas = doc.components?.schemas ?? {}
+    for (const name of ["AddServiceBody", "NamedServiceDefinition", "McpServersBody", "ServiceDefinition", "UpdateServiceBody", "ServiceName", "AgentId", "ToolName", "ServiceRef", "Status", "Transition"]) {
+      expect(schemas[name], name).toBeTypeOf("object")
+    }
+    const dangling = [...JSON.stringify(doc).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]!).filter((name) => schemas[name] === undefined)
+    expect([...new Set(dangling)]).toEqual([])
+    // A definition: its fields, the rule that ties them, an example; extras allowed.
+    const definition = schemas.ServiceDefinition
+    expect(Object.keys(definition.properties).sort()).toEqual(["args", "command", "cwd", "disabled", "env", "headers", "transport", "type", "url"])
+    expect(definition.description).toMatch(/exactly one of the two/)
+    expect(definition.examples.length).toBeGreaterThan(0)
+    expect(definition.additionalProperties).not.toBe(false)
+    expect(schemas.NamedServiceDefinition.required).toEqual(["name"])
+    expect(schemas.NamedServiceDefinition.properties.name).toEqual({ $ref: "#/components/schemas/ServiceName" })
+    expect(schemas.ServiceName.pattern).toBe("^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    expect(schemas.AgentId.pattern).toBe("^[A-Za-z0-9_-]{1,100}$")
+    expect(schemas.Status.enum).toEqual(["initializing", "healthy", "warning", "reconnecting", "unreachable", "disconnecting", "disconnected"])
+    // add_service's body: its three forms; update_service's: a definition whose name may be left out.
+    const bodyOf = (method: string, path: string) => (doc.paths[path]?.[method] as any)?.requestBody?.content?.["application/json"]?.schema
+    for (const prefix of ["/for_store", "/for_agent/{agent_id}"]) {
+      expect(bodyOf("post", `${prefix}/add_service`), prefix).toEqual({ $ref: "#/components/schemas/AddServiceBody" })
+      expect(bodyOf("post", `${prefix}/call_tool`).properties.tool_name, prefix).toEqual({ $ref: "#/components/schemas/ToolName" })
+    }
+    expect(schemas.AddServiceBody.anyOf).toEqual([
+      { $ref: "#/components/schemas/NamedServiceDefinition" },
+      { $ref: "#/components/schemas/McpServersBody" },
+      { type: "array", items: { $ref: "#/components/schemas/NamedServiceDefinition" } }
+    ])
+    expect(bodyOf("put", "/for_store/update_service/{service_name}")).toEqual({ $ref: "#/components/schemas/UpdateServiceBody" })
+    expect(schemas.UpdateServiceBody.required).toEqual([])
+    // Path parameters: agent ids and service references by name.
+    for (const { method, path, op } of operations) {
+      for (const p of (op.parameters ?? []) as ReadonlyArray<{ name: string; in: string; schema?: unknown }>) {
+        if (p.in === "path" && p.name === "agent_id") expect(p.schema, `${method} ${path}`).toEqual({ $ref: "#/components/schemas/AgentId" })
+        if (p.in === "path" && p.name === "service_name") expect(p.schema, `${method} ${path}`).toEqual({ $ref: "#/components/schemas/ServiceRef" })
+      }
+    }
+  })
+
   it("is the committed document, byte for byte (update it with `npx vitest run -u test/http/openapi.test.ts`)", async () => {
     await expect(stableJson(doc)).toMatchFileSnapshot("./__snapshots__/openapi.json")
   })

@@ -65,17 +65,27 @@ export interface EndpointSpec {
 /** `:name` segments to `{name}`. */
 export const toOpenApiPath = (path: string): string => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")
 
-const resolveRefs = (schema: JsonSchema, root: JsonSchema): JsonSchema | undefined => {
-  if (schema.$ref === undefined) return schema
-  const m = /^#\/\$defs\/(.+)$/.exec(schema.$ref)
-  const target = m ? root.$defs?.[m[1]!] : undefined
-  return target === undefined ? undefined : resolveRefs(target, root)
+/**
+ * `schema` with every `$ref` replaced by its definition, at any depth: named schemas (the domain's
+ * `ServiceName`, `ToolName`, ...) are written once under `$defs` and referred to where they are used.
+ */
+const inlineRefs = (schema: unknown, root: JsonSchema): unknown => {
+  if (Array.isArray(schema)) return schema.map((s) => inlineRefs(s, root))
+  if (typeof schema !== "object" || schema === null) return schema
+  const ref = (schema as JsonSchema).$ref
+  if (ref !== undefined) {
+    const m = /^#\/\$defs\/(.+)$/.exec(ref)
+    const target = m ? root.$defs?.[m[1]!] : undefined
+    if (target === undefined) throw new Error(`unresolved $ref ${ref}`)
+    return inlineRefs(target, root)
+  }
+  return Object.fromEntries(Object.entries(schema).filter(([k]) => k !== "$defs").map(([k, v]) => [k, inlineRefs(v, root)]))
 }
 
 const jsonSchemaOf = (schema: Schema.Schema.Any): JsonSchema | undefined => {
   try {
     const root = effect.JSONSchema.make(schema) as JsonSchema
-    return resolveRefs(root, root)
+    return inlineRefs(root, root) as JsonSchema
   } catch {
     return undefined
   }

@@ -1,11 +1,12 @@
 /** The agent group's contract: endpoints of `/for_agent/{agent_id}` (shared/API.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { AgentId, ServiceRef } from "../../domain/schemas.js"
 import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../schemas.js"
 
-/** The agent id path parameter; its pattern is checked by the store (400 with the field named). */
-export const AgentPath = Schema.Struct({ agent_id: Schema.String })
-const AgentServicePath = Schema.Struct({ agent_id: Schema.String, service_name: Schema.String })
+/** The agent id path parameter, decoded as the domain's `AgentId` (a malformed one is 400 naming `agent_id`). */
+export const AgentPath = Schema.Struct({ agent_id: AgentId })
+const AgentServicePath = Schema.Struct({ agent_id: AgentId, service_name: ServiceRef })
 
 const shared = scopeEndpoints("/for_agent/:agent_id")
 

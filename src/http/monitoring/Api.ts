@@ -1,16 +1,16 @@
 /** The monitoring group's contract: 14 read-only endpoints under `/monitoring` (shared/API.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Name, Status, ToolRecord, ok } from "../schemas.js"
+import { ScopeLabel, ServiceRef, Transition } from "../../domain/schemas.js"
+import { ToolRecord, ok } from "../schemas.js"
 
 const Int = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
 const Num = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.between(min, max))
 const Counts = Schema.Record({ key: Schema.String, value: Schema.Number })
 const Narrowing = {
-  agent_id: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,100}$/))),
-  service_name: Schema.optional(Name)
+  agent_id: Schema.optional(ScopeLabel),
+  service_name: Schema.optional(ServiceRef)
 }
-const Transition = Schema.Struct({ from: Schema.NullOr(Status), to: Status, at: Schema.String, reason: Schema.String })
 
 const get = <N extends string>(name: N, path: string, summary: string) =>
   HttpApiEndpoint.get(name, `/monitoring/${path}` as `/${string}`).annotate(OpenApi.Summary, summary)
@@ -134,7 +134,7 @@ export class MonitoringApi extends HttpApiGroup.make("monitoring")
   )
   .add(
     get("serviceHealthHistory", "service_health_history", "A service's status transitions and health checks")
-      .setUrlParams(Schema.Struct({ service_name: Name, agent_id: Narrowing.agent_id, hours: Schema.optional(Num(0.001, 168)) }))
+      .setUrlParams(Schema.Struct({ service_name: ServiceRef, agent_id: Narrowing.agent_id, hours: Schema.optional(Num(0.001, 168)) }))
       .addSuccess(
         Schema.Struct({
           ...ok,

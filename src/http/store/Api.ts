@@ -1,15 +1,14 @@
 /** The store group's contract: endpoints, payloads and errors of `/for_store` (shared/API.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ServiceRef, Status, Transition, UpdateServiceBody } from "../../domain/schemas.js"
 import {
   ListServicesResponse,
-  Name,
   RecordsQuery,
   ResetResponse,
   Service,
   ServiceNamePayload,
   ServicePath,
-  Status,
   TwoStepDeleteResponse,
   ok,
   optionalBody,
@@ -37,8 +36,6 @@ export const NetworkCheckResult = Schema.Struct({
   error: Schema.NullOr(Schema.String),
   checked_at: Schema.String
 })
-
-const Transition = Schema.Struct({ from: Schema.NullOr(Status), to: Status, at: Schema.String, reason: Schema.String })
 
 const ResetScope = Schema.Literal("store", "all")
 
@@ -141,13 +138,13 @@ export class StoreApi extends HttpApiGroup.make("store")
   .add(
     HttpApiEndpoint.put("updateService", "/for_store/update_service/:service_name")
       .setPath(ServicePath)
-      .setPayload(Schema.Unknown.annotations({ description: "a service definition; the name may be left out" }))
+      .setPayload(UpdateServiceBody)
       .addSuccess(Schema.Struct({ ...ok, service: Service, changed: Schema.Boolean }))
       .annotate(OpenApi.Summary, "Replace a service's definition and reconnect")
   )
   .add(
     HttpApiEndpoint.post("disconnectService", "/for_store/disconnect_service")
-      .setPayload(Schema.Struct({ service_name: Name, reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))) }))
+      .setPayload(Schema.Struct({ service_name: ServiceRef, reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))) }))
       .addSuccess(Schema.Struct({ ...ok, service_name: Schema.String, status: Status }))
       .annotate(OpenApi.Summary, "Disconnect gracefully; stays disconnected (disabled) until restarted")
   )
@@ -177,7 +174,7 @@ export class StoreApi extends HttpApiGroup.make("store")
   )
   .add(
     HttpApiEndpoint.post("refreshTools", "/for_store/refresh_tools")
-      .setPayload(optionalBody({ service_name: Schema.optional(Name) }))
+      .setPayload(optionalBody({ service_name: Schema.optional(ServiceRef) }))
       .addSuccess(
         Schema.Struct({
           ...ok,

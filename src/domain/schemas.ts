@@ -1,0 +1,466 @@
+/**
+ * The domain's schemas: the one place where the rules for names, ids, statuses and service
+ * definitions are written (shared/API.md, Conventions and Resources). The HTTP contract decodes
+ * requests with them, the services file checks its names with them, the runtime checks and
+ * resolves definitions with them, and the OpenAPI document is generated from their annotations.
+ * Each rule's failure message is a problem text as the contract's `details.fields` shows it
+ * (`fieldProblems`). No I/O.
+ */
+import { Array as Arr, Either, ParseResult, Schema, SchemaAST } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Statuses
+// ---------------------------------------------------------------------------------------------
+
+/** Every status a service can have (shared/API.md, complete list). */
+export const STATUSES = [
+  "initializing",
+  "healthy",
+  "warning",
+  "reconnecting",
+  "unreachable",
+  "disconnecting",
+  "disconnected"
+] as const
+
+/** A service's status. */
+export const Status = Schema.Literal(...STATUSES).annotations({
+  identifier: "Status",
+  description: "A service's lifecycle status (shared/LIFECYCLE.md)",
+  message: () => ({ message: `must be one of ${STATUSES.join(", ")}`, override: true })
+})
+export type Status = typeof Status.Type
+
+/** One change of a service's status, as clients see it (`at` is an ISO-8601 time). */
+export const Transition = Schema.Struct({
+  from: Schema.NullOr(Status),
+  to: Status,
+  at: Schema.String,
+  reason: Schema.String
+}).annotations({ identifier: "Transition", description: "A change of a service's status: from, to, when (ISO-8601) and why" })
+export type Transition = typeof Transition.Type
+
+// ---------------------------------------------------------------------------------------------
+// Names and ids
+// ---------------------------------------------------------------------------------------------
+
+const text = (message: string) => Schema.String.annotations({ message: () => message })
+
+export const SERVICE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9_-]{1,100}$/
+
+/**
+ * A service name: `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`, without `__` (it separates service and tool
+ * in a callable name) and without `_byagent_` (it marks agent services in the services file).
+ */
+export const ServiceName = text("must be a string")
+  .pipe(
+    Schema.pattern(SERVICE_NAME_PATTERN, { message: () => `must match ${SERVICE_NAME_PATTERN.source}` }),
+    Schema.filter((s) => !s.includes("__"), { message: () => "must not contain '__'" }),
+    Schema.filter((s) => !s.includes("_byagent_"), { message: () => "must not contain '_byagent_'" }),
+    Schema.brand("ServiceName")
+  )
+  .annotations({
+    identifier: "ServiceName",
+    description: `A service name: ${SERVICE_NAME_PATTERN.source}, without '__' or '_byagent_'`,
+    examples: ["weather", "github.tools"] as never,
+    jsonSchema: {}
+  })
+export type ServiceName = typeof ServiceName.Type
+
+/** The agent-id pattern alone: an agent id, or "store" where a filter names the store's scope. */
+export const ScopeLabel = text("must be a string").pipe(
+  Schema.pattern(AGENT_ID_PATTERN, {
+    message: () => `must match ${AGENT_ID_PATTERN.source}`,
+    description: `An agent id (${AGENT_ID_PATTERN.source}), or "store" for the store's own services`
+  })
+)
+
+/** An agent id: `^[A-Za-z0-9_-]{1,100}$`, and not "store" (the store scope's label in figures). */
+export const AgentId = ScopeLabel.pipe(
+  Schema.filter((id) => id !== "store", { message: () => "must not be \"store\" (the store scope's name in monitoring figures)" }),
+  Schema.brand("AgentId")
+).annotations({
+  identifier: "AgentId",
+  description: `An agent's id: ${AGENT_ID_PATTERN.source}, not "store"`,
+  examples: ["agent-1"] as never,
+  jsonSchema: {}
+})
+export type AgentId = typeof AgentId.Type
+
+/** A non-empty string of at most 256 characters, branded: how a request names a tool or a service it looks up. */
+const boundedName = <B extends string>(brand: B) =>
+  text("must be a string").pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.maxLength(256, { message: () => "must be at most 256 characters long" }),
+    Schema.brand(brand)
+  )
+
+/** How a request names a tool: its callable name (`<service>__<tool>`), or its original name when unique in the scope. */
+export const ToolName = boundedName("ToolName").annotations({
+  identifier: "ToolName",
+  description: "A tool's callable name (<service>__<tool>), or its original name when that is unique in the scope",
+  examples: ["weather__get_forecast"] as never
+})
+export type ToolName = typeof ToolName.Type
+
+/** How a request names a service it looks up: the service's name or its client_id (an exact name wins). */
+export const ServiceRef = boundedName("ServiceRef").annotations({
+  identifier: "ServiceRef",
+  description: "A service's name, or its client_id (an exact service name wins over a client_id)",
+  examples: ["weather"] as never
+})
+export type ServiceRef = typeof ServiceRef.Type
+
+// ---------------------------------------------------------------------------------------------
+// Service definitions
+// ---------------------------------------------------------------------------------------------
+
+/** Every spelling of a transport a definition may give (`transport`, or its synonym `type`). */
+export const TRANSPORT_NAMES = ["streamable_http", "streamable-http", "streamableHttp", "http", "sse", "stdio"] as const
+
+const TransportName = Schema.Literal(...TRANSPORT_NAMES).annotations({
+  message: () => ({ message: "must be one of streamable_http, streamable-http, http, sse, stdio", override: true })
+})
+
+/** Normalises a transport spelling; undefined when it is not one we know. */
+export const normaliseTransport = (t: string): "streamable_http" | "sse" | "stdio" | undefined => {
+  switch (t) {
+    case "streamable_http":
+    case "streamable-http":
+    case "streamableHttp":
+    case "http":
+      return "streamable_http"
+    case "sse":
+      return "sse"
+    case "stdio":
+      return "stdio"
+    default:
+      return undefined
+  }
+}
+
+const isHttpUrl = (s: string): boolean => {
+  const protocol = new URL(s).protocol
+  return protocol === "http:" || protocol === "https:"
+}
+
+const HttpUrl = text("must be a string").pipe(
+  Schema.filter((s) => URL.canParse(s), { message: () => "is not a valid URL" }),
+  Schema.filter(isHttpUrl, {
+    message: () => "only http and https URLs are allowed",
+    description: "The server's http(s) URL; a path ending in /sse means the SSE transport unless `transport` says otherwise",
+    jsonSchema: {}
+  })
+)
+
+/** An object of strings (headers, environment); each bad value is named (`env.A`). */
+const StringRecord = (description: string) =>
+  Schema.Record({ key: Schema.String, value: text("must be a string") }).annotations({
+    message: () => "must be an object of strings",
+    description
+  })
+
+/** The fields of a definition: a remote service (`url`) or a local one (`command`). */
+const definitionFields = {
+  url: Schema.optionalWith(HttpUrl, { exact: true }),
+  transport: Schema.optionalWith(
+    TransportName.annotations({ description: "streamable_http (also streamable-http, http) or sse; inferred from the URL when left out" }),
+    { exact: true }
+  ),
+  type: Schema.optionalWith(TransportName.annotations({ description: "A synonym of transport used by common MCP client configs (stdio, http, sse)" }), {
+    exact: true
+  }),
+  headers: Schema.optionalWith(StringRecord("HTTP headers sent with every request to the server (never shown back)"), { exact: true }),
+  command: Schema.optionalWith(
+    text("must be a non-empty string").pipe(
+      Schema.filter((s) => s.trim() !== "", { message: () => "must be a non-empty string", description: "The program that runs a local (stdio) server", jsonSchema: {} })
+    ),
+    { exact: true }
+  ),
+  args: Schema.optionalWith(
+    Schema.Array(Schema.String).annotations({
+      message: () => ({ message: "must be an array of strings", override: true }),
+      description: "The program's arguments"
+    }),
+    { exact: true }
+  ),
+  env: Schema.optionalWith(StringRecord("Environment variables of the program, besides HOME, PATH and a few others (never shown back)"), { exact: true }),
+  cwd: Schema.optionalWith(text("must be a string").annotations({ description: "The program's working directory" }), { exact: true }),
+  disabled: Schema.optionalWith(
+    Schema.Boolean.annotations({ message: () => "must be a boolean", description: "Set by disconnect_service: the service stays disconnected until restarted" }),
+    { exact: true }
+  )
+}
+
+/** Unknown extra fields of a definition: kept as they are (a file written by another MCP client survives a round trip). */
+const Extras = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** The rules that tie fields together: exactly one of url and command, and a transport that fits. */
+const connectionProblems = (def: {
+  readonly url?: string
+  readonly command?: string
+  readonly transport?: string
+  readonly type?: string
+}): ReadonlyArray<Schema.FilterIssue> => {
+  const problems: Array<Schema.FilterIssue> = []
+  if ((def.url === undefined) === (def.command === undefined)) {
+    problems.push({ path: ["url"], message: "exactly one of 'url' and 'command' is required" })
+  }
+  const given = def.transport ?? def.type
+  const transport = given === undefined ? undefined : normaliseTransport(given)
+  if (def.url !== undefined && transport === "stdio") problems.push({ path: ["transport"], message: "stdio needs 'command', not 'url'" })
+  if (def.command !== undefined && transport !== undefined && transport !== "stdio") {
+    problems.push({ path: ["transport"], message: "a 'command' service uses stdio" })
+  }
+  return problems
+}
+
+const PROTO_KEY_PROBLEM = "is not allowed: \"__proto__\" is not a usable key"
+
+/**
+ * The path of the first `__proto__` key in a JSON value, if any. JSON.parse keeps it as a plain
+ * key, but a copy by assignment (a decoder builds its output so) turns it into the copy's
+ * prototype: a definition with `"__proto__": {"command": ...}` would then inherit a command.
+ */
+const protoKeyPath = (value: unknown): ParseResult.Path | undefined => {
+  const pending: Array<{ readonly value: unknown; readonly path: ReadonlyArray<PropertyKey> }> = [{ value, path: [] }]
+  // An array's keys are indices: numbers, so the path reads `args[0]`.
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next.value !== "object" || next.value === null) continue
+    for (const [key, v] of Object.entries(next.value)) {
+      const path = [...next.path, Array.isArray(next.value) ? Number(key) : key]
+      if (key === "__proto__" && Arr.isNonEmptyReadonlyArray(path)) return path
+      pending.push({ value: v, path })
+    }
+  }
+  return undefined
+}
+
+/**
+ * `schema`, refusing a value with a `__proto__` key anywhere before it is decoded (see
+ * `protoKeyPath`). The OpenAPI document shows `schema` itself (its surrogate).
+ */
+const withoutProtoKeys = <A, I>(schema: Schema.Schema<A, I>, annotations: { readonly identifier: string }) =>
+  Schema.declare(
+    [schema],
+    {
+      decode: (inner) => {
+        const decode = ParseResult.decodeUnknown(inner)
+        return (input, options, ast) => {
+          const at = protoKeyPath(input)
+          return at === undefined ? decode(input, options) : ParseResult.fail(new ParseResult.Pointer(at, input, new ParseResult.Type(ast, input, PROTO_KEY_PROBLEM)))
+        }
+      },
+      encode: (inner) => {
+        const encode = ParseResult.encodeUnknown(inner)
+        return (input, options) => encode(input, options)
+      }
+    },
+    { ...annotations, [SchemaAST.SurrogateAnnotationId]: schema.ast }
+  )
+
+/** A definition struct: `fields`, extras kept, the connection rules; every problem reported, fields in the order given. */
+const definitionStruct = <F extends Schema.Struct.Fields>(fields: F, notAnObject: string, description: string, examples: ReadonlyArray<object>) =>
+  Schema.Struct(fields, Extras)
+    .annotations({ message: () => notAnObject })
+    .pipe(
+      Schema.filter((def) => connectionProblems(def as Parameters<typeof connectionProblems>[0]), {
+        description,
+        examples: examples as never,
+        jsonSchema: {},
+        parseOptions: { errors: "all", propertyOrder: "original" }
+      })
+    )
+
+const DEFINITION_DESCRIPTION =
+  "A service definition: either `url` (optional `transport`, `headers`) or `command` (optional `args`, `env`, `cwd`), exactly one of the two. " +
+  "`type` is a synonym of `transport`. Unknown extra fields are kept in the services file."
+
+/** A service definition as the services file and `mcpServers` objects hold it (without its name). */
+export const ServiceDefinition = withoutProtoKeys(
+  definitionStruct(definitionFields, "must be an object", DEFINITION_DESCRIPTION, [
+    { url: "http://127.0.0.1:8000/mcp" },
+    { command: "npx", args: ["-y", "@modelcontextprotocol/server-everything"], env: { LOG_LEVEL: "info" } }
+  ]),
+  { identifier: "ServiceDefinition" }
+)
+export type ServiceDefinition = typeof ServiceDefinition.Type
+
+const requiredName = Schema.propertySignature(ServiceName).annotations({ missingMessage: () => "is required and must be a string" })
+
+/** A definition with its `name` (add_service, one definition or an array of them). */
+export const NamedServiceDefinition = withoutProtoKeys(
+  definitionStruct({ name: requiredName, ...definitionFields }, "must be an object", `${DEFINITION_DESCRIPTION} \`name\` names the service.`, [
+    { name: "weather", url: "http://127.0.0.1:8000/mcp" },
+    { name: "everything", command: "npx", args: ["-y", "@modelcontextprotocol/server-everything"] }
+  ]),
+  { identifier: "NamedServiceDefinition" }
+)
+export type NamedServiceDefinition = typeof NamedServiceDefinition.Type
+
+/** update_service's body: a definition whose `name`, when given, is the name of the service updated. */
+export const UpdateServiceBody = withoutProtoKeys(
+  definitionStruct(
+    { name: Schema.optionalWith(ServiceName, { exact: true }), ...definitionFields },
+    "must be a service definition object",
+    `${DEFINITION_DESCRIPTION} \`name\` may be left out; when given it must be the service's name.`,
+    [{ url: "http://127.0.0.1:8001/mcp", headers: { Authorization: "Bearer ..." } }]
+  ),
+  { identifier: "UpdateServiceBody" }
+)
+export type UpdateServiceBody = typeof UpdateServiceBody.Type
+
+/** `{"mcpServers": {name: definition, ...}}`, the format MCP clients use. */
+const McpServersBody = Schema.Struct({
+  mcpServers: Schema.Record({ key: ServiceName, value: ServiceDefinition }).annotations({ description: "Service definitions by name" })
+}).annotations({ identifier: "McpServersBody" })
+
+/** The three forms of add_service's body, as the OpenAPI document shows them. */
+const AddServiceForms = Schema.Union(NamedServiceDefinition, McpServersBody, Schema.Array(NamedServiceDefinition))
+
+/** What add_service's body decodes to: one of its three forms, every definition and name checked. */
+export type AddServiceBody =
+  | NamedServiceDefinition
+  | { readonly mcpServers: Readonly<Record<string, ServiceDefinition>> }
+  | ReadonlyArray<NamedServiceDefinition>
+
+const isObject = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const decodeNamed = ParseResult.decodeUnknownEither(NamedServiceDefinition)
+const decodeDefinition = ParseResult.decodeUnknownEither(ServiceDefinition)
+const decodeName = ParseResult.decodeUnknownEither(ServiceName)
+
+/**
+ * Decodes add_service's body by its shape first (an array, an object with `mcpServers`, else one
+ * definition), so a bad body's problems name its fields (a union would only say that no member
+ * matched). Every problem is reported: each entry's fields, its name, a name given twice.
+ */
+const decodeAddServiceBody = (input: unknown, _options: SchemaAST.ParseOptions, ast: SchemaAST.Declaration) => {
+  const issues: Array<ParseResult.ParseIssue> = []
+  const at = (path: ReadonlyArray<PropertyKey>, issue: ParseResult.ParseIssue) =>
+    issues.push(path.length === 0 ? issue : new ParseResult.Pointer(path as ParseResult.Path, input, issue))
+  const problem = (path: ReadonlyArray<PropertyKey>, actual: unknown, message: string) => at(path, new ParseResult.Type(ast, actual, message))
+  const done = (output: AddServiceBody, count: number) => {
+    if (count === 0 && issues.length === 0) problem([], input, "names no service")
+    return issues.length === 0 ? ParseResult.succeed(output) : ParseResult.fail(new ParseResult.Composite(ast, input, issues as [ParseResult.ParseIssue, ...Array<ParseResult.ParseIssue>]))
+  }
+  const options = { errors: "all" } as const
+  if (Array.isArray(input)) {
+    const out: Array<NamedServiceDefinition> = []
+    const seen = new Set<string>()
+    input.forEach((item, i) => {
+      const decoded = decodeNamed(item, options)
+      if (Either.isLeft(decoded)) return at([i], decoded.left)
+      const name = decoded.right.name
+      if (seen.has(name)) problem([i, "name"], name, `'${name}' is given twice`)
+      seen.add(name)
+      out.push(decoded.right)
+    })
+    return done(out, input.length)
+  }
+  if (isObject(input) && Object.hasOwn(input, "mcpServers")) {
+    const servers = input["mcpServers"]
+    if (!isObject(servers)) {
+      problem(["mcpServers"], servers, "must be an object of name to definition")
+      return done({ mcpServers: {} }, 0)
+    }
+    const out: Record<string, ServiceDefinition> = Object.create(null)
+    for (const [name, def] of Object.entries(servers)) {
+      const checkedName = decodeName(name, options)
+      if (Either.isLeft(checkedName)) at(["mcpServers", name, "name"], checkedName.left)
+      const decoded = decodeDefinition(def, options)
+      if (Either.isLeft(decoded)) at(["mcpServers", name], decoded.left)
+      else if (Either.isRight(checkedName)) out[name] = decoded.right
+    }
+    return done({ mcpServers: out }, Object.keys(servers).length)
+  }
+  if (isObject(input)) {
+    const decoded = decodeNamed(input, options)
+    if (Either.isLeft(decoded)) at([], decoded.left)
+    return done(Either.isRight(decoded) ? decoded.right : ({} as NamedServiceDefinition), 1)
+  }
+  problem([], input, "must be a service definition, {mcpServers: {...}} or an array of definitions")
+  return done([], 1)
+}
+
+/**
+ * add_service's body: one definition with `name`, `{"mcpServers": {name: definition}}`, or an
+ * array of definitions with names. Decoded by shape (`decodeAddServiceBody`); the OpenAPI document
+ * shows the three forms.
+ */
+export const AddServiceBody: Schema.Schema<AddServiceBody> = Schema.declare([], {
+  decode: () => decodeAddServiceBody,
+  encode: () => (input) => ParseResult.succeed(input as AddServiceBody)
+}).annotations({
+  identifier: "AddServiceBody",
+  description: "A service definition with its name, or {\"mcpServers\": {name: definition}}, or an array of definitions with names",
+  [SchemaAST.SurrogateAnnotationId]: AddServiceForms.ast
+})
+
+/** A definition and the name it is registered under. */
+export interface NamedDefinition {
+  readonly name: ServiceName
+  readonly definition: ServiceDefinition
+}
+
+/** The definition without its `name` field (a name inside a definition is not part of it). */
+const withoutName = (def: Readonly<Record<string, unknown>>): ServiceDefinition => {
+  const { name: _name, ...definition } = def
+  return definition as ServiceDefinition
+}
+
+/** The named definitions of a decoded add_service body, in the order given. */
+export const namedDefinitions = (body: AddServiceBody): ReadonlyArray<NamedDefinition> => {
+  if (Array.isArray(body)) return body.map((def: NamedServiceDefinition) => ({ name: def.name, definition: withoutName(def) }))
+  if (Object.hasOwn(body, "mcpServers")) {
+    return Object.entries((body as { readonly mcpServers: Readonly<Record<string, ServiceDefinition>> }).mcpServers).map(([name, def]) => ({ name: name as ServiceName, definition: withoutName(def) }))
+  }
+  const def = body as NamedServiceDefinition
+  return [{ name: def.name, definition: withoutName(def) }]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Problems, in the contract's words
+// ---------------------------------------------------------------------------------------------
+
+/** A field and why it was refused (shared/API.md: `details.fields`). */
+export interface FieldProblem {
+  readonly field: string
+  readonly problem: string
+}
+
+/** A path as a field name: `mcpServers.weather.url`, `[1].name`, `env.A`; the empty path is `body`. */
+export const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>((out, key) => (typeof key === "number" ? `${out}[${key}]` : out === "" ? String(key) : `${out}.${String(key)}`), "") || "body"
+
+/** Decode issues as field problems: each names its field; a missing field "is required". */
+export const fieldProblems = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<FieldProblem> =>
+  issues.map((issue) => ({
+    field: fieldName(issue.path),
+    problem:
+      issue._tag === "Missing" && issue.message === "is missing"
+        ? "is required"
+        : issue._tag === "Unexpected"
+          ? "is not allowed"
+          : issue.message
+  }))
+
+/** A decode failure as field problems. */
+export const parseErrorProblems = (error: ParseResult.ParseError): Array<FieldProblem> =>
+  fieldProblems(ParseResult.ArrayFormatter.formatErrorSync(error))
+
+/** Why `schema` refuses a value (its first problem), or undefined when it accepts it. */
+export const firstProblem = <A, I>(schema: Schema.Schema<A, I>): ((value: unknown) => string | undefined) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value) => {
+    const decoded = decode(value)
+    return Either.isLeft(decoded) ? parseErrorProblems(decoded.left)[0]?.problem : undefined
+  }
+}
+
+/** Why a service name is refused, or undefined when it is valid. */
+export const serviceNameProblem: (name: string) => string | undefined = firstProblem(ServiceName)
+
+/** Why an agent id is refused, or undefined when it is valid. */
+export const agentIdProblem: (id: string) => string | undefined = firstProblem(AgentId)
