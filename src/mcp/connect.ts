@@ -13,12 +13,14 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
+import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
-import { mcpRequest, type RequestControls } from "./request.js"
+import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -90,6 +92,7 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       failure.data
     )
   }
+  connection.direct = new DirectRequests(opened.transport, upstreamSchemaValidator)
   return connection
 }
 
@@ -103,6 +106,8 @@ class SdkConnection implements McpConnection {
   private selfCloseReason: string | undefined
   /** The message over the size limit that ended the connection, if one did. */
   private tooLarge: MessageTooLargeError | undefined
+  /** tools/call and ping, beside the Client once it has connected (src/mcp/direct.ts). */
+  direct: DirectRequests | undefined
 
   constructor(
     private readonly client: Client,
@@ -138,15 +143,31 @@ class SdkConnection implements McpConnection {
     try {
       return await mcpRequest(what, run, options)
     } catch (error) {
-      const tooLarge = this.tooLarge
-      if (tooLarge === undefined || !(error instanceof McpRequestError) || error.kind !== "transport") throw error
-      throw new McpRequestError("message_too_large", `${what}: ${tooLarge.message}`)
+      throw this.named(what, error)
     }
+  }
+
+  /** The same for a direct request (src/mcp/direct.ts), which bounds itself. */
+  private async directRequest<T>(what: string, run: (direct: DirectRequests, timeoutMs: number, signal: AbortSignal | undefined) => Promise<T>, options: RequestOptions): Promise<T> {
+    const direct = this.direct
+    if (direct === undefined) throw new McpRequestError("transport", `${what}: not connected`)
+    try {
+      return await mcpBoundedRequest(what, (timeoutMs, signal) => run(direct, timeoutMs, signal), options)
+    } catch (error) {
+      throw this.named(what, error)
+    }
+  }
+
+  /** A transport failure on a connection that a message over the size limit ended is that failure. */
+  private named(what: string, error: unknown): unknown {
+    const tooLarge = this.tooLarge
+    if (tooLarge === undefined || !(error instanceof McpRequestError) || error.kind !== "transport") return error
+    return new McpRequestError("message_too_large", `${what}: ${tooLarge.message}`)
   }
 
   async ping(options: RequestOptions): Promise<number> {
     const started = performance.now()
-    await this.request("ping", ({ timeout, signal }) => this.client.ping({ timeout, signal }), options)
+    await this.directRequest("ping", (direct, timeoutMs, signal) => direct.ping(timeoutMs, signal), options)
     return performance.now() - started
   }
 
@@ -157,11 +178,18 @@ class SdkConnection implements McpConnection {
         const tools: Array<ToolInfo> = []
         const seen = new Set<string>()
         let cursor: string | undefined
+        const terms: Array<{ name: string; outputSchema?: JsonSchemaType | undefined; taskSupport?: string | undefined }> = []
         for (let page = 0; page < MAX_TOOL_PAGES; page++) {
           const result = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout, signal })
-          for (const tool of result.tools) tools.push(toToolInfo(tool))
+          for (const tool of result.tools) {
+            tools.push(toToolInfo(tool))
+            terms.push({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport })
+          }
           cursor = result.nextCursor
-          if (cursor === undefined) return tools
+          if (cursor === undefined) {
+            this.direct?.setTools(terms)
+            return tools
+          }
           if (seen.has(cursor)) {
             throw new McpRequestError("protocol", `tools/list: the server repeated the cursor ${JSON.stringify(cursor)}`)
           }
@@ -174,12 +202,7 @@ class SdkConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: RequestOptions): Promise<CallToolResult> {
-    return this.request(
-      `tools/call ${JSON.stringify(name)}`,
-      async ({ timeout, signal }) =>
-        (await this.client.callTool({ name, arguments: args }, undefined, { timeout, signal })) as CallToolResult,
-      options
-    )
+    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal), options)
   }
 
   close(): Promise<void> {

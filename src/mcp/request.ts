@@ -75,6 +75,25 @@ export async function mcpRequest<T>(
   }
 }
 
+/**
+ * Runs one request that bounds itself: it settles at its time-out at the latest and when the
+ * caller's signal fires (the direct requests of src/mcp/direct.ts), so no timer or signal of the
+ * wrapper's own is needed. Rejects with an `McpRequestError`, classified as `mcpRequest` does.
+ */
+export async function mcpBoundedRequest<T>(
+  what: string,
+  run: (timeoutMs: number, signal: AbortSignal | undefined) => Promise<T>,
+  options: RequestOptions
+): Promise<T> {
+  const { signal } = options
+  if (signal?.aborted === true) throw abortedError(what, signal.reason)
+  try {
+    return await run(Math.max(0, Math.min(options.timeoutMs, MAX_TIMER_MS)), signal)
+  } catch (error) {
+    throw classifyFailure(what, error, options)
+  }
+}
+
 /** Turns anything a request threw into an `McpRequestError` (see `mcpRequest` for the kinds). */
 export function classifyFailure(what: string, error: unknown, options: RequestOptions): McpRequestError {
   if (error instanceof McpRequestError) return error

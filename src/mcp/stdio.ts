@@ -10,9 +10,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
-import { deserializeMessage, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import { serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
 
 /** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */
@@ -185,6 +185,26 @@ export class LineSplitter {
     this.pieces = []
     this.bytes = 0
   }
+}
+
+const RESULT_KEYS: ReadonlySet<string> = new Set(["jsonrpc", "id", "result"])
+
+/**
+ * A stdout line as the SDK's `deserializeMessage` reads it (JSON, then its JSON-RPC message
+ * schema). The common message, a result with no `_meta`, is one the schema returns unchanged: it is
+ * checked by hand, without the schema's union of four message kinds; anything else goes through
+ * the schema.
+ */
+export const readMessage = (line: string): JSONRPCMessage => {
+  const value: unknown = JSON.parse(line)
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const m = value as Record<string, unknown>
+    const { id, result } = m
+    let plain = m["jsonrpc"] === "2.0" && (typeof id === "string" || Number.isInteger(id))
+    if (plain) for (const key in m) if (!RESULT_KEYS.has(key)) plain = false
+    if (plain && typeof result === "object" && result !== null && !Array.isArray(result) && !("_meta" in result)) return value as JSONRPCMessage
+  }
+  return JSONRPCMessageSchema.parse(value)
 }
 
 /**
@@ -384,7 +404,7 @@ export class StdioProcessTransport implements Transport {
     for (const line of lines) {
       let message: JSONRPCMessage
       try {
-        message = deserializeMessage(line)
+        message = readMessage(line)
       } catch (error) {
         // Report the bad line and go on with the next one.
         this.onerror?.(new Error(`Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`))
