@@ -126,8 +126,9 @@ export class ToolRecords {
   private tallies = new Map<string, ScopeTallies>()
   /** Calls per UTC day (YYYY-MM-DD), every scope. */
   private byDay = new Map<string, Tally>()
-  /** Appended records not written yet: counted already, so every rebuild counts them again. */
-  private pending: Array<{ readonly record: ToolRecord; readonly line: string }> = []
+  /** Appended records not written yet (their lines, each ending in a newline): counted already, so every rebuild counts them again. */
+  private pendingRecords: ToolRecord[] = []
+  private pendingLines: string[] = []
   private flushing: Promise<void> | undefined
   private queue: Promise<unknown> = Promise.resolve()
   private readonly listeners = new Set<(r: ToolRecord) => void>()
@@ -212,7 +213,7 @@ export class ToolRecords {
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
     this.tallies = new Map()
     this.byDay = new Map()
-    const all = this.pending.length > 0 ? [...records, ...this.pending.map((p) => p.record)] : records
+    const all = this.pendingRecords.length > 0 ? [...records, ...this.pendingRecords] : records
     for (const r of all) this.count(r)
     this.recent = all.slice(-this.memoryLimit)
   }
@@ -302,33 +303,35 @@ export class ToolRecords {
    * together. Aggregates are updated at once.
    */
   append(input: NewRecord): Promise<ToolRecord> {
-    const base = {
-      id: randomUUID(),
-      timestamp: input.timestamp ?? new Date().toISOString(),
-      scope: input.scope,
-      agent_id: input.agent_id,
-      service_name: input.service_name,
-      tool_name: input.tool_name
-    }
-    const rest = { outcome: input.outcome, error: input.error, duration_ms: input.duration_ms, trace_id: input.trace_id }
+    const id = randomUUID()
+    const timestamp = input.timestamp ?? new Date().toISOString()
+    const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
     let record: ToolRecord
     let line: string
     // Serialized before anything is kept: a record that cannot be written (arguments or a result
-    // nested too deep for JSON.stringify) must not sit in memory where no page can encode it.
+    // nested too deep for JSON.stringify) must not sit in memory where no page can encode it. One
+    // object shape, written once: a line shorter than the result limit holds a result within it.
     try {
-      const { result, truncated } = cutResult(input.result)
-      record = { ...base, params: input.params, result, ...(truncated ? { result_truncated: true } : {}), ...rest }
-      line = `${JSON.stringify(record)}\n`
+      record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id }
+      line = JSON.stringify(record)
+      if (line.length > RESULT_LIMIT / 3) {
+        const { result, truncated } = cutResult(input.result)
+        if (truncated) {
+          record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result, result_truncated: true, outcome, error, duration_ms, trace_id }
+          line = JSON.stringify(record)
+        }
+      }
     } catch (e) {
       const why = `not recorded: ${e instanceof Error ? e.message : String(e)}`
-      record = { ...base, params: { unserializable: why }, result: null, ...rest }
-      line = `${JSON.stringify(record)}\n`
+      record = { id, timestamp, scope, agent_id, service_name, tool_name, params: { unserializable: why }, result: null, outcome, error, duration_ms, trace_id }
+      line = JSON.stringify(record)
     }
     this.count(record)
     this.recent.push(record)
     if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
     for (const l of this.listeners) l(record)
-    this.pending.push({ record, line })
+    this.pendingLines.push(`${line}\n`)
+    this.pendingRecords.push(record)
     return this.flush().then(() => record)
   }
 
@@ -337,8 +340,9 @@ export class ToolRecords {
       // Let calls finishing in the same turn join this write.
       await new Promise<void>((r) => setImmediate(r))
       this.flushing = undefined
-      const text = this.pending.map((p) => p.line).join("")
-      this.pending = []
+      const text = this.pendingLines.join("")
+      this.pendingLines = []
+      this.pendingRecords = []
       if (text === "" || this.handle === undefined) return
       // One synchronous write per group: appending to a local file is a copy into the page cache,
       // cheaper than the thread-pool round trip of an asynchronous write (two thread hand-offs).
