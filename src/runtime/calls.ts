@@ -10,7 +10,7 @@ import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machine
 import { McpRequestError } from "../mcp/types.js"
 import type { Outcome } from "../records/records.js"
 import { argumentProblems } from "./arguments.js"
-import { awaitSnapshot } from "./bridge.js"
+import { awaitSnapshot, type WaitEnd } from "./bridge.js"
 import {
   AmbiguousTool,
   InvalidArguments,
@@ -180,7 +180,30 @@ const isLookupError = (e: unknown): e is ServiceNotFound | ToolNotFound | Ambigu
  * falls back to another service's tool of that literal name, which could otherwise stand in for
  * it whenever it has no tool list. Any other name is an original name (see `resolveTool`).
  */
-const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
+const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> => {
+  const quick = quickTarget(ctx, input)
+  return quick !== undefined ? Effect.succeed(quick) : slowTarget(ctx, input, timeoutSeconds, remaining)
+}
+
+/**
+ * The target of the common call, found at once: a callable name whose service has the tool, or an
+ * original name that resolves to one service. Undefined whenever `callTarget` would have to wait or
+ * refuse: it then takes the long way, which finds these same targets first.
+ */
+const quickTarget = (ctx: ScopeContext, input: CallToolInput): Target | undefined => {
+  if (input.service_name === undefined) {
+    const named = namedServices(ctx, input.tool_name)
+    if (named.length > 0) return named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
+  }
+  try {
+    return resolveTool(ctx, input.tool_name, input.service_name)
+  } catch {
+    return undefined
+  }
+}
+
+/** `callTarget` when the target is not found at once: waits for services still connecting, or refuses. */
+const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
   Effect.gen(function* () {
     const waitFor = (actors: ReadonlyArray<ServiceActorRef>) =>
       Effect.forEach(actors, (a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), {
@@ -223,7 +246,9 @@ const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
  * Calls a tool. Waits for an `initializing` service (up to the time-out); a service that is not
  * connected fails with ServiceUnavailable; an expired session is re-established and the call sent
  * once more; a transport failure counts as a failed health check. Every call that reached a
- * service is recorded, however it ends (a caller that went away included).
+ * service is recorded, however it ends (a caller that went away included): the record is taken at
+ * once (counted, in memory, to its listeners) and its line is written to the file at the end of
+ * the event-loop turn with the other calls of that turn; the answer does not wait for the write.
  */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
   Effect.suspend(() => {
@@ -235,8 +260,8 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
     return Effect.flatMap(callTarget(ctx, input, timeoutSeconds, remaining), ({ actor, original }) => {
       const serviceName = actor.getSnapshot().context.name
       const record = (outcome: Outcome, result: unknown, error: string | null) =>
-        Effect.promise(() =>
-          ctx.host.records.append({
+        ctx.host.records
+          .append({
             scope: ctx.scope.kind,
             agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
             service_name: serviceName,
@@ -248,22 +273,28 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
             duration_ms: Math.round((performance.now() - started) * 100) / 100,
             trace_id: traceId
           })
-        )
-      const counted = Effect.acquireUseRelease(
-        Effect.sync(() => (ctx.host.inFlightCalls += 1)),
-        () => invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining }),
-        () => Effect.sync(() => (ctx.host.inFlightCalls -= 1))
-      )
-      return counted.pipe(
-        Effect.onExit((exit) => {
-          if (Exit.isSuccess(exit)) {
-            const output = exit.value
-            return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
-          }
-          const failure = Cause.failureOption(exit.cause)
-          if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
-          const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
-          return record("transport_error", null, why)
+          .catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
+      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>) => {
+        if (Exit.isSuccess(exit)) {
+          const output = exit.value
+          return void record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
+        }
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) return void record(outcomeOf(failure.value), null, failure.value.message)
+        const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
+        void record("transport_error", null, why)
+      }
+      // Counted in flight from the start to the end of the call, as one resource with its record:
+      // an interruption cannot come between the count and the release.
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.suspend(() => {
+          ctx.host.inFlightCalls += 1
+          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining })), (exit) =>
+            Effect.sync(() => {
+              ctx.host.inFlightCalls -= 1
+              recorded(exit)
+            })
+          )
         })
       )
     })
@@ -304,54 +335,62 @@ const invoke = (
   input: CallToolInput,
   call: { readonly started: number; readonly traceId: string; readonly timeoutSeconds: number; readonly remaining: () => number }
 ): Effect.Effect<CallToolOutput, CallToolError> =>
-  Effect.gen(function* () {
+  Effect.suspend(() => {
     const { started, traceId, timeoutSeconds, remaining } = call
-    const serviceName = actor.getSnapshot().context.name
     const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
     const problems = tool ? argumentProblems(tool, input.args ?? {}) : []
     if (problems.length > 0) {
-      return yield* new InvalidArguments({
-        message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
-        toolName: input.tool_name,
-        upstream: null,
-        problems
-      })
+      return Effect.fail(
+        new InvalidArguments({
+          message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
+          toolName: input.tool_name,
+          upstream: null,
+          problems
+        })
+      )
     }
     const fail = (e: McpRequestError) => callFailure(actor, input.tool_name, timeoutSeconds, e)
-    const send = Effect.gen(function* () {
-      const ready = yield* awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters })
+    /** The request on the service's connection as it is now (a service still connecting is waited for first). */
+    const request = (ready: WaitEnd): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
       const snapshot = actor.getSnapshot()
       const connection = snapshot.context.connection
       if (!isConnected(statusOf(snapshot)) || connection === undefined) {
-        return yield* ready.end === "timeout" ? fail(new McpRequestError("timeout", "service still initializing")) : Effect.fail(unavailable(snapshot))
+        return ready === "timeout" ? fail(new McpRequestError("timeout", "service still initializing")) : Effect.fail(unavailable(snapshot))
       }
-      return yield* Effect.tryPromise({
-        try: (signal) => connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal }),
-        catch: (e) => e
-      }).pipe(Effect.catchAll((e) => (e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))))
-    })
-    const first = yield* Effect.either(send)
-    let result: CallToolResult
-    if (Either.isRight(first)) {
-      result = first.right
-    } else {
-      const e = first.left
-      if (!(e instanceof McpRequestError)) return yield* Effect.fail(e)
-      if (e.kind !== "session_expired") return yield* fail(e)
+      return Effect.async<CallToolResult, McpRequestError>((resume, signal) => {
+        connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal }).then(
+          (result) => resume(Effect.succeed(result)),
+          (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
+        )
+      })
+    }
+    const send = Effect.suspend(() =>
+      statusOf(actor.getSnapshot()) !== "initializing"
+        ? request("reached")
+        : Effect.flatMap(awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), (ready) => request(ready.end))
+    )
+    const sent = Effect.catchAll(send, (e): Effect.Effect<CallToolResult, CallToolError> => {
+      if (!(e instanceof McpRequestError)) return Effect.fail(e)
+      if (e.kind !== "session_expired") return fail(e)
       // The server never ran the call: reconnect at once and send it once more.
       actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-      yield* awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: remaining() })
-      result = yield* send.pipe(Effect.catchAll((e2) => (e2 instanceof McpRequestError ? fail(e2) : Effect.fail(e2))))
-    }
-    return {
-      result: resultValue(result),
-      content: result.content ?? [],
-      structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
-      is_error: result.isError === true,
-      tool_name: callableName(serviceName, original),
-      original_name: original,
-      service_name: serviceName,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
-      trace_id: traceId
-    }
+      return Effect.zipRight(
+        awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: remaining() }),
+        Effect.catchAll(send, (e2) => (e2 instanceof McpRequestError ? fail(e2) : Effect.fail(e2)))
+      )
+    })
+    return Effect.map(sent, (result): CallToolOutput => {
+      const serviceName = actor.getSnapshot().context.name
+      return {
+        result: resultValue(result),
+        content: result.content ?? [],
+        structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
+        is_error: result.isError === true,
+        tool_name: callableName(serviceName, original),
+        original_name: original,
+        service_name: serviceName,
+        duration_ms: Math.round((performance.now() - started) * 100) / 100,
+        trace_id: traceId
+      }
+    })
   })
