@@ -26,6 +26,8 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   McpRequestError,
   MessageTooLargeError,
+  type CallOptions,
+  type CancelSignal,
   type ConnectOptions,
   type McpConnection,
   type RequestOptions,
@@ -148,7 +150,7 @@ class SdkConnection implements McpConnection {
   }
 
   /** The same for a direct request (src/mcp/direct.ts), which bounds itself. */
-  private async directRequest<T>(what: string, run: (direct: DirectRequests, timeoutMs: number, signal: AbortSignal | undefined) => Promise<T>, options: RequestOptions): Promise<T> {
+  private async directRequest<T>(what: string, run: (direct: DirectRequests, timeoutMs: number, signal: CancelSignal | undefined) => Promise<T>, options: CallOptions): Promise<T> {
     const direct = this.direct
     if (direct === undefined) throw new McpRequestError("transport", `${what}: not connected`)
     try {
@@ -201,7 +203,7 @@ class SdkConnection implements McpConnection {
     )
   }
 
-  callTool(name: string, args: Record<string, unknown>, options: RequestOptions): Promise<CallToolResult> {
+  callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal), options)
   }
 

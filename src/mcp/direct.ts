@@ -26,7 +26,7 @@ import {
   type JSONRPCMessage
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
-import { McpRequestError } from "./types.js"
+import { McpRequestError, type CancelSignal } from "./types.js"
 
 const ID_PREFIX = "mcp-store:"
 
@@ -36,7 +36,7 @@ interface Pending {
   readonly resolve: (result: unknown) => void
   readonly reject: (error: unknown) => void
   readonly timer: NodeJS.Timeout
-  readonly signal: AbortSignal | undefined
+  readonly signal: CancelSignal | undefined
   readonly onAbort: (() => void) | undefined
 }
 
@@ -120,7 +120,7 @@ export class DirectRequests {
   }
 
   /** tools/call, as the SDK's Client.callTool does it. */
-  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number, signal: AbortSignal | undefined): Promise<CallToolResult> {
+  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number, signal: CancelSignal | undefined): Promise<CallToolResult> {
     const terms = this.terms.get(name)
     if (terms?.requiresTask === true) {
       throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution. Use client.experimental.tasks.callToolStream() instead.`)
@@ -145,7 +145,7 @@ export class DirectRequests {
   }
 
   /** ping. */
-  async ping(timeoutMs: number, signal: AbortSignal | undefined): Promise<void> {
+  async ping(timeoutMs: number, signal: CancelSignal | undefined): Promise<void> {
     emptyResult(await this.request("ping", undefined, timeoutMs, signal))
   }
 
@@ -155,8 +155,8 @@ export class DirectRequests {
    * (`ConnectionClosed`), with the signal's reason when the caller aborts, or with the transport's
    * send error.
    */
-  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number, signal: AbortSignal | undefined): Promise<unknown> {
-    signal?.throwIfAborted()
+  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number, signal: CancelSignal | undefined): Promise<unknown> {
+    if (signal?.aborted === true) return Promise.reject(signal.reason)
     return new Promise((resolve, reject) => {
       const id = `${ID_PREFIX}${++this.next}`
       const timeout = Math.max(0, Math.min(timeoutMs, MAX_TIMER_MS))

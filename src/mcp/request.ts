@@ -7,7 +7,7 @@
 import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { McpRequestError, MessageTooLargeError, type RequestOptions } from "./types.js"
+import { McpRequestError, MessageTooLargeError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
 
 /** What the SDK call receives: pass both on as its request options. */
 export interface RequestControls {
@@ -82,8 +82,8 @@ export async function mcpRequest<T>(
  */
 export async function mcpBoundedRequest<T>(
   what: string,
-  run: (timeoutMs: number, signal: AbortSignal | undefined) => Promise<T>,
-  options: RequestOptions
+  run: (timeoutMs: number, signal: CancelSignal | undefined) => Promise<T>,
+  options: CallOptions
 ): Promise<T> {
   const { signal } = options
   if (signal?.aborted === true) throw abortedError(what, signal.reason)
@@ -95,7 +95,7 @@ export async function mcpBoundedRequest<T>(
 }
 
 /** Turns anything a request threw into an `McpRequestError` (see `mcpRequest` for the kinds). */
-export function classifyFailure(what: string, error: unknown, options: RequestOptions): McpRequestError {
+export function classifyFailure(what: string, error: unknown, options: RequestOptions | CallOptions): McpRequestError {
   if (error instanceof McpRequestError) return error
   if (options.signal?.aborted === true) return abortedError(what, options.signal.reason)
   if (error instanceof MessageTooLargeError) {

@@ -7,7 +7,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Either, Exit, Option } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { McpRequestError } from "../mcp/types.js"
+import { Cancel, McpRequestError } from "../mcp/types.js"
 import type { Outcome } from "../records/records.js"
 import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot, type WaitEnd } from "./bridge.js"
@@ -357,11 +357,14 @@ const invoke = (
       if (!isConnected(statusOf(snapshot)) || connection === undefined) {
         return ready === "timeout" ? fail(new McpRequestError("timeout", "service still initializing")) : Effect.fail(unavailable(snapshot))
       }
-      return Effect.async<CallToolResult, McpRequestError>((resume, signal) => {
-        connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal }).then(
+      return Effect.async<CallToolResult, McpRequestError>((resume) => {
+        // Cancelled if the call is interrupted (the caller went away): the server is told.
+        const cancel = new Cancel()
+        connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel }).then(
           (result) => resume(Effect.succeed(result)),
           (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
         )
+        return Effect.sync(() => cancel.abort())
       })
     }
     const send = Effect.suspend(() =>

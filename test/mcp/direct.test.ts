@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest"
 import { callToolResult, DirectRequests } from "../../src/mcp/direct.js"
 import { upstreamSchemaValidator } from "../../src/mcp/json-schema.js"
 import { readMessage } from "../../src/mcp/stdio.js"
+import { Cancel } from "../../src/mcp/types.js"
 
 /** What a reader gives: its value, or that it refused. */
 const outcome = (read: () => unknown): unknown => {
@@ -166,6 +167,21 @@ describe("direct requests beside the Client", () => {
     controller.abort(new Error("gone"))
     await expect(call).rejects.toThrow("gone")
     expect(t.sent[1]).toMatchObject({ method: "notifications/cancelled", params: { requestId: idOf(t.sent[0]!) } })
+  })
+
+  it("is cancelled by a Cancel as by an AbortSignal, with an AbortError as the reason", async () => {
+    const t = fakeTransport()
+    const direct = new DirectRequests(t.transport, upstreamSchemaValidator)
+    const cancel = new Cancel()
+    const call = direct.callTool("sleep", {}, 10_000, cancel)
+    cancel.abort()
+    cancel.abort()
+    const error = await call.catch((e: unknown) => e)
+    expect(error).toMatchObject({ name: "AbortError" })
+    expect(t.sent.slice(1)).toEqual([
+      { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: idOf(t.sent[0]!), reason: "AbortError: This operation was aborted" } }
+    ])
+    await expect(direct.callTool("sleep", {}, 10_000, cancel)).rejects.toMatchObject({ name: "AbortError" })
   })
 
   it("fails every request in flight when the transport closes, and tells the Client", async () => {
