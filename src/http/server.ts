@@ -153,7 +153,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     }) as never
   const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
-  const policy = requestPolicy(options.server, () => state.app?.port() ?? options.server.port)
+  // The port is read once the server listens (it never changes after), not per request.
+  let listeningPort: number | undefined
+  const currentPort = () => (listeningPort ??= httpServer.listening ? state.app?.port() : undefined) ?? options.server.port
+  const policy = requestPolicy(options.server, currentPort)
   const guarded = guardRequests(policy)
   // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
   const direct = (runtime: Runtime.Runtime<never>) =>
