@@ -248,7 +248,8 @@ const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
  * once more; a transport failure counts as a failed health check. Every call that reached a
  * service is recorded, however it ends (a caller that went away included): the record is taken at
  * once (counted, in memory, to its listeners) and its line is written to the file at the end of
- * the event-loop turn with the other calls of that turn; the answer does not wait for the write.
+ * the event-loop turn with the other calls of that turn. The answer waits for that write: a call
+ * whose answer a client has seen is on disk, even if the store is killed right after.
  */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
   Effect.suspend(() => {
@@ -274,27 +275,25 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
             trace_id: traceId
           })
           .catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
-      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>) => {
+      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> => {
         if (Exit.isSuccess(exit)) {
           const output = exit.value
-          return void record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
+          return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
         }
         const failure = Cause.failureOption(exit.cause)
-        if (Option.isSome(failure)) return void record(outcomeOf(failure.value), null, failure.value.message)
+        if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
         const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
-        void record("transport_error", null, why)
+        return record("transport_error", null, why)
       }
       // Counted in flight from the start to the end of the call, as one resource with its record:
       // an interruption cannot come between the count and the release.
       return Effect.uninterruptibleMask((restore) =>
         Effect.suspend(() => {
           ctx.host.inFlightCalls += 1
-          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining })), (exit) =>
-            Effect.sync(() => {
-              ctx.host.inFlightCalls -= 1
-              recorded(exit)
-            })
-          )
+          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining })), (exit) => {
+            ctx.host.inFlightCalls -= 1
+            return Effect.promise(() => recorded(exit))
+          })
         })
       )
     })
