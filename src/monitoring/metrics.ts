@@ -20,7 +20,8 @@ export interface Metrics {
 
 export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry, prefix: "mcpstore_process_" })
+  // prom-client samples the event loop every 10 ms by default: 100 wake-ups a second of an idle store.
+  collectDefaultMetrics({ register: registry, prefix: "mcpstore_process_", eventLoopMonitoringPrecision: 100 })
   new Gauge({
     name: "mcpstore_services",
     help: "Services per status and scope",
