@@ -167,7 +167,7 @@ class SdkConnection implements McpConnection {
     return new McpRequestError("message_too_large", `${what}: ${tooLarge.message}`)
   }
 
-  async ping(options: RequestOptions): Promise<number> {
+  async ping(options: CallOptions): Promise<number> {
     const started = performance.now()
     await this.directRequest("ping", (direct, timeoutMs, signal) => direct.ping(timeoutMs, signal), options)
     return performance.now() - started

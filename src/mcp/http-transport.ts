@@ -25,6 +25,7 @@
 import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
+import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
@@ -206,6 +207,8 @@ export class HttpClientTransport implements Transport {
   private protocolVersion: string | undefined
   private readonly agent: HttpAgent
   private readonly send$: typeof httpRequest
+  /** Where every request goes, as node:http options (converting the URL per request costs). */
+  private readonly target: ReturnType<typeof urlToHttpOptions>
   private readonly maxMessageBytes: number
   /**
    * The async context the transport was created in (the service's connection work): every request
@@ -230,6 +233,7 @@ export class HttpClientTransport implements Transport {
     const https = url.protocol === "https:"
     this.agent = sharedAgents.acquire(url)
     this.send$ = https ? httpsRequest : httpRequest
+    this.target = urlToHttpOptions(url)
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
   }
 
@@ -348,7 +352,7 @@ export class HttpClientTransport implements Transport {
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
     const attempt = (retry: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
-        const req = this.scope.runInAsyncScope(() => this.send$(this.url, { method, headers, agent: this.agent }))
+        const req = this.scope.runInAsyncScope(() => this.send$({ ...this.target, method, headers, agent: this.agent }))
         this.open.add(req)
         onRequest?.(req)
         req.once("close", () => this.open.delete(req))

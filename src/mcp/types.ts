@@ -110,7 +110,7 @@ export interface McpConnection {
   /** Server name/version from the initialize handshake. */
   readonly serverInfo: { readonly name: string; readonly version: string } | undefined
   /** MCP ping; resolves with the round-trip time in milliseconds. */
-  ping(options: RequestOptions): Promise<number>
+  ping(options: CallOptions): Promise<number>
   /** Lists every tool (follows pagination cursors). */
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
   /** Calls a tool. A result with `isError: true` resolves normally; only request failures reject. */

@@ -8,7 +8,7 @@
 import { fromCallback, fromPromise } from "xstate"
 import { resolveDefinition, scopeLabel } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
-import { McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { Cancel, McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
 import {
   serviceMachine,
@@ -97,7 +97,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
           : () => undefined
         // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.
-        let check: AbortController | undefined
+        let check: Cancel | undefined
         const withdraw = () => {
           check?.abort()
           check = undefined
@@ -105,13 +105,13 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         receive((command) => {
           withdraw()
           if (command.type !== "CHECK_HEALTH") return
-          const abort = (check = new AbortController())
+          const abort = (check = new Cancel())
           const settled = () => {
-            if (abort.signal.aborted) return false
+            if (abort.aborted) return false
             check = undefined
             return true
           }
-          input.connection.ping({ timeoutMs: command.timeoutMs, signal: abort.signal }).then(
+          input.connection.ping({ timeoutMs: command.timeoutMs, signal: abort }).then(
             (ms) => {
               if (settled()) send({ type: "HEALTH_REPORT", ok: true, responseTimeMs: ms })
             },
