@@ -99,12 +99,13 @@ const LAYERS: ReadonlyArray<readonly [string, (module: string) => boolean]> = [
       m === "eventsource-parser" ||
       m === "zod"
   ],
-  ["store code (other src/, xstate, ajv)", (m) => m.startsWith("src/") || m === "xstate" || m === "ajv" || m === "ajv-formats"],
+  ["tool-call records: src/records (the record of every call, its line, its aggregates)", (m) => m.startsWith("src/records/")],
   ["metrics (prom-client)", (m) => m === "prom-client"],
   [
-    "HTTP server: Effect runtime and platform, router, node http (server side and the parts it shares with the client)",
-    (m) => m === "effect" || m.startsWith("@effect/") || m === "find-my-way-ts" || m.startsWith("node:_http") || m === "node:http"
-  ]
+    "HTTP server and Effect runtime: src/http (the direct call route, guards, handlers), Effect and its platform, router, node http (server side and the parts it shares with the client)",
+    (m) => m.startsWith("src/http/") || m === "effect" || m.startsWith("@effect/") || m === "find-my-way-ts" || m.startsWith("node:_http") || m === "node:http"
+  ],
+  ["store code (other src/, xstate, ajv)", (m) => m.startsWith("src/") || m === "xstate" || m === "ajv" || m === "ajv-formats"]
 ]
 export const UNATTRIBUTED = "node internals, not attributable (event loop, microtasks, timers)"
 

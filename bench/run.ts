@@ -12,6 +12,7 @@
  *   BENCH_WARMUP=n         warm-up calls per cell (default 300; quick 50)
  *   BENCH_SCALE_AGENTS=n   agents of 10 services each (default 100; quick 20)
  *   BENCH_IDLE_SECONDS=n   idle CPU window (default 60; quick 10)
+ *   BENCH_SETTLE_SECONDS=n from all healthy to the idle window: one health-check interval and 3 s (default 33; quick 5)
  *   BENCH_WAIT_CYCLES=n    wait_service cycles, 2 waits each (default 150; quick 20)
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
@@ -45,6 +46,7 @@ const CALLS = num("BENCH_CALLS", 2000, 200)
 const WARMUP = num("BENCH_WARMUP", 300, 50)
 const AGENTS = num("BENCH_SCALE_AGENTS", 100, 20)
 const IDLE_SECONDS = num("BENCH_IDLE_SECONDS", 60, 10)
+const SETTLE_SECONDS = num("BENCH_SETTLE_SECONDS", 33, 5)
 const WAIT_CYCLES = num("BENCH_WAIT_CYCLES", 150, 20)
 const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
 const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
@@ -200,6 +202,7 @@ try {
       perAgent: 10,
       fixtureProcesses: 4,
       idleSeconds: IDLE_SECONDS,
+      settleSeconds: SETTLE_SECONDS,
       listRequests: quick ? 50 : 200,
       profileIdleSeconds: PROFILE_IDLE_SECONDS,
       log

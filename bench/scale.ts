@@ -23,6 +23,12 @@ export interface ScaleOptions {
   readonly perAgent: number
   readonly fixtureProcesses: number
   readonly idleSeconds: number
+  /**
+   * Seconds from all healthy to the idle window: one health-check interval, in which each service
+   * has its first check (its first metric series and history, once) and the registration's garbage
+   * is collected. Its CPU is reported on its own (`settleCpuPercent`).
+   */
+  readonly settleSeconds: number
   readonly listRequests: number
   /** Then a third start, under `node --cpu-prof`: profiled to all healthy, for this many idle seconds, and answering `listRequests` list_services (0: none). */
   readonly profileIdleSeconds: number
@@ -56,6 +62,9 @@ export interface ScaleResult {
   readonly idleSeconds: number
   /** Percent of one core while idle. */
   readonly idleCpuPercent: number
+  readonly settleSeconds: number
+  /** Percent of one core from all healthy to the idle window (each service's first check). */
+  readonly settleCpuPercent: number
   readonly lists: ReadonlyArray<ListFigures>
   /** Restart on the file with every service. */
   readonly restartFirstAnswerMs: number
@@ -172,9 +181,14 @@ export const runScale = async (dir: string, options: ScaleOptions): Promise<Scal
     const rssMb = memoryMb(store.child.pid).rss
     options.log(`  scale: ${total} services healthy in ${allHealthyMs.toFixed(0)} ms (adds answered in ${addsAnsweredMs.toFixed(0)} ms), RSS ${rssMb.toFixed(0)} MB`)
 
-    // Idle: no requests at all while the CPU time is read.
+    // Idle: no requests at all while the CPU time is read, from one health-check interval after
+    // all are healthy (the first interval is read on its own).
     http.close()
-    await sleep(3_000)
+    const settle0 = cpuSeconds(store.child.pid)
+    const s0 = performance.now()
+    await sleep(options.settleSeconds * 1000)
+    const settleCpuPercent = ((cpuSeconds(store.child.pid) - settle0) / ((performance.now() - s0) / 1000)) * 100
+    options.log(`  scale: the first ${options.settleSeconds} s after all healthy: ${settleCpuPercent.toFixed(2)} % of one core`)
     const cpu0 = cpuSeconds(store.child.pid)
     const t0 = performance.now()
     await sleep(options.idleSeconds * 1000)
@@ -259,6 +273,8 @@ export const runScale = async (dir: string, options: ScaleOptions): Promise<Scal
       peakRssMb: mem.peak,
       idleSeconds: options.idleSeconds,
       idleCpuPercent,
+      settleSeconds: options.settleSeconds,
+      settleCpuPercent,
       lists,
       restartFirstAnswerMs,
       restartPortOpenMs,
