@@ -3,8 +3,9 @@
  * beside the services file, one line per call, with in-memory aggregates for statistics that are
  * rebuilt from the file at start and kept up to date on each call.
  *
- * Appending costs the same whatever the file's size: one open handle in append mode, and lines
- * written together when calls arrive together (a group commit, one synchronous write per group). The size limit drops the oldest
+ * Appending costs the same whatever the file's size: one open handle in append mode, each line
+ * written at once with one small synchronous write (a copy into the page cache, about 2 us here),
+ * or, while the file is being maintained, with the others waiting in one write after it. The size limit drops the oldest
  * records until the file is under 80 % of it; the retention drops records older than the limit at
  * start and on every clean-up. Both rewrite the file atomically (temporary file, rename).
  *
@@ -131,6 +132,8 @@ export class ToolRecords {
   private pendingLines: string[] = []
   private flushing: Promise<void> | undefined
   private queue: Promise<unknown> = Promise.resolve()
+  /** File tasks queued or running (`serialize`): while there are any, lines wait for them. */
+  private tasks = 0
   private readonly listeners = new Set<(r: ToolRecord) => void>()
   /** A symlink stood at the file's path: nothing is read from or written to it. */
   private refused = false
@@ -293,16 +296,26 @@ export class ToolRecords {
 
   /** Runs file maintenance one at a time with appends. */
   private serialize<A>(task: () => Promise<A>): Promise<A> {
-    const run = this.queue.then(task, task)
+    this.tasks += 1
+    const run = this.queue.then(task, task).finally(() => (this.tasks -= 1))
     this.queue = run.catch(() => undefined)
     return run
   }
 
-  /**
-   * Appends a record; resolves once its line is written. Calls that arrive together are written
-   * together. Aggregates are updated at once.
-   */
+  /** Appends a record; resolves once its line is written. */
   append(input: NewRecord): Promise<ToolRecord> {
+    const { record, written } = this.record(input)
+    return written === undefined ? Promise.resolve(record) : written.then(() => record)
+  }
+
+  /**
+   * Takes a record: counted, kept in memory, given to the listeners, and its line written to the
+   * file. When nothing else is writing the file, the line is appended at once and `written` is
+   * undefined; otherwise (maintenance of the file, lines already waiting) it waits for them and goes
+   * with the others in one write, and `written` resolves once it is in the file. Aggregates are
+   * updated at once either way.
+   */
+  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> | undefined } {
     const id = randomUUID()
     const timestamp = input.timestamp ?? new Date().toISOString()
     const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
@@ -330,9 +343,21 @@ export class ToolRecords {
     this.recent.push(record)
     if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
     for (const l of this.listeners) l(record)
-    this.pendingLines.push(`${line}\n`)
-    this.pendingRecords.push(record)
-    return this.flush().then(() => record)
+    if (this.tasks > 0 || this.pendingLines.length > 0) {
+      this.pendingLines.push(`${line}\n`)
+      this.pendingRecords.push(record)
+      return { record, written: this.flush() }
+    }
+    if (this.handle === undefined) return { record, written: undefined }
+    try {
+      const bytes = Buffer.from(`${line}\n`, "utf8")
+      for (let written = 0; written < bytes.length; ) written += writeSync(this.handle.fd, bytes, written)
+      this.size += bytes.length
+    } catch (e) {
+      return { record, written: Promise.reject(e) }
+    }
+    // Over the size limit: the oldest records go before this one counts as written.
+    return { record, written: this.overLimit() ? this.flush() : undefined }
   }
 
   private flush(): Promise<void> {
@@ -343,12 +368,14 @@ export class ToolRecords {
       const text = this.pendingLines.join("")
       this.pendingLines = []
       this.pendingRecords = []
-      if (text === "" || this.handle === undefined) return
-      // One synchronous write per group: appending to a local file is a copy into the page cache,
-      // cheaper than the thread-pool round trip of an asynchronous write (two thread hand-offs).
-      const bytes = Buffer.from(text, "utf8")
-      for (let written = 0; written < bytes.length; ) written += writeSync(this.handle.fd, bytes, written)
-      this.size += bytes.length
+      if (this.handle === undefined) return
+      if (text !== "") {
+        // One synchronous write per group: appending to a local file is a copy into the page cache,
+        // cheaper than the thread-pool round trip of an asynchronous write (two thread hand-offs).
+        const bytes = Buffer.from(text, "utf8")
+        for (let written = 0; written < bytes.length; ) written += writeSync(this.handle.fd, bytes, written)
+        this.size += bytes.length
+      }
       if (this.overLimit()) await this.enforceSize()
     })
     return this.flushing

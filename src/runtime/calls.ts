@@ -247,9 +247,9 @@ const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
  * connected fails with ServiceUnavailable; an expired session is re-established and the call sent
  * once more; a transport failure counts as a failed health check. Every call that reached a
  * service is recorded, however it ends (a caller that went away included): the record is taken at
- * once (counted, in memory, to its listeners) and its line is written to the file at the end of
- * the event-loop turn with the other calls of that turn. The answer waits for that write: a call
- * whose answer a client has seen is on disk, even if the store is killed right after.
+ * once (counted, in memory, to its listeners) and its line written to the file, at once or, while
+ * the file is being maintained, right after. The answer waits for that write: a call whose answer a
+ * client has seen is on disk, even if the store is killed right after.
  */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
   Effect.suspend(() => {
@@ -260,9 +260,10 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
     const traceId = newTraceId()
     return Effect.flatMap(callTarget(ctx, input, timeoutSeconds, remaining), ({ actor, original }) => {
       const serviceName = actor.getSnapshot().context.name
-      const record = (outcome: Outcome, result: unknown, error: string | null) =>
+      /** Takes the call's record; a promise when its line is not in the file yet (undefined when it is). */
+      const record = (outcome: Outcome, result: unknown, error: string | null): Promise<unknown> | undefined =>
         ctx.host.records
-          .append({
+          .record({
             scope: ctx.scope.kind,
             agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
             service_name: serviceName,
@@ -274,8 +275,8 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
             duration_ms: Math.round((performance.now() - started) * 100) / 100,
             trace_id: traceId
           })
-          .catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
-      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> => {
+          .written?.catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
+      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> | undefined => {
         if (Exit.isSuccess(exit)) {
           const output = exit.value
           return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
@@ -292,7 +293,8 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
           ctx.host.inFlightCalls += 1
           return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining })), (exit) => {
             ctx.host.inFlightCalls -= 1
-            return Effect.promise(() => recorded(exit))
+            const written = recorded(exit)
+            return written === undefined ? Effect.void : Effect.promise(() => written)
           })
         })
       )
