@@ -145,6 +145,7 @@ export const responseTimes = ({ store, monitor }: Sources, n: Narrowing) => ({
       scope: s.scope,
       last_ms: s.last === null ? null : round(s.last),
       avg_ms: s.samples.length === 0 ? null : round(s.samples.reduce((a, b) => a + b, 0) / s.samples.length),
+      p50_ms: s.samples.length === 0 ? null : round(quantile(s.samples, 0.5)),
       p95_ms: s.samples.length === 0 ? null : round(quantile(s.samples, 0.95)),
       samples: s.samples.length
     }))

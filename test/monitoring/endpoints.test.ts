@@ -199,6 +199,8 @@ describe("tool calls that succeed and fail", () => {
     expect(before.last_ms).toBeGreaterThan(0)
     expect(before.avg_ms).toBeGreaterThan(0)
     expect(before.p95_ms).toBeGreaterThan(0)
+    expect(before.p50_ms).toBeGreaterThan(0)
+    expect(before.p50_ms).toBeLessThanOrEqual(before.p95_ms)
 
     // Three calls of 150 ms: the top 5 % of a few dozen samples.
     const slow = await Promise.all([1, 2, 3].map(() => server.post("/for_store/call_tool", { tool_name: "calc__sleep", args: { ms: 150 } })))
@@ -207,6 +209,8 @@ describe("tool calls that succeed and fail", () => {
     expect(after.samples).toBeGreaterThanOrEqual(before.samples + 3)
     expect(after.samples).toBeLessThan(60)
     expect(after.p95_ms).toBeGreaterThanOrEqual(140)
+    // The slow calls are a quarter of the samples at most: the median is still a fast one.
+    expect(after.p50_ms).toBeLessThan(140)
 
     const checks = await server.get("/monitoring/service_health_history?service_name=calc")
     expect(checks.body.checks.filter((c: { ok: boolean }) => c.ok).length).toBeGreaterThanOrEqual(1)

@@ -97,6 +97,7 @@ export class MonitoringApi extends HttpApiGroup.make("monitoring")
               scope: Schema.String,
               last_ms: Schema.NullOr(Schema.Number),
               avg_ms: Schema.NullOr(Schema.Number),
+              p50_ms: Schema.NullOr(Schema.Number),
               p95_ms: Schema.NullOr(Schema.Number),
               samples: Schema.Number
             })
