@@ -18,6 +18,7 @@ import { createHash } from "node:crypto"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
+import { StoreLoggerLive } from "../runtime/log.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
@@ -193,6 +194,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     HttpServer.withLogAddress,
     Layer.provide(NodeServer.layer(() => httpServer, { port: options.server.port, host: options.server.host }, direct)),
     Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug))),
+    Layer.provide(StoreLoggerLive),
     // find-my-way refuses a path parameter over 100 characters as "no route", which the contract
     // middleware can only answer with 405: let it through so the handler refuses it with 400.
     Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 16_384 }))

@@ -3,17 +3,28 @@
  * failure itself (a `ServiceNotFound`, a `TooMany`...), not Effect's `FiberFailure` wrapper, so a
  * library user catches the store's errors as they are documented. `signal` interrupts the effect.
  */
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, LogLevel, Runtime } from "effect"
+import { StoreLoggerLive } from "./log.js"
+
+/**
+ * The runtime of effects run outside the server's own: Effect's default one with the store's
+ * Logger (src/runtime/log.ts), which applies the process's level itself.
+ */
+export const loggedRuntime: Runtime.Runtime<never> = Effect.runSync(
+  Effect.runtime<never>().pipe(Effect.provide(Layer.merge(StoreLoggerLive, Logger.minimumLogLevel(LogLevel.Debug))))
+)
+const runExit = Runtime.runPromiseExit(loggedRuntime)
+const runSyncExit = Runtime.runSyncExit(loggedRuntime)
 
 export const runToPromise = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal): Promise<A> =>
-  Effect.runPromiseExit(effect, signal === undefined ? undefined : { signal }).then((exit) => {
+  runExit(effect, signal === undefined ? undefined : { signal }).then((exit) => {
     if (Exit.isSuccess(exit)) return exit.value
     throw Cause.squash(exit.cause)
   })
 
 /** A synchronous effect's value, or its failure thrown as it is (for the Promise API's synchronous reads). */
 export const runToValue = <A, E>(effect: Effect.Effect<A, E>): A => {
-  const exit = Effect.runSyncExit(effect)
+  const exit = runSyncExit(effect)
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
