@@ -11,17 +11,20 @@ import { nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service.js"
 import { errnoCode, removeStaleTemporaries, writeAtomically, writeBackup } from "./atomic-write.js"
 import {
-  configOf,
   DocumentDraft,
-  parseDocument,
+  editText,
+  parseText,
+  readDocument,
   serialize,
   ServicesFileError,
+  type DocumentReading,
+  type EntryProblem,
   type JsonObject,
   type ServicesConfig,
   type ServicesDraft
 } from "./services-document.js"
 
-export { ServicesFileError, type ServicesConfig, type ServicesDraft } from "./services-document.js"
+export { describeProblem, ServicesFileError, type EntryProblem, type ServicesConfig, type ServicesDraft } from "./services-document.js"
 
 const DEBOUNCE_MS = 100
 
@@ -39,19 +42,22 @@ export class ServicesFile {
   #doc: JsonObject
   /** The file's content as this process last wrote or adopted it. */
   #text: string
-  /** `#doc` as `update` would write it (undefined: not computed since `#doc` last changed). */
+  /** The file has comments or trailing commas: changes are written as edits of `#text`, keeping them. */
+  #jsonc: boolean
+  /** `#doc` as plain JSON (`serialize`; undefined: not computed since `#doc` last changed). */
   #serialized: string | undefined
-  /** The definitions of `#doc` (undefined: not computed since `#doc` last changed). */
-  #config: ServicesConfig | undefined
+  /** The definitions of `#doc` and its entries' problems (undefined: not computed since `#doc` last changed). */
+  #reading: DocumentReading | undefined
   #queue: Promise<unknown> = Promise.resolve()
   readonly #subscribers = new Set<Subscriber>()
   #watcher: FSWatcher | undefined
   #timer: NodeJS.Timeout | undefined
 
-  private constructor(path: string, doc: JsonObject, text: string) {
+  private constructor(path: string, doc: JsonObject, text: string, jsonc: boolean) {
     this.#path = path
     this.#doc = doc
     this.#text = text
+    this.#jsonc = jsonc
   }
 
   /** Makes `doc` the document as stored; what is derived from it is computed when next asked for. */
@@ -59,7 +65,7 @@ export class ServicesFile {
     this.#doc = doc
     this.#text = text
     this.#serialized = serialized
-    this.#config = undefined
+    this.#reading = undefined
   }
 
   /**
@@ -86,7 +92,8 @@ export class ServicesFile {
         throw new ServicesFileError(absolute, `cannot be created (${(e2 as Error).message})`, { cause: e2 })
       }
     }
-    const file = new ServicesFile(absolute, parseDocument(absolute, text), text)
+    const parsed = parseText(absolute, text)
+    const file = new ServicesFile(absolute, parsed.doc, text, parsed.jsonc)
     await removeStaleTemporaries(absolute)
     return file
   }
@@ -98,7 +105,15 @@ export class ServicesFile {
 
   /** The definitions as last written or read (a frozen snapshot). */
   read(): ServicesConfig {
-    return (this.#config ??= configOf(this.#doc))
+    return (this.#reading ??= readDocument(this.#doc)).config
+  }
+
+  /**
+   * The entries of the document as last written or read that cannot be used as they are, each
+   * with its problem and what was done with it (loaded as unreachable, left out, or a note).
+   */
+  problems(): ReadonlyArray<EntryProblem> {
+    return (this.#reading ??= readDocument(this.#doc)).problems
   }
 
   /** A copy of the whole document as stored, unknown fields included. */
@@ -125,14 +140,16 @@ export class ServicesFile {
         result.catch(() => undefined)
         throw new TypeError("ServicesFile.update: mutate must be synchronous")
       }
-      const text = serialize(draft.doc)
-      if (text === (this.#serialized ??= serialize(this.#doc))) return result
+      const serialized = serialize(draft.doc)
+      if (serialized === (this.#serialized ??= serialize(this.#doc))) return result
+      // A file with comments is edited in place (its comments and layout kept), a plain one rewritten.
+      const text = this.#jsonc ? editText(this.#text, this.#doc, draft.doc) : serialized
       try {
         await writeAtomically(this.#path, text)
       } catch (e) {
         throw new ServicesFileError(this.#path, `cannot be written (${(e as Error).message})`, { cause: e })
       }
-      this.#adopt(draft.doc, text, text)
+      this.#adopt(draft.doc, text, serialized)
       return result
     })
     this.#queue = run.catch(() => undefined)
@@ -235,7 +252,9 @@ export class ServicesFile {
     if (text === this.#text || this.#subscribers.size === 0) return
     let doc: JsonObject
     try {
-      doc = parseDocument(this.#path, text)
+      const parsed = parseText(this.#path, text)
+      doc = parsed.doc
+      this.#jsonc = parsed.jsonc
     } catch (e) {
       if (e instanceof ServicesFileError) this.#report(e)
       return

@@ -40,11 +40,11 @@ describe("ServicesFile.open", () => {
   })
 
   it.each([
-    ["not JSON", '{\n  "mcpServers": {\n    "a": {"url": "x"},\n  }\n}\n', /not valid JSON: .*line 4, column 3/],
+    ["not JSON", '{\n  "mcpServers": {\n    "a": {"url": "x"}\n    "b": {}\n  }\n}\n', /not valid JSON: .*line 4, column 5/],
+    ["not JSON, with comments", '{\n  // services\n  "mcpServers": {\n    "a": {"url": "x"} "b": {}\n  }\n}\n', /not valid JSON: a comma is expected \(line 4, column 23\)/],
     ["empty", "", /not valid JSON/],
     ["an array", "[]", /top level must be a JSON object/],
     ["mcpServers an array", '{"mcpServers": []}', /"mcpServers" must be an object/],
-    ["a definition a string", '{"mcpServers": {"a": "http://x"}}', /"mcpServers.a" must be an object/],
     ["agents a string", '{"mcpServers": {}, "agents": "x"}', /"agents" must be an object/],
     ["an agent's mcpServers a list", '{"agents": {"a1": {"mcpServers": [1]}}}', /"agents.a1.mcpServers" must be an object/]
   ])("refuses a file that is %s, naming the path, and leaves it untouched", async (_what, content, detail) => {
@@ -110,7 +110,7 @@ describe("ServicesFile.update", () => {
     expect(await leftovers(dir)).toEqual([])
   })
 
-  it("writes a _byagent_ service back to its key and keeps unknown fields", async () => {
+  it("writes a _byagent_ service back to its key, a new agent service as a _byagent_ key too, and keeps unknown fields", async () => {
     await writeFile(
       file,
       JSON.stringify({
@@ -126,8 +126,12 @@ describe("ServicesFile.update", () => {
     })
     expect(await json(file)).toEqual({
       owner: "python",
-      mcpServers: { "maps_byagent_agent-1": { url: "http://b/mcp", extra: 1, disabled: true }, weather: { url: "http://w/mcp" } },
-      agents: { "agent-1": { mcpServers: { fresh: { url: "http://c/mcp" } } } }
+      mcpServers: {
+        "maps_byagent_agent-1": { url: "http://b/mcp", extra: 1, disabled: true },
+        weather: { url: "http://w/mcp" },
+        // The file is the Python MCPStore's layout (no agents section): it stays so.
+        "fresh_byagent_agent-1": { url: "http://c/mcp" }
+      }
     })
     expect(services.read().agents["agent-1"]).toEqual({
       maps: { url: "http://b/mcp", extra: 1, disabled: true },
