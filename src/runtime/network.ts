@@ -3,6 +3,7 @@
  * concurrently with a 5 s limit; any HTTP answer counts as reachable (an MCP endpoint may answer
  * GET with 405).
  */
+import { Effect } from "effect"
 import { ValidationError, type FieldProblem } from "./errors.js"
 
 export interface NetworkCheckResult {
@@ -20,11 +21,21 @@ export interface NetworkCheckResult {
 export const NETWORK_CHECK_LIMIT_MS = 5_000
 const SLOW_MS = 1_000
 
-/** Checks each endpoint (a URL, or `{name, url}`); refuses anything but http and https URLs. */
-export const networkCheck = async (
-  endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>,
-  signal?: AbortSignal
-): Promise<ReadonlyArray<NetworkCheckResult>> => {
+/**
+ * Checks each endpoint (a URL, or `{name, url}`) concurrently; refuses anything but http and https
+ * URLs (a ValidationError, nothing probed). Interrupting the effect aborts the probes.
+ */
+export const networkCheck = (
+  endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>
+): Effect.Effect<ReadonlyArray<NetworkCheckResult>, ValidationError> =>
+  Effect.suspend(() => {
+    const { targets, problems } = targetsOf(endpoints)
+    return problems.length > 0
+      ? Effect.fail(ValidationError.of(problems))
+      : Effect.promise((signal) => Promise.all(targets.map((t) => checkOne(t.name, t.url, signal))))
+  })
+
+const targetsOf = (endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>) => {
   const problems: FieldProblem[] = []
   const targets = endpoints.map((e, i) => {
     const url = typeof e === "string" ? e : e.url
@@ -39,8 +50,7 @@ export const networkCheck = async (
     }
     return { name: typeof e === "string" ? url : e.name, url }
   })
-  if (problems.length > 0) throw ValidationError.of(problems)
-  return Promise.all(targets.map((t) => checkOne(t.name, t.url, signal)))
+  return { targets, problems }
 }
 
 const checkOne = async (name: string, url: string, signal?: AbortSignal): Promise<NetworkCheckResult> => {

@@ -8,7 +8,7 @@ import { Api } from "../Api.js"
 import { App } from "../context.js"
 import * as commands from "../../runtime/commands.js"
 import * as queries from "../../runtime/queries.js"
-import { contract, run } from "../errors.js"
+import { contract } from "../errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
@@ -43,17 +43,23 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       )
       .handle("showMcpConfig", () => Shared.showMcpConfig(scope, store.file.path))
       .handle("resetConfig", ({ payload, urlParams }) =>
-        run(async () => {
+        Effect.suspend(() => {
           const which = payload?.scope ?? urlParams.scope ?? "store"
-          const removed = await store.resetConfig(which)
-          return { success: true, message: `Removed ${removed} service(s) (${which})`, scope: which, removed }
+          // A failure here is the file system's, not the client's: a defect, answered 500 with a trace id.
+          return Effect.map(Effect.promise(() => store.resetConfig(which)), (removed) => ({
+            success: true,
+            message: `Removed ${removed} service(s) (${which})`,
+            scope: which,
+            removed
+          }))
         })
       )
       .handle("resetMcpJsonFile", () =>
-        run(async () => {
-          const result = await store.resetServicesFile()
-          return { success: true, message: `Services file emptied; backup at ${result.backup_path}`, ...result }
-        })
+        Effect.map(Effect.promise(() => store.resetServicesFile()), (result) => ({
+          success: true,
+          message: `Services file emptied; backup at ${result.backup_path}`,
+          ...result
+        }))
       )
       .handle("waitService", ({ payload }) => Shared.waitService(scope, payload, { context: "store" }))
       .handle("deleteService", ({ path }) => Shared.deleteService(scope, path.service_name))
@@ -68,14 +74,19 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       )
       .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
-        run(async (signal) => {
-          const results = await networkCheck(payload.endpoints, signal)
-          const reachable = results.filter((r) => r.reachable).length
-          return { success: true, message: `${reachable} of ${results.length} endpoint(s) reachable`, results }
-        })
+        contract(
+          Effect.map(networkCheck(payload.endpoints), (results) => {
+            const reachable = results.filter((r) => r.reachable).length
+            return { success: true, message: `${reachable} of ${results.length} endpoint(s) reachable`, results }
+          })
+        )
       )
       .handle("systemResources", () =>
-        run(async () => ({ success: true, message: "System resources", ...(await systemResources(store.file.path, store.startedAt)) }))
+        Effect.map(Effect.promise(() => systemResources(store.file.path, store.startedAt)), (resources) => ({
+          success: true,
+          message: "System resources",
+          ...resources
+        }))
       )
       .handle("serviceStatus", ({ path }) =>
         contract(
@@ -115,13 +126,13 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
         )
       )
       .handle("listAllAgents", () =>
-        run(() => {
+        Effect.sync(() => {
           const agents = store.listAgents()
           return { success: true, message: `${agents.length} agent(s)`, agents, total_agents: agents.length }
         })
       )
       .handle("showConfig", () =>
-        run(() => ({
+        Effect.sync(() => ({
           success: true,
           message: "Effective settings",
           config: {
