@@ -2,12 +2,25 @@
  * The dashboard (GET /ui) in a real headless Chromium (Debian's `chromium`, driven by playwright-core):
  * the demo service turns healthy on the page, a call of demo__add through the form shows 5 and lands
  * in the recent-calls list, and the page asks nothing of any host but the store. Saves a screenshot
- * to test/artifacts/dashboard.png. Skipped, with a note, when /usr/bin/chromium is not installed.
+ * to test/artifacts/dashboard.png. With an API key: the key is asked once (kept in sessionStorage,
+ * never in a URL), the live events come over fetch with the Authorization header and show a status
+ * change made from outside the page, and a refused stream (429 at the cap) is tried again until the
+ * page is live. Skipped, with a note, when /usr/bin/chromium is not installed.
+ * The actions of the page are tested in operate.test.ts.
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import type { Browser } from "playwright-core"
-import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
+import {
+  authedApi,
+  haveChromium,
+  launchChromium,
+  noteMissingChromium,
+  openSse,
+  startTestServer,
+  type SseStream,
+  type TestServer
+} from "../support/index.js"
 import { describe, expect, it } from "vitest"
 import { REPO_ROOT, demoServer } from "../fixtures/paths.js"
 
@@ -50,6 +63,10 @@ describe("GET /ui in Chromium", () => {
         const response = await page.goto(`${server.url}/ui`)
         expect(response?.status()).toBe(200)
         expect(response?.headers()["content-type"]).toMatch(/^text\/html/)
+
+        // No key on this server: the page asks for none and its event stream is live.
+        await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 15_000 })
+        expect(await page.getByTestId("auth-form").isHidden()).toBe(true)
 
         // Live status: the demo service's row reaches healthy.
         await page
@@ -107,5 +124,77 @@ describe("GET /ui in Chromium", () => {
       }
     },
     90_000
+  )
+
+  it.skipIf(!haveChromium)(
+    "with an API key: asked once, live events over fetch with the key, a change from outside shown, a refused stream tried again",
+    async () => {
+      const KEY = "dashboard-key-7f3a9c"
+      let server: TestServer | undefined
+      let browser: Browser | undefined
+      let outside: SseStream | undefined
+      try {
+        server = await startTestServer({
+          apiKey: KEY,
+          options: { max_event_streams: 1 },
+          services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
+        })
+        const admin = authedApi(server.url, KEY)
+        browser = await launchChromium()
+        const context = await browser.newContext()
+        const page = await context.newPage()
+        const requests: Array<{ url: string; authorization: string | undefined }> = []
+        const pageErrors: string[] = []
+        page.on("request", (r) => requests.push({ url: r.url(), authorization: r.headers()["authorization"] }))
+        page.on("pageerror", (e) => pageErrors.push(String(e)))
+
+        await page.goto(`${server.url}/ui`)
+        // The key is asked for, once.
+        await page.locator('[data-testid="connection"][data-mode="auth"]').waitFor({ timeout: 10_000 })
+        await page.getByTestId("api-key-input").fill(KEY)
+        await page.getByTestId("api-key-input").press("Enter")
+        await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 15_000 })
+        await page.locator('[data-testid="service-row"][data-name="demo"][data-status="healthy"]').waitFor({ timeout: 30_000 })
+        expect(await page.getByTestId("auth-form").isHidden()).toBe(true)
+        expect(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem("mcp-store.api-key"))).toBe(KEY)
+        // The stream was read with the key in its header; no URL ever carried the key.
+        expect(requests.some((r) => new URL(r.url).pathname === "/events" && r.authorization === `Bearer ${KEY}`)).toBe(true)
+        expect(requests.filter((r) => r.url.includes(KEY))).toEqual([])
+
+        // A change made from outside the page reaches it over the stream (the page does not poll while live).
+        const off = await admin.post("/for_store/disconnect_service", { service_name: "demo" })
+        expect(off.status).toBe(200)
+        await page.locator('[data-testid="service-row"][data-name="demo"][data-status="disconnected"]').waitFor({ timeout: 5_000 })
+        await expect
+          .poll(() => page.getByTestId("last-event").textContent(), { timeout: 5_000 })
+          .toMatch(/demo: \S+ → disconnected/)
+        expect(await page.getByTestId("last-event").getAttribute("data-type")).toBe("status")
+        expect((await admin.get("/for_store/service_status/demo")).body.status).toBe("disconnected")
+
+        // The only stream slot taken by another client: the page, reloaded, needs no key again, polls,
+        // and is live again once the slot is free (tried again after the 429's Retry-After).
+        await page.goto("about:blank")
+        const events = `${server.url}/events`
+        for (let i = 0; i < 100 && outside?.status !== 200; i++) {
+          outside?.close()
+          outside = await openSse(events, { authorization: `Bearer ${KEY}` })
+        }
+        expect(outside?.status).toBe(200)
+        const refused = page.waitForResponse((r) => new URL(r.url()).pathname === "/events" && r.status() === 429, { timeout: 10_000 })
+        await page.goto(`${server.url}/ui`)
+        await refused
+        await page.locator('[data-testid="connection"][data-mode="polling"]').waitFor({ timeout: 10_000 })
+        expect(await page.getByTestId("auth-form").isHidden()).toBe(true)
+        await page.locator('[data-testid="service-row"][data-name="demo"][data-status="disconnected"]').waitFor({ timeout: 10_000 })
+        outside!.close()
+        await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 15_000 })
+        expect(pageErrors).toEqual([])
+      } finally {
+        outside?.close()
+        await browser?.close()
+        await server?.cleanup()
+      }
+    },
+    60_000
   )
 })
