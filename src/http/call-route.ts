@@ -26,9 +26,12 @@ import { Api } from "./Api.js"
 import { presentsKey } from "./authorization.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./errors.js"
+import { contract } from "./errors.js"
 import type { RequestPolicy } from "./request-guard.js"
 import { callToolAnswer, type ScopeRef } from "./scope-handlers.js"
-import type { CallToolPayload } from "./schemas.js"
+import type { CallToolPayload, CallToolResponse } from "./schemas.js"
+import { startCall, toolErrorMessage, type CallToolOutput, type StartedCall } from "../runtime/calls.js"
+import type { ScopeContext } from "../runtime/host.js"
 import type { Store } from "../runtime/store.js"
 
 /** What the direct route needs from the server. */
@@ -139,6 +142,13 @@ export const inOrder = (options: Pick<CallRouteOptions, "policy" | "apiKey" | "m
   }
 }
 
+/** call_tool's answer, as `callToolAnswer` (src/http/scope-handlers.ts) shapes it. */
+const callAnswer = (output: CallToolOutput): Schema.Schema.Encoded<typeof CallToolResponse> => ({
+  success: !output.is_error,
+  message: output.is_error ? toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
+  ...output
+})
+
 /** Builds the direct route; `runtime` runs the handler Effects (the server's), `store` is read per request. */
 export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<never>, store: () => Store | undefined): DirectRoute => {
   const { storePaths, agentPaths, payloadSchema, pathSchema } = routes()
@@ -175,6 +185,20 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       })
     )
 
+  /**
+   * The common call started at once, without a fiber (`startCall`): its scope known now (the
+   * store's), its payload decoded, no `arguments` alias to read. Undefined otherwise, or when
+   * `startCall` leaves the call to the handler's Effect (`program`).
+   */
+  const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown): StartedCall | undefined => {
+    if (Either.isLeft(scope) || !Exit.isExit(scope.right)) return undefined
+    const ctx = scope.right as Exit.Exit<ScopeContext, unknown>
+    if (!Exit.isSuccess(ctx)) return undefined
+    const decoded = decodePayload(value)
+    if (Either.isLeft(decoded) || (decoded.right as { readonly arguments?: unknown }).arguments !== undefined) return undefined
+    return startCall(ctx.value, decoded.right)
+  }
+
   const answerError = (response: ServerResponse, e: unknown): number => {
     const answer = errorAnswers.get((e as object | null)?.constructor)
     if (answer === undefined) {
@@ -200,13 +224,28 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     const done = () => options.observe("POST", status, performance.now() - started)
 
     let fiber: Fiber.RuntimeFiber<unknown, E.ApiError> | undefined
-    // The client went away: its handler is interrupted, as HttpApi's server does.
+    let call: StartedCall | undefined
+    let closed = false
+    // The client went away: its handler is interrupted (its call cancelled), as HttpApi's server does.
     response.once("close", () => {
       if (!response.writableEnded) {
+        closed = true
+        call?.abandon()
         fiber?.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
         if (fiber === undefined) done()
       }
     })
+    /** Answers the exit of the handler's Effect (or of a failed direct call through the same contract mapping). */
+    const answer = (exit: Exit.Exit<unknown, E.ApiError>) => {
+      if (Exit.isSuccess(exit)) {
+        status = 200
+        send(response, 200, JSON.stringify(exit.value), exit.value)
+      } else if (!Cause.isInterruptedOnly(exit.cause)) {
+        const failure = Cause.failureOption(exit.cause)
+        status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
+      }
+      done()
+    }
 
     const chunks: Buffer[] = []
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -223,16 +262,18 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
         status = answerError(response, bodyProblem(text, url))
         return done()
       }
-      fiber = runFork(program(scope, value))
-      fiber.addObserver((exit) => {
-        if (Exit.isSuccess(exit)) {
-          status = 200
-          send(response, 200, JSON.stringify(exit.value), exit.value)
-        } else if (!Cause.isInterruptedOnly(exit.cause)) {
-          const failure = Cause.failureOption(exit.cause)
-          status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
-        }
-        done()
+      call = startNow(scope, value)
+      if (call === undefined) {
+        fiber = runFork(program(scope, value))
+        fiber.addObserver(answer)
+        return
+      }
+      void call.exit.then((exit) => {
+        if (closed) return // answered by the close: interrupted, nobody to answer
+        if (Exit.isSuccess(exit)) return answer(Exit.succeed(callAnswer(exit.value)))
+        // A failure is mapped to its answer as the handler's would be (the contract mapping, its middleware).
+        fiber = runFork(options.contractErrors(contract(exit)))
+        fiber.addObserver(answer)
       })
     })
     return true

@@ -5,7 +5,7 @@
  * expired session), its failure classified, and a record written for every call.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { Cause, Effect, Either, Exit, Option } from "effect"
+import { Cause, Effect, Either, Exit, type Fiber, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { Cancel, McpRequestError } from "../mcp/types.js"
 import type { Outcome } from "../records/records.js"
@@ -26,6 +26,7 @@ import type { ScopeContext } from "./host.js"
 import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { TOOL_SEPARATOR, callableName, isConnected, iso } from "./views.js"
+import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
 
 export interface CallToolInput {
   readonly tool_name: string
@@ -89,6 +90,9 @@ const outcomeOf = (e: unknown): Outcome => {
       return "unavailable"
     case "UpstreamError":
       return e.outcome
+    case "InvalidArguments":
+      // Refused by the tool's schema here, or by the upstream (-32602): the caller's mistake.
+      return "invalid_arguments"
     default:
       return "protocol_error"
   }
@@ -136,12 +140,52 @@ function resolveTool(ctx: ScopeContext, toolName: string, serviceName: string | 
   throw toolNotFound(ctx, toolName)
 }
 
+/** A name not found, without suggestions: cheap, for the look-ups that may still find it (see `withSuggestions`). */
 function toolNotFound(ctx: ScopeContext, toolName: string): ToolNotFound {
   return new ToolNotFound({
     message: `Tool '${toolName}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}`,
     toolName,
-    scope: ctx.label
+    scope: ctx.label,
+    suggestions: []
   })
+}
+
+/**
+ * The callable names of the scope's tools whose name is closest to `toolName` (`demo__addd`:
+ * `demo__add`): compared by callable name, or by original name for a name without `__` (`addd`:
+ * `demo__add`). The services `toolName` names come first, so the cap on candidates never leaves
+ * them out. Only this scope's tools: an agent never learns another scope's names from a suggestion.
+ */
+function toolSuggestions(ctx: ScopeContext, toolName: string): Array<string> {
+  const actors = Object.values(ctx.actors())
+  if (toolName.includes(TOOL_SEPARATOR)) {
+    const named = new Set(namedServices(ctx, toolName).map(({ actor }) => actor))
+    const ordered = [...named, ...actors.filter((a) => !named.has(a))]
+    function* callableNames() {
+      for (const actor of ordered) {
+        const { name, tools } = actor.getSnapshot().context
+        for (const t of tools) yield callableName(name, t.name)
+      }
+    }
+    return suggestions(toolName, callableNames())
+  }
+  function* originalNames() {
+    for (const actor of actors) for (const t of actor.getSnapshot().context.tools) yield t.name
+  }
+  const close = new Set(suggestions(toolName, originalNames()))
+  const out: Array<string> = []
+  for (const actor of actors) {
+    const { name, tools } = actor.getSnapshot().context
+    for (const t of tools) if (close.has(t.name) && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
+  }
+  return out
+}
+
+/** A call's final ToolNotFound, with "did you mean" (computed only now: a name was not found). */
+const withSuggestions = (ctx: ScopeContext) => (e: CallToolError): CallToolError => {
+  if (!(e instanceof ToolNotFound)) return e
+  const close = toolSuggestions(ctx, e.toolName)
+  return close.length === 0 ? e : new ToolNotFound({ ...e, message: `${e.message}${didYouMean(close)}`, suggestions: close })
 }
 
 function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout {
@@ -204,6 +248,10 @@ const quickTarget = (ctx: ScopeContext, input: CallToolInput): Target | undefine
 
 /** `callTarget` when the target is not found at once: waits for services still connecting, or refuses. */
 const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
+  Effect.mapError(slowLookup(ctx, input, timeoutSeconds, remaining), withSuggestions(ctx))
+
+/** `slowTarget`'s look-up: waits for services still connecting, or refuses (without suggestions). */
+const slowLookup = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
   Effect.gen(function* () {
     const waitFor = (actors: ReadonlyArray<ServiceActorRef>) =>
       Effect.forEach(actors, (a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), {
@@ -232,15 +280,51 @@ const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
     const pool =
       input.service_name !== undefined ? [yield* attempt(() => ctx.requireService(input.service_name!), isLookupError)] : Object.values(ctx.actors())
     const pending = pool.filter(initializing)
-    if (pending.length === 0) return yield* first.left
+    // The service `service_name` names has no tool list while it is not connected (it may never
+    // have been): 503 with its status and next retry, as a callable name gets, not 404.
+    const notConnected = () => input.service_name !== undefined && !isConnected(statusOf(pool[0]!.getSnapshot())) && !initializing(pool[0]!)
+    if (pending.length === 0) return yield* notConnected() ? Effect.fail(unavailable(pool[0]!.getSnapshot())) : first.left
     yield* waitFor(pending)
     const second = yield* Effect.either(resolve)
     if (Either.isRight(second)) return second.right
+    if (second.left instanceof ToolNotFound && notConnected()) return yield* Effect.fail(unavailable(pool[0]!.getSnapshot()))
     // The deadline passed while a service that may own the tool was still connecting: the call
     // ran out of time (504), it did not find that the tool is missing (404).
     if (second.left instanceof ToolNotFound && pending.some(initializing)) return yield* stillConnecting(input.tool_name, timeoutSeconds)
     return yield* second.left
   })
+
+/**
+ * Takes the record of a call that reached its service, from its exit; a promise when the record's
+ * line is not in the file yet (undefined when it is).
+ */
+const recorder =
+  (ctx: ScopeContext, input: CallToolInput, serviceName: string, original: string, started: number, traceId: string) =>
+  (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> | undefined => {
+    const record = (outcome: Outcome, result: unknown, error: string | null): Promise<unknown> | undefined =>
+      ctx.host.records
+        .record({
+          scope: ctx.scope.kind,
+          agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+          service_name: serviceName,
+          tool_name: original,
+          params: input.args ?? {},
+          result,
+          outcome,
+          error,
+          duration_ms: Math.round((performance.now() - started) * 100) / 100,
+          trace_id: traceId
+        })
+        .written?.catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
+    if (Exit.isSuccess(exit)) {
+      const output = exit.value
+      return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
+    }
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
+    const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
+    return record("transport_error", null, why)
+  }
 
 /**
  * Calls a tool. Waits for an `initializing` service (up to the time-out); a service that is not
@@ -249,7 +333,8 @@ const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
  * service is recorded, however it ends (a caller that went away included): the record is taken at
  * once (counted, in memory, to its listeners) and its line written to the file, at once or, while
  * the file is being maintained, right after. The answer waits for that write: a call whose answer a
- * client has seen is on disk, even if the store is killed right after.
+ * client has seen is on disk, even if the store is killed right after. (`startCall` is the same
+ * call without a fiber, for the common case.)
  */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
   Effect.suspend(() => {
@@ -259,33 +344,7 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
     const remaining = () => Math.max(0, deadline - performance.now())
     const traceId = newTraceId()
     return Effect.flatMap(callTarget(ctx, input, timeoutSeconds, remaining), ({ actor, original }) => {
-      const serviceName = actor.getSnapshot().context.name
-      /** Takes the call's record; a promise when its line is not in the file yet (undefined when it is). */
-      const record = (outcome: Outcome, result: unknown, error: string | null): Promise<unknown> | undefined =>
-        ctx.host.records
-          .record({
-            scope: ctx.scope.kind,
-            agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
-            service_name: serviceName,
-            tool_name: original,
-            params: input.args ?? {},
-            result,
-            outcome,
-            error,
-            duration_ms: Math.round((performance.now() - started) * 100) / 100,
-            trace_id: traceId
-          })
-          .written?.catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
-      const recorded = (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> | undefined => {
-        if (Exit.isSuccess(exit)) {
-          const output = exit.value
-          return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
-        }
-        const failure = Cause.failureOption(exit.cause)
-        if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
-        const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
-        return record("transport_error", null, why)
-      }
+      const recorded = recorder(ctx, input, actor.getSnapshot().context.name, original, started, traceId)
       // Counted in flight from the start to the end of the call, as one resource with its record:
       // an interruption cannot come between the count and the release.
       return Effect.uninterruptibleMask((restore) =>
@@ -301,43 +360,182 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
     })
   })
 
-/** A failed request as the call's failure (a transport failure also counts as a failed check). */
-const callFailure = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): Effect.Effect<never, CallToolError> => {
+/** A call started by `startCall`. */
+export interface StartedCall {
+  /** Settles with the call's exit once its record is taken and its line written (never rejects). */
+  readonly exit: Promise<Exit.Exit<CallToolOutput, CallToolError>>
+  /** The caller went away: the request is cancelled upstream and the call ends interrupted (recorded as such). */
+  readonly abandon: () => void
+}
+
+/**
+ * `callTool` for the common call, without a fiber: a target found at once (see `quickTarget`) on a
+ * connected service, arguments that pass the tool's schema. Its exit, record, in-flight count,
+ * cancellation and failures are `callTool`'s (an expired session goes on in `callTool`'s own
+ * retry). Undefined, with nothing done, for any other call: `callTool` takes it. On the hot path a
+ * fiber and its steps cost about a third of the store's CPU per call.
+ */
+export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall | undefined => {
+  const target = quickTarget(ctx, input)
+  if (target === undefined) return undefined
+  const { actor, original } = target
+  const snapshot = actor.getSnapshot()
+  const connection = snapshot.context.connection
+  if (!isConnected(statusOf(snapshot)) || connection === undefined) return undefined
+  const tool = snapshot.context.tools.find((t) => t.name === original)
+  if (tool !== undefined && argumentProblems(tool, input.args ?? {}).length > 0) return undefined
+
+  const timeoutSeconds = input.timeout ?? DEFAULT_CALL_TIMEOUT_SECONDS
+  const started = performance.now()
+  const deadline = started + timeoutSeconds * 1000
+  const remaining = () => Math.max(0, deadline - performance.now())
+  const traceId = newTraceId()
+  const call = { started, traceId, timeoutSeconds, remaining }
+  const recorded = recorder(ctx, input, snapshot.context.name, original, started, traceId)
+  const cancel = new Cancel()
+  let retry: Fiber.RuntimeFiber<CallToolResult, CallToolError> | undefined
+  let settled = false
+  let resolveExit!: (exit: Exit.Exit<CallToolOutput, CallToolError>) => void
+  const exit = new Promise<Exit.Exit<CallToolOutput, CallToolError>>((resolve) => (resolveExit = resolve))
+  const settle = (end: Exit.Exit<CallToolResult, CallToolError>) => {
+    if (settled) return
+    settled = true
+    ctx.host.inFlightCalls -= 1
+    const output = Exit.map(end, (result) => outputOf(actor, original, result, call))
+    const written = recorded(output)
+    if (written === undefined) resolveExit(output)
+    else void written.then(() => resolveExit(output))
+  }
+  ctx.host.inFlightCalls += 1
+  connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel }).then(
+    (result) => settle(Exit.succeed(result)),
+    (e: unknown) => {
+      if (settled) return
+      if (!(e instanceof McpRequestError)) return settle(Exit.die(e))
+      if (e.kind !== "session_expired") {
+        const failure = failureOf(actor, input.tool_name, timeoutSeconds, e)
+        return settle(failure === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(failure))
+      }
+      retry = Effect.runFork(afterExpiry(ctx, actor, original, input, call, e))
+      retry.addObserver(settle)
+    }
+  )
+  const abandon = () => {
+    if (settled) return
+    cancel.abort()
+    if (retry !== undefined) retry.unsafeInterruptAsFork(FiberId.none)
+    else settle(Exit.interrupt(FiberId.none))
+  }
+  return { exit, abandon }
+}
+
+/**
+ * A failed request as the call's failure (undefined: the caller went away); a transport failure
+ * also counts as a failed check.
+ */
+const failureOf = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): CallToolError | undefined => {
   const serviceName = actor.getSnapshot().context.name
   switch (e.kind) {
     case "aborted":
-      return Effect.interrupt
+      return undefined
     case "timeout":
-      return Effect.fail(new ToolTimeout({ message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s`, toolName, timeoutSeconds }))
+      return new ToolTimeout({ message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s`, toolName, timeoutSeconds })
     case "protocol":
-      return Effect.fail(
-        e.code === -32602
-          ? new InvalidArguments({ message: `Invalid arguments for '${toolName}': ${e.message}`, toolName, upstream: e.data ?? null, problems: [] })
-          : new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
-      )
+      return e.code === -32602
+        ? new InvalidArguments({ message: `Invalid arguments for '${toolName}': ${e.message}`, toolName, upstream: e.data ?? null, problems: [] })
+        : new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
     case "message_too_large":
       // The connection has closed itself: the service reconnects on its own.
-      return Effect.fail(
-        new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
-      )
+      return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
     default:
       if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-      return Effect.fail(
-        new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
-      )
+      return new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
   }
 }
 
-/** Sends a resolved call (arguments checked first); see `callTool`. */
-const invoke = (
+/** A failed request as the call's failure, as an Effect (see `failureOf`). */
+const callFailure = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): Effect.Effect<never, CallToolError> => {
+  const failure = failureOf(actor, toolName, timeoutSeconds, e)
+  return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+}
+
+/** What a call answers, from the tool's result. */
+const outputOf = (actor: ServiceActorRef, original: string, result: CallToolResult, call: { readonly started: number; readonly traceId: string }): CallToolOutput => {
+  const serviceName = actor.getSnapshot().context.name
+  return {
+    result: resultValue(result),
+    content: result.content ?? [],
+    structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
+    is_error: result.isError === true,
+    tool_name: callableName(serviceName, original),
+    original_name: original,
+    service_name: serviceName,
+    duration_ms: Math.round((performance.now() - call.started) * 100) / 100,
+    trace_id: call.traceId
+  }
+}
+
+interface CallTiming {
+  readonly started: number
+  readonly traceId: string
+  readonly timeoutSeconds: number
+  readonly remaining: () => number
+}
+
+/**
+ * The request on the service's connection as it is now: a service still connecting is waited for
+ * first; one that is not connected fails with ServiceUnavailable.
+ */
+const sendOnce = (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
+  const request = (ready: WaitEnd): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
+    const snapshot = actor.getSnapshot()
+    const connection = snapshot.context.connection
+    if (!isConnected(statusOf(snapshot)) || connection === undefined) {
+      return ready === "timeout"
+        ? callFailure(actor, input.tool_name, call.timeoutSeconds, new McpRequestError("timeout", "service still initializing"))
+        : Effect.fail(unavailable(snapshot))
+    }
+    return Effect.async<CallToolResult, McpRequestError>((resume) => {
+      // Cancelled if the call is interrupted (the caller went away): the server is told.
+      const cancel = new Cancel()
+      connection.callTool(original, input.args ?? {}, { timeoutMs: call.remaining(), signal: cancel }).then(
+        (result) => resume(Effect.succeed(result)),
+        (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
+      )
+      return Effect.sync(() => cancel.abort())
+    })
+  }
+  return Effect.suspend(() =>
+    statusOf(actor.getSnapshot()) !== "initializing"
+      ? request("reached")
+      : Effect.flatMap(awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: call.remaining(), gate: ctx.host.waiters }), (ready) =>
+          request(ready.end)
+        )
+  )
+}
+
+/** After an expired session (the server never ran the call): reconnects at once and sends the call once more. */
+const afterExpiry = (
   ctx: ScopeContext,
   actor: ServiceActorRef,
   original: string,
   input: CallToolInput,
-  call: { readonly started: number; readonly traceId: string; readonly timeoutSeconds: number; readonly remaining: () => number }
-): Effect.Effect<CallToolOutput, CallToolError> =>
+  call: CallTiming,
+  e: McpRequestError
+): Effect.Effect<CallToolResult, CallToolError> =>
   Effect.suspend(() => {
-    const { started, traceId, timeoutSeconds, remaining } = call
+    actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+    return Effect.zipRight(
+      awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: call.remaining() }),
+      Effect.catchAll(sendOnce(ctx, actor, original, input, call), (e2) =>
+        e2 instanceof McpRequestError ? callFailure(actor, input.tool_name, call.timeoutSeconds, e2) : Effect.fail(e2)
+      )
+    )
+  })
+
+/** Sends a resolved call (arguments checked first); see `callTool`. */
+const invoke = (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming): Effect.Effect<CallToolOutput, CallToolError> =>
+  Effect.suspend(() => {
     const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
     const problems = tool ? argumentProblems(tool, input.args ?? {}) : []
     if (problems.length > 0) {
@@ -350,51 +548,9 @@ const invoke = (
         })
       )
     }
-    const fail = (e: McpRequestError) => callFailure(actor, input.tool_name, timeoutSeconds, e)
-    /** The request on the service's connection as it is now (a service still connecting is waited for first). */
-    const request = (ready: WaitEnd): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
-      const snapshot = actor.getSnapshot()
-      const connection = snapshot.context.connection
-      if (!isConnected(statusOf(snapshot)) || connection === undefined) {
-        return ready === "timeout" ? fail(new McpRequestError("timeout", "service still initializing")) : Effect.fail(unavailable(snapshot))
-      }
-      return Effect.async<CallToolResult, McpRequestError>((resume) => {
-        // Cancelled if the call is interrupted (the caller went away): the server is told.
-        const cancel = new Cancel()
-        connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel }).then(
-          (result) => resume(Effect.succeed(result)),
-          (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
-        )
-        return Effect.sync(() => cancel.abort())
-      })
-    }
-    const send = Effect.suspend(() =>
-      statusOf(actor.getSnapshot()) !== "initializing"
-        ? request("reached")
-        : Effect.flatMap(awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), (ready) => request(ready.end))
-    )
-    const sent = Effect.catchAll(send, (e): Effect.Effect<CallToolResult, CallToolError> => {
+    const sent = Effect.catchAll(sendOnce(ctx, actor, original, input, call), (e): Effect.Effect<CallToolResult, CallToolError> => {
       if (!(e instanceof McpRequestError)) return Effect.fail(e)
-      if (e.kind !== "session_expired") return fail(e)
-      // The server never ran the call: reconnect at once and send it once more.
-      actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-      return Effect.zipRight(
-        awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: remaining() }),
-        Effect.catchAll(send, (e2) => (e2 instanceof McpRequestError ? fail(e2) : Effect.fail(e2)))
-      )
+      return e.kind === "session_expired" ? afterExpiry(ctx, actor, original, input, call, e) : callFailure(actor, input.tool_name, call.timeoutSeconds, e)
     })
-    return Effect.map(sent, (result): CallToolOutput => {
-      const serviceName = actor.getSnapshot().context.name
-      return {
-        result: resultValue(result),
-        content: result.content ?? [],
-        structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
-        is_error: result.isError === true,
-        tool_name: callableName(serviceName, original),
-        original_name: original,
-        service_name: serviceName,
-        duration_ms: Math.round((performance.now() - started) * 100) / 100,
-        trace_id: traceId
-      }
-    })
+    return Effect.map(sent, (result) => outputOf(actor, original, result, call))
   })

@@ -2,11 +2,13 @@
  * Every wait ends when its client goes away: the handler's fiber is interrupted, and with it the
  * Effect that waits on the actor (src/runtime/bridge.ts), so its subscription and its place among
  * the waiters are given back at once, not when its time-out passes. Before the runtime was
- * Effect-native, add_service `?wait` ran without the request's signal and kept waiting.
+ * Effect-native, add_service `?wait` ran without the request's signal and kept waiting. A call_tool
+ * taken by the direct call route without a fiber is cancelled the same way (`StartedCall.abandon`).
  */
+import { request as httpRequest } from "node:http"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { gatedStdioFixture } from "../fixtures/paths.js"
+import { gatedStdioFixture, stdioFixture } from "../fixtures/paths.js"
 import { eventually, startTestServer, type TestServer } from "../support/index.js"
 
 let server: TestServer | undefined
@@ -54,5 +56,41 @@ describe("a client that goes away", () => {
     controller.abort()
     expect(await request).toBeInstanceOf(Error)
     expect(await eventually(() => store.waiters.active === 0, 5_000)).toBe(true)
+  })
+
+  it("cancels call_tool at once: the call leaves the in-flight count and is recorded as the caller gone away", async () => {
+    const launch = stdioFixture()
+    server = await startTestServer({ services: { mcpServers: { fx: { command: launch.command, args: [...launch.args] } } } })
+    const store = server.running.store
+    const ready = await server.post("/for_store/wait_service", { client_id_or_service_name: "fx", status: "healthy", timeout: 15 })
+    expect(ready.status, ready.text).toBe(200)
+    // A plain request of the direct call route (src/http/call-route.ts): JSON, its length, no Origin.
+    const body = JSON.stringify({ tool_name: "sleep", service_name: "fx", args: { ms: 60_000 } })
+    const { port } = new URL(server.url)
+    const request = httpRequest({
+      host: "127.0.0.1",
+      port: Number(port),
+      method: "POST",
+      path: "/for_store/call_tool",
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+    })
+    const ended = new Promise((resolve) => {
+      request.once("error", resolve)
+      request.once("close", resolve)
+    })
+    request.end(body)
+    expect(await eventually(() => store.inFlightCalls === 1, 10_000)).toBe(true)
+    const started = performance.now()
+    request.destroy()
+    await ended
+    expect(await eventually(() => store.inFlightCalls === 0, 5_000)).toBe(true)
+    expect(performance.now() - started).toBeLessThan(5_000)
+    const recorded = await eventually(async () => (await store.records.query({ tool_name: "sleep" })).executions.length === 1, 5_000)
+    expect(recorded).toBe(true)
+    const [record] = (await store.records.query({ tool_name: "sleep" })).executions
+    expect(record).toMatchObject({ service_name: "fx", outcome: "transport_error", error: "the caller went away" })
+    // The service goes on answering.
+    const next = await server.post("/for_store/call_tool", { tool_name: "echo", service_name: "fx", args: { text: "after" } })
+    expect(next.status, next.text).toBe(200)
   })
 })

@@ -1,0 +1,193 @@
+/**
+ * A/B comparison of two builds of the store on a shared, loaded machine. Absolute CPU figures move
+ * by 20 to 70 % with the load of other processes, so a change is measured against the build before
+ * it side by side: both stores run at once, their calls are interleaved in short rounds (A then B,
+ * B then A, alternating), and each store's CPU time is summed from /proc over its own rounds. An
+ * A/A run (the same bundle twice) agrees within 2 to 3 %.
+ *
+ *   npx tsx bench/ab.ts build /tmp/ab/before          # the current sources -> /tmp/ab/before/dist/mcp-store.mjs
+ *   (change the sources)
+ *   npx tsx bench/ab.ts build /tmp/ab/after
+ *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
+ *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
+ *
+ * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
+ * callers, `rounds` rounds of `calls` calls per store. `idle`: both stores with the same services
+ * (agents of 10 services on Streamable HTTP fixtures, health checks every 30 s) at the same time;
+ * after one settling interval, CPU per store over `windows` windows of `seconds`.
+ */
+import { build } from "esbuild"
+import { copyFileSync, mkdirSync, symlinkSync, existsSync, writeFileSync } from "node:fs"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { parseArgs } from "node:util"
+import { startStoreWithFixtures } from "./calls.js"
+import { HttpClient, closedLoop } from "./load.js"
+import { ROOT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: {
+    transport: { type: "string", default: "stdio" },
+    c: { type: "string", default: "32" },
+    rounds: { type: "string", default: "24" },
+    calls: { type: "string", default: "400" },
+    services: { type: "string", default: "1000" },
+    windows: { type: "string", default: "3" },
+    seconds: { type: "string", default: "30" }
+  }
+})
+
+const log = (line: string) => process.stdout.write(`${line}\n`)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
+}
+const loadavg = async () => (await import("node:os")).loadavg().map((l) => l.toFixed(2)).join(", ")
+
+/** Builds the current sources as scripts/build.mjs bundles dist/mcp-store.mjs (keep the options alike), into `<dir>/dist` (a directory of its own, so dist/ is left alone). */
+const buildInto = async (dir: string) => {
+  const out = resolve(dir)
+  mkdirSync(join(out, "dist"), { recursive: true })
+  await build({
+    entryPoints: [join(ROOT, "src", "cli-entry.ts")],
+    outfile: join(out, "dist", "mcp-store.mjs"),
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    sourcemap: "linked",
+    logLevel: "warning",
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    external: ["@parcel/watcher", "msgpackr-extract"],
+    // jsonc-parser's `main` is a UMD build whose require() calls esbuild cannot follow: its ES build.
+    alias: { "jsonc-parser": "jsonc-parser/lib/esm/main.js" }
+  })
+  copyFileSync(join(ROOT, "src", "ui", "dashboard.html"), join(out, "dist", "dashboard.html"))
+  copyFileSync(join(ROOT, "package.json"), join(out, "package.json"))
+  if (!existsSync(join(out, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(out, "node_modules"))
+  log(`built ${join(out, "dist", "mcp-store.mjs")}`)
+}
+
+const script = (dir: string) => join(resolve(dir), "dist", "mcp-store.mjs")
+
+const SERVICE = { http: "fx-http", stdio: "fx-stdio" } as const
+
+const abCalls = async (a: string, b: string) => {
+  const transport = values.transport === "http" ? "http" : "stdio"
+  const c = Number(values.c)
+  const rounds = Number(values.rounds)
+  const calls = Number(values.calls)
+  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-"))
+  const fixtures = await startFixtures(1)
+  const url = fixtures.urls[0]!
+  const stores: Array<{ label: string; store: StoreProcess; http: HttpClient; cpu: number; calls: number; perRound: number[] }> = []
+  for (const [label, dir] of [["A", a], ["B", b]] as const) {
+    const store = await startStoreWithFixtures(join(work, label), url, { script: script(dir), name: `store ${label}` })
+    stores.push({ label, store, http: new HttpClient(store.url, c), cpu: 0, calls: 0, perRound: [] })
+  }
+  log(`calls ${transport} c=${c}: ${rounds} rounds of ${calls} calls per store; A ${a}, B ${b}; load ${await loadavg()}`)
+  const run = async (s: (typeof stores)[number], round: number, measure: boolean) => {
+    const cpu0 = cpuSeconds(s.store.child.pid)
+    const r = await closedLoop(
+      async (i) => {
+        const text = `${s.label}-${round}-${i}`
+        const res = await s.http.post("/for_store/call_tool", { tool_name: "echo", service_name: SERVICE[transport], args: { text } })
+        if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`${s.label}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
+      },
+      { concurrency: c, calls, warmup: 0, maxSeconds: 60 }
+    )
+    if (r.errors > 0) throw new Error(`${s.label}: ${r.errors} errors: ${r.firstError}`)
+    const used = cpuSeconds(s.store.child.pid) - cpu0
+    if (measure) {
+      s.cpu += used
+      s.calls += r.count
+      s.perRound.push((used * 1e6) / r.count)
+    }
+  }
+  // Warm-up: two rounds each, not measured.
+  for (let w = 0; w < 2; w++) for (const s of stores) await run(s, -1 - w, false)
+  const ratios: number[] = []
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? stores : [...stores].reverse()
+    for (const s of order) await run(s, round, true)
+    ratios.push(stores[1]!.perRound[round]! / stores[0]!.perRound[round]!)
+  }
+  const [A, B] = stores as [(typeof stores)[number], (typeof stores)[number]]
+  const usA = (A.cpu * 1e6) / A.calls
+  const usB = (B.cpu * 1e6) / B.calls
+  log(`A ${usA.toFixed(1)} us/call, B ${usB.toFixed(1)} us/call: B/A ${(usB / usA).toFixed(3)} (median of round ratios ${median(ratios).toFixed(3)}); load ${await loadavg()}`)
+  for (const s of stores) s.http.close()
+}
+
+const abIdle = async (a: string, b: string) => {
+  const total = Number(values.services)
+  const windows = Number(values.windows)
+  const seconds = Number(values.seconds)
+  const perAgent = 10
+  const agents = Math.ceil(total / perAgent)
+  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-idle-"))
+  const fixtureProcs = await Promise.all(Array.from({ length: 4 }, (_, i) => startFixtures(1, `fixtures-${i}`)))
+  const urls = fixtureProcs.flatMap((f) => f.urls)
+  const stores: Array<{ label: string; store: StoreProcess; percents: number[] }> = []
+  for (const [label, dir] of [["A", a], ["B", b]] as const) {
+    mkdirSync(join(work, label), { recursive: true })
+    const file = join(work, label, "mcp.json")
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }))
+    const store = await startStore(file, { script: script(dir), name: `store ${label}`, monitoring: { health_check_seconds: 30 } })
+    const http = new HttpClient(store.url, 16)
+    let next = 0
+    const adder = async () => {
+      while (next < agents) {
+        const n = next++
+        const mcpServers: Record<string, { url: string }> = {}
+        for (let s = 0; s < perAgent && n * perAgent + s < total; s++) mcpServers[`svc-${s}`] = { url: urls[(n * perAgent + s) % urls.length]! }
+        const res = await http.post(`/for_agent/agent-${n}/add_service`, { mcpServers }, 60_000)
+        if (res.status !== 200) throw new Error(`${label}: add_service: HTTP ${res.status}`)
+      }
+    }
+    await Promise.all(Array.from({ length: 16 }, adder))
+    for (;;) {
+      const res = await http.get("/monitoring/services_status_distribution")
+      const body = res.body as { distribution?: Record<string, number>; data?: { distribution?: Record<string, number> } }
+      if (((body.distribution ?? body.data?.distribution ?? {})["healthy"] ?? 0) >= total) break
+      await sleep(200)
+    }
+    http.close()
+    stores.push({ label, store, percents: [] })
+    log(`${label}: ${total} services healthy`)
+  }
+  log(`idle, ${total} services, checks every 30 s: settling 35 s, then ${windows} windows of ${seconds} s; load ${await loadavg()}`)
+  await sleep(35_000)
+  for (let w = 0; w < windows; w++) {
+    const cpu0 = stores.map((s) => cpuSeconds(s.store.child.pid))
+    const t0 = performance.now()
+    await sleep(seconds * 1000)
+    const wall = (performance.now() - t0) / 1000
+    stores.forEach((s, i) => s.percents.push(((cpuSeconds(s.store.child.pid) - cpu0[i]!) / wall) * 100))
+    log(`  window ${w + 1}: A ${stores[0]!.percents[w]!.toFixed(2)} %, B ${stores[1]!.percents[w]!.toFixed(2)} % of a core; load ${await loadavg()}`)
+  }
+  const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length
+  const [A, B] = stores as [(typeof stores)[number], (typeof stores)[number]]
+  log(`A ${mean(A.percents).toFixed(2)} %, B ${mean(B.percents).toFixed(2)} %: B/A ${(mean(B.percents) / mean(A.percents)).toFixed(3)}`)
+}
+
+const main = async () => {
+  const [command, a, b] = positionals
+  if (command === "build" && a) return buildInto(a)
+  if (command === "calls" && a && b) return abCalls(a, b)
+  if (command === "idle" && a && b) return abIdle(a, b)
+  throw new Error("usage: bench/ab.ts build <dir> | calls <dirA> <dirB> [options] | idle <dirA> <dirB> [options]")
+}
+
+process.on("SIGINT", () => {
+  killAllNow()
+  process.exit(130)
+})
+try {
+  await main()
+} finally {
+  await stopAll()
+}
