@@ -11,7 +11,7 @@ import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
-import { ServicesFile, type ServicesConfig } from "../config/services-file.js"
+import { describeProblem, ServicesFile, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
 import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
@@ -24,6 +24,7 @@ import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
+import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
 
 /** Options of `createStore`. */
@@ -133,15 +134,34 @@ export class Store implements StoreHost {
       for (const [name, definition] of Object.entries(services)) add(agentScope(agentId), name, definition)
     }
     this.warnSkipped(skipped)
+    this.reportProblems(this.file.problems())
+  }
+
+  /** The problem lines of the services file already logged: a reload logs only the new ones. */
+  private reportedProblems = new Set<string>()
+
+  /** Logs each entry of the services file that cannot be used as it is (once, until it changes). */
+  private reportProblems(problems: ReadonlyArray<EntryProblem>): void {
+    const lines = new Set<string>()
+    for (const problem of problems) {
+      const line = `services file ${this.file.path}: ${describeProblem(problem)}`
+      lines.add(line)
+      if (this.reportedProblems.has(line)) continue
+      const fields = { event: "services_file_entry", file: this.file.path, at: problem.at, outcome: problem.outcome }
+      if (problem.outcome === "note") log.info(line, fields)
+      else log.warn(line, fields)
+    }
+    this.reportedProblems = lines
   }
 
   /** Logs the services of the file left out because the store holds `maxServices` already. */
   private warnSkipped(skipped: ReadonlyArray<string>): void {
     if (skipped.length === 0) return
     const shown = skipped.slice(0, 20).join(", ") + (skipped.length > 20 ? `, ... (${skipped.length - 20} more)` : "")
-    console.warn(
-      `[mcp-store] WARNING: the store holds at most ${this.limits.maxServices} services (max_services): ` +
-        `${skipped.length} service(s) of ${this.file.path} not started: ${shown}`
+    log.warn(
+      `the store holds at most ${this.limits.maxServices} services (max_services): ` +
+        `${skipped.length} service(s) of ${this.file.path} not started: ${shown}`,
+      { event: "services_skipped", max_services: this.limits.maxServices, skipped: skipped.length }
     )
   }
 
@@ -223,13 +243,24 @@ export class Store implements StoreHost {
 
   /**
    * Watches the services file and applies hand edits: new services are added, removed ones
-   * stopped, changed ones reconnected; unchanged services are not touched.
+   * stopped, changed ones reconnected; unchanged services are not touched. Each applied edit that
+   * changed something is logged (`+added ~updated -removed`), and so is each refused one, with why.
    */
   watchFile(onApplied?: (summary: { added: string[]; updated: string[]; removed: string[] }) => void): void {
     this.unwatch?.()
-    this.unwatch = this.file.watch((next) => {
-      void this.serialize(async () => onApplied?.(this.applyConfig(next)))
-    })
+    this.unwatch = this.file.watch(
+      (next) => {
+        void this.serialize(async () => {
+          const summary = this.applyConfig(next)
+          const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
+          if (changes.length > 0) {
+            log.info(`services file reloaded: ${changes.join(" ")}`, { event: "reload", file: this.file.path, ...summary })
+          }
+          onApplied?.(summary)
+        })
+      },
+      (error) => log.warn(`services file reload refused: ${error.message}; the services keep running as they were`, { event: "reload_refused", file: this.file.path })
+    )
   }
 
   private applyConfig(next: ServicesConfig) {
@@ -241,10 +272,14 @@ export class Store implements StoreHost {
     ]
     for (const id of this.agentIds()) if (!Object.hasOwn(next.agents, id)) scopes.push([agentScope(id), {}])
     const labelIn = (scope: Scope) => (n: string) => (scope.kind === "store" ? n : `${scope.agentId}/${n}`)
+    const problems = this.file.problems()
+    this.reportProblems(problems)
+    // An entry left out of the edit (not an object, given twice) does not stop its running service.
+    const heldBack = new Set(problems.flatMap((p) => (p.outcome === "left out" && p.service !== undefined ? [labelIn(p.service.scope)(p.service.name)] : [])))
     // Removed services first: they make room under `maxServices` for the added ones.
     for (const [scope, wanted] of scopes) {
       for (const name of Object.keys(this.serviceActors(scope))) {
-        if (!Object.hasOwn(wanted, name)) {
+        if (!Object.hasOwn(wanted, name) && !heldBack.has(labelIn(scope)(name))) {
           this.removeActor(scope, name)
           summary.removed.push(labelIn(scope)(name))
         }
@@ -254,12 +289,21 @@ export class Store implements StoreHost {
       const label = labelIn(scope)
       const current = this.serviceActors(scope)
       for (const [name, definition] of Object.entries(wanted)) {
+        const actor = ownEntry(current, name)
         try {
           resolveDefinition(definition)
-        } catch {
-          continue // a half-edited definition is not applied
+        } catch (e) {
+          // A running service is not replaced by a definition that cannot connect (a half-done edit);
+          // a new one is added, unreachable, so that list_services shows its problem.
+          if (actor) {
+            log.warn(`services file ${this.file.path}: the edit of ${label(name)} is not applied (${(e as Error).message}); it keeps running as it was`, {
+              event: "reload_entry_refused",
+              file: this.file.path,
+              service: label(name)
+            })
+            continue
+          }
         }
-        const actor = ownEntry(current, name)
         if (!actor) {
           if (this.serviceCount() >= this.limits.maxServices) {
             skipped.push(label(name))

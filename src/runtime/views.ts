@@ -17,6 +17,8 @@ export interface ServiceView {
   readonly scope: string
   readonly client_id: string
   readonly last_error: string | null
+  /** What the user can do about the last connect failure, when known (an extra of API.md's Service). */
+  readonly hint: string | null
   readonly last_state_change: string
   readonly consecutive_failures: number
   readonly reconnect_attempts: number
@@ -76,10 +78,12 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
     tool_count: c.tools.length,
     transport_type: transportOf(def),
     command: typeof def.command === "string" ? def.command : null,
-    args: def.command !== undefined ? [...(def.args ?? [])] : null,
+    // A hand-edited file may hold anything here ("args": 5): shown as it can be, never a crash.
+    args: def.command !== undefined ? (Array.isArray(def.args) ? def.args.filter((a): a is string => typeof a === "string") : []) : null,
     scope: scopeLabel(c.scope),
     client_id: clientId(c.scope, c.name, def),
     last_error: c.lastError ?? null,
+    hint: c.hint ?? null,
     last_state_change: new Date(c.stateEnteredAt).toISOString(),
     consecutive_failures: c.consecutiveFailures,
     reconnect_attempts: c.reconnectAttempts,
