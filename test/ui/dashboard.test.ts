@@ -188,6 +188,12 @@ describe("GET /ui in Chromium", () => {
         await page.locator('[data-testid="service-row"][data-name="demo"][data-status="disconnected"]').waitFor({ timeout: 10_000 })
         outside!.close()
         await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 15_000 })
+
+        // Forget key: the key leaves the tab's storage and the page asks for it again.
+        await page.getByTestId("forget-key").click()
+        await page.locator('[data-testid="connection"][data-mode="auth"]').waitFor({ timeout: 10_000 })
+        expect(await page.getByTestId("auth-form").isVisible()).toBe(true)
+        expect(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { length: number } }).sessionStorage.length)).toBe(0)
         expect(pageErrors).toEqual([])
       } finally {
         outside?.close()

@@ -7,14 +7,19 @@
  * removes it and its process ends), the add form (a working service; the API's 400 message for a
  * bad definition), the detail panel's figures (the monitoring routes' numbers), flapping, and a
  * hostile upstream whose stderr and tool names carry markup that must stay text.
- * Skipped, with a note, when /usr/bin/chromium is not installed.
+ * Saves a screenshot to test/artifacts/dashboard-operate.png. Skipped, with a note, when
+ * /usr/bin/chromium is not installed.
  */
+import { mkdirSync } from "node:fs"
+import { join } from "node:path"
 import type { Browser, Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { STDIO_FIXTURE_PATH, TSX_IMPORT, stdioFixture } from "../fixtures/paths.js"
+import { REPO_ROOT, STDIO_FIXTURE_PATH, TSX_IMPORT, stdioFixture } from "../fixtures/paths.js"
 import { eventually, haveChromium, launchChromium, noteMissingChromium, processGone, startTestServer, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard operations test")
+
+const ARTIFACTS = join(REPO_ROOT, "test", "artifacts")
 
 /** Markup an upstream server puts where a name or a message goes: it must be shown, never parsed. */
 const HOSTILE = `<img src=x data-testid=injected onerror="window.__pwned=1"><b data-testid=injected>bold</b>`
@@ -126,6 +131,7 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     }
     expect((await server.post("/for_store/call_tool", { tool_name: "alpha__fail" })).body.is_error).toBe(true)
 
+    expect(await page.getByTestId("detail").isHidden()).toBe(true)
     await row("alpha").locator('[data-action="details"]').click()
     const detail = page.locator('[data-testid="detail"][data-name="alpha"][data-loaded="true"]')
     await detail.waitFor({ timeout: 10_000 })
@@ -168,6 +174,8 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     await row("hostile").locator('[data-action="details"]').click()
     await page.locator('[data-testid="detail"][data-name="hostile"][data-loaded="true"]').waitFor({ timeout: 10_000 })
     expect(await page.getByTestId("detail-stderr").textContent()).toContain(`${HOSTILE}echo`)
+    await page.getByTestId("detail-close").click()
+    await page.getByTestId("detail").waitFor({ state: "hidden" })
 
     // The hostile service's tools are listed under their names, markup and all, as text.
     await page.locator('[data-testid="tool-item"]').filter({ hasText: `hostile__${HOSTILE}echo` }).first().waitFor({ timeout: 15_000 })
@@ -210,5 +218,7 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     expect((await server.get("/metrics")).status).toBe(200)
     expect(pageErrors).toEqual([])
     expect(violations).toEqual([])
+    mkdirSync(ARTIFACTS, { recursive: true })
+    await page.screenshot({ path: join(ARTIFACTS, "dashboard-operate.png"), fullPage: true })
   })
 })
