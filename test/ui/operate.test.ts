@@ -5,7 +5,7 @@
  * alone. Restart (the transitions grew), Disconnect then Enable (status and the services file's
  * `disabled` mark), Refresh tools, Delete with its confirmation (cancel keeps the service; confirm
  * removes it and its process ends), the add form (a working service; the API's 400 message for a
- * bad definition), the detail panel's figures (the monitoring routes' numbers), flapping, and a
+ * bad definition), an agent's service added and deleted, the detail panel's figures (the monitoring routes' numbers), flapping, and a
  * hostile upstream whose stderr and tool names carry markup that must stay text.
  * Saves a screenshot to test/artifacts/dashboard-operate.png. Skipped, with a note, when
  * /usr/bin/chromium is not installed.
@@ -210,6 +210,29 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
       command: process.execPath,
       args: [...TSX_IMPORT, STDIO_FIXTURE_PATH]
     })
+  })
+
+  it("an agent's service: added through the form with an agent id, deleted from its row", async () => {
+    await page.getByTestId("add-name").fill("delta")
+    await page.getByTestId("add-agent").fill("team-1")
+    await page.getByTestId("add-command").fill(process.execPath)
+    await page.getByTestId("add-args").fill([...TSX_IMPORT, STDIO_FIXTURE_PATH].join("\n"))
+    await page.getByTestId("add-button").click()
+    await page.locator('[data-testid="add-result"][data-state="ok"]').waitFor({ timeout: 10_000 })
+    const agentRow = row("delta", "team-1")
+    await agentRow.and(page.locator('[data-status="healthy"]')).waitFor({ timeout: 20_000 })
+    const listed = async () => ((await server.get("/for_agent/team-1/list_services")).body.services as Array<{ name: string }>).map((s) => s.name)
+    expect(await listed()).toEqual(["delta"])
+    // The store's own actions are not offered for an agent's service: the API has them for the store only.
+    expect(await agentRow.locator('[data-action="restart"]').count()).toBe(0)
+    const pid = Number((await server.post("/for_agent/team-1/call_tool", { tool_name: "delta__pid" })).body.result)
+
+    await agentRow.locator('[data-action="delete"]').click()
+    await page.getByTestId("confirm-ok").click()
+    await outcomeOf("delete", "delta")
+    await agentRow.waitFor({ state: "detached", timeout: 10_000 })
+    expect(await listed()).toEqual([])
+    expect(await eventually(() => processGone(pid), 10_000)).toBe(true)
   })
 
   it("links to /docs and /metrics, and ran without a page error or a policy violation", async () => {
