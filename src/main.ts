@@ -1,13 +1,17 @@
 /**
  * The `mcp-store` program: parse the command line, start the server, print the banner, apply hand
  * edits of the services file with --reload, open the docs with --open, and shut down cleanly on
- * SIGINT/SIGTERM (every child process ended before exit).
+ * SIGINT/SIGTERM (every child process ended before exit). Everything it says after the options are
+ * read goes through the one logger (src/runtime/log.ts), in `--log-format`; a bad option is a plain
+ * `mcp-store: ...` line (the format is not known yet) and exit code 2.
  */
 import { CommandLineExit, parseCommandLine } from "./config/cli.js"
+import { runImport } from "./config/import.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
 import { isLoopback, isWildcard } from "./http/request-guard.js"
 import { startServer, type RunningServer } from "./http/server.js"
+import { configureLogging, log, loggingSettings } from "./runtime/log.js"
 import { installProcessGuard } from "./runtime/process-guard.js"
 import { VERSION } from "./version.js"
 
@@ -20,21 +24,45 @@ const localServicesLine = (server: Options["server"]): string => {
   return "loopback clients only (no API key; set --api-key or --allow-remote-local-services)"
 }
 
-const banner = (options: Options, running: RunningServer): string => {
+/**
+ * The start-up information: in text format one line per item, in JSON format one line whose fields
+ * hold every item (a log reader finds the URLs without parsing prose).
+ */
+const logBanner = (options: Options, running: RunningServer): void => {
   const services = running.store.allServiceActors().length
   const server = options.server
   const extraHosts = server.allowedHosts.length > 0 ? `, ${server.allowedHosts.join(", ")}` : ""
-  const lines = [
-    `mcp-store ${VERSION}`,
-    `  listening on   http://${server.host.includes(":") ? `[${server.host}]` : server.host}:${running.port}`,
-    `  services file  ${options.store.mcpConfigFile} (${services} service${services === 1 ? "" : "s"})`,
-    `  API docs       ${running.url}/docs`,
-    `  reload         ${server.reload ? "on: hand edits of the services file are applied" : "off"}`,
-    `  local services ${localServicesLine(server)}`,
-    `  allowed hosts  localhost, 127.0.0.1, [::1]${isWildcard(server.host) ? ", this machine's addresses" : isLoopback(server.host) ? "" : `, ${server.host}`}${extraHosts}`
+  const listening = `http://${server.host.includes(":") ? `[${server.host}]` : server.host}:${running.port}`
+  const items: ReadonlyArray<readonly [key: string, label: string, value: string]> = [
+    ["services_file", "services file  ", `${options.store.mcpConfigFile} (${services} service${services === 1 ? "" : "s"})`],
+    ["docs", "API docs       ", `${running.url}/docs`],
+    ["ui", "dashboard      ", `${running.url}/ui`],
+    ["mcp", "MCP endpoint   ", `${running.url}/mcp (an agent's: ${running.url}/for_agent/{agent_id}/mcp)`],
+    ["metrics", "metrics        ", `${running.url}/metrics`],
+    ["reload", "reload         ", server.reload ? "on: hand edits of the services file are applied" : "off"],
+    ["local_services", "local services ", localServicesLine(server)],
+    [
+      "allowed_hosts",
+      "allowed hosts  ",
+      `localhost, 127.0.0.1, [::1]${isWildcard(server.host) ? ", this machine's addresses" : isLoopback(server.host) ? "" : `, ${server.host}`}${extraHosts}`
+    ],
+    ...(server.allowedOrigins.length > 0 ? [["allowed_origins", "allowed origins", server.allowedOrigins.join(", ")] as const] : [])
   ]
-  if (server.allowedOrigins.length > 0) lines.push(`  allowed origins ${server.allowedOrigins.join(", ")}`)
-  return lines.join("\n")
+  const headline = `mcp-store ${VERSION} listening on ${listening}`
+  if (loggingSettings().format === "json") {
+    log.info(headline, {
+      event: "started",
+      version: VERSION,
+      url: listening,
+      services,
+      ...Object.fromEntries(items.map(([key, , value]) => [key, value])),
+      docs: `${running.url}/docs`,
+      mcp: `${running.url}/mcp`
+    })
+    return
+  }
+  log.info(headline)
+  for (const [, label, value] of items) log.info(`  ${label}${value}`)
 }
 
 /** Warnings about settings that open the store wider than its defaults. */
@@ -56,6 +84,8 @@ const exposureWarnings = (server: Options["server"], port: number): ReadonlyArra
 
 /** Runs the program; resolves with the exit code when the server has stopped (or failed to start). */
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
+  // `mcp-store import <file>`: merges another client's config file into the services file, then exits.
+  if (argv[0] === "import") return runImport(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)
@@ -67,7 +97,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     }
     throw e
   }
-  const quiet = options.server.logLevel === "warning" || options.server.logLevel === "error"
+  configureLogging({ level: options.store.debug ? "debug" : options.server.logLevel, format: options.server.logFormat })
   // Signals are ours from here on: one that arrives while the server starts (local services may
   // already run) is kept and acted on once the server runs, instead of killing the process.
   let requested: NodeJS.Signals | undefined
@@ -92,30 +122,31 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
           : e instanceof Error
             ? e.message
             : String(e)
-    process.stderr.write(`mcp-store: ${message}\n`)
+    log.error(`cannot start: ${message}`, { event: "start_failed" })
     return 1
   }
-  if (options.server.showStartupInfo && !quiet) process.stdout.write(`${banner(options, running)}\n`)
-  for (const warning of exposureWarnings(options.server, running.port)) process.stderr.write(`mcp-store: WARNING: ${warning}\n`)
-  if (options.server.reload) {
-    running.store.watchFile((summary) => {
-      const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
-      if (changes.length > 0 && !quiet) process.stdout.write(`services file changed: ${changes.join(" ")}\n`)
-    })
-  }
+  if (options.server.showStartupInfo) logBanner(options, running)
+  for (const warning of exposureWarnings(options.server, running.port)) log.warn(warning, { event: "exposure" })
+  // Applied and refused reloads are logged by the store (Store.watchFile).
+  if (options.server.reload) running.store.watchFile()
   if (options.server.autoOpenBrowser) {
     const { default: open } = await import("open")
-    open(`${running.url}/docs`).catch((e: unknown) => process.stderr.write(`mcp-store: cannot open a browser: ${String(e)}\n`))
+    open(`${running.url}/docs`).catch((e: unknown) => log.warn(`cannot open a browser: ${String(e)}`))
   }
   return new Promise<number>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       process.off("SIGINT", handler)
       process.off("SIGTERM", handler)
-      if (!quiet) process.stdout.write(`${signal}: shutting down\n`)
+      const services = running.store.allServiceActors().length
+      log.info(`${signal}: shutting down (${services} service${services === 1 ? "" : "s"} to stop)`, { event: "shutdown", signal, services })
+      const started = performance.now()
       running.close().then(
-        () => resolve(0),
+        () => {
+          log.info(`stopped in ${Math.round(performance.now() - started)} ms`, { event: "stopped" })
+          resolve(0)
+        },
         (e: unknown) => {
-          process.stderr.write(`mcp-store: shutdown failed: ${String(e)}\n`)
+          log.error(`shutdown failed: ${String(e)}`, { event: "shutdown_failed" }, e)
           resolve(1)
         }
       )

@@ -51,6 +51,7 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "port", flag: "--port", attribute: "port", env: ["MCPSTORE_PORT"] },
   { key: "reload", flag: "--reload", attribute: "reload", env: ["MCPSTORE_RELOAD"] },
   { key: "log_level", flag: "--log-level", attribute: "logLevel", env: ["MCPSTORE_LOG_LEVEL"] },
+  { key: "log_format", flag: "--log-format", attribute: "logFormat", env: ["MCPSTORE_LOG_FORMAT"] },
   { key: "auto_open_browser", flag: "--open", attribute: "open", env: ["MCPSTORE_AUTO_OPEN_BROWSER", "MCPSTORE_OPEN"] },
   {
     key: "show_startup_info",
@@ -116,7 +117,7 @@ export interface CommandLineIo {
 
 const ENV_HELP = `
 Every option can also be set with an environment variable MCPSTORE_<NAME>:
-  MCPSTORE_HOST, MCPSTORE_PORT, MCPSTORE_RELOAD, MCPSTORE_LOG_LEVEL,
+  MCPSTORE_HOST, MCPSTORE_PORT, MCPSTORE_RELOAD, MCPSTORE_LOG_LEVEL, MCPSTORE_LOG_FORMAT,
   MCPSTORE_AUTO_OPEN_BROWSER (or MCPSTORE_OPEN), MCPSTORE_SHOW_STARTUP_INFO,
   MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
   MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
@@ -158,6 +159,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     })
     .showHelpAfterError(false)
 
+  // Listed for the help only: src/main.ts hands `import` to src/config/import.ts before parsing.
+  program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")
@@ -167,6 +170,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--reload", "watch the services file and apply hand edits (default: off)"))
     .addOption(new Option("--no-reload").hideHelp())
     .addOption(new Option("--log-level <level>", "debug, info, warning or error (default: info)"))
+    .addOption(new Option("--log-format <format>", "text or json, for every line the store logs (default: text)"))
     .addOption(new Option("--open", "open the docs page in a browser once started (default: off)"))
     .addOption(new Option("--no-open").hideHelp())
     .addOption(new Option("--startup-info").hideHelp())

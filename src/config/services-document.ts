@@ -295,7 +295,16 @@ export const parseText = (path: string, text: string): ParsedDocument => {
 /** `parseText`'s document alone. */
 export const parseDocument = (path: string, text: string): JsonObject => parseText(path, text).doc
 
-const EDIT_FORMAT = { formattingOptions: { insertSpaces: true, tabSize: 2, eol: "\n" } } as const
+/**
+ * How `editText` edits: two-space indentation for what it writes. A new entry of a section goes
+ * first in it (inserted after the brace: a comment at the end of the previous last entry's line
+ * stays with that entry); a new top-level field goes last.
+ */
+const editFormat = (path: ReadonlyArray<string>) =>
+  ({
+    formattingOptions: { insertSpaces: true, tabSize: 2, eol: "\n" },
+    getInsertionIndex: (properties: string[]) => (path.length <= 1 ? properties.length : 0)
+  }) as const
 
 /**
  * The text of `next` written over `previousText` (the text `previous` was read from) with the
@@ -310,14 +319,14 @@ export const editText = (previousText: string, previous: JsonObject, next: JsonO
     const { path, a, b } = item
     if (isObject(a) && isObject(b)) {
       for (const key of Object.keys(a)) {
-        if (!Object.hasOwn(b, key)) text = applyEdits(text, modify(text, [...path, key], undefined, EDIT_FORMAT))
+        if (!Object.hasOwn(b, key)) text = applyEdits(text, modify(text, [...path, key], undefined, editFormat([...path, key])))
       }
       for (const [key, value] of Object.entries(b)) {
-        if (!Object.hasOwn(a, key)) text = applyEdits(text, modify(text, [...path, key], value, EDIT_FORMAT))
+        if (!Object.hasOwn(a, key)) text = applyEdits(text, modify(text, [...path, key], value, editFormat([...path, key])))
         else if (canonicalJson(a[key]) !== canonicalJson(value)) pending.push({ path: [...path, key], a: a[key], b: value })
       }
     } else if (path.length > 0) {
-      text = applyEdits(text, modify(text, [...path], b, EDIT_FORMAT))
+      text = applyEdits(text, modify(text, [...path], b, editFormat(path)))
     } else {
       return serialize(next)
     }
@@ -456,7 +465,15 @@ const definitionProblem = (def: ServiceDefinition): string | undefined => {
     return undefined
   } catch (e) {
     if (!(e instanceof DefinitionError)) return e instanceof Error ? e.message : String(e)
-    return e.problems.map((p) => (p.field === "body" || /^exactly one|^a '|^stdio/.test(p.problem) ? p.problem : `${quote(p.field)} ${p.problem}`)).join("; ")
+    const url = own(def, "url")
+    const scheme = typeof url === "string" && URL.canParse(url) ? new URL(url).protocol.slice(0, -1) : undefined
+    return e.problems
+      .map((p) => {
+        if (p.field === "url" && scheme !== undefined && scheme !== "http" && scheme !== "https") return `unsupported URL scheme ${scheme}: use http or https`
+        if (p.field === "body" || /^exactly one|^a '|^stdio/.test(p.problem)) return p.problem
+        return /^(must|is|may|should|cannot|only)\b/.test(p.problem) ? `${quote(p.field)} ${p.problem}` : `${quote(p.field)}: ${p.problem}`
+      })
+      .join("; ")
   }
 }
 

@@ -192,7 +192,7 @@ describe("invalid entries of the file", { timeout: 30_000 }, () => {
     expect(listed.find((x) => x.name === "bad-scheme")?.last_error).toMatch(/http/)
     const lines = logs.lines.join("\n")
     expect(lines).toMatch(/mcpServers\."bad-args": "args" .*\(loaded as unreachable\)/)
-    expect(lines).toMatch(/mcpServers\."bad-scheme": "url" .*\(loaded as unreachable\)/)
+    expect(lines).toMatch(/mcpServers\."bad-scheme": unsupported URL scheme ftp: use http or https \(loaded as unreachable\)/)
     expect(lines).toMatch(/mcpServers\."Brave Search": service name "Brave Search" .*rename it, e\.g\. "Brave-Search" \(not loaded\)/)
     expect(lines).toMatch(/mcpServers\."not-an-object": must be an object \(a service definition\) \(not loaded\)/)
     expect(lines).toMatch(/agents\."agent 1"\.mcpServers\."x": agent id "agent 1" .*\(not loaded\)/)
