@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Lines of in-process stores: errors only (test/support/log-setup.ts).
+    setupFiles: ["test/support/log-setup.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 30_000,

@@ -5,10 +5,12 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
+import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"
 export const LOG_LEVELS: ReadonlyArray<LogLevel> = ["debug", "info", "warning", "error"]
+export { LOG_FORMATS, type LogFormat }
 
 /** How the HTTP server is started (shared/SPEC.md, Server start options). */
 export interface ServerOptions {
@@ -17,6 +19,8 @@ export interface ServerOptions {
   /** Watch the services file and apply hand edits. */
   readonly reload: boolean
   readonly logLevel: LogLevel
+  /** How log lines are written: `text` (time, level, message) or `json` (one object a line). */
+  readonly logFormat: LogFormat
   /** Open the docs page in a browser once listening. */
   readonly autoOpenBrowser: boolean
   readonly showStartupInfo: boolean
@@ -85,6 +89,7 @@ export interface OptionValues {
   port?: number
   reload?: boolean
   log_level?: LogLevel
+  log_format?: LogFormat
   auto_open_browser?: boolean
   show_startup_info?: boolean
   api_key?: string
@@ -131,6 +136,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "port",
   "reload",
   "log_level",
+  "log_format",
   "auto_open_browser",
   "show_startup_info",
   "mcp_config_file",
@@ -152,6 +158,7 @@ export const OPTION_DEFAULTS = {
   port: 18200,
   reload: false,
   log_level: "info",
+  log_format: "text",
   auto_open_browser: false,
   show_startup_info: true,
   local_services: true,
@@ -297,6 +304,14 @@ const checkLogLevel = (value: unknown, source: string | undefined): LogLevel => 
   return level as LogLevel
 }
 
+const checkLogFormat = (value: unknown, source: string | undefined): LogFormat => {
+  const format = typeof value === "string" ? value.trim().toLowerCase() : undefined
+  if (format === undefined || !(LOG_FORMATS as ReadonlyArray<string>).includes(format)) {
+    throw refuse("log_format", `must be one of ${LOG_FORMATS.join(", ")}`, value, source)
+  }
+  return format as LogFormat
+}
+
 const checkText = (option: OptionKey, value: unknown, source: string | undefined): string => {
   if (typeof value !== "string" || value.trim() === "") throw refuse(option, "must be a non-empty string", value, source)
   return value
@@ -359,6 +374,8 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkBoolean(key, value, source)
       case "log_level":
         return checkLogLevel(value, source)
+      case "log_format":
+        return checkLogFormat(value, source)
       case "tool_record_max_file_size":
         return checkLimit(key, value, "megabytes", source)
       case "tool_record_retention_days":
@@ -472,6 +489,7 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   port: given.port ?? OPTION_DEFAULTS.port,
   reload: given.reload ?? OPTION_DEFAULTS.reload,
   logLevel: given.log_level ?? OPTION_DEFAULTS.log_level,
+  logFormat: given.log_format ?? OPTION_DEFAULTS.log_format,
   autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
   showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
   apiKey: given.api_key,

@@ -191,7 +191,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
-    HttpServer.withLogAddress,
+    // No "Listening on" line of Effect's: the program's banner says it (src/main.ts).
     Layer.provide(NodeServer.layer(() => httpServer, { port: options.server.port, host: options.server.host }, direct)),
     Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug))),
     Layer.provide(StoreLoggerLive),

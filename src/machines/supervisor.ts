@@ -8,6 +8,7 @@ import { dictWith, dictWithout } from "../domain/dict.js"
 import type { Scope, ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef, ServiceInput } from "./service.js"
+import { log } from "../runtime/log.js"
 
 /** System id of the store actor. */
 export const STORE_SYSTEM_ID = "store"
@@ -87,7 +88,7 @@ export const restartCrashed = (
   const error = (event as { error?: unknown }).error
   const message = error instanceof Error ? error.message : String(error)
   const attempt = (ownEntry(context.crashes, name) ?? 0) + 1
-  console.error(`[mcp-store] service actor ${serviceSystemId(context.scope, name)} crashed (${attempt}): ${message}`)
+  log.error(`service actor ${serviceSystemId(context.scope, name)} crashed (${attempt}): ${message}`, { event: "crashed", attempt }, error)
   const definition = crashed.getSnapshot().context.definition
   return {
     services: withSpawnedService({ ...context, services: withoutService(context.services, name) }, spawn, name, definition, {

@@ -12,6 +12,7 @@
  * carries it along, up to the uncaught exception's handler.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
+import { log } from "./log.js"
 
 /** Which service the running code works for. */
 export interface ServiceContext {
@@ -34,7 +35,7 @@ const describeService = (context: ServiceContext): string =>
 const describeError = (error: unknown): string =>
   error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(error)
 
-/** Where the guard writes (stderr by default). */
+/** Where the guard writes (the store's logger, at error level, by default). */
 export interface GuardOptions {
   readonly write?: (text: string) => void
 }
@@ -47,11 +48,13 @@ let installed: (() => void) | undefined
  */
 export const installProcessGuard = (options: GuardOptions = {}): (() => void) => {
   if (installed !== undefined) return installed
-  const write = options.write ?? ((text: string) => void process.stderr.write(text))
+  const write = options.write
   const report = (what: string, error: unknown) => {
     const context = current.getStore()
     const where = context === undefined ? "" : ` in ${describeService(context)}`
-    write(`mcp-store: ${what}${where}; the store keeps serving: ${describeError(error)}\n`)
+    if (write !== undefined) return write(`mcp-store: ${what}${where}; the store keeps serving: ${describeError(error)}\n`)
+    const service = context === undefined ? undefined : `${context.scope}/${context.name}`
+    log.error(`${what}${where}; the store keeps serving: ${error instanceof Error ? error.message : String(error)}`, { event: what.replace(/ /g, "_"), service }, error)
   }
   const onException = (error: Error) => report("uncaught exception", error)
   const onRejection = (reason: unknown) => report("unhandled promise rejection", reason)

@@ -24,6 +24,7 @@ import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
+import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
 
@@ -77,7 +78,8 @@ export class Store implements StoreHost {
     readonly records: ToolRecords,
     /** The store's caps. */
     readonly limits: StoreLimits,
-    private readonly inspectors: Set<(event: InspectionEvent) => void>
+    private readonly inspectors: Set<(event: InspectionEvent) => void>,
+    private readonly lifecycle: LifecycleLog
   ) {
     this.waiters = new Waiters(limits.maxWaiters)
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
@@ -101,10 +103,13 @@ export class Store implements StoreHost {
     })
     const user = options.inspect
     const inspectors = new Set<(event: InspectionEvent) => void>()
+    // Status changes as log lines, watched from outside the machines.
+    const lifecycle = new LifecycleLog()
     const actor = createActor(machine, {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
       inspect: (event: InspectionEvent) => {
+        lifecycle.inspect(event)
         for (const listener of inspectors) listener(event)
         if (typeof user === "function") user(event)
         else user?.next?.(event)
@@ -112,7 +117,7 @@ export class Store implements StoreHost {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, limits, inspectors)
+    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle)
     store.load(file.read())
     return store
   }
@@ -400,6 +405,7 @@ export class Store implements StoreHost {
       this.unwatch?.()
       clearInterval(this.cleanupTimer)
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
+      this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close()])
       this.inspectors.clear()

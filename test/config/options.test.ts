@@ -182,6 +182,7 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       port: 18200,
       reload: false,
       logLevel: "info",
+      logFormat: "text",
       autoOpenBrowser: false,
       showStartupInfo: true,
       apiKey: undefined,
