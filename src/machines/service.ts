@@ -113,6 +113,10 @@ export interface ServiceContext {
   readonly nextRetryAt: number | undefined
   readonly immediateRetry: boolean
   readonly lastError: string | undefined
+  /** What the user can do about the last connect failure (from the transport edge), if known. */
+  readonly hint: string | undefined
+  /** The last connect failure was permanent (retried only on the unreachable cadence). */
+  readonly permanentFailure: boolean
   readonly lastHealthCheckAt: number | undefined
   readonly responseTimeMs: number | undefined
   readonly stateEnteredAt: number
@@ -123,6 +127,21 @@ export interface ServiceContext {
 const MAX_TRANSITIONS = 20
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/**
+ * What a connect failure may say about itself (src/mcp/types.ts, McpRequestError): `permanent`
+ * when retrying soon cannot mend it, and a `hint` for the user. Read structurally: the machine
+ * knows nothing of the transports.
+ */
+interface FailureFacts {
+  readonly permanent?: unknown
+  readonly hint?: unknown
+}
+const failureOf = (event: { readonly type: string }): FailureFacts | undefined => {
+  if (!event.type.startsWith("xstate.error.actor")) return undefined
+  const error = (event as unknown as { error: unknown }).error
+  return typeof error === "object" && error !== null ? (error as FailureFacts) : undefined
+}
 
 /** Reconnection backoff: 1 s, 2 s, 4 s ... with ±10 % jitter, never above `reconnection_seconds`. */
 export const backoffMs = (attempt: number, settings: MonitoringSettings, random: () => number): number => {
@@ -188,7 +207,9 @@ export const serviceMachine = setup({
     reportSlow: ({ event }) => event.type === "HEALTH_REPORT" && event.ok,
     failureThresholdReached: ({ context }) =>
       context.consecutiveFailures + 1 >= context.settings.reconnecting_failure_threshold,
-    attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts
+    attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts,
+    /** The connect failure cannot be mended by retrying soon (an executable not found, HTTP 404 to initialize...). */
+    permanentFailure: ({ event }) => failureOf(event)?.permanent === true
   },
   actions: {
     /** Asks the connection holder for one health check (MCP ping); HEALTH_REPORT comes back. */
@@ -225,6 +246,8 @@ export const serviceMachine = setup({
         immediateRetry: false,
         nextRetryAt: undefined,
         crash: undefined,
+        hint: undefined,
+        permanentFailure: false,
         reason: context.status === "initializing" ? "connected" : "reconnected",
         // The first check starts at a random offset so that many services do not ping at once.
         nextDelayMs: context.random() * context.settings.health_check_seconds * 1000
@@ -235,7 +258,9 @@ export const serviceMachine = setup({
         event.type.startsWith("xstate.error.actor")
           ? errorText((event as unknown as { error: unknown }).error)
           : `no connection within ${context.settings.initialization_timeout_seconds} s`
-      return { lastError: error, reason: error, connection: undefined }
+      const failure = failureOf(event)
+      const hint = typeof failure?.hint === "string" ? failure.hint : undefined
+      return { lastError: error, hint, permanentFailure: failure?.permanent === true, reason: error, connection: undefined }
     }),
     attemptFailed: assign(({ context }) => ({ reconnectAttempts: context.reconnectAttempts + 1 })),
     scheduleReconnect: assign(({ context }) => {
@@ -305,6 +330,8 @@ export const serviceMachine = setup({
     }),
     newDefinition: assign(({ event }) => ({
       definition: (event as Extract<ServiceEvent, { type: "UPDATE_DEFINITION" }>).definition,
+      hint: undefined,
+      permanentFailure: false,
       reason: "definition changed"
     })),
     requested: assign(({ event }) => {
@@ -336,6 +363,8 @@ export const serviceMachine = setup({
       nextRetryAt: undefined,
       immediateRetry: false,
       lastError: undefined,
+      hint: undefined,
+      permanentFailure: false,
       lastHealthCheckAt: undefined,
       responseTimeMs: undefined,
       stateEnteredAt: now(),
@@ -376,7 +405,11 @@ export const serviceMachine = setup({
         src: "connect",
         input: connectInput,
         onDone: { target: "connected", actions: "connected" },
-        onError: { target: "lost", actions: "connectFailed" }
+        onError: [
+          // Retrying soon cannot help: unreachable at once, retried on its slow cadence only.
+          { guard: "permanentFailure", target: "unreachable", actions: "connectFailed" },
+          { target: "lost", actions: "connectFailed" }
+        ]
       },
       after: { initializationTimeout: { target: "lost", actions: "connectFailed" } }
     },
@@ -477,6 +510,7 @@ export const serviceMachine = setup({
             input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
             onError: [
+              { guard: "permanentFailure", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { target: "waiting", reenter: true, actions: ["connectFailed", "attemptFailed"] }
             ]

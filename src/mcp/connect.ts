@@ -9,6 +9,10 @@
  * message over it closes the connection; the requests it fails, and the close itself, then name
  * that cause (`message_too_large`) rather than a mere closed connection. The SDK's own checks of
  * tool outputs run on the store's linear-time validators (src/mcp/json-schema.ts).
+ *
+ * A failed connect is classified here, at the transport edge: a failure that retrying soon cannot
+ * mend (the executable does not exist or cannot be run, the URL answers the first initialize with
+ * 404 or 405) is marked `permanent`, with a hint for the user (`permanentFailure`).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
@@ -86,13 +90,17 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       opened.type === "stdio" &&
       (opened.transport.endedByItself || (exit?.kind === "exited" && exit.signal === null))
     await connection.close()
-    if (opened.type !== "stdio") throw failure
-    throw new McpRequestError(
-      failure.kind,
-      withProcessReport(failure.message, opened.transport, ended),
-      failure.code,
-      failure.data
-    )
+    const spawnError = opened.type === "stdio" && exit?.kind === "spawn_failed" ? exit.error : undefined
+    const permanent = permanentFailure(def, failure, spawnError)
+    const message =
+      permanent?.message ?? (opened.type === "stdio" ? withProcessReport(failure.message, opened.transport, ended) : failure.message)
+    const hint = permanent?.hint ?? (opened.type === "stdio" ? stdioHint(opened.transport.stderrTail()) : undefined)
+    if (message === failure.message && hint === undefined) throw failure
+    throw new McpRequestError(failure.kind, message, failure.code, failure.data, {
+      permanent: permanent !== undefined,
+      hint,
+      httpStatus: failure.httpStatus
+    })
   }
   connection.direct = new DirectRequests(opened.transport, upstreamSchemaValidator)
   return connection
@@ -282,6 +290,64 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
   })
   const transport: SSEClientTransport = new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } }, fetch })
   return { type: "sse", transport }
+}
+
+/**
+ * A connect failure that retrying soon cannot mend, with what to do about it; undefined for the
+ * others (a refused connection, a time-out, a process that exited: all may pass).
+ */
+export const permanentFailure = (
+  def: ResolvedDefinition,
+  failure: McpRequestError,
+  spawnError: Error | undefined
+): { readonly message: string; readonly hint: string } | undefined => {
+  if (def.kind === "local") {
+    const code = (spawnError as NodeJS.ErrnoException | undefined)?.code
+    if (spawnError === undefined || (code !== "ENOENT" && code !== "EACCES" && code !== "ENOTDIR")) return undefined
+    const message = failure.message.split("\n", 1)[0] as string
+    if (/working directory .* does not exist/.test(spawnError.message)) {
+      return { message, hint: `the working directory "cwd" does not exist: create it or fix "cwd"` }
+    }
+    if (code === "ENOENT" && def.args.length === 0 && /\s/.test(def.command.trim())) {
+      const [program, ...rest] = def.command.trim().split(/\s+/)
+      return {
+        message,
+        hint: `command contains spaces: put the arguments in "args" (e.g. "command": ${JSON.stringify(program)}, "args": ${JSON.stringify(rest)})`
+      }
+    }
+    if (code === "EACCES") return { message, hint: `${JSON.stringify(def.command)} cannot be run: check that it is an executable file (chmod +x)` }
+    return {
+      message,
+      hint: def.command.includes("/")
+        ? `no executable at ${JSON.stringify(def.command)}: check the path`
+        : `executable ${JSON.stringify(def.command)} not found on the store's PATH: install it or give its full path`
+    }
+  }
+  const status = failure.httpStatus
+  if (status === 404) {
+    return {
+      message: `${describeTarget(def)}: the first initialize was answered HTTP 404 (no MCP endpoint at this URL)`,
+      hint: `check the URL's path (MCP servers usually serve ${def.transport === "sse" ? "/sse" : "/mcp"})`
+    }
+  }
+  if (status === 405) {
+    return {
+      message: `${describeTarget(def)}: the first initialize was answered HTTP 405 (method not allowed)`,
+      hint:
+        def.transport === "sse"
+          ? `the URL does not serve an SSE stream: check its path, or drop "transport": "sse" for a Streamable HTTP server`
+          : `the URL does not take MCP requests: if it is an SSE server, set "transport": "sse"; otherwise check its path`
+    }
+  }
+  return undefined
+}
+
+/** A hint from a local process's last stderr lines, for failures that are not permanent. */
+const stdioHint = (tail: ReadonlyArray<string>): string | undefined => {
+  const text = tail.slice(-STDERR_LINES_IN_ERRORS).join("\n")
+  if (/npm (ERR!|error) (code E404|404)/.test(text)) return "npm cannot find the package: check its name (and version) in \"args\""
+  if (/command not found|not found: /.test(text) && /^sh: |: not found$/m.test(text)) return "a program the command runs is not installed"
+  return undefined
 }
 
 const describeTarget = (def: ResolvedDefinition): string =>

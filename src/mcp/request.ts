@@ -122,15 +122,22 @@ export function classifyFailure(what: string, error: unknown, options: RequestOp
     if (error.code === 404) {
       return new McpRequestError(
         "session_expired",
-        `${what}: the server no longer knows this session (HTTP 404): ${describeError(error)}`
+        `${what}: the server no longer knows this session (HTTP 404): ${describeError(error)}`,
+        undefined,
+        undefined,
+        { httpStatus: 404 }
       )
     }
     const status = error.code !== undefined && error.code > 0 ? ` (HTTP ${error.code})` : ""
-    return new McpRequestError("transport", `${what}: HTTP request failed${status}: ${describeError(error)}`)
+    return new McpRequestError("transport", `${what}: HTTP request failed${status}: ${describeError(error)}`, undefined, undefined, {
+      httpStatus: error.code !== undefined && error.code > 0 ? error.code : undefined
+    })
   }
   if (error instanceof SseError) {
     const status = error.code !== undefined ? ` (HTTP ${error.code})` : ""
-    return new McpRequestError("transport", `${what}: SSE stream failed${status}: ${describeError(error)}`)
+    return new McpRequestError("transport", `${what}: SSE stream failed${status}: ${describeError(error)}`, undefined, undefined, {
+      httpStatus: error.code !== undefined && error.code > 0 ? error.code : undefined
+    })
   }
   if (isSchemaError(error)) {
     return new McpRequestError("protocol", `${what}: the server's answer does not match the MCP schema: ${describeError(error)}`)

@@ -91,16 +91,36 @@ export class MessageTooLargeError extends Error {
   }
 }
 
+/** What more is known about a failure than its kind. */
+export interface FailureDetails {
+  /**
+   * Retrying soon cannot help (an executable that does not exist, a URL with no MCP endpoint): the
+   * service goes `unreachable` at once and retries only on the slow unreachable cadence.
+   */
+  readonly permanent?: boolean | undefined
+  /** What the user can do about it, e.g. `command contains spaces: put the arguments in "args"`. */
+  readonly hint?: string | undefined
+  /** The HTTP status of the answer that failed the request, when there was one. */
+  readonly httpStatus?: number | undefined
+}
+
 /** The one error type that every MCP request fails with. */
 export class McpRequestError extends Error {
   readonly _tag = "McpRequestError"
+  readonly permanent: boolean
+  readonly hint: string | undefined
+  readonly httpStatus: number | undefined
   constructor(
     readonly kind: FailureKind,
     message: string,
     readonly code?: number,
-    readonly data?: unknown
+    readonly data?: unknown,
+    details: FailureDetails = {}
   ) {
     super(message)
+    this.permanent = details.permanent === true
+    this.hint = details.hint
+    this.httpStatus = details.httpStatus
   }
 }
 

@@ -71,7 +71,16 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
   serviceMachine.provide({
     actors: {
       connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
-        const resolved = resolveDefinition(input.definition)
+        let resolved: ReturnType<typeof resolveDefinition>
+        try {
+          resolved = resolveDefinition(input.definition)
+        } catch (e) {
+          // A hand-edited definition that is not usable: no retry can mend it, only an edit.
+          throw new McpRequestError("transport", `invalid definition: ${describe(e)}`, undefined, undefined, {
+            permanent: true,
+            hint: "fix the service's definition (update_service, or the services file)"
+          })
+        }
         const { maxMessageBytes } = registry.options
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
           connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })

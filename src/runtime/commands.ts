@@ -34,6 +34,35 @@ export interface AddServiceResult {
   readonly added: ReadonlyArray<string>
   readonly updated: ReadonlyArray<string>
   readonly unchanged: ReadonlyArray<string>
+  /** After a wait: the services that are connected (healthy or warning). */
+  readonly connected?: ReadonlyArray<string>
+  /** After a wait: the services whose connection failed (reconnecting or unreachable), with why. */
+  readonly failed?: ReadonlyArray<FailedService>
+  /** After a wait: the services neither connected nor failed (still connecting, or disabled). */
+  readonly pending?: ReadonlyArray<string>
+}
+
+/** A service whose connection failed during add_service's wait. */
+export interface FailedService {
+  readonly name: string
+  readonly status: Status
+  readonly error: string
+  /** What the user can do about it, when the failure says (e.g. `command contains spaces: ...`). */
+  readonly hint: string | null
+}
+
+/** How each service of add_service stands at the end of its wait. */
+const outcomesOf = (views: ReadonlyArray<ServiceView>) => {
+  const connected: string[] = []
+  const failed: FailedService[] = []
+  const pending: string[] = []
+  for (const v of views) {
+    if (isConnected(v.status)) connected.push(v.name)
+    else if (v.status === "reconnecting" || v.status === "unreachable") {
+      failed.push({ name: v.name, status: v.status, error: v.last_error ?? "connection failed", hint: v.hint })
+    } else pending.push(v.name)
+  }
+  return { connected, failed, pending }
 }
 
 export interface TwoStepDeleteResult {
@@ -172,7 +201,8 @@ export const addService = (
             },
             { concurrency: "unbounded", discard: true }
           )
-          return answer(outcome)
+          const result = answer(outcome)
+          return { ...result, ...outcomesOf(result.services) }
         }),
       (lease) => Effect.sync(() => lease.release())
     )

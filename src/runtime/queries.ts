@@ -124,6 +124,7 @@ export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
       reconnect_attempts: c.reconnectAttempts,
       next_retry_at: iso(c.nextRetryAt),
       last_error: c.lastError ?? null,
+      hint: c.hint ?? null,
       last_health_check_at: iso(c.lastHealthCheckAt),
       response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
       state_entered_at: new Date(c.stateEnteredAt).toISOString(),
