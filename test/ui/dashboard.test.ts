@@ -97,6 +97,11 @@ describe("GET /ui in Chromium", () => {
           .poll(() => page.locator('[data-testid="status-chart"] [data-status="healthy"]').getAttribute("data-count"), { timeout: 10_000 })
           .toBe("1")
 
+        // The service's detail panel, for the screenshot: figures from the monitoring routes.
+        await page.locator('[data-testid="service-row"][data-name="demo"] [data-action="details"]').click()
+        await page.locator('[data-testid="detail"][data-name="demo"][data-loaded="true"]').waitFor({ timeout: 10_000 })
+        await expect.poll(() => page.getByTestId("detail-calls").getAttribute("data-count"), { timeout: 10_000 }).toBe("1")
+
         mkdirSync(ARTIFACTS, { recursive: true })
         await page.screenshot({ path: join(ARTIFACTS, "dashboard.png"), fullPage: true })
 
