@@ -27,8 +27,8 @@ export const stdioFixtureLaunch = { command: process.execPath, args: [...TSX_IMP
 
 /** The store as `npm start` runs it: the esbuild bundle of the sources (scripts/build.mjs). */
 export const STORE_SCRIPT = join(ROOT, "dist", "mcp-store.mjs")
-/** The store run from its TypeScript sources through tsx (development, the `mcp-store` bin, tests). */
-export const SOURCES_SCRIPT = join(ROOT, "bin", "mcp-store.js")
+/** The store run from its TypeScript sources through tsx (development, `npm run dev`, tests). */
+export const SOURCES_SCRIPT = join(ROOT, "scripts", "dev.mjs")
 
 /** Builds dist/mcp-store.mjs from the current sources (`npm run build`); resolves with the build time in ms. */
 export const buildStore = (): number => {

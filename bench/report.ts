@@ -459,7 +459,7 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
     const label = p.transport === "stdio" ? "stdio" : "Streamable HTTP"
     out.push(`## Profile: the store at c=32, ${label}`)
     out.push(
-      `A separate store process run with \`node --cpu-prof\` from the sources through tsx (\`bin/mcp-store.js\`: the bundle ` +
+      `A separate store process run with \`node --cpu-prof\` from the sources through tsx (\`scripts/dev.mjs\`: the bundle ` +
         `would fold every frame into one file; the code run is the same), so profiling does not touch the figures above; the c=32 ` +
         `${label} cell run against it (${p.run.count} calls after a warm-up: ${f(p.run.rate, 0)} calls/s, p50 ${f(p.run.p50)} ms), ` +
         `samples of the measured window only: ${f(p.windowMs / 1000, 1)} s, of which the main thread was busy ` +
@@ -547,7 +547,7 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
         `10 ms, none given up: see the note on the open port below the table). *port open*: the first accepted connection. The demo ` +
         `file registers the local demo server (stdio); its row also gives the time to that service healthy: ` +
         `${r.startup.filter((x) => x.healthy).map((x) => `p50 ${f(x.healthy!.p50, 0)} ms`).join(", ") || "-"}.` +
-        ` The last row runs the TypeScript sources through tsx (\`bin/mcp-store.js\`, as in development and the tests), for comparison.`
+        ` The last row runs the TypeScript sources through tsx (\`scripts/dev.mjs\`, as in development and the tests), for comparison.`
     )
     out.push(mdTable(["services file", "first answer p50 ms", "min", "max", "port open p50 ms", "runs"], startupRows(r.startup)))
     out.push(

@@ -10,7 +10,7 @@
  * it wrote (1,000 services in it): time to the first answer and to all healthy.
  *
  * Start-up: time from spawn to the first answered request (GET /health), with an empty services
- * file and with the demo file (mcp.json of the repository: one local demo server).
+ * file and with the demo file (mcp.example.json of the repository: one local demo server).
  */
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -322,8 +322,8 @@ export const runStartup = async (
 ): Promise<StartupFigures[]> => {
   const kinds: StartupKind[] = [
     { name: "empty services file", file: "empty" },
-    { name: "demo services file (mcp.json)", file: "demo" },
-    { name: "empty file, sources through tsx (bin/mcp-store.js, development)", file: "empty", script: sources, experiment: true }
+    { name: "demo services file (mcp.example.json)", file: "demo" },
+    { name: "empty file, sources through tsx (scripts/dev.mjs, development)", file: "empty", script: sources, experiment: true }
   ]
   const data = kinds.map(() => ({ first: [] as number[], open: [] as number[], healthy: [] as number[] }))
   for (let i = 0; i < runs; i++) {
@@ -332,7 +332,7 @@ export const runStartup = async (
       mkdirSync(runDir, { recursive: true })
       const file = join(runDir, "mcp.json")
       if (kind.file === "empty") writeFileSync(file, JSON.stringify({ mcpServers: {} }))
-      else copyFileSync(join(ROOT, "mcp.json"), file) // its relative path resolves from the store's cwd, the repository
+      else copyFileSync(join(ROOT, "mcp.example.json"), file) // its demo server (mcp-store/demo-server) resolves from the store's cwd, the repository
       const store = await startStore(file, { name: `store (start-up, ${kind.name})`, ...(kind.script ? { script: kind.script } : {}) })
       const d = data[k]!
       try {

@@ -1,6 +1,6 @@
 /**
  * Load without loss: a bounded soak of mcp-store running as a child process
- * (`node bin/mcp-store.js run api`). Eight concurrent clients send a mix of tool calls, lists and
+ * (`node scripts/dev.mjs run api`). Eight concurrent clients send a mix of tool calls, lists and
  * waits; a local upstream (the stdio fixture) is killed with SIGKILL now and then, and the store
  * must bring it back by itself. At the end it checks that:
  *   - every request was answered with a success or a contract error (counted by status and code);

@@ -1,7 +1,9 @@
 /**
- * A small MCP server to try the store with: three tools over stdio. Run it with
- * `tsx examples/demo-server.ts` (or `npm run demo-server`), or register it as a local service:
- * `{ "command": "npx", "args": ["tsx", "examples/demo-server.ts"] }`.
+ * A small MCP server to try the store with: three tools over stdio. scripts/build.mjs bundles it
+ * into dist/demo-server.mjs, shipped as `mcp-store/demo-server`; mcp.example.json registers it as
+ * a local service that works in a clone and in a project that installed the package:
+ * `{ "command": "node", "args": ["--input-type=module", "--eval", "import 'mcp-store/demo-server'"] }`.
+ * From the sources: `tsx examples/demo-server.ts` (`npm run demo-server`).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"

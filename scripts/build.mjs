@@ -1,26 +1,74 @@
-// Builds dist/mcp-store.mjs: the program bundled into one ES module with esbuild, so `npm start`
-// loads only the code it uses (a fraction of the Effect barrels tsx would load) and starts in well
-// under the time and memory of running the TypeScript sources. Tests and development run the
-// sources directly (tsx); this is the production start path.
+// Builds dist/, what the package ships and `npm start` runs (`npm run build`; `prepare` runs it, so
+// `npm ci` leaves a built checkout and `npm pack` packs a fresh build):
+//   dist/mcp-store.mjs    the `mcp-store` program bundled with esbuild (the entry, and the program in
+//                         dist/mcp-store-<hash>.mjs chunks beside it): it loads only the code it uses
+//                         and needs nothing from node_modules at run time
+//   dist/demo-server.mjs  the demo MCP server of mcp.example.json (examples/demo-server.ts), bundled
+//                         the same way (`mcp-store/demo-server`)
+//   dist/index.js + .d.ts the library (`import("mcp-store")`): src/ compiled by tsc
+//                         (tsconfig.build.json), one module per source file, dependencies imported
+//   dist/dashboard.html, dist/ui/dashboard.html  the dashboard page, read beside the module serving it
+// The build goes to a temporary folder that then replaces dist/ whole, so a half-built dist/ is never
+// seen by a store running from it. Tests and development run the sources (scripts/dev.mjs, tsx).
 import { build } from "esbuild"
-import { copyFileSync, mkdirSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs"
+import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-mkdirSync(`${root}dist`, { recursive: true })
-await build({
-  entryPoints: [`${root}src/cli-entry.ts`],
-  outfile: `${root}dist/mcp-store.mjs`,
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  sourcemap: "linked",
-  logLevel: "warning",
-  // CommonJS dependencies inside the bundle still call require().
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-  // Optional native add-ons of dependencies that the store never loads.
-  external: ["@parcel/watcher", "msgpackr-extract"]
-})
-// The dashboard page is read at run time beside the module that serves it.
-copyFileSync(`${root}src/ui/dashboard.html`, `${root}dist/dashboard.html`)
+const out = `${root}.dist-${process.pid}`
+const old = `${root}.dist-old-${process.pid}`
+const require = createRequire(import.meta.url)
+
+rmSync(out, { recursive: true, force: true })
+mkdirSync(`${out}/ui`, { recursive: true })
+try {
+  const common = {
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    sourcemap: "linked",
+    logLevel: "warning",
+    // CommonJS dependencies inside the bundle still call require().
+    banner: {
+      js: "#!/usr/bin/env node\nimport { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
+    },
+    // jsonc-parser's `main` is a UMD build whose require() calls esbuild cannot follow: its ES build.
+    alias: { "jsonc-parser": "jsonc-parser/lib/esm/main.js" },
+    // Optional native add-ons of dependencies that the store never loads.
+    external: ["@parcel/watcher", "msgpackr-extract"]
+  }
+  await Promise.all([
+    // Split at the entry's dynamic imports, so `--version` reads a few kilobytes, not the program.
+    // The chunks stay beside the entry: src/version.ts reads ../package.json from its own module.
+    build({
+      ...common,
+      entryPoints: { "mcp-store": `${root}src/cli-entry.ts` },
+      outdir: out,
+      splitting: true,
+      outExtension: { ".js": ".mjs" },
+      chunkNames: "mcp-store-[hash]"
+    }),
+    build({ ...common, entryPoints: [`${root}examples/demo-server.ts`], outfile: `${out}/demo-server.mjs` })
+  ])
+  // The library: JavaScript and declarations of src/, beside the bundles.
+  execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", `${root}tsconfig.build.json`, "--outDir", out], {
+    cwd: root,
+    stdio: "inherit"
+  })
+  copyFileSync(`${root}src/ui/dashboard.html`, `${out}/dashboard.html`)
+  copyFileSync(`${root}src/ui/dashboard.html`, `${out}/ui/dashboard.html`)
+  rmSync(old, { recursive: true, force: true })
+  try {
+    renameSync(`${root}dist`, old)
+  } catch (e) {
+    if (e.code !== "ENOENT") throw e
+  }
+  renameSync(out, `${root}dist`)
+  rmSync(old, { recursive: true, force: true })
+} catch (e) {
+  rmSync(out, { recursive: true, force: true })
+  throw e
+}

@@ -16,7 +16,7 @@
 import { randomUUID } from "node:crypto"
 import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
-import { dirname, join } from "node:path"
+import { basename, dirname, extname, join } from "node:path"
 import { createInterface } from "node:readline"
 import { dict } from "../domain/dict.js"
 
@@ -72,7 +72,16 @@ export interface RecordQuery {
   readonly offset?: number | undefined
 }
 
-export const RECORDS_FILE = "tool_records.jsonl"
+/**
+ * The records file of a services file: beside it, named after it (`mcp.json` ->
+ * `mcp.records.jsonl`, `team.jsonc` -> `team.records.jsonl`), so two stores whose services files
+ * share a folder keep their records apart.
+ */
+export const recordsFileFor = (servicesFile: string): string => {
+  const name = basename(servicesFile)
+  const ext = extname(name)
+  return join(dirname(servicesFile), `${name.slice(0, name.length - ext.length)}.records.jsonl`)
+}
 /** Appending, created 0600 when missing, never through a symlink. */
 const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW
 const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW
@@ -144,9 +153,9 @@ export class ToolRecords {
     private readonly options: RecordsOptions
   ) {}
 
-  /** Opens (or creates) the records file beside the services file and rebuilds the aggregates. */
+  /** Opens (or creates) the records file of the services file (`recordsFileFor`) and rebuilds the aggregates. */
   static async open(servicesFile: string, options: RecordsOptions): Promise<ToolRecords> {
-    const records = new ToolRecords(join(dirname(servicesFile), RECORDS_FILE), options)
+    const records = new ToolRecords(recordsFileFor(servicesFile), options)
     await records.load()
     return records
   }
@@ -234,7 +243,7 @@ export class ToolRecords {
   /** Rewrites the file with these records only (atomic: temporary file, then rename). */
   private async rewrite(records: ReadonlyArray<ToolRecord>): Promise<void> {
     if (this.refused) return
-    const tmp = join(dirname(this.path), `.${RECORDS_FILE}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`)
+    const tmp = join(dirname(this.path), `.${basename(this.path)}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`)
     // Created new (never an existing file or a symlink), private from the start; the old file's
     // mode is kept where it is stricter.
     const [out, previous] = await Promise.all([open(tmp, "wx", 0o600), stat(this.path).catch(() => undefined)])

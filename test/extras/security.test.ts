@@ -226,7 +226,7 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
     own(testId).dirs.push(dir)
     // The child's options come from the command line only.
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCPSTORE_")))
-    const child = spawn(process.execPath, ["bin/mcp-store.js", "run", "api", "--port", "0", "--config", join(dir, "mcp.json"), ...args], {
+    const child = spawn(process.execPath, ["scripts/dev.mjs", "run", "api", "--port", "0", "--config", join(dir, "mcp.json"), ...args], {
       cwd: REPO_ROOT,
       env,
       stdio: ["ignore", "pipe", "pipe"]

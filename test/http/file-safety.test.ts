@@ -6,8 +6,10 @@
 import { chmodSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { RECORDS_FILE } from "../../src/records/records.js"
 import { fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
+
+/** The records file of the services file mcp.json (recordsFileFor). */
+const RECORDS_FILE = "mcp.records.jsonl"
 
 const modeOf = (path: string) => statSync(path).mode & 0o777
 

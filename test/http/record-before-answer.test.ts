@@ -1,14 +1,16 @@
 /**
  * A call's record is on disk before its answer leaves: a client that has seen an answer can find
- * the call in tool_records.jsonl at once (and would after a crash right after the answer). Checked
+ * the call in its records file (mcp.records.jsonl) at once (and would after a crash right after the answer). Checked
  * through the direct call route and through the HttpApi router (a call with an Origin, even the
  * store's own, is left to the router).
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { RECORDS_FILE } from "../../src/records/records.js"
 import { fixtureService, startTestServer, type TestServer } from "../support/index.js"
+
+/** The records file of the services file mcp.json (recordsFileFor). */
+const RECORDS_FILE = "mcp.records.jsonl"
 
 let server: TestServer
 beforeAll(async () => {

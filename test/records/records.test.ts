@@ -7,8 +7,11 @@ import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, s
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { RECORDS_FILE, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
+import { recordsFileFor, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
 import { flush } from "../support/index.js"
+
+/** The records file of the services file mcp.json (recordsFileFor). */
+const RECORDS_FILE = "mcp.records.jsonl"
 
 const DAY = 86_400_000
 const dirs: string[] = []
@@ -56,6 +59,23 @@ afterEach(async () => {
 })
 
 describe("ToolRecords", () => {
+  it("keeps the records of a services file beside it, named after it: two services files in one folder keep theirs apart", async () => {
+    expect(recordsFileFor("/srv/app/mcp.json")).toBe("/srv/app/mcp.records.jsonl")
+    expect(recordsFileFor("/srv/app/team.jsonc")).toBe("/srv/app/team.records.jsonl")
+    expect(recordsFileFor("/srv/app/services")).toBe("/srv/app/services.records.jsonl")
+    const dir = freshDir()
+    const a = await ToolRecords.open(join(dir, "a.json"), { maxFileSizeMb: -1, retentionDays: -1 })
+    opened.push(a)
+    const b = await ToolRecords.open(join(dir, "b.json"), { maxFileSizeMb: -1, retentionDays: -1 })
+    opened.push(b)
+    await a.append(rec({ service_name: "only-a" }))
+    await close(a)
+    await close(b)
+    expect(readdirSync(dir).sort()).toEqual(["a.records.jsonl", "b.records.jsonl"])
+    expect(readFileSync(join(dir, "a.records.jsonl"), "utf8")).toContain("only-a")
+    expect(readFileSync(join(dir, "b.records.jsonl"), "utf8")).toBe("")
+  })
+
   it("appends, queries newest first with filters and paging, and summarises per scope", async () => {
     const dir = freshDir()
     const records = await open(dir)

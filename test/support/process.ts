@@ -2,7 +2,7 @@
  * Processes as tests see them through /proc: whether one is gone (a zombie counts as gone: this
  * machine's init does not reap orphans, so a killed grandchild may stay a zombie for ever), the live
  * members of a process group, children, RSS; and mcp-store itself as a child process
- * (`node bin/mcp-store.js run api ...`) for the tests that need a real process.
+ * (`node scripts/dev.mjs run api ...`, the sources through tsx) for the tests that need a real process.
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -113,12 +113,12 @@ export interface StoreProcessOptions {
   readonly startTimeoutMs?: number
 }
 
-/** Starts `node bin/mcp-store.js run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info`; resolves once /health answers 200. */
+/** Starts `node scripts/dev.mjs run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info`; resolves once /health answers 200. */
 export async function spawnStore(options: StoreProcessOptions): Promise<StoreProcess> {
   const port = await closedPort()
   const args = [
     ...(options.nodeArgs ?? []),
-    join(REPO_ROOT, "bin", "mcp-store.js"),
+    join(REPO_ROOT, "scripts", "dev.mjs"),
     "run",
     "api",
     "--host",

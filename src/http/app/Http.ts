@@ -3,13 +3,17 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { readdir } from "node:fs/promises"
 import { basename, dirname } from "node:path"
+import { recordsFileFor } from "../../records/records.js"
 import { VERSION } from "../../version.js"
 import { Api, endpointCounts } from "../Api.js"
 import { App } from "../context.js"
 
 /** Files beside the services file that belong to the store's data space. */
-const isStoreFile = (configName: string) => (name: string) =>
-  name === configName || name === `${configName}.bak` || name === "tool_records.jsonl"
+const isStoreFile = (configFile: string) => {
+  const configName = basename(configFile)
+  const recordsName = basename(recordsFileFor(configFile))
+  return (name: string) => name === configName || name === `${configName}.bak` || name === recordsName
+}
 
 export const ApplicationHttpLive = HttpApiBuilder.group(Api, "application", (handlers) =>
   Effect.gen(function* () {
@@ -45,7 +49,7 @@ export const ApplicationHttpLive = HttpApiBuilder.group(Api, "application", (han
           return {
             success: true,
             workspace_path: folder,
-            config_files: names.filter(isStoreFile(basename(path))).sort(),
+            config_files: names.filter(isStoreFile(path)).sort(),
             data_space: path
           }
         })

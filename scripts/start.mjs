@@ -1,0 +1,22 @@
+// `npm start`: the built program (dist/mcp-store.mjs, made by `npm ci` through `prepare`, or by
+// `npm run build`) on ./mcp.json. The demo's services file is not part of the repository: on the
+// first start it is created from mcp.example.json, so following the README's demo (which adds and
+// removes services) changes no tracked file. With --config, --standalone-config or their
+// environment variables the file is the user's and nothing is created.
+import { constants, copyFileSync, existsSync } from "node:fs"
+
+const args = process.argv.slice(2)
+const chosen =
+  args.some((a) => /^--(config|standalone-config)(=|$)/.test(a)) ||
+  ["MCPSTORE_CONFIG", "MCPSTORE_MCP_CONFIG_FILE", "MCPSTORE_STANDALONE_CONFIG"].some((name) => (process.env[name] ?? "") !== "")
+if (!chosen && !existsSync("mcp.json") && existsSync("mcp.example.json")) {
+  try {
+    copyFileSync("mcp.example.json", "mcp.json", constants.COPYFILE_EXCL)
+    // One line in the store's own text log format (src/runtime/log.ts), on stderr as its lines are.
+    process.stderr.write(`${new Date().toISOString()} INFO  created mcp.json from mcp.example.json (first start: the demo's services file, not tracked by git)\n`)
+  } catch (e) {
+    if (e.code !== "EEXIST") throw e
+  }
+}
+// The program reads process.argv itself: `node scripts/start.mjs run api ...` is `mcp-store run api ...`.
+await import("../dist/mcp-store.mjs")

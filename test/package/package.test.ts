@@ -1,0 +1,219 @@
+// The package as a user gets it (issue 13, item 1): `npm pack`, the tarball installed into an empty
+// folder with `npm install --offline --omit=dev` (every production dependency is in the cache that
+// `npm ci` filled; nothing is downloaded), then used as its README says: `npx mcp-store --version`,
+// `npx mcp-store run api` serving /health with the demo service of mcp.example.json, and
+// `import("mcp-store")` from plain Node creating a store, with types for TypeScript. The tarball
+// holds only what runs. dist/ is the one `npm ci` built (`prepare`); it is rebuilt first when a
+// source is newer. Every process runs in its own group and is ended; every folder is removed.
+import { execFile, spawn, type ChildProcess } from "node:child_process"
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { REPO_ROOT } from "../fixtures/paths.js"
+import { api, killGroup, processGone, within } from "../support/index.js"
+
+const run = promisify(execFile)
+const require = createRequire(import.meta.url)
+const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+  version: string
+  bin: Record<string, string>
+  exports: Record<string, string | Record<string, string>>
+  files: ReadonlyArray<string>
+}
+
+const folders: string[] = []
+const children: ChildProcess[] = []
+let tarball = ""
+let app = ""
+let files: ReadonlyArray<string> = []
+
+/** The newest modification time of the files under `path` (a file or a folder). */
+const newest = (path: string): number => {
+  const stat = statSync(path)
+  if (!stat.isDirectory()) return stat.mtimeMs
+  return readdirSync(path).reduce((max, name) => Math.max(max, newest(join(path, name))), 0)
+}
+
+/** dist/ as `prepare` builds it from the sources of this tree: rebuilt when a source is newer. */
+const ensureBuilt = async (): Promise<void> => {
+  const entry = join(REPO_ROOT, "dist", "mcp-store.mjs")
+  const sources = ["src", "examples", "scripts/build.mjs", "package.json", "tsconfig.json", "tsconfig.build.json"]
+  const built = existsSync(entry) && existsSync(join(REPO_ROOT, "dist", "index.d.ts")) ? statSync(entry).mtimeMs : 0
+  if (sources.some((s) => newest(join(REPO_ROOT, s)) > built)) {
+    await run(process.execPath, [join(REPO_ROOT, "scripts", "build.mjs")], { cwd: REPO_ROOT, timeout: 240_000 })
+  }
+}
+
+/** An environment without the repository's npm scripts context (npm_* variables) or store options. */
+const cleanEnv = (): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("npm_") && !k.startsWith("MCPSTORE_")))
+
+const npm = (args: ReadonlyArray<string>, cwd: string, timeout = 120_000) =>
+  run("npm", [...args], { cwd, env: cleanEnv(), timeout, maxBuffer: 16 * 1024 * 1024 })
+
+/**
+ * The lockfile of a project that depends on the tarball only: the repository's production packages
+ * at the same places (the package's dependencies are hoisted in both). npm resolves a dependency
+ * without a lockfile from the registry's package documents, which `npm ci` does not cache; with
+ * this lockfile (each package with its registry address, which the repository's leaves out)
+ * `npm install --offline` takes every package from the cache `npm ci` filled.
+ */
+const appLockfile = (dependency: string, integrity: string) => {
+  const lock = JSON.parse(readFileSync(join(REPO_ROOT, "package-lock.json"), "utf8")) as {
+    packages: Record<string, Record<string, unknown> & { dev?: boolean }>
+  }
+  const { devDependencies: _dev, name: _name, ...root } = lock.packages[""]!
+  const packages: Record<string, unknown> = {
+    "": { name: "app", dependencies: { "mcp-store": dependency } },
+    "node_modules/mcp-store": { ...root, resolved: dependency, integrity }
+  }
+  for (const [path, entry] of Object.entries(lock.packages)) {
+    if (path === "" || entry.dev === true) continue
+    // The registry's address of the tarball (the repository's lockfile omits it): the cache holds it by its integrity.
+    const name = path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length)
+    const resolved = entry["resolved"] ?? `https://registry.npmjs.org/${name}/-/${name.split("/").pop()}-${String(entry["version"])}.tgz`
+    packages[path] = { ...entry, resolved }
+  }
+  return { name: "app", lockfileVersion: 3, requires: true, packages }
+}
+
+beforeAll(async () => {
+  await ensureBuilt()
+  const work = mkdtempSync(join(tmpdir(), "mcp-store-package-"))
+  folders.push(work)
+  // --ignore-scripts: dist/ is current already; `prepare` would build it again.
+  const packed = await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", work], REPO_ROOT)
+  const info = (JSON.parse(packed.stdout) as Array<{ filename: string; integrity: string; files: Array<{ path: string }> }>)[0]!
+  tarball = join(work, info.filename)
+  files = info.files.map((f) => f.path).sort()
+  app = join(work, "app")
+  mkdirSync(app)
+  const dependency = `file:../${info.filename}`
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module", dependencies: { "mcp-store": dependency } }))
+  writeFileSync(join(app, "package-lock.json"), JSON.stringify(appLockfile(dependency, info.integrity)))
+  await npm(["install", "--offline", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], app)
+}, 300_000)
+
+afterAll(async () => {
+  for (const child of children) {
+    if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) killGroup(child.pid)
+  }
+  await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once("exit", r)) : undefined)))
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true })
+})
+
+describe("the npm package", () => {
+  it("ships only what runs: the built program, the library with its types, the demo's example file", () => {
+    for (const path of files) {
+      expect(path, path).toMatch(/^(dist\/.+\.(js|mjs|d\.ts|html)|mcp\.example\.json|package\.json|README\.md|LICENSE)$/)
+    }
+    expect(files).toContain("LICENSE")
+    expect(files).toContain("dist/index.d.ts")
+    expect(files).toContain("dist/demo-server.mjs")
+    expect(files.some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("bench/") || f.startsWith(".ci/"))).toBe(false)
+    expect(files).not.toContain("mcp.json")
+    // Every path the manifest names is in the tarball.
+    expect(files).toContain(pkg.bin["mcp-store"])
+    const root = pkg.exports["."] as Record<string, string>
+    for (const target of [root["types"], root["default"], pkg.exports["./demo-server"]]) expect(files).toContain(String(target).slice(2))
+  })
+
+  it("installs without development tools: no tsx, esbuild, typescript or vitest in a production install", () => {
+    const installed = readdirSync(join(app, "node_modules"))
+    for (const dev of ["tsx", "esbuild", "typescript", "vitest", "mcp-hub"]) expect(installed, dev).not.toContain(dev)
+    expect(existsSync(join(app, "node_modules", "mcp-store", "dist", "mcp-store.mjs"))).toBe(true)
+  })
+
+  it("`mcp-store --version` answers in under a second (npx adds its own start: under two)", async () => {
+    // The best of three each: the machine's other load should not decide it.
+    const best = async (command: string, args: ReadonlyArray<string>) => {
+      const times: number[] = []
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now()
+        const { stdout } = await run(command, [...args], { cwd: app, env: cleanEnv(), timeout: 30_000 })
+        times.push(performance.now() - started)
+        expect(stdout.trim()).toBe(pkg.version)
+      }
+      return { best: Math.min(...times), runs: times.map((t) => t.toFixed(0)).join(", ") }
+    }
+    // The installed command itself (what a shell runs from node_modules/.bin or a global install).
+    const command = await best(join(app, "node_modules", ".bin", "mcp-store"), ["--version"])
+    expect(command.best, `runs: ${command.runs} ms`).toBeLessThan(1000)
+    // Through npx: npm's own start and its look-up of the command come first (about 0.3-0.8 s).
+    const npx = await best("npx", ["--offline", "mcp-store", "--version"])
+    expect(npx.best, `runs: ${npx.runs} ms`).toBeLessThan(2000)
+  })
+
+  it("`npx mcp-store run api --port 0` serves /health and runs the demo service of mcp.example.json", async () => {
+    const config = join(app, "mcp.json")
+    copyFileSync(join(app, "node_modules", "mcp-store", "mcp.example.json"), config)
+    const child = spawn("npx", ["--offline", "mcp-store", "run", "api", "--port", "0", "--config", config], {
+      cwd: app,
+      env: cleanEnv(),
+      detached: true, // its own process group: npx, the store and the demo server are ended together
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    children.push(child)
+    let output = ""
+    const listening = new Promise<string>((resolve, reject) => {
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString("utf8")
+        const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
+        if (match) resolve(match[1]!)
+      }
+      child.stdout!.on("data", onData)
+      child.stderr!.on("data", onData)
+      child.once("exit", (code) => reject(new Error(`the store exited (${code}) before listening: ${output}`)))
+    })
+    const base = await within(listening, 30_000, "the store listening")
+    const store = api(base)
+    const health = await store.get("/health")
+    expect(health.status).toBe(200)
+    expect(health.body).toMatchObject({ status: "healthy", version: pkg.version })
+    const ready = await store.post("/for_store/wait_service", { client_id_or_service_name: "demo", status: "healthy", timeout: 20 })
+    expect(ready.body.data?.result, ready.text).toBe(true)
+    const call = await store.post("/for_store/call_tool", { tool_name: "demo__add", args: { a: 2, b: 3 } })
+    expect(call.body, call.text).toMatchObject({ success: true, result: { sum: 5 } })
+    // The records live beside the services file, named after it.
+    expect(existsSync(join(app, "mcp.records.jsonl"))).toBe(true)
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    process.kill(-child.pid!, "SIGTERM")
+    await within(exited, 20_000, "the store's exit")
+    expect(processGone(child.pid!)).toBe(true)
+  })
+
+  it("`import(\"mcp-store\")` from plain Node creates a store, and TypeScript finds its types", async () => {
+    const script = [
+      'const { createStore } = await import("mcp-store")',
+      'const store = await createStore({ mcpConfigFile: "./library.json" })',
+      "const services = await store.forStore().listServices()",
+      "await store.stop()",
+      "console.log(JSON.stringify({ created: typeof store, services }))"
+    ].join("\n")
+    const { stdout } = await run(process.execPath, ["--input-type=module", "--eval", script], { cwd: app, env: cleanEnv(), timeout: 60_000 })
+    expect(JSON.parse(stdout.trim())).toMatchObject({ created: "object" })
+    expect(JSON.parse(readFileSync(join(app, "library.json"), "utf8"))).toEqual({ mcpServers: {} })
+
+    // A consumer type-checks against the shipped declarations (no implicit any from a missing .d.ts).
+    writeFileSync(
+      join(app, "consumer.ts"),
+      'import { createStore, type Store } from "mcp-store"\nexport const open = (file: string): Promise<Store> => createStore({ mcpConfigFile: file })\n'
+    )
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, noEmit: true, skipLibCheck: true, types: [] },
+        files: ["consumer.ts"]
+      })
+    )
+    const tsc = require.resolve("typescript/bin/tsc")
+    const checked = await run(process.execPath, [tsc, "-p", app], { cwd: app, timeout: 120_000 }).then(
+      () => "",
+      (e: { stdout?: string }) => e.stdout ?? String(e)
+    )
+    expect(checked).toBe("")
+  }, 180_000)
+})
