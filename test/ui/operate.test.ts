@@ -168,6 +168,8 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     await page.locator('[data-testid="detail"][data-name="broken"][data-loaded="true"]').waitFor({ timeout: 10_000 })
     await expect.poll(() => page.getByTestId("detail-last-error").textContent(), { timeout: 10_000 }).toContain(HOSTILE)
     expect(await row("broken").locator("td.err").textContent()).toContain(HOSTILE)
+    // Its recent errors: the failed attempts of the last hour, each with the quoted stderr.
+    await expect.poll(() => page.getByTestId("recent-error").first().textContent(), { timeout: 10_000 }).toContain(HOSTILE)
 
     // hostile's stderr tail holds the SDK's warnings about its tool names, markup and all.
     expect((await statusOf("hostile")).stderr_tail.join("\n")).toContain(HOSTILE)
