@@ -430,21 +430,145 @@ export interface FieldProblem {
   readonly problem: string
 }
 
+/** Longest field name or value a problem quotes (a hostile body may hold a 1 MiB key). */
+const QUOTE_MAX = 100
+
+const clip = (s: string): string => (s.length > QUOTE_MAX ? `${s.slice(0, QUOTE_MAX)}...` : s)
+
 /** A path as a field name: `mcpServers.weather.url`, `[1].name`, `env.A`; the empty path is `body`. */
 export const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((out, key) => (typeof key === "number" ? `${out}[${key}]` : out === "" ? String(key) : `${out}.${String(key)}`), "") || "body"
+  path.reduce<string>((out, key) => (typeof key === "number" ? `${out}[${key}]` : out === "" ? clip(String(key)) : `${out}.${clip(String(key))}`), "") || "body"
 
-/** Decode issues as field problems: each names its field; a missing field "is required". */
-export const fieldProblems = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<FieldProblem> =>
-  issues.map((issue) => ({
-    field: fieldName(issue.path),
-    problem:
-      issue._tag === "Missing" && issue.message === "is missing"
-        ? "is required"
-        : issue._tag === "Unexpected"
-          ? "is not allowed"
-          : issue.message
-  }))
+/**
+ * A value as the decoder's default message prints it (`"a=1"`, `[1]`, `{"a":1}`, `5`), in words:
+ * what kind of JSON value it is.
+ */
+const kindOf = (printed: string): string => {
+  if (printed.startsWith('"')) return "a string"
+  if (printed === "[]") return "an empty array"
+  if (printed === "{}") return "an empty object"
+  if (printed.startsWith("[")) return "an array"
+  if (printed.startsWith("{")) return "an object"
+  if (printed === "null") return "null"
+  if (printed === "undefined") return "nothing"
+  if (printed === "true" || printed === "false") return "a boolean"
+  if (/^-?(\d|Infinity|NaN)/.test(printed)) return "a number"
+  return "another kind of value"
+}
+
+/**
+ * What the decoder's default message says it expected (a schema printed as TypeScript, or a
+ * refinement's description), in words; undefined for `undefined`, the other member of an optional
+ * field's union, which says nothing to a client.
+ */
+const expectedWords = (printed: string): string | undefined => {
+  if (printed === "undefined") return undefined
+  if (printed === "string" || printed === "number" || printed === "boolean") return `a ${printed}`
+  if (printed === "null") return "null"
+  if (printed.startsWith("{")) return "an object"
+  if (/^(ReadonlyArray<|Array<|readonly \[|\[)/.test(printed)) return "an array"
+  if (/^(a|an) /.test(printed)) return printed
+  if (/^"[^"]*"$/.test(printed) || /^-?\d/.test(printed) || printed === "true" || printed === "false") return printed
+  return `valid (${clip(printed)})`
+}
+
+const DEFAULT_MESSAGE = /^Expected ([\s\S]*?), actual ([\s\S]*)$/
+const DECODE_NUMBER = /^Unable to decode ([\s\S]*) into a number$/
+const UNEXPECTED = /^is unexpected, expected: ([\s\S]*)$/
+
+/** The problems of one field, from the issues the decoder reported for it. */
+const problemsOf = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<string> => {
+  const own: Array<string> = []
+  const expected: Array<string> = []
+  let actual: string | undefined
+  let showValue = false
+  for (const issue of issues) {
+    const message = issue.message
+    if (issue._tag === "Missing") {
+      own.push(message === "is missing" ? "is required" : message)
+      continue
+    }
+    if (issue._tag === "Unexpected") {
+      const allowed = UNEXPECTED.exec(message)?.[1]
+      own.push(allowed === undefined ? "is not allowed" : `is unknown (allowed: ${allowed.replace(/"/g, "").split(" | ").join(", ")})`)
+      continue
+    }
+    const number = DECODE_NUMBER.exec(message)
+    if (number !== null) {
+      expected.push("a number")
+      actual = number[1]!
+      showValue = true
+      continue
+    }
+    const m = DEFAULT_MESSAGE.exec(message)
+    if (m === null) {
+      own.push(message)
+      continue
+    }
+    const words = expectedWords(m[1]!)
+    if (words === undefined) {
+      actual ??= m[2]!
+      continue
+    }
+    expected.push(words)
+    actual = m[2]!
+    if (issue._tag === "Refinement" || words.startsWith('"')) showValue = true
+  }
+  // A field's own messages (the domain's wording) say more than the decoder's default.
+  if (own.length > 0 || expected.length === 0) return own.length > 0 ? [...new Set(own)] : actual !== undefined ? ["must be left out"] : []
+  const literals = expected.filter((w) => w.startsWith('"')).map((w) => w.slice(1, -1))
+  const others = [...new Set(expected.filter((w) => !w.startsWith('"')))]
+  const alternatives = [...others, ...(literals.length === 1 ? [`"${literals[0]}"`] : literals.length > 1 ? [`one of ${literals.join(", ")}`] : [])]
+  const got = actual === undefined ? "" : ` (got ${showValue && !/^[[{]/.test(actual) ? clip(actual) : kindOf(actual)})`
+  return [`must be ${alternatives.join(" or ")}${got}`]
+}
+
+/** The field names of every proper prefix of the issues' paths (`a`, `a.b` for `a.b.c`): fields with issues inside them. */
+const enclosingFields = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Set<string> => {
+  const out = new Set<string>()
+  for (const issue of issues) for (let i = 0; i < issue.path.length; i++) out.add(fieldName(issue.path.slice(0, i)))
+  return out
+}
+
+/**
+ * Decode issues as field problems, in plain words (never the schema library's): each names its
+ * field, once (a field's issues are read together: `must be a string or an object (got a number)`);
+ * a missing field "is required", an unknown one "is unknown (allowed: ...)". A union member's
+ * "Expected {...}" is left out where the member's own fields say what is wrong.
+ */
+export const fieldProblems = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<FieldProblem> => {
+  const groups = new Map<string, Array<ParseResult.ArrayFormatterIssue>>()
+  const enclosing = enclosingFields(issues)
+  for (const issue of issues) {
+    const field = fieldName(issue.path)
+    if (issue._tag === "Type" && enclosing.has(field) && DEFAULT_MESSAGE.test(issue.message)) continue
+    const group = groups.get(field)
+    if (group === undefined) groups.set(field, [issue])
+    else group.push(issue)
+  }
+  const out: Array<FieldProblem> = []
+  for (const [field, group] of groups) for (const problem of problemsOf(group)) out.push({ field, problem })
+  return out
+}
+
+/** A field problem as a sentence: `missing field "service_name"`, `"args" must be an object (got a string)`. */
+export const problemSentence = (p: FieldProblem): string => {
+  if (p.problem === "is required") return `missing field "${p.field}"`
+  if (p.problem.startsWith("is unknown")) return `unknown field "${p.field}"${p.problem.slice("is unknown".length)}`
+  return p.field === "body" ? `the body ${p.problem}` : `"${p.field}" ${p.problem}`
+}
+
+/** How many problems a message spells out (details.fields lists them all, up to `MAX_FIELD_PROBLEMS`). */
+const SENTENCES_MAX = 5
+/** How many problems a refusal lists: a body of 100,000 unknown fields gets a bounded answer. */
+export const MAX_FIELD_PROBLEMS = 50
+
+/** The message of a refusal that lists `problems`: "Invalid request: " and the first few as sentences. */
+export const problemsMessage = (problems: ReadonlyArray<FieldProblem>): string => {
+  const shown = problems.slice(0, SENTENCES_MAX).map(problemSentence)
+  const more = problems.length - shown.length
+  return `Invalid request: ${shown.join("; ")}${more > 0 ? `; and ${more} more (see error.details.fields)` : ""}`
+}
 
 /** A decode failure as field problems. */
 export const parseErrorProblems = (error: ParseResult.ParseError): Array<FieldProblem> =>

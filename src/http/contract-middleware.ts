@@ -10,7 +10,7 @@ import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServe
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
-import { fieldProblems } from "../domain/schemas.js"
+import { fieldProblems, MAX_FIELD_PROBLEMS, problemsMessage, type FieldProblem } from "../domain/schemas.js"
 import {
   BadRequest,
   errorBody,
@@ -219,17 +219,14 @@ export const requestBodyLayer = (maxBodyBytes: number): Layer.Layer<RequestBody>
   )
 
 /**
- * Describes a schema decode failure field by field, in words a client can act on: the domain's
- * wording (`fieldProblems`), and a body of the wrong shape as a whole, which the decoder describes
- * by its schema ("Expected {...}, actual ..."), in a sentence.
+ * Describes a schema decode failure field by field, in words a client can act on (`fieldProblems`:
+ * the domain's wording, or the decoder's default said plainly), at most `MAX_FIELD_PROBLEMS` of
+ * them; a request without a body is told so.
  */
-const decodeProblems = (e: HttpApiError.HttpApiDecodeError) =>
-  fieldProblems(e.issues).map((p, i) => {
-    const issue = e.issues[i]!
-    return issue.path.length === 0 && issue._tag === "Type" && issue.message.startsWith("Expected ")
-      ? { field: p.field, problem: "must be a JSON object with this endpoint's fields" }
-      : p
-  })
+const decodeProblems = (e: HttpApiError.HttpApiDecodeError): Array<FieldProblem> =>
+  fieldProblems(e.issues).map((p) =>
+    p.field === "body" && p.problem === "must be an object (got null)" ? { field: "body", problem: "is missing: send a JSON object with this endpoint's fields" } : p
+  )
 
 const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)
 
@@ -267,7 +264,7 @@ export const contractErrors = (routes: ReadonlyArray<RouteEntry>) => {
   const contractError = (e: unknown): ApiError => {
     if (e instanceof HttpApiError.HttpApiDecodeError) {
       const fields = decodeProblems(e)
-      return validationError(`Invalid request: ${fields.map((p) => `${p.field}: ${p.problem}`).join("; ")}`, fields)
+      return validationError(problemsMessage(fields), fields.slice(0, MAX_FIELD_PROBLEMS))
     }
     if (e instanceof HttpServerError.RouteNotFound) {
       const path = pathOf(e.request.url)

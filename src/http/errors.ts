@@ -71,9 +71,9 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
     case "ValidationError":
       return validationError(e.message, e.problems)
     case "ServiceNotFound":
-      return new NotFound(errorBody("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope }))
+      return new NotFound(errorBody("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope, suggestions: e.suggestions }))
     case "ToolNotFound":
-      return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope }))
+      return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope, suggestions: e.suggestions }))
     case "AmbiguousTool":
       return new BadRequest(errorBody("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
     case "InvalidArguments":

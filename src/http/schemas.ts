@@ -7,6 +7,7 @@
 import { HttpApiEndpoint } from "@effect/platform"
 import { Schema } from "effect"
 import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domain/schemas.js"
+import { OUTCOMES } from "../records/records.js"
 import { WaitTimeout } from "./errors.js"
 
 export { Status }
@@ -22,6 +23,9 @@ export const Service = Schema.Struct({
   scope: Schema.String,
   client_id: Schema.String,
   last_error: Schema.NullOr(Schema.String),
+  hint: Schema.NullOr(Schema.String).annotations({
+    description: "what to do about the last connection failure, when known (e.g. 'command contains spaces: put the arguments in \"args\"')"
+  }),
   last_state_change: Schema.String,
   consecutive_failures: Schema.Number,
   reconnect_attempts: Schema.Number,
@@ -41,12 +45,17 @@ export const Tool = Schema.Struct({
 /** `success` and `message`, present in every success body. */
 export const ok = { success: Schema.Boolean, message: Schema.String }
 
+/**
+ * A body of these fields only: a field the endpoint does not know is refused by name (a typo such
+ * as `agrs` would otherwise be dropped without a word, and the call run without its arguments).
+ * Service definitions are not closed: their unknown fields are kept (shared/API.md).
+ */
+export const closed = <F extends Schema.Struct.Fields>(fields: F) => Schema.Struct(fields).annotations({ parseOptions: { onExcessProperty: "error" } })
+
 export const AddServiceQuery = Schema.Struct({
-  wait: Schema.optional(
-    Schema.NumberFromString.pipe(Schema.between(0, 30)).annotations({
-      description: "seconds to wait for each service to leave 'initializing' (0-30)"
-    })
-  )
+  wait: Schema.optional(Schema.NumberFromString.pipe(Schema.between(0, 30))).annotations({
+    description: "seconds to wait for each service to leave 'initializing' (0-30)"
+  })
 })
 
 export const AddServiceResponse = Schema.Struct({
@@ -54,7 +63,16 @@ export const AddServiceResponse = Schema.Struct({
   services: Schema.Array(Service),
   added: Schema.Array(Schema.String),
   updated: Schema.Array(Schema.String),
-  unchanged: Schema.Array(Schema.String)
+  unchanged: Schema.Array(Schema.String),
+  connected: Schema.optional(Schema.Array(Schema.String)).annotations({ description: "with ?wait: the services connected at the end of the wait" }),
+  failed: Schema.optional(
+    Schema.Array(
+      Schema.Struct({ name: Schema.String, status: Status, error: Schema.String, hint: Schema.NullOr(Schema.String) }).annotations({ identifier: "FailedService" })
+    )
+  ).annotations({ description: "with ?wait: the services whose connection failed (reconnecting or unreachable), with the error and a hint" }),
+  pending: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "with ?wait: the services neither connected nor failed at the end of the wait (still connecting, or disabled)"
+  })
 })
 
 export const ListServicesResponse = Schema.Struct({
@@ -64,14 +82,21 @@ export const ListServicesResponse = Schema.Struct({
   total_tools: Schema.Number
 })
 
-export const CallToolPayload = Schema.Struct({
+const ToolArguments = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+export const CallToolPayload = closed({
   tool_name: ToolName,
-  args: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  // Described on the field, not on the type: the decoder would print a type's description as what it expected.
+  args: Schema.optional(ToolArguments).annotations({ description: "The tool's arguments (default {})", examples: [{ a: 2, b: 3 }] }),
+  arguments: Schema.optional(ToolArguments).annotations({ description: "An alias of `args` (MCP's name for them); give one of the two" }),
   service_name: Schema.optional(ServiceRef),
   timeout: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(3600))).annotations({
     description: "seconds (default 60)"
   })
-})
+}).pipe(
+  Schema.filter((p) => p.args === undefined || p.arguments === undefined || { path: ["arguments"], message: "is an alias of \"args\": give one of the two, not both" }),
+  Schema.annotations({ identifier: "CallToolPayload", examples: [{ tool_name: "demo__add", args: { a: 2, b: 3 } }] as never })
+)
 
 export const CallToolResponse = Schema.Struct({
   ...ok,
@@ -92,7 +117,7 @@ export const WaitStatus = Schema.Union(Status, Schema.NonEmptyArray(Status)).ann
   message: () => ({ message: `must be one of ${STATUSES.join(", ")} (or an array of them)`, override: true })
 })
 
-export const WaitPayload = Schema.Struct({
+export const WaitPayload = closed({
   client_id_or_service_name: ServiceRef,
   status: Schema.optionalWith(WaitStatus, { default: () => "healthy" as const }),
   timeout: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 600)), { default: () => 10 }),
@@ -112,7 +137,7 @@ export const WaitData = Schema.Struct({
 
 export const WaitResponse = Schema.Struct({ ...ok, data: WaitData })
 
-export const ServiceNamePayload = Schema.Struct({ service_name: ServiceRef })
+export const ServiceNamePayload = closed({ service_name: ServiceRef })
 
 export const TwoStepDeleteResponse = Schema.Struct({
   ...ok,
@@ -182,7 +207,7 @@ export const StatsResponse = Schema.Struct({
 
 export const McpConfigResponse = Schema.Struct({ ...ok, config: Schema.Unknown, path: Schema.String })
 
-export const Outcome = Schema.Literal("success", "tool_error", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable")
+export const Outcome = Schema.Literal(...OUTCOMES)
 
 const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
 
@@ -233,7 +258,7 @@ export const DeleteResponse = Schema.Struct({ ...ok, service_name: Schema.String
 export const ResetResponse = Schema.Struct({ ...ok, scope: Schema.String, removed: Schema.Number })
 
 /** An optional JSON body (absent, empty or null all mean "no fields"). */
-export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(Schema.Struct(fields))
+export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(closed(fields))
 
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {

@@ -38,9 +38,20 @@ export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, w
         result.updated.length > 0 ? `updated ${result.updated.join(", ")}` : "",
         result.unchanged.length > 0 ? `unchanged ${result.unchanged.join(", ")}` : ""
       ].filter((p) => p !== "")
-      return { success: true, message: `Services ${parts.join("; ")}`, ...result }
+      const failed = result.failed ?? []
+      // Every service failed: not a success, though registered (HTTP 200: the request was carried out).
+      const allFailed = failed.length > 0 && failed.length === result.services.length
+      const failures = failed.map((f) => `${f.name} is ${f.status}: ${firstLine(f.error)}${f.hint === null ? "" : ` (hint: ${f.hint})`}`).join("; ")
+      const message = allFailed
+        ? `Services ${parts.join("; ")}, but none connected: ${failures}. The registration${failed.length === 1 ? " is" : "s are"} kept in the services file: fix ${failed.length === 1 ? "it" : "them"} with update_service or remove ${failed.length === 1 ? "it" : "them"} with delete_service`
+        : failed.length > 0
+          ? `Services ${parts.join("; ")}; connected: ${(result.connected ?? []).join(", ") || "none"}; failed: ${failures}`
+          : `Services ${parts.join("; ")}`
+      return { success: !allFailed, message, ...result }
     })
   )
+
+const firstLine = (text: string): string => text.split("\n", 1)[0] as string
 
 /**
  * The answer of call_tool and use_tool, the hot path: built as the contract's CallToolResponse
@@ -51,7 +62,8 @@ export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, w
 export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
   contract(
     Effect.map(
-      Effect.flatMap(scope, (ctx) => calls.callTool(ctx, payload)),
+      // `arguments`, the alias of `args` (the schema refuses a body with both).
+      Effect.flatMap(scope, (ctx) => calls.callTool(ctx, payload.arguments === undefined ? payload : { ...payload, args: payload.arguments })),
       (output): Schema.Schema.Encoded<typeof CallToolResponse> => ({
         success: !output.is_error,
         message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,

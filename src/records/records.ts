@@ -21,8 +21,25 @@ import { createInterface } from "node:readline"
 import { dict } from "../domain/dict.js"
 
 /** How a call ended. */
-export type Outcome = "success" | "tool_error" | "protocol_error" | "transport_error" | "message_too_large" | "timeout" | "unavailable"
-export const OUTCOMES: ReadonlyArray<Outcome> = ["success", "tool_error", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable"]
+export type Outcome =
+  | "success"
+  | "tool_error"
+  | "invalid_arguments"
+  | "protocol_error"
+  | "transport_error"
+  | "message_too_large"
+  | "timeout"
+  | "unavailable"
+export const OUTCOMES = [
+  "success",
+  "tool_error",
+  "invalid_arguments",
+  "protocol_error",
+  "transport_error",
+  "message_too_large",
+  "timeout",
+  "unavailable"
+] as const satisfies ReadonlyArray<Outcome>
 
 /** One tool call (shared/API.md, Tool-call record). */
 export interface ToolRecord {

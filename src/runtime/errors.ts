@@ -4,6 +4,8 @@
  * src/http/errors.ts.
  */
 import { Data } from "effect"
+import { MAX_FIELD_PROBLEMS, problemsMessage } from "../domain/schemas.js"
+import { didYouMean, suggestions } from "../domain/suggest.js"
 import type { Status } from "../domain/service.js"
 
 /** One refused field: where it is and why. */
@@ -18,10 +20,7 @@ export class ValidationError extends Data.TaggedError("ValidationError")<{
   readonly problems: ReadonlyArray<FieldProblem>
 }> {
   static of(problems: ReadonlyArray<FieldProblem>): ValidationError {
-    return new ValidationError({
-      message: `Invalid request: ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
-      problems
-    })
+    return new ValidationError({ message: problemsMessage(problems), problems: problems.slice(0, MAX_FIELD_PROBLEMS) })
   }
 }
 
@@ -29,12 +28,17 @@ export class ServiceNotFound extends Data.TaggedError("ServiceNotFound")<{
   readonly message: string
   readonly name: string
   readonly scope: string
+  /** The scope's names closest to `name` ("did you mean"); only names the asker may see. */
+  readonly suggestions: ReadonlyArray<string>
 }> {
-  static of(name: string, scope: string): ServiceNotFound {
+  /** `name` not found in `scope`, with suggestions from `candidates` (the scope's own service names). */
+  static of(name: string, scope: string, candidates: Iterable<string> = []): ServiceNotFound {
+    const close = suggestions(name, candidates)
     return new ServiceNotFound({
-      message: `Service '${name}' not found in ${scope === "store" ? "the store" : `agent '${scope}'`}`,
+      message: `Service '${name}' not found in ${scope === "store" ? "the store" : `agent '${scope}'`}${didYouMean(close)}`,
       name,
-      scope
+      scope,
+      suggestions: close
     })
   }
 }
@@ -43,6 +47,8 @@ export class ToolNotFound extends Data.TaggedError("ToolNotFound")<{
   readonly message: string
   readonly toolName: string
   readonly scope: string
+  /** The scope's callable names closest to `toolName` ("did you mean"); only names the asker may see. */
+  readonly suggestions: ReadonlyArray<string>
 }> {}
 
 /** An original tool name that several services of the scope expose. */

@@ -76,7 +76,7 @@ export class ScopeContext {
   /** Like `findService`, throwing ServiceNotFound. */
   requireService(nameOrClientId: string): ServiceActorRef {
     const actor = this.findService(nameOrClientId)
-    if (!actor) throw ServiceNotFound.of(nameOrClientId, this.label)
+    if (!actor) throw ServiceNotFound.of(nameOrClientId, this.label, Object.keys(this.actors()))
     return actor
   }
 
@@ -84,7 +84,7 @@ export class ScopeContext {
   service(nameOrClientId: string): Effect.Effect<ServiceActorRef, ServiceNotFound> {
     return Effect.suspend(() => {
       const actor = this.findService(nameOrClientId)
-      return actor ? Effect.succeed(actor) : Effect.fail(ServiceNotFound.of(nameOrClientId, this.label))
+      return actor ? Effect.succeed(actor) : Effect.fail(ServiceNotFound.of(nameOrClientId, this.label, Object.keys(this.actors())))
     })
   }
 }

@@ -314,7 +314,7 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
       expect(traced).toEqual(storeTraces.filter((t) => !t.startsWith("(")).reverse())
       expect(records[0]).toMatchObject({ service_name: "remote", tool_name: "fail", outcome: "tool_error" })
       expect(records.find((r) => r.tool_name === "add" && r.outcome === "success")).toMatchObject({ params: { a: 2, b: 3 }, result: "5", error: null })
-      expect(records.find((r) => r.outcome === "protocol_error")).toMatchObject({ tool_name: "add", service_name: "local" })
+      expect(records.find((r) => r.outcome === "invalid_arguments")).toMatchObject({ tool_name: "add", service_name: "local" })
 
       // Paging: limit and offset cut the list; total and summary do not change.
       const page = await server.get("/for_store/tool_records?limit=2&offset=1")

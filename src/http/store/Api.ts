@@ -10,6 +10,7 @@ import {
   ServiceNamePayload,
   ServicePath,
   TwoStepDeleteResponse,
+  closed,
   ok,
   optionalBody,
   scopeEndpoints
@@ -17,7 +18,7 @@ import {
 
 const shared = scopeEndpoints("/for_store")
 
-export const NetworkCheckPayload = Schema.Struct({
+export const NetworkCheckPayload = closed({
   endpoints: Schema.Array(
     Schema.Union(
       Schema.String.pipe(Schema.maxLength(2048)),
@@ -120,6 +121,7 @@ export class StoreApi extends HttpApiGroup.make("store")
           reconnect_attempts: Schema.Number,
           next_retry_at: Schema.NullOr(Schema.String),
           last_error: Schema.NullOr(Schema.String),
+          hint: Schema.NullOr(Schema.String),
           last_health_check_at: Schema.NullOr(Schema.String),
           response_time_ms: Schema.NullOr(Schema.Number),
           state_entered_at: Schema.String,
@@ -144,7 +146,7 @@ export class StoreApi extends HttpApiGroup.make("store")
   )
   .add(
     HttpApiEndpoint.post("disconnectService", "/for_store/disconnect_service")
-      .setPayload(Schema.Struct({ service_name: ServiceRef, reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))) }))
+      .setPayload(closed({ service_name: ServiceRef, reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))) }))
       .addSuccess(Schema.Struct({ ...ok, service_name: Schema.String, status: Status }))
       .annotate(OpenApi.Summary, "Disconnect gracefully; stays disconnected (disabled) until restarted")
   )
