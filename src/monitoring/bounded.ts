@@ -34,6 +34,85 @@ export class Ring<T> {
   }
 }
 
+/**
+ * The last `capacity` numeric samples (a time and a value each), oldest first, in typed arrays that
+ * grow by doubling up to the capacity. A service keeps a thousand of them and adds one per health
+ * check and per tool call: as objects in a `Ring`, each would live until a thousand newer ones
+ * replace it, long enough to be promoted and then collected by a major collection; here a sample
+ * costs no object at all.
+ */
+export class SampleRing {
+  private at: Float64Array
+  private value: Float64Array
+  private start = 0
+  private count = 0
+
+  constructor(readonly capacity: number, initial = 8) {
+    const n = Math.max(1, Math.min(capacity, initial))
+    this.at = new Float64Array(n)
+    this.value = new Float64Array(n)
+  }
+
+  /** Adds a sample; returns the slot it went to (for columns kept beside these two). */
+  push(at: number, value: number): number {
+    if (this.count === this.at.length && this.count < this.capacity) this.grow()
+    let slot: number
+    if (this.count < this.at.length) slot = (this.start + this.count++) % this.at.length
+    else {
+      slot = this.start
+      this.start = (this.start + 1) % this.at.length
+    }
+    this.at[slot] = at
+    this.value[slot] = value
+    return slot
+  }
+
+  private grow(): void {
+    const n = Math.min(this.capacity, this.at.length * 2)
+    const at = new Float64Array(n)
+    const value = new Float64Array(n)
+    for (let i = 0; i < this.count; i++) {
+      const from = (this.start + i) % this.at.length
+      at[i] = this.at[from]!
+      value[i] = this.value[from]!
+    }
+    this.at = at
+    this.value = value
+    this.start = 0
+  }
+
+  get size(): number {
+    return this.count
+  }
+
+  /** The slot of the i-th sample, oldest first (0 <= i < size). */
+  slot(i: number): number {
+    return (this.start + i) % this.at.length
+  }
+
+  /** The time of the sample in a slot. */
+  atOf(slot: number): number {
+    return this.at[slot]!
+  }
+
+  /** The value of the sample in a slot. */
+  valueOf(slot: number): number {
+    return this.value[slot]!
+  }
+
+  /** Every value, oldest first. */
+  values(): number[] {
+    const out = new Array<number>(this.count)
+    for (let i = 0; i < this.count; i++) out[i] = this.value[this.slot(i)]!
+    return out
+  }
+
+  /** The newest value. */
+  lastValue(): number | undefined {
+    return this.count === 0 ? undefined : this.value[this.slot(this.count - 1)]
+  }
+}
+
 /** A map that forgets its oldest keys beyond `capacity` entries. */
 export class BoundedMap<K, V> extends Map<K, V> {
   constructor(readonly capacity: number) {

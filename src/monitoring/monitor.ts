@@ -10,7 +10,7 @@ import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks"
 import type { InspectionEvent } from "xstate"
 import { scopeLabel, type Scope, type Status } from "../domain/service.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
-import { BoundedMap, LatencyWindow, Ring } from "./bounded.js"
+import { BoundedMap, LatencyWindow, Ring, SampleRing } from "./bounded.js"
 
 /** How much is kept per service, and in all. */
 export const LIMITS = {
@@ -40,16 +40,48 @@ export interface Alert {
   resolved_at: string | null
 }
 
-/** A response-time sample of a service: a health check or a tool call. */
-interface Sample {
-  readonly at: number
-  readonly ms: number
+/**
+ * A service's last checks, in columns: times and response times (NaN: none) in a SampleRing, the
+ * error of each failed check by its sequence number. One check per service every health-check
+ * interval, kept until a thousand newer ones replace it: as objects they would all end in the old
+ * generation.
+ */
+class CheckHistory {
+  private readonly ring = new SampleRing(LIMITS.checksPerService)
+  private readonly errors = new Map<number, string>()
+  private pushed = 0
+
+  push(at: number, responseTimeMs: number | null, error: string | null): void {
+    const evicted = this.pushed - this.ring.capacity
+    if (evicted >= 0) this.errors.delete(evicted)
+    this.ring.push(at, responseTimeMs ?? Number.NaN)
+    if (error !== null) this.errors.set(this.pushed, error)
+    this.pushed += 1
+  }
+
+  get size(): number {
+    return this.ring.size
+  }
+
+  /** Oldest first. */
+  toArray(): CheckEntry[] {
+    const size = this.ring.size
+    const out = new Array<CheckEntry>(size)
+    for (let i = 0; i < size; i++) {
+      const slot = this.ring.slot(i)
+      const ms = this.ring.valueOf(slot)
+      const error = this.errors.get(this.pushed - size + i)
+      out[i] = { at: this.ring.atOf(slot), ok: error === undefined, response_time_ms: Number.isNaN(ms) ? null : ms, error: error ?? null }
+    }
+    return out
+  }
 }
 
 class ServiceHistory {
   readonly transitions = new Ring<Transition>(LIMITS.transitionsPerService)
-  readonly checks = new Ring<CheckEntry>(LIMITS.checksPerService)
-  readonly samples = new Ring<Sample>(LIMITS.samplesPerService)
+  readonly checks = new CheckHistory()
+  /** Response-time samples: health checks and tool calls. */
+  readonly samples = new SampleRing(LIMITS.samplesPerService)
 }
 
 /** How far the monitor has read a service actor's context: kept per actor, so it goes with the actor. */
@@ -116,9 +148,9 @@ export class Monitor {
         response_time_ms: e.responseTimeMs === undefined ? null : Math.round(e.responseTimeMs * 100) / 100,
         error: e.ok ? null : (e.error ?? "health check failed")
       }
-      history.checks.push(check)
-      if (e.ok && e.responseTimeMs !== undefined) history.samples.push({ at, ms: e.responseTimeMs })
-      this.emit({ type: "check", scope, service_name: context.name, check })
+      history.checks.push(at, check.response_time_ms, check.error)
+      if (e.ok && e.responseTimeMs !== undefined) history.samples.push(at, e.responseTimeMs)
+      if (this.listeners.size > 0) this.emit({ type: "check", scope, service_name: context.name, check })
     }
   }
 
@@ -190,7 +222,7 @@ export class Monitor {
 
   /** A tool call's duration counts as a response-time sample of its service. */
   recordCall(scope: string, name: string, durationMs: number): void {
-    this.history(scope, name).samples.push({ at: Date.now(), ms: durationMs })
+    this.history(scope, name).samples.push(Date.now(), durationMs)
   }
 
   /** Transitions and checks of a service within the last `hours`. */
@@ -208,8 +240,7 @@ export class Monitor {
   responseTimes(): Array<{ scope: string; service_name: string; samples: ReadonlyArray<number>; last: number | null }> {
     return [...this.histories].map(([key, h]) => {
       const slash = key.indexOf("/")
-      const samples = h.samples.toArray().map((s) => s.ms)
-      return { scope: key.slice(0, slash), service_name: key.slice(slash + 1), samples, last: h.samples.last()?.ms ?? null }
+      return { scope: key.slice(0, slash), service_name: key.slice(slash + 1), samples: h.samples.values(), last: h.samples.lastValue() ?? null }
     })
   }
 

@@ -9,7 +9,7 @@ import type { InspectionEvent } from "xstate"
 import { afterEach, describe, expect, it } from "vitest"
 import { STORE_SCOPE, agentScope, type Scope, type Status } from "../../src/domain/service.js"
 import type { Transition } from "../../src/machines/service.js"
-import { BoundedMap, LatencyWindow, Ring, quantile } from "../../src/monitoring/bounded.js"
+import { BoundedMap, LatencyWindow, Ring, SampleRing, quantile } from "../../src/monitoring/bounded.js"
 import { LIMITS, Monitor, type MonitorEvent } from "../../src/monitoring/monitor.js"
 import { ToolRecords, type Outcome } from "../../src/records/records.js"
 
@@ -360,6 +360,63 @@ describe("Ring", () => {
     // toArray is a copy.
     all.length = 0
     expect(big.size).toBe(1000)
+  })
+})
+
+describe("SampleRing", () => {
+  const contents = (r: SampleRing) => Array.from({ length: r.size }, (_, i) => [r.atOf(r.slot(i)), r.valueOf(r.slot(i))])
+
+  it("keeps the last `capacity` samples, oldest first, while its arrays grow", () => {
+    const r = new SampleRing(5, 2)
+    expect(r.size).toBe(0)
+    expect(r.values()).toEqual([])
+    expect(r.lastValue()).toBeUndefined()
+    for (let i = 1; i <= 12; i++) {
+      r.push(i * 10, i)
+      expect(r.size).toBe(Math.min(i, 5))
+      expect(r.lastValue()).toBe(i)
+      const kept = Array.from({ length: Math.min(i, 5) }, (_, k) => i - Math.min(i, 5) + 1 + k)
+      expect(r.values()).toEqual(kept)
+      expect(contents(r)).toEqual(kept.map((v) => [v * 10, v]))
+    }
+  })
+
+  it("capacity 1, NaN values, and a large ring pushed many times over", () => {
+    const one = new SampleRing(1)
+    one.push(1, 1)
+    one.push(2, Number.NaN)
+    expect(one.size).toBe(1)
+    expect(one.lastValue()).toBeNaN()
+    const big = new SampleRing(1000)
+    for (let i = 0; i < 100_000; i++) big.push(i, i / 2)
+    expect(big.size).toBe(1000)
+    const all = big.values()
+    expect(all.every((v, i) => v === (99_000 + i) / 2)).toBe(true)
+    expect(big.atOf(big.slot(0))).toBe(99_000)
+  })
+})
+
+describe("Monitor: failed checks in a service's history", () => {
+  let monitor: Monitor | undefined
+  afterEach(() => monitor?.stop())
+
+  it("keep their error and no response time across the ring's wrap-around; answered ones keep theirs", () => {
+    monitor = new Monitor()
+    const svc = new FakeService(STORE_SCOPE, "flaky")
+    monitor.inspect(svc.enter("healthy", "connected"))
+    const total = LIMITS.checksPerService + 257
+    for (let i = 0; i < total; i++) monitor.inspect(i % 3 === 0 ? svc.report(false, undefined, `down ${i}`) : svc.report(true, i))
+    const { checks } = monitor.healthHistory("store", "flaky", 1)
+    expect(checks).toHaveLength(LIMITS.checksPerService)
+    checks.forEach((c, k) => {
+      const i = total - LIMITS.checksPerService + k
+      if (i % 3 === 0) expect(c).toMatchObject({ ok: false, response_time_ms: null, error: `down ${i}` })
+      else expect(c).toMatchObject({ ok: true, response_time_ms: i, error: null })
+    })
+    // Only answered checks are response-time samples.
+    const samples = monitor.responseTimes()[0]!
+    expect(samples.last).toBe(total - 1)
+    expect(samples.samples.every((ms) => ms % 3 !== 0)).toBe(true)
   })
 })
 
