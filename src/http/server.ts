@@ -18,7 +18,7 @@ import { createHash } from "node:crypto"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
-import { StoreLoggerLive } from "../runtime/log.js"
+import { log, logEnabled, StoreLoggerLive } from "../runtime/log.js"
 import { createStore, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
@@ -144,15 +144,26 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     app.monitor.recordRequest(ms)
     app.metrics.observeRequest(method, status, ms / 1000)
   }
+  // Access lines, at debug level only (--log-level debug routes every request through HttpApi).
+  const access = options.server.logLevel === "debug" || options.store.debug
+  const accessLine = (request: HttpServerRequest.HttpServerRequest, status: number, ms: number) => {
+    if (!logEnabled("debug")) return
+    const path = request.url.split("?", 1)[0] as string
+    log.debug(`${request.method} ${path} ${status} ${ms.toFixed(1)} ms`, { event: "access", method: request.method, path, status, duration_ms: Math.round(ms * 10) / 10 })
+  }
   const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const started = performance.now()
       return Effect.onExit(app, (exit) =>
-        Effect.sync(() => observe(request.method, Exit.isSuccess(exit) ? exit.value.status : 500, performance.now() - started))
+        Effect.sync(() => {
+          const status = Exit.isSuccess(exit) ? exit.value.status : 500
+          const ms = performance.now() - started
+          observe(request.method, status, ms)
+          if (access) accessLine(request, status, ms)
+        })
       )
     }) as never
-  const logged = (app: HttpApp.Default) => (options.server.logLevel === "debug" ? HttpMiddleware.logger(app) : app)
 
   // The port is read once the server listens (it never changes after), not per request.
   let listeningPort: number | undefined
@@ -168,7 +179,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
             policy,
             apiKey: options.server.apiKey,
             maxBodyBytes: options.server.maxBodyBytes,
-            debug: options.server.logLevel === "debug",
+            debug: access,
             contractErrors: errors,
             observe
           },
@@ -182,7 +193,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       app
     )
 
-  const ServerLive = HttpApiBuilder.serve((app) => measured(logged(guarded(hardened(app))))).pipe(
+  const ServerLive = HttpApiBuilder.serve((app) => measured(guarded(hardened(app)))).pipe(
     // Effect's server opens a tracing span per request (URL parsed, every header copied as an
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),

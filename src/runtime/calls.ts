@@ -23,6 +23,7 @@ import {
   type TooMany
 } from "./errors.js"
 import type { ScopeContext } from "./host.js"
+import { log } from "./log.js"
 import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { TOOL_SEPARATOR, callableName, isConnected, iso } from "./views.js"
@@ -315,7 +316,7 @@ const recorder =
           duration_ms: Math.round((performance.now() - started) * 100) / 100,
           trace_id: traceId
         })
-        .written?.catch((e: unknown) => console.error(`[mcp-store] ERROR: a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`))
+        .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
     if (Exit.isSuccess(exit)) {
       const output = exit.value
       return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
