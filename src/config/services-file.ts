@@ -9,6 +9,7 @@ import { mkdir, readFile, stat } from "node:fs/promises"
 import { basename, dirname, resolve as resolvePath } from "node:path"
 import { nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service.js"
+import { log } from "../runtime/log.js"
 import { errnoCode, removeStaleTemporaries, writeAtomically, writeBackup } from "./atomic-write.js"
 import {
   DocumentDraft,
@@ -35,7 +36,9 @@ interface Subscriber {
 
 /**
  * The services configuration file, open for reading and changing. One instance per file per
- * process; it assumes no other process writes the file except a person editing it (see `watch`).
+ * process. Others may change the file too (a person editing it, `mcp-store import`): a change made
+ * here is made on the file as it is on disk (see `update`), and with `watch` their changes are
+ * applied as they happen.
  */
 export class ServicesFile {
   readonly #path: string
@@ -126,34 +129,106 @@ export class ServicesFile {
    * `mutate` returned. Updates run one at a time in call order, each on the result of the one
    * before. When `mutate` throws, or the write fails (`ServicesFileError`), the update rejects and
    * both the file and `read()` stay as they were. A draft with no change writes nothing.
+   *
+   * Nothing written by someone else is lost: when the file on disk is not what this process last
+   * read or wrote, the change is made on the file as it is (and the subscribers of `watch` are told
+   * of the other change, as a reload would); when that content is not a services file (a hand edit
+   * half done), it is copied to a backup beside the file (`<file>.bak`...) before it is replaced,
+   * with a warning.
    */
   update<R>(mutate: (draft: ServicesDraft) => R): Promise<R> {
     const run = this.#queue.then(async () => {
-      const draft = new DocumentDraft(nullPrototypeJson(this.#doc) as JsonObject, this.#path)
-      let result: R
+      const outside = await this.#outsideChange()
+      let changedOutside = false
+      if (outside !== undefined && "doc" in outside) {
+        changedOutside = canonicalJson(outside.doc) !== canonicalJson(this.#doc)
+        this.#jsonc = outside.jsonc
+        this.#adopt(outside.doc, outside.text)
+      }
       try {
-        result = mutate(draft)
+        return await this.#apply(mutate, outside !== undefined && "broken" in outside ? { text: outside.text, problem: outside.broken } : undefined)
       } finally {
-        draft.close()
+        // The other change is told whatever became of this one (written, unchanged, refused).
+        if (changedOutside) this.#notify()
       }
-      if (result instanceof Promise) {
-        result.catch(() => undefined)
-        throw new TypeError("ServicesFile.update: mutate must be synchronous")
-      }
-      const serialized = serialize(draft.doc)
-      if (serialized === (this.#serialized ??= serialize(this.#doc))) return result
-      // A file with comments is edited in place (its comments and layout kept), a plain one rewritten.
-      const text = this.#jsonc ? editText(this.#text, this.#doc, draft.doc) : serialized
-      try {
-        await writeAtomically(this.#path, text)
-      } catch (e) {
-        throw new ServicesFileError(this.#path, `cannot be written (${(e as Error).message})`, { cause: e })
-      }
-      this.#adopt(draft.doc, text, serialized)
-      return result
     })
     this.#queue = run.catch(() => undefined)
     return run
+  }
+
+  /** `update`'s change itself, on the document as it now is. */
+  async #apply<R>(mutate: (draft: ServicesDraft) => R, broken?: { readonly text: string; readonly problem: ServicesFileError }): Promise<R> {
+    const draft = new DocumentDraft(nullPrototypeJson(this.#doc) as JsonObject, this.#path)
+    let result: R
+    try {
+      result = mutate(draft)
+    } finally {
+      draft.close()
+    }
+    if (result instanceof Promise) {
+      result.catch(() => undefined)
+      throw new TypeError("ServicesFile.update: mutate must be synchronous")
+    }
+    const serialized = serialize(draft.doc)
+    if (serialized === (this.#serialized ??= serialize(this.#doc))) return result
+    // A file with comments is edited in place (its comments and layout kept), a plain one rewritten.
+    const text = this.#jsonc ? editText(this.#text, this.#doc, draft.doc) : serialized
+    if (broken !== undefined) await this.#saveBroken(broken.text, broken.problem)
+    try {
+      await writeAtomically(this.#path, text)
+    } catch (e) {
+      throw new ServicesFileError(this.#path, `cannot be written (${(e as Error).message})`, { cause: e })
+    }
+    this.#adopt(draft.doc, text, serialized)
+    return result
+  }
+
+  /**
+   * The file as it is on disk when it is not what this process last read or wrote: its document,
+   * or why it is not a services file. Undefined when unchanged, missing or unreadable.
+   */
+  async #outsideChange(): Promise<
+    { readonly text: string; readonly doc: JsonObject; readonly jsonc: boolean } | { readonly text: string; readonly broken: ServicesFileError } | undefined
+  > {
+    let text: string
+    try {
+      text = await readFile(this.#path, "utf8")
+    } catch {
+      // Missing (removed by hand: written again) or unreadable (the write says why it fails too).
+      return undefined
+    }
+    if (text === this.#text) return undefined
+    try {
+      return { text, ...parseText(this.#path, text) }
+    } catch (e) {
+      if (e instanceof ServicesFileError) return { text, broken: e }
+      throw e
+    }
+  }
+
+  /** Keeps content that is not a services file, about to be replaced, in a backup beside the file. */
+  async #saveBroken(text: string, problem: ServicesFileError): Promise<void> {
+    let saved: string
+    try {
+      saved = await writeBackup(this.#path, text, undefined)
+    } catch (e) {
+      throw new ServicesFileError(this.#path, `holds an edit that is not a services file (${problem.detail}) and it cannot be backed up (${(e as Error).message}): not written`, { cause: e })
+    }
+    const message = `${this.#path} held an edit that is not a services file (${problem.detail}); it is saved as ${saved} and the file is written with the change`
+    log.warn(message, { event: "services_file_backup", file: this.#path, backup: saved })
+    this.#report(new ServicesFileError(this.#path, `${problem.detail}; saved as ${saved} before a change was written`))
+  }
+
+  /** Tells the subscribers of `watch` the definitions as they now are. */
+  #notify(): void {
+    const config = this.read()
+    for (const s of [...this.#subscribers]) {
+      try {
+        s.onChange(config)
+      } catch (e) {
+        s.onError?.(new ServicesFileError(this.#path, `change handler failed (${(e as Error).message})`, { cause: e }))
+      }
+    }
   }
 
   /**
@@ -261,14 +336,6 @@ export class ServicesFile {
     }
     const changed = canonicalJson(doc) !== canonicalJson(this.#doc)
     this.#adopt(doc, text)
-    if (!changed) return
-    const config = this.read()
-    for (const s of [...this.#subscribers]) {
-      try {
-        s.onChange(config)
-      } catch (e) {
-        s.onError?.(new ServicesFileError(this.#path, `change handler failed (${(e as Error).message})`, { cause: e }))
-      }
-    }
+    if (changed) this.#notify()
   }
 }

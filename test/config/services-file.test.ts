@@ -303,6 +303,44 @@ describe("ServicesFile.update", () => {
   })
 })
 
+describe("ServicesFile.update on a file someone else changed", () => {
+  it("makes its change on the file as it is on disk: the other change is kept", async () => {
+    const services = await ServicesFile.open(file)
+    // Another process (mcp-store import, a person) writes the file; this process does not watch it.
+    await writeFile(file, JSON.stringify({ mcpServers: { imported: { url: "http://i/mcp" } }, note: "theirs" }))
+    await services.update((d) => d.setService(STORE_SCOPE, "mine", { url: "http://m/mcp" }))
+    expect(await json(file)).toEqual({ mcpServers: { imported: { url: "http://i/mcp" }, mine: { url: "http://m/mcp" } }, note: "theirs" })
+    expect(Object.keys(services.read().store)).toEqual(["imported", "mine"])
+  })
+
+  it("tells the watchers of the other change once, with this change in it", async () => {
+    const services = await ServicesFile.open(file)
+    const seen: ServicesConfig[] = []
+    const stop = services.watch((next) => seen.push(next))
+    try {
+      await writeFile(file, JSON.stringify({ mcpServers: { imported: { url: "http://i/mcp" } } }))
+      // Before the watcher's debounce has run: the update finds the other change itself.
+      await services.update((d) => d.setService(STORE_SCOPE, "mine", { url: "http://m/mcp" }))
+      expect(seen).toHaveLength(1)
+      expect(Object.keys(seen[0]!.store)).toEqual(["imported", "mine"])
+      await quietFor(400) // debounce is 100 ms: a second report would have come by now
+      expect(seen).toHaveLength(1)
+    } finally {
+      stop()
+    }
+  })
+
+  it("keeps a half-done hand edit in a backup before replacing it", async () => {
+    const services = await ServicesFile.open(file)
+    const broken = '{"mcpServers": {"half": {"url": '
+    await writeFile(file, broken)
+    await services.update((d) => d.setService(STORE_SCOPE, "mine", { url: "http://m/mcp" }))
+    expect(await json(file)).toEqual({ mcpServers: { mine: { url: "http://m/mcp" } } })
+    expect(await readFile(`${file}.bak`, "utf8")).toBe(broken)
+    expect((await stat(`${file}.bak`)).mode & 0o777).toBe(0o600)
+  })
+})
+
 describe("ServicesFile.watch", () => {
   const fsEvents = () => process.getActiveResourcesInfo().filter((r) => r === "FSEventWrap").length
 
