@@ -150,6 +150,26 @@ describe("ServicesFile: spellings and layouts", () => {
     })
   })
 
+  it("names what it loads but does not expand: VS Code's ${input:...} variables and envFile", async () => {
+    const file = join(dir, "vscode-notes.json")
+    await writeFile(
+      file,
+      JSON.stringify({
+        inputs: [{ type: "promptString", id: "key", password: true }],
+        servers: {
+          api: { type: "http", url: "http://127.0.0.1:9/mcp", headers: { Authorization: "Bearer ${input:key}" } },
+          local: { type: "stdio", command: "node", args: ["s.js"], envFile: "${workspaceFolder}/.env" }
+        }
+      })
+    )
+    const services = await ServicesFile.open(file)
+    expect(Object.keys(services.read().store)).toEqual(["api", "local"])
+    expect(services.problems().map((p) => [p.at, p.outcome, p.problem])).toEqual([
+      ['servers."api"', "note", expect.stringContaining("holds ${input:key}: mcp-store does not expand")],
+      ['servers."local"', "note", '"envFile" is not read by mcp-store: copy its variables into "env"']
+    ])
+  })
+
   it("a file with comments keeps them on every write; a plain file is written plain", async () => {
     const file = join(dir, "comments.json")
     const text = '{\n  // my services\n  "mcpServers": {\n    "a": { "url": "http://a/mcp" }, // the first\n  },\n}\n'
