@@ -187,7 +187,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
 
   /**
    * The common call started at once, without a fiber (`startCall`): its scope known now (the
-   * store's), its payload decoded, no `arguments` alias to read. Undefined otherwise, or when
+   * store's, or a well-formed agent id's), its payload decoded, no `arguments` alias to read. Undefined otherwise, or when
    * `startCall` leaves the call to the handler's Effect (`program`).
    */
   const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown): StartedCall | undefined => {

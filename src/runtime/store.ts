@@ -184,12 +184,14 @@ export class Store implements StoreHost {
     return new ScopeApi(this, agentScope(agentId))
   }
 
-  /** One agent's scope as the Effect operations take it; a malformed id fails with ValidationError (400). */
+  /**
+   * One agent's scope as the Effect operations take it; a malformed id fails with ValidationError
+   * (400). Checked at once, so the scope is a plain success or failure (an Exit): the direct call
+   * route (src/http/call-route.ts) reads it without running it.
+   */
   agentContext(agentId: string): Effect.Effect<ScopeContext, ValidationError> {
-    return Effect.suspend(() => {
-      const problem = agentIdProblem(agentId)
-      return problem ? Effect.fail(ValidationError.of([{ field: "agent_id", problem }])) : Effect.succeed(new ScopeContext(this, agentScope(agentId)))
-    })
+    const problem = agentIdProblem(agentId)
+    return problem ? Effect.fail(ValidationError.of([{ field: "agent_id", problem }])) : Effect.succeed(new ScopeContext(this, agentScope(agentId)))
   }
 
   /** The agent actor of an agent, if it has any service. */
