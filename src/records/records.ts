@@ -19,6 +19,7 @@ import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { basename, dirname, extname, join } from "node:path"
 import { createInterface } from "node:readline"
 import { dict } from "../domain/dict.js"
+import { log } from "../runtime/log.js"
 
 /** How a call ended. */
 export type Outcome =
@@ -227,9 +228,10 @@ export class ToolRecords {
    */
   private refuse(): void {
     this.refused = true
-    console.error(
-      `[mcp-store] ERROR: ${this.path} is a symbolic link: refused (never followed). Tool-call records are kept in memory ` +
-        "only until it is replaced by a regular file and the store restarted."
+    log.error(
+      `${this.path} is a symbolic link: refused (never followed). Tool-call records are kept in memory ` +
+        "only until it is replaced by a regular file and the store restarted.",
+      { event: "records_refused", file: this.path }
     )
   }
 

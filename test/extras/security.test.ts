@@ -292,12 +292,13 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
   // Each start of the program takes a few seconds (tsx); the three runs go side by side.
   it.concurrent("warns on --host 0.0.0.0 without a key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0"])
-    await r.waitFor("stderr", /WARNING.*API key.*\n/, 25_000)
-    const line = r.stderr.split("\n").find((l) => l.includes("WARNING"))!
-    expect(line).toMatch(/^mcp-store: WARNING: listening on 0\.0\.0\.0 without an API key/)
+    await r.waitFor("stderr", / WARN .*API key.*\n/, 25_000)
+    // One logger, one style (src/runtime/log.ts): time, level, message.
+    const line = r.stderr.split("\n").find((l) => l.includes(" WARN "))!
+    expect(line).toMatch(/^\S+Z WARN  listening on 0\.0\.0\.0 without an API key/)
     expect(line).toContain("local command services are refused from non-loopback clients")
     expect(line).toContain("--api-key")
-    expect(r.stdout).toMatch(/local services\s+loopback clients only/)
+    expect(r.stderr).toMatch(/local services\s+loopback clients only/)
     // The warning names the real port, which the server answers on.
     const port = Number(/port (\d+)/.exec(line)?.[1])
     expect(port).toBeGreaterThan(0)
@@ -307,19 +308,19 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
 
   it.concurrent("does not warn on --host 127.0.0.1", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "127.0.0.1"])
-    await r.waitFor("stdout", /reload\s+off/, 25_000)
-    expect(r.stdout).toMatch(/listening on\s+http:\/\/127\.0\.0\.1:\d+/)
+    await r.waitFor("stderr", /reload\s+off/, 25_000)
+    expect(r.stderr).toMatch(/listening on\s+http:\/\/127\.0\.0\.1:\d+/)
     expect(await stop(r)).toBe(0)
-    expect(r.stdout).toContain("SIGTERM: shutting down")
-    expect(r.stderr).not.toContain("WARNING")
+    expect(r.stderr).toContain("SIGTERM: shutting down")
+    expect(r.stderr).not.toMatch(/ WARN /)
   })
 
   it.concurrent("does not warn on --host 0.0.0.0 with --api-key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0", "--api-key", "x"])
-    await r.waitFor("stdout", /reload\s+off/, 25_000)
-    expect(r.stdout).toMatch(/listening on\s+http:\/\/0\.0\.0\.0:\d+/)
+    await r.waitFor("stderr", /reload\s+off/, 25_000)
+    expect(r.stderr).toMatch(/listening on\s+http:\/\/0\.0\.0\.0:\d+/)
     expect(await stop(r)).toBe(0)
-    expect(r.stdout).toContain("SIGTERM: shutting down")
-    expect(r.stderr).not.toContain("WARNING")
+    expect(r.stderr).toContain("SIGTERM: shutting down")
+    expect(r.stderr).not.toMatch(/ WARN /)
   })
 })
