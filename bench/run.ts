@@ -17,7 +17,7 @@
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
  *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
- *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records, caps
+ *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records, caps, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -28,6 +28,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { runCaps } from "./caps.js"
+import { installMarkdown, runInstall, writeInstallSection, type InstallFigures } from "./install.js"
 import { runCalls } from "./calls.js"
 import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
@@ -145,6 +146,7 @@ const section = async (name: string, run: () => Promise<void>) => {
   log(`  (${((performance.now() - t0) / 1000).toFixed(0)} s)`)
 }
 
+let install: InstallFigures | undefined
 try {
   log(`mcp-store benchmark: ${results.meta.mode}; node ${process.version}; load ${results.meta.loadBefore}; temp ${dir}`)
   // The store runs as `npm start` runs it: the bundle, built here from the sources measured.
@@ -235,6 +237,11 @@ try {
   await section("caps", async () => {
     results.caps = await runCaps(join(dir, "caps"), { attempts: CAPS_ATTEMPTS, concurrency: 50, idleSeconds: 5, maxSeconds: 60, log })
   })
+
+  // The package as installed (bench/install.ts): its section is appended to the results file.
+  await section("install", async () => {
+    install = await runInstall(join(dir, "install"), { runs: STARTUP_RUNS, log })
+  })
 } catch (e) {
   results.failures.push({ section: "setup", error: e instanceof Error ? e.message : String(e) })
   log(`bench: ${e instanceof Error ? e.stack : String(e)}`)
@@ -256,6 +263,7 @@ if (existsSync(OUT)) {
   if (a >= 0 && b > a) analysis = previous.slice(a + ANALYSIS_START.length, b)
 }
 writeFileSync(OUT, markdownReport(results, analysis))
+if (install !== undefined) writeInstallSection(OUT, installMarkdown(install, results.meta.git))
 log(`\n${textReport(results)}\n\nWritten: ${OUT}`)
 if (env["BENCH_KEEP"] === "1") log(`Kept: ${dir} (profiles, services files)`)
 else rmSync(dir, { recursive: true, force: true })

@@ -6,14 +6,14 @@
 // holds only what runs. dist/ is the one `npm ci` built (`prepare`); it is rebuilt first when a
 // source is newer. Every process runs in its own group and is ended; every folder is removed.
 import { execFile, spawn, type ChildProcess } from "node:child_process"
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { REPO_ROOT } from "../fixtures/paths.js"
-import { api, killGroup, processGone, within } from "../support/index.js"
+import { api, cleanEnv, ensureBuilt, killGroup, packAndInstall, processGone, within } from "../support/index.js"
 
 const run = promisify(execFile)
 const require = createRequire(import.meta.url)
@@ -26,75 +26,14 @@ const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as
 
 const folders: string[] = []
 const children: ChildProcess[] = []
-let tarball = ""
 let app = ""
 let files: ReadonlyArray<string> = []
-
-/** The newest modification time of the files under `path` (a file or a folder). */
-const newest = (path: string): number => {
-  const stat = statSync(path)
-  if (!stat.isDirectory()) return stat.mtimeMs
-  return readdirSync(path).reduce((max, name) => Math.max(max, newest(join(path, name))), 0)
-}
-
-/** dist/ as `prepare` builds it from the sources of this tree: rebuilt when a source is newer. */
-const ensureBuilt = async (): Promise<void> => {
-  const entry = join(REPO_ROOT, "dist", "mcp-store.mjs")
-  const sources = ["src", "examples", "scripts/build.mjs", "package.json", "tsconfig.json", "tsconfig.build.json"]
-  const built = existsSync(entry) && existsSync(join(REPO_ROOT, "dist", "index.d.ts")) ? statSync(entry).mtimeMs : 0
-  if (sources.some((s) => newest(join(REPO_ROOT, s)) > built)) {
-    await run(process.execPath, [join(REPO_ROOT, "scripts", "build.mjs")], { cwd: REPO_ROOT, timeout: 240_000 })
-  }
-}
-
-/** An environment without the repository's npm scripts context (npm_* variables) or store options. */
-const cleanEnv = (): NodeJS.ProcessEnv =>
-  Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("npm_") && !k.startsWith("MCPSTORE_")))
-
-const npm = (args: ReadonlyArray<string>, cwd: string, timeout = 120_000) =>
-  run("npm", [...args], { cwd, env: cleanEnv(), timeout, maxBuffer: 16 * 1024 * 1024 })
-
-/**
- * The lockfile of a project that depends on the tarball only: the repository's production packages
- * at the same places (the package's dependencies are hoisted in both). npm resolves a dependency
- * without a lockfile from the registry's package documents, which `npm ci` does not cache; with
- * this lockfile (each package with its registry address, which the repository's leaves out)
- * `npm install --offline` takes every package from the cache `npm ci` filled.
- */
-const appLockfile = (dependency: string, integrity: string) => {
-  const lock = JSON.parse(readFileSync(join(REPO_ROOT, "package-lock.json"), "utf8")) as {
-    packages: Record<string, Record<string, unknown> & { dev?: boolean }>
-  }
-  const { devDependencies: _dev, name: _name, ...root } = lock.packages[""]!
-  const packages: Record<string, unknown> = {
-    "": { name: "app", dependencies: { "mcp-store": dependency } },
-    "node_modules/mcp-store": { ...root, resolved: dependency, integrity }
-  }
-  for (const [path, entry] of Object.entries(lock.packages)) {
-    if (path === "" || entry.dev === true) continue
-    // The registry's address of the tarball (the repository's lockfile omits it): the cache holds it by its integrity.
-    const name = path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length)
-    const resolved = entry["resolved"] ?? `https://registry.npmjs.org/${name}/-/${name.split("/").pop()}-${String(entry["version"])}.tgz`
-    packages[path] = { ...entry, resolved }
-  }
-  return { name: "app", lockfileVersion: 3, requires: true, packages }
-}
 
 beforeAll(async () => {
   await ensureBuilt()
   const work = mkdtempSync(join(tmpdir(), "mcp-store-package-"))
   folders.push(work)
-  // --ignore-scripts: dist/ is current already; `prepare` would build it again.
-  const packed = await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", work], REPO_ROOT)
-  const info = (JSON.parse(packed.stdout) as Array<{ filename: string; integrity: string; files: Array<{ path: string }> }>)[0]!
-  tarball = join(work, info.filename)
-  files = info.files.map((f) => f.path).sort()
-  app = join(work, "app")
-  mkdirSync(app)
-  const dependency = `file:../${info.filename}`
-  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module", dependencies: { "mcp-store": dependency } }))
-  writeFileSync(join(app, "package-lock.json"), JSON.stringify(appLockfile(dependency, info.integrity)))
-  await npm(["install", "--offline", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], app)
+  ;({ app, files } = await packAndInstall(work))
 }, 300_000)
 
 afterAll(async () => {
@@ -102,8 +41,8 @@ afterAll(async () => {
     if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) killGroup(child.pid)
   }
   await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once("exit", r)) : undefined)))
-  for (const dir of folders) rmSync(dir, { recursive: true, force: true })
-})
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true }) // 11,000 files: seconds on a busy disk
+}, 120_000)
 
 describe("the npm package", () => {
   it("ships only what runs: the built program, the library with its types, the demo's example file", () => {
@@ -127,7 +66,7 @@ describe("the npm package", () => {
     expect(existsSync(join(app, "node_modules", "mcp-store", "dist", "mcp-store.mjs"))).toBe(true)
   })
 
-  it("`mcp-store --version` answers in under a second (npx adds its own start: under two)", async () => {
+  it("`mcp-store --version` answers in under a second (through npx, which adds its own start: under three)", async () => {
     // The best of three each: the machine's other load should not decide it.
     const best = async (command: string, args: ReadonlyArray<string>) => {
       const times: number[] = []
@@ -142,9 +81,10 @@ describe("the npm package", () => {
     // The installed command itself (what a shell runs from node_modules/.bin or a global install).
     const command = await best(join(app, "node_modules", ".bin", "mcp-store"), ["--version"])
     expect(command.best, `runs: ${command.runs} ms`).toBeLessThan(1000)
-    // Through npx: npm's own start and its look-up of the command come first (about 0.3-0.8 s).
+    // Through npx: npm's own start and its look-up of the command come first (0.3 s on a quiet
+    // machine, over 2 s on a loaded one); through tsx the answer took about 4 s before npx's share.
     const npx = await best("npx", ["--offline", "mcp-store", "--version"])
-    expect(npx.best, `runs: ${npx.runs} ms`).toBeLessThan(2000)
+    expect(npx.best, `runs: ${npx.runs} ms`).toBeLessThan(3000)
   })
 
   it("`npx mcp-store run api --port 0` serves /health and runs the demo service of mcp.example.json", async () => {

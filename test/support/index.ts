@@ -7,6 +7,7 @@
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
+ *   package.ts     the npm package packed and installed offline (packAndInstall), dist/ built
  *   lifecycle.ts   the allowed status changes, a recorder of a service actor's statuses
  *   mcp.ts         fixture definitions, tool result text, the failure of an MCP request
  *   sse.ts         a Server-Sent Events reader (/events, /inspect/events)
@@ -20,6 +21,7 @@ export * from "./client.js"
 export * from "./lifecycle.js"
 export * from "./machines.js"
 export * from "./mcp.js"
+export * from "./package.js"
 export * from "./process.js"
 export * from "./prometheus.js"
 export * from "./routes.js"
