@@ -914,3 +914,64 @@ describe("transition record", () => {
     expect(new Set(transitions.map((t) => t.to))).toEqual(new Set(statuses))
   })
 })
+
+/** A connect failure the transport edge classified as permanent (src/mcp/connect.ts), with its hint. */
+const permanent = (message: string, hint: string) => Object.assign(new Error(message), { permanent: true, hint })
+
+describe("initializing, reconnecting -> unreachable at once: a permanent connect failure (issue 13, item 3)", () => {
+  it("initializing -> unreachable, the hint kept, retried on the unreachable cadence only", async () => {
+    const h = startService()
+    h.lastConnect().reject(permanent("spawn no-such-cmd ENOENT", "executable not found"))
+    await h.advance(0)
+    expect(h.status()).toBe("unreachable")
+    expect(h.transitionsTo()).toEqual(["initializing", "unreachable"])
+    expect(h.lastTransition()).toMatchObject({ from: "initializing", to: "unreachable", reason: "spawn no-such-cmd ENOENT" })
+    expect(h.ctx()).toMatchObject({ lastError: "spawn no-such-cmd ENOENT", hint: "executable not found", permanentFailure: true, reconnectAttempts: 0 })
+    // No attempt on the reconnection backoff (1 s, 2 s, ...): the next one is unreachable_retry_seconds away.
+    expect(retryDelay(h)).toBe(300 * SECOND)
+    await expectAttemptAfter(h, 300 * SECOND)
+    h.lastConnect().reject(permanent("spawn no-such-cmd ENOENT", "executable not found"))
+    await h.advance(0)
+    expect(h.status()).toBe("unreachable")
+    await expectAttemptAfter(h, 300 * SECOND)
+    // Installed meanwhile: connected, and the hint is gone.
+    await h.connectOk([tool("found")])
+    expect(h.status()).toBe("healthy")
+    expect(h.ctx()).toMatchObject({ hint: undefined, permanentFailure: false })
+  })
+
+  it("reconnecting -> unreachable at the first permanent failure, not after max_reconnect_attempts", async () => {
+    const h = startService()
+    await h.connectFail("ECONNREFUSED")
+    expect(h.status()).toBe("reconnecting")
+    expect(h.ctx().hint).toBeUndefined()
+    await h.advance(retryDelay(h))
+    h.lastConnect().reject(permanent("HTTP 404 to initialize", "check the URL's path"))
+    await h.advance(0)
+    expect(h.status()).toBe("unreachable")
+    expect(h.ctx()).toMatchObject({ hint: "check the URL's path", permanentFailure: true })
+    expect(h.transitionsTo()).toEqual(["initializing", "reconnecting", "unreachable"])
+  })
+
+  it("a transient failure keeps the reconnection backoff, and a hint it brings", async () => {
+    const h = startService()
+    h.lastConnect().reject(Object.assign(new Error("npm error 404"), { hint: "npm cannot find the package" }))
+    await h.advance(0)
+    expect(h.status()).toBe("reconnecting")
+    expect(h.ctx()).toMatchObject({ hint: "npm cannot find the package", permanentFailure: false })
+    expect(retryDelay(h)).toBe(1000)
+  })
+
+  it("a changed definition forgets the hint and connects again at once", async () => {
+    const h = startService()
+    h.lastConnect().reject(permanent("spawn npx -y pkg ENOENT", "command contains spaces"))
+    await h.advance(0)
+    expect(h.status()).toBe("unreachable")
+    const before = h.calls.connect.length
+    h.send({ type: "UPDATE_DEFINITION", definition: { command: "npx", args: ["-y", "pkg"] } })
+    await h.advance(0)
+    expect(h.status()).toBe("initializing")
+    expect(h.calls.connect.length).toBe(before + 1)
+    expect(h.ctx()).toMatchObject({ hint: undefined, permanentFailure: false })
+  })
+})

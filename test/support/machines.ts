@@ -3,7 +3,7 @@
  * the test controls (every call is recorded with its input and a way to settle or answer it), a fake
  * connection, and a service actor started on a SimulatedClock with fixed `now` and `random`.
  */
-import { createActor, fromCallback, fromPromise, SimulatedClock, type EventObject } from "xstate"
+import { createActor, fromCallback, fromPromise, SimulatedClock, type EventObject, type InspectionEvent } from "xstate"
 import { STORE_SCOPE, type Scope, type ServiceDefinition, type Status } from "../../src/domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../../src/domain/settings.js"
 import {
@@ -184,6 +184,8 @@ export interface ServiceHarnessOptions {
   readonly name?: string
   /** Start the clock here (so `now` is not 0 and `at` values are distinguishable). */
   readonly startAt?: number
+  /** An inspection observer (the actor is then named like the store's service actors, `service:store:<name>`). */
+  readonly inspect?: (event: InspectionEvent) => void
 }
 
 export const DEFINITION: ServiceDefinition = { url: "http://127.0.0.1:9/mcp" }
@@ -203,7 +205,11 @@ export const startService = (options: ServiceHarnessOptions = {}) => {
     now: () => clock.now(),
     random: options.random ?? (() => 0.5)
   }
-  const actor = createActor(serviceMachine.provide({ actors: fakes.actors }), { clock, input })
+  const actor = createActor(serviceMachine.provide({ actors: fakes.actors }), {
+    clock,
+    input,
+    ...(options.inspect !== undefined ? { inspect: options.inspect, id: `service:store:${input.name}` } : {})
+  })
   const errors: unknown[] = []
   actor.subscribe({ error: (e) => errors.push(e) })
   actor.start()
