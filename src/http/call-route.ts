@@ -2,7 +2,10 @@
  * call_tool and use_tool served straight from node:http: the store's hot path, off the HttpApi
  * router. Through HttpApi a call cost about twice what the rest of the store spends on it (a fiber
  * per request with its middleware chain, the router, the platform's request object, re-reading
- * headers, the body read as a stream); here it costs one fiber, for the handler itself.
+ * headers, the body read as a stream); here it costs one fiber, for the handler itself, and the
+ * common call (its target found at once on a connected service) none: `startCall` of
+ * src/runtime/calls.ts sends, records and settles it with promises, and only a failure goes
+ * through the handler's contract mapping.
  *
  * Nothing else changes: the contract stays the one source. The routes, the payload and path
  * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded with decoders compiled once;
@@ -187,8 +190,8 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
 
   /**
    * The common call started at once, without a fiber (`startCall`): its scope known now (the
-   * store's, or a well-formed agent id's), its payload decoded, no `arguments` alias to read. Undefined otherwise, or when
-   * `startCall` leaves the call to the handler's Effect (`program`).
+   * store's, or a well-formed agent id's), its payload decoded, no `arguments` alias to read.
+   * Undefined otherwise, or when `startCall` leaves the call to the handler's Effect (`program`).
    */
   const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown): StartedCall | undefined => {
     if (Either.isLeft(scope) || !Exit.isExit(scope.right)) return undefined

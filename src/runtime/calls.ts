@@ -402,10 +402,15 @@ export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall 
     if (settled) return
     settled = true
     ctx.host.inFlightCalls -= 1
-    const output = Exit.map(end, (result) => outputOf(actor, original, result, call))
-    const written = recorded(output)
-    if (written === undefined) resolveExit(output)
-    else void written.then(() => resolveExit(output))
+    try {
+      const output = Exit.map(end, (result) => outputOf(actor, original, result, call))
+      const written = recorded(output)
+      if (written === undefined) resolveExit(output)
+      else void written.then(() => resolveExit(output))
+    } catch (e) {
+      // A bug in the answer's or the record's making: a defect, as in `callTool`'s finalizer.
+      resolveExit(Exit.die(e))
+    }
   }
   ctx.host.inFlightCalls += 1
   connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel }).then(
