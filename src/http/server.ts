@@ -10,7 +10,7 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
