@@ -10,6 +10,7 @@ import { Authorization, OPEN_ROUTES } from "./authorization.js"
 import { RequestBody, type RouteEntry } from "./contract-middleware.js"
 import * as E from "./errors.js"
 import { MonitoringApi } from "./monitoring/Api.js"
+import { finishDocument } from "./openapi.js"
 import { StoreApi } from "./store/Api.js"
 import { VERSION } from "../version.js"
 
@@ -79,7 +80,7 @@ export class Api extends HttpApi.make("mcp-store")
   .annotate(OpenApi.Title, "mcp-store")
   .annotate(OpenApi.Version, VERSION)
   .annotate(OpenApi.Description, "A store of MCP tool services for AI agents")
-  .annotate(OpenApi.Transform, (spec) => securityAsApplied(contractErrorsOnly(spec))) {}
+  .annotate(OpenApi.Transform, (spec) => finishDocument(securityAsApplied(contractErrorsOnly(spec)))) {}
 
 /** Every route of the contract, in declaration order. */
 export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string }> => {

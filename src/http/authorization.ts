@@ -1,6 +1,6 @@
 /**
- * Who may use the API (README, Security): with `--api-key`, every request but GET /health and
- * GET /ui needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
+ * Who may use the API (README, Security): with `--api-key`, every request but GET /health, GET /ui,
+ * GET /docs and GET /openapi.json needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
  * `WWW-Authenticate` challenge without it; with no key every route is open.
  *
  * It is the contract's bearer security (the OpenAPI document's `bearer` scheme), applied to the
@@ -17,11 +17,15 @@ import { errorBody, Unauthorized } from "./errors.js"
 
 /**
  * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that
- * asks for the key itself.
+ * asks for the key itself; GET /docs and GET /openapi.json are the static description of the API
+ * (the docs page's calls carry the key given to its Authorize button). The request guard (Host,
+ * Origin) applies to them as to every route.
  */
 export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/health" },
-  { method: "GET", path: "/ui" }
+  { method: "GET", path: "/ui" },
+  { method: "GET", path: "/docs" },
+  { method: "GET", path: "/openapi.json" }
 ]
 
 const isOpen = (request: HttpServerRequest.HttpServerRequest): boolean => {
@@ -37,7 +41,7 @@ export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("mcp-s
     bearer: HttpApiSecurity.annotate(
       HttpApiSecurity.bearer,
       OpenApi.Description,
-      "The server's --api-key. Needed only when the server was started with one; GET /health never needs it."
+      "The server's --api-key. Needed only when the server was started with one; GET /health, /ui, /docs and /openapi.json never need it."
     )
   }
 }) {}

@@ -95,7 +95,7 @@ export const CallToolPayload = closed({
   })
 }).pipe(
   Schema.filter((p) => p.args === undefined || p.arguments === undefined || { path: ["arguments"], message: "is an alias of \"args\": give one of the two, not both" }),
-  Schema.annotations({ identifier: "CallToolPayload", examples: [{ tool_name: "demo__add", args: { a: 2, b: 3 } }] as never })
+  Schema.annotations({ identifier: "CallToolPayload" })
 )
 
 export const CallToolResponse = Schema.Struct({

@@ -1,6 +1,7 @@
 // Security options: with an API key every route (the 56 of the route table and the extra ones)
-// answers 401 UNAUTHORIZED without `Authorization: Bearer <key>`, except GET /health and the
-// dashboard page GET /ui (README, Security), and works with
+// answers 401 UNAUTHORIZED without `Authorization: Bearer <key>`, except GET /health, the
+// dashboard page GET /ui and the API's description, GET /docs and GET /openapi.json (README,
+// Security), and works with
 // it (the MCP endpoint too); with local services off, `command` definitions are refused over HTTP
 // (store, agent, update) while the services file may still hold them; and the program warns at
 // start when it listens beyond loopback without a key (run as a child process).
@@ -40,9 +41,10 @@ describe("with an API key", () => {
   const routes = [...routeTable(), ...EXTRA_ROUTES].map((r) => ({ method: r.method, path: fill(r.path) }))
 
   /** The routes README "Security" leaves open: the liveness probe and the dashboard page (which asks for the key). */
-  const open = (method: string, path: string) => method === "GET" && (path === "/health" || path === "/ui")
+  // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
+  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json"].includes(path)
 
-  it("answers every route but GET /health and GET /ui with 401 UNAUTHORIZED without the right Bearer key", async () => {
+  it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = (server = await startTestServer({ apiKey: KEY }))
     expect(routes.length).toBeGreaterThanOrEqual(56 + 8)
     const variants: Array<[string, Record<string, string>]> = [

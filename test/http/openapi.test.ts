@@ -4,9 +4,20 @@
 // contract's; the whole document is pinned by a committed snapshot (__snapshots__/openapi.json), so
 // any change to the contract shows up as a diff in review (`npx vitest run -u test/http/openapi.test.ts`
 // writes it again); GET /docs is an HTML page that works without internet (nothing loaded from elsewhere).
+// Tools we did not write accept it (issue 13, item 6): @apidevtools/swagger-parser validates it,
+// openapi-typescript generates types from it; no `$id` is given twice; every request body and 200
+// answer has an example that decodes with its endpoint's own schemas (no field the schema lacks);
+// the extra routes are described; with an API key, /docs (with its Authorize button) and
+// /openapi.json are served without it, the request guard still applying.
+import SwaggerParser from "@apidevtools/swagger-parser"
+import { Either, Option, Schema } from "effect"
+import openapiTS, { astToString } from "openapi-typescript"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { endpointCounts, routeTable } from "../../src/http/Api.js"
-import { startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
+import { Api, endpointCounts, routeTable } from "../../src/http/Api.js"
+import { EXAMPLES } from "../../src/http/examples.js"
+import { EXTRA_ROUTES } from "../../src/http/extras.js"
+import { EXTRA_DOCS } from "../../src/http/openapi.js"
+import { rawRequest, startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
 
 const OPERATION_METHODS = ["get", "post", "put", "delete", "patch", "head", "options", "trace"]
 
@@ -143,7 +154,7 @@ describe("OpenAPI document and docs page", () => {
     const bodyOf = (method: string, path: string) => (doc.paths[path]?.[method] as any)?.requestBody?.content?.["application/json"]?.schema
     for (const prefix of ["/for_store", "/for_agent/{agent_id}"]) {
       expect(bodyOf("post", `${prefix}/add_service`), prefix).toEqual({ $ref: "#/components/schemas/AddServiceBody" })
-      expect(bodyOf("post", `${prefix}/call_tool`).properties.tool_name, prefix).toEqual({ $ref: "#/components/schemas/ToolName" })
+      expect(bodyOf("post", `${prefix}/call_tool`), prefix).toEqual({ $ref: "#/components/schemas/CallToolPayload" })
     }
     expect(schemas.AddServiceBody.anyOf).toEqual([
       { $ref: "#/components/schemas/NamedServiceDefinition" },
@@ -152,6 +163,10 @@ describe("OpenAPI document and docs page", () => {
     ])
     expect(bodyOf("put", "/for_store/update_service/{service_name}")).toEqual({ $ref: "#/components/schemas/UpdateServiceBody" })
     expect(schemas.UpdateServiceBody.required).toEqual([])
+    // call_tool's body: its fields only (an unknown one is refused), `arguments` the alias of `args`.
+    expect(schemas.CallToolPayload.properties.tool_name).toEqual({ $ref: "#/components/schemas/ToolName" })
+    expect(Object.keys(schemas.CallToolPayload.properties)).toEqual(["tool_name", "args", "arguments", "service_name", "timeout"])
+    expect(schemas.CallToolPayload.additionalProperties).toBe(false)
     // Path parameters: agent ids and service references by name.
     for (const { method, path, op } of operations) {
       for (const p of (op.parameters ?? []) as ReadonlyArray<{ name: string; in: string; schema?: unknown }>) {
@@ -163,6 +178,54 @@ describe("OpenAPI document and docs page", () => {
 
   it("is the committed document, byte for byte (update it with `npx vitest run -u test/http/openapi.test.ts`)", async () => {
     await expect(stableJson(doc)).toMatchFileSnapshot("./__snapshots__/openapi.json")
+  })
+
+  it("gives no `$id` twice", () => {
+    const ids = [...JSON.stringify(doc).matchAll(/"\$id":"([^"]*)"/g)].map((m) => m[1]!)
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([])
+  })
+
+  it("has a realistic example of every request body and 200 answer, each decoded by its endpoint's schemas", () => {
+    const missing: string[] = []
+    for (const { method, path, op } of operations) {
+      const body = (op as any).requestBody?.content?.["application/json"]
+      if (body !== undefined && body.example === undefined) missing.push(`${method} ${path} request`)
+      if ((op.responses?.["200"]?.content?.["application/json"] as any)?.example === undefined) missing.push(`${method} ${path} 200`)
+    }
+    expect(missing).toEqual([])
+    // The examples are the contract's shapes, with no field the schemas lack.
+    const strict = { onExcessProperty: "error", errors: "all" } as const
+    const wrong: string[] = []
+    for (const group of Object.values(Api.groups) as ReadonlyArray<any>) {
+      for (const endpoint of Object.values(group.endpoints) as ReadonlyArray<any>) {
+        const id = `${group.identifier}.${endpoint.name}`
+        const example = EXAMPLES[id]
+        if (example === undefined) {
+          wrong.push(`${id}: no example`)
+          continue
+        }
+        if (Either.isLeft(Schema.decodeUnknownEither(endpoint.successSchema)(example.response, strict))) wrong.push(`${id}: answer`)
+        if (Option.isSome(endpoint.payloadSchema) && example.request !== undefined && Either.isLeft(Schema.decodeUnknownEither(endpoint.payloadSchema.value)(example.request, strict))) {
+          wrong.push(`${id}: request`)
+        }
+      }
+    }
+    expect(wrong).toEqual([])
+    // The check can fail: a field the answer's schema lacks is refused.
+    const call = (Api.groups as any).store.endpoints.callTool
+    expect(Either.isLeft(Schema.decodeUnknownEither(call.successSchema)({ ...(EXAMPLES["store.callTool"]!.response as object), extra: 1 }, strict))).toBe(true)
+    // The call's example is the demo server's add.
+    expect(bodyExample("post", "/for_store/call_tool")).toEqual({ tool_name: "demo__add", args: { a: 2, b: 3 } })
+  })
+
+  const bodyExample = (method: string, path: string) => (doc.paths[path]?.[method] as any)?.requestBody?.content?.["application/json"]?.example
+
+  it("describes the routes beside the contract, with which need no key", () => {
+    expect(EXTRA_DOCS.map((r) => `${r.method} ${r.path}`).sort()).toEqual(EXTRA_ROUTES.map((r) => `${r.method} ${r.path}`).sort())
+    const description = (doc as any).info.description as string
+    for (const r of EXTRA_DOCS) expect(description, r.path).toContain(`| ${r.method} \`${toOpenApiPath(r.path)}\` |`)
+    expect(description).toMatch(/\| GET `\/docs` \| text\/html \| no \|/)
+    expect(description).toMatch(/\| GET `\/metrics` \| text\/plain \| yes \|/)
   })
 
   it("GET /docs is an HTML page that loads nothing from another host", async () => {
@@ -182,5 +245,51 @@ describe("OpenAPI document and docs page", () => {
     expect(loads, "the contract requires docs that work offline: these come from a CDN or another host").toEqual([])
     // The page's code is in the page itself (or served by this server).
     expect(html).toMatch(/<script\b/i)
+  })
+  // Last: both tools work synchronously for seconds, and a request after that may meet a keep-alive
+  // connection the server is closing just then (the server runs in this process).
+  it("is valid for @apidevtools/swagger-parser", async () => {
+    // validate() dereferences the document it is given: a copy.
+    await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeTypeOf("object")
+  })
+
+  it("generates TypeScript types with openapi-typescript: every path and operation", async () => {
+    const source = astToString(await openapiTS(structuredClone(doc) as never))
+    for (const path of Object.keys(doc.paths)) expect(source, path).toContain(`"${path}": {`)
+    for (const { op } of operations) expect(source, op.operationId).toContain(`"${op.operationId}": {`)
+    // The call's payload and answer are typed, not `unknown`.
+    expect(source).toMatch(/tool_name: components\["schemas"\]\["ToolName"\]/)
+    expect(source).toMatch(/is_error: boolean/)
+  })
+})
+
+describe("with an API key: the docs page and the document", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer({ services: { mcpServers: {} }, apiKey: "docs-key" })
+  })
+  afterAll(async () => {
+    await server?.cleanup()
+  })
+
+  it("are served without the key; the page has the Authorize button's scheme; the API still needs the key", async () => {
+    const page = await server.get("/docs")
+    expect(page.status).toBe(200)
+    expect(page.text).toMatch(/<html/i)
+    // The page carries the document, whose bearer scheme Swagger UI shows as Authorize.
+    expect(page.text).toContain('"securitySchemes":{"bearer":{')
+    const document = await server.get("/openapi.json")
+    expect(document.status).toBe(200)
+    expect(document.body.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
+    expect(document.body.security).toEqual([{ bearer: [] }])
+    expect((await server.get("/for_store/list_services")).status).toBe(401)
+    expect((await server.get("/docs/")).status).toBe(401)
+  })
+
+  it("still go through the request guard (Host, Origin)", async () => {
+    for (const path of ["/docs", "/openapi.json"]) {
+      expect((await rawRequest(server.url + path, "GET", undefined, { host: "evil.example" })).status, path).toBe(403)
+      expect((await rawRequest(server.url + path, "GET", undefined, { origin: "https://evil.example" })).status, path).toBe(403)
+    }
   })
 })

@@ -1,0 +1,104 @@
+/**
+ * The OpenAPI document as tools take it (issue 13, item 6): what HttpApi generates from the
+ * contract, finished here (src/http/Api.ts applies it as the API's OpenApi.Transform):
+ * - a realistic example of every request body and 200 answer (src/http/examples.ts);
+ * - no `$id` on the schemas of unknown values: Effect writes `"$id": "/schemas/unknown"` on every
+ *   `Schema.Unknown`, and one `$id` given to many schemas is an error to JSON Schema tools;
+ * - the routes beside the contract (/openapi.json, /docs, /events, /metrics, /inspect/*, /ui, the
+ *   MCP endpoints) documented in the description, with which of them need no key.
+ * test/http/openapi.test.ts validates the result with @apidevtools/swagger-parser and generates
+ * types from it with openapi-typescript.
+ */
+import { EXAMPLES } from "./examples.js"
+
+type Json = Record<string, any>
+
+const OPERATION_METHODS = new Set(["get", "post", "put", "delete", "patch"])
+
+/** Each operation's request body and 200 answer get their example (by operationId). */
+const withExamples = (spec: Json): Json => {
+  for (const item of Object.values(spec.paths ?? {}) as Array<Json>) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (!OPERATION_METHODS.has(method)) continue
+      const example = EXAMPLES[operation.operationId as string]
+      if (example === undefined) continue
+      const body = operation.requestBody?.content?.["application/json"]
+      if (body !== undefined && example.request !== undefined) body.example = example.request
+      const ok = operation.responses?.["200"]?.content?.["application/json"]
+      if (ok !== undefined) ok.example = example.response
+    }
+  }
+  return spec
+}
+
+/** Removes the `$id`s Effect gives its built-in schemas (`/schemas/unknown`, ...), in place. */
+const withoutBuiltinIds = (value: unknown): void => {
+  const pending: Array<unknown> = [value]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next !== "object" || next === null) continue
+    if (!Array.isArray(next) && typeof (next as Json).$id === "string" && (next as Json).$id.startsWith("/schemas/")) delete (next as Json).$id
+    for (const child of Object.values(next)) pending.push(child)
+  }
+}
+
+/** An extra route: how it is documented. */
+export interface ExtraRoute {
+  readonly method: "GET" | "POST" | "DELETE"
+  /** The path as the router has it (`:agent_id`). */
+  readonly path: string
+  readonly summary: string
+  /** The media type of its 200 answer. */
+  readonly type: string
+  /** Served without the API key. */
+  readonly open?: boolean
+}
+
+const mcp = (path: string, scope: string): ReadonlyArray<ExtraRoute> => [
+  { method: "POST", path, summary: `MCP (streamable HTTP) for ${scope}: JSON-RPC requests of an MCP client (initialize, tools/list, tools/call)`, type: "application/json" },
+  { method: "GET", path, summary: `MCP (streamable HTTP) for ${scope}: the session's event stream (notifications/tools/list_changed)`, type: "text/event-stream" },
+  { method: "DELETE", path, summary: `MCP (streamable HTTP) for ${scope}: ends the session`, type: "application/json" }
+]
+
+/** The routes beside the contract (src/http/extras.ts, EXTRA_ROUTES; test/http/openapi.test.ts checks both lists agree). */
+export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
+  { method: "GET", path: "/openapi.json", summary: "This document (OpenAPI 3.1)", type: "application/json", open: true },
+  { method: "GET", path: "/docs", summary: "Interactive documentation of this document (Swagger UI); its calls carry the key given to Authorize", type: "text/html", open: true },
+  { method: "GET", path: "/events", summary: "Server-Sent Events: status changes, tool list changes, alerts, tool calls (query agent_id: one scope, \"store\" for the store's)", type: "text/event-stream" },
+  { method: "GET", path: "/metrics", summary: "Prometheus metrics (text format)", type: "text/plain" },
+  { method: "GET", path: "/inspect/machines", summary: "The state machines' definitions, for visualisers", type: "application/json" },
+  { method: "GET", path: "/inspect/actors", summary: "Every live actor's snapshot", type: "application/json" },
+  { method: "GET", path: "/inspect/events", summary: "Server-Sent Events: the actors' inspection events", type: "text/event-stream" },
+  { method: "GET", path: "/ui", summary: "The dashboard page (it asks for the key itself)", type: "text/html", open: true },
+  ...mcp("/mcp", "the store's healthy tools"),
+  ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools")
+]
+
+/**
+ * The extra routes in the document's description (a table Swagger UI shows above the operations).
+ * Not as operations: `paths` is the contract's 56 endpoints exactly (shared/API.md), which the root
+ * counts, the route table and the tests derive from.
+ */
+const withExtras = (spec: Json): Json => {
+  const rows = EXTRA_DOCS.map((r) => `| ${r.method} \`${r.path.replace(/:([A-Za-z_]+)/g, "{$1}")}\` | ${r.type} | ${r.open === true ? "no" : "yes"} | ${r.summary} |`)
+  spec.info = {
+    ...spec.info,
+    description: [
+      spec.info?.description ?? "",
+      "",
+      "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs` and `GET /openapi.json`.",
+      "",
+      "Routes beside the 56 endpoints below:",
+      "",
+      "| route | answers | key | what |",
+      "|---|---|---|---|",
+      ...rows
+    ].join("\n")
+  }
+  return spec
+}
+
+/** The document finished for tools (see the top of this file). */
+export const finishDocument = (spec: Json): Json => {
+  withoutBuiltinIds(spec)
+  return withExtras(withExamples(spec))
+}
