@@ -19,4 +19,9 @@ if (!chosen && !existsSync("mcp.json") && existsSync("mcp.example.json")) {
   }
 }
 // The program reads process.argv itself: `node scripts/start.mjs run api ...` is `mcp-store run api ...`.
-await import("../dist/mcp-store.mjs")
+const program = new URL("../dist/mcp-store.mjs", import.meta.url)
+if (!existsSync(program)) {
+  process.stderr.write("mcp-store: dist/ is not built (npm ci builds it; or run npm run build)\n")
+  process.exit(1)
+}
+await import(program.href)
