@@ -113,14 +113,29 @@ export const retryAfterOf = (body: unknown): number => {
   return typeof seconds === "number" && seconds >= 0 ? Math.ceil(seconds) : 1
 }
 
-/** Writes a JSON answer with the headers every answer carries (src/http/server.ts), Retry-After on a 429. */
+/**
+ * The Retry-After of an answer, from its error body: a 429 always (1 s when its details name no
+ * wait), a 503 when its details name the wait (`retry_after_seconds`: a service's next reconnection
+ * attempt); none otherwise. Shared with the HttpApi path (src/http/server.ts).
+ */
+export const retryAfterHeader = (status: number, body: unknown): string | undefined => {
+  if (status === 429) return String(retryAfterOf(body))
+  if (status !== 503) return undefined
+  const seconds = (body as { error?: { details?: { retry_after_seconds?: unknown } } } | null)?.error?.details?.retry_after_seconds
+  return typeof seconds === "number" && seconds >= 0 ? String(Math.ceil(seconds)) : undefined
+}
+
+/** Writes a JSON answer with the headers every answer carries (src/http/server.ts), Retry-After on a 429 or 503 (`retryAfterHeader`). */
 const send = (response: ServerResponse, status: number, body: string, value: unknown): void => {
   const headers: Record<string, string | number> = {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(body),
     "x-content-type-options": "nosniff"
   }
-  if (status === 429) headers["retry-after"] = String(retryAfterOf(value))
+  if (status === 429 || status === 503) {
+    const retry = retryAfterHeader(status, value)
+    if (retry !== undefined) headers["retry-after"] = retry
+  }
   response.writeHead(status, headers)
   response.end(body)
 }

@@ -86,6 +86,8 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
           service_name: e.serviceName,
           status: e.status,
           next_retry_at: e.nextRetryAt,
+          // Seconds until the next reconnection attempt (also the Retry-After header), or null when none is planned.
+          retry_after_seconds: e.nextRetryAt === null ? null : Math.max(1, Math.ceil((Date.parse(e.nextRetryAt) - Date.now()) / 1000)),
           last_error: e.lastError
         })
       )

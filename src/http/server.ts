@@ -24,7 +24,7 @@ import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
-import { callRoute, retryAfterOf } from "./call-route.js"
+import { callRoute, retryAfterHeader } from "./call-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
 import { errorBody } from "./errors.js"
@@ -283,12 +283,13 @@ const pagePolicy = (html: string): string => {
 }
 const pagePolicies = new Map<string, string>()
 
-/** Adds the headers every answer carries, those of the HTML pages, and Retry-After on 429 answers. */
+/** Adds the headers every answer carries, those of the HTML pages, and Retry-After on 429 and 503 answers (`retryAfterHeader`). */
 const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
   let out = HttpServerResponse.setHeader(response, "x-content-type-options", "nosniff")
   const body = response.body
-  if (response.status === 429 && body._tag === "Uint8Array") {
-    out = HttpServerResponse.setHeader(out, "retry-after", String(retryAfterOfBytes(body.body)))
+  if ((response.status === 429 || response.status === 503) && body._tag === "Uint8Array") {
+    const retry = retryAfterOfBytes(response.status, body.body)
+    if (retry !== undefined) out = HttpServerResponse.setHeader(out, "retry-after", retry)
   }
   const path = request.url.split("?", 1)[0] as string
   if ((path === "/ui" || path === "/docs") && body._tag === "Uint8Array" && body.contentType.startsWith("text/html")) {
@@ -302,12 +303,12 @@ const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response:
   return out
 }
 
-/** `details.retry_after_seconds` of a 429 body (the contract's error body), as the direct route reads it. */
-const retryAfterOfBytes = (bytes: Uint8Array): number => {
+/** The Retry-After of a 429 or 503 answer's bytes (the contract's error body), as the direct route reads it. */
+const retryAfterOfBytes = (status: number, bytes: Uint8Array): string | undefined => {
   try {
-    return retryAfterOf(JSON.parse(new TextDecoder().decode(bytes)))
+    return retryAfterHeader(status, JSON.parse(new TextDecoder().decode(bytes)))
   } catch {
-    return 1
+    return status === 429 ? "1" : undefined
   }
 }
 

@@ -2,8 +2,8 @@
 // refused body is described in plain words (never the schema library's "Expected ..., actual ..."),
 // a field an endpoint does not know is named in the 400 with the allowed ones, `arguments` is an
 // alias of `args`, a name not found gets "did you mean" from the caller's own scope only, a tool of
-// a service that never connected is 503 with its status and next retry (by callable name and by
-// service_name + tool_name), and arguments refused by the tool's schema are recorded as
+// a service that never connected is 503 with its status, next retry and Retry-After (by callable
+// name and by service_name + tool_name), and arguments refused by the tool's schema are recorded as
 // `invalid_arguments`. The call route's answers are checked on both paths (the direct route, and
 // HttpApi, which takes any request with a query string).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -175,6 +175,10 @@ describe("errors a person can act on", { timeout: 20_000 }, () => {
         expect(reply.body.error.code).toBe("SERVICE_UNAVAILABLE")
         expect(reply.body.error.details).toMatchObject({ service_name: "down", status: expect.stringMatching(/^(reconnecting|unreachable)$/) })
         expect(Date.parse(reply.body.error.details.next_retry_at)).not.toBeNaN()
+        // The retry hint: seconds until the next attempt, in the details and as Retry-After.
+        const seconds = reply.body.error.details.retry_after_seconds
+        expect(Number.isInteger(seconds) && seconds >= 1, String(seconds)).toBe(true)
+        expect(reply.headers.get("retry-after")).toBe(String(seconds))
         expect(reply.body.message).toMatch(/^Service 'down' is (reconnecting|unreachable); try again later/)
       }
     })
