@@ -237,6 +237,34 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     expect(await eventually(() => processGone(pid), 10_000)).toBe(true)
   })
 
+  it("reads the event stream as the format says (CR, LF and CRLF line ends, comments, multi-line data), and reconnects when it ends", async () => {
+    const other = await page.context().newPage()
+    try {
+      const served: number[] = []
+      // A stream the page gets whole, then ended: each connection serves it once.
+      const body =
+        ": a comment\r\n\r\n" +
+        "event: nonsense\r\ndata: {}\r\n\r\n" +
+        'event: status\rdata: {"scope":"store","service_name":"alpha",\r\ndata:"from":"healthy","to":"warning"}\n\n' +
+        'event: status\ndata: {"scope":"store","service_name":"alpha","from":"warning","to":"healthy"}\r\r'
+      await other.route("**/events", async (route) => {
+        served.push(Date.now())
+        await route.fulfill({ status: 200, headers: { "content-type": "text/event-stream" }, body })
+      })
+      await other.goto(`${server.url}/ui`)
+      // Both status events of each connection (two per connection); "nonsense" is no event the page knows.
+      await expect.poll(() => other.getByTestId("last-event").textContent(), { timeout: 10_000 }).toMatch(/^[2468] event\(s\); last alpha: warning → healthy$/)
+      expect(await other.getByTestId("last-event").getAttribute("data-type")).toBe("status")
+      // Each stream ended at once: tried again after a growing delay (about 1 s, then about 2 s), not every second.
+      await expect.poll(() => served.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3)
+      const [a, b, c] = served as [number, number, number]
+      expect(c - b).toBeGreaterThan(b - a)
+      expect(c - b).toBeGreaterThanOrEqual(1500)
+    } finally {
+      await other.close()
+    }
+  })
+
   it("links to /docs and /metrics, and ran without a page error or a policy violation", async () => {
     expect(await page.getByTestId("docs-link").evaluate((a) => (a as unknown as { href: string }).href)).toBe(`${server.url}/docs`)
     expect(await page.getByTestId("metrics-link").evaluate((a) => (a as unknown as { href: string }).href)).toBe(`${server.url}/metrics`)
