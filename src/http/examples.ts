@@ -1641,3 +1641,39 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     }
   }
 }
+
+/** An example of each error answer of the contract, by HTTP status (shared/API.md, Conventions). */
+export const ERROR_EXAMPLES: Readonly<Record<string, unknown>> = Object.fromEntries(
+  (
+    [
+      ["400", "VALIDATION_ERROR", "Invalid request: \"args\" must be an object (got a string)", { fields: [{ field: "args", problem: "must be an object (got a string)" }] }],
+      ["401", "UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {}],
+      ["403", "FORBIDDEN_HOST", "Host 'evil.example' is not allowed; add it with --allowed-hosts", { host: "evil.example" }],
+      ["404", "TOOL_NOT_FOUND", "Tool 'demo__addd' not found in the store; did you mean 'demo__add'?", { tool_name: "demo__addd", scope: "store", suggestions: ["demo__add"] }],
+      ["405", "METHOD_NOT_ALLOWED", "Method DELETE is not allowed on /for_store/list_services; use GET", { allowed: ["GET"] }],
+      [
+        "408",
+        "WAIT_TIMEOUT",
+        "Service wait completed: timeout",
+        { client_id_or_service_name: "demo", target_status: "healthy", timeout: 10, result: false, final_status: "reconnecting", elapsed_ms: 10002.5, context: "store" }
+      ],
+      ["413", "PAYLOAD_TOO_LARGE", "Request body is over 1048576 bytes", { limit: 1048576 }],
+      ["415", "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json, not 'text/plain'", { content_type: "text/plain" }],
+      ["429", "TOO_MANY", "Too many event streams: all 100 are open; try again later", { limit: "max_event_streams", max: 100, retry_after_seconds: 5 }],
+      [
+        "500",
+        "INTERNAL_ERROR",
+        "Internal error (trace_id 3f2b6c1e-8a4d-4e0f-9b7a-2c5d1e6f7a8b); the server log has the details",
+        { trace_id: "3f2b6c1e-8a4d-4e0f-9b7a-2c5d1e6f7a8b" }
+      ],
+      ["502", "UPSTREAM_ERROR", "Service 'demo' answered with an error: Internal error", { outcome: "protocol_error", service_name: "demo", code: -32603 }],
+      [
+        "503",
+        "SERVICE_UNAVAILABLE",
+        "Service 'demo' is reconnecting; try again later",
+        { service_name: "demo", status: "reconnecting", next_retry_at: "2026-11-23T07:26:50.000Z", retry_after_seconds: 4, last_error: "connect ECONNREFUSED 127.0.0.1:8000" }
+      ],
+      ["504", "TOOL_TIMEOUT", "Tool 'demo__add' did not answer within 60 s", { tool_name: "demo__add", timeout: 60 }]
+    ] as const
+  ).map(([status, code, message, details]) => [status, { success: false, message, error: { code, message, details } }])
+)

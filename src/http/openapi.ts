@@ -1,7 +1,7 @@
 /**
  * The OpenAPI document as tools take it (issue 13, item 6): what HttpApi generates from the
  * contract, finished here (src/http/Api.ts applies it as the API's OpenApi.Transform):
- * - a realistic example of every request body and 200 answer (src/http/examples.ts);
+ * - a realistic example of every request body, 200 answer and error answer (src/http/examples.ts);
  * - no `$id` on the schemas of unknown values: Effect writes `"$id": "/schemas/unknown"` on every
  *   `Schema.Unknown`, and one `$id` given to many schemas is an error to JSON Schema tools;
  * - the routes beside the contract (/openapi.json, /docs, /events, /metrics, /inspect/*, /ui, the
@@ -9,13 +9,13 @@
  * test/http/openapi.test.ts validates the result with @apidevtools/swagger-parser and generates
  * types from it with openapi-typescript.
  */
-import { EXAMPLES } from "./examples.js"
+import { ERROR_EXAMPLES, EXAMPLES } from "./examples.js"
 
 type Json = Record<string, any>
 
 const OPERATION_METHODS = new Set(["get", "post", "put", "delete", "patch"])
 
-/** Each operation's request body and 200 answer get their example (by operationId). */
+/** Each operation's request body and 200 answer get their example (by operationId), each error answer its status's. */
 const withExamples = (spec: Json): Json => {
   for (const item of Object.values(spec.paths ?? {}) as Array<Json>) {
     for (const [method, operation] of Object.entries(item)) {
@@ -26,6 +26,15 @@ const withExamples = (spec: Json): Json => {
       if (body !== undefined && example.request !== undefined) body.example = example.request
       const ok = operation.responses?.["200"]?.content?.["application/json"]
       if (ok !== undefined) ok.example = example.response
+    }
+  }
+  for (const item of Object.values(spec.paths ?? {}) as Array<Json>) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (!OPERATION_METHODS.has(method)) continue
+      for (const [status, response] of Object.entries(operation.responses ?? {}) as Array<[string, Json]>) {
+        const content = response.content?.["application/json"]
+        if (Number(status) >= 400 && content !== undefined && ERROR_EXAMPLES[status] !== undefined) content.example = ERROR_EXAMPLES[status]
+      }
     }
   }
   return spec

@@ -6,14 +6,17 @@
 // writes it again); GET /docs is an HTML page that works without internet (nothing loaded from elsewhere).
 // Tools we did not write accept it (issue 13, item 6): @apidevtools/swagger-parser validates it,
 // openapi-typescript generates types from it; no `$id` is given twice; every request body and 200
-// answer has an example that decodes with its endpoint's own schemas (no field the schema lacks);
+// answer has an example that decodes with its endpoint's own schemas (no field the schema lacks),
+// every error answer one its error class decodes;
 // the extra routes are described; with an API key, /docs (with its Authorize button) and
 // /openapi.json are served without it, the request guard still applying.
 import SwaggerParser from "@apidevtools/swagger-parser"
+import { HttpApiSchema } from "@effect/platform"
 import { Either, Option, Schema } from "effect"
 import openapiTS, { astToString } from "openapi-typescript"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Api, endpointCounts, routeTable } from "../../src/http/Api.js"
+import * as E from "../../src/http/errors.js"
 import { EXAMPLES } from "../../src/http/examples.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { EXTRA_DOCS } from "../../src/http/openapi.js"
@@ -214,6 +217,18 @@ describe("OpenAPI document and docs page", () => {
     // The check can fail: a field the answer's schema lacks is refused.
     const call = (Api.groups as any).store.endpoints.callTool
     expect(Either.isLeft(Schema.decodeUnknownEither(call.successSchema)({ ...(EXAMPLES["store.callTool"]!.response as object), extra: 1 }, strict))).toBe(true)
+    // Every error answer has its status's example, which its error class decodes.
+    const classes = [E.BadRequest, E.Unauthorized, E.Forbidden, E.NotFound, E.MethodNotAllowed, E.WaitTimeout, E.PayloadTooLarge, E.UnsupportedMediaType, E.TooMany, E.InternalError, E.BadGateway, E.Unavailable, E.GatewayTimeout]
+    const byStatus = new Map(classes.map((cls) => [String(HttpApiSchema.getStatusError(cls)), cls as unknown as Schema.Schema<unknown, unknown>]))
+    for (const { method, path, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (Number(status) < 400) continue
+        const example = (response.content?.["application/json"] as any)?.example
+        if (example === undefined) wrong.push(`${method} ${path} ${status}: no example`)
+        else if (Either.isLeft(Schema.decodeUnknownEither(Schema.encodedSchema(byStatus.get(status)!))(example, strict))) wrong.push(`${method} ${path} ${status}: example`)
+      }
+    }
+    expect([...new Set(wrong.map((w) => w.replace(/^\S+ \S+ /, "")))]).toEqual([])
     // The call's example is the demo server's add.
     expect(bodyExample("post", "/for_store/call_tool")).toEqual({ tool_name: "demo__add", args: { a: 2, b: 3 } })
   })
