@@ -28,12 +28,18 @@ const withExamples = (spec: Json): Json => {
       if (ok !== undefined) ok.example = example.response
     }
   }
+  // The error examples once, in components, referred to by every answer of their status.
+  spec.components ??= {}
+  spec.components.examples = { ...spec.components.examples }
+  for (const [status, value] of Object.entries(ERROR_EXAMPLES)) spec.components.examples[`Error${status}`] = { summary: `A ${status} answer`, value }
   for (const item of Object.values(spec.paths ?? {}) as Array<Json>) {
     for (const [method, operation] of Object.entries(item)) {
       if (!OPERATION_METHODS.has(method)) continue
       for (const [status, response] of Object.entries(operation.responses ?? {}) as Array<[string, Json]>) {
         const content = response.content?.["application/json"]
-        if (Number(status) >= 400 && content !== undefined && ERROR_EXAMPLES[status] !== undefined) content.example = ERROR_EXAMPLES[status]
+        if (Number(status) >= 400 && content !== undefined && ERROR_EXAMPLES[status] !== undefined) {
+          content.examples = { [`Error${status}`]: { $ref: `#/components/examples/Error${status}` } }
+        }
       }
     }
   }

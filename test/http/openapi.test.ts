@@ -223,7 +223,8 @@ describe("OpenAPI document and docs page", () => {
     for (const { method, path, op } of operations) {
       for (const [status, response] of Object.entries(op.responses ?? {})) {
         if (Number(status) < 400) continue
-        const example = (response.content?.["application/json"] as any)?.example
+        const ref: string | undefined = (response.content?.["application/json"] as any)?.examples?.[`Error${status}`]?.$ref
+        const example = ref === undefined ? undefined : (doc as any).components.examples[ref.replace("#/components/examples/", "")]?.value
         if (example === undefined) wrong.push(`${method} ${path} ${status}: no example`)
         else if (Either.isLeft(Schema.decodeUnknownEither(Schema.encodedSchema(byStatus.get(status)!))(example, strict))) wrong.push(`${method} ${path} ${status}: example`)
       }
