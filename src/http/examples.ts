@@ -1636,7 +1636,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   "agent.deleteService": {
     "response": {
       "success": true,
-      "message": "Service 'demo' deleted from agent 'agent-1'",
+      "message": "Service 'demo' deleted",
       "service_name": "demo"
     }
   }
