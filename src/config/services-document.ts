@@ -434,6 +434,8 @@ const quote = (s: string): string => JSON.stringify(s)
 
 /** Why a name cannot be a service name, in words, with a name that would do. */
 const nameProblem = (name: string): string | undefined => {
+  // The rule's pattern first: a usable name (nearly all of them) is not decoded by the schema.
+  if (SERVICE_NAME_PATTERN.test(name) && !name.includes("__") && !name.includes(BY_AGENT)) return undefined
   const problem = serviceNameProblem(name)
   if (problem === undefined) return undefined
   const rule = SERVICE_NAME_PATTERN.test(name) ? problem : `may hold only letters, digits, '_', '.' and '-' (at most 64, starting with a letter or digit)`
@@ -456,6 +458,25 @@ const notes = (def: JsonObject): string[] => {
   if (variable !== undefined) out.push(`holds ${variable}: mcp-store does not expand \${...} variables (VS Code inputs, env or workspace variables); write the value itself`)
   if (Object.hasOwn(def, "envFile")) out.push(`"envFile" is not read by mcp-store: copy its variables into "env"`)
   return out
+}
+
+/**
+ * What `judge` found for each definition text: a document is read again after every change, and a
+ * large one holds thousands of definitions that the schema would check afresh each time (about
+ * 0.1 ms each). Bounded: emptied when it grows past `JUDGED_MAX` entries.
+ */
+const judged = new Map<string, string | null>()
+const JUDGED_MAX = 50_000
+
+/** `definitionProblem`, remembered by the definition's text (`judged`). */
+const judge = (def: ServiceDefinition): string | undefined => {
+  const key = JSON.stringify(def)
+  const known = judged.get(key)
+  if (known !== undefined) return known ?? undefined
+  const problem = definitionProblem(def)
+  if (judged.size >= JUDGED_MAX) judged.clear()
+  judged.set(key, problem ?? null)
+  return problem
 }
 
 /** Why a definition is not usable, in the domain's words (`"args" must be an array of strings`), or undefined. */
@@ -523,7 +544,7 @@ export const readDocument = (doc: JsonObject): DocumentReading => {
     }
     const def = readEntry(entry)
     target.set(name, def)
-    const problem = definitionProblem(def)
+    const problem = judge(def)
     if (problem !== undefined) problems.push({ at, service, problem, outcome: "unreachable" })
     else for (const note of notes(def)) problems.push({ at, service, problem: note, outcome: "note" })
   }
