@@ -139,8 +139,17 @@ const merge = (
   for (const [agentId, services] of Object.entries(config.agents)) {
     for (const [name, def] of Object.entries(services)) take({ kind: "agent", agentId }, name, def)
   }
-  return { entries, unusable }
+  // Reported in the order of the other file.
+  const order = new Map<string, number>()
+  const note = (key: string) => void (order.has(key) || order.set(key, order.size))
+  for (const s of SECTIONS) if (isObject(doc[s])) for (const key of Object.keys(doc[s])) note(key.split("_byagent_")[0] ?? key)
+  const agents = doc["agents"]
+  if (isObject(agents)) for (const agent of Object.values(agents)) for (const s of SECTIONS) if (isObject(own(agent, s))) for (const key of Object.keys(own(agent, s) as JsonObject)) note(key)
+  const rank = (e: ImportEntry) => order.get(e.name) ?? order.size
+  return { entries: entries.sort((a, b) => rank(a) - rank(b)), unusable }
 }
+
+const own = (obj: unknown, key: string): unknown => (isObject(obj) && Object.hasOwn(obj, key) ? obj[key] : undefined)
 
 /**
  * Merges the services of another client's config file into the services file (see the top of
