@@ -128,7 +128,8 @@ export class ServicesFile {
    * Applies `mutate` to a draft of the document and writes the result before resolving with what
    * `mutate` returned. Updates run one at a time in call order, each on the result of the one
    * before. When `mutate` throws, or the write fails (`ServicesFileError`), the update rejects and
-   * both the file and `read()` stay as they were. A draft with no change writes nothing.
+   * both the file and `read()` stay as they were (as someone else left them, if they changed the
+   * file meanwhile). A draft with no change writes nothing.
    *
    * Nothing written by someone else is lost: when the file on disk is not what this process last
    * read or wrote, the change is made on the file as it is (and the subscribers of `watch` are told
