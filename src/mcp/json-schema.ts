@@ -50,8 +50,11 @@ export const linearRegExp: RegExpEngine = Object.assign(
 
 const OPTIONS: Options = {
   allErrors: true,
+  // Never stricter than the upstream: unknown keywords and unknown `format`s are ignored (a known
+  // format is still checked), and ajv's warnings about them are not logged: the schemas are not ours.
   strict: false,
   validateFormats: true,
+  logger: false,
   // A schema's $id must not be registered: two servers may use the same one.
   addUsedSchema: false,
   code: { regExp: linearRegExp }
@@ -83,6 +86,55 @@ export const compileSchema = (schema: Record<string, unknown>): ValidateFunction
   } catch {
     return null
   }
+}
+
+/** Keys whose values are data, not subschemas: left as they are. */
+const DATA_KEYS = new Set(["const", "enum", "default", "examples"])
+
+/** Past this nesting the schema is left as it is (ajv judges it, or fails to compile it). */
+const MAX_DEPTH = 64
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * `schema` without the `required` entries whose property has a `default`, as an input schema is
+ * read by the servers that write it: zod 4's JSON Schema lists a `.default()` field as required
+ * (its output type has it), yet the server fills it in when the call leaves it out, so the store
+ * must not report it missing (nor inject the default: the upstream applies it). Only the nodes on
+ * the way to a changed `required` are copied; a schema with nothing to change comes back as is.
+ */
+export const withoutDefaultedRequired = (schema: Record<string, unknown>): Record<string, unknown> => {
+  const walk = (node: unknown, depth: number): unknown => {
+    if (depth > MAX_DEPTH || typeof node !== "object" || node === null) return node
+    if (Array.isArray(node)) {
+      let copy: Array<unknown> | undefined
+      node.forEach((item, i) => {
+        const next = walk(item, depth + 1)
+        if (next !== item) (copy ??= [...node])[i] = next
+      })
+      return copy ?? node
+    }
+    const record = node as Record<string, unknown>
+    let copy: Record<string, unknown> | undefined
+    for (const key of Object.keys(record)) {
+      if (DATA_KEYS.has(key)) continue
+      const value = record[key]
+      const next = walk(value, depth + 1)
+      if (next !== value) (copy ??= { ...record })[key] = next
+    }
+    const required = record["required"]
+    const properties = record["properties"]
+    if (Array.isArray(required) && isObject(properties)) {
+      const kept = required.filter((name) => {
+        const property = typeof name === "string" && Object.hasOwn(properties, name) ? properties[name] : undefined
+        return !(isObject(property) && Object.hasOwn(property, "default"))
+      })
+      if (kept.length !== required.length) (copy ??= { ...record })["required"] = kept
+    }
+    return copy ?? record
+  }
+  return walk(schema, 0) as Record<string, unknown>
 }
 
 /** ajv's one-line account of validation errors. */

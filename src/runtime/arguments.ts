@@ -2,11 +2,12 @@
  * Checks tool arguments against the tool's own input schema before the call leaves the store, so
  * a client learns which argument is wrong (400 INVALID_ARGUMENTS, each field named) whether or not
  * the upstream server would have said so itself: the SDK's McpServer answers bad arguments with an
- * `isError` text rather than JSON-RPC -32602. Patterns run in linear time (src/mcp/json-schema.ts):
+ * `isError` text rather than JSON-RPC -32602. Never stricter than the upstream: a required property
+ * with a `default` is not reported missing, unknown keywords and formats are ignored. Patterns run in linear time (src/mcp/json-schema.ts):
  * a schema's `pattern` cannot make a call hold up the store.
  */
 import type { ValidateFunction } from "ajv"
-import { compileSchema } from "../mcp/json-schema.js"
+import { compileSchema, withoutDefaultedRequired } from "../mcp/json-schema.js"
 import type { ToolInfo } from "../mcp/types.js"
 import type { FieldProblem } from "./errors.js"
 
@@ -16,8 +17,9 @@ const compiled = new WeakMap<ToolInfo, ValidateFunction | null>()
 const validatorFor = (tool: ToolInfo): ValidateFunction | null => {
   const known = compiled.get(tool)
   if (known !== undefined) return known
-  // A schema we cannot compile (null) is left to the server to judge.
-  const validate = compileSchema(tool.inputSchema)
+  // A schema we cannot compile (null) is left to the server to judge. A required property with a
+  // default is the server's to fill in: not reported missing.
+  const validate = compileSchema(withoutDefaultedRequired(tool.inputSchema))
   compiled.set(tool, validate)
   return validate
 }
