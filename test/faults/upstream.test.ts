@@ -280,7 +280,7 @@ describe("a command that cannot serve", () => {
     expect(status.body.last_error).toMatch(/exited with code 7/)
   })
 
-  it("a command that does not exist: reconnecting, then unreachable, with the spawn error in last_error", { timeout: 20_000 }, async () => {
+  it("a command that does not exist: unreachable at once (a permanent failure, issue 13), the spawn error in last_error with a hint; retried on the unreachable cadence only", { timeout: 20_000 }, async () => {
     server = await startTestServer({ monitoring: FAULT_MONITORING })
     const added = await server.post("/for_store/add_service", { name: "ghost", command: "/nonexistent/mcp-server-ghost", args: ["--x"] })
     expect(added.status).toBe(200)
@@ -289,20 +289,24 @@ describe("a command that cannot serve", () => {
     const retries = sampleRetries(actor)
     try {
       expect(await log.waitFor("unreachable", 10_000)).toBe(true)
+      // Two retries on the unreachable cadence (1 s here), each failing the same way.
       const at = actor.getSnapshot().context.nextRetryAt!
-      expect(await eventually(() => (actor.getSnapshot().context.nextRetryAt ?? 0) > at, 4_000)).toBe(true)
+      expect(await eventually(() => (actor.getSnapshot().context.nextRetryAt ?? 0) > at + 900, 5_000)).toBe(true)
     } finally {
       retries.stop()
     }
-    expect(log.statuses().slice(0, 3)).toEqual(["initializing", "reconnecting", "unreachable"])
+    expect(log.statuses()).toEqual(["initializing", "unreachable"])
     const status = await server.get("/for_store/service_status/ghost")
     expect(status.body.last_error).toMatch(/ENOENT/)
     expect(status.body.last_error).toMatch(/\/nonexistent\/mcp-server-ghost/)
-    expect(status.body.reconnect_attempts).toBe(3)
-    expect([...new Set(retries.samples.map((s) => s.attempts))]).toEqual([0, 1, 2, 3])
+    expect(status.body.hint).toMatch(/no executable at "\/nonexistent\/mcp-server-ghost": check the path/)
+    // No reconnection attempts (their backoff is for failures that may pass).
+    expect(status.body.reconnect_attempts).toBe(0)
+    expect([...new Set(retries.samples.map((s) => s.attempts))]).toEqual([0])
     const retryTimes = [...new Set(retries.samples.map((s) => s.nextRetryAt).filter((t): t is number => t !== undefined))]
+    expect(retryTimes.length).toBeGreaterThanOrEqual(2)
     for (let i = 1; i < retryTimes.length; i++) expect(retryTimes[i]! - retryTimes[i - 1]!).toBeGreaterThanOrEqual(900)
     const listed = (await server.get("/for_store/list_services")).body.services[0]
-    expect(listed).toMatchObject({ status: "unreachable", last_error: expect.stringMatching(/ENOENT/) })
+    expect(listed).toMatchObject({ status: "unreachable", last_error: expect.stringMatching(/ENOENT/), hint: status.body.hint })
   })
 })

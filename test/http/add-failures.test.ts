@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { fixtureService, startTestServer, type TestServer } from "../support/index.js"
+import { closedPort, fixtureService, startTestServer, type TestServer } from "../support/index.js"
 
 describe("add_service ?wait reports each service's outcome", () => {
   let server: TestServer
@@ -75,6 +75,15 @@ describe("add_service ?wait reports each service's outcome", () => {
     expect(reply.body.failed[0]).toMatchObject({ name: "nowhere", status: "unreachable" })
     expect(reply.body.failed[0].error).toContain("HTTP 404")
     expect(reply.body.failed[0].hint).toMatch(/check the URL's path/)
+  })
+
+  it("a URL nothing listens on: a transient failure, reported as failed (reconnecting), no hint", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}/mcp`
+    const reply = await server.post("/for_store/add_service?wait=10", { name: "down", url })
+    expect(reply.status).toBe(200)
+    expect(reply.body.success).toBe(false)
+    expect(reply.body.failed[0]).toMatchObject({ name: "down", status: "reconnecting", hint: null })
+    expect(reply.body.failed[0].error).toContain("ECONNREFUSED")
   })
 
   it("a mixed add (one good fixture, one ghost): success true, both lists", async () => {

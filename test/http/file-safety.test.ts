@@ -5,7 +5,8 @@
 // victim of the symlink is left byte-for-byte as it was.
 import { chmodSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterEach, describe, expect, it, vi } from "vitest"
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest"
+import { captureLogs } from "../../src/runtime/log.js"
 import { fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
@@ -76,8 +77,9 @@ describe("files the store writes", { timeout: 20_000 }, () => {
     const content = `${JSON.stringify({ id: "x", timestamp: "2001-01-01T00:00:00.000Z", scope: "store", service_name: "old" })}\n`
     const victim = plantVictim(content)
     symlinkSync(victim, join(dir, RECORDS_FILE))
-    const logged: string[] = []
-    vi.spyOn(console, "error").mockImplementation((m: unknown) => void logged.push(String(m)))
+    const captured = captureLogs({ level: "error" })
+    onTestFinished(() => captured.restore())
+    const logged = captured.lines
     server = await startTestServer({ dir })
     expect(logged.some((m) => m.includes(RECORDS_FILE) && m.includes("symbolic link"))).toBe(true)
     const added = await server.post("/for_store/add_service?wait=15", fixtureService("fx"))

@@ -10,6 +10,7 @@ import { mkdirSync, rmSync } from "node:fs"
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http"
 import { connect, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { captureLogs } from "../../src/runtime/log.js"
 import { fromStoreError } from "../../src/http/errors.js"
 import { localServicesPolicy } from "../../src/http/request-guard.js"
 import { Forbidden } from "../../src/runtime/errors.js"
@@ -146,10 +147,8 @@ describe("the operator", () => {
   afterAll(() => server.cleanup())
 
   it("sees a refused request as a warning, at most one line per kind every 10 s, with the count of the others", async () => {
-    const logged: string[] = []
-    const spies = (["log", "error", "warn", "info"] as const).map((level) =>
-      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")))
-    )
+    const captured = captureLogs({ level: "debug" })
+    const logged = captured.lines
     try {
       const port = server.running.port
       for (let i = 0; i < 5; i++) expect((await raw(port, "GET", "/health", { host: "proxy.example" })).status).toBe(403)
@@ -158,8 +157,9 @@ describe("the operator", () => {
       expect(hosts).toHaveLength(1)
       expect(hosts[0]).toMatch(/refused GET \/health \(FORBIDDEN_HOST\).*proxy\.example.*--allowed-hosts/)
       expect(logged.filter((l) => l.includes("FORBIDDEN_ORIGIN") && l.includes("https://evil.example"))).toHaveLength(1)
+      expect(hosts[0]).toMatch(/^\S+Z WARN  refused/)
     } finally {
-      for (const spy of spies) spy.mockRestore()
+      captured.restore()
     }
   })
 })
@@ -342,10 +342,8 @@ describe("answers", () => {
   })
 
   it("keeps a failure's details (errno text, paths) in the log: the 500 body has a generic message and a trace id", async () => {
-    const logged: string[] = []
-    const spies = (["log", "error", "warn", "info"] as const).map((level) =>
-      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")))
-    )
+    const captured = captureLogs({ level: "debug" })
+    const logged = captured.lines
     try {
       // The services file turns into a folder: writing it fails with EISDIR and its absolute path.
       rmSync(server.file)
@@ -362,7 +360,7 @@ describe("answers", () => {
       expect(line).toBeDefined()
       expect(logged.join("\n")).toContain(server.dir)
     } finally {
-      for (const spy of spies) spy.mockRestore()
+      captured.restore()
     }
   })
 })

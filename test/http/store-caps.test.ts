@@ -6,7 +6,8 @@
 // the same. The count of waits goes back to 0 however a wait ends.
 import { existsSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest"
+import { captureLogs } from "../../src/runtime/log.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { gatedStdioFixture } from "../fixtures/paths.js"
 import { eventually, freshDir, localService, startTestServer, type TestServer } from "../support/index.js"
@@ -86,14 +87,15 @@ describe("the store's caps", { timeout: 30_000 }, () => {
     })
 
     it("loading the services file: services past the cap are not started, with a warning; the file is kept as it is", async () => {
-      const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined)
+      const captured = captureLogs({ level: "warning" })
+      onTestFinished(() => captured.restore())
       const doc = {
         mcpServers: { a: { url: http.url }, b: { url: http.url } },
         agents: { ag: { mcpServers: { c: { url: http.url }, d: { url: http.url } } } }
       }
       server = await startTestServer({ services: doc, options: { max_services: 3 } })
       expect(await allNames(server)).toEqual(["a", "ag/c", "b"])
-      const warning = warn.mock.calls.map((c) => String(c[0])).find((m) => m.includes("max_services"))
+      const warning = captured.lines.find((m) => m.includes("max_services"))
       expect(warning).toBeDefined()
       expect(warning).toContain("ag/d")
       expect(server.readFile()).toEqual(doc)
@@ -101,7 +103,8 @@ describe("the store's caps", { timeout: 30_000 }, () => {
     })
 
     it("--reload: an edit that adds past the cap starts only what fits; removed services make room first", async () => {
-      const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined)
+      const captured = captureLogs({ level: "warning" })
+      onTestFinished(() => captured.restore())
       server = await startTestServer({ services: { mcpServers: { a: { url: http.url }, b: { url: http.url } } }, options: { max_services: 2 } })
       const summaries: Array<{ added: string[]; removed: string[] }> = []
       server.running.store.watchFile((s) => summaries.push(s))
@@ -110,7 +113,7 @@ describe("the store's caps", { timeout: 30_000 }, () => {
       expect(await eventually(() => summaries.length > 0, 5_000)).toBe(true)
       expect(summaries[0]).toMatchObject({ added: ["c"], removed: ["b"] })
       expect(await allNames(server)).toEqual(["a", "c"])
-      expect(warn.mock.calls.some((c) => String(c[0]).includes("max_services") && String(c[0]).includes(": d"))).toBe(true)
+      expect(captured.lines.some((m) => m.includes("max_services") && m.includes(": d"))).toBe(true)
     })
   })
 

@@ -4,7 +4,8 @@
  * down"). The store is started with the same wiring as src/runtime/store.ts, its service machine
  * provided with fakes whose connect succeeds at once; a test makes one service crash by name.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
+import { afterEach, beforeEach, describe, expect, it } from "vitest"
+import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
 import { createActor, SimulatedClock, type AnyActorRef } from "xstate"
 import { agentScope, STORE_SCOPE, type Scope, type ServiceDefinition } from "../../src/domain/service.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
@@ -108,12 +109,12 @@ const startStore = (options: StoreOptions = {}) => {
 const A1 = agentScope("a1")
 const A2 = agentScope("a2")
 
-let consoleError: ReturnType<typeof vi.spyOn>
+let logged: CapturedLogs
 beforeEach(() => {
-  consoleError = vi.spyOn(console, "error").mockImplementation(() => undefined)
+  logged = captureLogs({ level: "error" })
 })
 afterEach(() => {
-  consoleError.mockRestore()
+  logged.restore()
 })
 
 describe("system ids", () => {
@@ -328,7 +329,7 @@ describe("a child actor that throws does not take its siblings down", () => {
       expect(statusOf(restarted.getSnapshot())).toBe("unreachable")
       expect(restarted.getSnapshot().context.lastError).toBe(`boom in ${labelOf(scope, "bad")}`)
       expect(restarted.getSnapshot().context.transitions.at(-1)?.reason).toBe(`actor crashed: boom in ${labelOf(scope, "bad")}`)
-      expect(consoleError).toHaveBeenCalledWith(expect.stringContaining(`${serviceSystemId(scope, "bad")} crashed (1)`))
+      expect(logged.lines.some((l) => l.includes(`${serviceSystemId(scope, "bad")} crashed (1)`))).toBe(true)
       const supervisor = scope.kind === "store" ? s.actor.getSnapshot().context : s.agent("a1")!.getSnapshot().context
       expect(supervisor.services["bad"]).toBe(restarted)
       expect(supervisor.crashes).toEqual({ bad: 1 })

@@ -6,7 +6,8 @@
 import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterEach, describe, expect, it, vi } from "vitest"
+import { afterEach, describe, expect, it } from "vitest"
+import { captureLogs } from "../../src/runtime/log.js"
 import { recordsFileFor, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
 import { flush } from "../support/index.js"
 
@@ -366,8 +367,8 @@ describe("ToolRecords", () => {
     writeFileSync(victim, content)
     chmodSync(victim, 0o644)
     symlinkSync(victim, fileOf(dir))
-    const logged: string[] = []
-    const error = vi.spyOn(console, "error").mockImplementation((m: unknown) => void logged.push(String(m)))
+    const captured = captureLogs({ level: "error" })
+    const logged = captured.lines
     try {
       const records = await open(dir, { retentionDays: 7, maxFileSizeMb: 0.001 })
       expect(logged.some((m) => m.includes(fileOf(dir)) && m.includes("symbolic link"))).toBe(true)
@@ -378,7 +379,7 @@ describe("ToolRecords", () => {
       expect(await records.cleanup()).toBe(0)
       await close(records)
     } finally {
-      error.mockRestore()
+      captured.restore()
     }
     expect(readFileSync(victim, "utf8")).toBe(content)
     expect(statSync(victim).mode & 0o777).toBe(0o644)
