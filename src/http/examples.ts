@@ -191,6 +191,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           }
         }
       ],
+      "hidden_tools": [],
       "connected": true
     }
   },
@@ -915,6 +916,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           }
         }
       ],
+      "hidden_tools": [],
       "connected": true
     }
   },

@@ -133,11 +133,17 @@ export class McpGateway {
       const tools = this.tools(scope)
       session.listed = tools.map((t) => t.name).sort().join("\n")
       return {
+        // Every MCP field of the upstream's tool, unchanged (src/runtime/views.ts); tools hidden
+        // from agents (app-only, tasks required) are not in the list.
         tools: tools.map((t) => ({
           name: t.name,
+          ...(t.title !== undefined ? { title: t.title } : {}),
           description: t.description,
           inputSchema: t.inputSchema as { type: "object" },
-          ...(t.annotations !== undefined ? { annotations: t.annotations } : {})
+          ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
+          ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+          ...(t.execution !== undefined ? { execution: t.execution } : {}),
+          ...(t._meta !== undefined ? { _meta: t._meta } : {})
         }))
       }
     })

@@ -38,9 +38,20 @@ export const Tool = Schema.Struct({
   original_name: Schema.String,
   description: Schema.String,
   service_name: Schema.String,
+  title: Schema.optional(Schema.String),
   inputSchema: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  annotations: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-}).annotations({ identifier: "Tool" })
+  outputSchema: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  annotations: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  execution: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  _meta: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}).annotations({ identifier: "Tool", description: "The upstream's MCP fields (title, inputSchema, outputSchema, annotations, execution, _meta) are passed through unchanged" })
+
+/** A tool the store does not offer to agents (MCP Apps' app-only tools, tools that require MCP tasks). */
+export const HiddenTool = Schema.Struct({
+  name: Schema.String,
+  original_name: Schema.String,
+  reason: Schema.String
+}).annotations({ identifier: "HiddenTool" })
 
 /** `success` and `message`, present in every success body. */
 export const ok = { success: Schema.Boolean, message: Schema.String }
@@ -154,7 +165,13 @@ export const ServiceDetail = Schema.Struct({
   config: Schema.Record({ key: Schema.String, value: Schema.Unknown })
 })
 
-export const ServiceInfoResponse = Schema.Struct({ ...ok, service: ServiceDetail, tools: Schema.Array(Tool), connected: Schema.Boolean })
+export const ServiceInfoResponse = Schema.Struct({
+  ...ok,
+  service: ServiceDetail,
+  tools: Schema.Array(Tool),
+  hidden_tools: Schema.Array(HiddenTool).annotations({ description: "The service's tools not offered to agents, and why" }),
+  connected: Schema.Boolean
+})
 
 export const ListToolsResponse = Schema.Struct({
   ...ok,

@@ -355,16 +355,25 @@ const describeTarget = (def: ResolvedDefinition): string =>
     ? `stdio service (${[def.command, ...def.args].join(" ")})`
     : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${def.url}`
 
+/** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */
 const toToolInfo = (tool: {
   name: string
+  title?: string | undefined
   description?: string | undefined
   inputSchema: Record<string, unknown>
+  outputSchema?: Record<string, unknown> | undefined
   annotations?: Record<string, unknown> | undefined
+  execution?: Record<string, unknown> | undefined
+  _meta?: Record<string, unknown> | undefined
 }): ToolInfo => ({
   name: tool.name,
+  ...(tool.title !== undefined ? { title: tool.title } : {}),
   description: tool.description ?? "",
   inputSchema: tool.inputSchema,
-  ...(tool.annotations !== undefined ? { annotations: tool.annotations } : {})
+  ...(tool.outputSchema !== undefined ? { outputSchema: tool.outputSchema } : {}),
+  ...(tool.annotations !== undefined ? { annotations: tool.annotations } : {}),
+  ...(tool.execution !== undefined ? { execution: tool.execution } : {}),
+  ...(tool._meta !== undefined ? { _meta: tool._meta } : {})
 })
 
 const closeReasonOfProcess = (transport: StdioProcessTransport): string => {

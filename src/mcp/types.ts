@@ -4,12 +4,20 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 
-/** A tool as its server lists it (name unchanged). */
+/**
+ * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
+ * objects themselves, not copies: they are bounded by the message-size cap and never mutated).
+ */
 export interface ToolInfo {
   readonly name: string
+  readonly title?: string
   readonly description: string
   readonly inputSchema: Record<string, unknown>
+  readonly outputSchema?: Record<string, unknown>
   readonly annotations?: Record<string, unknown>
+  /** MCP's `execution` (`taskSupport`: "forbidden" | "optional" | "required"). */
+  readonly execution?: Record<string, unknown>
+  readonly _meta?: Record<string, unknown>
 }
 
 /** Options every MCP request takes: a time-out and an optional abort signal. */

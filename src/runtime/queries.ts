@@ -12,7 +12,7 @@ import type { RecordQuery } from "../records/records.js"
 import { awaitSnapshot } from "./bridge.js"
 import type { ServiceNotFound, TooMany } from "./errors.js"
 import type { ScopeContext } from "./host.js"
-import { isConnected, iso, serviceView, toolViews, transitionView, type ServiceView, type ToolView } from "./views.js"
+import { hiddenToolViews, isConnected, iso, serviceView, toolViews, transitionView, type ServiceView, type ToolView } from "./views.js"
 
 export interface WaitServiceInput {
   readonly client_id_or_service_name: string
@@ -55,6 +55,7 @@ export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
     return {
       service: { ...view, config: maskDefinition(snapshot.context.definition) },
       tools: toolViews(snapshot),
+      hidden_tools: hiddenToolViews(snapshot),
       connected: isConnected(view.status)
     }
   })

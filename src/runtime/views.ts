@@ -4,6 +4,7 @@
  */
 import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type Status, type TransportType } from "../domain/service.js"
 import { statusOf, type ServiceSnapshot, type Transition } from "../machines/service.js"
+import type { ToolInfo } from "../mcp/types.js"
 
 /** A service in list form. */
 export interface ServiceView {
@@ -26,15 +27,47 @@ export interface ServiceView {
   readonly response_time_ms: number | null
 }
 
-/** A tool as clients see it: callable name `<service>__<tool>`. */
+/**
+ * A tool as clients see it: callable name `<service>__<tool>`, the contract's snake_case fields,
+ * and every MCP field of the upstream's tools/list under its MCP name, unchanged.
+ */
 export interface ToolView {
   readonly name: string
   readonly original_name: string
   readonly description: string
   readonly service_name: string
+  readonly title?: string
   readonly inputSchema: Record<string, unknown>
+  readonly outputSchema?: Record<string, unknown>
   readonly annotations?: Record<string, unknown>
+  readonly execution?: Record<string, unknown>
+  readonly _meta?: Record<string, unknown>
 }
+
+/** A tool the store does not offer to agents, and why (get_service_info lists them). */
+export interface HiddenToolView {
+  readonly name: string
+  readonly original_name: string
+  readonly reason: string
+}
+
+/**
+ * Why an upstream tool is not offered to agents, or undefined when it is:
+ * - its `_meta.ui.visibility` (MCP Apps) leaves out "model": it is for the app's own UI;
+ * - its `execution.taskSupport` is "required": it can only be called through MCP tasks
+ *   (tools/call with `task`, then tasks/get and tasks/result), which the store does not relay yet,
+ *   so every call would fail.
+ */
+export const hiddenReason = (tool: ToolInfo): string | undefined => {
+  if (tool.execution?.["taskSupport"] === "required") return TASKS_UNSUPPORTED
+  const ui = tool._meta?.["ui"]
+  const visibility = typeof ui === "object" && ui !== null ? (ui as Record<string, unknown>)["visibility"] : undefined
+  if (Array.isArray(visibility) && !visibility.includes("model")) return `its _meta.ui.visibility leaves out "model": the tool is for the app, not for agents`
+  return undefined
+}
+
+/** The reason a tool with `execution.taskSupport: "required"` is hidden and refused. */
+export const TASKS_UNSUPPORTED = `it requires MCP tasks (execution.taskSupport "required"), which the store does not relay yet`
 
 export const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString())
 
@@ -60,6 +93,7 @@ const transportOf = (def: ServiceDefinition): TransportType => {
  */
 const serviceViews = new WeakMap<ServiceSnapshot, ServiceView>()
 const toolViewLists = new WeakMap<ServiceSnapshot, ReadonlyArray<ToolView>>()
+const hiddenToolLists = new WeakMap<ServiceSnapshot, ReadonlyArray<HiddenToolView>>()
 
 /** A service in list form (shared; never mutate it). */
 export const serviceView = (snapshot: ServiceSnapshot): ServiceView => {
@@ -92,22 +126,42 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
   }
 }
 
-/** The tools of a service, callable names (shared; never mutate them). */
+/** The tools of a service offered to agents, callable names (shared; never mutate them). */
 export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> => {
   let views = toolViewLists.get(snapshot)
   if (views === undefined) toolViewLists.set(snapshot, (views = buildToolViews(snapshot)))
   return views
 }
 
+// The upstream's own objects, not copies: they are never mutated (see ToolInfo).
 const buildToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
-  snapshot.context.tools.map((t) => ({
-    name: callableName(snapshot.context.name, t.name),
-    original_name: t.name,
-    description: t.description,
-    service_name: snapshot.context.name,
-    inputSchema: t.inputSchema,
-    ...(t.annotations !== undefined ? { annotations: t.annotations } : {})
-  }))
+  snapshot.context.tools
+    .filter((t) => hiddenReason(t) === undefined)
+    .map((t) => ({
+      name: callableName(snapshot.context.name, t.name),
+      original_name: t.name,
+      description: t.description,
+      service_name: snapshot.context.name,
+      ...(t.title !== undefined ? { title: t.title } : {}),
+      inputSchema: t.inputSchema,
+      ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema } : {}),
+      ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+      ...(t.execution !== undefined ? { execution: t.execution } : {}),
+      ...(t._meta !== undefined ? { _meta: t._meta } : {})
+    }))
+
+/** The tools of a service not offered to agents, with the reason (shared; never mutate them). */
+export const hiddenToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<HiddenToolView> => {
+  let views = hiddenToolLists.get(snapshot)
+  if (views === undefined) {
+    views = snapshot.context.tools.flatMap((t) => {
+      const reason = hiddenReason(t)
+      return reason === undefined ? [] : [{ name: callableName(snapshot.context.name, t.name), original_name: t.name, reason }]
+    })
+    hiddenToolLists.set(snapshot, views)
+  }
+  return views
+}
 
 /** A recorded transition with its time as ISO text. */
 export const transitionView = (t: Transition) => ({ from: t.from, to: t.to, at: new Date(t.at).toISOString(), reason: t.reason })
