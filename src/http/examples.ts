@@ -11,16 +11,59 @@ export interface Example {
   readonly response: unknown
 }
 
+/** The demo service's command line (mcp.example.json), as every example that shows it has it. */
+const DEMO_ARGS = ["--input-type=module", "--eval", "import 'mcp-store/demo-server'"]
+
+/** The demo service's first two tools, as list_tools and get_service_info show them in either scope. */
+const DEMO_TOOLS = [
+  {
+    "name": "demo__echo",
+    "original_name": "echo",
+    "description": "Returns the message unchanged.",
+    "service_name": "demo",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "message": {
+          "type": "string"
+        }
+      },
+      "required": [
+        "message"
+      ],
+      "$schema": "http://json-schema.org/draft-07/schema#"
+    }
+  },
+  {
+    "name": "demo__add",
+    "original_name": "add",
+    "description": "Adds two numbers.",
+    "service_name": "demo",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "a": {
+          "type": "number"
+        },
+        "b": {
+          "type": "number"
+        }
+      },
+      "required": [
+        "a",
+        "b"
+      ],
+      "$schema": "http://json-schema.org/draft-07/schema#"
+    }
+  }
+]
+
 export const EXAMPLES: Readonly<Record<string, Example>> = {
   "store.addService": {
     "request": {
       "name": "demo2",
       "command": "node",
-      "args": [
-        "--input-type=module",
-        "--eval",
-        "import 'mcp-store/demo-server'"
-      ]
+      "args": DEMO_ARGS
     },
     "response": {
       "success": true,
@@ -33,11 +76,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           "tool_count": 3,
           "transport_type": "stdio",
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ],
+          "args": DEMO_ARGS,
           "scope": "store",
           "client_id": "client_store_demo2_ad51e8ca",
           "last_error": null,
@@ -73,11 +112,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           "tool_count": 3,
           "transport_type": "stdio",
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ],
+          "args": DEMO_ARGS,
           "scope": "store",
           "client_id": "client_store_demo_ad51e8ca",
           "last_error": null,
@@ -95,11 +130,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           "tool_count": 3,
           "transport_type": "stdio",
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ],
+          "args": DEMO_ARGS,
           "scope": "store",
           "client_id": "client_store_demo2_ad51e8ca",
           "last_error": null,
@@ -126,11 +157,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "tool_count": 3,
         "transport_type": "stdio",
         "command": "node",
-        "args": [
-          "--input-type=module",
-          "--eval",
-          "import 'mcp-store/demo-server'"
-        ],
+        "args": DEMO_ARGS,
         "scope": "store",
         "client_id": "client_store_demo_ad51e8ca",
         "last_error": null,
@@ -142,55 +169,10 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "response_time_ms": 7.24,
         "config": {
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ]
+          "args": DEMO_ARGS
         }
       },
-      "tools": [
-        {
-          "name": "demo__echo",
-          "original_name": "echo",
-          "description": "Returns the message unchanged.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "message": {
-                "type": "string"
-              }
-            },
-            "required": [
-              "message"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        },
-        {
-          "name": "demo__add",
-          "original_name": "add",
-          "description": "Adds two numbers.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "a": {
-                "type": "number"
-              },
-              "b": {
-                "type": "number"
-              }
-            },
-            "required": [
-              "a",
-              "b"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        }
-      ],
+      "tools": DEMO_TOOLS,
       "hidden_tools": [],
       "connected": true
     }
@@ -199,48 +181,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     "response": {
       "success": true,
       "message": "6 tool(s)",
-      "tools": [
-        {
-          "name": "demo__echo",
-          "original_name": "echo",
-          "description": "Returns the message unchanged.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "message": {
-                "type": "string"
-              }
-            },
-            "required": [
-              "message"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        },
-        {
-          "name": "demo__add",
-          "original_name": "add",
-          "description": "Adds two numbers.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "a": {
-                "type": "number"
-              },
-              "b": {
-                "type": "number"
-              }
-            },
-            "required": [
-              "a",
-              "b"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        }
-      ],
+      "tools": DEMO_TOOLS,
       "total_tools": 6,
       "services_count": 2,
       "tools_by_service": {
@@ -394,19 +335,11 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "mcpServers": {
           "demo": {
             "command": "node",
-            "args": [
-              "--input-type=module",
-              "--eval",
-              "import 'mcp-store/demo-server'"
-            ]
+            "args": DEMO_ARGS
           },
           "demo2": {
             "command": "node",
-            "args": [
-              "--input-type=module",
-              "--eval",
-              "import 'mcp-store/demo-server'"
-            ]
+            "args": DEMO_ARGS
           }
         },
         "agents": {
@@ -414,11 +347,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
             "mcpServers": {
               "demo": {
                 "command": "node",
-                "args": [
-                  "--input-type=module",
-                  "--eval",
-                  "import 'mcp-store/demo-server'"
-                ]
+                "args": DEMO_ARGS
               }
             }
           }
@@ -622,11 +551,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   "store.updateService": {
     "request": {
       "command": "node",
-      "args": [
-        "--input-type=module",
-        "--eval",
-        "import 'mcp-store/demo-server'"
-      ]
+      "args": DEMO_ARGS
     },
     "response": {
       "success": true,
@@ -638,11 +563,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "tool_count": 3,
         "transport_type": "stdio",
         "command": "node",
-        "args": [
-          "--input-type=module",
-          "--eval",
-          "import 'mcp-store/demo-server'"
-        ],
+        "args": DEMO_ARGS,
         "scope": "store",
         "client_id": "client_store_demo_ad51e8ca",
         "last_error": null,
@@ -763,11 +684,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     "request": {
       "name": "demo",
       "command": "node",
-      "args": [
-        "--input-type=module",
-        "--eval",
-        "import 'mcp-store/demo-server'"
-      ]
+      "args": DEMO_ARGS
     },
     "response": {
       "success": true,
@@ -780,11 +697,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           "tool_count": 3,
           "transport_type": "stdio",
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ],
+          "args": DEMO_ARGS,
           "scope": "agent-1",
           "client_id": "client_agent-1_demo_ad51e8ca",
           "last_error": null,
@@ -820,11 +733,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
           "tool_count": 3,
           "transport_type": "stdio",
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ],
+          "args": DEMO_ARGS,
           "scope": "agent-1",
           "client_id": "client_agent-1_demo_ad51e8ca",
           "last_error": null,
@@ -851,11 +760,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "tool_count": 3,
         "transport_type": "stdio",
         "command": "node",
-        "args": [
-          "--input-type=module",
-          "--eval",
-          "import 'mcp-store/demo-server'"
-        ],
+        "args": DEMO_ARGS,
         "scope": "agent-1",
         "client_id": "client_agent-1_demo_ad51e8ca",
         "last_error": null,
@@ -867,55 +772,10 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "response_time_ms": 6.23,
         "config": {
           "command": "node",
-          "args": [
-            "--input-type=module",
-            "--eval",
-            "import 'mcp-store/demo-server'"
-          ]
+          "args": DEMO_ARGS
         }
       },
-      "tools": [
-        {
-          "name": "demo__echo",
-          "original_name": "echo",
-          "description": "Returns the message unchanged.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "message": {
-                "type": "string"
-              }
-            },
-            "required": [
-              "message"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        },
-        {
-          "name": "demo__add",
-          "original_name": "add",
-          "description": "Adds two numbers.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "a": {
-                "type": "number"
-              },
-              "b": {
-                "type": "number"
-              }
-            },
-            "required": [
-              "a",
-              "b"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        }
-      ],
+      "tools": DEMO_TOOLS,
       "hidden_tools": [],
       "connected": true
     }
@@ -924,48 +784,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     "response": {
       "success": true,
       "message": "3 tool(s)",
-      "tools": [
-        {
-          "name": "demo__echo",
-          "original_name": "echo",
-          "description": "Returns the message unchanged.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "message": {
-                "type": "string"
-              }
-            },
-            "required": [
-              "message"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        },
-        {
-          "name": "demo__add",
-          "original_name": "add",
-          "description": "Adds two numbers.",
-          "service_name": "demo",
-          "inputSchema": {
-            "type": "object",
-            "properties": {
-              "a": {
-                "type": "number"
-              },
-              "b": {
-                "type": "number"
-              }
-            },
-            "required": [
-              "a",
-              "b"
-            ],
-            "$schema": "http://json-schema.org/draft-07/schema#"
-          }
-        }
-      ],
+      "tools": DEMO_TOOLS,
       "total_tools": 3,
       "services_count": 1,
       "tools_by_service": {
@@ -1082,11 +901,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "mcpServers": {
           "demo": {
             "command": "node",
-            "args": [
-              "--input-type=module",
-              "--eval",
-              "import 'mcp-store/demo-server'"
-            ]
+            "args": DEMO_ARGS
           }
         }
       },
