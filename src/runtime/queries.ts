@@ -92,10 +92,10 @@ export const stats = (ctx: ScopeContext) =>
     const summary = ctx.host.records.summary([ctx.label])
     return {
       total_services: snapshots.length,
-      total_tools: snapshots.reduce((n, s) => n + s.context.tools.length, 0),
+      total_tools: snapshots.reduce((n, s) => n + toolViews(s).length, 0),
       healthy_services: snapshots.filter((s) => statusOf(s) === "healthy").length,
       services_by_status: countStatuses(ctx),
-      tools_by_service: dict(snapshots.map((s) => [s.context.name, s.context.tools.length])),
+      tools_by_service: dict(snapshots.map((s) => [s.context.name, toolViews(s).length])),
       tool_calls: {
         total: summary.total_executions,
         succeeded: summary.succeeded,

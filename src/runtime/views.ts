@@ -109,7 +109,8 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
     name: c.name,
     url: typeof def.url === "string" ? def.url : "",
     status: statusOf(snapshot),
-    tool_count: c.tools.length,
+    // The tools offered to agents (those list_tools lists); hidden ones are in get_service_info.
+    tool_count: toolViews(snapshot).length,
     transport_type: transportOf(def),
     command: typeof def.command === "string" ? def.command : null,
     // A hand-edited file may hold anything here ("args": 5): shown as it can be, never a crash.

@@ -89,6 +89,8 @@ describe("every tool field kept", () => {
     const info = await server.get("/for_store/get_service_info?name=rich")
     expect(info.status, info.text).toBe(200)
     expect(info.body.tools.map((t: Tool) => t.name)).toEqual(["rich__weather"])
+    // Counts are of the tools offered to agents, as listed.
+    expect(info.body.service.tool_count).toBe(1)
     expect(info.body.hidden_tools).toEqual([
       { name: "rich__refresh_card", original_name: "refresh_card", reason: expect.stringMatching(/_meta\.ui\.visibility leaves out "model"/) },
       { name: "rich__deep_research", original_name: "deep_research", reason: expect.stringMatching(/requires MCP tasks .*taskSupport "required"/) }
