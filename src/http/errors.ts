@@ -1,14 +1,14 @@
 /**
  * The contract's errors, in one place: the error classes (one body shape, a real status;
- * shared/API.md, Conventions), the one mapping of the store's errors to them, and `run`, through
- * which handlers call the store. The framework's own failures (bad bodies, unknown routes, decode
+ * shared/API.md, Conventions), the one mapping of the store's errors to them (`fromStoreError`, and
+ * `contract`, through which a handler runs a store operation). The framework's own failures (bad bodies, unknown routes, decode
  * errors, defects) are turned into these classes by src/http/contract-middleware.ts; a missing or
  * wrong API key by src/http/authorization.ts.
  */
 import { HttpApiSchema } from "@effect/platform"
 import { Cause, Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
-import { isStoreError, type StoreError } from "../runtime/errors.js"
+import type { StoreError } from "../runtime/errors.js"
 
 /**
  * The error body of shared/API.md. Each class lists its own codes: that makes the classes tell
@@ -107,10 +107,6 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
  */
 export const contract = <A, E extends StoreError, R>(operation: Effect.Effect<A, E, R>) => Effect.mapError(operation, fromStoreError)
 
-/** A store error as its contract error; anything else is a bug, logged as a defect. */
-const failure = (e: unknown): Effect.Effect<never, ReturnType<typeof fromStoreError> | InternalError> =>
-  isStoreError(e) ? Effect.fail(fromStoreError(e)) : logInternal("unexpected failure", Cause.die(e))
-
 /**
  * A bug: the details (messages, errno text, file paths) go to the log only, under a trace id; the
  * client gets a generic message with the same id, so an operator can find the log line.
@@ -122,46 +118,3 @@ export const logInternal = (what: string, cause: Cause.Cause<unknown>): Effect.E
   )
 }
 
-const isPromiseLike = (v: unknown): v is PromiseLike<unknown> =>
-  typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function"
-
-/**
- * Runs a store operation from a handler: store errors become contract errors; anything else is a
- * bug, logged as a defect. An operation that takes the AbortSignal gets one that fires if the
- * client goes away (the fiber is interrupted); one that takes no argument gets none (an
- * AbortController per request is not free), and when it answers synchronously it runs without an
- * asynchronous step at all.
- */
-export const run = <A>(
-  operation: (signal: AbortSignal) => Promise<A> | A
-): Effect.Effect<A, ReturnType<typeof fromStoreError> | InternalError> => {
-  const settle = (value: PromiseLike<A>) =>
-    Effect.async<A, ReturnType<typeof fromStoreError> | InternalError>((resume) => {
-      value.then(
-        (a) => resume(Effect.succeed(a)),
-        (e) => resume(failure(e))
-      )
-    })
-  if (operation.length === 0) {
-    return Effect.suspend(() => {
-      let value: Promise<A> | A
-      try {
-        value = operation(undefined as never)
-      } catch (e) {
-        return failure(e)
-      }
-      return isPromiseLike(value) ? settle(value) : Effect.succeed(value)
-    })
-  }
-  // A register function of two parameters makes Effect create the AbortController and abort it on interruption.
-  return Effect.async<A, ReturnType<typeof fromStoreError> | InternalError>((resume, signal) => {
-    try {
-      Promise.resolve(operation(signal)).then(
-        (a) => resume(Effect.succeed(a)),
-        (e) => resume(failure(e))
-      )
-    } catch (e) {
-      resume(failure(e))
-    }
-  })
-}
