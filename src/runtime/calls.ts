@@ -26,7 +26,7 @@ import type { ScopeContext } from "./host.js"
 import { log } from "./log.js"
 import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
-import { TOOL_SEPARATOR, callableName, isConnected, iso } from "./views.js"
+import { TOOL_SEPARATOR, callableName, hiddenReason, isConnected, iso } from "./views.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
 
 export interface CallToolInput {
@@ -165,19 +165,19 @@ function toolSuggestions(ctx: ScopeContext, toolName: string): Array<string> {
     function* callableNames() {
       for (const actor of ordered) {
         const { name, tools } = actor.getSnapshot().context
-        for (const t of tools) yield callableName(name, t.name)
+        for (const t of tools) if (hiddenReason(t) === undefined) yield callableName(name, t.name)
       }
     }
     return suggestions(toolName, callableNames())
   }
   function* originalNames() {
-    for (const actor of actors) for (const t of actor.getSnapshot().context.tools) yield t.name
+    for (const actor of actors) for (const t of actor.getSnapshot().context.tools) if (hiddenReason(t) === undefined) yield t.name
   }
   const close = new Set(suggestions(toolName, originalNames()))
   const out: Array<string> = []
   for (const actor of actors) {
     const { name, tools } = actor.getSnapshot().context
-    for (const t of tools) if (close.has(t.name) && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
+    for (const t of tools) if (close.has(t.name) && hiddenReason(t) === undefined && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
   }
   return out
 }

@@ -97,6 +97,16 @@ describe("every tool field kept", () => {
     ])
   })
 
+  it("never suggests a hidden tool: a misspelt name gets only the tools offered to agents", async () => {
+    const near = await server.post("/for_store/call_tool", { tool_name: "rich__refresh_cards", args: {} })
+    expect(near.status, near.text).toBe(404)
+    expect(near.body.error.details.suggestions ?? []).not.toContain("rich__refresh_card")
+    expect(near.text).not.toMatch(/did you mean/)
+    const visible = await server.post("/for_store/call_tool", { tool_name: "rich__weathr", args: {} })
+    expect(visible.status, visible.text).toBe(404)
+    expect(visible.body.error.details.suggestions).toEqual(["rich__weather"])
+  })
+
   it("refuses a call to a tasks-required tool with 400 and the reason, without sending it", async () => {
     const reply = await server.post("/for_store/call_tool", { tool_name: "rich__deep_research", args: { topic: "x" } })
     expect(reply.status, reply.text).toBe(400)
