@@ -17,6 +17,7 @@
  * after one settling interval, CPU per store over `windows` windows of `seconds`.
  */
 import { build } from "esbuild"
+import { bundleOptions } from "../scripts/bundle-options.mjs"
 import { copyFileSync, mkdirSync, symlinkSync, existsSync, writeFileSync } from "node:fs"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -47,24 +48,11 @@ const median = (xs: ReadonlyArray<number>) => {
 }
 const loadavg = async () => (await import("node:os")).loadavg().map((l) => l.toFixed(2)).join(", ")
 
-/** Builds the current sources as scripts/build.mjs bundles dist/mcp-store.mjs (keep the options alike), into `<dir>/dist` (a directory of its own, so dist/ is left alone). */
+/** Builds the current sources with scripts/build.mjs's bundle options (one file, not split), into `<dir>/dist` (a directory of its own, so dist/ is left alone). */
 const buildInto = async (dir: string) => {
   const out = resolve(dir)
   mkdirSync(join(out, "dist"), { recursive: true })
-  await build({
-    entryPoints: [join(ROOT, "src", "cli-entry.ts")],
-    outfile: join(out, "dist", "mcp-store.mjs"),
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    sourcemap: "linked",
-    logLevel: "warning",
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-    external: ["@parcel/watcher", "msgpackr-extract"],
-    // jsonc-parser's `main` is a UMD build whose require() calls esbuild cannot follow: its ES build.
-    alias: { "jsonc-parser": "jsonc-parser/lib/esm/main.js" }
-  })
+  await build({ ...bundleOptions, entryPoints: [join(ROOT, "src", "cli-entry.ts")], outfile: join(out, "dist", "mcp-store.mjs") })
   copyFileSync(join(ROOT, "src", "ui", "dashboard.html"), join(out, "dist", "dashboard.html"))
   copyFileSync(join(ROOT, "package.json"), join(out, "package.json"))
   if (!existsSync(join(out, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(out, "node_modules"))

@@ -15,6 +15,7 @@ import { execFileSync } from "node:child_process"
 import { copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
+import { bundleOptions } from "./bundle-options.mjs"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const out = `${root}.dist-${process.pid}`
@@ -24,22 +25,7 @@ const require = createRequire(import.meta.url)
 rmSync(out, { recursive: true, force: true })
 mkdirSync(`${out}/ui`, { recursive: true })
 try {
-  const common = {
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    sourcemap: "linked",
-    logLevel: "warning",
-    // CommonJS dependencies inside the bundle still call require().
-    banner: {
-      js: "#!/usr/bin/env node\nimport { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
-    },
-    // jsonc-parser's `main` is a UMD build whose require() calls esbuild cannot follow: its ES build.
-    alias: { "jsonc-parser": "jsonc-parser/lib/esm/main.js" },
-    // Optional native add-ons of dependencies that the store never loads.
-    external: ["@parcel/watcher", "msgpackr-extract"]
-  }
+  const common = bundleOptions
   await Promise.all([
     // Split at the entry's dynamic imports, so `--version` reads a few kilobytes, not the program.
     // The chunks stay beside the entry: src/version.ts reads ../package.json from its own module.
