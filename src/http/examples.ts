@@ -58,6 +58,48 @@ const DEMO_TOOLS = [
   }
 ]
 
+/** An agent's two newest tool calls, as tool_records and tool_call_history show them. */
+const AGENT_CALLS = [
+  {
+    "id": "67aad011-07d0-4718-a22c-27858e5a3c14",
+    "timestamp": "2026-11-23T07:26:46.241Z",
+    "scope": "agent",
+    "agent_id": "agent-1",
+    "service_name": "demo",
+    "tool_name": "add",
+    "params": {
+      "a": 2,
+      "b": 3
+    },
+    "result": {
+      "sum": 5
+    },
+    "outcome": "success",
+    "error": null,
+    "duration_ms": 5.07,
+    "trace_id": "mwsy015o-6-5dkk4y"
+  },
+  {
+    "id": "dddfe937-d184-44fc-944d-44af89ed7967",
+    "timestamp": "2026-11-23T07:26:46.199Z",
+    "scope": "agent",
+    "agent_id": "agent-1",
+    "service_name": "demo",
+    "tool_name": "add",
+    "params": {
+      "a": 2,
+      "b": 3
+    },
+    "result": {
+      "sum": 5
+    },
+    "outcome": "success",
+    "error": null,
+    "duration_ms": 3.55,
+    "trace_id": "mwsy014j-5-og87um"
+  }
+]
+
 export const EXAMPLES: Readonly<Record<string, Example>> = {
   "store.addService": {
     "request": {
@@ -961,46 +1003,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     "response": {
       "success": true,
       "message": "3 of 3 record(s)",
-      "executions": [
-        {
-          "id": "67aad011-07d0-4718-a22c-27858e5a3c14",
-          "timestamp": "2026-11-23T07:26:46.241Z",
-          "scope": "agent",
-          "agent_id": "agent-1",
-          "service_name": "demo",
-          "tool_name": "add",
-          "params": {
-            "a": 2,
-            "b": 3
-          },
-          "result": {
-            "sum": 5
-          },
-          "outcome": "success",
-          "error": null,
-          "duration_ms": 5.07,
-          "trace_id": "mwsy015o-6-5dkk4y"
-        },
-        {
-          "id": "dddfe937-d184-44fc-944d-44af89ed7967",
-          "timestamp": "2026-11-23T07:26:46.199Z",
-          "scope": "agent",
-          "agent_id": "agent-1",
-          "service_name": "demo",
-          "tool_name": "add",
-          "params": {
-            "a": 2,
-            "b": 3
-          },
-          "result": {
-            "sum": 5
-          },
-          "outcome": "success",
-          "error": null,
-          "duration_ms": 3.55,
-          "trace_id": "mwsy014j-5-og87um"
-        }
-      ],
+      "executions": AGENT_CALLS,
       "total": 3,
       "summary": {
         "total_executions": 3,
@@ -1273,46 +1276,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     "response": {
       "success": true,
       "message": "Recent tool calls",
-      "calls": [
-        {
-          "id": "67aad011-07d0-4718-a22c-27858e5a3c14",
-          "timestamp": "2026-11-23T07:26:46.241Z",
-          "scope": "agent",
-          "agent_id": "agent-1",
-          "service_name": "demo",
-          "tool_name": "add",
-          "params": {
-            "a": 2,
-            "b": 3
-          },
-          "result": {
-            "sum": 5
-          },
-          "outcome": "success",
-          "error": null,
-          "duration_ms": 5.07,
-          "trace_id": "mwsy015o-6-5dkk4y"
-        },
-        {
-          "id": "dddfe937-d184-44fc-944d-44af89ed7967",
-          "timestamp": "2026-11-23T07:26:46.199Z",
-          "scope": "agent",
-          "agent_id": "agent-1",
-          "service_name": "demo",
-          "tool_name": "add",
-          "params": {
-            "a": 2,
-            "b": 3
-          },
-          "result": {
-            "sum": 5
-          },
-          "outcome": "success",
-          "error": null,
-          "duration_ms": 3.55,
-          "trace_id": "mwsy014j-5-og87um"
-        }
-      ]
+      "calls": AGENT_CALLS
     }
   },
   "monitoring.realtimeStatus": {
