@@ -6,7 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { ToolRecords, type NewRecord } from "../../src/records/records.js"
+import { ToolRecords } from "../../src/records/records.js"
+import { newRecord } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
 const RECORDS_FILE = "mcp.records.jsonl"
@@ -26,20 +27,7 @@ const open = async (options: { maxFileSizeMb?: number; retentionDays?: number } 
   return { records, file: () => readFileSync(join(dir, RECORDS_FILE), "utf8") }
 }
 
-let seq = 0
-const rec = (over: Partial<NewRecord> = {}): NewRecord => ({
-  scope: "store",
-  agent_id: null,
-  service_name: "svc",
-  tool_name: "echo",
-  params: { n: seq },
-  result: `result ${seq}`,
-  outcome: "success",
-  error: null,
-  duration_ms: 1,
-  trace_id: `t-${seq++}`,
-  ...over
-})
+const rec = newRecord
 
 describe("ToolRecords.record", () => {
   it("writes the line at once when nothing else writes the file", async () => {

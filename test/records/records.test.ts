@@ -8,8 +8,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { captureLogs } from "../../src/runtime/log.js"
-import { recordsFileFor, ToolRecords, type NewRecord, type Outcome, type RecordsOptions } from "../../src/records/records.js"
-import { flush } from "../support/index.js"
+import { recordsFileFor, ToolRecords, type Outcome, type RecordsOptions } from "../../src/records/records.js"
+import { flush, newRecord } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
 const RECORDS_FILE = "mcp.records.jsonl"
@@ -36,23 +36,11 @@ const fileOf = (dir: string) => join(dir, RECORDS_FILE)
 const lines = (dir: string) => readFileSync(fileOf(dir), "utf8").split("\n").filter((l) => l !== "")
 const parsedLines = (dir: string) => lines(dir).map((l) => JSON.parse(l) as { id: string; timestamp: string })
 
-let seq = 0
-const rec = (over: Partial<NewRecord> = {}): NewRecord => ({
-  scope: "store",
-  agent_id: null,
-  service_name: "svc",
-  tool_name: "echo",
-  params: { n: seq },
-  result: `result ${seq}`,
-  outcome: "success",
-  error: null,
-  duration_ms: 10,
-  trace_id: `t-${seq++}`,
-  ...over
-})
+const rec = newRecord
+let lineSeq = 0
 /** A full record line as the file holds it (for files written by hand). */
 const line = (over: Record<string, unknown> = {}) =>
-  JSON.stringify({ id: `id-${seq}`, timestamp: new Date().toISOString(), ...rec(), ...over })
+  JSON.stringify({ id: `id-${lineSeq++}`, timestamp: new Date().toISOString(), ...rec(), ...over })
 
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((r) => r.close().catch(() => undefined)))

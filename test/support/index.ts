@@ -12,6 +12,7 @@
  *   mcp.ts         fixture definitions, tool result text, the failure of an MCP request
  *   sse.ts         a Server-Sent Events reader (/events, /inspect/events)
  *   prometheus.ts  GET /metrics parsed into samples
+ *   records.ts     tool-call records as ToolRecords.record takes them (newRecord)
  *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
@@ -24,6 +25,7 @@ export * from "./mcp.js"
 export * from "./package.js"
 export * from "./process.js"
 export * from "./prometheus.js"
+export * from "./records.js"
 export * from "./routes.js"
 export * from "./server.js"
 export * from "./sse.js"
