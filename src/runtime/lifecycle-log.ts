@@ -20,6 +20,10 @@ import type { InspectionEvent } from "xstate"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
 import { log, type LogFields, type LogLevelName, writeLog } from "./log.js"
+import { hiddenReason } from "./views.js"
+
+/** The tools a service offers agents: the count list_tools and tool_count give (hidden ones left out). */
+const offered = (tools: ServiceContext["tools"]): number => tools.reduce((n, t) => (hiddenReason(t) === undefined ? n + 1 : n), 0)
 
 /** How many status lines a service may write in one window before its lines go to debug. */
 export const FLAP_LINES = 10
@@ -154,9 +158,9 @@ export class LifecycleLog {
         level = "info"
         const since = previous === undefined ? undefined : t.at - previous.at
         if (t.from === "warning") message = `${label} healthy again: ${reason}`
-        else if (t.from === "initializing") message = `${label} healthy (${c.tools.length} tools${since === undefined ? "" : `, ${seconds(since)}`})`
-        else message = `${label} healthy again (${c.tools.length} tools${since === undefined ? "" : `, down ${seconds(since)}`})`
-        fields.tools = c.tools.length
+        else if (t.from === "initializing") message = `${label} healthy (${offered(c.tools)} tools${since === undefined ? "" : `, ${seconds(since)}`})`
+        else message = `${label} healthy again (${offered(c.tools)} tools${since === undefined ? "" : `, down ${seconds(since)}`})`
+        fields.tools = offered(c.tools)
         if (since !== undefined) fields.duration_ms = since
         break
       }

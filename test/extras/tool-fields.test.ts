@@ -11,6 +11,7 @@ import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { everythingStdio, REPO_ROOT, TSX_IMPORT, type Launch } from "../fixtures/paths.js"
 import { addService, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
 
 const richTools: Launch = { command: process.execPath, args: [...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "rich-tools-server.ts")] }
 
@@ -32,10 +33,12 @@ let server: TestServer
 let mcp: Client
 let rich: ReadonlyArray<Tool>
 let everything: ReadonlyArray<Tool>
+let logs: CapturedLogs
 
 beforeAll(async () => {
   ;[rich, everything] = await Promise.all([upstreamTools(richTools), upstreamTools(everythingStdio)])
   server = await startTestServer()
+  logs = captureLogs({ level: "info" })
   await addService(server, "/for_store", localService("rich", richTools))
   await addService(server, "/for_store", localService("everything", everythingStdio))
   await waitStatus(server, "/for_store", "rich", "healthy")
@@ -45,6 +48,7 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
+  logs?.restore()
   await mcp?.close().catch(() => undefined)
   await server?.cleanup()
 })
@@ -95,6 +99,10 @@ describe("every tool field kept", () => {
       { name: "rich__refresh_card", original_name: "refresh_card", reason: expect.stringMatching(/_meta\.ui\.visibility leaves out "model"/) },
       { name: "rich__deep_research", original_name: "deep_research", reason: expect.stringMatching(/requires MCP tasks .*taskSupport "required"/) }
     ])
+  })
+
+  it("the healthy line counts the tools offered to agents, as tool_count does", () => {
+    expect(logs.lines.find((l) => l.includes("store/rich healthy"))).toMatch(/store\/rich healthy \(1 tools/)
   })
 
   it("never suggests a hidden tool: a misspelt name gets only the tools offered to agents", async () => {
