@@ -12,6 +12,7 @@ import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } fro
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Stream } from "effect"
 import { setMaxListeners } from "node:events"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
@@ -35,7 +36,11 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   ...["GET", "POST", "DELETE"].flatMap((method) => [
     { method, path: "/mcp" },
     { method, path: "/for_agent/:agent_id/mcp" }
-  ])
+  ]),
+  { method: "GET", path: "/sse" },
+  { method: "POST", path: "/messages" },
+  { method: "GET", path: "/for_agent/:agent_id/sse" },
+  { method: "POST", path: "/for_agent/:agent_id/messages" }
 ]
 
 const HEARTBEAT_SECONDS = 15
@@ -130,6 +135,7 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
     case "alert":
       return { event: "alert", scope: e.alert.scope, data: e.alert }
     case "check":
+    case "removed":
       return undefined
   }
 }
@@ -157,7 +163,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     })
     new Gauge({
       name: "mcpstore_mcp_sessions",
-      help: `Open MCP sessions on /mcp and /for_agent/{id}/mcp (cap: ${app.server.maxMcpSessions})`,
+      help: `Open MCP sessions on /mcp, /sse and their /for_agent/{id}/ forms (cap: ${app.server.maxMcpSessions})`,
       registers: [metrics.registry],
       collect() {
         this.set(gateway.size)
@@ -221,7 +227,10 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.get("/ui", Effect.sync(() => HttpServerResponse.html(dashboardHtml())))
 
-    const mcp = (scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string) =>
+    const mcp = (
+      scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void> = (...args) => gateway.handle(...args)
+    ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const params = yield* HttpRouter.params
@@ -232,7 +241,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
         const req = NodeHttpServerRequest.toIncomingMessage(request)
         const res = NodeHttpServerRequest.toServerResponse(request)
-        yield* Effect.promise(() => gateway.handle(scope, req, res, body))
+        yield* Effect.promise(() => serve(scope, req, res, body))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })
@@ -245,5 +254,12 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/mcp", mcp(storeScope))
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
+    // The legacy SSE transport (src/http/sse-endpoint.ts): the same sessions, in each scope.
+    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse) => gateway.openSse(scope, req, res)
+    const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => gateway.postMessage(scope, req, res, body)
+    yield* router.get("/sse", mcp(storeScope, sseStream))
+    yield* router.post("/messages", mcp(storeScope, sseMessage))
+    yield* router.get("/for_agent/:agent_id/sse", mcp(agentFromPath, sseStream))
+    yield* router.post("/for_agent/:agent_id/messages", mcp(agentFromPath, sseMessage))
   })
 )

@@ -8,13 +8,18 @@
  * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
  * and when every session is busy the new one is refused with 429 and Retry-After. A session with no
  * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
+ *
+ * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/sse-endpoint.ts) is a second
+ * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
+ * list_changed fan-out and shutdown.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, isInitializeRequest, JSONRPCMessageSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
@@ -22,10 +27,21 @@ import { isStoreError } from "../runtime/errors.js"
 import type { Store } from "../runtime/store.js"
 import { toolViews } from "../runtime/views.js"
 import { VERSION } from "../version.js"
+import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 
-interface Session {
+/** A session of either transport; `kind` tells which. */
+type Session = StreamableSession | SseSession
+type StreamableSession = SessionState & { readonly kind: "streamable"; readonly transport: StreamableHTTPServerTransport }
+/**
+ * A legacy SSE session: it lives as long as its GET stream, which the cap never cuts (it is busy
+ * for `makeRoom`); its requests arrive by POST and are answered on the stream, so `busy` counts
+ * those in flight, and a session with none for `idleSeconds` is closed, its stream ended.
+ */
+type SseSession = SessionState & { readonly kind: "sse"; readonly transport: SSEServerTransport }
+
+/** What every session has beside its transport; what `buildServer`'s handlers may keep per session. */
+interface SessionState {
   readonly id: string
-  readonly transport: StreamableHTTPServerTransport
   readonly server: Server
   readonly scope: Scope
   /** Names of the tools last announced, to tell whether the set changed. */
@@ -99,6 +115,11 @@ export class McpGateway {
   }
 
   private onMonitorEvent(e: MonitorEvent): void {
+    if (e.type === "removed") {
+      // Seen as the store's root receives the event, before the service leaves the scope's actors.
+      if (!this.shuttingDown) setImmediate(() => this.onMonitorEvent({ ...e, type: "tools_changed", tool_count: 0 }))
+      return
+    }
     if (e.type !== "status" && e.type !== "tools_changed") return
     // One tool list per scope for the event, however many of its sessions are open.
     let names: string | undefined
@@ -111,24 +132,29 @@ export class McpGateway {
     }
   }
 
-  /** A new session, in the map at once (so concurrent initializations count against the cap). */
-  private newSession(scope: Scope): Session {
+  /** A new Streamable HTTP session, in the map at once (so concurrent initializations count against the cap). */
+  private newSession(scope: Scope): StreamableSession {
+    const id = randomUUID()
+    const session = this.addSession<StreamableSession>(scope, { id, kind: "streamable", transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id }) })
+    session.transport.onclose = () => this.forget(session)
+    return session
+  }
+
+  /** A session of either kind with its server, in the map at once. */
+  private addSession<S extends Session>(scope: Scope, parts: Pick<S, "id" | "kind" | "transport">): S {
+    const state = { ...parts, scope, listed: this.toolNames(scope), busy: 0, touchedAt: performance.now() }
+    // The handlers keep the very object that becomes the session (they update `listed`).
+    const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
+    this.sessions.set(session.id, session)
+    return session
+  }
+
+  /** A session's SDK server and its handlers, the same for every transport. */
+  private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
       { capabilities: { tools: { listChanged: true } }, jsonSchemaValidator: this.validator }
     )
-    const id = randomUUID()
-    const session: Session = {
-      id,
-      scope,
-      server,
-      listed: this.toolNames(scope),
-      busy: 0,
-      touchedAt: performance.now(),
-      transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id })
-    }
-    this.sessions.set(id, session)
-    session.transport.onclose = () => this.forget(session)
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const tools = this.tools(scope)
       session.listed = tools.map((t) => t.name).sort().join("\n")
@@ -162,7 +188,7 @@ export class McpGateway {
         throw e
       }
     })
-    return session
+    return server
   }
 
   /**
@@ -170,14 +196,11 @@ export class McpGateway {
    * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
    */
   async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    if (this.shuttingDown) {
-      jsonRpcError(res, 503, -32000, "Server shutting down", { connection: "close" })
-      return
-    }
+    if (this.refusedWhileClosing(res)) return
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
     let session = sessionId !== undefined ? this.sessions.get(sessionId) : undefined
-    if (session !== undefined && scopeLabel(session.scope) !== scopeLabel(scope)) session = undefined
+    if (session !== undefined && (session.kind !== "streamable" || scopeLabel(session.scope) !== scopeLabel(scope))) session = undefined
     const created = session === undefined
     if (session === undefined) {
       if (sessionId !== undefined || req.method !== "POST" || !initializes(body)) {
@@ -187,15 +210,7 @@ export class McpGateway {
         else jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
         return
       }
-      if (!this.makeRoom()) {
-        const max = this.options.maxSessions
-        const message = `Too many MCP sessions: all ${max} are busy; try again later`
-        jsonRpcError(res, 429, -32000, message, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
-          code: "TOO_MANY",
-          details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
-        })
-        return
-      }
+      if (!this.admit(res)) return
       session = this.newSession(scope)
     }
     this.begin(session)
@@ -210,6 +225,68 @@ export class McpGateway {
       // An initialization the transport refused (a batch, bad headers) leaves no session behind.
       if (created && session.transport.sessionId === undefined) this.closeSession(session)
     }
+  }
+
+  /**
+   * GET of the legacy SSE endpoint (src/http/sse-endpoint.ts): a new session whose stream carries
+   * every answer and notification, its first event the URL to POST messages to. Resolves when the
+   * stream ends (the client left, the session expired or was closed, shutdown).
+   */
+  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.refusedWhileClosing(res)) return
+    if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
+    if (!this.admit(res)) return
+    const transport = new SSEServerTransport(messagesPath(scope), res)
+    const session = this.addSession<SseSession>(scope, { id: transport.sessionId, kind: "sse", transport })
+    transport.onclose = () => this.forget(session)
+    watchRequests(transport, () => this.begin(session), () => this.end(session))
+    const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
+    this.begin(session)
+    try {
+      await session.server.connect(transport)
+    } finally {
+      this.end(session)
+    }
+    // A client gone before the stream began: the transport saw no "close".
+    if (res.destroyed) this.closeSession(session)
+    await finished
+  }
+
+  /** POST of the legacy SSE endpoint: one JSON-RPC message of a session of this scope (answered 202; the answer goes on its stream). */
+  async postMessage(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    if (this.refusedWhileClosing(res)) return
+    const id = sessionIdOf(req)
+    if (id === undefined) return jsonRpcError(res, 400, -32000, "Bad Request: the sessionId query parameter is required")
+    const session = this.sessions.get(id)
+    // A session of another scope, or of the other transport, is unknown here.
+    if (session?.kind !== "sse" || scopeLabel(session.scope) !== scopeLabel(scope)) return jsonRpcError(res, 404, -32001, "Session not found")
+    if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
+    this.begin(session)
+    try {
+      await session.transport.handlePostMessage(req, res, body)
+    } catch {
+      // The stream ended meanwhile: the transport has answered 500 and the session is gone.
+    } finally {
+      this.end(session)
+    }
+  }
+
+  /** Answers 503 once shutdown has begun; true when it did. */
+  private refusedWhileClosing(res: ServerResponse): boolean {
+    if (this.shuttingDown) jsonRpcError(res, 503, -32000, "Server shutting down", { connection: "close" })
+    return this.shuttingDown
+  }
+
+  /** Makes room for a new session, or answers 429 with Retry-After when every session is busy; true when admitted. */
+  private admit(res: ServerResponse): boolean {
+    if (this.makeRoom()) return true
+    const max = this.options.maxSessions
+    const message = `Too many MCP sessions: all ${max} are busy; try again later`
+    jsonRpcError(res, 429, -32000, message, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
+      code: "TOO_MANY",
+      details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
+    })
+    return false
   }
 
   /** Moves a session to the end of the map: the map stays in order of last activity. */
@@ -231,11 +308,11 @@ export class McpGateway {
     if (session.busy === 0 && this.sessions.has(session.id)) this.armSweep(session.touchedAt + this.idleMs)
   }
 
-  /** At the cap, closes the oldest idle session; false when every session is busy. */
+  /** At the cap, closes the oldest idle session; false when every session is busy (an SSE session's open stream counts). */
   private makeRoom(): boolean {
     if (this.sessions.size < this.options.maxSessions) return true
     for (const session of this.sessions.values()) {
-      if (session.busy > 0) continue
+      if (session.busy > 0 || session.kind === "sse") continue
       this.closeSession(session)
       return true
     }
@@ -287,10 +364,13 @@ export class McpGateway {
     for (const session of expired) this.closeSession(session)
   }
 
-  /** Shutdown has begun: refuse new requests and end every session's standalone GET stream. */
+  /** Shutdown has begun: refuse new requests and end every session's standalone GET stream (an SSE session with it). */
   shutdown(): void {
     this.shuttingDown = true
-    for (const s of this.sessions.values()) s.transport.closeStandaloneSSEStream()
+    for (const s of this.sessions.values()) {
+      if (s.kind === "sse") this.closeSession(s)
+      else s.transport.closeStandaloneSSEStream()
+    }
   }
 
   /** Open sessions, those still initializing included. */

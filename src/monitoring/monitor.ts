@@ -96,6 +96,8 @@ export type MonitorEvent =
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
   | { readonly type: "alert"; readonly alert: Alert }
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
+  /** A service left its scope (its tools with it: the MCP endpoints' lists change). */
+  | { readonly type: "removed"; readonly scope: string; readonly service_name: string }
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -218,6 +220,7 @@ export class Monitor {
   /** A service was deleted: its open alerts are resolved (nothing will ever make it healthy again). */
   serviceRemoved(scope: string, name: string): void {
     this.resolve(scope, name)
+    this.emit({ type: "removed", scope, service_name: name })
   }
 
   /** A tool call's duration counts as a response-time sample of its service. */
