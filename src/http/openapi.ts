@@ -74,6 +74,12 @@ const mcp = (path: string, scope: string): ReadonlyArray<ExtraRoute> => [
   { method: "DELETE", path, summary: `MCP (streamable HTTP) for ${scope}: ends the session`, type: "application/json" }
 ]
 
+/** The legacy SSE transport (MCP 2024-11-05) of a scope, under `prefix`. */
+const sse = (prefix: string, scope: string): ReadonlyArray<ExtraRoute> => [
+  { method: "GET", path: `${prefix}/sse`, summary: `MCP (legacy SSE, for old clients) for ${scope}: opens a session; its first event, \`endpoint\`, is the URL to POST messages to`, type: "text/event-stream" },
+  { method: "POST", path: `${prefix}/messages`, summary: `MCP (legacy SSE) for ${scope}: one JSON-RPC message of the session named by ?sessionId= (202; the answer comes on the session's stream)`, type: "text/plain" }
+]
+
 /** The routes beside the contract (src/http/extras.ts, EXTRA_ROUTES; test/http/openapi.test.ts checks both lists agree). */
 export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   { method: "GET", path: "/openapi.json", summary: "This document (OpenAPI 3.1)", type: "application/json", open: true },
@@ -85,7 +91,9 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   { method: "GET", path: "/inspect/events", summary: "Server-Sent Events: the actors' inspection events", type: "text/event-stream" },
   { method: "GET", path: "/ui", summary: "The dashboard page (it asks for the key itself)", type: "text/html", open: true },
   ...mcp("/mcp", "the store's healthy tools"),
-  ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools")
+  ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools"),
+  ...sse("", "the store's healthy tools"),
+  ...sse("/for_agent/:agent_id", "an agent's healthy tools")
 ]
 
 /**
