@@ -141,6 +141,18 @@ describe("/sse and /for_agent/{id}/sse", () => {
     expect(await within(open.stream.ended, 5000, "stream ended at shutdown")).not.toBe("aborted")
   })
 
+  it("does not expire a session while a call it sent is in flight (the POST was answered 202 long before)", async () => {
+    const srv = await start({ options: { mcp_session_idle_seconds: 0.4 } })
+    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    const session = await rawSession("/sse")
+    const call = { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "alpha__sleep", arguments: { ms: 1200 } } }
+    expect((await post(session.endpoint, call)).status).toBe(202)
+    const answer = await session.stream.waitFor((e) => e.event === "message" && e.json?.id === 9, 10_000, "the call's answer")
+    expect(answer.json.result.isError ?? false).toBe(false)
+    // Idle from the answer on: the stream ends.
+    expect(await within(session.stream.ended, 5000, "idle stream ended")).toBe("end")
+  })
+
   it("refuses a web page: a foreign Origin (403), a GET that does not ask for an event stream (406); no session is opened", async () => {
     await start()
     const foreign = await openSse(`${server!.url}/sse`, { origin: "http://evil.example" })
