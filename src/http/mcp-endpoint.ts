@@ -117,14 +117,19 @@ export class McpGateway {
   private onMonitorEvent(e: MonitorEvent): void {
     if (e.type === "removed") {
       // Seen as the store's root receives the event, before the service leaves the scope's actors.
-      if (!this.shuttingDown) setImmediate(() => this.onMonitorEvent({ ...e, type: "tools_changed", tool_count: 0 }))
+      if (!this.shuttingDown) setImmediate(() => this.announce(e.scope))
       return
     }
     if (e.type !== "status" && e.type !== "tools_changed") return
+    this.announce(e.scope)
+  }
+
+  /** Sends list_changed to the sessions of a scope (a label) whose tool list is no longer the one they last got. */
+  private announce(scope: string): void {
     // One tool list per scope for the event, however many of its sessions are open.
     let names: string | undefined
     for (const session of this.sessions.values()) {
-      if (scopeLabel(session.scope) !== e.scope) continue
+      if (scopeLabel(session.scope) !== scope) continue
       names ??= this.toolNames(session.scope)
       if (names === session.listed) continue
       session.listed = names
