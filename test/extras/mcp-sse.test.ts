@@ -153,6 +153,17 @@ describe("/sse and /for_agent/{id}/sse", () => {
     expect(await within(session.stream.ended, 5000, "idle stream ended")).toBe("end")
   })
 
+  it("a call the client cancels stops counting at once: the session then expires while the upstream call would still run", async () => {
+    const srv = await start({ options: { mcp_session_idle_seconds: 0.4 } })
+    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    const session = await rawSession("/sse")
+    const call = { jsonrpc: "2.0", id: 11, method: "tools/call", params: { name: "alpha__sleep", arguments: { ms: 30_000 } } }
+    expect((await post(session.endpoint, call)).status).toBe(202)
+    expect((await post(session.endpoint, { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 11 } })).status).toBe(202)
+    expect(await within(session.stream.ended, 10_000, "stream ended after the cancelled call")).toBe("end")
+    expect(session.stream.events.some((e) => e.json?.id === 11)).toBe(false)
+  })
+
   it("refuses a web page: a foreign Origin (403), a GET that does not ask for an event stream (406); no session is opened", async () => {
     await start()
     const foreign = await openSse(`${server!.url}/sse`, { origin: "http://evil.example" })
