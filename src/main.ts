@@ -38,6 +38,7 @@ const logBanner = (options: Options, running: RunningServer): void => {
     ["docs", "API docs       ", `${running.url}/docs`],
     ["ui", "dashboard      ", `${running.url}/ui`],
     ["mcp", "MCP endpoint   ", `${running.url}/mcp (an agent's: ${running.url}/for_agent/{agent_id}/mcp)`],
+    ["mcp_sse", "MCP over SSE   ", `${running.url}/sse, for old clients (an agent's: ${running.url}/for_agent/{agent_id}/sse)`],
     ["metrics", "metrics        ", `${running.url}/metrics`],
     ["reload", "reload         ", server.reload ? "on: hand edits of the services file are applied" : "off"],
     ["local_services", "local services ", localServicesLine(server)],
