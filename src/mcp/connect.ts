@@ -15,7 +15,7 @@
  * 404 or 405) is marked `permanent`, with a hint for the user (`permanentFailure`).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
@@ -103,6 +103,7 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     })
   }
   connection.direct = new DirectRequests(opened.transport, upstreamSchemaValidator)
+  connection.connected = true
   return connection
 }
 
@@ -118,6 +119,10 @@ class SdkConnection implements McpConnection {
   private tooLarge: MessageTooLargeError | undefined
   /** tools/call and ping, beside the Client once it has connected (src/mcp/direct.ts). */
   direct: DirectRequests | undefined
+  /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
+  connected = false
+  /** Why an SSE service's stream ended, once it did. */
+  private sseStreamEnded: string | undefined
 
   constructor(
     private readonly client: Client,
@@ -125,11 +130,13 @@ class SdkConnection implements McpConnection {
   ) {
     this.transportType = opened.type
     client.onclose = () => this.onTransportClosed()
-    // Transport hiccups (a dropped SSE stream, a stray stdout line) are not failures by themselves:
-    // a failing request or the close is what the owner acts on. A message over the size limit is
-    // noted: the transport closes right after it, and the failures that follow carry its name.
+    // Transport hiccups (a stray stdout line, a bad event) are not failures by themselves: a failing
+    // request or the close is what the owner acts on. A message over the size limit is noted: the
+    // transport closes right after it, and the failures that follow carry its name. The end of an
+    // SSE service's stream ends its session: the connection closes (`sseEnded`).
     client.onerror = (error) => {
       if (error instanceof MessageTooLargeError) this.tooLarge ??= error
+      else if (error instanceof SseError && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
     }
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       for (const listener of [...this.toolsListeners]) listener()
@@ -252,6 +259,19 @@ class SdkConnection implements McpConnection {
     await this.opened.transport.close().catch(() => {})
   }
 
+  /**
+   * An SSE service's session lives as long as its GET stream: once the stream has ended (the event
+   * source's error: the server closed it, the connection broke, a reconnection was refused), the
+   * endpoint it named is gone, whatever a new stream might offer. The transport is closed at once
+   * (not reopened by the event source), so the service reconnects now rather than at a failed ping.
+   */
+  private sseEnded(error: SseError, transport: SSEClientTransport): void {
+    if (this.closedByUs || this.sseStreamEnded !== undefined) return
+    const detail = error.message.replace(/^SSE error: /, "")
+    this.sseStreamEnded = `the SSE stream ended${error.code !== undefined ? ` (HTTP ${error.code})` : ""}${detail !== "" && detail !== "undefined" ? `: ${detail}` : ""}`
+    void transport.close()
+  }
+
   private onTransportClosed(): void {
     if (this.closedByUs || this.selfCloseReason !== undefined) return
     const reason =
@@ -259,7 +279,9 @@ class SdkConnection implements McpConnection {
         ? `the server sent a message too large: ${this.tooLarge.message}`
         : this.opened.type === "stdio"
           ? closeReasonOfProcess(this.opened.transport)
-          : `the ${this.opened.type === "sse" ? "SSE stream" : "connection"} closed`
+          : this.opened.type === "sse"
+            ? (this.sseStreamEnded ?? "the SSE stream closed")
+            : (this.opened.transport.streamLostReason ?? "the connection closed")
     this.selfCloseReason = reason
     const listeners = [...this.closeListeners]
     this.closeListeners.clear()
