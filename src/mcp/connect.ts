@@ -12,7 +12,8 @@
  *
  * A failed connect is classified here, at the transport edge: a failure that retrying soon cannot
  * mend (the executable does not exist or cannot be run, the URL answers the first initialize with
- * 404 or 405) is marked `permanent`, with a hint for the user (`permanentFailure`).
+ * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
+ * `permanent`, with a hint for the user (`permanentFailure`).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
@@ -23,6 +24,7 @@ import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
+import { probeTransport } from "./probe.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
@@ -91,7 +93,8 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       (opened.transport.endedByItself || (exit?.kind === "exited" && exit.signal === null))
     await connection.close()
     const spawnError = opened.type === "stdio" && exit?.kind === "spawn_failed" ? exit.error : undefined
-    const permanent = permanentFailure(def, failure, spawnError)
+    const probed = options.signal?.aborted === true ? undefined : await otherTransport(def, failure)
+    const permanent = permanentFailure(def, failure, spawnError, probed)
     const message =
       permanent?.message ?? (opened.type === "stdio" ? withProcessReport(failure.message, opened.transport, ended) : failure.message)
     const hint = permanent?.hint ?? (opened.type === "stdio" ? stdioHint(opened.transport.stderrTail()) : undefined)
@@ -321,7 +324,9 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
 export const permanentFailure = (
   def: ResolvedDefinition,
   failure: McpRequestError,
-  spawnError: Error | undefined
+  spawnError: Error | undefined,
+  /** The transport the URL was found to speak instead (`otherTransport`), if any. */
+  speaks?: "sse" | "streamable_http" | undefined
 ): { readonly message: string; readonly hint: string } | undefined => {
   if (def.kind === "local") {
     const code = (spawnError as NodeJS.ErrnoException | undefined)?.code
@@ -346,9 +351,21 @@ export const permanentFailure = (
     }
   }
   const status = failure.httpStatus
+  if (speaks === "sse" && def.transport !== "sse") {
+    return {
+      message: `${def.url} is an SSE endpoint: its POST was refused (HTTP ${status}) and a GET opens an event stream`,
+      hint: `use the SSE transport: set "transport": "sse"`
+    }
+  }
+  if (speaks === "streamable_http" && def.transport === "sse") {
+    return {
+      message: `${def.url} is a Streamable HTTP endpoint: it refused the SSE stream (HTTP ${status}) and answers a JSON-RPC POST`,
+      hint: `use Streamable HTTP: set "transport": "streamable_http" (or drop "transport")`
+    }
+  }
   if (status === 404) {
     return {
-      message: `${describeTarget(def)}: the first initialize was answered HTTP 404 (no MCP endpoint at this URL)`,
+      message: `no MCP endpoint at ${def.url} (HTTP 404)`,
       hint: `check the URL's path (MCP servers usually serve ${def.transport === "sse" ? "/sse" : "/mcp"})`
     }
   }
@@ -361,6 +378,19 @@ export const permanentFailure = (
           : `the URL does not take MCP requests: if it is an SSE server, set "transport": "sse"; otherwise check its path`
     }
   }
+  return undefined
+}
+
+/**
+ * After a first connect refused with a status a wrong `transport` explains (a Streamable HTTP POST
+ * answered 404 or 405, an SSE GET answered 400, 404, 405 or 406), asks the URL once whether it speaks
+ * the other transport (src/mcp/probe.ts, bounded by its own time-out).
+ */
+const otherTransport = async (def: ResolvedDefinition, failure: McpRequestError): Promise<"sse" | "streamable_http" | undefined> => {
+  if (def.kind !== "remote" || failure.httpStatus === undefined) return undefined
+  const status = failure.httpStatus
+  if (def.transport !== "sse" && (status === 404 || status === 405)) return probeTransport(def.url, def.headers, "sse")
+  if (def.transport === "sse" && [400, 404, 405, 406].includes(status)) return probeTransport(def.url, def.headers, "streamable_http")
   return undefined
 }
 
