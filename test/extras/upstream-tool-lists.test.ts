@@ -13,6 +13,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import type { ToolInfo } from "../../src/mcp/types.js"
 import { hiddenReason } from "../../src/runtime/views.js"
 import { everythingStdio, type Launch } from "../fixtures/paths.js"
 import { startTestServer, within, type TestServer } from "../support/index.js"
@@ -66,7 +67,7 @@ afterAll(async () => {
 /** The upstream's tools the store offers, as it must list them: the callable name, every other field equal. */
 const expected = (service: string) =>
   own[service]!
-    .filter((t) => hiddenReason({ ...t, description: t.description ?? "" }) === undefined)
+    .filter((t) => hiddenReason({ ...t, description: t.description ?? "" } as ToolInfo) === undefined)
     .map((t) => ({ ...t, name: `${service}__${t.name}` }))
 
 it.each(Object.keys(UPSTREAMS))("%s: REST list_tools and /mcp tools/list give the upstream's tools, every MCP field equal", async (service) => {
