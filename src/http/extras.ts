@@ -11,7 +11,6 @@
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Stream } from "effect"
-import { setMaxListeners } from "node:events"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
@@ -82,6 +81,34 @@ const takeStreamSlot = (app: AppState) =>
   })
 
 /**
+ * Every open stream waiting for shutdown, per server: the closing signal gets one listener for
+ * them all (one per stream would trip Node's 10-listener leak warning with the 11th client).
+ */
+const shutdownWaiters = new WeakMap<AbortSignal, Set<() => void>>()
+
+/** Runs `done` when shutdown begins (at once if it has); returns how to stop waiting. */
+const onShutdown = (app: AppState, done: () => void): (() => void) => {
+  const signal = app.closing.signal
+  if (signal.aborted) {
+    done()
+    return () => undefined
+  }
+  let waiters = shutdownWaiters.get(signal)
+  if (waiters === undefined) {
+    const all = new Set<() => void>()
+    waiters = all
+    shutdownWaiters.set(signal, all)
+    signal.addEventListener("abort", () => {
+      for (const waiter of [...all]) waiter()
+      all.clear()
+    }, { once: true })
+  }
+  const set = waiters
+  set.add(done)
+  return () => void set.delete(done)
+}
+
+/**
  * A Server-Sent Events response fed by `subscribe`, in a slot of the stream cap: an id per event, a
  * heartbeat comment every 15 s, released at once when the client goes away, and ended when the
  * server shuts down.
@@ -106,10 +133,8 @@ const sseResponse = (app: AppState, subscribe: (send: (event: string, data: unkn
     Stream.schedule(Schedule.spaced(`${HEARTBEAT_SECONDS} seconds`))
   )
   const stopped = Effect.async<void>((resume) => {
-    const done = () => resume(Effect.void)
-    if (app.closing.signal.aborted) return done()
-    app.closing.signal.addEventListener("abort", done, { once: true })
-    return Effect.sync(() => app.closing.signal.removeEventListener("abort", done))
+    const off = onShutdown(app, () => resume(Effect.void))
+    return Effect.sync(off)
   })
   const stream = Stream.concat(Stream.make(encoder.encode(": connected\n\n")), Stream.merge(events, heartbeat)).pipe(
     Stream.interruptWhen(stopped),
@@ -149,9 +174,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       Effect.sync(() => new McpGateway(store, app.monitor, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
       (g) => Effect.promise(() => g.close())
     )
-    app.closing.signal.addEventListener("abort", () => gateway.shutdown(), { once: true })
-    // Each open stream listens for shutdown on this one signal: no "possible leak" warning at the cap.
-    setMaxListeners(app.server.maxEventStreams + 100, app.closing.signal)
+    onShutdown(app, () => gateway.shutdown())
     // The capped resources, beside the caps' own figures.
     new Gauge({
       name: "mcpstore_event_streams",

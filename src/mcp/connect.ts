@@ -12,10 +12,11 @@
  *
  * A failed connect is classified here, at the transport edge: a failure that retrying soon cannot
  * mend (the executable does not exist or cannot be run, the URL answers the first initialize with
- * 404 or 405) is marked `permanent`, with a hint for the user (`permanentFailure`).
+ * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
+ * `permanent`, with a hint for the user (`permanentFailure`).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
@@ -23,6 +24,7 @@ import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
+import { probeTransport } from "./probe.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
@@ -91,7 +93,8 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       (opened.transport.endedByItself || (exit?.kind === "exited" && exit.signal === null))
     await connection.close()
     const spawnError = opened.type === "stdio" && exit?.kind === "spawn_failed" ? exit.error : undefined
-    const permanent = permanentFailure(def, failure, spawnError)
+    const probed = options.signal?.aborted === true ? undefined : await otherTransport(def, failure)
+    const permanent = permanentFailure(def, failure, spawnError, probed)
     const message =
       permanent?.message ?? (opened.type === "stdio" ? withProcessReport(failure.message, opened.transport, ended) : failure.message)
     const hint = permanent?.hint ?? (opened.type === "stdio" ? stdioHint(opened.transport.stderrTail()) : undefined)
@@ -103,6 +106,7 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     })
   }
   connection.direct = new DirectRequests(opened.transport, upstreamSchemaValidator)
+  connection.connected = true
   return connection
 }
 
@@ -118,6 +122,10 @@ class SdkConnection implements McpConnection {
   private tooLarge: MessageTooLargeError | undefined
   /** tools/call and ping, beside the Client once it has connected (src/mcp/direct.ts). */
   direct: DirectRequests | undefined
+  /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
+  connected = false
+  /** Why an SSE service's stream ended, once it did. */
+  private sseStreamEnded: string | undefined
 
   constructor(
     private readonly client: Client,
@@ -125,11 +133,13 @@ class SdkConnection implements McpConnection {
   ) {
     this.transportType = opened.type
     client.onclose = () => this.onTransportClosed()
-    // Transport hiccups (a dropped SSE stream, a stray stdout line) are not failures by themselves:
-    // a failing request or the close is what the owner acts on. A message over the size limit is
-    // noted: the transport closes right after it, and the failures that follow carry its name.
+    // Transport hiccups (a stray stdout line, a bad event) are not failures by themselves: a failing
+    // request or the close is what the owner acts on. A message over the size limit is noted: the
+    // transport closes right after it, and the failures that follow carry its name. The end of an
+    // SSE service's stream ends its session: the connection closes (`sseEnded`).
     client.onerror = (error) => {
       if (error instanceof MessageTooLargeError) this.tooLarge ??= error
+      else if (error instanceof SseError && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
     }
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       for (const listener of [...this.toolsListeners]) listener()
@@ -252,6 +262,19 @@ class SdkConnection implements McpConnection {
     await this.opened.transport.close().catch(() => {})
   }
 
+  /**
+   * An SSE service's session lives as long as its GET stream: once the stream has ended (the event
+   * source's error: the server closed it, the connection broke, a reconnection was refused), the
+   * endpoint it named is gone, whatever a new stream might offer. The transport is closed at once
+   * (not reopened by the event source), so the service reconnects now rather than at a failed ping.
+   */
+  private sseEnded(error: SseError, transport: SSEClientTransport): void {
+    if (this.closedByUs || this.sseStreamEnded !== undefined) return
+    const detail = error.message.replace(/^SSE error: /, "")
+    this.sseStreamEnded = `the SSE stream ended${error.code !== undefined ? ` (HTTP ${error.code})` : ""}${detail !== "" && detail !== "undefined" ? `: ${detail}` : ""}`
+    void transport.close()
+  }
+
   private onTransportClosed(): void {
     if (this.closedByUs || this.selfCloseReason !== undefined) return
     const reason =
@@ -259,7 +282,9 @@ class SdkConnection implements McpConnection {
         ? `the server sent a message too large: ${this.tooLarge.message}`
         : this.opened.type === "stdio"
           ? closeReasonOfProcess(this.opened.transport)
-          : `the ${this.opened.type === "sse" ? "SSE stream" : "connection"} closed`
+          : this.opened.type === "sse"
+            ? (this.sseStreamEnded ?? "the SSE stream closed")
+            : (this.opened.transport.streamLostReason ?? "the connection closed")
     this.selfCloseReason = reason
     const listeners = [...this.closeListeners]
     this.closeListeners.clear()
@@ -299,7 +324,9 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
 export const permanentFailure = (
   def: ResolvedDefinition,
   failure: McpRequestError,
-  spawnError: Error | undefined
+  spawnError: Error | undefined,
+  /** The transport the URL was found to speak instead (`otherTransport`), if any. */
+  speaks?: "sse" | "streamable_http" | undefined
 ): { readonly message: string; readonly hint: string } | undefined => {
   if (def.kind === "local") {
     const code = (spawnError as NodeJS.ErrnoException | undefined)?.code
@@ -324,9 +351,21 @@ export const permanentFailure = (
     }
   }
   const status = failure.httpStatus
+  if (speaks === "sse" && def.transport !== "sse") {
+    return {
+      message: `${def.url} is an SSE endpoint: its POST was refused (HTTP ${status}) and a GET opens an event stream`,
+      hint: `use the SSE transport: set "transport": "sse"`
+    }
+  }
+  if (speaks === "streamable_http" && def.transport === "sse") {
+    return {
+      message: `${def.url} is a Streamable HTTP endpoint: it refused the SSE stream (HTTP ${status}) and answers a JSON-RPC POST`,
+      hint: `use Streamable HTTP: set "transport": "streamable_http" (or drop "transport")`
+    }
+  }
   if (status === 404) {
     return {
-      message: `${describeTarget(def)}: the first initialize was answered HTTP 404 (no MCP endpoint at this URL)`,
+      message: `no MCP endpoint at ${def.url} (HTTP 404)`,
       hint: `check the URL's path (MCP servers usually serve ${def.transport === "sse" ? "/sse" : "/mcp"})`
     }
   }
@@ -339,6 +378,19 @@ export const permanentFailure = (
           : `the URL does not take MCP requests: if it is an SSE server, set "transport": "sse"; otherwise check its path`
     }
   }
+  return undefined
+}
+
+/**
+ * After a first connect refused with a status a wrong `transport` explains (a Streamable HTTP POST
+ * answered 404 or 405, an SSE GET answered 400, 404, 405 or 406), asks the URL once whether it speaks
+ * the other transport (src/mcp/probe.ts, bounded by its own time-out).
+ */
+const otherTransport = async (def: ResolvedDefinition, failure: McpRequestError): Promise<"sse" | "streamable_http" | undefined> => {
+  if (def.kind !== "remote" || failure.httpStatus === undefined) return undefined
+  const status = failure.httpStatus
+  if (def.transport !== "sse" && (status === 404 || status === 405)) return probeTransport(def.url, def.headers, "sse")
+  if (def.transport === "sse" && [400, 404, 405, 406].includes(status)) return probeTransport(def.url, def.headers, "streamable_http")
   return undefined
 }
 

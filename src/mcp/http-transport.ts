@@ -29,6 +29,7 @@ import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
@@ -224,6 +225,8 @@ export class HttpClientTransport implements Transport {
   private closed = false
   private reconnectTimer: NodeJS.Timeout | undefined
   private retryMs: number | undefined
+  /** Why the transport closed itself, when the standing stream's end showed the server gone. */
+  private lostBecause: string | undefined
 
   constructor(
     private readonly url: URL,
@@ -239,6 +242,14 @@ export class HttpClientTransport implements Transport {
 
   get sessionId(): string | undefined {
     return this.session
+  }
+
+  /**
+   * Why the transport closed by itself because its standing GET stream ended and could not be
+   * resumed (the server is gone or forgot the session); undefined for any other close.
+   */
+  get streamLostReason(): string | undefined {
+    return this.lostBecause
   }
 
   setProtocolVersion(version: string): void {
@@ -429,8 +440,18 @@ export class HttpClientTransport implements Transport {
     })
   }
 
-  /** Opens (or resumes) the standalone GET event stream; reopens it with back-off when it ends. */
-  private openStream(lastEventId: string | undefined, attempt: number): void {
+  /**
+   * Opens (or resumes) the standalone GET event stream; reopens it when it ends.
+   *
+   * A server may decline the stream (405) or close it whenever it likes, so neither is a failure;
+   * but once a stream was open, its end is checked at once: it is resumed (Last-Event-ID) without
+   * delay (unless it ended as soon as it opened, or the server asked for a delay), and a resumption that
+   * cannot reach the server (refused, reset) or that it refuses (404 unknown session, 5xx from a
+   * proxy whose upstream is gone, ...) means the server is gone: the transport closes itself
+   * (`streamLostReason`), and the service reconnects without waiting for a failed ping. A 405 on a
+   * resumption is a server that stopped offering the stream: nothing more is done.
+   */
+  private openStream(lastEventId: string | undefined, attempt: number, resuming = false): void {
     if (this.closed) return
     const extra: Record<string, string> = { accept: "text/event-stream" }
     if (lastEventId !== undefined) extra["last-event-id"] = lastEventId
@@ -444,6 +465,9 @@ export class HttpClientTransport implements Transport {
         }
         if (status < 200 || status >= 300) {
           this.drain(response)
+          // The server is there and holds a stream of the session still: try again later.
+          if (resuming && status === 409) return this.reopen(lastEventId, attempt + 1)
+          if (resuming) return this.streamLost(`the event stream ended and its resumption was answered HTTP ${status}`)
           this.onerror?.(new StreamableHTTPError(status, `Failed to open SSE stream: ${response.statusMessage ?? status}`))
           return
         }
@@ -451,28 +475,50 @@ export class HttpClientTransport implements Transport {
           if (event.event !== "message") return
           this.deliver(this.parse(event.data))
         }, this.maxMessageBytes)
+        const openedAt = performance.now()
         this.consume(response, parser, (error) => {
           if (error instanceof MessageTooLargeError) return this.fail(error)
           this.retryMs = parser.retryMs ?? this.retryMs
-          this.reopen(parser.lastEventId ?? lastEventId, 0)
+          // Broken off (the server died, a proxy cut it), or ended after a while (a server shutting
+          // down ends its streams): find out at once whether the server is there. A stream that ends
+          // as soon as it opens is reopened no faster than the retry delay (never a hot loop), and
+          // a delay the server asked for (`retry:`) is kept.
+          const delay =
+            this.retryMs ?? (error !== undefined || performance.now() - openedAt >= RECONNECT.initialMs ? 0 : RECONNECT.initialMs)
+          this.resume(parser.lastEventId ?? lastEventId, delay)
         })
       },
       (error: unknown) => {
+        if (resuming) return this.streamLost(`the event stream ended and could not be resumed: ${describeError(error)}`)
         this.onerror?.(error instanceof Error ? error : new Error(String(error)))
         this.reopen(lastEventId, attempt + 1)
       }
     )
   }
 
+  /** Opens the stream again after the back-off of `attempt` (the first GET, or after a 409). */
   private reopen(lastEventId: string | undefined, attempt: number): void {
     if (this.closed) return
     if (attempt > RECONNECT.maxRetries) {
       this.onerror?.(new Error(`the event stream could not be reopened after ${RECONNECT.maxRetries} retries`))
       return
     }
-    const delay = this.retryMs ?? Math.min(RECONNECT.initialMs * RECONNECT.growth ** attempt, RECONNECT.maxMs)
+    this.resume(lastEventId, this.retryMs ?? Math.min(RECONNECT.initialMs * RECONNECT.growth ** attempt, RECONNECT.maxMs), attempt, false)
+  }
+
+  /** Reopens the standing stream after `delayMs` (0: on the next turn), as a resumption by default. */
+  private resume(lastEventId: string | undefined, delayMs: number, attempt = 0, resuming = true): void {
+    if (this.closed) return
     clearTimeout(this.reconnectTimer)
-    this.reconnectTimer = setTimeout(() => this.openStream(lastEventId, attempt), delay)
+    this.reconnectTimer = setTimeout(() => this.openStream(lastEventId, attempt, resuming), delayMs)
+  }
+
+  /** The standing stream showed the server gone: close, so that the owner reconnects now. */
+  private streamLost(reason: string): void {
+    if (this.closed) return
+    this.lostBecause = reason
+    this.onerror?.(new Error(reason))
+    void this.close()
   }
 
   /**

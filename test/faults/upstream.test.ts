@@ -86,12 +86,13 @@ describe("an upstream that dies comes back with no client request", () => {
     const downFor = performance.now() - started
     await http.restart()
     expect(await log.waitFor("healthy", 10_000)).toBe(true)
-    expect(log.statuses()).toEqual(["warning", "reconnecting", "unreachable", "healthy"])
+    // The end of its GET stream (a resumption refused) may be seen before the first refused ping.
+    expect([["warning", "reconnecting", "unreachable", "healthy"], ["reconnecting", "unreachable", "healthy"]]).toContainEqual(log.statuses())
     expect(illegalTransitions(log.transitions)).toEqual([])
     // Three attempts with a backoff of about a second each: neither a hot loop nor a long stall.
     expect(downFor).toBeGreaterThan(2_000)
     expect(downFor).toBeLessThan(10_000)
-    expect((await historyPairs("remote")).slice(-4)).toEqual(pairs(log))
+    expect((await historyPairs("remote")).slice(-log.transitions.length)).toEqual(pairs(log))
     const echo = await server!.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "back" } })
     expect(echo.body).toMatchObject({ success: true, result: "back" })
   })

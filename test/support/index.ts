@@ -4,6 +4,7 @@
  * the store is here, one concern a file:
  *
  *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
+ *   conformance.ts one scenario of the MCP conformance suite run against a URL
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
@@ -19,6 +20,7 @@
  */
 export * from "./chromium.js"
 export * from "./client.js"
+export * from "./conformance.js"
 export * from "./lifecycle.js"
 export * from "./machines.js"
 export * from "./mcp.js"
