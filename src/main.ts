@@ -7,6 +7,7 @@
  */
 import { CommandLineExit, parseCommandLine } from "./config/cli.js"
 import { runImport } from "./config/import.js"
+import { runKeys } from "./config/keys-cli.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
 import { isLoopback, isWildcard } from "./http/request-guard.js"
@@ -86,6 +87,8 @@ const exposureWarnings = (server: Options["server"], port: number): ReadonlyArra
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   // `mcp-store import <file>`: merges another client's config file into the services file, then exits.
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
+  // `mcp-store keys create|list|revoke`: edits the keys file (src/config/keys-cli.ts), then exits.
+  if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)
