@@ -77,7 +77,6 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] },
   { key: "api_key_file", flag: "--api-key-file", attribute: "apiKeyFile", env: ["MCPSTORE_API_KEY_FILE"] },
   { key: "keys_file", flag: "--keys-file", attribute: "keysFile", env: ["MCPSTORE_KEYS_FILE"] },
-  { key: "deny_by_default", flag: "--deny-by-default", attribute: "denyByDefault", env: ["MCPSTORE_DENY_BY_DEFAULT"] },
   { key: "local_services", flag: "--no-local-services", attribute: "localServices", env: ["MCPSTORE_LOCAL_SERVICES"] },
   { key: "allowed_hosts", flag: "--allowed-hosts", attribute: "allowedHosts", env: ["MCPSTORE_ALLOWED_HOSTS"] },
   { key: "allowed_origins", flag: "--allowed-origins", attribute: "allowedOrigins", env: ["MCPSTORE_ALLOWED_ORIGINS"] },
@@ -125,7 +124,7 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
   MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
   MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_API_KEY_FILE, MCPSTORE_KEYS_FILE,
-  MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_LOCAL_SERVICES,
+  MCPSTORE_LOCAL_SERVICES,
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
   MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
@@ -190,7 +189,6 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--api-key <key>", "require 'Authorization: Bearer <key>' on every route but GET /health"))
     .addOption(new Option("--api-key-file <file>", "a file whose first line is an admin key (keeps the key out of the process list)"))
     .addOption(new Option("--keys-file <file>", "the keys file of mcp-store keys (default: mcp-store.keys.json beside the services file)"))
-    .addOption(new Option("--deny-by-default", "an agent key without a tools list sees and calls no tool"))
     .addOption(new Option("--local-services").hideHelp())
     .addOption(new Option("--no-local-services", "refuse local (command) services over HTTP; the services file may still hold them"))
     .addOption(new Option("--allowed-hosts <list>", "extra Host values accepted (comma list; * for any) besides localhost, 127.0.0.1, [::1] and the listen address"))

@@ -28,8 +28,6 @@ export interface ServerOptions {
   readonly apiKey: string | undefined
   /** A file whose first line is one more admin key (`MCPSTORE_API_KEY_FILE`: no key in /proc/<pid>/cmdline). */
   readonly apiKeyFile?: string | undefined
-  /** An agent key without a `tools` list sees and calls no tool. */
-  readonly denyByDefault?: boolean
   /** When false, `command` (local) services cannot be added or updated over HTTP. */
   readonly localServices: boolean
   /**
@@ -101,7 +99,6 @@ export interface OptionValues {
   api_key?: string
   api_key_file?: string
   keys_file?: string
-  deny_by_default?: boolean
   local_services?: boolean
   allowed_hosts?: ReadonlyArray<string>
   allowed_origins?: ReadonlyArray<string>
@@ -156,7 +153,6 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "api_key",
   "api_key_file",
   "keys_file",
-  "deny_by_default",
   "local_services",
   "allowed_hosts",
   "allowed_origins",
@@ -400,7 +396,6 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "allowed_origins":
         return checkList(key, value, source)
       case "allow_remote_local_services":
-      case "deny_by_default":
         return checkBoolean(key, value, source)
       default:
         if (isCapKey(key)) return checkCap(key, value, source)
@@ -435,7 +430,6 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "show_startup_info":
     case "local_services":
     case "allow_remote_local_services":
-    case "deny_by_default":
     case "debug": {
       const word = text.trim().toLowerCase()
       if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
@@ -509,8 +503,7 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
   showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
   apiKey: given.api_key,
-  apiKeyFile: given.api_key_file,
-  denyByDefault: given.deny_by_default ?? false,
+  ...(given.api_key_file === undefined ? {} : { apiKeyFile: given.api_key_file }),
   localServices: given.local_services ?? OPTION_DEFAULTS.local_services,
   allowedHosts: given.allowed_hosts ?? [],
   allowedOrigins: given.allowed_origins ?? [],
@@ -536,7 +529,7 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
  */
 export const resolveStoreOptions = (given: OptionValues, cwd: string = process.cwd()): StoreOptions => ({
   mcpConfigFile: resolvePath(cwd, given.mcp_config_file ?? OPTION_DEFAULTS.mcp_config_file),
-  keysFile: given.keys_file === undefined ? undefined : resolvePath(cwd, given.keys_file),
+  ...(given.keys_file === undefined ? {} : { keysFile: resolvePath(cwd, given.keys_file) }),
   debug: given.debug ?? OPTION_DEFAULTS.debug,
   toolRecordMaxFileSize: given.tool_record_max_file_size ?? OPTION_DEFAULTS.tool_record_max_file_size,
   toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,
