@@ -67,9 +67,10 @@ const logBanner = (options: Options, running: RunningServer): void => {
 }
 
 /** Warnings about settings that open the store wider than its defaults. */
-const exposureWarnings = (server: Options["server"], port: number): ReadonlyArray<string> => {
+const exposureWarnings = (server: Options["server"], port: number, keyed: boolean): ReadonlyArray<string> => {
   const out: string[] = []
-  if (server.apiKey === undefined && !isLoopback(server.host)) {
+  // `keyed`: an admin key or a key in the keys file: no request gets through without one.
+  if (!keyed && !isLoopback(server.host)) {
     out.push(
       server.allowRemoteLocalServices && server.localServices
         ? `listening on ${server.host} without an API key and with --allow-remote-local-services: anyone who reaches port ${port} ` +
@@ -129,7 +130,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 1
   }
   if (options.server.showStartupInfo) logBanner(options, running)
-  for (const warning of exposureWarnings(options.server, running.port)) log.warn(warning, { event: "exposure" })
+  for (const warning of exposureWarnings(options.server, running.port, running.keys.required)) log.warn(warning, { event: "exposure" })
   // Applied and refused reloads are logged by the store (Store.watchFile).
   if (options.server.reload) running.store.watchFile()
   if (options.server.autoOpenBrowser) {
