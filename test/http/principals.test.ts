@@ -212,3 +212,20 @@ describe("keys with roles", () => {
     expect(await eventually(async () => (await client.get(`/for_agent/${A}/list_services`)).status === 401, 5_000)).toBe(true)
   })
 })
+
+describe("MCPSTORE_API_KEY_FILE", () => {
+  it("its first line is one more admin key; an empty file is refused", async () => {
+    const { KeyRing, readApiKeyFile } = await import("../../src/config/keys.js")
+    const { writeFileSync } = await import("node:fs")
+    const dir = freshDir()
+    writeFileSync(join(dir, "admin.key"), "from-a-file\n")
+    const ring = new KeyRing(join(dir, "mcp-store.keys.json"), [readApiKeyFile(join(dir, "admin.key"))])
+    ring.loadSync()
+    expect(ring.check("Bearer from-a-file")).toMatchObject({ ok: true, principal: { role: "admin" } })
+    expect(ring.check("Bearer from-a-fil")).toMatchObject({ ok: false, why: "unknown" })
+    expect(ring.check(undefined)).toMatchObject({ ok: false, why: "missing" })
+    writeFileSync(join(dir, "empty.key"), "\n")
+    expect(() => readApiKeyFile(join(dir, "empty.key"))).toThrow(/empty/)
+    await ring.close()
+  })
+})
