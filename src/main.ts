@@ -7,6 +7,7 @@
  */
 import { CommandLineExit, parseCommandLine } from "./config/cli.js"
 import { runImport } from "./config/import.js"
+import { runKeys } from "./config/keys-cli.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
 import { isLoopback, isWildcard } from "./http/request-guard.js"
@@ -67,9 +68,10 @@ const logBanner = (options: Options, running: RunningServer): void => {
 }
 
 /** Warnings about settings that open the store wider than its defaults. */
-const exposureWarnings = (server: Options["server"], port: number): ReadonlyArray<string> => {
+const exposureWarnings = (server: Options["server"], port: number, keyed: boolean): ReadonlyArray<string> => {
   const out: string[] = []
-  if (server.apiKey === undefined && !isLoopback(server.host)) {
+  // `keyed`: an admin key or a key in the keys file: no request gets through without one.
+  if (!keyed && !isLoopback(server.host)) {
     out.push(
       server.allowRemoteLocalServices && server.localServices
         ? `listening on ${server.host} without an API key and with --allow-remote-local-services: anyone who reaches port ${port} ` +
@@ -87,6 +89,8 @@ const exposureWarnings = (server: Options["server"], port: number): ReadonlyArra
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   // `mcp-store import <file>`: merges another client's config file into the services file, then exits.
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
+  // `mcp-store keys create|list|revoke`: edits the keys file (src/config/keys-cli.ts), then exits.
+  if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)
@@ -127,7 +131,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 1
   }
   if (options.server.showStartupInfo) logBanner(options, running)
-  for (const warning of exposureWarnings(options.server, running.port)) log.warn(warning, { event: "exposure" })
+  for (const warning of exposureWarnings(options.server, running.port, running.keys.required)) log.warn(warning, { event: "exposure" })
   // Applied and refused reloads are logged by the store (Store.watchFile).
   if (options.server.reload) running.store.watchFile()
   if (options.server.autoOpenBrowser) {

@@ -75,6 +75,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   },
   { key: "monitoring", flag: "--monitoring", attribute: "monitoring", env: ["MCPSTORE_MONITORING"] },
   { key: "api_key", flag: "--api-key", attribute: "apiKey", env: ["MCPSTORE_API_KEY"] },
+  { key: "api_key_file", flag: "--api-key-file", attribute: "apiKeyFile", env: ["MCPSTORE_API_KEY_FILE"] },
+  { key: "keys_file", flag: "--keys-file", attribute: "keysFile", env: ["MCPSTORE_KEYS_FILE"] },
   { key: "local_services", flag: "--no-local-services", attribute: "localServices", env: ["MCPSTORE_LOCAL_SERVICES"] },
   { key: "allowed_hosts", flag: "--allowed-hosts", attribute: "allowedHosts", env: ["MCPSTORE_ALLOWED_HOSTS"] },
   { key: "allowed_origins", flag: "--allowed-origins", attribute: "allowedOrigins", env: ["MCPSTORE_ALLOWED_ORIGINS"] },
@@ -121,7 +123,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_AUTO_OPEN_BROWSER (or MCPSTORE_OPEN), MCPSTORE_SHOW_STARTUP_INFO,
   MCPSTORE_CONFIG (or MCPSTORE_MCP_CONFIG_FILE), MCPSTORE_DEBUG,
   MCPSTORE_TOOL_RECORD_MAX_FILE_SIZE, MCPSTORE_TOOL_RECORD_RETENTION_DAYS,
-  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_LOCAL_SERVICES,
+  MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_API_KEY_FILE, MCPSTORE_KEYS_FILE,
+  MCPSTORE_LOCAL_SERVICES,
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
   MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
@@ -161,6 +164,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
 
   // Listed for the help only: src/main.ts hands `import` to src/config/import.ts before parsing.
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
+  program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")
@@ -183,6 +187,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--monitoring <json>", "monitoring settings as a JSON object (see below)"))
     .addOption(new Option("--standalone-config <file>", "read every option from this JSON file; ignores the environment"))
     .addOption(new Option("--api-key <key>", "require 'Authorization: Bearer <key>' on every route but GET /health"))
+    .addOption(new Option("--api-key-file <file>", "a file whose first line is an admin key (keeps the key out of the process list)"))
+    .addOption(new Option("--keys-file <file>", "the keys file of mcp-store keys (default: mcp-store.keys.json beside the services file)"))
     .addOption(new Option("--local-services").hideHelp())
     .addOption(new Option("--no-local-services", "refuse local (command) services over HTTP; the services file may still hold them"))
     .addOption(new Option("--allowed-hosts <list>", "extra Host values accepted (comma list; * for any) besides localhost, 127.0.0.1, [::1] and the listen address"))

@@ -26,6 +26,8 @@ export interface ServerOptions {
   readonly showStartupInfo: boolean
   /** When set, every route but `GET /health` needs `Authorization: Bearer <key>`. */
   readonly apiKey: string | undefined
+  /** A file whose first line is one more admin key (`MCPSTORE_API_KEY_FILE`: no key in /proc/<pid>/cmdline). */
+  readonly apiKeyFile?: string | undefined
   /** When false, `command` (local) services cannot be added or updated over HTTP. */
   readonly localServices: boolean
   /**
@@ -65,6 +67,8 @@ export interface StoreLimits {
 export interface StoreOptions {
   /** Absolute path of the services configuration file. */
   readonly mcpConfigFile: string
+  /** The keys file (src/config/keys.ts); undefined: `mcp-store.keys.json` beside the services file. */
+  readonly keysFile?: string | undefined
   readonly debug: boolean
   /** Megabytes (fractions allowed); -1 is unlimited. */
   readonly toolRecordMaxFileSize: number
@@ -93,6 +97,8 @@ export interface OptionValues {
   auto_open_browser?: boolean
   show_startup_info?: boolean
   api_key?: string
+  api_key_file?: string
+  keys_file?: string
   local_services?: boolean
   allowed_hosts?: ReadonlyArray<string>
   allowed_origins?: ReadonlyArray<string>
@@ -145,6 +151,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "tool_record_retention_days",
   "monitoring",
   "api_key",
+  "api_key_file",
+  "keys_file",
   "local_services",
   "allowed_hosts",
   "allowed_origins",
@@ -360,6 +368,8 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "host":
       case "mcp_config_file":
       case "api_key":
+      case "api_key_file":
+      case "keys_file":
         return checkText(key, value, source)
       case "port":
         if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > 65535) {
@@ -493,6 +503,7 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   autoOpenBrowser: given.auto_open_browser ?? OPTION_DEFAULTS.auto_open_browser,
   showStartupInfo: given.show_startup_info ?? OPTION_DEFAULTS.show_startup_info,
   apiKey: given.api_key,
+  ...(given.api_key_file === undefined ? {} : { apiKeyFile: given.api_key_file }),
   localServices: given.local_services ?? OPTION_DEFAULTS.local_services,
   allowedHosts: given.allowed_hosts ?? [],
   allowedOrigins: given.allowed_origins ?? [],
@@ -518,6 +529,7 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
  */
 export const resolveStoreOptions = (given: OptionValues, cwd: string = process.cwd()): StoreOptions => ({
   mcpConfigFile: resolvePath(cwd, given.mcp_config_file ?? OPTION_DEFAULTS.mcp_config_file),
+  ...(given.keys_file === undefined ? {} : { keysFile: resolvePath(cwd, given.keys_file) }),
   debug: given.debug ?? OPTION_DEFAULTS.debug,
   toolRecordMaxFileSize: given.tool_record_max_file_size ?? OPTION_DEFAULTS.tool_record_max_file_size,
   toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,

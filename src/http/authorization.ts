@@ -1,7 +1,10 @@
 /**
- * Who may use the API (README, Security): with `--api-key`, every request but GET /health, GET /ui,
- * GET /docs and GET /openapi.json needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
- * `WWW-Authenticate` challenge without it; with no key every route is open.
+ * Who may use the API (README, Security): with `--api-key`, `MCPSTORE_API_KEY_FILE` or a key in the
+ * keys file (src/config/keys.ts), every request but GET /health, GET /ui, GET /docs and GET
+ * /openapi.json needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
+ * `WWW-Authenticate` challenge without it; with no key every route is open. A key's role decides
+ * what it reaches (src/http/access.ts): a route outside it is answered 403 FORBIDDEN. The request's
+ * principal is provided to every handler as `PrincipalTag`. Every refusal is a log line (never a key).
  *
  * It is the contract's bearer security (the OpenAPI document's `bearer` scheme), applied to the
  * whole HttpApi (src/http/Api.ts). HttpApiBuilder runs an API-level middleware around the router
@@ -10,10 +13,12 @@
  * route: a request without the key gets 401, never a 404, 405, 413 or 415 that would tell it more.
  */
 import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
-import { Effect, Layer, Redacted } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { Effect, Layer, type Redacted, Schema } from "effect"
+import type { KeyRing } from "../config/keys.js"
+import { log } from "../runtime/log.js"
+import { ADMIN, PrincipalTag, routeAccess, type Principal } from "./access.js"
 import { pathOf, type RouteEntry } from "./contract-middleware.js"
-import { errorBody, Unauthorized } from "./errors.js"
+import { errorBody, Forbidden, Unauthorized } from "./errors.js"
 
 /**
  * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that
@@ -28,20 +33,15 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/openapi.json" }
 ]
 
-const isOpen = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  if (request.method !== "GET") return false
-  const path = pathOf(request.url)
-  return OPEN_ROUTES.some((route) => route.path === path)
-}
-
 /** The API key check of every request (the contract's `bearer` security). */
 export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("mcp-store/Authorization", {
-  failure: Unauthorized,
+  failure: Schema.Union(Unauthorized, Forbidden),
+  provides: PrincipalTag,
   security: {
     bearer: HttpApiSecurity.annotate(
       HttpApiSecurity.bearer,
       OpenApi.Description,
-      "The server's --api-key. Needed only when the server was started with one; GET /health, /ui, /docs and /openapi.json never need it."
+      "An API key: --api-key (admin), or one made by `mcp-store keys create` (admin, agent or reader). Needed only when the server has a key; GET /health, /ui, /docs and /openapi.json never need it."
     )
   }
 }) {}
@@ -51,36 +51,46 @@ const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
   Effect.succeed(response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="mcp-store"') : response)
 )
 
-const refused = Effect.zipRight(
-  challenge,
-  Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", "Missing or wrong API key: send 'Authorization: Bearer <key>'", {})))
-)
-
-const digest = (text: string): Buffer => createHash("sha256").update(text).digest()
+/** The principal of an open route's request without a valid key: it reads static pages only. */
+const ANONYMOUS: Principal = { role: "reader" }
 
 /**
- * Whether an Authorization header presents the key: `Bearer <key>`, the scheme in any case (RFC
- * 9110), the token (the header past "Bearer ", as HttpApiBuilder takes it) compared in constant
- * time, as hashes of equal length. Shared by the middleware and the direct call route
- * (src/http/call-route.ts).
+ * The principal a request acts as, or why it is refused: 401 (no key, an unknown, revoked or
+ * expired key) or 403 (a route outside the key's role). Shared by the middleware and the direct
+ * call route (src/http/call-route.ts).
  */
-export const presentsKey = (apiKey: string): ((header: string | undefined) => boolean) => {
-  const expected = digest(apiKey)
-  return (header) => {
-    const presented = header !== undefined && /^bearer /i.test(header) ? header.slice("Bearer ".length) : ""
-    return timingSafeEqual(digest(presented), expected)
+export const authorize = (
+  ring: KeyRing | undefined,
+  method: string,
+  url: string,
+  header: string | undefined,
+  quiet = false
+): { readonly principal: Principal } | { readonly status: 401 | 403; readonly message: string } => {
+  if (ring === undefined || !ring.required) return { principal: ADMIN }
+  const path = pathOf(url)
+  const checked = ring.check(header)
+  if (method === "GET" && OPEN_ROUTES.some((route) => route.path === path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
+  if (!checked.ok) {
+    if (!quiet) log.warn(`refused ${method} ${path}: ${checked.why === "missing" ? "no API key" : `${checked.why} API key`}`, { event: "auth_refused", method, path, why: checked.why })
+    return { status: 401, message: checked.why === "revoked" || checked.why === "expired" ? `The API key is ${checked.why}` : "Missing or wrong API key: send 'Authorization: Bearer <key>'" }
   }
+  const denied = routeAccess(checked.principal, method, path)
+  if (denied !== undefined) {
+    if (!quiet) log.warn(`refused ${method} ${path} to key '${checked.label}' (${checked.principal.role}): ${denied}`, { event: "forbidden", method, path, key: checked.label, role: checked.principal.role })
+    return { status: 403, message: denied }
+  }
+  return { principal: checked.principal }
 }
 
-/** Admits a request that presents the key, and the open routes. */
-const bearerCheck = (apiKey: Redacted.Redacted<string>) => {
-  const admits = presentsKey(Redacted.value(apiKey))
-  return (_token: Redacted.Redacted<string>): Effect.Effect<void, Unauthorized, HttpServerRequest.HttpServerRequest> =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-      isOpen(request) || admits(request.headers["authorization"]) ? Effect.void : refused
-    )
-}
+/** The middleware's check: the principal, or 401 with the challenge, or 403. */
+const bearerCheck = (ring: KeyRing) => (_token: Redacted.Redacted<string>): Effect.Effect<Principal, Unauthorized | Forbidden, HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<Principal, Unauthorized | Forbidden> => {
+    const result = authorize(ring, request.method, request.url, request.headers["authorization"])
+    if ("principal" in result) return Effect.succeed(result.principal)
+    if (result.status === 403) return Effect.fail(new Forbidden(errorBody("FORBIDDEN", result.message, {})))
+    return Effect.zipRight(challenge, Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", result.message, {}))))
+  })
 
-/** The check for `apiKey`; with none, every request is admitted. */
-export const authorizationLayer = (apiKey: string | undefined): Layer.Layer<Authorization> =>
-  Layer.succeed(Authorization, Authorization.of({ bearer: apiKey === undefined ? () => Effect.void : bearerCheck(Redacted.make(apiKey)) }))
+/** The check of the keys in `ring`; with none, every request is admitted as an admin. */
+export const authorizationLayer = (ring: KeyRing | undefined): Layer.Layer<Authorization> =>
+  Layer.succeed(Authorization, Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring) }))

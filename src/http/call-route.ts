@@ -26,7 +26,8 @@ import { HttpApiError, HttpApiSchema, HttpServerError } from "@effect/platform"
 import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "./Api.js"
-import { presentsKey } from "./authorization.js"
+import type { KeyRing } from "../config/keys.js"
+import { authorize } from "./authorization.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./errors.js"
 import { contract } from "./errors.js"
@@ -40,7 +41,8 @@ import type { Store } from "../runtime/store.js"
 /** What the direct route needs from the server. */
 export interface CallRouteOptions {
   readonly policy: RequestPolicy
-  readonly apiKey: string | undefined
+  /** The keys (src/config/keys.ts); undefined: every request is an admin's. */
+  readonly keys: KeyRing | undefined
   readonly maxBodyBytes: number
   /** Debug logging logs every request through HttpApi's logger: then nothing is taken here. */
   readonly debug: boolean
@@ -142,16 +144,16 @@ const send = (response: ServerResponse, status: number, body: string, value: unk
 
 /**
  * Whether a POST to a call route is plainly in order, from its headers alone: its Host allowed, no
- * Origin and no cross-site fetch, the API key presented (when there is one), a JSON body with a
- * Content-Length within the limit, and no debug logging. Anything else is HttpApi's to answer.
+ * Origin and no cross-site fetch, a key (when one is needed) whose role reaches the route
+ * (src/http/access.ts), a JSON body with a Content-Length within the limit, and no debug logging.
+ * Anything else is HttpApi's to answer (401 and 403 with their log lines included).
  */
-export const inOrder = (options: Pick<CallRouteOptions, "policy" | "apiKey" | "maxBodyBytes" | "debug">) => {
-  const admits = options.apiKey === undefined ? undefined : presentsKey(options.apiKey)
-  return (headers: IncomingHttpHeaders): boolean => {
+export const inOrder = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBytes" | "debug">) => {
+  return (headers: IncomingHttpHeaders, url = ""): boolean => {
     if (options.debug || options.policy.hostProblem(headers.host) !== undefined) return false
     const site = headers["sec-fetch-site"]
     if (headers.origin !== undefined || site === "cross-site" || site === "same-site") return false
-    if (admits !== undefined && !admits(headers.authorization)) return false
+    if (options.keys !== undefined && !("principal" in authorize(options.keys, "POST", url, headers.authorization, true))) return false
     const type = headers["content-type"]
     const length = headers["content-length"]
     if (type === undefined || !isJsonMediaType(type) || length === undefined || headers["transfer-encoding"] !== undefined) return false
@@ -235,7 +237,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     const current = store()
     if (current === undefined || request.method !== "POST") return false
     const scope = scopeOf(url, current)
-    if (scope === undefined || !takes(request.headers)) return false
+    if (scope === undefined || !takes(request.headers, url)) return false
 
     const started = performance.now()
     let status = 500

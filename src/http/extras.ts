@@ -19,7 +19,8 @@ import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/in
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
-import { errorBody, validationError } from "./errors.js"
+import { currentPrincipal, narrowFor } from "./access.js"
+import { errorBody, Forbidden, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
@@ -197,7 +198,12 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       "/events",
       Effect.gen(function* () {
         const query = yield* HttpServerRequest.ParsedSearchParams
-        const filter = typeof query["agent_id"] === "string" ? query["agent_id"] : undefined
+        const principal = yield* currentPrincipal
+        const asked = typeof query["agent_id"] === "string" ? query["agent_id"] : undefined
+        // An agent key sees its own agent's events only (src/http/access.ts).
+        const narrowing = narrowFor(principal, { agent_id: asked })
+        if ("forbidden" in narrowing) return yield* Effect.fail(new Forbidden(errorBody("FORBIDDEN", narrowing.forbidden, {})))
+        const filter = narrowing.narrowing.agent_id
         if (filter !== undefined && filter !== "store" && agentIdProblem(filter)) {
           return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
         }

@@ -18,6 +18,7 @@ import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 import { contract, waitTimeout } from "./errors.js"
 import { localServicesPolicy } from "./request-guard.js"
+import { currentPrincipal } from "./access.js"
 import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
@@ -25,7 +26,12 @@ export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
 
 /** Whether the request being handled may define local (command) services. */
 export const localPolicy = (server: ServerOptions) =>
-  Effect.map(HttpServerRequest.HttpServerRequest, (request) => localServicesPolicy(server, request))
+  Effect.flatMap(currentPrincipal, (principal) =>
+    Effect.map(HttpServerRequest.HttpServerRequest, (request): commands.LocalServicesPolicy => {
+      const policy = localServicesPolicy(server, request)
+      return policy === "allowed" && principal.role !== "admin" ? "not-admin" : policy
+    })
+  )
 
 export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, wait: number | undefined, server: ServerOptions) =>
   contract(

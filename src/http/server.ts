@@ -15,6 +15,7 @@ import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
+import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/keys.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
@@ -42,6 +43,8 @@ export interface RunningServer {
   readonly store: Store
   /** Histories, alerts and request figures of the running server. */
   readonly monitor: Monitor
+  /** The keys the server admits (the keys file, re-read on change). */
+  readonly keys: KeyRing
   /** Graceful shutdown; resolves when every connection and child process is gone. Idempotent. */
   close(): Promise<void>
 }
@@ -62,6 +65,15 @@ const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
 
 /** Starts the store and the HTTP server; rejects (and releases everything) if either cannot start. */
 export const startServer = async (options: StartServerOptions): Promise<RunningServer> => {
+  // The keys: --api-key and MCPSTORE_API_KEY_FILE (admins) and the keys file, watched from now on.
+  const adminKeys = [options.server.apiKey, options.server.apiKeyFile === undefined ? undefined : readApiKeyFile(options.server.apiKeyFile)]
+  const keys = new KeyRing(
+    options.store.keysFile ?? defaultKeysFile(options.store.mcpConfigFile),
+    adminKeys.filter((k): k is string => k !== undefined),
+    (message) => log.warn(message, { event: "keys_file" })
+  )
+  keys.loadSync()
+  keys.watch()
   const httpServer: Server = createServer()
   const state: { app?: AppState } = {}
   // Open client sockets, for monitoring (active_connections).
@@ -133,7 +145,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide([authorizationLayer(options.server.apiKey), requestBodyLayer(options.server.maxBodyBytes)]),
+    Layer.provide([authorizationLayer(keys), requestBodyLayer(options.server.maxBodyBytes)]),
     Layer.provide(HttpApiBuilder.middleware(Api, errors))
   )
 
@@ -177,7 +189,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       : callRoute(
           {
             policy,
-            apiKey: options.server.apiKey,
+            keys,
             maxBodyBytes: options.server.maxBodyBytes,
             debug: access,
             contractErrors: errors,
@@ -217,6 +229,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     await runtime.runPromise(Effect.void)
   } catch (e) {
     await runtime.dispose().catch(() => undefined)
+    await keys.close()
     throw unwrapStartError(e)
   } finally {
     started()
@@ -240,11 +253,12 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       clearInterval(idle)
       httpServer.closeAllConnections()
       await runtime.dispose()
+      await keys.close()
     })()
     return closing
   }
 
-  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, monitor: app.monitor, close }
+  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, monitor: app.monitor, keys, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */

@@ -37,16 +37,28 @@ export interface Sources {
 
 const scopes = (store: Store): Scope[] => [STORE_SCOPE, ...store.agentIds().map(agentScope)]
 
-export const agentsSummary = (store: Store) => {
-  const all = store.allServiceActors().map((a) => a.getSnapshot())
-  const storeServices = Object.values(store.serviceActors(STORE_SCOPE)).map((a) => a.getSnapshot())
+/** The snapshots of a scope's services that `n` keeps (its `service_name`). */
+const scopeSnapshots = (store: Store, scope: Scope, n: Narrowing) =>
+  Object.entries(store.serviceActors(scope))
+    .filter(([name]) => n.service_name === undefined || n.service_name === name)
+    .map(([, a]) => a.getSnapshot())
+
+/** The scopes `n` keeps (its `agent_id`: "store" or an agent id). */
+const narrowedScopes = (store: Store, n: Narrowing): Scope[] =>
+  scopes(store).filter((s) => n.agent_id === undefined || n.agent_id === (s.kind === "store" ? "store" : s.agentId))
+
+export const agentsSummary = (store: Store, n: Narrowing = {}) => {
+  const kept = narrowedScopes(store, n)
+  const all = kept.flatMap((scope) => scopeSnapshots(store, scope, n))
+  const storeServices = kept.some((s) => s.kind === "store") ? scopeSnapshots(store, STORE_SCOPE, n) : []
   const recent = store.records.inMemory()
-  const agents = store.agentIds().map((agentId) => {
-    const snapshots = Object.values(store.serviceActors(agentScope(agentId))).map((a) => a.getSnapshot())
+  const agentIds = kept.flatMap((s) => (s.kind === "agent" ? [s.agentId] : []))
+  const agents = agentIds.map((agentId) => {
+    const snapshots = scopeSnapshots(store, agentScope(agentId), n)
     const healthy = snapshots.filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning").length
     let lastCall: string | undefined
     for (let i = recent.length - 1; i >= 0; i--) {
-      if (recordScope(recent[i]!) === agentId) {
+      if (recordScope(recent[i]!) === agentId && (n.service_name === undefined || recent[i]!.service_name === n.service_name)) {
         lastCall = recent[i]!.timestamp
         break
       }
@@ -59,16 +71,17 @@ export const agentsSummary = (store: Store) => {
       tool_count: snapshots.reduce((n, s) => n + s.context.tools.length, 0),
       healthy_services: healthy,
       unhealthy_services: snapshots.length - healthy,
-      total_tool_executions: store.records.summary([agentId]).total_executions,
+      total_tool_executions:
+        n.service_name === undefined
+          ? store.records.summary([agentId]).total_executions
+          : (store.records.summary([agentId]).by_service[n.service_name]?.count ?? 0),
       last_activity: last > 0 ? new Date(last).toISOString() : null
     }
   })
   const inactive = (s: Status) => s === "disconnected" || s === "unreachable"
   return {
     total_agents: agents.length,
-    active_agents: store
-      .agentIds()
-      .filter((id) => Object.values(store.serviceActors(agentScope(id))).some((a) => !inactive(statusOf(a.getSnapshot())))).length,
+    active_agents: agentIds.filter((id) => scopeSnapshots(store, agentScope(id), n).some((s) => !inactive(statusOf(s)))).length,
     total_services: all.length,
     total_tools: all.reduce((n, s) => n + s.context.tools.length, 0),
     store_services: storeServices.length,
@@ -77,19 +90,21 @@ export const agentsSummary = (store: Store) => {
   }
 }
 
-export const statusDistribution = (store: Store) => {
+export const statusDistribution = (store: Store, n: Narrowing = {}) => {
   const distribution = emptyDistribution()
   const by_scope = dict<Record<Status, number>>()
-  for (const scope of scopes(store)) {
+  let total = 0
+  for (const scope of narrowedScopes(store, n)) {
     const d = emptyDistribution()
-    for (const a of Object.values(store.serviceActors(scope))) {
-      const s = statusOf(a.getSnapshot())
+    for (const snapshot of scopeSnapshots(store, scope, n)) {
+      const s = statusOf(snapshot)
       d[s] += 1
       distribution[s] += 1
+      total += 1
     }
     by_scope[scope.kind === "store" ? "store" : scope.agentId] = d
   }
-  return { total_services: store.allServiceActors().length, distribution, by_scope }
+  return { total_services: total, distribution, by_scope }
 }
 
 export const toolsUsage = (store: Store, limit: number, n: Narrowing) => {

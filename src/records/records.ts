@@ -154,6 +154,8 @@ export class ToolRecords {
   private tallies = new Map<string, ScopeTallies>()
   /** Calls per UTC day (YYYY-MM-DD), every scope. */
   private byDay = new Map<string, Tally>()
+  /** Calls per UTC day of each scope and service (`<scope>\u0000<service>`): the narrowed `daily`. */
+  private byDayOf = new Map<string, Map<string, Tally>>()
   /** Appended records not written yet (their lines, each ending in a newline): counted already, so every rebuild counts them again. */
   private pendingRecords: ToolRecord[] = []
   private pendingLines: string[] = []
@@ -244,6 +246,7 @@ export class ToolRecords {
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
     this.tallies = new Map()
     this.byDay = new Map()
+    this.byDayOf = new Map()
     const all = this.pendingRecords.length > 0 ? [...records, ...this.pendingRecords] : records
     for (const r of all) this.count(r)
     this.recent = all.slice(-this.memoryLimit)
@@ -257,6 +260,10 @@ export class ToolRecords {
     add(t.byTool, `${r.service_name}\u0000${r.tool_name}`, r)
     add(t.byService, r.service_name, r)
     add(this.byDay, r.timestamp.slice(0, 10), r)
+    const of = `${key}\u0000${r.service_name}`
+    let days = this.byDayOf.get(of)
+    if (!days) this.byDayOf.set(of, (days = new Map()))
+    add(days, r.timestamp.slice(0, 10), r)
   }
 
   /** Rewrites the file with these records only (atomic: temporary file, then rename). */
@@ -509,12 +516,33 @@ export class ToolRecords {
     }
   }
 
-  /** Calls per UTC day for the `days` days ending today, oldest first, a row for every day. */
-  daily(days: number, now = Date.now()) {
+  /**
+   * Calls per UTC day for the `days` days ending today, oldest first, a row for every day; only
+   * those of scope `agent_id` ("store" or an agent id) and service `service_name` when given.
+   */
+  daily(days: number, now = Date.now(), narrowing: { readonly agent_id?: string | undefined; readonly service_name?: string | undefined } = {}) {
+    const narrowed = narrowing.agent_id !== undefined || narrowing.service_name !== undefined
+    const sources: Array<Map<string, Tally>> = []
+    if (narrowed) {
+      for (const [key, daysOf] of this.byDayOf) {
+        const [scope, service] = key.split("\u0000") as [string, string]
+        if ((narrowing.agent_id === undefined || narrowing.agent_id === scope) && (narrowing.service_name === undefined || narrowing.service_name === service)) sources.push(daysOf)
+      }
+    }
     const rows = []
     for (let i = days - 1; i >= 0; i--) {
       const date = new Date(now - i * DAY_MS).toISOString().slice(0, 10)
-      const t = this.byDay.get(date) ?? { count: 0, errors: 0, durationMs: 0 }
+      let t = this.byDay.get(date) ?? { count: 0, errors: 0, durationMs: 0 }
+      if (narrowed) {
+        t = { count: 0, errors: 0, durationMs: 0 }
+        for (const daysOf of sources) {
+          const d = daysOf.get(date)
+          if (d === undefined) continue
+          t.count += d.count
+          t.errors += d.errors
+          t.durationMs += d.durationMs
+        }
+      }
       rows.push({ date, calls: t.count, errors: t.errors, avg_duration_ms: tallyView(t).avg_duration_ms })
     }
     return rows

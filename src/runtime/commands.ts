@@ -97,13 +97,17 @@ export const parseDefinitions = (body: unknown): Array<NamedDefinition> =>
  * a setting of the server), `remote-client` for a client on the network when the store has no API
  * key (403: it may not, though a local caller may).
  */
-export type LocalServicesPolicy = "allowed" | "disabled" | "remote-client"
+export type LocalServicesPolicy = "allowed" | "disabled" | "remote-client" | "not-admin"
 
 /** Refuses local (command) definitions the policy does not allow; nothing is changed. */
 const refuseLocal = (entries: ReadonlyArray<NamedDefinition>, policy: LocalServicesPolicy | undefined): void => {
   if (policy === undefined || policy === "allowed") return
   const local = entries.filter((e) => e.definition.command !== undefined)
   if (local.length === 0) return
+  if (policy === "not-admin") {
+    // A local service runs a command on the store's machine: only an admin key may define one.
+    throw new Forbidden({ message: `Local (command) services need an admin key (${local.map((e) => e.name).join(", ")}): agent and reader keys may add remote services only` })
+  }
   if (policy === "remote-client") {
     throw new Forbidden({
       message:

@@ -3,7 +3,10 @@
 // status, headers and body, guards and errors included; which requests the route takes at all; and
 // a call it serves is measured (monitor, metrics) and recorded like any other.
 import { request as httpRequest } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { KeyRing } from "../../src/config/keys.js"
 import { resolveOptions } from "../../src/config/options.js"
 import { inOrder } from "../../src/http/call-route.js"
 import { requestPolicy } from "../../src/http/request-guard.js"
@@ -143,7 +146,9 @@ describe("the direct call route", { timeout: 30_000 }, () => {
 
   it("takes only requests that are plainly in order; everything else is HttpApi's", () => {
     const policy = requestPolicy({ host: "127.0.0.1", allowedHosts: [], allowedOrigins: [] }, () => 8000)
-    const takes = inOrder({ policy, apiKey: KEY, maxBodyBytes: MAX_BODY, debug: false })
+    const keys = new KeyRing(join(tmpdir(), "no-such-dir", "keys.json"), [KEY])
+    keys.loadSync()
+    const takes = inOrder({ policy, keys, maxBodyBytes: MAX_BODY, debug: false })
     const ok = { host: "127.0.0.1:8000", "content-type": "application/json", "content-length": "20", authorization: `Bearer ${KEY}` }
     expect(takes(ok)).toBe(true)
     expect(takes({ ...ok, authorization: `bearer ${KEY}` })).toBe(true)
@@ -167,8 +172,8 @@ describe("the direct call route", { timeout: 30_000 }, () => {
     ]) {
       expect(takes(refused), JSON.stringify(refused)).toBe(false)
     }
-    expect(inOrder({ policy, apiKey: undefined, maxBodyBytes: MAX_BODY, debug: false })({ ...ok, authorization: undefined })).toBe(true)
-    expect(inOrder({ policy, apiKey: KEY, maxBodyBytes: MAX_BODY, debug: true })(ok)).toBe(false)
+    expect(inOrder({ policy, keys: undefined, maxBodyBytes: MAX_BODY, debug: false })({ ...ok, authorization: undefined })).toBe(true)
+    expect(inOrder({ policy, keys, maxBodyBytes: MAX_BODY, debug: true })(ok)).toBe(false)
   })
 
   it("measures and records every call it serves, as HttpApi does", async () => {

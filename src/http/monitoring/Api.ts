@@ -17,7 +17,7 @@ const get = <N extends string>(name: N, path: string, summary: string) =>
 
 export class MonitoringApi extends HttpApiGroup.make("monitoring")
   .add(
-    get("agentsSummary", "agents_summary", "Every agent's services, tools and activity").addSuccess(
+    get("agentsSummary", "agents_summary", "Every agent's services, tools and activity").setUrlParams(Schema.Struct(Narrowing)).addSuccess(
       Schema.Struct({
         ...ok,
         total_agents: Schema.Number,
@@ -42,7 +42,7 @@ export class MonitoringApi extends HttpApiGroup.make("monitoring")
   )
   .add(get("config", "config", "Effective monitoring settings and lifecycle constants").addSuccess(Schema.Struct({ ...ok, config: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.Number, Schema.Boolean) }) })))
   .add(
-    get("servicesStatusDistribution", "services_status_distribution", "Services per status, in all and per scope").addSuccess(
+    get("servicesStatusDistribution", "services_status_distribution", "Services per status, in all and per scope").setUrlParams(Schema.Struct(Narrowing)).addSuccess(
       Schema.Struct({ ...ok, total_services: Schema.Number, distribution: Counts, by_scope: Schema.Record({ key: Schema.String, value: Counts }) })
     )
   )
@@ -125,7 +125,7 @@ export class MonitoringApi extends HttpApiGroup.make("monitoring")
   )
   .add(
     get("historicalStats", "historical_stats", "Calls per day, a row for every day")
-      .setUrlParams(Schema.Struct({ days: Schema.optional(Int(1, 365)) }))
+      .setUrlParams(Schema.Struct({ days: Schema.optional(Int(1, 365)), ...Narrowing }))
       .addSuccess(
         Schema.Struct({
           ...ok,

@@ -11,7 +11,15 @@ import { Api } from "../Api.js"
 import { App } from "../context.js"
 import { ServiceNotFound, ValidationError } from "../../runtime/errors.js"
 import { attempt } from "../../runtime/run.js"
-import { contract } from "../errors.js"
+import { errorBody, contract, Forbidden } from "../errors.js"
+import { narrowFor, PrincipalTag } from "../access.js"
+
+/** The query's narrowing, or the principal's own when it is an agent key's (403 for another agent's figures). */
+const narrowed = <N extends { readonly agent_id?: string | undefined }>(query: N) =>
+  Effect.flatMap(PrincipalTag, (principal) => {
+    const n = narrowFor(principal, query)
+    return "forbidden" in n ? Effect.fail(new Forbidden(errorBody("FORBIDDEN", n.forbidden, {}))) : Effect.succeed(n.narrowing)
+  })
 
 export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
   Effect.gen(function* () {
@@ -21,51 +29,55 @@ export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handl
     const ok = <A extends object>(message: string, body: A) => ({ success: true, message, ...body })
     const figures = <A extends object>(message: string, read: () => A) => Effect.sync(() => ok(message, read()))
     return handlers
-      .handle("agentsSummary", () => figures("Agents summary", () => Figures.agentsSummary(store)))
+      .handle("agentsSummary", ({ urlParams }) =>
+        Effect.flatMap(narrowed(urlParams), (n) => figures("Agents summary", () => Figures.agentsSummary(store, n)))
+      )
       .handle("config", () => figures("Monitoring settings", () => ({ config: { ...store.settings } })))
       // Sent as JSON as it is: `by_scope` is keyed by agent id, and the schema encoding pass copies a
       // record key by key onto a plain object, where the valid agent id "__proto__" would set the
       // copy's prototype instead of adding a key.
-      .handle("servicesStatusDistribution", () =>
+      .handle("servicesStatusDistribution", ({ urlParams }) =>
         Effect.map(
-          figures("Status distribution", () => Figures.statusDistribution(store)),
+          Effect.flatMap(narrowed(urlParams), (n) => figures("Status distribution", () => Figures.statusDistribution(store, n))),
           (answer) => HttpServerResponse.unsafeJson(answer)
         )
       )
       .handle("toolsUsageStats", ({ urlParams }) =>
-        figures("Tool usage", () => Figures.toolsUsage(store, urlParams.limit ?? 20, urlParams))
+        Effect.flatMap(narrowed(urlParams), (n) => figures("Tool usage", () => Figures.toolsUsage(store, urlParams.limit ?? 20, n)))
       )
       .handle("systemPerformance", () => Effect.promise(() => Figures.systemPerformance(app)).pipe(Effect.map((figures) => ok("System performance", figures))))
-      .handle("servicesResponseTime", ({ urlParams }) => figures("Response times", () => Figures.responseTimes(app, urlParams)))
+      .handle("servicesResponseTime", ({ urlParams }) => Effect.flatMap(narrowed(urlParams), (n) => figures("Response times", () => Figures.responseTimes(app, n))))
       .handle("errorRateStats", ({ urlParams }) =>
-        figures("Error rates", () => Figures.errorRates(store, urlParams.minutes ?? 60, urlParams))
+        Effect.flatMap(narrowed(urlParams), (n) => figures("Error rates", () => Figures.errorRates(store, urlParams.minutes ?? 60, n)))
       )
-      .handle("historicalStats", ({ urlParams }) =>
-        contract(
+      .handle("historicalStats", ({ urlParams: query }) =>
+        Effect.flatMap(narrowed(query), (urlParams) => contract(
           Effect.suspend(() => {
             const days = urlParams.days ?? (retention < 0 ? 7 : Math.max(1, Math.min(7, retention)))
             return retention >= 0 && days > retention
               ? Effect.fail(ValidationError.of([{ field: "days", problem: `must be at most the tool-record retention (${retention} days)` }]))
-              : Effect.sync(() => ok("Calls per day", { days: store.records.daily(days) }))
+              : Effect.sync(() => ok("Calls per day", { days: store.records.daily(days, Date.now(), urlParams) }))
           })
-        )
+        ))
       )
-      .handle("serviceHealthHistory", ({ urlParams }) =>
-        contract(
-          attempt(
-            () => ok("Health history", Figures.healthHistory(app, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)),
-            (e): e is ServiceNotFound => e instanceof ServiceNotFound
+      .handle("serviceHealthHistory", ({ urlParams: query }) =>
+        Effect.flatMap(narrowed(query), (urlParams) =>
+          contract(
+            attempt(
+              () => ok("Health history", Figures.healthHistory(app, urlParams.service_name, urlParams.agent_id, urlParams.hours ?? 24)),
+              (e): e is ServiceNotFound => e instanceof ServiceNotFound
+            )
           )
         )
       )
       .handle("toolCallHistory", ({ urlParams }) =>
-        figures("Recent tool calls", () => Figures.callHistory(store, urlParams.limit ?? 100, urlParams))
+        Effect.flatMap(narrowed(urlParams), (n) => figures("Recent tool calls", () => Figures.callHistory(store, urlParams.limit ?? 100, n)))
       )
       .handle("realtimeStatus", () => figures("Real-time status", () => Figures.realtimeStatus(app)))
       .handle("activeConnections", () => figures("Active connections", () => Figures.activeConnections(app)))
       .handle("resourceUsage", () => Effect.promise(() => Figures.resourceUsage(store)).pipe(Effect.map((figures) => ok("Resource usage", figures))))
       .handle("alerts", ({ urlParams }) =>
-        figures("Alerts", () => Figures.alertList(app, urlParams.limit ?? 50, urlParams.include_resolved ?? true, urlParams))
+        Effect.flatMap(narrowed(urlParams), (n) => figures("Alerts", () => Figures.alertList(app, urlParams.limit ?? 50, urlParams.include_resolved ?? true, n)))
       )
   })
 )
