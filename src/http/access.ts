@@ -9,7 +9,7 @@
  *   monitoring routes whose figures can be narrowed to A (narrowed, whatever the query asks), and
  *   /events (A's events only). Store-wide routes answer 403 FORBIDDEN.
  * - reader: GET routes, but none that shows a definition's secrets or changes anything
- *   (show_mcpconfig, show_config, /inspect/*, the MCP endpoints).
+ *   (show_mcpconfig, show_config, /inspect/*, the MCP endpoints, /sse included).
  */
 import { Context, Effect, Option } from "effect"
 import type { Principal } from "../config/keys.js"
@@ -44,7 +44,7 @@ const NARROWED_MONITORING = new Set([
 ])
 
 /** GET routes a reader does not reach: they show definitions (secrets) or hold a session. */
-const READER_REFUSED = [/^\/for_store\/show_mcpconfig$/, /^\/for_store\/show_config$/, /^\/for_agent\/[^/]+\/show_mcpconfig$/, /^\/inspect\//, /^\/mcp$/, /^\/for_agent\/[^/]+\/mcp$/]
+const READER_REFUSED = [/^\/for_store\/show_mcpconfig$/, /^\/for_store\/show_config$/, /^\/for_agent\/[^/]+\/show_mcpconfig$/, /^\/inspect\//, /^\/(mcp|sse|messages)$/, /^\/for_agent\/[^/]+\/(mcp|sse|messages)$/]
 
 /** The agent id of a `/for_agent/<id>/...` path, percent-decoded as the router does (undefined when malformed). */
 const agentOfPath = (path: string): string | undefined => {

@@ -31,7 +31,7 @@ const create = async (file: string, ...argv: string[]): Promise<string> => {
 type Who = "admin" | "agentA" | "agentB" | "reader" | "revoked" | "expired" | "none"
 const OPEN = new Set(["GET /health", "GET /ui", "GET /docs", "GET /openapi.json"])
 const NARROWED = /^\/monitoring\/(agents_summary|services_status_distribution|tools_usage_stats|services_response_time|error_rate_stats|historical_stats|service_health_history|tool_call_history|alerts)$/
-const READER_REFUSED = /show_mcpconfig$|show_config$|^\/inspect\/|\/mcp$/
+const READER_REFUSED = /show_mcpconfig$|show_config$|^\/inspect\/|\/(mcp|sse|messages)$/
 
 /** What `who` gets: "through" (past authorization: any answer but 401 and 403), 401 or 403. */
 const expected = (who: Who, method: string, path: string): "through" | 401 | 403 => {
