@@ -130,6 +130,7 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
     case "alert":
       return { event: "alert", scope: e.alert.scope, data: e.alert }
     case "check":
+    case "catalog_changed":
       return undefined
   }
 }

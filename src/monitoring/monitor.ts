@@ -88,12 +88,15 @@ class ServiceHistory {
 interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
+  catalogVersion: number
 }
 
 /** Something that happened, for live listeners (the event stream). */
 export type MonitorEvent =
   | { readonly type: "status"; readonly scope: string; readonly service_name: string; readonly transition: Transition }
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
+  /** The service's resources, resource templates or prompts were listed again (src/http/mcp-endpoint.ts tells its clients). */
+  | { readonly type: "catalog_changed"; readonly scope: string; readonly service_name: string }
   | { readonly type: "alert"; readonly alert: Alert }
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
 
@@ -158,10 +161,17 @@ export class Monitor {
     const all = context.transitions
     let progress = this.progress.get(actor)
     // Most snapshots (a check answered, a timer) change neither: nothing to look up.
-    if (progress && progress.lastSeen === all[all.length - 1] && progress.toolsVersion === context.toolsVersion) return
+    if (
+      progress &&
+      progress.lastSeen === all[all.length - 1] &&
+      progress.toolsVersion === context.toolsVersion &&
+      progress.catalogVersion === context.catalogVersion
+    ) {
+      return
+    }
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
-    if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0 }))
+    if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0, catalogVersion: 0 }))
     const from = progress.lastSeen === undefined ? 0 : all.indexOf(progress.lastSeen) + 1
     for (const t of all.slice(from)) {
       history.transitions.push(t)
@@ -171,6 +181,10 @@ export class Monitor {
     if (context.toolsVersion !== progress.toolsVersion) {
       progress.toolsVersion = context.toolsVersion
       this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
+    }
+    if (context.catalogVersion !== progress.catalogVersion) {
+      progress.catalogVersion = context.catalogVersion
+      this.emit({ type: "catalog_changed", scope, service_name: context.name })
     }
   }
 
