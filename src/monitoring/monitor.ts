@@ -130,7 +130,12 @@ export class Monitor {
     if (event.type === "@xstate.event" && event.event.type === "REMOVE_SERVICE") {
       // The store root's event names the scope (the one it forwards to an agent does not).
       const removed = event.event as unknown as { scope?: Scope; name: string }
-      if (removed.scope !== undefined) this.serviceRemoved(scopeLabel(removed.scope), removed.name)
+      if (removed.scope !== undefined) {
+        const scope = scopeLabel(removed.scope)
+        this.serviceRemoved(scope, removed.name)
+        // Its resources and prompts leave the scope once the root has processed the removal.
+        queueMicrotask(() => this.emit({ type: "catalog_changed", scope, service_name: removed.name }))
+      }
       return
     }
     const id = (event.actorRef as { id?: string }).id
