@@ -340,7 +340,7 @@ export class McpGateway {
       scope,
       server,
       offers,
-      catalogListed: catalog.catalogFingerprint(this.scopeContext(scope)),
+      catalogListed: offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" },
       subscriptions: new Map(),
       listed: this.toolNames(scope),
       busy: 0,

@@ -153,3 +153,53 @@ describe("the library API", () => {
     expect(() => api.listResources("nope")).toThrow(/not found/)
   })
 })
+
+describe("the REST routes, both scopes", () => {
+  it("list, read and get in the contract's envelope; service_name filters", async () => {
+    const resources = await server.get("/for_store/list_resources?service_name=evh")
+    expect(resources.status).toBe(200)
+    expect(resources.body.success).toBe(true)
+    expect(resources.body.resources.length).toBeGreaterThan(0)
+    expect(resources.body.resources.every((r: { service_name: string }) => r.service_name === "evh")).toBe(true)
+    const templates = await server.get("/for_agent/agent-1/list_resource_templates")
+    expect(templates.body.resource_templates.map((t: { uriTemplate: string }) => t.uriTemplate)).toContain("demo://resource/dynamic/text/{resourceId}")
+    const prompts = await server.get("/for_store/list_prompts")
+    expect(prompts.body.prompts.map((p: { name: string }) => p.name)).toContain("evh__args-prompt")
+
+    const read = await server.post("/for_agent/agent-1/read_resource", { uri: "demo://resource/dynamic/text/5" })
+    expect(read.status).toBe(200)
+    expect(read.body).toMatchObject({ success: true, uri: "demo://resource/dynamic/text/5", service_name: "solo" })
+    expect(read.body.contents[0].uri).toBe("demo://resource/dynamic/text/5")
+
+    const prompt = await server.post("/for_store/get_prompt", { name: "evh__args-prompt", arguments: { city: "Lyon" } })
+    expect(prompt.status).toBe(200)
+    expect(prompt.body).toMatchObject({ success: true, service_name: "evh" })
+    expect(JSON.stringify(prompt.body.messages)).toContain("Lyon")
+  })
+
+  it("another scope's resource or prompt is 404; bad input is 400 and changes nothing", async () => {
+    const other = await server.post("/for_agent/agent-1/read_resource", { uri: "mcp-store://ev/demo://resource/dynamic/text/1" })
+    expect(other.status).toBe(404)
+    expect(other.body.error.code).toBe("RESOURCE_NOT_FOUND")
+    const otherPrompt = await server.post("/for_agent/agent-1/get_prompt", { name: "ev__simple-prompt" })
+    expect(otherPrompt.status).toBe(404)
+    expect(otherPrompt.body.error.code).toBe("PROMPT_NOT_FOUND")
+    expect((await server.get("/for_store/list_prompts?service_name=nope")).body.error.code).toBe("SERVICE_NOT_FOUND")
+
+    for (const [path, body] of [
+      ["/for_store/read_resource", {}],
+      ["/for_store/read_resource", { uri: "" }],
+      ["/for_store/read_resource", { uri: "x".repeat(9000) }],
+      ["/for_store/read_resource", { uri: "demo://x", extra: 1 }],
+      ["/for_store/get_prompt", { name: "evh__args-prompt", arguments: { city: 5 } }],
+      ["/for_store/get_prompt", { arguments: {} }]
+    ] as const) {
+      const reply = await server.post(path, body)
+      expect(reply.status, `${path} ${JSON.stringify(body).slice(0, 80)}`).toBe(400)
+      expect(reply.body.error.code).toBe("VALIDATION_ERROR")
+    }
+    // A prompt the upstream refuses for a missing required argument: the caller's mistake, 400.
+    const missing = await server.post("/for_store/get_prompt", { name: "evh__args-prompt", arguments: {} })
+    expect(missing.status).toBe(400)
+  })
+})
