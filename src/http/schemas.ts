@@ -170,6 +170,9 @@ export const ServiceInfoResponse = Schema.Struct({
   service: ServiceDetail,
   tools: Schema.Array(Tool),
   hidden_tools: Schema.Array(HiddenTool).annotations({ description: "The service's tools not offered to agents, and why" }),
+  catalog: Schema.optional(Schema.Struct({ resources: Schema.Number, resource_templates: Schema.Number, prompts: Schema.Number })).annotations({
+    description: "How many resources, resource templates and prompts the service offers (list_resources, list_resource_templates, list_prompts)"
+  }),
   connected: Schema.Boolean
 })
 

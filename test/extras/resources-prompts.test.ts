@@ -203,3 +203,11 @@ describe("the REST routes, both scopes", () => {
     expect(missing.status).toBe(400)
   })
 })
+
+it("get_service_info counts a service's resources, templates and prompts", async () => {
+  const info = await server.get("/for_store/get_service_info?name=ev")
+  expect(info.status).toBe(200)
+  expect(info.body.catalog.resources).toBeGreaterThan(0)
+  expect(info.body.catalog.resource_templates).toBe(2)
+  expect(info.body.catalog.prompts).toBeGreaterThanOrEqual(4)
+})
