@@ -162,6 +162,7 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
       return { event: "alert", scope: e.alert.scope, data: e.alert }
     case "check":
     case "removed":
+    case "catalog_changed":
       return undefined
   }
 }

@@ -170,6 +170,9 @@ export const ServiceInfoResponse = Schema.Struct({
   service: ServiceDetail,
   tools: Schema.Array(Tool),
   hidden_tools: Schema.Array(HiddenTool).annotations({ description: "The service's tools not offered to agents, and why" }),
+  catalog: Schema.optional(Schema.Struct({ resources: Schema.Number, resource_templates: Schema.Number, prompts: Schema.Number })).annotations({
+    description: "How many resources, resource templates and prompts the service offers (list_resources, list_resource_templates, list_prompts)"
+  }),
   connected: Schema.Boolean
 })
 
@@ -274,6 +277,57 @@ export const DeleteResponse = Schema.Struct({ ...ok, service_name: Schema.String
 
 export const ResetResponse = Schema.Struct({ ...ok, scope: Schema.String, removed: Schema.Number })
 
+const Fields = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** A resource as a scope offers it (src/runtime/catalog.ts): the upstream's MCP fields, its service and original URI. */
+export const ResourceItem = Schema.Struct({
+  uri: Schema.String.annotations({ description: "the URI to read it by: the upstream's, or mcp-store://<service>/<uri> when two services of the scope expose it" }),
+  name: Schema.String,
+  service_name: Schema.String,
+  original_uri: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String),
+  size: Schema.optional(Schema.Number),
+  annotations: Schema.optional(Fields),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "Resource" })
+
+export const ResourceTemplateItem = Schema.Struct({
+  uriTemplate: Schema.String,
+  name: Schema.String,
+  service_name: Schema.String,
+  original_uri_template: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String),
+  annotations: Schema.optional(Fields),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "ResourceTemplate" })
+
+export const PromptItem = Schema.Struct({
+  name: Schema.String.annotations({ description: "callable name: <service>__<prompt>" }),
+  original_name: Schema.String,
+  service_name: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  arguments: Schema.optional(
+    Schema.Array(Schema.Struct({ name: Schema.String, title: Schema.optional(Schema.String), description: Schema.optional(Schema.String), required: Schema.optional(Schema.Boolean) }))
+  ),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "Prompt" })
+
+export const ServiceFilter = Schema.Struct({ service_name: Schema.optional(ServiceRef) })
+
+export const ReadResourcePayload = closed({
+  uri: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(8192)).annotations({ description: "as listed, prefixed (mcp-store://<service>/<uri>), or matching a resource template" })
+})
+
+export const GetPromptPayload = closed({
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1000)).annotations({ description: "callable name: <service>__<prompt>" }),
+  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String.pipe(Schema.maxLength(100_000)) }))
+})
+
 /** An optional JSON body (absent, empty or null all mean "no fields"). */
 export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(closed(fields))
 
@@ -302,6 +356,21 @@ export const scopeEndpoints = (prefix: string) => {
     showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig")).addSuccess(McpConfigResponse),
     health: HttpApiEndpoint.get("health", at("health")).addSuccess(ScopeHealthResponse),
     getStats: HttpApiEndpoint.get("getStats", at("get_stats")).addSuccess(StatsResponse),
-    toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse)
+    toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse),
+    listResources: HttpApiEndpoint.get("listResources", at("list_resources"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, resources: Schema.Array(ResourceItem) })),
+    listResourceTemplates: HttpApiEndpoint.get("listResourceTemplates", at("list_resource_templates"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, resource_templates: Schema.Array(ResourceTemplateItem) })),
+    readResource: HttpApiEndpoint.post("readResource", at("read_resource"))
+      .setPayload(ReadResourcePayload)
+      .addSuccess(Schema.Struct({ ...ok, uri: Schema.String, service_name: Schema.String, contents: Schema.Array(Fields) })),
+    listPrompts: HttpApiEndpoint.get("listPrompts", at("list_prompts"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, prompts: Schema.Array(PromptItem) })),
+    getPrompt: HttpApiEndpoint.post("getPrompt", at("get_prompt"))
+      .setPayload(GetPromptPayload)
+      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) }))
   }
 }

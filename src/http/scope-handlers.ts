@@ -10,8 +10,9 @@ import { Effect, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
 import * as calls from "../runtime/calls.js"
+import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
-import type { ValidationError } from "../runtime/errors.js"
+import type { ServiceNotFound, ValidationError } from "../runtime/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/views.js"
@@ -216,3 +217,64 @@ export const toolRecords = (scope: ScopeRef, query: Schema.Schema.Type<typeof Re
       (page) => ({ success: true, message: `${page.executions.length} of ${page.total} record(s)`, ...page })
     )
   )
+
+/** A list of the catalog (resources, templates, prompts): ServiceNotFound for an unknown filter. */
+const catalogList = <A>(scope: ScopeRef, list: (ctx: ScopeContext) => A) =>
+  contract(Effect.flatMap(scope, (ctx) => Effect.try({ try: () => list(ctx), catch: (e) => e as ServiceNotFound })))
+
+export const listResources = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.resourceViews(ctx, serviceName)), (resources) => ({
+    success: true,
+    message: `${resources.length} resource(s)`,
+    resources
+  }))
+
+export const listResourceTemplates = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.resourceTemplateViews(ctx, serviceName)), (resource_templates) => ({
+    success: true,
+    message: `${resource_templates.length} resource template(s)`,
+    resource_templates
+  }))
+
+export const listPrompts = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.promptViews(ctx, serviceName)), (prompts) => ({
+    success: true,
+    message: `${prompts.length} prompt(s)`,
+    prompts
+  }))
+
+export const readResource = (scope: ScopeRef, uri: string) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      Effect.map(catalog.readResource(ctx, uri), (result) => ({
+        success: true,
+        message: `Resource '${uri}' read`,
+        uri,
+        service_name: serviceOf(() => catalog.resolveResource(ctx, uri).actor),
+        contents: result.contents as ReadonlyArray<Record<string, unknown>>
+      }))
+    )
+  )
+
+export const getPrompt = (scope: ScopeRef, name: string, args: Readonly<Record<string, string>> | undefined) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      Effect.map(catalog.getPrompt(ctx, name, args), (result) => ({
+        success: true,
+        message: `Prompt '${name}' got`,
+        name,
+        service_name: serviceOf(() => catalog.resolvePrompt(ctx, name).actor),
+        ...(result.description !== undefined ? { description: result.description } : {}),
+        messages: result.messages as ReadonlyArray<Record<string, unknown>>
+      }))
+    )
+  )
+
+/** The name of the service an answer came from (it may have left since: then an empty name). */
+const serviceOf = (actor: () => { getSnapshot(): { context: { name: string } } }): string => {
+  try {
+    return actor().getSnapshot().context.name
+  } catch {
+    return ""
+  }
+}

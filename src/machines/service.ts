@@ -12,7 +12,7 @@
  * every 30 s, and each actor started and stopped costs XState a scan of every timer of the system.
  */
 import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
-import type { McpConnection, ToolInfo } from "../mcp/types.js"
+import { EMPTY_CATALOG, type Catalog, type CatalogCapabilities, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 
@@ -49,6 +49,10 @@ export interface ServiceInput {
 export interface ConnectOutput {
   readonly connection: McpConnection
   readonly tools: ReadonlyArray<ToolInfo>
+  /** Its resources, resource templates and prompts (none when absent). */
+  readonly catalog?: Catalog | undefined
+  /** Why listing them failed, when it did (the service is connected all the same). */
+  readonly catalogError?: string | undefined
 }
 
 export interface ConnectInput {
@@ -84,6 +88,8 @@ export type ServiceEvent =
   | { readonly type: "TRANSPORT_CLOSED"; readonly reason: string; readonly immediate?: boolean }
   | ({ readonly type: "HEALTH_REPORT" } & HealthReport)
   | { readonly type: "TOOLS_CHANGED" }
+  /** The server announced a change of its resources or prompts (list_changed). */
+  | { readonly type: "CATALOG_CHANGED" }
   | { readonly type: "REFRESH_TOOLS" }
   | { readonly type: "DISCONNECT"; readonly reason?: string | undefined }
   | { readonly type: "RESTART"; readonly reason?: string | undefined }
@@ -105,6 +111,15 @@ export interface ServiceContext {
   readonly toolsUpdatedAt: number | undefined
   /** Incremented on each tool list refresh, so a waiter can tell one happened. */
   readonly toolsVersion: number
+  /** Resources, resource templates and prompts, refreshed as tools are (on connect, list_changed, the tools interval). */
+  readonly catalog: Catalog
+  /** Incremented on each catalog refresh (failed ones included). */
+  readonly catalogVersion: number
+  /**
+   * What the server declared beside tools at its last connect; kept while it is away, so that what
+   * the store offers (src/http/mcp-endpoint.ts) does not depend on the moment a client initializes.
+   */
+  readonly capabilities: CatalogCapabilities | undefined
   readonly consecutiveFailures: number
   readonly consecutiveSuccesses: number
   readonly reconnectAttempts: number
@@ -180,6 +195,8 @@ export const serviceMachine = setup({
     holdConnection: fromPlaceholderCallback<ConnectionInput, ConnectionCommand>("holdConnection"),
     /** Lists the tools again. */
     listTools: fromPlaceholderPromise<ReadonlyArray<ToolInfo>, CheckInput>("listTools"),
+    /** Lists the resources, resource templates and prompts again. */
+    listCatalog: fromPlaceholderPromise<Catalog, CheckInput>("listCatalog"),
     /** Closes a connection (session DELETE, process tree ended) and resolves when it is done. */
     closeConnection: fromPlaceholderPromise<void, { readonly connection: McpConnection | undefined }>(
       "closeConnection"
@@ -200,6 +217,10 @@ export const serviceMachine = setup({
     reconnectionDisabled: ({ context }) => !context.settings.enable_reconnection,
     reconnectionEnabled: ({ context }) => context.settings.enable_reconnection,
     toolsUpdateEnabled: ({ context }) => context.settings.enable_tools_update,
+    /** The server offers resources or prompts: the catalog region lists them. */
+    offersCatalog: ({ context }) => context.capabilities?.resources === true || context.capabilities?.prompts === true,
+    catalogUpdateEnabled: ({ context }) =>
+      context.settings.enable_tools_update && (context.capabilities?.resources === true || context.capabilities?.prompts === true),
     reportFast: ({ context, event }) =>
       event.type === "HEALTH_REPORT" &&
       event.ok &&
@@ -238,9 +259,17 @@ export const serviceMachine = setup({
         context.status !== "initializing" && context.toolsUpdatedAt !== undefined && !context.settings.update_tools_on_reconnection
       return {
         connection: output.connection,
+        capabilities: output.connection.capabilities,
         ...(keepTools
           ? {}
-          : { tools: output.tools, toolsUpdatedAt: context.now(), toolsVersion: context.toolsVersion + 1 }),
+          : {
+              tools: output.tools,
+              toolsUpdatedAt: context.now(),
+              toolsVersion: context.toolsVersion + 1,
+              catalog: output.catalog ?? EMPTY_CATALOG,
+              catalogVersion: context.catalogVersion + 1
+            }),
+        ...(output.catalogError !== undefined ? { lastError: `resource and prompt list failed: ${output.catalogError}` } : {}),
         reconnectAttempts: 0,
         consecutiveFailures: 0,
         immediateRetry: false,
@@ -320,6 +349,14 @@ export const serviceMachine = setup({
       // A failed refresh still counts as a refresh attempt for anyone waiting on it.
       toolsVersion: context.toolsVersion + 1
     })),
+    catalogListed: assign(({ context, event }) => ({
+      catalog: (event as unknown as { output: Catalog }).output,
+      catalogVersion: context.catalogVersion + 1
+    })),
+    catalogListFailed: assign(({ context, event }) => ({
+      lastError: `resource and prompt list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
+      catalogVersion: context.catalogVersion + 1
+    })),
     resetCounters: assign({
       reconnectAttempts: 0,
       consecutiveFailures: 0,
@@ -356,6 +393,9 @@ export const serviceMachine = setup({
       tools: [],
       toolsUpdatedAt: undefined,
       toolsVersion: 0,
+      catalog: EMPTY_CATALOG,
+      catalogVersion: 0,
+      capabilities: undefined,
       consecutiveFailures: 0,
       consecutiveSuccesses: 0,
       reconnectAttempts: 0,
@@ -489,6 +529,30 @@ export const serviceMachine = setup({
               on: {
                 // A change announced during a refresh may not be in the answer: list again.
                 TOOLS_CHANGED: { guard: "toolsUpdateEnabled", target: "refreshing", reenter: true }
+              }
+            }
+          }
+        },
+        /** Resources, templates and prompts: refreshed as tools are, only from a server that offers them. */
+        catalog: {
+          initial: "idle",
+          states: {
+            idle: {
+              after: { toolsInterval: { guard: "catalogUpdateEnabled", target: "refreshing" } },
+              on: {
+                REFRESH_TOOLS: { guard: "offersCatalog", target: "refreshing" },
+                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing" }
+              }
+            },
+            refreshing: {
+              invoke: {
+                src: "listCatalog",
+                input: checkInput,
+                onDone: { target: "idle", actions: "catalogListed" },
+                onError: { target: "idle", actions: "catalogListFailed" }
+              },
+              on: {
+                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing", reenter: true }
               }
             }
           }

@@ -19,7 +19,16 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
-import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type CompleteResult,
+  type GetPromptResult,
+  type ReadResourceResult
+} from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
@@ -32,8 +41,12 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   McpRequestError,
   MessageTooLargeError,
+  EMPTY_CATALOG,
   type CallOptions,
   type CancelSignal,
+  type Catalog,
+  type CatalogCapabilities,
+  type CompleteParams,
   type ConnectOptions,
   type McpConnection,
   type RequestOptions,
@@ -49,8 +62,8 @@ const TERMINATE_SESSION_TIMEOUT_MS = 1_000
 /** How many stderr lines a failed stdio connect quotes in its message. */
 const STDERR_LINES_IN_ERRORS = 10
 
-/** Stops a misbehaving server that keeps handing out cursors. */
-const MAX_TOOL_PAGES = 1_000
+/** Stops a misbehaving server that keeps handing out cursors (tools, resources, templates, prompts). */
+const MAX_LIST_PAGES = 1_000
 
 /** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does). */
 const ERROR_BODY_BYTES = 2_000
@@ -115,6 +128,8 @@ class SdkConnection implements McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
   private readonly closeListeners = new Set<(reason: string) => void>()
   private readonly toolsListeners = new Set<() => void>()
+  private readonly catalogListeners = new Set<() => void>()
+  private readonly updatedListeners = new Set<(uri: string) => void>()
   private closedByUs = false
   private closing: Promise<void> | undefined
   private selfCloseReason: string | undefined
@@ -144,6 +159,24 @@ class SdkConnection implements McpConnection {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       for (const listener of [...this.toolsListeners]) listener()
     })
+    const catalogChanged = () => {
+      for (const listener of [...this.catalogListeners]) listener()
+    }
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, catalogChanged)
+    client.setNotificationHandler(PromptListChangedNotificationSchema, catalogChanged)
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      for (const listener of [...this.updatedListeners]) listener(notification.params.uri)
+    })
+  }
+
+  get capabilities(): CatalogCapabilities {
+    const declared = this.client.getServerCapabilities()
+    return {
+      resources: declared?.resources !== undefined,
+      subscribe: declared?.resources?.subscribe === true,
+      prompts: declared?.prompts !== undefined,
+      completions: declared?.completions !== undefined
+    }
   }
 
   get serverInfo(): { readonly name: string; readonly version: string } | undefined {
@@ -194,31 +227,79 @@ class SdkConnection implements McpConnection {
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>> {
     return this.request(
       "tools/list",
-      async ({ timeout, signal }) => {
-        const tools: Array<ToolInfo> = []
-        const seen = new Set<string>()
-        let cursor: string | undefined
-        const terms: Array<{ name: string; outputSchema?: JsonSchemaType | undefined; taskSupport?: string | undefined }> = []
-        for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-          const result = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout, signal })
-          for (const tool of result.tools) {
-            tools.push(toToolInfo(tool))
-            terms.push({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport })
-          }
-          cursor = result.nextCursor
-          if (cursor === undefined) {
-            this.direct?.setTools(terms)
-            return tools
-          }
-          if (seen.has(cursor)) {
-            throw new McpRequestError("protocol", `tools/list: the server repeated the cursor ${JSON.stringify(cursor)}`)
-          }
-          seen.add(cursor)
-        }
-        throw new McpRequestError("protocol", `tools/list: more than ${MAX_TOOL_PAGES} pages`)
+      async (controls) => {
+        const listed = await paginate("tools/list", controls, (params, o) => this.client.listTools(params, o), (r) => r.tools)
+        this.direct?.setTools(
+          listed.map((tool) => ({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport }))
+        )
+        return listed.map(toToolInfo)
       },
       options
     )
+  }
+
+  listCatalog(options: RequestOptions): Promise<Catalog> {
+    const { resources, prompts } = this.capabilities
+    if (!resources && !prompts) return Promise.resolve(EMPTY_CATALOG)
+    // One time-out for the three lists together, as for a tools/list of many pages.
+    return this.request(
+      "resources/list, resources/templates/list and prompts/list",
+      async (controls) => ({
+        resources: resources
+          ? await paginate("resources/list", controls, (params, o) => this.client.listResources(params, o), (r) => r.resources)
+          : [],
+        resourceTemplates: resources
+          ? await paginate("resources/templates/list", controls, (params, o) => this.client.listResourceTemplates(params, o), (r) => r.resourceTemplates)
+          : [],
+        prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.client.listPrompts(params, o), (r) => r.prompts) : []
+      }),
+      options
+    )
+  }
+
+  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {
+    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.client.readResource({ uri }, o)), options)
+  }
+
+  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult> {
+    return this.request(
+      `prompts/get ${JSON.stringify(name)}`,
+      (o) => this.declared("prompts", () => this.client.getPrompt({ name, arguments: args }, o)),
+      options
+    )
+  }
+
+  complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult> {
+    return this.request("completion/complete", (o) => this.declared("completions", () => this.client.complete(params, o)), options)
+  }
+
+  async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.client.subscribeResource({ uri }, o)), options)
+  }
+
+  async unsubscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    await this.request(
+      `resources/unsubscribe ${JSON.stringify(uri)}`,
+      (o) => this.declared("subscribe", () => this.client.unsubscribeResource({ uri }, o)),
+      options
+    )
+  }
+
+  onResourceUpdated(listener: (uri: string) => void): () => void {
+    this.updatedListeners.add(listener)
+    return () => this.updatedListeners.delete(listener)
+  }
+
+  onCatalogChanged(listener: () => void): () => void {
+    this.catalogListeners.add(listener)
+    return () => this.catalogListeners.delete(listener)
+  }
+
+  /** Runs a request only if the server declared the capability it needs: a server is never asked for what it does not offer. */
+  private declared<T>(capability: keyof CatalogCapabilities, run: () => Promise<T>): Promise<T> {
+    if (this.capabilities[capability]) return run()
+    const what = capability === "subscribe" ? "resource subscriptions" : capability
+    return Promise.reject(new McpRequestError("protocol", `the server does not offer ${what}`, -32601))
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
@@ -427,6 +508,30 @@ const toToolInfo = (tool: {
   ...(tool.execution !== undefined ? { execution: tool.execution } : {}),
   ...(tool._meta !== undefined ? { _meta: tool._meta } : {})
 })
+
+/**
+ * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated
+ * cursor and more than MAX_LIST_PAGES pages (a misbehaving server that never ends its list).
+ */
+const paginate = async <R extends { readonly nextCursor?: string | undefined }, I>(
+  what: string,
+  controls: RequestControls,
+  page: (params: { cursor?: string }, options: RequestControls) => Promise<R>,
+  items: (result: R) => ReadonlyArray<I>
+): Promise<Array<I>> => {
+  const all: Array<I> = []
+  const seen = new Set<string>()
+  let cursor: string | undefined
+  for (let n = 0; n < MAX_LIST_PAGES; n++) {
+    const result = await page(cursor === undefined ? {} : { cursor }, controls)
+    for (const item of items(result)) all.push(item)
+    cursor = result.nextCursor
+    if (cursor === undefined) return all
+    if (seen.has(cursor)) throw new McpRequestError("protocol", `${what}: the server repeated the cursor ${JSON.stringify(cursor)}`)
+    seen.add(cursor)
+  }
+  throw new McpRequestError("protocol", `${what}: more than ${MAX_LIST_PAGES} pages`)
+}
 
 const closeReasonOfProcess = (transport: StdioProcessTransport): string => {
   const last = transport.stderrTail().at(-1)

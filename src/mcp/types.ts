@@ -2,7 +2,16 @@
  * The contract between the service actors and a live MCP connection. The machines only ever see
  * these types; src/mcp implements them over the SDK's transports.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type {
+  CallToolResult,
+  CompleteRequest,
+  CompleteResult,
+  GetPromptResult,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplate
+} from "@modelcontextprotocol/sdk/types.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -19,6 +28,35 @@ export interface ToolInfo {
   readonly execution?: Record<string, unknown>
   readonly _meta?: Record<string, unknown>
 }
+
+/**
+ * A resource, a resource template and a prompt as the server lists them: the SDK's objects as
+ * parsed, every field kept, bounded by the message-size cap and never mutated.
+ */
+export type ResourceInfo = Resource
+export type ResourceTemplateInfo = ResourceTemplate
+export type PromptInfo = Prompt
+
+/** What the server declared it offers beside tools (from its initialize answer). */
+export interface CatalogCapabilities {
+  readonly resources: boolean
+  /** `resources.subscribe`: the server takes resources/subscribe. */
+  readonly subscribe: boolean
+  readonly prompts: boolean
+  readonly completions: boolean
+}
+
+/** The resources, resource templates and prompts of a service (empty when it declares none). */
+export interface Catalog {
+  readonly resources: ReadonlyArray<ResourceInfo>
+  readonly resourceTemplates: ReadonlyArray<ResourceTemplateInfo>
+  readonly prompts: ReadonlyArray<PromptInfo>
+}
+
+export const EMPTY_CATALOG: Catalog = { resources: [], resourceTemplates: [], prompts: [] }
+
+/** `completion/complete`'s params, as MCP defines them. */
+export type CompleteParams = CompleteRequest["params"]
 
 /** Options every MCP request takes: a time-out and an optional abort signal. */
 export interface RequestOptions {
@@ -143,6 +181,26 @@ export interface McpConnection {
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
   /** Calls a tool. A result with `isError: true` resolves normally; only request failures reject. */
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult>
+  /** What the server declared beside tools; nothing is asked of it that it did not declare. */
+  readonly capabilities: CatalogCapabilities
+  /**
+   * Lists resources, resource templates and prompts (each following cursors, bounded as tools/list
+   * is); a kind the server did not declare is empty and never asked for.
+   */
+  listCatalog(options: RequestOptions): Promise<Catalog>
+  /** resources/read (rejects `protocol` when the server did not declare resources). */
+  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult>
+  /** prompts/get. */
+  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult>
+  /** completion/complete. */
+  complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult>
+  /** resources/subscribe and resources/unsubscribe. */
+  subscribeResource(uri: string, options: RequestOptions): Promise<void>
+  unsubscribeResource(uri: string, options: RequestOptions): Promise<void>
+  /** Called on `notifications/resources/updated` with the URI. Returns an unsubscribe. */
+  onResourceUpdated(listener: (uri: string) => void): () => void
+  /** Called on `notifications/resources/list_changed` and `notifications/prompts/list_changed`. Returns an unsubscribe. */
+  onCatalogChanged(listener: () => void): () => void
   /**
    * Ends the connection: Streamable HTTP sends the session DELETE first; stdio ends the child's
    * whole process group (SIGTERM, then SIGKILL after a grace period). Idempotent; never rejects.

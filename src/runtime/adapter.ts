@@ -8,7 +8,7 @@
 import { fromCallback, fromPromise } from "xstate"
 import { resolveDefinition, scopeLabel } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
-import { Cancel, McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
 import {
   serviceMachine,
@@ -89,9 +89,19 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         try {
           if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
           const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
+          // Resources and prompts (only what the server declared). A server whose tools work is
+          // connected even when these fail: the failure is noted, and the lists are asked again later.
+          let catalog: Catalog | undefined
+          let catalogError: string | undefined
+          try {
+            catalog = await connection.listCatalog({ timeoutMs: input.timeoutMs, signal })
+          } catch (e) {
+            if (signal.aborted) throw e
+            catalogError = describe(e)
+          }
           // A result that arrives after the actor stopped is dropped by XState: release it here.
           if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-          return { connection, tools }
+          return { connection, tools, catalog, catalogError }
         } catch (e) {
           await registry.close(connection)
           throw e
@@ -105,6 +115,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         const offTools = input.watchTools
           ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
           : () => undefined
+        const offCatalog = input.watchTools ? input.connection.onCatalogChanged(() => send({ type: "CATALOG_CHANGED" })) : () => undefined
         // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.
         let check: Cancel | undefined
         const withdraw = () => {
@@ -138,12 +149,14 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           withdraw()
           offClose()
           offTools()
+          offCatalog()
           void registry.close(input.connection)
         }
       }),
       listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) =>
         input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
       ),
+      listCatalog: fromPromise<Catalog, CheckInput>(({ input, signal }) => input.connection.listCatalog({ timeoutMs: input.timeoutMs, signal })),
       closeConnection: fromPromise<void, { readonly connection: McpConnection | undefined }>(({ input }) =>
         registry.close(input.connection)
       )

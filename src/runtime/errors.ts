@@ -51,6 +51,21 @@ export class ToolNotFound extends Data.TaggedError("ToolNotFound")<{
   readonly suggestions: ReadonlyArray<string>
 }> {}
 
+/** A resource (or resource template) URI that no connected service of the scope offers. */
+export class ResourceNotFound extends Data.TaggedError("ResourceNotFound")<{
+  readonly message: string
+  readonly uri: string
+  readonly scope: string
+}> {}
+
+/** A prompt name (`<service>__<prompt>`) that no connected service of the scope offers. */
+export class PromptNotFound extends Data.TaggedError("PromptNotFound")<{
+  readonly message: string
+  readonly promptName: string
+  readonly scope: string
+  readonly suggestions: ReadonlyArray<string>
+}> {}
+
 /** An original tool name that several services of the scope expose. */
 export class AmbiguousTool extends Data.TaggedError("AmbiguousTool")<{
   readonly message: string
@@ -114,6 +129,8 @@ export type StoreError =
   | ValidationError
   | ServiceNotFound
   | ToolNotFound
+  | ResourceNotFound
+  | PromptNotFound
   | AmbiguousTool
   | InvalidArguments
   | UpstreamError
@@ -126,6 +143,8 @@ const TAGS = new Set([
   "ValidationError",
   "ServiceNotFound",
   "ToolNotFound",
+  "ResourceNotFound",
+  "PromptNotFound",
   "AmbiguousTool",
   "InvalidArguments",
   "UpstreamError",

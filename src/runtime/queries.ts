@@ -56,6 +56,12 @@ export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
       service: { ...view, config: maskDefinition(snapshot.context.definition) },
       tools: toolViews(snapshot),
       hidden_tools: hiddenToolViews(snapshot),
+      // What it offers beside tools (src/runtime/catalog.ts lists them: list_resources, list_prompts).
+      catalog: {
+        resources: snapshot.context.catalog.resources.length,
+        resource_templates: snapshot.context.catalog.resourceTemplates.length,
+        prompts: snapshot.context.catalog.prompts.length
+      },
       connected: isConnected(view.status)
     }
   })

@@ -72,6 +72,11 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             ...result
         })))
       )
+      .handle("listResources", ({ urlParams }) => Shared.listResources(scope, urlParams.service_name))
+      .handle("listResourceTemplates", ({ urlParams }) => Shared.listResourceTemplates(scope, urlParams.service_name))
+      .handle("listPrompts", ({ urlParams }) => Shared.listPrompts(scope, urlParams.service_name))
+      .handle("readResource", ({ payload }) => Shared.readResource(scope, payload.uri))
+      .handle("getPrompt", ({ payload }) => Shared.getPrompt(scope, payload.name, payload.arguments))
       .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
         contract(
