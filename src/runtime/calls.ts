@@ -323,8 +323,9 @@ const recorder =
     }
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
-    const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
-    return record("transport_error", null, why)
+    // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
+    if (Cause.isInterruptedOnly(exit.cause)) return record("cancelled", null, "the caller cancelled the call or went away")
+    return record("transport_error", null, String(Cause.squash(exit.cause)))
   }
 
 /**
