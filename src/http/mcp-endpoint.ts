@@ -18,7 +18,9 @@ import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, typ
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
+import type { CallProgress } from "../mcp/types.js"
 import { isStoreError } from "../runtime/errors.js"
+import { LatestThrottle } from "../runtime/progress.js"
 import type { Store } from "../runtime/store.js"
 import { toolViews } from "../runtime/views.js"
 import { VERSION } from "../version.js"
@@ -149,8 +151,27 @@ export class McpGateway {
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       const api = scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)
+      // The client's progressToken: each upstream progress comes back to it, the latest only while
+      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      const token = request.params._meta?.progressToken
+      const progress =
+        token === undefined
+          ? undefined
+          : new LatestThrottle<CallProgress>(0, (p) =>
+              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
+            )
       try {
-        const output = await api.callTool({ tool_name: request.params.name, args: request.params.arguments ?? {} }, extra.signal)
+        // No time-out of its own: the call lasts while the client's request is open (its
+        // notifications/cancelled aborts `extra.signal`), up to --max-call-seconds.
+        const output = await api.callTool(
+          {
+            tool_name: request.params.name,
+            args: request.params.arguments ?? {},
+            timeout: this.store.limits.maxCallSeconds,
+            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {})
+          },
+          extra.signal
+        )
         return {
           content: output.content,
           ...(output.structured_content !== null ? { structuredContent: output.structured_content } : {}),
@@ -160,6 +181,8 @@ export class McpGateway {
         // Store errors (unknown tool, bad arguments, service down) are the tool's failure to the client.
         if (isStoreError(e)) return { content: [{ type: "text", text: e.message }], isError: true }
         throw e
+      } finally {
+        progress?.close()
       }
     })
     return session

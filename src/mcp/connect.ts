@@ -212,7 +212,7 @@ class SdkConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
-    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal), options)
+    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal, options.hooks), options)
   }
 
   close(): Promise<void> {

@@ -26,7 +26,7 @@ import {
   type JSONRPCMessage
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
-import { McpRequestError, type CancelSignal } from "./types.js"
+import { McpRequestError, type CallHooks, type CancelSignal } from "./types.js"
 
 const ID_PREFIX = "mcp-store:"
 
@@ -35,9 +35,15 @@ const MAX_TIMER_MS = 2_147_483_647
 interface Pending {
   readonly resolve: (result: unknown) => void
   readonly reject: (error: unknown) => void
-  readonly timer: NodeJS.Timeout
+  timer: NodeJS.Timeout
   readonly signal: CancelSignal | undefined
   readonly onAbort: (() => void) | undefined
+  /** The caller's hooks (progress), for a call that has them. */
+  readonly hooks: CallHooks | undefined
+  /** The time-out (ms) each progress restarts. */
+  readonly timeoutMs: number
+  /** performance.now() past which no progress restarts the time-out (the call's total cap). */
+  readonly deadline: number
 }
 
 /** What a tool of the server asks of its calls, from tools/list. */
@@ -101,6 +107,8 @@ export class DirectRequests {
     transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => {
       const id = (message as { id?: unknown }).id
       if (typeof id === "string" && id.startsWith(ID_PREFIX) && !("method" in message)) return this.answer(id, message)
+      // A progress of one of its calls (its token is the request's id): the Client never sees it.
+      if ((message as { method?: unknown }).method === "notifications/progress" && this.progress(message)) return
       ;(client as ((m: JSONRPCMessage, e?: unknown) => void) | undefined)?.(message, extra)
     }
     const closed = transport.onclose
@@ -119,13 +127,17 @@ export class DirectRequests {
     }
   }
 
-  /** tools/call, as the SDK's Client.callTool does it. */
-  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number, signal: CancelSignal | undefined): Promise<CallToolResult> {
+  /**
+   * tools/call, as the SDK's Client.callTool does it. With `hooks.onProgress` the request carries a
+   * `progressToken` (its own id) and each progress restarts its time-out (the SDK's
+   * `resetTimeoutOnProgress`), up to `hooks.maxTotalMs`.
+   */
+  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number, signal: CancelSignal | undefined, hooks?: CallHooks): Promise<CallToolResult> {
     const terms = this.terms.get(name)
     if (terms?.requiresTask === true) {
       throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution. Use client.experimental.tasks.callToolStream() instead.`)
     }
-    const result = callToolResult(await this.request("tools/call", { name, arguments: args }, timeoutMs, signal))
+    const result = callToolResult(await this.request("tools/call", { name, arguments: args }, timeoutMs, signal, hooks))
     const check = terms?.check
     if (check !== undefined) {
       if (!result.structuredContent && !result.isError) {
@@ -155,21 +167,62 @@ export class DirectRequests {
    * (`ConnectionClosed`), with the signal's reason when the caller aborts, or with the transport's
    * send error.
    */
-  private request(method: string, params: Record<string, unknown> | undefined, timeoutMs: number, signal: CancelSignal | undefined): Promise<unknown> {
+  private request(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    timeoutMs: number,
+    signal: CancelSignal | undefined,
+    hooks?: CallHooks
+  ): Promise<unknown> {
     if (signal?.aborted === true) return Promise.reject(signal.reason)
     return new Promise((resolve, reject) => {
       const id = `${ID_PREFIX}${++this.next}`
       const timeout = Math.max(0, Math.min(timeoutMs, MAX_TIMER_MS))
       const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
-      const timer = setTimeout(() => this.cancel(id, "Request timed out", McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout })), timeout)
-      this.pending.set(id, { resolve, reject, timer, signal, onAbort })
+      const timer = setTimeout(() => this.timedOut(id), timeout)
+      const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
+      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
-      const message = (params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params }) as JSONRPCMessage
+      const sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { progressToken: id } }
+      const message = (sent === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params: sent }) as JSONRPCMessage
       this.transport.send(message).catch((error: unknown) => {
         const entry = this.settle(id)
         entry?.reject(error)
       })
     })
+  }
+
+  private timedOut(id: string): void {
+    const timeout = this.pending.get(id)?.timeoutMs
+    this.cancel(id, "Request timed out", McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout }))
+  }
+
+  /**
+   * A `notifications/progress`: when its token is one of its calls' (with `onProgress`), the call's
+   * time-out restarts (never past its deadline) and the caller hears of it; true when it was its own
+   * (a late one, for a call already settled, is dropped). A malformed progress is dropped too.
+   */
+  private progress(message: JSONRPCMessage): boolean {
+    const params = (message as { params?: unknown }).params
+    if (!isRecord(params)) return false
+    const token = params["progressToken"]
+    if (typeof token !== "string" || !token.startsWith(ID_PREFIX)) return false
+    const entry = this.pending.get(token)
+    const onProgress = entry?.hooks?.onProgress
+    const { progress, total, message: text } = params
+    if (entry === undefined || onProgress === undefined || typeof progress !== "number") return true
+    const left = entry.deadline - performance.now()
+    if (left >= entry.timeoutMs) entry.timer.refresh()
+    else {
+      clearTimeout(entry.timer)
+      entry.timer = setTimeout(() => this.timedOut(token), Math.max(0, left))
+    }
+    onProgress({
+      progress,
+      ...(typeof total === "number" ? { total } : {}),
+      ...(typeof text === "string" ? { message: text } : {})
+    })
+    return true
   }
 
   /** Takes a request off the books: its timer and abort listener go. */

@@ -34,10 +34,29 @@ export interface CancelSignal {
   removeEventListener(type: "abort", listener: () => void): void
 }
 
+/** One `notifications/progress` of a call, as the upstream sent it (its token aside). */
+export interface CallProgress {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
+}
+
+/** What the caller of a tool call hears of it while it runs (src/mcp/direct.ts). */
+export interface CallHooks {
+  /**
+   * Each `notifications/progress` the upstream sends for the call: with it the request carries a
+   * `progressToken`, and every progress restarts the call's time-out (never past `maxTotalMs`).
+   */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** The longest the call may last however often its time-out restarts (ms from its start). */
+  readonly maxTotalMs?: number | undefined
+}
+
 /** The options of a tool call: a time-out and an optional signal, an AbortSignal or a `Cancel`. */
 export interface CallOptions {
   readonly timeoutMs: number
   readonly signal?: CancelSignal | undefined
+  readonly hooks?: CallHooks | undefined
 }
 
 /**
