@@ -18,7 +18,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
-import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { ListRootsRequestSchema, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
@@ -68,8 +68,11 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
-    { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
+    // roots only for a definition that lists them: the server then asks roots/list, answered from it.
+    { capabilities: def.roots !== undefined ? { roots: { listChanged: false } } : {}, jsonSchemaValidator: upstreamSchemaValidator }
   )
+  const roots = def.roots
+  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((uri) => ({ uri })) }))
   const connection = new SdkConnection(client, opened)
   try {
     await connection.request(

@@ -9,6 +9,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Progress } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { createRequire } from "node:module"
+import { realpathSync } from "node:fs"
+import { pathToFileURL } from "node:url"
 import { everythingStdio } from "../fixtures/paths.js"
 import { addService, eventually, localService, openSse, startTestServer, waitStatus, within, type SseStream, type TestServer } from "../support/index.js"
 
@@ -134,5 +137,27 @@ describe("cancellation", () => {
     expect(await eventually(async () => (await srv.running.store.records.query({ tool_name: "sleep" })).executions.length === 1, 5000)).toBe(true)
     const [record] = (await srv.running.store.records.query({ tool_name: "sleep" })).executions
     expect(record).toMatchObject({ outcome: "cancelled" })
+  })
+})
+
+describe("roots", () => {
+  const FILESYSTEM_PATH = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js")
+
+  it("server-filesystem started without a directory works in the roots its definition lists", async () => {
+    server = await startTestServer()
+    const dir = realpathSync(server.dir)
+    await addService(server, "/for_store", { name: "fs", command: process.execPath, args: [FILESYSTEM_PATH], roots: [pathToFileURL(dir).href] })
+    await waitStatus(server, "/for_store", "fs", "healthy", 30)
+    // The server asks roots/list once initialized: its allowed directories are the roots.
+    const allowed = async () => JSON.stringify((await server!.post("/for_store/call_tool", { tool_name: "fs__list_allowed_directories", args: {} })).body.result)
+    expect(await eventually(async () => (await allowed()).includes(dir), 10_000)).toBe(true)
+  })
+
+  it("refuses roots that are not file:// URIs with 400, naming the field", async () => {
+    server = await startTestServer()
+    const reply = await server.post("/for_store/add_service", { name: "fs", command: process.execPath, args: [FILESYSTEM_PATH], roots: ["http://example.com/"] })
+    expect(reply.status).toBe(400)
+    expect(reply.text).toContain("roots")
+    expect(reply.text).toContain("file://")
   })
 })
