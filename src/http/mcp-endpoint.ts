@@ -14,7 +14,16 @@ import { randomUUID } from "node:crypto"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  ErrorCode,
+  isInitializeRequest,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult
+} from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
@@ -168,7 +177,18 @@ export class McpGateway {
             tool_name: request.params.name,
             args: request.params.arguments ?? {},
             timeout: this.store.limits.maxCallSeconds,
-            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {})
+            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+            // The upstream's elicitation and sampling go to this client, on this request's stream.
+            relay: (req, { signal, timeoutMs }) => {
+              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+              if (session.server.getClientCapabilities()?.[capability] === undefined) {
+                return Promise.reject(
+                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+                )
+              }
+              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+            }
           },
           extra.signal
         )

@@ -18,7 +18,15 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
-import { ListRootsRequestSchema, ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  McpError,
+  ToolListChangedNotificationSchema,
+  type CallToolResult
+} from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
@@ -69,11 +77,22 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
     // roots only for a definition that lists them: the server then asks roots/list, answered from it.
-    { capabilities: def.roots !== undefined ? { roots: { listChanged: false } } : {}, jsonSchemaValidator: upstreamSchemaValidator }
+    // elicitation and sampling: relayed to the client that made the call (src/mcp/direct.ts `relay`).
+    {
+      capabilities: { elicitation: {}, sampling: {}, ...(def.roots !== undefined ? { roots: { listChanged: false } } : {}) },
+      jsonSchemaValidator: upstreamSchemaValidator
+    }
   )
   const roots = def.roots
   if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((uri) => ({ uri })) }))
   const connection = new SdkConnection(client, opened)
+  const relay = (requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => {
+    const direct = connection.direct
+    if (direct === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: no tool call in flight`)
+    return direct.relay(requestId, request, signal)
+  }
+  client.setRequestHandler(ElicitRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
+  client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
   try {
     await connection.request(
       `connect to ${describeTarget(def)}`,

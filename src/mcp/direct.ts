@@ -26,7 +26,7 @@ import {
   type JSONRPCMessage
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
-import { McpRequestError, type CallHooks, type CancelSignal } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, type CallHooks, type CancelSignal, type CarriedBy } from "./types.js"
 
 const ID_PREFIX = "mcp-store:"
 
@@ -44,7 +44,12 @@ interface Pending {
   readonly timeoutMs: number
   /** performance.now() past which no progress restarts the time-out (the call's total cap). */
   readonly deadline: number
+  /** Aborts the relayed upstream requests of the call when it settles (made at the first one). */
+  relays?: AbortController
 }
+
+/** Upstream requests tied to calls and not handled yet, at most (more are not tied: declined). */
+const MAX_TIES = 64
 
 /** What a tool of the server asks of its calls, from tools/list. */
 export interface ToolTerms {
@@ -107,8 +112,11 @@ export class DirectRequests {
     transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => {
       const id = (message as { id?: unknown }).id
       if (typeof id === "string" && id.startsWith(ID_PREFIX) && !("method" in message)) return this.answer(id, message)
+      const method = (message as { method?: unknown }).method
       // A progress of one of its calls (its token is the request's id): the Client never sees it.
-      if ((message as { method?: unknown }).method === "notifications/progress" && this.progress(message)) return
+      if (method === "notifications/progress" && this.progress(message)) return
+      // An elicitation or sampling request: tied to its call here, answered by the Client's handler (`relay`).
+      if (typeof method === "string" && id !== undefined && RELAYED_METHODS.has(method)) this.tie(id as string | number, extra as Partial<CarriedBy> | undefined)
       ;(client as ((m: JSONRPCMessage, e?: unknown) => void) | undefined)?.(message, extra)
     }
     const closed = transport.onclose
@@ -225,12 +233,52 @@ export class DirectRequests {
     return true
   }
 
+  /** Upstream request id -> the id of the call it is tied to. */
+  private readonly ties = new Map<string | number, string>()
+
+  /**
+   * Ties an upstream request to the call it belongs to: the call whose stream carried it (Streamable
+   * HTTP tells), or else the only call in flight on the connection (stdio, SSE). Untied: declined.
+   */
+  private tie(requestId: string | number, extra: Partial<CarriedBy> | undefined): void {
+    if (this.ties.size >= MAX_TIES) return
+    let call: string | undefined
+    if (extra?.carriedBy !== undefined) {
+      for (const id of extra.carriedBy) if (typeof id === "string" && this.pending.get(id)?.hooks !== undefined) call = id
+    } else {
+      for (const [id, entry] of this.pending) {
+        if (entry.hooks === undefined) continue
+        if (call !== undefined) return // several calls in flight: whose it is cannot be told
+        call = id
+      }
+    }
+    if (call !== undefined) this.ties.set(requestId, call)
+  }
+
+  /**
+   * Answers an upstream request (elicitation, sampling) through the caller of the call it is tied
+   * to, within the call's time left; aborted when the upstream cancels it or the call ends. Declined
+   * (an McpError) when it is tied to no call in flight or the caller cannot answer it.
+   */
+  async relay(requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const call = this.ties.get(requestId)
+    this.ties.delete(requestId)
+    const entry = call === undefined ? undefined : this.pending.get(call)
+    if (entry === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call in flight`)
+    const relay = entry.hooks?.relay
+    if (relay === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this tool call cannot answer it`)
+    entry.relays ??= new AbortController()
+    return relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
+  }
+
   /** Takes a request off the books: its timer and abort listener go. */
   private settle(id: string): Pending | undefined {
     const entry = this.pending.get(id)
     if (entry === undefined) return undefined
     this.pending.delete(id)
     clearTimeout(entry.timer)
+    entry.relays?.abort(new Error("the tool call ended"))
+    if (this.ties.size > 0) for (const [request, call] of this.ties) if (call === id) this.ties.delete(request)
     if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort)
     return entry
   }

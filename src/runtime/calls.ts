@@ -7,7 +7,8 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Either, Exit, type Fiber, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { Cancel, McpRequestError, type CallHooks, type CallProgress } from "../mcp/types.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { Cancel, McpRequestError, type CallHooks, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
 import type { Outcome } from "../records/records.js"
 import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot, type WaitEnd } from "./bridge.js"
@@ -41,7 +42,13 @@ export interface CallToolInput {
    * call's progress also goes to `/events` with its `trace_id`, and restarts its time-out.
    */
   readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** Answers the upstream's elicitation and sampling requests of the call (an MCP client's); without it they are declined. */
+  readonly relay?: UpstreamRequestRelay | undefined
 }
+
+/** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
+const declinedOverRest: UpstreamRequestRelay = (request) =>
+  Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the tool call was made through the REST API, which cannot answer it; call the tool from an MCP client that declares the capability`))
 
 export interface CallToolOutput {
   readonly result: unknown
@@ -72,6 +79,7 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
   const own = input.onProgress
   const hooks: CallHooks = {
     maxTotalMs: Math.max(0, ctx.host.limits.maxCallSeconds * 1000 - (performance.now() - started)),
+    relay: input.relay ?? declinedOverRest,
     onProgress: (p) => {
       own?.(p)
       if (!progress.listening) return

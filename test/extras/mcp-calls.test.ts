@@ -6,7 +6,7 @@
 // long-running tool) is marked SLOW in its name.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import type { Progress } from "@modelcontextprotocol/sdk/types.js"
+import { CreateMessageRequestSchema, ElicitRequestSchema, type Progress } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { createRequire } from "node:module"
@@ -35,8 +35,8 @@ afterEach(async () => {
 })
 
 /** An SDK client on the store's /mcp; closed in afterEach. */
-const connect = async (srv: TestServer) => {
-  const client = new Client({ name: "calls-test", version: "1.0.0" })
+const connect = async (srv: TestServer, capabilities: ConstructorParameters<typeof Client>[1] = {}) => {
+  const client = new Client({ name: "calls-test", version: "1.0.0" }, capabilities)
   client.onerror = () => undefined
   clients.push(client)
   await within(client.connect(new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`))), 10_000, "connect /mcp")
@@ -159,5 +159,43 @@ describe("roots", () => {
     expect(reply.status).toBe(400)
     expect(reply.text).toContain("roots")
     expect(reply.text).toContain("file://")
+  })
+})
+
+describe("elicitation and sampling", () => {
+  const everything = async () => {
+    server = await startTestServer()
+    await addService(server, "/for_store", localService("everything", everythingStdio))
+    await waitStatus(server, "/for_store", "everything", "healthy", 30)
+    return server
+  }
+
+  it("an upstream's elicitation and sampling during a call go to the MCP client that made it, and its answers come back", async () => {
+    const srv = await everything()
+    const client = await connect(srv, { capabilities: { elicitation: {}, sampling: {} } })
+    const asked: string[] = []
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params.message)
+      return { action: "decline" }
+    })
+    client.setRequestHandler(CreateMessageRequestSchema, async () => ({
+      model: "test-model",
+      role: "assistant",
+      content: { type: "text", text: "sampled by the test client" }
+    }))
+    const elicited = await within(client.callTool({ name: "everything__trigger-elicitation-request", arguments: {} }), 15_000, "elicitation")
+    expect(asked).toEqual(["Please provide inputs for the following fields:"])
+    expect(JSON.stringify(elicited.content)).toContain("User declined to provide the requested information")
+    const sampled = await within(client.callTool({ name: "everything__trigger-sampling-request", arguments: { prompt: "hi" } }), 15_000, "sampling")
+    expect(JSON.stringify(sampled.content)).toContain("sampled by the test client")
+  })
+
+  it("is declined with a clear error over REST and to an MCP client without the capability", async () => {
+    const srv = await everything()
+    const rest = await srv.post("/for_store/call_tool", { tool_name: "everything__trigger-elicitation-request", args: {} })
+    expect(rest.text).toContain("mcp-store declined elicitation/create: the tool call was made through the REST API")
+    const client = await connect(srv)
+    const result = await within(client.callTool({ name: "everything__trigger-sampling-request", arguments: { prompt: "hi" } }), 15_000, "sampling")
+    expect(JSON.stringify(result.content)).toContain("did not declare the sampling capability")
   })
 })
