@@ -43,7 +43,8 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_message_bytes", "--max-message-bytes", "largest MCP message read from an upstream, in bytes (default: 16777216)"],
   ["max_services", "--max-services", "services across the store and every agent (default: 10000)"],
   ["max_services_per_request", "--max-services-per-request", "services one request may define (default: 100)"],
-  ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"]
+  ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"],
+  ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [
@@ -128,7 +129,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
   MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
-  MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS, ${STANDALONE_CONFIG_ENV}.
+  MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
+  MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV}.
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.

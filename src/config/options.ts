@@ -61,6 +61,12 @@ export interface StoreLimits {
   readonly maxServicesPerRequest: number
   /** Concurrent waits (wait_service, add_service `?wait`, calls waiting for a service). */
   readonly maxWaiters: number
+  /**
+   * The longest a tool call may last, in seconds: the MCP endpoints' calls (which last while their
+   * client's request is open) and REST calls' `timeout` alike; progress resets a call's time-out,
+   * never past this.
+   */
+  readonly maxCallSeconds: number
 }
 
 /** How the store keeps its data (shared/SPEC.md, Store configuration options). */
@@ -112,6 +118,7 @@ export interface OptionValues {
   max_services?: number
   max_services_per_request?: number
   max_waiters?: number
+  max_call_seconds?: number
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -131,7 +138,8 @@ const CAP_KEYS = [
   "max_message_bytes",
   "max_services",
   "max_services_per_request",
-  "max_waiters"
+  "max_waiters",
+  "max_call_seconds"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -183,7 +191,8 @@ export const OPTION_DEFAULTS = {
   max_message_bytes: 16 * 1024 * 1024,
   max_services: 10_000,
   max_services_per_request: 100,
-  max_waiters: 10_000
+  max_waiters: 10_000,
+  max_call_seconds: 3600
 } as const
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
@@ -338,6 +347,9 @@ const checkCap = (option: CapKey, value: unknown, source: string | undefined): n
     return value
   }
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) throw refuse(option, "must be an integer >= 1", value, source)
+  if (option === "max_call_seconds" && value > Math.floor(MAX_TIMER_MS / 1000)) {
+    throw refuse(option, `must be an integer >= 1 and <= ${Math.floor(MAX_TIMER_MS / 1000)}`, value, source)
+  }
   return value
 }
 
@@ -520,7 +532,8 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   maxMessageBytes: given.max_message_bytes ?? OPTION_DEFAULTS.max_message_bytes,
   maxServices: given.max_services ?? OPTION_DEFAULTS.max_services,
   maxServicesPerRequest: given.max_services_per_request ?? OPTION_DEFAULTS.max_services_per_request,
-  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters
+  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters,
+  maxCallSeconds: given.max_call_seconds ?? OPTION_DEFAULTS.max_call_seconds
 })
 
 /**

@@ -161,6 +161,9 @@ const StringRecord = (description: string) =>
     description
   })
 
+/** The most `roots` a definition may list. */
+export const MAX_ROOTS = 100
+
 /** The fields of a definition: a remote service (`url`) or a local one (`command`). */
 const definitionFields = {
   url: Schema.optionalWith(HttpUrl, { exact: true }),
@@ -187,6 +190,17 @@ const definitionFields = {
   ),
   env: Schema.optionalWith(StringRecord("Environment variables of the program, besides HOME, PATH and a few others (never shown back)"), { exact: true }),
   cwd: Schema.optionalWith(text("must be a string").annotations({ description: "The program's working directory" }), { exact: true }),
+  roots: Schema.optionalWith(
+    Schema.Array(
+      Schema.String.pipe(
+        Schema.filter((s) => /^file:\/\//.test(s) && URL.canParse(s) && s.length <= 4096, { message: () => "must be a file:// URI" })
+      )
+    ).pipe(Schema.maxItems(MAX_ROOTS, { message: () => `must be an array of at most ${MAX_ROOTS} file:// URIs` })).annotations({
+      message: () => ({ message: `must be an array of at most ${MAX_ROOTS} file:// URIs`, override: true }),
+      description: "The roots the store answers the server's roots/list with (file:// URIs); the roots capability is declared only with them"
+    }),
+    { exact: true }
+  ),
   disabled: Schema.optionalWith(
     Schema.Boolean.annotations({ message: () => "must be a boolean", description: "Set by disconnect_service: the service stays disconnected until restarted" }),
     { exact: true }

@@ -20,6 +20,8 @@ export type ResolvedDefinition =
       readonly transport: "streamable_http" | "sse"
       readonly url: string
       readonly headers: Readonly<Record<string, string>>
+      /** The `roots` the store answers roots/list with; undefined: no roots capability. */
+      readonly roots?: ReadonlyArray<string> | undefined
     }
   | {
       readonly kind: "local"
@@ -28,6 +30,7 @@ export type ResolvedDefinition =
       readonly args: ReadonlyArray<string>
       readonly env: Readonly<Record<string, string>>
       readonly cwd: string | undefined
+      readonly roots?: ReadonlyArray<string> | undefined
     }
 
 /** Which scope a service lives in: the store, or one agent. */
@@ -66,7 +69,8 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
       kind: "remote",
       transport: transport === "streamable_http" || transport === "sse" ? transport : inferred,
       url: def.url,
-      headers: def.headers ?? {}
+      headers: def.headers ?? {},
+      ...(def.roots !== undefined ? { roots: def.roots } : {})
     }
   }
   return {
@@ -75,7 +79,8 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
     command: def.command as string,
     args: def.args ?? [],
     env: def.env ?? {},
-    cwd: def.cwd
+    cwd: def.cwd,
+    ...(def.roots !== undefined ? { roots: def.roots } : {})
   }
 }
 

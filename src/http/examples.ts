@@ -1285,7 +1285,8 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "transport_error": 0,
         "message_too_large": 0,
         "timeout": 0,
-        "unavailable": 0
+        "unavailable": 0,
+        "cancelled": 0
       },
       "by_service": {
         "demo": {

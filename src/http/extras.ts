@@ -227,9 +227,14 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
               trace_id: r.trace_id
             })
           })
+          // A call's progress, with its trace_id (throttled per call: src/runtime/progress.ts).
+          const offProgress = store.progress.on((e) => {
+            if (filter === undefined || e.scope === filter) send("progress", e)
+          })
           return () => {
             offMonitor()
             offRecords()
+            offProgress()
           }
         })
       })

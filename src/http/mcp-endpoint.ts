@@ -22,6 +22,8 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
   ErrorCode,
   GetPromptRequestSchema,
   isInitializeRequest,
@@ -40,9 +42,11 @@ import {
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
+import type { CallProgress } from "../mcp/types.js"
 import * as catalog from "../runtime/catalog.js"
 import { isStoreError } from "../runtime/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
+import { LatestThrottle } from "../runtime/progress.js"
 import { runToPromise } from "../runtime/run.js"
 import { log } from "../runtime/log.js"
 import type { Store } from "../runtime/store.js"
@@ -401,8 +405,38 @@ export class McpGateway {
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       const api = scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)
+      // The client's progressToken: each upstream progress comes back to it, the latest only while
+      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      const token = request.params._meta?.progressToken
+      const progress =
+        token === undefined
+          ? undefined
+          : new LatestThrottle<CallProgress>(0, (p) =>
+              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
+            )
       try {
-        const output = await api.callTool({ tool_name: request.params.name, args: request.params.arguments ?? {} }, extra.signal)
+        // No time-out of its own: the call lasts while the client's request is open (its
+        // notifications/cancelled aborts `extra.signal`), up to --max-call-seconds.
+        const output = await api.callTool(
+          {
+            tool_name: request.params.name,
+            args: request.params.arguments ?? {},
+            timeout: this.store.limits.maxCallSeconds,
+            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+            // The upstream's elicitation and sampling go to this client, on this request's stream.
+            relay: (req, { signal, timeoutMs }) => {
+              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+              if (server.getClientCapabilities()?.[capability] === undefined) {
+                return Promise.reject(
+                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+                )
+              }
+              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+            }
+          },
+          extra.signal
+        )
         return {
           content: output.content,
           ...(output.structured_content !== null ? { structuredContent: output.structured_content } : {}),
@@ -412,6 +446,8 @@ export class McpGateway {
         // Store errors (unknown tool, bad arguments, service down) are the tool's failure to the client.
         if (isStoreError(e)) return { content: [{ type: "text", text: e.message }], isError: true }
         throw e
+      } finally {
+        progress?.close()
       }
     })
     return server

@@ -20,6 +20,11 @@ import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/s
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  McpError,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
@@ -83,9 +88,23 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
-    { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
+    // roots only for a definition that lists them: the server then asks roots/list, answered from it.
+    // elicitation and sampling: relayed to the client that made the call (src/mcp/direct.ts `relay`).
+    {
+      capabilities: { elicitation: {}, sampling: {}, ...(def.roots !== undefined ? { roots: { listChanged: false } } : {}) },
+      jsonSchemaValidator: upstreamSchemaValidator
+    }
   )
+  const roots = def.roots
+  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((uri) => ({ uri })) }))
   const connection = new SdkConnection(client, opened)
+  const relay = (requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => {
+    const direct = connection.direct
+    if (direct === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: no tool call in flight`)
+    return direct.relay(requestId, request, signal)
+  }
+  client.setRequestHandler(ElicitRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
+  client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
   try {
     await connection.request(
       `connect to ${describeTarget(def)}`,
@@ -303,7 +322,7 @@ class SdkConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
-    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal), options)
+    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal, options.hooks), options)
   }
 
   close(): Promise<void> {

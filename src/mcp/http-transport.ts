@@ -28,9 +28,9 @@ import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
 import { describeError } from "./request.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
@@ -202,7 +202,7 @@ export interface HttpTransportOptions {
 export class HttpClientTransport implements Transport {
   onclose?: (() => void) | undefined
   onerror?: ((error: Error) => void) | undefined
-  onmessage?: ((message: JSONRPCMessage) => void) | undefined
+  onmessage?: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined
 
   private session: string | undefined
   private protocolVersion: string | undefined
@@ -422,7 +422,8 @@ export class HttpClientTransport implements Transport {
         requests.delete(message.id as string | number)
         this.posts.delete(message.id as string | number)
       }
-      this.deliver(message)
+      // A request of the server read here belongs to the requests this POST carries (src/mcp/direct.ts).
+      this.deliver(message, "method" in message && "id" in message ? { carriedBy: requests } : undefined)
     }, this.maxMessageBytes)
     this.consume(response, parser, (error) => {
       this.forget(post)
@@ -578,8 +579,8 @@ export class HttpClientTransport implements Transport {
     return undefined
   }
 
-  private deliver(message: JSONRPCMessage | undefined): void {
-    if (message !== undefined) this.onmessage?.(message)
+  private deliver(message: JSONRPCMessage | undefined, extra?: CarriedBy): void {
+    if (message !== undefined) this.onmessage?.(message, extra as MessageExtraInfo | undefined)
   }
 }
 

@@ -72,10 +72,52 @@ export interface CancelSignal {
   removeEventListener(type: "abort", listener: () => void): void
 }
 
+/** One `notifications/progress` of a call, as the upstream sent it (its token aside). */
+export interface CallProgress {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
+}
+
+/** What the caller of a tool call hears of it while it runs (src/mcp/direct.ts). */
+export interface CallHooks {
+  /**
+   * Each `notifications/progress` the upstream sends for the call: with it the request carries a
+   * `progressToken`, and every progress restarts the call's time-out (never past `maxTotalMs`).
+   */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** The longest the call may last however often its time-out restarts (ms from its start). */
+  readonly maxTotalMs?: number | undefined
+  /**
+   * Answers the upstream's requests tied to the call (`elicitation/create`,
+   * `sampling/createMessage`): the client that made the call does; it throws to decline.
+   */
+  readonly relay?: UpstreamRequestRelay | undefined
+}
+
+/** An upstream's request during a call, relayed to the call's caller (see `CallHooks.relay`). */
+export type UpstreamRequestRelay = (
+  request: { readonly method: string; readonly params?: Record<string, unknown> | undefined },
+  options: { readonly signal: AbortSignal; readonly timeoutMs: number }
+) => Promise<Record<string, unknown>>
+
+/** The upstream requests a call's caller may answer (`CallHooks.relay`). */
+export const RELAYED_METHODS: ReadonlySet<string> = new Set(["elicitation/create", "sampling/createMessage"])
+
+/**
+ * What a transport tells of a message it read on a request's own stream (the Streamable HTTP POST
+ * that carried the request): the ids of the requests that stream carries, so an upstream request
+ * read there is tied to that call. Passed as the `extra` of `onmessage`.
+ */
+export interface CarriedBy {
+  readonly carriedBy: ReadonlySet<string | number>
+}
+
 /** The options of a tool call: a time-out and an optional signal, an AbortSignal or a `Cancel`. */
 export interface CallOptions {
   readonly timeoutMs: number
   readonly signal?: CancelSignal | undefined
+  readonly hooks?: CallHooks | undefined
 }
 
 /**

@@ -31,6 +31,8 @@ export type Outcome =
   | "message_too_large"
   | "timeout"
   | "unavailable"
+  /** The caller cancelled the call (MCP `notifications/cancelled`) or went away; the upstream was told. */
+  | "cancelled"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -39,8 +41,12 @@ export const OUTCOMES = [
   "transport_error",
   "message_too_large",
   "timeout",
-  "unavailable"
+  "unavailable",
+  "cancelled"
 ] as const satisfies ReadonlyArray<Outcome>
+
+/** Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled does not. */
+export const isFailedOutcome = (o: Outcome): boolean => o !== "success" && o !== "cancelled"
 
 /** One tool call (shared/API.md, Tool-call record). */
 export interface ToolRecord {
@@ -107,7 +113,7 @@ const RESULT_LIMIT = 64 * 1024
 const DAY_MS = 86_400_000
 
 const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
-const isError = (o: Outcome) => o !== "success"
+const isError = isFailedOutcome
 
 /** Cuts a result to 64 KiB of JSON (shared/API.md). */
 const cutResult = (result: unknown): { result: unknown; truncated: boolean } => {

@@ -22,6 +22,7 @@ import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
+import { ProgressEvents } from "./progress.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
@@ -62,6 +63,8 @@ export class Store implements StoreHost {
   private readonly cleanupTimer: NodeJS.Timeout
   /** Tool calls in progress. */
   inFlightCalls = 0
+  /** Every call's progress, for the `/events` streams. */
+  readonly progress = new ProgressEvents()
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
 

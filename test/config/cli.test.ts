@@ -108,7 +108,9 @@ describe("parseCommandLine", () => {
       "--max-services-per-request",
       "3",
       "--max-waiters",
-      "30"
+      "30",
+      "--max-call-seconds",
+      "90"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -129,7 +131,7 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 2048,
       maxConnections: 50
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30 })
+    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30, maxCallSeconds: 90 })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
     expect(store.toolRecordMaxFileSize).toBe(-1)
@@ -165,7 +167,8 @@ describe("parseCommandLine", () => {
       MCPSTORE_MAX_MESSAGE_BYTES: "7",
       MCPSTORE_MAX_SERVICES: "8",
       MCPSTORE_MAX_SERVICES_PER_REQUEST: "9",
-      MCPSTORE_MAX_WAITERS: "10"
+      MCPSTORE_MAX_WAITERS: "10",
+      MCPSTORE_MAX_CALL_SECONDS: "11"
     })
     expect(server).toEqual({
       host: "::1",
@@ -186,7 +189,7 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 5,
       maxConnections: 6
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10 })
+    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10, maxCallSeconds: 11 })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",
       debug: true,
