@@ -23,6 +23,7 @@ import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
+import type { UpstreamAuth } from "./oauth.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
@@ -65,7 +66,7 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, options.auth)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
     { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
@@ -267,7 +268,7 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, auth: UpstreamAuth | undefined): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
@@ -276,7 +277,7 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
   }
   const url = new URL(def.url)
   if (def.transport !== "sse") {
-    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes }) }
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth }) }
   }
   const fetch = boundedFetch({
     maxMessageBytes,

@@ -3,6 +3,7 @@
  * these types; src/mcp implements them over the SDK's transports.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { UpstreamAuth } from "./oauth.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -110,6 +111,8 @@ export interface FailureDetails {
   readonly hint?: string | undefined
   /** The HTTP status of the answer that failed the request, when there was one. */
   readonly httpStatus?: number | undefined
+  /** The upstream wants an OAuth authorization that only a user can give (src/mcp/oauth.ts). */
+  readonly authorizationRequired?: boolean | undefined
 }
 
 /** The one error type that every MCP request fails with. */
@@ -118,6 +121,7 @@ export class McpRequestError extends Error {
   readonly permanent: boolean
   readonly hint: string | undefined
   readonly httpStatus: number | undefined
+  readonly authorizationRequired: boolean
   constructor(
     readonly kind: FailureKind,
     message: string,
@@ -129,6 +133,7 @@ export class McpRequestError extends Error {
     this.permanent = details.permanent === true
     this.hint = details.hint
     this.httpStatus = details.httpStatus
+    this.authorizationRequired = details.authorizationRequired === true
   }
 }
 
@@ -162,6 +167,8 @@ export interface McpConnection {
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
+  /** The service's OAuth token source (remote services; src/mcp/oauth.ts). */
+  readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number
 }
