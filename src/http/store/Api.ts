@@ -69,6 +69,7 @@ export class StoreApi extends HttpApiGroup.make("store")
       .annotate(OpenApi.Summary, "Back up the services file to .bak, empty it, stop every service")
   )
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
+  .add(shared.authorizeService.annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an upstream"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")
