@@ -86,6 +86,8 @@ const exposureWarnings = (server: Options["server"], port: number): ReadonlyArra
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   // `mcp-store import <file>`: merges another client's config file into the services file, then exits.
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
+  // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/config/auth-command.ts).
+  if (argv[0] === "auth") return (await import("./config/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)
