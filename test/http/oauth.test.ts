@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runAuth } from "../../src/config/auth-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
 import { MACHINE_CLIENT, startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
 import { eventually, freshDir, startTestServer, type TestServer } from "../support/index.js"
@@ -132,6 +133,21 @@ describe("an OAuth-protected upstream", () => {
     expect((await waitFor(server, "machine", "healthy")).status).toBe(200)
     expect(fixture.counts.client_credentials).toBeGreaterThan(0)
     expect(keep(await server.post("/for_store/call_tool", { tool_name: "machine__echo", arguments: { text: "m" } })).status).toBe(200)
+  })
+
+  it("is authorized from a terminal: mcp-store auth <service> --open", { timeout: 30_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "terminal", url: fixture.url }))
+    expect((await waitFor(server, "terminal", "unreachable")).status).toBe(200)
+    const out: string[] = []
+    const code = await runAuth(["terminal", "--url", server.url, "--open", "--timeout", "15"], {}, {
+      writeOut: (t) => void out.push(t),
+      writeErr: (t) => void out.push(t),
+      // The "browser": follows the authorization server's redirect to the store's callback.
+      openBrowser: async (url) => void (await (await fetch(await approve(url))).text())
+    })
+    answers.push(out.join(""))
+    expect(out.join("")).toContain("authorized and healthy")
+    expect(code).toBe(0)
   })
 
   it("never shows a token in an answer, a log line, a record or the services file", async () => {
