@@ -7,6 +7,7 @@ import {
   RecordsQuery,
   ResetResponse,
   Service,
+  ServiceAuth,
   ServiceNamePayload,
   ServicePath,
   TwoStepDeleteResponse,
@@ -127,7 +128,8 @@ export class StoreApi extends HttpApiGroup.make("store")
           response_time_ms: Schema.NullOr(Schema.Number),
           state_entered_at: Schema.String,
           transitions: Schema.Array(Transition),
-          stderr_tail: Schema.Array(Schema.String)
+          stderr_tail: Schema.Array(Schema.String),
+          auth: Schema.optional(ServiceAuth)
         })
       )
       .annotate(OpenApi.Summary, "Lifecycle detail of a service: counters, last transitions, stderr tail")
