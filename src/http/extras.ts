@@ -138,6 +138,8 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
       return { event: "tools_changed", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, tool_count: e.tool_count } }
     case "alert":
       return { event: "alert", scope: e.alert.scope, data: e.alert }
+    case "auth":
+      return { event: "auth", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, ...e.auth } }
     case "check":
       return undefined
   }

@@ -88,6 +88,8 @@ class ServiceHistory {
 interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
+  /** The service's OAuth state last told (src/runtime/oauth.ts). */
+  auth?: ServiceContext["auth"]
 }
 
 /** Something that happened, for live listeners (the event stream). */
@@ -96,6 +98,7 @@ export type MonitorEvent =
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
   | { readonly type: "alert"; readonly alert: Alert }
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
+  | { readonly type: "auth"; readonly scope: string; readonly service_name: string; readonly auth: NonNullable<ServiceContext["auth"]> }
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -158,7 +161,7 @@ export class Monitor {
     const all = context.transitions
     let progress = this.progress.get(actor)
     // Most snapshots (a check answered, a timer) change neither: nothing to look up.
-    if (progress && progress.lastSeen === all[all.length - 1] && progress.toolsVersion === context.toolsVersion) return
+    if (progress && progress.lastSeen === all[all.length - 1] && progress.toolsVersion === context.toolsVersion && progress.auth === context.auth) return
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
     if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0 }))
@@ -171,6 +174,10 @@ export class Monitor {
     if (context.toolsVersion !== progress.toolsVersion) {
       progress.toolsVersion = context.toolsVersion
       this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
+    }
+    if (context.auth !== progress.auth) {
+      progress.auth = context.auth
+      if (context.auth !== undefined) this.emit({ type: "auth", scope, service_name: context.name, auth: context.auth })
     }
   }
 
