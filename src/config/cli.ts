@@ -167,6 +167,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   // Listed for the help only: src/main.ts hands `import` to src/config/import.ts before parsing.
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
+  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")

@@ -30,7 +30,9 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/health" },
   { method: "GET", path: "/ui" },
   { method: "GET", path: "/docs" },
-  { method: "GET", path: "/openapi.json" }
+  { method: "GET", path: "/openapi.json" },
+  // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
+  { method: "GET", path: "/oauth/callback" }
 ]
 
 /** The API key check of every request (the contract's `bearer` security). */

@@ -479,6 +479,18 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
       "path": "/home/me/mcp-store/mcp.json"
     }
   },
+  "store.authorizeService": {
+    "request": {
+      "service_name": "github"
+    },
+    "response": {
+      "success": true,
+      "message": "Open the authorization URL to authorize 'github'",
+      "service_name": "github",
+      "state": "authorizing",
+      "authorization_url": "https://auth.example.com/authorize?response_type=code&client_id=mcp-store-1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&redirect_uri=http%3A%2F%2F127.0.0.1%3A8000%2Foauth%2Fcallback&state=q5Qm3Hn0yWc9m1vEo4m2&resource=https%3A%2F%2Fmcp.example.com%2Fmcp"
+    }
+  },
   "store.waitService": {
     "request": {
       "client_id_or_service_name": "demo",
@@ -975,6 +987,19 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
       "service_name": "demo",
       "duration_ms": 5.04,
       "trace_id": "mwsy015o-6-5dkk4y"
+    }
+  },
+  "agent.authorizeService": {
+    "request": {
+      "service_name": "github",
+      "code": "b7f3e0c2-5d1a-4c8e-9f6b-2a4d8e1c7b90",
+      "state": "q5Qm3Hn0yWc9m1vEo4m2"
+    },
+    "response": {
+      "success": true,
+      "message": "Service 'github' authorized",
+      "service_name": "github",
+      "state": "authorized"
     }
   },
   "agent.waitService": {

@@ -12,6 +12,15 @@ import { WaitTimeout } from "./errors.js"
 
 export { Status }
 
+/** An OAuth-protected upstream's authorization state (never a token). */
+export const ServiceAuth = Schema.Struct({
+  required: Schema.Literal(true),
+  state: Schema.Literal("needs_authorization", "authorizing", "authorized", "refresh_failed"),
+  authorization_url: Schema.optional(Schema.String),
+  scopes: Schema.optional(Schema.Array(Schema.String)),
+  expires_at: Schema.optional(Schema.String)
+}).annotations({ identifier: "ServiceAuth", description: "present when the upstream requires OAuth: the state of its authorization" })
+
 export const Service = Schema.Struct({
   name: Schema.String,
   url: Schema.String,
@@ -30,7 +39,8 @@ export const Service = Schema.Struct({
   consecutive_failures: Schema.Number,
   reconnect_attempts: Schema.Number,
   next_retry_at: Schema.NullOr(Schema.String),
-  response_time_ms: Schema.NullOr(Schema.Number)
+  response_time_ms: Schema.NullOr(Schema.Number),
+  auth: Schema.optional(ServiceAuth)
 }).annotations({ identifier: "Service" })
 
 export const Tool = Schema.Struct({
@@ -331,6 +341,23 @@ export const GetPromptPayload = closed({
 /** An optional JSON body (absent, empty or null all mean "no fields"). */
 export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(closed(fields))
 
+/** authorize_service: start an upstream's OAuth authorization, or finish it with a pasted code. */
+export const AuthorizePayload = closed({
+  service_name: ServiceRef,
+  redirect_uri: Schema.optional(Schema.String.pipe(Schema.maxLength(2048))).annotations({
+    description: "where the authorization server sends the browser back; default: the store's own /oauth/callback"
+  }),
+  code: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))).annotations({ description: "paste-the-code: the code the authorization server gave" }),
+  state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({ description: "paste-the-code: the state that came with it" })
+})
+
+export const AuthorizeResponse = Schema.Struct({
+  ...ok,
+  service_name: Schema.String,
+  state: Schema.Literal("authorizing", "authorized"),
+  authorization_url: Schema.optional(Schema.String).annotations({ description: "the URL to open in a browser (state authorizing)" })
+})
+
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {
   const at = (path: string) => `${prefix}/${path}` as `/${string}`
@@ -371,6 +398,7 @@ export const scopeEndpoints = (prefix: string) => {
       .addSuccess(Schema.Struct({ ...ok, prompts: Schema.Array(PromptItem) })),
     getPrompt: HttpApiEndpoint.post("getPrompt", at("get_prompt"))
       .setPayload(GetPromptPayload)
-      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) }))
+      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) })),
+    authorizeService: HttpApiEndpoint.post("authorizeService", at("authorize_service")).setPayload(AuthorizePayload).addSuccess(AuthorizeResponse)
   }
 }

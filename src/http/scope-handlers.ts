@@ -19,8 +19,9 @@ import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 import { contract, waitTimeout } from "./errors.js"
 import { localServicesPolicy } from "./request-guard.js"
+import { authorizeUpstream, type OAuthManager } from "../runtime/oauth.js"
 import { currentPrincipal } from "./access.js"
-import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
+import type { AuthorizePayload, CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
 export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
@@ -180,6 +181,19 @@ export const deleteService = (scope: ScopeRef, name: string) =>
     Effect.map(
       Effect.flatMap(scope, (ctx) => commands.deleteService(ctx, name)),
       (result) => ({ success: true, message: `Service '${result.service_name}' deleted`, ...result })
+    )
+  )
+
+/** authorize_service (src/runtime/oauth.ts): the URL to open, or the pasted code's outcome. */
+export const authorizeService = (scope: ScopeRef, oauth: OAuthManager, payload: Schema.Schema.Type<typeof AuthorizePayload>) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) => authorizeUpstream(ctx, oauth, payload)),
+      (result) => ({
+        success: true,
+        message: result.authorization_url !== undefined ? `Open the authorization URL to authorize '${result.service_name}'` : `Service '${result.service_name}' authorized`,
+        ...result
+      })
     )
   )
 

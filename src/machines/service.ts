@@ -13,6 +13,7 @@
  */
 import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
 import { EMPTY_CATALOG, type Catalog, type CatalogCapabilities, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { AUTHORIZE_HINT } from "../mcp/oauth.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 
@@ -94,6 +95,24 @@ export type ServiceEvent =
   | { readonly type: "DISCONNECT"; readonly reason?: string | undefined }
   | { readonly type: "RESTART"; readonly reason?: string | undefined }
   | { readonly type: "UPDATE_DEFINITION"; readonly definition: ServiceDefinition }
+  /** The upstream's OAuth state changed (src/runtime/oauth.ts): shown in the views, nothing else. */
+  | { readonly type: "AUTH_CHANGED"; readonly auth: AuthInfo | undefined }
+  /** The upstream needs a user to authorize the store: wait for AUTHORIZED, with no traffic meanwhile. */
+  | { readonly type: "AUTH_REQUIRED"; readonly reason: string }
+  /** A user authorized the store (or a machine credential was obtained): connect now. */
+  | { readonly type: "AUTHORIZED" }
+
+/**
+ * An OAuth-protected upstream's authorization as clients see it (never a token): `required`, the
+ * state of the flow, the URL a user opens, the scopes and when the access token expires.
+ */
+export interface AuthInfo {
+  readonly required: true
+  readonly state: "needs_authorization" | "authorizing" | "authorized" | "refresh_failed"
+  readonly authorization_url?: string | undefined
+  readonly scopes?: ReadonlyArray<string> | undefined
+  readonly expires_at?: string | undefined
+}
 
 export interface ServiceContext {
   readonly scope: Scope
@@ -137,6 +156,8 @@ export interface ServiceContext {
   readonly stateEnteredAt: number
   readonly transitions: ReadonlyArray<Transition>
   readonly crash: { readonly error: string; readonly attempt: number } | undefined
+  /** The upstream's OAuth state, when it requires authorization (views only). */
+  readonly auth: AuthInfo | undefined
 }
 
 const MAX_TRANSITIONS = 20
@@ -151,6 +172,8 @@ const errorText = (e: unknown): string => (e instanceof Error ? e.message : Stri
 interface FailureFacts {
   readonly permanent?: unknown
   readonly hint?: unknown
+  /** The upstream answered with an OAuth bearer challenge that only a user can meet. */
+  readonly authorizationRequired?: unknown
 }
 const failureOf = (event: { readonly type: string }): FailureFacts | undefined => {
   if (!event.type.startsWith("xstate.error.actor")) return undefined
@@ -230,7 +253,13 @@ export const serviceMachine = setup({
       context.consecutiveFailures + 1 >= context.settings.reconnecting_failure_threshold,
     attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts,
     /** The connect failure cannot be mended by retrying soon (an executable not found, HTTP 404 to initialize...). */
-    permanentFailure: ({ event }) => failureOf(event)?.permanent === true
+    permanentFailure: ({ event }) => failureOf(event)?.permanent === true,
+    /** The connect failure is an OAuth challenge that only a user can meet (src/mcp/oauth.ts). */
+    authorizationRequired: ({ event }) => failureOf(event)?.authorizationRequired === true,
+    /** Not stopped by a user: an authorization need or grant is acted on. */
+    running: ({ context }) => context.status !== "disconnected" && context.status !== "disconnecting",
+    /** Waiting to retry a connection: a fresh authorization is worth trying at once. */
+    retrying: ({ context }) => context.status === "reconnecting" || context.status === "unreachable"
   },
   actions: {
     /** Asks the connection holder for one health check (MCP ping); HEALTH_REPORT comes back. */
@@ -339,6 +368,11 @@ export const serviceMachine = setup({
       return { lastError: e.reason, reason: e.reason, immediateRetry: e.immediate === true }
     }),
     dropConnection: assign({ connection: undefined }),
+    authChanged: assign(({ event }) => ({ auth: (event as Extract<ServiceEvent, { type: "AUTH_CHANGED" }>).auth })),
+    authRequired: assign(({ event }) => {
+      const reason = (event as Extract<ServiceEvent, { type: "AUTH_REQUIRED" }>).reason
+      return { lastError: reason, reason, hint: AUTHORIZE_HINT }
+    }),
     toolsListed: assign(({ context, event }) => ({
       tools: (event as unknown as { output: ReadonlyArray<ToolInfo> }).output,
       toolsUpdatedAt: context.now(),
@@ -409,7 +443,8 @@ export const serviceMachine = setup({
       responseTimeMs: undefined,
       stateEnteredAt: now(),
       transitions: [],
-      crash: input.crash
+      crash: input.crash,
+      auth: undefined
     }
   },
   initial: "start",
@@ -420,7 +455,14 @@ export const serviceMachine = setup({
       // A definition disabled in the services file stays disconnected until restarted.
       { guard: "definitionDisabled", target: ".disconnecting", actions: ["newDefinition", "resetCounters"] },
       { target: ".initializing", reenter: true, actions: ["newDefinition", "resetCounters"] }
-    ]
+    ],
+    AUTH_CHANGED: { actions: "authChanged" },
+    AUTH_REQUIRED: { guard: "running", target: ".awaitingAuthorization", actions: "authRequired" },
+    AUTHORIZED: {
+      guard: "retrying",
+      target: ".initializing",
+      actions: [{ type: "because", params: { reason: "authorized" } }, "resetCounters"]
+    }
   },
   states: {
     start: {
@@ -446,6 +488,8 @@ export const serviceMachine = setup({
         input: connectInput,
         onDone: { target: "connected", actions: "connected" },
         onError: [
+          // Only a user can help: wait for the authorization, with no traffic meanwhile.
+          { guard: "authorizationRequired", target: "awaitingAuthorization", actions: "connectFailed" },
           // Retrying soon cannot help: unreachable at once, retried on its slow cadence only.
           { guard: "permanentFailure", target: "unreachable", actions: "connectFailed" },
           { target: "lost", actions: "connectFailed" }
@@ -574,6 +618,7 @@ export const serviceMachine = setup({
             input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
             onError: [
+              { guard: "authorizationRequired", target: "#service.awaitingAuthorization", actions: "connectFailed" },
               { guard: "permanentFailure", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { target: "waiting", reenter: true, actions: ["connectFailed", "attemptFailed"] }
@@ -602,10 +647,29 @@ export const serviceMachine = setup({
             src: "connect",
             input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
-            onError: { target: "waiting", reenter: true, actions: "connectFailed" }
+            onError: [
+              { guard: "authorizationRequired", target: "#service.awaitingAuthorization", actions: "connectFailed" },
+              { target: "waiting", reenter: true, actions: "connectFailed" }
+            ]
           },
           after: { initializationTimeout: { target: "waiting", reenter: true, actions: "connectFailed" } }
         }
+      }
+    },
+    /**
+     * The upstream requires an OAuth authorization that only a user can give: unreachable, with no
+     * health check or reconnection (no timer at all) until AUTHORIZED, RESTART or a new definition.
+     */
+    awaitingAuthorization: {
+      tags: ["unreachable"],
+      entry: [
+        { type: "enterStatus", params: { status: "unreachable" } },
+        "dropConnection",
+        assign(({ context }) => ({ nextRetryAt: undefined, hint: context.hint ?? AUTHORIZE_HINT }))
+      ],
+      on: {
+        AUTH_REQUIRED: {},
+        AUTHORIZED: { target: "initializing", actions: [{ type: "because", params: { reason: "authorized" } }, "resetCounters"] }
       }
     },
     disconnecting: {

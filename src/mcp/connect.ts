@@ -39,6 +39,7 @@ import { boundedFetch } from "./bounded-fetch.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
+import type { UpstreamAuth } from "./oauth.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
@@ -85,7 +86,7 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, options.auth)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
     // roots only for a definition that lists them: the server then asks roots/list, answered from it.
@@ -392,7 +393,7 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, auth: UpstreamAuth | undefined): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
@@ -401,7 +402,7 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
   }
   const url = new URL(def.url)
   if (def.transport !== "sse") {
-    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes }) }
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth }) }
   }
   const fetch = boundedFetch({
     maxMessageBytes,

@@ -19,8 +19,13 @@
  * characters. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
  * its HTTP request destroyed, so nothing goes on reading its body.
  *
- * Not supported (the store never uses them): OAuth auth providers and following redirects (a 3xx
- * answer fails the request and names the new location).
+ * OAuth (src/mcp/oauth.ts): with an `auth`, each request carries the service's bearer token, and a
+ * 401 with a `WWW-Authenticate: Bearer` challenge asks it for a new token (refresh, client
+ * credentials) and is sent once more; when only a user can help, the request fails with
+ * `AuthorizationRequiredError` (the service then waits for authorize_service). A 401 without a
+ * bearer challenge stays a plain HTTP failure.
+ *
+ * Not supported: following redirects (a 3xx answer fails the request and names the new location).
  */
 import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
@@ -29,6 +34,7 @@ import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
+import { parseBearerChallenge, type UpstreamAuth } from "./oauth.js"
 import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
 
@@ -197,6 +203,8 @@ interface Post {
 export interface HttpTransportOptions {
   /** The largest message read (a JSON answer, one event); default `DEFAULT_MAX_MESSAGE_BYTES`. */
   readonly maxMessageBytes?: number | undefined
+  /** The service's OAuth token source, for a remote service (src/mcp/oauth.ts). */
+  readonly auth?: UpstreamAuth | undefined
 }
 
 export class HttpClientTransport implements Transport {
@@ -211,6 +219,7 @@ export class HttpClientTransport implements Transport {
   /** Where every request goes, as node:http options (converting the URL per request costs). */
   private readonly target: ReturnType<typeof urlToHttpOptions>
   private readonly maxMessageBytes: number
+  private readonly auth: UpstreamAuth | undefined
   /**
    * The async context the transport was created in (the service's connection work): every request
    * starts in it, so the socket and body callbacks of a tool call run in it too, not in the context
@@ -238,6 +247,7 @@ export class HttpClientTransport implements Transport {
     this.send$ = https ? httpsRequest : httpRequest
     this.target = urlToHttpOptions(url)
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+    this.auth = options.auth
   }
 
   get sessionId(): string | undefined {
@@ -357,7 +367,44 @@ export class HttpClientTransport implements Transport {
     onRequest?: (req: ClientRequest) => void
   ): Promise<IncomingMessage> {
     if (this.closed) return Promise.reject(new Error("the connection is closed"))
+    const auth = this.auth
+    if (auth === undefined) return this.exchange(method, body, extra, onRequest, undefined)
+    return this.withToken(auth, method, body, extra, onRequest)
+  }
+
+  /**
+   * A request with the service's bearer token. A 401 with a bearer challenge gets a new token and
+   * one more try; a second one means the new token is refused too: only a user can help.
+   */
+  private async withToken(
+    auth: UpstreamAuth,
+    method: "GET" | "POST" | "DELETE",
+    body: string | undefined,
+    extra: Record<string, string>,
+    onRequest: ((req: ClientRequest) => void) | undefined
+  ): Promise<IncomingMessage> {
+    for (const last of [false, true]) {
+      const token = await auth.accessToken()
+      const response = await this.exchange(method, body, extra, onRequest, token)
+      const challenge = response.statusCode === 401 ? parseBearerChallenge(response.headers["www-authenticate"]) : undefined
+      if (challenge === undefined) return response
+      this.drain(response)
+      await auth.unauthorized(challenge, token, last)
+    }
+    throw new Error("unreachable: the last unauthorized() rejects")
+  }
+
+  /** Sends one HTTP request (with `token` as its bearer, when given); see `request`. */
+  private exchange(
+    method: "GET" | "POST" | "DELETE",
+    body: string | undefined,
+    extra: Record<string, string>,
+    onRequest: ((req: ClientRequest) => void) | undefined,
+    token: string | undefined
+  ): Promise<IncomingMessage> {
+    if (this.closed) return Promise.reject(new Error("the connection is closed"))
     const headers: Record<string, string> = { ...this.headers, ...extra }
+    if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
     if (this.protocolVersion !== undefined) headers["mcp-protocol-version"] = this.protocolVersion
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))

@@ -12,6 +12,7 @@ import type {
   Resource,
   ResourceTemplate
 } from "@modelcontextprotocol/sdk/types.js"
+import type { UpstreamAuth } from "./oauth.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -190,6 +191,8 @@ export interface FailureDetails {
   readonly hint?: string | undefined
   /** The HTTP status of the answer that failed the request, when there was one. */
   readonly httpStatus?: number | undefined
+  /** The upstream wants an OAuth authorization that only a user can give (src/mcp/oauth.ts). */
+  readonly authorizationRequired?: boolean | undefined
 }
 
 /** The one error type that every MCP request fails with. */
@@ -198,6 +201,7 @@ export class McpRequestError extends Error {
   readonly permanent: boolean
   readonly hint: string | undefined
   readonly httpStatus: number | undefined
+  readonly authorizationRequired: boolean
   constructor(
     readonly kind: FailureKind,
     message: string,
@@ -209,6 +213,7 @@ export class McpRequestError extends Error {
     this.permanent = details.permanent === true
     this.hint = details.hint
     this.httpStatus = details.httpStatus
+    this.authorizationRequired = details.authorizationRequired === true
   }
 }
 
@@ -262,6 +267,8 @@ export interface McpConnection {
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
+  /** The service's OAuth token source (remote services; src/mcp/oauth.ts). */
+  readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number
 }

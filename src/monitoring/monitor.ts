@@ -89,6 +89,8 @@ interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
   catalogVersion: number
+  /** The service's OAuth state last told (src/runtime/oauth.ts). */
+  auth?: ServiceContext["auth"]
 }
 
 /** Something that happened, for live listeners (the event stream). */
@@ -101,6 +103,7 @@ export type MonitorEvent =
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
   /** A service left its scope (its tools with it: the MCP endpoints' lists change). */
   | { readonly type: "removed"; readonly scope: string; readonly service_name: string }
+  | { readonly type: "auth"; readonly scope: string; readonly service_name: string; readonly auth: NonNullable<ServiceContext["auth"]> }
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -172,7 +175,8 @@ export class Monitor {
       progress &&
       progress.lastSeen === all[all.length - 1] &&
       progress.toolsVersion === context.toolsVersion &&
-      progress.catalogVersion === context.catalogVersion
+      progress.catalogVersion === context.catalogVersion &&
+      progress.auth === context.auth
     ) {
       return
     }
@@ -192,6 +196,10 @@ export class Monitor {
     if (context.catalogVersion !== progress.catalogVersion) {
       progress.catalogVersion = context.catalogVersion
       this.emit({ type: "catalog_changed", scope, service_name: context.name })
+    }
+    if (context.auth !== progress.auth) {
+      progress.auth = context.auth
+      if (context.auth !== undefined) this.emit({ type: "auth", scope, service_name: context.name, auth: context.auth })
     }
   }
 

@@ -10,6 +10,7 @@ import { resolveDefinition, scopeLabel } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
+import { oauthConfigOf, type OAuthManager } from "./oauth.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -67,7 +68,7 @@ export class ConnectionRegistry {
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /** The service machine with real MCP side effects; every connection is tracked by `registry`. */
-export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store") =>
+export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager) =>
   serviceMachine.provide({
     actors: {
       connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
@@ -82,8 +83,13 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           })
         }
         const { maxMessageBytes } = registry.options
+        // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
+        const auth =
+          resolved.kind === "remote" && oauth !== undefined
+            ? oauth.forService(input.scope, input.name, resolved.url, oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]))
+            : undefined
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
-          connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })
+          connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName, auth, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })
         )
         const connection = registry.track(opened)
         try {

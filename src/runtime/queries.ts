@@ -136,7 +136,8 @@ export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
       response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
       state_entered_at: new Date(c.stateEnteredAt).toISOString(),
       transitions: c.transitions.map(transitionView),
-      stderr_tail: [...stderr]
+      stderr_tail: [...stderr],
+      ...(c.auth !== undefined ? { auth: c.auth } : {})
     }
   })
 

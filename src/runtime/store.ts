@@ -28,6 +28,8 @@ import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
+import { OAuthManager } from "./oauth.js"
+import { TokenVault } from "./oauth-tokens.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -65,6 +67,8 @@ export class Store implements StoreHost {
   inFlightCalls = 0
   /** Every call's progress, for the `/events` streams. */
   readonly progress = new ProgressEvents()
+  /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
+  oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
 
@@ -82,7 +86,9 @@ export class Store implements StoreHost {
     /** The store's caps. */
     readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>,
-    private readonly lifecycle: LifecycleLog
+    private readonly lifecycle: LifecycleLog,
+    /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
+    readonly oauth: OAuthManager
   ) {
     this.waiters = new Waiters(limits.maxWaiters)
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
@@ -100,7 +106,10 @@ export class Store implements StoreHost {
       retentionDays: options.toolRecordRetentionDays ?? 7
     })
     const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes })
-    const service = liveServiceMachine(connections, options.clientName)
+    // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
+    let self: Store | undefined
+    const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl)
+    const service = liveServiceMachine(connections, options.clientName, oauth)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
     })
@@ -120,7 +129,8 @@ export class Store implements StoreHost {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle)
+    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth)
+    self = store
     store.load(file.read())
     return store
   }
@@ -348,6 +358,8 @@ export class Store implements StoreHost {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
+    // Its OAuth tokens and registration go with it (never left behind in the token file).
+    void this.oauth.forget(scope, name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }

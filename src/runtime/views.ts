@@ -3,7 +3,7 @@
  * actor's snapshot: the one source of truth for status. Secrets (env, header values) never appear.
  */
 import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type Status, type TransportType } from "../domain/service.js"
-import { statusOf, type ServiceSnapshot, type Transition } from "../machines/service.js"
+import { statusOf, type AuthInfo, type ServiceSnapshot, type Transition } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
 
 /** A service in list form. */
@@ -25,6 +25,8 @@ export interface ServiceView {
   readonly reconnect_attempts: number
   readonly next_retry_at: string | null
   readonly response_time_ms: number | null
+  /** An OAuth-protected upstream's authorization state (never a token); absent when none is needed. */
+  readonly auth?: AuthInfo
 }
 
 /**
@@ -123,7 +125,8 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
     consecutive_failures: c.consecutiveFailures,
     reconnect_attempts: c.reconnectAttempts,
     next_retry_at: iso(c.nextRetryAt),
-    response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100
+    response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
+    ...(c.auth !== undefined ? { auth: c.auth } : {})
   }
 }
 

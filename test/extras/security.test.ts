@@ -42,7 +42,9 @@ describe("with an API key", () => {
 
   /** The routes README "Security" leaves open: the liveness probe and the dashboard page (which asks for the key). */
   // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
-  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json"].includes(path)
+  // GET /oauth/callback is open too: the browser comes back from an authorization server with no
+  // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts).
+  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path)
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = (server = await startTestServer({ apiKey: KEY }))

@@ -15,6 +15,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
+      .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("callTool", ({ path, payload }) => Shared.callTool(scope(path.agent_id), payload))

@@ -7,6 +7,7 @@ import {
   RecordsQuery,
   ResetResponse,
   Service,
+  ServiceAuth,
   ServiceNamePayload,
   ServicePath,
   TwoStepDeleteResponse,
@@ -74,6 +75,7 @@ export class StoreApi extends HttpApiGroup.make("store")
       .annotate(OpenApi.Summary, "Back up the services file to .bak, empty it, stop every service")
   )
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
+  .add(shared.authorizeService.annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an upstream"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")
@@ -131,7 +133,8 @@ export class StoreApi extends HttpApiGroup.make("store")
           response_time_ms: Schema.NullOr(Schema.Number),
           state_entered_at: Schema.String,
           transitions: Schema.Array(Transition),
-          stderr_tail: Schema.Array(Schema.String)
+          stderr_tail: Schema.Array(Schema.String),
+          auth: Schema.optional(ServiceAuth)
         })
       )
       .annotate(OpenApi.Summary, "Lifecycle detail of a service: counters, last transitions, stderr tail")

@@ -19,6 +19,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     const ctx = store.forStore().effects
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
+      .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, store.oauth, payload))
       .handle("listServices", ({ urlParams }) =>
         urlParams.scope === "all"
           ? Effect.sync(() =>
