@@ -84,3 +84,26 @@ const bearerCheck = (apiKey: Redacted.Redacted<string>) => {
 /** The check for `apiKey`; with none, every request is admitted. */
 export const authorizationLayer = (apiKey: string | undefined): Layer.Layer<Authorization> =>
   Layer.succeed(Authorization, Authorization.of({ bearer: apiKey === undefined ? () => Effect.void : bearerCheck(Redacted.make(apiKey)) }))
+
+/**
+ * Who a request is, as far as the API's powers go. Today every admitted request is the admin (the
+ * one `--api-key`, or no key at all): this is the single place where a request is given a principal,
+ * so that keys with roles plug in here and every check below follows.
+ */
+export interface Principal {
+  readonly role: "admin"
+}
+
+export const principalOf = (_request: HttpServerRequest.HttpServerRequest): Principal => ({ role: "admin" })
+
+/**
+ * Whether a principal is allowed everything: clear secrets (`show_mcpconfig?reveal=true`) and
+ * probing any URL (`network_check` naming a URL that no service of the scope has).
+ */
+export const allowedEverything = (principal: Principal): boolean => principal.role === "admin"
+
+/** Whether the request being handled is allowed everything (`allowedEverything` of its principal). */
+export const requestAllowedEverything: Effect.Effect<boolean, never, HttpServerRequest.HttpServerRequest> = Effect.map(
+  HttpServerRequest.HttpServerRequest,
+  (request) => allowedEverything(principalOf(request))
+)

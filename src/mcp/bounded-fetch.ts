@@ -9,7 +9,8 @@
  * - any other successful answer: the whole body is one message, bounded the same way;
  * - an error answer (not 2xx): only its first `errorBodyBytes` are passed on, then the body ends.
  *
- * Limits are counted on the bytes as they arrive, before any decoding. `onTooLarge` is told when a
+ * No redirect is followed (`redirect: "manual"`): a service cannot send the store's requests, and
+ * their headers, elsewhere. Limits are counted on the bytes as they arrive, before any decoding. `onTooLarge` is told when a
  * body was stopped: the owner closes the transport (the stream cannot be read past the message).
  */
 import { MessageTooLargeError } from "./types.js"
@@ -153,7 +154,8 @@ const metered = (body: ReadableStream<Uint8Array>, meter: Meter, onTooLarge: (er
 export const boundedFetch = (options: BoundedFetchOptions): typeof fetch => {
   const base = options.fetch ?? fetch
   return async (input, init) => {
-    const response = await base(input, init)
+    // Redirects are never followed (the event source asks fetch to follow them): a 3xx is the answer.
+    const response = await base(input, { ...init, redirect: "manual" })
     // A null-body status (204, 304, ...) cannot be given a body again, and has none to bound.
     if (response.body === null || NULL_BODY_STATUSES.has(response.status)) return response
     const type = (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase()

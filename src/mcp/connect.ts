@@ -19,8 +19,10 @@ import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
+import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
@@ -47,11 +49,14 @@ const TERMINATE_SESSION_TIMEOUT_MS = 1_000
 /** How many stderr lines a failed stdio connect quotes in its message. */
 const STDERR_LINES_IN_ERRORS = 10
 
+/** What to do about a refused upstream address. */
+const UPSTREAM_HINT = "point the service at an allowed address, or widen --upstream-allow (--upstream-allow-metadata for metadata addresses)"
+
 /** Stops a misbehaving server that keeps handing out cursors. */
 const MAX_TOOL_PAGES = 1_000
 
-/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does). */
-const ERROR_BODY_BYTES = 2_000
+/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does): no oracle for a hostile URL. */
+const ERROR_BODY_BYTES = 200
 
 type Opened =
   | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
@@ -65,7 +70,17 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+  const policy = options.upstream ?? DEFAULT_UPSTREAM_POLICY
+  if (def.kind === "remote") {
+    try {
+      policy.checkUrl(new URL(def.url))
+      if (def.transport === "sse") await policy.checkResolved(new URL(def.url))
+    } catch (e) {
+      if (!(e instanceof UpstreamRefused)) throw new McpRequestError("transport", `connect to ${describeTarget(def)}: ${String((e as Error).message)}`)
+      throw new McpRequestError("transport", e.message, undefined, undefined, { permanent: true, hint: UPSTREAM_HINT })
+    }
+  }
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
     { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
@@ -267,7 +282,7 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy: UpstreamPolicy): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
@@ -276,10 +291,12 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
   }
   const url = new URL(def.url)
   if (def.transport !== "sse") {
-    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes }) }
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, lookup: policy.lookup }) }
   }
   const fetch = boundedFetch({
     maxMessageBytes,
+    // fetch cannot be given a lookup without undici's Agent: the host is resolved and checked before each request.
+    fetch: (input, init) => policy.checkResolved(new URL(input instanceof Request ? input.url : String(input))).then(() => globalThis.fetch(input, init)),
     errorBodyBytes: ERROR_BODY_BYTES,
     onTooLarge: (error) => {
       // Reported as the other transports do, then closed once the event source has seen its body
@@ -323,6 +340,7 @@ export const permanentFailure = (
         : `executable ${JSON.stringify(def.command)} not found on the store's PATH: install it or give its full path`
     }
   }
+  if (failure.message.includes("upstream refused: ")) return { message: failure.message, hint: UPSTREAM_HINT }
   const status = failure.httpStatus
   if (status === 404) {
     return {
@@ -350,10 +368,11 @@ const stdioHint = (tail: ReadonlyArray<string>): string | undefined => {
   return undefined
 }
 
+/** The service as a message names it, its secrets masked (src/domain/secrets.ts). */
 const describeTarget = (def: ResolvedDefinition): string =>
   def.kind === "local"
-    ? `stdio service (${[def.command, ...def.args].join(" ")})`
-    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${def.url}`
+    ? `stdio service (${[def.command, ...maskArgs(def.args)].join(" ")})`
+    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${maskUrl(def.url)}`
 
 /** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */
 const toToolInfo = (tool: {

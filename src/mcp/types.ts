@@ -3,6 +3,7 @@
  * these types; src/mcp implements them over the SDK's transports.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { UpstreamPolicy } from "./upstream-policy.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -164,4 +165,6 @@ export interface ConnectOptions extends RequestOptions {
   readonly clientName?: string
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number
+  /** Where a remote service may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
+  readonly upstream?: UpstreamPolicy
 }

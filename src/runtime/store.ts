@@ -6,6 +6,7 @@
  * Every change is written to the services file before the operation resolves, and changes are
  * serialized so the file and the actors always agree.
  */
+import { dirname } from "node:path"
 import { Effect } from "effect"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
@@ -96,7 +97,7 @@ export class Store implements StoreHost {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
       retentionDays: options.toolRecordRetentionDays ?? 7
     })
-    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes })
+    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(file.path) })
     const service = liveServiceMachine(connections, options.clientName)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }

@@ -41,7 +41,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           context_type: "store" as const
         }))
       )
-      .handle("showMcpConfig", () => Shared.showMcpConfig(scope, store.file.path))
+      .handle("showMcpConfig", ({ urlParams }) => Shared.showMcpConfig(scope, store.file.path, urlParams.reveal))
       .handle("resetConfig", ({ payload, urlParams }) =>
         Effect.suspend(() => {
           const which = payload?.scope ?? urlParams.scope ?? "store"
