@@ -5,6 +5,7 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
+import { allowEntryProblem } from "../mcp/upstream-policy.js"
 import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
@@ -59,6 +60,12 @@ export interface StoreLimits {
   readonly maxServicesPerRequest: number
   /** Concurrent waits (wait_service, add_service `?wait`, calls waiting for a service). */
   readonly maxWaiters: number
+  /** A call's parameters and result, each, as stored in records: longer ones are cut (and marked). */
+  readonly toolRecordMaxValueBytes: number
+  /** Where remote services may point: CIDRs, addresses and host globs; empty: anywhere but metadata addresses. */
+  readonly upstreamAllow: ReadonlyArray<string>
+  /** Let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254). */
+  readonly upstreamAllowMetadata: boolean
 }
 
 /** How the store keeps its data (shared/SPEC.md, Store configuration options). */
@@ -106,6 +113,9 @@ export interface OptionValues {
   max_services?: number
   max_services_per_request?: number
   max_waiters?: number
+  tool_record_max_value_bytes?: number
+  upstream_allow?: ReadonlyArray<string>
+  upstream_allow_metadata?: boolean
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -125,7 +135,8 @@ const CAP_KEYS = [
   "max_message_bytes",
   "max_services",
   "max_services_per_request",
-  "max_waiters"
+  "max_waiters",
+  "tool_record_max_value_bytes"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -149,6 +160,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_hosts",
   "allowed_origins",
   "allow_remote_local_services",
+  "upstream_allow",
+  "upstream_allow_metadata",
   ...CAP_KEYS
 ]
 
@@ -175,7 +188,9 @@ export const OPTION_DEFAULTS = {
   max_message_bytes: 16 * 1024 * 1024,
   max_services: 10_000,
   max_services_per_request: 100,
-  max_waiters: 10_000
+  max_waiters: 10_000,
+  tool_record_max_value_bytes: 64 * 1024,
+  upstream_allow_metadata: false
 } as const
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
@@ -341,6 +356,11 @@ const checkList = (option: OptionKey, value: unknown, source: string | undefined
   }
   const out = items.map((item: string) => item.trim()).filter((item) => item !== "")
   for (const item of out) {
+    if (option === "upstream_allow") {
+      const problem = allowEntryProblem(item)
+      if (problem !== undefined) throw refuse(option, `must hold CIDRs (10.0.0.0/8), addresses or host globs (*.example.com): ${JSON.stringify(item)} ${problem}`, item, source)
+      continue
+    }
     const valid = option === "allowed_origins" ? item === "*" || /^[a-z][a-z0-9+.-]*:\/\/[^/\s]+$/i.test(item) : !/[\s/]/.test(item)
     if (!valid) {
       throw refuse(option, option === "allowed_origins" ? "must hold origins such as https://app.example.com" : "must hold host names such as example.com or example.com:8080", item, source)
@@ -384,8 +404,10 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkMonitoring(value, source)
       case "allowed_hosts":
       case "allowed_origins":
+      case "upstream_allow":
         return checkList(key, value, source)
       case "allow_remote_local_services":
+      case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
       default:
         if (isCapKey(key)) return checkCap(key, value, source)
@@ -420,6 +442,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "show_startup_info":
     case "local_services":
     case "allow_remote_local_services":
+    case "upstream_allow_metadata":
     case "debug": {
       const word = text.trim().toLowerCase()
       if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
@@ -509,7 +532,10 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   maxMessageBytes: given.max_message_bytes ?? OPTION_DEFAULTS.max_message_bytes,
   maxServices: given.max_services ?? OPTION_DEFAULTS.max_services,
   maxServicesPerRequest: given.max_services_per_request ?? OPTION_DEFAULTS.max_services_per_request,
-  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters
+  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters,
+  toolRecordMaxValueBytes: given.tool_record_max_value_bytes ?? OPTION_DEFAULTS.tool_record_max_value_bytes,
+  upstreamAllow: given.upstream_allow ?? [],
+  upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata
 })
 
 /**

@@ -13,6 +13,7 @@ import { definitionHasReferences, expandDefinition, UndefinedVariable, type Vari
 import { scrubText, secretValues } from "../domain/secrets.js"
 import { resolveDefinition, scopeLabel, type ResolvedDefinition } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
+import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
 import {
@@ -31,6 +32,8 @@ export interface ConnectionOptions {
   readonly maxMessageBytes?: number | undefined
   /** The services file's folder: an `envFile` path is relative to it (the working directory when not given). */
   readonly servicesDir?: string | undefined
+  /** Where remote services may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
+  readonly upstream?: UpstreamPolicy | undefined
   /** The variables `${VAR}` references are expanded from (the store's environment by default). */
   readonly environment?: Variables | undefined
 }
@@ -180,11 +183,11 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
             hint: "fix the service's definition (update_service, or the services file)"
           })
         }
-        const { maxMessageBytes } = registry.options
+        const { maxMessageBytes, upstream } = registry.options
         const target = await expanded(resolved, registry.options)
         const secrets = secretValues(target)
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
-          connect(target, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })
+          connect(target, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}), ...(upstream !== undefined ? { upstream } : {}) })
         ).catch((e: unknown) => {
           throw scrubbed(e, secrets)
         })

@@ -19,6 +19,7 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { ToolRecords } from "../records/records.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
@@ -97,7 +98,11 @@ export class Store implements StoreHost {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
       retentionDays: options.toolRecordRetentionDays ?? 7
     })
-    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(file.path) })
+    const connections = new ConnectionRegistry({
+      maxMessageBytes: limits.maxMessageBytes,
+      servicesDir: dirname(file.path),
+      upstream: new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
+    })
     const service = liveServiceMachine(connections, options.clientName)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
