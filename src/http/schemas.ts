@@ -260,6 +260,7 @@ export const ToolRecord = Schema.Struct({
   params: Schema.Unknown,
   result: Schema.Unknown,
   result_truncated: Schema.optional(Schema.Boolean),
+  params_truncated: Schema.optional(Schema.Boolean),
   outcome: Outcome,
   error: Schema.NullOr(Schema.String),
   duration_ms: Schema.Number,

@@ -96,7 +96,8 @@ export class Store implements StoreHost {
     const file = await ServicesFile.open(options.mcpConfigFile)
     const records = await ToolRecords.open(file.path, {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
-      retentionDays: options.toolRecordRetentionDays ?? 7
+      retentionDays: options.toolRecordRetentionDays ?? 7,
+      maxValueBytes: limits.toolRecordMaxValueBytes
     })
     const connections = new ConnectionRegistry({
       maxMessageBytes: limits.maxMessageBytes,
