@@ -71,7 +71,7 @@ describe("outbound policy", () => {
     ])
     expect(reply.status, reply.text).toBe(200)
     for (const name of ["redir-http", "redir-sse", "error-body"]) await waitStatus(server, "/for_store", name, ["reconnecting", "unreachable"], 15)
-    expect(upstream.received.filter((r) => r.url === "/target")).toEqual([])
+    expect(upstream.received.filter((r) => r.url === "/target"), JSON.stringify(upstream.received.map((r) => [r.method, r.url, r.headers["user-agent"], r.headers["accept"]]))).toEqual([])
     expect(upstream.received.some((r) => r.url.startsWith("/redirect/mcp"))).toBe(true)
     expect(upstream.received.some((r) => r.url.startsWith("/redirect/sse"))).toBe(true)
     const info = await server.get("/for_store/get_service_info?name=error-body")
