@@ -108,7 +108,12 @@ describe("parseCommandLine", () => {
       "--max-services-per-request",
       "3",
       "--max-waiters",
-      "30"
+      "30",
+      "--tool-record-max-value-bytes",
+      "1000",
+      "--upstream-allow",
+      "10.0.0.0/8, *.lan",
+      "--upstream-allow-metadata"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -129,7 +134,15 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 2048,
       maxConnections: 50
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 4096,
+      maxServices: 20,
+      maxServicesPerRequest: 3,
+      maxWaiters: 30,
+      toolRecordMaxValueBytes: 1000,
+      upstreamAllow: ["10.0.0.0/8", "*.lan"],
+      upstreamAllowMetadata: true
+    })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
     expect(store.toolRecordMaxFileSize).toBe(-1)
@@ -186,7 +199,15 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 5,
       maxConnections: 6
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 7,
+      maxServices: 8,
+      maxServicesPerRequest: 9,
+      maxWaiters: 10,
+      toolRecordMaxValueBytes: 64 * 1024,
+      upstreamAllow: [],
+      upstreamAllowMetadata: false
+    })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",
       debug: true,
