@@ -184,7 +184,8 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           })
         }
         const { maxMessageBytes, upstream } = registry.options
-        const target = await expanded(resolved, registry.options)
+        // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
+        const target = resolved.envFile === undefined && !definitionHasReferences(resolved) ? resolved : await expanded(resolved, registry.options)
         const secrets = secretValues(target)
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
           connect(target, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}), ...(upstream !== undefined ? { upstream } : {}) })
