@@ -44,7 +44,8 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_services", "--max-services", "services across the store and every agent (default: 10000)"],
   ["max_services_per_request", "--max-services-per-request", "services one request may define (default: 100)"],
   ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"],
-  ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"]
+  ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"],
+  ["tool_record_max_value_bytes", "--tool-record-max-value-bytes", "a call's parameters and result, each, as stored in records; longer ones are cut (default: 65536)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [
@@ -86,6 +87,13 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     flag: "--allow-remote-local-services",
     attribute: "allowRemoteLocalServices",
     env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
+  },
+  { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
+  {
+    key: "upstream_allow_metadata",
+    flag: "--upstream-allow-metadata",
+    attribute: "upstreamAllowMetadata",
+    env: ["MCPSTORE_UPSTREAM_ALLOW_METADATA"]
   },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
@@ -198,6 +206,9 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--allowed-origins <list>", "extra Origin values accepted (comma list of https://host[:port]; * for any)"))
     .addOption(new Option("--allow-remote-local-services", "accept local (command) services from non-loopback clients without an API key (unsafe)"))
     .addOption(new Option("--no-allow-remote-local-services").hideHelp())
+    .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
+    .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
+    .addOption(new Option("--no-upstream-allow-metadata").hideHelp())
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
     .addHelpText("after", ENV_HELP)

@@ -237,6 +237,15 @@ export const StatsResponse = Schema.Struct({
 
 export const McpConfigResponse = Schema.Struct({ ...ok, config: Schema.Unknown, path: Schema.String })
 
+/** show_mcpconfig's query: secrets are masked unless an admin asks `reveal=true`. */
+export const ShowMcpConfigQuery = Schema.Struct({
+  reveal: Schema.optional(
+    Schema.BooleanFromString.annotations({
+      description: "true shows env, header, URL and args secrets in clear (admins only; others get them masked)"
+    })
+  )
+})
+
 export const Outcome = Schema.Literal(...OUTCOMES)
 
 const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
@@ -264,6 +273,7 @@ export const ToolRecord = Schema.Struct({
   params: Schema.Unknown,
   result: Schema.Unknown,
   result_truncated: Schema.optional(Schema.Boolean),
+  params_truncated: Schema.optional(Schema.Boolean),
   outcome: Outcome,
   error: Schema.NullOr(Schema.String),
   duration_ms: Schema.Number,
@@ -380,7 +390,9 @@ export const scopeEndpoints = (prefix: string) => {
       .addSuccess(ListToolsResponse),
     checkServices: HttpApiEndpoint.get("checkServices", at("check_services")).addSuccess(CheckServicesResponse),
     deleteService: HttpApiEndpoint.del("deleteService", at("delete_service/:service_name")).addSuccess(DeleteResponse),
-    showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig")).addSuccess(McpConfigResponse),
+    showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig"))
+      .setUrlParams(ShowMcpConfigQuery)
+      .addSuccess(McpConfigResponse),
     health: HttpApiEndpoint.get("health", at("health")).addSuccess(ScopeHealthResponse),
     getStats: HttpApiEndpoint.get("getStats", at("get_stats")).addSuccess(StatsResponse),
     toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse),

@@ -17,6 +17,7 @@ import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
+import { requestAllowedEverything } from "./authorization.js"
 import { contract, waitTimeout } from "./errors.js"
 import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/oauth.js"
@@ -197,8 +198,16 @@ export const authorizeService = (scope: ScopeRef, oauth: OAuthManager, payload: 
     )
   )
 
-export const showMcpConfig = (scope: ScopeRef, path: string) =>
-  contract(Effect.map(Effect.flatMap(scope, queries.mcpConfig), (config) => ({ success: true, message: "Services configuration", config, path })))
+/** The scope's part of the services file: secrets masked unless `reveal=true` is asked by a request allowed everything. */
+export const showMcpConfig = (scope: ScopeRef, path: string, reveal: boolean | undefined) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const clear = reveal === true && (yield* requestAllowedEverything)
+      const config = yield* queries.mcpConfig(ctx, clear)
+      return { success: true, message: "Services configuration", config, path }
+    })
+  )
 
 export const health = (scope: ScopeRef, agentId?: string) =>
   contract(

@@ -34,8 +34,10 @@ import {
   type GetPromptResult,
   type ReadResourceResult
 } from "@modelcontextprotocol/sdk/types.js"
+import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
+import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
@@ -68,11 +70,14 @@ const TERMINATE_SESSION_TIMEOUT_MS = 1_000
 /** How many stderr lines a failed stdio connect quotes in its message. */
 const STDERR_LINES_IN_ERRORS = 10
 
+/** What to do about a refused upstream address. */
+const UPSTREAM_HINT = "point the service at an allowed address, or widen --upstream-allow (--upstream-allow-metadata for metadata addresses)"
+
 /** Stops a misbehaving server that keeps handing out cursors (tools, resources, templates, prompts). */
 const MAX_LIST_PAGES = 1_000
 
-/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does). */
-const ERROR_BODY_BYTES = 2_000
+/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does): no oracle for a hostile URL. */
+const ERROR_BODY_BYTES = 200
 
 type Opened =
   | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
@@ -86,7 +91,17 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, options.auth)
+  const policy = options.upstream ?? DEFAULT_UPSTREAM_POLICY
+  if (def.kind === "remote") {
+    try {
+      policy.checkUrl(new URL(def.url))
+      if (def.transport === "sse") await policy.checkResolved(new URL(def.url))
+    } catch (e) {
+      if (!(e instanceof UpstreamRefused)) throw new McpRequestError("transport", `connect to ${describeTarget(def)}: ${String((e as Error).message)}`)
+      throw new McpRequestError("transport", e.message, undefined, undefined, { permanent: true, hint: UPSTREAM_HINT })
+    }
+  }
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
     // roots only for a definition that lists them: the server then asks roots/list, answered from it.
@@ -393,7 +408,7 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, auth: UpstreamAuth | undefined): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy: UpstreamPolicy, auth: UpstreamAuth | undefined): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
@@ -402,10 +417,12 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, auth: U
   }
   const url = new URL(def.url)
   if (def.transport !== "sse") {
-    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth }) }
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth, lookup: policy.lookup }) }
   }
   const fetch = boundedFetch({
     maxMessageBytes,
+    // fetch cannot be given a lookup without undici's Agent: the host is resolved and checked before each request.
+    fetch: (input, init) => policy.checkResolved(new URL(input instanceof Request ? input.url : String(input))).then(() => globalThis.fetch(input, init)),
     errorBodyBytes: ERROR_BODY_BYTES,
     onTooLarge: (error) => {
       // Reported as the other transports do, then closed once the event source has seen its body
@@ -451,6 +468,7 @@ export const permanentFailure = (
         : `executable ${JSON.stringify(def.command)} not found on the store's PATH: install it or give its full path`
     }
   }
+  if (failure.message.includes("upstream refused: ")) return { message: failure.message, hint: UPSTREAM_HINT }
   const status = failure.httpStatus
   if (speaks === "sse" && def.transport !== "sse") {
     return {
@@ -503,10 +521,11 @@ const stdioHint = (tail: ReadonlyArray<string>): string | undefined => {
   return undefined
 }
 
+/** The service as a message names it, its secrets masked (src/domain/secrets.ts). */
 const describeTarget = (def: ResolvedDefinition): string =>
   def.kind === "local"
-    ? `stdio service (${[def.command, ...def.args].join(" ")})`
-    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${def.url}`
+    ? `stdio service (${[def.command, ...maskArgs(def.args)].join(" ")})`
+    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${maskUrl(def.url)}`
 
 /** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */
 const toToolInfo = (tool: {

@@ -15,8 +15,8 @@
  * Hostile or broken servers: every read is bounded. One message (a JSON answer, one event of an
  * event stream) over `maxMessageBytes` stops the reading at once (the response is destroyed),
  * is reported through `onerror` as `MessageTooLargeError`, and closes the transport, so the
- * requests waiting on it fail and the service reconnects. Error answers keep at most 2,000
- * characters. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
+ * requests waiting on it fail and the service reconnects. Error answers keep their status line
+ * and at most 200 characters of their body. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
  * its HTTP request destroyed, so nothing goes on reading its body.
  *
  * OAuth (src/mcp/oauth.ts): with an `auth`, each request carries the service's bearer token, and a
@@ -30,6 +30,7 @@
 import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
+import type { LookupFunction } from "node:net"
 import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
@@ -41,8 +42,8 @@ import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
 
-/** How much of an error answer's body is kept for its message. */
-const ERROR_BODY_CHARS = 2_000
+/** How much of an error answer's body is kept for its message: enough to read, too little to be an SSRF oracle. */
+const ERROR_BODY_CHARS = 200
 
 /**
  * Keep-alive agents, one per origin, shared by every connection to it and ended with the last one.
@@ -205,6 +206,8 @@ export interface HttpTransportOptions {
   readonly maxMessageBytes?: number | undefined
   /** The service's OAuth token source, for a remote service (src/mcp/oauth.ts). */
   readonly auth?: UpstreamAuth | undefined
+  /** Resolves the host (src/mcp/upstream-policy.ts checks each address it returns). */
+  readonly lookup?: LookupFunction | undefined
 }
 
 export class HttpClientTransport implements Transport {
@@ -245,7 +248,7 @@ export class HttpClientTransport implements Transport {
     const https = url.protocol === "https:"
     this.agent = sharedAgents.acquire(url)
     this.send$ = https ? httpsRequest : httpRequest
-    this.target = urlToHttpOptions(url)
+    this.target = options.lookup === undefined ? urlToHttpOptions(url) : { ...urlToHttpOptions(url), lookup: options.lookup }
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.auth = options.auth
   }
@@ -302,7 +305,7 @@ export class HttpClientTransport implements Transport {
       }
       const status = response.statusCode ?? 0
       if (status < 200 || status >= 300) {
-        throw new StreamableHTTPError(status, `Error POSTing to endpoint: ${await failureText(response)}`)
+        throw new StreamableHTTPError(status, `Error POSTing to endpoint: HTTP ${status}${response.statusMessage ? ` ${response.statusMessage.slice(0, 100)}` : ""}: ${await failureText(response)}`)
       }
       if (post.pending.size === 0) {
         this.drain(response)
@@ -419,7 +422,7 @@ export class HttpClientTransport implements Transport {
           if (status >= 300 && status < 400) {
             this.drain(res)
             const location = res.headers.location
-            reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location}` : ""}; redirects are not followed`))
+            reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location.slice(0, 200)}` : ""}; redirects are not followed`))
             return
           }
           resolve(res)

@@ -13,6 +13,7 @@ import type {
   ResourceTemplate
 } from "@modelcontextprotocol/sdk/types.js"
 import type { UpstreamAuth } from "./oauth.js"
+import type { UpstreamPolicy } from "./upstream-policy.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -271,4 +272,6 @@ export interface ConnectOptions extends RequestOptions {
   readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number
+  /** Where a remote service may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
+  readonly upstream?: UpstreamPolicy
 }

@@ -131,8 +131,9 @@ export class ScopeApi {
     return runToValue(queries.stats(this.effects))
   }
 
-  mcpConfig() {
-    return runToValue(queries.mcpConfig(this.effects))
+  /** The scope's part of the services file, secrets masked unless `reveal` (src/domain/secrets.ts). */
+  mcpConfig(reveal = false) {
+    return runToValue(queries.mcpConfig(this.effects, reveal))
   }
 
   waitService(input: queries.WaitServiceInput, signal?: AbortSignal) {

@@ -6,6 +6,7 @@
  * Every change is written to the services file before the operation resolves, and changes are
  * serialized so the file and the actors always agree.
  */
+import { dirname } from "node:path"
 import { Effect } from "effect"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
@@ -18,6 +19,7 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { ToolRecords } from "../records/records.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
@@ -103,9 +105,14 @@ export class Store implements StoreHost {
     const file = await ServicesFile.open(options.mcpConfigFile)
     const records = await ToolRecords.open(file.path, {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
-      retentionDays: options.toolRecordRetentionDays ?? 7
+      retentionDays: options.toolRecordRetentionDays ?? 7,
+      maxValueBytes: limits.toolRecordMaxValueBytes
     })
-    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes })
+    const connections = new ConnectionRegistry({
+      maxMessageBytes: limits.maxMessageBytes,
+      servicesDir: dirname(file.path),
+      upstream: new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
+    })
     // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
     let self: Store | undefined
     const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl)

@@ -110,7 +110,12 @@ describe("parseCommandLine", () => {
       "--max-waiters",
       "30",
       "--max-call-seconds",
-      "90"
+      "90",
+      "--tool-record-max-value-bytes",
+      "1000",
+      "--upstream-allow",
+      "10.0.0.0/8, *.lan",
+      "--upstream-allow-metadata"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -131,7 +136,16 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 2048,
       maxConnections: 50
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30, maxCallSeconds: 90 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 4096,
+      maxServices: 20,
+      maxServicesPerRequest: 3,
+      maxWaiters: 30,
+      maxCallSeconds: 90,
+      toolRecordMaxValueBytes: 1000,
+      upstreamAllow: ["10.0.0.0/8", "*.lan"],
+      upstreamAllowMetadata: true
+    })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
     expect(store.toolRecordMaxFileSize).toBe(-1)
@@ -189,7 +203,16 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 5,
       maxConnections: 6
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10, maxCallSeconds: 11 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 7,
+      maxServices: 8,
+      maxServicesPerRequest: 9,
+      maxWaiters: 10,
+      maxCallSeconds: 11,
+      toolRecordMaxValueBytes: 64 * 1024,
+      upstreamAllow: [],
+      upstreamAllowMetadata: false
+    })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",
       debug: true,

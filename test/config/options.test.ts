@@ -196,7 +196,18 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       maxBodyBytes: 1048576,
       maxConnections: 1000
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxServices: 10_000, maxServicesPerRequest: 100, maxWaiters: 10_000, maxCallSeconds: 3600 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 16 * 1024 * 1024,
+      maxServices: 10_000,
+      maxServicesPerRequest: 100,
+      maxWaiters: 10_000,
+      maxCallSeconds: 3600,
+      toolRecordMaxValueBytes: 64 * 1024,
+      upstreamAllow: [],
+      upstreamAllowMetadata: false
+    })
+    expect(() => resolveOptions({ upstream_allow: ["10.0.0.0/33"] })).toThrow(/upstream_allow/)
+    expect(() => resolveOptions({ upstream_allow: ["a b"] })).toThrow(/upstream_allow/)
     expect(store.mcpConfigFile).toBe("/srv/app/mcp.json")
     expect(store.debug).toBe(false)
     expect(store.toolRecordMaxFileSize).toBe(30)

@@ -25,7 +25,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       )
       .handle("checkServices", ({ path }) => Shared.checkServices(scope(path.agent_id)))
       .handle("deleteService", ({ path }) => Shared.deleteService(scope(path.agent_id), path.service_name))
-      .handle("showMcpConfig", ({ path }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path))
+      .handle("showMcpConfig", ({ path, urlParams }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path, urlParams.reveal))
       .handle("resetConfig", ({ path }) =>
         contract(
           Effect.map(Effect.flatMap(scope(path.agent_id), commands.resetAgent), (removed) => ({
