@@ -33,7 +33,7 @@ describe("a marker secret in every place of a definition appears nowhere", () =>
       extra: { nested_token: MARKER }
     },
     // Fails: nothing listens there (the connection error names the URL).
-    { name: "down", url: `http://${MARKER}:${MARKER}@127.0.0.1:${port}/mcp?token=${MARKER}`, headers: { authorization: `Bearer ${MARKER}` } },
+    { name: "down", url: `http://${MARKER}:${MARKER}@127.0.0.1:${port}/mcp?token=${MARKER}`, headers: { authorization: `Bearer ${MARKER}` }, oauth: { client_id: "store-client", client_secret: MARKER } },
     // Fails: the fixture refuses the unknown flags, and is asked for an environment it does not get.
     (() => {
       const launch = stdioFixture("--require-env", "NOT_SET=1")
