@@ -20,6 +20,7 @@ import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/s
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
 import {
+  LoggingMessageNotificationSchema,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
@@ -27,6 +28,8 @@ import {
   type CallToolResult,
   type CompleteResult,
   type GetPromptResult,
+  type LoggingLevel,
+  type LoggingMessageNotification,
   type ReadResourceResult
 } from "@modelcontextprotocol/sdk/types.js"
 import type { ResolvedDefinition } from "../domain/service.js"
@@ -130,6 +133,7 @@ class SdkConnection implements McpConnection {
   private readonly toolsListeners = new Set<() => void>()
   private readonly catalogListeners = new Set<() => void>()
   private readonly updatedListeners = new Set<(uri: string) => void>()
+  private readonly logListeners = new Set<(message: LoggingMessageNotification["params"]) => void>()
   private closedByUs = false
   private closing: Promise<void> | undefined
   private selfCloseReason: string | undefined
@@ -167,6 +171,27 @@ class SdkConnection implements McpConnection {
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
       for (const listener of [...this.updatedListeners]) listener(notification.params.uri)
     })
+    // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      for (const listener of this.logListeners) listener(notification.params)
+    })
+  }
+
+  get logging(): boolean {
+    return this.client.getServerCapabilities()?.logging !== undefined
+  }
+
+  async setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void> {
+    await this.request(
+      `logging/setLevel ${level}`,
+      (o) => (this.logging ? this.client.setLoggingLevel(level, o) : Promise.reject(new McpRequestError("protocol", "the server does not offer logging", -32601))),
+      options
+    )
+  }
+
+  onLogMessage(listener: (message: LoggingMessageNotification["params"]) => void): () => void {
+    this.logListeners.add(listener)
+    return () => this.logListeners.delete(listener)
   }
 
   get capabilities(): CatalogCapabilities {
