@@ -25,6 +25,8 @@ export const LOG_RATE_PER_SECOND = 50
 export const LOG_BURST = 100
 /** How long a logging/setLevel sent upstream may take. */
 const SET_LEVEL_TIMEOUT_MS = 10_000
+/** How often a flood's drops are reported while it lasts. */
+const REPORT_EVERY_MS = 10_000
 
 const SEVERITY: ReadonlyMap<LoggingLevel, number> = new Map(LoggingLevelSchema.options.map((level, index) => [level, index]))
 const severity = (level: LoggingLevel): number => SEVERITY.get(level) ?? 0
@@ -47,7 +49,11 @@ interface Watched {
   readonly off: () => void
   tokens: number
   refilledAt: number
+  /** Dropping began and the bucket has not filled up since. */
+  flooding: boolean
+  /** Messages dropped since the last report, and when that was. */
   dropped: number
+  reportedAt: number
   /** The level last sent upstream on this connection. */
   sentLevel: LoggingLevel | undefined
 }
@@ -68,7 +74,7 @@ export class LogRelay {
     if (current?.connection === connection) return
     if (current !== undefined) this.unwatchKey(key, current)
     if (connection === undefined) return
-    const entry: Watched = { scope, service, connection, off: () => undefined, tokens: LOG_BURST, refilledAt: performance.now(), dropped: 0, sentLevel: undefined }
+    const entry: Watched = { scope, service, connection, off: () => undefined, tokens: LOG_BURST, refilledAt: performance.now(), flooding: false, dropped: 0, reportedAt: 0, sentLevel: undefined }
     Object.assign(entry, { off: connection.onLogMessage((message) => this.relay(entry, message)) })
     this.watched.set(key, entry)
     this.sendLevel(entry, this.wantedLevel(scope))
@@ -125,17 +131,26 @@ export class LogRelay {
     }
   }
 
-  /** The connection's token bucket: true when the message may go; a drop is counted, not queued. */
+  /**
+   * The connection's token bucket: true when the message may go; a drop is counted, not queued.
+   * A flood is reported when it begins, then its drops at most every `REPORT_EVERY_MS`, and once
+   * more when it ends (the bucket full again) or the connection goes.
+   */
   private admit(entry: Watched): boolean {
     const now = performance.now()
     entry.tokens = Math.min(LOG_BURST, entry.tokens + ((now - entry.refilledAt) / 1000) * LOG_RATE_PER_SECOND)
     entry.refilledAt = now
     if (entry.tokens >= 1) {
+      if (entry.flooding && (entry.tokens >= LOG_BURST || now - entry.reportedAt >= REPORT_EVERY_MS)) {
+        this.reportDropped(entry)
+        entry.flooding = entry.tokens < LOG_BURST
+      }
       entry.tokens -= 1
-      this.reportDropped(entry)
       return true
     }
-    if (entry.dropped === 0) {
+    if (!entry.flooding) {
+      entry.flooding = true
+      entry.reportedAt = now
       log.warn(`${entry.scope}/${entry.service} sends log messages faster than ${LOG_RATE_PER_SECOND}/s: dropping the excess`, { event: "log_messages_dropped" })
     }
     entry.dropped += 1
@@ -143,6 +158,7 @@ export class LogRelay {
   }
 
   private reportDropped(entry: Watched): void {
+    entry.reportedAt = performance.now()
     if (entry.dropped === 0) return
     log.warn(`${entry.scope}/${entry.service}: ${entry.dropped} log messages dropped (over ${LOG_RATE_PER_SECOND}/s)`, { event: "log_messages_dropped", dropped: entry.dropped })
     entry.dropped = 0

@@ -416,6 +416,7 @@ export class McpGateway {
     )
     this.serveCatalog(server, session)
     // Replaces the SDK's own handler: the level is the session's, read by the relay.
+    // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)
     server.setRequestHandler(SetLevelRequestSchema, async (request) => {
       session.logLevel = request.params.level
       this.logs.levelsChanged(scopeLabel(scope))
