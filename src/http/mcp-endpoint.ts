@@ -34,9 +34,11 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
+  type LoggingLevel,
   type ServerCapabilities
 } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
@@ -54,6 +56,7 @@ import type { McpConnection } from "../mcp/types.js"
 import { toolViews } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
+import { LogRelay } from "./log-relay.js"
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
@@ -78,6 +81,8 @@ interface SessionState {
   catalogListed: { readonly resources: string; readonly prompts: string }
   /** Resource subscriptions of the session: key (see `subscriptionKey`) -> the URI as the client gave it. */
   readonly subscriptions: Map<string, string>
+  /** The level the session asked for with logging/setLevel (src/http/log-relay.ts); none: every level. */
+  logLevel: LoggingLevel | undefined
   /** Requests in flight, an open GET stream included; idle at 0. */
   busy: number
   /** performance.now() when a request of the session last began or ended. */
@@ -152,6 +157,8 @@ export class McpGateway {
   /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
   private readonly subscriptions = new Map<string, Subscription>()
   private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
+  private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
 
   constructor(
     private readonly store: Store,
@@ -183,7 +190,9 @@ export class McpGateway {
 
   private onMonitorEvent(e: MonitorEvent): void {
     if (e.type === "status" || e.type === "catalog_changed") this.onCatalogEvent(e.scope, e.service_name)
+    if (e.type === "status") this.watchLogs(e.scope, e.service_name)
     if (e.type === "removed") {
+      this.logs.unwatch(e.scope, e.service_name)
       // Seen as the store's root receives the event, before the service leaves the scope's actors.
       if (!this.shuttingDown) setImmediate(() => this.announce(e.scope))
       return
@@ -221,6 +230,18 @@ export class McpGateway {
     }
     for (const sub of this.subscriptions.values()) {
       if (scopeLabel(sub.scope) === scopeLabelOfEvent && sub.service === serviceName) this.subscribeUpstream(sub)
+    }
+  }
+
+  /** Listens to the log messages of a service's current connection, while some session of its scope is open. */
+  private watchLogs(label: string, service: string): void {
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== label) continue
+      const actor = this.scopeContext(session.scope).findService(service)
+      const snapshot = actor?.getSnapshot()
+      const connected = snapshot !== undefined && (statusOf(snapshot) === "healthy" || statusOf(snapshot) === "warning")
+      this.logs.watch(label, service, connected ? snapshot.context.connection : undefined)
+      return
     }
   }
 
@@ -364,10 +385,21 @@ export class McpGateway {
   private addSession<S extends Session>(scope: Scope, parts: Pick<S, "id" | "kind" | "transport">): S {
     const offers = catalog.scopeCapabilities(this.scopeContext(scope))
     const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
-    const state = { ...parts, scope, offers, catalogListed, subscriptions: new Map<string, string>(), listed: this.toolNames(scope), busy: 0, touchedAt: performance.now() }
+    const state = {
+      ...parts,
+      scope,
+      offers,
+      catalogListed,
+      subscriptions: new Map<string, string>(),
+      logLevel: undefined,
+      listed: this.toolNames(scope),
+      busy: 0,
+      touchedAt: performance.now()
+    }
     // The handlers keep the very object that becomes the session (they update `listed`).
     const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
     this.sessions.set(session.id, session)
+    for (const name of Object.keys(this.store.serviceActors(scope))) this.watchLogs(scopeLabel(scope), name)
     return session
   }
 
@@ -376,6 +408,8 @@ export class McpGateway {
     const { offers } = session
     const capabilities: ServerCapabilities = {
       tools: { listChanged: true },
+      // The store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
+      logging: {},
       ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
       ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
       ...(offers.completions ? { completions: {} } : {})
@@ -385,6 +419,13 @@ export class McpGateway {
       { capabilities, jsonSchemaValidator: this.validator }
     )
     this.serveCatalog(server, session)
+    // Replaces the SDK's own handler: the level is the session's, read by the relay.
+    // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)
+    server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+      session.logLevel = request.params.level
+      this.logs.levelsChanged(scopeLabel(scope))
+      return {}
+    })
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const tools = this.tools(scope)
       session.listed = tools.map((t) => t.name).sort().join("\n")
@@ -592,6 +633,7 @@ export class McpGateway {
     this.sessions.delete(session.id)
     for (const key of session.subscriptions.keys()) this.dropSubscriber(key, session.id)
     session.subscriptions.clear()
+    if (session.logLevel !== undefined) this.logs.levelsChanged(scopeLabel(session.scope))
     if (this.sessions.size === 0) this.clearSweep()
   }
 
@@ -645,6 +687,7 @@ export class McpGateway {
   /** Ends every session. */
   async close(): Promise<void> {
     this.unsubscribeMonitor()
+    this.logs.close()
     for (const off of this.updateListeners.values()) off()
     this.updateListeners.clear()
     this.subscriptions.clear()

@@ -25,6 +25,7 @@ import {
   ErrorCode,
   ListRootsRequestSchema,
   McpError,
+  LoggingMessageNotificationSchema,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
@@ -32,6 +33,8 @@ import {
   type CallToolResult,
   type CompleteResult,
   type GetPromptResult,
+  type LoggingLevel,
+  type LoggingMessageNotification,
   type ReadResourceResult
 } from "@modelcontextprotocol/sdk/types.js"
 import { maskArgs, maskUrl } from "../domain/secrets.js"
@@ -165,6 +168,7 @@ class SdkConnection implements McpConnection {
   private readonly toolsListeners = new Set<() => void>()
   private readonly catalogListeners = new Set<() => void>()
   private readonly updatedListeners = new Set<(uri: string) => void>()
+  private readonly logListeners = new Set<(message: LoggingMessageNotification["params"]) => void>()
   private closedByUs = false
   private closing: Promise<void> | undefined
   private selfCloseReason: string | undefined
@@ -202,6 +206,27 @@ class SdkConnection implements McpConnection {
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
       for (const listener of [...this.updatedListeners]) listener(notification.params.uri)
     })
+    // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      for (const listener of this.logListeners) listener(notification.params)
+    })
+  }
+
+  get logging(): boolean {
+    return this.client.getServerCapabilities()?.logging !== undefined
+  }
+
+  async setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void> {
+    await this.request(
+      `logging/setLevel ${level}`,
+      (o) => (this.logging ? this.client.setLoggingLevel(level, o) : Promise.reject(new McpRequestError("protocol", "the server does not offer logging", -32601))),
+      options
+    )
+  }
+
+  onLogMessage(listener: (message: LoggingMessageNotification["params"]) => void): () => void {
+    this.logListeners.add(listener)
+    return () => this.logListeners.delete(listener)
   }
 
   get capabilities(): CatalogCapabilities {

@@ -7,6 +7,8 @@ import type {
   CompleteRequest,
   CompleteResult,
   GetPromptResult,
+  LoggingLevel,
+  LoggingMessageNotification,
   Prompt,
   ReadResourceResult,
   Resource,
@@ -249,6 +251,12 @@ export interface McpConnection {
   onResourceUpdated(listener: (uri: string) => void): () => void
   /** Called on `notifications/resources/list_changed` and `notifications/prompts/list_changed`. Returns an unsubscribe. */
   onCatalogChanged(listener: () => void): () => void
+  /** The server declared the `logging` capability (it takes logging/setLevel). */
+  readonly logging: boolean
+  /** logging/setLevel (rejects `protocol` when the server did not declare logging). */
+  setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void>
+  /** Called on each `notifications/message` of the server. Returns an unsubscribe. */
+  onLogMessage(listener: (message: LoggingMessageNotification["params"]) => void): () => void
   /**
    * Ends the connection: Streamable HTTP sends the session DELETE first; stdio ends the child's
    * whole process group (SIGTERM, then SIGKILL after a grace period). Idempotent; never rejects.

@@ -122,6 +122,11 @@ const scrubbedConnection = (connection: McpConnection, secrets: ReadonlyArray<st
     get capabilities() {
       return connection.capabilities
     },
+    get logging() {
+      return connection.logging
+    },
+    setLoggingLevel: (level, options) => connection.setLoggingLevel(level, options).catch(scrub),
+    onLogMessage: (listener) => connection.onLogMessage(listener),
     ping: (options) => connection.ping(options).catch(scrub),
     listTools: (options) => connection.listTools(options).catch(scrub),
     callTool: (name, args, options) => connection.callTool(name, args, options).catch(scrub),

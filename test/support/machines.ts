@@ -47,7 +47,10 @@ export const fakeConnection = (label = `conn-${++connectionCounter}`): FakeConne
   subscribeResource: async () => undefined,
   unsubscribeResource: async () => undefined,
   onResourceUpdated: () => () => undefined,
-  onCatalogChanged: () => () => undefined
+  onCatalogChanged: () => () => undefined,
+  logging: false,
+  setLoggingLevel: async () => undefined,
+  onLogMessage: () => () => undefined
 })
 
 export const tool = (name: string): ToolInfo => ({ name, description: `${name} tool`, inputSchema: { type: "object" } })
