@@ -72,16 +72,16 @@ const TEXT_KEYS: ReadonlySet<string> = new Set(["type", "text"])
 
 /**
  * A tool result as the SDK's CallToolResultSchema reads it. The common shape (text blocks with
- * nothing else, a plain object of structured content, a boolean isError, no _meta) is what the
- * schema returns unchanged (content defaulting to []): checked by hand. Anything else goes through
- * the schema itself.
+ * nothing else, a plain object of structured content without an own `__proto__` key, a boolean
+ * isError, no _meta) is what the schema returns unchanged (content defaulting to []): checked by
+ * hand. Anything else goes through the schema itself (which drops an own `__proto__` key).
  */
 export const callToolResult = (value: unknown): CallToolResult => {
   if (isRecord(value) && onlyKeys(value, RESULT_KEYS)) {
     const { content, structuredContent, isError } = value
     const plain =
       (content === undefined || (Array.isArray(content) && content.every((c) => isRecord(c) && c["type"] === "text" && typeof c["text"] === "string" && onlyKeys(c, TEXT_KEYS)))) &&
-      (structuredContent === undefined || (isRecord(structuredContent) && Object.getPrototypeOf(structuredContent) === Object.prototype)) &&
+      (structuredContent === undefined || (isRecord(structuredContent) && Object.getPrototypeOf(structuredContent) === Object.prototype && !Object.hasOwn(structuredContent, "__proto__"))) &&
       (isError === undefined || typeof isError === "boolean")
     if (plain) return (content === undefined ? { ...value, content: [] } : value) as CallToolResult
   }
