@@ -17,6 +17,7 @@
  *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
+ *   redis.ts       a real redis-server on a free loopback port (startRedisServer)
  */
 export * from "./chromium.js"
 export * from "./client.js"
@@ -32,3 +33,4 @@ export * from "./routes.js"
 export * from "./server.js"
 export * from "./sse.js"
 export * from "./wait.js"
+export * from "./redis.js"

@@ -1,0 +1,78 @@
+/**
+ * A real Redis server for the replica tests: Debian's `redis-server` started by the test on a free
+ * loopback port, with no persistence (`--save '' --appendonly no`), so a stop loses everything it
+ * held, as the fault tests want. `.ci/run` installs redis-server when it is missing; without it the
+ * tests that need it are skipped (`hasRedisServer`).
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { createConnection } from "node:net"
+import { closedPort } from "./server.js"
+import { eventually } from "./wait.js"
+
+/** True when `redis-server` can be started on this machine. */
+export const hasRedisServer: boolean = spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0
+
+export interface RedisServer {
+  /** `redis://127.0.0.1:<port>`, what `--redis-url` takes. */
+  readonly url: string
+  readonly port: number
+  /** The running server's pid (changes on restart). */
+  pid(): number
+  /** Stops it (SIGTERM, or SIGKILL with `kill: true`) and waits for the exit; idempotent. */
+  stop(options?: { readonly kill?: boolean }): Promise<void>
+  /** Starts it again on the same port, empty (no persistence); resolves once it accepts connections. */
+  start(): Promise<void>
+}
+
+const accepts = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port })
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+
+/** Starts a redis-server on a free loopback port; stop it in `afterAll` (`stop()`). */
+export const startRedisServer = async (): Promise<RedisServer> => {
+  const port = await closedPort()
+  let child: ChildProcess | undefined
+  let exited: Promise<void> = Promise.resolve()
+  let output = ""
+  const start = async () => {
+    if (child !== undefined) return
+    output = ""
+    const c = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    c.stdout?.on("data", (b: Buffer) => (output = (output + b.toString("utf8")).slice(-4096)))
+    c.stderr?.on("data", (b: Buffer) => (output = (output + b.toString("utf8")).slice(-4096)))
+    child = c
+    exited = new Promise((resolve) =>
+      c.once("exit", () => {
+        if (child === c) child = undefined
+        resolve()
+      })
+    )
+    const up = await eventually(async () => child === undefined || (await accepts(port)), 10_000, 20)
+    if (child === undefined || !up) {
+      await stop({ kill: true })
+      throw new Error(`redis-server did not start on port ${port}:\n${output}`)
+    }
+  }
+  const stop = async (options: { readonly kill?: boolean } = {}) => {
+    const c = child
+    if (c === undefined) return
+    c.kill(options.kill === true ? "SIGKILL" : "SIGTERM")
+    await exited
+  }
+  await start()
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    pid: () => child?.pid ?? -1,
+    stop,
+    start
+  }
+}
