@@ -19,7 +19,8 @@ import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/in
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
-import { currentPrincipal, narrowFor } from "./access.js"
+import { currentPrincipal, gateOf, narrowFor } from "./access.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
 
@@ -258,7 +259,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
-      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void> = (...args) => gateway.handle(...args)
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, gate: ToolGate | undefined) => Promise<void> = (...args) => gateway.handle(...args)
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -270,7 +271,9 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
         const req = NodeHttpServerRequest.toIncomingMessage(request)
         const res = NodeHttpServerRequest.toServerResponse(request)
-        yield* Effect.promise(() => serve(scope, req, res, body))
+        // A session keeps the tool allow-list of the key that opened it (src/http/mcp-endpoint.ts).
+        const gate = gateOf(yield* currentPrincipal)
+        yield* Effect.promise(() => serve(scope, req, res, body, gate))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })
@@ -284,7 +287,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
     // The legacy SSE transport (src/http/sse-endpoint.ts): the same sessions, in each scope.
-    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse) => gateway.openSse(scope, req, res)
+    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, gate)
     const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => gateway.postMessage(scope, req, res, body)
     yield* router.get("/sse", mcp(storeScope, sseStream))
     yield* router.post("/messages", mcp(storeScope, sseMessage))

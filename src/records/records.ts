@@ -31,6 +31,7 @@ export type Outcome =
   | "message_too_large"
   | "timeout"
   | "unavailable"
+  | "tool_not_allowed"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -39,7 +40,8 @@ export const OUTCOMES = [
   "transport_error",
   "message_too_large",
   "timeout",
-  "unavailable"
+  "unavailable",
+  "tool_not_allowed"
 ] as const satisfies ReadonlyArray<Outcome>
 
 /** One tool call (shared/API.md, Tool-call record). */

@@ -51,6 +51,19 @@ export class ToolNotFound extends Data.TaggedError("ToolNotFound")<{
   readonly suggestions: ReadonlyArray<string>
 }> {}
 
+/**
+ * A tool outside an allow-list (README, Security): its service's include_tools / exclude_tools, or
+ * the caller's key's `tools` list. Recorded with the outcome `tool_not_allowed`.
+ */
+export class ToolNotAllowed extends Data.TaggedError("ToolNotAllowed")<{
+  readonly message: string
+  /** The callable name `<service>__<tool>`. */
+  readonly toolName: string
+  readonly serviceName: string
+  readonly original: string
+  readonly scope: string
+}> {}
+
 /** An original tool name that several services of the scope expose. */
 export class AmbiguousTool extends Data.TaggedError("AmbiguousTool")<{
   readonly message: string
@@ -114,6 +127,7 @@ export type StoreError =
   | ValidationError
   | ServiceNotFound
   | ToolNotFound
+  | ToolNotAllowed
   | AmbiguousTool
   | InvalidArguments
   | UpstreamError
@@ -126,6 +140,7 @@ const TAGS = new Set([
   "ValidationError",
   "ServiceNotFound",
   "ToolNotFound",
+  "ToolNotAllowed",
   "AmbiguousTool",
   "InvalidArguments",
   "UpstreamError",
