@@ -6,6 +6,7 @@
  */
 import { capsDescription, capsTable, type CapsResult } from "./caps.js"
 import type { Cell, Transport, Way } from "./calls.js"
+import type { ReadCell } from "./resources.js"
 import type { FloorCell } from "./floor.js"
 import type { Latencies } from "./load.js"
 import type { ProfileSummary, ProfileWindow, Share } from "./profile.js"
@@ -35,6 +36,8 @@ export interface Meta {
 export interface Results {
   readonly meta: Meta
   calls?: ReadonlyArray<Cell>
+  /** resources/read: direct, the store's REST and /mcp (bench/resources.ts); each line logged with its ratio to direct. */
+  resources?: ReadonlyArray<ReadCell>
   floor?: ReadonlyArray<FloorCell>
   /** A bare node:http client sending one request per service per 30 s: percent of one core. */
   idleFloor?: { readonly services: number; readonly percent: number }

@@ -17,7 +17,7 @@
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
  *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
- *   BENCH_SKIP=a,b         sections to skip: calls, floor, profile, wait, scale, startup, records, caps, install
+ *   BENCH_SKIP=a,b         sections to skip: calls, resources, floor, profile, wait, scale, startup, records, caps, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -30,6 +30,7 @@ import { join } from "node:path"
 import { runCaps } from "./caps.js"
 import { installMarkdown, runInstall, writeInstallSection, type InstallFigures } from "./install.js"
 import { runCalls } from "./calls.js"
+import { runResourceReads } from "./resources.js"
 import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
@@ -167,6 +168,10 @@ try {
     })
     results.calls = cells
     await close()
+  })
+
+  await section("resources", async () => {
+    results.resources = await runResourceReads(join(dir, "resources"), { concurrencies: CONCURRENCIES, calls: CALLS, warmup: WARMUP, maxSeconds: 60, log })
   })
 
   await section("floor", async () => {

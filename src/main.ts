@@ -91,6 +91,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
   // `mcp-store keys create|list|revoke`: edits the keys file (src/config/keys-cli.ts), then exits.
   if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
+  // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/config/auth-command.ts).
+  if (argv[0] === "auth") return (await import("./config/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)

@@ -43,7 +43,9 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_message_bytes", "--max-message-bytes", "largest MCP message read from an upstream, in bytes (default: 16777216)"],
   ["max_services", "--max-services", "services across the store and every agent (default: 10000)"],
   ["max_services_per_request", "--max-services-per-request", "services one request may define (default: 100)"],
-  ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"]
+  ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"],
+  ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"],
+  ["tool_record_max_value_bytes", "--tool-record-max-value-bytes", "a call's parameters and result, each, as stored in records; longer ones are cut (default: 65536)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [
@@ -87,6 +89,13 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
   },
   { key: "deny_by_default", flag: "--deny-by-default", attribute: "denyByDefault", env: ["MCPSTORE_DENY_BY_DEFAULT"] },
+  { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
+  {
+    key: "upstream_allow_metadata",
+    flag: "--upstream-allow-metadata",
+    attribute: "upstreamAllowMetadata",
+    env: ["MCPSTORE_UPSTREAM_ALLOW_METADATA"]
+  },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
     flag,
@@ -129,7 +138,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
   MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
-  MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS, ${STANDALONE_CONFIG_ENV}.
+  MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
+  MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV}.
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.
@@ -166,6 +176,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   // Listed for the help only: src/main.ts hands `import` to src/config/import.ts before parsing.
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
+  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")
@@ -198,6 +209,9 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--no-allow-remote-local-services").hideHelp())
     .addOption(new Option("--deny-by-default", "an agent key without a tools list (keys create --tools) sees and calls no tool (default: off)"))
     .addOption(new Option("--no-deny-by-default").hideHelp())
+    .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
+    .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
+    .addOption(new Option("--no-upstream-allow-metadata").hideHelp())
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
     .addHelpText("after", ENV_HELP)

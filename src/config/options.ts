@@ -5,6 +5,7 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
+import { allowEntryProblem } from "../mcp/upstream-policy.js"
 import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
@@ -63,6 +64,18 @@ export interface StoreLimits {
   readonly maxServicesPerRequest: number
   /** Concurrent waits (wait_service, add_service `?wait`, calls waiting for a service). */
   readonly maxWaiters: number
+  /**
+   * The longest a tool call may last, in seconds: the MCP endpoints' calls (which last while their
+   * client's request is open) and REST calls' `timeout` alike; progress resets a call's time-out,
+   * never past this.
+   */
+  readonly maxCallSeconds: number
+  /** A call's parameters and result, each, as stored in records: longer ones are cut (and marked). */
+  readonly toolRecordMaxValueBytes: number
+  /** Where remote services may point: CIDRs, addresses and host globs; empty: anywhere but metadata addresses. */
+  readonly upstreamAllow: ReadonlyArray<string>
+  /** Let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254). */
+  readonly upstreamAllowMetadata: boolean
 }
 
 /** How the store keeps its data (shared/SPEC.md, Store configuration options). */
@@ -115,6 +128,10 @@ export interface OptionValues {
   max_services?: number
   max_services_per_request?: number
   max_waiters?: number
+  max_call_seconds?: number
+  tool_record_max_value_bytes?: number
+  upstream_allow?: ReadonlyArray<string>
+  upstream_allow_metadata?: boolean
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -134,7 +151,9 @@ const CAP_KEYS = [
   "max_message_bytes",
   "max_services",
   "max_services_per_request",
-  "max_waiters"
+  "max_waiters",
+  "max_call_seconds",
+  "tool_record_max_value_bytes"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -161,6 +180,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_origins",
   "allow_remote_local_services",
   "deny_by_default",
+  "upstream_allow",
+  "upstream_allow_metadata",
   ...CAP_KEYS
 ]
 
@@ -188,7 +209,10 @@ export const OPTION_DEFAULTS = {
   max_message_bytes: 16 * 1024 * 1024,
   max_services: 10_000,
   max_services_per_request: 100,
-  max_waiters: 10_000
+  max_waiters: 10_000,
+  max_call_seconds: 3600,
+  tool_record_max_value_bytes: 64 * 1024,
+  upstream_allow_metadata: false
 } as const
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
@@ -343,6 +367,9 @@ const checkCap = (option: CapKey, value: unknown, source: string | undefined): n
     return value
   }
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) throw refuse(option, "must be an integer >= 1", value, source)
+  if (option === "max_call_seconds" && value > Math.floor(MAX_TIMER_MS / 1000)) {
+    throw refuse(option, `must be an integer >= 1 and <= ${Math.floor(MAX_TIMER_MS / 1000)}`, value, source)
+  }
   return value
 }
 
@@ -354,6 +381,11 @@ const checkList = (option: OptionKey, value: unknown, source: string | undefined
   }
   const out = items.map((item: string) => item.trim()).filter((item) => item !== "")
   for (const item of out) {
+    if (option === "upstream_allow") {
+      const problem = allowEntryProblem(item)
+      if (problem !== undefined) throw refuse(option, `must hold CIDRs (10.0.0.0/8), addresses or host globs (*.example.com): ${JSON.stringify(item)} ${problem}`, item, source)
+      continue
+    }
     const valid = option === "allowed_origins" ? item === "*" || /^[a-z][a-z0-9+.-]*:\/\/[^/\s]+$/i.test(item) : !/[\s/]/.test(item)
     if (!valid) {
       throw refuse(option, option === "allowed_origins" ? "must hold origins such as https://app.example.com" : "must hold host names such as example.com or example.com:8080", item, source)
@@ -399,9 +431,11 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkMonitoring(value, source)
       case "allowed_hosts":
       case "allowed_origins":
+      case "upstream_allow":
         return checkList(key, value, source)
       case "allow_remote_local_services":
       case "deny_by_default":
+      case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
       default:
         if (isCapKey(key)) return checkCap(key, value, source)
@@ -437,6 +471,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "local_services":
     case "allow_remote_local_services":
     case "deny_by_default":
+    case "upstream_allow_metadata":
     case "debug": {
       const word = text.trim().toLowerCase()
       if (TRUE_WORDS.includes(word)) return checkOption(key, true, source)
@@ -528,7 +563,11 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   maxMessageBytes: given.max_message_bytes ?? OPTION_DEFAULTS.max_message_bytes,
   maxServices: given.max_services ?? OPTION_DEFAULTS.max_services,
   maxServicesPerRequest: given.max_services_per_request ?? OPTION_DEFAULTS.max_services_per_request,
-  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters
+  maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters,
+  maxCallSeconds: given.max_call_seconds ?? OPTION_DEFAULTS.max_call_seconds,
+  toolRecordMaxValueBytes: given.tool_record_max_value_bytes ?? OPTION_DEFAULTS.tool_record_max_value_bytes,
+  upstreamAllow: given.upstream_allow ?? [],
+  upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata
 })
 
 /**

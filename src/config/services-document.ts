@@ -30,8 +30,8 @@ export interface ServicesConfig {
  *   `last_error` the problem);
  * - `left out`: not loaded (no usable name, an agent id that is not one, not an object, a name
  *   given twice); on a reload a running service of that name is kept as it was;
- * - `note`: loaded, with a caveat (a `${...}` variable or a VS Code `envFile` that mcp-store does
- *   not expand or read).
+ * - `note`: loaded, with a caveat (a `${...}` variable that mcp-store does not expand: VS Code's
+ *   inputs and workspace variables).
  */
 export interface EntryProblem {
   /** Where the entry is in the document: `mcpServers.weather`, `agents.a1.servers.files`. */
@@ -450,13 +450,18 @@ const strings = (value: unknown, out: string[] = []): string[] => {
   return out
 }
 
-/** The caveats of a usable entry: variables mcp-store does not expand, a VS Code `envFile` it does not read. */
+/**
+ * The caveats of a usable entry: variables mcp-store does not expand (it expands `${VAR}`,
+ * `${VAR:-default}` and `${env:VAR}` when the service connects, src/domain/references.ts; VS Code's
+ * `${input:...}` and `${workspaceFolder}` are not).
+ */
 const notes = (def: JsonObject): string[] => {
   const out: string[] = []
-  const fields = ["command", "args", "env", "url", "headers", "cwd"].map((k) => own(def, k))
-  const variable = strings(fields).map((s) => /\$\{[^}]{1,100}\}/.exec(s)?.[0]).find((v) => v !== undefined)
-  if (variable !== undefined) out.push(`holds ${variable}: mcp-store does not expand \${...} variables (VS Code inputs, env or workspace variables); write the value itself`)
-  if (Object.hasOwn(def, "envFile")) out.push(`"envFile" is not read by mcp-store: copy its variables into "env"`)
+  const fields = ["command", "args", "env", "url", "headers", "cwd", "envFile"].map((k) => own(def, k))
+  const variable = strings(fields)
+    .flatMap((s) => [...s.matchAll(/\$\{[^}]{1,100}\}/g)].map((m) => m[0]))
+    .find((v) => !/^\$\{(?:env:)?[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/.test(v))
+  if (variable !== undefined) out.push(`holds ${variable}: mcp-store expands only \${VAR}, \${VAR:-default} and \${env:VAR} (not VS Code inputs or workspace variables); write the value itself`)
   return out
 }
 

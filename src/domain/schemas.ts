@@ -146,9 +146,12 @@ const isHttpUrl = (s: string): boolean => {
   return protocol === "http:" || protocol === "https:"
 }
 
+/** A URL that holds a `${VAR}` reference is checked once expanded, when the service connects (src/domain/references.ts). */
+const holdsReference = (s: string): boolean => /\$\{[^}]+\}/.test(s)
+
 const HttpUrl = text("must be a string").pipe(
-  Schema.filter((s) => URL.canParse(s), { message: () => "is not a valid URL" }),
-  Schema.filter(isHttpUrl, {
+  Schema.filter((s) => holdsReference(s) || URL.canParse(s), { message: () => "is not a valid URL" }),
+  Schema.filter((s) => holdsReference(s) ? /^(?:https?:\/\/|\$\{)/i.test(s) : isHttpUrl(s), {
     message: () => "only http and https URLs are allowed",
     description: "The server's http(s) URL; a path ending in /sse means the SSE transport unless `transport` says otherwise",
     jsonSchema: {}
@@ -175,6 +178,42 @@ const ToolGlobs = (description: string) =>
 
 const INCLUDE_TOOLS = "Globs over the service's tool names: only the tools they match are offered (listed and callable)"
 const EXCLUDE_TOOLS = "Globs over the service's tool names: the tools they match are not offered (exclusion wins over include_tools)"
+/** The most `roots` a definition may list. */
+export const MAX_ROOTS = 100
+
+/**
+ * Headers the store sets itself, or that change how the connection or a proxy behaves: a
+ * definition may not set them (an SSRF helper could otherwise smuggle a Host or a body length).
+ */
+export const FORBIDDEN_HEADERS: ReadonlyArray<string> = [
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "te",
+  "trailer",
+  "upgrade",
+  "expect"
+]
+
+/** Why a header may not be set by a definition, or undefined when it may. */
+export const headerProblem = (name: string, value: string): string | undefined => {
+  const lower = name.toLowerCase()
+  if (FORBIDDEN_HEADERS.includes(lower) || lower.startsWith("proxy-")) return `may not be set: the store sets ${JSON.stringify(name)} itself or it is a hop-by-hop header`
+  if (/[\r\n\0]/.test(name) || /[\r\n\0]/.test(value)) return "must not contain CR, LF or NUL"
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) return "is not a valid header name"
+  return undefined
+}
+
+const Headers = StringRecord("HTTP headers sent with every request to the server (never shown back); not Host, Content-Length, Transfer-Encoding, Connection or hop-by-hop headers").pipe(
+  Schema.filter((headers) =>
+    Object.entries(headers).flatMap(([name, value]): Array<Schema.FilterIssue> => {
+      const problem = headerProblem(name, value)
+      return problem === undefined ? [] : [{ path: [name], message: problem }]
+    })
+  )
+)
 
 /** The fields of a definition: a remote service (`url`) or a local one (`command`). */
 const definitionFields = {
@@ -186,7 +225,7 @@ const definitionFields = {
   type: Schema.optionalWith(TransportName.annotations({ description: "A synonym of transport used by common MCP client configs (stdio, http, sse)" }), {
     exact: true
   }),
-  headers: Schema.optionalWith(StringRecord("HTTP headers sent with every request to the server (never shown back)"), { exact: true }),
+  headers: Schema.optionalWith(Headers, { exact: true }),
   command: Schema.optionalWith(
     text("must be a non-empty string").pipe(
       Schema.filter((s) => s.trim() !== "", { message: () => "must be a non-empty string", description: "The program that runs a local (stdio) server", jsonSchema: {} })
@@ -202,6 +241,23 @@ const definitionFields = {
   ),
   env: Schema.optionalWith(StringRecord("Environment variables of the program, besides HOME, PATH and a few others (never shown back)"), { exact: true }),
   cwd: Schema.optionalWith(text("must be a string").annotations({ description: "The program's working directory" }), { exact: true }),
+  roots: Schema.optionalWith(
+    Schema.Array(
+      Schema.String.pipe(
+        Schema.filter((s) => /^file:\/\//.test(s) && URL.canParse(s) && s.length <= 4096, { message: () => "must be a file:// URI" })
+      )
+    ).pipe(Schema.maxItems(MAX_ROOTS, { message: () => `must be an array of at most ${MAX_ROOTS} file:// URIs` })).annotations({
+      message: () => ({ message: `must be an array of at most ${MAX_ROOTS} file:// URIs`, override: true }),
+      description: "The roots the store answers the server's roots/list with (file:// URIs); the roots capability is declared only with them"
+    }),
+    { exact: true }
+  ),
+  envFile: Schema.optionalWith(
+    text("must be a string").annotations({
+      description: "A dotenv file (path relative to the services file's folder) whose variables ${VAR} references may use, besides the store's environment"
+    }),
+    { exact: true }
+  ),
   disabled: Schema.optionalWith(
     Schema.Boolean.annotations({ message: () => "must be a boolean", description: "Set by disconnect_service: the service stays disconnected until restarted" }),
     { exact: true }

@@ -20,6 +20,9 @@ export type ResolvedDefinition =
       readonly transport: "streamable_http" | "sse"
       readonly url: string
       readonly headers: Readonly<Record<string, string>>
+      /** The `roots` the store answers roots/list with; undefined: no roots capability. */
+      readonly roots?: ReadonlyArray<string> | undefined
+      readonly envFile?: string | undefined
     }
   | {
       readonly kind: "local"
@@ -28,6 +31,8 @@ export type ResolvedDefinition =
       readonly args: ReadonlyArray<string>
       readonly env: Readonly<Record<string, string>>
       readonly cwd: string | undefined
+      readonly roots?: ReadonlyArray<string> | undefined
+      readonly envFile?: string | undefined
     }
 
 /** Which scope a service lives in: the store, or one agent. */
@@ -61,12 +66,16 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
   const given = def.transport ?? def.type
   const transport = given === undefined ? undefined : normaliseTransport(given)
   if (def.url !== undefined) {
-    const inferred = new URL(def.url).pathname.replace(/\/+$/, "").endsWith("/sse") ? "sse" : "streamable_http"
+    // A URL with a `${VAR}` reference may not parse before it is expanded: its path is read from the text.
+    const path = URL.canParse(def.url) ? new URL(def.url).pathname : def.url.replace(/[?#].*$/, "")
+    const inferred = path.replace(/\/+$/, "").endsWith("/sse") ? "sse" : "streamable_http"
     return {
       kind: "remote",
       transport: transport === "streamable_http" || transport === "sse" ? transport : inferred,
       url: def.url,
-      headers: def.headers ?? {}
+      headers: def.headers ?? {},
+      envFile: def.envFile,
+      ...(def.roots !== undefined ? { roots: def.roots } : {})
     }
   }
   return {
@@ -75,7 +84,9 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
     command: def.command as string,
     args: def.args ?? [],
     env: def.env ?? {},
-    cwd: def.cwd
+    cwd: def.cwd,
+    envFile: def.envFile,
+    ...(def.roots !== undefined ? { roots: def.roots } : {})
   }
 }
 

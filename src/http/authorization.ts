@@ -16,7 +16,7 @@ import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest, HttpSer
 import { Effect, Layer, type Redacted, Schema } from "effect"
 import type { KeyRing } from "../config/keys.js"
 import { log } from "../runtime/log.js"
-import { ADMIN, PrincipalTag, routeAccess, type Principal } from "./access.js"
+import { ADMIN, currentPrincipal, PrincipalTag, routeAccess, type Principal } from "./access.js"
 import { pathOf, type RouteEntry } from "./contract-middleware.js"
 import { errorBody, Forbidden, Unauthorized } from "./errors.js"
 
@@ -30,7 +30,9 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/health" },
   { method: "GET", path: "/ui" },
   { method: "GET", path: "/docs" },
-  { method: "GET", path: "/openapi.json" }
+  { method: "GET", path: "/openapi.json" },
+  // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
+  { method: "GET", path: "/oauth/callback" }
 ]
 
 /** The API key check of every request (the contract's `bearer` security). */
@@ -94,3 +96,12 @@ const bearerCheck = (ring: KeyRing) => (_token: Redacted.Redacted<string>): Effe
 /** The check of the keys in `ring`; with none, every request is admitted as an admin. */
 export const authorizationLayer = (ring: KeyRing | undefined): Layer.Layer<Authorization> =>
   Layer.succeed(Authorization, Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring) }))
+
+/**
+ * Whether a principal is allowed everything: clear secrets (`show_mcpconfig?reveal=true`) and
+ * probing any URL (`network_check` naming a URL that no service of the scope has).
+ */
+export const allowedEverything = (principal: Principal): boolean => principal.role === "admin"
+
+/** Whether the request being handled is allowed everything (`allowedEverything` of its principal). */
+export const requestAllowedEverything: Effect.Effect<boolean> = Effect.map(currentPrincipal, allowedEverything)

@@ -33,7 +33,7 @@ export const errorBody = <C extends string>(code: C, message: string, details: D
 export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
 export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN or TOOL_NOT_ALLOWED" })) {}
-export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND or TOOL_NOT_FOUND" })) {}
+export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND", "RESOURCE_NOT_FOUND", "PROMPT_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND, TOOL_NOT_FOUND, RESOURCE_NOT_FOUND or PROMPT_NOT_FOUND" })) {}
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
 export class WaitTimeout extends Schema.Class<WaitTimeout>("WaitTimeout")(errorFields("WAIT_TIMEOUT"), HttpApiSchema.annotations({ status: 408, description: "WAIT_TIMEOUT" })) {}
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(errorFields("PAYLOAD_TOO_LARGE"), HttpApiSchema.annotations({ status: 413, description: "PAYLOAD_TOO_LARGE" })) {}
@@ -76,6 +76,10 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope, suggestions: e.suggestions }))
     case "ToolNotAllowed":
       return new Forbidden(errorBody("TOOL_NOT_ALLOWED", e.message, { tool_name: e.toolName, service_name: e.serviceName, scope: e.scope }))
+    case "ResourceNotFound":
+      return new NotFound(errorBody("RESOURCE_NOT_FOUND", e.message, { uri: e.uri, scope: e.scope }))
+    case "PromptNotFound":
+      return new NotFound(errorBody("PROMPT_NOT_FOUND", e.message, { prompt_name: e.promptName, scope: e.scope, suggestions: e.suggestions }))
     case "AmbiguousTool":
       return new BadRequest(errorBody("AMBIGUOUS_TOOL", e.message, { tool_name: e.toolName, candidates: e.candidates }))
     case "InvalidArguments":

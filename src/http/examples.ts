@@ -58,6 +58,81 @@ const DEMO_TOOLS = [
   }
 ]
 
+/** Resources, templates and prompts of server-everything registered as "everything", as the catalog routes show them. */
+const CATALOG_EXAMPLES = {
+  listResources: {
+    "response": {
+      "success": true,
+      "message": "1 resource(s)",
+      "resources": [
+        {
+          "uri": "demo://resource/static/document/architecture.md",
+          "name": "architecture.md",
+          "service_name": "everything",
+          "original_uri": "demo://resource/static/document/architecture.md",
+          "mimeType": "text/markdown",
+          "description": "Static document file exposed from /docs: architecture.md"
+        }
+      ]
+    }
+  },
+  listResourceTemplates: {
+    "response": {
+      "success": true,
+      "message": "1 resource template(s)",
+      "resource_templates": [
+        {
+          "uriTemplate": "demo://resource/dynamic/text/{resourceId}",
+          "name": "Dynamic Text Resource",
+          "service_name": "everything",
+          "original_uri_template": "demo://resource/dynamic/text/{resourceId}",
+          "mimeType": "text/plain",
+          "description": "Plaintext dynamic resource fabricated from the {resourceId} variable, which must be an integer."
+        }
+      ]
+    }
+  },
+  readResource: {
+    "request": { "uri": "demo://resource/dynamic/text/7" },
+    "response": {
+      "success": true,
+      "message": "Resource 'demo://resource/dynamic/text/7' read",
+      "uri": "demo://resource/dynamic/text/7",
+      "service_name": "everything",
+      "contents": [{ "uri": "demo://resource/dynamic/text/7", "mimeType": "text/plain", "text": "Resource 7: This is a plaintext resource created at 10:41:07 AM" }]
+    }
+  },
+  listPrompts: {
+    "response": {
+      "success": true,
+      "message": "1 prompt(s)",
+      "prompts": [
+        {
+          "name": "everything__args-prompt",
+          "original_name": "args-prompt",
+          "service_name": "everything",
+          "title": "Arguments Prompt",
+          "description": "A prompt with two arguments, one required and one optional",
+          "arguments": [
+            { "name": "city", "description": "Name of the city", "required": true },
+            { "name": "state", "description": "Name of the state", "required": false }
+          ]
+        }
+      ]
+    }
+  },
+  getPrompt: {
+    "request": { "name": "everything__args-prompt", "arguments": { "city": "Lyon" } },
+    "response": {
+      "success": true,
+      "message": "Prompt 'everything__args-prompt' got",
+      "name": "everything__args-prompt",
+      "service_name": "everything",
+      "messages": [{ "role": "user", "content": { "type": "text", "text": "What's weather in Lyon?" } }]
+    }
+  }
+}
+
 /** An agent's two newest tool calls, as tool_records and tool_call_history show them. */
 const AGENT_CALLS = [
   {
@@ -101,6 +176,12 @@ const AGENT_CALLS = [
 ]
 
 export const EXAMPLES: Readonly<Record<string, Example>> = {
+  ...Object.fromEntries(
+    Object.entries(CATALOG_EXAMPLES).flatMap(([name, example]) => [
+      [`store.${name}`, example],
+      [`agent.${name}`, example]
+    ])
+  ),
   "store.addService": {
     "request": {
       "name": "demo2",
@@ -396,6 +477,18 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         }
       },
       "path": "/home/me/mcp-store/mcp.json"
+    }
+  },
+  "store.authorizeService": {
+    "request": {
+      "service_name": "github"
+    },
+    "response": {
+      "success": true,
+      "message": "Open the authorization URL to authorize 'github'",
+      "service_name": "github",
+      "state": "authorizing",
+      "authorization_url": "https://auth.example.com/authorize?response_type=code&client_id=mcp-store-1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&redirect_uri=http%3A%2F%2F127.0.0.1%3A8000%2Foauth%2Fcallback&state=q5Qm3Hn0yWc9m1vEo4m2&resource=https%3A%2F%2Fmcp.example.com%2Fmcp"
     }
   },
   "store.waitService": {
@@ -896,6 +989,19 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
       "trace_id": "mwsy015o-6-5dkk4y"
     }
   },
+  "agent.authorizeService": {
+    "request": {
+      "service_name": "github",
+      "code": "b7f3e0c2-5d1a-4c8e-9f6b-2a4d8e1c7b90",
+      "state": "q5Qm3Hn0yWc9m1vEo4m2"
+    },
+    "response": {
+      "success": true,
+      "message": "Service 'github' authorized",
+      "service_name": "github",
+      "state": "authorized"
+    }
+  },
   "agent.waitService": {
     "request": {
       "client_id_or_service_name": "demo",
@@ -1204,7 +1310,8 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
         "transport_error": 0,
         "message_too_large": 0,
         "timeout": 0,
-        "unavailable": 0
+        "unavailable": 0,
+        "cancelled": 0
       },
       "by_service": {
         "demo": {

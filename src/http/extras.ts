@@ -23,6 +23,7 @@ import { currentPrincipal, gateOf, narrowFor } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
+import { OAuthFlowError } from "../runtime/oauth.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
 export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
@@ -34,6 +35,7 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/inspect/actors" },
   { method: "GET", path: "/inspect/events" },
   { method: "GET", path: "/ui" },
+  { method: "GET", path: "/oauth/callback" },
   ...["GET", "POST", "DELETE"].flatMap((method) => [
     { method, path: "/mcp" },
     { method, path: "/for_agent/:agent_id/mcp" }
@@ -43,6 +45,13 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/for_agent/:agent_id/sse" },
   { method: "POST", path: "/for_agent/:agent_id/messages" }
 ]
+
+/** The OAuth callback's page: plain text in HTML, no script, nothing from the request. */
+const callbackPage = (status: number, text: string) =>
+  HttpServerResponse.text(
+    `<!doctype html><meta charset="utf-8"><title>mcp-store authorization</title><p>${text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)}</p>\n`,
+    { status, contentType: "text/html; charset=utf-8", headers: { "content-security-policy": "default-src 'none'", "cache-control": "no-store", "referrer-policy": "no-referrer" } }
+  )
 
 const HEARTBEAT_SECONDS = 15
 /** Seconds a client refused at the event-stream cap is asked to wait (Retry-After). */
@@ -161,8 +170,11 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
       return { event: "tools_changed", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, tool_count: e.tool_count } }
     case "alert":
       return { event: "alert", scope: e.alert.scope, data: e.alert }
+    case "auth":
+      return { event: "auth", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, ...e.auth } }
     case "check":
     case "removed":
+    case "catalog_changed":
       return undefined
   }
 }
@@ -227,9 +239,14 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
               trace_id: r.trace_id
             })
           })
+          // A call's progress, with its trace_id (throttled per call: src/runtime/progress.ts).
+          const offProgress = store.progress.on((e) => {
+            if (filter === undefined || e.scope === filter) send("progress", e)
+          })
           return () => {
             offMonitor()
             offRecords()
+            offProgress()
           }
         })
       })
@@ -256,6 +273,31 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     )
 
     yield* router.get("/ui", Effect.sync(() => HttpServerResponse.html(dashboardHtml())))
+
+    // The end of an upstream's OAuth authorization (src/runtime/oauth.ts): a plain page, nothing of
+    // the request shown back, the state used once.
+    yield* router.get(
+      "/oauth/callback",
+      Effect.gen(function* () {
+        const query = yield* HttpServerRequest.ParsedSearchParams
+        const one = (v: string | ReadonlyArray<string> | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
+        const code = one(query["code"])
+        const state = one(query["state"])
+        if (state === undefined || code === undefined) {
+          if (state !== undefined) store.oauth.takeState(state)
+          return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
+        }
+        const outcome = yield* Effect.promise(() =>
+          store.oauth.finish(code, state).then(
+            () => undefined,
+            (e: unknown) => (e instanceof OAuthFlowError ? e.message : "the authorization could not be finished")
+          )
+        )
+        return outcome === undefined
+          ? callbackPage(200, "Authorized: the store now connects to the service. You can close this page.")
+          : callbackPage(400, `The authorization did not finish: ${outcome}.`)
+      })
+    )
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,

@@ -19,16 +19,45 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { CallToolRequestSchema, isInitializeRequest, JSONRPCMessageSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  ErrorCode,
+  GetPromptRequestSchema,
+  isInitializeRequest,
+  JSONRPCMessageSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type CallToolResult,
+  type LoggingLevel,
+  type ServerCapabilities
+} from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
 import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
+import type { CallProgress } from "../mcp/types.js"
+import * as catalog from "../runtime/catalog.js"
 import { isStoreError } from "../runtime/errors.js"
+import type { ScopeContext } from "../runtime/host.js"
+import { LatestThrottle } from "../runtime/progress.js"
+import { runToPromise } from "../runtime/run.js"
+import { log } from "../runtime/log.js"
 import type { Store } from "../runtime/store.js"
+import type { McpConnection } from "../mcp/types.js"
 import { toolViewsFor } from "../runtime/views.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { VERSION } from "../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
+import { LogRelay } from "./log-relay.js"
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
@@ -52,6 +81,14 @@ interface SessionState {
   readonly gate: ToolGate | undefined
   /** Names of the tools last announced, to tell whether the set changed. */
   listed: string
+  /** What the session was told at initialize it may ask beyond tools (fixed for the session's life). */
+  readonly offers: ReturnType<typeof catalog.scopeCapabilities>
+  /** The resource and prompt lists last announced (`catalog.catalogFingerprint`). */
+  catalogListed: { readonly resources: string; readonly prompts: string }
+  /** Resource subscriptions of the session: key (see `subscriptionKey`) -> the URI as the client gave it. */
+  readonly subscriptions: Map<string, string>
+  /** The level the session asked for with logging/setLevel (src/http/log-relay.ts); none: every level. */
+  logLevel: LoggingLevel | undefined
   /** Requests in flight, an open GET stream included; idle at 0. */
   busy: number
   /** performance.now() when a request of the session last began or ended. */
@@ -64,6 +101,34 @@ export interface McpGatewayOptions {
   readonly maxSessions: number
   /** A session with no request (and no open GET stream) for this long is closed. */
   readonly idleSeconds: number
+}
+
+/** Resource subscriptions one session may hold. */
+export const MAX_SUBSCRIPTIONS_PER_SESSION = 100
+
+/** One upstream subscription (scope, service, original URI), shared by every session that asked for it. */
+interface Subscription {
+  readonly scope: Scope
+  readonly service: string
+  readonly uri: string
+  /** Session id -> the URI the session subscribed with (what its updates name). */
+  readonly sessions: Map<string, string>
+  /** The connection subscribed on (a reconnection subscribes again on the new one). */
+  connection: McpConnection | undefined
+}
+
+/** A store error as the MCP error a client understands (resource not found is -32002, as MCP says). */
+const mcpErrorOf = (e: unknown): unknown => {
+  if (!isStoreError(e)) return e
+  switch (e._tag) {
+    case "ResourceNotFound":
+      return new McpError(-32002, e.message, { uri: e.uri })
+    case "PromptNotFound":
+    case "ValidationError":
+      return new McpError(ErrorCode.InvalidParams, e.message)
+    default:
+      return new McpError(ErrorCode.InternalError, e.message)
+  }
 }
 
 /** Seconds a client refused at the session cap is asked to wait (Retry-After). */
@@ -87,7 +152,7 @@ const jsonRpcError = (res: ServerResponse, status: number, code: number, message
  */
 export class McpGateway {
   private readonly sessions = new Map<string, Session>()
-  private readonly unsubscribe: () => void
+  private readonly unsubscribeMonitor: () => void
   private readonly idleMs: number
   private sweepTimer: NodeJS.Timeout | undefined
   private sweepAt = Number.POSITIVE_INFINITY
@@ -95,6 +160,11 @@ export class McpGateway {
   // Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
   // most of a session's memory); these servers never validate anything with it (no elicitation).
   private readonly validator = new AjvJsonSchemaValidator()
+  /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
+  private readonly subscriptions = new Map<string, Subscription>()
+  private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
+  private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
 
   constructor(
     private readonly store: Store,
@@ -102,7 +172,7 @@ export class McpGateway {
     private readonly options: McpGatewayOptions
   ) {
     this.idleMs = options.idleSeconds * 1000
-    this.unsubscribe = monitor.subscribe((e) => this.onMonitorEvent(e))
+    this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
   /** Tools a scope offers through MCP: those of its connected services (that a key's `gate` lets through). */
@@ -120,8 +190,15 @@ export class McpGateway {
       .join("\n")
   }
 
+  private scopeContext(scope: Scope): ScopeContext {
+    return (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).effects
+  }
+
   private onMonitorEvent(e: MonitorEvent): void {
+    if (e.type === "status" || e.type === "catalog_changed") this.onCatalogEvent(e.scope, e.service_name)
+    if (e.type === "status") this.watchLogs(e.scope, e.service_name)
     if (e.type === "removed") {
+      this.logs.unwatch(e.scope, e.service_name)
       // Seen as the store's root receives the event, before the service leaves the scope's actors.
       if (!this.shuttingDown) setImmediate(() => this.announce(e.scope))
       return
@@ -144,6 +221,165 @@ export class McpGateway {
     }
   }
 
+  /**
+   * The scope's resource or prompt list may have changed: tell each of its sessions that was offered
+   * them and whose list differs from the one it was last told; subscribe again on a new connection.
+   */
+  private onCatalogEvent(scopeLabelOfEvent: string, serviceName: string): void {
+    let lists: ReturnType<typeof catalog.catalogFingerprint> | undefined
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== scopeLabelOfEvent) continue
+      if (!session.offers.resources && !session.offers.prompts) continue
+      lists ??= catalog.catalogFingerprint(this.scopeContext(session.scope))
+      if (session.offers.resources && lists.resources !== session.catalogListed.resources) session.server.sendResourceListChanged().catch(() => undefined)
+      if (session.offers.prompts && lists.prompts !== session.catalogListed.prompts) session.server.sendPromptListChanged().catch(() => undefined)
+      session.catalogListed = lists
+    }
+    for (const sub of this.subscriptions.values()) {
+      if (scopeLabel(sub.scope) === scopeLabelOfEvent && sub.service === serviceName) this.subscribeUpstream(sub)
+    }
+  }
+
+  /** Listens to the log messages of a service's current connection, while some session of its scope is open. */
+  private watchLogs(label: string, service: string): void {
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== label) continue
+      const actor = this.scopeContext(session.scope).findService(service)
+      const snapshot = actor?.getSnapshot()
+      const connected = snapshot !== undefined && (statusOf(snapshot) === "healthy" || statusOf(snapshot) === "warning")
+      this.logs.watch(label, service, connected ? snapshot.context.connection : undefined)
+      return
+    }
+  }
+
+  /**
+   * Serves resources, resource templates, prompts and completion to a session, for what its scope's
+   * services offer (`offers`, fixed at initialize). Any transport's session may use it.
+   */
+  serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions">): void {
+    const { scope, offers } = session
+    const ctx = () => this.scopeContext(scope)
+    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
+      runToPromise(effect, signal).catch((e: unknown) => {
+        throw mcpErrorOf(e)
+      })
+    const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
+      Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
+    if (offers.resources) {
+      // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
+      server.setRequestHandler(ListResourcesRequestSchema, async () => {
+        session.catalogListed = catalog.catalogFingerprint(ctx())
+        return { resources: catalog.resourceViews(ctx()).map((r) => strip(r, "original_uri")) as never }
+      })
+      server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+        resourceTemplates: catalog.resourceTemplateViews(ctx()).map((t) => strip(t, "original_uri_template")) as never
+      }))
+      server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => run(catalog.readResource(ctx(), request.params.uri), extra.signal))
+      if (offers.subscribe) {
+        server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+          await this.subscribe(session, request.params.uri)
+          return {}
+        })
+        server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+          this.unsubscribe(session, request.params.uri)
+          return {}
+        })
+      }
+    }
+    if (offers.prompts) {
+      server.setRequestHandler(ListPromptsRequestSchema, async () => {
+        session.catalogListed = catalog.catalogFingerprint(ctx())
+        return { prompts: catalog.promptViews(ctx()).map((p) => strip(p, "original_name")) as never }
+      })
+      server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), extra.signal)
+      )
+    }
+    if (offers.completions) {
+      server.setRequestHandler(CompleteRequestSchema, (request, extra) => run(catalog.complete(ctx(), request.params), extra.signal))
+    }
+  }
+
+  /** Subscribes a session to a resource: one upstream subscription per (scope, service, URI), shared. */
+  private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): Promise<void> {
+    let target: catalog.ResourceTarget
+    try {
+      if (uri.length > catalog.MAX_URI_LENGTH) throw new McpError(ErrorCode.InvalidParams, `uri is longer than ${catalog.MAX_URI_LENGTH} characters`)
+      target = catalog.resolveResource(this.scopeContext(session.scope), uri)
+    } catch (e) {
+      throw mcpErrorOf(e)
+    }
+    const service = target.actor.getSnapshot().context.name
+    const key = `${scopeLabel(session.scope)}\n${service}\n${target.uri}`
+    if (session.subscriptions.has(key)) return
+    if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
+      throw new McpError(ErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
+    }
+    let sub = this.subscriptions.get(key)
+    const fresh = sub === undefined
+    if (sub === undefined) this.subscriptions.set(key, (sub = { scope: session.scope, service, uri: target.uri, sessions: new Map(), connection: undefined }))
+    sub.sessions.set(session.id, uri)
+    session.subscriptions.set(key, uri)
+    if (fresh) await this.subscribeUpstream(sub, true)
+  }
+
+  private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
+    for (const [key, given] of session.subscriptions) {
+      if (given !== uri) continue
+      session.subscriptions.delete(key)
+      this.dropSubscriber(key, session.id)
+    }
+  }
+
+  private dropSubscriber(key: string, sessionId: string): void {
+    const sub = this.subscriptions.get(key)
+    if (sub === undefined) return
+    sub.sessions.delete(sessionId)
+    if (sub.sessions.size > 0) return
+    this.subscriptions.delete(key)
+    const connection = sub.connection
+    if (connection === undefined) return
+    connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+    this.releaseListener(connection)
+  }
+
+  /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
+  private async subscribeUpstream(sub: Subscription, strict = false): Promise<void> {
+    const actor = this.scopeContext(sub.scope).findService(sub.service)
+    const connection = actor?.getSnapshot().context.connection
+    if (connection === undefined || connection === sub.connection) return
+    const previous = sub.connection
+    sub.connection = connection
+    if (previous !== undefined) this.releaseListener(previous)
+    if (!this.updateListeners.has(connection)) {
+      this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
+    }
+    try {
+      await connection.subscribeResource(sub.uri, { timeoutMs: catalog.CATALOG_REQUEST_TIMEOUT_MS })
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e)
+      log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri)} failed: ${message}`, { event: "subscribe_failed" })
+      if (strict) throw new McpError(ErrorCode.InternalError, message)
+    }
+  }
+
+  /** Drops a connection's update listener once no subscription uses the connection. */
+  private releaseListener(connection: McpConnection): void {
+    for (const sub of this.subscriptions.values()) if (sub.connection === connection) return
+    this.updateListeners.get(connection)?.()
+    this.updateListeners.delete(connection)
+  }
+
+  /** An upstream's `notifications/resources/updated`: to every session subscribed to that URI of that service. */
+  private relayUpdate(connection: McpConnection, uri: string): void {
+    for (const sub of this.subscriptions.values()) {
+      if (sub.connection !== connection || sub.uri !== uri) continue
+      for (const [sessionId, given] of sub.sessions) {
+        this.sessions.get(sessionId)?.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+      }
+    }
+  }
+
   /** A new Streamable HTTP session, in the map at once (so concurrent initializations count against the cap). */
   private newSession(scope: Scope, gate: ToolGate | undefined): StreamableSession {
     const id = randomUUID()
@@ -154,19 +390,50 @@ export class McpGateway {
 
   /** A session of either kind with its server, in the map at once. */
   private addSession<S extends Session>(scope: Scope, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport">): S {
-    const state = { ...parts, scope, gate, listed: this.toolNames(scope, gate), busy: 0, touchedAt: performance.now() }
+    const offers = catalog.scopeCapabilities(this.scopeContext(scope))
+    const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
+    const state = {
+      ...parts,
+      scope,
+      gate,
+      offers,
+      catalogListed,
+      subscriptions: new Map<string, string>(),
+      logLevel: undefined,
+      listed: this.toolNames(scope, gate),
+      busy: 0,
+      touchedAt: performance.now()
+    }
     // The handlers keep the very object that becomes the session (they update `listed`).
     const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
     this.sessions.set(session.id, session)
+    for (const name of Object.keys(this.store.serviceActors(scope))) this.watchLogs(scopeLabel(scope), name)
     return session
   }
 
   /** A session's SDK server and its handlers, the same for every transport. */
   private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
+    const { offers } = session
+    const capabilities: ServerCapabilities = {
+      tools: { listChanged: true },
+      // The store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
+      logging: {},
+      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
+      ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
+      ...(offers.completions ? { completions: {} } : {})
+    }
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
-      { capabilities: { tools: { listChanged: true } }, jsonSchemaValidator: this.validator }
+      { capabilities, jsonSchemaValidator: this.validator }
     )
+    this.serveCatalog(server, session)
+    // Replaces the SDK's own handler: the level is the session's, read by the relay.
+    // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)
+    server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+      session.logLevel = request.params.level
+      this.logs.levelsChanged(scopeLabel(scope))
+      return {}
+    })
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const tools = this.tools(scope, session.gate)
       session.listed = tools.map((t) => t.name).sort().join("\n")
@@ -187,8 +454,38 @@ export class McpGateway {
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       const api = (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).gated(session.gate)
+      // The client's progressToken: each upstream progress comes back to it, the latest only while
+      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      const token = request.params._meta?.progressToken
+      const progress =
+        token === undefined
+          ? undefined
+          : new LatestThrottle<CallProgress>(0, (p) =>
+              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
+            )
       try {
-        const output = await api.callTool({ tool_name: request.params.name, args: request.params.arguments ?? {} }, extra.signal)
+        // No time-out of its own: the call lasts while the client's request is open (its
+        // notifications/cancelled aborts `extra.signal`), up to --max-call-seconds.
+        const output = await api.callTool(
+          {
+            tool_name: request.params.name,
+            args: request.params.arguments ?? {},
+            timeout: this.store.limits.maxCallSeconds,
+            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+            // The upstream's elicitation and sampling go to this client, on this request's stream.
+            relay: (req, { signal, timeoutMs }) => {
+              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+              if (server.getClientCapabilities()?.[capability] === undefined) {
+                return Promise.reject(
+                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+                )
+              }
+              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+            }
+          },
+          extra.signal
+        )
         return {
           content: output.content,
           ...(output.structured_content !== null ? { structuredContent: output.structured_content } : {}),
@@ -198,6 +495,8 @@ export class McpGateway {
         // Store errors (unknown tool, bad arguments, service down) are the tool's failure to the client.
         if (isStoreError(e)) return { content: [{ type: "text", text: e.message }], isError: true }
         throw e
+      } finally {
+        progress?.close()
       }
     })
     return server
@@ -340,6 +639,9 @@ export class McpGateway {
   private forget(session: Session): void {
     if (this.sessions.get(session.id) !== session) return
     this.sessions.delete(session.id)
+    for (const key of session.subscriptions.keys()) this.dropSubscriber(key, session.id)
+    session.subscriptions.clear()
+    if (session.logLevel !== undefined) this.logs.levelsChanged(scopeLabel(session.scope))
     if (this.sessions.size === 0) this.clearSweep()
   }
 
@@ -392,7 +694,11 @@ export class McpGateway {
 
   /** Ends every session. */
   async close(): Promise<void> {
-    this.unsubscribe()
+    this.unsubscribeMonitor()
+    this.logs.close()
+    for (const off of this.updateListeners.values()) off()
+    this.updateListeners.clear()
+    this.subscriptions.clear()
     this.clearSweep()
     const sessions = [...this.sessions.values()]
     this.sessions.clear()

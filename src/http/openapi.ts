@@ -90,6 +90,7 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   { method: "GET", path: "/inspect/actors", summary: "Every live actor's snapshot", type: "application/json" },
   { method: "GET", path: "/inspect/events", summary: "Server-Sent Events: the actors' inspection events", type: "text/event-stream" },
   { method: "GET", path: "/ui", summary: "The dashboard page (it asks for the key itself)", type: "text/html", open: true },
+  { method: "GET", path: "/oauth/callback", summary: "Where an upstream's OAuth authorization server sends the browser back (code and state, single use)", type: "text/html", open: true },
   ...mcp("/mcp", "the store's healthy tools"),
   ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools"),
   ...sse("", "the store's healthy tools"),

@@ -12,6 +12,15 @@ import { WaitTimeout } from "./errors.js"
 
 export { Status }
 
+/** An OAuth-protected upstream's authorization state (never a token). */
+export const ServiceAuth = Schema.Struct({
+  required: Schema.Literal(true),
+  state: Schema.Literal("needs_authorization", "authorizing", "authorized", "refresh_failed"),
+  authorization_url: Schema.optional(Schema.String),
+  scopes: Schema.optional(Schema.Array(Schema.String)),
+  expires_at: Schema.optional(Schema.String)
+}).annotations({ identifier: "ServiceAuth", description: "present when the upstream requires OAuth: the state of its authorization" })
+
 export const Service = Schema.Struct({
   name: Schema.String,
   url: Schema.String,
@@ -30,7 +39,8 @@ export const Service = Schema.Struct({
   consecutive_failures: Schema.Number,
   reconnect_attempts: Schema.Number,
   next_retry_at: Schema.NullOr(Schema.String),
-  response_time_ms: Schema.NullOr(Schema.Number)
+  response_time_ms: Schema.NullOr(Schema.Number),
+  auth: Schema.optional(ServiceAuth)
 }).annotations({ identifier: "Service" })
 
 export const Tool = Schema.Struct({
@@ -170,6 +180,9 @@ export const ServiceInfoResponse = Schema.Struct({
   service: ServiceDetail,
   tools: Schema.Array(Tool),
   hidden_tools: Schema.Array(HiddenTool).annotations({ description: "The service's tools not offered to agents, and why" }),
+  catalog: Schema.optional(Schema.Struct({ resources: Schema.Number, resource_templates: Schema.Number, prompts: Schema.Number })).annotations({
+    description: "How many resources, resource templates and prompts the service offers (list_resources, list_resource_templates, list_prompts)"
+  }),
   connected: Schema.Boolean
 })
 
@@ -224,6 +237,15 @@ export const StatsResponse = Schema.Struct({
 
 export const McpConfigResponse = Schema.Struct({ ...ok, config: Schema.Unknown, path: Schema.String })
 
+/** show_mcpconfig's query: secrets are masked unless an admin asks `reveal=true`. */
+export const ShowMcpConfigQuery = Schema.Struct({
+  reveal: Schema.optional(
+    Schema.BooleanFromString.annotations({
+      description: "true shows env, header, URL and args secrets in clear (admins only; others get them masked)"
+    })
+  )
+})
+
 export const Outcome = Schema.Literal(...OUTCOMES)
 
 const IntFromString = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
@@ -251,6 +273,7 @@ export const ToolRecord = Schema.Struct({
   params: Schema.Unknown,
   result: Schema.Unknown,
   result_truncated: Schema.optional(Schema.Boolean),
+  params_truncated: Schema.optional(Schema.Boolean),
   outcome: Outcome,
   error: Schema.NullOr(Schema.String),
   duration_ms: Schema.Number,
@@ -274,8 +297,76 @@ export const DeleteResponse = Schema.Struct({ ...ok, service_name: Schema.String
 
 export const ResetResponse = Schema.Struct({ ...ok, scope: Schema.String, removed: Schema.Number })
 
+const Fields = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** A resource as a scope offers it (src/runtime/catalog.ts): the upstream's MCP fields, its service and original URI. */
+export const ResourceItem = Schema.Struct({
+  uri: Schema.String.annotations({ description: "the URI to read it by: the upstream's, or mcp-store://<service>/<uri> when two services of the scope expose it" }),
+  name: Schema.String,
+  service_name: Schema.String,
+  original_uri: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String),
+  size: Schema.optional(Schema.Number),
+  annotations: Schema.optional(Fields),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "Resource" })
+
+export const ResourceTemplateItem = Schema.Struct({
+  uriTemplate: Schema.String,
+  name: Schema.String,
+  service_name: Schema.String,
+  original_uri_template: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String),
+  annotations: Schema.optional(Fields),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "ResourceTemplate" })
+
+export const PromptItem = Schema.Struct({
+  name: Schema.String.annotations({ description: "callable name: <service>__<prompt>" }),
+  original_name: Schema.String,
+  service_name: Schema.String,
+  title: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  arguments: Schema.optional(
+    Schema.Array(Schema.Struct({ name: Schema.String, title: Schema.optional(Schema.String), description: Schema.optional(Schema.String), required: Schema.optional(Schema.Boolean) }))
+  ),
+  _meta: Schema.optional(Fields)
+}).annotations({ identifier: "Prompt" })
+
+export const ServiceFilter = Schema.Struct({ service_name: Schema.optional(ServiceRef) })
+
+export const ReadResourcePayload = closed({
+  uri: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(8192)).annotations({ description: "as listed, prefixed (mcp-store://<service>/<uri>), or matching a resource template" })
+})
+
+export const GetPromptPayload = closed({
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1000)).annotations({ description: "callable name: <service>__<prompt>" }),
+  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String.pipe(Schema.maxLength(100_000)) }))
+})
+
 /** An optional JSON body (absent, empty or null all mean "no fields"). */
 export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schema.NullOr(closed(fields))
+
+/** authorize_service: start an upstream's OAuth authorization, or finish it with a pasted code. */
+export const AuthorizePayload = closed({
+  service_name: ServiceRef,
+  redirect_uri: Schema.optional(Schema.String.pipe(Schema.maxLength(2048))).annotations({
+    description: "where the authorization server sends the browser back; default: the store's own /oauth/callback"
+  }),
+  code: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))).annotations({ description: "paste-the-code: the code the authorization server gave" }),
+  state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({ description: "paste-the-code: the state that came with it" })
+})
+
+export const AuthorizeResponse = Schema.Struct({
+  ...ok,
+  service_name: Schema.String,
+  state: Schema.Literal("authorizing", "authorized"),
+  authorization_url: Schema.optional(Schema.String).annotations({ description: "the URL to open in a browser (state authorizing)" })
+})
 
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {
@@ -299,9 +390,27 @@ export const scopeEndpoints = (prefix: string) => {
       .addSuccess(ListToolsResponse),
     checkServices: HttpApiEndpoint.get("checkServices", at("check_services")).addSuccess(CheckServicesResponse),
     deleteService: HttpApiEndpoint.del("deleteService", at("delete_service/:service_name")).addSuccess(DeleteResponse),
-    showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig")).addSuccess(McpConfigResponse),
+    showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig"))
+      .setUrlParams(ShowMcpConfigQuery)
+      .addSuccess(McpConfigResponse),
     health: HttpApiEndpoint.get("health", at("health")).addSuccess(ScopeHealthResponse),
     getStats: HttpApiEndpoint.get("getStats", at("get_stats")).addSuccess(StatsResponse),
-    toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse)
+    toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse),
+    listResources: HttpApiEndpoint.get("listResources", at("list_resources"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, resources: Schema.Array(ResourceItem) })),
+    listResourceTemplates: HttpApiEndpoint.get("listResourceTemplates", at("list_resource_templates"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, resource_templates: Schema.Array(ResourceTemplateItem) })),
+    readResource: HttpApiEndpoint.post("readResource", at("read_resource"))
+      .setPayload(ReadResourcePayload)
+      .addSuccess(Schema.Struct({ ...ok, uri: Schema.String, service_name: Schema.String, contents: Schema.Array(Fields) })),
+    listPrompts: HttpApiEndpoint.get("listPrompts", at("list_prompts"))
+      .setUrlParams(ServiceFilter)
+      .addSuccess(Schema.Struct({ ...ok, prompts: Schema.Array(PromptItem) })),
+    getPrompt: HttpApiEndpoint.post("getPrompt", at("get_prompt"))
+      .setPayload(GetPromptPayload)
+      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) })),
+    authorizeService: HttpApiEndpoint.post("authorizeService", at("authorize_service")).setPayload(AuthorizePayload).addSuccess(AuthorizeResponse)
   }
 }

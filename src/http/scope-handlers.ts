@@ -10,16 +10,19 @@ import { Effect, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
 import * as calls from "../runtime/calls.js"
+import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
-import type { ValidationError } from "../runtime/errors.js"
+import type { ServiceNotFound, ValidationError } from "../runtime/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/views.js"
 import { VERSION } from "../version.js"
+import { requestAllowedEverything } from "./authorization.js"
 import { contract, waitTimeout } from "./errors.js"
 import { localServicesPolicy } from "./request-guard.js"
+import { authorizeUpstream, type OAuthManager } from "../runtime/oauth.js"
 import { currentPrincipal } from "./access.js"
-import type { CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
+import type { AuthorizePayload, CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
 export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
@@ -182,8 +185,29 @@ export const deleteService = (scope: ScopeRef, name: string) =>
     )
   )
 
-export const showMcpConfig = (scope: ScopeRef, path: string) =>
-  contract(Effect.map(Effect.flatMap(scope, queries.mcpConfig), (config) => ({ success: true, message: "Services configuration", config, path })))
+/** authorize_service (src/runtime/oauth.ts): the URL to open, or the pasted code's outcome. */
+export const authorizeService = (scope: ScopeRef, oauth: OAuthManager, payload: Schema.Schema.Type<typeof AuthorizePayload>) =>
+  contract(
+    Effect.map(
+      Effect.flatMap(scope, (ctx) => authorizeUpstream(ctx, oauth, payload)),
+      (result) => ({
+        success: true,
+        message: result.authorization_url !== undefined ? `Open the authorization URL to authorize '${result.service_name}'` : `Service '${result.service_name}' authorized`,
+        ...result
+      })
+    )
+  )
+
+/** The scope's part of the services file: secrets masked unless `reveal=true` is asked by a request allowed everything. */
+export const showMcpConfig = (scope: ScopeRef, path: string, reveal: boolean | undefined) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const clear = reveal === true && (yield* requestAllowedEverything)
+      const config = yield* queries.mcpConfig(ctx, clear)
+      return { success: true, message: "Services configuration", config, path }
+    })
+  )
 
 export const health = (scope: ScopeRef, agentId?: string) =>
   contract(
@@ -216,3 +240,64 @@ export const toolRecords = (scope: ScopeRef, query: Schema.Schema.Type<typeof Re
       (page) => ({ success: true, message: `${page.executions.length} of ${page.total} record(s)`, ...page })
     )
   )
+
+/** A list of the catalog (resources, templates, prompts): ServiceNotFound for an unknown filter. */
+const catalogList = <A>(scope: ScopeRef, list: (ctx: ScopeContext) => A) =>
+  contract(Effect.flatMap(scope, (ctx) => Effect.try({ try: () => list(ctx), catch: (e) => e as ServiceNotFound })))
+
+export const listResources = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.resourceViews(ctx, serviceName)), (resources) => ({
+    success: true,
+    message: `${resources.length} resource(s)`,
+    resources
+  }))
+
+export const listResourceTemplates = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.resourceTemplateViews(ctx, serviceName)), (resource_templates) => ({
+    success: true,
+    message: `${resource_templates.length} resource template(s)`,
+    resource_templates
+  }))
+
+export const listPrompts = (scope: ScopeRef, serviceName: string | undefined) =>
+  Effect.map(catalogList(scope, (ctx) => catalog.promptViews(ctx, serviceName)), (prompts) => ({
+    success: true,
+    message: `${prompts.length} prompt(s)`,
+    prompts
+  }))
+
+export const readResource = (scope: ScopeRef, uri: string) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      Effect.map(catalog.readResource(ctx, uri), (result) => ({
+        success: true,
+        message: `Resource '${uri}' read`,
+        uri,
+        service_name: serviceOf(() => catalog.resolveResource(ctx, uri).actor),
+        contents: result.contents as ReadonlyArray<Record<string, unknown>>
+      }))
+    )
+  )
+
+export const getPrompt = (scope: ScopeRef, name: string, args: Readonly<Record<string, string>> | undefined) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      Effect.map(catalog.getPrompt(ctx, name, args), (result) => ({
+        success: true,
+        message: `Prompt '${name}' got`,
+        name,
+        service_name: serviceOf(() => catalog.resolvePrompt(ctx, name).actor),
+        ...(result.description !== undefined ? { description: result.description } : {}),
+        messages: result.messages as ReadonlyArray<Record<string, unknown>>
+      }))
+    )
+  )
+
+/** The name of the service an answer came from (it may have left since: then an empty name). */
+const serviceOf = (actor: () => { getSnapshot(): { context: { name: string } } }): string => {
+  try {
+    return actor().getSnapshot().context.name
+  } catch {
+    return ""
+  }
+}

@@ -259,7 +259,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     return closing
   }
 
-  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port, store: app.store, monitor: app.monitor, keys, close }
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+  // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
+  app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
+  return { url, port, store: app.store, monitor: app.monitor, keys, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */

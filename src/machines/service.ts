@@ -12,7 +12,8 @@
  * every 30 s, and each actor started and stopped costs XState a scan of every timer of the system.
  */
 import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
-import type { McpConnection, ToolInfo } from "../mcp/types.js"
+import { EMPTY_CATALOG, type Catalog, type CatalogCapabilities, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { AUTHORIZE_HINT } from "../mcp/oauth.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 
@@ -49,6 +50,10 @@ export interface ServiceInput {
 export interface ConnectOutput {
   readonly connection: McpConnection
   readonly tools: ReadonlyArray<ToolInfo>
+  /** Its resources, resource templates and prompts (none when absent). */
+  readonly catalog?: Catalog | undefined
+  /** Why listing them failed, when it did (the service is connected all the same). */
+  readonly catalogError?: string | undefined
 }
 
 export interface ConnectInput {
@@ -84,10 +89,30 @@ export type ServiceEvent =
   | { readonly type: "TRANSPORT_CLOSED"; readonly reason: string; readonly immediate?: boolean }
   | ({ readonly type: "HEALTH_REPORT" } & HealthReport)
   | { readonly type: "TOOLS_CHANGED" }
+  /** The server announced a change of its resources or prompts (list_changed). */
+  | { readonly type: "CATALOG_CHANGED" }
   | { readonly type: "REFRESH_TOOLS" }
   | { readonly type: "DISCONNECT"; readonly reason?: string | undefined }
   | { readonly type: "RESTART"; readonly reason?: string | undefined }
   | { readonly type: "UPDATE_DEFINITION"; readonly definition: ServiceDefinition }
+  /** The upstream's OAuth state changed (src/runtime/oauth.ts): shown in the views, nothing else. */
+  | { readonly type: "AUTH_CHANGED"; readonly auth: AuthInfo | undefined }
+  /** The upstream needs a user to authorize the store: wait for AUTHORIZED, with no traffic meanwhile. */
+  | { readonly type: "AUTH_REQUIRED"; readonly reason: string }
+  /** A user authorized the store (or a machine credential was obtained): connect now. */
+  | { readonly type: "AUTHORIZED" }
+
+/**
+ * An OAuth-protected upstream's authorization as clients see it (never a token): `required`, the
+ * state of the flow, the URL a user opens, the scopes and when the access token expires.
+ */
+export interface AuthInfo {
+  readonly required: true
+  readonly state: "needs_authorization" | "authorizing" | "authorized" | "refresh_failed"
+  readonly authorization_url?: string | undefined
+  readonly scopes?: ReadonlyArray<string> | undefined
+  readonly expires_at?: string | undefined
+}
 
 export interface ServiceContext {
   readonly scope: Scope
@@ -105,6 +130,15 @@ export interface ServiceContext {
   readonly toolsUpdatedAt: number | undefined
   /** Incremented on each tool list refresh, so a waiter can tell one happened. */
   readonly toolsVersion: number
+  /** Resources, resource templates and prompts, refreshed as tools are (on connect, list_changed, the tools interval). */
+  readonly catalog: Catalog
+  /** Incremented on each catalog refresh (failed ones included). */
+  readonly catalogVersion: number
+  /**
+   * What the server declared beside tools at its last connect; kept while it is away, so that what
+   * the store offers (src/http/mcp-endpoint.ts) does not depend on the moment a client initializes.
+   */
+  readonly capabilities: CatalogCapabilities | undefined
   readonly consecutiveFailures: number
   readonly consecutiveSuccesses: number
   readonly reconnectAttempts: number
@@ -122,6 +156,8 @@ export interface ServiceContext {
   readonly stateEnteredAt: number
   readonly transitions: ReadonlyArray<Transition>
   readonly crash: { readonly error: string; readonly attempt: number } | undefined
+  /** The upstream's OAuth state, when it requires authorization (views only). */
+  readonly auth: AuthInfo | undefined
 }
 
 const MAX_TRANSITIONS = 20
@@ -136,6 +172,8 @@ const errorText = (e: unknown): string => (e instanceof Error ? e.message : Stri
 interface FailureFacts {
   readonly permanent?: unknown
   readonly hint?: unknown
+  /** The upstream answered with an OAuth bearer challenge that only a user can meet. */
+  readonly authorizationRequired?: unknown
 }
 const failureOf = (event: { readonly type: string }): FailureFacts | undefined => {
   if (!event.type.startsWith("xstate.error.actor")) return undefined
@@ -180,6 +218,8 @@ export const serviceMachine = setup({
     holdConnection: fromPlaceholderCallback<ConnectionInput, ConnectionCommand>("holdConnection"),
     /** Lists the tools again. */
     listTools: fromPlaceholderPromise<ReadonlyArray<ToolInfo>, CheckInput>("listTools"),
+    /** Lists the resources, resource templates and prompts again. */
+    listCatalog: fromPlaceholderPromise<Catalog, CheckInput>("listCatalog"),
     /** Closes a connection (session DELETE, process tree ended) and resolves when it is done. */
     closeConnection: fromPlaceholderPromise<void, { readonly connection: McpConnection | undefined }>(
       "closeConnection"
@@ -200,6 +240,10 @@ export const serviceMachine = setup({
     reconnectionDisabled: ({ context }) => !context.settings.enable_reconnection,
     reconnectionEnabled: ({ context }) => context.settings.enable_reconnection,
     toolsUpdateEnabled: ({ context }) => context.settings.enable_tools_update,
+    /** The server offers resources or prompts: the catalog region lists them. */
+    offersCatalog: ({ context }) => context.capabilities?.resources === true || context.capabilities?.prompts === true,
+    catalogUpdateEnabled: ({ context }) =>
+      context.settings.enable_tools_update && (context.capabilities?.resources === true || context.capabilities?.prompts === true),
     reportFast: ({ context, event }) =>
       event.type === "HEALTH_REPORT" &&
       event.ok &&
@@ -209,7 +253,13 @@ export const serviceMachine = setup({
       context.consecutiveFailures + 1 >= context.settings.reconnecting_failure_threshold,
     attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts,
     /** The connect failure cannot be mended by retrying soon (an executable not found, HTTP 404 to initialize...). */
-    permanentFailure: ({ event }) => failureOf(event)?.permanent === true
+    permanentFailure: ({ event }) => failureOf(event)?.permanent === true,
+    /** The connect failure is an OAuth challenge that only a user can meet (src/mcp/oauth.ts). */
+    authorizationRequired: ({ event }) => failureOf(event)?.authorizationRequired === true,
+    /** Not stopped by a user: an authorization need or grant is acted on. */
+    running: ({ context }) => context.status !== "disconnected" && context.status !== "disconnecting",
+    /** Waiting to retry a connection: a fresh authorization is worth trying at once. */
+    retrying: ({ context }) => context.status === "reconnecting" || context.status === "unreachable"
   },
   actions: {
     /** Asks the connection holder for one health check (MCP ping); HEALTH_REPORT comes back. */
@@ -238,9 +288,17 @@ export const serviceMachine = setup({
         context.status !== "initializing" && context.toolsUpdatedAt !== undefined && !context.settings.update_tools_on_reconnection
       return {
         connection: output.connection,
+        capabilities: output.connection.capabilities,
         ...(keepTools
           ? {}
-          : { tools: output.tools, toolsUpdatedAt: context.now(), toolsVersion: context.toolsVersion + 1 }),
+          : {
+              tools: output.tools,
+              toolsUpdatedAt: context.now(),
+              toolsVersion: context.toolsVersion + 1,
+              catalog: output.catalog ?? EMPTY_CATALOG,
+              catalogVersion: context.catalogVersion + 1
+            }),
+        ...(output.catalogError !== undefined ? { lastError: `resource and prompt list failed: ${output.catalogError}` } : {}),
         reconnectAttempts: 0,
         consecutiveFailures: 0,
         immediateRetry: false,
@@ -310,6 +368,11 @@ export const serviceMachine = setup({
       return { lastError: e.reason, reason: e.reason, immediateRetry: e.immediate === true }
     }),
     dropConnection: assign({ connection: undefined }),
+    authChanged: assign(({ event }) => ({ auth: (event as Extract<ServiceEvent, { type: "AUTH_CHANGED" }>).auth })),
+    authRequired: assign(({ event }) => {
+      const reason = (event as Extract<ServiceEvent, { type: "AUTH_REQUIRED" }>).reason
+      return { lastError: reason, reason, hint: AUTHORIZE_HINT }
+    }),
     toolsListed: assign(({ context, event }) => ({
       tools: (event as unknown as { output: ReadonlyArray<ToolInfo> }).output,
       toolsUpdatedAt: context.now(),
@@ -319,6 +382,14 @@ export const serviceMachine = setup({
       lastError: `tool list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
       // A failed refresh still counts as a refresh attempt for anyone waiting on it.
       toolsVersion: context.toolsVersion + 1
+    })),
+    catalogListed: assign(({ context, event }) => ({
+      catalog: (event as unknown as { output: Catalog }).output,
+      catalogVersion: context.catalogVersion + 1
+    })),
+    catalogListFailed: assign(({ context, event }) => ({
+      lastError: `resource and prompt list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
+      catalogVersion: context.catalogVersion + 1
     })),
     resetCounters: assign({
       reconnectAttempts: 0,
@@ -356,6 +427,9 @@ export const serviceMachine = setup({
       tools: [],
       toolsUpdatedAt: undefined,
       toolsVersion: 0,
+      catalog: EMPTY_CATALOG,
+      catalogVersion: 0,
+      capabilities: undefined,
       consecutiveFailures: 0,
       consecutiveSuccesses: 0,
       reconnectAttempts: 0,
@@ -369,7 +443,8 @@ export const serviceMachine = setup({
       responseTimeMs: undefined,
       stateEnteredAt: now(),
       transitions: [],
-      crash: input.crash
+      crash: input.crash,
+      auth: undefined
     }
   },
   initial: "start",
@@ -380,7 +455,14 @@ export const serviceMachine = setup({
       // A definition disabled in the services file stays disconnected until restarted.
       { guard: "definitionDisabled", target: ".disconnecting", actions: ["newDefinition", "resetCounters"] },
       { target: ".initializing", reenter: true, actions: ["newDefinition", "resetCounters"] }
-    ]
+    ],
+    AUTH_CHANGED: { actions: "authChanged" },
+    AUTH_REQUIRED: { guard: "running", target: ".awaitingAuthorization", actions: "authRequired" },
+    AUTHORIZED: {
+      guard: "retrying",
+      target: ".initializing",
+      actions: [{ type: "because", params: { reason: "authorized" } }, "resetCounters"]
+    }
   },
   states: {
     start: {
@@ -406,6 +488,8 @@ export const serviceMachine = setup({
         input: connectInput,
         onDone: { target: "connected", actions: "connected" },
         onError: [
+          // Only a user can help: wait for the authorization, with no traffic meanwhile.
+          { guard: "authorizationRequired", target: "awaitingAuthorization", actions: "connectFailed" },
           // Retrying soon cannot help: unreachable at once, retried on its slow cadence only.
           { guard: "permanentFailure", target: "unreachable", actions: "connectFailed" },
           { target: "lost", actions: "connectFailed" }
@@ -492,6 +576,30 @@ export const serviceMachine = setup({
               }
             }
           }
+        },
+        /** Resources, templates and prompts: refreshed as tools are, only from a server that offers them. */
+        catalog: {
+          initial: "idle",
+          states: {
+            idle: {
+              after: { toolsInterval: { guard: "catalogUpdateEnabled", target: "refreshing" } },
+              on: {
+                REFRESH_TOOLS: { guard: "offersCatalog", target: "refreshing" },
+                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing" }
+              }
+            },
+            refreshing: {
+              invoke: {
+                src: "listCatalog",
+                input: checkInput,
+                onDone: { target: "idle", actions: "catalogListed" },
+                onError: { target: "idle", actions: "catalogListFailed" }
+              },
+              on: {
+                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing", reenter: true }
+              }
+            }
+          }
         }
       }
     },
@@ -510,6 +618,7 @@ export const serviceMachine = setup({
             input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
             onError: [
+              { guard: "authorizationRequired", target: "#service.awaitingAuthorization", actions: "connectFailed" },
               { guard: "permanentFailure", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { guard: "attemptsExhausted", target: "#service.unreachable", actions: ["connectFailed", "attemptFailed"] },
               { target: "waiting", reenter: true, actions: ["connectFailed", "attemptFailed"] }
@@ -538,10 +647,29 @@ export const serviceMachine = setup({
             src: "connect",
             input: connectInput,
             onDone: { target: "#service.connected", actions: "connected" },
-            onError: { target: "waiting", reenter: true, actions: "connectFailed" }
+            onError: [
+              { guard: "authorizationRequired", target: "#service.awaitingAuthorization", actions: "connectFailed" },
+              { target: "waiting", reenter: true, actions: "connectFailed" }
+            ]
           },
           after: { initializationTimeout: { target: "waiting", reenter: true, actions: "connectFailed" } }
         }
+      }
+    },
+    /**
+     * The upstream requires an OAuth authorization that only a user can give: unreachable, with no
+     * health check or reconnection (no timer at all) until AUTHORIZED, RESTART or a new definition.
+     */
+    awaitingAuthorization: {
+      tags: ["unreachable"],
+      entry: [
+        { type: "enterStatus", params: { status: "unreachable" } },
+        "dropConnection",
+        assign(({ context }) => ({ nextRetryAt: undefined, hint: context.hint ?? AUTHORIZE_HINT }))
+      ],
+      on: {
+        AUTH_REQUIRED: {},
+        AUTHORIZED: { target: "initializing", actions: [{ type: "because", params: { reason: "authorized" } }, "resetCounters"] }
       }
     },
     disconnecting: {

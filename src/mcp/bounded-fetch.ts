@@ -9,7 +9,8 @@
  * - any other successful answer: the whole body is one message, bounded the same way;
  * - an error answer (not 2xx): only its first `errorBodyBytes` are passed on, then the body ends.
  *
- * Limits are counted on the bytes as they arrive, before any decoding. `onTooLarge` is told when a
+ * No redirect is followed (`redirect: "manual"`, and a 3xx answer fails the request): a service
+ * cannot send the store's requests, and their headers, elsewhere. Limits are counted on the bytes as they arrive, before any decoding. `onTooLarge` is told when a
  * body was stopped: the owner closes the transport (the stream cannot be read past the message).
  */
 import { MessageTooLargeError } from "./types.js"
@@ -153,7 +154,14 @@ const metered = (body: ReadableStream<Uint8Array>, meter: Meter, onTooLarge: (er
 export const boundedFetch = (options: BoundedFetchOptions): typeof fetch => {
   const base = options.fetch ?? fetch
   return async (input, init) => {
-    const response = await base(input, init)
+    // Redirects are never followed: fetch is told not to (the event source asks it to), and a 3xx
+    // fails the request, as the Streamable HTTP transport does (the SDK would follow it within the origin).
+    const response = await base(input, { ...init, redirect: "manual" })
+    if (response.status >= 300 && response.status < 400) {
+      await response.body?.cancel().catch(() => undefined)
+      const location = response.headers.get("location")
+      throw new Error(`HTTP ${response.status}: the server redirects${location !== null ? ` to ${location.slice(0, 200)}` : ""}; redirects are not followed`)
+    }
     // A null-body status (204, 304, ...) cannot be given a body again, and has none to bound.
     if (response.body === null || NULL_BODY_STATUSES.has(response.status)) return response
     const type = (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase()

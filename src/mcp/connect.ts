@@ -19,12 +19,32 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
-import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  McpError,
+  LoggingMessageNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type CompleteResult,
+  type GetPromptResult,
+  type LoggingLevel,
+  type LoggingMessageNotification,
+  type ReadResourceResult
+} from "@modelcontextprotocol/sdk/types.js"
+import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
+import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
+import type { UpstreamAuth } from "./oauth.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
@@ -32,8 +52,12 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   McpRequestError,
   MessageTooLargeError,
+  EMPTY_CATALOG,
   type CallOptions,
   type CancelSignal,
+  type Catalog,
+  type CatalogCapabilities,
+  type CompleteParams,
   type ConnectOptions,
   type McpConnection,
   type RequestOptions,
@@ -49,11 +73,14 @@ const TERMINATE_SESSION_TIMEOUT_MS = 1_000
 /** How many stderr lines a failed stdio connect quotes in its message. */
 const STDERR_LINES_IN_ERRORS = 10
 
-/** Stops a misbehaving server that keeps handing out cursors. */
-const MAX_TOOL_PAGES = 1_000
+/** What to do about a refused upstream address. */
+const UPSTREAM_HINT = "point the service at an allowed address, or widen --upstream-allow (--upstream-allow-metadata for metadata addresses)"
 
-/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does). */
-const ERROR_BODY_BYTES = 2_000
+/** Stops a misbehaving server that keeps handing out cursors (tools, resources, templates, prompts). */
+const MAX_LIST_PAGES = 1_000
+
+/** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does): no oracle for a hostile URL. */
+const ERROR_BODY_BYTES = 200
 
 type Opened =
   | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
@@ -67,12 +94,36 @@ type Opened =
  * message tells how the process ended and quotes its last stderr lines.
  */
 export async function connect(def: ResolvedDefinition, options: ConnectOptions): Promise<McpConnection> {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+  const policy = options.upstream ?? DEFAULT_UPSTREAM_POLICY
+  if (def.kind === "remote") {
+    try {
+      policy.checkUrl(new URL(def.url))
+      if (def.transport === "sse") await policy.checkResolved(new URL(def.url))
+    } catch (e) {
+      if (!(e instanceof UpstreamRefused)) throw new McpRequestError("transport", `connect to ${describeTarget(def)}: ${String((e as Error).message)}`)
+      throw new McpRequestError("transport", e.message, undefined, undefined, { permanent: true, hint: UPSTREAM_HINT })
+    }
+  }
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth)
   const client = new Client(
     { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
-    { capabilities: {}, jsonSchemaValidator: upstreamSchemaValidator }
+    // roots only for a definition that lists them: the server then asks roots/list, answered from it.
+    // elicitation and sampling: relayed to the client that made the call (src/mcp/direct.ts `relay`).
+    {
+      capabilities: { elicitation: {}, sampling: {}, ...(def.roots !== undefined ? { roots: { listChanged: false } } : {}) },
+      jsonSchemaValidator: upstreamSchemaValidator
+    }
   )
+  const roots = def.roots
+  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((uri) => ({ uri })) }))
   const connection = new SdkConnection(client, opened)
+  const relay = (requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => {
+    const direct = connection.direct
+    if (direct === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: no tool call in flight`)
+    return direct.relay(requestId, request, signal)
+  }
+  client.setRequestHandler(ElicitRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
+  client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
   try {
     await connection.request(
       `connect to ${describeTarget(def)}`,
@@ -115,6 +166,9 @@ class SdkConnection implements McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
   private readonly closeListeners = new Set<(reason: string) => void>()
   private readonly toolsListeners = new Set<() => void>()
+  private readonly catalogListeners = new Set<() => void>()
+  private readonly updatedListeners = new Set<(uri: string) => void>()
+  private readonly logListeners = new Set<(message: LoggingMessageNotification["params"]) => void>()
   private closedByUs = false
   private closing: Promise<void> | undefined
   private selfCloseReason: string | undefined
@@ -144,6 +198,45 @@ class SdkConnection implements McpConnection {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       for (const listener of [...this.toolsListeners]) listener()
     })
+    const catalogChanged = () => {
+      for (const listener of [...this.catalogListeners]) listener()
+    }
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, catalogChanged)
+    client.setNotificationHandler(PromptListChangedNotificationSchema, catalogChanged)
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      for (const listener of [...this.updatedListeners]) listener(notification.params.uri)
+    })
+    // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      for (const listener of this.logListeners) listener(notification.params)
+    })
+  }
+
+  get logging(): boolean {
+    return this.client.getServerCapabilities()?.logging !== undefined
+  }
+
+  async setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void> {
+    await this.request(
+      `logging/setLevel ${level}`,
+      (o) => (this.logging ? this.client.setLoggingLevel(level, o) : Promise.reject(new McpRequestError("protocol", "the server does not offer logging", -32601))),
+      options
+    )
+  }
+
+  onLogMessage(listener: (message: LoggingMessageNotification["params"]) => void): () => void {
+    this.logListeners.add(listener)
+    return () => this.logListeners.delete(listener)
+  }
+
+  get capabilities(): CatalogCapabilities {
+    const declared = this.client.getServerCapabilities()
+    return {
+      resources: declared?.resources !== undefined,
+      subscribe: declared?.resources?.subscribe === true,
+      prompts: declared?.prompts !== undefined,
+      completions: declared?.completions !== undefined
+    }
   }
 
   get serverInfo(): { readonly name: string; readonly version: string } | undefined {
@@ -194,35 +287,83 @@ class SdkConnection implements McpConnection {
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>> {
     return this.request(
       "tools/list",
-      async ({ timeout, signal }) => {
-        const tools: Array<ToolInfo> = []
-        const seen = new Set<string>()
-        let cursor: string | undefined
-        const terms: Array<{ name: string; outputSchema?: JsonSchemaType | undefined; taskSupport?: string | undefined }> = []
-        for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-          const result = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout, signal })
-          for (const tool of result.tools) {
-            tools.push(toToolInfo(tool))
-            terms.push({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport })
-          }
-          cursor = result.nextCursor
-          if (cursor === undefined) {
-            this.direct?.setTools(terms)
-            return tools
-          }
-          if (seen.has(cursor)) {
-            throw new McpRequestError("protocol", `tools/list: the server repeated the cursor ${JSON.stringify(cursor)}`)
-          }
-          seen.add(cursor)
-        }
-        throw new McpRequestError("protocol", `tools/list: more than ${MAX_TOOL_PAGES} pages`)
+      async (controls) => {
+        const listed = await paginate("tools/list", controls, (params, o) => this.client.listTools(params, o), (r) => r.tools)
+        this.direct?.setTools(
+          listed.map((tool) => ({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport }))
+        )
+        return listed.map(toToolInfo)
       },
       options
     )
   }
 
+  listCatalog(options: RequestOptions): Promise<Catalog> {
+    const { resources, prompts } = this.capabilities
+    if (!resources && !prompts) return Promise.resolve(EMPTY_CATALOG)
+    // One time-out for the three lists together, as for a tools/list of many pages.
+    return this.request(
+      "resources/list, resources/templates/list and prompts/list",
+      async (controls) => ({
+        resources: resources
+          ? await paginate("resources/list", controls, (params, o) => this.client.listResources(params, o), (r) => r.resources)
+          : [],
+        resourceTemplates: resources
+          ? await paginate("resources/templates/list", controls, (params, o) => this.client.listResourceTemplates(params, o), (r) => r.resourceTemplates)
+          : [],
+        prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.client.listPrompts(params, o), (r) => r.prompts) : []
+      }),
+      options
+    )
+  }
+
+  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {
+    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.client.readResource({ uri }, o)), options)
+  }
+
+  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult> {
+    return this.request(
+      `prompts/get ${JSON.stringify(name)}`,
+      (o) => this.declared("prompts", () => this.client.getPrompt({ name, arguments: args }, o)),
+      options
+    )
+  }
+
+  complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult> {
+    return this.request("completion/complete", (o) => this.declared("completions", () => this.client.complete(params, o)), options)
+  }
+
+  async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.client.subscribeResource({ uri }, o)), options)
+  }
+
+  async unsubscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    await this.request(
+      `resources/unsubscribe ${JSON.stringify(uri)}`,
+      (o) => this.declared("subscribe", () => this.client.unsubscribeResource({ uri }, o)),
+      options
+    )
+  }
+
+  onResourceUpdated(listener: (uri: string) => void): () => void {
+    this.updatedListeners.add(listener)
+    return () => this.updatedListeners.delete(listener)
+  }
+
+  onCatalogChanged(listener: () => void): () => void {
+    this.catalogListeners.add(listener)
+    return () => this.catalogListeners.delete(listener)
+  }
+
+  /** Runs a request only if the server declared the capability it needs: a server is never asked for what it does not offer. */
+  private declared<T>(capability: keyof CatalogCapabilities, run: () => Promise<T>): Promise<T> {
+    if (this.capabilities[capability]) return run()
+    const what = capability === "subscribe" ? "resource subscriptions" : capability
+    return Promise.reject(new McpRequestError("protocol", `the server does not offer ${what}`, -32601))
+  }
+
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
-    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal), options)
+    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal, options.hooks), options)
   }
 
   close(): Promise<void> {
@@ -292,7 +433,7 @@ class SdkConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened => {
+const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy: UpstreamPolicy, auth: UpstreamAuth | undefined): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
@@ -301,10 +442,12 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number): Opened
   }
   const url = new URL(def.url)
   if (def.transport !== "sse") {
-    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes }) }
+    return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth, lookup: policy.lookup }) }
   }
   const fetch = boundedFetch({
     maxMessageBytes,
+    // fetch cannot be given a lookup without undici's Agent: the host is resolved and checked before each request.
+    fetch: (input, init) => policy.checkResolved(new URL(input instanceof Request ? input.url : String(input))).then(() => globalThis.fetch(input, init)),
     errorBodyBytes: ERROR_BODY_BYTES,
     onTooLarge: (error) => {
       // Reported as the other transports do, then closed once the event source has seen its body
@@ -350,6 +493,7 @@ export const permanentFailure = (
         : `executable ${JSON.stringify(def.command)} not found on the store's PATH: install it or give its full path`
     }
   }
+  if (failure.message.includes("upstream refused: ")) return { message: failure.message, hint: UPSTREAM_HINT }
   const status = failure.httpStatus
   if (speaks === "sse" && def.transport !== "sse") {
     return {
@@ -402,10 +546,11 @@ const stdioHint = (tail: ReadonlyArray<string>): string | undefined => {
   return undefined
 }
 
+/** The service as a message names it, its secrets masked (src/domain/secrets.ts). */
 const describeTarget = (def: ResolvedDefinition): string =>
   def.kind === "local"
-    ? `stdio service (${[def.command, ...def.args].join(" ")})`
-    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${def.url}`
+    ? `stdio service (${[def.command, ...maskArgs(def.args)].join(" ")})`
+    : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${maskUrl(def.url)}`
 
 /** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */
 const toToolInfo = (tool: {
@@ -427,6 +572,30 @@ const toToolInfo = (tool: {
   ...(tool.execution !== undefined ? { execution: tool.execution } : {}),
   ...(tool._meta !== undefined ? { _meta: tool._meta } : {})
 })
+
+/**
+ * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated
+ * cursor and more than MAX_LIST_PAGES pages (a misbehaving server that never ends its list).
+ */
+const paginate = async <R extends { readonly nextCursor?: string | undefined }, I>(
+  what: string,
+  controls: RequestControls,
+  page: (params: { cursor?: string }, options: RequestControls) => Promise<R>,
+  items: (result: R) => ReadonlyArray<I>
+): Promise<Array<I>> => {
+  const all: Array<I> = []
+  const seen = new Set<string>()
+  let cursor: string | undefined
+  for (let n = 0; n < MAX_LIST_PAGES; n++) {
+    const result = await page(cursor === undefined ? {} : { cursor }, controls)
+    for (const item of items(result)) all.push(item)
+    cursor = result.nextCursor
+    if (cursor === undefined) return all
+    if (seen.has(cursor)) throw new McpRequestError("protocol", `${what}: the server repeated the cursor ${JSON.stringify(cursor)}`)
+    seen.add(cursor)
+  }
+  throw new McpRequestError("protocol", `${what}: more than ${MAX_LIST_PAGES} pages`)
+}
 
 const closeReasonOfProcess = (transport: StdioProcessTransport): string => {
   const last = transport.stderrTail().at(-1)

@@ -15,28 +15,35 @@
  * Hostile or broken servers: every read is bounded. One message (a JSON answer, one event of an
  * event stream) over `maxMessageBytes` stops the reading at once (the response is destroyed),
  * is reported through `onerror` as `MessageTooLargeError`, and closes the transport, so the
- * requests waiting on it fail and the service reconnects. Error answers keep at most 2,000
- * characters. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
+ * requests waiting on it fail and the service reconnects. Error answers keep their status line
+ * and at most 200 characters of their body. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
  * its HTTP request destroyed, so nothing goes on reading its body.
  *
- * Not supported (the store never uses them): OAuth auth providers and following redirects (a 3xx
- * answer fails the request and names the new location).
+ * OAuth (src/mcp/oauth.ts): with an `auth`, each request carries the service's bearer token, and a
+ * 401 with a `WWW-Authenticate: Bearer` challenge asks it for a new token (refresh, client
+ * credentials) and is sent once more; when only a user can help, the request fails with
+ * `AuthorizationRequiredError` (the service then waits for authorize_service). A 401 without a
+ * bearer challenge stays a plain HTTP failure.
+ *
+ * Not supported: following redirects (a 3xx answer fails the request and names the new location).
  */
 import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
+import type { LookupFunction } from "node:net"
 import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
+import { parseBearerChallenge, type UpstreamAuth } from "./oauth.js"
 import { describeError } from "./request.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
 
-/** How much of an error answer's body is kept for its message. */
-const ERROR_BODY_CHARS = 2_000
+/** How much of an error answer's body is kept for its message: enough to read, too little to be an SSRF oracle. */
+const ERROR_BODY_CHARS = 200
 
 /**
  * Keep-alive agents, one per origin, shared by every connection to it and ended with the last one.
@@ -197,12 +204,16 @@ interface Post {
 export interface HttpTransportOptions {
   /** The largest message read (a JSON answer, one event); default `DEFAULT_MAX_MESSAGE_BYTES`. */
   readonly maxMessageBytes?: number | undefined
+  /** The service's OAuth token source, for a remote service (src/mcp/oauth.ts). */
+  readonly auth?: UpstreamAuth | undefined
+  /** Resolves the host (src/mcp/upstream-policy.ts checks each address it returns). */
+  readonly lookup?: LookupFunction | undefined
 }
 
 export class HttpClientTransport implements Transport {
   onclose?: (() => void) | undefined
   onerror?: ((error: Error) => void) | undefined
-  onmessage?: ((message: JSONRPCMessage) => void) | undefined
+  onmessage?: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined
 
   private session: string | undefined
   private protocolVersion: string | undefined
@@ -211,6 +222,7 @@ export class HttpClientTransport implements Transport {
   /** Where every request goes, as node:http options (converting the URL per request costs). */
   private readonly target: ReturnType<typeof urlToHttpOptions>
   private readonly maxMessageBytes: number
+  private readonly auth: UpstreamAuth | undefined
   /**
    * The async context the transport was created in (the service's connection work): every request
    * starts in it, so the socket and body callbacks of a tool call run in it too, not in the context
@@ -236,8 +248,9 @@ export class HttpClientTransport implements Transport {
     const https = url.protocol === "https:"
     this.agent = sharedAgents.acquire(url)
     this.send$ = https ? httpsRequest : httpRequest
-    this.target = urlToHttpOptions(url)
+    this.target = options.lookup === undefined ? urlToHttpOptions(url) : { ...urlToHttpOptions(url), lookup: options.lookup }
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+    this.auth = options.auth
   }
 
   get sessionId(): string | undefined {
@@ -292,7 +305,7 @@ export class HttpClientTransport implements Transport {
       }
       const status = response.statusCode ?? 0
       if (status < 200 || status >= 300) {
-        throw new StreamableHTTPError(status, `Error POSTing to endpoint: ${await failureText(response)}`)
+        throw new StreamableHTTPError(status, `Error POSTing to endpoint: HTTP ${status}${response.statusMessage ? ` ${response.statusMessage.slice(0, 100)}` : ""}: ${await failureText(response)}`)
       }
       if (post.pending.size === 0) {
         this.drain(response)
@@ -357,7 +370,44 @@ export class HttpClientTransport implements Transport {
     onRequest?: (req: ClientRequest) => void
   ): Promise<IncomingMessage> {
     if (this.closed) return Promise.reject(new Error("the connection is closed"))
+    const auth = this.auth
+    if (auth === undefined) return this.exchange(method, body, extra, onRequest, undefined)
+    return this.withToken(auth, method, body, extra, onRequest)
+  }
+
+  /**
+   * A request with the service's bearer token. A 401 with a bearer challenge gets a new token and
+   * one more try; a second one means the new token is refused too: only a user can help.
+   */
+  private async withToken(
+    auth: UpstreamAuth,
+    method: "GET" | "POST" | "DELETE",
+    body: string | undefined,
+    extra: Record<string, string>,
+    onRequest: ((req: ClientRequest) => void) | undefined
+  ): Promise<IncomingMessage> {
+    for (const last of [false, true]) {
+      const token = await auth.accessToken()
+      const response = await this.exchange(method, body, extra, onRequest, token)
+      const challenge = response.statusCode === 401 ? parseBearerChallenge(response.headers["www-authenticate"]) : undefined
+      if (challenge === undefined) return response
+      this.drain(response)
+      await auth.unauthorized(challenge, token, last)
+    }
+    throw new Error("unreachable: the last unauthorized() rejects")
+  }
+
+  /** Sends one HTTP request (with `token` as its bearer, when given); see `request`. */
+  private exchange(
+    method: "GET" | "POST" | "DELETE",
+    body: string | undefined,
+    extra: Record<string, string>,
+    onRequest: ((req: ClientRequest) => void) | undefined,
+    token: string | undefined
+  ): Promise<IncomingMessage> {
+    if (this.closed) return Promise.reject(new Error("the connection is closed"))
     const headers: Record<string, string> = { ...this.headers, ...extra }
+    if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
     if (this.protocolVersion !== undefined) headers["mcp-protocol-version"] = this.protocolVersion
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
@@ -372,7 +422,7 @@ export class HttpClientTransport implements Transport {
           if (status >= 300 && status < 400) {
             this.drain(res)
             const location = res.headers.location
-            reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location}` : ""}; redirects are not followed`))
+            reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location.slice(0, 200)}` : ""}; redirects are not followed`))
             return
           }
           resolve(res)
@@ -422,7 +472,8 @@ export class HttpClientTransport implements Transport {
         requests.delete(message.id as string | number)
         this.posts.delete(message.id as string | number)
       }
-      this.deliver(message)
+      // A request of the server read here belongs to the requests this POST carries (src/mcp/direct.ts).
+      this.deliver(message, "method" in message && "id" in message ? { carriedBy: requests } : undefined)
     }, this.maxMessageBytes)
     this.consume(response, parser, (error) => {
       this.forget(post)
@@ -578,8 +629,8 @@ export class HttpClientTransport implements Transport {
     return undefined
   }
 
-  private deliver(message: JSONRPCMessage | undefined): void {
-    if (message !== undefined) this.onmessage?.(message)
+  private deliver(message: JSONRPCMessage | undefined, extra?: CarriedBy): void {
+    if (message !== undefined) this.onmessage?.(message, extra as MessageExtraInfo | undefined)
   }
 }
 

@@ -2,7 +2,20 @@
  * The contract between the service actors and a live MCP connection. The machines only ever see
  * these types; src/mcp implements them over the SDK's transports.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type {
+  CallToolResult,
+  CompleteRequest,
+  CompleteResult,
+  GetPromptResult,
+  LoggingLevel,
+  LoggingMessageNotification,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplate
+} from "@modelcontextprotocol/sdk/types.js"
+import type { UpstreamAuth } from "./oauth.js"
+import type { UpstreamPolicy } from "./upstream-policy.js"
 
 /**
  * A tool as its server lists it (name unchanged), every MCP field kept as the server sent it (the
@@ -20,6 +33,35 @@ export interface ToolInfo {
   readonly _meta?: Record<string, unknown>
 }
 
+/**
+ * A resource, a resource template and a prompt as the server lists them: the SDK's objects as
+ * parsed, every field kept, bounded by the message-size cap and never mutated.
+ */
+export type ResourceInfo = Resource
+export type ResourceTemplateInfo = ResourceTemplate
+export type PromptInfo = Prompt
+
+/** What the server declared it offers beside tools (from its initialize answer). */
+export interface CatalogCapabilities {
+  readonly resources: boolean
+  /** `resources.subscribe`: the server takes resources/subscribe. */
+  readonly subscribe: boolean
+  readonly prompts: boolean
+  readonly completions: boolean
+}
+
+/** The resources, resource templates and prompts of a service (empty when it declares none). */
+export interface Catalog {
+  readonly resources: ReadonlyArray<ResourceInfo>
+  readonly resourceTemplates: ReadonlyArray<ResourceTemplateInfo>
+  readonly prompts: ReadonlyArray<PromptInfo>
+}
+
+export const EMPTY_CATALOG: Catalog = { resources: [], resourceTemplates: [], prompts: [] }
+
+/** `completion/complete`'s params, as MCP defines them. */
+export type CompleteParams = CompleteRequest["params"]
+
 /** Options every MCP request takes: a time-out and an optional abort signal. */
 export interface RequestOptions {
   readonly timeoutMs: number
@@ -34,10 +76,52 @@ export interface CancelSignal {
   removeEventListener(type: "abort", listener: () => void): void
 }
 
+/** One `notifications/progress` of a call, as the upstream sent it (its token aside). */
+export interface CallProgress {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
+}
+
+/** What the caller of a tool call hears of it while it runs (src/mcp/direct.ts). */
+export interface CallHooks {
+  /**
+   * Each `notifications/progress` the upstream sends for the call: with it the request carries a
+   * `progressToken`, and every progress restarts the call's time-out (never past `maxTotalMs`).
+   */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** The longest the call may last however often its time-out restarts (ms from its start). */
+  readonly maxTotalMs?: number | undefined
+  /**
+   * Answers the upstream's requests tied to the call (`elicitation/create`,
+   * `sampling/createMessage`): the client that made the call does; it throws to decline.
+   */
+  readonly relay?: UpstreamRequestRelay | undefined
+}
+
+/** An upstream's request during a call, relayed to the call's caller (see `CallHooks.relay`). */
+export type UpstreamRequestRelay = (
+  request: { readonly method: string; readonly params?: Record<string, unknown> | undefined },
+  options: { readonly signal: AbortSignal; readonly timeoutMs: number }
+) => Promise<Record<string, unknown>>
+
+/** The upstream requests a call's caller may answer (`CallHooks.relay`). */
+export const RELAYED_METHODS: ReadonlySet<string> = new Set(["elicitation/create", "sampling/createMessage"])
+
+/**
+ * What a transport tells of a message it read on a request's own stream (the Streamable HTTP POST
+ * that carried the request): the ids of the requests that stream carries, so an upstream request
+ * read there is tied to that call. Passed as the `extra` of `onmessage`.
+ */
+export interface CarriedBy {
+  readonly carriedBy: ReadonlySet<string | number>
+}
+
 /** The options of a tool call: a time-out and an optional signal, an AbortSignal or a `Cancel`. */
 export interface CallOptions {
   readonly timeoutMs: number
   readonly signal?: CancelSignal | undefined
+  readonly hooks?: CallHooks | undefined
 }
 
 /**
@@ -110,6 +194,8 @@ export interface FailureDetails {
   readonly hint?: string | undefined
   /** The HTTP status of the answer that failed the request, when there was one. */
   readonly httpStatus?: number | undefined
+  /** The upstream wants an OAuth authorization that only a user can give (src/mcp/oauth.ts). */
+  readonly authorizationRequired?: boolean | undefined
 }
 
 /** The one error type that every MCP request fails with. */
@@ -118,6 +204,7 @@ export class McpRequestError extends Error {
   readonly permanent: boolean
   readonly hint: string | undefined
   readonly httpStatus: number | undefined
+  readonly authorizationRequired: boolean
   constructor(
     readonly kind: FailureKind,
     message: string,
@@ -129,6 +216,7 @@ export class McpRequestError extends Error {
     this.permanent = details.permanent === true
     this.hint = details.hint
     this.httpStatus = details.httpStatus
+    this.authorizationRequired = details.authorizationRequired === true
   }
 }
 
@@ -143,6 +231,32 @@ export interface McpConnection {
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
   /** Calls a tool. A result with `isError: true` resolves normally; only request failures reject. */
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult>
+  /** What the server declared beside tools; nothing is asked of it that it did not declare. */
+  readonly capabilities: CatalogCapabilities
+  /**
+   * Lists resources, resource templates and prompts (each following cursors, bounded as tools/list
+   * is); a kind the server did not declare is empty and never asked for.
+   */
+  listCatalog(options: RequestOptions): Promise<Catalog>
+  /** resources/read (rejects `protocol` when the server did not declare resources). */
+  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult>
+  /** prompts/get. */
+  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult>
+  /** completion/complete. */
+  complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult>
+  /** resources/subscribe and resources/unsubscribe. */
+  subscribeResource(uri: string, options: RequestOptions): Promise<void>
+  unsubscribeResource(uri: string, options: RequestOptions): Promise<void>
+  /** Called on `notifications/resources/updated` with the URI. Returns an unsubscribe. */
+  onResourceUpdated(listener: (uri: string) => void): () => void
+  /** Called on `notifications/resources/list_changed` and `notifications/prompts/list_changed`. Returns an unsubscribe. */
+  onCatalogChanged(listener: () => void): () => void
+  /** The server declared the `logging` capability (it takes logging/setLevel). */
+  readonly logging: boolean
+  /** logging/setLevel (rejects `protocol` when the server did not declare logging). */
+  setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void>
+  /** Called on each `notifications/message` of the server. Returns an unsubscribe. */
+  onLogMessage(listener: (message: LoggingMessageNotification["params"]) => void): () => void
   /**
    * Ends the connection: Streamable HTTP sends the session DELETE first; stdio ends the child's
    * whole process group (SIGTERM, then SIGKILL after a grace period). Idempotent; never rejects.
@@ -162,6 +276,10 @@ export interface McpConnection {
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
+  /** The service's OAuth token source (remote services; src/mcp/oauth.ts). */
+  readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number
+  /** Where a remote service may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
+  readonly upstream?: UpstreamPolicy
 }

@@ -8,7 +8,7 @@ import { cpus, freemem, loadavg, totalmem } from "node:os"
 import { dict } from "../domain/dict.js"
 import { STATUSES, agentScope, STORE_SCOPE, type Scope, type Status } from "../domain/service.js"
 import { statusOf } from "../machines/service.js"
-import { OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
+import { isFailedOutcome as isFailure, OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
 import { ServiceNotFound } from "../runtime/errors.js"
 import type { Store } from "../runtime/store.js"
 import type { Monitor } from "./monitor.js"
@@ -178,7 +178,7 @@ export const errorRates = (store: Store, minutes: number, n: Narrowing) => {
     by_outcome[r.outcome] += 1
     const s = (by_service[r.service_name] ??= { calls: 0, errors: 0, error_rate: 0 })
     s.calls += 1
-    if (r.outcome !== "success") {
+    if (isFailure(r.outcome)) {
       failed += 1
       s.errors += 1
     }
@@ -221,7 +221,7 @@ export const realtimeStatus = ({ store, monitor }: Sources) => {
     const r = recent[i]!
     if (Date.parse(r.timestamp) < since) break
     calls += 1
-    if (r.outcome !== "success") errors += 1
+    if (isFailure(r.outcome)) errors += 1
   }
   return {
     timestamp: new Date().toISOString(),

@@ -3,6 +3,9 @@
  * scope, tool calls by service, tool and outcome, call and health-check durations, reconnections,
  * API requests and their latency, and the process figures prom-client collects by default. Each
  * server has its own registry, so several servers in one process (tests) do not collide.
+ *
+ * The series of a service or an agent that was deleted are removed (prom-client's `remove`) at the
+ * next scrape: the series kept are bounded by the services that exist, not by every name ever seen.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client"
 import { STATUSES, agentScope, STORE_SCOPE } from "../domain/service.js"
@@ -20,6 +23,32 @@ export interface Metrics {
 
 export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
   const registry = new Registry()
+  /** Every labelled series of a service, by metric and labels: removed once the service is gone (`prune`). */
+  const series = new Map<string, { readonly metric: { remove(labels: Record<string, string>): void }; readonly labels: Record<string, string>; readonly scope: string | undefined; readonly service: string }>()
+  const track = (name: string, metric: { remove(labels: Record<string, string>): void }, labels: Record<string, string>, scope: string | undefined, service: string) => {
+    const key = `${name}\0${Object.values(labels).join("\0")}`
+    if (!series.has(key)) series.set(key, { metric, labels, scope, service })
+  }
+  /** Removes the series of services (and agents) that no longer exist. */
+  const prune = () => {
+    if (series.size === 0) return
+    const live = new Set<string>()
+    const names = new Set<string>()
+    for (const scope of [STORE_SCOPE, ...store.agentIds().map(agentScope)]) {
+      const label = scope.kind === "store" ? "store" : scope.agentId
+      for (const name of Object.keys(store.serviceActors(scope))) {
+        live.add(`${label}\0${name}`)
+        names.add(name)
+      }
+    }
+    for (const [key, s] of series) {
+      const alive = s.scope === undefined ? names.has(s.service) : live.has(`${s.scope}\0${s.service}`)
+      if (!alive) {
+        s.metric.remove(s.labels)
+        series.delete(key)
+      }
+    }
+  }
   // prom-client samples the event loop every 10 ms by default: 100 wake-ups a second of an idle store.
   collectDefaultMetrics({ register: registry, prefix: "mcpstore_process_", eventLoopMonitoringPrecision: 100 })
   new Gauge({
@@ -28,6 +57,8 @@ export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
     labelNames: ["status", "scope"],
     registers: [registry],
     collect() {
+      // The first metric registered, so collected first: the series of deleted services go before any is read.
+      prune()
       this.reset()
       for (const scope of [STORE_SCOPE, ...store.agentIds().map(agentScope)]) {
         const label = scope.kind === "store" ? "store" : scope.agentId
@@ -97,17 +128,30 @@ export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
   })
   const offRecords = store.records.onRecord((r) => {
     const scope = r.scope === "store" ? "store" : (r.agent_id ?? "")
-    calls.inc({ scope, service: r.service_name, tool: r.tool_name, outcome: r.outcome })
-    callSeconds.observe({ service: r.service_name, outcome: r.outcome }, r.duration_ms / 1000)
+    const callLabels = { scope, service: r.service_name, tool: r.tool_name, outcome: r.outcome }
+    calls.inc(callLabels)
+    track("calls", calls, callLabels, scope, r.service_name)
+    const durationLabels = { service: r.service_name, outcome: r.outcome }
+    callSeconds.observe(durationLabels, r.duration_ms / 1000)
+    track("callSeconds", callSeconds, durationLabels, undefined, r.service_name)
   })
   const offMonitor = monitor.subscribe((e) => {
     if (e.type === "check") {
+      const labels = { scope: e.scope, service: e.service_name }
       if (e.check.ok && e.check.response_time_ms !== null) {
-        checkSeconds.observe({ scope: e.scope, service: e.service_name }, e.check.response_time_ms / 1000)
-      } else if (!e.check.ok) checkFailures.inc({ scope: e.scope, service: e.service_name })
+        checkSeconds.observe(labels, e.check.response_time_ms / 1000)
+        track("checkSeconds", checkSeconds, labels, e.scope, e.service_name)
+      } else if (!e.check.ok) {
+        checkFailures.inc(labels)
+        track("checkFailures", checkFailures, labels, e.scope, e.service_name)
+      }
     } else if (e.type === "status") {
       transitions.inc({ to: e.transition.to })
-      if (e.transition.to === "reconnecting") reconnections.inc({ scope: e.scope, service: e.service_name })
+      if (e.transition.to === "reconnecting") {
+        const labels = { scope: e.scope, service: e.service_name }
+        reconnections.inc(labels)
+        track("reconnections", reconnections, labels, e.scope, e.service_name)
+      }
     }
   })
   return {

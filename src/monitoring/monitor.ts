@@ -88,16 +88,22 @@ class ServiceHistory {
 interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
+  catalogVersion: number
+  /** The service's OAuth state last told (src/runtime/oauth.ts). */
+  auth?: ServiceContext["auth"]
 }
 
 /** Something that happened, for live listeners (the event stream). */
 export type MonitorEvent =
   | { readonly type: "status"; readonly scope: string; readonly service_name: string; readonly transition: Transition }
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
+  /** The service's resources, resource templates or prompts were listed again (src/http/mcp-endpoint.ts tells its clients). */
+  | { readonly type: "catalog_changed"; readonly scope: string; readonly service_name: string }
   | { readonly type: "alert"; readonly alert: Alert }
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
   /** A service left its scope (its tools with it: the MCP endpoints' lists change). */
   | { readonly type: "removed"; readonly scope: string; readonly service_name: string }
+  | { readonly type: "auth"; readonly scope: string; readonly service_name: string; readonly auth: NonNullable<ServiceContext["auth"]> }
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -129,7 +135,12 @@ export class Monitor {
     if (event.type === "@xstate.event" && event.event.type === "REMOVE_SERVICE") {
       // The store root's event names the scope (the one it forwards to an agent does not).
       const removed = event.event as unknown as { scope?: Scope; name: string }
-      if (removed.scope !== undefined) this.serviceRemoved(scopeLabel(removed.scope), removed.name)
+      if (removed.scope !== undefined) {
+        const scope = scopeLabel(removed.scope)
+        this.serviceRemoved(scope, removed.name)
+        // Its resources and prompts leave the scope once the root has processed the removal.
+        queueMicrotask(() => this.emit({ type: "catalog_changed", scope, service_name: removed.name }))
+      }
       return
     }
     const id = (event.actorRef as { id?: string }).id
@@ -160,10 +171,18 @@ export class Monitor {
     const all = context.transitions
     let progress = this.progress.get(actor)
     // Most snapshots (a check answered, a timer) change neither: nothing to look up.
-    if (progress && progress.lastSeen === all[all.length - 1] && progress.toolsVersion === context.toolsVersion) return
+    if (
+      progress &&
+      progress.lastSeen === all[all.length - 1] &&
+      progress.toolsVersion === context.toolsVersion &&
+      progress.catalogVersion === context.catalogVersion &&
+      progress.auth === context.auth
+    ) {
+      return
+    }
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
-    if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0 }))
+    if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0, catalogVersion: 0 }))
     const from = progress.lastSeen === undefined ? 0 : all.indexOf(progress.lastSeen) + 1
     for (const t of all.slice(from)) {
       history.transitions.push(t)
@@ -173,6 +192,14 @@ export class Monitor {
     if (context.toolsVersion !== progress.toolsVersion) {
       progress.toolsVersion = context.toolsVersion
       this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
+    }
+    if (context.catalogVersion !== progress.catalogVersion) {
+      progress.catalogVersion = context.catalogVersion
+      this.emit({ type: "catalog_changed", scope, service_name: context.name })
+    }
+    if (context.auth !== progress.auth) {
+      progress.auth = context.auth
+      if (context.auth !== undefined) this.emit({ type: "auth", scope, service_name: context.name, auth: context.auth })
     }
   }
 

@@ -32,6 +32,8 @@ export type Outcome =
   | "timeout"
   | "unavailable"
   | "tool_not_allowed"
+  /** The caller cancelled the call (MCP `notifications/cancelled`) or went away; the upstream was told. */
+  | "cancelled"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -41,8 +43,12 @@ export const OUTCOMES = [
   "message_too_large",
   "timeout",
   "unavailable",
-  "tool_not_allowed"
+  "tool_not_allowed",
+  "cancelled"
 ] as const satisfies ReadonlyArray<Outcome>
+
+/** Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled does not. */
+export const isFailedOutcome = (o: Outcome): boolean => o !== "success" && o !== "cancelled"
 
 /** One tool call (shared/API.md, Tool-call record). */
 export interface ToolRecord {
@@ -55,13 +61,15 @@ export interface ToolRecord {
   readonly params: unknown
   readonly result: unknown
   readonly result_truncated?: boolean
+  /** The parameters were longer than the limit: `params` is the start of their JSON text. */
+  readonly params_truncated?: boolean
   readonly outcome: Outcome
   readonly error: string | null
   readonly duration_ms: number
   readonly trace_id: string
 }
 
-export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated"> & { readonly timestamp?: string }
+export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated" | "params_truncated"> & { readonly timestamp?: string }
 
 /** Count, errors and total duration of a group of calls. */
 export interface Tally {
@@ -77,6 +85,8 @@ export interface RecordsOptions {
   readonly retentionDays: number
   /** How many of the newest records are kept in memory for queries. */
   readonly memoryLimit?: number
+  /** A call's parameters and its result, each, at most this many bytes of JSON (`--tool-record-max-value-bytes`; default 64 KiB). */
+  readonly maxValueBytes?: number
 }
 
 /** A filter of records; every field optional. */
@@ -105,23 +115,27 @@ export const recordsFileFor = (servicesFile: string): string => {
 /** Appending, created 0600 when missing, never through a symlink. */
 const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW
 const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW
-const RESULT_LIMIT = 64 * 1024
+/** The default of `maxValueBytes`: parameters and result, each, 64 KiB of JSON (shared/API.md). */
+export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024
 const DAY_MS = 86_400_000
 
 const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
-const isError = (o: Outcome) => o !== "success"
+const isError = isFailedOutcome
 
-/** Cuts a result to 64 KiB of JSON (shared/API.md). */
-const cutResult = (result: unknown): { result: unknown; truncated: boolean } => {
-  const text = JSON.stringify(result ?? null)
+/**
+ * Cuts a value (a call's parameters or result) to `limit` bytes of JSON: a longer one becomes the
+ * start of its JSON text, cut on a character boundary, and is marked as cut by the caller.
+ */
+const cutValue = (value: unknown, limit: number): { value: unknown; truncated: boolean } => {
+  const text = JSON.stringify(value ?? null)
   // A UTF-16 unit is at most 3 bytes of UTF-8: short texts need no byte count.
-  if (text.length <= RESULT_LIMIT / 3) return { result, truncated: false }
+  if (text.length <= limit / 3) return { value, truncated: false }
   const bytes = Buffer.from(text, "utf8")
-  if (bytes.length <= RESULT_LIMIT) return { result, truncated: false }
+  if (bytes.length <= limit) return { value, truncated: false }
   // Cut on a character boundary: back up over UTF-8 continuation bytes (10xxxxxx).
-  let end = RESULT_LIMIT
+  let end = limit
   while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end -= 1
-  return { result: bytes.subarray(0, end).toString("utf8"), truncated: true }
+  return { value: bytes.subarray(0, end).toString("utf8"), truncated: true }
 }
 
 /** Aggregates of one scope. */
@@ -364,10 +378,27 @@ export class ToolRecords {
     try {
       record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id }
       line = JSON.stringify(record)
-      if (line.length > RESULT_LIMIT / 3) {
-        const { result, truncated } = cutResult(input.result)
-        if (truncated) {
-          record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result, result_truncated: true, outcome, error, duration_ms, trace_id }
+      const limit = this.options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES
+      if (line.length > limit / 3) {
+        const cutParams = cutValue(params, limit)
+        const cutResult = cutValue(input.result, limit)
+        if (cutParams.truncated || cutResult.truncated) {
+          record = {
+            id,
+            timestamp,
+            scope,
+            agent_id,
+            service_name,
+            tool_name,
+            params: cutParams.value,
+            ...(cutParams.truncated ? { params_truncated: true } : {}),
+            result: cutResult.value,
+            ...(cutResult.truncated ? { result_truncated: true } : {}),
+            outcome,
+            error,
+            duration_ms,
+            trace_id
+          }
           line = JSON.stringify(record)
         }
       }

@@ -5,11 +5,18 @@
  * Each connection is opened with the store's message size limit, and as its service's work
  * (src/runtime/process-guard.ts), so that an uncaught error from it is logged with the service's name.
  */
+import { open } from "node:fs/promises"
+import { dirname, resolve as resolvePath } from "node:path"
+import { parse as parseDotenv } from "dotenv"
 import { fromCallback, fromPromise } from "xstate"
-import { resolveDefinition, scopeLabel } from "../domain/service.js"
+import { definitionHasReferences, expandDefinition, UndefinedVariable, type Variables } from "../domain/references.js"
+import { scrubText, secretValues } from "../domain/secrets.js"
+import { resolveDefinition, scopeLabel, type ResolvedDefinition } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
-import { Cancel, McpRequestError, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
+import { oauthConfigOf, type OAuthManager } from "./oauth.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -24,6 +31,118 @@ import {
 export interface ConnectionOptions {
   /** The largest message read from an upstream (`StoreLimits.maxMessageBytes`); the default is 16 MiB. */
   readonly maxMessageBytes?: number | undefined
+  /** The services file's folder: an `envFile` path is relative to it (the working directory when not given). */
+  readonly servicesDir?: string | undefined
+  /** Where remote services may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
+  readonly upstream?: UpstreamPolicy | undefined
+  /** The variables `${VAR}` references are expanded from (the store's environment by default). */
+  readonly environment?: Variables | undefined
+}
+
+/** The largest `envFile` read: a services file cannot make the store read a huge file into memory. */
+export const ENV_FILE_MAX_BYTES = 64 * 1024
+
+/** A connect failure no retry can mend (a bad definition, an unset variable): the service goes unreachable with a hint. */
+const permanent = (message: string, hint: string) => new McpRequestError("transport", message, undefined, undefined, { permanent: true, hint })
+
+/** The variables of a dotenv file, at most `ENV_FILE_MAX_BYTES` of it. */
+const readEnvFile = async (path: string): Promise<Record<string, string>> => {
+  let handle
+  try {
+    handle = await open(path, "r")
+    const { size, isFile } = await handle.stat().then((st) => ({ size: st.size, isFile: st.isFile() }))
+    if (!isFile) throw permanent(`envFile ${JSON.stringify(path)} is not a file`, "fix \"envFile\" in the service's definition")
+    if (size > ENV_FILE_MAX_BYTES) throw permanent(`envFile ${JSON.stringify(path)} is larger than ${ENV_FILE_MAX_BYTES} bytes`, "keep only the service's variables in its envFile")
+    const buffer = Buffer.alloc(size)
+    await handle.read(buffer, 0, size, 0)
+    return parseDotenv(buffer)
+  } catch (e) {
+    if (e instanceof McpRequestError) throw e
+    throw permanent(`envFile ${JSON.stringify(path)} cannot be read: ${(e as NodeJS.ErrnoException).code ?? describe(e)}`, "create the envFile or fix its path (relative to the services file's folder)")
+  } finally {
+    await handle?.close()
+  }
+}
+
+/**
+ * A resolved definition with its `${VAR}` references expanded (src/domain/references.ts) from the
+ * store's environment and the service's envFile; a variable that is not set and has no default is
+ * a permanent failure naming it (never a value).
+ */
+const expanded = async (def: ResolvedDefinition, options: ConnectionOptions): Promise<ResolvedDefinition> => {
+  if (def.envFile === undefined && !definitionHasReferences(def)) return def
+  const environment = options.environment ?? process.env
+  const vars: Variables =
+    def.envFile === undefined ? environment : { ...environment, ...(await readEnvFile(resolvePath(options.servicesDir ?? ".", def.envFile))) }
+  let out: ResolvedDefinition
+  try {
+    out = expandDefinition(def, vars)
+  } catch (e) {
+    if (!(e instanceof UndefinedVariable)) throw e
+    throw permanent(e.message, `set ${e.variable} in the store's environment or in the service's envFile, or give a default: \${${e.variable}:-value}`)
+  }
+  if (out.kind === "remote" && !(URL.canParse(out.url) && /^https?:$/.test(new URL(out.url).protocol))) {
+    throw permanent("url is not an http(s) URL once its variables are expanded", "fix the url or the variables it refers to")
+  }
+  return out
+}
+
+/** An error with the definition's secret values scrubbed from its message and hint (src/domain/secrets.ts). */
+const scrubbed = (e: unknown, secrets: ReadonlyArray<string>): unknown => {
+  if (!(e instanceof Error)) return e
+  const message = scrubText(e.message, secrets)
+  if (e instanceof McpRequestError) {
+    const hint = e.hint === undefined ? undefined : scrubText(e.hint, secrets)
+    if (message === e.message && hint === e.hint) return e
+    return new McpRequestError(e.kind, message, e.code, e.data, { permanent: e.permanent, hint, httpStatus: e.httpStatus })
+  }
+  return message === e.message ? e : new Error(message)
+}
+
+/**
+ * A connection whose failures, close reasons and stderr lines never quote a secret of its
+ * definition: an upstream that echoes a header back, or a process that prints its environment,
+ * shows `***` in last_error, histories, events, records and logs.
+ */
+const scrubbedConnection = (connection: McpConnection, secrets: ReadonlyArray<string>): McpConnection => {
+  if (secrets.length === 0) return connection
+  const scrub = (e: unknown): never => {
+    throw scrubbed(e, secrets)
+  }
+  return {
+    get transportType() {
+      return connection.transportType
+    },
+    get serverInfo() {
+      return connection.serverInfo
+    },
+    get pid() {
+      return connection.pid
+    },
+    get capabilities() {
+      return connection.capabilities
+    },
+    get logging() {
+      return connection.logging
+    },
+    setLoggingLevel: (level, options) => connection.setLoggingLevel(level, options).catch(scrub),
+    onLogMessage: (listener) => connection.onLogMessage(listener),
+    ping: (options) => connection.ping(options).catch(scrub),
+    listTools: (options) => connection.listTools(options).catch(scrub),
+    callTool: (name, args, options) => connection.callTool(name, args, options).catch(scrub),
+    listCatalog: (options) => connection.listCatalog(options).catch(scrub),
+    readResource: (uri, options) => connection.readResource(uri, options).catch(scrub),
+    getPrompt: (name, args, options) => connection.getPrompt(name, args, options).catch(scrub),
+    complete: (params, options) => connection.complete(params, options).catch(scrub),
+    subscribeResource: (uri, options) => connection.subscribeResource(uri, options).catch(scrub),
+    unsubscribeResource: (uri, options) => connection.unsubscribeResource(uri, options).catch(scrub),
+    onResourceUpdated: (listener) => connection.onResourceUpdated(listener),
+    onCatalogChanged: (listener) => connection.onCatalogChanged(listener),
+    close: () => connection.close(),
+    onClose: (listener) => connection.onClose((reason) => listener(scrubText(reason, secrets))),
+    onToolsChanged: (listener) => connection.onToolsChanged(listener),
+    stderrTail: () => connection.stderrTail().map((line) => scrubText(line, secrets))
+  }
 }
 
 /** Connections opened and not yet closed, with one close promise each (close is idempotent). */
@@ -67,7 +186,7 @@ export class ConnectionRegistry {
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /** The service machine with real MCP side effects; every connection is tracked by `registry`. */
-export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store") =>
+export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager) =>
   serviceMachine.provide({
     actors: {
       connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
@@ -81,17 +200,44 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
             hint: "fix the service's definition (update_service, or the services file)"
           })
         }
-        const { maxMessageBytes } = registry.options
+        const { maxMessageBytes, upstream } = registry.options
+        // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
+        const target = resolved.envFile === undefined && !definitionHasReferences(resolved) ? resolved : await expanded(resolved, registry.options)
+        const secrets = secretValues(target)
+        // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
+        const auth =
+          target.kind === "remote" && oauth !== undefined
+            ? oauth.forService(input.scope, input.name, target.url, oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]))
+            : undefined
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
-          connect(resolved, { timeoutMs: input.timeoutMs, signal, clientName, ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}) })
-        )
-        const connection = registry.track(opened)
+          connect(target, {
+            timeoutMs: input.timeoutMs,
+            signal,
+            clientName,
+            auth,
+            ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
+            ...(upstream !== undefined ? { upstream } : {})
+          })
+        ).catch((e: unknown) => {
+          throw scrubbed(e, secrets)
+        })
+        const connection = registry.track(scrubbedConnection(opened, secrets))
         try {
           if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
           const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
+          // Resources and prompts (only what the server declared). A server whose tools work is
+          // connected even when these fail: the failure is noted, and the lists are asked again later.
+          let catalog: Catalog | undefined
+          let catalogError: string | undefined
+          try {
+            catalog = await connection.listCatalog({ timeoutMs: input.timeoutMs, signal })
+          } catch (e) {
+            if (signal.aborted) throw e
+            catalogError = describe(e)
+          }
           // A result that arrives after the actor stopped is dropped by XState: release it here.
           if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-          return { connection, tools }
+          return { connection, tools, catalog, catalogError }
         } catch (e) {
           await registry.close(connection)
           throw e
@@ -105,6 +251,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         const offTools = input.watchTools
           ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
           : () => undefined
+        const offCatalog = input.watchTools ? input.connection.onCatalogChanged(() => send({ type: "CATALOG_CHANGED" })) : () => undefined
         // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.
         let check: Cancel | undefined
         const withdraw = () => {
@@ -138,12 +285,14 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           withdraw()
           offClose()
           offTools()
+          offCatalog()
           void registry.close(input.connection)
         }
       }),
       listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) =>
         input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
       ),
+      listCatalog: fromPromise<Catalog, CheckInput>(({ input, signal }) => input.connection.listCatalog({ timeoutMs: input.timeoutMs, signal })),
       closeConnection: fromPromise<void, { readonly connection: McpConnection | undefined }>(({ input }) =>
         registry.close(input.connection)
       )

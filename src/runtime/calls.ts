@@ -7,7 +7,8 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Either, Exit, type Fiber, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { Cancel, McpRequestError } from "../mcp/types.js"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { Cancel, McpRequestError, type CallHooks, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
 import type { Outcome } from "../records/records.js"
 import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot, type WaitEnd } from "./bridge.js"
@@ -25,6 +26,7 @@ import {
 } from "./errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "./log.js"
+import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
 import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { TOOL_SEPARATOR, callableName, isConnected, iso, offerReason } from "./views.js"
@@ -36,9 +38,20 @@ export interface CallToolInput {
   readonly tool_name: string
   readonly args?: Record<string, unknown> | undefined
   readonly service_name?: string | undefined
-  /** Seconds; default 60. */
+  /** Seconds; default 60, at most the store's `maxCallSeconds`. */
   readonly timeout?: number | undefined
+  /**
+   * The caller's own hearing of the call's progress (an MCP client's `progressToken`). Every
+   * call's progress also goes to `/events` with its `trace_id`, and restarts its time-out.
+   */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** Answers the upstream's elicitation and sampling requests of the call (an MCP client's); without it they are declined. */
+  readonly relay?: UpstreamRequestRelay | undefined
 }
+
+/** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
+const declinedOverRest: UpstreamRequestRelay = (request) =>
+  Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the tool call was made through the REST API, which cannot answer it; call the tool from an MCP client that declares the capability`))
 
 export interface CallToolOutput {
   readonly result: unknown
@@ -53,6 +66,39 @@ export interface CallToolOutput {
 }
 
 const DEFAULT_CALL_TIMEOUT_SECONDS = 60
+
+/** A call's time-out in seconds: its own (default 60), never over the store's `maxCallSeconds`. */
+const callTimeoutSeconds = (ctx: ScopeContext, input: CallToolInput): number =>
+  Math.min(input.timeout ?? DEFAULT_CALL_TIMEOUT_SECONDS, ctx.host.limits.maxCallSeconds)
+
+/**
+ * The hooks of a call sent to its service: its progress to the caller's `onProgress` and to the
+ * `/events` streams (throttled, built at the first progress), its time-out restarted by each
+ * progress up to `maxCallSeconds` from its start. `close` stops the events when the call ends.
+ */
+const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string, original: string, traceId: string, started: number) => {
+  let events: LatestThrottle<ProgressEvent> | undefined
+  const progress = ctx.host.progress
+  const own = input.onProgress
+  const hooks: CallHooks = {
+    maxTotalMs: Math.max(0, ctx.host.limits.maxCallSeconds * 1000 - (performance.now() - started)),
+    relay: input.relay ?? declinedOverRest,
+    onProgress: (p) => {
+      own?.(p)
+      if (!progress.listening) return
+      events ??= new LatestThrottle(EVENTS_PROGRESS_INTERVAL_MS, (e) => progress.emit(e))
+      events.push({
+        scope: ctx.label,
+        agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+        service_name: serviceName,
+        tool_name: original,
+        trace_id: traceId,
+        ...p
+      })
+    }
+  }
+  return { hooks, close: () => events?.close() }
+}
 
 /** The refusal of a call to a service that is not connected: its status and next retry. */
 const unavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
@@ -366,8 +412,9 @@ const recorder =
     }
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
-    const why = Cause.isInterruptedOnly(exit.cause) ? "the caller went away" : String(Cause.squash(exit.cause))
-    return record("transport_error", null, why)
+    // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
+    if (Cause.isInterruptedOnly(exit.cause)) return record("cancelled", null, "the caller cancelled the call or went away")
+    return record("transport_error", null, String(Cause.squash(exit.cause)))
   }
 
 /**
@@ -398,7 +445,7 @@ const refusalRecorded = (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllo
  */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
   Effect.suspend(() => {
-    const timeoutSeconds = input.timeout ?? DEFAULT_CALL_TIMEOUT_SECONDS
+    const timeoutSeconds = callTimeoutSeconds(ctx, input)
     const started = performance.now()
     const deadline = started + timeoutSeconds * 1000
     const remaining = () => Math.max(0, deadline - performance.now())
@@ -407,13 +454,16 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
       e instanceof ToolNotAllowed ? refusalRecorded(ctx, input, e, started, traceId) : Effect.void
     )
     return Effect.flatMap(target, ({ actor, original }) => {
-      const recorded = recorder(ctx, input, actor.getSnapshot().context.name, original, started, traceId)
+      const serviceName = actor.getSnapshot().context.name
+      const recorded = recorder(ctx, input, serviceName, original, started, traceId)
       // Counted in flight from the start to the end of the call, as one resource with its record:
       // an interruption cannot come between the count and the release.
       return Effect.uninterruptibleMask((restore) =>
         Effect.suspend(() => {
           ctx.host.inFlightCalls += 1
-          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining })), (exit) => {
+          const { hooks, close } = callHooks(ctx, input, serviceName, original, traceId, started)
+          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining, hooks })), (exit) => {
+            close()
             ctx.host.inFlightCalls -= 1
             const written = recorded(exit)
             return written === undefined ? Effect.void : Effect.promise(() => written)
@@ -448,12 +498,13 @@ export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall 
   const tool = snapshot.context.tools.find((t) => t.name === original)
   if (tool !== undefined && argumentProblems(tool, input.args ?? {}).length > 0) return undefined
 
-  const timeoutSeconds = input.timeout ?? DEFAULT_CALL_TIMEOUT_SECONDS
+  const timeoutSeconds = callTimeoutSeconds(ctx, input)
   const started = performance.now()
   const deadline = started + timeoutSeconds * 1000
   const remaining = () => Math.max(0, deadline - performance.now())
   const traceId = newTraceId()
-  const call = { started, traceId, timeoutSeconds, remaining }
+  const { hooks, close } = callHooks(ctx, input, snapshot.context.name, original, traceId, started)
+  const call = { started, traceId, timeoutSeconds, remaining, hooks }
   const recorded = recorder(ctx, input, snapshot.context.name, original, started, traceId)
   const cancel = new Cancel()
   let retry: Fiber.RuntimeFiber<CallToolResult, CallToolError> | undefined
@@ -463,6 +514,7 @@ export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall 
   const settle = (end: Exit.Exit<CallToolResult, CallToolError>) => {
     if (settled) return
     settled = true
+    close()
     ctx.host.inFlightCalls -= 1
     try {
       const output = Exit.map(end, (result) => outputOf(actor, original, result, call))
@@ -475,7 +527,7 @@ export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall 
     }
   }
   ctx.host.inFlightCalls += 1
-  connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel }).then(
+  connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel, hooks }).then(
     (result) => settle(Exit.succeed(result)),
     (e: unknown) => {
       if (settled) return
@@ -548,6 +600,7 @@ interface CallTiming {
   readonly traceId: string
   readonly timeoutSeconds: number
   readonly remaining: () => number
+  readonly hooks: CallHooks
 }
 
 /**
@@ -566,7 +619,7 @@ const sendOnce = (ctx: ScopeContext, actor: ServiceActorRef, original: string, i
     return Effect.async<CallToolResult, McpRequestError>((resume) => {
       // Cancelled if the call is interrupted (the caller went away): the server is told.
       const cancel = new Cancel()
-      connection.callTool(original, input.args ?? {}, { timeoutMs: call.remaining(), signal: cancel }).then(
+      connection.callTool(original, input.args ?? {}, { timeoutMs: call.remaining(), signal: cancel, hooks: call.hooks }).then(
         (result) => resume(Effect.succeed(result)),
         (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
       )

@@ -64,6 +64,21 @@ export class ToolNotAllowed extends Data.TaggedError("ToolNotAllowed")<{
   readonly scope: string
 }> {}
 
+/** A resource (or resource template) URI that no connected service of the scope offers. */
+export class ResourceNotFound extends Data.TaggedError("ResourceNotFound")<{
+  readonly message: string
+  readonly uri: string
+  readonly scope: string
+}> {}
+
+/** A prompt name (`<service>__<prompt>`) that no connected service of the scope offers. */
+export class PromptNotFound extends Data.TaggedError("PromptNotFound")<{
+  readonly message: string
+  readonly promptName: string
+  readonly scope: string
+  readonly suggestions: ReadonlyArray<string>
+}> {}
+
 /** An original tool name that several services of the scope expose. */
 export class AmbiguousTool extends Data.TaggedError("AmbiguousTool")<{
   readonly message: string
@@ -128,6 +143,8 @@ export type StoreError =
   | ServiceNotFound
   | ToolNotFound
   | ToolNotAllowed
+  | ResourceNotFound
+  | PromptNotFound
   | AmbiguousTool
   | InvalidArguments
   | UpstreamError
@@ -141,6 +158,8 @@ const TAGS = new Set([
   "ServiceNotFound",
   "ToolNotFound",
   "ToolNotAllowed",
+  "ResourceNotFound",
+  "PromptNotFound",
   "AmbiguousTool",
   "InvalidArguments",
   "UpstreamError",

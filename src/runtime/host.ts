@@ -15,6 +15,7 @@ import { ownEntry } from "../machines/supervisor.js"
 import type { ToolRecords } from "../records/records.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
+import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "./errors.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
@@ -31,6 +32,8 @@ export interface StoreHost {
   readonly waiters: Waiters
   /** Tool calls in progress. */
   inFlightCalls: number
+  /** Every call's progress, for the `/events` streams. */
+  readonly progress: ProgressEvents
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

@@ -25,6 +25,16 @@ import { hiddenReason } from "./views.js"
 /** The tools a service offers agents: the count list_tools and tool_count give (hidden ones left out). */
 const offered = (tools: ServiceContext["tools"]): number => tools.reduce((n, t) => (hiddenReason(t) === undefined ? n + 1 : n), 0)
 
+/** ", 3 resources, 2 templates, 4 prompts": what a service offers beside tools, when it offers any. */
+const catalogCounts = (c: ServiceContext): string => {
+  const parts: Array<string> = []
+  const { resources, resourceTemplates, prompts } = c.catalog
+  if (resources.length > 0) parts.push(`${resources.length} resources`)
+  if (resourceTemplates.length > 0) parts.push(`${resourceTemplates.length} resource templates`)
+  if (prompts.length > 0) parts.push(`${prompts.length} prompts`)
+  return parts.map((p) => `, ${p}`).join("")
+}
+
 /** How many status lines a service may write in one window before its lines go to debug. */
 export const FLAP_LINES = 10
 /** The window of `FLAP_LINES`. */
@@ -34,6 +44,8 @@ interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
   tools: ServiceContext["tools"]
+  catalogVersion: number
+  catalog: ServiceContext["catalog"]
   attempts: number
   nextRetryAt: number | undefined
   /** Status lines written in the current window, and when it began. */
@@ -97,6 +109,7 @@ export class LifecycleLog {
       p !== undefined &&
       p.lastSeen === last &&
       p.toolsVersion === c.toolsVersion &&
+      p.catalogVersion === c.catalogVersion &&
       p.attempts === c.reconnectAttempts &&
       p.nextRetryAt === c.nextRetryAt
     ) {
@@ -107,6 +120,8 @@ export class LifecycleLog {
         lastSeen: undefined,
         toolsVersion: 0,
         tools: [],
+        catalogVersion: 0,
+        catalog: c.catalog,
         attempts: 0,
         nextRetryAt: undefined,
         windowStart: this.now(),
@@ -136,6 +151,11 @@ export class LifecycleLog {
       p.toolsVersion = c.toolsVersion
       p.tools = c.tools
     }
+    if (c.catalogVersion !== p.catalogVersion) {
+      if (p.catalogVersion > 0 && fresh.length === 0) this.catalogChanged(p, c)
+      p.catalogVersion = c.catalogVersion
+      p.catalog = c.catalog
+    }
     p.attempts = c.reconnectAttempts
     p.nextRetryAt = c.nextRetryAt
   }
@@ -158,9 +178,11 @@ export class LifecycleLog {
         level = "info"
         const since = previous === undefined ? undefined : t.at - previous.at
         if (t.from === "warning") message = `${label} healthy again: ${reason}`
-        else if (t.from === "initializing") message = `${label} healthy (${offered(c.tools)} tools${since === undefined ? "" : `, ${seconds(since)}`})`
-        else message = `${label} healthy again (${offered(c.tools)} tools${since === undefined ? "" : `, down ${seconds(since)}`})`
+        else if (t.from === "initializing") message = `${label} healthy (${offered(c.tools)} tools${catalogCounts(c)}${since === undefined ? "" : `, ${seconds(since)}`})`
+        else message = `${label} healthy again (${offered(c.tools)} tools${catalogCounts(c)}${since === undefined ? "" : `, down ${seconds(since)}`})`
         fields.tools = offered(c.tools)
+        fields.resources = c.catalog.resources.length
+        fields.prompts = c.catalog.prompts.length
         if (since !== undefined) fields.duration_ms = since
         break
       }
@@ -271,6 +293,21 @@ export class LifecycleLog {
       added: added.slice(0, 100),
       removed: removed.slice(0, 100)
     })
+  }
+
+  /** A refresh of resources and prompts: a warning when it failed, an info line when the counts changed. */
+  private catalogChanged(p: Progress, c: ServiceContext): void {
+    if (c.catalog === p.catalog) {
+      if (c.lastError?.startsWith("resource and prompt list") === true) {
+        log.warn(`${p.label} ${firstLine(c.lastError)}`, { event: "catalog_refresh_failed", service: p.label, error: c.lastError })
+      }
+      return
+    }
+    const before = `${p.catalog.resources.length}/${p.catalog.resourceTemplates.length}/${p.catalog.prompts.length}`
+    const after = `${c.catalog.resources.length}/${c.catalog.resourceTemplates.length}/${c.catalog.prompts.length}`
+    const fields = { event: "catalog", service: p.label, resources: c.catalog.resources.length, resource_templates: c.catalog.resourceTemplates.length, prompts: c.catalog.prompts.length }
+    if (before === after) log.debug(`${p.label} resources and prompts refreshed (resources/templates/prompts ${after})`, fields)
+    else log.info(`${p.label} resources and prompts changed: resources/templates/prompts ${before} -> ${after}`, fields)
   }
 
   private removed(scope: Scope, name: string): void {

@@ -2,8 +2,15 @@
  * network_check: can these HTTP endpoints be reached from the store? Every endpoint is tried
  * concurrently with a 5 s limit; any HTTP answer counts as reachable (an MCP endpoint may answer
  * GET with 405).
+ *
+ * Not an open prober: a caller not allowed everything may only name URLs of services registered in
+ * its scope (`registered`), and the store's outbound policy (src/mcp/upstream-policy.ts: metadata
+ * addresses, `--upstream-allow`) applies to every probe. No redirect is followed, no body is read,
+ * and a URL's secrets are masked in the answer.
  */
 import { Effect } from "effect"
+import { maskUrl } from "../domain/secrets.js"
+import { DEFAULT_UPSTREAM_POLICY, type UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { ValidationError, type FieldProblem } from "./errors.js"
 
 export interface NetworkCheckResult {
@@ -26,13 +33,24 @@ const SLOW_MS = 1_000
  * URLs (a ValidationError, nothing probed). Interrupting the effect aborts the probes.
  */
 export const networkCheck = (
-  endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>
+  endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>,
+  guard: {
+    /** The URLs the caller may probe; undefined: any (a caller allowed everything). */
+    readonly registered?: ReadonlySet<string> | undefined
+    readonly policy?: UpstreamPolicy | undefined
+  } = {}
 ): Effect.Effect<ReadonlyArray<NetworkCheckResult>, ValidationError> =>
   Effect.suspend(() => {
     const { targets, problems } = targetsOf(endpoints)
+    if (guard.registered !== undefined) {
+      targets.forEach((t, i) => {
+        if (!guard.registered!.has(t.url)) problems.push({ field: `endpoints.${i}`, problem: "is not the URL of a service of this scope (only an admin may probe other URLs)" })
+      })
+    }
+    const policy = guard.policy ?? DEFAULT_UPSTREAM_POLICY
     return problems.length > 0
       ? Effect.fail(ValidationError.of(problems))
-      : Effect.promise((signal) => Promise.all(targets.map((t) => checkOne(t.name, t.url, signal))))
+      : Effect.promise((signal) => Promise.all(targets.map((t) => checkOne(t.name, t.url, policy, signal))))
   })
 
 const targetsOf = (endpoints: ReadonlyArray<string | { readonly name: string; readonly url: string }>) => {
@@ -53,11 +71,13 @@ const targetsOf = (endpoints: ReadonlyArray<string | { readonly name: string; re
   return { targets, problems }
 }
 
-const checkOne = async (name: string, url: string, signal?: AbortSignal): Promise<NetworkCheckResult> => {
+const checkOne = async (name: string, url: string, policy: UpstreamPolicy, signal?: AbortSignal): Promise<NetworkCheckResult> => {
   const started = performance.now()
   const checked_at = new Date().toISOString()
   const limit = AbortSignal.timeout(NETWORK_CHECK_LIMIT_MS)
+  const shown = { endpoint_name: maskUrl(name), url: maskUrl(url) }
   try {
+    await policy.checkResolved(new URL(url))
     const response = await fetch(url, {
       method: "GET",
       redirect: "manual",
@@ -66,8 +86,7 @@ const checkOne = async (name: string, url: string, signal?: AbortSignal): Promis
     const ms = performance.now() - started
     await response.body?.cancel().catch(() => undefined)
     return {
-      endpoint_name: name,
-      url,
+      ...shown,
       reachable: true,
       status: ms < SLOW_MS ? "healthy" : "warning",
       http_status: response.status,
@@ -77,12 +96,13 @@ const checkOne = async (name: string, url: string, signal?: AbortSignal): Promis
     }
   } catch (e) {
     const cause = (e as { cause?: { code?: string; message?: string } }).cause
-    const error = limit.aborted
+    const error = (e as { _tag?: string })._tag === "UpstreamRefused"
+      ? (e as Error).message
+      : limit.aborted
       ? `no answer within ${NETWORK_CHECK_LIMIT_MS / 1000} s`
       : (cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e)))
     return {
-      endpoint_name: name,
-      url,
+      ...shown,
       reachable: false,
       status: "error",
       http_status: null,

@@ -5,7 +5,8 @@
  */
 import { Effect } from "effect"
 import { dict } from "../domain/dict.js"
-import { STATUSES, type ServiceDefinition, type Status } from "../domain/service.js"
+import { maskDefinition, maskDocument } from "../domain/secrets.js"
+import { STATUSES, type Status } from "../domain/service.js"
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import type { RecordQuery } from "../records/records.js"
@@ -26,15 +27,6 @@ export interface WaitServiceOutput {
   readonly result: boolean
   readonly final_status: Status | "deleted"
   readonly elapsed_ms: number
-}
-
-/** A definition as shown to clients: env and header values replaced by "***". */
-const maskDefinition = (def: ServiceDefinition): ServiceDefinition => {
-  const mask = (r: Readonly<Record<string, string>> | undefined) =>
-    r === undefined ? undefined : dict(Object.keys(r).map((k) => [k, "***"]))
-  const env = mask(def.env)
-  const headers = mask(def.headers)
-  return { ...def, ...(env ? { env } : {}), ...(headers ? { headers } : {}) }
 }
 
 /** Every service of this scope, in list form. */
@@ -70,6 +62,12 @@ export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
                 .filter((t) => !ctx.gate!.allows(t.name))
                 .map((t) => ({ name: t.name, original_name: t.original_name, reason: KEY_LIST_REASON }))
             ],
+      // What it offers beside tools (src/runtime/catalog.ts lists them: list_resources, list_prompts).
+      catalog: {
+        resources: snapshot.context.catalog.resources.length,
+        resource_templates: snapshot.context.catalog.resourceTemplates.length,
+        prompts: snapshot.context.catalog.prompts.length
+      },
       connected: isConnected(view.status)
     }
   })
@@ -123,10 +121,11 @@ export const stats = (ctx: ScopeContext) =>
   })
 
 /** The scope's part of the services file, as stored (the store: the whole file). */
-export const mcpConfig = (ctx: ScopeContext): Effect.Effect<unknown> =>
-  Effect.sync(() =>
-    ctx.scope.kind === "store" ? ctx.host.file.raw() : { mcpServers: ownEntry(ctx.host.file.read().agents, ctx.scope.agentId) ?? dict() }
-  )
+export const mcpConfig = (ctx: ScopeContext, reveal = false): Effect.Effect<unknown> =>
+  Effect.sync(() => {
+    const doc = ctx.scope.kind === "store" ? ctx.host.file.raw() : { mcpServers: ownEntry(ctx.host.file.read().agents, ctx.scope.agentId) ?? dict() }
+    return reveal ? doc : maskDocument(doc)
+  })
 
 /** Lifecycle detail of one service (service_status). */
 export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
@@ -147,7 +146,8 @@ export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
       response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
       state_entered_at: new Date(c.stateEnteredAt).toISOString(),
       transitions: c.transitions.map(transitionView),
-      stderr_tail: [...stderr]
+      stderr_tail: [...stderr],
+      ...(c.auth !== undefined ? { auth: c.auth } : {})
     }
   })
 

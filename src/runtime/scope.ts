@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import type { Scope } from "../domain/service.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import * as calls from "./calls.js"
+import * as catalog from "./catalog.js"
 import * as commands from "./commands.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import * as queries from "./queries.js"
@@ -138,8 +139,9 @@ export class ScopeApi {
     return runToValue(queries.stats(this.effects))
   }
 
-  mcpConfig() {
-    return runToValue(queries.mcpConfig(this.effects))
+  /** The scope's part of the services file, secrets masked unless `reveal` (src/domain/secrets.ts). */
+  mcpConfig(reveal = false) {
+    return runToValue(queries.mcpConfig(this.effects, reveal))
   }
 
   waitService(input: queries.WaitServiceInput, signal?: AbortSignal) {
@@ -148,5 +150,34 @@ export class ScopeApi {
 
   toolRecords(query: Parameters<typeof queries.toolRecords>[1], all = false) {
     return runToPromise(queries.toolRecords(this.effects, query, all))
+  }
+
+  // Resources and prompts (src/runtime/catalog.ts).
+
+  /** The scope's resources (URIs prefixed where two services collide), or one service's. */
+  listResources(serviceName?: string) {
+    return catalog.resourceViews(this.effects, serviceName)
+  }
+
+  listResourceTemplates(serviceName?: string) {
+    return catalog.resourceTemplateViews(this.effects, serviceName)
+  }
+
+  /** The scope's prompts, named `<service>__<prompt>`, or one service's. */
+  listPrompts(serviceName?: string) {
+    return catalog.promptViews(this.effects, serviceName)
+  }
+
+  /** Reads a resource by its URI (as listed, prefixed, or matching a template); `ResourceNotFound` when no service of the scope has it. */
+  readResource(uri: string, signal?: AbortSignal) {
+    return runToPromise(catalog.readResource(this.effects, uri), signal)
+  }
+
+  getPrompt(name: string, args?: Readonly<Record<string, string>>, signal?: AbortSignal) {
+    return runToPromise(catalog.getPrompt(this.effects, name, args), signal)
+  }
+
+  complete(params: Parameters<typeof catalog.complete>[1], signal?: AbortSignal) {
+    return runToPromise(catalog.complete(this.effects, params), signal)
   }
 }

@@ -6,6 +6,7 @@
  * Every change is written to the services file before the operation resolves, and changes are
  * serialized so the file and the actors always agree.
  */
+import { dirname } from "node:path"
 import { Effect } from "effect"
 import { createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
@@ -18,15 +19,19 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { ToolRecords } from "../records/records.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
+import { ProgressEvents } from "./progress.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
+import { OAuthManager } from "./oauth.js"
+import { TokenVault } from "./oauth-tokens.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -62,6 +67,10 @@ export class Store implements StoreHost {
   private readonly cleanupTimer: NodeJS.Timeout
   /** Tool calls in progress. */
   inFlightCalls = 0
+  /** Every call's progress, for the `/events` streams. */
+  readonly progress = new ProgressEvents()
+  /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
+  oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
 
@@ -79,7 +88,9 @@ export class Store implements StoreHost {
     /** The store's caps. */
     readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>,
-    private readonly lifecycle: LifecycleLog
+    private readonly lifecycle: LifecycleLog,
+    /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
+    readonly oauth: OAuthManager
   ) {
     this.waiters = new Waiters(limits.maxWaiters)
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
@@ -94,10 +105,18 @@ export class Store implements StoreHost {
     const file = await ServicesFile.open(options.mcpConfigFile)
     const records = await ToolRecords.open(file.path, {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
-      retentionDays: options.toolRecordRetentionDays ?? 7
+      retentionDays: options.toolRecordRetentionDays ?? 7,
+      maxValueBytes: limits.toolRecordMaxValueBytes
     })
-    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes })
-    const service = liveServiceMachine(connections, options.clientName)
+    const connections = new ConnectionRegistry({
+      maxMessageBytes: limits.maxMessageBytes,
+      servicesDir: dirname(file.path),
+      upstream: new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
+    })
+    // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
+    let self: Store | undefined
+    const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl)
+    const service = liveServiceMachine(connections, options.clientName, oauth)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
     })
@@ -117,7 +136,8 @@ export class Store implements StoreHost {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle)
+    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth)
+    self = store
     store.load(file.read())
     return store
   }
@@ -345,6 +365,8 @@ export class Store implements StoreHost {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
+    // Its OAuth tokens and registration go with it (never left behind in the token file).
+    void this.oauth.forget(scope, name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }

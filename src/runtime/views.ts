@@ -1,9 +1,11 @@
 /**
  * How a service and its tools look to clients (shared/API.md, Resources), read from the service
- * actor's snapshot: the one source of truth for status. Secrets (env, header values) never appear.
+ * actor's snapshot: the one source of truth for status. Secrets never appear: the URL, `args` and
+ * texts are masked by the one masking of src/domain/secrets.ts.
  */
+import { maskArgs, maskUrl, maskUrls } from "../domain/secrets.js"
 import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type Status, type TransportType } from "../domain/service.js"
-import { statusOf, type ServiceSnapshot, type Transition } from "../machines/service.js"
+import { statusOf, type AuthInfo, type ServiceSnapshot, type Transition } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { serviceToolFilter, type ToolGate } from "../domain/tool-filter.js"
 
@@ -26,6 +28,8 @@ export interface ServiceView {
   readonly reconnect_attempts: number
   readonly next_retry_at: string | null
   readonly response_time_ms: number | null
+  /** An OAuth-protected upstream's authorization state (never a token); absent when none is needed. */
+  readonly auth?: AuthInfo
 }
 
 /**
@@ -115,23 +119,25 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
   const def = c.definition
   return {
     name: c.name,
-    url: typeof def.url === "string" ? def.url : "",
+    url: typeof def.url === "string" ? maskUrl(def.url) : "",
     status: statusOf(snapshot),
     // The tools offered to agents (those list_tools lists); hidden ones are in get_service_info.
     tool_count: toolViews(snapshot).length,
     transport_type: transportOf(def),
     command: typeof def.command === "string" ? def.command : null,
     // A hand-edited file may hold anything here ("args": 5): shown as it can be, never a crash.
-    args: def.command !== undefined ? (Array.isArray(def.args) ? def.args.filter((a): a is string => typeof a === "string") : []) : null,
+    args: def.command !== undefined ? (Array.isArray(def.args) ? maskArgs(def.args) : []) : null,
     scope: scopeLabel(c.scope),
     client_id: clientId(c.scope, c.name, def),
-    last_error: c.lastError ?? null,
-    hint: c.hint ?? null,
+    // Scrubbed of the definition's secrets where they were made (src/runtime/adapter.ts); URLs once more here.
+    last_error: c.lastError === undefined ? null : maskUrls(c.lastError),
+    hint: c.hint === undefined ? null : maskUrls(c.hint),
     last_state_change: new Date(c.stateEnteredAt).toISOString(),
     consecutive_failures: c.consecutiveFailures,
     reconnect_attempts: c.reconnectAttempts,
     next_retry_at: iso(c.nextRetryAt),
-    response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100
+    response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
+    ...(c.auth !== undefined ? { auth: c.auth } : {})
   }
 }
 

@@ -110,7 +110,14 @@ describe("parseCommandLine", () => {
       "--max-services-per-request",
       "3",
       "--max-waiters",
-      "30"
+      "30",
+      "--max-call-seconds",
+      "90",
+      "--tool-record-max-value-bytes",
+      "1000",
+      "--upstream-allow",
+      "10.0.0.0/8, *.lan",
+      "--upstream-allow-metadata"
     ])
     expect(server).toEqual({
       host: "127.0.0.1",
@@ -132,7 +139,16 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 2048,
       maxConnections: 50
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 4096, maxServices: 20, maxServicesPerRequest: 3, maxWaiters: 30 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 4096,
+      maxServices: 20,
+      maxServicesPerRequest: 3,
+      maxWaiters: 30,
+      maxCallSeconds: 90,
+      toolRecordMaxValueBytes: 1000,
+      upstreamAllow: ["10.0.0.0/8", "*.lan"],
+      upstreamAllowMetadata: true
+    })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
     expect(store.toolRecordMaxFileSize).toBe(-1)
@@ -169,7 +185,8 @@ describe("parseCommandLine", () => {
       MCPSTORE_MAX_MESSAGE_BYTES: "7",
       MCPSTORE_MAX_SERVICES: "8",
       MCPSTORE_MAX_SERVICES_PER_REQUEST: "9",
-      MCPSTORE_MAX_WAITERS: "10"
+      MCPSTORE_MAX_WAITERS: "10",
+      MCPSTORE_MAX_CALL_SECONDS: "11"
     })
     expect(server).toEqual({
       host: "::1",
@@ -191,7 +208,16 @@ describe("parseCommandLine", () => {
       maxBodyBytes: 5,
       maxConnections: 6
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 7, maxServices: 8, maxServicesPerRequest: 9, maxWaiters: 10 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 7,
+      maxServices: 8,
+      maxServicesPerRequest: 9,
+      maxWaiters: 10,
+      maxCallSeconds: 11,
+      toolRecordMaxValueBytes: 64 * 1024,
+      upstreamAllow: [],
+      upstreamAllowMetadata: false
+    })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",
       debug: true,

@@ -150,7 +150,7 @@ describe("ServicesFile: spellings and layouts", () => {
     })
   })
 
-  it("names what it loads but does not expand: VS Code's ${input:...} variables and envFile", async () => {
+  it("names what it loads but does not expand: VS Code's ${input:...} variables", async () => {
     const file = join(dir, "vscode-notes.json")
     await writeFile(
       file,
@@ -165,8 +165,8 @@ describe("ServicesFile: spellings and layouts", () => {
     const services = await ServicesFile.open(file)
     expect(Object.keys(services.read().store)).toEqual(["api", "local"])
     expect(services.problems().map((p) => [p.at, p.outcome, p.problem])).toEqual([
-      ['servers."api"', "note", expect.stringContaining("holds ${input:key}: mcp-store does not expand")],
-      ['servers."local"', "note", '"envFile" is not read by mcp-store: copy its variables into "env"']
+      ['servers."api"', "note", expect.stringContaining("holds ${input:key}: mcp-store expands only ${VAR}")]
+      // ${workspaceFolder} has the form of ${VAR}: it is expanded from the environment when the service connects.
     ])
   })
 

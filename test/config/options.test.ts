@@ -197,7 +197,18 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       maxBodyBytes: 1048576,
       maxConnections: 1000
     })
-    expect(store.limits).toEqual({ maxMessageBytes: 16 * 1024 * 1024, maxServices: 10_000, maxServicesPerRequest: 100, maxWaiters: 10_000 })
+    expect(store.limits).toEqual({
+      maxMessageBytes: 16 * 1024 * 1024,
+      maxServices: 10_000,
+      maxServicesPerRequest: 100,
+      maxWaiters: 10_000,
+      maxCallSeconds: 3600,
+      toolRecordMaxValueBytes: 64 * 1024,
+      upstreamAllow: [],
+      upstreamAllowMetadata: false
+    })
+    expect(() => resolveOptions({ upstream_allow: ["10.0.0.0/33"] })).toThrow(/upstream_allow/)
+    expect(() => resolveOptions({ upstream_allow: ["a b"] })).toThrow(/upstream_allow/)
     expect(store.mcpConfigFile).toBe("/srv/app/mcp.json")
     expect(store.debug).toBe(false)
     expect(store.toolRecordMaxFileSize).toBe(30)
@@ -227,13 +238,15 @@ describe("safety options", () => {
   })
 
   it("checks every cap as a positive integer (the idle time may be fractional)", () => {
-    for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters"] as const) {
+    for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters", "max_call_seconds"] as const) {
       expect(optionFromText(key, "7")).toBe(7)
       expect(() => optionFromText(key, "0")).toThrow(new RegExp(`${key} must be an integer >= 1`))
       expect(() => checkOption(key, 1.5)).toThrow(/integer/)
     }
     expect(optionFromText("mcp_session_idle_seconds", "0.5")).toBe(0.5)
     expect(() => optionFromText("mcp_session_idle_seconds", "-1")).toThrow(/mcp_session_idle_seconds/)
+    // A call's time-out is a Node timer: longer than 2^31-1 ms would fire at once.
+    expect(() => checkOption("max_call_seconds", 2_147_484)).toThrow(/max_call_seconds must be an integer >= 1 and <= 2147483/)
   })
 
   it("resolves the caps into the server and store options", () => {

@@ -1,53 +1,62 @@
 /**
  * The MCP conformance suite's server scenarios against the store's /mcp, with server-everything
- * (stdio) registered (issue 14), offline. `PASSING` lists the scenarios that apply to a gateway and
+ * and the suite's own reference server (test/fixtures/conformance-server.ts) registered over stdio
+ * (issue 14), offline. `PASSING` lists the scenarios that apply to a gateway and
  * pass now; each must pass. `NOT_YET` lists the others with the reason, kept in step with the suite's
  * list (a scenario added to the suite fails the last test until it is placed in one of the two):
  * move a scenario from NOT_YET to PASSING once the work it waits for has landed.
  * (dns-rebinding-protection has its own test: dns-rebinding.test.ts.)
  */
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { everythingStdio } from "../fixtures/paths.js"
+import { conformanceServer, everythingStdio } from "../fixtures/paths.js"
 import { addService, conformanceScenario, conformanceServerScenarios, localService, startTestServer, type TestServer } from "../support/index.js"
 
 /** Scenarios that pass through the store now. */
-const PASSING = ["server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-error", "server-sse-multiple-streams"] as const
+const PASSING = [
+  "server-initialize",
+  "ping",
+  "tools-list",
+  "tools-call-simple-text",
+  "tools-call-error",
+  "server-sse-multiple-streams",
+  "logging-set-level",
+  "resources-list",
+  "resources-read-text",
+  "resources-read-binary",
+  "resources-templates-read",
+  "resources-subscribe",
+  "resources-unsubscribe",
+  "prompts-list"
+] as const
 
-const GATEWAY_WORK = "needs resources, prompts, completion and logging on /mcp (issue 14, item 1): -32601 now"
 /**
- * The suite's tool scenarios call tools of its own reference server by their bare names
- * (test_image_content, test_tool_with_progress, ...): server-everything has none of them, and a
- * gateway lists every tool as `<service>__<tool>`, so they cannot pass through the store as such.
+ * The suite asks for prompts and tools of its reference server by their bare names
+ * (test_simple_prompt, test_image_content, ...): the store names every prompt and tool of a service
+ * `<service>__<name>` (conformance-server.ts serves them as `conf__test_...`), so a request by the
+ * bare name is not found. Resources keep their URI, which is why the resource scenarios pass.
  */
-const SUITE_TOOLS = "calls a tool of the suite's own reference server by its bare name (test_*): not in server-everything, and the store names tools <service>__<tool>"
+const BARE_PROMPT = "gets a prompt of the suite's reference server by its bare name (test_*): the store names prompts <service>__<prompt>"
+const BARE_TOOL = "calls a tool of the suite's reference server by its bare name (test_*): the store names tools <service>__<tool>"
 
 /** Scenarios that do not pass now, and why. */
 const NOT_YET: Readonly<Record<string, string>> = {
-  "logging-set-level": GATEWAY_WORK,
-  "completion-complete": GATEWAY_WORK,
-  "resources-list": GATEWAY_WORK,
-  "resources-read-text": GATEWAY_WORK,
-  "resources-read-binary": GATEWAY_WORK,
-  "resources-templates-read": GATEWAY_WORK,
-  "resources-subscribe": GATEWAY_WORK,
-  "resources-unsubscribe": GATEWAY_WORK,
-  "prompts-list": GATEWAY_WORK,
-  "prompts-get-simple": GATEWAY_WORK,
-  "prompts-get-with-args": GATEWAY_WORK,
-  "prompts-get-embedded-resource": GATEWAY_WORK,
-  "prompts-get-with-image": GATEWAY_WORK,
-  "tools-call-with-logging": `${GATEWAY_WORK}; and ${SUITE_TOOLS}`,
-  "tools-call-with-progress": `progress relay (item 2); and ${SUITE_TOOLS}`,
-  "tools-call-sampling": `sampling relay (item 5); and ${SUITE_TOOLS}`,
-  "tools-call-elicitation": `elicitation relay (item 5); and ${SUITE_TOOLS}`,
-  "elicitation-sep1034-defaults": `elicitation relay (item 5); and ${SUITE_TOOLS}`,
-  "elicitation-sep1330-enums": `elicitation relay (item 5); and ${SUITE_TOOLS}`,
-  "tools-call-image": SUITE_TOOLS,
-  "tools-call-audio": SUITE_TOOLS,
-  "tools-call-embedded-resource": SUITE_TOOLS,
-  "tools-call-mixed-content": SUITE_TOOLS,
-  "json-schema-2020-12": SUITE_TOOLS,
-  "server-sse-polling": SUITE_TOOLS,
+  "completion-complete": "completes the argument of prompt 'test_prompt_with_arguments' by its bare name: the store names prompts <service>__<prompt>",
+  "prompts-get-simple": BARE_PROMPT,
+  "prompts-get-with-args": BARE_PROMPT,
+  "prompts-get-embedded-resource": BARE_PROMPT,
+  "prompts-get-with-image": BARE_PROMPT,
+  "tools-call-with-logging": `${BARE_TOOL} (the log messages themselves are relayed: test/extras/logging.test.ts)`,
+  "tools-call-with-progress": `progress relay (item 2, another branch); and ${BARE_TOOL}`,
+  "tools-call-sampling": `sampling relay (item 5, another branch); and ${BARE_TOOL}`,
+  "tools-call-elicitation": `elicitation relay (item 5, another branch); and ${BARE_TOOL}`,
+  "elicitation-sep1034-defaults": `elicitation relay (item 5, another branch); and ${BARE_TOOL} (not in conformance-server.ts)`,
+  "elicitation-sep1330-enums": `elicitation relay (item 5, another branch); and ${BARE_TOOL} (not in conformance-server.ts)`,
+  "tools-call-image": BARE_TOOL,
+  "tools-call-audio": BARE_TOOL,
+  "tools-call-embedded-resource": BARE_TOOL,
+  "tools-call-mixed-content": BARE_TOOL,
+  "json-schema-2020-12": `${BARE_TOOL} (not in conformance-server.ts)`,
+  "server-sse-polling": `${BARE_TOOL} (not in conformance-server.ts)`,
   "dns-rebinding-protection": "passes: run by dns-rebinding.test.ts"
 }
 
@@ -56,6 +65,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
   await addService(server, "/for_store", localService("everything", everythingStdio))
+  await addService(server, "/for_store", localService("conf", conformanceServer))
 }, 30_000)
 afterAll(() => server.cleanup())
 

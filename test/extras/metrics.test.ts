@@ -31,6 +31,30 @@ const scrape = async (srv: TestServer) => {
 }
 
 describe("GET /metrics", () => {
+  it("the series of a deleted service, and of a deleted agent's services, are removed", async () => {
+    const srv = await start()
+    await addService(srv, "/for_store", { name: "gone", url: fixture.url })
+    await addService(srv, "/for_store", { name: "kept", url: fixture.url })
+    await addService(srv, "/for_agent/ag-del", { name: "agsvc", url: fixture.url })
+    for (const [prefix, tool] of [["/for_store", "gone__echo"], ["/for_store", "kept__echo"], ["/for_agent/ag-del", "agsvc__echo"]] as const) {
+      expect((await srv.post(`${prefix}/call_tool`, { tool_name: tool, args: { text: "x" } })).status).toBe(200)
+    }
+    const calls = (service: string, scope = "store") => ({ scope, service, tool: "echo", outcome: "success" })
+    const before = await scrape(srv)
+    expect(sampleValue(before.samples, "mcpstore_tool_calls_total", calls("gone"))).toBe(1)
+    expect(sampleValue(before.samples, "mcpstore_tool_calls_total", calls("agsvc", "ag-del"))).toBe(1)
+    expect(before.samples.some((s) => s.name === "mcpstore_tool_call_duration_seconds_count" && s.labels["service"] === "gone")).toBe(true)
+
+    expect((await srv.del("/for_store/delete_service/gone")).status).toBe(200)
+    expect((await srv.post("/for_agent/ag-del/reset_config", {})).status).toBe(200)
+    const after = await scrape(srv)
+    const of = (service: string) => after.samples.filter((s) => s.labels["service"] === service)
+    expect(of("gone")).toEqual([])
+    expect(of("agsvc")).toEqual([])
+    expect(after.samples.some((s) => s.labels["scope"] === "ag-del" && s.labels["service"] !== undefined)).toBe(false)
+    expect(sampleValue(after.samples, "mcpstore_tool_calls_total", calls("kept"))).toBe(1)
+  })
+
   it("is Prometheus text with services, tool calls, API requests, health checks and process figures", async () => {
     const srv = await start()
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })

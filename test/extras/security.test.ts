@@ -42,7 +42,9 @@ describe("with an API key", () => {
 
   /** The routes README "Security" leaves open: the liveness probe and the dashboard page (which asks for the key). */
   // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
-  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json"].includes(path)
+  // GET /oauth/callback is open too: the browser comes back from an authorization server with no
+  // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts).
+  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path)
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = (server = await startTestServer({ apiKey: KEY }))
@@ -206,7 +208,7 @@ describe("with local services off", () => {
   })
 })
 
-describe("the start-up warning (mcp-store run api as a child process)", () => {
+describe("the start-up warning (mcp-store run api as a child process)", { timeout: 120_000 }, () => {
   interface Run {
     readonly child: ChildProcess
     stdout: string
@@ -291,10 +293,11 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
     for (const dir of entry?.dirs ?? []) rmSync(dir, { recursive: true, force: true })
   })
 
-  // Each start of the program takes a few seconds (tsx); the three runs go side by side.
+  // Each start of the program takes a few seconds (tsx compiles the sources), far more while the whole
+  // suite loads both cores: the waits are for a line, with room for that. The three runs go side by side.
   it.concurrent("warns on --host 0.0.0.0 without a key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0"])
-    await r.waitFor("stderr", / WARN .*API key.*\n/, 25_000)
+    await r.waitFor("stderr", / WARN .*API key.*\n/, 90_000)
     // One logger, one style (src/runtime/log.ts): time, level, message.
     const line = r.stderr.split("\n").find((l) => l.includes(" WARN "))!
     expect(line).toMatch(/^\S+Z WARN  listening on 0\.0\.0\.0 without an API key/)
@@ -310,7 +313,7 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
 
   it.concurrent("does not warn on --host 127.0.0.1", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "127.0.0.1"])
-    await r.waitFor("stderr", /reload\s+off/, 25_000)
+    await r.waitFor("stderr", /reload\s+off/, 90_000)
     expect(r.stderr).toMatch(/listening on\s+http:\/\/127\.0\.0\.1:\d+/)
     expect(await stop(r)).toBe(0)
     expect(r.stderr).toContain("SIGTERM: shutting down")
@@ -319,7 +322,7 @@ describe("the start-up warning (mcp-store run api as a child process)", () => {
 
   it.concurrent("does not warn on --host 0.0.0.0 with --api-key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0", "--api-key", "x"])
-    await r.waitFor("stderr", /reload\s+off/, 25_000)
+    await r.waitFor("stderr", /reload\s+off/, 90_000)
     expect(r.stderr).toMatch(/listening on\s+http:\/\/0\.0\.0\.0:\d+/)
     expect(await stop(r)).toBe(0)
     expect(r.stderr).toContain("SIGTERM: shutting down")

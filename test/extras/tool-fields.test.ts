@@ -15,9 +15,12 @@ import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
 
 const richTools: Launch = { command: process.execPath, args: [...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "rich-tools-server.ts")] }
 
-/** The upstream's own tools/list, read by the SDK's Client straight from the server. */
+/**
+ * The upstream's own tools/list, read by the SDK's Client straight from the server, with the
+ * capabilities the store declares (server-everything offers its elicitation and sampling tools only then).
+ */
 const upstreamTools = async (launch: Launch): Promise<ReadonlyArray<Tool>> => {
-  const client = new Client({ name: "tool-fields-test", version: "1.0.0" })
+  const client = new Client({ name: "tool-fields-test", version: "1.0.0" }, { capabilities: { elicitation: {}, sampling: {} } })
   await within(client.connect(new StdioClientTransport({ command: launch.command, args: [...launch.args], stderr: "ignore" })), 15_000, "connect upstream")
   try {
     return (await within(client.listTools(), 5000, "upstream tools/list")).tools

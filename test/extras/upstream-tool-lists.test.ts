@@ -30,7 +30,8 @@ const UPSTREAMS: Record<string, Launch> = {
 
 /** The upstream's own tools/list, every page, read by the SDK's Client straight from the server. */
 const upstreamTools = async (launch: Launch): Promise<ReadonlyArray<Tool>> => {
-  const client = new Client({ name: "upstream-tool-lists-test", version: "1.0.0" })
+  // With the capabilities the store's own client declares (src/mcp/connect.ts): a server may offer more tools to such a client.
+  const client = new Client({ name: "upstream-tool-lists-test", version: "1.0.0" }, { capabilities: { elicitation: {}, sampling: {} } })
   const transport = new StdioClientTransport({ command: launch.command, args: [...launch.args], env: { ...(process.env as Record<string, string>), ...launch.env }, stderr: "ignore" })
   await within(client.connect(transport), 15_000, "connect upstream")
   try {

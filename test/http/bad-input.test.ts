@@ -22,7 +22,7 @@ import {
 const CONTRACT_CODES = [
   "VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS", "UNAUTHORIZED", "NOT_FOUND", "SERVICE_NOT_FOUND",
   "TOOL_NOT_FOUND", "METHOD_NOT_ALLOWED", "WAIT_TIMEOUT", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE",
-  "INTERNAL_ERROR", "UPSTREAM_ERROR", "SERVICE_UNAVAILABLE", "TOOL_TIMEOUT"
+  "INTERNAL_ERROR", "UPSTREAM_ERROR", "SERVICE_UNAVAILABLE", "TOOL_TIMEOUT", "RESOURCE_NOT_FOUND", "PROMPT_NOT_FOUND"
 ]
 const METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH"]
 const MIB = 1024 * 1024
@@ -297,6 +297,10 @@ const badFieldValues = (field: Field, spec: EndpointSpec): Array<[string, string
     if (spec.name === "updateService" && field.name === "name") {
       // Not a lookup: the name of the service the path names, or left out.
       out.push(["another service's name", JSON.stringify(otherScopeName(spec)), invalid(field.name)])
+    } else if (spec.name === "getPrompt" && field.name === "name") {
+      // A prompt's callable name (<service>__<prompt>), not a service's.
+      out.push(["unknown prompt", JSON.stringify(UNKNOWN), { kind: "error", status: [404], codes: ["PROMPT_NOT_FOUND"] }])
+      for (const [v, label] of STRANGE_NAMES) out.push([`strange name: ${label}`, JSON.stringify(v), strangeName("PROMPT_NOT_FOUND")])
     } else if (SERVICE_REFS.has(field.name)) {
       out.push(["unknown service", JSON.stringify(UNKNOWN), filter ? { kind: "any" } : serviceNotFound])
       out.push(["a service of another scope", JSON.stringify(otherScopeName(spec)), filter ? { kind: "any" } : serviceNotFound])

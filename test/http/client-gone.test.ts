@@ -58,7 +58,7 @@ describe("a client that goes away", () => {
     expect(await eventually(() => store.waiters.active === 0, 5_000)).toBe(true)
   })
 
-  it("cancels call_tool at once: the call leaves the in-flight count and is recorded as the caller gone away", async () => {
+  it("cancels call_tool at once: the call leaves the in-flight count and is recorded as cancelled", async () => {
     const launch = stdioFixture()
     server = await startTestServer({ services: { mcpServers: { fx: { command: launch.command, args: [...launch.args] } } } })
     const store = server.running.store
@@ -88,7 +88,7 @@ describe("a client that goes away", () => {
     const recorded = await eventually(async () => (await store.records.query({ tool_name: "sleep" })).executions.length === 1, 5_000)
     expect(recorded).toBe(true)
     const [record] = (await store.records.query({ tool_name: "sleep" })).executions
-    expect(record).toMatchObject({ service_name: "fx", outcome: "transport_error", error: "the caller went away" })
+    expect(record).toMatchObject({ service_name: "fx", outcome: "cancelled", error: "the caller cancelled the call or went away" })
     // The service goes on answering.
     const next = await server.post("/for_store/call_tool", { tool_name: "echo", service_name: "fx", args: { text: "after" } })
     expect(next.status, next.text).toBe(200)

@@ -29,7 +29,7 @@ const create = async (file: string, ...argv: string[]): Promise<string> => {
 }
 
 type Who = "admin" | "agentA" | "agentB" | "reader" | "revoked" | "expired" | "none"
-const OPEN = new Set(["GET /health", "GET /ui", "GET /docs", "GET /openapi.json"])
+const OPEN = new Set(["GET /health", "GET /ui", "GET /docs", "GET /openapi.json", "GET /oauth/callback"])
 const NARROWED = /^\/monitoring\/(agents_summary|services_status_distribution|tools_usage_stats|services_response_time|error_rate_stats|historical_stats|service_health_history|tool_call_history|alerts)$/
 const READER_REFUSED = /show_mcpconfig$|show_config$|^\/inspect\/|\/(mcp|sse|messages)$/
 

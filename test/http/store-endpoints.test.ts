@@ -132,9 +132,13 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
     const store = await server.get("/for_store/show_mcpconfig")
     expect(store.status).toBe(200)
     expect(store.body.path).toBe(server.file)
-    expect(store.body.config).toEqual(server.readFile())
-    // The file as written, secrets included (shared/API.md: show_mcpconfig shows the file as written).
-    expect(store.body.config.mcpServers.local.env).toEqual(local.env)
+    // The file as written, secret values masked (shared/API.md); `reveal=true` shows them to an admin.
+    expect(store.body.config.mcpServers.local.env).toEqual({ FIXTURE_SECRET: "***", PLAIN: "***" })
+    expect(store.body.config.mcpServers.remote.headers).toEqual({ "x-token": "***" })
+    const revealed = await server.get("/for_store/show_mcpconfig?reveal=true")
+    expect(revealed.body.config).toEqual(server.readFile())
+    expect(revealed.body.config.mcpServers.local.env).toEqual(local.env)
+    expect((await server.get("/for_store/show_mcpconfig?reveal=yes")).status).toBe(400)
     const agent = await server.get(`/for_agent/${AGENT}/show_mcpconfig`)
     expect(agent.status).toBe(200)
     const file = server.readFile() as { agents: Record<string, { mcpServers: unknown }> }

@@ -212,7 +212,7 @@ describe("healthy -> healthy: health check answered within slow_response_ms", ()
       await h.report({ ok: true, responseTimeMs: 1 })
     }
     expect(h.calls.hold).toHaveLength(1)
-    expect(h.actor.getSnapshot().value).toEqual({ connected: { health: { healthy: "idle" }, tools: "idle" } })
+    expect(h.actor.getSnapshot().value).toEqual({ connected: { health: { healthy: "idle" }, tools: "idle", catalog: "idle" } })
   })
 })
 

@@ -79,6 +79,12 @@ describe("reading answers as the SDK reads them", () => {
     }
   })
 
+  it("callToolResult reads an own __proto__ key in structured content as the schema does", () => {
+    const r = JSON.parse('{"structuredContent":{"__proto__":{"polluted":true},"a":1}}')
+    expect(callToolResult(r)).toEqual(CallToolResultSchema.parse(r))
+    expect(({} as Record<string, unknown>)["polluted"]).toBeUndefined()
+  })
+
   it("callToolResult agrees with CallToolResultSchema on arbitrary JSON", () => {
     const block = fc.oneof(
       fc.record({ type: fc.constant("text"), text: fc.string() }),

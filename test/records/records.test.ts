@@ -259,6 +259,26 @@ describe("ToolRecords", () => {
     expect(stored.result).toEqual(big.result)
   })
 
+  it("cuts parameters and result at maxValueBytes (--tool-record-max-value-bytes), each marked", async () => {
+    const dir = freshDir()
+    const records = await open(dir, { maxValueBytes: 1000 })
+    const within = await records.append(rec({ params: { a: "p".repeat(900) }, result: { b: "r".repeat(900) } }))
+    expect(within.params_truncated).toBeUndefined()
+    expect(within.result_truncated).toBeUndefined()
+    const params = { a: "p".repeat(5000) }
+    const over = await records.append(rec({ params, result: { b: "r".repeat(900) } }))
+    expect(over.params_truncated).toBe(true)
+    expect(over.result_truncated).toBeUndefined()
+    expect(JSON.stringify(params).startsWith(over.params as string)).toBe(true)
+    expect(Buffer.byteLength(over.params as string)).toBeLessThanOrEqual(1000)
+    expect(over.result).toEqual({ b: "r".repeat(900) })
+    const both = await records.append(rec({ params, result: { b: "r".repeat(5000) } }))
+    expect([both.params_truncated, both.result_truncated]).toEqual([true, true])
+    const stored = JSON.parse(lines(dir).at(-1)!) as { params_truncated?: boolean; result_truncated?: boolean }
+    expect([stored.params_truncated, stored.result_truncated]).toEqual([true, true])
+    expect(lines(dir).at(-1)!.length).toBeLessThan(3000)
+  })
+
   it("measures the 64 KiB in bytes: a multi-byte result over 64 KiB is cut too", async () => {
     const dir = freshDir()
     const records = await open(dir)

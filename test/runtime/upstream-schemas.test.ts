@@ -135,7 +135,9 @@ describe("server-everything's own tools/list", () => {
     "toggle-simulated-logging": {},
     "toggle-subscriber-updates": {},
     "trigger-long-running-operation": { duration: 2, steps: 2 },
-    "simulate-research-query": { topic: "MCP gateways" }
+    "simulate-research-query": { topic: "MCP gateways" },
+    // Offered once the client declares sampling (the store relays it to MCP clients that do).
+    "trigger-sampling-request": { prompt: "Say hello" }
   }
 
   it("every tool accepts its documented arguments and its defaults left out", () => {

@@ -18,7 +18,7 @@ import {
   type ServiceEvent,
   type ServiceInput
 } from "../../src/machines/service.js"
-import type { McpConnection, ToolInfo } from "../../src/mcp/types.js"
+import { EMPTY_CATALOG, type McpConnection, type ToolInfo } from "../../src/mcp/types.js"
 import { flush } from "./wait.js"
 
 /** A fake connection: the machine only cares about its identity. */
@@ -38,7 +38,19 @@ export const fakeConnection = (label = `conn-${++connectionCounter}`): FakeConne
   close: async () => undefined,
   onClose: () => () => undefined,
   onToolsChanged: () => () => undefined,
-  stderrTail: () => []
+  stderrTail: () => [],
+  capabilities: { resources: false, subscribe: false, prompts: false, completions: false },
+  listCatalog: async () => EMPTY_CATALOG,
+  readResource: async () => ({ contents: [] }),
+  getPrompt: async () => ({ messages: [] }),
+  complete: async () => ({ completion: { values: [] } }),
+  subscribeResource: async () => undefined,
+  unsubscribeResource: async () => undefined,
+  onResourceUpdated: () => () => undefined,
+  onCatalogChanged: () => () => undefined,
+  logging: false,
+  setLoggingLevel: async () => undefined,
+  onLogMessage: () => () => undefined
 })
 
 export const tool = (name: string): ToolInfo => ({ name, description: `${name} tool`, inputSchema: { type: "object" } })

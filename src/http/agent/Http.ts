@@ -17,6 +17,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
+      .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("callTool", ({ path, payload }) => Shared.callTool(scope(path.agent_id), payload))
@@ -26,7 +27,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       )
       .handle("checkServices", ({ path }) => Shared.checkServices(scope(path.agent_id)))
       .handle("deleteService", ({ path }) => Shared.deleteService(scope(path.agent_id), path.service_name))
-      .handle("showMcpConfig", ({ path }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path))
+      .handle("showMcpConfig", ({ path, urlParams }) => Shared.showMcpConfig(scope(path.agent_id), store.file.path, urlParams.reveal))
       .handle("resetConfig", ({ path }) =>
         contract(
           Effect.map(Effect.flatMap(scope(path.agent_id), commands.resetAgent), (removed) => ({
@@ -49,6 +50,11 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
           }))
         )
       )
+      .handle("listResources", ({ path, urlParams }) => Shared.listResources(scope(path.agent_id), urlParams.service_name))
+      .handle("listResourceTemplates", ({ path, urlParams }) => Shared.listResourceTemplates(scope(path.agent_id), urlParams.service_name))
+      .handle("listPrompts", ({ path, urlParams }) => Shared.listPrompts(scope(path.agent_id), urlParams.service_name))
+      .handle("readResource", ({ path, payload }) => Shared.readResource(scope(path.agent_id), payload.uri))
+      .handle("getPrompt", ({ path, payload }) => Shared.getPrompt(scope(path.agent_id), payload.name, payload.arguments))
       .handle("toolRecords", ({ path, urlParams }) => Shared.toolRecords(scope(path.agent_id), urlParams, false))
   })
 )

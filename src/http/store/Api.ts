@@ -7,6 +7,7 @@ import {
   RecordsQuery,
   ResetResponse,
   Service,
+  ServiceAuth,
   ServiceNamePayload,
   ServicePath,
   TwoStepDeleteResponse,
@@ -51,6 +52,11 @@ export class StoreApi extends HttpApiGroup.make("store")
   .add(shared.getServiceInfo.annotate(OpenApi.Summary, "One service in detail, with its tools"))
   .add(shared.listTools.annotate(OpenApi.Summary, "List the store's tools (callable names)"))
   .add(shared.callTool.annotate(OpenApi.Summary, "Call a tool of a store service"))
+  .add(shared.listResources.annotate(OpenApi.Summary, "List the store's resources (URIs prefixed mcp-store://<service>/ where two services collide)"))
+  .add(shared.listResourceTemplates.annotate(OpenApi.Summary, "List the store's resource templates"))
+  .add(shared.readResource.annotate(OpenApi.Summary, "Read a resource of a store service"))
+  .add(shared.listPrompts.annotate(OpenApi.Summary, "List the store's prompts (callable names <service>__<prompt>)"))
+  .add(shared.getPrompt.annotate(OpenApi.Summary, "Get a prompt of a store service, with its arguments"))
   .add(shared.useTool.annotate(OpenApi.Summary, "Call a tool (kept for backward compatibility)"))
   .add(shared.checkServices.annotate(OpenApi.Summary, "Health-check every store service now"))
   .add(shared.health.annotate(OpenApi.Summary, "The store's health: healthy, degraded or unhealthy"))
@@ -69,6 +75,7 @@ export class StoreApi extends HttpApiGroup.make("store")
       .annotate(OpenApi.Summary, "Back up the services file to .bak, empty it, stop every service")
   )
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
+  .add(shared.authorizeService.annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an upstream"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")
@@ -126,7 +133,8 @@ export class StoreApi extends HttpApiGroup.make("store")
           response_time_ms: Schema.NullOr(Schema.Number),
           state_entered_at: Schema.String,
           transitions: Schema.Array(Transition),
-          stderr_tail: Schema.Array(Schema.String)
+          stderr_tail: Schema.Array(Schema.String),
+          auth: Schema.optional(ServiceAuth)
         })
       )
       .annotate(OpenApi.Summary, "Lifecycle detail of a service: counters, last transitions, stderr tail")

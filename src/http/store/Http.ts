@@ -1,7 +1,9 @@
 /** The store group's handlers: decode (done by the contract), call the store, encode. */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import { STORE_SCOPE } from "../../domain/service.js"
 import { networkCheck } from "../../runtime/network.js"
+import { requestAllowedEverything } from "../authorization.js"
 import { systemResources } from "../../runtime/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
@@ -19,6 +21,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     const ctx = store.forStore().effects
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
+      .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, store.oauth, payload))
       .handle("listServices", ({ urlParams }) =>
         urlParams.scope === "all"
           ? Effect.sync(() =>
@@ -41,7 +44,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           context_type: "store" as const
         }))
       )
-      .handle("showMcpConfig", () => Shared.showMcpConfig(scope, store.file.path))
+      .handle("showMcpConfig", ({ urlParams }) => Shared.showMcpConfig(scope, store.file.path, urlParams.reveal))
       .handle("resetConfig", ({ payload, urlParams }) =>
         Effect.suspend(() => {
           const which = payload?.scope ?? urlParams.scope ?? "store"
@@ -72,13 +75,24 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             ...result
         })))
       )
+      .handle("listResources", ({ urlParams }) => Shared.listResources(scope, urlParams.service_name))
+      .handle("listResourceTemplates", ({ urlParams }) => Shared.listResourceTemplates(scope, urlParams.service_name))
+      .handle("listPrompts", ({ urlParams }) => Shared.listPrompts(scope, urlParams.service_name))
+      .handle("readResource", ({ payload }) => Shared.readResource(scope, payload.uri))
+      .handle("getPrompt", ({ payload }) => Shared.getPrompt(scope, payload.name, payload.arguments))
       .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
         contract(
-          Effect.map(networkCheck(payload.endpoints), (results) => {
+          Effect.flatMap(requestAllowedEverything, (admin) =>
+            networkCheck(payload.endpoints, {
+              // Only a request allowed everything may probe a URL that no service of the scope has.
+              registered: admin ? undefined : new Set(Object.values(store.serviceActors(STORE_SCOPE)).map((a) => String(a.getSnapshot().context.definition.url ?? ""))),
+              policy: store.connections.options.upstream
+            })
+          ).pipe(Effect.map((results) => {
             const reachable = results.filter((r) => r.reachable).length
             return { success: true, message: `${reachable} of ${results.length} endpoint(s) reachable`, results }
-          })
+          }))
         )
       )
       .handle("systemResources", () =>

@@ -1,0 +1,317 @@
+/**
+ * Resources, resource templates and prompts of a scope, aggregated from its connected services
+ * (docs/resources-and-prompts.md), and the operations that reach them: resources/read,
+ * prompts/get, completion/complete, routed to the owning service. One room beside calls, commands
+ * and queries, used by the HTTP handlers, the MCP endpoint (src/http/mcp-endpoint.ts) and ScopeApi.
+ *
+ * Naming: prompts are `<service>__<prompt>`, as tools are. Resources and templates keep their
+ * URI; when two services of the scope expose the same one, each copy is offered as
+ * `mcp-store://<service>/<original URI>` (reversible: the service is what lies between `//` and
+ * the next `/`, the original is the rest, verbatim). The prefixed form is accepted for any
+ * resource, colliding or not.
+ */
+import { Effect } from "effect"
+import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
+import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
+import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
+import { McpRequestError, type CompleteParams, type McpConnection } from "../mcp/types.js"
+import { suggestions } from "../domain/suggest.js"
+import { PromptNotFound, ResourceNotFound, ServiceUnavailable, UpstreamError, ValidationError } from "./errors.js"
+import type { ScopeContext } from "./host.js"
+import { callableName, isConnected, iso } from "./views.js"
+
+/** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
+export const PREFIX_SCHEME = "mcp-store://"
+
+/** How long a read, a prompt or a completion may take (the default of a tool call). */
+export const CATALOG_REQUEST_TIMEOUT_MS = 60_000
+
+/** The longest URI or prompt name taken from a client (longer ones cannot be anybody's). */
+export const MAX_URI_LENGTH = 8192
+
+/** A resource as a scope offers it: the upstream's fields, its exposed `uri`, its service and original URI. */
+export type ResourceView = Resource & { readonly service_name: string; readonly original_uri: string }
+export type ResourceTemplateView = ResourceTemplate & { readonly service_name: string; readonly original_uri_template: string }
+export type PromptView = Prompt & { readonly service_name: string; readonly original_name: string }
+
+/** `mcp-store://<service>/<uri>`. */
+export const prefixedUri = (service: string, uri: string): string => `${PREFIX_SCHEME}${service}/${uri}`
+
+/** The service and original URI of a prefixed URI, or undefined for any other URI. */
+export const unprefixUri = (uri: string): { readonly service: string; readonly uri: string } | undefined => {
+  if (!uri.startsWith(PREFIX_SCHEME)) return undefined
+  const rest = uri.slice(PREFIX_SCHEME.length)
+  const slash = rest.indexOf("/")
+  if (slash <= 0) return undefined
+  return { service: rest.slice(0, slash), uri: rest.slice(slash + 1) }
+}
+
+/** The connected services of the scope, in name order (a stable list order). */
+const connected = (ctx: ScopeContext): Array<ServiceSnapshot> =>
+  Object.values(ctx.actors())
+    .map((a) => a.getSnapshot())
+    .filter((s) => isConnected(statusOf(s)))
+    .sort((a, b) => (a.context.name < b.context.name ? -1 : a.context.name > b.context.name ? 1 : 0))
+
+/** The name of the service a list is filtered on (by name or client_id; ServiceNotFound thrown when unknown). */
+const only = (ctx: ScopeContext, serviceName: string | undefined): string | undefined =>
+  serviceName === undefined ? undefined : ctx.requireService(serviceName).getSnapshot().context.name
+
+/** Each item's key -> how many services expose it. */
+const owners = <T>(snapshots: ReadonlyArray<ServiceSnapshot>, items: (s: ServiceSnapshot) => ReadonlyArray<T>, key: (t: T) => string) => {
+  const count = new Map<string, Set<string>>()
+  for (const s of snapshots) {
+    for (const item of items(s)) {
+      const k = key(item)
+      let set = count.get(k)
+      if (set === undefined) count.set(k, (set = new Set()))
+      set.add(s.context.name)
+    }
+  }
+  return (k: string) => count.get(k)?.size ?? 0
+}
+
+/** Every resource of the scope (or of one service), URIs prefixed where two services collide. */
+export const resourceViews = (ctx: ScopeContext, serviceName?: string): Array<ResourceView> => {
+  const name = only(ctx, serviceName)
+  const all = connected(ctx)
+  const shared = owners(all, (s) => s.context.catalog.resources, (r) => r.uri)
+  return all
+    .filter((s) => name === undefined || s.context.name === name)
+    .flatMap((s) =>
+      s.context.catalog.resources.map((r) => ({
+        ...r,
+        uri: shared(r.uri) > 1 ? prefixedUri(s.context.name, r.uri) : r.uri,
+        service_name: s.context.name,
+        original_uri: r.uri
+      }))
+    )
+}
+
+/** Every resource template of the scope (or of one service), prefixed as resources are. */
+export const resourceTemplateViews = (ctx: ScopeContext, serviceName?: string): Array<ResourceTemplateView> => {
+  const name = only(ctx, serviceName)
+  const all = connected(ctx)
+  const shared = owners(all, (s) => s.context.catalog.resourceTemplates, (t) => t.uriTemplate)
+  return all
+    .filter((s) => name === undefined || s.context.name === name)
+    .flatMap((s) =>
+      s.context.catalog.resourceTemplates.map((t) => ({
+        ...t,
+        uriTemplate: shared(t.uriTemplate) > 1 ? prefixedUri(s.context.name, t.uriTemplate) : t.uriTemplate,
+        service_name: s.context.name,
+        original_uri_template: t.uriTemplate
+      }))
+    )
+}
+
+/** Every prompt of the scope (or of one service), named `<service>__<prompt>`. */
+export const promptViews = (ctx: ScopeContext, serviceName?: string): Array<PromptView> => {
+  const name = only(ctx, serviceName)
+  return connected(ctx)
+    .filter((s) => name === undefined || s.context.name === name)
+    .flatMap((s) =>
+      s.context.catalog.prompts.map((p) => ({ ...p, name: callableName(s.context.name, p.name), service_name: s.context.name, original_name: p.name }))
+    )
+}
+
+/** What the scope's services declared beside tools (any service that connected since the store started). */
+export const scopeCapabilities = (ctx: ScopeContext) => {
+  const declared = Object.values(ctx.actors()).map((a) => a.getSnapshot().context.capabilities)
+  return {
+    resources: declared.some((c) => c?.resources === true),
+    subscribe: declared.some((c) => c?.subscribe === true),
+    prompts: declared.some((c) => c?.prompts === true),
+    completions: declared.some((c) => c?.completions === true)
+  }
+}
+
+/** A fingerprint of the scope's resource (and template) list and of its prompt list, to tell a change. */
+export const catalogFingerprint = (ctx: ScopeContext): { readonly resources: string; readonly prompts: string } => ({
+  resources: [...resourceViews(ctx).map((r) => r.uri), "\n", ...resourceTemplateViews(ctx).map((t) => t.uriTemplate)].join("\n"),
+  prompts: promptViews(ctx)
+    .map((p) => p.name)
+    .join("\n")
+})
+
+/** The service a resource URI belongs to, and the URI to send it. */
+export interface ResourceTarget {
+  readonly actor: ServiceActorRef
+  readonly uri: string
+}
+
+const notFound = (ctx: ScopeContext, uri: string, why = ""): ResourceNotFound =>
+  new ResourceNotFound({
+    message: `Resource '${uri.length > 200 ? `${uri.slice(0, 200)}...` : uri}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}${why}`,
+    uri: uri.slice(0, 1000),
+    scope: ctx.label
+  })
+
+/**
+ * The service of a resource URI: the prefixed form names it; a listed URI is its service's; a URI
+ * that matches exactly one service's template (a `resource_link` of a tool, a dynamic resource) is
+ * that service's; otherwise the only connected service that offers resources, if there is one.
+ */
+export const resolveResource = (ctx: ScopeContext, uri: string): ResourceTarget => {
+  const actors = ctx.actors()
+  const prefixed = unprefixUri(uri)
+  if (prefixed !== undefined) {
+    const actor = Object.hasOwn(actors, prefixed.service) ? actors[prefixed.service] : undefined
+    if (actor === undefined) throw notFound(ctx, uri, `: no service '${prefixed.service}' in this scope`)
+    return { actor, uri: prefixed.uri }
+  }
+  const listed = resourceViews(ctx).filter((r) => r.uri === uri)
+  if (listed.length === 1) return { actor: actors[listed[0]!.service_name]!, uri: listed[0]!.original_uri }
+  const offering = connected(ctx).filter((s) => s.context.capabilities?.resources === true)
+  const matching = offering.filter((s) => s.context.catalog.resourceTemplates.some((t) => templateMatches(t.uriTemplate, uri)))
+  if (matching.length === 1) return { actor: actors[matching[0]!.context.name]!, uri }
+  if (matching.length === 0 && offering.length === 1) return { actor: actors[offering[0]!.context.name]!, uri }
+  throw notFound(
+    ctx,
+    uri,
+    matching.length > 1 || offering.length > 1 ? `; several services may serve it: name one with ${PREFIX_SCHEME}<service>/<uri>` : ""
+  )
+}
+
+const templateMatches = (template: string, uri: string): boolean => {
+  try {
+    return new UriTemplate(template).match(uri) !== null
+  } catch {
+    return false // a template the parser refuses (too long, malformed) matches nothing
+  }
+}
+
+/** The service of a prompt name `<service>__<prompt>`, and the prompt's own name. */
+export const resolvePrompt = (ctx: ScopeContext, name: string): { readonly actor: ServiceActorRef; readonly name: string } => {
+  const views = promptViews(ctx)
+  const view = views.find((p) => p.name === name)
+  if (view === undefined) {
+    const close = suggestions(name, views.map((p) => p.name))
+    throw new PromptNotFound({
+      message: `Prompt '${name.slice(0, 200)}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}${close.length > 0 ? `; did you mean '${close[0]}'?` : ""}`,
+      promptName: name.slice(0, 1000),
+      scope: ctx.label,
+      suggestions: close
+    })
+  }
+  return { actor: ctx.actors()[view.service_name]!, name: view.original_name }
+}
+
+/** The live connection of a service, or ServiceUnavailable. */
+const connectionOf = (actor: ServiceActorRef): McpConnection => {
+  const snapshot = actor.getSnapshot()
+  const status = statusOf(snapshot)
+  const connection = snapshot.context.connection
+  if (isConnected(status) && connection !== undefined) return connection
+  throw new ServiceUnavailable({
+    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
+    serviceName: snapshot.context.name,
+    status,
+    nextRetryAt: iso(snapshot.context.nextRetryAt),
+    lastError: snapshot.context.lastError ?? null
+  })
+}
+
+export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError
+
+/** A failed upstream request as the operation's error; undefined when the caller went away. */
+const requestFailure = (ctx: ScopeContext, actor: ServiceActorRef, e: McpRequestError, subject: { uri?: string; field?: string }): CatalogError | undefined => {
+  const serviceName = actor.getSnapshot().context.name
+  if (e.kind === "aborted") return undefined
+  if (e.kind === "protocol" && e.code === -32002 && subject.uri !== undefined) return notFound(ctx, subject.uri, `: ${e.message}`)
+  if (e.kind === "protocol" && e.code === -32602) return ValidationError.of([{ field: subject.field ?? "params", problem: `refused by '${serviceName}': ${e.message}` }])
+  if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
+  return new UpstreamError({
+    message: `Service '${serviceName}' ${e.kind === "protocol" ? "answered with an error" : "failed"}: ${e.message}`,
+    outcome: e.kind === "protocol" ? "protocol_error" : e.kind === "message_too_large" ? "message_too_large" : "transport_error",
+    serviceName,
+    code: e.code
+  })
+}
+
+/** Runs one upstream request of a service; interrupted, it aborts the request. */
+const upstream = <A>(
+  ctx: ScopeContext,
+  resolve: () => { readonly actor: ServiceActorRef },
+  run: (connection: McpConnection, signal: AbortSignal) => Promise<A>,
+  subject: { uri?: string; field?: string }
+): Effect.Effect<A, CatalogError> =>
+  Effect.suspend(() => {
+    let actor: ServiceActorRef
+    let connection: McpConnection
+    try {
+      actor = resolve().actor
+      connection = connectionOf(actor)
+    } catch (e) {
+      return Effect.fail(e as CatalogError)
+    }
+    return Effect.tryPromise({ try: (signal) => run(connection, signal), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => {
+        if (!(e instanceof McpRequestError)) return Effect.die(e)
+        const failure = requestFailure(ctx, actor, e, subject)
+        return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+      })
+    )
+  })
+
+const checkUri = (uri: string): Effect.Effect<void, ValidationError> =>
+  uri.length === 0 || uri.length > MAX_URI_LENGTH
+    ? Effect.fail(ValidationError.of([{ field: "uri", problem: `must be 1 to ${MAX_URI_LENGTH} characters` }]))
+    : Effect.void
+
+/** resources/read, routed to the resource's service; contents as the upstream sent them. */
+export const readResource = (ctx: ScopeContext, uri: string): Effect.Effect<ReadResourceResult, CatalogError> =>
+  Effect.zipRight(
+    checkUri(uri),
+    Effect.suspend(() => {
+      let target: ResourceTarget
+      try {
+        target = resolveResource(ctx, uri)
+      } catch (e) {
+        return Effect.fail(e as ResourceNotFound)
+      }
+      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), { uri })
+    })
+  )
+
+/** prompts/get, routed to the prompt's service. */
+export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record<string, string>> = {}): Effect.Effect<GetPromptResult, CatalogError> =>
+  Effect.suspend(() => {
+    let target: { actor: ServiceActorRef; name: string }
+    try {
+      target = resolvePrompt(ctx, name)
+    } catch (e) {
+      return Effect.fail(e as PromptNotFound)
+    }
+    return upstream(ctx, () => target, (c, signal) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+      field: "arguments"
+    })
+  })
+
+/**
+ * completion/complete, routed by its reference: `ref/prompt` by prompt name, `ref/resource` by
+ * template URI (the exposed one, prefixed or not); the upstream gets its own names.
+ */
+export const complete = (ctx: ScopeContext, params: CompleteParams): Effect.Effect<CompleteResult, CatalogError> =>
+  Effect.suspend(() => {
+    const ref = params.ref
+    let actor: ServiceActorRef
+    let upstreamRef: CompleteParams["ref"]
+    if (ref.type === "ref/prompt") {
+      try {
+        const target = resolvePrompt(ctx, ref.name)
+        actor = target.actor
+        upstreamRef = { ...ref, name: target.name }
+      } catch (e) {
+        return Effect.fail(e as PromptNotFound)
+      }
+    } else {
+      const view = resourceTemplateViews(ctx).find((t) => t.uriTemplate === ref.uri) ?? resourceViews(ctx).find((r) => r.uri === ref.uri)
+      if (view === undefined) return Effect.fail(notFound(ctx, ref.uri))
+      actor = ctx.actors()[view.service_name]!
+      upstreamRef = { ...ref, uri: "original_uri_template" in view ? view.original_uri_template : view.original_uri }
+    }
+    return upstream(ctx, () => ({ actor }), (c, signal) => c.complete({ ...params, ref: upstreamRef }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+      field: "argument"
+    })
+  })
