@@ -16,6 +16,7 @@ import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
+import { callableName, toolViewsFor } from "../runtime/views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
@@ -220,14 +221,26 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (filter !== undefined && filter !== "store" && agentIdProblem(filter)) {
           return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
         }
+        // An agent key's tools list (src/domain/tool-filter.ts): its stream tells only of the tools it
+        // may see (calls and progress of others left out, tools_changed counting what it lists).
+        const gate = gateOf(principal)
+        const seen = (service: string, tool: string) => gate === undefined || gate.allows(callableName(service, tool))
+        const gatedCount = (scope: string, service: string, count: number) => {
+          if (gate === undefined) return count
+          const actor = store.serviceActor(scope === "store" ? STORE_SCOPE : agentScope(scope), service)
+          return actor === undefined ? 0 : toolViewsFor(actor.getSnapshot(), gate).length
+        }
         return yield* sse(app, (send) => {
           const offMonitor = app.monitor.subscribe((e) => {
             const out = streamEvent(e)
-            if (out && (filter === undefined || out.scope === filter)) send(out.event, out.data)
+            if (out === undefined || (filter !== undefined && out.scope !== filter)) return
+            if (e.type === "tools_changed" && gate !== undefined) send(out.event, { ...(out.data as object), tool_count: gatedCount(e.scope, e.service_name, e.tool_count) })
+            else send(out.event, out.data)
           })
           const offRecords = store.records.onRecord((r) => {
             const scope = r.scope === "store" ? "store" : (r.agent_id ?? "")
             if (filter !== undefined && scope !== filter) return
+            if (!seen(r.service_name, r.tool_name)) return
             send("tool_call", {
               scope,
               agent_id: r.agent_id,
@@ -241,7 +254,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           })
           // A call's progress, with its trace_id (throttled per call: src/runtime/progress.ts).
           const offProgress = store.progress.on((e) => {
-            if (filter === undefined || e.scope === filter) send("progress", e)
+            if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.tool_name)) send("progress", e)
           })
           return () => {
             offMonitor()

@@ -78,6 +78,10 @@ export const hiddenReason = (tool: ToolInfo): string | undefined => {
 export const offerReason = (definition: ServiceDefinition, tool: ToolInfo): string | undefined =>
   hiddenReason(tool) ?? serviceToolFilter(definition)(tool.name)
 
+/** How many tools a service offers agents (`offerReason` lets them through): the count list_tools and tool_count give. */
+export const offeredToolCount = (context: { readonly definition: ServiceDefinition; readonly tools: ReadonlyArray<ToolInfo> }): number =>
+  context.tools.reduce((n, t) => (offerReason(context.definition, t) === undefined ? n + 1 : n), 0)
+
 /** The reason a tool with `execution.taskSupport: "required"` is hidden and refused. */
 export const TASKS_UNSUPPORTED = `it requires MCP tasks (execution.taskSupport "required"), which the store does not relay yet`
 

@@ -2,14 +2,17 @@
 // include_tools / exclude_tools (and the Gemini CLI's excludeTools), an agent key's `tools` list made
 // by the keys CLI's code path, and --deny-by-default, seen through list_tools, list_services,
 // get_service_info, call_tool, use_tool (the direct route and the original-name look-up), the MCP
-// endpoint, the records and the monitoring figures; bad globs refused with 400; the services file
-// keeps the lists across a restart.
+// endpoints (Streamable HTTP and the legacy SSE transport), /events, the records and the monitoring
+// figures; bad globs refused with 400; the services file keeps the lists across a restart. The lists
+// are about tools: a service's prompts stay offered whatever its lists and the key's.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { runKeys } from "../../src/config/keys-cli.js"
-import { addService, authedApi, fixtureService, freshDir, startTestServer, type Api, type TestServer } from "../support/index.js"
+import { everythingStdio } from "../fixtures/paths.js"
+import { addService, authedApi, fixtureService, freshDir, localService, openSse, startTestServer, within, type Api, type SseStream, type TestServer } from "../support/index.js"
 
 const A = "agent-a"
 
@@ -22,15 +25,19 @@ const keysCli = async (file: string, ...argv: string[]) => {
 
 const names = (tools: ReadonlyArray<{ name: string }>) => tools.map((t) => t.name).sort()
 
-/** An MCP client of agent A's endpoint with `key`. */
-const mcpClient = async (base: string, key: string) => {
-  const transport = new StreamableHTTPClientTransport(new URL(`${base}/for_agent/${A}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}` } },
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1 }
-  })
+/** An MCP client of agent A's endpoint with `key`, over Streamable HTTP or the legacy SSE transport. */
+const mcpClient = async (base: string, key: string, kind: "streamable" | "sse" = "streamable") => {
+  const requestInit = { headers: { authorization: `Bearer ${key}` } }
+  const transport =
+    kind === "sse"
+      ? new SSEClientTransport(new URL(`${base}/for_agent/${A}/sse`), { requestInit })
+      : new StreamableHTTPClientTransport(new URL(`${base}/for_agent/${A}/mcp`), {
+          requestInit,
+          reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1 }
+        })
   const client = new Client({ name: "allow-lists-test", version: "1.0.0" })
   client.onerror = () => undefined
-  await client.connect(transport)
+  await within(client.connect(transport), 10_000, `connect ${kind}`)
   return client
 }
 
@@ -43,6 +50,7 @@ describe("tool allow-lists", () => {
   let wide: Api
   const keys = { admin: "", narrow: "", wide: "" }
   const clients: Client[] = []
+  const streams: SseStream[] = []
 
   beforeAll(async () => {
     dir = freshDir()
@@ -62,11 +70,14 @@ describe("tool allow-lists", () => {
     wide = authedApi(server.url, keys.wide)
     const added = await Promise.all([
       addService(admin, `/for_agent/${A}`, { ...fixtureService("svc"), include_tools: ["echo", "add*", "fail", "sleep"], exclude_tools: ["add_tool", "sleep"] }),
-      addService(admin, `/for_agent/${A}`, { ...fixtureService("gem"), excludeTools: ["echo", "add*", "sleep", "pid"] })
+      addService(admin, `/for_agent/${A}`, { ...fixtureService("gem"), excludeTools: ["echo", "add*", "sleep", "pid"] }),
+      // Every tool left out (its `echo` too): its prompts stay offered, the lists being about tools.
+      addService(admin, `/for_agent/${A}`, localService("every", everythingStdio, { exclude_tools: ["*"] }))
     ])
     for (const r of added) expect(r.status, r.text).toBe(200)
   }, 60_000)
   afterAll(async () => {
+    for (const s of streams) s.close()
     await Promise.all(clients.map((c) => c.close().catch(() => undefined)))
     await server?.cleanup()
   }, 15_000)
@@ -76,7 +87,7 @@ describe("tool allow-lists", () => {
     expect(tools.status, tools.text).toBe(200)
     expect(names(tools.body.tools)).toEqual(["gem__fail", "svc__add", "svc__echo", "svc__fail"])
     const services = await admin.get(`/for_agent/${A}/list_services`)
-    expect(Object.fromEntries(services.body.services.map((s: { name: string; tool_count: number }) => [s.name, s.tool_count]))).toEqual({ gem: 1, svc: 3 })
+    expect(Object.fromEntries(services.body.services.map((s: { name: string; tool_count: number }) => [s.name, s.tool_count]))).toEqual({ every: 0, gem: 1, svc: 3 })
     const info = await admin.get(`/for_agent/${A}/get_service_info?name=svc`)
     expect(info.body.service.config.include_tools).toEqual(["echo", "add*", "fail", "sleep"])
     const hidden = Object.fromEntries(info.body.hidden_tools.map((t: { name: string; reason: string }) => [t.name, t.reason]))
@@ -140,16 +151,39 @@ describe("tool allow-lists", () => {
     expect(ok.isError).toBeFalsy()
   })
 
+  it("so does a session of the legacy SSE transport (/sse, then /messages)", async () => {
+    const sse = await mcpClient(server.url, keys.narrow, "sse")
+    clients.push(sse)
+    expect(names((await sse.listTools()).tools)).toEqual(["svc__echo", "svc__fail"])
+    const refused = await sse.callTool({ name: "gem__fail", arguments: {} })
+    expect(refused.isError).toBe(true)
+    expect(JSON.stringify(refused.content)).toMatch(/not allowed/)
+    expect((await sse.callTool({ name: "svc__echo", arguments: { text: "sse" } })).content).toEqual([{ type: "text", text: "sse" }])
+  })
+
+  it("the lists are about tools: a service that offers no tool, to a key with a list, still offers its prompts", async () => {
+    const narrowClient = await mcpClient(server.url, keys.narrow)
+    clients.push(narrowClient)
+    expect(names((await narrowClient.listTools()).tools).filter((n) => n.startsWith("every__"))).toEqual([])
+    const prompts = (await narrowClient.listPrompts()).prompts.map((p) => p.name)
+    expect(prompts).toContain("every__simple-prompt")
+    const prompt = await narrowClient.getPrompt({ name: "every__simple-prompt" })
+    expect(prompt.messages.length).toBeGreaterThan(0)
+    const rest = await narrow.get(`/for_agent/${A}/list_prompts`)
+    expect(rest.status, rest.text).toBe(200)
+    expect(JSON.stringify(rest.body)).toContain("every__simple-prompt")
+  })
+
   it("every refusal is recorded with the outcome tool_not_allowed and counted in the figures", async () => {
     const records = await admin.get(`/for_agent/${A}/tool_records?outcome=tool_not_allowed&limit=100`)
     expect(records.status, records.text).toBe(200)
-    // 4 by the services' lists, 2 by the key's list over HTTP, 1 over MCP.
-    expect(records.body.total).toBe(7)
+    // 4 by the services' lists, 2 by the key's list over HTTP, 1 over MCP, 1 over SSE.
+    expect(records.body.total).toBe(8)
     const sleep = records.body.executions.find((r: { tool_name: string }) => r.tool_name === "sleep")
     expect(sleep).toMatchObject({ service_name: "svc", outcome: "tool_not_allowed", agent_id: A })
     const figures = await admin.get(`/monitoring/error_rate_stats?agent_id=${A}`)
     expect(figures.status, figures.text).toBe(200)
-    expect(figures.body.by_outcome.tool_not_allowed).toBe(7)
+    expect(figures.body.by_outcome.tool_not_allowed).toBe(8)
   })
 
   it("bad globs are refused with 400 and change nothing; so is a bad --tools of keys create", async () => {
@@ -186,4 +220,26 @@ describe("tool allow-lists", () => {
     expect(refused.body.error.code).toBe("TOOL_NOT_ALLOWED")
     expect(names((await narrow.get(`/for_agent/${A}/list_tools`)).body.tools)).toEqual(["svc__echo", "svc__fail"])
   }, 60_000)
+
+  it("/events tells an agent key only of the tools it may see: calls and counts", async () => {
+    const open = async (path: string, key: string) => {
+      const s = await openSse(server.url + path, { authorization: `Bearer ${key}` })
+      streams.push(s)
+      expect(s.status).toBe(200)
+      return s
+    }
+    const mine = await open("/events", keys.narrow)
+    const all = await open(`/events?agent_id=${A}`, keys.admin)
+    // A new service: the key's list matches none of its tools.
+    await addService(admin, `/for_agent/${A}`, { ...fixtureService("late"), include_tools: ["echo", "fail"] })
+    const changed = (s: SseStream) => s.waitFor((e) => e.event === "tools_changed" && e.json?.service_name === "late", 10_000, "tools_changed late")
+    expect((await changed(all)).json.tool_count).toBe(2)
+    expect((await changed(mine)).json.tool_count).toBe(0)
+    expect((await admin.post(`/for_agent/${A}/call_tool`, { tool_name: "svc__add", args: { a: 1, b: 2 } })).status).toBe(200)
+    expect((await admin.post(`/for_agent/${A}/call_tool`, { tool_name: "svc__echo", args: { text: "e" } })).status).toBe(200)
+    await all.until((es) => es.filter((e) => e.event === "tool_call").length === 2, 5000, "both calls")
+    // Events come in order: once the echo call is in, the add call would have been before it.
+    await mine.waitFor((e) => e.event === "tool_call" && e.json?.tool_name === "echo", 5000, "echo call")
+    expect(mine.events.filter((e) => e.event === "tool_call").map((e) => e.json.tool_name)).toEqual(["echo"])
+  }, 30_000)
 })
