@@ -88,6 +88,7 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     attribute: "allowRemoteLocalServices",
     env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
   },
+  { key: "deny_by_default", flag: "--deny-by-default", attribute: "denyByDefault", env: ["MCPSTORE_DENY_BY_DEFAULT"] },
   { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
   {
     key: "upstream_allow_metadata",
@@ -135,7 +136,7 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_API_KEY_FILE, MCPSTORE_KEYS_FILE,
   MCPSTORE_LOCAL_SERVICES,
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
-  MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
+  MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
   MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
   MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV}.
@@ -206,6 +207,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--allowed-origins <list>", "extra Origin values accepted (comma list of https://host[:port]; * for any)"))
     .addOption(new Option("--allow-remote-local-services", "accept local (command) services from non-loopback clients without an API key (unsafe)"))
     .addOption(new Option("--no-allow-remote-local-services").hideHelp())
+    .addOption(new Option("--deny-by-default", "an agent key without a tools list (keys create --tools) sees and calls no tool (default: off)"))
+    .addOption(new Option("--no-deny-by-default").hideHelp())
     .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
     .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
     .addOption(new Option("--no-upstream-allow-metadata").hideHelp())

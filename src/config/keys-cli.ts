@@ -6,6 +6,7 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { Command, CommanderError, Option } from "commander"
+import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service.js"
 import { defaultKeysFile, KeysFileError, newKey, readKeys, ROLES, writeKeys, type KeyEntry, type Role } from "./keys.js"
 
@@ -75,6 +76,8 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       if (agent !== undefined && agentIdProblem(agent) !== undefined) throw new UsageError(`--agent ${agentIdProblem(agent)}`)
       const tools = typeof opts["tools"] === "string" ? opts["tools"].split(",").map((t) => t.trim()).filter((t) => t !== "") : undefined
       if (tools !== undefined && role !== "agent") throw new UsageError("--tools is only for --role agent")
+      const toolsProblem = tools === undefined ? undefined : globsProblem(tools)
+      if (toolsProblem !== undefined) throw new UsageError(`--tools ${toolsProblem}`)
       let expiresDays: number | undefined
       if (opts["expires"] !== undefined) {
         expiresDays = Number(opts["expires"])

@@ -15,6 +15,7 @@ import { readFileSync, watch as watchFolder, type FSWatcher } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { basename, dirname, join } from "node:path"
 import { agentIdProblem } from "../domain/service.js"
+import { globsProblem, NO_TOOLS } from "../domain/tool-filter.js"
 import { errnoCode, writeAtomically } from "./atomic-write.js"
 
 /** What a key may reach (src/http/access.ts). */
@@ -97,7 +98,7 @@ const entryOf = (raw: unknown, at: number): KeyEntry | string => {
   const role = e["role"] as Role
   if (role === "agent" && (typeof e["agent"] !== "string" || agentIdProblem(e["agent"]) !== undefined)) return `keys[${at}].agent must be an agent id`
   const tools = e["tools"]
-  if (tools !== undefined && (!Array.isArray(tools) || !tools.every((t) => typeof t === "string"))) return `keys[${at}].tools must be a list of globs`
+  if (tools !== undefined && globsProblem(tools) !== undefined) return `keys[${at}].tools ${globsProblem(tools)}`
   return {
     id: e["id"],
     name: e["name"],
@@ -177,7 +178,9 @@ export class KeyRing {
   constructor(
     readonly path: string,
     adminKeys: ReadonlyArray<string>,
-    private readonly onProblem: (message: string) => void = () => undefined
+    private readonly onProblem: (message: string) => void = () => undefined,
+    /** `--deny-by-default`: an agent key without a `tools` list gets an empty one (it sees no tool). */
+    private readonly denyByDefault = false
   ) {
     this.#admins = adminKeys.map(sha256)
   }
@@ -223,7 +226,9 @@ export class KeyRing {
       if (why !== undefined) return { ok: false, why }
       this.#touch(entry.id, now)
       const principal: Principal =
-        entry.role === "agent" ? { role: "agent", agentId: entry.agent!, ...(entry.tools === undefined ? {} : { tools: entry.tools }) } : { role: entry.role }
+        entry.role === "agent"
+          ? { role: "agent", agentId: entry.agent!, ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}) }
+          : { role: entry.role }
       return { ok: true, principal, label: entry.name }
     }
     // Every admin key is compared, so the time taken does not tell which one matched.

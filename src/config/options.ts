@@ -40,6 +40,8 @@ export interface ServerOptions {
   readonly allowedOrigins: ReadonlyArray<string>
   /** Accept local (command) services from non-loopback clients even without an API key. */
   readonly allowRemoteLocalServices: boolean
+  /** An agent key without a `tools` list sees and calls no tool (README, Security: tool allow-lists). */
+  readonly denyByDefault: boolean
   /** Concurrent `/events` and `/inspect/events` streams. */
   readonly maxEventStreams: number
   /** Open MCP sessions on the `/mcp` endpoints; the oldest idle one is evicted at the cap. */
@@ -116,6 +118,7 @@ export interface OptionValues {
   allowed_hosts?: ReadonlyArray<string>
   allowed_origins?: ReadonlyArray<string>
   allow_remote_local_services?: boolean
+  deny_by_default?: boolean
   max_event_streams?: number
   max_mcp_sessions?: number
   mcp_session_idle_seconds?: number
@@ -176,6 +179,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_hosts",
   "allowed_origins",
   "allow_remote_local_services",
+  "deny_by_default",
   "upstream_allow",
   "upstream_allow_metadata",
   ...CAP_KEYS
@@ -196,6 +200,7 @@ export const OPTION_DEFAULTS = {
   tool_record_max_file_size: 30,
   tool_record_retention_days: 7,
   allow_remote_local_services: false,
+  deny_by_default: false,
   max_event_streams: 100,
   max_mcp_sessions: 1000,
   mcp_session_idle_seconds: 1800,
@@ -429,6 +434,7 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "upstream_allow":
         return checkList(key, value, source)
       case "allow_remote_local_services":
+      case "deny_by_default":
       case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
       default:
@@ -464,6 +470,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "show_startup_info":
     case "local_services":
     case "allow_remote_local_services":
+    case "deny_by_default":
     case "upstream_allow_metadata":
     case "debug": {
       const word = text.trim().toLowerCase()
@@ -543,6 +550,7 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   allowedHosts: given.allowed_hosts ?? [],
   allowedOrigins: given.allowed_origins ?? [],
   allowRemoteLocalServices: given.allow_remote_local_services ?? OPTION_DEFAULTS.allow_remote_local_services,
+  denyByDefault: given.deny_by_default ?? OPTION_DEFAULTS.deny_by_default,
   maxEventStreams: given.max_event_streams ?? OPTION_DEFAULTS.max_event_streams,
   maxMcpSessions: given.max_mcp_sessions ?? OPTION_DEFAULTS.max_mcp_sessions,
   mcpSessionIdleSeconds: given.mcp_session_idle_seconds ?? OPTION_DEFAULTS.mcp_session_idle_seconds,

@@ -7,6 +7,7 @@
  * (`fieldProblems`). No I/O.
  */
 import { Array as Arr, Either, ParseResult, Schema, SchemaAST } from "effect"
+import { globsProblem, MAX_GLOB_LENGTH, MAX_GLOBS } from "./tool-filter.js"
 
 // ---------------------------------------------------------------------------------------------
 // Statuses
@@ -164,6 +165,19 @@ const StringRecord = (description: string) =>
     description
   })
 
+/** A list of globs over tool names (include_tools, exclude_tools): bounded, each glob compiled to check it. */
+const ToolGlobs = (description: string) =>
+  Schema.Array(Schema.String)
+    .annotations({ message: () => ({ message: "must be an array of glob strings", override: true }) })
+    .pipe(
+      Schema.filter((globs) => globsProblem(globs), {
+        description,
+        jsonSchema: { maxItems: MAX_GLOBS, items: { type: "string", minLength: 1, maxLength: MAX_GLOB_LENGTH } }
+      })
+    )
+
+const INCLUDE_TOOLS = "Globs over the service's tool names: only the tools they match are offered (listed and callable)"
+const EXCLUDE_TOOLS = "Globs over the service's tool names: the tools they match are not offered (exclusion wins over include_tools)"
 /** The most `roots` a definition may list. */
 export const MAX_ROOTS = 100
 
@@ -247,7 +261,11 @@ const definitionFields = {
   disabled: Schema.optionalWith(
     Schema.Boolean.annotations({ message: () => "must be a boolean", description: "Set by disconnect_service: the service stays disconnected until restarted" }),
     { exact: true }
-  )
+  ),
+  include_tools: Schema.optionalWith(ToolGlobs(INCLUDE_TOOLS), { exact: true }),
+  exclude_tools: Schema.optionalWith(ToolGlobs(EXCLUDE_TOOLS), { exact: true }),
+  includeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of include_tools (used when include_tools is absent)`), { exact: true }),
+  excludeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of exclude_tools (used when exclude_tools is absent)`), { exact: true })
 }
 
 /** Unknown extra fields of a definition: kept as they are (a file written by another MCP client survives a round trip). */

@@ -13,6 +13,7 @@
  */
 import { Context, Effect, Option } from "effect"
 import type { Principal } from "../config/keys.js"
+import { toolGate, type ToolGate } from "../domain/tool-filter.js"
 
 export type { Principal } from "../config/keys.js"
 
@@ -29,6 +30,14 @@ export const ADMIN: Principal = { role: "admin" }
 export const currentPrincipal: Effect.Effect<Principal> = Effect.flatMap(Effect.serviceOption(PrincipalTag), (p) =>
   Option.isSome(p) ? Effect.succeed(p.value) : Effect.dieMessage("no principal: the authorization middleware did not run")
 )
+
+/**
+ * The tool allow-list of a principal: an agent key's `tools` (globs over callable names, compiled
+ * once per list); none for admin and reader keys, nor for an agent key without a list (unless the
+ * store runs with `--deny-by-default`: its keys then carry an empty list, src/config/keys.ts).
+ */
+export const gateOf = (principal: Principal): ToolGate | undefined =>
+  principal.role === "agent" && principal.tools !== undefined ? toolGate(principal.tools) : undefined
 
 /** Monitoring routes an agent key reaches, narrowed to its agent. */
 const NARROWED_MONITORING = new Set([

@@ -28,6 +28,8 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import { Api } from "./Api.js"
 import type { KeyRing } from "../config/keys.js"
 import { authorize } from "./authorization.js"
+import { ADMIN, gateOf, type Principal } from "./access.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./errors.js"
 import { contract } from "./errors.js"
@@ -149,16 +151,23 @@ const send = (response: ServerResponse, status: number, body: string, value: unk
  * Anything else is HttpApi's to answer (401 and 403 with their log lines included).
  */
 export const inOrder = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBytes" | "debug">) => {
-  return (headers: IncomingHttpHeaders, url = ""): boolean => {
-    if (options.debug || options.policy.hostProblem(headers.host) !== undefined) return false
+  const admit = admitted(options)
+  return (headers: IncomingHttpHeaders, url = ""): boolean => admit(headers, url) !== undefined
+}
+
+/** `inOrder`, giving the request's principal when it is in order (undefined when it is HttpApi's to answer). */
+const admitted = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBytes" | "debug">) => {
+  return (headers: IncomingHttpHeaders, url = ""): Principal | undefined => {
+    if (options.debug || options.policy.hostProblem(headers.host) !== undefined) return undefined
     const site = headers["sec-fetch-site"]
-    if (headers.origin !== undefined || site === "cross-site" || site === "same-site") return false
-    if (options.keys !== undefined && !("principal" in authorize(options.keys, "POST", url, headers.authorization, true))) return false
+    if (headers.origin !== undefined || site === "cross-site" || site === "same-site") return undefined
+    const auth = options.keys === undefined ? { principal: ADMIN } : authorize(options.keys, "POST", url, headers.authorization, true)
+    if (!("principal" in auth)) return undefined
     const type = headers["content-type"]
     const length = headers["content-length"]
-    if (type === undefined || !isJsonMediaType(type) || length === undefined || headers["transfer-encoding"] !== undefined) return false
+    if (type === undefined || !isJsonMediaType(type) || length === undefined || headers["transfer-encoding"] !== undefined) return undefined
     const bytes = Number(length)
-    return bytes > 0 && bytes <= options.maxBodyBytes
+    return bytes > 0 && bytes <= options.maxBodyBytes ? auth.principal : undefined
   }
 }
 
@@ -174,7 +183,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
   const { storePaths, agentPaths, payloadSchema, pathSchema } = routes()
   const decodePayload = Schema.decodeUnknownEither(payloadSchema)
   const decodePath = Schema.decodeUnknownEither(pathSchema)
-  const takes = inOrder(options)
+  const takes = admitted(options)
   const runFork = Runtime.runFork(runtime)
   let storeScope: { readonly store: Store; readonly scope: Either.Either<ScopeRef, ParseResult.ParseError> } | undefined
 
@@ -195,13 +204,13 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
   }
 
   /** The Effect of one call: the payload decoded by the contract's schema, then the handler, in the contract middleware. */
-  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown) =>
+  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, value: unknown) =>
     options.contractErrors(
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
         const decoded = decodePayload(value)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-        return callToolAnswer(scope.right, decoded.right)
+        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right)
       })
     )
 
@@ -210,13 +219,13 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
    * store's, or a well-formed agent id's), its payload decoded, no `arguments` alias to read.
    * Undefined otherwise, or when `startCall` leaves the call to the handler's Effect (`program`).
    */
-  const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, value: unknown): StartedCall | undefined => {
+  const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, value: unknown): StartedCall | undefined => {
     if (Either.isLeft(scope) || !Exit.isExit(scope.right)) return undefined
     const ctx = scope.right as Exit.Exit<ScopeContext, unknown>
     if (!Exit.isSuccess(ctx)) return undefined
     const decoded = decodePayload(value)
     if (Either.isLeft(decoded) || (decoded.right as { readonly arguments?: unknown }).arguments !== undefined) return undefined
-    return startCall(ctx.value, decoded.right)
+    return startCall(ctx.value.gated(gate), decoded.right)
   }
 
   const answerError = (response: ServerResponse, e: unknown): number => {
@@ -237,7 +246,11 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     const current = store()
     if (current === undefined || request.method !== "POST") return false
     const scope = scopeOf(url, current)
-    if (scope === undefined || !takes(request.headers, url)) return false
+    if (scope === undefined) return false
+    const principal = takes(request.headers, url)
+    if (principal === undefined) return false
+    // The key's tool allow-list (an agent key's `tools`), compiled once per list.
+    const gate = gateOf(principal)
 
     const started = performance.now()
     let status = 500
@@ -282,9 +295,9 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
         status = answerError(response, bodyProblem(text, url))
         return done()
       }
-      call = startNow(scope, value)
+      call = startNow(scope, gate, value)
       if (call === undefined) {
-        fiber = runFork(program(scope, value))
+        fiber = runFork(program(scope, gate, value))
         fiber.addObserver(answer)
         return
       }

@@ -74,6 +74,8 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new NotFound(errorBody("SERVICE_NOT_FOUND", e.message, { service_name: e.name, scope: e.scope, suggestions: e.suggestions }))
     case "ToolNotFound":
       return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope, suggestions: e.suggestions }))
+    case "ToolNotAllowed":
+      return new Forbidden(errorBody("TOOL_NOT_ALLOWED", e.message, { tool_name: e.toolName, service_name: e.serviceName, scope: e.scope }))
     case "ResourceNotFound":
       return new NotFound(errorBody("RESOURCE_NOT_FOUND", e.message, { uri: e.uri, scope: e.scope }))
     case "PromptNotFound":

@@ -16,10 +16,12 @@ import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
+import { callableName, toolViewsFor } from "../runtime/views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
-import { currentPrincipal, narrowFor } from "./access.js"
+import { currentPrincipal, gateOf, narrowFor } from "./access.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
 import { OAuthFlowError } from "../runtime/oauth.js"
@@ -219,14 +221,26 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (filter !== undefined && filter !== "store" && agentIdProblem(filter)) {
           return yield* Effect.fail(validationError("Invalid request: agent_id", [{ field: "agent_id", problem: agentIdProblem(filter)! }]))
         }
+        // An agent key's tools list (src/domain/tool-filter.ts): its stream tells only of the tools it
+        // may see (calls and progress of others left out, tools_changed counting what it lists).
+        const gate = gateOf(principal)
+        const seen = (service: string, tool: string) => gate === undefined || gate.allows(callableName(service, tool))
+        const gatedCount = (scope: string, service: string, count: number) => {
+          if (gate === undefined) return count
+          const actor = store.serviceActor(scope === "store" ? STORE_SCOPE : agentScope(scope), service)
+          return actor === undefined ? 0 : toolViewsFor(actor.getSnapshot(), gate).length
+        }
         return yield* sse(app, (send) => {
           const offMonitor = app.monitor.subscribe((e) => {
             const out = streamEvent(e)
-            if (out && (filter === undefined || out.scope === filter)) send(out.event, out.data)
+            if (out === undefined || (filter !== undefined && out.scope !== filter)) return
+            if (e.type === "tools_changed" && gate !== undefined) send(out.event, { ...(out.data as object), tool_count: gatedCount(e.scope, e.service_name, e.tool_count) })
+            else send(out.event, out.data)
           })
           const offRecords = store.records.onRecord((r) => {
             const scope = r.scope === "store" ? "store" : (r.agent_id ?? "")
             if (filter !== undefined && scope !== filter) return
+            if (!seen(r.service_name, r.tool_name)) return
             send("tool_call", {
               scope,
               agent_id: r.agent_id,
@@ -240,7 +254,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           })
           // A call's progress, with its trace_id (throttled per call: src/runtime/progress.ts).
           const offProgress = store.progress.on((e) => {
-            if (filter === undefined || e.scope === filter) send("progress", e)
+            if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.tool_name)) send("progress", e)
           })
           return () => {
             offMonitor()
@@ -300,7 +314,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
-      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void> = (...args) => gateway.handle(...args)
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, gate: ToolGate | undefined) => Promise<void> = (...args) => gateway.handle(...args)
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -312,7 +326,9 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
         const req = NodeHttpServerRequest.toIncomingMessage(request)
         const res = NodeHttpServerRequest.toServerResponse(request)
-        yield* Effect.promise(() => serve(scope, req, res, body))
+        // A session keeps the tool allow-list of the key that opened it (src/http/mcp-endpoint.ts).
+        const gate = gateOf(yield* currentPrincipal)
+        yield* Effect.promise(() => serve(scope, req, res, body, gate))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })
@@ -326,7 +342,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
     // The legacy SSE transport (src/http/sse-endpoint.ts): the same sessions, in each scope.
-    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse) => gateway.openSse(scope, req, res)
+    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, gate)
     const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => gateway.postMessage(scope, req, res, body)
     yield* router.get("/sse", mcp(storeScope, sseStream))
     yield* router.post("/messages", mcp(storeScope, sseMessage))

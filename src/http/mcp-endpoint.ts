@@ -53,7 +53,8 @@ import { runToPromise } from "../runtime/run.js"
 import { log } from "../runtime/log.js"
 import type { Store } from "../runtime/store.js"
 import type { McpConnection } from "../mcp/types.js"
-import { toolViews } from "../runtime/views.js"
+import { toolViewsFor } from "../runtime/views.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import { VERSION } from "../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
@@ -73,6 +74,11 @@ interface SessionState {
   readonly id: string
   readonly server: Server
   readonly scope: Scope
+  /**
+   * The tool allow-list of the key that opened the session (an agent key's `tools`): the session
+   * lists and calls only what it lets through, whoever sends its later requests.
+   */
+  readonly gate: ToolGate | undefined
   /** Names of the tools last announced, to tell whether the set changed. */
   listed: string
   /** What the session was told at initialize it may ask beyond tools (fixed for the session's life). */
@@ -169,16 +175,16 @@ export class McpGateway {
     this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
-  /** Tools a scope offers through MCP: those of its connected services. */
-  private tools(scope: Scope) {
+  /** Tools a scope offers through MCP: those of its connected services (that a key's `gate` lets through). */
+  private tools(scope: Scope, gate: ToolGate | undefined) {
     return Object.values(this.store.serviceActors(scope))
       .map((a) => a.getSnapshot())
       .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
-      .flatMap((s) => toolViews(s))
+      .flatMap((s) => toolViewsFor(s, gate))
   }
 
-  private toolNames(scope: Scope): string {
-    return this.tools(scope)
+  private toolNames(scope: Scope, gate: ToolGate | undefined): string {
+    return this.tools(scope, gate)
       .map((t) => t.name)
       .sort()
       .join("\n")
@@ -203,11 +209,12 @@ export class McpGateway {
 
   /** Sends list_changed to the sessions of a scope (a label) whose tool list is no longer the one they last got. */
   private announce(scope: string): void {
-    // One tool list per scope for the event, however many of its sessions are open.
-    let names: string | undefined
+    // One tool list per scope and allow-list for the event, however many of its sessions are open.
+    const lists = new Map<ToolGate | undefined, string>()
     for (const session of this.sessions.values()) {
       if (scopeLabel(session.scope) !== scope) continue
-      names ??= this.toolNames(session.scope)
+      let names = lists.get(session.gate)
+      if (names === undefined) lists.set(session.gate, (names = this.toolNames(session.scope, session.gate)))
       if (names === session.listed) continue
       session.listed = names
       session.server.sendToolListChanged().catch(() => undefined)
@@ -374,25 +381,26 @@ export class McpGateway {
   }
 
   /** A new Streamable HTTP session, in the map at once (so concurrent initializations count against the cap). */
-  private newSession(scope: Scope): StreamableSession {
+  private newSession(scope: Scope, gate: ToolGate | undefined): StreamableSession {
     const id = randomUUID()
-    const session = this.addSession<StreamableSession>(scope, { id, kind: "streamable", transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id }) })
+    const session = this.addSession<StreamableSession>(scope, gate, { id, kind: "streamable", transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id }) })
     session.transport.onclose = () => this.forget(session)
     return session
   }
 
   /** A session of either kind with its server, in the map at once. */
-  private addSession<S extends Session>(scope: Scope, parts: Pick<S, "id" | "kind" | "transport">): S {
+  private addSession<S extends Session>(scope: Scope, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport">): S {
     const offers = catalog.scopeCapabilities(this.scopeContext(scope))
     const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
     const state = {
       ...parts,
       scope,
+      gate,
       offers,
       catalogListed,
       subscriptions: new Map<string, string>(),
       logLevel: undefined,
-      listed: this.toolNames(scope),
+      listed: this.toolNames(scope, gate),
       busy: 0,
       touchedAt: performance.now()
     }
@@ -427,7 +435,7 @@ export class McpGateway {
       return {}
     })
     server.setRequestHandler(ListToolsRequestSchema, async () => {
-      const tools = this.tools(scope)
+      const tools = this.tools(scope, session.gate)
       session.listed = tools.map((t) => t.name).sort().join("\n")
       return {
         // Every MCP field of the upstream's tool, unchanged (src/runtime/views.ts); tools hidden
@@ -445,7 +453,7 @@ export class McpGateway {
       }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-      const api = scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)
+      const api = (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).gated(session.gate)
       // The client's progressToken: each upstream progress comes back to it, the latest only while
       // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
       const token = request.params._meta?.progressToken
@@ -498,7 +506,7 @@ export class McpGateway {
    * Handles one HTTP request of the MCP endpoint. `body` is the parsed JSON body (already read by
    * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
    */
-  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, gate?: ToolGate): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
@@ -514,7 +522,7 @@ export class McpGateway {
         return
       }
       if (!this.admit(res)) return
-      session = this.newSession(scope)
+      session = this.newSession(scope, gate)
     }
     this.begin(session)
     try {
@@ -535,12 +543,12 @@ export class McpGateway {
    * every answer and notification, its first event the URL to POST messages to. Resolves when the
    * stream ends (the client left, the session expired or was closed, shutdown).
    */
-  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, gate?: ToolGate): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
     if (!this.admit(res)) return
     const transport = new SSEServerTransport(messagesPath(scope), res)
-    const session = this.addSession<SseSession>(scope, { id: transport.sessionId, kind: "sse", transport })
+    const session = this.addSession<SseSession>(scope, gate, { id: transport.sessionId, kind: "sse", transport })
     transport.onclose = () => this.forget(session)
     watchRequests(transport, () => this.begin(session), () => this.end(session))
     const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))

@@ -70,7 +70,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const keys = new KeyRing(
     options.store.keysFile ?? defaultKeysFile(options.store.mcpConfigFile),
     adminKeys.filter((k): k is string => k !== undefined),
-    (message) => log.warn(message, { event: "keys_file" })
+    (message) => log.warn(message, { event: "keys_file" }),
+    options.server.denyByDefault
   )
   keys.loadSync()
   keys.watch()

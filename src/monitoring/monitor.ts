@@ -10,6 +10,7 @@ import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks"
 import type { InspectionEvent } from "xstate"
 import { scopeLabel, type Scope, type Status } from "../domain/service.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
+import { offeredToolCount } from "../runtime/views.js"
 import { BoundedMap, LatencyWindow, Ring, SampleRing } from "./bounded.js"
 
 /** How much is kept per service, and in all. */
@@ -191,7 +192,8 @@ export class Monitor {
     progress.lastSeen = all[all.length - 1]
     if (context.toolsVersion !== progress.toolsVersion) {
       progress.toolsVersion = context.toolsVersion
-      this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: context.tools.length })
+      // The tools it offers agents (hidden ones and those its allow-list leaves out not counted), as tool_count.
+      this.emit({ type: "tools_changed", scope, service_name: context.name, tool_count: offeredToolCount(context) })
     }
     if (context.catalogVersion !== progress.catalogVersion) {
       progress.catalogVersion = context.catalogVersion

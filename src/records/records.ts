@@ -31,6 +31,7 @@ export type Outcome =
   | "message_too_large"
   | "timeout"
   | "unavailable"
+  | "tool_not_allowed"
   /** The caller cancelled the call (MCP `notifications/cancelled`) or went away; the upstream was told. */
   | "cancelled"
 export const OUTCOMES = [
@@ -42,6 +43,7 @@ export const OUTCOMES = [
   "message_too_large",
   "timeout",
   "unavailable",
+  "tool_not_allowed",
   "cancelled"
 ] as const satisfies ReadonlyArray<Outcome>
 

@@ -17,6 +17,7 @@ import {
   InvalidArguments,
   ServiceNotFound,
   ServiceUnavailable,
+  ToolNotAllowed,
   ToolNotFound,
   ToolTimeout,
   UpstreamError,
@@ -28,7 +29,9 @@ import { log } from "./log.js"
 import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
 import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
-import { TOOL_SEPARATOR, callableName, hiddenReason, isConnected, iso } from "./views.js"
+import { TOOL_SEPARATOR, callableName, isConnected, iso, offerReason } from "./views.js"
+import { serviceToolFilter } from "../domain/tool-filter.js"
+import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
 
 export interface CallToolInput {
@@ -137,6 +140,8 @@ const outcomeOf = (e: unknown): Outcome => {
       return "unavailable"
     case "UpstreamError":
       return e.outcome
+    case "ToolNotAllowed":
+      return "tool_not_allowed"
     case "InvalidArguments":
       // Refused by the tool's schema here, or by the upstream (-32602): the caller's mistake.
       return "invalid_arguments"
@@ -174,7 +179,11 @@ function namedServices(ctx: ScopeContext, toolName: string): Array<{ actor: Serv
  */
 function resolveTool(ctx: ScopeContext, toolName: string, serviceName: string | undefined): { actor: ServiceActorRef; original: string } {
   const pool = serviceName !== undefined ? [ctx.requireService(serviceName)] : Object.values(ctx.actors())
-  const matches = pool.filter((a) => a.getSnapshot().context.tools.some((t) => t.name === toolName))
+  const found = pool.filter((a) => a.getSnapshot().context.tools.some((t) => t.name === toolName))
+  // A service whose allow-list (or the caller's) leaves the tool out does not offer it: the name
+  // resolves among the others, and is refused only when no other service has it.
+  const matches = found.filter((a) => notAllowed(ctx, a, toolName) === undefined)
+  if (matches.length === 0 && found.length > 0) throw notAllowed(ctx, found[0]!, toolName)!
   if (matches.length === 1) return { actor: matches[0]!, original: toolName }
   if (matches.length > 1) {
     const candidates = matches.map((a) => callableName(a.getSnapshot().context.name, toolName))
@@ -186,6 +195,29 @@ function resolveTool(ctx: ScopeContext, toolName: string, serviceName: string | 
   }
   throw toolNotFound(ctx, toolName)
 }
+
+/**
+ * The refusal of a call to `original` of `actor` by an allow-list: the service's own
+ * (include_tools / exclude_tools) or the caller's key's `tools` list; undefined when allowed. Each
+ * list is compiled once (src/domain/tool-filter.ts): this is a regex test or two per call.
+ */
+function notAllowed(ctx: ScopeContext, actor: ServiceActorRef, original: string): ToolNotAllowed | undefined {
+  const { name, definition } = actor.getSnapshot().context
+  const byService = serviceToolFilter(definition)(original)
+  if (byService === undefined && (ctx.gate === undefined || ctx.gate.allows(callableName(name, original)))) return undefined
+  const toolName = callableName(name, original)
+  return new ToolNotAllowed({
+    message: `Tool '${toolName}' is not allowed: ${byService ?? "this key's tools list does not match it"}`,
+    toolName,
+    serviceName: name,
+    original,
+    scope: ctx.label
+  })
+}
+
+/** Whether a tool is offered to this caller: listed by the views (not hidden) and allowed by the key's list. */
+const offered = (ctx: ScopeContext, name: string, definition: Parameters<typeof offerReason>[0], t: ToolInfo): boolean =>
+  offerReason(definition, t) === undefined && (ctx.gate === undefined || ctx.gate.allows(callableName(name, t.name)))
 
 /** A name not found, without suggestions: cheap, for the look-ups that may still find it (see `withSuggestions`). */
 function toolNotFound(ctx: ScopeContext, toolName: string): ToolNotFound {
@@ -210,20 +242,23 @@ function toolSuggestions(ctx: ScopeContext, toolName: string): Array<string> {
     const ordered = [...named, ...actors.filter((a) => !named.has(a))]
     function* callableNames() {
       for (const actor of ordered) {
-        const { name, tools } = actor.getSnapshot().context
-        for (const t of tools) if (hiddenReason(t) === undefined) yield callableName(name, t.name)
+        const { name, tools, definition } = actor.getSnapshot().context
+        for (const t of tools) if (offered(ctx, name, definition, t)) yield callableName(name, t.name)
       }
     }
     return suggestions(toolName, callableNames())
   }
   function* originalNames() {
-    for (const actor of actors) for (const t of actor.getSnapshot().context.tools) if (hiddenReason(t) === undefined) yield t.name
+    for (const actor of actors) {
+      const { name, tools, definition } = actor.getSnapshot().context
+      for (const t of tools) if (offered(ctx, name, definition, t)) yield t.name
+    }
   }
   const close = new Set(suggestions(toolName, originalNames()))
   const out: Array<string> = []
   for (const actor of actors) {
-    const { name, tools } = actor.getSnapshot().context
-    for (const t of tools) if (close.has(t.name) && hiddenReason(t) === undefined && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
+    const { name, tools, definition } = actor.getSnapshot().context
+    for (const t of tools) if (close.has(t.name) && offered(ctx, name, definition, t) && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
   }
   return out
 }
@@ -247,6 +282,7 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
 export type CallToolError =
   | ServiceNotFound
   | ToolNotFound
+  | ToolNotAllowed
   | AmbiguousTool
   | InvalidArguments
   | UpstreamError
@@ -260,8 +296,8 @@ interface Target {
   readonly original: string
 }
 
-const isLookupError = (e: unknown): e is ServiceNotFound | ToolNotFound | AmbiguousTool =>
-  e instanceof ServiceNotFound || e instanceof ToolNotFound || e instanceof AmbiguousTool
+const isLookupError = (e: unknown): e is ServiceNotFound | ToolNotFound | ToolNotAllowed | AmbiguousTool =>
+  e instanceof ServiceNotFound || e instanceof ToolNotFound || e instanceof ToolNotAllowed || e instanceof AmbiguousTool
 
 /**
  * The service and original tool name a call goes to. A callable name `<service>__<tool>` whose
@@ -284,7 +320,11 @@ const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
 const quickTarget = (ctx: ScopeContext, input: CallToolInput): Target | undefined => {
   if (input.service_name === undefined) {
     const named = namedServices(ctx, input.tool_name)
-    if (named.length > 0) return named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
+    if (named.length > 0) {
+      const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
+      // A tool outside an allow-list is refused on the long way (`slowLookup`).
+      return hit !== undefined && notAllowed(ctx, hit.actor, hit.original) === undefined ? hit : undefined
+    }
   }
   try {
     return resolveTool(ctx, input.tool_name, input.service_name)
@@ -308,7 +348,10 @@ const slowLookup = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: num
     const initializing = (a: ServiceActorRef) => statusOf(a.getSnapshot()) === "initializing"
     for (let named = namedServices(ctx, input.tool_name); named.length > 0 && input.service_name === undefined; ) {
       const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
-      if (hit) return hit
+      if (hit) {
+        const refused = notAllowed(ctx, hit.actor, hit.original)
+        return refused === undefined ? hit : yield* Effect.fail(refused)
+      }
       const pending = named.filter(({ actor }) => initializing(actor)).map(({ actor }) => actor)
       if (pending.length === 0) {
         const snapshot = named[0]!.actor.getSnapshot()
@@ -375,6 +418,22 @@ const recorder =
   }
 
 /**
+ * A call refused by an allow-list: a log line (the scope, the tool, the list that refused it; never
+ * a key) and a record with the outcome `tool_not_allowed`, on disk before the refusal is answered.
+ */
+const refusalRecorded = (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllowed, started: number, traceId: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${e.message}`, {
+      event: "tool_not_allowed",
+      scope: ctx.label,
+      service: e.serviceName,
+      tool: e.original
+    })
+    const written = recorder(ctx, input, e.serviceName, e.original, started, traceId)(Exit.fail(e))
+    return written === undefined ? Effect.void : Effect.asVoid(Effect.promise(() => written))
+  })
+
+/**
  * Calls a tool. Waits for an `initializing` service (up to the time-out); a service that is not
  * connected fails with ServiceUnavailable; an expired session is re-established and the call sent
  * once more; a transport failure counts as a failed health check. Every call that reached a
@@ -391,7 +450,10 @@ export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect
     const deadline = started + timeoutSeconds * 1000
     const remaining = () => Math.max(0, deadline - performance.now())
     const traceId = newTraceId()
-    return Effect.flatMap(callTarget(ctx, input, timeoutSeconds, remaining), ({ actor, original }) => {
+    const target = Effect.tapError(callTarget(ctx, input, timeoutSeconds, remaining), (e) =>
+      e instanceof ToolNotAllowed ? refusalRecorded(ctx, input, e, started, traceId) : Effect.void
+    )
+    return Effect.flatMap(target, ({ actor, original }) => {
       const serviceName = actor.getSnapshot().context.name
       const recorded = recorder(ctx, input, serviceName, original, started, traceId)
       // Counted in flight from the start to the end of the call, as one resource with its record:

@@ -51,6 +51,19 @@ export class ToolNotFound extends Data.TaggedError("ToolNotFound")<{
   readonly suggestions: ReadonlyArray<string>
 }> {}
 
+/**
+ * A tool outside an allow-list (README, Security): its service's include_tools / exclude_tools, or
+ * the caller's key's `tools` list. Recorded with the outcome `tool_not_allowed`.
+ */
+export class ToolNotAllowed extends Data.TaggedError("ToolNotAllowed")<{
+  readonly message: string
+  /** The callable name `<service>__<tool>`. */
+  readonly toolName: string
+  readonly serviceName: string
+  readonly original: string
+  readonly scope: string
+}> {}
+
 /** A resource (or resource template) URI that no connected service of the scope offers. */
 export class ResourceNotFound extends Data.TaggedError("ResourceNotFound")<{
   readonly message: string
@@ -129,6 +142,7 @@ export type StoreError =
   | ValidationError
   | ServiceNotFound
   | ToolNotFound
+  | ToolNotAllowed
   | ResourceNotFound
   | PromptNotFound
   | AmbiguousTool
@@ -143,6 +157,7 @@ const TAGS = new Set([
   "ValidationError",
   "ServiceNotFound",
   "ToolNotFound",
+  "ToolNotAllowed",
   "ResourceNotFound",
   "PromptNotFound",
   "AmbiguousTool",

@@ -13,6 +13,7 @@ import type { ServiceActorRef } from "../machines/service.js"
 import type { StoreActorRef } from "../machines/store.js"
 import { ownEntry } from "../machines/supervisor.js"
 import type { ToolRecords } from "../records/records.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "./errors.js"
@@ -55,9 +56,19 @@ export class ScopeContext {
 
   constructor(
     readonly host: StoreHost,
-    readonly scope: Scope
+    readonly scope: Scope,
+    /**
+     * The caller's tool allow-list (an agent key's `tools`, src/domain/tool-filter.ts): the tools
+     * it lets through are all the scope lists and calls for this caller; undefined: no key list.
+     */
+    readonly gate?: ToolGate | undefined
   ) {
     this.label = scopeLabel(scope)
+  }
+
+  /** This scope for a caller with `gate` (this one when there is none). */
+  gated(gate: ToolGate | undefined): ScopeContext {
+    return gate === undefined ? this : new ScopeContext(this.host, this.scope, gate)
   }
 
   /** The service actors of this scope. */

@@ -20,10 +20,7 @@ import type { InspectionEvent } from "xstate"
 import { scopeLabel, type Scope } from "../domain/service.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
 import { log, type LogFields, type LogLevelName, writeLog } from "./log.js"
-import { hiddenReason } from "./views.js"
-
-/** The tools a service offers agents: the count list_tools and tool_count give (hidden ones left out). */
-const offered = (tools: ServiceContext["tools"]): number => tools.reduce((n, t) => (hiddenReason(t) === undefined ? n + 1 : n), 0)
+import { offeredToolCount as offered } from "./views.js"
 
 /** ", 3 resources, 2 templates, 4 prompts": what a service offers beside tools, when it offers any. */
 const catalogCounts = (c: ServiceContext): string => {
@@ -178,9 +175,9 @@ export class LifecycleLog {
         level = "info"
         const since = previous === undefined ? undefined : t.at - previous.at
         if (t.from === "warning") message = `${label} healthy again: ${reason}`
-        else if (t.from === "initializing") message = `${label} healthy (${offered(c.tools)} tools${catalogCounts(c)}${since === undefined ? "" : `, ${seconds(since)}`})`
-        else message = `${label} healthy again (${offered(c.tools)} tools${catalogCounts(c)}${since === undefined ? "" : `, down ${seconds(since)}`})`
-        fields.tools = offered(c.tools)
+        else if (t.from === "initializing") message = `${label} healthy (${offered(c)} tools${catalogCounts(c)}${since === undefined ? "" : `, ${seconds(since)}`})`
+        else message = `${label} healthy again (${offered(c)} tools${catalogCounts(c)}${since === undefined ? "" : `, down ${seconds(since)}`})`
+        fields.tools = offered(c)
         fields.resources = c.catalog.resources.length
         fields.prompts = c.catalog.prompts.length
         if (since !== undefined) fields.duration_ms = since

@@ -13,7 +13,7 @@ import type { RecordQuery } from "../records/records.js"
 import { awaitSnapshot } from "./bridge.js"
 import type { ServiceNotFound, TooMany } from "./errors.js"
 import type { ScopeContext } from "./host.js"
-import { hiddenToolViews, isConnected, iso, serviceView, toolViews, transitionView, type ServiceView, type ToolView } from "./views.js"
+import { hiddenToolViews, isConnected, iso, serviceView, toolViews, toolViewsFor, transitionView, type ServiceView, type ToolView } from "./views.js"
 
 export interface WaitServiceInput {
   readonly client_id_or_service_name: string
@@ -31,23 +31,37 @@ export interface WaitServiceOutput {
 
 /** Every service of this scope, in list form. */
 export const listServices = (ctx: ScopeContext): Effect.Effect<ReadonlyArray<ServiceView>> =>
-  Effect.sync(() => Object.values(ctx.actors()).map((a) => serviceView(a.getSnapshot())))
+  Effect.sync(() => Object.values(ctx.actors()).map((a) => gatedView(ctx, a.getSnapshot())))
+
+/** A service's list form as the caller sees it: `tool_count` counts the tools its key's list lets through. */
+const gatedView = (ctx: ScopeContext, snapshot: ServiceSnapshot): ServiceView => {
+  const view = serviceView(snapshot)
+  return ctx.gate === undefined ? view : { ...view, tool_count: toolViewsFor(snapshot, ctx.gate).length }
+}
 
 /** Every tool of this scope (callable names), or of one service. */
 export const listTools = (ctx: ScopeContext, serviceName?: string): Effect.Effect<ReadonlyArray<ToolView>, ServiceNotFound> =>
   serviceName !== undefined
-    ? Effect.map(ctx.service(serviceName), (a) => toolViews(a.getSnapshot()))
-    : Effect.sync(() => Object.values(ctx.actors()).flatMap((a) => toolViews(a.getSnapshot())))
+    ? Effect.map(ctx.service(serviceName), (a) => toolViewsFor(a.getSnapshot(), ctx.gate))
+    : Effect.sync(() => Object.values(ctx.actors()).flatMap((a) => toolViewsFor(a.getSnapshot(), ctx.gate)))
 
 /** One service in detail: its list form, its definition (secrets masked), its tools. */
 export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
   Effect.map(ctx.service(nameOrClientId), (actor) => {
     const snapshot = actor.getSnapshot()
-    const view = serviceView(snapshot)
+    const view = gatedView(ctx, snapshot)
     return {
       service: { ...view, config: maskDefinition(snapshot.context.definition) },
-      tools: toolViews(snapshot),
-      hidden_tools: hiddenToolViews(snapshot),
+      tools: toolViewsFor(snapshot, ctx.gate),
+      hidden_tools:
+        ctx.gate === undefined
+          ? hiddenToolViews(snapshot)
+          : [
+              ...hiddenToolViews(snapshot),
+              ...toolViews(snapshot)
+                .filter((t) => !ctx.gate!.allows(t.name))
+                .map((t) => ({ name: t.name, original_name: t.original_name, reason: KEY_LIST_REASON }))
+            ],
       // What it offers beside tools (src/runtime/catalog.ts lists them: list_resources, list_prompts).
       catalog: {
         resources: snapshot.context.catalog.resources.length,
@@ -57,6 +71,9 @@ export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
       connected: isConnected(view.status)
     }
   })
+
+/** Why a tool is hidden from a caller whose key's list leaves it out. */
+export const KEY_LIST_REASON = "this key's tools list does not match it"
 
 /** Count of services per status (all seven keys). */
 const countStatuses = (ctx: ScopeContext): Record<Status, number> => {
@@ -90,10 +107,10 @@ export const stats = (ctx: ScopeContext) =>
     const summary = ctx.host.records.summary([ctx.label])
     return {
       total_services: snapshots.length,
-      total_tools: snapshots.reduce((n, s) => n + toolViews(s).length, 0),
+      total_tools: snapshots.reduce((n, s) => n + toolViewsFor(s, ctx.gate).length, 0),
       healthy_services: snapshots.filter((s) => statusOf(s) === "healthy").length,
       services_by_status: countStatuses(ctx),
-      tools_by_service: dict(snapshots.map((s) => [s.context.name, toolViews(s).length])),
+      tools_by_service: dict(snapshots.map((s) => [s.context.name, toolViewsFor(s, ctx.gate).length])),
       tool_calls: {
         total: summary.total_executions,
         succeeded: summary.succeeded,

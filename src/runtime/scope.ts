@@ -7,6 +7,7 @@
  */
 import { Effect } from "effect"
 import type { Scope } from "../domain/service.js"
+import type { ToolGate } from "../domain/tool-filter.js"
 import * as calls from "./calls.js"
 import * as catalog from "./catalog.js"
 import * as commands from "./commands.js"
@@ -32,9 +33,16 @@ export class ScopeApi {
   constructor(
     host: StoreHost,
     /** The scope these operations act on. */
-    readonly scope: Scope
+    readonly scope: Scope,
+    /** A caller's tool allow-list (src/domain/tool-filter.ts): the tools listed and callable are those it lets through. */
+    gate?: ToolGate | undefined
   ) {
-    this.effects = new ScopeContext(host, scope)
+    this.effects = new ScopeContext(host, scope, gate)
+  }
+
+  /** These operations for a caller with a tool allow-list (this API when there is none). */
+  gated(gate: ToolGate | undefined): ScopeApi {
+    return gate === undefined ? this : new ScopeApi(this.effects.host, this.scope, gate)
   }
 
   actors() {

@@ -7,6 +7,7 @@ import { maskArgs, maskUrl, maskUrls } from "../domain/secrets.js"
 import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type Status, type TransportType } from "../domain/service.js"
 import { statusOf, type AuthInfo, type ServiceSnapshot, type Transition } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
+import { serviceToolFilter, type ToolGate } from "../domain/tool-filter.js"
 
 /** A service in list form. */
 export interface ServiceView {
@@ -69,6 +70,17 @@ export const hiddenReason = (tool: ToolInfo): string | undefined => {
   if (Array.isArray(visibility) && !visibility.includes("model")) return `its _meta.ui.visibility leaves out "model": the tool is for the app, not for agents`
   return undefined
 }
+
+/**
+ * Why a tool of a service is not offered to agents, or undefined when it is: `hiddenReason`, or the
+ * service's own allow-list (`include_tools` / `exclude_tools`, src/domain/tool-filter.ts).
+ */
+export const offerReason = (definition: ServiceDefinition, tool: ToolInfo): string | undefined =>
+  hiddenReason(tool) ?? serviceToolFilter(definition)(tool.name)
+
+/** How many tools a service offers agents (`offerReason` lets them through): the count list_tools and tool_count give. */
+export const offeredToolCount = (context: { readonly definition: ServiceDefinition; readonly tools: ReadonlyArray<ToolInfo> }): number =>
+  context.tools.reduce((n, t) => (offerReason(context.definition, t) === undefined ? n + 1 : n), 0)
 
 /** The reason a tool with `execution.taskSupport: "required"` is hidden and refused. */
 export const TASKS_UNSUPPORTED = `it requires MCP tasks (execution.taskSupport "required"), which the store does not relay yet`
@@ -143,7 +155,7 @@ export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
 // The upstream's own objects, not copies: they are never mutated (see ToolInfo).
 const buildToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
   snapshot.context.tools
-    .filter((t) => hiddenReason(t) === undefined)
+    .filter((t) => offerReason(snapshot.context.definition, t) === undefined)
     .map((t) => ({
       name: callableName(snapshot.context.name, t.name),
       original_name: t.name,
@@ -157,12 +169,27 @@ const buildToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
       ...(t._meta !== undefined ? { _meta: t._meta } : {})
     }))
 
+const gatedViews = new WeakMap<ToolGate, WeakMap<ServiceSnapshot, ReadonlyArray<ToolView>>>()
+
+/**
+ * The tools of a service a key's gate lets through (all of `toolViews` without one): built once per
+ * gate and snapshot, as `toolViews` is.
+ */
+export const toolViewsFor = (snapshot: ServiceSnapshot, gate: ToolGate | undefined): ReadonlyArray<ToolView> => {
+  if (gate === undefined) return toolViews(snapshot)
+  let bySnapshot = gatedViews.get(gate)
+  if (bySnapshot === undefined) gatedViews.set(gate, (bySnapshot = new WeakMap()))
+  let views = bySnapshot.get(snapshot)
+  if (views === undefined) bySnapshot.set(snapshot, (views = toolViews(snapshot).filter((t) => gate.allows(t.name))))
+  return views
+}
+
 /** The tools of a service not offered to agents, with the reason (shared; never mutate them). */
 export const hiddenToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<HiddenToolView> => {
   let views = hiddenToolLists.get(snapshot)
   if (views === undefined) {
     views = snapshot.context.tools.flatMap((t) => {
-      const reason = hiddenReason(t)
+      const reason = offerReason(snapshot.context.definition, t)
       return reason === undefined ? [] : [{ name: callableName(snapshot.context.name, t.name), original_name: t.name, reason }]
     })
     hiddenToolLists.set(snapshot, views)

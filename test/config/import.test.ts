@@ -65,6 +65,22 @@ describe("mcp-store import", { timeout: 30_000 }, () => {
     expect((await readdir(dir)).filter((n) => n.endsWith(".tmp"))).toEqual([])
   })
 
+  it("keeps the Gemini CLI's includeTools / excludeTools of an entry; skips one whose list is not a list of globs", async () => {
+    const gemini = {
+      mcpServers: {
+        narrow: { command: launch.command, args: launch.args, includeTools: ["echo", "add*"], excludeTools: ["add_tool"] },
+        bad: { command: launch.command, args: launch.args, excludeTools: "echo" }
+      }
+    }
+    await writeFile(join(dir, "settings.json"), JSON.stringify(gemini))
+    const { code, out } = await run("settings.json")
+    expect(code).toBe(0)
+    expect(out).toMatch(/^added +narrow$/m)
+    expect(out).toMatch(/^skipped +bad: "excludeTools" /m)
+    const written = JSON.parse(await readFile(join(dir, "mcp.json"), "utf8"))
+    expect(written.mcpServers).toEqual({ narrow: gemini.mcpServers.narrow })
+  })
+
   it("skips a name clash with a clear line, replaces it with --overwrite, and reports an equal one as already there", async () => {
     await writeFile(join(dir, "mcp.json"), JSON.stringify({ mcpServers: { weather: { url: "http://127.0.0.1:8/mcp" }, files: claude.mcpServers.files }, note: "mine" }))
     await writeFile(join(dir, "other.json"), JSON.stringify(claude))

@@ -190,6 +190,7 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       allowedHosts: [],
       allowedOrigins: [],
       allowRemoteLocalServices: false,
+      denyByDefault: false,
       maxEventStreams: 100,
       maxMcpSessions: 1000,
       mcpSessionIdleSeconds: 1800,

@@ -5,13 +5,15 @@ import * as commands from "../../runtime/commands.js"
 import * as queries from "../../runtime/queries.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
+import { currentPrincipal, gateOf } from "../access.js"
 import { contract } from "../errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const { store, server } = yield* App
-    const scope = (agentId: string) => store.agentContext(agentId)
+    // The agent's scope as the caller sees it: an agent key's tool allow-list applies (src/http/access.ts).
+    const scope = (agentId: string) => Effect.zipWith(store.agentContext(agentId), currentPrincipal, (ctx, principal) => ctx.gated(gateOf(principal)))
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
