@@ -21,7 +21,8 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import { scopeLabel, type Scope } from "../domain/service.js"
 import type { AuthInfo, ServiceActorRef } from "../machines/service.js"
 import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } from "../mcp/oauth.js"
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { OAuthSettings } from "../domain/schemas.js"
 import { resolveDefinition } from "../domain/service.js"
 import { UpstreamError, ValidationError, type ServiceNotFound } from "./errors.js"
 import type { ScopeContext } from "./host.js"
@@ -35,27 +36,13 @@ export const MAX_PENDING = 100
 /** A token is refreshed when less than this much of its life is left (or half its life, if shorter). */
 const REFRESH_MARGIN_MS = 60_000
 
-/** A definition's `oauth` object (pre-registered client, machine credentials, scopes). */
-export interface OAuthConfig {
-  readonly client_id?: string | undefined
-  readonly client_secret?: string | undefined
-  readonly scopes?: ReadonlyArray<string> | undefined
-  readonly grant_type?: "authorization_code" | "client_credentials" | undefined
-}
+/** A definition's `oauth` object (pre-registered client, machine credentials, scopes): src/domain/schemas.ts. */
+export type OAuthConfig = OAuthSettings
 
-/** Reads a definition's `oauth` extra; anything malformed is left out (never thrown at a connect). */
-export const oauthConfigOf = (value: unknown): OAuthConfig | undefined => {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
-  const o = value as Record<string, unknown>
-  const text = (v: unknown) => (typeof v === "string" && v !== "" && v.length <= 2_000 ? v : undefined)
-  const scopes = Array.isArray(o["scopes"]) ? o["scopes"].filter((s): s is string => typeof s === "string").slice(0, 50) : undefined
-  return {
-    client_id: text(o["client_id"]),
-    client_secret: text(o["client_secret"]),
-    scopes,
-    grant_type: o["grant_type"] === "client_credentials" ? "client_credentials" : "authorization_code"
-  }
-}
+const decodeOAuth = Schema.decodeUnknownOption(OAuthSettings)
+
+/** A definition's `oauth`, as its schema checked it; undefined when absent or malformed (never thrown at a connect). */
+export const oauthConfigOf = (value: unknown): OAuthConfig | undefined => (value === undefined ? undefined : Option.getOrUndefined(decodeOAuth(value)))
 
 /** An authorization under way, found by its `state`. */
 interface Pending {
