@@ -47,6 +47,15 @@ const approve = async (authorizationUrl: string): Promise<URL> => {
   return new URL(answer.headers.get("location") as string)
 }
 
+/** authorize_service, the authorization URL followed as a browser would, and the store's callback page. */
+const authorizeInBrowser = async (server: TestServer, name: string): Promise<void> => {
+  const started = keep(await server.post("/for_store/authorize_service", { service_name: name }))
+  expect(started.status).toBe(200)
+  const page = await fetch(await approve(started.body.authorization_url as string), { redirect: "manual" })
+  expect(page.status).toBe(200)
+  await page.text()
+}
+
 describe("an OAuth-protected upstream", () => {
   const dir = freshDir()
   let server: TestServer
@@ -133,6 +142,26 @@ describe("an OAuth-protected upstream", () => {
     expect((await waitFor(server, "machine", "healthy")).status).toBe(200)
     expect(fixture.counts.client_credentials).toBeGreaterThan(0)
     expect(keep(await server.post("/for_store/call_tool", { tool_name: "machine__echo", arguments: { text: "m" } })).status).toBe(200)
+  })
+
+  it("authorizes, refreshes and uses an SSE upstream as it does a Streamable HTTP one", { timeout: 30_000 }, async () => {
+    fixture.accessTtlSeconds = 2
+    try {
+      keep(await server.post("/for_store/add_service", { name: "legacy", url: fixture.sseUrl }))
+      expect((await waitFor(server, "legacy", "unreachable")).status).toBe(200)
+      expect((await serviceOf(server, "legacy"))?.auth?.state).toBe("needs_authorization")
+      expect(keep(await server.get("/for_store/service_status/legacy")).body.next_retry_at).toBeNull()
+      await authorizeInBrowser(server, "legacy")
+      expect((await waitFor(server, "legacy", "healthy")).status).toBe(200)
+      expect((await serviceOf(server, "legacy"))?.auth?.state).toBe("authorized")
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "legacy__echo", arguments: { text: "sse" } })).status).toBe(200)
+      // The 2 s token is refreshed by the health checks' pings, over the SSE transport's POSTs.
+      const refreshed = fixture.counts.refresh_token
+      expect(await eventually(() => fixture.counts.refresh_token >= refreshed + 2, 15_000)).toBe(true)
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "legacy__echo", arguments: { text: "sse again" } })).status).toBe(200)
+    } finally {
+      fixture.accessTtlSeconds = 3600
+    }
   })
 
   it("is authorized from a terminal: mcp-store auth <service> --open", { timeout: 30_000 }, async () => {
