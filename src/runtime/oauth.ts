@@ -10,7 +10,8 @@
  * token is refreshed shortly before it expires and on a 401, one refresh at a time per service.
  * Tokens, registrations and discovery state live encrypted in the `TokenVault`; PKCE verifiers and
  * the `state` of each authorization under way live in memory only, bound to the service, single
- * use, expiring after 10 minutes, at most `MAX_PENDING` at once. The service actor is told the
+ * use, expiring after 10 minutes, at most `MAX_PENDING` at once per scope. Every OAuth request
+ * goes through the manager's `fetch` (bounded, timed, under the outbound policy). The service actor is told the
  * public side of it all (`AuthInfo`: never a token) for the views and events.
  */
 import { randomBytes } from "node:crypto"
@@ -31,8 +32,10 @@ import type { TokenVault, VaultEntry } from "./oauth-tokens.js"
 
 /** How long an authorization's `state` stays usable. */
 export const STATE_TTL_MS = 10 * 60_000
-/** Authorizations under way at once (older ones are dropped first). */
+/** Authorizations under way at once in one scope (its older ones are dropped first): one agent cannot crowd out another's. */
 export const MAX_PENDING = 100
+/** Authorizations under way at once in the whole store (the oldest dropped first): memory stays bounded however many agents there are. */
+export const MAX_PENDING_TOTAL = 10_000
 /** A token is refreshed when less than this much of its life is left (or half its life, if shorter). */
 const REFRESH_MARGIN_MS = 60_000
 
@@ -60,12 +63,16 @@ export type ActorLookup = (scope: Scope, name: string) => ServiceActorRef | unde
 export class OAuthManager {
   private readonly services = new Map<string, ServiceAuth>()
   private readonly pending = new Map<string, Pending>()
+  /** The states of `pending` by scope label, oldest first (for the per-scope cap). */
+  private readonly pendingByScope = new Map<string, Set<string>>()
 
   constructor(
     readonly vault: TokenVault,
     private readonly lookup: ActorLookup,
     /** The store's own callback URL (`<base>/oauth/callback`), once the server listens. */
-    readonly callbackUrl: () => string | undefined
+    readonly callbackUrl: () => string | undefined,
+    /** The fetch of every OAuth request (src/mcp/oauth.ts `oauthFetch`: outbound policy, bounded, timed). */
+    readonly fetch: typeof globalThis.fetch
   ) {}
 
   /** The token source of a remote service (created on first use; a new origin drops old tokens). */
@@ -91,7 +98,7 @@ export class OAuthManager {
     const key = `${scopeLabel(scope)}/${name}`
     this.services.get(key)?.drop()
     this.services.delete(key)
-    for (const [state, p] of this.pending) if (p.service === key) this.pending.delete(state)
+    for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
     await this.vault.remove(key)
   }
 
@@ -100,14 +107,40 @@ export class OAuthManager {
     this.lookup(service.scope, service.name)?.send(event)
   }
 
-  /** A new `state` bound to a service, single use; the oldest are dropped past `MAX_PENDING`. */
+  /**
+   * A new `state` bound to a service, single use. Past `MAX_PENDING` in the service's scope, that
+   * scope's oldest is dropped (never another scope's); past `MAX_PENDING_TOTAL`, the store's oldest.
+   */
   newState(p: Omit<Pending, "expiresAt">): string {
     const now = Date.now()
-    for (const [state, old] of this.pending) if (old.expiresAt <= now) this.pending.delete(state)
-    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value as string)
+    // Insertion order is age order (one lifetime for all): the expired are the first ones.
+    for (const [state, old] of this.pending) {
+      if (old.expiresAt > now) break
+      this.dropState(state)
+    }
+    const label = scopeLabel(p.scope)
+    const mine = this.pendingByScope.get(label) ?? new Set<string>()
+    for (const state of mine) {
+      if (mine.size < MAX_PENDING) break
+      this.dropState(state)
+    }
+    while (this.pending.size >= MAX_PENDING_TOTAL) this.dropState(this.pending.keys().next().value as string)
     const state = randomBytes(24).toString("base64url")
+    // Set again: dropping its last state above may have removed it.
+    this.pendingByScope.set(label, mine.add(state))
     this.pending.set(state, { ...p, expiresAt: now + STATE_TTL_MS })
     return state
+  }
+
+  /** Forgets an authorization under way (taken, expired, crowded out, its service deleted). */
+  private dropState(state: string): void {
+    const p = this.pending.get(state)
+    if (p === undefined) return
+    this.pending.delete(state)
+    const label = scopeLabel(p.scope)
+    const mine = this.pendingByScope.get(label)
+    mine?.delete(state)
+    if (mine?.size === 0) this.pendingByScope.delete(label)
   }
 
   /** The PKCE verifier of an authorization under way (kept with its state, in memory only). */
@@ -142,7 +175,7 @@ export class OAuthManager {
   takeState(state: string): Pending | undefined {
     const p = this.pending.get(state)
     if (p === undefined) return undefined
-    this.pending.delete(state)
+    this.dropState(state)
     return p.expiresAt > Date.now() ? p : undefined
   }
 
@@ -231,6 +264,7 @@ export class ServiceAuth implements UpstreamAuth {
     try {
       const { authorizationServerMetadata: metadata, resourceMetadata } = entry.discovery
       const fresh = await refreshAuthorization(entry.discovery.authorizationServerUrl, {
+        fetchFn: this.manager.fetch,
         ...(metadata !== undefined ? { metadata } : {}),
         clientInformation: entry.client,
         refreshToken: held.refresh_token,
@@ -315,7 +349,11 @@ export class ServiceAuth implements UpstreamAuth {
     } catch {
       resourceMetadataUrl = undefined
     }
-    return { ...(resourceMetadataUrl !== undefined ? { resourceMetadataUrl } : {}), ...(this.scopes !== undefined ? { scope: this.scopes } : {}) }
+    return {
+      fetchFn: this.manager.fetch,
+      ...(resourceMetadataUrl !== undefined ? { resourceMetadataUrl } : {}),
+      ...(this.scopes !== undefined ? { scope: this.scopes } : {})
+    }
   }
 
   /** The SDK's provider for the code flow: the vault for registrations and tokens. */
@@ -422,6 +460,23 @@ class DiscoveryCache {
   readonly load = (): OAuthDiscoveryState | undefined => this.state
 }
 
+/**
+ * Why a `redirect_uri` is refused, or undefined. The authorization server sends the user's code
+ * there: only the store's own callback, or a loopback URL (a program on the user's own machine,
+ * RFC 8252), may receive it; any other site would get a code meant for the store.
+ */
+export const redirectProblem = (redirect: string, callback: string | undefined): string | undefined => {
+  const allowed = `must be the store's own callback${callback !== undefined ? ` (${callback})` : ""} or a loopback http(s) URL (127.0.0.1, [::1] or localhost): the authorization server sends the code there, and no other site may receive it`
+  if (!URL.canParse(redirect)) return allowed
+  const url = new URL(redirect)
+  if (url.protocol !== "http:" && url.protocol !== "https:") return allowed
+  if (url.username !== "" || url.password !== "" || url.hash !== "") return `${allowed} (without credentials or a fragment)`
+  if (callback !== undefined && URL.canParse(callback) && new URL(callback).href === url.href) return undefined
+  const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase()
+  const loopback = host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+  return loopback ? undefined : allowed
+}
+
 /** What authorize_service is given. */
 export interface AuthorizeInput {
   readonly service_name: string
@@ -461,10 +516,10 @@ export const authorizeUpstream = (
       })
       return { service_name: name, state: "authorized" as const }
     }
-    const redirect = input.redirect_uri ?? oauth.callbackUrl()
-    if (redirect === undefined || !/^https?:\/\//i.test(redirect) || !URL.canParse(redirect)) {
-      return yield* Effect.fail(ValidationError.of([{ field: "redirect_uri", problem: "must be an http(s) URL (the store's own callback is used when none is given)" }]))
-    }
+    const callback = oauth.callbackUrl()
+    const redirect = input.redirect_uri ?? callback
+    const problem = redirect === undefined ? "the store has no callback URL yet: give one" : redirectProblem(redirect, callback)
+    if (redirect === undefined || problem !== undefined) return yield* Effect.fail(ValidationError.of([{ field: "redirect_uri", problem: problem as string }]))
     const started = yield* Effect.tryPromise({
       try: () => service.begin(redirect),
       catch: (e) =>

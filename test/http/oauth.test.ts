@@ -6,10 +6,13 @@
  * reuses the encrypted token, client credentials, and no token anywhere it must not be.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runAuth } from "../../src/config/auth-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { MAX_PENDING } from "../../src/runtime/oauth.js"
 import { MACHINE_CLIENT, startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
 import { eventually, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
@@ -131,6 +134,21 @@ describe("an OAuth-protected upstream", () => {
     expect(fixture.counts.authorize).toBe(authorizations)
   })
 
+  it("refreshes once for many calls refused at once (single flight)", { timeout: 30_000 }, async () => {
+    // Only "secure" exists yet: every refresh counted is its own.
+    expect((await waitFor(server, "secure", "healthy")).status).toBe(200)
+    const refreshes = fixture.counts.refresh_token
+    const refused = fixture.counts.unauthorized
+    const release = fixture.holdRefreshes()
+    fixture.expireAll()
+    const calls = Array.from({ length: 6 }, (_, i) => server.post("/for_store/call_tool", { tool_name: "secure__echo", arguments: { text: `p${i}` } }))
+    // Every call has been refused while the one refresh is held at the token endpoint.
+    expect(await eventually(() => fixture.counts.unauthorized >= refused + 6, 10_000)).toBe(true)
+    release()
+    for (const call of await Promise.all(calls)) expect(keep(call).status).toBe(200)
+    expect(fixture.counts.refresh_token).toBe(refreshes + 1)
+  })
+
   it("connects with client credentials", { timeout: 30_000 }, async () => {
     keep(
       await server.post("/for_store/add_service", {
@@ -177,6 +195,82 @@ describe("an OAuth-protected upstream", () => {
     answers.push(out.join(""))
     expect(out.join("")).toContain("authorized and healthy")
     expect(code).toBe(0)
+  })
+
+  it("drops the tokens when update_service moves the URL to another origin: the next connect needs authorization", { timeout: 30_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "moved", url: fixture.url }))
+    expect((await waitFor(server, "moved", "unreachable")).status).toBe(200)
+    await authorizeInBrowser(server, "moved")
+    expect((await waitFor(server, "moved", "healthy")).status).toBe(200)
+    const vault = server.running.store.oauth.vault
+    expect(vault.find("store/moved")?.tokens).toBeDefined()
+    // The other origin's server would take the same token: only the drop keeps it from going there.
+    const unauthorized = fixture.counts.unauthorized
+    const moved = await server.request("PUT", "/for_store/update_service/moved", {
+      body: JSON.stringify({ url: fixture.otherOriginUrl }),
+      headers: { "content-type": "application/json" }
+    })
+    expect(keep(moved).status).toBe(200)
+    expect(await eventually(async () => (await serviceOf(server, "moved"))?.auth?.state === "needs_authorization", 10_000)).toBe(true)
+    expect((await waitFor(server, "moved", "unreachable")).status).toBe(200)
+    expect(vault.find("store/moved")).toBeUndefined()
+    expect(fixture.counts.unauthorized).toBeGreaterThan(unauthorized)
+  })
+
+  it("keeps each scope's authorizations under way apart: one agent filling its cap does not block another", { timeout: 60_000 }, async () => {
+    for (const agent of ["crowd", "calm"]) {
+      expect(keep(await server.post(`/for_agent/${agent}/add_service`, { name: "shared", url: fixture.url })).status).toBe(200)
+      expect(keep(await server.post(`/for_agent/${agent}/wait_service`, { client_id_or_service_name: "shared", status: "unreachable", timeout: 15 })).status).toBe(200)
+    }
+    const start = async (agent: string) => {
+      const started = keep(await server.post(`/for_agent/${agent}/authorize_service`, { service_name: "shared" }))
+      expect(started.status).toBe(200)
+      return started.body.authorization_url as string
+    }
+    const calm = await start("calm")
+    const crowdFirst = await start("crowd")
+    for (let i = 0; i < MAX_PENDING; i++) await start("crowd")
+    // The crowding agent lost its own oldest state; the other agent's still finishes.
+    expect((await fetch(await approve(crowdFirst))).status).toBe(400)
+    const page = await fetch(await approve(calm))
+    expect(page.status).toBe(200)
+    await page.text()
+    expect(keep(await server.post("/for_agent/calm/wait_service", { client_id_or_service_name: "shared", status: "healthy", timeout: 15 })).status).toBe(200)
+  })
+
+  it("sends the code only to the store's callback or a loopback URL", async () => {
+    const refused = keep(await server.post("/for_store/authorize_service", { service_name: "moved", redirect_uri: "https://attacker.example/cb" }))
+    expect(refused.status).toBe(400)
+    expect(refused.body.error.details.fields[0].field).toBe("redirect_uri")
+    expect(refused.body.message).toMatch(/loopback/)
+    const loopback = keep(await server.post("/for_store/authorize_service", { service_name: "terminal", redirect_uri: "http://127.0.0.1:9/cb" }))
+    expect(loopback.status).toBe(200)
+    expect(new URL(loopback.body.authorization_url).searchParams.get("redirect_uri")).toBe("http://127.0.0.1:9/cb")
+  })
+
+  it("sends the OAuth requests through the outbound policy: a challenge pointing at a metadata address is refused", { timeout: 30_000 }, async () => {
+    // A hostile upstream: its resource metadata sends the store's discovery to the cloud metadata address.
+    const hostile = createServer((req, res) => {
+      const origin = `http://${req.headers.host}`
+      if (req.url === "/resource") {
+        res.setHeader("content-type", "application/json")
+        return void res.end(JSON.stringify({ resource: `${origin}/mcp`, authorization_servers: ["http://169.254.169.254/latest"] }))
+      }
+      res.writeHead(401, { "www-authenticate": `Bearer resource_metadata="${origin}/resource"` }).end()
+    })
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/mcp`
+      keep(await server.post("/for_store/add_service", { name: "hostile", url }))
+      expect((await waitFor(server, "hostile", "unreachable")).status).toBe(200)
+      const refused = keep(await server.post("/for_store/authorize_service", { service_name: "hostile" }))
+      expect(refused.status).toBe(502)
+      expect(refused.body.message).toMatch(/upstream refused: 169\.254\.169\.254/)
+    } finally {
+      keep(await server.del("/for_store/delete_service/hostile"))
+      hostile.closeAllConnections()
+      await new Promise<void>((resolve) => hostile.close(() => resolve()))
+    }
   })
 
   it("never shows a token in an answer, a log line, a record or the services file", async () => {
