@@ -8,9 +8,9 @@
  *
  * One `ServiceAuth` per service is the token source of its connections (src/mcp/oauth.ts): the
  * token is refreshed shortly before it expires and on a 401, one refresh at a time per service.
- * Tokens, registrations and discovery state live encrypted in the `TokenVault`; PKCE verifiers and
- * the `state` of each authorization under way live in memory only, bound to the service, single
- * use, expiring after 10 minutes, at most `MAX_PENDING` at once per scope. Every OAuth request
+ * Tokens, registrations and discovery state live encrypted in the `TokenVault`, and so do the
+ * PKCE verifier and `state` of each authorization under way (a restart does not lose them), bound
+ * to the service, single use, expiring after 10 minutes, at most `MAX_PENDING` at once per scope. Every OAuth request
  * goes through the manager's `fetch` (bounded, timed, under the outbound policy). The service actor is told the
  * public side of it all (`AuthInfo`: never a token) for the views and events.
  */
@@ -73,7 +73,14 @@ export class OAuthManager {
     readonly callbackUrl: () => string | undefined,
     /** The fetch of every OAuth request (src/mcp/oauth.ts `oauthFetch`: outbound policy, bounded, timed). */
     readonly fetch: typeof globalThis.fetch
-  ) {}
+  ) {
+    // Authorizations under way before a restart (kept encrypted in the vault), oldest first.
+    for (const { state, ...p } of vault.pendingRecords()) {
+      this.pending.set(state, p)
+      const label = scopeLabel(p.scope)
+      this.pendingByScope.set(label, (this.pendingByScope.get(label) ?? new Set<string>()).add(state))
+    }
+  }
 
   /** The token source of a remote service (created on first use; a new origin drops old tokens). */
   forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined): ServiceAuth {
@@ -137,16 +144,19 @@ export class OAuthManager {
     const p = this.pending.get(state)
     if (p === undefined) return
     this.pending.delete(state)
+    void this.vault.removePending(state, false)
     const label = scopeLabel(p.scope)
     const mine = this.pendingByScope.get(label)
     mine?.delete(state)
     if (mine?.size === 0) this.pendingByScope.delete(label)
   }
 
-  /** The PKCE verifier of an authorization under way (kept with its state, in memory only). */
-  attachVerifier(state: string, verifier: string): void {
+  /** The PKCE verifier of an authorization under way: kept with its state, and in the vault (encrypted) for a restart. */
+  attachVerifier(state: string, verifier: string): Promise<void> {
     const p = this.pending.get(state)
-    if (p !== undefined) p.verifier = verifier
+    if (p === undefined) return Promise.resolve()
+    p.verifier = verifier
+    return this.vault.putPending({ state, ...p })
   }
 
   /**
@@ -176,6 +186,8 @@ export class OAuthManager {
     const p = this.pending.get(state)
     if (p === undefined) return undefined
     this.dropState(state)
+    // Single use across a restart too.
+    void this.vault.removePending(state, true)
     return p.expiresAt > Date.now() ? p : undefined
   }
 
@@ -391,10 +403,9 @@ export class ServiceAuth implements UpstreamAuth {
       tokens: () => undefined,
       saveTokens: (tokens) => this.keep(tokens),
       redirectToAuthorization: (url) => flow.redirect?.(url),
-      saveCodeVerifier: (verifier) => {
-        // The verifier joins the pending state it belongs to (memory only, single use).
-        if (state !== undefined) this.manager.attachVerifier(state, verifier)
-      },
+      saveCodeVerifier: (verifier) =>
+        // The verifier joins the pending state it belongs to (single use; encrypted in the vault).
+        state !== undefined ? this.manager.attachVerifier(state, verifier) : undefined,
       codeVerifier: () => flow.verifier ?? "",
       saveDiscoveryState: async (discovery) => {
         this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: discovery.authorizationServerUrl }

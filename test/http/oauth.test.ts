@@ -292,4 +292,25 @@ describe("an OAuth-protected upstream", () => {
     await eventually(() => readFileSync(join(dir, "mcp.json.oauth"), "utf8") !== vault, 5_000)
     expect(readFileSync(join(dir, "mcp.json.oauth"), "utf8")).not.toBe(vault)
   })
+
+  it("finishes an authorization begun before a restart (the PKCE verifier is kept encrypted)", { timeout: 60_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "patient", url: fixture.url }))
+    expect((await waitFor(server, "patient", "unreachable")).status).toBe(200)
+    const started = keep(await server.post("/for_store/authorize_service", { service_name: "patient" }))
+    const back = await approve(started.body.authorization_url as string)
+    const state = back.searchParams.get("state") as string
+    await server.close()
+    // Neither the state nor anything else of the authorization is readable in the folder.
+    for (const f of readdirSync(dir)) expect(readFileSync(join(dir, f), "utf8")).not.toContain(state)
+    server = await startTestServer({ dir })
+    expect((await waitFor(server, "patient", "unreachable")).status).toBe(200)
+    // The restarted store listens on another port here (port 0): the same callback, on it.
+    const callback = new URL(`${back.pathname}${back.search}`, server.url)
+    const page = await fetch(callback, { redirect: "manual" })
+    expect(page.status).toBe(200)
+    await page.text()
+    expect((await waitFor(server, "patient", "healthy")).status).toBe(200)
+    // Still single use.
+    expect((await fetch(callback)).status).toBe(400)
+  })
 })

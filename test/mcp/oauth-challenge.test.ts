@@ -32,7 +32,8 @@ describe("parseBearerChallenge", () => {
 })
 
 describe("authorizations under way", () => {
-  const manager = () => new OAuthManager({ find: () => undefined } as unknown as TokenVault, () => undefined, () => undefined, fetch)
+  const manager = () => new OAuthManager(
+      { find: () => undefined, pendingRecords: () => [], putPending: async () => {}, removePending: async () => {} } as unknown as TokenVault, () => undefined, () => undefined, fetch)
   const pending = { service: "store/a", scope: STORE_SCOPE, name: "a", verifier: "", redirectUri: "http://127.0.0.1/oauth/callback" }
 
   it("are bounded: the oldest states are dropped past MAX_PENDING", () => {
