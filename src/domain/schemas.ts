@@ -239,6 +239,12 @@ export const OAuthSettings = Schema.Struct({
     }),
     { exact: true }
   ),
+  issuer: Schema.optionalWith(
+    text("must be a string (the authorization server's issuer URL)").pipe(
+      Schema.filter((s) => s.length <= OAUTH_TEXT_MAX && URL.canParse(s) && isHttpUrl(s), { message: () => "must be the authorization server's http(s) issuer URL" })
+    ),
+    { exact: true }
+  ),
   grant_type: Schema.optionalWith(
     Schema.Literal("authorization_code", "client_credentials").annotations({
       message: () => ({ message: "must be \"authorization_code\" or \"client_credentials\"", override: true })
@@ -250,7 +256,7 @@ export const OAuthSettings = Schema.Struct({
   .pipe(
     Schema.filter((o) => oauthProblems(o), {
       description:
-        "Upstream OAuth: `client_id` (and `client_secret`) of a pre-registered client, `scopes` to ask for, and `grant_type` (`authorization_code`, the default, or `client_credentials` with `client_id` and `client_secret`); the secret is never shown back",
+        "Upstream OAuth: `client_id` (and `client_secret`) of a pre-registered client, `scopes` to ask for, `issuer` (the authorization server the client's credentials may be sent to; else the first one that accepted them), and `grant_type` (`authorization_code`, the default, or `client_credentials` with `client_id` and `client_secret`); the secret is never shown back",
       jsonSchema: {}
     })
   )

@@ -233,6 +233,15 @@ export class ServiceAuth implements UpstreamAuth {
     if (this.tokens !== undefined) this.publish({ required: true, state: "authorized", ...this.expiry() })
   }
 
+  /**
+   * The authorization server a pre-registered client's credentials may be sent to: the
+   * definition's `oauth.issuer`, else the one that first accepted them (kept in the vault). The
+   * SDK refuses to present them to another one (a hostile upstream's metadata naming its own).
+   */
+  private get expectedIssuer(): string | undefined {
+    return this.config?.issuer ?? (this.entry?.issuer || undefined)
+  }
+
   private get scopes(): string | undefined {
     return this.config?.scopes?.join(" ") || this.challenge?.scope || undefined
   }
@@ -304,7 +313,14 @@ export class ServiceAuth implements UpstreamAuth {
     if (config?.client_id === undefined || config.client_secret === undefined) {
       throw this.needsAuthorization('"oauth" with "grant_type": "client_credentials" needs "client_id" and "client_secret"')
     }
-    const provider = new ClientCredentialsProvider({ clientId: config.client_id, clientSecret: config.client_secret, clientName: "mcp-store", ...(this.scopes !== undefined ? { scope: this.scopes } : {}) })
+    const issuer = this.expectedIssuer
+    const provider = new ClientCredentialsProvider({
+      clientId: config.client_id,
+      clientSecret: config.client_secret,
+      clientName: "mcp-store",
+      ...(issuer !== undefined ? { expectedIssuer: issuer } : {}),
+      ...(this.scopes !== undefined ? { scope: this.scopes } : {})
+    })
     const discovery = new DiscoveryCache()
     const withDiscovery = Object.assign(provider, { saveDiscoveryState: discovery.save, discoveryState: discovery.load })
     try {
@@ -379,8 +395,11 @@ export class ServiceAuth implements UpstreamAuth {
       token_endpoint_auth_method: config?.client_secret !== undefined ? "client_secret_basic" : "none",
       ...(this.scopes !== undefined ? { scope: this.scopes } : {})
     }
+    const issuer = this.expectedIssuer
     const preRegistered: OAuthClientInformationMixed | undefined =
-      config?.client_id !== undefined ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}) } : undefined
+      config?.client_id !== undefined
+        ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}), ...(issuer !== undefined ? { issuer } : {}) }
+        : undefined
     let state: string | undefined
     return {
       get redirectUrl() {

@@ -30,7 +30,8 @@ describe("a definition's oauth field", () => {
     ["a scope that is not a string", { scopes: ["mcp:tools", 7] }, "oauth.scopes[1]", /must be a string/],
     ["a scope with a space", { scopes: ["a b"] }, "oauth.scopes[0]", /one scope/],
     ["scopes not an array", { scopes: "mcp:tools" }, "oauth.scopes", /must be an array/],
-    ["a misspelt field", { clientId: "c" }, "oauth.clientId", /is unknown/]
+    ["a misspelt field", { clientId: "c" }, "oauth.clientId", /is unknown/],
+    ["an issuer that is not an http(s) URL", { issuer: "ftp://auth.example.com" }, "oauth.issuer", /issuer URL/]
   ]
 
   it.each(bad)("add_service refuses %s with 400 naming the field, and adds nothing", async (_what, oauth, field, problem) => {

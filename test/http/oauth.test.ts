@@ -162,6 +162,20 @@ describe("an OAuth-protected upstream", () => {
     expect(keep(await server.post("/for_store/call_tool", { tool_name: "machine__echo", arguments: { text: "m" } })).status).toBe(200)
   })
 
+  it("sends client credentials only to the pinned issuer", { timeout: 30_000 }, async () => {
+    const grants = fixture.counts.client_credentials
+    const oauth = { client_id: MACHINE_CLIENT.client_id, client_secret: MACHINE_CLIENT.client_secret, grant_type: "client_credentials" }
+    keep(await server.post("/for_store/add_service", { name: "pinned-elsewhere", url: fixture.url, oauth: { ...oauth, issuer: "https://auth.example.com" } }))
+    expect(
+      await eventually(async () => /bound to authorization server https:\/\/auth\.example\.com/.test(keep(await server.get("/for_store/service_status/pinned-elsewhere")).body.last_error ?? ""), 15_000)
+    ).toBe(true)
+    expect(fixture.counts.client_credentials).toBe(grants)
+    keep(await server.del("/for_store/delete_service/pinned-elsewhere"))
+    keep(await server.post("/for_store/add_service", { name: "pinned", url: fixture.url, oauth: { ...oauth, issuer: new URL(fixture.url).origin } }))
+    expect((await waitFor(server, "pinned", "healthy")).status).toBe(200)
+    expect(fixture.counts.client_credentials).toBeGreaterThan(grants)
+  })
+
   it("authorizes, refreshes and uses an SSE upstream as it does a Streamable HTTP one", { timeout: 30_000 }, async () => {
     fixture.accessTtlSeconds = 2
     try {
