@@ -256,7 +256,7 @@ export const OAuthSettings = Schema.Struct({
   .pipe(
     Schema.filter((o) => oauthProblems(o), {
       description:
-        "Upstream OAuth: `client_id` (and `client_secret`) of a pre-registered client, `scopes` to ask for, `issuer` (the authorization server the client's credentials may be sent to; else the first one that accepted them), and `grant_type` (`authorization_code`, the default, or `client_credentials` with `client_id` and `client_secret`); the secret is never shown back",
+        "Upstream OAuth: `client_id` (and `client_secret`) of a pre-registered client, `scopes` to ask for, `issuer` (the only authorization server the client's credentials may be sent to; else the first one found for the service), and `grant_type` (`authorization_code`, the default, or `client_credentials` with `client_id` and `client_secret`); the secret is never shown back",
       jsonSchema: {}
     })
   )

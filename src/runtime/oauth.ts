@@ -235,7 +235,7 @@ export class ServiceAuth implements UpstreamAuth {
 
   /**
    * The authorization server a pre-registered client's credentials may be sent to: the
-   * definition's `oauth.issuer`, else the one that first accepted them (kept in the vault). The
+   * definition's `oauth.issuer`, else the first one found for the service (kept in the vault). The
    * SDK refuses to present them to another one (a hostile upstream's metadata naming its own).
    */
   private get expectedIssuer(): string | undefined {
