@@ -215,6 +215,67 @@ const Headers = StringRecord("HTTP headers sent with every request to the server
   )
 )
 
+/** The longest `oauth.client_id` / `oauth.client_secret`, and the most scopes a definition may ask for. */
+export const OAUTH_TEXT_MAX = 2_000
+export const OAUTH_SCOPES_MAX = 50
+
+const oauthText = (what: string) =>
+  text(`must be a string (the ${what})`).pipe(
+    Schema.filter((s) => s !== "" && s.length <= OAUTH_TEXT_MAX, { message: () => `must be a non-empty string of at most ${OAUTH_TEXT_MAX} characters` })
+  )
+
+/** The rules that tie the `oauth` fields together. */
+const oauthProblems = (o: { readonly client_id?: string; readonly client_secret?: string; readonly grant_type?: string }): ReadonlyArray<Schema.FilterIssue> => {
+  const problems: Array<Schema.FilterIssue> = []
+  if (o.client_secret !== undefined && o.client_id === undefined) problems.push({ path: ["client_secret"], message: "needs \"client_id\": a secret belongs to a pre-registered client" })
+  if (o.grant_type === "client_credentials") {
+    if (o.client_id === undefined) problems.push({ path: ["client_id"], message: "is required with \"grant_type\": \"client_credentials\"" })
+    if (o.client_secret === undefined) problems.push({ path: ["client_secret"], message: "is required with \"grant_type\": \"client_credentials\"" })
+  }
+  return problems
+}
+
+/**
+ * A remote service's upstream OAuth (src/runtime/oauth.ts): a pre-registered client for the
+ * authorization code flow, or machine credentials (`client_credentials`). Unknown fields are
+ * refused (a misspelt `clientId` would otherwise silently fall back to dynamic registration).
+ */
+export const OAuthSettings = Schema.Struct({
+  client_id: Schema.optionalWith(oauthText("pre-registered client's id"), { exact: true }),
+  client_secret: Schema.optionalWith(oauthText("pre-registered client's secret"), { exact: true }),
+  scopes: Schema.optionalWith(
+    Schema.Array(
+      text("must be a string").pipe(
+        Schema.filter((s) => /^[\x21\x23-\x5B\x5D-\x7E]{1,200}$/.test(s), { message: () => "must be one scope: 1 to 200 printable characters, no space, quote or backslash" })
+      )
+    ).pipe(Schema.maxItems(OAUTH_SCOPES_MAX, { message: () => `must list at most ${OAUTH_SCOPES_MAX} scopes` })).annotations({
+      message: () => `must be an array of at most ${OAUTH_SCOPES_MAX} scope strings`
+    }),
+    { exact: true }
+  ),
+  issuer: Schema.optionalWith(
+    text("must be a string (the authorization server's issuer URL)").pipe(
+      Schema.filter((s) => s.length <= OAUTH_TEXT_MAX && URL.canParse(s) && isHttpUrl(s), { message: () => "must be the authorization server's http(s) issuer URL" })
+    ),
+    { exact: true }
+  ),
+  grant_type: Schema.optionalWith(
+    Schema.Literal("authorization_code", "client_credentials").annotations({
+      message: () => ({ message: "must be \"authorization_code\" or \"client_credentials\"", override: true })
+    }),
+    { exact: true }
+  )
+})
+  .annotations({ message: () => "must be an object", parseOptions: { onExcessProperty: "error", errors: "all" } })
+  .pipe(
+    Schema.filter((o) => oauthProblems(o), {
+      description:
+        "Upstream OAuth: `client_id` (and `client_secret`) of a pre-registered client, `scopes` to ask for, `issuer` (the only authorization server the client's credentials may be sent to; else the first one found for the service), and `grant_type` (`authorization_code`, the default, or `client_credentials` with `client_id` and `client_secret`); the secret is never shown back",
+      jsonSchema: {}
+    })
+  )
+export type OAuthSettings = typeof OAuthSettings.Type
+
 /** The fields of a definition: a remote service (`url`) or a local one (`command`). */
 const definitionFields = {
   url: Schema.optionalWith(HttpUrl, { exact: true }),
@@ -265,7 +326,8 @@ const definitionFields = {
   include_tools: Schema.optionalWith(ToolGlobs(INCLUDE_TOOLS), { exact: true }),
   exclude_tools: Schema.optionalWith(ToolGlobs(EXCLUDE_TOOLS), { exact: true }),
   includeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of include_tools (used when include_tools is absent)`), { exact: true }),
-  excludeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of exclude_tools (used when exclude_tools is absent)`), { exact: true })
+  excludeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of exclude_tools (used when exclude_tools is absent)`), { exact: true }),
+  oauth: Schema.optionalWith(OAuthSettings, { exact: true })
 }
 
 /** Unknown extra fields of a definition: kept as they are (a file written by another MCP client survives a round trip). */
@@ -277,11 +339,13 @@ const connectionProblems = (def: {
   readonly command?: string
   readonly transport?: string
   readonly type?: string
+  readonly oauth?: unknown
 }): ReadonlyArray<Schema.FilterIssue> => {
   const problems: Array<Schema.FilterIssue> = []
   if ((def.url === undefined) === (def.command === undefined)) {
     problems.push({ path: ["url"], message: "exactly one of 'url' and 'command' is required" })
   }
+  if (def.command !== undefined && def.oauth !== undefined) problems.push({ path: ["oauth"], message: "is for a remote ('url') service: a local one has no OAuth" })
   const given = def.transport ?? def.type
   const transport = given === undefined ? undefined : normaliseTransport(given)
   if (def.url !== undefined && transport === "stdio") problems.push({ path: ["transport"], message: "stdio needs 'command', not 'url'" })

@@ -355,7 +355,7 @@ export const optionalBody = <F extends Schema.Struct.Fields>(fields: F) => Schem
 export const AuthorizePayload = closed({
   service_name: ServiceRef,
   redirect_uri: Schema.optional(Schema.String.pipe(Schema.maxLength(2048))).annotations({
-    description: "where the authorization server sends the browser back; default: the store's own /oauth/callback"
+    description: "where the authorization server sends the browser back: the store's own /oauth/callback (the default) or a loopback http(s) URL (127.0.0.1, [::1], localhost)"
   }),
   code: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))).annotations({ description: "paste-the-code: the code the authorization server gave" }),
   state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({ description: "paste-the-code: the state that came with it" })

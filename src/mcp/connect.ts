@@ -44,9 +44,9 @@ import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from ".
 import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
-import type { UpstreamAuth } from "./oauth.js"
+import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
-import { mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
+import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -84,7 +84,12 @@ const ERROR_BODY_BYTES = 200
 
 type Opened =
   | { readonly type: "streamable_http"; readonly transport: HttpClientTransport }
-  | { readonly type: "sse"; readonly transport: SSEClientTransport }
+  | {
+      readonly type: "sse"
+      readonly transport: SSEClientTransport
+      /** Why the upstream wants an OAuth authorization, once its fetch found so (the event source hides it). */
+      readonly authorizationRequired: () => AuthorizationRequiredError | undefined
+    }
   | { readonly type: "stdio"; readonly transport: StdioProcessTransport }
 
 /**
@@ -131,7 +136,14 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       options
     )
   } catch (error) {
-    const failure = error instanceof McpRequestError ? error : new McpRequestError("transport", String(error))
+    const required = opened.type === "sse" ? opened.authorizationRequired() : undefined
+    // An SSE stream refused for want of an authorization fails as a bare stream error: named here.
+    const failure =
+      required !== undefined
+        ? classifyFailure(`connect to ${describeTarget(def)}`, required, options)
+        : error instanceof McpRequestError
+          ? error
+          : new McpRequestError("transport", String(error))
     if (opened.type === "stdio" && failure.kind === "transport") {
       // A broken pipe can be noticed a moment before the exit itself (longer on a loaded machine).
       await opened.transport.waitForExit(1000)
@@ -444,10 +456,11 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy:
   if (def.transport !== "sse") {
     return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth, lookup: policy.lookup }) }
   }
+  let authorizationRequired: AuthorizationRequiredError | undefined
   const fetch = boundedFetch({
     maxMessageBytes,
-    // fetch cannot be given a lookup without undici's Agent: the host is resolved and checked before each request.
-    fetch: (input, init) => policy.checkResolved(new URL(input instanceof Request ? input.url : String(input))).then(() => globalThis.fetch(input, init)),
+    // The host is resolved and checked before each request; the service's bearer token is added (src/mcp/oauth.ts).
+    fetch: auth === undefined ? policy.fetch : fetchWithAuth(policy.fetch, auth, (error) => void (authorizationRequired ??= error)),
     errorBodyBytes: ERROR_BODY_BYTES,
     onTooLarge: (error) => {
       // Reported as the other transports do, then closed once the event source has seen its body
@@ -457,7 +470,7 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy:
     }
   })
   const transport: SSEClientTransport = new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } }, fetch })
-  return { type: "sse", transport }
+  return { type: "sse", transport, authorizationRequired: () => authorizationRequired }
 }
 
 /**

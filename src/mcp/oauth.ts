@@ -4,7 +4,13 @@
  * challenge. The flows themselves (discovery, registration, PKCE, refresh, the encrypted tokens)
  * are the runtime's (src/runtime/oauth.ts, on the SDK's client auth); the transports only see this
  * interface, so a token never passes through anything but a request header.
+ *
+ * Also here: the fetch the SDK's OAuth requests go through (`oauthFetch`: the outbound policy,
+ * bounded answers, a time limit) and the bearer token on a fetch (`fetchWithAuth`, for the SDK's
+ * SSE transport).
  */
+import { boundedFetch } from "./bounded-fetch.js"
+import type { UpstreamPolicy } from "./upstream-policy.js"
 
 /** The parameters of a `WWW-Authenticate: Bearer ...` challenge (RFC 6750, RFC 9728). */
 export interface BearerChallenge {
@@ -61,3 +67,52 @@ export const parseBearerChallenge = (header: string | ReadonlyArray<string> | un
   }
   return { resourceMetadataUrl: params.get("resource_metadata"), scope: params.get("scope"), error: params.get("error") }
 }
+
+/** The most an OAuth answer (metadata, registration, token) may hold; an error answer is cut at `OAUTH_ERROR_BYTES`. */
+export const OAUTH_MAX_BYTES = 1024 * 1024
+const OAUTH_ERROR_BYTES = 64 * 1024
+/** How long one OAuth request (answer and body) may take. */
+export const OAUTH_REQUEST_MS = 30_000
+
+/**
+ * The fetch of the SDK's OAuth requests (discovery, registration, token, refresh: `auth()`'s and
+ * `refreshAuthorization`'s `fetchFn`): a hostile authorization server or metadata document is an
+ * upstream like any other, so its host goes through the outbound policy, its answers are bounded
+ * (src/mcp/bounded-fetch.ts: no redirect followed, a body over the limit fails) and each request
+ * ends within `timeoutMs`.
+ */
+export const oauthFetch = (policy: UpstreamPolicy, limits: { readonly maxBytes?: number; readonly timeoutMs?: number } = {}): typeof fetch => {
+  const bounded = boundedFetch({ maxMessageBytes: limits.maxBytes ?? OAUTH_MAX_BYTES, errorBodyBytes: OAUTH_ERROR_BYTES, onTooLarge: () => undefined, fetch: policy.fetch })
+  const timeoutMs = limits.timeoutMs ?? OAUTH_REQUEST_MS
+  return (input, init) => {
+    const timeout = AbortSignal.timeout(timeoutMs)
+    return bounded(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout })
+  }
+}
+
+/**
+ * `base` with the service's bearer token on every request (the SDK's SSE transport takes a fetch,
+ * not our token source): a 401 with a bearer challenge asks `auth` for a new token and sends the
+ * request once more, as the Streamable HTTP transport does; when only a user can help, the
+ * `AuthorizationRequiredError` is thrown (and told to `onRequired`: the event source turns a
+ * thrown fetch into a bare stream error). A 401 without a bearer challenge is passed on as it is.
+ */
+export const fetchWithAuth = (base: typeof fetch, auth: UpstreamAuth, onRequired: (error: AuthorizationRequiredError) => void): typeof fetch =>
+  async (input, init) => {
+    for (const last of [false, true]) {
+      const token = await auth.accessToken()
+      const headers = new Headers(init?.headers)
+      if (token !== undefined) headers.set("authorization", `Bearer ${token}`)
+      const response = await base(input, { ...init, headers })
+      const challenge = response.status === 401 ? parseBearerChallenge(response.headers.get("www-authenticate") ?? undefined) : undefined
+      if (challenge === undefined) return response
+      await response.body?.cancel().catch(() => undefined)
+      try {
+        await auth.unauthorized(challenge, token, last)
+      } catch (error) {
+        if (error instanceof AuthorizationRequiredError) onRequired(error)
+        throw error
+      }
+    }
+    throw new Error("unreachable: the last unauthorized() rejects")
+  }

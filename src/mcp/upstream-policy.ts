@@ -105,6 +105,13 @@ export class UpstreamPolicy {
     for (const { address } of addresses) this.throwIfRefused(host, address)
   }
 
+  /**
+   * fetch, the URL's host resolved and checked first (`checkResolved`): fetch cannot be given a
+   * lookup without undici's Agent. For the SDK's SSE transport and the OAuth requests.
+   */
+  readonly fetch: typeof fetch = (input, init) =>
+    this.checkResolved(new URL(input instanceof Request ? input.url : String(input))).then(() => globalThis.fetch(input, init))
+
   private throwIfRefused(host: string, address: string): void {
     const why = this.refusal(host, address)
     if (why !== undefined) throw new UpstreamRefused(`upstream refused: ${why}`)

@@ -5,6 +5,10 @@
  * key file created 0600 beside the services file on first use (`<services file>.key`). Entries are
  * keyed by (authorization server issuer, scope, service); the file is written atomically. Nothing
  * here is ever logged: a file that cannot be read is named, never shown.
+ *
+ * Beside them, the authorizations under way (`PendingRecord`: state, PKCE verifier, redirect URI,
+ * expiry), so that a store restarted while a user authorizes still finishes the flow; expired ones
+ * are left out when the file is read and written.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto"
 import { readFile, writeFile } from "node:fs/promises"
@@ -28,10 +32,25 @@ export interface VaultEntry {
   readonly discovery?: OAuthDiscoveryState | undefined
 }
 
+/** An authorization under way, as kept (src/runtime/oauth.ts `Pending`, with its `state`). */
+export interface PendingRecord {
+  readonly state: string
+  /** `<scope label>/<service name>`. */
+  readonly service: string
+  readonly scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }
+  readonly name: string
+  readonly verifier: string
+  readonly redirectUri: string
+  /** Epoch milliseconds. */
+  readonly expiresAt: number
+}
+
 const ALGORITHM = "aes-256-gcm"
 
 export class TokenVault {
   private entries = new Map<string, VaultEntry>()
+  /** Authorizations under way by state (bounded by their owner, src/runtime/oauth.ts). */
+  private readonly pending = new Map<string, PendingRecord>()
   private key: Buffer | undefined
   /** One write at a time, in order. */
   private writing: Promise<void> = Promise.resolve()
@@ -57,7 +76,11 @@ export class TokenVault {
       const decipher = createDecipheriv(ALGORITHM, key, Buffer.from(sealed.iv, "base64"))
       decipher.setAuthTag(Buffer.from(sealed.tag, "base64"))
       const plain = Buffer.concat([decipher.update(Buffer.from(sealed.data, "base64")), decipher.final()]).toString("utf8")
-      for (const entry of JSON.parse(plain) as Array<VaultEntry>) vault.entries.set(keyOf(entry), entry)
+      // Version 1 held the entries alone; version 2 holds them and the authorizations under way.
+      const content = JSON.parse(plain) as Array<VaultEntry> | { entries: Array<VaultEntry>; pending?: Array<PendingRecord> }
+      for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(keyOf(entry), entry)
+      const now = Date.now()
+      for (const p of Array.isArray(content) ? [] : (content.pending ?? [])) if (p.expiresAt > now) vault.pending.set(p.state, p)
     } catch (e) {
       log.warn(`OAuth token file ${vault.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): upstream services that need OAuth must be authorized again`, {
         event: "oauth_vault_unreadable",
@@ -92,14 +115,33 @@ export class TokenVault {
     return removed ? this.save() : this.writing
   }
 
+  /** The authorizations under way that have not expired, oldest first. */
+  pendingRecords(): ReadonlyArray<PendingRecord> {
+    const now = Date.now()
+    return [...this.pending.values()].filter((p) => p.expiresAt > now).sort((a, b) => a.expiresAt - b.expiresAt)
+  }
+
+  /** Keeps an authorization under way, and writes the file. */
+  putPending(record: PendingRecord): Promise<void> {
+    this.pending.set(record.state, record)
+    return this.save()
+  }
+
+  /** Forgets an authorization under way; writes the file when `write` (else with the next write). */
+  removePending(state: string, write: boolean): Promise<void> {
+    return this.pending.delete(state) && write ? this.save() : this.writing
+  }
+
   private save(): Promise<void> {
     const entries = [...this.entries.values()]
+    const now = Date.now()
+    const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
     this.writing = this.writing.then(async () => {
       const key = await this.secretKey(true)
       const iv = randomBytes(12)
       const cipher = createCipheriv(ALGORITHM, key as Buffer, iv)
-      const data = Buffer.concat([cipher.update(JSON.stringify(entries), "utf8"), cipher.final()])
-      const sealed = { v: 1, iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), data: data.toString("base64") }
+      const data = Buffer.concat([cipher.update(JSON.stringify({ entries, pending }), "utf8"), cipher.final()])
+      const sealed = { v: 2, iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), data: data.toString("base64") }
       await writeAtomically(this.path, `${JSON.stringify(sealed)}\n`)
     }).catch((e: unknown) => {
       log.error(`OAuth token file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "oauth_vault_write_failed", file: this.path })

@@ -8,9 +8,10 @@
  *
  * One `ServiceAuth` per service is the token source of its connections (src/mcp/oauth.ts): the
  * token is refreshed shortly before it expires and on a 401, one refresh at a time per service.
- * Tokens, registrations and discovery state live encrypted in the `TokenVault`; PKCE verifiers and
- * the `state` of each authorization under way live in memory only, bound to the service, single
- * use, expiring after 10 minutes, at most `MAX_PENDING` at once. The service actor is told the
+ * Tokens, registrations and discovery state live encrypted in the `TokenVault`, and so do the
+ * PKCE verifier and `state` of each authorization under way (a restart does not lose them), bound
+ * to the service, single use, expiring after 10 minutes, at most `MAX_PENDING` at once per scope. Every OAuth request
+ * goes through the manager's `fetch` (bounded, timed, under the outbound policy). The service actor is told the
  * public side of it all (`AuthInfo`: never a token) for the views and events.
  */
 import { randomBytes } from "node:crypto"
@@ -21,7 +22,8 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import { scopeLabel, type Scope } from "../domain/service.js"
 import type { AuthInfo, ServiceActorRef } from "../machines/service.js"
 import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } from "../mcp/oauth.js"
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { OAuthSettings } from "../domain/schemas.js"
 import { resolveDefinition } from "../domain/service.js"
 import { UpstreamError, ValidationError, type ServiceNotFound } from "./errors.js"
 import type { ScopeContext } from "./host.js"
@@ -30,32 +32,20 @@ import type { TokenVault, VaultEntry } from "./oauth-tokens.js"
 
 /** How long an authorization's `state` stays usable. */
 export const STATE_TTL_MS = 10 * 60_000
-/** Authorizations under way at once (older ones are dropped first). */
+/** Authorizations under way at once in one scope (its older ones are dropped first): one agent cannot crowd out another's. */
 export const MAX_PENDING = 100
+/** Authorizations under way at once in the whole store (the oldest dropped first): memory stays bounded however many agents there are. */
+export const MAX_PENDING_TOTAL = 10_000
 /** A token is refreshed when less than this much of its life is left (or half its life, if shorter). */
 const REFRESH_MARGIN_MS = 60_000
 
-/** A definition's `oauth` object (pre-registered client, machine credentials, scopes). */
-export interface OAuthConfig {
-  readonly client_id?: string | undefined
-  readonly client_secret?: string | undefined
-  readonly scopes?: ReadonlyArray<string> | undefined
-  readonly grant_type?: "authorization_code" | "client_credentials" | undefined
-}
+/** A definition's `oauth` object (pre-registered client, machine credentials, scopes): src/domain/schemas.ts. */
+export type OAuthConfig = OAuthSettings
 
-/** Reads a definition's `oauth` extra; anything malformed is left out (never thrown at a connect). */
-export const oauthConfigOf = (value: unknown): OAuthConfig | undefined => {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
-  const o = value as Record<string, unknown>
-  const text = (v: unknown) => (typeof v === "string" && v !== "" && v.length <= 2_000 ? v : undefined)
-  const scopes = Array.isArray(o["scopes"]) ? o["scopes"].filter((s): s is string => typeof s === "string").slice(0, 50) : undefined
-  return {
-    client_id: text(o["client_id"]),
-    client_secret: text(o["client_secret"]),
-    scopes,
-    grant_type: o["grant_type"] === "client_credentials" ? "client_credentials" : "authorization_code"
-  }
-}
+const decodeOAuth = Schema.decodeUnknownOption(OAuthSettings)
+
+/** A definition's `oauth`, as its schema checked it; undefined when absent or malformed (never thrown at a connect). */
+export const oauthConfigOf = (value: unknown): OAuthConfig | undefined => (value === undefined ? undefined : Option.getOrUndefined(decodeOAuth(value)))
 
 /** An authorization under way, found by its `state`. */
 interface Pending {
@@ -73,13 +63,24 @@ export type ActorLookup = (scope: Scope, name: string) => ServiceActorRef | unde
 export class OAuthManager {
   private readonly services = new Map<string, ServiceAuth>()
   private readonly pending = new Map<string, Pending>()
+  /** The states of `pending` by scope label, oldest first (for the per-scope cap). */
+  private readonly pendingByScope = new Map<string, Set<string>>()
 
   constructor(
     readonly vault: TokenVault,
     private readonly lookup: ActorLookup,
     /** The store's own callback URL (`<base>/oauth/callback`), once the server listens. */
-    readonly callbackUrl: () => string | undefined
-  ) {}
+    readonly callbackUrl: () => string | undefined,
+    /** The fetch of every OAuth request (src/mcp/oauth.ts `oauthFetch`: outbound policy, bounded, timed). */
+    readonly fetch: typeof globalThis.fetch
+  ) {
+    // Authorizations under way before a restart (kept encrypted in the vault), oldest first.
+    for (const { state, ...p } of vault.pendingRecords()) {
+      this.pending.set(state, p)
+      const label = scopeLabel(p.scope)
+      this.pendingByScope.set(label, (this.pendingByScope.get(label) ?? new Set<string>()).add(state))
+    }
+  }
 
   /** The token source of a remote service (created on first use; a new origin drops old tokens). */
   forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined): ServiceAuth {
@@ -104,7 +105,7 @@ export class OAuthManager {
     const key = `${scopeLabel(scope)}/${name}`
     this.services.get(key)?.drop()
     this.services.delete(key)
-    for (const [state, p] of this.pending) if (p.service === key) this.pending.delete(state)
+    for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
     await this.vault.remove(key)
   }
 
@@ -113,20 +114,49 @@ export class OAuthManager {
     this.lookup(service.scope, service.name)?.send(event)
   }
 
-  /** A new `state` bound to a service, single use; the oldest are dropped past `MAX_PENDING`. */
+  /**
+   * A new `state` bound to a service, single use. Past `MAX_PENDING` in the service's scope, that
+   * scope's oldest is dropped (never another scope's); past `MAX_PENDING_TOTAL`, the store's oldest.
+   */
   newState(p: Omit<Pending, "expiresAt">): string {
     const now = Date.now()
-    for (const [state, old] of this.pending) if (old.expiresAt <= now) this.pending.delete(state)
-    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value as string)
+    // Insertion order is age order (one lifetime for all): the expired are the first ones.
+    for (const [state, old] of this.pending) {
+      if (old.expiresAt > now) break
+      this.dropState(state)
+    }
+    const label = scopeLabel(p.scope)
+    const mine = this.pendingByScope.get(label) ?? new Set<string>()
+    for (const state of mine) {
+      if (mine.size < MAX_PENDING) break
+      this.dropState(state)
+    }
+    while (this.pending.size >= MAX_PENDING_TOTAL) this.dropState(this.pending.keys().next().value as string)
     const state = randomBytes(24).toString("base64url")
+    // Set again: dropping its last state above may have removed it.
+    this.pendingByScope.set(label, mine.add(state))
     this.pending.set(state, { ...p, expiresAt: now + STATE_TTL_MS })
     return state
   }
 
-  /** The PKCE verifier of an authorization under way (kept with its state, in memory only). */
-  attachVerifier(state: string, verifier: string): void {
+  /** Forgets an authorization under way (taken, expired, crowded out, its service deleted). */
+  private dropState(state: string): void {
     const p = this.pending.get(state)
-    if (p !== undefined) p.verifier = verifier
+    if (p === undefined) return
+    this.pending.delete(state)
+    void this.vault.removePending(state, false)
+    const label = scopeLabel(p.scope)
+    const mine = this.pendingByScope.get(label)
+    mine?.delete(state)
+    if (mine?.size === 0) this.pendingByScope.delete(label)
+  }
+
+  /** The PKCE verifier of an authorization under way: kept with its state, and in the vault (encrypted) for a restart. */
+  attachVerifier(state: string, verifier: string): Promise<void> {
+    const p = this.pending.get(state)
+    if (p === undefined) return Promise.resolve()
+    p.verifier = verifier
+    return this.vault.putPending({ state, ...p })
   }
 
   /**
@@ -155,7 +185,9 @@ export class OAuthManager {
   takeState(state: string): Pending | undefined {
     const p = this.pending.get(state)
     if (p === undefined) return undefined
-    this.pending.delete(state)
+    this.dropState(state)
+    // Single use across a restart too.
+    void this.vault.removePending(state, true)
     return p.expiresAt > Date.now() ? p : undefined
   }
 
@@ -201,6 +233,15 @@ export class ServiceAuth implements UpstreamAuth {
     if (this.tokens !== undefined) this.publish({ required: true, state: "authorized", ...this.expiry() })
   }
 
+  /**
+   * The authorization server a pre-registered client's credentials may be sent to: the
+   * definition's `oauth.issuer`, else the first one found for the service (kept in the vault). The
+   * SDK refuses to present them to another one (a hostile upstream's metadata naming its own).
+   */
+  private get expectedIssuer(): string | undefined {
+    return this.config?.issuer ?? (this.entry?.issuer || undefined)
+  }
+
   private get scopes(): string | undefined {
     return this.config?.scopes?.join(" ") || this.challenge?.scope || undefined
   }
@@ -244,6 +285,7 @@ export class ServiceAuth implements UpstreamAuth {
     try {
       const { authorizationServerMetadata: metadata, resourceMetadata } = entry.discovery
       const fresh = await refreshAuthorization(entry.discovery.authorizationServerUrl, {
+        fetchFn: this.manager.fetch,
         ...(metadata !== undefined ? { metadata } : {}),
         clientInformation: entry.client,
         refreshToken: held.refresh_token,
@@ -271,7 +313,14 @@ export class ServiceAuth implements UpstreamAuth {
     if (config?.client_id === undefined || config.client_secret === undefined) {
       throw this.needsAuthorization('"oauth" with "grant_type": "client_credentials" needs "client_id" and "client_secret"')
     }
-    const provider = new ClientCredentialsProvider({ clientId: config.client_id, clientSecret: config.client_secret, clientName: "mcp-store", ...(this.scopes !== undefined ? { scope: this.scopes } : {}) })
+    const issuer = this.expectedIssuer
+    const provider = new ClientCredentialsProvider({
+      clientId: config.client_id,
+      clientSecret: config.client_secret,
+      clientName: "mcp-store",
+      ...(issuer !== undefined ? { expectedIssuer: issuer } : {}),
+      ...(this.scopes !== undefined ? { scope: this.scopes } : {})
+    })
     const discovery = new DiscoveryCache()
     const withDiscovery = Object.assign(provider, { saveDiscoveryState: discovery.save, discoveryState: discovery.load })
     try {
@@ -328,7 +377,11 @@ export class ServiceAuth implements UpstreamAuth {
     } catch {
       resourceMetadataUrl = undefined
     }
-    return { ...(resourceMetadataUrl !== undefined ? { resourceMetadataUrl } : {}), ...(this.scopes !== undefined ? { scope: this.scopes } : {}) }
+    return {
+      fetchFn: this.manager.fetch,
+      ...(resourceMetadataUrl !== undefined ? { resourceMetadataUrl } : {}),
+      ...(this.scopes !== undefined ? { scope: this.scopes } : {})
+    }
   }
 
   /** The SDK's provider for the code flow: the vault for registrations and tokens. */
@@ -342,8 +395,11 @@ export class ServiceAuth implements UpstreamAuth {
       token_endpoint_auth_method: config?.client_secret !== undefined ? "client_secret_basic" : "none",
       ...(this.scopes !== undefined ? { scope: this.scopes } : {})
     }
+    const issuer = this.expectedIssuer
     const preRegistered: OAuthClientInformationMixed | undefined =
-      config?.client_id !== undefined ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}) } : undefined
+      config?.client_id !== undefined
+        ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}), ...(issuer !== undefined ? { issuer } : {}) }
+        : undefined
     let state: string | undefined
     return {
       get redirectUrl() {
@@ -366,10 +422,9 @@ export class ServiceAuth implements UpstreamAuth {
       tokens: () => undefined,
       saveTokens: (tokens) => this.keep(tokens),
       redirectToAuthorization: (url) => flow.redirect?.(url),
-      saveCodeVerifier: (verifier) => {
-        // The verifier joins the pending state it belongs to (memory only, single use).
-        if (state !== undefined) this.manager.attachVerifier(state, verifier)
-      },
+      saveCodeVerifier: (verifier) =>
+        // The verifier joins the pending state it belongs to (single use; encrypted in the vault).
+        state !== undefined ? this.manager.attachVerifier(state, verifier) : undefined,
       codeVerifier: () => flow.verifier ?? "",
       saveDiscoveryState: async (discovery) => {
         this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: discovery.authorizationServerUrl }
@@ -435,6 +490,23 @@ class DiscoveryCache {
   readonly load = (): OAuthDiscoveryState | undefined => this.state
 }
 
+/**
+ * Why a `redirect_uri` is refused, or undefined. The authorization server sends the user's code
+ * there: only the store's own callback, or a loopback URL (a program on the user's own machine,
+ * RFC 8252), may receive it; any other site would get a code meant for the store.
+ */
+export const redirectProblem = (redirect: string, callback: string | undefined): string | undefined => {
+  const allowed = `must be the store's own callback${callback !== undefined ? ` (${callback})` : ""} or a loopback http(s) URL (127.0.0.1, [::1] or localhost): the authorization server sends the code there, and no other site may receive it`
+  if (!URL.canParse(redirect)) return allowed
+  const url = new URL(redirect)
+  if (url.protocol !== "http:" && url.protocol !== "https:") return allowed
+  if (url.username !== "" || url.password !== "" || url.hash !== "") return `${allowed} (without credentials or a fragment)`
+  if (callback !== undefined && URL.canParse(callback) && new URL(callback).href === url.href) return undefined
+  const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase()
+  const loopback = host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+  return loopback ? undefined : allowed
+}
+
 /** What authorize_service is given. */
 export interface AuthorizeInput {
   readonly service_name: string
@@ -474,10 +546,10 @@ export const authorizeUpstream = (
       })
       return { service_name: name, state: "authorized" as const }
     }
-    const redirect = input.redirect_uri ?? oauth.callbackUrl()
-    if (redirect === undefined || !/^https?:\/\//i.test(redirect) || !URL.canParse(redirect)) {
-      return yield* Effect.fail(ValidationError.of([{ field: "redirect_uri", problem: "must be an http(s) URL (the store's own callback is used when none is given)" }]))
-    }
+    const callback = oauth.callbackUrl()
+    const redirect = input.redirect_uri ?? callback
+    const problem = redirect === undefined ? "the store has no callback URL yet: give one" : redirectProblem(redirect, callback)
+    if (redirect === undefined || problem !== undefined) return yield* Effect.fail(ValidationError.of([{ field: "redirect_uri", problem: problem as string }]))
     const started = yield* Effect.tryPromise({
       try: () => service.begin(redirect),
       catch: (e) =>

@@ -20,6 +20,7 @@ import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { ToolRecords } from "../records/records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import { oauthFetch } from "../mcp/oauth.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
@@ -108,14 +109,11 @@ export class Store implements StoreHost {
       retentionDays: options.toolRecordRetentionDays ?? 7,
       maxValueBytes: limits.toolRecordMaxValueBytes
     })
-    const connections = new ConnectionRegistry({
-      maxMessageBytes: limits.maxMessageBytes,
-      servicesDir: dirname(file.path),
-      upstream: new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
-    })
+    const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
+    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(file.path), upstream })
     // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
     let self: Store | undefined
-    const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl)
+    const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
     const service = liveServiceMachine(connections, options.clientName, oauth)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }

@@ -6,10 +6,13 @@
  * reuses the encrypted token, client credentials, and no token anywhere it must not be.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runAuth } from "../../src/config/auth-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { MAX_PENDING } from "../../src/runtime/oauth.js"
 import { MACHINE_CLIENT, startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
 import { eventually, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
@@ -45,6 +48,15 @@ const approve = async (authorizationUrl: string): Promise<URL> => {
   const answer = await fetch(authorizationUrl, { redirect: "manual" })
   expect(answer.status).toBe(302)
   return new URL(answer.headers.get("location") as string)
+}
+
+/** authorize_service, the authorization URL followed as a browser would, and the store's callback page. */
+const authorizeInBrowser = async (server: TestServer, name: string): Promise<void> => {
+  const started = keep(await server.post("/for_store/authorize_service", { service_name: name }))
+  expect(started.status).toBe(200)
+  const page = await fetch(await approve(started.body.authorization_url as string), { redirect: "manual" })
+  expect(page.status).toBe(200)
+  await page.text()
 }
 
 describe("an OAuth-protected upstream", () => {
@@ -122,6 +134,21 @@ describe("an OAuth-protected upstream", () => {
     expect(fixture.counts.authorize).toBe(authorizations)
   })
 
+  it("refreshes once for many calls refused at once (single flight)", { timeout: 30_000 }, async () => {
+    // Only "secure" exists yet: every refresh counted is its own.
+    expect((await waitFor(server, "secure", "healthy")).status).toBe(200)
+    const refreshes = fixture.counts.refresh_token
+    const refused = fixture.counts.unauthorized
+    const release = fixture.holdRefreshes()
+    fixture.expireAll()
+    const calls = Array.from({ length: 6 }, (_, i) => server.post("/for_store/call_tool", { tool_name: "secure__echo", arguments: { text: `p${i}` } }))
+    // Every call has been refused while the one refresh is held at the token endpoint.
+    expect(await eventually(() => fixture.counts.unauthorized >= refused + 6, 10_000)).toBe(true)
+    release()
+    for (const call of await Promise.all(calls)) expect(keep(call).status).toBe(200)
+    expect(fixture.counts.refresh_token).toBe(refreshes + 1)
+  })
+
   it("connects with client credentials", { timeout: 30_000 }, async () => {
     keep(
       await server.post("/for_store/add_service", {
@@ -133,6 +160,40 @@ describe("an OAuth-protected upstream", () => {
     expect((await waitFor(server, "machine", "healthy")).status).toBe(200)
     expect(fixture.counts.client_credentials).toBeGreaterThan(0)
     expect(keep(await server.post("/for_store/call_tool", { tool_name: "machine__echo", arguments: { text: "m" } })).status).toBe(200)
+  })
+
+  it("sends client credentials only to the pinned issuer", { timeout: 30_000 }, async () => {
+    const grants = fixture.counts.client_credentials
+    const oauth = { client_id: MACHINE_CLIENT.client_id, client_secret: MACHINE_CLIENT.client_secret, grant_type: "client_credentials" }
+    keep(await server.post("/for_store/add_service", { name: "pinned-elsewhere", url: fixture.url, oauth: { ...oauth, issuer: "https://auth.example.com" } }))
+    expect(
+      await eventually(async () => /bound to authorization server https:\/\/auth\.example\.com/.test(keep(await server.get("/for_store/service_status/pinned-elsewhere")).body.last_error ?? ""), 15_000)
+    ).toBe(true)
+    expect(fixture.counts.client_credentials).toBe(grants)
+    keep(await server.del("/for_store/delete_service/pinned-elsewhere"))
+    keep(await server.post("/for_store/add_service", { name: "pinned", url: fixture.url, oauth: { ...oauth, issuer: new URL(fixture.url).origin } }))
+    expect((await waitFor(server, "pinned", "healthy")).status).toBe(200)
+    expect(fixture.counts.client_credentials).toBeGreaterThan(grants)
+  })
+
+  it("authorizes, refreshes and uses an SSE upstream as it does a Streamable HTTP one", { timeout: 30_000 }, async () => {
+    fixture.accessTtlSeconds = 2
+    try {
+      keep(await server.post("/for_store/add_service", { name: "legacy", url: fixture.sseUrl }))
+      expect((await waitFor(server, "legacy", "unreachable")).status).toBe(200)
+      expect((await serviceOf(server, "legacy"))?.auth?.state).toBe("needs_authorization")
+      expect(keep(await server.get("/for_store/service_status/legacy")).body.next_retry_at).toBeNull()
+      await authorizeInBrowser(server, "legacy")
+      expect((await waitFor(server, "legacy", "healthy")).status).toBe(200)
+      expect((await serviceOf(server, "legacy"))?.auth?.state).toBe("authorized")
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "legacy__echo", arguments: { text: "sse" } })).status).toBe(200)
+      // The 2 s token is refreshed by the health checks' pings, over the SSE transport's POSTs.
+      const refreshed = fixture.counts.refresh_token
+      expect(await eventually(() => fixture.counts.refresh_token >= refreshed + 2, 15_000)).toBe(true)
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "legacy__echo", arguments: { text: "sse again" } })).status).toBe(200)
+    } finally {
+      fixture.accessTtlSeconds = 3600
+    }
   })
 
   it("is authorized from a terminal: mcp-store auth <service> --open", { timeout: 30_000 }, async () => {
@@ -148,6 +209,82 @@ describe("an OAuth-protected upstream", () => {
     answers.push(out.join(""))
     expect(out.join("")).toContain("authorized and healthy")
     expect(code).toBe(0)
+  })
+
+  it("drops the tokens when update_service moves the URL to another origin: the next connect needs authorization", { timeout: 30_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "moved", url: fixture.url }))
+    expect((await waitFor(server, "moved", "unreachable")).status).toBe(200)
+    await authorizeInBrowser(server, "moved")
+    expect((await waitFor(server, "moved", "healthy")).status).toBe(200)
+    const vault = server.running.store.oauth.vault
+    expect(vault.find("store/moved")?.tokens).toBeDefined()
+    // The other origin's server would take the same token: only the drop keeps it from going there.
+    const unauthorized = fixture.counts.unauthorized
+    const moved = await server.request("PUT", "/for_store/update_service/moved", {
+      body: JSON.stringify({ url: fixture.otherOriginUrl }),
+      headers: { "content-type": "application/json" }
+    })
+    expect(keep(moved).status).toBe(200)
+    expect(await eventually(async () => (await serviceOf(server, "moved"))?.auth?.state === "needs_authorization", 10_000)).toBe(true)
+    expect((await waitFor(server, "moved", "unreachable")).status).toBe(200)
+    expect(vault.find("store/moved")).toBeUndefined()
+    expect(fixture.counts.unauthorized).toBeGreaterThan(unauthorized)
+  })
+
+  it("keeps each scope's authorizations under way apart: one agent filling its cap does not block another", { timeout: 60_000 }, async () => {
+    for (const agent of ["crowd", "calm"]) {
+      expect(keep(await server.post(`/for_agent/${agent}/add_service`, { name: "shared", url: fixture.url })).status).toBe(200)
+      expect(keep(await server.post(`/for_agent/${agent}/wait_service`, { client_id_or_service_name: "shared", status: "unreachable", timeout: 15 })).status).toBe(200)
+    }
+    const start = async (agent: string) => {
+      const started = keep(await server.post(`/for_agent/${agent}/authorize_service`, { service_name: "shared" }))
+      expect(started.status).toBe(200)
+      return started.body.authorization_url as string
+    }
+    const calm = await start("calm")
+    const crowdFirst = await start("crowd")
+    for (let i = 0; i < MAX_PENDING; i++) await start("crowd")
+    // The crowding agent lost its own oldest state; the other agent's still finishes.
+    expect((await fetch(await approve(crowdFirst))).status).toBe(400)
+    const page = await fetch(await approve(calm))
+    expect(page.status).toBe(200)
+    await page.text()
+    expect(keep(await server.post("/for_agent/calm/wait_service", { client_id_or_service_name: "shared", status: "healthy", timeout: 15 })).status).toBe(200)
+  })
+
+  it("sends the code only to the store's callback or a loopback URL", async () => {
+    const refused = keep(await server.post("/for_store/authorize_service", { service_name: "moved", redirect_uri: "https://attacker.example/cb" }))
+    expect(refused.status).toBe(400)
+    expect(refused.body.error.details.fields[0].field).toBe("redirect_uri")
+    expect(refused.body.message).toMatch(/loopback/)
+    const loopback = keep(await server.post("/for_store/authorize_service", { service_name: "terminal", redirect_uri: "http://127.0.0.1:9/cb" }))
+    expect(loopback.status).toBe(200)
+    expect(new URL(loopback.body.authorization_url).searchParams.get("redirect_uri")).toBe("http://127.0.0.1:9/cb")
+  })
+
+  it("sends the OAuth requests through the outbound policy: a challenge pointing at a metadata address is refused", { timeout: 30_000 }, async () => {
+    // A hostile upstream: its resource metadata sends the store's discovery to the cloud metadata address.
+    const hostile = createServer((req, res) => {
+      const origin = `http://${req.headers.host}`
+      if (req.url === "/resource") {
+        res.setHeader("content-type", "application/json")
+        return void res.end(JSON.stringify({ resource: `${origin}/mcp`, authorization_servers: ["http://169.254.169.254/latest"] }))
+      }
+      res.writeHead(401, { "www-authenticate": `Bearer resource_metadata="${origin}/resource"` }).end()
+    })
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/mcp`
+      keep(await server.post("/for_store/add_service", { name: "hostile", url }))
+      expect((await waitFor(server, "hostile", "unreachable")).status).toBe(200)
+      const refused = keep(await server.post("/for_store/authorize_service", { service_name: "hostile" }))
+      expect(refused.status).toBe(502)
+      expect(refused.body.message).toMatch(/upstream refused: 169\.254\.169\.254/)
+    } finally {
+      keep(await server.del("/for_store/delete_service/hostile"))
+      hostile.closeAllConnections()
+      await new Promise<void>((resolve) => hostile.close(() => resolve()))
+    }
   })
 
   it("never shows a token in an answer, a log line, a record or the services file", async () => {
@@ -168,5 +305,26 @@ describe("an OAuth-protected upstream", () => {
     keep(await server.del("/for_store/delete_service/secure"))
     await eventually(() => readFileSync(join(dir, "mcp.json.oauth"), "utf8") !== vault, 5_000)
     expect(readFileSync(join(dir, "mcp.json.oauth"), "utf8")).not.toBe(vault)
+  })
+
+  it("finishes an authorization begun before a restart (the PKCE verifier is kept encrypted)", { timeout: 60_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "patient", url: fixture.url }))
+    expect((await waitFor(server, "patient", "unreachable")).status).toBe(200)
+    const started = keep(await server.post("/for_store/authorize_service", { service_name: "patient" }))
+    const back = await approve(started.body.authorization_url as string)
+    const state = back.searchParams.get("state") as string
+    await server.close()
+    // Neither the state nor anything else of the authorization is readable in the folder.
+    for (const f of readdirSync(dir)) expect(readFileSync(join(dir, f), "utf8")).not.toContain(state)
+    server = await startTestServer({ dir })
+    expect((await waitFor(server, "patient", "unreachable")).status).toBe(200)
+    // The restarted store listens on another port here (port 0): the same callback, on it.
+    const callback = new URL(`${back.pathname}${back.search}`, server.url)
+    const page = await fetch(callback, { redirect: "manual" })
+    expect(page.status).toBe(200)
+    await page.text()
+    expect((await waitFor(server, "patient", "healthy")).status).toBe(200)
+    // Still single use.
+    expect((await fetch(callback)).status).toBe(400)
   })
 })

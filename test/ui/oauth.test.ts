@@ -1,0 +1,52 @@
+/**
+ * The dashboard (GET /ui) and an OAuth-protected upstream, in a real headless Chromium: the
+ * service's row shows its `auth.state`; for `needs_authorization` its Authorize button calls
+ * authorize_service and opens the authorization URL, whose page (the fixture approves at once)
+ * sends the browser to the store's callback: the service becomes healthy and the row says
+ * authorized. Skipped, with a note, when /usr/bin/chromium is not installed.
+ */
+import type { Browser, Locator, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
+import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
+
+noteMissingChromium("dashboard OAuth test")
+
+describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
+  let fixture: OAuthFixture
+  let server: TestServer
+  let browser: Browser
+  let page: Page
+
+  const row = (name: string): Locator => page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="store"]`)
+
+  beforeAll(async () => {
+    fixture = await startOAuthFixture()
+    server = await startTestServer({ services: { mcpServers: { secure: { url: fixture.url } } } })
+    browser = await launchChromium()
+    page = await (await browser.newContext()).newPage()
+    await page.goto(`${server.url}/ui`)
+  }, 60_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.cleanup()
+    await fixture?.stop()
+  })
+
+  it("shows needs_authorization, and Authorize opens the authorization page that ends in the store's callback", { timeout: 60_000 }, async () => {
+    await row("secure").locator('[data-testid="service-auth"][data-auth="needs_authorization"]').waitFor({ timeout: 20_000 })
+    const opened = page.context().waitForEvent("page")
+    await row("secure").locator('[data-action="authorize"]').click()
+    await page.locator('[data-testid="action-result"][data-action="authorize"][data-state="ok"]').waitFor({ timeout: 15_000 })
+    const link = await page.getByTestId("authorize-link").getAttribute("href")
+    expect(new URL(link as string).origin).toBe(new URL(fixture.url).origin)
+    // The new tab: the authorization server's page, then the store's callback.
+    const tab = await opened
+    await tab.waitForURL((url) => url.pathname === "/oauth/callback", { timeout: 15_000 })
+    await row("secure").and(page.locator('[data-status="healthy"]')).waitFor({ timeout: 20_000 })
+    await row("secure").locator('[data-testid="service-auth"][data-auth="authorized"]').waitFor({ timeout: 10_000 })
+    expect(await row("secure").locator('[data-action="authorize"]').count()).toBe(0)
+    expect((await server.get("/for_store/service_status/secure")).body.status).toBe("healthy")
+  })
+})
