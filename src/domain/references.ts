@@ -58,6 +58,23 @@ export const expandDefinition = (def: ResolvedDefinition, vars: Variables): Reso
         cwd: def.cwd === undefined ? undefined : expandText(def.cwd, vars, "cwd")
       }
 
+/** The text fields of a definition's `oauth` object in which references are expanded (its client's id and secret). */
+const OAUTH_TEXT_FIELDS = ["client_id", "client_secret"] as const
+
+/** A definition's `oauth` object with references in its client id and secret expanded; throws `UndefinedVariable`. */
+export const expandOAuth = <T extends { readonly client_id?: string | undefined; readonly client_secret?: string | undefined }>(oauth: T, vars: Variables): T => {
+  let out = oauth
+  for (const field of OAUTH_TEXT_FIELDS) {
+    const value = oauth[field]
+    if (value !== undefined && hasReference(value)) out = { ...out, [field]: expandText(value, vars, `oauth.${field}`) }
+  }
+  return out
+}
+
+/** Whether a definition's `oauth` object holds a reference. */
+export const oauthHasReferences = (oauth: { readonly client_id?: string | undefined; readonly client_secret?: string | undefined } | undefined): boolean =>
+  oauth !== undefined && OAUTH_TEXT_FIELDS.some((field) => oauth[field] !== undefined && hasReference(oauth[field]))
+
 /** Whether a resolved definition holds any reference (most do not: they connect without a copy). */
 export const definitionHasReferences = (def: ResolvedDefinition): boolean =>
   def.kind === "remote"

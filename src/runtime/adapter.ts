@@ -9,14 +9,14 @@ import { open } from "node:fs/promises"
 import { dirname, resolve as resolvePath } from "node:path"
 import { parse as parseDotenv } from "dotenv"
 import { fromCallback, fromPromise } from "xstate"
-import { definitionHasReferences, expandDefinition, UndefinedVariable, type Variables } from "../domain/references.js"
+import { definitionHasReferences, expandDefinition, expandOAuth, oauthHasReferences, UndefinedVariable, type Variables } from "../domain/references.js"
 import { scrubText, secretValues } from "../domain/secrets.js"
 import { resolveDefinition, scopeLabel, type ResolvedDefinition } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
-import { oauthConfigOf, type OAuthManager } from "./oauth.js"
+import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./oauth.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -65,18 +65,24 @@ const readEnvFile = async (path: string): Promise<Record<string, string>> => {
 }
 
 /**
- * A resolved definition with its `${VAR}` references expanded (src/domain/references.ts) from the
- * store's environment and the service's envFile; a variable that is not set and has no default is
- * a permanent failure naming it (never a value).
+ * A resolved definition, and its `oauth` client id and secret, with their `${VAR}` references
+ * expanded (src/domain/references.ts) from the store's environment and the service's envFile; a
+ * variable that is not set and has no default is a permanent failure naming it (never a value).
  */
-const expanded = async (def: ResolvedDefinition, options: ConnectionOptions): Promise<ResolvedDefinition> => {
-  if (def.envFile === undefined && !definitionHasReferences(def)) return def
+const expanded = async (
+  def: ResolvedDefinition,
+  oauth: OAuthConfig | undefined,
+  options: ConnectionOptions
+): Promise<{ readonly def: ResolvedDefinition; readonly oauth: OAuthConfig | undefined }> => {
+  if (def.envFile === undefined && !definitionHasReferences(def) && !oauthHasReferences(oauth)) return { def, oauth }
   const environment = options.environment ?? process.env
   const vars: Variables =
     def.envFile === undefined ? environment : { ...environment, ...(await readEnvFile(resolvePath(options.servicesDir ?? ".", def.envFile))) }
   let out: ResolvedDefinition
+  let outOAuth = oauth
   try {
     out = expandDefinition(def, vars)
+    if (oauth !== undefined) outOAuth = expandOAuth(oauth, vars)
   } catch (e) {
     if (!(e instanceof UndefinedVariable)) throw e
     throw permanent(e.message, `set ${e.variable} in the store's environment or in the service's envFile, or give a default: \${${e.variable}:-value}`)
@@ -84,7 +90,7 @@ const expanded = async (def: ResolvedDefinition, options: ConnectionOptions): Pr
   if (out.kind === "remote" && !(URL.canParse(out.url) && /^https?:$/.test(new URL(out.url).protocol))) {
     throw permanent("url is not an http(s) URL once its variables are expanded", "fix the url or the variables it refers to")
   }
-  return out
+  return { def: out, oauth: outOAuth }
 }
 
 /** An error with the definition's secret values scrubbed from its message and hint (src/domain/secrets.ts). */
@@ -191,14 +197,15 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           })
         }
         const { maxMessageBytes, upstream } = registry.options
+        const givenOAuth = resolved.kind === "remote" ? oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]) : undefined
         // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
-        const target = resolved.envFile === undefined && !definitionHasReferences(resolved) ? resolved : await expanded(resolved, registry.options)
-        const secrets = secretValues(target)
+        const { def: target, oauth: oauthConfig } =
+          resolved.envFile === undefined && !definitionHasReferences(resolved) && !oauthHasReferences(givenOAuth)
+            ? { def: resolved, oauth: givenOAuth }
+            : await expanded(resolved, givenOAuth, registry.options)
+        const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
         // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
-        const auth =
-          target.kind === "remote" && oauth !== undefined
-            ? oauth.forService(input.scope, input.name, target.url, oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]))
-            : undefined
+        const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
         const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
           connect(target, {
             timeoutMs: input.timeoutMs,

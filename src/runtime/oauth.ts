@@ -100,6 +100,11 @@ export class OAuthManager {
     return service
   }
 
+  /** The token source a connect of the service made, if any. */
+  connected(scope: Scope, name: string): ServiceAuth | undefined {
+    return this.services.get(`${scopeLabel(scope)}/${name}`)
+  }
+
   /** Forgets a deleted service: its tokens, registration and authorizations under way. */
   async forget(scope: Scope, name: string): Promise<void> {
     const key = `${scopeLabel(scope)}/${name}`
@@ -537,7 +542,8 @@ export const authorizeUpstream = (
     if ((input.code === undefined) !== (input.state === undefined)) {
       return yield* Effect.fail(ValidationError.of([{ field: input.code === undefined ? "code" : "state", problem: "give both code and state (paste-the-code), or neither" }]))
     }
-    const service = oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]))
+    // The token source its last connect made (with its references expanded), else one from the definition as written.
+    const service = oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]))
     if (input.code !== undefined && input.state !== undefined) {
       const { code, state } = input
       yield* Effect.tryPromise({

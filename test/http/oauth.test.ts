@@ -162,6 +162,26 @@ describe("an OAuth-protected upstream", () => {
     expect(keep(await server.post("/for_store/call_tool", { tool_name: "machine__echo", arguments: { text: "m" } })).status).toBe(200)
   })
 
+  it("expands ${VAR} references in the oauth client's id and secret, and never shows the value", { timeout: 30_000 }, async () => {
+    process.env["MCPSTORE_TEST_OAUTH_SECRET"] = MACHINE_CLIENT.client_secret
+    try {
+      const oauth = { client_id: MACHINE_CLIENT.client_id, client_secret: "${MCPSTORE_TEST_OAUTH_SECRET}", grant_type: "client_credentials" }
+      keep(await server.post("/for_store/add_service", { name: "machine-ref", url: fixture.url, oauth }))
+      expect((await waitFor(server, "machine-ref", "healthy")).status).toBe(200)
+      const info = keep(await server.get("/for_store/get_service_info?name=machine-ref"))
+      expect(info.body.service.config.oauth.client_secret).not.toContain(MACHINE_CLIENT.client_secret)
+      // An unset variable: a permanent failure naming it.
+      keep(await server.post("/for_store/add_service", { name: "machine-unset", url: fixture.url, oauth: { ...oauth, client_secret: "${MCPSTORE_TEST_OAUTH_UNSET}" } }))
+      expect(
+        await eventually(async () => /oauth\.client_secret refers to the variable MCPSTORE_TEST_OAUTH_UNSET/.test(keep(await server.get("/for_store/service_status/machine-unset")).body.last_error ?? ""), 15_000)
+      ).toBe(true)
+    } finally {
+      delete process.env["MCPSTORE_TEST_OAUTH_SECRET"]
+      keep(await server.del("/for_store/delete_service/machine-ref"))
+      keep(await server.del("/for_store/delete_service/machine-unset"))
+    }
+  })
+
   it("sends client credentials only to the pinned issuer", { timeout: 30_000 }, async () => {
     const grants = fixture.counts.client_credentials
     const oauth = { client_id: MACHINE_CLIENT.client_id, client_secret: MACHINE_CLIENT.client_secret, grant_type: "client_credentials" }
