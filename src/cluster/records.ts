@@ -22,6 +22,7 @@
  */
 import type { RedisClientType } from "redis"
 import { clusterKey } from "./keys.js"
+import { followStream, type StreamEntry, type StreamFollower } from "./stream-follower.js"
 import { RecordTallies } from "../records/aggregates.js"
 import {
   counted,
@@ -132,10 +133,7 @@ export const compareIds = (a: string, b: string): number => {
   return am !== bm ? am - bm : as - bs
 }
 
-interface Entry {
-  readonly id: string
-  readonly message: Record<string, string>
-}
+type Entry = StreamEntry
 
 /** The counts hash as aggregates. */
 const talliesOf = (flat: ReadonlyArray<string>): RecordTallies => {
@@ -171,8 +169,7 @@ export class RedisRecords implements RecordsBackend {
   /** Writes waiting for the reader to pass their id. */
   private readonly waiting = new Map<string, () => void>()
   private readonly writes = new Set<Promise<unknown>>()
-  private reader: RedisClient | undefined
-  private reading: Promise<void> = Promise.resolve()
+  private follower: StreamFollower | undefined
   private resyncTimer: NodeJS.Timeout | undefined
   private lastResync = 0
   private closed = false
@@ -191,11 +188,7 @@ export class RedisRecords implements RecordsBackend {
     await records.cleanup()
     await records.resync()
     await records.loadRecent()
-    const reader = data.client.duplicate()
-    reader.on("error", (e: Error) => log.warn(`the records reader's Redis connection failed: ${e.message}`, { event: "cluster_records_reader_error" }))
-    await reader.connect()
-    records.reader = reader
-    records.reading = records.follow()
+    records.follower = await followStream(data.client, records.stream, () => records.cursor, (entries) => records.take(entries), "tool-call records")
     return records
   }
 
@@ -258,36 +251,24 @@ export class RedisRecords implements RecordsBackend {
     }
   }
 
-  /** Reads the stream from the cursor until closed: every replica's records. */
-  private async follow(): Promise<void> {
-    while (!this.closed) {
-      let batch: Array<{ messages: Entry[] }> | null
-      try {
-        batch = (await this.reader!.xRead({ key: this.stream, id: this.cursor }, { BLOCK: 5_000, COUNT: PAGE })) as Array<{ messages: Entry[] }> | null
-      } catch (e) {
-        if (this.closed) return
-        log.warn(`reading the cluster's tool-call records failed: ${e instanceof Error ? e.message : String(e)}; retrying`, { event: "cluster_records_read_failed" })
-        await new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref())
-        continue
-      }
-      if (this.closed) return
-      for (const e of batch?.[0]?.messages ?? []) {
-        if (compareIds(e.id, this.cursor) <= 0) continue
-        this.cursor = e.id
-        const r = this.parse(e)
-        if (r === undefined) continue
-        this.tallies.count(counted(r))
-        this.recent.push(r)
-        this.recentIds.push(e.id)
-        for (const l of this.listeners) l(r)
-      }
-      if (this.recent.length > this.memoryLimit * 1.25) {
-        this.recent = this.recent.slice(-this.memoryLimit)
-        this.recentIds = this.recentIds.slice(-this.memoryLimit)
-      }
-      this.release()
-      if ((batch?.[0]?.messages.length ?? 0) > 0) await this.checkDrift()
+  /** Takes what the reader read: every replica's records, in order. */
+  private async take(entries: ReadonlyArray<Entry>): Promise<void> {
+    for (const e of entries) {
+      if (compareIds(e.id, this.cursor) <= 0) continue
+      this.cursor = e.id
+      const r = this.parse(e)
+      if (r === undefined) continue
+      this.tallies.count(counted(r))
+      this.recent.push(r)
+      this.recentIds.push(e.id)
+      for (const l of this.listeners) l(r)
     }
+    if (this.recent.length > this.memoryLimit * 1.25) {
+      this.recent = this.recent.slice(-this.memoryLimit)
+      this.recentIds = this.recentIds.slice(-this.memoryLimit)
+    }
+    this.release()
+    if (entries.length > 0) await this.checkDrift()
   }
 
   /** Writes whose id the reader passed are written. */
@@ -421,8 +402,7 @@ export class RedisRecords implements RecordsBackend {
     this.resyncTimer = undefined
     for (const done of this.waiting.values()) done()
     this.waiting.clear()
-    this.reader?.destroy()
-    await this.reading
+    await this.follower?.close()
     this.listeners.clear()
     this.ownListeners.clear()
   }
