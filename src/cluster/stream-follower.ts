@@ -50,7 +50,11 @@ export const followStream = async (
         continue
       }
       if (closed) return
-      await onBatch(batch?.[0]?.messages ?? [])
+      try {
+        await onBatch(batch?.[0]?.messages ?? [])
+      } catch (e) {
+        log.error(`the cluster's ${name} could not be taken: ${e instanceof Error ? e.message : String(e)}`, { event: "cluster_stream_take_failed", stream: name })
+      }
     }
   }
   const running = loop()

@@ -172,7 +172,7 @@ describe.skipIf(!hasRedisServer)("the Redis stream of a cluster", () => {
     opened.push(a)
     const b = await RedisRecords.open({ client: await connect(), cluster: "flood" }, options)
     opened.push(b)
-    await Promise.all(Array.from({ length: 600 }, (_, i) => (i % 2 === 0 ? a : b).append(rec({ tool_name: `t${i % 7}`, params: { i } }))))
+    await Promise.all(Array.from({ length: 300 }, (_, i) => (i % 2 === 0 ? a : b).append(rec({ tool_name: `t${i % 7}`, params: { i } }))))
     const stream = clusterKey("flood", "records")
     const length = await client.xLen(stream)
     expect(length).toBeLessThanOrEqual(maxLen)
