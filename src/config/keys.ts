@@ -174,6 +174,7 @@ export class KeyRing {
   readonly #used = new Map<string, string>()
   #listeners = new Set<() => void>()
   #closed = false
+  #usesSink: ((used: ReadonlyMap<string, string>) => Promise<void>) | undefined
 
   constructor(
     readonly path: string,
@@ -237,6 +238,14 @@ export class KeyRing {
     return match ? { ok: true, principal: { role: "admin" }, label: "--api-key" } : { ok: false, why: "unknown" }
   }
 
+  /**
+   * Where `last_used` goes instead of the file: in a cluster, a Redis hash (src/cluster/key-uses.ts),
+   * so that replicas sharing one keys file never rewrite it (nor fight over it).
+   */
+  writeUsesTo(sink: (used: ReadonlyMap<string, string>) => Promise<void>): void {
+    this.#usesSink = sink
+  }
+
   /** Notes a use; written to the file at most once a minute, merged into the file as it is then. */
   #touch(id: string, now: number): void {
     const at = new Date(now).toISOString()
@@ -252,6 +261,7 @@ export class KeyRing {
     const used = new Map(this.#used)
     this.#used.clear()
     try {
+      if (this.#usesSink !== undefined) return await this.#usesSink(used)
       const doc = await readKeys(this.path)
       if (!doc.keys.some((k) => used.has(k.id))) return
       await writeKeys(this.path, { version: 1, keys: doc.keys.map((k) => (used.has(k.id) ? { ...k, last_used: used.get(k.id)! } : k)) })

@@ -126,7 +126,8 @@ export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
     registers: [registry]
   })
-  const offRecords = store.records.onRecord((r) => {
+  // This replica's calls only: Prometheus scrapes each replica and sums them.
+  const offRecords = store.records.onOwnRecord((r) => {
     const scope = r.scope === "store" ? "store" : (r.agent_id ?? "")
     const callLabels = { scope, service: r.service_name, tool: r.tool_name, outcome: r.outcome }
     calls.inc(callLabels)

@@ -276,9 +276,15 @@ export class Monitor {
     })
   }
 
+  /**
+   * Where `alerts()` reads from instead of this process's ring: in a cluster, every replica's
+   * alerts (src/cluster/alerts.ts `SharedAlerts.attach`).
+   */
+  alertsFrom: (() => ReadonlyArray<Alert>) | undefined = undefined
+
   /** Alerts, newest first. */
   alerts(): ReadonlyArray<Alert> {
-    return this.alertRing.toArray().reverse()
+    return this.alertsFrom?.() ?? this.alertRing.toArray().reverse()
   }
 
   /** Records an API request's latency. */

@@ -18,8 +18,8 @@ import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { basename, dirname, extname, join } from "node:path"
 import { createInterface } from "node:readline"
-import { dict } from "../domain/dict.js"
 import { log } from "../runtime/log.js"
+import { RecordTallies, type Tally } from "./aggregates.js"
 
 /** How a call ended. */
 export type Outcome =
@@ -71,12 +71,7 @@ export interface ToolRecord {
 
 export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated" | "params_truncated"> & { readonly timestamp?: string }
 
-/** Count, errors and total duration of a group of calls. */
-export interface Tally {
-  count: number
-  errors: number
-  durationMs: number
-}
+export type { Tally } from "./aggregates.js"
 
 export interface RecordsOptions {
   /** MB; -1 unlimited. */
@@ -119,8 +114,8 @@ const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024
 const DAY_MS = 86_400_000
 
-const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
-const isError = isFailedOutcome
+/** A record's scope as queries and aggregates name it: `store`, or the agent id. */
+export const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope === "store" ? "store" : (r.agent_id ?? ""))
 
 /**
  * Cuts a value (a call's parameters or result) to `limit` bytes of JSON: a longer one becomes the
@@ -138,40 +133,104 @@ const cutValue = (value: unknown, limit: number): { value: unknown; truncated: b
   return { value: bytes.subarray(0, end).toString("utf8"), truncated: true }
 }
 
-/** Aggregates of one scope. */
-class ScopeTallies {
-  readonly all: Tally = { count: 0, errors: 0, durationMs: 0 }
-  readonly byTool = new Map<string, Tally>()
-  readonly byService = new Map<string, Tally>()
+/**
+ * A new record from a call, its parameters and result each cut to `maxValueBytes` of JSON, and its
+ * JSON text. Serialized before anything is kept: a record that cannot be written (arguments or a
+ * result nested too deep for JSON.stringify) must not be kept where no page can encode it. One
+ * object shape, written once: a text shorter than the result limit holds a result within it.
+ */
+export const makeRecord = (input: NewRecord, maxValueBytes: number): { readonly record: ToolRecord; readonly line: string } => {
+  const id = randomUUID()
+  const timestamp = input.timestamp ?? new Date().toISOString()
+  const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
+  let record: ToolRecord
+  let line: string
+  try {
+    record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id }
+    line = JSON.stringify(record)
+    if (line.length > maxValueBytes / 3) {
+      const cutParams = cutValue(params, maxValueBytes)
+      const cutResult = cutValue(input.result, maxValueBytes)
+      if (cutParams.truncated || cutResult.truncated) {
+        record = {
+          id,
+          timestamp,
+          scope,
+          agent_id,
+          service_name,
+          tool_name,
+          params: cutParams.value,
+          ...(cutParams.truncated ? { params_truncated: true } : {}),
+          result: cutResult.value,
+          ...(cutResult.truncated ? { result_truncated: true } : {}),
+          outcome,
+          error,
+          duration_ms,
+          trace_id
+        }
+        line = JSON.stringify(record)
+      }
+    }
+  } catch (e) {
+    const why = `not recorded: ${e instanceof Error ? e.message : String(e)}`
+    record = { id, timestamp, scope, agent_id, service_name, tool_name, params: { unserializable: why }, result: null, outcome, error, duration_ms, trace_id }
+    line = JSON.stringify(record)
+  }
+  return { record, line }
 }
 
-const add = (map: Map<string, Tally>, key: string, r: ToolRecord) => {
-  let t = map.get(key)
-  if (!t) map.set(key, (t = { count: 0, errors: 0, durationMs: 0 }))
-  tally(t, r)
-}
-const tally = (t: Tally, r: ToolRecord) => {
-  t.count += 1
-  if (isError(r.outcome)) t.errors += 1
-  t.durationMs += r.duration_ms
-}
+/** Whether a record matches a query's filters (not its paging). */
+export const matchesQuery = (q: RecordQuery, r: ToolRecord): boolean =>
+  (q.scope === undefined || scopeKey(r) === q.scope) &&
+  (q.service_name === undefined || r.service_name === q.service_name) &&
+  (q.tool_name === undefined || r.tool_name === q.tool_name) &&
+  (q.outcome === undefined || r.outcome === q.outcome) &&
+  (q.since === undefined || Date.parse(r.timestamp) >= q.since)
 
-const tallyView = (t: Tally) => ({
-  count: t.count,
-  errors: t.errors,
-  avg_duration_ms: t.count === 0 ? 0 : Math.round((t.durationMs / t.count) * 100) / 100
+/** A record as the aggregates count it. */
+export const counted = (r: ToolRecord) => ({
+  scope: scopeKey(r),
+  service_name: r.service_name,
+  tool_name: r.tool_name,
+  day: r.timestamp.slice(0, 10),
+  failed: isFailedOutcome(r.outcome),
+  duration_ms: r.duration_ms
 })
 
+/**
+ * Where the store keeps its tool-call records: the records file (`ToolRecords`, one store) or the
+ * cluster's Redis stream (src/cluster/records.ts `RedisRecords`, every replica's records). Both
+ * give the same answers; figures and the event stream see them through this.
+ */
+export interface RecordsBackend {
+  /** Takes a record; `written` resolves once it is stored (undefined when it already is). */
+  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> | undefined }
+  /** Takes a record; resolves once it is stored. */
+  append(input: NewRecord): Promise<ToolRecord>
+  /** Records matching the query, newest first, and how many match in all. */
+  query(q: RecordQuery): Promise<{ readonly executions: ReadonlyArray<ToolRecord>; readonly total: number }>
+  /** Totals over every record of the given scopes (all scopes when undefined). */
+  summary(scopes?: ReadonlyArray<string>): ReturnType<RecordTallies["summary"]>
+  /** Calls per UTC day for the `days` days ending today, oldest first. */
+  daily(days: number, now?: number, narrowing?: { readonly agent_id?: string | undefined; readonly service_name?: string | undefined }): ReturnType<RecordTallies["daily"]>
+  /** The newest records kept in memory, oldest first (monitoring figures). */
+  inMemory(): ReadonlyArray<ToolRecord>
+  /** Called with every new record (of every replica, in a cluster). Returns an unsubscribe. */
+  onRecord(listener: (r: ToolRecord) => void): () => void
+  /** Called with every record this process took (per-instance metrics). Returns an unsubscribe. */
+  onOwnRecord(listener: (r: ToolRecord) => void): () => void
+  /** Drops records older than the retention; resolves with how many went. */
+  cleanup(): Promise<number>
+  /** Stores what is pending and lets go of the file or connection. */
+  close(): Promise<void>
+}
+
 /** The tool-call record file and its aggregates. Open it with `ToolRecords.open`. */
-export class ToolRecords {
+export class ToolRecords implements RecordsBackend {
   private handle: FileHandle | undefined
   private size = 0
   private recent: ToolRecord[] = []
-  private tallies = new Map<string, ScopeTallies>()
-  /** Calls per UTC day (YYYY-MM-DD), every scope. */
-  private byDay = new Map<string, Tally>()
-  /** Calls per UTC day of each scope and service (`<scope>\u0000<service>`): the narrowed `daily`. */
-  private byDayOf = new Map<string, Map<string, Tally>>()
+  private tallies = new RecordTallies()
   /** Appended records not written yet (their lines, each ending in a newline): counted already, so every rebuild counts them again. */
   private pendingRecords: ToolRecord[] = []
   private pendingLines: string[] = []
@@ -260,26 +319,14 @@ export class ToolRecords {
   }
 
   private rebuild(records: ReadonlyArray<ToolRecord>): void {
-    this.tallies = new Map()
-    this.byDay = new Map()
-    this.byDayOf = new Map()
+    this.tallies = new RecordTallies()
     const all = this.pendingRecords.length > 0 ? [...records, ...this.pendingRecords] : records
     for (const r of all) this.count(r)
     this.recent = all.slice(-this.memoryLimit)
   }
 
   private count(r: ToolRecord): void {
-    const key = scopeKey(r)
-    let t = this.tallies.get(key)
-    if (!t) this.tallies.set(key, (t = new ScopeTallies()))
-    tally(t.all, r)
-    add(t.byTool, `${r.service_name}\u0000${r.tool_name}`, r)
-    add(t.byService, r.service_name, r)
-    add(this.byDay, r.timestamp.slice(0, 10), r)
-    const of = `${key}\u0000${r.service_name}`
-    let days = this.byDayOf.get(of)
-    if (!days) this.byDayOf.set(of, (days = new Map()))
-    add(days, r.timestamp.slice(0, 10), r)
+    this.tallies.count(counted(r))
   }
 
   /** Rewrites the file with these records only (atomic: temporary file, then rename). */
@@ -367,46 +414,7 @@ export class ToolRecords {
    * updated at once either way.
    */
   record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> | undefined } {
-    const id = randomUUID()
-    const timestamp = input.timestamp ?? new Date().toISOString()
-    const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
-    let record: ToolRecord
-    let line: string
-    // Serialized before anything is kept: a record that cannot be written (arguments or a result
-    // nested too deep for JSON.stringify) must not sit in memory where no page can encode it. One
-    // object shape, written once: a line shorter than the result limit holds a result within it.
-    try {
-      record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id }
-      line = JSON.stringify(record)
-      const limit = this.options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES
-      if (line.length > limit / 3) {
-        const cutParams = cutValue(params, limit)
-        const cutResult = cutValue(input.result, limit)
-        if (cutParams.truncated || cutResult.truncated) {
-          record = {
-            id,
-            timestamp,
-            scope,
-            agent_id,
-            service_name,
-            tool_name,
-            params: cutParams.value,
-            ...(cutParams.truncated ? { params_truncated: true } : {}),
-            result: cutResult.value,
-            ...(cutResult.truncated ? { result_truncated: true } : {}),
-            outcome,
-            error,
-            duration_ms,
-            trace_id
-          }
-          line = JSON.stringify(record)
-        }
-      }
-    } catch (e) {
-      const why = `not recorded: ${e instanceof Error ? e.message : String(e)}`
-      record = { id, timestamp, scope, agent_id, service_name, tool_name, params: { unserializable: why }, result: null, outcome, error, duration_ms, trace_id }
-      line = JSON.stringify(record)
-    }
+    const { record, line } = makeRecord(input, this.options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES)
     this.count(record)
     this.recent.push(record)
     if (this.recent.length > this.memoryLimit * 1.25) this.recent = this.recent.slice(-this.memoryLimit)
@@ -467,21 +475,16 @@ export class ToolRecords {
   async query(q: RecordQuery): Promise<{ readonly executions: ReadonlyArray<ToolRecord>; readonly total: number }> {
     const offset = q.offset ?? 0
     const limit = q.limit ?? 50
-    const matches = (r: ToolRecord) =>
-      (q.scope === undefined || scopeKey(r) === q.scope) &&
-      (q.service_name === undefined || r.service_name === q.service_name) &&
-      (q.tool_name === undefined || r.tool_name === q.tool_name) &&
-      (q.outcome === undefined || r.outcome === q.outcome) &&
-      (q.since === undefined || Date.parse(r.timestamp) >= q.since)
+    const matches = (r: ToolRecord) => matchesQuery(q, r)
     const found: ToolRecord[] = []
     for (let i = this.recent.length - 1; i >= 0; i--) if (matches(this.recent[i] as ToolRecord)) found.push(this.recent[i] as ToolRecord)
     const complete = this.recent.length >= this.recordCount()
     // Older records than the in-memory window are only in the file. Their count comes from the
     // aggregates when the filter allows it; the file is read only for a page past the window, or to
     // count an `outcome` / `since` filter.
-    const counted = q.outcome === undefined && q.since === undefined ? this.countFromTallies(q) : undefined
-    if (complete || (offset + limit <= found.length && counted !== undefined)) {
-      return { executions: found.slice(offset, offset + limit), total: complete ? found.length : (counted as number) }
+    const fromTallies = q.outcome === undefined && q.since === undefined ? this.tallies.countMatching(q) : undefined
+    if (complete || (offset + limit <= found.length && fromTallies !== undefined)) {
+      return { executions: found.slice(offset, offset + limit), total: complete ? found.length : (fromTallies as number) }
     }
     await this.flush()
     const keep = offset + limit
@@ -500,25 +503,7 @@ export class ToolRecords {
 
   /** How many records there are (file and pending), from the aggregates. */
   private recordCount(): number {
-    let n = 0
-    for (const t of this.tallies.values()) n += t.all.count
-    return n
-  }
-
-  /** How many records match a scope / service / tool filter, from the aggregates. */
-  private countFromTallies(q: RecordQuery): number {
-    let n = 0
-    for (const [key, t] of this.tallies) {
-      if (q.scope !== undefined && key !== q.scope) continue
-      if (q.tool_name !== undefined) {
-        for (const [k, v] of t.byTool) {
-          const [service, tool] = k.split("\u0000")
-          if (tool === q.tool_name && (q.service_name === undefined || service === q.service_name)) n += v.count
-        }
-      } else if (q.service_name !== undefined) n += t.byService.get(q.service_name)?.count ?? 0
-      else n += t.all.count
-    }
-    return n
+    return this.tallies.total()
   }
 
   /** Every record in memory, oldest first (for monitoring figures). */
@@ -528,25 +513,7 @@ export class ToolRecords {
 
   /** Totals over every record of the given scopes (all scopes when undefined). */
   summary(scopes?: ReadonlyArray<string>) {
-    const all: Tally = { count: 0, errors: 0, durationMs: 0 }
-    const byTool = new Map<string, Tally>()
-    const byService = new Map<string, Tally>()
-    for (const [key, t] of this.tallies) {
-      if (scopes !== undefined && !scopes.includes(key)) continue
-      all.count += t.all.count
-      all.errors += t.all.errors
-      all.durationMs += t.all.durationMs
-      for (const [k, v] of t.byTool) merge(byTool, k.replace("\u0000", "__"), v)
-      for (const [k, v] of t.byService) merge(byService, k, v)
-    }
-    return {
-      total_executions: all.count,
-      succeeded: all.count - all.errors,
-      failed: all.errors,
-      avg_duration_ms: tallyView(all).avg_duration_ms,
-      by_tool: dict([...byTool].map(([k, v]) => [k, tallyView(v)])),
-      by_service: dict([...byService].map(([k, v]) => [k, tallyView(v)]))
-    }
+    return this.tallies.summary(scopes)
   }
 
   /**
@@ -554,37 +521,18 @@ export class ToolRecords {
    * those of scope `agent_id` ("store" or an agent id) and service `service_name` when given.
    */
   daily(days: number, now = Date.now(), narrowing: { readonly agent_id?: string | undefined; readonly service_name?: string | undefined } = {}) {
-    const narrowed = narrowing.agent_id !== undefined || narrowing.service_name !== undefined
-    const sources: Array<Map<string, Tally>> = []
-    if (narrowed) {
-      for (const [key, daysOf] of this.byDayOf) {
-        const [scope, service] = key.split("\u0000") as [string, string]
-        if ((narrowing.agent_id === undefined || narrowing.agent_id === scope) && (narrowing.service_name === undefined || narrowing.service_name === service)) sources.push(daysOf)
-      }
-    }
-    const rows = []
-    for (let i = days - 1; i >= 0; i--) {
-      const date = new Date(now - i * DAY_MS).toISOString().slice(0, 10)
-      let t = this.byDay.get(date) ?? { count: 0, errors: 0, durationMs: 0 }
-      if (narrowed) {
-        t = { count: 0, errors: 0, durationMs: 0 }
-        for (const daysOf of sources) {
-          const d = daysOf.get(date)
-          if (d === undefined) continue
-          t.count += d.count
-          t.errors += d.errors
-          t.durationMs += d.durationMs
-        }
-      }
-      rows.push({ date, calls: t.count, errors: t.errors, avg_duration_ms: tallyView(t).avg_duration_ms })
-    }
-    return rows
+    return this.tallies.daily(days, now, narrowing)
   }
 
   /** Called with every new record (monitoring, event stream). Returns an unsubscribe. */
   onRecord(listener: (r: ToolRecord) => void): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
+  }
+
+  /** The same as `onRecord`: one process takes every record of its file. */
+  onOwnRecord(listener: (r: ToolRecord) => void): () => void {
+    return this.onRecord(listener)
   }
 
   /** Writes what is pending and closes the file. */
@@ -594,13 +542,4 @@ export class ToolRecords {
     await this.handle?.close()
     this.handle = undefined
   }
-}
-
-const merge = (map: Map<string, Tally>, key: string, t: Tally) => {
-  const m = map.get(key)
-  if (m) {
-    m.count += t.count
-    m.errors += t.errors
-    m.durationMs += t.durationMs
-  } else map.set(key, { ...t })
 }

@@ -12,7 +12,7 @@ import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef } from "../machines/service.js"
 import type { StoreActorRef } from "../machines/store.js"
 import { ownEntry } from "../machines/supervisor.js"
-import type { ToolRecords } from "../records/records.js"
+import type { RecordsBackend } from "../records/records.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
@@ -25,7 +25,7 @@ export interface StoreHost {
   readonly file: ServicesFile
   /** The root actor: new services are added through it. */
   readonly actor: StoreActorRef
-  readonly records: ToolRecords
+  readonly records: RecordsBackend
   readonly settings: MonitoringSettings
   readonly limits: StoreLimits
   /** The count of waits in progress, and its cap. */

@@ -47,7 +47,51 @@ export interface PendingRecord {
 
 const ALGORITHM = "aes-256-gcm"
 
-export class TokenVault {
+/** The 256-bit key of a secret text (MCPSTORE_SECRET_KEY): HKDF-SHA256, the same for the file and for Redis. */
+export const keyOfSecret = (secret: string): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "oauth-token-file", 32))
+
+/** Text encrypted with AES-256-GCM under `key`, as JSON (`v`, `iv`, `tag`, `data`, base64). */
+export const seal = (key: Buffer, plain: string): string => {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv(ALGORITHM, key, iv)
+  const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()])
+  return JSON.stringify({ v: 1, iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), data: data.toString("base64") })
+}
+
+/** The text of `seal`; throws when the key is wrong or the text was changed. */
+export const unseal = (key: Buffer, text: string): string => {
+  const sealed = JSON.parse(text) as { iv: string; tag: string; data: string }
+  const decipher = createDecipheriv(ALGORITHM, key, Buffer.from(sealed.iv, "base64"))
+  decipher.setAuthTag(Buffer.from(sealed.tag, "base64"))
+  return Buffer.concat([decipher.update(Buffer.from(sealed.data, "base64")), decipher.final()]).toString("utf8")
+}
+
+/**
+ * Where OAuth entries are kept: the file of one store (`TokenVault`) or a cluster's Redis hash
+ * (src/cluster/tokens.ts `RedisTokenStore`), encrypted either way.
+ */
+export interface TokenStore {
+  /** The entry of a service, if any. */
+  find(service: string): VaultEntry | undefined
+  /** Replaces the service's entry (any other issuer or scope of it is dropped). */
+  put(entry: VaultEntry): Promise<void>
+  /** Forgets everything of a service. */
+  remove(service: string): Promise<void>
+  /**
+   * Runs a refresh of the service's tokens while no other process refreshes them, with the entry
+   * as stored when it starts (another process may have refreshed meanwhile: then its tokens are
+   * used, not refreshed again; a rotated refresh token must never be spent twice).
+   */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A>
+  /** The authorizations under way that have not expired, oldest first. */
+  pendingRecords(): ReadonlyArray<PendingRecord>
+  /** Keeps an authorization under way (encrypted, until it expires). */
+  putPending(record: PendingRecord): Promise<void>
+  /** Forgets an authorization under way; `write` false may defer the write to the next one. */
+  removePending(state: string, write: boolean): Promise<void>
+}
+
+export class TokenVault implements TokenStore {
   private entries = new Map<string, VaultEntry>()
   /** Authorizations under way by state (bounded by their owner, src/runtime/oauth.ts). */
   private readonly pending = new Map<string, PendingRecord>()
@@ -72,10 +116,7 @@ export class TokenVault {
     try {
       const key = await vault.secretKey(false)
       if (key === undefined) throw new Error("no key (MCPSTORE_SECRET_KEY unset and no key file)")
-      const sealed = JSON.parse(text) as { iv: string; tag: string; data: string }
-      const decipher = createDecipheriv(ALGORITHM, key, Buffer.from(sealed.iv, "base64"))
-      decipher.setAuthTag(Buffer.from(sealed.tag, "base64"))
-      const plain = Buffer.concat([decipher.update(Buffer.from(sealed.data, "base64")), decipher.final()]).toString("utf8")
+      const plain = unseal(key, text)
       // Version 1 held the entries alone; version 2 holds them and the authorizations under way.
       const content = JSON.parse(plain) as Array<VaultEntry> | { entries: Array<VaultEntry>; pending?: Array<PendingRecord> }
       for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(keyOf(entry), entry)
@@ -101,6 +142,11 @@ export class TokenVault {
     for (const [key, e] of this.entries) if (e.service === entry.service) this.entries.delete(key)
     this.entries.set(keyOf(entry), entry)
     return this.save()
+  }
+
+  /** One process refreshes alone already (ServiceAuth's single flight): the task runs at once. */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A> {
+    return task(this.find(service))
   }
 
   /** Forgets everything of a service (delete_service, a new origin). */
@@ -138,11 +184,7 @@ export class TokenVault {
     const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
     this.writing = this.writing.then(async () => {
       const key = await this.secretKey(true)
-      const iv = randomBytes(12)
-      const cipher = createCipheriv(ALGORITHM, key as Buffer, iv)
-      const data = Buffer.concat([cipher.update(JSON.stringify({ entries, pending }), "utf8"), cipher.final()])
-      const sealed = { v: 2, iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), data: data.toString("base64") }
-      await writeAtomically(this.path, `${JSON.stringify(sealed)}\n`)
+      await writeAtomically(this.path, `${seal(key as Buffer, JSON.stringify({ entries, pending }))}\n`)
     }).catch((e: unknown) => {
       log.error(`OAuth token file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "oauth_vault_write_failed", file: this.path })
     })
@@ -154,7 +196,7 @@ export class TokenVault {
     if (this.key !== undefined) return this.key
     const secret = process.env["MCPSTORE_SECRET_KEY"]
     if (secret !== undefined && secret !== "") {
-      this.key = Buffer.from(hkdfSync("sha256", secret, "mcp-store", "oauth-token-file", 32))
+      this.key = keyOfSecret(secret)
       return this.key
     }
     try {

@@ -28,7 +28,7 @@ import { resolveDefinition } from "../domain/service.js"
 import { UpstreamError, ValidationError, type ServiceNotFound } from "./errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "./log.js"
-import type { TokenVault, VaultEntry } from "./oauth-tokens.js"
+import type { TokenStore, VaultEntry } from "./oauth-tokens.js"
 
 /** How long an authorization's `state` stays usable. */
 export const STATE_TTL_MS = 10 * 60_000
@@ -67,7 +67,7 @@ export class OAuthManager {
   private readonly pendingByScope = new Map<string, Set<string>>()
 
   constructor(
-    readonly vault: TokenVault,
+    readonly vault: TokenStore,
     private readonly lookup: ActorLookup,
     /** The store's own callback URL (`<base>/oauth/callback`), once the server listens. */
     readonly callbackUrl: () => string | undefined,
@@ -274,9 +274,24 @@ export class ServiceAuth implements UpstreamAuth {
     throw this.needsAuthorization(last ? "the upstream refused a fresh access token" : "the upstream requires an OAuth authorization")
   }
 
-  /** Refreshes (or obtains with client credentials) once at a time; concurrent callers share it. */
+  /**
+   * Refreshes (or obtains with client credentials) once at a time; concurrent callers share it.
+   * Across the replicas of a cluster, under the token store's lock: tokens another replica got
+   * while this one waited are taken as they are.
+   */
   private renew(): Promise<void> {
-    this.refreshing ??= this.doRenew().finally(() => (this.refreshing = undefined))
+    const held = this.tokens?.access_token
+    this.refreshing ??= this.manager.vault
+      .exclusive(this.key, async (latest) => {
+        if (latest?.tokens !== undefined && latest.tokens.access_token !== held) {
+          this.entry = latest
+          this.tokens = latest.tokens
+          this.publish({ required: true, state: "authorized", scopes: this.scopeList(), ...this.expiry() })
+          return
+        }
+        return this.doRenew()
+      })
+      .finally(() => (this.refreshing = undefined))
     return this.refreshing
   }
 

@@ -1,0 +1,54 @@
+// Single-flight OAuth across replicas, end to end: two replicas' OAuthManagers on one RedisTokenStore
+// cluster and a real authorization server (test/fixtures/oauth-server.ts). Both are refused by the
+// upstream at once; one asks the token endpoint, the other waits on the lock and takes its token.
+import { createClient } from "redis"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { RedisClient } from "../../src/cluster/records.js"
+import { RedisTokenStore } from "../../src/cluster/tokens.js"
+import { STORE_SCOPE } from "../../src/domain/service.js"
+import { OAuthManager } from "../../src/runtime/oauth.js"
+import { MACHINE_CLIENT, startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
+import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
+
+let redis: RedisServer
+let fixture: OAuthFixture
+beforeAll(async () => {
+  if (!hasRedisServer) return
+  redis = await startRedisServer()
+  fixture = await startOAuthFixture({ accessTtlSeconds: 3600 })
+})
+afterAll(async () => {
+  await fixture?.stop()
+  await redis?.stop()
+})
+
+describe.skipIf(!hasRedisServer)("OAuth refreshes across replicas", () => {
+  it("ask the token endpoint once when two replicas need a token at the same moment", async () => {
+    const clients: RedisClient[] = []
+    const stores: RedisTokenStore[] = []
+    try {
+      const replica = async () => {
+        const client = createClient({ url: redis.url })
+        client.on("error", () => undefined)
+        await client.connect()
+        clients.push(client)
+        const store = await RedisTokenStore.open({ client, cluster: "oauth-refresh" }, { secret: "s3cret" })
+        stores.push(store)
+        return new OAuthManager(store, () => undefined, () => undefined, globalThis.fetch)
+      }
+      const config = { client_id: MACHINE_CLIENT.client_id, client_secret: MACHINE_CLIENT.client_secret, grant_type: "client_credentials" as const }
+      const [a, b] = [await replica(), await replica()]
+      const authA = a.forService(STORE_SCOPE, "machine", fixture.url, config)
+      const authB = b.forService(STORE_SCOPE, "machine", fixture.url, config)
+      const before = fixture.counts.client_credentials
+      await Promise.all([authA.unauthorized({}, undefined, false), authB.unauthorized({}, undefined, false)])
+      expect(fixture.counts.client_credentials - before).toBe(1)
+      const token = await authA.accessToken()
+      expect(token).toEqual(expect.any(String))
+      expect(await authB.accessToken()).toBe(token)
+    } finally {
+      await Promise.all(stores.map((s) => s.close()))
+      for (const c of clients) c.destroy()
+    }
+  })
+})
