@@ -93,6 +93,22 @@ export const sessionOwner = (principal: Principal, authorization: string | undef
   return createHash("sha256").update(`mcp-session-owner\0${who}\0${key}`).digest().subarray(0, 16).toString("base64url")
 }
 
+/**
+ * A random IV (GCM needs one never used before with the key, which every replica shares: random, not
+ * a counter), taken from a batch of random bytes as node:crypto's randomUUID does: one call into
+ * OpenSSL per 512 sessions instead of one per session.
+ */
+let ivPool = Buffer.alloc(0)
+let ivAt = 0
+const freshIv = (): Buffer => {
+  if (ivAt + IV_BYTES > ivPool.length) {
+    ivPool = randomBytes(IV_BYTES * 512)
+    ivAt = 0
+  }
+  ivAt += IV_BYTES
+  return ivPool.subarray(ivAt - IV_BYTES, ivAt)
+}
+
 /** Seals and opens session ids with one key. */
 export class SessionSeal {
   private constructor(private readonly key: Buffer) {}
@@ -113,7 +129,7 @@ export class SessionSeal {
       o: claims.owner,
       t: claims.issuedAt
     })
-    const iv = randomBytes(IV_BYTES)
+    const iv = freshIv()
     const cipher = createCipheriv(ALGORITHM, this.key, iv, { authTagLength: TAG_BYTES }).setAAD(AAD)
     const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()])
     return PREFIX + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url")
@@ -122,8 +138,11 @@ export class SessionSeal {
   /** The claims of an id sealed with this key, or undefined (not an id, another key, changed, too long). */
   open(id: string): SessionClaims | undefined {
     if (id.length > MAX_SESSION_ID_LENGTH || !id.startsWith(PREFIX)) return undefined
-    const raw = Buffer.from(id.slice(PREFIX.length), "base64url")
-    if (raw.length <= IV_BYTES + TAG_BYTES) return undefined
+    const text = id.slice(PREFIX.length)
+    const raw = Buffer.from(text, "base64url")
+    // Only the one spelling `seal` writes: base64url's unused trailing bits (or stray characters)
+    // would otherwise give one session several ids, each a key of its own in the gateway's maps.
+    if (raw.length <= IV_BYTES + TAG_BYTES || raw.toString("base64url") !== text) return undefined
     try {
       const decipher = createDecipheriv(ALGORITHM, this.key, raw.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES }).setAAD(AAD)
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES))
