@@ -584,7 +584,16 @@ export class McpGateway {
     }
     this.begin(session)
     try {
-      await session.ready
+      const failed = await session.ready.then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e))
+      )
+      if (failed !== undefined) {
+        // A session that could not be connected or rebuilt is not kept: the client initializes again.
+        log.warn(`MCP session ${shortId(session.id)} on ${scopeLabel(scope)} could not be started: ${failed}`, { event: "mcp_session_failed", scope: scopeLabel(scope) })
+        this.closeSession(session)
+        return jsonRpcError(res, 404, -32001, "Session not found")
+      }
       // A response whose connection is already gone emits no more "close".
       const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
       await session.transport.handleRequest(req, res, body)
