@@ -20,7 +20,7 @@
  * id is answered as an unknown session (404), as is an id this process ended (`ended`).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { createHash, randomUUID } from "node:crypto"
+import { randomUUID } from "node:crypto"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
@@ -65,7 +65,7 @@ import { toolViews } from "../runtime/views.js"
 import { VERSION } from "../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { clientFacts, MAX_SESSION_ID_LENGTH, type SealSource, type SessionClaims } from "./session-seal.js"
+import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
@@ -165,11 +165,8 @@ const initializes = (body: unknown): boolean => (Array.isArray(body) ? body.some
 const initializeParams = (body: unknown): InitializeRequest["params"] =>
   ((Array.isArray(body) ? body.find((m) => isInitializeRequest(m)) : body) as InitializeRequest).params
 
-/** What an ended session's id is remembered by (a sealed id is up to MAX_SESSION_ID_LENGTH characters). */
-const idDigest = (id: string): string => createHash("sha256").update(id).digest("base64url").slice(0, 22)
-
-/** A session id as a log line shows it: enough to tell two apart, never the whole sealed id. */
-const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…${idDigest(id).slice(0, 8)}` : id)
+/** A session id as a log line shows it: enough to tell two apart (8 characters of its IV), never the whole sealed id. */
+const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…${sealedIdKey(id).slice(0, 8)}` : id)
 
 /**
  * Marks a new transport as initialized with session `id`, as its own initialize would have: the
@@ -198,7 +195,7 @@ const jsonRpcError = (res: ServerResponse, status: number, code: number, message
  */
 export class McpGateway {
   private readonly sessions = new Map<string, Session>()
-  /** Digests of the sealed ids of sessions this process ended -> when the id expires anyway (ms); oldest first. */
+  /** The sealed ids of sessions this process ended (`sealedIdKey`) -> when the id expires anyway (ms); oldest first. */
   private readonly ended = new Map<string, number>()
   private readonly unsubscribeMonitor: () => void
   private readonly idleMs: number
@@ -624,7 +621,7 @@ export class McpGateway {
       return known
     }
     if (id.length > MAX_SESSION_ID_LENGTH) return refuse("the id is too long")
-    const expires = this.ended.get(idDigest(id))
+    const expires = this.ended.get(sealedIdKey(id))
     if (expires !== undefined) return refuse("the session was ended (closed, idle or evicted)", "info")
     const seal = await this.sealOrFail(false, res)
     if (res.headersSent) return undefined
@@ -668,7 +665,7 @@ export class McpGateway {
   /** Remembers an ended session's id until it would expire anyway, the oldest forgotten past MAX_ENDED_SESSIONS. */
   private remember(id: string, issuedAt: number): void {
     const now = Date.now()
-    this.ended.set(idDigest(id), issuedAt + sessionMaxAgeMs(this.options.idleSeconds))
+    this.ended.set(sealedIdKey(id), issuedAt + sessionMaxAgeMs(this.options.idleSeconds))
     for (const [digest, expires] of this.ended) {
       if (this.ended.size <= MAX_ENDED_SESSIONS && expires > now) break
       this.ended.delete(digest)

@@ -90,8 +90,18 @@ export const clientFacts = (params: InitializeRequest["params"]): Pick<SessionCl
 export const sessionOwner = (principal: Principal, authorization: string | undefined): string => {
   const key = /^Bearer\s+(.+)$/i.exec(authorization ?? "")?.[1]?.trim() ?? ""
   const who = principal.role === "agent" ? `agent\0${principal.agentId}` : principal.role
-  return createHash("sha256").update(`mcp-session-owner\0${who}\0${key}`).digest().subarray(0, 16).toString("base64url")
+  const text = `mcp-session-owner\0${who}\0${key}`
+  // Most requests come with the key of the one before: its digest is kept (one entry, no table of keys).
+  if (lastOwner.text !== text) lastOwner = { text, owner: createHash("sha256").update(text).digest().subarray(0, 16).toString("base64url") }
+  return lastOwner.owner
 }
+let lastOwner = { text: "", owner: "" }
+
+/**
+ * What an id is remembered by once its session ended: its IV (16 characters), random and never
+ * reused, so unique to the id (only the canonical spelling of an id opens: `SessionSeal.open`).
+ */
+export const sealedIdKey = (id: string): string => id.slice(PREFIX.length, PREFIX.length + 16)
 
 /**
  * A random IV (GCM needs one never used before with the key, which every replica shares: random, not
