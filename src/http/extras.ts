@@ -24,6 +24,7 @@ import { currentPrincipal, gateOf, narrowFor } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./errors.js"
 import { McpGateway } from "./mcp-endpoint.js"
+import { fixedSealSource, sessionOwner, storeSealSource } from "./session-seal.js"
 import { OAuthFlowError } from "../runtime/oauth.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
@@ -186,7 +187,15 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     const { store } = app
     const { metrics } = app
     const gateway = yield* Effect.acquireRelease(
-      Effect.sync(() => new McpGateway(store, app.monitor, { maxSessions: app.server.maxMcpSessions, idleSeconds: app.server.mcpSessionIdleSeconds })),
+      Effect.sync(
+        () =>
+          new McpGateway(store, app.monitor, {
+            maxSessions: app.server.maxMcpSessions,
+            idleSeconds: app.server.mcpSessionIdleSeconds,
+            // Sealed session ids (src/http/session-seal.ts): the cluster's secret, else the store's own.
+            seal: app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
+          })
+      ),
       (g) => Effect.promise(() => g.close())
     )
     onShutdown(app, () => gateway.shutdown())
@@ -314,7 +323,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
-      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, gate: ToolGate | undefined) => Promise<void> = (...args) => gateway.handle(...args)
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined) => Promise<void> = (...args) => gateway.handle(...args)
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -323,12 +332,15 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (typeof scope === "string") {
           return yield* Effect.fail(validationError(`Invalid request: agent_id ${scope}`, [{ field: "agent_id", problem: scope }]))
         }
+        // A session belongs to the key that opened it (src/http/session-seal.ts).
+        const principal = yield* currentPrincipal
+        const owner = sessionOwner(principal, request.headers["authorization"])
         const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
         const req = NodeHttpServerRequest.toIncomingMessage(request)
         const res = NodeHttpServerRequest.toServerResponse(request)
         // A session keeps the tool allow-list of the key that opened it (src/http/mcp-endpoint.ts).
-        const gate = gateOf(yield* currentPrincipal)
-        yield* Effect.promise(() => serve(scope, req, res, body, gate))
+        const gate = gateOf(principal)
+        yield* Effect.promise(() => serve(scope, req, res, body, owner, gate))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })
@@ -342,8 +354,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
     // The legacy SSE transport (src/http/sse-endpoint.ts): the same sessions, in each scope.
-    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, gate)
-    const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown) => gateway.postMessage(scope, req, res, body)
+    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, owner: string, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, owner, gate)
+    const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string) => gateway.postMessage(scope, req, res, body, owner)
     yield* router.get("/sse", mcp(storeScope, sseStream))
     yield* router.post("/messages", mcp(storeScope, sseMessage))
     yield* router.get("/for_agent/:agent_id/sse", mcp(agentFromPath, sseStream))

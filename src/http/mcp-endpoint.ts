@@ -12,6 +12,12 @@
  * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/sse-endpoint.ts) is a second
  * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
  * list_changed fan-out and shutdown.
+ *
+ * A Streamable HTTP session's id is sealed (src/http/session-seal.ts, docs/sessions.md): a request
+ * whose id is not in the map but opens with the store's key rebuilds the session (another replica
+ * or an earlier run of this store made it), so clients keep their session across a restart or a
+ * load balancer. Every session belongs to the key that opened it: another key's request with its
+ * id is answered as an unknown session (404), as is an id this process ended (`ended`).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
@@ -38,6 +44,8 @@ import {
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
+  type InitializeRequest,
+  type JSONRPCMessage,
   type LoggingLevel,
   type ServerCapabilities
 } from "@modelcontextprotocol/sdk/types.js"
@@ -58,10 +66,16 @@ import type { ToolGate } from "../domain/tool-filter.js"
 import { VERSION } from "../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
+import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
-type StreamableSession = SessionState & { readonly kind: "streamable"; readonly transport: StreamableHTTPServerTransport }
+type StreamableSession = SessionState & {
+  readonly kind: "streamable"
+  readonly transport: StreamableHTTPServerTransport
+  /** Settles once the server is connected (and, for a rebuilt session, initialized again). */
+  ready: Promise<void>
+}
 /**
  * A legacy SSE session: it lives as long as its GET stream, which the cap never cuts (it is busy
  * for `makeRoom`); its requests arrive by POST and are answered on the stream, so `busy` counts
@@ -79,6 +93,8 @@ interface SessionState {
    * lists and calls only what it lets through, whoever sends its later requests.
    */
   readonly gate: ToolGate | undefined
+  /** Who opened it (`sessionOwner`, src/http/session-seal.ts): only the same key may use it. */
+  readonly owner: string
   /** Names of the tools last announced, to tell whether the set changed. */
   listed: string
   /** What the session was told at initialize it may ask beyond tools (fixed for the session's life). */
@@ -101,7 +117,18 @@ export interface McpGatewayOptions {
   readonly maxSessions: number
   /** A session with no request (and no open GET stream) for this long is closed. */
   readonly idleSeconds: number
+  /** The key of the sealed session ids (src/http/session-seal.ts). */
+  readonly seal: SealSource
 }
+
+/** Oldest sealed id rebuilt (from its issue time): a day, or the idle limit when that is longer. */
+export const sessionMaxAgeMs = (idleSeconds: number): number => Math.max(86_400, idleSeconds) * 1000
+
+/** Ids of sessions this process ended (their digests), remembered so that they are not rebuilt. */
+export const MAX_ENDED_SESSIONS = 50_000
+
+/** A sealed id issued this far in the future (another replica's clock) is still accepted. */
+const CLOCK_SKEW_MS = 5 * 60_000
 
 /** Resource subscriptions one session may hold. */
 export const MAX_SUBSCRIPTIONS_PER_SESSION = 100
@@ -140,6 +167,28 @@ const MAX_TIMER_MS = 2_147_483_647
 /** Whether a POST body (one message or a batch) holds an `initialize` request. */
 const initializes = (body: unknown): boolean => (Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body))
 
+/** The params of the (first) initialize request of a body that `initializes`. */
+const initializeParams = (body: unknown): InitializeRequest["params"] =>
+  ((Array.isArray(body) ? body.find((m) => isInitializeRequest(m)) : body) as InitializeRequest).params
+
+/** A session id as a log line shows it: enough to tell two apart (8 characters of its IV), never the whole sealed id. */
+const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…${sealedIdKey(id).slice(0, 8)}` : id)
+
+/**
+ * Marks a new transport as initialized with session `id`, as its own initialize would have: the
+ * one reach into the SDK's private state (1.32: the Node transport wraps a web-standard one whose
+ * `_initialized` and `sessionId` `validateSession` checks; the SDK has no public way to start a
+ * transport on a known session). test/extras/mcp-sessions.test.ts fails if the SDK changes them.
+ */
+export const markInitialized = (transport: StreamableHTTPServerTransport, id: string): void => {
+  const inner = (transport as unknown as { _webStandardTransport?: { sessionId?: string; _initialized?: unknown } })._webStandardTransport
+  if (inner === undefined || inner._initialized !== false || inner.sessionId !== undefined) {
+    throw new Error("@modelcontextprotocol/sdk changed: StreamableHTTPServerTransport has no _webStandardTransport._initialized (src/http/mcp-endpoint.ts, markInitialized)")
+  }
+  inner.sessionId = id
+  inner._initialized = true
+}
+
 const jsonRpcError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) =>
   void res
     .writeHead(status, { "content-type": "application/json", ...headers })
@@ -152,6 +201,8 @@ const jsonRpcError = (res: ServerResponse, status: number, code: number, message
  */
 export class McpGateway {
   private readonly sessions = new Map<string, Session>()
+  /** The sealed ids of sessions this process ended (`sealedIdKey`) -> when the id expires anyway (ms); oldest first. */
+  private readonly ended = new Map<string, number>()
   private readonly unsubscribeMonitor: () => void
   private readonly idleMs: number
   private sweepTimer: NodeJS.Timeout | undefined
@@ -380,22 +431,30 @@ export class McpGateway {
     }
   }
 
-  /** A new Streamable HTTP session, in the map at once (so concurrent initializations count against the cap). */
-  private newSession(scope: Scope, gate: ToolGate | undefined): StreamableSession {
-    const id = randomUUID()
-    const session = this.addSession<StreamableSession>(scope, gate, { id, kind: "streamable", transport: new StreamableHTTPServerTransport({ sessionIdGenerator: () => id }) })
+  /**
+   * A Streamable HTTP session, in the map at once (so concurrent initializations count against the
+   * cap): a new one, its id sealed from its initialize request's facts, or one rebuilt from the
+   * claims of its sealed id, its transport and server initialized as they were (`replayInitialize`).
+   */
+  private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => id })
+    if (rebuilt !== undefined) markInitialized(transport, id)
+    const session = this.addSession<StreamableSession>(scope, owner, gate, { id, kind: "streamable", transport, ready: Promise.resolve() })
     session.transport.onclose = () => this.forget(session)
+    const connected = session.server.connect(transport)
+    session.ready = rebuilt === undefined ? connected : connected.then(() => replayInitialize(transport, rebuilt))
     return session
   }
 
   /** A session of either kind with its server, in the map at once. */
-  private addSession<S extends Session>(scope: Scope, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport">): S {
+  private addSession<S extends Session>(scope: Scope, owner: string, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport"> & Partial<S>): S {
     const offers = catalog.scopeCapabilities(this.scopeContext(scope))
     const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
     const state = {
       ...parts,
       scope,
       gate,
+      owner,
       offers,
       catalogListed,
       subscriptions: new Map<string, string>(),
@@ -506,27 +565,40 @@ export class McpGateway {
    * Handles one HTTP request of the MCP endpoint. `body` is the parsed JSON body (already read by
    * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
    */
-  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, gate?: ToolGate): Promise<void> {
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate?: ToolGate): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
-    let session = sessionId !== undefined ? this.sessions.get(sessionId) : undefined
-    if (session !== undefined && (session.kind !== "streamable" || scopeLabel(session.scope) !== scopeLabel(scope))) session = undefined
-    const created = session === undefined
-    if (session === undefined) {
-      if (sessionId !== undefined || req.method !== "POST" || !initializes(body)) {
-        // An unknown (expired) session is 404, a missing one is 400 (MCP, Streamable HTTP); only an
-        // initialize request starts a session (so nothing is evicted for a stray request).
-        if (sessionId !== undefined) jsonRpcError(res, 404, -32001, "Session not found")
-        else jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
-        return
+    let session: StreamableSession | undefined
+    let created = false
+    if (sessionId !== undefined) {
+      // A session of another scope, transport or key is unknown here, as is an id no store made.
+      session = await this.findOrRebuild(scope, sessionId, owner, gate, req, res)
+      if (session === undefined) return
+    } else {
+      if (req.method !== "POST" || !initializes(body)) {
+        // A missing session is 400 (MCP, Streamable HTTP); only an initialize request starts a
+        // session (so nothing is evicted for a stray request).
+        return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
       }
-      if (!this.admit(res)) return
-      session = this.newSession(scope, gate)
+      const seal = await this.sealOrFail(true, res)
+      if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(res)) return
+      const facts = clientFacts(initializeParams(body))
+      session = this.streamableSession(scope, owner, gate, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
+      created = true
     }
     this.begin(session)
     try {
-      if (created) await session.server.connect(session.transport)
+      const failed = await session.ready.then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e))
+      )
+      if (failed !== undefined) {
+        // A session that could not be connected or rebuilt is not kept: the client initializes again.
+        log.warn(`MCP session ${shortId(session.id)} on ${scopeLabel(scope)} could not be started: ${failed}`, { event: "mcp_session_failed", scope: scopeLabel(scope) })
+        this.closeSession(session)
+        return jsonRpcError(res, 404, -32001, "Session not found")
+      }
       // A response whose connection is already gone emits no more "close".
       const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
       await session.transport.handleRequest(req, res, body)
@@ -539,16 +611,86 @@ export class McpGateway {
   }
 
   /**
+   * The session of a request's id: the one in the map, or one rebuilt from its sealed id; undefined
+   * when it was answered (404 for an id that is unknown, changed, expired, ended here, of another
+   * scope or of another key; 200 for a DELETE of a sealed id not in the map: nothing to end).
+   */
+  private async findOrRebuild(scope: Scope, id: string, owner: string, gate: ToolGate | undefined, req: IncomingMessage, res: ServerResponse): Promise<StreamableSession | undefined> {
+    const label = scopeLabel(scope)
+    const refuse = (why: string, level: "info" | "warn" = "warn") => {
+      log[level](`refused MCP session ${shortId(id)} on ${label}: ${why}`, { event: "mcp_session_refused", scope: label, reason: why })
+      jsonRpcError(res, 404, -32001, "Session not found")
+      return undefined
+    }
+    const known = this.sessions.get(id)
+    if (known !== undefined) {
+      if (known.kind !== "streamable" || scopeLabel(known.scope) !== label) return refuse("the session is not one of this endpoint")
+      if (known.owner !== owner) return refuse("the session was opened with another API key")
+      return known
+    }
+    if (id.length > MAX_SESSION_ID_LENGTH) return refuse("the id is too long")
+    const expires = this.ended.get(sealedIdKey(id))
+    if (expires !== undefined) return refuse("the session was ended (closed, idle or evicted)", "info")
+    const seal = await this.sealOrFail(false, res)
+    if (res.headersSent) return undefined
+    const claims = seal?.open(id)
+    if (claims === undefined) return refuse("not a session id of this store (unknown, changed or sealed with another key)")
+    if (scopeLabel(claims.scope) !== label) return refuse(`the session belongs to ${scopeLabel(claims.scope)}`)
+    if (claims.owner !== owner) return refuse("the session was opened with another API key")
+    const now = Date.now()
+    if (claims.issuedAt > now + CLOCK_SKEW_MS || now - claims.issuedAt > sessionMaxAgeMs(this.options.idleSeconds)) return refuse("the sealed id has expired", "info")
+    if (this.refusedWhileClosing(res)) return undefined
+    // Another request of the session rebuilt it meanwhile (the key was loading).
+    const again = this.sessions.get(id)
+    if (again?.kind === "streamable") return again
+    if (req.method === "DELETE") {
+      // Nothing of it lives here: remember it as ended, so it is not rebuilt by this process.
+      this.remember(id, claims.issuedAt)
+      log.info(`MCP session ${shortId(id)} on ${label} ended by its client (not open on this store)`, { event: "mcp_session_deleted", scope: label })
+      res.writeHead(200).end()
+      return undefined
+    }
+    if (!this.admit(res)) return undefined
+    log.info(`rebuilt MCP session ${shortId(id)} on ${label} from its sealed id (client ${JSON.stringify(claims.clientInfo.name)}, opened ${new Date(claims.issuedAt).toISOString()})`, {
+      event: "mcp_session_rebuilt",
+      scope: label
+    })
+    return this.streamableSession(scope, owner, gate, id, claims)
+  }
+
+  /** The seal (creating the key when `create`); a key file that cannot be read is answered 500 and logged. */
+  private async sealOrFail(create: boolean, res: ServerResponse) {
+    try {
+      return await this.options.seal(create)
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e)
+      log.error(`MCP sessions cannot be sealed or opened: ${message}`, { event: "mcp_session_key_failed" })
+      jsonRpcError(res, 500, -32603, "Internal error: the store's session key cannot be read")
+      return undefined
+    }
+  }
+
+  /** Remembers an ended session's id until it would expire anyway, the oldest forgotten past MAX_ENDED_SESSIONS. */
+  private remember(id: string, issuedAt: number): void {
+    const now = Date.now()
+    this.ended.set(sealedIdKey(id), issuedAt + sessionMaxAgeMs(this.options.idleSeconds))
+    for (const [digest, expires] of this.ended) {
+      if (this.ended.size <= MAX_ENDED_SESSIONS && expires > now) break
+      this.ended.delete(digest)
+    }
+  }
+
+  /**
    * GET of the legacy SSE endpoint (src/http/sse-endpoint.ts): a new session whose stream carries
    * every answer and notification, its first event the URL to POST messages to. Resolves when the
    * stream ends (the client left, the session expired or was closed, shutdown).
    */
-  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, gate?: ToolGate): Promise<void> {
+  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
     if (!this.admit(res)) return
     const transport = new SSEServerTransport(messagesPath(scope), res)
-    const session = this.addSession<SseSession>(scope, gate, { id: transport.sessionId, kind: "sse", transport })
+    const session = this.addSession<SseSession>(scope, owner, gate, { id: transport.sessionId, kind: "sse", transport })
     transport.onclose = () => this.forget(session)
     watchRequests(transport, () => this.begin(session), () => this.end(session))
     const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
@@ -564,13 +706,17 @@ export class McpGateway {
   }
 
   /** POST of the legacy SSE endpoint: one JSON-RPC message of a session of this scope (answered 202; the answer goes on its stream). */
-  async postMessage(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  async postMessage(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     const id = sessionIdOf(req)
     if (id === undefined) return jsonRpcError(res, 400, -32000, "Bad Request: the sessionId query parameter is required")
     const session = this.sessions.get(id)
-    // A session of another scope, or of the other transport, is unknown here.
+    // A session of another scope, of the other transport or of another key is unknown here.
     if (session?.kind !== "sse" || scopeLabel(session.scope) !== scopeLabel(scope)) return jsonRpcError(res, 404, -32001, "Session not found")
+    if (session.owner !== owner) {
+      log.warn(`refused MCP session ${shortId(id)} on ${scopeLabel(scope)}: the session was opened with another API key`, { event: "mcp_session_refused", scope: scopeLabel(scope), reason: "another key" })
+      return jsonRpcError(res, 404, -32001, "Session not found")
+    }
     if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
     this.begin(session)
     try {
@@ -639,6 +785,8 @@ export class McpGateway {
   private forget(session: Session): void {
     if (this.sessions.get(session.id) !== session) return
     this.sessions.delete(session.id)
+    // A sealed id this process ended is not rebuilt by it (another replica or a restart may: docs/sessions.md).
+    if (session.kind === "streamable" && session.transport.sessionId !== undefined) this.remember(session.id, Date.now())
     for (const key of session.subscriptions.keys()) this.dropSubscriber(key, session.id)
     session.subscriptions.clear()
     if (session.logLevel !== undefined) this.logs.levelsChanged(scopeLabel(session.scope))
@@ -704,4 +852,26 @@ export class McpGateway {
     this.sessions.clear()
     await Promise.all(sessions.map((s) => s.server.close().catch(() => undefined)))
   }
+}
+
+/**
+ * Initializes a rebuilt session's server as the client's initialize did (protocol version,
+ * capabilities and info, which `getClientCapabilities` then reads), through the transport's public
+ * `onmessage`; the answer, which nobody waits for, is taken off the transport's `send`.
+ */
+const replayInitialize = async (transport: StreamableHTTPServerTransport, claims: SessionClaims): Promise<void> => {
+  const id = `mcp-store/rebuild/${randomUUID()}`
+  const send = transport.send.bind(transport)
+  const answered = new Promise<void>((resolve, reject) => {
+    transport.send = async (message, options) => {
+      if (!("id" in message) || message.id !== id || "method" in message) return send(message, options)
+      transport.send = send
+      if ("error" in message) reject(new Error(`the rebuilt session's initialize failed: ${message.error.message}`))
+      else resolve()
+    }
+  })
+  const deliver = (message: JSONRPCMessage) => transport.onmessage?.(message)
+  deliver({ jsonrpc: "2.0", id, method: "initialize", params: { protocolVersion: claims.protocolVersion, capabilities: claims.capabilities, clientInfo: claims.clientInfo } })
+  await answered
+  deliver({ jsonrpc: "2.0", method: "notifications/initialized" })
 }

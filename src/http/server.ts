@@ -56,6 +56,11 @@ export interface StartServerOptions {
   readonly graceMs?: number
   /** false: call_tool and use_tool go through HttpApi like every other route (tests compare the two). */
   readonly directCalls?: boolean
+  /**
+   * The secret the MCP endpoint's session ids are sealed with (src/http/session-seal.ts): replicas
+   * of one store pass the same one. Default: MCPSTORE_SECRET_KEY, else the key file beside the services file.
+   */
+  readonly sessionSecret?: string | Uint8Array
 }
 
 const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
@@ -125,7 +130,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
               const address = httpServer.address()
               return typeof address === "object" && address !== null ? address.port : options.server.port
             },
-            metrics: createMetrics(store, monitor)
+            metrics: createMetrics(store, monitor),
+            sessionSecret: options.sessionSecret
           }
           return state.app
         })

@@ -48,7 +48,7 @@ export interface PendingRecord {
 const ALGORITHM = "aes-256-gcm"
 
 /** The 256-bit key of a secret text (MCPSTORE_SECRET_KEY): HKDF-SHA256, the same for the file and for Redis. */
-export const keyOfSecret = (secret: string): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "oauth-token-file", 32))
+export const keyOfSecret = (secret: string | Buffer): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "oauth-token-file", 32))
 
 /** Text encrypted with AES-256-GCM under `key`, as JSON (`v`, `iv`, `tag`, `data`, base64). */
 export const seal = (key: Buffer, plain: string): string => {
@@ -106,7 +106,7 @@ export class TokenVault implements TokenStore {
 
   /** Opens the vault of a services file; an unreadable one starts empty (with a warning). */
   static async open(servicesFile: string): Promise<TokenVault> {
-    const vault = new TokenVault(`${servicesFile}.oauth`, `${servicesFile}.key`)
+    const vault = new TokenVault(`${servicesFile}.oauth`, keyFileOf(servicesFile))
     let text: string
     try {
       text = await readFile(vault.path, "utf8")
@@ -194,23 +194,38 @@ export class TokenVault implements TokenStore {
   /** The key: from MCPSTORE_SECRET_KEY, else the key file (created 0600 when `create`). */
   private async secretKey(create: boolean): Promise<Buffer | undefined> {
     if (this.key !== undefined) return this.key
-    const secret = process.env["MCPSTORE_SECRET_KEY"]
-    if (secret !== undefined && secret !== "") {
-      this.key = keyOfSecret(secret)
-      return this.key
-    }
-    try {
-      this.key = Buffer.from((await readFile(this.keyPath, "utf8")).trim(), "base64")
-    } catch {
-      if (!create) return undefined
-      const fresh = randomBytes(32)
-      // O_EXCL: never overwrite a key another process just made (then read theirs).
-      await writeFile(this.keyPath, `${fresh.toString("base64")}\n`, { mode: 0o600, flag: "wx" }).catch(() => undefined)
-      this.key = Buffer.from((await readFile(this.keyPath, "utf8")).trim(), "base64")
-    }
-    if (this.key.length !== 32) throw new Error(`the key file ${this.keyPath} does not hold a 32-byte key`)
+    const secret = await storeSecret(this.keyPath, create)
+    if (secret === undefined) return undefined
+    // The file's key is used as it is (files written before the sessions' sub-key existed stay readable).
+    this.key = secret.from === "env" ? keyOfSecret(secret.secret) : secret.secret
     return this.key
   }
 }
+
+/**
+ * The store's one secret, what its sealed things are keyed from (this file's tokens, the MCP
+ * endpoint's sealed session ids: src/http/session-seal.ts, each with its own HKDF sub-key):
+ * MCPSTORE_SECRET_KEY (any text) when set, else the 32 bytes of the key file `keyPath`
+ * (`<services file>.key`), created 0600 when `create` and it does not exist yet.
+ */
+export const storeSecret = async (keyPath: string, create: boolean): Promise<{ readonly from: "env" | "file"; readonly secret: Buffer } | undefined> => {
+  const secret = process.env["MCPSTORE_SECRET_KEY"]
+  if (secret !== undefined && secret !== "") return { from: "env", secret: Buffer.from(secret, "utf8") }
+  let key: Buffer
+  try {
+    key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
+  } catch {
+    if (!create) return undefined
+    const fresh = randomBytes(32)
+    // O_EXCL: never overwrite a key another process just made (then read theirs).
+    await writeFile(keyPath, `${fresh.toString("base64")}\n`, { mode: 0o600, flag: "wx" }).catch(() => undefined)
+    key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
+  }
+  if (key.length !== 32) throw new Error(`the key file ${keyPath} does not hold a 32-byte key`)
+  return { from: "file", secret: key }
+}
+
+/** The key file of a services file. */
+export const keyFileOf = (servicesFile: string): string => `${servicesFile}.key`
 
 const keyOf = (entry: VaultEntry): string => JSON.stringify([entry.issuer, entry.scope, entry.service])

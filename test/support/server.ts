@@ -52,6 +52,8 @@ export interface TestServerOptions {
   readonly graceMs?: number
   /** Any other options by their specification names (caps such as `max_event_streams`, ...). */
   readonly options?: OptionValues
+  /** The secret of sealed MCP session ids (`StartServerOptions.sessionSecret`, as a cluster passes it). */
+  readonly sessionSecret?: string
 }
 
 /** A running server with its services file and a JSON client. */
@@ -88,7 +90,12 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
   })
   // Loaded here, on first use: a test that starts no server does not pay for loading it.
   const { startServer } = await import("../../src/http/server.js")
-  const running = await startServer({ server: resolved.server, store: resolved.store, graceMs: options.graceMs ?? 200 })
+  const running = await startServer({
+    server: resolved.server,
+    store: resolved.store,
+    graceMs: options.graceMs ?? 200,
+    ...(options.sessionSecret !== undefined ? { sessionSecret: options.sessionSecret } : {})
+  })
   const close = () => running.close()
   return {
     ...api(running.url),
