@@ -199,7 +199,9 @@ it("5,000 initialize calls and 5,000 /events attempts stay within the caps and l
   expect(await eventually(async () => (await figures()).sessions === 0, (IDLE_SECONDS + 5) * 1000)).toBe(true)
 
   const uncollected = rssOf(store.pid)!
-  const after = await residentAfterGc()
+  // The least of three collections: a leak survives every one, while the allocator hands pages back
+  // to the system at its own pace (one reading alone varied by 40 MB between identical runs).
+  const after = Math.min(await residentAfterGc(), await residentAfterGc(), await residentAfterGc())
   const summary =
     `RSS before ${(before / MB).toFixed(0)} MB, after the initialize flood ${(during / MB).toFixed(0)} MB, ` +
     `after both ${(uncollected / MB).toFixed(0)} MB, after a collection ${(after / MB).toFixed(0)} MB`
