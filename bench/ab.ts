@@ -28,7 +28,8 @@ import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { startStoreWithFixtures } from "./calls.js"
 import { HttpClient, closedLoop } from "./load.js"
-import { ROOT, TSX_IMPORT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
+import { readServices } from "./resources.js"
+import { ROOT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -162,17 +163,13 @@ const abReads = async (a: string, b: string) => {
   const calls = Number(values.calls)
   const neighbours = Number(values.neighbours)
   const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-reads-"))
-  const names = ["conf", ...Array.from({ length: neighbours }, (_, i) => `everything-${i}`)]
-  const launch = (name: string) =>
-    name === "conf"
-      ? { command: process.execPath, args: [...TSX_IMPORT, join(ROOT, "test", "fixtures", "conformance-server.ts")] }
-      : { command: process.execPath, args: [join(ROOT, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"] }
+  const { names, mcpServers } = readServices(neighbours)
   const sides: Side[] = []
   const clients: HttpClient[] = []
   for (const [label, dir] of [["A", a], ["B", b]] as const) {
     mkdirSync(join(work, label), { recursive: true })
     const file = join(work, label, "mcp.json")
-    writeFileSync(file, JSON.stringify({ mcpServers: Object.fromEntries(names.map((n) => [n, launch(n)])) }))
+    writeFileSync(file, JSON.stringify({ mcpServers }))
     const store = await startStore(file, { script: script(dir), name: `store ${label}` })
     const http = new HttpClient(store.url, Math.max(c, 4))
     clients.push(http)

@@ -40,6 +40,12 @@ const fixtureLaunch = { command: process.execPath, args: [...TSX_IMPORT, join(RO
 const everythingLaunch = { command: process.execPath, args: [join(ROOT, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"] }
 const uriOf = (text: string) => `test://template/${text}/data`
 
+/** The services of a read cell: the conformance fixture (`conf`, read) and `neighbours` server-everything services. */
+export const readServices = (neighbours: number) => {
+  const names = [SERVICE, ...Array.from({ length: neighbours }, (_, i) => `everything-${i}`)]
+  return { names, mcpServers: Object.fromEntries(names.map((name) => [name, name === SERVICE ? fixtureLaunch : everythingLaunch])) }
+}
+
 type Reader = (text: string) => Promise<void>
 
 /** Checks that a read's first content names the id read. */
@@ -69,8 +75,7 @@ export const runResourceReads = async (
   mkdirSync(dir, { recursive: true })
   const configFile = join(dir, "mcp.json")
   const neighbours = options.neighbours ?? 0
-  const names = [SERVICE, ...Array.from({ length: neighbours }, (_, i) => `everything-${i}`)]
-  const mcpServers = Object.fromEntries(names.map((name) => [name, name === SERVICE ? fixtureLaunch : everythingLaunch]))
+  const { names, mcpServers } = readServices(neighbours)
   writeFileSync(configFile, JSON.stringify({ mcpServers }, null, 2))
   const store = await startStore(configFile, { name: "store (resources)" })
   const http = new HttpClient(store.url, Math.max(8, ...options.concurrencies))
