@@ -9,10 +9,13 @@
  *   (change the sources)
  *   npx tsx bench/ab.ts build /tmp/ab/after
  *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
+ *   npx tsx bench/ab.ts reads /tmp/ab/before /tmp/ab/after [--neighbours 10] [--c 1] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
  *
  * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
- * callers, `rounds` rounds of `calls` calls per store. `idle`: both stores with the same services
+ * callers, `rounds` rounds of `calls` calls per store. `reads`: REST read_resource of templated URIs
+ * from the conformance fixture beside `neighbours` server-everything services (bench/resources.ts's
+ * cell). `idle`: both stores with the same services
  * (agents of 10 services on Streamable HTTP fixtures, health checks every 30 s) at the same time;
  * after one settling interval, CPU per store over `windows` windows of `seconds`.
  */
@@ -25,6 +28,7 @@ import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { startStoreWithFixtures } from "./calls.js"
 import { HttpClient, closedLoop } from "./load.js"
+import { readServices } from "./resources.js"
 import { ROOT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
 
 const { positionals, values } = parseArgs({
@@ -36,7 +40,8 @@ const { positionals, values } = parseArgs({
     calls: { type: "string", default: "400" },
     services: { type: "string", default: "1000" },
     windows: { type: "string", default: "3" },
-    seconds: { type: "string", default: "30" }
+    seconds: { type: "string", default: "30" },
+    neighbours: { type: "string", default: "10" }
   }
 })
 
@@ -45,6 +50,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const median = (xs: ReadonlyArray<number>) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
+}
+/**
+ * The geometric mean of round ratios and its 95 % confidence interval (Student's t on the logs of
+ * the ratios; rounds are paired A/B, so the machine's drift cancels within each).
+ */
+const ratioInterval = (ratios: ReadonlyArray<number>): { mean: number; low: number; high: number } => {
+  const logs = ratios.map(Math.log)
+  const n = logs.length
+  const m = logs.reduce((x, y) => x + y, 0) / n
+  const sd = Math.sqrt(logs.reduce((x, y) => x + (y - m) ** 2, 0) / Math.max(1, n - 1))
+  // t(0.975, n-1) for small n, 1.96 beyond.
+  const T = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.2, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.1, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04]
+  const t = T[n - 2] ?? 1.96
+  const half = (t * sd) / Math.sqrt(n)
+  return { mean: Math.exp(m), low: Math.exp(m - half), high: Math.exp(m + half) }
 }
 const loadavg = async () => (await import("node:os")).loadavg().map((l) => l.toFixed(2)).join(", ")
 
@@ -63,6 +83,46 @@ const script = (dir: string) => join(resolve(dir), "dist", "mcp-store.mjs")
 
 const SERVICE = { http: "fx-http", stdio: "fx-stdio" } as const
 
+/** One store of an A/B run: its process, and one operation of a round (`i`-th of round `round`). */
+interface Side {
+  readonly label: string
+  readonly store: StoreProcess
+  readonly op: (round: number, i: number) => Promise<void>
+}
+
+/**
+ * Interleaved rounds over two stores (A then B, B then A, alternating), two unmeasured rounds each
+ * first: each store's CPU per operation summed from /proc over its own rounds, and B/A per round
+ * with its 95 % interval.
+ */
+const interleave = async (sides: readonly [Side, Side], options: { c: number; rounds: number; calls: number; what: string }) => {
+  const totals = sides.map(() => ({ cpu: 0, count: 0, perRound: [] as number[] }))
+  const run = async (k: number, round: number, measure: boolean) => {
+    const side = sides[k]!
+    const cpu0 = cpuSeconds(side.store.child.pid)
+    const r = await closedLoop((i) => side.op(round, i), { concurrency: options.c, calls: options.calls, warmup: 0, maxSeconds: 60 })
+    if (r.errors > 0) throw new Error(`${side.label}: ${r.errors} errors: ${r.firstError}`)
+    const used = cpuSeconds(side.store.child.pid) - cpu0
+    if (measure) {
+      totals[k]!.cpu += used
+      totals[k]!.count += r.count
+      totals[k]!.perRound.push((used * 1e6) / r.count)
+    }
+  }
+  for (let w = 0; w < 2; w++) for (let k = 0; k < 2; k++) await run(k, -1 - w, false)
+  const ratios: number[] = []
+  for (let round = 0; round < options.rounds; round++) {
+    for (const k of round % 2 === 0 ? [0, 1] : [1, 0]) await run(k, round, true)
+    ratios.push(totals[1]!.perRound[round]! / totals[0]!.perRound[round]!)
+  }
+  const [usA, usB] = totals.map((t) => (t.cpu * 1e6) / t.count) as [number, number]
+  const ci = ratioInterval(ratios)
+  log(
+    `A ${usA.toFixed(1)} us/${options.what}, B ${usB.toFixed(1)} us/${options.what}: B/A ${(usB / usA).toFixed(3)} (median of round ratios ${median(ratios).toFixed(3)}; ` +
+      `geometric mean ${ci.mean.toFixed(3)}, 95 % CI ${ci.low.toFixed(3)} to ${ci.high.toFixed(3)} over ${ratios.length} rounds); load ${await loadavg()}`
+  )
+}
+
 const abCalls = async (a: string, b: string) => {
   const transport = values.transport === "http" ? "http" : "stdio"
   const c = Number(values.c)
@@ -71,43 +131,65 @@ const abCalls = async (a: string, b: string) => {
   const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-"))
   const fixtures = await startFixtures(1)
   const url = fixtures.urls[0]!
-  const stores: Array<{ label: string; store: StoreProcess; http: HttpClient; cpu: number; calls: number; perRound: number[] }> = []
+  const sides: Side[] = []
+  const clients: HttpClient[] = []
   for (const [label, dir] of [["A", a], ["B", b]] as const) {
     const store = await startStoreWithFixtures(join(work, label), url, { script: script(dir), name: `store ${label}` })
-    stores.push({ label, store, http: new HttpClient(store.url, c), cpu: 0, calls: 0, perRound: [] })
+    const http = new HttpClient(store.url, c)
+    clients.push(http)
+    sides.push({
+      label,
+      store,
+      op: async (round, i) => {
+        const text = `${label}-${round}-${i}`
+        const res = await http.post("/for_store/call_tool", { tool_name: "echo", service_name: SERVICE[transport], args: { text } })
+        if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`${label}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
+      }
+    })
   }
   log(`calls ${transport} c=${c}: ${rounds} rounds of ${calls} calls per store; A ${a}, B ${b}; load ${await loadavg()}`)
-  const run = async (s: (typeof stores)[number], round: number, measure: boolean) => {
-    const cpu0 = cpuSeconds(s.store.child.pid)
-    const r = await closedLoop(
-      async (i) => {
-        const text = `${s.label}-${round}-${i}`
-        const res = await s.http.post("/for_store/call_tool", { tool_name: "echo", service_name: SERVICE[transport], args: { text } })
-        if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`${s.label}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
-      },
-      { concurrency: c, calls, warmup: 0, maxSeconds: 60 }
-    )
-    if (r.errors > 0) throw new Error(`${s.label}: ${r.errors} errors: ${r.firstError}`)
-    const used = cpuSeconds(s.store.child.pid) - cpu0
-    if (measure) {
-      s.cpu += used
-      s.calls += r.count
-      s.perRound.push((used * 1e6) / r.count)
+  await interleave([sides[0]!, sides[1]!], { c, rounds, calls, what: "call" })
+  for (const http of clients) http.close()
+}
+
+/**
+ * REST `read_resource` of distinct templated URIs (test://template/<n>/data) from the conformance
+ * fixture (stdio), beside `neighbours` server-everything services in the same scope, as
+ * bench/resources.ts reads them.
+ */
+const abReads = async (a: string, b: string) => {
+  const c = Number(values.c)
+  const rounds = Number(values.rounds)
+  const calls = Number(values.calls)
+  const neighbours = Number(values.neighbours)
+  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-reads-"))
+  const { names, mcpServers } = readServices(neighbours)
+  const sides: Side[] = []
+  const clients: HttpClient[] = []
+  for (const [label, dir] of [["A", a], ["B", b]] as const) {
+    mkdirSync(join(work, label), { recursive: true })
+    const file = join(work, label, "mcp.json")
+    writeFileSync(file, JSON.stringify({ mcpServers }))
+    const store = await startStore(file, { script: script(dir), name: `store ${label}` })
+    const http = new HttpClient(store.url, Math.max(c, 4))
+    clients.push(http)
+    for (const name of names) {
+      const res = await http.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 30 }, 35_000)
+      if ((res.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) throw new Error(`${label}: ${name} not healthy`)
     }
+    sides.push({
+      label,
+      store,
+      op: async (round, i) => {
+        const id = `${label}${round}n${i}`
+        const res = await http.post("/for_store/read_resource", { uri: `test://template/${id}/data` })
+        if (res.status !== 200 || !res.text.includes(id)) throw new Error(`${label}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
+      }
+    })
   }
-  // Warm-up: two rounds each, not measured.
-  for (let w = 0; w < 2; w++) for (const s of stores) await run(s, -1 - w, false)
-  const ratios: number[] = []
-  for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? stores : [...stores].reverse()
-    for (const s of order) await run(s, round, true)
-    ratios.push(stores[1]!.perRound[round]! / stores[0]!.perRound[round]!)
-  }
-  const [A, B] = stores as [(typeof stores)[number], (typeof stores)[number]]
-  const usA = (A.cpu * 1e6) / A.calls
-  const usB = (B.cpu * 1e6) / B.calls
-  log(`A ${usA.toFixed(1)} us/call, B ${usB.toFixed(1)} us/call: B/A ${(usB / usA).toFixed(3)} (median of round ratios ${median(ratios).toFixed(3)}); load ${await loadavg()}`)
-  for (const s of stores) s.http.close()
+  log(`reads c=${c}, ${neighbours} neighbour services: ${rounds} rounds of ${calls} reads per store; A ${a}, B ${b}; load ${await loadavg()}`)
+  await interleave([sides[0]!, sides[1]!], { c, rounds, calls, what: "read" })
+  for (const http of clients) http.close()
 }
 
 const abIdle = async (a: string, b: string) => {
@@ -167,7 +249,8 @@ const main = async () => {
   if (command === "build" && a) return buildInto(a)
   if (command === "calls" && a && b) return abCalls(a, b)
   if (command === "idle" && a && b) return abIdle(a, b)
-  throw new Error("usage: bench/ab.ts build <dir> | calls <dirA> <dirB> [options] | idle <dirA> <dirB> [options]")
+  if (command === "reads" && a && b) return abReads(a, b)
+  throw new Error("usage: bench/ab.ts build <dir> | calls <dirA> <dirB> [options] | reads <dirA> <dirB> [options] | idle <dirA> <dirB> [options]")
 }
 
 process.on("SIGINT", () => {

@@ -4,16 +4,18 @@
  * stdout. It serves until SIGTERM/SIGINT or until its stdin closes (so it never outlives the
  * benchmark that started it), then stops every fixture and exits.
  *
- *   node --import tsx bench/fixtures.ts [--count 1]
+ *   node --import tsx bench/fixtures.ts [--count 1] [--progress-tool]
+ *
+ * `--progress-tool` adds the fixture's `progress` tool {count}: `count` notifications/progress, then the answer.
  */
 import { parseArgs } from "node:util"
 import { startHttpFixture, type HttpFixture } from "../test/fixtures/http-fixture.js"
 
-const { values } = parseArgs({ options: { count: { type: "string", default: "1" } }, strict: true })
+const { values } = parseArgs({ options: { count: { type: "string", default: "1" }, "progress-tool": { type: "boolean", default: false } }, strict: true })
 const count = Math.max(1, Number(values.count))
 
 const fixtures: HttpFixture[] = []
-for (let i = 0; i < count; i++) fixtures.push(await startHttpFixture())
+for (let i = 0; i < count; i++) fixtures.push(await startHttpFixture({ server: { progressTool: values["progress-tool"] } }))
 
 let stopping = false
 const stop = async () => {

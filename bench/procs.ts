@@ -209,9 +209,9 @@ export interface FixtureProcess {
   readonly urls: ReadonlyArray<string>
 }
 
-/** Starts a bench/fixtures.ts process with `count` HTTP fixtures and reads their URLs. */
-export const startFixtures = async (count: number, name = "fixtures"): Promise<FixtureProcess> => {
-  const child = spawnChild(name, process.execPath, [...TSX_IMPORT, join(ROOT, "bench", "fixtures.ts"), "--count", String(count)], {
+/** Starts a bench/fixtures.ts process with `count` HTTP fixtures (more of its flags in `args`) and reads their URLs. */
+export const startFixtures = async (count: number, name = "fixtures", args: ReadonlyArray<string> = []): Promise<FixtureProcess> => {
+  const child = spawnChild(name, process.execPath, [...TSX_IMPORT, join(ROOT, "bench", "fixtures.ts"), "--count", String(count), ...args], {
     stdout: "pipe",
     stdin: "pipe"
   })

@@ -7,6 +7,7 @@
 import { capsDescription, capsTable, type CapsResult } from "./caps.js"
 import type { Cell, Transport, Way } from "./calls.js"
 import type { ReadCell } from "./resources.js"
+import type { ProgressResults } from "./progress.js"
 import type { FloorCell } from "./floor.js"
 import type { Latencies } from "./load.js"
 import type { ProfileSummary, ProfileWindow, Share } from "./profile.js"
@@ -38,6 +39,8 @@ export interface Results {
   calls?: ReadonlyArray<Cell>
   /** resources/read: direct, the store's REST and /mcp (bench/resources.ts); each line logged with its ratio to direct. */
   resources?: ReadonlyArray<ReadCell>
+  /** A call with 0 and 100 progress notifications: direct, REST, REST with /events, /mcp, and the floods (bench/progress.ts). */
+  progress?: ProgressResults
   floor?: ReadonlyArray<FloorCell>
   /** A bare node:http client sending one request per service per 30 s: percent of one core. */
   idleFloor?: { readonly services: number; readonly percent: number }
@@ -455,6 +458,41 @@ export const markdownReport = (r: Results, analysis: string | undefined): string
           `(src/mcp/http-transport.ts) runs on node:http and does not.`
       )
     }
+  }
+
+  if (r.progress) {
+    const pr = r.progress
+    out.push(`## A call with progress (bench/progress.ts)`)
+    out.push(
+      `The HTTP fixture's \`progress\` tool (\`{"count": n}\`: n \`notifications/progress\` for the call's token, then the ` +
+        `answer) with 0 and 100 notifications. *direct*: the MCP SDK client with \`onprogress\`. *store-rest*: \`call_tool\` ` +
+        `(the store's own token upstream; nobody listens). *store-rest+events*: the same with one \`/events\` subscriber ` +
+        `(\`progress\` events, at most one per call per 100 ms). *store-mcp*: an SDK client on \`/mcp\` with its own token. ` +
+        `*added per notification*: (p50 at 100 - p50 at 0) / 100; *store CPU per notification*: the same with the store's CPU ` +
+        `per call; *heard*: progress notifications (or events) the caller got per call of 100.`
+    )
+    const cell = (c: number, way: string, n: number) => pr.cells.find((x) => x.concurrency === c && x.way === way && x.notifications === n)
+    out.push(
+      mdTable(
+        ["c", "way", "p50 ms (0)", "p50 ms (100)", "added per notification us", "store CPU per notification us", "heard per call"],
+        pr.costs.map((x) => [
+          String(x.concurrency),
+          x.way,
+          f(cell(x.concurrency, x.way, 0)?.p50 ?? NaN),
+          f(cell(x.concurrency, x.way, 100)?.p50 ?? NaN),
+          f(x.addedUsPerNotification, 1),
+          x.cpuUsPerNotification === null ? "" : f(x.cpuUsPerNotification, 1),
+          x.heardPerCall === null ? "" : f(x.heardPerCall, 1)
+        ])
+      )
+    )
+    out.push(`Floods: memory of the store while calls send many notifications (the \`/events\` subscriber reads nothing).`)
+    out.push(
+      mdTable(
+        ["way", "calls x notifications", "seconds", "store RSS before MB", "after MB", "peak MB"],
+        pr.floods.map((x) => [x.way, `${x.calls} x ${x.notificationsPerCall}`, f(x.seconds, 1), f(x.rssBeforeMb, 0), f(x.rssAfterMb, 0), f(x.peakMb, 0)])
+      )
+    )
   }
 
   for (const p of [r.profile, r.profileStdio]) {

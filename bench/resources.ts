@@ -6,7 +6,11 @@
  * distinct templated URI (`test://template/<n>/data`); the ways of a concurrency run one after the
  * other in a rotating order, and each cell reports its p50 against the direct one's.
  *
- *   node --import tsx bench/resources.ts   (alone: BENCH_CALLS, BENCH_WARMUP, BENCH_CONCURRENCY as in run.ts)
+ * `neighbours` (BENCH_READ_NEIGHBOURS alone, default 0) adds that many server-everything (stdio)
+ * services to the store's scope, each with its own resources and templates (colliding with each
+ * other, so listed under prefixed URIs): how a read fares in a scope of many services.
+ *
+ *   node --import tsx bench/resources.ts   (alone: BENCH_CALLS, BENCH_WARMUP, BENCH_CONCURRENCY as in run.ts, BENCH_READ_NEIGHBOURS)
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -27,11 +31,20 @@ export interface ReadCell extends RunResult {
   readonly ratio: number
   /** CPU time of the store per read, in microseconds; null for direct. */
   readonly cpuUsPerCall: number | null
+  /** Other services with resources in the store's scope. */
+  readonly neighbours: number
 }
 
 const SERVICE = "conf"
 const fixtureLaunch = { command: process.execPath, args: [...TSX_IMPORT, join(ROOT, "test", "fixtures", "conformance-server.ts")] }
+const everythingLaunch = { command: process.execPath, args: [join(ROOT, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"] }
 const uriOf = (text: string) => `test://template/${text}/data`
+
+/** The services of a read cell: the conformance fixture (`conf`, read) and `neighbours` server-everything services. */
+export const readServices = (neighbours: number) => {
+  const names = [SERVICE, ...Array.from({ length: neighbours }, (_, i) => `everything-${i}`)]
+  return { names, mcpServers: Object.fromEntries(names.map((name) => [name, name === SERVICE ? fixtureLaunch : everythingLaunch])) }
+}
 
 type Reader = (text: string) => Promise<void>
 
@@ -57,17 +70,21 @@ const sdkReader = async (way: ReadWay, connect: (client: Client) => Promise<void
 /** Runs every cell; everything started here is stopped before it resolves. */
 export const runResourceReads = async (
   dir: string,
-  options: { concurrencies: ReadonlyArray<number>; calls: number; warmup: number; maxSeconds: number; log: (line: string) => void }
+  options: { concurrencies: ReadonlyArray<number>; calls: number; warmup: number; maxSeconds: number; neighbours?: number; log: (line: string) => void }
 ): Promise<ReadCell[]> => {
   mkdirSync(dir, { recursive: true })
   const configFile = join(dir, "mcp.json")
-  writeFileSync(configFile, JSON.stringify({ mcpServers: { [SERVICE]: fixtureLaunch } }, null, 2))
+  const neighbours = options.neighbours ?? 0
+  const { names, mcpServers } = readServices(neighbours)
+  writeFileSync(configFile, JSON.stringify({ mcpServers }, null, 2))
   const store = await startStore(configFile, { name: "store (resources)" })
-  const http = new HttpClient(store.url, Math.max(...options.concurrencies))
+  const http = new HttpClient(store.url, Math.max(8, ...options.concurrencies))
   const closers: Array<() => Promise<void>> = [async () => http.close(), () => stopChild(store.child)]
   try {
-    const ready = await http.post("/for_store/wait_service", { client_id_or_service_name: SERVICE, status: "healthy", timeout: 30 }, 35_000)
-    if ((ready.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) throw new Error(`store: ${SERVICE} not healthy: ${JSON.stringify(ready.body)}`)
+    for (const name of names) {
+      const ready = await http.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 30 }, 35_000)
+      if ((ready.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) throw new Error(`store: ${name} not healthy: ${JSON.stringify(ready.body)}`)
+    }
     const direct = await sdkReader("direct", async (client) => {
       const t = new StdioClientTransport({ ...fixtureLaunch, stderr: "ignore" })
       await client.connect(t)
@@ -103,9 +120,9 @@ export const runResourceReads = async (
       for (const way of READ_WAYS) {
         const { result, cpuUsPerCall } = runs.get(way)!
         const ratio = result.p50 / base
-        cells.push({ ...result, concurrency, way, ratio, cpuUsPerCall })
+        cells.push({ ...result, concurrency, way, ratio, cpuUsPerCall, neighbours })
         options.log(
-          `  read c=${String(concurrency).padEnd(3)} ${way.padEnd(10)} ${result.rate.toFixed(0).padStart(6)} reads/s  ` +
+          `  read${neighbours > 0 ? ` (+${neighbours} services)` : ""} c=${String(concurrency).padEnd(3)} ${way.padEnd(10)} ${result.rate.toFixed(0).padStart(6)} reads/s  ` +
             `p50 ${result.p50.toFixed(2)} p95 ${result.p95.toFixed(2)} ms  x${ratio.toFixed(2)} of direct` +
             (cpuUsPerCall !== null ? `  store CPU ${cpuUsPerCall.toFixed(0)} us/read` : "") +
             (result.errors > 0 ? `  ${result.errors} errors: ${result.firstError}` : "")
@@ -128,6 +145,7 @@ if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].sp
       calls: Number(process.env.BENCH_CALLS ?? 2000),
       warmup: Number(process.env.BENCH_WARMUP ?? 300),
       maxSeconds: 60,
+      neighbours: Number(process.env.BENCH_READ_NEIGHBOURS ?? 0),
       log: (line) => console.log(line)
     })
   } finally {

@@ -17,7 +17,8 @@
  *   BENCH_STARTUP_RUNS=n   start-ups per kind (default 5; quick 2)
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
  *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
- *   BENCH_SKIP=a,b         sections to skip: calls, resources, floor, profile, wait, scale, startup, records, caps, install
+ *   BENCH_FLOOD=n          notifications per call of the progress section's floods (default 20000; quick 2000)
+ *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -31,6 +32,7 @@ import { runCaps } from "./caps.js"
 import { installMarkdown, runInstall, writeInstallSection, type InstallFigures } from "./install.js"
 import { runCalls } from "./calls.js"
 import { runResourceReads } from "./resources.js"
+import { runProgress } from "./progress.js"
 import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
@@ -52,6 +54,7 @@ const SETTLE_SECONDS = num("BENCH_SETTLE_SECONDS", 33, 5)
 const WAIT_CYCLES = num("BENCH_WAIT_CYCLES", 150, 20)
 const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
 const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
+const FLOOD = num("BENCH_FLOOD", 20_000, 2_000)
 const CAPS_ATTEMPTS = num("BENCH_CAPS_ATTEMPTS", 5000, 1000)
 const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
 const list = (name: string, full: ReadonlyArray<string>) => {
@@ -172,6 +175,18 @@ try {
 
   await section("resources", async () => {
     results.resources = await runResourceReads(join(dir, "resources"), { concurrencies: CONCURRENCIES, calls: CALLS, warmup: WARMUP, maxSeconds: 60, log })
+  })
+
+  await section("progress", async () => {
+    results.progress = await runProgress(join(dir, "progress"), {
+      concurrencies: CONCURRENCIES.filter((c) => c <= 8),
+      calls: Math.max(50, Math.round(CALLS / 4)),
+      warmup: Math.max(20, Math.round(WARMUP / 3)),
+      maxSeconds: 60,
+      floodCalls: 8,
+      floodCount: FLOOD,
+      log
+    })
   })
 
   await section("floor", async () => {

@@ -202,6 +202,37 @@ const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
   timeoutMs: context.settings.ping_timeout_seconds * 1000
 })
 
+/**
+ * A list that the connected service refreshes (its tools; its resources, templates and prompts):
+ * idle until the tools interval passes (when `enabled`), REFRESH_TOOLS (when `requested` allows) or
+ * the server's list_changed (`changed`, when `enabled`); then `list` runs, its answer stored by
+ * `listed` or its failure by `failed`. A change announced during a refresh may not be in the
+ * answer: it lists again.
+ */
+const listRefresh = (r: {
+  readonly list: "listTools" | "listCatalog"
+  readonly changed: "TOOLS_CHANGED" | "CATALOG_CHANGED"
+  readonly enabled: "toolsUpdateEnabled" | "catalogUpdateEnabled"
+  readonly requested: "offersCatalog" | undefined
+  readonly listed: "toolsListed" | "catalogListed"
+  readonly failed: "toolsListFailed" | "catalogListFailed"
+}) => {
+  const change = { guard: r.enabled, target: "refreshing" } as const
+  return {
+    initial: "idle",
+    states: {
+      idle: {
+        after: { toolsInterval: change },
+        on: { REFRESH_TOOLS: r.requested === undefined ? "refreshing" : { guard: r.requested, target: "refreshing" }, [r.changed]: change }
+      },
+      refreshing: {
+        invoke: { src: r.list, input: checkInput, onDone: { target: "idle", actions: r.listed }, onError: { target: "idle", actions: r.failed } },
+        on: { [r.changed]: { ...change, reenter: true } }
+      }
+    }
+  } as const
+}
+
 export const serviceMachine = setup({
   types: {
     context: {} as ServiceContext,
@@ -553,54 +584,16 @@ export const serviceMachine = setup({
             }
           }
         },
-        tools: {
-          initial: "idle",
-          states: {
-            idle: {
-              after: { toolsInterval: { guard: "toolsUpdateEnabled", target: "refreshing" } },
-              on: {
-                REFRESH_TOOLS: "refreshing",
-                TOOLS_CHANGED: { guard: "toolsUpdateEnabled", target: "refreshing" }
-              }
-            },
-            refreshing: {
-              invoke: {
-                src: "listTools",
-                input: checkInput,
-                onDone: { target: "idle", actions: "toolsListed" },
-                onError: { target: "idle", actions: "toolsListFailed" }
-              },
-              on: {
-                // A change announced during a refresh may not be in the answer: list again.
-                TOOLS_CHANGED: { guard: "toolsUpdateEnabled", target: "refreshing", reenter: true }
-              }
-            }
-          }
-        },
+        tools: listRefresh({ list: "listTools", changed: "TOOLS_CHANGED", enabled: "toolsUpdateEnabled", requested: undefined, listed: "toolsListed", failed: "toolsListFailed" }),
         /** Resources, templates and prompts: refreshed as tools are, only from a server that offers them. */
-        catalog: {
-          initial: "idle",
-          states: {
-            idle: {
-              after: { toolsInterval: { guard: "catalogUpdateEnabled", target: "refreshing" } },
-              on: {
-                REFRESH_TOOLS: { guard: "offersCatalog", target: "refreshing" },
-                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing" }
-              }
-            },
-            refreshing: {
-              invoke: {
-                src: "listCatalog",
-                input: checkInput,
-                onDone: { target: "idle", actions: "catalogListed" },
-                onError: { target: "idle", actions: "catalogListFailed" }
-              },
-              on: {
-                CATALOG_CHANGED: { guard: "catalogUpdateEnabled", target: "refreshing", reenter: true }
-              }
-            }
-          }
-        }
+        catalog: listRefresh({
+          list: "listCatalog",
+          changed: "CATALOG_CHANGED",
+          enabled: "catalogUpdateEnabled",
+          requested: "offersCatalog",
+          listed: "catalogListed",
+          failed: "catalogListFailed"
+        })
       }
     },
     reconnecting: {

@@ -14,7 +14,7 @@ import { Effect } from "effect"
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
 import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { McpRequestError, type CompleteParams, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, type Catalog, type CompleteParams, type McpConnection } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
 import { PromptNotFound, ResourceNotFound, ServiceUnavailable, UpstreamError, ValidationError } from "./errors.js"
 import type { ScopeContext } from "./host.js"
@@ -148,6 +148,77 @@ const notFound = (ctx: ScopeContext, uri: string, why = ""): ResourceNotFound =>
   })
 
 /**
+ * A scope's resource URIs, for reads: each listed URI (as exposed) -> its service and original URI,
+ * and the compiled templates of each connected service that offers resources. Built from the
+ * snapshots of the scope's services and kept while each of them still has the catalog, the
+ * connected state and the capabilities it was built from: a read checks that (one snapshot look
+ * per service, nothing allocated) instead of rebuilding the scope's lists and parsing its templates.
+ */
+interface ResourceIndex {
+  /** Per service, in the scope record's order: what the index was built from. */
+  readonly basis: ReadonlyArray<{ readonly actor: ServiceActorRef; readonly catalog: Catalog; readonly connected: boolean; readonly capabilities: unknown }>
+  /** Exposed URI -> its service and original URI; null when two services expose it alike (no owner). */
+  readonly listed: ReadonlyMap<string, { readonly service: string; readonly uri: string } | null>
+  /** Connected services that offer resources, in name order, with their templates (null: one the parser refused). */
+  readonly offering: ReadonlyArray<{ readonly service: string; readonly templates: ReadonlyArray<UriTemplate | null> }>
+}
+
+/**
+ * One index per services record: a scope's record is replaced whenever a service is added or
+ * removed, so an index never outlives its scope's set of services (a WeakMap: bounded by the live
+ * records, each index by the catalogs its services already hold).
+ */
+const resourceIndexes = new WeakMap<Readonly<Record<string, ServiceActorRef>>, ResourceIndex>()
+
+const indexStillHolds = (index: ResourceIndex, actors: ReadonlyArray<ServiceActorRef>): boolean => {
+  if (index.basis.length !== actors.length) return false
+  for (let i = 0; i < actors.length; i++) {
+    const basis = index.basis[i]!
+    const snapshot = actors[i]!.getSnapshot()
+    if (basis.actor !== actors[i] || basis.catalog !== snapshot.context.catalog || basis.capabilities !== snapshot.context.capabilities) return false
+    if (basis.connected !== isConnected(statusOf(snapshot))) return false
+  }
+  return true
+}
+
+const compileTemplate = (template: string): UriTemplate | null => {
+  try {
+    return new UriTemplate(template)
+  } catch {
+    return null // a template the parser refuses (too long, malformed) matches nothing
+  }
+}
+
+/** The scope's resource index, rebuilt only when one of its services' catalog or state changed. */
+const resourceIndex = (ctx: ScopeContext): ResourceIndex => {
+  const record = ctx.actors()
+  const actors = Object.values(record)
+  const cached = resourceIndexes.get(record)
+  if (cached !== undefined && indexStillHolds(cached, actors)) return cached
+  const basis = actors.map((actor) => {
+    const snapshot = actor.getSnapshot()
+    return { actor, catalog: snapshot.context.catalog, connected: isConnected(statusOf(snapshot)), capabilities: snapshot.context.capabilities as unknown }
+  })
+  const listed = new Map<string, { readonly service: string; readonly uri: string } | null>()
+  for (const r of resourceViews(ctx)) listed.set(r.uri, listed.has(r.uri) ? null : { service: r.service_name, uri: r.original_uri })
+  const offering = connected(ctx)
+    .filter((s) => s.context.capabilities?.resources === true)
+    .map((s) => ({ service: s.context.name, templates: s.context.catalog.resourceTemplates.map((t) => compileTemplate(t.uriTemplate)) }))
+  const index: ResourceIndex = { basis, listed, offering }
+  resourceIndexes.set(record, index)
+  return index
+}
+
+const templateMatches = (template: UriTemplate | null, uri: string): boolean => {
+  if (template === null) return false
+  try {
+    return template.match(uri) !== null
+  } catch {
+    return false // a URI the matcher refuses (too long) matches nothing
+  }
+}
+
+/**
  * The service of a resource URI: the prefixed form names it; a listed URI is its service's; a URI
  * that matches exactly one service's template (a `resource_link` of a tool, a dynamic resource) is
  * that service's; otherwise the only connected service that offers resources, if there is one.
@@ -160,25 +231,17 @@ export const resolveResource = (ctx: ScopeContext, uri: string): ResourceTarget 
     if (actor === undefined) throw notFound(ctx, uri, `: no service '${prefixed.service}' in this scope`)
     return { actor, uri: prefixed.uri }
   }
-  const listed = resourceViews(ctx).filter((r) => r.uri === uri)
-  if (listed.length === 1) return { actor: actors[listed[0]!.service_name]!, uri: listed[0]!.original_uri }
-  const offering = connected(ctx).filter((s) => s.context.capabilities?.resources === true)
-  const matching = offering.filter((s) => s.context.catalog.resourceTemplates.some((t) => templateMatches(t.uriTemplate, uri)))
-  if (matching.length === 1) return { actor: actors[matching[0]!.context.name]!, uri }
-  if (matching.length === 0 && offering.length === 1) return { actor: actors[offering[0]!.context.name]!, uri }
+  const index = resourceIndex(ctx)
+  const listed = index.listed.get(uri)
+  if (listed != null) return { actor: actors[listed.service]!, uri: listed.uri }
+  const matching = index.offering.filter((o) => o.templates.some((t) => templateMatches(t, uri)))
+  if (matching.length === 1) return { actor: actors[matching[0]!.service]!, uri }
+  if (matching.length === 0 && index.offering.length === 1) return { actor: actors[index.offering[0]!.service]!, uri }
   throw notFound(
     ctx,
     uri,
-    matching.length > 1 || offering.length > 1 ? `; several services may serve it: name one with ${PREFIX_SCHEME}<service>/<uri>` : ""
+    matching.length > 1 || index.offering.length > 1 ? `; several services may serve it: name one with ${PREFIX_SCHEME}<service>/<uri>` : ""
   )
-}
-
-const templateMatches = (template: string, uri: string): boolean => {
-  try {
-    return new UriTemplate(template).match(uri) !== null
-  } catch {
-    return false // a template the parser refuses (too long, malformed) matches nothing
-  }
 }
 
 /** The service of a prompt name `<service>__<prompt>`, and the prompt's own name. */

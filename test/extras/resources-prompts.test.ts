@@ -211,3 +211,28 @@ it("get_service_info counts a service's resources, templates and prompts", async
   expect(info.body.catalog.resource_templates).toBe(2)
   expect(info.body.catalog.prompts).toBeGreaterThanOrEqual(4)
 })
+
+it("a read follows its scope as it changes: a service that leaves and comes back, one added and removed", async () => {
+  // The scope's URI index is kept between reads and rebuilt when a service's catalog or state changes.
+  const uri = "demo://resource/dynamic/text/9"
+  const read = (scope: string) => server.post(`${scope}/read_resource`, { uri })
+  const both = await read("/for_store")
+  expect(both.status).toBe(404)
+  expect(both.body.error.message).toMatch(/several services/)
+  expect((await server.post("/for_store/disconnect_service", { service_name: "evh" })).body.status).toBe("disconnected")
+  const alone = await read("/for_store")
+  expect(alone.status).toBe(200)
+  expect(alone.body.service_name).toBe("ev")
+  expect((await server.post("/for_store/restart_service", { service_name: "evh" })).status).toBe(200)
+  const healthy = await server.post("/for_store/wait_service", { client_id_or_service_name: "evh", status: "healthy", timeout: 30 })
+  expect(healthy.body.data.result).toBe(true)
+  expect((await read("/for_store")).body.error.message).toMatch(/several services/)
+
+  expect((await read("/for_agent/agent-1")).body.service_name).toBe("solo")
+  await addService(server, "/for_agent/agent-1", localService("solo2", everythingStdio))
+  expect((await read("/for_agent/agent-1")).body.error.message).toMatch(/several services/)
+  expect((await server.del("/for_agent/agent-1/delete_service/solo2")).status).toBe(200)
+  const again = await read("/for_agent/agent-1")
+  expect(again.status).toBe(200)
+  expect(again.body.service_name).toBe("solo")
+}, 60_000)
