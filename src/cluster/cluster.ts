@@ -1,17 +1,27 @@
 /**
  * Replica mode as one object the store owns (docs/replicas.md): the Redis connections, the
- * cluster secret, this replica's entry in the registry of live replicas, and the shared
- * definitions. `Cluster.start` acquires them in order and releases what it got when a step fails;
- * `stop` releases everything (timers, the stream reader, both connections, the registry entry).
+ * cluster secret, this replica's entry in the registry of live replicas, the shared definitions,
+ * and the `leader` lease: the leader writes the definitions to a snapshot file beside the services
+ * file after each change, for backups. `Cluster.start` acquires them in order and releases what it
+ * got when a step fails; `stop` releases everything (the keeper's timer, the lease, the stream
+ * reader, the connections, the registry entry).
  */
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import type { ClusterOptions } from "../config/options.js"
-import type { ServicesConfig } from "../config/services-document.js"
+import { writeAtomically } from "../config/atomic-write.js"
+import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
 import { log } from "../runtime/log.js"
 import { ClusterConnection, showRedisUrl } from "./connection.js"
 import { RedisDefinitions } from "./definitions.js"
 import { clusterKey } from "./keys.js"
+import { Leases, releasedChannel } from "./leases.js"
+
+/** The lease of the replica that writes the snapshot file. */
+const LEADER = "leader"
+
+/** The snapshot file of a services file: what the leader writes after each change of the definitions. */
+export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
@@ -28,6 +38,10 @@ export class Cluster {
   #advertiseUrl: string
   #heartbeat: NodeJS.Timeout | undefined
   #stopping: Promise<void> | undefined
+  readonly leases: Leases
+  #unwatch: (() => void) | undefined
+  /** Snapshot writes, one at a time. */
+  #snapshots: Promise<void> = Promise.resolve()
 
   private constructor(
     readonly options: ClusterOptions,
@@ -37,6 +51,12 @@ export class Cluster {
     readonly definitions: RedisDefinitions
   ) {
     this.#advertiseUrl = options.advertiseUrl ?? ""
+    this.leases = new Leases(connection.client, { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs }, {
+      taken: (label) => {
+        if (label === LEADER) this.#writeSnapshot()
+      },
+      lost: () => undefined
+    })
   }
 
   /** The lease time to live (ms). */
@@ -56,7 +76,12 @@ export class Cluster {
       const definitions = await RedisDefinitions.open(connection, options.name, servicesFile, initial)
       const cluster = new Cluster(options, connection, secret, definitions)
       await cluster.#register()
-      cluster.#heartbeat = setInterval(() => void cluster.#register().catch(() => undefined), Math.max(100, Math.floor(cluster.leaseMs / 3)))
+      cluster.#unwatch = definitions.watch(() => {
+        if (cluster.leases.owns(LEADER)) cluster.#writeSnapshot()
+      })
+      await connection.subscriber.subscribe(releasedChannel(options.name), () => void cluster.#claim())
+      await cluster.#keep()
+      cluster.#heartbeat = setInterval(() => void cluster.#keep(), Math.max(100, Math.floor(cluster.leaseMs / 3)))
       cluster.#heartbeat.unref()
       log.info(`replica ${cluster.replicaId} joined cluster ${options.name} at ${showRedisUrl(options.redisUrl)} (revision ${definitions.revision})`, {
         event: "cluster_joined",
@@ -91,6 +116,33 @@ export class Cluster {
     await this.connection.client.set(this.#replicaKey(this.replicaId), JSON.stringify(entry), { expiration: { type: "PX", value: this.leaseMs } })
   }
 
+  /** One turn of the keeper: the registry entry refreshed, the leases renewed, free ones taken. */
+  async #keep(): Promise<void> {
+    try {
+      await this.#register()
+      await this.leases.renew()
+      await this.#claim()
+    } catch {
+      // Redis away: the connection says so once; leases not renewed in time are dropped by their deadline.
+    }
+  }
+
+  async #claim(): Promise<void> {
+    if (this.#stopping !== undefined) return
+    await this.leases.claim([LEADER], 1).catch(() => undefined)
+  }
+
+  /** Writes the definitions to the snapshot file (atomically; one write at a time; a failure is a warning). */
+  #writeSnapshot(): void {
+    const path = snapshotPath(this.definitions.path)
+    const text = serialize(this.definitions.raw() as JsonObject)
+    this.#snapshots = this.#snapshots.then(() =>
+      writeAtomically(path, text).catch((e: unknown) =>
+        log.warn(`cluster snapshot ${path} cannot be written (${(e as Error).message})`, { event: "cluster_snapshot_failed", file: path })
+      )
+    )
+  }
+
   /** The live replicas (this one included), as the registry holds them now. */
   async replicas(): Promise<ReadonlyArray<ReplicaEntry>> {
     const client = this.connection.client
@@ -112,8 +164,14 @@ export class Cluster {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       clearInterval(this.#heartbeat)
+      this.#unwatch?.()
       const reading = this.definitions.close()
-      if (this.connection.up) await this.connection.client.del(this.#replicaKey(this.replicaId)).catch(() => undefined)
+      this.leases.close()
+      if (this.connection.up) {
+        await this.leases.release().catch(() => undefined)
+        await this.connection.client.del(this.#replicaKey(this.replicaId)).catch(() => undefined)
+      }
+      await this.#snapshots
       this.connection.close()
       await reading
     })()

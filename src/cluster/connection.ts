@@ -35,6 +35,8 @@ export class ClusterConnection {
   readonly client: Redis
   /** The blocking reads' client (XREAD BLOCK holds its connection). */
   readonly reader: Redis
+  /** The pub/sub client (a subscribed connection takes no other command). */
+  readonly subscriber: Redis
   #up = false
   #closed = false
   readonly #onReturn = new Set<() => void>()
@@ -46,9 +48,11 @@ export class ClusterConnection {
       socket: { reconnectStrategy: reconnectDelay, connectTimeout: CONNECT_TIMEOUT_MS }
     }) as Redis
     this.reader = this.client.duplicate() as Redis
+    this.subscriber = this.client.duplicate() as Redis
     // Errors are reported as a state change (lost/back), once; node-redis reconnects by itself.
     this.client.on("error", (e: Error) => this.#down(e))
     this.reader.on("error", () => undefined)
+    this.subscriber.on("error", () => undefined)
     this.client.on("ready", () => this.#ready())
   }
 
@@ -58,6 +62,7 @@ export class ClusterConnection {
     try {
       await connection.client.connect()
       await connection.reader.connect()
+      await connection.subscriber.connect()
     } catch (e) {
       connection.close()
       throw new Error(`cannot reach Redis at ${showRedisUrl(url)}: ${(e as Error).message}`, { cause: e })
@@ -107,12 +112,12 @@ export class ClusterConnection {
     }
   }
 
-  /** Closes both clients at once (pending commands are rejected). Idempotent. */
+  /** Closes the three clients at once (pending commands are rejected). Idempotent. */
   close(): void {
     if (this.#closed) return
     this.#closed = true
     this.#onReturn.clear()
-    for (const c of [this.reader, this.client]) {
+    for (const c of [this.subscriber, this.reader, this.client]) {
       if (c.isOpen) c.destroy()
     }
   }
