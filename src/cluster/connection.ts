@@ -16,6 +16,9 @@ export type Redis = RedisClientType
 /** Reconnection backoff: 50 ms doubling to at most 1 s. */
 const reconnectDelay = (retries: number): number => Math.min(1000, 50 * 2 ** Math.min(retries, 5))
 
+/** Connection attempts at start before the start fails. */
+const START_ATTEMPTS = 5
+
 /** How long one connection attempt may take (ms). */
 const CONNECT_TIMEOUT_MS = 2000
 
@@ -39,13 +42,21 @@ export class ClusterConnection {
   readonly subscriber: Redis
   #up = false
   #closed = false
+  /** Connected once: from then on reconnection never gives up. */
+  #wasUp = false
   readonly #onReturn = new Set<() => void>()
 
   private constructor(readonly url: string) {
+    // At start a Redis that does not answer within a few attempts fails the start; once connected,
+    // reconnection goes on for as long as it takes.
+    const strategy = (retries: number, cause: Error): number | Error => {
+      if (this.#closed || (!this.#wasUp && retries >= START_ATTEMPTS)) return cause
+      return reconnectDelay(retries)
+    }
     this.client = createClient({
       url,
       disableOfflineQueue: true,
-      socket: { reconnectStrategy: reconnectDelay, connectTimeout: CONNECT_TIMEOUT_MS }
+      socket: { reconnectStrategy: strategy, connectTimeout: CONNECT_TIMEOUT_MS }
     }) as Redis
     this.reader = this.client.duplicate() as Redis
     this.subscriber = this.client.duplicate() as Redis
@@ -63,6 +74,7 @@ export class ClusterConnection {
       await connection.client.connect()
       await connection.reader.connect()
       await connection.subscriber.connect()
+      connection.#wasUp = true
     } catch (e) {
       connection.close()
       throw new Error(`cannot reach Redis at ${showRedisUrl(url)}: ${(e as Error).message}`, { cause: e })
@@ -91,14 +103,15 @@ export class ClusterConnection {
 
   #ready(): void {
     if (this.#up || this.#closed) return
-    const returning = this.#wasUp
+    const returning = this.#returning
     this.#up = true
-    this.#wasUp = true
+    this.#returning = true
     if (!returning) return
     log.info(`Redis at ${showRedisUrl(this.url)} is reachable again: reconciling`, { event: "cluster_redis_back" })
     for (const listener of [...this.#onReturn]) listener()
   }
-  #wasUp = false
+  /** The next `ready` is a return (the first one is the start). */
+  #returning = false
 
   /**
    * Runs a Redis step of a change: a failure because Redis is away (or any Redis error) becomes
