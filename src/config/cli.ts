@@ -335,6 +335,9 @@ export const parseCommandLine = async (
   const store = resolveStoreOptions(values, cwd)
   // The cluster secret is read from the environment only: a command line is visible to every local user.
   const secret = env[CLUSTER_SECRET_ENV]
+  if (store.cluster !== undefined && secret !== undefined && secret !== "" && secret.length < 16) {
+    throw new OptionsError("cluster_secret", `${CLUSTER_SECRET_ENV} must be at least 16 characters (got ${secret.length})`)
+  }
   const withSecret = store.cluster !== undefined && secret !== undefined && secret !== "" ? { ...store, cluster: { ...store.cluster, secret } } : store
   return { server: resolveServerOptions(values), store: withSecret }
 }

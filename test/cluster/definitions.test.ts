@@ -129,5 +129,15 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     expect(() => resolveOptions({ cluster_name: "bad name" })).toThrow(/cluster_name must be/)
     expect(() => resolveOptions({ redis_url: "http://x" })).toThrow(/redis_url must be a URL/)
     expect(() => resolveOptions({ advertise_url: "http://10.0.0.5:1/path" })).toThrow(/advertise_url must be a base URL/)
+    // The command line and the environment; the secret only from the environment, long enough.
+    const { parseCommandLine } = await import("../../src/config/cli.js")
+    const parsed = await parseCommandLine(["run", "api", "--cluster-name", "prod", "--lease-ms", "3000"], {
+      MCPSTORE_REDIS_URL: "redis://:pw@10.0.0.9:6379",
+      MCPSTORE_ADVERTISE_URL: "http://10.0.0.5:18200/",
+      MCPSTORE_CLUSTER_SECRET: "0123456789abcdef"
+    })
+    expect(parsed.store.cluster).toEqual({ redisUrl: "redis://:pw@10.0.0.9:6379", name: "prod", advertiseUrl: "http://10.0.0.5:18200", leaseMs: 3000, secret: "0123456789abcdef" })
+    await expect(parseCommandLine(["run", "api"], { MCPSTORE_REDIS_URL: redis.url, MCPSTORE_CLUSTER_SECRET: "short" })).rejects.toThrow(/at least 16 characters/)
+    expect((await parseCommandLine(["run", "api"], { MCPSTORE_CLUSTER_SECRET: "0123456789abcdef" })).store.cluster).toBeUndefined()
   })
 })
