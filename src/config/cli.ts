@@ -33,6 +33,9 @@ interface OptionSource {
 /** The environment variable naming a standalone config file. */
 export const STANDALONE_CONFIG_ENV = "MCPSTORE_STANDALONE_CONFIG"
 
+/** The environment variable holding the cluster secret (replica mode). */
+export const CLUSTER_SECRET_ENV = "MCPSTORE_CLUSTER_SECRET"
+
 /** The caps (each `--max-...`, `MCPSTORE_MAX_...`), with their help text. */
 const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_event_streams", "--max-event-streams", "concurrent /events and /inspect/events streams (default: 100)"],
@@ -96,6 +99,10 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     attribute: "upstreamAllowMetadata",
     env: ["MCPSTORE_UPSTREAM_ALLOW_METADATA"]
   },
+  { key: "redis_url", flag: "--redis-url", attribute: "redisUrl", env: ["MCPSTORE_REDIS_URL"] },
+  { key: "cluster_name", flag: "--cluster-name", attribute: "clusterName", env: ["MCPSTORE_CLUSTER_NAME"] },
+  { key: "advertise_url", flag: "--advertise-url", attribute: "advertiseUrl", env: ["MCPSTORE_ADVERTISE_URL"] },
+  { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
     flag,
@@ -139,7 +146,9 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
   MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
-  MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV}.
+  MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV},
+  MCPSTORE_REDIS_URL, MCPSTORE_CLUSTER_NAME, MCPSTORE_ADVERTISE_URL, MCPSTORE_LEASE_MS,
+  MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.
@@ -212,6 +221,10 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
     .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
     .addOption(new Option("--no-upstream-allow-metadata").hideHelp())
+    .addOption(new Option("--redis-url <url>", "replica mode: the replicas sharing this Redis (and --cluster-name) are one store (docs/replicas.md)"))
+    .addOption(new Option("--cluster-name <name>", "replica mode: the cluster's name, the prefix of its Redis keys (default: mcp-store)"))
+    .addOption(new Option("--advertise-url <url>", "replica mode: the base URL other replicas reach this one at (default: http://<host>:<port>)"))
+    .addOption(new Option("--lease-ms <ms>", "replica mode: a service lease's time to live (default: 5000)"))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
     .addHelpText("after", ENV_HELP)
@@ -322,5 +335,12 @@ export const parseCommandLine = async (
   const base =
     standaloneGiven !== undefined ? await standaloneValues(resolvePath(cwd, standaloneGiven)) : environmentValues(env)
   const values = mergeOptionValues(base, cli)
-  return { server: resolveServerOptions(values), store: resolveStoreOptions(values, cwd) }
+  const store = resolveStoreOptions(values, cwd)
+  // The cluster secret is read from the environment only: a command line is visible to every local user.
+  const secret = env[CLUSTER_SECRET_ENV]
+  if (store.cluster !== undefined && secret !== undefined && secret !== "" && secret.length < 16) {
+    throw new OptionsError("cluster_secret", `${CLUSTER_SECRET_ENV} must be at least 16 characters (got ${secret.length})`)
+  }
+  const withSecret = store.cluster !== undefined && secret !== undefined && secret !== "" ? { ...store, cluster: { ...store.cluster, secret } } : store
+  return { server: resolveServerOptions(values), store: withSecret }
 }

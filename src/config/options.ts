@@ -6,6 +6,7 @@
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
+import { CLUSTER_NAME_PATTERN } from "../cluster/keys.js"
 import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
@@ -91,6 +92,22 @@ export interface StoreOptions {
   readonly toolRecordRetentionDays: number
   readonly monitoring: MonitoringSettings
   readonly limits: StoreLimits
+  /** Replica mode (docs/replicas.md): set by `--redis-url`; undefined: one store on its services file. */
+  readonly cluster?: ClusterOptions | undefined
+}
+
+/** The replica mode's options (`--redis-url`, `--cluster-name`, `--advertise-url`, `--lease-ms`, MCPSTORE_CLUSTER_SECRET). */
+export interface ClusterOptions {
+  /** `redis://` or `rediss://` URL of the cluster's Redis. */
+  readonly redisUrl: string
+  /** The cluster's name: every key starts with `mcp-store:{<name>}:` (CLUSTER_NAME_PATTERN). */
+  readonly name: string
+  /** Where the other replicas reach this one; undefined: `http://<host>:<port>` once listening. */
+  readonly advertiseUrl?: string | undefined
+  /** The cluster secret (MCPSTORE_CLUSTER_SECRET); undefined: generated once and kept in Redis. */
+  readonly secret?: string | undefined
+  /** A service lease's time to live (ms, default 5000). */
+  readonly leaseMs?: number | undefined
 }
 
 /** Both groups of options, as the program needs them. */
@@ -132,6 +149,10 @@ export interface OptionValues {
   tool_record_max_value_bytes?: number
   upstream_allow?: ReadonlyArray<string>
   upstream_allow_metadata?: boolean
+  redis_url?: string
+  cluster_name?: string
+  advertise_url?: string
+  lease_ms?: number
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -182,6 +203,10 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "deny_by_default",
   "upstream_allow",
   "upstream_allow_metadata",
+  "redis_url",
+  "cluster_name",
+  "advertise_url",
+  "lease_ms",
   ...CAP_KEYS
 ]
 
@@ -212,7 +237,9 @@ export const OPTION_DEFAULTS = {
   max_waiters: 10_000,
   max_call_seconds: 3600,
   tool_record_max_value_bytes: 64 * 1024,
-  upstream_allow_metadata: false
+  upstream_allow_metadata: false,
+  cluster_name: "mcp-store",
+  lease_ms: 5000
 } as const
 
 /** A refused option value. `option` is the option's name (`port`, `monitoring.health_check_seconds`). */
@@ -394,6 +421,20 @@ const checkList = (option: OptionKey, value: unknown, source: string | undefined
   return out
 }
 
+/** A URL of one of `protocols` with no credentials in the wrong place, no query and no fragment. */
+const checkUrl = (option: OptionKey, value: unknown, protocols: ReadonlyArray<string>, source: string | undefined): string => {
+  let url: URL | undefined
+  try {
+    url = typeof value === "string" ? new URL(value) : undefined
+  } catch {
+    url = undefined
+  }
+  if (url === undefined || !protocols.includes(url.protocol) || url.hostname === "" || url.hash !== "" || url.search !== "") {
+    throw refuse(option, `must be a URL such as ${protocols[0]}//host:port`, option === "redis_url" ? "(a URL, not shown)" : value, source)
+  }
+  return value as string
+}
+
 /**
  * Checks one option value given with its JSON type (a number for `port`, a boolean for `reload`, an
  * object for `monitoring`...). Throws an `OptionsError` naming the option and what it accepts;
@@ -437,6 +478,23 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "deny_by_default":
       case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
+      case "redis_url":
+        return checkUrl(key, value, ["redis:", "rediss:"], source)
+      case "advertise_url": {
+        const url = checkUrl(key, value, ["http:", "https:"], source)
+        if (new URL(url).pathname !== "/") throw refuse(key, "must be a base URL with no path (http://10.0.0.5:18200)", value, source)
+        return url.replace(/\/$/, "")
+      }
+      case "cluster_name":
+        if (typeof value !== "string" || !CLUSTER_NAME_PATTERN.test(value)) {
+          throw refuse(key, "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", value, source)
+        }
+        return value
+      case "lease_ms":
+        if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 300 || value > 600_000) {
+          throw refuse(key, "must be an integer of milliseconds from 300 to 600000", value, source)
+        }
+        return value
       default:
         if (isCapKey(key)) return checkCap(key, value, source)
         throw new OptionsError(String(key), `unknown option "${String(key)}"`)
@@ -464,6 +522,7 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
       return checkOption(key, /^\s*\d+\s*$/.test(text) ? Number(text) : text, source)
     case "tool_record_max_file_size":
     case "tool_record_retention_days":
+    case "lease_ms":
       return asNumber()
     case "reload":
     case "auto_open_browser":
@@ -581,7 +640,16 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   toolRecordMaxFileSize: given.tool_record_max_file_size ?? OPTION_DEFAULTS.tool_record_max_file_size,
   toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,
   monitoring: defaultMonitoring(given.monitoring ?? {}),
-  limits: resolveStoreLimits(given)
+  limits: resolveStoreLimits(given),
+  ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) })
+})
+
+/** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/config/cli.ts). */
+const resolveClusterOptions = (given: OptionValues, redisUrl: string): ClusterOptions => ({
+  redisUrl,
+  name: given.cluster_name ?? OPTION_DEFAULTS.cluster_name,
+  advertiseUrl: given.advertise_url,
+  leaseMs: given.lease_ms ?? OPTION_DEFAULTS.lease_ms
 })
 
 /**

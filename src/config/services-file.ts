@@ -24,6 +24,7 @@ import {
   type ServicesConfig,
   type ServicesDraft
 } from "./services-document.js"
+import type { DefinitionsStore } from "./definitions-store.js"
 
 export { describeProblem, ServicesFileError, type EntryProblem, type ServicesConfig, type ServicesDraft } from "./services-document.js"
 
@@ -40,7 +41,7 @@ interface Subscriber {
  * here is made on the file as it is on disk (see `update`), and with `watch` their changes are
  * applied as they happen.
  */
-export class ServicesFile {
+export class ServicesFile implements DefinitionsStore {
   readonly #path: string
   #doc: JsonObject
   /** The file's content as this process last wrote or adopted it. */

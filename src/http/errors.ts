@@ -103,6 +103,8 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new TooMany(errorBody("TOO_MANY", e.message, { limit: e.limit, max: e.max, retry_after_seconds: e.retryAfterSeconds }))
     case "Forbidden":
       return new Forbidden(errorBody("FORBIDDEN", e.message))
+    case "ClusterUnavailable":
+      return new Unavailable(errorBody("SERVICE_UNAVAILABLE", e.message, { reason: "cluster_unavailable", retry_after_seconds: 1 }))
   }
 }
 

@@ -70,6 +70,10 @@ const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
 
 /** Starts the store and the HTTP server; rejects (and releases everything) if either cannot start. */
 export const startServer = async (options: StartServerOptions): Promise<RunningServer> => {
+  // Replica mode: the other replicas reach this one at --advertise-url, which a wildcard address cannot give.
+  if (options.store.cluster !== undefined && options.store.cluster.advertiseUrl === undefined && isWildcard(options.server.host)) {
+    throw new Error(`--redis-url with --host ${options.server.host} needs --advertise-url (MCPSTORE_ADVERTISE_URL): the URL the other replicas reach this one at`)
+  }
   // The keys: --api-key and MCPSTORE_API_KEY_FILE (admins) and the keys file, watched from now on.
   const adminKeys = [options.server.apiKey, options.server.apiKeyFile === undefined ? undefined : readApiKeyFile(options.server.apiKeyFile)]
   const keys = new KeyRing(
@@ -111,7 +115,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
           toolRecordRetentionDays: options.store.toolRecordRetentionDays,
           limits: options.store.limits,
-          inspect: monitor.inspect
+          inspect: monitor.inspect,
+          cluster: options.store.cluster
         })
         // A call refused as unavailable never reached the service: it is not a response time.
         unrecord = store.records.onRecord((r) => {
@@ -268,6 +273,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
   // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
   app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
+  app.store.cluster?.advertise(url)
   return { url, port, store: app.store, monitor: app.monitor, keys, close }
 }
 

@@ -18,7 +18,7 @@ import { statusOf } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { McpRequestError } from "../mcp/types.js"
 import { awaitSnapshot } from "./bridge.js"
-import { Forbidden, TooMany, ValidationError, type ServiceNotFound } from "./errors.js"
+import { ClusterUnavailable, Forbidden, TooMany, ValidationError, type ServiceNotFound } from "./errors.js"
 import type { ScopeContext } from "./host.js"
 import { attempt } from "./run.js"
 import { isConnected, serviceView, type ServiceView } from "./views.js"
@@ -120,9 +120,18 @@ const refuseLocal = (entries: ReadonlyArray<NamedDefinition>, policy: LocalServi
   )
 }
 
-/** A step that changes the services file (its failure is a bug or a broken disk: a defect). */
-const writeFile = (ctx: ScopeContext, change: Parameters<ScopeContext["host"]["file"]["update"]>[0]) =>
-  Effect.promise(() => ctx.host.file.update(change))
+/**
+ * A step that changes the definitions: the services file (its failure is a bug or a broken disk: a
+ * defect), or in replica mode the cluster's Redis, which may be away (`ClusterUnavailable`, 503).
+ */
+const writeFile = (ctx: ScopeContext, change: Parameters<ScopeContext["host"]["file"]["update"]>[0]): Effect.Effect<void, ClusterUnavailable> =>
+  definitionsChange(() => ctx.host.file.update(change))
+
+/** A change of the definitions as a Promise: `ClusterUnavailable` is its failure, anything else a defect. */
+export const definitionsChange = <A>(task: () => Promise<A>): Effect.Effect<A, ClusterUnavailable> =>
+  Effect.flatMap(Effect.either(Effect.tryPromise({ try: task, catch: (e) => e })), (outcome) =>
+    outcome._tag === "Right" ? Effect.succeed(outcome.right) : outcome.left instanceof ClusterUnavailable ? Effect.fail(outcome.left) : Effect.die(outcome.left)
+  )
 
 const isRefusal = (e: unknown): e is ValidationError | Forbidden => e instanceof ValidationError || e instanceof Forbidden
 
@@ -135,7 +144,7 @@ export const addService = (
   ctx: ScopeContext,
   body: AddServiceInput,
   options: { readonly waitSeconds?: number | undefined; readonly local?: LocalServicesPolicy | undefined } = {}
-): Effect.Effect<AddServiceResult, ValidationError | Forbidden | TooMany> =>
+): Effect.Effect<AddServiceResult, ValidationError | Forbidden | TooMany | ClusterUnavailable> =>
   Effect.gen(function* () {
     const entries = namedDefinitions(body)
     yield* attempt(() => refuseLocal(entries, options.local), isRefusal)
@@ -213,7 +222,7 @@ export const addService = (
   })
 
 /** Removes a service from the services file and stops it (connection closed, process tree ended). */
-export const deleteService = (ctx: ScopeContext, nameOrClientId: string): Effect.Effect<{ readonly service_name: string }, ServiceNotFound> =>
+export const deleteService = (ctx: ScopeContext, nameOrClientId: string): Effect.Effect<{ readonly service_name: string }, ServiceNotFound | ClusterUnavailable> =>
   ctx.host.serialized(
     Effect.gen(function* () {
       const name = (yield* ctx.service(nameOrClientId)).getSnapshot().context.name
@@ -295,7 +304,7 @@ export const checkServices = (ctx: ScopeContext) =>
 export const restartService = (
   ctx: ScopeContext,
   nameOrClientId: string
-): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound> =>
+): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound | ClusterUnavailable> =>
   ctx.host.serialized(
     Effect.gen(function* () {
       const actor = yield* ctx.service(nameOrClientId)
@@ -323,7 +332,7 @@ export const updateService = (
   nameOrClientId: string,
   body: UpdateServiceInput,
   options: { readonly local?: LocalServicesPolicy | undefined } = {}
-): Effect.Effect<{ readonly service: ServiceView; readonly changed: boolean }, ServiceNotFound | ValidationError | Forbidden> =>
+): Effect.Effect<{ readonly service: ServiceView; readonly changed: boolean }, ServiceNotFound | ValidationError | Forbidden | ClusterUnavailable> =>
   ctx.host.serialized(
     Effect.gen(function* () {
       const actor = yield* ctx.service(nameOrClientId)
@@ -350,7 +359,7 @@ export const disconnectService = (
   ctx: ScopeContext,
   nameOrClientId: string,
   reason?: string
-): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound | TooMany> =>
+): Effect.Effect<{ readonly service_name: string; readonly status: Status }, ServiceNotFound | TooMany | ClusterUnavailable> =>
   Effect.gen(function* () {
     const actor = yield* ctx.host.serialized(
       Effect.gen(function* () {
@@ -396,8 +405,8 @@ export const refreshTools = (ctx: ScopeContext, serviceName?: string) =>
   })
 
 /** Stops and removes every service of this scope (agent scope; the store uses `Store.resetConfig`). */
-export const resetAgent = (ctx: ScopeContext): Effect.Effect<number> => {
-  if (ctx.scope.kind !== "agent") return Effect.promise(() => ctx.host.resetConfig("store"))
+export const resetAgent = (ctx: ScopeContext): Effect.Effect<number, ClusterUnavailable> => {
+  if (ctx.scope.kind !== "agent") return definitionsChange(() => ctx.host.resetConfig("store"))
   const agentId = ctx.scope.agentId
   return ctx.host.serialized(
     Effect.gen(function* () {

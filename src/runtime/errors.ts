@@ -137,6 +137,21 @@ export class Forbidden extends Data.TaggedError("Forbidden")<{
   readonly message: string
 }> {}
 
+/**
+ * Replica mode: the cluster's Redis cannot be reached, so a change cannot be made for every replica
+ * (docs/replicas.md); nothing was changed. Reads and calls go on from what the replica knows.
+ */
+export class ClusterUnavailable extends Data.TaggedError("ClusterUnavailable")<{
+  readonly message: string
+}> {
+  static of(what: string, cause: unknown): ClusterUnavailable {
+    const why = cause instanceof Error ? cause.message : String(cause)
+    return new ClusterUnavailable({
+      message: `The cluster's Redis cannot be reached (${why}): ${what} is refused and nothing was changed; try again when it is back`
+    })
+  }
+}
+
 /** Any error a store operation fails with on purpose. */
 export type StoreError =
   | ValidationError
@@ -152,6 +167,7 @@ export type StoreError =
   | ToolTimeout
   | TooMany
   | Forbidden
+  | ClusterUnavailable
 
 const TAGS = new Set([
   "ValidationError",
@@ -166,7 +182,8 @@ const TAGS = new Set([
   "ServiceUnavailable",
   "ToolTimeout",
   "TooMany",
-  "Forbidden"
+  "Forbidden",
+  "ClusterUnavailable"
 ])
 
 /** True for the errors above (anything else is a bug or an abort). */

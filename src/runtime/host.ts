@@ -5,7 +5,7 @@
  * with the service look-ups every room uses.
  */
 import { Effect } from "effect"
-import type { ServicesFile } from "../config/services-file.js"
+import type { DefinitionsStore } from "../config/definitions-store.js"
 import type { StoreLimits } from "../config/options.js"
 import { clientId, scopeLabel, type Scope } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
@@ -22,7 +22,8 @@ import { ServiceNotFound } from "./errors.js"
 export interface StoreHost {
   /** When the store started (epoch ms). */
   readonly startedAt: number
-  readonly file: ServicesFile
+  /** The live definitions: the services file, or the cluster's Redis in replica mode. */
+  readonly file: DefinitionsStore
   /** The root actor: new services are added through it. */
   readonly actor: StoreActorRef
   readonly records: RecordsBackend

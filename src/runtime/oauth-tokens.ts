@@ -85,6 +85,8 @@ export interface TokenStore {
   exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A>
   /** The authorizations under way that have not expired, oldest first. */
   pendingRecords(): ReadonlyArray<PendingRecord>
+  /** Releases what it holds beyond memory (a Redis listener), if anything. */
+  close?(): Promise<void>
   /** Keeps an authorization under way (encrypted, until it expires). */
   putPending(record: PendingRecord): Promise<void>
   /** Forgets an authorization under way; `write` false may defer the write to the next one. */

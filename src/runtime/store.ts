@@ -13,12 +13,16 @@ import { dict } from "../domain/dict.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { describeProblem, ServicesFile, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
-import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
+import { resolveStoreLimits, type ClusterOptions, type StoreLimits } from "../config/options.js"
+import type { DefinitionsStore } from "../config/definitions-store.js"
+import { Cluster } from "../cluster/cluster.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
-import { ToolRecords } from "../records/records.js"
+import { ToolRecords, type RecordsBackend } from "../records/records.js"
+import { RedisRecords } from "../cluster/records.js"
+import { RedisTokenStore } from "../cluster/tokens.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { oauthFetch } from "../mcp/oauth.js"
 import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
@@ -32,7 +36,7 @@ import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./oauth.js"
-import { TokenVault } from "./oauth-tokens.js"
+import { TokenVault, type TokenStore } from "./oauth-tokens.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -50,6 +54,11 @@ export interface CreateStoreOptions {
   readonly toolRecordRetentionDays?: number | undefined
   /** The store's caps (message size, services, waiters); missing keys take the defaults. */
   readonly limits?: Partial<StoreLimits> | undefined
+  /**
+   * Replica mode (docs/replicas.md): the definitions live in this cluster's Redis, shared by every
+   * replica; the services file is imported when the cluster is empty. Undefined: the services file.
+   */
+  readonly cluster?: ClusterOptions | undefined
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -76,8 +85,8 @@ export class Store implements StoreHost {
   readonly waiters: Waiters
 
   private constructor(
-    /** The services file. */
-    readonly file: ServicesFile,
+    /** The live definitions: the services file, or the cluster's Redis in replica mode. */
+    readonly file: DefinitionsStore,
     /** The root actor: owns the store's services and every agent. */
     readonly actor: StoreActorRef,
     /** Every MCP connection the store has open. */
@@ -85,13 +94,15 @@ export class Store implements StoreHost {
     /** Effective monitoring settings. */
     readonly settings: MonitoringSettings,
     /** The tool-call records. */
-    readonly records: ToolRecords,
+    readonly records: RecordsBackend,
     /** The store's caps. */
     readonly limits: StoreLimits,
     private readonly inspectors: Set<(event: InspectionEvent) => void>,
     private readonly lifecycle: LifecycleLog,
     /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
-    readonly oauth: OAuthManager
+    readonly oauth: OAuthManager,
+    /** Replica mode: the cluster this store is a replica of (undefined: one store on its file). */
+    readonly cluster: Cluster | undefined
   ) {
     this.waiters = new Waiters(limits.maxWaiters)
     // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
@@ -103,17 +114,32 @@ export class Store implements StoreHost {
   static async create(options: CreateStoreOptions): Promise<Store> {
     const settings = defaultMonitoring(options.monitoring ?? {})
     const limits: StoreLimits = { ...resolveStoreLimits({}), ...options.limits }
-    const file = await ServicesFile.open(options.mcpConfigFile)
-    const records = await ToolRecords.open(file.path, {
+    const servicesFile = await ServicesFile.open(options.mcpConfigFile)
+    const cluster = options.cluster === undefined ? undefined : await Cluster.start(options.cluster, servicesFile.path, servicesFile.read())
+    const file: DefinitionsStore = cluster?.definitions ?? servicesFile
+    // Replica mode: records and OAuth tokens live in the cluster's Redis (docs/replicas-data.md), on its commands client.
+    const shared = cluster === undefined ? undefined : { client: cluster.connection.client, cluster: cluster.options.name }
+    const recordsOptions = {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
       retentionDays: options.toolRecordRetentionDays ?? 7,
       maxValueBytes: limits.toolRecordMaxValueBytes
-    })
+    }
+    // The cluster's connections are released when the store cannot start after all.
+    const records: RecordsBackend = await (shared === undefined ? ToolRecords.open(file.path, recordsOptions) : RedisRecords.open(shared, recordsOptions)).catch(
+      async (e: unknown) => {
+        await cluster?.stop()
+        throw e
+      }
+    )
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(file.path), upstream })
     // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
     let self: Store | undefined
-    const oauth = new OAuthManager(await TokenVault.open(file.path), (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
+    const vault: TokenStore = await (shared === undefined ? TokenVault.open(file.path) : RedisTokenStore.open(shared)).catch(async (e: unknown) => {
+      await Promise.all([cluster?.stop(), records.close()])
+      throw e
+    })
+    const oauth = new OAuthManager(vault, (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
     const service = liveServiceMachine(connections, options.clientName, oauth)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
@@ -134,9 +160,11 @@ export class Store implements StoreHost {
     })
     indexDelayedEvents(actor.system)
     actor.start()
-    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth)
+    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth, cluster)
     self = store
     store.load(file.read())
+    // Replica mode: the changes made through the other replicas are applied as a reload is.
+    if (cluster !== undefined) store.watchFile()
     return store
   }
 
@@ -276,10 +304,12 @@ export class Store implements StoreHost {
     this.unwatch = this.file.watch(
       (next) => {
         void this.serialize(async () => {
-          const summary = this.applyConfig(next)
+          // Replica mode: the definitions as they are when this runs (a change made here meanwhile included).
+          const summary = this.applyConfig(this.cluster === undefined ? next : this.file.read())
           const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
           if (changes.length > 0) {
-            log.info(`services file reloaded: ${changes.join(" ")}`, { event: "reload", file: this.file.path, ...summary })
+            const what = this.cluster === undefined ? "services file reloaded" : "cluster definitions applied"
+            log.info(`${what}: ${changes.join(" ")}`, { event: "reload", file: this.file.path, ...summary })
           }
           onApplied?.(summary)
         })
@@ -429,7 +459,9 @@ export class Store implements StoreHost {
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
       this.actor.stop()
-      await Promise.all([this.connections.closeAll(), this.records.close()])
+      await Promise.all([this.connections.closeAll(), this.records.close(), this.oauth.vault.close?.()])
+      // Last: the records and tokens above use the cluster's Redis client.
+      await this.cluster?.stop()
       this.inspectors.clear()
     })()
     return this.stopping

@@ -48,21 +48,22 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("resetConfig", ({ payload, urlParams }) =>
         Effect.suspend(() => {
           const which = payload?.scope ?? urlParams.scope ?? "store"
-          // A failure here is the file system's, not the client's: a defect, answered 500 with a trace id.
-          return Effect.map(Effect.promise(() => store.resetConfig(which)), (removed) => ({
+          // A failure here is the file system's, not the client's: a defect, answered 500 with a trace id
+          // (in replica mode, Redis away: 503).
+          return contract(Effect.map(commands.definitionsChange(() => store.resetConfig(which)), (removed) => ({
             success: true,
             message: `Removed ${removed} service(s) (${which})`,
             scope: which,
             removed
-          }))
+          })))
         })
       )
       .handle("resetMcpJsonFile", () =>
-        Effect.map(Effect.promise(() => store.resetServicesFile()), (result) => ({
+        contract(Effect.map(commands.definitionsChange(() => store.resetServicesFile()), (result) => ({
           success: true,
           message: `Services file emptied; backup at ${result.backup_path}`,
           ...result
-        }))
+        })))
       )
       .handle("waitService", ({ payload }) => Shared.waitService(scope, payload, { context: "store" }))
       .handle("deleteService", ({ path }) => Shared.deleteService(scope, path.service_name))

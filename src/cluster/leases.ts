@@ -1,0 +1,183 @@
+/**
+ * Leases in the cluster's Redis (docs/replicas.md, "Leases"): one owner at a time for a thing (a
+ * service `<scope>/<name>`, or `leader`), held by a key `lease:<label>` = replica id with a time to
+ * live. A lease is taken with SET NX PX, renewed and released by compare-and-set Lua scripts (only
+ * the holder renews or deletes), so a replica that lost its lease never extends or drops another's.
+ *
+ * No two owners: the holder's deadline is measured from BEFORE the renewal that set it (the key's
+ * expiry in Redis is later: it counts from the script's arrival), and a timer at the earliest
+ * deadline drops every lease not renewed by then, even while Redis does not answer. Another replica
+ * can only take the key once Redis expired it, after that deadline.
+ *
+ * A replica takes free leases only while it holds fewer than its fair share; an orderly shutdown
+ * releases its leases and publishes `lease-released`, which makes the others look at once.
+ */
+import { log } from "../runtime/log.js"
+import type { Redis } from "./connection.js"
+import { clusterKey } from "./keys.js"
+
+/** KEYS: lease keys. ARGV: replica id, ttl ms. Renews each key this replica holds; returns 1/0 per key. */
+export const RENEW = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+`
+
+/** KEYS: lease keys. ARGV: replica id. Deletes each key this replica holds; returns how many. */
+export const RELEASE = `
+local n = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('DEL', key)
+    n = n + 1
+  end
+end
+return n
+`
+
+/** What the holder of leases is told: each lease taken, and each lost (not renewed in time, or taken away). */
+export interface LeaseEvents {
+  readonly taken: (label: string) => void
+  readonly lost: (label: string, why: string) => void
+}
+
+export interface LeasesOptions {
+  readonly cluster: string
+  readonly replicaId: string
+  /** Time to live of a lease (ms). */
+  readonly ttlMs: number
+  /** The clock (tests); Date.now by default. */
+  readonly now?: () => number
+}
+
+/** The pub/sub channel that says leases were released (the message is the releasing replica's id). */
+export const releasedChannel = (cluster: string): string => clusterKey(cluster, "lease-released")
+
+/** The leases one replica holds, with their deadlines. */
+export class Leases {
+  /** Owned label → deadline (epoch ms): past it, the lease counts as lost here. */
+  readonly #owned = new Map<string, number>()
+  #expiry: NodeJS.Timeout | undefined
+  #closed = false
+  readonly #now: () => number
+  /** Dropped this much before the deadline, for timer lateness and clock steps (ms). */
+  readonly #margin: number
+
+  constructor(
+    private readonly client: Redis,
+    readonly options: LeasesOptions,
+    private readonly events: LeaseEvents
+  ) {
+    this.#now = options.now ?? Date.now
+    this.#margin = Math.min(200, Math.floor(options.ttlMs / 10))
+  }
+
+  key(label: string): string {
+    return clusterKey(this.options.cluster, "lease", label)
+  }
+
+  owns(label: string): boolean {
+    return this.#owned.has(label)
+  }
+
+  /** The labels held now. */
+  owned(): ReadonlyArray<string> {
+    return [...this.#owned.keys()]
+  }
+
+  /**
+   * Takes free leases among `candidates` while this replica holds fewer than `share` (its fair
+   * share: ceil(things / live replicas)). Resolves with the labels taken.
+   */
+  async claim(candidates: Iterable<string>, share: number): Promise<ReadonlyArray<string>> {
+    const taken: string[] = []
+    for (const label of candidates) {
+      if (this.#closed || this.#owned.size >= share) break
+      if (this.#owned.has(label)) continue
+      const started = this.#now()
+      const set = await this.client.set(this.key(label), this.options.replicaId, { condition: "NX", expiration: { type: "PX", value: this.options.ttlMs } })
+      if (set !== "OK" || this.#closed) continue
+      this.#owned.set(label, started + this.options.ttlMs - this.#margin)
+      taken.push(label)
+      log.info(`lease ${label} taken by replica ${this.options.replicaId}`, { event: "lease_taken", lease: label, replica: this.options.replicaId })
+      this.events.taken(label)
+    }
+    this.#schedule()
+    return taken
+  }
+
+  /** Renews every lease held, in one script; a lease found held by another (or gone) is lost. */
+  async renew(): Promise<void> {
+    const labels = this.owned()
+    if (labels.length === 0) return
+    const started = this.#now()
+    const reply = (await this.client.eval(RENEW, { keys: labels.map((l) => this.key(l)), arguments: [this.options.replicaId, String(this.options.ttlMs)] })) as number[]
+    labels.forEach((label, i) => {
+      if (!this.#owned.has(label)) return
+      if (reply[i] === 1) this.#owned.set(label, started + this.options.ttlMs - this.#margin)
+      else this.#lose(label, "its key is gone or held by another replica")
+    })
+    this.#schedule()
+  }
+
+  /** Drops every lease whose deadline has passed (called by the expiry timer; safe to call any time). */
+  expire(): void {
+    const now = this.#now()
+    for (const [label, deadline] of [...this.#owned]) {
+      if (now >= deadline) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
+    }
+    this.#schedule()
+  }
+
+  /**
+   * Releases leases held (all by default) so others take them at once, and says so on the
+   * `lease-released` channel. A lease whose release fails (Redis away) is still dropped here.
+   */
+  async release(labels: ReadonlyArray<string> = this.owned()): Promise<void> {
+    const held = labels.filter((l) => this.#owned.has(l))
+    if (held.length === 0) return
+    for (const label of held) this.#owned.delete(label)
+    this.#schedule()
+    try {
+      await this.client.eval(RELEASE, { keys: held.map((l) => this.key(l)), arguments: [this.options.replicaId] })
+      await this.client.publish(releasedChannel(this.options.cluster), this.options.replicaId)
+    } finally {
+      for (const label of held) {
+        log.info(`lease ${label} released by replica ${this.options.replicaId}`, { event: "lease_released", lease: label, replica: this.options.replicaId })
+      }
+    }
+  }
+
+  /** Stops the expiry timer; leases are not released (see `release`). */
+  close(): void {
+    this.#closed = true
+    clearTimeout(this.#expiry)
+    this.#expiry = undefined
+  }
+
+  #lose(label: string, why: string): void {
+    if (!this.#owned.delete(label)) return
+    log.warn(`lease ${label} lost by replica ${this.options.replicaId}: ${why}`, { event: "lease_lost", lease: label, replica: this.options.replicaId })
+    this.events.lost(label, why)
+  }
+
+  /** One timer, at the earliest deadline. */
+  #schedule(): void {
+    clearTimeout(this.#expiry)
+    this.#expiry = undefined
+    if (this.#closed || this.#owned.size === 0) return
+    const earliest = Math.min(...this.#owned.values())
+    this.#expiry = setTimeout(() => this.expire(), Math.max(0, earliest - this.#now()))
+    this.#expiry.unref()
+  }
+}
+
+/** A replica's fair share of `things` among `replicas` live replicas. */
+export const fairShare = (things: number, replicas: number): number => Math.ceil(things / Math.max(1, replicas))

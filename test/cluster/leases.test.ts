@@ -1,0 +1,95 @@
+/**
+ * The leases (src/cluster/leases.ts) on a real Redis: the compare-and-set scripts touch only the
+ * holder's keys, two replicas split the leases by their fair share, a release hands them over at
+ * once, and a holder that cannot renew drops its lease before Redis expires the key (no two owners).
+ */
+import { createClient } from "redis"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { Redis } from "../../src/cluster/connection.js"
+import { fairShare, Leases, releasedChannel, RELEASE, RENEW } from "../../src/cluster/leases.js"
+import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
+
+describe.skipIf(!hasRedisServer)("leases", () => {
+  let redis: RedisServer
+  let client: Redis
+  const tables: Leases[] = []
+  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined) => {
+    const t = new Leases(client, { cluster, replicaId, ttlMs }, { taken: () => undefined, lost })
+    tables.push(t)
+    return t
+  }
+
+  beforeAll(async () => {
+    redis = await startRedisServer()
+    client = createClient({ url: redis.url }) as Redis
+    client.on("error", () => undefined)
+    await client.connect()
+  })
+  afterAll(async () => {
+    for (const t of tables) t.close()
+    client?.destroy()
+    await redis?.stop()
+  })
+
+  it("renews and releases only the holder's keys", async () => {
+    await client.set("k1", "a", { expiration: { type: "PX", value: 10_000 } })
+    await client.set("k2", "b", { expiration: { type: "PX", value: 10_000 } })
+    expect(await client.eval(RENEW, { keys: ["k1", "k2", "k3"], arguments: ["a", "60000"] })).toEqual([1, 0, 0])
+    expect(await client.pTTL("k1")).toBeGreaterThan(10_000)
+    expect(await client.pTTL("k2")).toBeLessThanOrEqual(10_000)
+    expect(await client.eval(RELEASE, { keys: ["k1", "k2"], arguments: ["b"] })).toBe(1)
+    expect(await client.get("k1")).toBe("a")
+    expect(await client.get("k2")).toBeNull()
+  })
+
+  it("splits leases by fair share, and a release hands them over at once (with a message)", async () => {
+    const labels = ["store/a", "store/b", "store/c", "agent/x/d"]
+    const a = table("share", "replica-a", 10_000)
+    const b = table("share", "replica-b", 10_000)
+    expect(fairShare(4, 2)).toBe(2)
+    expect(fairShare(5, 2)).toBe(3)
+    expect(fairShare(3, 0)).toBe(3)
+    expect(await a.claim(labels, fairShare(labels.length, 2))).toEqual(["store/a", "store/b"])
+    expect(await b.claim(labels, fairShare(labels.length, 2))).toEqual(["store/c", "agent/x/d"])
+    expect(await client.get(a.key("store/a"))).toBe("replica-a")
+
+    const subscriber = client.duplicate()
+    subscriber.on("error", () => undefined)
+    await subscriber.connect()
+    const heard = new Promise<string>((resolve) => void subscriber.subscribe(releasedChannel("share"), resolve))
+    await new Promise((r) => setImmediate(r))
+    await a.release()
+    expect(await heard).toBe("replica-a")
+    await subscriber.unsubscribe()
+    subscriber.destroy()
+    expect(a.owned()).toEqual([])
+    expect(await b.claim(labels, fairShare(labels.length, 1))).toEqual(["store/a", "store/b"])
+    expect([...b.owned()].sort()).toEqual([...labels].sort())
+    // Renewal keeps them; a key taken away is lost at the next renewal.
+    await client.set(b.key("store/c"), "intruder")
+    const lost: string[] = []
+    const c = table("share", "replica-b", 10_000, (l) => lost.push(l))
+    await client.del(c.key("store/a"))
+    expect(await c.claim(["store/a"], 1)).toEqual(["store/a"])
+    await client.set(c.key("store/a"), "intruder")
+    await c.renew()
+    expect(lost).toEqual(["store/a"])
+    expect(c.owned()).toEqual([])
+  })
+
+  it("drops a lease that was not renewed before Redis lets it expire", async () => {
+    let lostAt = 0
+    const dropped = new Promise<string>((resolve) => {
+      const t = table("deadline", "replica-a", 600, (label) => {
+        lostAt = performance.now()
+        resolve(label)
+      })
+      void t.claim(["store/s"], 1)
+    })
+    const started = performance.now()
+    expect(await dropped).toBe("store/s")
+    // Lost on this replica while the key still exists in Redis: nobody else could hold it yet.
+    expect(await client.pTTL("mcp-store:{deadline}:lease:store/s")).toBeGreaterThan(0)
+    expect(lostAt - started).toBeLessThan(600)
+  })
+})
