@@ -121,6 +121,8 @@ export class RedisDefinitions implements DefinitionsStore {
   #epoch: string | undefined
   #queue: Promise<unknown> = Promise.resolve()
   readonly #subscribers = new Set<(next: ServicesConfig) => void>()
+  /** Told of every change, this replica's own included (the snapshot file). */
+  readonly #changeListeners = new Set<() => void>()
   #closed = false
   #reading: Promise<void> | undefined
   readonly #keys: { readonly defs: string; readonly rev: string; readonly changes: string; readonly epoch: string }
@@ -218,6 +220,7 @@ export class RedisDefinitions implements DefinitionsStore {
   close(): Promise<void> {
     this.#closed = true
     this.#subscribers.clear()
+    this.#changeListeners.clear()
     return this.#reading ?? Promise.resolve()
   }
 
@@ -230,6 +233,13 @@ export class RedisDefinitions implements DefinitionsStore {
   #adopt(): void {
     this.#doc = documentOf(this.#fields)
     this.#config = undefined
+    for (const listener of [...this.#changeListeners]) listener()
+  }
+
+  /** Calls `listener` after every change of the definitions, this replica's own included; returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.#changeListeners.add(listener)
+    return () => void this.#changeListeners.delete(listener)
   }
 
   #notify(): void {
