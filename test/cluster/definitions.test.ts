@@ -11,7 +11,7 @@ import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, startRedisServer, startTestServer, type RedisServer, type TestServer } from "../support/index.js"
+import { eventually, freshDir, hasRedisServer, useReplicaSecret, startRedisServer, startTestServer, type RedisServer, type TestServer } from "../support/index.js"
 
 const names = async (server: TestServer): Promise<string[]> => {
   const reply = await server.get("/for_store/list_services")
@@ -38,10 +38,13 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     return server
   }
 
+  let restoreSecret: (() => void) | undefined
   beforeAll(async () => {
+    restoreSecret = useReplicaSecret()
     ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
   })
   afterAll(async () => {
+    restoreSecret?.()
     await Promise.all(servers.map((s) => s.cleanup()))
     await Promise.all([redis?.stop(), upstream?.stop()])
   })

@@ -11,7 +11,7 @@ import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, fixtureService, freshDir, hasRedisServer, spawnStore, startRedisServer, type RedisServer, type StoreProcess } from "../support/index.js"
+import { eventually, fixtureService, freshDir, hasRedisServer, useReplicaSecret, spawnStore, startRedisServer, type RedisServer, type StoreProcess } from "../support/index.js"
 
 describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_000 }, () => {
   let redis: RedisServer
@@ -19,7 +19,9 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   const replicas: StoreProcess[] = []
   const dirs: string[] = []
 
+  let restoreSecret: (() => void) | undefined
   beforeAll(async () => {
+    restoreSecret = useReplicaSecret()
     ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
     const started = await Promise.all(
       [0, 1, 2].map((i) => {
@@ -34,6 +36,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     for (const [i, r] of started) replicas[i] = r
   }, 120_000)
   afterAll(async () => {
+    restoreSecret?.()
     await Promise.all(replicas.map((r) => r?.kill()))
     await Promise.all([redis?.stop(), upstream?.stop()])
   })

@@ -76,3 +76,17 @@ export const startRedisServer = async (): Promise<RedisServer> => {
     start
   }
 }
+
+/**
+ * Replica mode requires MCPSTORE_SECRET_KEY, the same on every replica (it encrypts the shared OAuth
+ * tokens and seals MCP session ids): sets it in this test process, whose store processes inherit it.
+ * Returns the restore, for `afterAll`.
+ */
+export const useReplicaSecret = (): (() => void) => {
+  const before = process.env["MCPSTORE_SECRET_KEY"]
+  process.env["MCPSTORE_SECRET_KEY"] = "replica-tests-shared-secret-0123456789"
+  return () => {
+    if (before === undefined) delete process.env["MCPSTORE_SECRET_KEY"]
+    else process.env["MCPSTORE_SECRET_KEY"] = before
+  }
+}
