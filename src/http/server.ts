@@ -16,6 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
 import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/keys.js"
+import { RedisKeyUses } from "../cluster/key-uses.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
@@ -118,6 +119,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           inspect: monitor.inspect,
           cluster: options.store.cluster
         })
+        // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file.
+        if (store.cluster !== undefined) keys.writeUsesTo(new RedisKeyUses({ client: store.cluster.connection.client, cluster: store.cluster.options.name }).write)
         // A call refused as unavailable never reached the service: it is not a response time.
         unrecord = store.records.onRecord((r) => {
           if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
