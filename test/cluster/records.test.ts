@@ -5,7 +5,6 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createClient } from "redis"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { RedisRecords, TYPICAL_RECORD_BYTES, type RedisClient } from "../../src/cluster/records.js"
@@ -14,18 +13,11 @@ import { hasRedisServer, newRecord as rec, startRedisServer, type RedisServer } 
 
 const DAY = 86_400_000
 let redis: RedisServer
-const clients: RedisClient[] = []
 const opened: RecordsBackend[] = []
 const dirs: string[] = []
 let clusterSeq = 0
 
-const connect = async (): Promise<RedisClient> => {
-  const client = createClient({ url: redis.url })
-  client.on("error", () => undefined)
-  await client.connect()
-  clients.push(client)
-  return client
-}
+const connect = (): Promise<RedisClient> => redis.connect()
 
 /** The two backends, each opened fresh (a new folder, a new cluster name). */
 const backends: Array<[string, (options?: Partial<RecordsOptions>) => Promise<RecordsBackend>]> = [
@@ -54,7 +46,7 @@ beforeAll(async () => {
 })
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((r) => r.close()))
-  for (const c of clients.splice(0)) c.destroy()
+  redis?.disconnectAll()
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
 })
 afterAll(() => redis?.stop())

@@ -2,7 +2,6 @@
 // put by one replica is read by another, encrypted at rest; no secret, or another secret, is a clear
 // start-up error; the refresh lock lets one replica at a time refresh a service and gives the
 // waiter the tokens the first got; a holder whose lock expired never releases its successor's.
-import { createClient } from "redis"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { withLock } from "../../src/cluster/lock.js"
@@ -12,17 +11,10 @@ import type { VaultEntry } from "../../src/runtime/oauth-tokens.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 let redis: RedisServer
-const clients: RedisClient[] = []
 const stores: RedisTokenStore[] = []
 let seq = 0
 
-const connect = async (): Promise<RedisClient> => {
-  const client = createClient({ url: redis.url })
-  client.on("error", () => undefined)
-  await client.connect()
-  clients.push(client)
-  return client
-}
+const connect = (): Promise<RedisClient> => redis.connect()
 const open = async (cluster: string, options: { secret?: string; lockTtlMs?: number } = {}) => {
   const store = await RedisTokenStore.open({ client: await connect(), cluster }, { secret: "s3cret", ...options })
   stores.push(store)
@@ -47,7 +39,7 @@ beforeAll(async () => {
 })
 afterEach(async () => {
   await Promise.all(stores.splice(0).map((s) => s.close()))
-  for (const c of clients.splice(0)) c.destroy()
+  redis?.disconnectAll()
 })
 afterAll(() => redis?.stop())
 
@@ -60,7 +52,7 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
     await a.put(entry("store/svc", "access-one"))
     expect(await heard).toBe("store/svc")
     expect(b.find("store/svc")?.tokens?.access_token).toBe("access-one")
-    const raw = await clients[0]!.hGet(clusterKey(cluster, "oauth"), "store/svc")
+    const raw = await redis.clients[0]!.hGet(clusterKey(cluster, "oauth"), "store/svc")
     expect(raw).not.toBeNull()
     expect(raw).not.toContain("access-one")
     expect(raw).not.toContain("refresh-")
@@ -71,7 +63,7 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
     await b.remove("store/svc")
     await gone
     expect(c.find("store/svc")).toBeUndefined()
-    expect(await clients[0]!.hExists(clusterKey(cluster, "oauth"), "store/svc")).toBe(0)
+    expect(await redis.clients[0]!.hExists(clusterKey(cluster, "oauth"), "store/svc")).toBe(0)
   })
 
   it("refuses to start without MCPSTORE_SECRET_KEY, or with another secret than the cluster's", async () => {

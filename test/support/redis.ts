@@ -6,6 +6,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
 import { createConnection } from "node:net"
+import { createClient, type RedisClientType } from "redis"
 import { closedPort } from "./server.js"
 import { eventually } from "./wait.js"
 
@@ -22,6 +23,12 @@ export interface RedisServer {
   stop(options?: { readonly kill?: boolean }): Promise<void>
   /** Starts it again on the same port, empty (no persistence); resolves once it accepts connections. */
   start(): Promise<void>
+  /** A connected node-redis client (errors ignored: tests stop the server under it), kept in `clients`. */
+  connect(): Promise<RedisClientType>
+  /** The clients `connect` made and `disconnectAll` has not destroyed yet, oldest first. */
+  readonly clients: ReadonlyArray<RedisClientType>
+  /** Destroys every client `connect` made (for `afterEach`). */
+  disconnectAll(): void
 }
 
 const accepts = (port: number): Promise<boolean> =>
@@ -68,12 +75,25 @@ export const startRedisServer = async (): Promise<RedisServer> => {
     await exited
   }
   await start()
+  const url = `redis://127.0.0.1:${port}`
+  const clients: RedisClientType[] = []
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url,
     port,
     pid: () => child?.pid ?? -1,
     stop,
-    start
+    start,
+    clients,
+    connect: async () => {
+      const client: RedisClientType = createClient({ url })
+      client.on("error", () => undefined)
+      await client.connect()
+      clients.push(client)
+      return client
+    },
+    disconnectAll: () => {
+      for (const client of clients.splice(0)) client.destroy()
+    }
   }
 }
 
