@@ -131,12 +131,14 @@ export const runReplicas = async (dir: string, options: ReplicasOptions): Promis
     const configFile = join(rdir, "mcp.json")
     // The first replica of the empty cluster imports its file; the others' files are not read again.
     writeFileSync(configFile, JSON.stringify({ mcpServers: { [SERVICE]: { url: upstreamUrl } } }, null, 2))
+    const t0 = performance.now()
     const store = await startStore(configFile, { name: `replica ${serial}`, args: ["--redis-url", redis.url, "--cluster-name", CLUSTER] })
     const replica: Replica = { store, http: new HttpClient(store.url, 64), dir: rdir }
     const res = await replica.http.post("/for_store/wait_service", { client_id_or_service_name: SERVICE, status: "healthy", timeout: 30 }, 35_000)
     if ((res.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) {
       throw new Error(`replica ${serial}: ${SERVICE} not healthy: ${res.text.slice(0, 300)}`)
     }
+    options.log(`  replica ${serial} (pid ${store.child.pid}) up in ${store.startMs.toFixed(0)} ms, ${SERVICE} healthy on it after ${(performance.now() - t0).toFixed(0)} ms`)
     return replica
   }
   const stopReplica = async (r: Replica) => {
