@@ -76,7 +76,7 @@ export class Cluster {
       const definitions = await RedisDefinitions.open(connection, options.name, servicesFile, initial)
       const cluster = new Cluster(options, connection, secret, definitions)
       await cluster.#register()
-      cluster.#unwatch = definitions.watch(() => {
+      cluster.#unwatch = definitions.onChange(() => {
         if (cluster.leases.owns(LEADER)) cluster.#writeSnapshot()
       })
       await connection.subscriber.subscribe(releasedChannel(options.name), () => void cluster.#claim())

@@ -17,7 +17,7 @@ import { writeBackup } from "../config/atomic-write.js"
 import type { DefinitionsStore } from "../config/definitions-store.js"
 import { configOf, DocumentDraft, readDocument, serialize, type EntryProblem, type JsonObject, type ServicesConfig, type ServicesDraft } from "../config/services-document.js"
 import type { ServicesFileError } from "../config/services-file.js"
-import { dict } from "../domain/dict.js"
+import { dict, nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service.js"
 import { log } from "../runtime/log.js"
 import type { ClusterConnection } from "./connection.js"
@@ -121,6 +121,8 @@ export class RedisDefinitions implements DefinitionsStore {
   #epoch: string | undefined
   #queue: Promise<unknown> = Promise.resolve()
   readonly #subscribers = new Set<(next: ServicesConfig) => void>()
+  /** Told of every change, this replica's own included (the snapshot file). */
+  readonly #changeListeners = new Set<() => void>()
   #closed = false
   #reading: Promise<void> | undefined
   readonly #keys: { readonly defs: string; readonly rev: string; readonly changes: string; readonly epoch: string }
@@ -149,7 +151,7 @@ export class RedisDefinitions implements DefinitionsStore {
     }
     await definitions.#reload()
     definitions.#reading = definitions.#follow()
-    connection.onReturn(() => void definitions.#enqueue(() => definitions.#reconcile()))
+    connection.onReturn(() => void definitions.#enqueue(() => definitions.#reconcile()).catch(() => undefined))
     return definitions
   }
 
@@ -167,14 +169,14 @@ export class RedisDefinitions implements DefinitionsStore {
   }
 
   raw(): unknown {
-    return JSON.parse(serialize(this.#doc)) as unknown
+    return nullPrototypeJson(this.#doc)
   }
 
   update<R>(mutate: (draft: ServicesDraft) => R): Promise<R> {
     return this.#enqueue(async () => {
       // A commit refused because another replica wrote first is made again on the definitions as they now are.
       for (let attempt = 0; ; attempt++) {
-        const draft = new DocumentDraft(JSON.parse(serialize(this.#doc)) as JsonObject, this.path)
+        const draft = new DocumentDraft(nullPrototypeJson(this.#doc) as JsonObject, this.path)
         let result: R
         let next: Map<string, string>
         try {
@@ -218,6 +220,7 @@ export class RedisDefinitions implements DefinitionsStore {
   close(): Promise<void> {
     this.#closed = true
     this.#subscribers.clear()
+    this.#changeListeners.clear()
     return this.#reading ?? Promise.resolve()
   }
 
@@ -230,6 +233,13 @@ export class RedisDefinitions implements DefinitionsStore {
   #adopt(): void {
     this.#doc = documentOf(this.#fields)
     this.#config = undefined
+    for (const listener of [...this.#changeListeners]) listener()
+  }
+
+  /** Calls `listener` after every change of the definitions, this replica's own included; returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.#changeListeners.add(listener)
+    return () => void this.#changeListeners.delete(listener)
   }
 
   #notify(): void {
@@ -322,11 +332,23 @@ export class RedisDefinitions implements DefinitionsStore {
         const streams = reply as Array<{ messages: Array<{ id: string; message: Record<string, string> }> }> | null
         const entries = streams?.[0]?.messages ?? []
         if (entries.length > 0) await this.#enqueue(() => this.#apply(entries))
-      } catch (e) {
-        if (this.#closed) return
-        await waitUntilReady(reader, () => this.#closed)
-        if (this.#closed) return
-        await this.#enqueue(() => this.#reconcile()).catch((e2: unknown) => log.debug(`cluster definitions: reconciling failed (${String(e2)}); trying again`, { cause: String(e) }))
+      } catch {
+        // Redis went away: no read from the old position before a reconcile succeeded, since Redis may
+        // have come back empty and counted its revisions again from 1.
+        while (!this.#closed) {
+          await waitUntilReady(reader, () => this.#closed)
+          await waitUntilReady(this.connection.client, () => this.#closed)
+          if (this.#closed) return
+          const done = await this.#enqueue(() => this.#reconcile()).then(
+            () => true,
+            (e: unknown) => {
+              log.debug(`cluster definitions: reconciling failed (${String(e)}); trying again`)
+              return false
+            }
+          )
+          if (done) break
+          await new Promise((resolve) => setTimeout(resolve, 200).unref())
+        }
       }
     }
   }
@@ -343,7 +365,7 @@ const parseChange = (text: string): Change | undefined => {
 }
 
 /** Resolves when `client` is connected again (or `stopped()`), checking on its `ready` event and every second. */
-const waitUntilReady = (client: ClusterConnection["reader"], stopped: () => boolean): Promise<void> =>
+const waitUntilReady = (client: ClusterConnection["client"], stopped: () => boolean): Promise<void> =>
   new Promise((resolve) => {
     if (client.isReady || stopped()) return resolve()
     const done = () => {

@@ -196,6 +196,43 @@ const connectInput = ({ context }: { context: ServiceContext }): ConnectInput =>
   timeoutMs: context.settings.initialization_timeout_seconds * 1000
 })
 
+/** A service actor's context before anything happened (the service machine's, and the mirror's: src/machines/mirror.ts). */
+export const initialServiceContext = (input: ServiceInput): ServiceContext => {
+  const now = input.now ?? Date.now
+  return {
+    scope: input.scope,
+    name: input.name,
+    definition: input.definition,
+    settings: input.settings,
+    now,
+    random: input.random ?? Math.random,
+    status: null,
+    reason: "added",
+    connection: undefined,
+    tools: [],
+    toolsUpdatedAt: undefined,
+    toolsVersion: 0,
+    catalog: EMPTY_CATALOG,
+    catalogVersion: 0,
+    capabilities: undefined,
+    consecutiveFailures: 0,
+    consecutiveSuccesses: 0,
+    reconnectAttempts: 0,
+    nextDelayMs: 0,
+    nextRetryAt: undefined,
+    immediateRetry: false,
+    lastError: undefined,
+    hint: undefined,
+    permanentFailure: false,
+    lastHealthCheckAt: undefined,
+    responseTimeMs: undefined,
+    stateEnteredAt: now(),
+    transitions: [],
+    crash: input.crash,
+    auth: undefined
+  }
+}
+
 /** What a tool refresh gets: the live connection and the request time-out. */
 const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
   connection: context.connection as McpConnection,
@@ -412,41 +449,7 @@ export const serviceMachine = setup({
   }
 }).createMachine({
   id: "service",
-  context: ({ input }) => {
-    const now = input.now ?? Date.now
-    return {
-      scope: input.scope,
-      name: input.name,
-      definition: input.definition,
-      settings: input.settings,
-      now,
-      random: input.random ?? Math.random,
-      status: null,
-      reason: "added",
-      connection: undefined,
-      tools: [],
-      toolsUpdatedAt: undefined,
-      toolsVersion: 0,
-      catalog: EMPTY_CATALOG,
-      catalogVersion: 0,
-      capabilities: undefined,
-      consecutiveFailures: 0,
-      consecutiveSuccesses: 0,
-      reconnectAttempts: 0,
-      nextDelayMs: 0,
-      nextRetryAt: undefined,
-      immediateRetry: false,
-      lastError: undefined,
-      hint: undefined,
-      permanentFailure: false,
-      lastHealthCheckAt: undefined,
-      responseTimeMs: undefined,
-      stateEnteredAt: now(),
-      transitions: [],
-      crash: input.crash,
-      auth: undefined
-    }
-  },
+  context: ({ input }) => initialServiceContext(input),
   initial: "start",
   on: {
     DISCONNECT: { target: ".disconnecting", actions: "requested" },
@@ -714,7 +717,7 @@ export type ServiceActorRef = ActorRefFrom<typeof serviceMachine>
 export type ServiceSnapshot = SnapshotFrom<typeof serviceMachine>
 
 /** The status of a service snapshot: the tag of its active state. */
-export const statusOf = (snapshot: ServiceSnapshot): Status => {
+export const statusOf = (snapshot: Pick<ServiceSnapshot, "hasTag" | "status">): Status => {
   for (const s of STATUSES) if (snapshot.hasTag(s)) return s
   // Only the transient start state has no tag; it is never observable from outside.
   return snapshot.status === "active" ? "initializing" : "disconnected"

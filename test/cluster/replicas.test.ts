@@ -74,13 +74,15 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       const index = replicas.findIndex((r) => leader?.includes(`-${r.pid}-`) === true)
       expect(index).toBeGreaterThanOrEqual(0)
       const snapshot = join(dirs[index] as string, "mcp.json.cluster-snapshot.json")
-      const holds = () => existsSync(snapshot) && Object.keys((JSON.parse(readFileSync(snapshot, "utf8")) as { mcpServers: object }).mcpServers).join() === "local"
+      // A change made through the leader itself is in its snapshot too.
+      expect((await (replicas[index] as StoreProcess).post("/for_store/add_service", { name: "snap", url: upstream.url, disabled: true })).status).toBe(200)
+      const holds = () => existsSync(snapshot) && Object.keys((JSON.parse(readFileSync(snapshot, "utf8")) as { mcpServers: object }).mcpServers).sort().join() === "local,snap"
       expect(await eventually(holds, 5000, 20)).toBe(true)
 
       const [r0, r1, r2] = replicas as [StoreProcess, StoreProcess, StoreProcess]
       await r0.kill()
       expect((await r1.post("/for_store/add_service", { name: "after", url: upstream.url, disabled: true })).status).toBe(200)
-      expect(await eventually(async () => (await names(r2)).join() === "after,local", 5000, 20)).toBe(true)
+      expect(await eventually(async () => (await names(r2)).join() === "after,local,snap", 5000, 20)).toBe(true)
       // Its registry entry expires with its heartbeat; the leader lease moves if it was the leader.
       expect(await eventually(async () => (await registered()) === 2, 10_000, 100)).toBe(true)
       expect(await eventually(async () => (await client.get(clusterKey("three", "lease", "leader"))) !== null, 10_000, 100)).toBe(true)
