@@ -375,8 +375,11 @@ export const replicasMarkdown = (r: ReplicasResult, git: string): string => {
     "",
     `${r.calls} measured calls per row after a warm-up, CPU time from /proc/<pid>/stat over warm-up and measured calls. ` +
       "All the replicas, Redis, the upstream and the load generator share one machine's cores, so more replicas cannot " +
-      "add capacity here: what the rows show is the cost of forwarding (a forwarded call is two store hops, the " +
-      "receiving replica's and the owner's), read in the CPU per call column.",
+      (r.ownership
+        ? "add capacity here: what the rows show is the cost of forwarding (a forwarded call is two store hops, the " +
+          "receiving replica's and the owner's), read in the CPU per call column."
+        : "add capacity here. Without service leases no call is forwarded (each replica holds its own upstream session): " +
+          "the rows show N replicas sharing the cores, not the cost of forwarding."),
     "",
     "### Latency of a forwarded call (c=1, interleaved)",
     "",
