@@ -54,7 +54,7 @@ const echoed = (content: unknown): string | undefined => {
 type Caller = (text: string) => Promise<void>
 
 /** An MCP SDK client connected straight to the fixture. */
-const directClient = async (transport: Transport, httpUrl: string): Promise<{ close: () => Promise<void>; call: Caller }> => {
+export const directClient = async (transport: Transport, httpUrl: string): Promise<{ close: () => Promise<void>; call: Caller }> => {
   const client = new Client({ name: "bench-direct", version: "1.0.0" })
   if (transport === "http") {
     await client.connect(new StreamableHTTPClientTransport(new URL(httpUrl)))

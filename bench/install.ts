@@ -12,13 +12,14 @@
  * replacing an earlier one). It builds dist/ first when a source is newer.
  */
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs, promisify } from "node:util"
 import { cleanEnv, ensureBuilt, folderSize, packAndInstall } from "../test/support/package.js"
 import { memoryMb, ROOT, startStore, stopAll, stopChild } from "./procs.js"
+import { writeMarkedSection } from "./report.js"
 
 const run = promisify(execFile)
 
@@ -154,13 +155,7 @@ export const installMarkdown = (f: InstallFigures, commit: string): string => {
 }
 
 /** Puts the section into a results file: in place of an earlier one, or at the end. */
-export const writeInstallSection = (file: string, section: string): void => {
-  const previous = existsSync(file) ? readFileSync(file, "utf8") : ""
-  const a = previous.indexOf(INSTALL_START)
-  const b = previous.indexOf(INSTALL_END)
-  const next = a >= 0 && b > a ? `${previous.slice(0, a)}${section}${previous.slice(b + INSTALL_END.length)}` : `${previous.trimEnd()}\n\n${section}\n`
-  writeFileSync(file, next)
-}
+export const writeInstallSection = (file: string, section: string): void => writeMarkedSection(file, INSTALL_START, INSTALL_END, section)
 
 const gitCommit = async (): Promise<string> => {
   try {

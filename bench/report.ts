@@ -4,6 +4,7 @@
  * every figure, every ratio, the profiles). A hand-written block between the ANALYSIS markers of an
  * existing RESULTS.md is carried over into the new file.
  */
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { capsDescription, capsTable, type CapsResult } from "./caps.js"
 import type { Cell, Transport, Way } from "./calls.js"
 import type { ReadCell } from "./resources.js"
@@ -385,6 +386,19 @@ const profileTables = (p: ProfileWindow, rows = 15, calls?: number): string =>
     `The store's own named functions by total (inclusive) time (positions are in tsx's transformed code):`,
     mdTable(["function", "total ms", "%"], shareRows(p.srcTotal.slice(0, rows)))
   ].join("\n\n")
+
+/**
+ * Writes `section` (which starts with `start` and ends with `end`) into `file`: in place of the
+ * block between those markers when the file has one, else appended at the end. The sections that
+ * a cell can also write when run alone (the installed package, the replicas) use it.
+ */
+export const writeMarkedSection = (file: string, start: string, end: string, section: string): void => {
+  const previous = existsSync(file) ? readFileSync(file, "utf8") : ""
+  const a = previous.indexOf(start)
+  const b = previous.indexOf(end)
+  const next = a >= 0 && b > a ? `${previous.slice(0, a)}${section}${previous.slice(b + end.length)}` : `${previous.trimEnd()}\n\n${section}\n`
+  writeFileSync(file, next)
+}
 
 export const ANALYSIS_START = "<!-- analysis:start -->"
 export const ANALYSIS_END = "<!-- analysis:end -->"

@@ -1,7 +1,7 @@
 /**
  * The benchmark suite (`npm run bench`): tool-call overhead against direct calls and mcp-hub, a CPU
  * profile of the store under load, wait_service reaction, 1,000 services over 100 agents, start-up,
- * bench/records.ts, and the caps under a flood (bench/caps.ts). Prints a table and writes
+ * bench/records.ts, the caps under a flood (bench/caps.ts), and replicas on one Redis (bench/replicas.ts). Prints a table and writes
  * bench/RESULTS.md (bench/RESULTS.quick.md for a quick run). Every server runs on 127.0.0.1 in a
  * child process; every child is ended at the end, on error and on SIGINT/SIGTERM; the whole run is
  * bounded (BENCH_MAX_MINUTES, default 14).
@@ -18,7 +18,8 @@
  *   BENCH_PROFILE_IDLE_SECONDS=n  idle window of the profiled third start of the scale store (default 30; quick 5; 0: no third start)
  *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
  *   BENCH_FLOOD=n          notifications per call of the progress section's floods (default 20000; quick 2000)
- *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, install
+ *   BENCH_FAILOVER_ROUNDS=n  SIGKILLs of the service's owner in the replicas section (default 3; quick 1)
+ *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, replicas, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -37,6 +38,7 @@ import { runFloor, runIdleFloor } from "./floor.js"
 import { profileStartup, profileStoreCell } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, buildStore, killAllNow, spawnChild, startFixtures, stopAll, stopChild } from "./procs.js"
 import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results } from "./report.js"
+import { canRunReplicas, replicasMarkdown, runReplicas, writeReplicasSection, type ReplicasResult } from "./replicas.js"
 import { runScale, runStartup } from "./scale.js"
 import { runWait } from "./wait.js"
 
@@ -56,6 +58,7 @@ const STARTUP_RUNS = num("BENCH_STARTUP_RUNS", 5, 2)
 const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
 const FLOOD = num("BENCH_FLOOD", 20_000, 2_000)
 const CAPS_ATTEMPTS = num("BENCH_CAPS_ATTEMPTS", 5000, 1000)
+const FAILOVER_ROUNDS = num("BENCH_FAILOVER_ROUNDS", 3, 1)
 const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
 const list = (name: string, full: ReadonlyArray<string>) => {
   const v = (env[name] ?? "").split(",").map((s) => s.trim()).filter(Boolean)
@@ -151,6 +154,7 @@ const section = async (name: string, run: () => Promise<void>) => {
 }
 
 let install: InstallFigures | undefined
+let replicas: ReplicasResult | undefined
 try {
   log(`mcp-store benchmark: ${results.meta.mode}; node ${process.version}; load ${results.meta.loadBefore}; temp ${dir}`)
   // The store runs as `npm start` runs it: the bundle, built here from the sources measured.
@@ -258,6 +262,15 @@ try {
     results.caps = await runCaps(join(dir, "caps"), { attempts: CAPS_ATTEMPTS, concurrency: 50, idleSeconds: 5, maxSeconds: 60, log })
   })
 
+  // Replicas on one Redis (bench/replicas.ts): its section is appended to the results file.
+  await section("replicas", async () => {
+    if (!canRunReplicas()) {
+      log("  skipped: redis-server is not installed")
+      return
+    }
+    replicas = await runReplicas(join(dir, "replicas"), { calls: CALLS, warmup: WARMUP, rounds: FAILOVER_ROUNDS, log })
+  })
+
   // The package as installed (bench/install.ts): its section is appended to the results file.
   await section("install", async () => {
     install = await runInstall(join(dir, "install"), { runs: STARTUP_RUNS, log })
@@ -284,6 +297,7 @@ if (existsSync(OUT)) {
 }
 writeFileSync(OUT, markdownReport(results, analysis))
 if (install !== undefined) writeInstallSection(OUT, installMarkdown(install, results.meta.git))
+if (replicas !== undefined) writeReplicasSection(OUT, replicasMarkdown(replicas, results.meta.git))
 log(`\n${textReport(results)}\n\nWritten: ${OUT}`)
 if (env["BENCH_KEEP"] === "1") log(`Kept: ${dir} (profiles, services files)`)
 else rmSync(dir, { recursive: true, force: true })
