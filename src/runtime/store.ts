@@ -3,8 +3,9 @@
  * operations on them. This is the library entry point (`createStore`) and the only thing the HTTP
  * handlers call: they decode, call a `ScopeApi` operation, encode.
  *
- * Every change is written to the services file before the operation resolves, and changes are
- * serialized so the file and the actors always agree.
+ * Every change is written to the services file (in replica mode, the cluster's Redis:
+ * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
+ * and the actors always agree.
  */
 import { dirname } from "node:path"
 import { Effect } from "effect"
@@ -136,7 +137,8 @@ export class Store implements StoreHost {
     // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
     let self: Store | undefined
     const vault: TokenStore = await (shared === undefined ? TokenVault.open(file.path) : RedisTokenStore.open(shared)).catch(async (e: unknown) => {
-      await Promise.all([cluster?.stop(), records.close()])
+      await records.close() // before the cluster's client it uses
+      await cluster?.stop()
       throw e
     })
     const oauth = new OAuthManager(vault, (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
