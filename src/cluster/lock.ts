@@ -5,10 +5,8 @@
  * TTL bounds how long a replica that died holding it blocks the others.
  */
 import { randomUUID } from "node:crypto"
-import type { RedisClient } from "./records.js"
-
-/** Deletes the key only while it still holds the caller's token. */
-const RELEASE = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
+import type { Redis } from "./connection.js"
+import { RELEASE } from "./leases.js"
 
 /** The lock was not free within the wait. */
 export class LockBusy extends Error {
@@ -29,7 +27,7 @@ export interface LockOptions {
 }
 
 /** Runs `task` while holding the lock `key`; throws `LockBusy` when it is not free within `waitMs`. */
-export const withLock = async <A>(client: RedisClient, key: string, options: LockOptions, task: () => Promise<A>): Promise<A> => {
+export const withLock = async <A>(client: Redis, key: string, options: LockOptions, task: () => Promise<A>): Promise<A> => {
   const token = randomUUID()
   const deadline = Date.now() + options.waitMs
   for (;;) {

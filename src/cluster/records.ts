@@ -20,7 +20,7 @@
  * - A record counts as written once this replica's reader has read it back, so a summary or a query
  *   right after a call sees it, as with the file.
  */
-import type { RedisClientType } from "redis"
+import type { Redis } from "./connection.js"
 import { clusterKey } from "./keys.js"
 import { followStream, type StreamEntry, type StreamFollower } from "./stream-follower.js"
 import { RecordTallies } from "../records/aggregates.js"
@@ -39,12 +39,9 @@ import {
 } from "../records/records.js"
 import { log } from "../runtime/log.js"
 
-/** A connected node-redis client (the store's). */
-export type RedisClient = RedisClientType
-
 /** What every cluster data backend is made from: the store's client and the cluster's name. */
 export interface ClusterData {
-  readonly client: RedisClient
+  readonly client: Redis
   readonly cluster: string
 }
 
@@ -67,21 +64,18 @@ const DAY_MS = 86_400_000
 /** The group counts and the trimming, shared by both scripts (Lua; `\0` separates names). */
 const LUA_COMMON = `
 local function num(x) return tonumber(x) or 0 end
+-- One group's count, failures and duration sum (fields <c|e|d>\\0<key>), dropped when the count reaches 0.
+local function group(h, c, e, dd, k, f, d, sign)
+  if redis.call("HINCRBY", h, c .. k, sign) <= 0 then
+    redis.call("HDEL", h, c .. k, e .. k, dd .. k)
+  else
+    if f ~= 0 then redis.call("HINCRBY", h, e .. k, sign) end
+    redis.call("HINCRBYFLOAT", h, dd .. k, sign * d)
+  end
+end
 local function bump(h, s, v, t, y, f, d, n, sign)
-  local tk = s .. "\\0" .. v .. "\\0" .. t
-  local dk = y .. "\\0" .. s .. "\\0" .. v
-  if redis.call("HINCRBY", h, "c\\0" .. tk, sign) <= 0 then
-    redis.call("HDEL", h, "c\\0" .. tk, "e\\0" .. tk, "d\\0" .. tk)
-  else
-    if f ~= 0 then redis.call("HINCRBY", h, "e\\0" .. tk, sign) end
-    redis.call("HINCRBYFLOAT", h, "d\\0" .. tk, sign * d)
-  end
-  if redis.call("HINCRBY", h, "C\\0" .. dk, sign) <= 0 then
-    redis.call("HDEL", h, "C\\0" .. dk, "E\\0" .. dk, "D\\0" .. dk)
-  else
-    if f ~= 0 then redis.call("HINCRBY", h, "E\\0" .. dk, sign) end
-    redis.call("HINCRBYFLOAT", h, "D\\0" .. dk, sign * d)
-  end
+  group(h, "c\\0", "e\\0", "d\\0", s .. "\\0" .. v .. "\\0" .. t, f, d, sign)
+  group(h, "C\\0", "E\\0", "D\\0", y .. "\\0" .. s .. "\\0" .. v, f, d, sign)
   redis.call("HINCRBY", h, "N", sign)
   redis.call("HINCRBY", h, "B", sign * n)
 end

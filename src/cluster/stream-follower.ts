@@ -5,7 +5,7 @@
  * cannot do. A failed read is logged and tried again a second later.
  */
 import { log } from "../runtime/log.js"
-import type { RedisClient } from "./records.js"
+import type { Redis } from "./connection.js"
 
 /** One stream entry as node-redis gives it. */
 export interface StreamEntry {
@@ -23,7 +23,7 @@ export interface StreamFollower {
 
 /** Reads `key` after `cursor()` until closed, handing each batch (in order) to `onBatch`. */
 export const followStream = async (
-  client: RedisClient,
+  client: Redis,
   key: string,
   cursor: () => string,
   onBatch: (entries: ReadonlyArray<StreamEntry>) => void | Promise<void>,

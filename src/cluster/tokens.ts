@@ -16,7 +16,8 @@ import { keyOfSecret, seal, unseal, type PendingRecord, type TokenStore, type Va
 import { log } from "../runtime/log.js"
 import { clusterKey } from "./keys.js"
 import { withLock } from "./lock.js"
-import type { ClusterData, RedisClient } from "./records.js"
+import type { Redis } from "./connection.js"
+import type { ClusterData } from "./records.js"
 
 /** The hash field of the check value (no service key starts with a NUL). */
 const CHECK_FIELD = "\u0000check"
@@ -44,7 +45,7 @@ export class RedisTokenStore implements TokenStore {
   private readonly pendingHash: string
   private readonly channel: string
   private readonly listeners = new Set<(service: string) => void>()
-  private subscriber: RedisClient | undefined
+  private subscriber: Redis | undefined
 
   private constructor(
     private readonly data: ClusterData,

@@ -6,7 +6,7 @@ import type { InspectionEvent } from "xstate"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { MESSAGE_LIMIT, SharedAlerts, STREAM_LIMIT } from "../../src/cluster/alerts.js"
 import { clusterKey } from "../../src/cluster/keys.js"
-import type { RedisClient } from "../../src/cluster/records.js"
+import type { Redis } from "../../src/cluster/connection.js"
 import { STORE_SCOPE } from "../../src/domain/service.js"
 import type { Transition } from "../../src/machines/service.js"
 import { LIMITS, Monitor, type Alert } from "../../src/monitoring/monitor.js"
@@ -16,7 +16,7 @@ let redis: RedisServer
 const closing: Array<{ close(): unknown } | { stop(): unknown }> = []
 let seq = 0
 
-const connect = (): Promise<RedisClient> => redis.connect()
+const connect = (): Promise<Redis> => redis.connect()
 /** A replica's monitor with the cluster's alerts attached. */
 const replica = async (cluster: string) => {
   const monitor = new Monitor()

@@ -3,7 +3,7 @@
 // upstream at once; one asks the token endpoint, the other waits on the lock and takes its token.
 import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { RedisClient } from "../../src/cluster/records.js"
+import type { Redis } from "../../src/cluster/connection.js"
 import { RedisTokenStore } from "../../src/cluster/tokens.js"
 import { STORE_SCOPE } from "../../src/domain/service.js"
 import { OAuthManager } from "../../src/runtime/oauth.js"
@@ -24,7 +24,7 @@ afterAll(async () => {
 
 describe.skipIf(!hasRedisServer)("OAuth refreshes across replicas", () => {
   it("ask the token endpoint once when two replicas need a token at the same moment", async () => {
-    const clients: RedisClient[] = []
+    const clients: Redis[] = []
     const stores: RedisTokenStore[] = []
     try {
       const replica = async () => {

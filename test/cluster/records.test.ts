@@ -7,7 +7,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
-import { RedisRecords, TYPICAL_RECORD_BYTES, type RedisClient } from "../../src/cluster/records.js"
+import type { Redis } from "../../src/cluster/connection.js"
+import { RedisRecords, TYPICAL_RECORD_BYTES } from "../../src/cluster/records.js"
 import { ToolRecords, type RecordsBackend, type RecordsOptions, type ToolRecord } from "../../src/records/records.js"
 import { hasRedisServer, newRecord as rec, startRedisServer, type RedisServer } from "../support/index.js"
 
@@ -17,7 +18,7 @@ const opened: RecordsBackend[] = []
 const dirs: string[] = []
 let clusterSeq = 0
 
-const connect = (): Promise<RedisClient> => redis.connect()
+const connect = (): Promise<Redis> => redis.connect()
 
 /** The two backends, each opened fresh (a new folder, a new cluster name). */
 const backends: Array<[string, (options?: Partial<RecordsOptions>) => Promise<RecordsBackend>]> = [

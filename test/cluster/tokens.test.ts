@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { withLock } from "../../src/cluster/lock.js"
-import type { RedisClient } from "../../src/cluster/records.js"
+import type { Redis } from "../../src/cluster/connection.js"
 import { RedisTokenStore, TokenKeyError } from "../../src/cluster/tokens.js"
 import type { VaultEntry } from "../../src/runtime/oauth-tokens.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
@@ -14,7 +14,7 @@ let redis: RedisServer
 const stores: RedisTokenStore[] = []
 let seq = 0
 
-const connect = (): Promise<RedisClient> => redis.connect()
+const connect = (): Promise<Redis> => redis.connect()
 const open = async (cluster: string, options: { secret?: string; lockTtlMs?: number } = {}) => {
   const store = await RedisTokenStore.open({ client: await connect(), cluster }, { secret: "s3cret", ...options })
   stores.push(store)
