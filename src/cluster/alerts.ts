@@ -43,28 +43,55 @@ export class SharedAlerts {
     return alerts
   }
 
-  /** Publishes the alerts `monitor` raises and resolves, and makes its `alerts()` the cluster's. */
-  attach(monitor: Monitor): void {
+  /**
+   * Publishes the alerts `monitor` raises and resolves for the services this replica runs
+   * (`runs`), makes its `alerts()` the cluster's, and relays the other replicas' alerts to its
+   * live listeners (the event streams).
+   */
+  attach(monitor: Monitor, runs: (scope: string, name: string) => boolean = () => true): void {
     this.detach?.()
     const share = (alert: Alert) =>
       void this.publish(alert).catch((err: unknown) => log.warn(`an alert could not be shared: ${err instanceof Error ? err.message : String(err)}`, { event: "cluster_alert_failed" }))
     const off = monitor.subscribe((e) => {
-      if (e.type === "alert" && !e.alert.resolved) share(e.alert)
-      // A service healthy again, or deleted, on this replica: its open alerts are resolved, whichever replica raised them.
-      else if ((e.type === "status" && e.transition.to === "healthy") || e.type === "removed") {
+      if (e.type === "alert") {
+        if (!e.alert.resolved && !this.relaying && runs(e.alert.scope, e.alert.service_name)) share(e.alert)
+      }
+      // A service healthy again, or deleted, where it runs: its open alerts are resolved, whichever replica raised them.
+      else if (((e.type === "status" && e.transition.to === "healthy") || e.type === "removed") && runs(e.scope, e.service_name)) {
         const open = this.ring.toArray().find((a) => !a.resolved && a.scope === e.scope && a.service_name === e.service_name)
         if (open !== undefined) share({ ...open, resolved: true, resolved_at: new Date().toISOString() })
       }
     })
+    const offRelay = this.onAlert((alert) => {
+      if (this.raisedHere.has(alert.alert_id)) return
+      this.relaying = true
+      try {
+        monitor.relayAlert(alert)
+      } finally {
+        this.relaying = false
+      }
+    })
+    monitor.alertsHere = runs
     monitor.alertsFrom = () => this.alerts()
     this.detach = () => {
       off()
+      offRelay()
+      monitor.alertsHere = undefined
       monitor.alertsFrom = undefined
     }
   }
 
+  /** Set while an alert read from the stream is relayed to the monitor's listeners (it is not shared again). */
+  private relaying = false
+  /** The ids of the alerts this replica raised, the newest `LIMITS.alerts` (their events were emitted here already). */
+  private readonly raisedHere = new Set<string>()
+
   /** Adds a raised alert, or the resolution of its service's alerts, to the stream. */
   async publish(alert: Alert): Promise<void> {
+    if (!alert.resolved) {
+      this.raisedHere.add(alert.alert_id)
+      if (this.raisedHere.size > LIMITS.alerts) this.raisedHere.delete(this.raisedHere.values().next().value as string)
+    }
     const message = alert.resolved
       ? { k: "resolved", s: alert.scope, v: alert.service_name, at: alert.resolved_at ?? new Date().toISOString() }
       : { k: "raised", a: JSON.stringify({ ...alert, message: alert.message.slice(0, MESSAGE_LIMIT) }) }

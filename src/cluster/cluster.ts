@@ -1,10 +1,15 @@
 /**
  * Replica mode as one object the store owns (docs/replicas.md): the Redis connections, the
  * cluster secret, this replica's entry in the registry of live replicas, the shared definitions,
- * and the `leader` lease: the leader writes the definitions to a snapshot file beside the services
- * file after each change, for backups. `Cluster.start` acquires them in order and releases what it
- * got when a step fails; `stop` releases everything (the keeper's timer, the lease, the stream
- * reader, the connections, the registry entry).
+ * the `leader` lease (the leader writes the definitions to a snapshot file beside the services file
+ * after each change, for backups, and prunes views of deleted services), and one owner per service:
+ * a lease per service, balanced over the live replicas, decides which replica runs it
+ * (src/machines/replicated.ts `OWN`/`DISOWN`); the owner publishes its views (src/cluster/views.ts),
+ * every other replica shows them and forwards requests to the owner (src/cluster/forward.ts).
+ *
+ * `Cluster.start` acquires the parts in order and releases what it got when a step fails; `attach`
+ * connects it to the store's actors; `stop` releases everything (the keeper's timer, the leases, the
+ * stream reader, the connections, the registry entry).
  */
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
@@ -12,16 +17,32 @@ import type { ClusterOptions } from "../config/options.js"
 import { writeAtomically } from "../config/atomic-write.js"
 import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
 import { log } from "../runtime/log.js"
+import type { PublishedView } from "../machines/replicated.js"
+import type { ReplicatedActorRef } from "../machines/replicated.js"
+import type { ServiceEvent } from "../machines/service.js"
+import type { McpConnection } from "../mcp/types.js"
 import { ClusterConnection, showRedisUrl } from "./connection.js"
 import { RedisDefinitions } from "./definitions.js"
+import { Forwarder, RemoteConnection } from "./forward.js"
 import { clusterKey } from "./keys.js"
-import { Leases, releasedChannel } from "./leases.js"
+import { fairShare, Leases, releasedChannel } from "./leases.js"
+import { SharedViews, type WireView } from "./views.js"
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
 
 /** The snapshot file of a services file: what the leader writes after each change of the definitions. */
 export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
+
+/** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
+export interface ReplicaHost {
+  /** The services defined here now, by `serviceField`. */
+  fields(): ReadonlyArray<string>
+  /** The actor of a service (a replicated one: src/machines/replicated.ts), if defined here. */
+  face(field: string): ReplicatedActorRef | undefined
+  /** Resolves once a service has no connection open or opening here (its process ended). */
+  drain(field: string): Promise<void>
+}
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
@@ -38,7 +59,26 @@ export class Cluster {
   #advertiseUrl: string
   #heartbeat: NodeJS.Timeout | undefined
   #stopping: Promise<void> | undefined
+  /** The `leader` lease. */
+  readonly leader: Leases
+  /** The services' leases. */
   readonly leases: Leases
+  readonly views: SharedViews
+  readonly #forwarder: Forwarder
+  #host: ReplicaHost | undefined
+  /** The newest view each service's owner published, as read here. */
+  readonly #latest = new Map<string, WireView>()
+  /** The catalog tag of the tools and catalog each mirroring actor shows. */
+  readonly #shownTags = new Map<string, string>()
+  /** Views being applied, one chain per service, so they are applied in the order they came. */
+  readonly #applying = new Map<string, Promise<void>>()
+  /** The forwarding connection of each service another replica runs. */
+  readonly #remotes = new Map<string, RemoteConnection>()
+  /** Replica URLs by id, with when they were read. */
+  readonly #urls = new Map<string, { readonly url: string; readonly at: number }>()
+  /** Live replicas as last counted (the fair share). */
+  #replicaCount = 1
+  #claimSoon = false
   #unwatch: (() => void) | undefined
   /** Snapshot writes, one at a time. */
   #snapshots: Promise<void> = Promise.resolve()
@@ -48,14 +88,21 @@ export class Cluster {
     readonly connection: ClusterConnection,
     /** The shared secret of the replicas' internal requests. */
     readonly secret: string,
-    readonly definitions: RedisDefinitions
+    readonly definitions: RedisDefinitions,
+    maxMessageBytes: number
   ) {
     this.#advertiseUrl = options.advertiseUrl ?? ""
-    this.leases = new Leases(connection.client, { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs }, {
-      taken: (label) => {
-        if (label === LEADER) this.#writeSnapshot()
-      },
-      lost: () => undefined
+    const leaseOptions = { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs }
+    this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
+    this.leases = new Leases(connection.client, leaseOptions, {
+      taken: (field) => this.#own(field),
+      lost: (field) => this.#host?.face(field)?.send({ type: "DISOWN" })
+    })
+    this.views = new SharedViews(connection.client, connection.subscriber, options.name, this.replicaId)
+    this.#forwarder = new Forwarder({
+      secret,
+      maxAnswerBytes: 2 * maxMessageBytes + 64 * 1024,
+      ownerUrl: (field) => this.#ownerUrl(field)
     })
   }
 
@@ -66,20 +113,20 @@ export class Cluster {
 
   /**
    * Connects to the cluster's Redis, seeds an empty cluster from `initial` (the services file),
-   * reads the definitions and registers this replica. Rejects with a clear message when Redis
+   * reads the definitions and registers this replica; `maxMessageBytes` bounds forwarded answers. Rejects with a clear message when Redis
    * cannot be reached at start.
    */
-  static async start(options: ClusterOptions, servicesFile: string, initial: ServicesConfig): Promise<Cluster> {
+  static async start(options: ClusterOptions, servicesFile: string, initial: ServicesConfig, maxMessageBytes: number): Promise<Cluster> {
     const connection = await ClusterConnection.open(options.redisUrl)
     try {
       const secret = options.secret ?? (await sharedSecret(connection, options.name))
       const definitions = await RedisDefinitions.open(connection, options.name, servicesFile, initial)
-      const cluster = new Cluster(options, connection, secret, definitions)
+      const cluster = new Cluster(options, connection, secret, definitions, maxMessageBytes)
       await cluster.#register()
       cluster.#unwatch = definitions.onChange(() => {
-        if (cluster.leases.owns(LEADER)) cluster.#writeSnapshot()
+        if (cluster.leader.owns(LEADER)) cluster.#writeSnapshot()
       })
-      await connection.subscriber.subscribe(releasedChannel(options.name), () => void cluster.#claim())
+      await connection.subscriber.subscribe(releasedChannel(options.name), () => cluster.claimSoon())
       await cluster.#keep()
       cluster.#heartbeat = setInterval(() => void cluster.#keep(), Math.max(100, Math.floor(cluster.leaseMs / 3)))
       cluster.#heartbeat.unref()
@@ -116,20 +163,204 @@ export class Cluster {
     await this.connection.client.set(this.#replicaKey(this.replicaId), JSON.stringify(entry), { expiration: { type: "PX", value: this.leaseMs } })
   }
 
-  /** One turn of the keeper: the registry entry refreshed, the leases renewed, free ones taken. */
+  /** One turn of the keeper: the registry entry refreshed, the leases renewed, free ones taken, one too many handed over. */
   async #keep(): Promise<void> {
     try {
       await this.#register()
+      await this.leader.renew()
       await this.leases.renew()
+      this.#replicaCount = Math.max(1, await this.#countReplicas())
       await this.#claim()
+      await this.#rebalance()
     } catch {
       // Redis away: the connection says so once; leases not renewed in time are dropped by their deadline.
     }
   }
 
+  /** Takes the free leases this replica's fair share allows: the leader's, and its services'. */
   async #claim(): Promise<void> {
     if (this.#stopping !== undefined) return
-    await this.leases.claim([LEADER], 1).catch(() => undefined)
+    await this.leader.claim([LEADER], 1).catch(() => undefined)
+    const host = this.#host
+    if (host === undefined) return
+    const fields = host.fields()
+    // In a random order, so that replicas claiming at once do not all try the same services first.
+    await this.leases.claim(shuffled(fields), fairShare(fields.length, this.#replicaCount)).catch(() => undefined)
+  }
+
+  /** Claims soon (once for many calls in one turn): a service was added, or leases were released. */
+  claimSoon(): void {
+    if (this.#claimSoon || this.#stopping !== undefined) return
+    this.#claimSoon = true
+    setImmediate(() => {
+      this.#claimSoon = false
+      void this.#claim()
+    })
+  }
+
+  /** Hands one service over when this replica runs more than its fair share (a replica joined). */
+  async #rebalance(): Promise<void> {
+    const host = this.#host
+    if (host === undefined || this.#stopping !== undefined) return
+    const owned = this.leases.owned()
+    if (owned.length <= fairShare(host.fields().length, this.#replicaCount)) return
+    const field = owned[Math.floor(Math.random() * owned.length)] as string
+    log.info(`replica ${this.replicaId} hands ${field} over (it runs ${owned.length} services, its fair share is fewer)`, { event: "lease_handover", lease: field })
+    await this.#handOver([field])
+  }
+
+  /** Stops running services here, then releases their leases (so the next owner never overlaps this one). */
+  async #handOver(fields: ReadonlyArray<string>): Promise<void> {
+    const host = this.#host
+    await Promise.all(
+      fields.map(async (field) => {
+        host?.face(field)?.send({ type: "DISOWN" })
+        await host?.drain(field)
+      })
+    )
+    await this.leases.release(fields)
+  }
+
+  async #countReplicas(): Promise<number> {
+    let n = 0
+    for await (const batch of this.connection.client.scanIterator({ MATCH: this.#replicaKey("*"), COUNT: 100 })) n += batch.length
+    return n
+  }
+
+  /** A service's lease was taken: run it here (a lease of a service not defined here is given back). */
+  #own(field: string): void {
+    const face = this.#host?.face(field)
+    if (face === undefined) {
+      void this.leases.release([field]).catch(() => undefined)
+      return
+    }
+    this.#shownTags.delete(field)
+    this.views.rewrite(field)
+    face.send({ type: "OWN", owner: this.replicaId })
+  }
+
+  /** Whether this replica runs a service now. */
+  owns(field: string): boolean {
+    return this.leases.owns(field)
+  }
+
+  /**
+   * Connects the cluster to the store's actors: views of other replicas are followed and shown,
+   * the stored ones applied, and service leases claimed from now on.
+   */
+  async attach(host: ReplicaHost): Promise<void> {
+    this.#host = host
+    await this.views.follow((field, view) => this.#received(field, view))
+    await this.#resync()
+    this.connection.onReturn(() => void this.#afterReturn())
+    await this.#claim()
+  }
+
+  /** A service was added here: it shows its owner's last view at once, and its lease is claimed. */
+  added(field: string): void {
+    const view = this.#latest.get(field)
+    if (view !== undefined) this.#received(field, view)
+    this.claimSoon()
+  }
+
+  /** A service was deleted: its owner (this replica, if so) releases its lease and view once its connections are closed. */
+  async removed(field: string): Promise<void> {
+    this.#latest.delete(field)
+    this.#shownTags.delete(field)
+    this.#remotes.delete(field)
+    if (!this.leases.owns(field)) return
+    await this.#host?.drain(field)
+    await this.leases.release([field]).catch(() => undefined)
+    await this.views.remove(field).catch(() => undefined)
+  }
+
+  /** Publishes a view of a service this replica runs (the replicated actor's `publish`). */
+  publish(field: string, view: PublishedView, connection: McpConnection | undefined): void {
+    if (this.leases.owns(field)) this.views.publish(field, view, connection)
+  }
+
+  /** The connection that forwards a service's requests to its owner (the replicated actor's `useRemote`). */
+  remote(field: string): RemoteConnection {
+    let remote = this.#remotes.get(field)
+    if (remote === undefined) this.#remotes.set(field, (remote = new RemoteConnection(field, this.#forwarder, () => this.#latest.get(field)?.facts)))
+    return remote
+  }
+
+  /** Passes a command only the owner can carry out to the owner (the replicated actor's `forward`). */
+  forward(field: string, event: ServiceEvent): void {
+    void this.#forwarder.send({ op: "event", field, event, timeoutMs: 5000 }, {}).catch((e: unknown) =>
+      log.warn(`${event.type} of ${field} could not be passed to the replica that runs it: ${(e as Error).message}`, { event: "cluster_forward_failed", service: field })
+    )
+  }
+
+  /** A view published by the owner of `field`: shown by its mirroring actor, in the order views came. */
+  #received(field: string, view: WireView): void {
+    if (view.owner === this.replicaId || this.leases.owns(field)) return
+    const latest = this.#latest.get(field)
+    // An older view of the same owner arriving late (the hash read after a message) is not taken.
+    if (latest !== undefined && latest.owner === view.owner && latest.view.stateEnteredAt > view.view.stateEnteredAt) return
+    this.#latest.set(field, view)
+    const previous = this.#applying.get(field) ?? Promise.resolve()
+    const next = previous.then(() => this.#show(field, view)).catch((e: unknown) => log.debug(`view of ${field} not shown (${(e as Error).message})`, { event: "cluster_view_failed" }))
+    this.#applying.set(field, next)
+    void next.then(() => {
+      if (this.#applying.get(field) === next) this.#applying.delete(field)
+    })
+  }
+
+  async #show(field: string, view: WireView): Promise<void> {
+    const face = this.#host?.face(field)
+    if (face === undefined || this.leases.owns(field)) return
+    let tools = face.getSnapshot().context.tools
+    let catalog = face.getSnapshot().context.catalog
+    if (this.#shownTags.get(field) !== view.catalogTag) {
+      const stored = await this.views.catalog(field)
+      if (stored !== undefined) {
+        tools = stored.tools
+        catalog = stored.catalog
+        this.#shownTags.set(field, stored.tag)
+      }
+    }
+    // The owner may have changed while the catalog was read.
+    if (this.leases.owns(field) || this.#host?.face(field) !== face) return
+    face.send({ type: "VIEW", view: { ...view.view, tools, catalog }, owner: view.owner } as never)
+  }
+
+  /** Reads every stored view again (at attach, and after Redis came back). */
+  async #resync(): Promise<void> {
+    for (const [field, view] of await this.views.all()) this.#received(field, view)
+  }
+
+  /** Redis is back: views missed meanwhile are read, this replica's own published again, leases claimed. */
+  async #afterReturn(): Promise<void> {
+    await this.#resync().catch(() => undefined)
+    for (const field of this.leases.owned()) {
+      const face = this.#host?.face(field)
+      if (face === undefined) continue
+      const snapshot = face.getSnapshot()
+      this.views.rewrite(field)
+      this.views.publish(field, { ...(snapshot.context as unknown as PublishedView), status: snapshot.context.status ?? "initializing" }, snapshot.context.connection)
+    }
+    this.claimSoon()
+  }
+
+  /** Where the owner of `field` is reached: the owner of its last view, else the lease holder. */
+  async #ownerUrl(field: string): Promise<string | undefined> {
+    let owner = this.#latest.get(field)?.owner
+    if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
+    if (owner === undefined || owner === this.replicaId) return undefined
+    const cached = this.#urls.get(owner)
+    if (cached !== undefined && Date.now() - cached.at < this.leaseMs) return cached.url
+    const entry = await this.connection.client.get(this.#replicaKey(owner)).catch(() => null)
+    if (entry === null) return undefined
+    try {
+      const url = (JSON.parse(entry) as ReplicaEntry).url
+      if (url === "") return undefined
+      this.#urls.set(owner, { url, at: Date.now() })
+      return url
+    } catch {
+      return undefined
+    }
   }
 
   /** Writes the definitions to the snapshot file (atomically; one write at a time; a failure is a warning). */
@@ -166,17 +397,32 @@ export class Cluster {
       clearInterval(this.#heartbeat)
       this.#unwatch?.()
       const reading = this.definitions.close()
+      this.views.close()
+      this.leader.close()
       this.leases.close()
       if (this.connection.up) {
+        // The store closed its connections first: the next owners take over at once.
         await this.leases.release().catch(() => undefined)
+        await this.leader.release().catch(() => undefined)
         await this.connection.client.del(this.#replicaKey(this.replicaId)).catch(() => undefined)
       }
       await this.#snapshots
+      this.#forwarder.close()
       this.connection.close()
       await reading
     })()
     return this.#stopping
   }
+}
+
+/** A copy of `items` in a random order. */
+const shuffled = <T>(items: ReadonlyArray<T>): T[] => {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j] as T, out[i] as T]
+  }
+  return out
 }
 
 /** The cluster secret kept in Redis: generated by the first replica that needs it (SET NX), read by the others. */

@@ -21,7 +21,7 @@ import { dict, nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service.js"
 import { log } from "../runtime/log.js"
 import type { ClusterConnection } from "./connection.js"
-import { clusterKey } from "./keys.js"
+import { clusterKey, parseServiceField, serviceField } from "./keys.js"
 
 /** The stream keeps about this many changes; a replica further behind reloads the whole hash. */
 export const CHANGES_MAXLEN = 10_000
@@ -76,12 +76,12 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', '${CHANGES_MAXLEN}', rev .. '-0', 're
 return 1
 `
 
-/** The hash field of a service: `store/<name>` or `agent/<agent id>/<name>` (names and ids hold no `/`). */
+/** The hash fields of the definitions (`serviceField`) with their JSON. */
 const fieldsOf = (config: ServicesConfig): Map<string, string> => {
   const out = new Map<string, string>()
-  for (const [name, definition] of Object.entries(config.store)) out.set(`store/${name}`, JSON.stringify(definition))
+  for (const [name, definition] of Object.entries(config.store)) out.set(serviceField({ kind: "store" }, name), JSON.stringify(definition))
   for (const [agentId, services] of Object.entries(config.agents)) {
-    for (const [name, definition] of Object.entries(services)) out.set(`agent/${agentId}/${name}`, JSON.stringify(definition))
+    for (const [name, definition] of Object.entries(services)) out.set(serviceField({ kind: "agent", agentId }, name), JSON.stringify(definition))
   }
   return out
 }
@@ -98,12 +98,9 @@ const documentOf = (fields: ReadonlyMap<string, string>): JsonObject => {
       log.warn(`cluster definitions: ${field} is not JSON; left out`, { event: "cluster_definition_unreadable", field })
       continue
     }
-    const parts = field.split("/")
-    if (parts[0] === "store" && parts.length === 2) store[parts[1] as string] = definition
-    else if (parts[0] === "agent" && parts.length === 3) {
-      const id = parts[1] as string
-      ;(agents[id] ??= { mcpServers: dict<unknown>() }).mcpServers[parts[2] as string] = definition
-    }
+    const service = parseServiceField(field)
+    if (service?.scope.kind === "store") store[service.name] = definition
+    else if (service?.scope.kind === "agent") (agents[service.scope.agentId] ??= { mcpServers: dict<unknown>() }).mcpServers[service.name] = definition
   }
   const doc = dict<unknown>()
   doc["mcpServers"] = store

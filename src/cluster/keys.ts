@@ -13,3 +13,19 @@ export const clusterKey = (cluster: string, ...parts: ReadonlyArray<string>): st
   if (!CLUSTER_NAME_PATTERN.test(cluster)) throw new Error(`invalid cluster name ${JSON.stringify(cluster)}`)
   return [`mcp-store:{${cluster}}`, ...parts].join(":")
 }
+
+/**
+ * The name a service goes by in the cluster (its definition's hash field, its lease, its view):
+ * `store/<name>` or `agent/<agent id>/<name>` (names and ids hold no `/`; an agent may be called
+ * `store`, hence the `agent/` prefix).
+ */
+export const serviceField = (scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }, name: string): string =>
+  scope.kind === "store" ? `store/${name}` : `agent/${scope.agentId}/${name}`
+
+/** The scope and name of a `serviceField`, or undefined for anything else. */
+export const parseServiceField = (field: string): { readonly scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }; readonly name: string } | undefined => {
+  const parts = field.split("/")
+  if (parts[0] === "store" && parts.length === 2 && parts[1] !== "") return { scope: { kind: "store" }, name: parts[1] as string }
+  if (parts[0] === "agent" && parts.length === 3 && parts[1] !== "" && parts[2] !== "") return { scope: { kind: "agent", agentId: parts[1] as string }, name: parts[2] as string }
+  return undefined
+}

@@ -67,7 +67,10 @@ export class Leases {
   #expiry: NodeJS.Timeout | undefined
   #closed = false
   readonly #now: () => number
-  /** Dropped this much before the deadline, for timer lateness and clock steps (ms). */
+  /**
+   * Dropped this much before the deadline (ms): for timer lateness and clock steps, and so that the
+   * service stopped at the deadline has ended its process before another replica can take over.
+   */
   readonly #margin: number
 
   constructor(
@@ -76,7 +79,7 @@ export class Leases {
     private readonly events: LeaseEvents
   ) {
     this.#now = options.now ?? Date.now
-    this.#margin = Math.min(200, Math.floor(options.ttlMs / 10))
+    this.#margin = Math.min(1000, Math.floor(options.ttlMs / 5))
   }
 
   key(label: string): string {
@@ -93,21 +96,35 @@ export class Leases {
   }
 
   /**
-   * Takes free leases among `candidates` while this replica holds fewer than `share` (its fair
-   * share: ceil(things / live replicas)). Resolves with the labels taken.
+   * Takes free leases among `candidates`, in their order, while this replica holds fewer than
+   * `share` (its fair share: ceil(things / live replicas)). One MGET finds the free ones, then they
+   * are taken with SET NX PX, as many at once as the share still allows (another replica may take
+   * one first: the next free one is tried). Resolves with the labels taken.
    */
   async claim(candidates: Iterable<string>, share: number): Promise<ReadonlyArray<string>> {
+    const wanted = [...candidates].filter((l) => !this.#owned.has(l))
     const taken: string[] = []
-    for (const label of candidates) {
-      if (this.#closed || this.#owned.size >= share) break
-      if (this.#owned.has(label)) continue
+    if (this.#closed || this.#owned.size >= share || wanted.length === 0) return taken
+    const holders = await this.client.mGet(wanted.map((l) => this.key(l)))
+    const free = wanted.filter((_, i) => holders[i] === null)
+    while (free.length > 0 && !this.#closed && this.#owned.size < share) {
+      const batch = free.splice(0, share - this.#owned.size)
       const started = this.#now()
-      const set = await this.client.set(this.key(label), this.options.replicaId, { condition: "NX", expiration: { type: "PX", value: this.options.ttlMs } })
-      if (set !== "OK" || this.#closed) continue
-      this.#owned.set(label, started + this.options.ttlMs - this.#margin)
-      taken.push(label)
-      log.info(`lease ${label} taken by replica ${this.options.replicaId}`, { event: "lease_taken", lease: label, replica: this.options.replicaId })
-      this.events.taken(label)
+      const replies = await Promise.all(
+        batch.map((label) => this.client.set(this.key(label), this.options.replicaId, { condition: "NX", expiration: { type: "PX", value: this.options.ttlMs } }))
+      )
+      batch.forEach((label, i) => {
+        if (replies[i] !== "OK") return
+        if (this.#closed) {
+          // Closed meanwhile: give it back at once rather than hold it until it expires.
+          void this.client.eval(RELEASE, { keys: [this.key(label)], arguments: [this.options.replicaId] }).catch(() => undefined)
+          return
+        }
+        this.#owned.set(label, started + this.options.ttlMs - this.#margin)
+        taken.push(label)
+        log.info(`lease ${label} taken by replica ${this.options.replicaId}`, { event: "lease_taken", lease: label, replica: this.options.replicaId })
+        this.events.taken(label)
+      })
     }
     this.#schedule()
     return taken

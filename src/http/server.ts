@@ -17,6 +17,8 @@ import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
 import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/keys.js"
 import { RedisKeyUses } from "../cluster/key-uses.js"
+import { SharedAlerts } from "../cluster/alerts.js"
+import { serviceField } from "../cluster/keys.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
@@ -26,7 +28,8 @@ import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
-import { callRoute, retryAfterHeader } from "./call-route.js"
+import { callRoute, retryAfterHeader, type DirectRoute } from "./call-route.js"
+import { clusterRoute } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
 import { errorBody } from "./errors.js"
@@ -104,6 +107,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   })
 
   let unrecord = () => {}
+  let alerts: SharedAlerts | undefined
   const AppLive = Layer.scoped(
     App,
     Effect.acquireRelease(
@@ -119,8 +123,20 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           inspect: monitor.inspect,
           cluster: options.store.cluster
         })
-        // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file.
-        if (store.cluster !== undefined) keys.writeUsesTo(new RedisKeyUses({ client: store.cluster.connection.client, cluster: store.cluster.options.name }).write)
+        // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file;
+        // the alerts are the cluster's, each raised by the replica that runs its service.
+        const cluster = store.cluster
+        if (cluster !== undefined) {
+          const data = { client: cluster.connection.client, cluster: cluster.options.name }
+          keys.writeUsesTo(new RedisKeyUses(data).write)
+          try {
+            alerts = await SharedAlerts.open(data)
+          } catch (e) {
+            await store.stop()
+            throw e
+          }
+          alerts.attach(monitor, (scope, name) => cluster.owns(serviceField(scope === "store" ? { kind: "store" } : { kind: "agent", agentId: scope }, name)))
+        }
         // A call refused as unavailable never reached the service: it is not a response time.
         unrecord = store.records.onRecord((r) => {
           if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
@@ -145,7 +161,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         })
       ),
       (app) =>
-        Effect.promise(() => app.store.stop()).pipe(
+        Effect.promise(async () => {
+          await alerts?.close()
+          await app.store.stop()
+        }).pipe(
           Effect.ensuring(
             Effect.sync(() => {
               unrecord()
@@ -197,8 +216,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const currentPort = () => (listeningPort ??= httpServer.listening ? state.app?.port() : undefined) ?? options.server.port
   const policy = requestPolicy(options.server, currentPort)
   const guarded = guardRequests(policy)
+  // Replica mode: the replicas' internal route (src/http/cluster-route.ts), before anything else.
+  const internal = clusterRoute(() => state.app?.store)
   // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
-  const direct = (runtime: Runtime.Runtime<never>) =>
+  const calls = (runtime: Runtime.Runtime<never>) =>
     options.directCalls === false
       ? () => false
       : callRoute(
@@ -213,6 +234,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           runtime,
           () => state.app?.store
         )
+  const direct = (runtime: Runtime.Runtime<never>): DirectRoute => {
+    const call = calls(runtime)
+    return (request, response) => internal(request, response) || call(request, response)
+  }
   // Headers every answer carries, and those of the two HTML pages and of 429 answers.
   const hardened = (app: HttpApp.Default): HttpApp.Default =>
     Effect.zipRight(

@@ -93,7 +93,12 @@ export type ServiceEvent =
   | { readonly type: "CATALOG_CHANGED" }
   | { readonly type: "REFRESH_TOOLS" }
   | { readonly type: "DISCONNECT"; readonly reason?: string | undefined }
-  | { readonly type: "RESTART"; readonly reason?: string | undefined }
+  /**
+   * `fromDefinitions`: sent by every replica that applies the same change of the definitions
+   * (src/runtime/store.ts applyConfig), so a replica that does not run the service leaves it to the
+   * one that does (src/machines/replicated.ts) instead of passing it on.
+   */
+  | { readonly type: "RESTART"; readonly reason?: string | undefined; readonly fromDefinitions?: boolean | undefined }
   | { readonly type: "UPDATE_DEFINITION"; readonly definition: ServiceDefinition }
   /** The upstream's OAuth state changed (src/runtime/oauth.ts): shown in the views, nothing else. */
   | { readonly type: "AUTH_CHANGED"; readonly auth: AuthInfo | undefined }
@@ -196,7 +201,7 @@ const connectInput = ({ context }: { context: ServiceContext }): ConnectInput =>
   timeoutMs: context.settings.initialization_timeout_seconds * 1000
 })
 
-/** A service actor's context before anything happened (the service machine's, and the mirror's: src/machines/mirror.ts). */
+/** A service actor's context before anything happened (the service machine's, and the replicated one's: src/machines/replicated.ts). */
 export const initialServiceContext = (input: ServiceInput): ServiceContext => {
   const now = input.now ?? Date.now
   return {

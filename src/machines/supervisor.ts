@@ -109,7 +109,8 @@ export const releaseCrashed = (context: SupervisorContext, event: AnyEventObject
   if (name !== undefined) stopOrphans(ownEntry(context.services, name) as AnyActorRef)
 }
 
-const stopOrphans = (actor: AnyActorRef): void => {
+/** Stops every descendant of an actor (the children a crashed actor still runs). */
+export const stopOrphans = (actor: AnyActorRef): void => {
   const children = (actor.getSnapshot() as { children?: Record<string, AnyActorRef> }).children ?? {}
   for (const child of Object.values(children)) {
     stopOrphans(child)

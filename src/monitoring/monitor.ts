@@ -92,6 +92,8 @@ interface Progress {
   catalogVersion: number
   /** The service's OAuth state last told (src/runtime/oauth.ts). */
   auth?: ServiceContext["auth"]
+  /** A replicated actor's last health check seen (its checks are read from its context). */
+  lastCheckAt?: number | undefined
 }
 
 /** Something that happened, for live listeners (the event stream). */
@@ -105,6 +107,9 @@ export type MonitorEvent =
   /** A service left its scope (its tools with it: the MCP endpoints' lists change). */
   | { readonly type: "removed"; readonly scope: string; readonly service_name: string }
   | { readonly type: "auth"; readonly scope: string; readonly service_name: string; readonly auth: NonNullable<ServiceContext["auth"]> }
+
+/** Whether a context is a replicated actor's (replica mode, src/machines/replicated.ts). */
+const isReplicated = (context: ServiceContext): boolean => (context as { role?: unknown }).role !== undefined
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -151,26 +156,36 @@ export class Monitor {
       if (context?.transitions) this.observeContext(event.actorRef, context)
     } else if (event.type === "@xstate.event" && event.event.type === "HEALTH_REPORT") {
       const context = (event.actorRef.getSnapshot() as { context?: ServiceContext }).context
-      if (!context) return
+      // A replicated actor's checks are read from its context (they run in its child, or on another replica).
+      if (!context || isReplicated(context)) return
       const e = event.event as unknown as { ok: boolean; responseTimeMs?: number; error?: string }
-      const scope = scopeLabel(context.scope)
-      const history = this.history(scope, context.name)
-      const at = Date.now()
-      const check: CheckEntry = {
-        at,
-        ok: e.ok,
-        response_time_ms: e.responseTimeMs === undefined ? null : Math.round(e.responseTimeMs * 100) / 100,
-        error: e.ok ? null : (e.error ?? "health check failed")
-      }
-      history.checks.push(at, check.response_time_ms, check.error)
-      if (e.ok && e.responseTimeMs !== undefined) history.samples.push(at, e.responseTimeMs)
-      if (this.listeners.size > 0) this.emit({ type: "check", scope, service_name: context.name, check })
+      this.check(scopeLabel(context.scope), context.name, Date.now(), e.ok, e.responseTimeMs, e.error)
     }
+  }
+
+  private check(scope: string, name: string, at: number, ok: boolean, responseTimeMs: number | undefined, error: string | undefined): void {
+    const history = this.history(scope, name)
+    const check: CheckEntry = {
+      at,
+      ok,
+      response_time_ms: responseTimeMs === undefined ? null : Math.round(responseTimeMs * 100) / 100,
+      error: ok ? null : (error ?? "health check failed")
+    }
+    history.checks.push(at, check.response_time_ms, check.error)
+    if (ok && responseTimeMs !== undefined) history.samples.push(at, responseTimeMs)
+    if (this.listeners.size > 0) this.emit({ type: "check", scope, service_name: name, check })
   }
 
   private observeContext(actor: object, context: ServiceContext): void {
     const all = context.transitions
     let progress = this.progress.get(actor)
+    // A replicated actor (replica mode) shows each health check in its context: one entry per new check.
+    if (isReplicated(context) && context.lastHealthCheckAt !== undefined && progress?.lastCheckAt !== context.lastHealthCheckAt) {
+      if (progress) progress.lastCheckAt = context.lastHealthCheckAt
+      else this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0, catalogVersion: 0, lastCheckAt: context.lastHealthCheckAt }))
+      const ok = context.consecutiveFailures === 0
+      this.check(scopeLabel(context.scope), context.name, context.lastHealthCheckAt, ok, ok ? context.responseTimeMs : undefined, context.lastError)
+    }
     // Most snapshots (a check answered, a timer) change neither: nothing to look up.
     if (
       progress &&
@@ -207,6 +222,8 @@ export class Monitor {
 
   private onTransition(scope: string, name: string, t: Transition): void {
     this.emit({ type: "status", scope, service_name: name, transition: t })
+    // Replica mode: the alerts of a service are raised by the replica that runs it (src/cluster/alerts.ts).
+    if (this.alertsHere !== undefined && !this.alertsHere(scope, name)) return
     if (t.to === "warning") this.raise("warning", scope, name, "Service degraded", t.reason)
     else if (t.to === "unreachable") this.raise("error", scope, name, "Service unreachable", t.reason)
     else if (t.to === "healthy") this.resolve(scope, name)
@@ -274,6 +291,14 @@ export class Monitor {
       const slash = key.indexOf("/")
       return { scope: key.slice(0, slash), service_name: key.slice(slash + 1), samples: h.samples.values(), last: h.samples.lastValue() ?? null }
     })
+  }
+
+  /** Replica mode: whether this replica raises and resolves the alerts of a service (it runs it). Undefined: every service. */
+  alertsHere: ((scope: string, name: string) => boolean) | undefined = undefined
+
+  /** Tells the live listeners of an alert raised or resolved by another replica (not kept here). */
+  relayAlert(alert: Alert): void {
+    this.emit({ type: "alert", alert })
   }
 
   /**

@@ -11,7 +11,7 @@ import { parse as parseDotenv } from "dotenv"
 import { fromCallback, fromPromise } from "xstate"
 import { definitionHasReferences, expandDefinition, expandOAuth, oauthHasReferences, UndefinedVariable, type Variables } from "../domain/references.js"
 import { scrubText, secretValues } from "../domain/secrets.js"
-import { resolveDefinition, scopeLabel, type ResolvedDefinition } from "../domain/service.js"
+import { resolveDefinition, scopeLabel, type ResolvedDefinition, type Scope } from "../domain/service.js"
 import { connect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
@@ -141,15 +141,35 @@ export const scrubbedConnection = (connection: McpConnection, secrets: ReadonlyA
   })
 }
 
-/** Connections opened and not yet closed, with one close promise each (close is idempotent). */
+/**
+ * Connections opened and not yet closed, with one close promise each (close is idempotent), and the
+ * connection attempts under way, each under its service's label (`scope/name`): `drain` waits until
+ * a service has nothing open or opening (replica mode hands a service over only then).
+ */
 export class ConnectionRegistry {
   private readonly open = new Map<McpConnection, Promise<void> | undefined>()
+  private readonly labels = new Map<McpConnection, string>()
+  private readonly attempts = new Map<string, Set<Promise<unknown>>>()
 
   constructor(readonly options: ConnectionOptions = {}) {}
 
-  track(connection: McpConnection): McpConnection {
+  track(connection: McpConnection, label?: string): McpConnection {
     this.open.set(connection, undefined)
+    if (label !== undefined) this.labels.set(connection, label)
     return connection
+  }
+
+  /** Notes a connection attempt of a service (its promise settles once whatever it opened is closed or tracked). */
+  attempting<T>(label: string, attempt: Promise<T>): Promise<T> {
+    let set = this.attempts.get(label)
+    if (set === undefined) this.attempts.set(label, (set = new Set()))
+    set.add(attempt)
+    const done = () => {
+      set.delete(attempt)
+      if (set.size === 0 && this.attempts.get(label) === set) this.attempts.delete(label)
+    }
+    attempt.then(done, done)
+    return attempt
   }
 
   /** Closes a connection once; every caller gets the same promise. */
@@ -157,9 +177,22 @@ export class ConnectionRegistry {
     if (connection === undefined) return Promise.resolve()
     const pending = this.open.get(connection)
     if (pending) return pending
-    const closing = connection.close().catch(() => undefined).finally(() => this.open.delete(connection))
+    const closing = connection.close().catch(() => undefined).finally(() => {
+      this.open.delete(connection)
+      this.labels.delete(connection)
+    })
     this.open.set(connection, closing)
     return closing
+  }
+
+  /** Resolves once a service has no attempt under way and no connection open (closing what is still open). */
+  async drain(label: string): Promise<void> {
+    for (;;) {
+      const attempts = [...(this.attempts.get(label) ?? [])]
+      const open = [...this.labels].filter(([, l]) => l === label).map(([c]) => c)
+      if (attempts.length === 0 && open.length === 0) return
+      await Promise.allSettled([...attempts, ...open.map((c) => this.close(c))])
+    }
   }
 
   /** Closes everything still open (store shutdown). */
@@ -179,67 +212,72 @@ export class ConnectionRegistry {
   }
 }
 
+/** The label a service's connections are tracked under (`ConnectionRegistry.drain`). */
+export const connectionLabel = (scope: Scope, name: string): string => `${scopeLabel(scope)}\u0000${name}`
+
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /** The service machine with real MCP side effects; every connection is tracked by `registry`. */
-export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager) =>
-  serviceMachine.provide({
+export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager) => {
+  /** One connection attempt: the definition resolved and expanded, connected, its tools and catalog listed. */
+  const connectOnce = async (input: ConnectInput, signal: AbortSignal): Promise<ConnectOutput> => {
+    let resolved: ReturnType<typeof resolveDefinition>
+    try {
+      resolved = resolveDefinition(input.definition)
+    } catch (e) {
+      // A hand-edited definition that is not usable: no retry can mend it, only an edit.
+      throw new McpRequestError("transport", `invalid definition: ${describe(e)}`, undefined, undefined, {
+        permanent: true,
+        hint: "fix the service's definition (update_service, or the services file)"
+      })
+    }
+    const { maxMessageBytes, upstream } = registry.options
+    const givenOAuth = resolved.kind === "remote" ? oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]) : undefined
+    // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
+    const { def: target, oauth: oauthConfig } =
+      resolved.envFile === undefined && !definitionHasReferences(resolved) && !oauthHasReferences(givenOAuth)
+        ? { def: resolved, oauth: givenOAuth }
+        : await expanded(resolved, givenOAuth, registry.options)
+    const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
+    // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
+    const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
+    const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
+      connect(target, {
+        timeoutMs: input.timeoutMs,
+        signal,
+        clientName,
+        auth,
+        ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
+        ...(upstream !== undefined ? { upstream } : {})
+      })
+    ).catch((e: unknown) => {
+      throw scrubbed(e, secrets)
+    })
+    const connection = registry.track(scrubbedConnection(opened, secrets), connectionLabel(input.scope, input.name))
+    try {
+      if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
+      const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
+      // Resources and prompts (only what the server declared). A server whose tools work is
+      // connected even when these fail: the failure is noted, and the lists are asked again later.
+      let catalog: Catalog | undefined
+      let catalogError: string | undefined
+      try {
+        catalog = await connection.listCatalog({ timeoutMs: input.timeoutMs, signal })
+      } catch (e) {
+        if (signal.aborted) throw e
+        catalogError = describe(e)
+      }
+      // A result that arrives after the actor stopped is dropped by XState: release it here.
+      if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
+      return { connection, tools, catalog, catalogError }
+    } catch (e) {
+      await registry.close(connection)
+      throw e
+    }
+  }
+  return serviceMachine.provide({
     actors: {
-      connect: fromPromise<ConnectOutput, ConnectInput>(async ({ input, signal }) => {
-        let resolved: ReturnType<typeof resolveDefinition>
-        try {
-          resolved = resolveDefinition(input.definition)
-        } catch (e) {
-          // A hand-edited definition that is not usable: no retry can mend it, only an edit.
-          throw new McpRequestError("transport", `invalid definition: ${describe(e)}`, undefined, undefined, {
-            permanent: true,
-            hint: "fix the service's definition (update_service, or the services file)"
-          })
-        }
-        const { maxMessageBytes, upstream } = registry.options
-        const givenOAuth = resolved.kind === "remote" ? oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]) : undefined
-        // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
-        const { def: target, oauth: oauthConfig } =
-          resolved.envFile === undefined && !definitionHasReferences(resolved) && !oauthHasReferences(givenOAuth)
-            ? { def: resolved, oauth: givenOAuth }
-            : await expanded(resolved, givenOAuth, registry.options)
-        const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
-        // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
-        const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
-        const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
-          connect(target, {
-            timeoutMs: input.timeoutMs,
-            signal,
-            clientName,
-            auth,
-            ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
-            ...(upstream !== undefined ? { upstream } : {})
-          })
-        ).catch((e: unknown) => {
-          throw scrubbed(e, secrets)
-        })
-        const connection = registry.track(scrubbedConnection(opened, secrets))
-        try {
-          if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-          const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
-          // Resources and prompts (only what the server declared). A server whose tools work is
-          // connected even when these fail: the failure is noted, and the lists are asked again later.
-          let catalog: Catalog | undefined
-          let catalogError: string | undefined
-          try {
-            catalog = await connection.listCatalog({ timeoutMs: input.timeoutMs, signal })
-          } catch (e) {
-            if (signal.aborted) throw e
-            catalogError = describe(e)
-          }
-          // A result that arrives after the actor stopped is dropped by XState: release it here.
-          if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-          return { connection, tools, catalog, catalogError }
-        } catch (e) {
-          await registry.close(connection)
-          throw e
-        }
-      }),
+      connect: fromPromise<ConnectOutput, ConnectInput>(({ input, signal }) => registry.attempting(connectionLabel(input.scope, input.name), connectOnce(input, signal))),
       holdConnection: fromCallback<ConnectionCommand, ConnectionInput>(({ input, sendBack, receive }) => {
         const send = (event: ServiceEvent) => sendBack(event)
         const offClose = input.connection.onClose((reason) =>
@@ -295,3 +333,4 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
       )
     }
   })
+}

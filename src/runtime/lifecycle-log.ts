@@ -87,8 +87,9 @@ export class LifecycleLog {
     if (event.type !== "@xstate.snapshot") return
     const id = (event.actorRef as { id?: string }).id
     if (id === undefined || !id.startsWith("service:")) return
-    const context = (event.snapshot as { context?: ServiceContext }).context
-    if (context?.transitions !== undefined) this.observe(event.actorRef, context)
+    const context = (event.snapshot as { context?: ServiceContext & { role?: string } }).context
+    // Replica mode: the replica that runs a service writes its lines, not every replica that shows it.
+    if (context?.transitions !== undefined && context.role !== "mirror") this.observe(event.actorRef, context)
   }
 
   /** Stops logging and clears every summary timer (the store stops). */

@@ -9,16 +9,18 @@
  */
 import { dirname } from "node:path"
 import { Effect } from "effect"
-import { createActor, type InspectionEvent, type Observer } from "xstate"
+import { assign, createActor, type InspectionEvent, type Observer } from "xstate"
 import { dict } from "../domain/dict.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { describeProblem, ServicesFile, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
 import { resolveStoreLimits, type ClusterOptions, type StoreLimits } from "../config/options.js"
 import type { DefinitionsStore } from "../config/definitions-store.js"
-import { Cluster } from "../cluster/cluster.js"
+import { Cluster, type ReplicaHost } from "../cluster/cluster.js"
+import { parseServiceField, serviceField } from "../cluster/keys.js"
+import { replicatedServiceMachine, type ReplicatedActorRef } from "../machines/replicated.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
-import { statusOf, type ServiceActorRef } from "../machines/service.js"
+import { statusOf, type ServiceActorRef, type ServiceEvent } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
 import { ToolRecords, type RecordsBackend } from "../records/records.js"
@@ -26,7 +28,7 @@ import { RedisRecords } from "../cluster/records.js"
 import { RedisTokenStore } from "../cluster/tokens.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { oauthFetch } from "../mcp/oauth.js"
-import { ConnectionRegistry, liveServiceMachine } from "./adapter.js"
+import { ConnectionRegistry, connectionLabel, liveServiceMachine } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
@@ -116,7 +118,7 @@ export class Store implements StoreHost {
     const settings = defaultMonitoring(options.monitoring ?? {})
     const limits: StoreLimits = { ...resolveStoreLimits({}), ...options.limits }
     const servicesFile = await ServicesFile.open(options.mcpConfigFile)
-    const cluster = options.cluster === undefined ? undefined : await Cluster.start(options.cluster, servicesFile.path, servicesFile.read())
+    const cluster = options.cluster === undefined ? undefined : await Cluster.start(options.cluster, servicesFile.path, servicesFile.read(), limits.maxMessageBytes)
     const file: DefinitionsStore = cluster?.definitions ?? servicesFile
     // Replica mode: records and OAuth tokens live in the cluster's Redis (docs/replicas-data.md), on its commands client.
     const shared = cluster === undefined ? undefined : { client: cluster.connection.client, cluster: cluster.options.name }
@@ -142,7 +144,9 @@ export class Store implements StoreHost {
       throw e
     })
     const oauth = new OAuthManager(vault, (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
-    const service = liveServiceMachine(connections, options.clientName, oauth)
+    const live = liveServiceMachine(connections, options.clientName, oauth)
+    // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
+    const service = cluster === undefined ? live : (replicatedMachine(cluster, live) as unknown as typeof live)
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service } }) }
     })
@@ -154,6 +158,7 @@ export class Store implements StoreHost {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
       inspect: (event: InspectionEvent) => {
+        if (cluster !== undefined) clusterAdded(cluster, event)
         lifecycle.inspect(event)
         for (const listener of inspectors) listener(event)
         if (typeof user === "function") user(event)
@@ -165,8 +170,15 @@ export class Store implements StoreHost {
     const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth, cluster)
     self = store
     store.load(file.read())
-    // Replica mode: the changes made through the other replicas are applied as a reload is.
-    if (cluster !== undefined) store.watchFile()
+    if (cluster !== undefined) {
+      // Replica mode: the changes made through the other replicas are applied as a reload is, and
+      // the services' leases decide which replica runs each.
+      store.watchFile()
+      await cluster.attach(store.replicaHost()).catch(async (e: unknown) => {
+        await store.stop()
+        throw e
+      })
+    }
     return store
   }
 
@@ -380,7 +392,7 @@ export class Store implements StoreHost {
           actor.send({ type: "DISCONNECT", reason: "disabled in the services file" })
           summary.updated.push(label(name))
         } else if (definition.disabled !== true && statusOf(snapshot) === "disconnected") {
-          actor.send({ type: "RESTART", reason: "enabled in the services file" })
+          actor.send({ type: "RESTART", reason: "enabled in the services file", fromDefinitions: true })
           summary.updated.push(label(name))
         }
       }
@@ -400,7 +412,25 @@ export class Store implements StoreHost {
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }
-    return this.connections.close(connection)
+    const closed = this.connections.close(connection)
+    // Replica mode: the owner gives its lease and view up once the connection is closed.
+    return this.cluster === undefined ? closed : closed.then(() => this.cluster?.removed(serviceField(scope, name)))
+  }
+
+  /** The store's actors as the cluster sees them (replica mode). */
+  replicaHost(): ReplicaHost {
+    const face = (field: string) => {
+      const service = parseServiceField(field)
+      return service === undefined ? undefined : (this.serviceActor(service.scope, service.name) as unknown as ReplicatedActorRef | undefined)
+    }
+    return {
+      fields: () => this.allServiceActors().map((a) => serviceField(a.getSnapshot().context.scope, a.getSnapshot().context.name)),
+      face,
+      drain: (field) => {
+        const service = parseServiceField(field)
+        return service === undefined ? Promise.resolve() : this.connections.drain(connectionLabel(service.scope, service.name))
+      }
+    }
   }
 
   /**
@@ -473,6 +503,30 @@ export class Store implements StoreHost {
   get stopped(): boolean {
     return this.stopping !== undefined
   }
+}
+
+/**
+ * The replicated service machine (src/machines/replicated.ts) on a cluster: it runs `live` while
+ * this replica owns the service, forwards to the owner otherwise, and publishes what it runs.
+ */
+const replicatedMachine = (cluster: Cluster, live: ReturnType<typeof liveServiceMachine>) =>
+  replicatedServiceMachine.provide({
+    actors: { service: live },
+    actions: {
+      useRemote: assign(({ context }) => ({ connection: cluster.remote(serviceField(context.scope, context.name)) })),
+      forward: ({ context, event }) => cluster.forward(serviceField(context.scope, context.name), event as ServiceEvent),
+      publish: ({ context, event }) => {
+        if (event.type === "VIEW" && event.local === true) cluster.publish(serviceField(context.scope, context.name), event.view, event.connection)
+      }
+    }
+  })
+
+/** Tells the cluster of each service added to the store (the root's ADD_SERVICE names its scope), once the actor exists. */
+const clusterAdded = (cluster: Cluster, event: InspectionEvent): void => {
+  if (event.type !== "@xstate.event" || event.event.type !== "ADD_SERVICE") return
+  const added = event.event as unknown as { scope?: Scope; name: string }
+  const scope = added.scope
+  if (scope !== undefined) queueMicrotask(() => cluster.added(serviceField(scope, added.name)))
 }
 
 /** Creates a store: opens the services file, starts the actors and connects every service in it. */
