@@ -1,23 +1,51 @@
 /**
  * Three real store processes (`--redis-url`) on one real Redis, driven by a client that rotates over
- * them: a service added through one replica is listed, waited on and called through every other,
- * deleted through a third; a SIGKILLed replica takes nothing with it; the replicas register
- * themselves and one of them (the leader) writes the snapshot file. (One owner per service is not
- * built yet, docs/replicas.md: each replica runs its own connection to every service.)
+ * them (docs/replicas.md):
+ * - a service added through one replica is listed, waited on and called through every other, and
+ *   deleted through a third; exactly one replica runs each service: the HTTP upstream sees one
+ *   session (one health-check stream) and a `command` service has one process across the replicas;
+ * - a restart asked of a replica that does not run the service reaches the one that does;
+ * - the forwarding route refuses what is not signed by a replica, a browser, and a replay;
+ * - SIGKILL of the replica running a service moves it to another within the lease TTL plus its
+ *   connect time, with never two processes at once; an orderly stop hands its services over at once;
+ * - the replicas register themselves and the leader writes the snapshot file.
  */
+import { execFileSync } from "node:child_process"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { createClient } from "redis"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { randomUUID } from "node:crypto"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { FORWARD_PATH } from "../../src/cluster/forward.js"
 import { clusterKey } from "../../src/cluster/keys.js"
+import { sign, SIGNATURE_HEADER } from "../../src/cluster/signature.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { eventually, fixtureService, freshDir, hasRedisServer, useReplicaSecret, spawnStore, startRedisServer, type RedisServer, type StoreProcess } from "../support/index.js"
+
+const CLUSTER = "three"
+const LEASE_MS = 2000
+
+/** How many processes of the stdio fixture started with `--name <marker>` run on this machine. */
+const processes = (marker: string): number => {
+  try {
+    return execFileSync("pgrep", ["-f", "--", `--name ${marker}`], { encoding: "utf8" }).trim().split("\n").filter(Boolean).length
+  } catch {
+    return 0 // pgrep exits 1 when nothing matches
+  }
+}
 
 describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_000 }, () => {
   let redis: RedisServer
   let upstream: HttpFixture
   const replicas: StoreProcess[] = []
   const dirs: string[] = []
+
+  const startReplica = (dir: string) =>
+    spawnStore({
+      configFile: join(dir, "mcp.json"),
+      monitoring: { health_check_seconds: 0.5 },
+      extraArgs: ["--redis-url", redis.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS)],
+      startTimeoutMs: 100_000
+    })
 
   let restoreSecret: (() => void) | undefined
   beforeAll(async () => {
@@ -26,15 +54,14 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const started = await Promise.all(
       [0, 1, 2].map((i) => {
         const dir = freshDir()
-        dirs.push(dir)
-        const configFile = join(dir, "mcp.json")
-        writeFileSync(configFile, JSON.stringify({ mcpServers: {} }))
-        return spawnStore({ configFile, monitoring: { health_check_seconds: 0.5 }, extraArgs: ["--redis-url", redis.url, "--cluster-name", "three", "--lease-ms", "3000"], startTimeoutMs: 100_000 })
-          .then((r) => [i, r] as const)
+        dirs[i] = dir
+        writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
+        return startReplica(dir).then((r) => [i, r] as const)
       })
     )
     for (const [i, r] of started) replicas[i] = r
   }, 120_000)
+  afterEach(() => redis.disconnectAll())
   afterAll(async () => {
     restoreSecret?.()
     await Promise.all(replicas.map((r) => r?.kill()))
@@ -43,12 +70,21 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
 
   const names = async (r: StoreProcess): Promise<string[]> =>
     ((await r.get("/for_store/list_services")).body.services as Array<{ name: string }>).map((s) => s.name).sort()
+  const status = async (r: StoreProcess, name: string): Promise<string | undefined> => (await r.get(`/for_store/service_status/${name}`)).body.status as string | undefined
+  /** The replica that holds a service's lease now (by the pid its id carries), or undefined. */
+  const ownerOf = async (name: string): Promise<StoreProcess | undefined> => {
+    const client = await redis.connect()
+    const holder = await client.get(clusterKey(CLUSTER, "lease", `store/${name}`))
+    return replicas.find((r) => r !== undefined && holder?.includes(`-${r.pid}-`) === true)
+  }
+  const live = () => replicas.filter((r) => r !== undefined)
 
-  it("adds through one, waits, lists and calls through every other, deletes through a third", async () => {
+  it("adds through one, waits, lists and calls through every other, deletes through a third; one session and one process per service", async () => {
     const [r0, r1, r2] = replicas as [StoreProcess, StoreProcess, StoreProcess]
+    const marker = `m${randomUUID().slice(0, 8)}`
     expect((await r0.post("/for_store/add_service?wait=15", { name: "remote", url: upstream.url })).body.connected).toEqual(["remote"])
-    expect((await r1.post("/for_store/add_service?wait=15", fixtureService("local"))).body.connected).toEqual(["local"])
-    // A wait on the third replica ends once the service is healthy there.
+    expect((await r1.post("/for_store/add_service?wait=15", fixtureService("local", "--name", marker))).body.connected).toEqual(["local"])
+    // A wait on the third replica ends once the service is healthy where it runs.
     for (const name of ["remote", "local"]) {
       const waited = await r2.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 15 })
       expect(waited.body.data?.result ?? waited.body.result).toBe(true)
@@ -60,37 +96,114 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
         expect(called.status, called.text).toBe(200)
         expect(called.body.result).toBe(`via ${r.port}`)
       }
+      // Every replica shows the same tools and status, whichever runs the service.
+      const tools = ((await r.get("/for_store/list_tools")).body.tools as Array<{ name: string }>).map((t) => t.name)
+      expect(tools).toEqual(expect.arrayContaining(["remote__echo", "local__echo"]))
+      expect(await status(r, "local")).toBe("healthy")
     }
+    // One replica runs each: one session at the upstream (one health-check stream), one process of the command.
+    expect(upstream.sessions()).toBe(1)
+    expect(processes(marker)).toBe(1)
+    expect(await ownerOf("remote")).toBeDefined()
+    expect(await ownerOf("local")).toBeDefined()
+
+    // A restart asked of a replica that does not run the service reaches the one that does.
+    const owner = (await ownerOf("remote")) as StoreProcess
+    const other = live().find((r) => r !== owner) as StoreProcess
+    const initializes = () => upstream.requests().filter((r) => r === "POST initialize").length
+    const before = initializes()
+    expect((await other.post("/for_store/restart_service", { service_name: "remote" })).status).toBe(200)
+    expect(await eventually(() => initializes() === before + 1, 10_000, 20)).toBe(true)
+    expect(await eventually(async () => (await status(other, "remote")) === "healthy", 10_000, 20)).toBe(true)
+    expect(upstream.sessions()).toBe(1)
+
     expect((await r2.del("/for_store/delete_service/remote")).status).toBe(200)
     expect(await eventually(async () => (await names(r0)).join() === "local" && (await names(r1)).join() === "local", 5000, 20)).toBe(true)
+    // The replica that ran it closed its session.
+    expect(await eventually(() => upstream.sessions() === 0, 5000, 20)).toBe(true)
   })
 
-  it("registers every replica, keeps a snapshot by the leader, and loses nothing when one is SIGKILLed", async () => {
-    const client = createClient({ url: redis.url })
-    client.on("error", () => undefined)
-    await client.connect()
-    try {
-      const registered = async () => (await client.keys(clusterKey("three", "replica", "*"))).length
-      expect(await registered()).toBe(3)
-      const leader = await client.get(clusterKey("three", "lease", "leader"))
-      // The snapshot is written by the leader (the replica whose pid its id carries), beside its own services file.
-      const index = replicas.findIndex((r) => leader?.includes(`-${r.pid}-`) === true)
-      expect(index).toBeGreaterThanOrEqual(0)
-      const snapshot = join(dirs[index] as string, "mcp.json.cluster-snapshot.json")
-      // A change made through the leader itself is in its snapshot too.
-      expect((await (replicas[index] as StoreProcess).post("/for_store/add_service", { name: "snap", url: upstream.url, disabled: true })).status).toBe(200)
-      const holds = () => existsSync(snapshot) && Object.keys((JSON.parse(readFileSync(snapshot, "utf8")) as { mcpServers: object }).mcpServers).sort().join() === "local,snap"
-      expect(await eventually(holds, 5000, 20)).toBe(true)
+  it("refuses internal requests that a replica did not sign, that a browser sends, or that replay one", async () => {
+    const r = replicas[0] as StoreProcess
+    const client = await redis.connect()
+    const secret = (await client.get(clusterKey(CLUSTER, "secret"))) as string
+    const body = JSON.stringify({ id: randomUUID(), field: "store/local", op: "ping", timeoutMs: 1000 })
+    const post = (headers: Record<string, string>, text = body) =>
+      fetch(`${r.url}${FORWARD_PATH}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: text })
+    expect((await post({})).status).toBe(401)
+    expect((await post({ [SIGNATURE_HEADER]: sign("not-the-secret-at-all", "POST", FORWARD_PATH, body) })).status).toBe(401)
+    // A changed body under a valid signature.
+    expect((await post({ [SIGNATURE_HEADER]: sign(secret, "POST", FORWARD_PATH, body) }, body.replace("ping", "call"))).status).toBe(401)
+    expect((await post({ origin: "http://evil.example", [SIGNATURE_HEADER]: sign(secret, "POST", FORWARD_PATH, body) })).status).toBe(403)
+    const signed = { [SIGNATURE_HEADER]: sign(secret, "POST", FORWARD_PATH, body) }
+    const first = await post(signed)
+    expect(first.status).toBe(200)
+    expect(await first.text()).toMatch(/^\{"(r|e)":/)
+    expect((await post(signed)).status).toBe(409)
+  })
 
-      const [r0, r1, r2] = replicas as [StoreProcess, StoreProcess, StoreProcess]
-      await r0.kill()
-      expect((await r1.post("/for_store/add_service", { name: "after", url: upstream.url, disabled: true })).status).toBe(200)
-      expect(await eventually(async () => (await names(r2)).join() === "after,local,snap", 5000, 20)).toBe(true)
-      // Its registry entry expires with its heartbeat; the leader lease moves if it was the leader.
-      expect(await eventually(async () => (await registered()) === 2, 10_000, 100)).toBe(true)
-      expect(await eventually(async () => (await client.get(clusterKey("three", "lease", "leader"))) !== null, 10_000, 100)).toBe(true)
+  it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes", async () => {
+    const marker = `k${randomUUID().slice(0, 8)}`
+    const r0 = replicas[0] as StoreProcess
+    expect((await r0.post("/for_store/add_service?wait=15", fixtureService("moving", "--name", marker))).body.connected).toEqual(["moving"])
+    const owner = (await ownerOf("moving")) as StoreProcess
+    expect(owner).toBeDefined()
+    const survivors = live().filter((r) => r !== owner)
+    expect(await eventually(async () => (await status(survivors[0] as StoreProcess, "moving")) === "healthy", 10_000, 20)).toBe(true)
+    let most = 0
+    const sampler = setInterval(() => (most = Math.max(most, processes(marker))), 50)
+    try {
+      const killed = performance.now()
+      await owner.kill()
+      replicas[replicas.indexOf(owner)] = undefined as unknown as StoreProcess
+      // A survivor runs it again, and every survivor shows it healthy.
+      expect(await eventually(async () => (await ownerOf("moving")) !== undefined, LEASE_MS + 10_000, 50)).toBe(true)
+      for (const r of survivors) {
+        const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })
+        expect(waited.body.data?.result ?? waited.body.result).toBe(true)
+      }
+      const moved = performance.now() - killed
+      expect(moved).toBeLessThan(LEASE_MS + 8000)
+      const called = await (survivors[1] as StoreProcess).post("/for_store/call_tool", { tool_name: "moving__echo", args: { text: "moved" } })
+      expect(called.body.result).toBe("moved")
     } finally {
-      client.destroy()
+      clearInterval(sampler)
     }
+    expect(most).toBeLessThanOrEqual(1)
+    expect(processes(marker)).toBe(1)
+  })
+
+  it("hands its services over at once on an orderly stop, and the leader keeps a snapshot", async () => {
+    const marker = `h${randomUUID().slice(0, 8)}`
+    const first = live()[0] as StoreProcess
+    expect((await first.post("/for_store/add_service?wait=15", fixtureService("handed", "--name", marker))).body.connected).toEqual(["handed"])
+    // The snapshot is written by the leader, beside its own services file.
+    const client = await redis.connect()
+    const leader = await client.get(clusterKey(CLUSTER, "lease", "leader"))
+    const index = replicas.findIndex((r) => r !== undefined && leader?.includes(`-${r.pid}-`) === true)
+    expect(index).toBeGreaterThanOrEqual(0)
+    const snapshot = join(dirs[index] as string, "mcp.json.cluster-snapshot.json")
+    expect(await eventually(() => existsSync(snapshot) && readFileSync(snapshot, "utf8").includes('"handed"'), 5000, 20)).toBe(true)
+
+    const owner = (await ownerOf("handed")) as StoreProcess
+    const survivor = live().find((r) => r !== owner) as StoreProcess
+    let most = 0
+    const sampler = setInterval(() => (most = Math.max(most, processes(marker))), 25)
+    try {
+      const stopped = performance.now()
+      owner.child.kill("SIGTERM")
+      await owner.exited
+      replicas[replicas.indexOf(owner)] = undefined as unknown as StoreProcess
+      const waited = await survivor.post("/for_store/wait_service", { client_id_or_service_name: "handed", status: "healthy", timeout: 15 })
+      expect(waited.body.data?.result ?? waited.body.result).toBe(true)
+      // Released at once: well before the lease would have expired.
+      expect(await eventually(async () => (await ownerOf("handed")) !== undefined, 5000, 20)).toBe(true)
+      expect(performance.now() - stopped).toBeLessThan(LEASE_MS + 4000)
+    } finally {
+      clearInterval(sampler)
+    }
+    expect(most).toBeLessThanOrEqual(1)
+    // Its registry entry is gone with it.
+    expect(await eventually(async () => (await client.keys(clusterKey(CLUSTER, "replica", "*"))).length === live().length, 5000, 50)).toBe(true)
   })
 })
