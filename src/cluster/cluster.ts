@@ -74,10 +74,13 @@ export class Cluster {
   readonly #applying = new Map<string, Promise<void>>()
   /** The forwarding connection of each service another replica runs. */
   readonly #remotes = new Map<string, RemoteConnection>()
-  /** Replica URLs by id, with when they were read. */
-  readonly #urls = new Map<string, { readonly url: string; readonly at: number }>()
-  /** Live replicas as last counted (the fair share). */
-  #replicaCount = 1
+  /** Live replicas as last read (the fair share, and whom to ask during an outage). */
+  #peers: ReadonlyArray<ReplicaEntry> = []
+  /** Redis is unreachable for every replica that answered (an outage, not a partition of this one): leases are kept. */
+  #vouched = false
+  #outageTimer: NodeJS.Timeout | undefined
+  /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
+  #claimAfter = 0
   #claimSoon = false
   #unwatch: (() => void) | undefined
   /** Snapshot writes, one at a time. */
@@ -92,7 +95,7 @@ export class Cluster {
     maxMessageBytes: number
   ) {
     this.#advertiseUrl = options.advertiseUrl ?? ""
-    const leaseOptions = { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs }
+    const leaseOptions = { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs, vouched: () => this.#vouched }
     this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
     this.leases = new Leases(connection.client, leaseOptions, {
       taken: (field) => this.#own(field),
@@ -169,7 +172,7 @@ export class Cluster {
       await this.#register()
       await this.leader.renew()
       await this.leases.renew()
-      this.#replicaCount = Math.max(1, await this.#countReplicas())
+      this.#peers = await this.replicas()
       await this.#claim()
       await this.#rebalance()
     } catch {
@@ -182,10 +185,10 @@ export class Cluster {
     if (this.#stopping !== undefined) return
     await this.leader.claim([LEADER], 1).catch(() => undefined)
     const host = this.#host
-    if (host === undefined) return
+    if (host === undefined || Date.now() < this.#claimAfter) return
     const fields = host.fields()
     // In a random order, so that replicas claiming at once do not all try the same services first.
-    await this.leases.claim(shuffled(fields), fairShare(fields.length, this.#replicaCount)).catch(() => undefined)
+    await this.leases.claim(shuffled(fields), fairShare(fields.length, this.#peers.length)).catch(() => undefined)
   }
 
   /** Claims soon (once for many calls in one turn): a service was added, or leases were released. */
@@ -203,7 +206,7 @@ export class Cluster {
     const host = this.#host
     if (host === undefined || this.#stopping !== undefined) return
     const owned = this.leases.owned()
-    if (owned.length <= fairShare(host.fields().length, this.#replicaCount)) return
+    if (owned.length <= fairShare(host.fields().length, this.#peers.length)) return
     const field = owned[Math.floor(Math.random() * owned.length)] as string
     log.info(`replica ${this.replicaId} hands ${field} over (it runs ${owned.length} services, its fair share is fewer)`, { event: "lease_handover", lease: field })
     await this.#handOver([field])
@@ -221,10 +224,36 @@ export class Cluster {
     await this.leases.release(fields)
   }
 
-  async #countReplicas(): Promise<number> {
-    let n = 0
-    for await (const batch of this.connection.client.scanIterator({ MATCH: this.#replicaKey("*"), COUNT: 100 })) n += batch.length
-    return n
+  /** Redis was lost: until it is back, ask the other replicas whether they reach it (outage or partition?). */
+  #lost(): void {
+    clearInterval(this.#outageTimer)
+    this.#outageTimer = setInterval(() => void this.#checkOutage(), Math.max(100, Math.floor(this.leaseMs / 4)))
+    this.#outageTimer.unref()
+    void this.#checkOutage()
+  }
+
+  /**
+   * Whether the leases may be kept while Redis is away: yes when no other replica was alive, or
+   * when the others that answer cannot reach Redis either (an outage: nobody can take a lease, so
+   * the services keep running); no when another reaches it (this replica is cut off: it lets its
+   * leases expire and stops their services, so that one of those takes over with never two
+   * owners) or when none answers.
+   */
+  async #checkOutage(): Promise<void> {
+    if (this.connection.up || this.#stopping !== undefined) return
+    const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
+    let vouched = peers.length === 0
+    if (!vouched) {
+      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: 1000 }, {})))
+      const up = answers.flatMap((a) => (a.status === "fulfilled" ? [(a.value as { up?: unknown } | null)?.up === true] : []))
+      vouched = up.length > 0 && up.every((u) => !u)
+    }
+    if (this.connection.up) return
+    if (vouched !== this.#vouched) {
+      if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
+      else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
+    }
+    this.#vouched = vouched
   }
 
   /** A service's lease was taken: run it here (a lease of a service not defined here is given back). */
@@ -253,6 +282,7 @@ export class Cluster {
     await this.views.follow((field, view) => this.#received(field, view))
     await this.#resync()
     this.connection.onReturn(() => void this.#afterReturn())
+    this.connection.onLoss(() => this.#lost())
     await this.#claim()
   }
 
@@ -331,8 +361,16 @@ export class Cluster {
     for (const [field, view] of await this.views.all()) this.#received(field, view)
   }
 
-  /** Redis is back: views missed meanwhile are read, this replica's own published again, leases claimed. */
+  /**
+   * Redis is back: the leases this replica kept are renewed (or taken back, if Redis lost them)
+   * before anyone claims, views missed meanwhile are read, its own published again.
+   */
   async #afterReturn(): Promise<void> {
+    clearInterval(this.#outageTimer)
+    this.#claimAfter = Date.now() + Math.floor(this.leaseMs / 2)
+    await this.leases.renew().catch(() => undefined)
+    await this.leader.renew().catch(() => undefined)
+    this.#vouched = false
     await this.#resync().catch(() => undefined)
     for (const field of this.leases.owned()) {
       const face = this.#host?.face(field)
@@ -341,7 +379,7 @@ export class Cluster {
       this.views.rewrite(field)
       this.views.publish(field, { ...(snapshot.context as unknown as PublishedView), status: snapshot.context.status ?? "initializing" }, snapshot.context.connection)
     }
-    this.claimSoon()
+    setTimeout(() => this.claimSoon(), Math.floor(this.leaseMs / 2) + 10).unref()
   }
 
   /** Where the owner of `field` is reached: the owner of its last view, else the lease holder. */
@@ -349,19 +387,18 @@ export class Cluster {
     let owner = this.#latest.get(field)?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
     if (owner === undefined || owner === this.replicaId) return undefined
-    const cached = this.#urls.get(owner)
-    if (cached !== undefined && Date.now() - cached.at < this.leaseMs) return cached.url
+    // The registry as the keeper last read it (so the owner is found while Redis is away), else as it is now.
+    const known = this.#peers.find((p) => p.id === owner)?.url
+    if (known !== undefined && known !== "") return known
     const entry = await this.connection.client.get(this.#replicaKey(owner)).catch(() => null)
-    if (entry === null) return undefined
     try {
-      const url = (JSON.parse(entry) as ReplicaEntry).url
-      if (url === "") return undefined
-      this.#urls.set(owner, { url, at: Date.now() })
-      return url
+      const url = entry === null ? "" : (JSON.parse(entry) as ReplicaEntry).url
+      return url === "" ? undefined : url
     } catch {
       return undefined
     }
   }
+
 
   /** Writes the definitions to the snapshot file (atomically; one write at a time; a failure is a warning). */
   #writeSnapshot(): void {
@@ -395,6 +432,7 @@ export class Cluster {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       clearInterval(this.#heartbeat)
+      clearInterval(this.#outageTimer)
       this.#unwatch?.()
       const reading = this.definitions.close()
       this.views.close()

@@ -45,6 +45,7 @@ export class ClusterConnection {
   /** Connected once: from then on reconnection never gives up. */
   #wasUp = false
   readonly #onReturn = new Set<() => void>()
+  readonly #onLoss = new Set<() => void>()
 
   private constructor(readonly url: string) {
     // At start a Redis that does not answer within a few attempts fails the start; once connected,
@@ -87,6 +88,12 @@ export class ClusterConnection {
     return this.client.isReady
   }
 
+  /** Calls `listener` each time Redis is lost; returns the unsubscribe. */
+  onLoss(listener: () => void): () => void {
+    this.#onLoss.add(listener)
+    return () => this.#onLoss.delete(listener)
+  }
+
   /** Calls `listener` each time Redis comes back after a loss; returns the unsubscribe. */
   onReturn(listener: () => void): () => void {
     this.#onReturn.add(listener)
@@ -99,6 +106,7 @@ export class ClusterConnection {
     log.warn(`Redis at ${showRedisUrl(this.url)} is unreachable (${e.message}): serving what this replica knows, refusing changes until it is back`, {
       event: "cluster_redis_lost"
     })
+    for (const listener of [...this.#onLoss]) listener()
   }
 
   #ready(): void {
@@ -130,6 +138,7 @@ export class ClusterConnection {
     if (this.#closed) return
     this.#closed = true
     this.#onReturn.clear()
+    this.#onLoss.clear()
     for (const c of [this.subscriber, this.reader, this.client]) {
       if (c.isOpen) c.destroy()
     }

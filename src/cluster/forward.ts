@@ -51,6 +51,8 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
   | { readonly op: "complete"; readonly params: CompleteParams }
   | { readonly op: "ping" }
   | { readonly op: "event"; readonly event: ServiceEvent }
+  /** Whether the receiving replica reaches Redis now (`field` is empty): an outage or a partition? */
+  | { readonly op: "redis" }
 )
 
 /** A failure as it travels: an `McpRequestError`'s fields. */
@@ -110,6 +112,15 @@ export class Forwarder {
     if (options.signal?.aborted === true) throw new McpRequestError("aborted", "the request was cancelled")
     const url = await this.target.ownerUrl(request.field)
     if (url === undefined) throw new McpRequestError("transport", `no replica runs ${request.field} now (its owner is changing); try again shortly`)
+    return this.sendTo(url, request, options)
+  }
+
+  /** `send` to the replica at `url`. */
+  sendTo(
+    url: string,
+    request: Without<ForwardRequest, "id">,
+    options: { readonly signal?: CancelSignal | undefined; readonly onProgress?: ((p: CallProgress) => void) | undefined; readonly maxTotalMs?: number | undefined }
+  ): Promise<unknown> {
     const body = JSON.stringify({ ...request, id: randomUUID() })
     const target = new URL(FORWARD_PATH, url)
     const send = target.protocol === "https:" ? httpsRequest : httpRequest

@@ -16,12 +16,21 @@ import { log } from "../runtime/log.js"
 import type { Redis } from "./connection.js"
 import { clusterKey } from "./keys.js"
 
-/** KEYS: lease keys. ARGV: replica id, ttl ms. Renews each key this replica holds; returns 1/0 per key. */
+/**
+ * KEYS: lease keys. ARGV: replica id, ttl ms. Renews each key this replica holds, and takes back a
+ * key that is gone (Redis lost it: restarted empty, or it expired while every replica kept its
+ * services through an outage, see `LeasesOptions.vouched`); returns 1 per key held now, 0 per key
+ * another replica holds.
+ */
 export const RENEW = `
 local out = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
+  local holder = redis.call('GET', key)
+  if holder == ARGV[1] then
     redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  elseif holder == false then
+    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
     out[i] = 1
   else
     out[i] = 0
@@ -55,6 +64,12 @@ export interface LeasesOptions {
   readonly ttlMs: number
   /** The clock (tests); Date.now by default. */
   readonly now?: () => number
+  /**
+   * Asked when deadlines pass without a renewal: true when Redis is known to be unreachable for
+   * every replica (an outage, not a partition of this one), so no other replica can take a lease
+   * meanwhile: the leases are kept, and renewed (or taken back) as soon as Redis returns.
+   */
+  readonly vouched?: () => boolean
 }
 
 /** The pub/sub channel that says leases were released (the message is the releasing replica's id). */
@@ -147,6 +162,12 @@ export class Leases {
   /** Drops every lease whose deadline has passed (called by the expiry timer; safe to call any time). */
   expire(): void {
     const now = this.#now()
+    if (this.options.vouched?.() === true) {
+      // Nobody can take them while Redis is away for everyone: keep them one more period.
+      for (const [label, deadline] of this.#owned) if (now >= deadline) this.#owned.set(label, now + this.options.ttlMs - this.#margin)
+      this.#schedule()
+      return
+    }
     for (const [label, deadline] of [...this.#owned]) {
       if (now >= deadline) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
     }

@@ -128,6 +128,7 @@ export const clusterRoute = (store: () => Store | undefined): DirectRoute => {
 /** Runs one forwarded request on the owned service's connection. */
 const execute = async (store: Store, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal): Promise<unknown> => {
   const cluster = store.cluster
+  if (req.op === "redis") return { up: cluster?.connection.up === true }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (cluster === undefined || face === undefined) throw new McpRequestError("transport", `service ${req.field} is not defined on this replica`)

@@ -31,12 +31,14 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     await redis?.stop()
   })
 
-  it("renews and releases only the holder's keys", async () => {
+  it("renews only the holder's keys, takes back a key Redis lost, and releases only the holder's keys", async () => {
     await client.set("k1", "a", { expiration: { type: "PX", value: 10_000 } })
     await client.set("k2", "b", { expiration: { type: "PX", value: 10_000 } })
-    expect(await client.eval(RENEW, { keys: ["k1", "k2", "k3"], arguments: ["a", "60000"] })).toEqual([1, 0, 0])
+    expect(await client.eval(RENEW, { keys: ["k1", "k2", "k3"], arguments: ["a", "60000"] })).toEqual([1, 0, 1])
     expect(await client.pTTL("k1")).toBeGreaterThan(10_000)
     expect(await client.pTTL("k2")).toBeLessThanOrEqual(10_000)
+    expect(await client.get("k3")).toBe("a")
+    expect(await client.pTTL("k3")).toBeGreaterThan(10_000)
     expect(await client.eval(RELEASE, { keys: ["k1", "k2"], arguments: ["b"] })).toBe(1)
     expect(await client.get("k1")).toBe("a")
     expect(await client.get("k2")).toBeNull()

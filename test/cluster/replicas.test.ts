@@ -1,11 +1,15 @@
 /**
  * Three real store processes (`--redis-url`) on one real Redis, driven by a client that rotates over
  * them (docs/replicas.md):
- * - a service added through one replica is listed, waited on and called through every other, and
- *   deleted through a third; exactly one replica runs each service: the HTTP upstream sees one
+ * - a service added through one replica is listed, waited on and called through every other (REST,
+ *   and one MCP session whose requests land on each replica in turn), and deleted through a third; exactly one replica runs each service: the HTTP upstream sees one
  *   session (one health-check stream) and a `command` service has one process across the replicas;
  * - a restart asked of a replica that does not run the service reaches the one that does;
  * - the forwarding route refuses what is not signed by a replica, a browser, and a replay;
+ * - Redis stopped: every replica keeps serving (the owners keep their services past the lease TTL,
+ *   since no replica reaches Redis) and refuses changes with 503; back empty, nothing acknowledged
+ *   is lost; a replica cut off from Redis alone (a proxy in front of each replica's Redis) stops its
+ *   services when their leases expire and another takes over, never with two processes;
  * - SIGKILL of the replica running a service moves it to another within the lease TTL plus its
  *   connect time, with never two processes at once; an orderly stop hands its services over at once;
  * - the replicas register themselves and the leader writes the snapshot file.
@@ -14,12 +18,27 @@ import { execFileSync } from "node:child_process"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { randomUUID } from "node:crypto"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { FORWARD_PATH } from "../../src/cluster/forward.js"
 import { clusterKey } from "../../src/cluster/keys.js"
 import { sign, SIGNATURE_HEADER } from "../../src/cluster/signature.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, fixtureService, freshDir, hasRedisServer, useReplicaSecret, spawnStore, startRedisServer, type RedisServer, type StoreProcess } from "../support/index.js"
+import {
+  eventually,
+  fixtureService,
+  freshDir,
+  hasRedisServer,
+  spawnStore,
+  startRedisProxy,
+  startRedisServer,
+  useReplicaSecret,
+  within,
+  type RedisProxy,
+  type RedisServer,
+  type StoreProcess
+} from "../support/index.js"
 
 const CLUSTER = "three"
 const LEASE_MS = 2000
@@ -38,12 +57,14 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   let upstream: HttpFixture
   const replicas: StoreProcess[] = []
   const dirs: string[] = []
+  /** Each replica reaches Redis through its own proxy, so that one can be cut off. */
+  const proxies: RedisProxy[] = []
 
-  const startReplica = (dir: string) =>
+  const startReplica = (dir: string, proxy: RedisProxy) =>
     spawnStore({
       configFile: join(dir, "mcp.json"),
       monitoring: { health_check_seconds: 0.5 },
-      extraArgs: ["--redis-url", redis.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS)],
+      extraArgs: ["--redis-url", proxy.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS)],
       startTimeoutMs: 100_000
     })
 
@@ -52,11 +73,12 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     restoreSecret = useReplicaSecret()
     ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
     const started = await Promise.all(
-      [0, 1, 2].map((i) => {
+      [0, 1, 2].map(async (i) => {
         const dir = freshDir()
         dirs[i] = dir
         writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
-        return startReplica(dir).then((r) => [i, r] as const)
+        proxies[i] = await startRedisProxy(redis)
+        return startReplica(dir, proxies[i] as RedisProxy).then((r) => [i, r] as const)
       })
     )
     for (const [i, r] of started) replicas[i] = r
@@ -65,7 +87,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   afterAll(async () => {
     restoreSecret?.()
     await Promise.all(replicas.map((r) => r?.kill()))
-    await Promise.all([redis?.stop(), upstream?.stop()])
+    await Promise.all([redis?.stop(), upstream?.stop(), ...proxies.map((p) => p.close())])
   })
 
   const names = async (r: StoreProcess): Promise<string[]> =>
@@ -107,6 +129,32 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(await ownerOf("remote")).toBeDefined()
     expect(await ownerOf("local")).toBeDefined()
 
+    // An MCP client whose every request lands on the next replica: one session, one initialize.
+    let turn = 0
+    let sessionStarts = 0
+    const transport = new StreamableHTTPClientTransport(new URL("http://balancer.invalid/mcp"), {
+      reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1 },
+      fetch: async (url, init) => {
+        const asked = new URL(String(url))
+        if (typeof init?.body === "string" && init.body.includes('"method":"initialize"')) sessionStarts += 1
+        const r = replicas[turn++ % replicas.length] as StoreProcess
+        return fetch(new URL(asked.pathname + asked.search, r.url), init)
+      }
+    })
+    const mcp = new Client({ name: "rotating", version: "1.0.0" })
+    mcp.onerror = () => undefined
+    await within(mcp.connect(transport), 10_000, "connect /mcp")
+    try {
+      for (let i = 0; i < 6; i++) {
+        expect((await within(mcp.listTools(), 10_000, "tools/list")).tools.map((t) => t.name)).toEqual(expect.arrayContaining(["remote__echo", "local__echo"]))
+        const tool = i % 2 === 0 ? "remote__echo" : "local__echo"
+        expect((await within(mcp.callTool({ name: tool, arguments: { text: `mcp ${i}` } }), 10_000, tool)).content).toEqual([{ type: "text", text: `mcp ${i}` }])
+      }
+      expect(sessionStarts).toBe(1)
+    } finally {
+      await mcp.close().catch(() => undefined)
+    }
+
     // A restart asked of a replica that does not run the service reaches the one that does.
     const owner = (await ownerOf("remote")) as StoreProcess
     const other = live().find((r) => r !== owner) as StoreProcess
@@ -140,6 +188,82 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(first.status).toBe(200)
     expect(await first.text()).toMatch(/^\{"(r|e)":/)
     expect((await post(signed)).status).toBe(409)
+  })
+
+  /** Samples how many processes of `marker` run, every 25 ms, until the returned stop; resolves the most seen. */
+  const sampleProcesses = (marker: string) => {
+    let most = 0
+    const timer = setInterval(() => (most = Math.max(most, processes(marker))), 25)
+    return () => {
+      clearInterval(timer)
+      return Math.max(most, processes(marker))
+    }
+  }
+  const call = async (r: StoreProcess, tool: string, text: string) => {
+    const called = await r.post("/for_store/call_tool", { tool_name: tool, args: { text } })
+    expect(called.status, `${tool} through :${r.port}: ${called.text}`).toBe(200)
+    expect(called.body.result).toBe(text)
+  }
+
+  it("keeps serving through a Redis outage, refuses changes meanwhile, and loses nothing acknowledged when Redis comes back empty", async () => {
+    const marker = `o${randomUUID().slice(0, 8)}`
+    const r0 = replicas[0] as StoreProcess
+    expect((await r0.post("/for_store/add_service?wait=15", fixtureService("steady", "--name", marker))).body.connected).toEqual(["steady"])
+    for (const r of live()) expect(await eventually(async () => (await status(r, "steady")) === "healthy", 10_000, 20)).toBe(true)
+    const most = sampleProcesses(marker)
+    await redis.stop({ kill: true })
+    try {
+      // Past the lease TTL: every replica reaches Redis no more, so the owner keeps running it.
+      await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 1000))
+      for (const r of live()) {
+        await call(r, "steady__echo", `outage ${r.port}`)
+        expect(await names(r)).toEqual(expect.arrayContaining(["local", "steady"]))
+        const refused = await r.post("/for_store/add_service", { name: "refused", url: upstream.url })
+        expect(refused.status).toBe(503)
+        expect(refused.body.error.details.reason).toBe("cluster_unavailable")
+      }
+    } finally {
+      await redis.start()
+    }
+    // Back, empty: the definitions the replicas knew are written back, every service has an owner again.
+    const client = await redis.connect()
+    expect(await eventually(async () => (await client.hExists(clusterKey(CLUSTER, "defs"), "store/steady")) === 1, 15_000, 50)).toBe(true)
+    expect(await eventually(async () => (await ownerOf("steady")) !== undefined && (await ownerOf("local")) !== undefined, 15_000, 50)).toBe(true)
+    expect((await r0.post("/for_store/add_service", { name: "after-outage", url: upstream.url, disabled: true })).status).toBe(200)
+    for (const r of live()) {
+      expect(await eventually(async () => (await names(r)).includes("after-outage"), 5000, 20)).toBe(true)
+      await call(r, "steady__echo", `back ${r.port}`)
+    }
+    expect(most()).toBe(1)
+  })
+
+  it("a replica cut off from Redis stops its services when their leases expire and another takes over, never two processes", async () => {
+    const marker = `p${randomUUID().slice(0, 8)}`
+    const r1 = replicas[1] as StoreProcess
+    expect((await r1.post("/for_store/add_service?wait=15", fixtureService("cutoff", "--name", marker))).body.connected).toEqual(["cutoff"])
+    const owner = (await ownerOf("cutoff")) as StoreProcess
+    const proxy = proxies[replicas.indexOf(owner)] as RedisProxy
+    const others = live().filter((r) => r !== owner)
+    const most = sampleProcesses(marker)
+    const cut = performance.now()
+    proxy.cut()
+    try {
+      expect(await eventually(async () => others.includes((await ownerOf("cutoff")) as StoreProcess), LEASE_MS + 8000, 50)).toBe(true)
+      for (const r of others) {
+        const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "cutoff", status: "healthy", timeout: 15 })
+        expect(waited.body.data?.result ?? waited.body.result).toBe(true)
+        await call(r, "cutoff__echo", `moved ${r.port}`)
+      }
+      expect(performance.now() - cut).toBeLessThan(LEASE_MS + 8000)
+    } finally {
+      proxy.heal()
+    }
+    expect(most()).toBe(1)
+    // Healed (once its client has reconnected), it is a replica like the others again: it calls the service where it runs.
+    const healed = async () => (await owner.post("/for_store/call_tool", { tool_name: "cutoff__echo", args: { text: "healed" } })).body.result === "healed"
+    expect(await eventually(healed, 15_000, 100)).toBe(true)
+    expect(await status(owner, "cutoff")).toBe("healthy")
+    expect(processes(marker)).toBe(1)
   })
 
   it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes", async () => {

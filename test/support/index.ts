@@ -17,7 +17,7 @@
  *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
- *   redis.ts       a real redis-server on a free loopback port (startRedisServer)
+ *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
  */
 export * from "./chromium.js"
 export * from "./client.js"

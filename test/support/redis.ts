@@ -5,7 +5,7 @@
  * tests that need it are skipped (`hasRedisServer`).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
-import { createConnection } from "node:net"
+import { createConnection, createServer, type Socket } from "node:net"
 import { createClient, type RedisClientType } from "redis"
 import { closedPort } from "./server.js"
 import { eventually } from "./wait.js"
@@ -108,5 +108,52 @@ export const useReplicaSecret = (): (() => void) => {
   return () => {
     if (before === undefined) delete process.env["MCPSTORE_SECRET_KEY"]
     else process.env["MCPSTORE_SECRET_KEY"] = before
+  }
+}
+
+/** A TCP proxy in front of a Redis server: `cut()` is a network partition between its clients and Redis. */
+export interface RedisProxy {
+  /** `redis://127.0.0.1:<proxy port>`. */
+  readonly url: string
+  /** Drops every connection through the proxy and refuses new ones, until `heal()`. */
+  cut(): void
+  heal(): void
+  close(): Promise<void>
+}
+
+/** Starts a proxy on a free loopback port forwarding to `redis`. */
+export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> => {
+  const sockets = new Set<Socket>()
+  let cut = false
+  const server = createServer((client) => {
+    if (cut) return void client.destroy()
+    const upstream = createConnection({ host: "127.0.0.1", port: redis.port })
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.on("error", () => undefined)
+      s.once("close", () => {
+        sockets.delete(s)
+        client.destroy()
+        upstream.destroy()
+      })
+    }
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as { port: number }).port
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    cut: () => {
+      cut = true
+      for (const s of sockets) s.destroy()
+    },
+    heal: () => {
+      cut = false
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
   }
 }
