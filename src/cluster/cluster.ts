@@ -82,6 +82,8 @@ export class Cluster {
   /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
   #claimAfter = 0
   #claimSoon = false
+  /** When this replica last lost each service's lease: it does not take it back for two lease times. */
+  readonly #lostAt = new Map<string, number>()
   #unwatch: (() => void) | undefined
   /** Snapshot writes, one at a time. */
   #snapshots: Promise<void> = Promise.resolve()
@@ -99,7 +101,11 @@ export class Cluster {
     this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
     this.leases = new Leases(connection.client, leaseOptions, {
       taken: (field) => this.#own(field),
-      lost: (field) => this.#host?.face(field)?.send({ type: "DISOWN" })
+      lost: (field) => {
+        // Lost here (slow renewals, a cut from Redis): another replica gets the first chance to take it.
+        this.#lostAt.set(field, Date.now())
+        this.#host?.face(field)?.send({ type: "DISOWN" })
+      }
     })
     this.views = new SharedViews(connection.client, connection.subscriber, options.name, this.replicaId)
     this.#forwarder = new Forwarder({
@@ -127,7 +133,10 @@ export class Cluster {
       const cluster = new Cluster(options, connection, secret, definitions, maxMessageBytes)
       await cluster.#register()
       cluster.#unwatch = definitions.onChange(() => {
-        if (cluster.leader.owns(LEADER)) cluster.#writeSnapshot()
+        if (!cluster.leader.owns(LEADER)) return
+        cluster.#writeSnapshot()
+        // The views of services deleted while their owner was gone.
+        void cluster.views.prune(definitions.fields()).catch(() => undefined)
       })
       await connection.subscriber.subscribe(releasedChannel(options.name), () => cluster.claimSoon())
       await cluster.#keep()
@@ -166,34 +175,67 @@ export class Cluster {
     await this.connection.client.set(this.#replicaKey(this.replicaId), JSON.stringify(entry), { expiration: { type: "PX", value: this.leaseMs } })
   }
 
-  /** One turn of the keeper: the registry entry refreshed, the leases renewed, free ones taken, one too many handed over. */
+  /**
+   * One turn of the keeper (every ttl/3): the leases renewed and the registry entry refreshed, at
+   * once and on their own, so that nothing else can hold them up; then, unless the previous one is
+   * still running, the upkeep: the live replicas read, free leases taken, and one too many handed
+   * over (in the background: closing a service can take seconds). A renewal still running when the
+   * next is due (a slow Redis, a starved process) is not doubled; a slow one is a warning line.
+   */
   async #keep(): Promise<void> {
+    void this.#upkeep()
+    if (this.#renewing) return
+    this.#renewing = true
+    const started = performance.now()
     try {
-      await this.#register()
-      await this.leader.renew()
-      await this.leases.renew()
-      this.#peers = await this.replicas()
-      await this.#claim()
-      await this.#rebalance()
+      await Promise.all([this.leader.renew(), this.leases.renew(), this.#register()])
     } catch {
       // Redis away: the connection says so once; leases not renewed in time are dropped by their deadline.
+    } finally {
+      this.#renewing = false
+      const took = performance.now() - started
+      if (took > this.leaseMs / 3) {
+        log.warn(`replica ${this.replicaId}: renewing its leases took ${Math.round(took)} ms; a lease is lost when this nears ${this.leaseMs} ms (Redis slow, or this process starved of CPU)`, {
+          event: "cluster_renewal_slow",
+          duration_ms: Math.round(took)
+        })
+      }
     }
   }
+  #renewing = false
+
+  async #upkeep(): Promise<void> {
+    if (this.#upkeeping) return
+    this.#upkeeping = true
+    try {
+      this.#peers = await this.replicas()
+      await this.#claim()
+      void this.#rebalance()
+    } catch {
+      // Redis away: nothing to take now.
+    } finally {
+      this.#upkeeping = false
+    }
+  }
+  #upkeeping = false
 
   /** Takes the free leases this replica's fair share allows: the leader's, and its services'. */
   async #claim(): Promise<void> {
-    if (this.#stopping !== undefined) return
+    if (this.#stopping !== undefined || this.#leaving) return
     await this.leader.claim([LEADER], 1).catch(() => undefined)
     const host = this.#host
     if (host === undefined || Date.now() < this.#claimAfter) return
     const fields = host.fields()
+    const now = Date.now()
+    for (const [field, at] of this.#lostAt) if (now - at > 2 * this.leaseMs) this.#lostAt.delete(field)
     // In a random order, so that replicas claiming at once do not all try the same services first.
-    await this.leases.claim(shuffled(fields), fairShare(fields.length, this.#peers.length)).catch(() => undefined)
+    const candidates = shuffled(fields.filter((f) => !this.#lostAt.has(f)))
+    await this.leases.claim(candidates, fairShare(fields.length, this.#peers.length)).catch(() => undefined)
   }
 
   /** Claims soon (once for many calls in one turn): a service was added, or leases were released. */
   claimSoon(): void {
-    if (this.#claimSoon || this.#stopping !== undefined) return
+    if (this.#claimSoon || this.#stopping !== undefined || this.#leaving) return
     this.#claimSoon = true
     setImmediate(() => {
       this.#claimSoon = false
@@ -201,16 +243,24 @@ export class Cluster {
     })
   }
 
-  /** Hands one service over when this replica runs more than its fair share (a replica joined). */
+  /** Hands one service over when this replica runs more than its fair share (a replica joined); one at a time. */
   async #rebalance(): Promise<void> {
     const host = this.#host
-    if (host === undefined || this.#stopping !== undefined) return
+    if (host === undefined || this.#stopping !== undefined || this.#leaving || this.#handingOver) return
     const owned = this.leases.owned()
     if (owned.length <= fairShare(host.fields().length, this.#peers.length)) return
     const field = owned[Math.floor(Math.random() * owned.length)] as string
     log.info(`replica ${this.replicaId} hands ${field} over (it runs ${owned.length} services, its fair share is fewer)`, { event: "lease_handover", lease: field })
-    await this.#handOver([field])
+    this.#handingOver = true
+    try {
+      await this.#handOver([field])
+    } catch {
+      // Redis away: the lease expires by itself (the service is stopped here already).
+    } finally {
+      this.#handingOver = false
+    }
   }
+  #handingOver = false
 
   /** Stops running services here, then releases their leases (so the next owner never overlaps this one). */
   async #handOver(fields: ReadonlyArray<string>): Promise<void> {
@@ -268,6 +318,12 @@ export class Cluster {
     face.send({ type: "OWN", owner: this.replicaId })
   }
 
+  /** The store is stopping: no more leases are taken (those held are released by `stop`, once the services are closed). */
+  leaving(): void {
+    this.#leaving = true
+  }
+  #leaving = false
+
   /** Whether this replica runs a service now. */
   owns(field: string): boolean {
     return this.leases.owns(field)
@@ -283,6 +339,7 @@ export class Cluster {
     await this.#resync()
     this.connection.onReturn(() => void this.#afterReturn())
     this.connection.onLoss(() => this.#lost())
+    this.#peers = await this.replicas()
     await this.#claim()
   }
 
@@ -296,6 +353,7 @@ export class Cluster {
   /** A service was deleted: its owner (this replica, if so) releases its lease and view once its connections are closed. */
   async removed(field: string): Promise<void> {
     this.#latest.delete(field)
+    this.#lostAt.delete(field)
     this.#shownTags.delete(field)
     this.#remotes.delete(field)
     if (!this.leases.owns(field)) return

@@ -153,6 +153,11 @@ export class RedisDefinitions implements DefinitionsStore {
   }
 
   /** The revision last applied on this replica. */
+  /** The services defined now, by `serviceField`. */
+  fields(): ReadonlySet<string> {
+    return new Set(this.#fields.keys())
+  }
+
   get revision(): number {
     return this.#rev
   }

@@ -5,7 +5,8 @@
  * apply here (replicas reach each other at their advertised URLs); instead every request must carry
  * a valid signature under the cluster secret (src/cluster/signature.ts) and an id not seen before
  * (a request seen on the network is neither changed nor replayed), and anything a browser sends
- * (an Origin, a Sec-Fetch-Site) is refused outright. The body is bounded like an MCP message.
+ * (an Origin, a Sec-Fetch-Site) is refused outright. The body is bounded as an API request's is, and
+ * not read at all when the signature header is missing, malformed or out of its time window.
  *
  * The request runs on the service's live connection only if this replica still owns the service;
  * a service still connecting is waited for, an expired session is reconnected once (as the local
@@ -63,8 +64,12 @@ const refused = (request: IncomingMessage, why: string): void => {
 const declined: UpstreamRequestRelay = (request) =>
   Promise.reject(new McpRequestError("protocol", `mcp-store declined ${request.method}: the tool call was forwarded from another replica, which cannot relay it`, -32600))
 
-/** The route; `store` is undefined until the store exists. */
-export const clusterRoute = (store: () => Store | undefined): DirectRoute => {
+/**
+ * The route; `store` is undefined until the store exists. A forwarded request carries what a
+ * client's request did: its body is bounded by the API's own limit (`maxBodyBytes`) plus room for
+ * the framing.
+ */
+export const clusterRoute = (store: () => Store | undefined, maxBodyBytes: number): DirectRoute => {
   const seen = new SeenIds()
   return (request, response) => {
     if (!request.url?.startsWith("/_cluster/")) return false
@@ -76,7 +81,14 @@ export const clusterRoute = (store: () => Store | undefined): DirectRoute => {
       return answer(response, 403, "FORBIDDEN", "internal cluster route")
     }
     if (request.method !== "POST" || request.url !== FORWARD_PATH) return answer(response, 404, "NOT_FOUND", "no such internal route")
-    const limit = s.limits.maxMessageBytes + 64 * 1024
+    // Nothing is read of a request whose signature cannot be valid (absent, malformed, out of its time window).
+    const header = request.headers[SIGNATURE_HEADER] as string | undefined
+    const early = signatureProblem(cluster.secret, "POST", FORWARD_PATH, "", header)
+    if (early !== undefined && early !== "wrong signature") {
+      refused(request, early)
+      return answer(response, 401, "UNAUTHORIZED", "internal cluster route: bad signature")
+    }
+    const limit = maxBodyBytes + 64 * 1024
     const declaredLength = Number(request.headers["content-length"] ?? NaN)
     if (!(declaredLength > 0 && declaredLength <= limit)) return answer(response, 413, "PAYLOAD_TOO_LARGE", `the body must have a Content-Length of at most ${limit} bytes`)
     const chunks: Buffer[] = []
@@ -88,7 +100,7 @@ export const clusterRoute = (store: () => Store | undefined): DirectRoute => {
     })
     request.on("end", () => {
       const body = Buffer.concat(chunks)
-      const problem = signatureProblem(cluster.secret, "POST", FORWARD_PATH, body, request.headers[SIGNATURE_HEADER] as string | undefined)
+      const problem = signatureProblem(cluster.secret, "POST", FORWARD_PATH, body, header)
       if (problem !== undefined) {
         refused(request, problem)
         return answer(response, 401, "UNAUTHORIZED", "internal cluster route: bad signature")

@@ -217,7 +217,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const policy = requestPolicy(options.server, currentPort)
   const guarded = guardRequests(policy)
   // Replica mode: the replicas' internal route (src/http/cluster-route.ts), before anything else.
-  const internal = clusterRoute(() => state.app?.store)
+  const internal = clusterRoute(() => state.app?.store, options.server.maxBodyBytes)
   // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
   const calls = (runtime: Runtime.Runtime<never>) =>
     options.directCalls === false

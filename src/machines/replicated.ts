@@ -35,6 +35,17 @@ export const viewOf = (context: ServiceContext, status: Status): PublishedView =
   return { ...view, status }
 }
 
+/** Context fields that are not part of what the actor shows (they never change, or are the child's own). */
+const NOT_SHOWN: ReadonlySet<string> = new Set(["scope", "name", "settings", "now", "random", "role", "owner"])
+
+/** Whether the actor shows the child's context already (every shown field the same value). */
+const shows = (shown: ReplicatedContext, child: ServiceContext): boolean => {
+  for (const key of Object.keys(child)) {
+    if (!NOT_SHOWN.has(key) && (shown as unknown as Record<string, unknown>)[key] !== (child as unknown as Record<string, unknown>)[key]) return false
+  }
+  return true
+}
+
 /** What the replicated actor keeps beside a service's context. */
 export interface ReplicaFields {
   /** `owner` while this replica runs the service, `mirror` while another does. */
@@ -141,6 +152,8 @@ export const replicatedServiceMachine = setup({
               crash: context.crash
             }),
             onSnapshot: {
+              // Most snapshots of a connected service (a health check started) change nothing shown.
+              guard: ({ context, event }) => !shows(context, (event.snapshot as ServiceSnapshot).context),
               actions: raise(({ event }) => {
                 const snapshot = event.snapshot as ServiceSnapshot
                 return { type: "VIEW" as const, view: viewOf(snapshot.context, statusOf(snapshot)), local: true, connection: snapshot.context.connection }

@@ -88,8 +88,9 @@ export class LifecycleLog {
     const id = (event.actorRef as { id?: string }).id
     if (id === undefined || !id.startsWith("service:")) return
     const context = (event.snapshot as { context?: ServiceContext & { role?: string } }).context
-    // Replica mode: the replica that runs a service writes its lines, not every replica that shows it.
-    if (context?.transitions !== undefined && context.role !== "mirror") this.observe(event.actorRef, context)
+    // Replica mode: the replica that runs a service writes its lines; one that shows another's only
+    // follows them, so that taking the service over logs what happens from then on, not before.
+    if (context?.transitions !== undefined) this.observe(event.actorRef, context, context.role === "mirror")
   }
 
   /** Stops logging and clears every summary timer (the store stops). */
@@ -99,7 +100,7 @@ export class LifecycleLog {
     this.byLabel.clear()
   }
 
-  private observe(actor: object, c: ServiceContext): void {
+  private observe(actor: object, c: ServiceContext, quiet = false): void {
     const all = c.transitions
     let p = this.progress.get(actor)
     const last = all[all.length - 1]
@@ -134,23 +135,24 @@ export class LifecycleLog {
       if (replaced !== undefined) clearTimeout(replaced.summary)
       this.byLabel.set(p.label, p)
     }
-    const from = p.lastSeen === undefined ? 0 : all.indexOf(p.lastSeen) + 1
+    const from = quiet ? all.length : p.lastSeen === undefined ? 0 : all.indexOf(p.lastSeen) + 1
     const fresh = all.slice(from)
     for (let i = 0; i < fresh.length; i++) {
       const t = fresh[i] as Transition
       const previous = i > 0 ? fresh[i - 1] : p.lastSeen
       this.transition(p, c, t, previous, i === fresh.length - 1)
     }
-    if (fresh.length === 0) this.retries(p, c)
+    if (fresh.length === 0 && !quiet) this.retries(p, c)
     p.lastSeen = last
+    if (quiet && last !== undefined) p.status = last.to
     if (c.toolsVersion !== p.toolsVersion) {
       // The first list comes with the healthy line; later ones are changes (or failed refreshes).
-      if (p.toolsVersion > 0 && fresh.length === 0) this.toolsChanged(p, c)
+      if (p.toolsVersion > 0 && fresh.length === 0 && !quiet) this.toolsChanged(p, c)
       p.toolsVersion = c.toolsVersion
       p.tools = c.tools
     }
     if (c.catalogVersion !== p.catalogVersion) {
-      if (p.catalogVersion > 0 && fresh.length === 0) this.catalogChanged(p, c)
+      if (p.catalogVersion > 0 && fresh.length === 0 && !quiet) this.catalogChanged(p, c)
       p.catalogVersion = c.catalogVersion
       p.catalog = c.catalog
     }

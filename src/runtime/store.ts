@@ -489,6 +489,7 @@ export class Store implements StoreHost {
       this.unwatch?.()
       clearInterval(this.cleanupTimer)
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
+      this.cluster?.leaving() // no service is taken over while this replica stops
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
       this.actor.stop()
       await Promise.all([this.connections.closeAll(), this.records.close(), this.oauth.vault.close?.()])

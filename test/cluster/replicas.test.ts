@@ -41,7 +41,7 @@ import {
 } from "../support/index.js"
 
 const CLUSTER = "three"
-const LEASE_MS = 2000
+const LEASE_MS = 3000
 
 /** How many processes of the stdio fixture started with `--name <marker>` run on this machine. */
 const processes = (marker: string): number => {
@@ -64,7 +64,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     spawnStore({
       configFile: join(dir, "mcp.json"),
       monitoring: { health_check_seconds: 0.5 },
-      extraArgs: ["--redis-url", proxy.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS)],
+      extraArgs: ["--redis-url", proxy.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS), "--log-level", "info"],
       startTimeoutMs: 100_000
     })
 
@@ -85,6 +85,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   }, 120_000)
   afterEach(() => redis.disconnectAll())
   afterAll(async () => {
+    replicas.forEach((r, i) => r !== undefined && writeFileSync(`/tmp/replica-${i}.log`, r.output()))
     restoreSecret?.()
     await Promise.all(replicas.map((r) => r?.kill()))
     await Promise.all([redis?.stop(), upstream?.stop(), ...proxies.map((p) => p.close())])
@@ -100,10 +101,17 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     return replicas.find((r) => r !== undefined && holder?.includes(`-${r.pid}-`) === true)
   }
   const live = () => replicas.filter((r) => r !== undefined)
+  /** The marker each command service's fixture process carries (`--name <marker>`), by service name. */
+  const markers = new Map<string, string>()
+  const markFor = (name: string): string => {
+    const marker = `${name}-${randomUUID().slice(0, 8)}`
+    markers.set(name, marker)
+    return marker
+  }
 
   it("adds through one, waits, lists and calls through every other, deletes through a third; one session and one process per service", async () => {
     const [r0, r1, r2] = replicas as [StoreProcess, StoreProcess, StoreProcess]
-    const marker = `m${randomUUID().slice(0, 8)}`
+    const marker = markFor("local")
     expect((await r0.post("/for_store/add_service?wait=15", { name: "remote", url: upstream.url })).body.connected).toEqual(["remote"])
     expect((await r1.post("/for_store/add_service?wait=15", fixtureService("local", "--name", marker))).body.connected).toEqual(["local"])
     // A wait on the third replica ends once the service is healthy where it runs.
@@ -206,7 +214,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   }
 
   it("keeps serving through a Redis outage, refuses changes meanwhile, and loses nothing acknowledged when Redis comes back empty", async () => {
-    const marker = `o${randomUUID().slice(0, 8)}`
+    const marker = markFor("steady")
     const r0 = replicas[0] as StoreProcess
     expect((await r0.post("/for_store/add_service?wait=15", fixtureService("steady", "--name", marker))).body.connected).toEqual(["steady"])
     for (const r of live()) expect(await eventually(async () => (await status(r, "steady")) === "healthy", 10_000, 20)).toBe(true)
@@ -238,7 +246,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   })
 
   it("a replica cut off from Redis stops its services when their leases expire and another takes over, never two processes", async () => {
-    const marker = `p${randomUUID().slice(0, 8)}`
+    const marker = markFor("cutoff")
     const r1 = replicas[1] as StoreProcess
     expect((await r1.post("/for_store/add_service?wait=15", fixtureService("cutoff", "--name", marker))).body.connected).toEqual(["cutoff"])
     const owner = (await ownerOf("cutoff")) as StoreProcess
@@ -263,11 +271,15 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const healed = async () => (await owner.post("/for_store/call_tool", { tool_name: "cutoff__echo", args: { text: "healed" } })).body.result === "healed"
     expect(await eventually(healed, 15_000, 100)).toBe(true)
     expect(await status(owner, "cutoff")).toBe("healthy")
+    // ...and takes changes again once it reaches Redis.
+    const accepts = async () => (await owner.post("/for_store/add_service", { name: "probe", url: upstream.url, disabled: true })).status === 200
+    expect(await eventually(accepts, 15_000, 100)).toBe(true)
+    expect((await owner.del("/for_store/delete_service/probe")).status).toBe(200)
     expect(processes(marker)).toBe(1)
   })
 
   it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes", async () => {
-    const marker = `k${randomUUID().slice(0, 8)}`
+    const marker = markFor("moving")
     const r0 = replicas[0] as StoreProcess
     expect((await r0.post("/for_store/add_service?wait=15", fixtureService("moving", "--name", marker))).body.connected).toEqual(["moving"])
     const owner = (await ownerOf("moving")) as StoreProcess
@@ -298,7 +310,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   })
 
   it("hands its services over at once on an orderly stop, and the leader keeps a snapshot", async () => {
-    const marker = `h${randomUUID().slice(0, 8)}`
+    const marker = markFor("handed")
     const first = live()[0] as StoreProcess
     expect((await first.post("/for_store/add_service?wait=15", fixtureService("handed", "--name", marker))).body.connected).toEqual(["handed"])
     // The snapshot is written by the leader, beside its own services file.
@@ -330,4 +342,37 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     // Its registry entry is gone with it.
     expect(await eventually(async () => (await client.keys(clusterKey(CLUSTER, "replica", "*"))).length === live().length, 5000, 50)).toBe(true)
   })
+
+  it("balances: a replica that joins is handed its share of the services, one at a time, with never two processes of one", async () => {
+    const alone = live()
+    expect(alone).toHaveLength(1)
+    const samplers = [...markers.values()].map((m) => sampleProcesses(m))
+    const dir = freshDir()
+    writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
+    const proxy = await startRedisProxy(redis)
+    proxies.push(proxy)
+    const t0 = performance.now()
+    const joined = await startReplica(dir, proxy)
+    console.log("DEBUG started in", performance.now() - t0)
+    replicas.push(joined)
+    // Six services (five command services and a disabled one) on two replicas: each runs three.
+    const runs = async (r: StoreProcess) => {
+      let n = 0
+      for (const name of [...markers.keys(), "after-outage"]) if ((await ownerOf(name)) === r) n += 1
+      return n
+    }
+    const ok = await eventually(async () => (await runs(joined)) === 3 && (await runs(alone[0] as StoreProcess)) === 3, 20_000, 100)
+    const c = await redis.connect()
+    for (const name of [...markers.keys(), "after-outage"]) console.log("DEBUG", name, await c.get(clusterKey(CLUSTER, "lease", `store/${name}`)), joined.pid, (alone[0] as StoreProcess).pid)
+    console.log("DEBUG defs", await c.hKeys(clusterKey(CLUSTER, "defs")))
+    console.log("DEBUG runs", await runs(joined), await runs(alone[0] as StoreProcess), performance.now() - t0)
+
+    expect(ok).toBe(true)
+    for (const name of markers.keys()) {
+      const waited = await joined.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 15 })
+      expect(waited.body.data?.result ?? waited.body.result, name).toBe(true)
+    }
+    for (const r of live()) await call(r, "steady__echo", `balanced ${r.port}`)
+    expect(samplers.map((stop) => stop())).toEqual([...markers.keys()].map(() => 1))
+  }, 150_000)
 })

@@ -105,7 +105,7 @@ describe("replicated service machine, mirroring", () => {
 
 describe("replicated service machine, owning", () => {
   it("runs the service machine, shows and publishes its snapshots, passes it every service event, and stops it on DISOWN", async () => {
-    const { actor, fakes, published, remote } = start()
+    const { actor, fakes, published, remote, clock } = start()
     actor.send({ type: "VIEW", view: travelled(viewOf({ ...ownerContext(), status: "healthy" }, "healthy")), owner: "old-owner" })
     const seen: string[] = []
     const subscription = actor.subscribe((s) => seen.push(statusOf(s)))
@@ -121,6 +121,16 @@ describe("replicated service machine, owning", () => {
     expect(actor.getSnapshot().context.tools.map((t) => t.name)).toEqual(["a", "b"])
     expect(published.at(-1)?.status).toBe("healthy")
     expect(JSON.stringify(published.at(-1))).not.toContain("real")
+    // A health check started changes nothing shown: nothing published; its answer is.
+    const publishedBefore = published.length
+    clock.increment(15_000)
+    await flush()
+    expect(fakes.calls.check).toHaveLength(1)
+    expect(published).toHaveLength(publishedBefore)
+    fakes.calls.check[0]?.sendBack({ type: "HEALTH_REPORT", ok: true, responseTimeMs: 3 })
+    await flush()
+    expect(published).toHaveLength(publishedBefore + 1)
+    expect(published.at(-1)?.responseTimeMs).toBe(3)
     // A view from another replica is not taken while this one runs the service.
     actor.send({ type: "VIEW", view: viewOf({ ...ownerContext(), status: "unreachable" }, "unreachable"), owner: "other" })
     expect(statusOf(actor.getSnapshot())).toBe("healthy")

@@ -6,7 +6,12 @@
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { FLAP_LINES, LifecycleLog } from "../../src/runtime/lifecycle-log.js"
 import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
-import { startService, tool, type ServiceHarnessOptions } from "../support/index.js"
+import { createActor } from "xstate"
+import { STORE_SCOPE } from "../../src/domain/service.js"
+import { defaultMonitoring } from "../../src/domain/settings.js"
+import { replicatedServiceMachine, viewOf } from "../../src/machines/replicated.js"
+import { initialServiceContext, serviceMachine, statusOf } from "../../src/machines/service.js"
+import { createFakes, DEFINITION, fakeConnection, flush, startService, tool, type ServiceHarnessOptions } from "../support/index.js"
 
 describe("lifecycle lines of one service", () => {
   let captured: CapturedLogs | undefined
@@ -63,5 +68,26 @@ describe("lifecycle lines of one service", () => {
     await h.advance(0)
     expect(captured.lines.at(-1)).toMatch(/ WARN  store\/svc reconnecting: died again \(attempt 1, next in 1 s\)$/)
     lifecycle.stop()
+  })
+
+  it("replica mode: no line for what a mirrored service did elsewhere; taking it over logs from then on", async () => {
+    captured = captureLogs({ level: "debug" })
+    const lifecycle = new LifecycleLog()
+    const fakes = createFakes()
+    const machine = replicatedServiceMachine.provide({ actors: { service: serviceMachine.provide({ actors: fakes.actors }) } })
+    const input = { scope: STORE_SCOPE, name: "svc", definition: DEFINITION, settings: defaultMonitoring({}) }
+    const actor = createActor(machine, { input, id: "service:store:svc", inspect: lifecycle.inspect }).start()
+    // The owner elsewhere connected: shown here, not logged here.
+    const elsewhere = { ...initialServiceContext(input), status: "healthy" as const, tools: [tool("a")], toolsVersion: 1, transitions: [{ from: "initializing" as const, to: "healthy" as const, at: 1, reason: "connected" }] }
+    actor.send({ type: "VIEW", view: viewOf(elsewhere, "healthy"), owner: "other" })
+    expect(statusOf(actor.getSnapshot())).toBe("healthy")
+    expect(captured.lines).toEqual([])
+    actor.send({ type: "OWN", owner: "me" })
+    fakes.calls.connect[0]?.resolve({ connection: fakeConnection(), tools: [tool("a"), tool("b")] })
+    await flush()
+    const lines = captured.lines.map((l) => l.replace(/^\S+Z /, "").replace(/, \d+ ms\)$/, ")"))
+    expect(lines).toEqual(["DEBUG store/svc connecting", "INFO  store/svc healthy (2 tools)"])
+    lifecycle.stop()
+    actor.stop()
   })
 })
