@@ -82,7 +82,7 @@ export class Cluster {
   /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
   #claimAfter = 0
   #claimSoon = false
-  /** When this replica last lost each service's lease: it does not take it back for two lease times. */
+  /** When this replica last lost each service's lease: it leaves it to the others (if any) for two lease times. */
   readonly #lostAt = new Map<string, number>()
   #unwatch: (() => void) | undefined
   /** Snapshot writes, one at a time. */
@@ -229,7 +229,8 @@ export class Cluster {
     const now = Date.now()
     for (const [field, at] of this.#lostAt) if (now - at > 2 * this.leaseMs) this.#lostAt.delete(field)
     // In a random order, so that replicas claiming at once do not all try the same services first.
-    const candidates = shuffled(fields.filter((f) => !this.#lostAt.has(f)))
+    const alone = this.#peers.length <= 1
+    const candidates = shuffled(alone ? fields : fields.filter((f) => !this.#lostAt.has(f)))
     await this.leases.claim(candidates, fairShare(fields.length, this.#peers.length)).catch(() => undefined)
   }
 
