@@ -305,6 +305,11 @@ export class Cluster {
       else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
     }
     this.#vouched = vouched
+    // No longer vouched for (another replica reaches Redis again): leases past their deadline go now.
+    if (!vouched) {
+      this.leases.expire()
+      this.leader.expire()
+    }
   }
 
   /** A service's lease was taken: run it here (a lease of a service not defined here is given back). */

@@ -162,12 +162,8 @@ export class Leases {
   /** Drops every lease whose deadline has passed (called by the expiry timer; safe to call any time). */
   expire(): void {
     const now = this.#now()
-    if (this.options.vouched?.() === true) {
-      // Nobody can take them while Redis is away for everyone: keep them one more period.
-      for (const [label, deadline] of this.#owned) if (now >= deadline) this.#owned.set(label, now + this.options.ttlMs - this.#margin)
-      this.#schedule()
-      return
-    }
+    // Nobody can take them while Redis is away for everyone: kept (and looked at again) until that changes.
+    if (this.options.vouched?.() === true) return this.#schedule()
     for (const [label, deadline] of [...this.#owned]) {
       if (now >= deadline) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
     }
@@ -212,7 +208,9 @@ export class Leases {
     this.#expiry = undefined
     if (this.#closed || this.#owned.size === 0) return
     const earliest = Math.min(...this.#owned.values())
-    this.#expiry = setTimeout(() => this.expire(), Math.max(0, earliest - this.#now()))
+    // A deadline already past (kept while vouched for) is looked at again every margin.
+    const wait = earliest - this.#now()
+    this.#expiry = setTimeout(() => this.expire(), wait > 0 ? wait : this.#margin)
     this.#expiry.unref()
   }
 }
