@@ -13,8 +13,8 @@ describe.skipIf(!hasRedisServer)("leases", () => {
   let redis: RedisServer
   let client: Redis
   const tables: Leases[] = []
-  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined) => {
-    const t = new Leases(client, { cluster, replicaId, ttlMs }, { taken: () => undefined, lost })
+  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined, vouched?: () => boolean) => {
+    const t = new Leases(client, { cluster, replicaId, ttlMs, vouched }, { taken: () => undefined, lost })
     tables.push(t)
     return t
   }
@@ -93,5 +93,19 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     // Lost on this replica while the key still exists in Redis: nobody else could hold it yet.
     expect(await client.pTTL("mcp-store:{deadline}:lease:store/s")).toBeGreaterThan(0)
     expect(lostAt - started).toBeLessThan(600)
+  })
+
+  it("keeps a lease past its deadline while vouched for (Redis away for everyone), and drops it at once when that ends", async () => {
+    let vouched = true
+    const lost: string[] = []
+    const t = table("vouched", "replica-a", 300, (label) => lost.push(label), () => vouched)
+    expect(await t.claim(["store/v"], 1)).toEqual(["store/v"])
+    await new Promise((resolve) => setTimeout(resolve, 600))
+    expect(lost).toEqual([])
+    expect(t.owns("store/v")).toBe(true)
+    vouched = false
+    t.expire()
+    expect(lost).toEqual(["store/v"])
+    expect(t.owns("store/v")).toBe(false)
   })
 })
