@@ -18,10 +18,10 @@ let seq = 0
 
 const connect = (): Promise<Redis> => redis.connect()
 /** A replica's monitor with the cluster's alerts attached. */
-const replica = async (cluster: string) => {
+const replica = async (cluster: string, runs?: (scope: string, name: string) => boolean) => {
   const monitor = new Monitor()
   const shared = await SharedAlerts.open({ client: await connect(), cluster })
-  shared.attach(monitor)
+  shared.attach(monitor, runs)
   closing.push(shared, monitor)
   return { monitor, shared }
 }
@@ -74,6 +74,31 @@ describe.skipIf(!hasRedisServer)("alerts of a cluster", () => {
     // A replica started later lists it too.
     const c = await replica(cluster)
     expect(c.monitor.alerts()).toMatchObject([{ service_name: "svc", resolved: true }])
+  })
+
+  it("are raised once, by the replica that runs the service, and reach every replica's live listeners once", async () => {
+    const cluster = `alerts-${seq++}`
+    // Both replicas see the service's transitions (replica mode shows every service everywhere); a runs it.
+    const a = await replica(cluster, () => true)
+    const b = await replica(cluster, () => false)
+    const heard = { a: [] as Alert[], b: [] as Alert[] }
+    a.monitor.subscribe((e) => e.type === "alert" && heard.a.push(e.alert))
+    b.monitor.subscribe((e) => e.type === "alert" && heard.b.push(e.alert))
+    const down: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
+    const onA = {}
+    transitions(a.monitor, onA, "svc", down)
+    transitions(b.monitor, {}, "svc", down)
+    expect(await eventually(() => heard.b.length === 1 && heard.a.length === 1, 5_000)).toBe(true)
+    // One alert in the cluster, the same one everywhere.
+    for (const { monitor } of [a, b]) expect(await eventually(() => monitor.alerts().length === 1, 5_000)).toBe(true)
+    expect(heard.b[0]?.alert_id).toBe(heard.a[0]?.alert_id)
+    expect(a.monitor.alerts()[0]?.alert_id).toBe(heard.a[0]?.alert_id)
+    // Healthy again where it runs: resolved once, and b's listeners hear of it.
+    transitions(a.monitor, onA, "svc", [...down, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" }])
+    expect(await eventually(() => heard.b.some((x) => x.resolved), 5_000)).toBe(true)
+    expect(await eventually(() => b.monitor.alerts()[0]?.resolved === true, 5_000)).toBe(true)
+    const entries = await (await connect()).xLen(clusterKey(cluster, "alerts"))
+    expect(entries).toBe(2)
   })
 
   it("stays within its caps under a flood, and cuts a huge message", async () => {
