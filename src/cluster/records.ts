@@ -80,10 +80,14 @@ local function bump(h, s, v, t, y, f, d, n, sign)
   redis.call("HINCRBY", h, "B", sign * n)
 end
 -- Drops the oldest entries while over a cap or past the retention, never "keep"; returns how many.
+-- The oldest entry is read alone first: most writes drop nothing, and a page of 100 entries (their
+-- fields copied into Lua tables) costs Redis several times what the write itself does.
 local function trim(stream, h, maxLen, maxBytes, minMs, keep)
   local dropped = 0
+  local count = 1
   while dropped < ${TRIM_BUDGET} do
-    local page = redis.call("XRANGE", stream, "-", "+", "COUNT", 100)
+    local page = redis.call("XRANGE", stream, "-", "+", "COUNT", count)
+    count = 100
     if #page == 0 then return dropped end
     for _, entry in ipairs(page) do
       if entry[1] == keep or dropped >= ${TRIM_BUDGET} then return dropped end

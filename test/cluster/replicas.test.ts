@@ -137,6 +137,13 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(await ownerOf("remote")).toBeDefined()
     expect(await ownerOf("local")).toBeDefined()
 
+    // An agent's service too: added through one, called through another, deleted through a third.
+    expect((await r0.post("/for_agent/agent-1/add_service?wait=15", fixtureService("kit"))).body.connected).toEqual(["kit"])
+    const agentCall = await r2.post("/for_agent/agent-1/call_tool", { tool_name: "kit__echo", args: { text: "agent call" } })
+    expect(agentCall.status, agentCall.text).toBe(200)
+    expect(agentCall.body.result).toBe("agent call")
+    expect((await r1.del("/for_agent/agent-1/delete_service/kit")).status).toBe(200)
+
     // An MCP client whose every request lands on the next replica: one session, one initialize.
     let turn = 0
     let sessionStarts = 0
