@@ -294,11 +294,20 @@ export interface StoreProcess {
  * Starts the store as `node dist/mcp-store.mjs run api` on 127.0.0.1 with the given services file,
  * and waits for its first answered request (GET /health). `nodeArgs` go before the script (e.g.
  * `--cpu-prof`); `script` replaces the bundle (SOURCES_SCRIPT: the sources through tsx); `args` are
- * more options of `run api` (e.g. `--max-mcp-sessions 100`). Resolves with the time from spawn to that first answer, and to the port being open.
+ * more options of `run api` (e.g. `--max-mcp-sessions 100`); `env` is added to the benchmark's environment
+ * (e.g. MCPSTORE_SECRET_KEY, which replica mode requires). Resolves with the time from spawn to that first answer, and to the port being open.
  */
 export const startStore = async (
   configFile: string,
-  options: { nodeArgs?: ReadonlyArray<string>; args?: ReadonlyArray<string>; monitoring?: object; name?: string; readyTimeoutMs?: number; script?: string } = {}
+  options: {
+    nodeArgs?: ReadonlyArray<string>
+    args?: ReadonlyArray<string>
+    monitoring?: object
+    name?: string
+    readyTimeoutMs?: number
+    script?: string
+    env?: Record<string, string | undefined>
+  } = {}
 ): Promise<StoreProcess & { readonly startMs: number; readonly portOpenMs: number }> => {
   const port = await freePort()
   const args = [
@@ -318,7 +327,7 @@ export const startStore = async (
     ...(options.monitoring ? ["--monitoring", JSON.stringify(options.monitoring)] : []),
     ...(options.args ?? [])
   ]
-  const child = spawnChild(options.name ?? "store", process.execPath, args, { cwd: ROOT })
+  const child = spawnChild(options.name ?? "store", process.execPath, args, { cwd: ROOT, ...(options.env ? { env: options.env } : {}) })
   const url = `http://127.0.0.1:${port}`
   const { answeredAt, connectedAt } = await firstAnswer(port, "/health", options.readyTimeoutMs ?? 30_000, () =>
     child.proc.exitCode !== null || child.proc.signalCode !== null ? new Error(`store exited (${child.proc.exitCode}) before answering\n${child.tail()}`) : undefined

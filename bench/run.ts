@@ -19,6 +19,7 @@
  *   BENCH_CAPS_ATTEMPTS=n  initialize calls and /events attempts of the caps section (default 5000; quick 1000)
  *   BENCH_FLOOD=n          notifications per call of the progress section's floods (default 20000; quick 2000)
  *   BENCH_FAILOVER_ROUNDS=n  SIGKILLs of the service's owner in the replicas section (default 3; quick 1)
+ *   BENCH_PROPAGATION_ROUNDS=n  restarts on the owner waited for on another replica, replicas section (default 5; quick 3)
  *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, replicas, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
@@ -59,6 +60,7 @@ const PROFILE_IDLE_SECONDS = num("BENCH_PROFILE_IDLE_SECONDS", 30, 5)
 const FLOOD = num("BENCH_FLOOD", 20_000, 2_000)
 const CAPS_ATTEMPTS = num("BENCH_CAPS_ATTEMPTS", 5000, 1000)
 const FAILOVER_ROUNDS = num("BENCH_FAILOVER_ROUNDS", 3, 1)
+const PROPAGATION_ROUNDS = num("BENCH_PROPAGATION_ROUNDS", 5, 3)
 const MAX_MINUTES = num("BENCH_MAX_MINUTES", 14, 6)
 const list = (name: string, full: ReadonlyArray<string>) => {
   const v = (env[name] ?? "").split(",").map((s) => s.trim()).filter(Boolean)
@@ -268,7 +270,7 @@ try {
       log("  skipped: redis-server is not installed")
       return
     }
-    replicas = await runReplicas(join(dir, "replicas"), { calls: CALLS, warmup: WARMUP, rounds: FAILOVER_ROUNDS, log })
+    replicas = await runReplicas(join(dir, "replicas"), { calls: CALLS, warmup: WARMUP, rounds: FAILOVER_ROUNDS, propagationRounds: PROPAGATION_ROUNDS, log })
   })
 
   // The package as installed (bench/install.ts): its section is appended to the results file.
