@@ -432,6 +432,8 @@ export class Cluster {
   async #afterReturn(): Promise<void> {
     clearInterval(this.#outageTimer)
     this.#claimAfter = Date.now() + Math.floor(this.leaseMs / 2)
+    // Back empty: the generated secret goes back too, before a replica that starts now makes another.
+    if (this.options.secret === undefined) await this.connection.client.set(clusterKey(this.options.name, "secret"), this.secret, { condition: "NX" }).catch(() => undefined)
     await this.leases.renew().catch(() => undefined)
     await this.leader.renew().catch(() => undefined)
     this.#vouched = false

@@ -10,7 +10,8 @@
  *
  * The answer is a stream of JSON lines: `{"p": progress}` while a tool call runs (each restarts the
  * time-out here too, as it does on the owner), then one `{"r": result}` or `{"e": failure}`, a
- * failure keeping its `McpRequestError` kind. Cancelling the request (the caller went away)
+ * failure keeping its `McpRequestError` kind. A request that no owner ran (the owner gone or moving)
+ * is sent again to the next owner, within its time-out. Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
  * subscriptions, logging levels, an upstream's elicitation or sampling request during a call) is
  * refused or declined.
@@ -64,12 +65,25 @@ export interface WireFailure {
   readonly permanent?: boolean | undefined
   readonly hint?: string | undefined
   readonly httpStatus?: number | undefined
+  /** The owner did not run it (it no longer owns the service): it may be sent to the next owner. */
+  readonly notRun?: boolean | undefined
 }
+
+/** A request that did not reach a replica that runs the service: safe to send again. */
+export class NotDelivered extends McpRequestError {
+  constructor(message: string) {
+    super("transport", message)
+  }
+}
+
+/** Between two tries of a request that was not delivered (ms). */
+const RETRY_MS = 200
 
 /** One line of a forwarded request's answer. */
 export type ForwardLine = { readonly p: CallProgress } | { readonly r: unknown } | { readonly e: WireFailure }
 
 export const toWire = (e: McpRequestError): WireFailure => ({
+  ...(e instanceof NotDelivered ? { notRun: true } : {}),
   kind: e.kind,
   message: e.message,
   code: e.code,
@@ -109,10 +123,21 @@ export class Forwarder {
     request: Without<ForwardRequest, "id">,
     options: { readonly signal?: CancelSignal | undefined; readonly onProgress?: ((p: CallProgress) => void) | undefined; readonly maxTotalMs?: number | undefined }
   ): Promise<unknown> {
-    if (options.signal?.aborted === true) throw new McpRequestError("aborted", "the request was cancelled")
-    const url = await this.target.ownerUrl(request.field)
-    if (url === undefined) throw new McpRequestError("transport", `no replica runs ${request.field} now (its owner is changing); try again shortly`)
-    return this.sendTo(url, request, options)
+    // While the service moves (its owner gone, the next not known yet, or the request refused as
+    // "not mine"), a request that was never run is sent again to whoever owns it next, within its time-out.
+    const deadline = performance.now() + request.timeoutMs
+    for (;;) {
+      if (options.signal?.aborted === true) throw new McpRequestError("aborted", "the request was cancelled")
+      const url = await this.target.ownerUrl(request.field)
+      try {
+        if (url === undefined) throw new NotDelivered(`no replica runs ${request.field} now (its owner is changing)`)
+        return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)
+      } catch (e) {
+        if (!(e instanceof NotDelivered)) throw e
+        if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("transport", `${e.message}; try again shortly`)
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS))
+      }
+    }
   }
 
   /** `send` to the replica at `url`. */
@@ -154,7 +179,11 @@ export class Forwarder {
           [SIGNATURE_HEADER]: sign(this.target.secret, "POST", FORWARD_PATH, body)
         }
       })
-      req.on("error", (e) => finish(new McpRequestError("transport", `the replica that runs ${request.field} cannot be reached (${e.message})`)))
+      req.on("error", (e: NodeJS.ErrnoException) => {
+        const message = `the replica that runs ${request.field} cannot be reached (${e.message})`
+        // Refused: nothing was sent, so it can be sent elsewhere (the replica is gone).
+        finish(e.code === "ECONNREFUSED" ? new NotDelivered(message) : new McpRequestError("transport", message))
+      })
       req.on("response", (response: IncomingMessage) => {
         if (response.statusCode !== 200) {
           response.resume()
@@ -165,7 +194,7 @@ export class Forwarder {
             arm()
             options.onProgress?.(line.p)
           } else if ("r" in line) finish(undefined, line.r)
-          else if ("e" in line) finish(fromWire(line.e))
+          else if ("e" in line) finish(line.e.notRun === true ? new NotDelivered(String(line.e.message)) : fromWire(line.e))
         }).then(
           () => finish(new McpRequestError("transport", `the replica that runs ${request.field} ended its answer early`)),
           (e: Error) => finish(new McpRequestError("transport", `the answer of the replica that runs ${request.field} was unreadable (${e.message})`))

@@ -69,7 +69,7 @@ export interface LeasesOptions {
    * every replica (an outage, not a partition of this one), so no other replica can take a lease
    * meanwhile: the leases are kept, and renewed (or taken back) as soon as Redis returns.
    */
-  readonly vouched?: () => boolean
+  readonly vouched?: (() => boolean) | undefined
 }
 
 /** The pub/sub channel that says leases were released (the message is the releasing replica's id). */

@@ -14,7 +14,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../cluster/keys.js"
-import { FORWARD_PATH, FORWARDED_EVENTS, toWire, type ForwardLine, type ForwardRequest } from "../cluster/forward.js"
+import { FORWARD_PATH, FORWARDED_EVENTS, NotDelivered, toWire, type ForwardLine, type ForwardRequest } from "../cluster/forward.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
@@ -124,7 +124,9 @@ export const clusterRoute = (store: () => Store | undefined, maxBodyBytes: numbe
       }
       const cancel = new AbortController()
       // The forwarding replica went away (its caller did, or it timed out): the upstream request is cancelled.
-      response.once("close", () => cancel.abort())
+      response.once("close", () => {
+        if (!response.writableFinished) cancel.abort()
+      })
       execute(s, forwarded, write, cancel.signal).then(
         (result) => response.end(`${JSON.stringify({ r: result ?? null } satisfies ForwardLine)}\n`),
         (e: unknown) => {
@@ -143,8 +145,8 @@ const execute = async (store: Store, req: ForwardRequest, write: (line: ForwardL
   if (req.op === "redis") return { up: cluster?.connection.up === true }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
-  if (cluster === undefined || face === undefined) throw new McpRequestError("transport", `service ${req.field} is not defined on this replica`)
-  if (!cluster.owns(req.field)) throw new McpRequestError("transport", `this replica no longer runs ${req.field} (it is moving); try again shortly`)
+  if (cluster === undefined || face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)
+  if (!cluster.owns(req.field)) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
   if (req.op === "event") {
     if (FORWARDED_EVENTS.has(req.event?.type)) face.send(req.event)
     return null
