@@ -366,7 +366,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       for (const name of [...markers.keys(), "after-outage"]) if ((await ownerOf(name)) === r) n += 1
       return n
     }
-    const balanced = await eventually(async () => (await runs(joined)) === 3 && (await runs(alone[0] as StoreProcess)) === 3, 20_000, 100)
+    const balanced = await eventually(async () => (await runs(joined)) === 3 && (await runs(alone[0] as StoreProcess)) === 3, 45_000, 100)
     const holders = await Promise.all([...markers.keys(), "after-outage"].map(async (n) => `${n}: ${live().indexOf((await ownerOf(n)) as StoreProcess)}`))
     expect(balanced, `owners (index in the live replicas, 1 is the one that joined): ${holders.join(", ")}`).toBe(true)
     for (const name of markers.keys()) {
