@@ -41,7 +41,7 @@ import {
 } from "../support/index.js"
 
 const CLUSTER = "three"
-const LEASE_MS = 3000
+const LEASE_MS = 4000
 
 /** How many processes of the stdio fixture started with `--name <marker>` run on this machine. */
 const processes = (marker: string): number => {
@@ -63,7 +63,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   const startReplica = (dir: string, proxy: RedisProxy) =>
     spawnStore({
       configFile: join(dir, "mcp.json"),
-      monitoring: { health_check_seconds: 0.5 },
+      monitoring: { health_check_seconds: 2 },
       extraArgs: ["--redis-url", proxy.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS), "--log-level", "info"],
       startTimeoutMs: 100_000
     })
@@ -85,7 +85,12 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   }, 120_000)
   afterEach(() => redis.disconnectAll())
   afterAll(async () => {
-    if (process.env["REPLICA_LOGS"] !== undefined) replicas.forEach((r, i) => r !== undefined && writeFileSync(`${process.env["REPLICA_LOGS"]}-${i}.log`, r.output()))
+    const logs = process.env["REPLICA_LOGS"]
+    if (logs !== undefined) {
+      replicas.forEach((r, i) => r !== undefined && writeFileSync(`${logs}-${i}.log`, r.output()))
+      const client = await redis.connect()
+      writeFileSync(`${logs}-slowlog.json`, JSON.stringify(await client.sendCommand(["SLOWLOG", "GET", "30"])))
+    }
     restoreSecret?.()
     await Promise.all(replicas.map((r) => r?.kill()))
     await Promise.all([redis?.stop(), upstream?.stop(), ...proxies.map((p) => p.close())])
