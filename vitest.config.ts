@@ -15,6 +15,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Lines of in-process stores: errors only (test/support/log-setup.ts). Run before every file.
     setupFiles: ["test/support/log-setup.ts"],
+    // Once per run: the stdio fixtures' esbuild bundles, when their sources changed (test/support/programs.ts).
+    globalSetup: ["test/support/global-setup.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1, isolate: false } },
     testTimeout: 30_000,

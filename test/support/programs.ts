@@ -6,10 +6,11 @@
  * for a stdio fixture (three times), and a suite starts several stores and hundreds of fixtures.
  *
  * The bundles are built with the program's own esbuild options (scripts/bundle-options.mjs, what
- * `npm run build` ships in dist/), on first use in a test process, into `.dist-test-<kind>-<hash>/`
+ * `npm run build` ships in dist/) into `.dist-test-<kind>-<hash>/`
  * at the repository root (git-ignored with `.dist-*`), where `<hash>` is the hash of every source
  * they are built from: sources that change get a new folder, unchanged ones are reused by the next
- * run. The store's folder is a child of the root like dist/ (src/version.ts reads ../package.json
+ * run. The fixtures are built before the tests (global-setup.ts); the store on first use, by the
+ * first test that starts one (its build runs in esbuild's process, while the test's loop goes on). The store's folder is a child of the root like dist/ (src/version.ts reads ../package.json
  * from its module; src/ui/page.ts reads dashboard.html beside it). A build goes to a folder of its
  * own that is renamed into place, so processes that build at once (the two forks) never see half
  * a bundle. Outside vitest (bench/ imports the support modules) the programs run through tsx as
@@ -92,8 +93,11 @@ const common: BuildOptions = { ...bundleOptions, sourcemap: false, logLevel: "er
 
 let fixtureDir: string | undefined
 
-/** The folder of the fixture bundles, built (synchronously) on first use. */
-const fixtureBundles = (): string => {
+/**
+ * The folder of the fixture bundles, built (synchronously) when missing: by the run's global setup
+ * (test/support/global-setup.ts), before any test, so that no test's event loop stops for a build.
+ */
+export const fixtureBundles = (): string => {
   if (fixtureDir !== undefined) return fixtureDir
   const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples"])
   if (!existsSync(dir)) {
