@@ -1,11 +1,15 @@
 // Failed writes of the services file, simulated by a stubbed node:fs/promises (the tests run as
 // root, so permissions cannot make a write fail): the old file and state stay, no temp file remains.
+//
+// The forks run one file after another with a shared module cache (vitest.config.ts, `isolate:
+// false`): a module of src/ loaded by an earlier file would hold the real node:fs/promises, and one
+// loaded here holds the stub. So the modules under test are loaded afresh after the stub is in
+// place (beforeAll), and the module cache is reset once this file is done (afterAll).
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
-import { ServicesFile, ServicesFileError } from "../../src/config/services-file.js"
-import { STORE_SCOPE } from "../../src/domain/service.js"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
+import type * as ServicesFileModule from "../../src/config/services-file.js"
 
 const failures = vi.hoisted(() => ({ rename: undefined as Error | undefined, write: undefined as Error | undefined }))
 
@@ -30,6 +34,21 @@ vi.mock("node:fs/promises", async (importOriginal) => {
       })
     }
   }
+})
+
+let ServicesFile: typeof ServicesFileModule.ServicesFile
+let ServicesFileError: typeof ServicesFileModule.ServicesFileError
+let STORE_SCOPE: typeof import("../../src/domain/service.js").STORE_SCOPE
+beforeAll(async () => {
+  vi.resetModules()
+  ;({ ServicesFile, ServicesFileError } = await import("../../src/config/services-file.js"))
+  ;({ STORE_SCOPE } = await import("../../src/domain/service.js"))
+})
+afterAll(() => {
+  failures.rename = undefined
+  failures.write = undefined
+  vi.doUnmock("node:fs/promises")
+  vi.resetModules()
 })
 
 let dir: string
@@ -59,7 +78,7 @@ describe("a failed write", () => {
     failures[stage] = Object.assign(new Error("ENOSPC: no space left on device"), { code: "ENOSPC" })
     const e = await services.update((d) => d.setService(STORE_SCOPE, "b", { url: "http://b/mcp" })).catch((err: unknown) => err)
     expect(e).toBeInstanceOf(ServicesFileError)
-    expect((e as ServicesFileError).message).toBe(`${file}: cannot be written (ENOSPC: no space left on device)`)
+    expect((e as ServicesFileModule.ServicesFileError).message).toBe(`${file}: cannot be written (ENOSPC: no space left on device)`)
     expect(await readFile(file, "utf8")).toBe(bytes)
     expect(services.read()).toBe(state)
     expect(await temporaryFiles()).toEqual([])
@@ -74,7 +93,7 @@ describe("a failed write", () => {
     failures.rename = new Error("EIO: i/o error")
     const e = await ServicesFile.open(file).catch((err: unknown) => err)
     expect(e).toBeInstanceOf(ServicesFileError)
-    expect((e as ServicesFileError).message).toBe(`${file}: cannot be created (EIO: i/o error)`)
+    expect((e as ServicesFileModule.ServicesFileError).message).toBe(`${file}: cannot be created (EIO: i/o error)`)
     expect(await readdir(dir)).toEqual([])
   })
 })

@@ -1,6 +1,6 @@
 // The caps hold memory down under a flood (issue 11, "Safe by default"): before them, 5,000
 // `initialize` calls on /mcp kept about 210 MB for ever and 5,000 idle /events streams took the
-// store from 0.5 to 2.1 GB. Against a store process (the sources through tsx, as the fault tests
+// store from 0.5 to 2.1 GB. Against a store process (its bundle, as the fault tests
 // run it; its own RSS from /proc, untouched by this test's clients): 5,000 initialize POSTs and
 // 5,000 /events attempts, 50 at a time. Live sessions never exceed max_mcp_sessions, the streams
 // past max_event_streams get 429 TOO_MANY, the stream count returns to 0 once the clients close,

@@ -16,7 +16,7 @@ import { routeTable } from "../../src/http/Api.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { REPO_ROOT, stdioFixture } from "../fixtures/paths.js"
-import { addService, api, authedApi, fixtureService, openSse, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, api, authedApi, fixtureService, openSse, startTestServer, storeScript, waitStatus, within, type TestServer } from "../support/index.js"
 
 const KEY = "s3cret-key"
 
@@ -225,12 +225,18 @@ describe("the start-up warning (mcp-store run api as a child process)", { timeou
     return entry
   }
 
+  // The program: its bundle (test/support/programs.ts), built once for the run.
+  let program = ""
+  beforeAll(async () => {
+    program = await storeScript()
+  }, 120_000)
+
   const run = (testId: string, args: ReadonlyArray<string>): Run => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-store-cli-"))
     own(testId).dirs.push(dir)
     // The child's options come from the command line only.
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MCPSTORE_")))
-    const child = spawn(process.execPath, ["scripts/dev.mjs", "run", "api", "--port", "0", "--config", join(dir, "mcp.json"), ...args], {
+    const child = spawn(process.execPath, [program, "run", "api", "--port", "0", "--config", join(dir, "mcp.json"), ...args], {
       cwd: REPO_ROOT,
       env,
       stdio: ["ignore", "pipe", "pipe"]
@@ -293,8 +299,8 @@ describe("the start-up warning (mcp-store run api as a child process)", { timeou
     for (const dir of entry?.dirs ?? []) rmSync(dir, { recursive: true, force: true })
   })
 
-  // Each start of the program takes a few seconds (tsx compiles the sources), far more while the whole
-  // suite loads both cores: the waits are for a line, with room for that. The three runs go side by side.
+  // Each start of the program takes a second or two, far more while the whole suite loads both
+  // cores: the waits are for a line, with room for that. The three runs go side by side.
   it.concurrent("warns on --host 0.0.0.0 without a key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0"])
     await r.waitFor("stderr", / WARN .*API key.*\n/, 90_000)

@@ -9,11 +9,11 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { everythingStdio, REPO_ROOT, TSX_IMPORT, type Launch } from "../fixtures/paths.js"
-import { addService, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { everythingStdio, REPO_ROOT, type Launch } from "../fixtures/paths.js"
+import { addService, localService, programArgs, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
 
-const richTools: Launch = { command: process.execPath, args: [...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "rich-tools-server.ts")] }
+const richTools: Launch = { command: process.execPath, args: programArgs(join(REPO_ROOT, "test", "fixtures", "rich-tools-server.ts")) }
 
 /**
  * The upstream's own tools/list, read by the SDK's Client straight from the server, with the

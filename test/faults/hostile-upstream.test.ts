@@ -22,11 +22,12 @@ import {
   startHostileSseServer,
   type HostileServer
 } from "../fixtures/hostile-upstream.js"
-import { REPO_ROOT, TSX_IMPORT } from "../fixtures/paths.js"
+import { REPO_ROOT } from "../fixtures/paths.js"
 import {
   eventually,
   FAULT_MONITORING,
   localService,
+  programArgs,
   recordStatuses,
   rssOf,
   sampleEvery,
@@ -53,7 +54,7 @@ const RSS_BUDGET = 40 * MiB
 const SENT_BUDGET = 16 * MiB
 
 const hostileStdio = (name: string) =>
-  localService(name, { command: process.execPath, args: [...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "hostile-stdio.ts")] })
+  localService(name, { command: process.execPath, args: programArgs(join(REPO_ROOT, "test", "fixtures", "hostile-stdio.ts")) })
 
 let server: TestServer | undefined
 let hostile: HostileServer | undefined

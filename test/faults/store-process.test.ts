@@ -1,4 +1,4 @@
-// The mcp-store process itself (`node scripts/dev.mjs run api`, a child of the test): killed with
+// The mcp-store process itself (`mcp-store run api` from its bundle, spawnStore, a child of the test): killed with
 // SIGKILL in the middle of a burst of concurrent add_service and delete_service requests, the
 // services file must still be valid JSON holding every acknowledged change (and the store must start
 // from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit

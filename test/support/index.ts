@@ -18,6 +18,7 @@
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
  *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
+ *   programs.ts    the store and the stdio fixtures as esbuild bundles, for child processes
  */
 export * from "./chromium.js"
 export * from "./client.js"
@@ -34,3 +35,4 @@ export * from "./server.js"
 export * from "./sse.js"
 export * from "./wait.js"
 export * from "./redis.js"
+export * from "./programs.js"

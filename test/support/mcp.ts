@@ -7,7 +7,8 @@ import { fileURLToPath } from "node:url"
 import { expect } from "vitest"
 import type { ResolvedDefinition } from "../../src/domain/service.js"
 import { McpRequestError } from "../../src/mcp/types.js"
-import { stdioFixture, TSX_IMPORT, type Launch } from "../fixtures/paths.js"
+import { stdioFixture, type Launch } from "../fixtures/paths.js"
+import { programArgs } from "./programs.js"
 
 /** Generous request options for calls that are expected to succeed. */
 export const T = { timeoutMs: 10_000 } as const
@@ -42,10 +43,12 @@ export const localService = (name: string, launch: Launch, extra: Record<string,
 /** The stdio fixture as a named definition, as add_service takes it. */
 export const fixtureService = (name: string, ...flags: string[]) => localService(name, stdioFixture(...flags))
 
-/** The strict server of test/fixtures/strict-server.ts (upstream JSON-RPC -32602 and -32603 answers). */
+/** The strict server of test/fixtures/strict-server.ts (upstream JSON-RPC -32602 and -32603 answers); its arguments are worked out on first use. */
 export const strictServer: Launch = {
   command: process.execPath,
-  args: [...TSX_IMPORT, fileURLToPath(new URL("../fixtures/strict-server.ts", import.meta.url))]
+  get args() {
+    return programArgs(fileURLToPath(new URL("../fixtures/strict-server.ts", import.meta.url)))
+  }
 }
 
 /** A resolved local (stdio) definition for a launch command, as `connect()` takes it. */

@@ -2,14 +2,15 @@
  * Processes as tests see them through /proc: whether one is gone (a zombie counts as gone: this
  * machine's init does not reap orphans, so a killed grandchild may stay a zombie for ever), the live
  * members of a process group, children, RSS; and mcp-store itself as a child process
- * (`node scripts/dev.mjs run api ...`, the sources through tsx) for the tests that need a real process.
+ * (`node <bundle of src/cli-entry.ts> run api ...`, test/support/programs.ts; outside vitest
+ * `node scripts/dev.mjs run api ...`, the sources through tsx) for the tests that need a real process.
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
-import { join } from "node:path"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import { REPO_ROOT } from "../fixtures/paths.js"
 import { api, type Api } from "./client.js"
+import { storeScript } from "./programs.js"
 import { closedPort } from "./server.js"
 import { eventually } from "./wait.js"
 
@@ -113,12 +114,13 @@ export interface StoreProcessOptions {
   readonly startTimeoutMs?: number
 }
 
-/** Starts `node scripts/dev.mjs run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info`; resolves once /health answers 200. */
+/** Starts `node <mcp-store> run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info` (`storeScript`); resolves once /health answers 200. */
 export async function spawnStore(options: StoreProcessOptions): Promise<StoreProcess> {
+  const script = await storeScript()
   const port = await closedPort()
   const args = [
     ...(options.nodeArgs ?? []),
-    join(REPO_ROOT, "scripts", "dev.mjs"),
+    script,
     "run",
     "api",
     "--host",

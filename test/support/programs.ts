@@ -1,0 +1,155 @@
+/**
+ * The TypeScript programs tests start as child processes, bundled with esbuild so that a start is a
+ * plain `node <file>.mjs`: the store (src/cli-entry.ts) and the MCP servers of test/fixtures and
+ * examples/. Run through tsx instead, every start resolved and compiled hundreds of modules through
+ * its loader: about 6 s of CPU for a store on an idle machine (four times the bundle's), about 1 s
+ * for a stdio fixture (three times), and a suite starts several stores and hundreds of fixtures.
+ *
+ * The bundles are built with the program's own esbuild options (scripts/bundle-options.mjs, what
+ * `npm run build` ships in dist/) into `.dist-test-<kind>-<hash>/`
+ * at the repository root (git-ignored with `.dist-*`), where `<hash>` is the hash of every source
+ * they are built from: sources that change get a new folder, unchanged ones are reused by the next
+ * run. The fixtures are built before the tests (global-setup.ts); the store on first use, by the
+ * first test that starts one (its build runs in esbuild's process, while the test's loop goes on). The store's folder is a child of the root like dist/ (src/version.ts reads ../package.json
+ * from its module; src/ui/page.ts reads dashboard.html beside it). A build goes to a folder of its
+ * own that is renamed into place, so processes that build at once (the two forks) never see half
+ * a bundle. Outside vitest (bench/ imports the support modules) the programs run through tsx as
+ * before, and MCPSTORE_TEST_TSX=1 does the same in tests (e.g. for stack traces into the sources).
+ */
+import { build, buildSync, type BuildOptions } from "esbuild"
+import { createHash } from "node:crypto"
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
+import { createRequire } from "node:module"
+import { isAbsolute, join, relative } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { bundleOptions } from "../../scripts/bundle-options.mjs"
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url))
+const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+
+/** Whether programs run from bundles: in vitest, unless MCPSTORE_TEST_TSX=1. */
+const bundled = (): boolean => process.env["VITEST"] === "true" && process.env["MCPSTORE_TEST_TSX"] !== "1"
+
+/** The stdio servers tests start (paths from the repository root), bundled together. */
+const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
+  "test/fixtures/stdio-fixture.ts",
+  "test/fixtures/conformance-server.ts",
+  "test/fixtures/strict-server.ts",
+  "test/fixtures/rich-tools-server.ts",
+  "test/fixtures/hostile-stdio.ts",
+  "examples/demo-server.ts"
+]
+
+/** What every bundle depends on besides its sources: the dependencies' versions and the build options. */
+const COMMON_INPUTS = ["package-lock.json", "scripts/bundle-options.mjs"]
+
+/** Files under `path` (a file or a folder), recursively, sorted. */
+const filesUnder = (path: string): string[] => {
+  const full = join(ROOT, path)
+  if (!existsSync(full)) return []
+  if (!statSync(full).isDirectory()) return [path]
+  return readdirSync(full, { withFileTypes: true })
+    .flatMap((entry) => filesUnder(join(path, entry.name)))
+    .sort()
+}
+
+/** A short hash of the names and contents of every file under `inputs`. */
+const hashOf = (inputs: ReadonlyArray<string>): string => {
+  const hash = createHash("sha256")
+  for (const file of inputs.flatMap(filesUnder)) hash.update(`${file}\0`).update(readFileSync(join(ROOT, file))).update("\0")
+  return hash.digest("hex").slice(0, 16)
+}
+
+/** Folders of other builds of `kind` last changed over an hour ago, and builds left half-done: removed. */
+const removeStale = (kind: string, keep: string): void => {
+  const hourAgo = Date.now() - 3_600_000
+  for (const name of readdirSync(ROOT)) {
+    if (name === keep || !(name.startsWith(`.dist-test-${kind}-`) || name.startsWith(`.dist-test-tmp-${kind}-`))) continue
+    try {
+      if (statSync(join(ROOT, name)).mtimeMs < hourAgo) rmSync(join(ROOT, name), { recursive: true, force: true })
+    } catch {
+      // removed meanwhile
+    }
+  }
+}
+
+/** The folder a build of `kind` from `inputs` goes to, and the temporary folder to build it in. */
+const target = (kind: string, inputs: ReadonlyArray<string>) => {
+  const name = `.dist-test-${kind}-${hashOf([...inputs, ...COMMON_INPUTS])}`
+  return { name, dir: join(ROOT, name), temporary: join(ROOT, `.dist-test-tmp-${kind}-${process.pid}-${Date.now()}`) }
+}
+
+/** Moves a finished build into place; when another process was first, its build is kept. */
+const settle = (temporary: string, dir: string): void => {
+  try {
+    renameSync(temporary, dir)
+  } catch (error) {
+    rmSync(temporary, { recursive: true, force: true })
+    if (!existsSync(dir)) throw error
+  }
+}
+
+const common: BuildOptions = { ...bundleOptions, sourcemap: false, logLevel: "error" }
+
+let fixtureDir: string | undefined
+
+/**
+ * The folder of the fixture bundles, built (synchronously) when missing: by the run's global setup
+ * (test/support/global-setup.ts), before any test, so that no test's event loop stops for a build.
+ */
+export const fixtureBundles = (): string => {
+  if (fixtureDir !== undefined) return fixtureDir
+  const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples"])
+  if (!existsSync(dir)) {
+    buildSync({
+      ...common,
+      entryPoints: FIXTURE_PROGRAMS.map((p) => join(ROOT, p)),
+      outdir: temporary,
+      outbase: ROOT,
+      outExtension: { ".js": ".mjs" }
+    })
+    settle(temporary, dir)
+    removeStale("fixtures", name)
+  }
+  return (fixtureDir = dir)
+}
+
+/**
+ * The node arguments that run the TypeScript program at `path` (absolute, or from the repository
+ * root): its bundle, or `--import <tsx> <path>` outside vitest and for a program not bundled.
+ */
+export const programArgs = (path: string): ReadonlyArray<string> => {
+  const fromRoot = isAbsolute(path) ? relative(ROOT, path) : path
+  if (!bundled() || !FIXTURE_PROGRAMS.includes(fromRoot)) return ["--import", TSX_LOADER, join(ROOT, fromRoot)]
+  return [join(fixtureBundles(), fromRoot.replace(/\.ts$/, ".mjs"))]
+}
+
+let storeProgram: Promise<string> | undefined
+
+/**
+ * The script that runs the `mcp-store` program: its bundle (built on first use), or
+ * scripts/dev.mjs (the sources through tsx) outside vitest.
+ */
+export const storeScript = (): Promise<string> => {
+  if (!bundled()) return Promise.resolve(join(ROOT, "scripts", "dev.mjs"))
+  storeProgram ??= (async () => {
+    const { name, dir, temporary } = target("store", ["src"])
+    if (!existsSync(dir)) {
+      // As scripts/build.mjs builds dist/mcp-store.mjs: split at the entry's dynamic imports.
+      await build({
+        ...common,
+        entryPoints: { "mcp-store": join(ROOT, "src", "cli-entry.ts") },
+        outdir: temporary,
+        splitting: true,
+        outExtension: { ".js": ".mjs" },
+        chunkNames: "mcp-store-[hash]"
+      })
+      copyFileSync(join(ROOT, "src", "ui", "dashboard.html"), join(temporary, "dashboard.html"))
+      settle(temporary, dir)
+      removeStale("store", name)
+    }
+    return join(dir, "mcp-store.mjs")
+  })()
+  storeProgram.catch(() => (storeProgram = undefined))
+  return storeProgram
+}
