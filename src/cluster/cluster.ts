@@ -82,7 +82,10 @@ export class Cluster {
   /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
   #claimAfter = 0
   #claimSoon = false
-  /** When this replica last lost each service's lease: it leaves it to the others (if any) for two lease times. */
+  /**
+   * When this replica last lost each service's lease: it leaves it to the others (if any) for half a
+   * lease time (one of their keeper turns), then takes it if it is still free.
+   */
   readonly #lostAt = new Map<string, number>()
   #unwatch: (() => void) | undefined
   /** Snapshot writes, one at a time. */
@@ -102,7 +105,7 @@ export class Cluster {
     this.leases = new Leases(connection.client, leaseOptions, {
       taken: (field) => this.#own(field),
       lost: (field) => {
-        // Lost here (slow renewals, a cut from Redis): another replica gets the first chance to take it.
+        // Lost here (slow renewals, a cut from Redis): the other replicas get the first chance to take it.
         this.#lostAt.set(field, Date.now())
         this.#host?.face(field)?.send({ type: "DISOWN" })
       }
@@ -227,7 +230,7 @@ export class Cluster {
     if (host === undefined || Date.now() < this.#claimAfter) return
     const fields = host.fields()
     const now = Date.now()
-    for (const [field, at] of this.#lostAt) if (now - at > 2 * this.leaseMs) this.#lostAt.delete(field)
+    for (const [field, at] of this.#lostAt) if (now - at > this.leaseMs / 2) this.#lostAt.delete(field)
     // In a random order, so that replicas claiming at once do not all try the same services first.
     const alone = this.#peers.length <= 1
     const candidates = shuffled(alone ? fields : fields.filter((f) => !this.#lostAt.has(f)))

@@ -220,7 +220,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     }
   }
   const call = async (r: StoreProcess, tool: string, text: string) => {
-    const called = await r.post("/for_store/call_tool", { tool_name: tool, args: { text } })
+    const called = await r.post("/for_store/call_tool", { tool_name: tool, args: { text }, timeout: 30 })
     expect(called.status, `${tool} through :${r.port}: ${called.text}`).toBe(200)
     expect(called.body.result).toBe(text)
   }
