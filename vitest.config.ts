@@ -1,13 +1,9 @@
-// Test runner settings: real servers and processes are involved, so time-outs are generous.
-//
-// Files run in two forks that are kept for the whole run (`isolate: false`): a fork runs one file
-// after another and keeps its module cache, so effect, the MCP SDK and the sources are loaded once
-// per fork rather than once per file (that alone was ~3.5 s of CPU a file, a third of the suite's
-// time on two cores). What this asks of a test file: leave nothing global behind. Every file
-// already ends the servers, processes, listeners and environment variables it starts or changes
-// (afterEach/afterAll, `finally`); the setup file sets the log level again before each file; and
-// the one file that stubs a module (test/config/services-file-failure.test.ts, `vi.mock`) loads
-// what it tests afresh and resets the module cache when it is done.
+// Test runner settings: real servers and processes are involved, so time-outs are generous, and
+// each file runs in a fresh fork (a file that fails badly, or a worker whose module loading timed
+// out on a loaded machine, cannot take the files after it down with it; `isolate: false` saved
+// about a third of the run but did exactly that once). The test files still leave nothing global
+// behind: every file ends the servers, processes, listeners and environment variables it starts
+// or changes.
 import { defineConfig } from "vitest/config"
 
 export default defineConfig({
@@ -18,7 +14,7 @@ export default defineConfig({
     // Once per run: the stdio fixtures' esbuild bundles, when their sources changed (test/support/programs.ts).
     globalSetup: ["test/support/global-setup.ts"],
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1, isolate: false } },
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ["default", "json"],
