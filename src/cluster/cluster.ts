@@ -28,6 +28,9 @@ import { clusterKey } from "./keys.js"
 import { fairShare, Leases, releasedChannel } from "./leases.js"
 import { SharedViews, type WireView } from "./views.js"
 
+/** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
+const DRAIN_MS = 15_000
+
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
 
@@ -212,6 +215,7 @@ export class Cluster {
     this.#upkeeping = true
     try {
       this.#peers = await this.replicas()
+      this.#ownHeld()
       await this.#claim()
       void this.#rebalance()
     } catch {
@@ -266,16 +270,41 @@ export class Cluster {
   }
   #handingOver = false
 
-  /** Stops running services here, then releases their leases (so the next owner never overlaps this one). */
+  /**
+   * Stops running services here, then releases their leases (so the next owner never overlaps this
+   * one). A service whose connections are not closed within `DRAIN_MS` is released all the same,
+   * with a warning, rather than held unrun.
+   */
   async #handOver(fields: ReadonlyArray<string>): Promise<void> {
     const host = this.#host
-    await Promise.all(
-      fields.map(async (field) => {
-        host?.face(field)?.send({ type: "DISOWN" })
-        await host?.drain(field)
-      })
-    )
-    await this.leases.release(fields)
+    for (const field of fields) this.#handing.add(field)
+    try {
+      await Promise.all(
+        fields.map(async (field) => {
+          host?.face(field)?.send({ type: "DISOWN" })
+          let timer: NodeJS.Timeout | undefined
+          const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DRAIN_MS)))
+          const ended = await Promise.race([host?.drain(field).then(() => "drained" as const), late])
+          clearTimeout(timer)
+          if (ended === "late") log.warn(`${field} did not close within ${DRAIN_MS / 1000} s on replica ${this.replicaId}; its lease is released all the same`, { event: "lease_handover_late", lease: field })
+        })
+      )
+      await this.leases.release(fields)
+    } finally {
+      for (const field of fields) this.#handing.delete(field)
+    }
+  }
+  /** The services being handed over now (their actors mirror while their leases are still held). */
+  readonly #handing = new Set<string>()
+
+  /** Every lease held runs its service here (an OWN lost in a race is sent again). */
+  #ownHeld(): void {
+    if (this.#leaving || this.#stopping !== undefined) return
+    for (const field of this.leases.owned()) {
+      if (this.#handing.has(field)) continue
+      const face = this.#host?.face(field)
+      if (face !== undefined && face.getSnapshot().context.role === "mirror") face.send({ type: "OWN", owner: this.replicaId })
+    }
   }
 
   /** Redis was lost: until it is back, ask the other replicas whether they reach it (outage or partition?). */
