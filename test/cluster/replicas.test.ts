@@ -378,7 +378,6 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       const waited = await joined.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 15 })
       expect(waited.body.data?.result ?? waited.body.result, name).toBe(true)
     }
-    for (const r of live()) await call(r, "steady__echo", `balanced ${r.port}`)
     expect(samplers.map((stop) => stop())).toEqual([...markers.keys()].map(() => 1))
   }, 150_000)
 })
