@@ -17,7 +17,8 @@ import type { ClusterOptions } from "../config/options.js"
 import { writeAtomically } from "../config/atomic-write.js"
 import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
 import { log } from "../runtime/log.js"
-import type { PublishedView } from "../machines/replicated.js"
+import { viewOf, type PublishedView } from "../machines/replicated.js"
+import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import type { McpConnection } from "../mcp/types.js"
@@ -475,7 +476,7 @@ export class Cluster {
       if (face === undefined) continue
       const snapshot = face.getSnapshot()
       this.views.rewrite(field)
-      this.views.publish(field, { ...(snapshot.context as unknown as PublishedView), status: snapshot.context.status ?? "initializing" }, snapshot.context.connection)
+      this.views.publish(field, viewOf(snapshot.context, statusOf(snapshot)), snapshot.context.connection)
     }
     setTimeout(() => this.claimSoon(), Math.floor(this.leaseMs / 2) + 10).unref()
   }

@@ -140,7 +140,7 @@ export class SharedViews {
     setImmediate(() => void this.#flush())
   }
 
-  /** Publishes again every view of `fields` still pending or last published (after Redis came back). */
+  /** Writes the views of this turn, in one MULTI (a failure is a debug line: the owner publishes again when Redis is back). */
   async #flush(): Promise<void> {
     const batch = [...this.#pending]
     this.#pending.clear()
@@ -158,13 +158,13 @@ export class SharedViews {
       const wire: WireView = { view: lightView(view), owner: this.replicaId, facts, catalogTag }
       const json = JSON.stringify(wire)
       multi.hSet(this.#views, field, json)
-      multi.publish(this.#channel, JSON.stringify({ field, view: wire }))
+      multi.publish(this.#channel, `{"field":${JSON.stringify(field)},"view":${json}}`)
     }
     try {
       await multi.exec()
       for (const [field, tag] of tags) this.#written.set(field, tag)
     } catch (e) {
-      // Redis away: the owner publishes again when it is back (`republish`); nothing else to do now.
+      // Redis away: the owner publishes again when it is back (Cluster's return); nothing else to do now.
       log.debug(`cluster views not published (${(e as Error).message})`, { event: "cluster_view_failed" })
     }
   }

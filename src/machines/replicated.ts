@@ -30,8 +30,7 @@ export type PublishedView = Omit<ServiceContext, "scope" | "name" | "settings" |
 
 /** The published view of a service actor's context in `status`. */
 export const viewOf = (context: ServiceContext, status: Status): PublishedView => {
-  const { scope: _s, name: _n, settings: _t, now: _w, random: _r, connection: _c, ...rest } = context as ServiceContext & Partial<ReplicaFields>
-  const { role: _o, owner: _p, ...view } = rest as typeof rest & Partial<ReplicaFields>
+  const { scope: _s, name: _n, settings: _t, now: _w, random: _r, connection: _c, role: _o, owner: _p, ...view } = context as ServiceContext & Partial<ReplicaFields>
   return { ...view, status }
 }
 
