@@ -7,15 +7,17 @@
 //                         the same way (`mcp-store/demo-server`)
 //   dist/index.js + .d.ts the library (`import("mcp-store")`): src/ compiled by tsc
 //                         (tsconfig.build.json), one module per source file, dependencies imported
-//   dist/dashboard.html, dist/ui/dashboard.html  the dashboard page, read beside the module serving it
+//   dist/dashboard.html, dist/ui/dashboard.html  the dashboard page (src/ui/dashboard.html with the
+//                         script of src/ui/dashboard.ts bundled in): the library reads it beside its
+//                         src/ui/page.js; the program carries the same page in its bundle
 // The build goes to a temporary folder that then replaces dist/ whole, so a half-built dist/ is never
 // seen by a store running from it. Tests and development run the sources (scripts/dev.mjs, tsx).
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs"
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
-import { bundleOptions } from "./bundle-options.mjs"
+import { bundleOptions, dashboardPage } from "./bundle-options.mjs"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const out = `${root}.dist-${process.pid}`
@@ -44,8 +46,9 @@ try {
     cwd: root,
     stdio: "inherit"
   })
-  copyFileSync(`${root}src/ui/dashboard.html`, `${out}/dashboard.html`)
-  copyFileSync(`${root}src/ui/dashboard.html`, `${out}/ui/dashboard.html`)
+  const page = dashboardPage()
+  writeFileSync(`${out}/dashboard.html`, page)
+  writeFileSync(`${out}/ui/dashboard.html`, page)
   rmSync(old, { recursive: true, force: true })
   try {
     renameSync(`${root}dist`, old)

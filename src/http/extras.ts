@@ -294,7 +294,10 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       sse(app, (send) => store.onInspect((e) => send("inspect", inspectionSummary(e))))
     )
 
-    yield* router.get("/ui", Effect.sync(() => HttpServerResponse.html(dashboardHtml())))
+    yield* router.get(
+      "/ui",
+      Effect.promise(() => dashboardHtml()).pipe(Effect.map((html) => HttpServerResponse.html(html)))
+    )
 
     // The end of an upstream's OAuth authorization (src/runtime/oauth.ts): a plain page, nothing of
     // the request shown back, the state used once.
