@@ -1,7 +1,8 @@
 /**
  * The OpenAPI document as tools take it (issue 13, item 6): what HttpApi generates from the
  * contract, finished here (src/http/Api.ts applies it as the API's OpenApi.Transform):
- * - a realistic example of every request body, 200 answer and error answer (src/http/examples.ts);
+ * - an example of every request body, 200 answer and error answer: examples.json, what a real
+ *   store answered, captured by scripts/capture-examples.ts (`npm run examples`);
  * - no `$id` on the schemas of unknown values: Effect writes `"$id": "/schemas/unknown"` on every
  *   `Schema.Unknown`, and one `$id` given to many schemas is an error to JSON Schema tools;
  * - the routes beside the contract (/openapi.json, /docs, /events, /metrics, /inspect/*, /ui, the
@@ -9,9 +10,21 @@
  * test/http/openapi.test.ts validates the result with @apidevtools/swagger-parser and generates
  * types from it with openapi-typescript.
  */
-import { ERROR_EXAMPLES, EXAMPLES } from "./examples.js"
+import captured from "./examples.json" with { type: "json" }
 
 type Json = Record<string, any>
+
+/** An operation's example: its request body (when it takes one) and its 200 answer. */
+export interface Example {
+  readonly request?: unknown
+  readonly response: unknown
+}
+
+/** Each operation's example, by operationId (`group.endpoint`). */
+export const EXAMPLES: Readonly<Record<string, Example>> = captured.operations
+
+/** An example of each error answer of the contract, by HTTP status. */
+export const ERROR_EXAMPLES: Readonly<Record<string, unknown>> = captured.errors
 
 const OPERATION_METHODS = new Set(["get", "post", "put", "delete", "patch"])
 

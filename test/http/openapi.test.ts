@@ -7,7 +7,8 @@
 // Tools we did not write accept it (issue 13, item 6): @apidevtools/swagger-parser validates it,
 // openapi-typescript generates types from it; no `$id` is given twice; every request body and 200
 // answer has an example that decodes with its endpoint's own schemas (no field the schema lacks),
-// every error answer one its error class decodes;
+// every error answer one its error class decodes (src/http/examples.json, captured from a running
+// store by `npm run examples`: a change of the contract the examples no longer fit fails here);
 // the extra routes are described; with an API key, /docs (with its Authorize button) and
 // /openapi.json are served without it, the request guard still applying.
 import SwaggerParser from "@apidevtools/swagger-parser"
@@ -17,9 +18,8 @@ import openapiTS, { astToString } from "openapi-typescript"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Api, endpointCounts, routeTable } from "../../src/http/Api.js"
 import * as E from "../../src/http/errors.js"
-import { EXAMPLES } from "../../src/http/examples.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
-import { EXTRA_DOCS } from "../../src/http/openapi.js"
+import { ERROR_EXAMPLES, EXAMPLES, EXTRA_DOCS } from "../../src/http/openapi.js"
 import { rawRequest, startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
 
 const OPERATION_METHODS = ["get", "post", "put", "delete", "patch", "head", "options", "trace"]
@@ -229,6 +229,15 @@ describe("OpenAPI document and docs page", () => {
         else if (Either.isLeft(Schema.decodeUnknownEither(Schema.encodedSchema(byStatus.get(status)!))(example, strict))) wrong.push(`${method} ${path} ${status}: example`)
       }
     }
+    // examples.json itself: an example of each error status the contract has, which its class decodes,
+    // and none of an operation the contract no longer has.
+    for (const status of byStatus.keys()) if (ERROR_EXAMPLES[status] === undefined) wrong.push(`error ${status}: no example`)
+    for (const [status, example] of Object.entries(ERROR_EXAMPLES)) {
+      const cls = byStatus.get(status)
+      if (cls === undefined || Either.isLeft(Schema.decodeUnknownEither(Schema.encodedSchema(cls))(example, strict))) wrong.push(`error ${status}: examples.json`)
+    }
+    const contract = new Set(routeTable().map((r) => `${r.group}.${r.name}`))
+    for (const id of Object.keys(EXAMPLES)) if (!contract.has(id)) wrong.push(`${id}: not an operation`)
     expect([...new Set(wrong.map((w) => w.replace(/^\S+ \S+ /, "")))]).toEqual([])
     // The call's example is the demo server's add.
     expect(bodyExample("post", "/for_store/call_tool")).toEqual({ tool_name: "demo__add", args: { a: 2, b: 3 } })

@@ -47,7 +47,7 @@ afterAll(async () => {
 describe("the npm package", () => {
   it("ships only what runs: the built program, the library with its types, the demo's example file", () => {
     for (const path of files) {
-      expect(path, path).toMatch(/^(dist\/.+\.(js|mjs|d\.ts|html)|mcp\.example\.json|package\.json|README\.md|LICENSE)$/)
+      expect(path, path).toMatch(/^(dist\/.+\.(js|mjs|d\.ts|html)|dist\/http\/examples\.json|mcp\.example\.json|package\.json|README\.md|LICENSE)$/)
     }
     expect(files).toContain("LICENSE")
     expect(files).toContain("dist/index.d.ts")
