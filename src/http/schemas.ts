@@ -1,5 +1,5 @@
 /**
- * The wire schemas shared by the store and agent groups (shared/API.md, Resources), and the
+ * The wire schemas shared by the store and agent groups (docs/api.md), and the
  * endpoint builders both scopes use, so the two scopes cannot drift apart. Names, ids, statuses
  * and service definitions are the domain's schemas (src/domain/schemas.ts), decoded here, at the
  * edge.
@@ -69,7 +69,7 @@ export const ok = { success: Schema.Boolean, message: Schema.String }
 /**
  * A body of these fields only: a field the endpoint does not know is refused by name (a typo such
  * as `agrs` would otherwise be dropped without a word, and the call run without its arguments).
- * Service definitions are not closed: their unknown fields are kept (shared/API.md).
+ * Service definitions are not closed: their unknown fields are kept (the services file keeps them).
  */
 export const closed = <F extends Schema.Struct.Fields>(fields: F) => Schema.Struct(fields).annotations({ parseOptions: { onExcessProperty: "error" } })
 
