@@ -12,7 +12,7 @@
 // seen by a store running from it. Tests and development run the sources (scripts/dev.mjs, tsx).
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs"
+import { chmodSync, copyFileSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { bundleOptions } from "./bundle-options.mjs"
@@ -44,6 +44,9 @@ try {
     cwd: root,
     stdio: "inherit"
   })
+  // esbuild writes 0644: the program (package.json `bin`) keeps its run bit, so `npx mcp-store` and
+  // `./dist/mcp-store.mjs` in a clone run it (npm sets the bit only on install).
+  chmodSync(`${out}/mcp-store.mjs`, 0o755)
   copyFileSync(`${root}src/ui/dashboard.html`, `${out}/dashboard.html`)
   copyFileSync(`${root}src/ui/dashboard.html`, `${out}/ui/dashboard.html`)
   rmSync(old, { recursive: true, force: true })
