@@ -1,5 +1,5 @@
 /**
- * The caps on long-lived things (issue 11, "Safe by default") under a flood. Before them, 5,000
+ * The caps on long-lived things (safe by default) under a flood. Before them, 5,000
  * `initialize` calls on /mcp kept about 210 MB for ever and 5,000 idle /events streams took the
  * store from 0.5 to 2.1 GB. Two scenarios, each against a fresh store process as `npm start` runs
  * it (the bundle) with the default caps (1,000 MCP sessions, 100 event streams) and a short MCP idle

@@ -1,5 +1,5 @@
 /**
- * What a user installs (issue 13, item 1): `npm pack` of the built repository, the tarball
+ * What a user installs: `npm pack` of the built repository, the tarball
  * installed offline with `npm install --omit=dev` into an empty project (test/support/package.ts),
  * then the installed command timed: `mcp-store --version` (the command itself and through npx),
  * and a start on an empty services file to the first answered `GET /health`, with the RSS then.

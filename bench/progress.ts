@@ -1,5 +1,5 @@
 /**
- * A call with progress (issue 14), beside the tool-call cells: the HTTP fixture's `progress` tool
+ * A call with progress, beside the tool-call cells: the HTTP fixture's `progress` tool
  * (test/fixtures/fixture-server.ts: `count` notifications/progress for the call's token, then the
  * answer) called with 0 and with 100 notifications, side by side: directly with the MCP SDK client
  * (`onprogress`, so the request carries a token), through the store's REST `call_tool` (the store's

@@ -1,5 +1,5 @@
 /**
- * Benchmark of the tool-call record file (shared/LIFECYCLE.md: "appending must not slow down as the
+ * Benchmark of the tool-call record file ("appending must not slow down as the
  * file grows"): the append rate and latency with an empty file and with 200,000 records already in
  * it, side by side. Bounded in time (well under a minute); results go to stdout only.
  *

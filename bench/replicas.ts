@@ -1,5 +1,5 @@
 /**
- * Replicas on one Redis (issue 17, docs/replicas.md): what a cluster of store processes costs and
+ * Replicas on one Redis (docs/replicas.md): what a cluster of store processes costs and
  * how fast it recovers, on one machine, loopback only. A real redis-server (test/support/redis.ts)
  * and real store processes (the bundle, `--redis-url`, one MCPSTORE_SECRET_KEY for all), one
  * Streamable HTTP fixture upstream (bench/fixtures.ts) defined as the one store service `fx-http`.
@@ -649,7 +649,7 @@ export const replicasMarkdown = (r: ReplicasResult, git: string): string => {
   if (owner && direct && forwarded && cOwner && cForwarded && cDirect) {
     const both = (x: WayCpu) => x.ownerUs + x.receiverUs
     lines.push(
-      `Forwarding against calling the upstream from the receiving replica (issue 17: "Remote (URL) services may instead be called directly by the receiving replica when that is faster; measure and choose"). ` +
+      `Forwarding against calling the upstream from the receiving replica ("Remote (URL) services may instead be called directly by the receiving replica when that is faster; measure and choose"). ` +
         `This build forwards every call to the owner (one upstream session per service). Forwarding adds ${f(forwarded.p50 - owner.p50, 2)} ms at p50 and ${f(forwarded.p99 - owner.p99, 2)} ms at p99 ` +
         `over the same call made on the owner (${f(forwarded.p50, 2)} against ${f(owner.p50, 2)} ms at p50), and ${f(both(cForwarded) - both(cOwner), 0)} µs of replica CPU per call ` +
         `(${f(both(cForwarded), 0)} against ${f(both(cOwner), 0)} µs, both replicas counted); the store on the owner adds ${f(owner.p50 - direct.p50, 2)} ms at p50 over the direct SDK call ` +

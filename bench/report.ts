@@ -1,5 +1,5 @@
 /**
- * The benchmark's output: the results of every section, the targets of the issue checked against
+ * The benchmark's output: the results of every section, the performance targets checked against
  * them, a plain-text table for stdout and bench/RESULTS.md (machine, Node version, date, load,
  * every figure, every ratio, the profiles). A hand-written block between the ANALYSIS markers of an
  * existing RESULTS.md is carried over into the new file.
@@ -98,7 +98,7 @@ const floorSection = (floor: ReadonlyArray<FloorCell>, calls: ReadonlyArray<Cell
   ].join("\n\n")
 }
 
-/** Issue 12, item 4 ("at the floor, ahead of every peer"), checked. */
+/** The performance targets ("at the floor, ahead of every peer"), checked. */
 const issue12Targets = (r: Results): Target[] => {
   const out: Target[] = []
   for (const t of ["http", "stdio"] as const) {
@@ -151,7 +151,7 @@ const issue12Targets = (r: Results): Target[] => {
   return out
 }
 
-/** Every target of the issue, checked. */
+/** Every performance target, checked. */
 export const targets = (r: Results): Target[] => {
   const out: Target[] = []
   for (const t of ["http", "stdio"] as const) {

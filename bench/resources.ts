@@ -1,5 +1,5 @@
 /**
- * resources/read overhead (issue 14), beside the tool-call cells: the conformance fixture
+ * resources/read overhead, beside the tool-call cells: the conformance fixture
  * (test/fixtures/conformance-server.ts, stdio) read three ways side by side: directly with the MCP
  * SDK client's readResource, through the store's `POST /for_store/read_resource`, and through the
  * store's `/mcp` (`resources/read` from an SDK client over Streamable HTTP). Each read names a

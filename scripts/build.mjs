@@ -14,7 +14,7 @@
 // seen by a store running from it. Tests and development run the sources (scripts/dev.mjs, tsx).
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { bundleOptions, dashboardPage } from "./bundle-options.mjs"
@@ -46,6 +46,9 @@ try {
     cwd: root,
     stdio: "inherit"
   })
+  // esbuild writes 0644: the program (package.json `bin`) keeps its run bit, so `npx mcp-store` and
+  // `./dist/mcp-store.mjs` in a clone run it (npm sets the bit only on install).
+  chmodSync(`${out}/mcp-store.mjs`, 0o755)
   const page = dashboardPage()
   writeFileSync(`${out}/dashboard.html`, page)
   writeFileSync(`${out}/ui/dashboard.html`, page)

@@ -1,5 +1,5 @@
 /**
- * The server start options and store options of shared/SPEC.md, their defaults and their validation.
+ * The server start options and store options (README, Configuration), their defaults and their validation.
  * Every source (command line, environment, standalone config file) goes through the checks here, so
  * a bad value is refused the same way wherever it comes from, with a message naming the option.
  */
@@ -14,7 +14,7 @@ export type LogLevel = "debug" | "info" | "warning" | "error"
 export const LOG_LEVELS: ReadonlyArray<LogLevel> = ["debug", "info", "warning", "error"]
 export { LOG_FORMATS, type LogFormat }
 
-/** How the HTTP server is started (shared/SPEC.md, Server start options). */
+/** How the HTTP server is started. */
 export interface ServerOptions {
   readonly host: string
   readonly port: number
@@ -79,7 +79,7 @@ export interface StoreLimits {
   readonly upstreamAllowMetadata: boolean
 }
 
-/** How the store keeps its data (shared/SPEC.md, Store configuration options). */
+/** How the store keeps its data. */
 export interface StoreOptions {
   /** Absolute path of the services configuration file. */
   readonly mcpConfigFile: string
@@ -179,7 +179,7 @@ const CAP_KEYS = [
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
 
-/** Every option name accepted in a standalone config file, in the order of the specification. */
+/** Every option name accepted in a standalone config file, in their documented order. */
 export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "host",
   "port",
@@ -280,7 +280,7 @@ const MONITORING_RULES: { readonly [K in keyof MonitoringSettings]: MonitoringRu
   disconnection_timeout_seconds: { kind: "interval", unit: "seconds" }
 }
 
-/** Every key `monitoring` accepts (shared/LIFECYCLE.md, Settings). */
+/** Every key `monitoring` accepts (docs/lifecycle.md, Settings). */
 export const MONITORING_KEYS = Object.keys(MONITORING_RULES) as ReadonlyArray<keyof MonitoringSettings>
 
 const intervalMax = (unit: "hours" | "seconds" | "ms"): number =>
@@ -344,7 +344,7 @@ export const checkMonitoring = (given: unknown, source?: string): Partial<Monito
 }
 
 /**
- * The full monitoring settings from a partial `monitoring` object (shared/LIFECYCLE.md, Settings):
+ * The full monitoring settings from a partial `monitoring` object (docs/lifecycle.md, Settings):
  * checked as `checkMonitoring` does, then completed with the defaults; `warning_check_seconds` is
  * min(10, health_check_seconds) unless given.
  */

@@ -1,5 +1,5 @@
 /**
- * The services file's document (shared/LIFECYCLE.md, Persistence), in the formats MCP clients
+ * The services file's document (docs/services-file.md), in the formats MCP clients
  * already write: `mcpServers` (Claude Desktop, Cursor, Cline, Windsurf's `serverUrl`, Gemini CLI's
  * `httpUrl`, the Python MCPStore's `<name>_byagent_<agent>` keys), VS Code's `servers` (with
  * `type`), an `agents` section, and JSON with comments and trailing commas (JSONC). Parsing and

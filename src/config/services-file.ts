@@ -1,5 +1,5 @@
 /**
- * The services configuration file (shared/LIFECYCLE.md, Persistence): the single source of truth for
+ * The services configuration file (docs/services-file.md): the single source of truth for
  * service definitions. Changes are serialized and written atomically before they are acknowledged;
  * hand edits are picked up by `watch()` for `--reload`. The document it holds (parsing, shape,
  * drafts) is src/config/services-document.ts; the atomic write and backups src/config/atomic-write.ts.

@@ -1,6 +1,6 @@
 /**
  * The domain's schemas: the one place where the rules for names, ids, statuses and service
- * definitions are written (shared/API.md, Conventions and Resources). The HTTP contract decodes
+ * definitions are written (docs/api.md, Conventions). The HTTP contract decodes
  * requests with them, the services file checks its names with them, the runtime checks and
  * resolves definitions with them, and the OpenAPI document is generated from their annotations.
  * Each rule's failure message is a problem text as the contract's `details.fields` shows it
@@ -13,7 +13,7 @@ import { globsProblem, MAX_GLOB_LENGTH, MAX_GLOBS } from "./tool-filter.js"
 // Statuses
 // ---------------------------------------------------------------------------------------------
 
-/** Every status a service can have (shared/API.md, complete list). */
+/** Every status a service can have (docs/lifecycle.md, Statuses). */
 export const STATUSES = [
   "initializing",
   "healthy",
@@ -27,7 +27,7 @@ export const STATUSES = [
 /** A service's status. */
 export const Status = Schema.Literal(...STATUSES).annotations({
   identifier: "Status",
-  description: "A service's lifecycle status (shared/LIFECYCLE.md)",
+  description: "A service's lifecycle status (docs/lifecycle.md)",
   message: () => ({ message: `must be one of ${STATUSES.join(", ")}`, override: true })
 })
 export type Status = typeof Status.Type
@@ -563,7 +563,7 @@ export const namedDefinitions = (body: AddServiceBody): ReadonlyArray<NamedDefin
 // Problems, in the contract's words
 // ---------------------------------------------------------------------------------------------
 
-/** A field and why it was refused (shared/API.md: `details.fields`). */
+/** A field and why it was refused (an error's `details.fields`). */
 export interface FieldProblem {
   readonly field: string
   readonly problem: string

@@ -10,7 +10,7 @@
  * whose name looks like a credential. A name "looks like a credential" when it contains `key`,
  * `token`, `secret`, `password`, `passwd`, `auth`, `sig` or `credential` (any case).
  *
- * How it is shown: the value becomes `***` (always three stars, as shared/API.md shows env and header
+ * How it is shown: the value becomes `***` (always three stars, as the API shows env and header
  * values, so nothing of its length shows); the shape around it stays
  * (`http://***:***@host/mcp?api_key=***`, `--token=***`). A `${VAR}`
  * reference is not a secret: it is shown as written (`Bearer ${TOKEN}`), with any other text of the

@@ -129,7 +129,7 @@ const definitionHash = (def: ServiceDefinition): string => {
   return hash
 }
 
-/** `client_store_<name>_<8 hex>` or `client_<agent>_<name>_<8 hex>` (shared/API.md). */
+/** `client_store_<name>_<8 hex>` or `client_<agent>_<name>_<8 hex>` (docs/api.md, Conventions). */
 export const clientId = (scope: Scope, name: string, def: ServiceDefinition): string => {
   const hash = definitionHash(def)
   return scope.kind === "store" ? `client_store_${name}_${hash}` : `client_${scope.agentId}_${name}_${hash}`

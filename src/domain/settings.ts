@@ -1,5 +1,5 @@
 /**
- * The store's monitoring settings and lifecycle constants (shared/LIFECYCLE.md, Settings) with their
+ * The store's monitoring settings and lifecycle constants (docs/lifecycle.md, Settings) with their
  * defaults. The machines read these numbers; src/config validates what a user gives.
  */
 
@@ -22,7 +22,7 @@ export interface MonitoringSettings {
   readonly disconnection_timeout_seconds: number
 }
 
-/** Defaults of shared/LIFECYCLE.md; `warning_check_seconds` follows `health_check_seconds` unless given. */
+/** The defaults (docs/lifecycle.md); `warning_check_seconds` follows `health_check_seconds` unless given. */
 export const defaultMonitoring = (given: Partial<MonitoringSettings> = {}): MonitoringSettings => {
   const health = given.health_check_seconds ?? 30
   return {

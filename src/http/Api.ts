@@ -4,6 +4,7 @@
  * and the route table (for the root counts and 405 answers) are all derived.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { Context, Option } from "effect"
 import { AgentApi } from "./agent/Api.js"
 import { ApplicationApi, SystemApi } from "./app/Api.js"
 import { Authorization, OPEN_ROUTES } from "./authorization.js"
@@ -11,6 +12,7 @@ import { RequestBody, type RouteEntry } from "./contract-middleware.js"
 import * as E from "./errors.js"
 import { MonitoringApi } from "./monitoring/Api.js"
 import { finishDocument } from "./openapi.js"
+import { BeyondContract } from "./schemas.js"
 import { StoreApi } from "./store/Api.js"
 import { VERSION } from "../version.js"
 
@@ -82,20 +84,24 @@ export class Api extends HttpApi.make("mcp-store")
   .annotate(OpenApi.Description, "A store of MCP tool services for AI agents")
   .annotate(OpenApi.Transform, (spec) => finishDocument(securityAsApplied(contractErrorsOnly(spec)))) {}
 
-/** Every route of the contract, in declaration order. */
-export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string }> => {
-  const out: Array<RouteEntry & { group: string; name: string }> = []
+/**
+ * Every route of the HttpApi groups, in declaration order: the contract's 56 endpoints and those the
+ * groups serve beyond it (`contract: false`, marked BeyondContract where they are declared).
+ */
+export const routeTable = (): ReadonlyArray<RouteEntry & { readonly group: string; readonly name: string; readonly contract: boolean }> => {
+  const out: Array<RouteEntry & { group: string; name: string; contract: boolean }> = []
   for (const group of Object.values(Api.groups)) {
     for (const endpoint of Object.values(group.endpoints)) {
-      out.push({ group: group.identifier, name: endpoint.name, method: endpoint.method, path: endpoint.path })
+      const contract = Option.isNone(Context.getOption(endpoint.annotations, BeyondContract))
+      out.push({ group: group.identifier, name: endpoint.name, method: endpoint.method, path: endpoint.path, contract })
     }
   }
   return out
 }
 
-/** Endpoint counts per group, computed from the route table (never written as literals). */
+/** The contract's endpoint counts per group, computed from the route table (never written as literals). */
 export const endpointCounts = () => {
   const counts = { store: 0, agent: 0, monitoring: 0, application: 0, system: 0 }
-  for (const r of routeTable()) counts[r.group as keyof typeof counts] += 1
+  for (const r of routeTable()) if (r.contract) counts[r.group as keyof typeof counts] += 1
   return counts
 }

@@ -1,5 +1,5 @@
 /**
- * What the framework would answer in its own words, answered in the contract's (shared/API.md,
+ * What the framework would answer in its own words, answered in the contract's (docs/api.md,
  * Conventions): request bodies checked before routing (content type, size read with a streaming
  * limit, well-formed JSON, an object, nesting depth), so a bad body is a 400, 413 or 415 and never
  * a defect, and parsed once (the contract decodes the value parsed here); and routing, decoding

@@ -1,5 +1,5 @@
 /**
- * The routes beyond the 56 (shared/API.md, "Beyond the 56"), mounted on the same router and
+ * The routes beyond the 56 (docs/api.md, "Beyond the contract"), mounted on the same router and
  * behind the same API-level middleware (API key, body checks, errors; src/http/Api.ts): the live
  * event stream, Prometheus metrics, actor inspection, the MCP endpoint and the dashboard. Their
  * resources (metrics registry, MCP sessions) are scoped to the server and released when it stops.

@@ -1,6 +1,6 @@
 /**
- * The OpenAPI document as tools take it (issue 13, item 6): what HttpApi generates from the
- * contract, finished here (src/http/Api.ts applies it as the API's OpenApi.Transform):
+ * The OpenAPI document as tools take it (validators, type generators): what HttpApi generates
+ * from the contract, finished here (src/http/Api.ts applies it as the API's OpenApi.Transform):
  * - an example of every request body, 200 answer and error answer: examples.json, what a real
  *   store answered, captured by scripts/capture-examples.ts (`npm run examples`);
  * - no `$id` on the schemas of unknown values: Effect writes `"$id": "/schemas/unknown"` on every
@@ -112,8 +112,8 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
 
 /**
  * The extra routes in the document's description (a table Swagger UI shows above the operations).
- * Not as operations: `paths` is the contract's 56 endpoints exactly (shared/API.md), which the root
- * counts, the route table and the tests derive from.
+ * Not as operations: `paths` is the route table exactly (the contract's 56 endpoints and the groups'
+ * extras, docs/api.md), which the root counts, the 405 answers and the tests derive from.
  */
 const withExtras = (spec: Json): Json => {
   const rows = EXTRA_DOCS.map((r) => `| ${r.method} \`${r.path.replace(/:([A-Za-z_]+)/g, "{$1}")}\` | ${r.type} | ${r.open === true ? "no" : "yes"} | ${r.summary} |`)
@@ -124,7 +124,9 @@ const withExtras = (spec: Json): Json => {
       "",
       "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs` and `GET /openapi.json`.",
       "",
-      "Routes beside the 56 endpoints below:",
+      "The operations below are the contract's 56 endpoints (counted by `GET /` under `endpoints`) and the routes added in the same groups (resources, prompts, `authorize_service`). These and the routes beside the operations are listed by `GET /` under `extra_routes`.",
+      "",
+      "Routes beside the operations:",
       "",
       "| route | answers | key | what |",
       "|---|---|---|---|",

@@ -1,6 +1,6 @@
 /**
  * Who may reach the store through a browser. A store that starts programs on request is a target
- * for any web page the user opens (shared/API.md, Conventions): a page can send "simple"
+ * for any web page the user opens (docs/api.md, Conventions): a page can send "simple"
  * cross-origin requests, and a DNS-rebinding page can make the browser treat the store as its own
  * origin. So every request, on every route, is checked here before it is routed:
  *

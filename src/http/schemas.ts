@@ -1,11 +1,11 @@
 /**
- * The wire schemas shared by the store and agent groups (shared/API.md, Resources), and the
+ * The wire schemas shared by the store and agent groups (docs/api.md), and the
  * endpoint builders both scopes use, so the two scopes cannot drift apart. Names, ids, statuses
  * and service definitions are the domain's schemas (src/domain/schemas.ts), decoded here, at the
  * edge.
  */
 import { HttpApiEndpoint } from "@effect/platform"
-import { Schema } from "effect"
+import { Context, Schema } from "effect"
 import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domain/schemas.js"
 import { OUTCOMES } from "../records/records.js"
 import { WaitTimeout } from "./errors.js"
@@ -69,7 +69,7 @@ export const ok = { success: Schema.Boolean, message: Schema.String }
 /**
  * A body of these fields only: a field the endpoint does not know is refused by name (a typo such
  * as `agrs` would otherwise be dropped without a word, and the call run without its arguments).
- * Service definitions are not closed: their unknown fields are kept (shared/API.md).
+ * Service definitions are not closed: their unknown fields are kept (the services file keeps them).
  */
 export const closed = <F extends Schema.Struct.Fields>(fields: F) => Schema.Struct(fields).annotations({ parseOptions: { onExcessProperty: "error" } })
 
@@ -368,6 +368,12 @@ export const AuthorizeResponse = Schema.Struct({
   authorization_url: Schema.optional(Schema.String).annotations({ description: "the URL to open in a browser (state authorizing)" })
 })
 
+/**
+ * Marks an endpoint the store serves beyond the contract's 56 (resources, prompts, OAuth): served,
+ * checked and documented like the others, but counted apart by `GET /` (docs/api.md).
+ */
+export class BeyondContract extends Context.Tag("mcp-store/BeyondContract")<BeyondContract, true>() {}
+
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {
   const at = (path: string) => `${prefix}/${path}` as `/${string}`
@@ -398,19 +404,27 @@ export const scopeEndpoints = (prefix: string) => {
     toolRecords: HttpApiEndpoint.get("toolRecords", at("tool_records")).addSuccess(RecordsResponse),
     listResources: HttpApiEndpoint.get("listResources", at("list_resources"))
       .setUrlParams(ServiceFilter)
-      .addSuccess(Schema.Struct({ ...ok, resources: Schema.Array(ResourceItem) })),
+      .addSuccess(Schema.Struct({ ...ok, resources: Schema.Array(ResourceItem) }))
+      .annotate(BeyondContract, true),
     listResourceTemplates: HttpApiEndpoint.get("listResourceTemplates", at("list_resource_templates"))
       .setUrlParams(ServiceFilter)
-      .addSuccess(Schema.Struct({ ...ok, resource_templates: Schema.Array(ResourceTemplateItem) })),
+      .addSuccess(Schema.Struct({ ...ok, resource_templates: Schema.Array(ResourceTemplateItem) }))
+      .annotate(BeyondContract, true),
     readResource: HttpApiEndpoint.post("readResource", at("read_resource"))
       .setPayload(ReadResourcePayload)
-      .addSuccess(Schema.Struct({ ...ok, uri: Schema.String, service_name: Schema.String, contents: Schema.Array(Fields) })),
+      .addSuccess(Schema.Struct({ ...ok, uri: Schema.String, service_name: Schema.String, contents: Schema.Array(Fields) }))
+      .annotate(BeyondContract, true),
     listPrompts: HttpApiEndpoint.get("listPrompts", at("list_prompts"))
       .setUrlParams(ServiceFilter)
-      .addSuccess(Schema.Struct({ ...ok, prompts: Schema.Array(PromptItem) })),
+      .addSuccess(Schema.Struct({ ...ok, prompts: Schema.Array(PromptItem) }))
+      .annotate(BeyondContract, true),
     getPrompt: HttpApiEndpoint.post("getPrompt", at("get_prompt"))
       .setPayload(GetPromptPayload)
-      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) })),
-    authorizeService: HttpApiEndpoint.post("authorizeService", at("authorize_service")).setPayload(AuthorizePayload).addSuccess(AuthorizeResponse)
+      .addSuccess(Schema.Struct({ ...ok, name: Schema.String, service_name: Schema.String, description: Schema.optional(Schema.String), messages: Schema.Array(Fields) }))
+      .annotate(BeyondContract, true),
+    authorizeService: HttpApiEndpoint.post("authorizeService", at("authorize_service"))
+      .setPayload(AuthorizePayload)
+      .addSuccess(AuthorizeResponse)
+      .annotate(BeyondContract, true)
   }
 }

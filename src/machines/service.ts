@@ -1,6 +1,6 @@
 /**
  * The service machine: one actor per registered service, modelling connection, health checks,
- * reconnection with backoff, tool refresh, disconnect and restart (shared/LIFECYCLE.md).
+ * reconnection with backoff, tool refresh, disconnect and restart (docs/lifecycle.md).
  *
  * The machine is pure. Its side effects are the named actors of `setup()` (connect, hold the
  * connection, list tools, close), supplied by src/runtime/adapter.ts with `.provide(...)`; time

@@ -1,6 +1,6 @@
 /**
  * What the store and agent machines share as supervisors of service actors: the system ids, the
- * spawn options of a service child, and what to do when a child crashes (shared/LIFECYCLE.md,
+ * spawn options of a service child, and what to do when a child crashes (docs/lifecycle.md,
  * Actors). Plain functions, so both machines stay readable and their rules cannot drift apart.
  */
 import type { AnyActorRef, AnyEventObject } from "xstate"

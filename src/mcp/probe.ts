@@ -1,6 +1,6 @@
 /**
  * Which MCP transport a URL speaks, asked with one cheap request after a first connect failed in a
- * way a wrong `transport` explains (issue 14, item 7): a Streamable HTTP service whose POST was
+ * way a wrong `transport` explains: a Streamable HTTP service whose POST was
  * refused may be an SSE endpoint (a GET opens an event stream), and an SSE service whose GET was
  * refused may be a Streamable HTTP endpoint (a JSON-RPC POST is answered in JSON-RPC). The answer
  * turns a bare HTTP status into "use the other transport".

@@ -1,5 +1,5 @@
 /**
- * Where remote services may point (issue 15, outbound policy). A definition is chosen by whoever
+ * Where remote services may point (the outbound policy). A definition is chosen by whoever
  * may add services, and the store then sends requests from inside its network: without a policy it
  * is a server-side request forgery helper. Two rules:
  *

@@ -1,5 +1,5 @@
 /**
- * The figures of the 14 monitoring endpoints (shared/API.md, Monitoring), computed from what the
+ * The figures of the 14 monitoring endpoints (docs/api.md, Monitoring), computed from what the
  * store really has: service actors' snapshots, tool-call records and their aggregates, the
  * monitor's histories and request metrics, and the operating system. Nothing here is a constant.
  * Figures keyed by service name or agent id are null-prototype records (src/domain/dict.ts).

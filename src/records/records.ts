@@ -1,5 +1,5 @@
 /**
- * Tool-call records (shared/LIFECYCLE.md, Tool-call records): an append-only JSON-lines file
+ * Tool-call records (README, Tool-call records): an append-only JSON-lines file
  * beside the services file, one line per call, with in-memory aggregates for statistics that are
  * rebuilt from the file at start and kept up to date on each call.
  *
@@ -50,7 +50,7 @@ export const OUTCOMES = [
 /** Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled does not. */
 export const isFailedOutcome = (o: Outcome): boolean => o !== "success" && o !== "cancelled"
 
-/** One tool call (shared/API.md, Tool-call record). */
+/** One tool call, as `tool_records` and the records file show it. */
 export interface ToolRecord {
   readonly id: string
   readonly timestamp: string
@@ -110,7 +110,7 @@ export const recordsFileFor = (servicesFile: string): string => {
 /** Appending, created 0600 when missing, never through a symlink. */
 const APPEND_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW
 const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW
-/** The default of `maxValueBytes`: parameters and result, each, 64 KiB of JSON (shared/API.md). */
+/** The default of `maxValueBytes`: parameters and result, each, 64 KiB of JSON. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024
 const DAY_MS = 86_400_000
 

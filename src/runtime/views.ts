@@ -1,5 +1,5 @@
 /**
- * How a service and its tools look to clients (shared/API.md, Resources), read from the service
+ * How a service and its tools look to clients (docs/api.md), read from the service
  * actor's snapshot: the one source of truth for status. Secrets never appear: the URL, `args` and
  * texts are masked by the one masking of src/domain/secrets.ts.
  */
@@ -21,7 +21,7 @@ export interface ServiceView {
   readonly scope: string
   readonly client_id: string
   readonly last_error: string | null
-  /** What the user can do about the last connect failure, when known (an extra of API.md's Service). */
+  /** What the user can do about the last connect failure, when known (beyond the contract's Service fields). */
   readonly hint: string | null
   readonly last_state_change: string
   readonly consecutive_failures: number

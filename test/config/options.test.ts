@@ -22,7 +22,7 @@ const refusal = (f: () => unknown): OptionsError => {
 }
 
 describe("resolveMonitoring", () => {
-  it("fills in the defaults of shared/LIFECYCLE.md", () => {
+  it("fills in the defaults of docs/lifecycle.md", () => {
     const m = resolveMonitoring({})
     expect(m.health_check_seconds).toBe(30)
     expect(m.warning_check_seconds).toBe(10)

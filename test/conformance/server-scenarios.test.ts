@@ -1,7 +1,7 @@
 /**
  * The MCP conformance suite's server scenarios against the store's /mcp, with server-everything
- * and the suite's own reference server (test/fixtures/conformance-server.ts) registered over stdio
- * (issue 14), offline. `PASSING` lists the scenarios that apply to a gateway and
+ * and the suite's own reference server (test/fixtures/conformance-server.ts) registered over stdio,
+ * offline. `PASSING` lists the scenarios that apply to a gateway and
  * pass now; each must pass. `NOT_YET` lists the others with the reason, kept in step with the suite's
  * list (a scenario added to the suite fails the last test until it is placed in one of the two):
  * move a scenario from NOT_YET to PASSING once the work it waits for has landed.
@@ -46,11 +46,11 @@ const NOT_YET: Readonly<Record<string, string>> = {
   "prompts-get-embedded-resource": BARE_PROMPT,
   "prompts-get-with-image": BARE_PROMPT,
   "tools-call-with-logging": `${BARE_TOOL} (the log messages themselves are relayed: test/extras/logging.test.ts)`,
-  "tools-call-with-progress": `progress relay (item 2, another branch); and ${BARE_TOOL}`,
-  "tools-call-sampling": `sampling relay (item 5, another branch); and ${BARE_TOOL}`,
-  "tools-call-elicitation": `elicitation relay (item 5, another branch); and ${BARE_TOOL}`,
-  "elicitation-sep1034-defaults": `elicitation relay (item 5, another branch); and ${BARE_TOOL} (not in conformance-server.ts)`,
-  "elicitation-sep1330-enums": `elicitation relay (item 5, another branch); and ${BARE_TOOL} (not in conformance-server.ts)`,
+  "tools-call-with-progress": `${BARE_TOOL} (progress itself is relayed)`,
+  "tools-call-sampling": `${BARE_TOOL} (sampling itself is relayed)`,
+  "tools-call-elicitation": `${BARE_TOOL} (elicitation itself is relayed)`,
+  "elicitation-sep1034-defaults": `${BARE_TOOL} (not in conformance-server.ts; elicitation itself is relayed)`,
+  "elicitation-sep1330-enums": `${BARE_TOOL} (not in conformance-server.ts; elicitation itself is relayed)`,
   "tools-call-image": BARE_TOOL,
   "tools-call-audio": BARE_TOOL,
   "tools-call-embedded-resource": BARE_TOOL,

@@ -41,7 +41,7 @@ const URL_ = "http://127.0.0.1:9/mcp"
 const NAME_RULE = "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 describe("names and ids", () => {
-  it("ServiceName: the pattern of shared/API.md, without '__' or '_byagent_'", () => {
+  it("ServiceName: the pattern of docs/api.md, without '__' or '_byagent_'", () => {
     for (const name of ["a", "weather", "github.tools", "A-1_b.c", "constructor", "x".repeat(64)]) expect(accepted(ServiceName, name)).toBe(name)
     const cases: Array<[unknown, string]> = [
       ["", NAME_RULE],
@@ -82,7 +82,7 @@ describe("names and ids", () => {
     check(ServiceRef)
   })
 
-  it("Status: the seven values of shared/API.md", () => {
+  it("Status: the seven values of docs/lifecycle.md", () => {
     expect(Status.literals).toEqual(["initializing", "healthy", "warning", "reconnecting", "unreachable", "disconnecting", "disconnected"])
     expect(problems(Status, "HEALTHY")[0]!.problem).toBe(
       "must be one of initializing, healthy, warning, reconnecting, unreachable, disconnecting, disconnected"

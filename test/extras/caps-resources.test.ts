@@ -1,4 +1,4 @@
-// The caps hold memory down under a flood (issue 11, "Safe by default"): before them, 5,000
+// The caps hold memory down under a flood (safe by default): before them, 5,000
 // `initialize` calls on /mcp kept about 210 MB for ever and 5,000 idle /events streams took the
 // store from 0.5 to 2.1 GB. Against a store process (its bundle, as the fault tests
 // run it; its own RSS from /proc, untouched by this test's clients): 5,000 initialize POSTs and

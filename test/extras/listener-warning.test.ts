@@ -1,4 +1,4 @@
-// No MaxListenersExceededWarning with many services and many /events clients (issue 14): every
+// No MaxListenersExceededWarning with many services and many /events clients: every
 // open event stream waits for shutdown, and the server's closing signal used to get one abort
 // listener per stream, so the 11th client printed Node's "possible memory leak" warning. The
 // streams now share one listener; this runs the reported case (12 services, 12 subscribers,

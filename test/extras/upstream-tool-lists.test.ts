@@ -1,4 +1,4 @@
-// Each upstream's own tools/list against the store's list of that service (issue 14): the SDK's
+// Each upstream's own tools/list against the store's list of that service: the SDK's
 // Client straight to server-everything, server-filesystem (on a temporary folder) and server-memory
 // (its file in a temporary folder), and the same servers registered in the store. Every tool the
 // store offers agents is listed by REST list_tools and by /mcp tools/list with every MCP field equal

@@ -1,4 +1,4 @@
-// A hostile or broken upstream must not take the store down (issue 11, parts 4 and 5). Against the
+// A hostile or broken upstream must not take the store down. Against the
 // hand-written servers of test/fixtures/hostile-upstream.ts and hostile-stdio.ts, with a 1 MiB
 // message limit and 64 MiB answers streamed with back-pressure:
 // - one message over the limit (a Streamable HTTP JSON body or event, a legacy SSE event, a stdio

@@ -1,4 +1,4 @@
-// Fast failure detection (issue 14, item 6): when an upstream's standing stream (an SSE service's
+// Fast failure detection: when an upstream's standing stream (an SSE service's
 // stream, a Streamable HTTP service's GET stream) ends and cannot be resumed, the service leaves
 // healthy at once, for reconnecting with a reason naming the stream, without waiting for a failed
 // ping (health checks here are 10 minutes apart); its tools leave /mcp with list_changed, and come

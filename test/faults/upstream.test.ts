@@ -2,7 +2,7 @@
 // server stopped and started again, a restart that forgets the session (HTTP 404), a server that
 // accepts and never answers, a slow server, a command that exits at once or does not exist. Each
 // test records the statuses the service goes through (actor subscription, cross-checked with
-// GET /monitoring/service_health_history), checks them against the table of shared/LIFECYCLE.md,
+// GET /monitoring/service_health_history), checks them against the table of docs/lifecycle.md,
 // and makes no client request while the store is expected to recover by itself.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -157,8 +157,8 @@ describe("a server that accepts connections and never answers", () => {
     // Not later than its time-out...
     expect(elapsed).toBeGreaterThanOrEqual(1_000)
     expect(elapsed).toBeLessThan(1_500)
-    // ...and as a time-out (shared/API.md: a call to an initializing service waits up to the call
-    // time-out; 504 when the call exceeded it). The store answers 404 TOOL_NOT_FOUND here: see the report.
+    // ...and as a time-out (docs/lifecycle.md: a call to an initializing service waits up to the call
+    // time-out; 504 when the call exceeded it), not 404 TOOL_NOT_FOUND.
     expect({ status: call.status, code: call.body.error?.code }).toEqual({ status: 504, code: "TOOL_TIMEOUT" })
   })
 
@@ -281,7 +281,7 @@ describe("a command that cannot serve", () => {
     expect(status.body.last_error).toMatch(/exited with code 7/)
   })
 
-  it("a command that does not exist: unreachable at once (a permanent failure, issue 13), the spawn error in last_error with a hint; retried on the unreachable cadence only", { timeout: 20_000 }, async () => {
+  it("a command that does not exist: unreachable at once (a permanent failure), the spawn error in last_error with a hint; retried on the unreachable cadence only", { timeout: 20_000 }, async () => {
     server = await startTestServer({ monitoring: FAULT_MONITORING })
     const added = await server.post("/for_store/add_service", { name: "ghost", command: "/nonexistent/mcp-server-ghost", args: ["--x"] })
     expect(added.status).toBe(200)

@@ -1,4 +1,4 @@
-// Errors a person can act on (issue 13, item 5), over real HTTP against real stdio upstreams: a
+// Errors a person can act on, over real HTTP against real stdio upstreams: a
 // refused body is described in plain words (never the schema library's "Expected ..., actual ..."),
 // a field an endpoint does not know is named in the 400 with the allowed ones, `arguments` is an
 // alias of `args`, a name not found gets "did you mean" from the caller's own scope only, a tool of

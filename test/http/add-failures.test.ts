@@ -1,5 +1,5 @@
 /**
- * Failures reported as failures (issue 13, item 3): after add_service `?wait`, each service's
+ * Failures reported as failures: after add_service `?wait`, each service's
  * outcome is in the answer (`connected`, `failed` with error and hint, `pending`); `success` is
  * false when every service failed, the registration kept (HTTP 200, the message says so).
  * Permanent failures (an executable that does not exist, a command line written as one string,
@@ -97,7 +97,7 @@ describe("add_service ?wait reports each service's outcome", () => {
     expect(reply.body.message).toMatch(/connected: good; failed: ghost2 is unreachable/)
   })
 
-  it("without ?wait the answer has no outcome lists (API.md's fields only)", async () => {
+  it("without ?wait the answer has no outcome lists (the contract's fields only)", async () => {
     const reply = await server.post("/for_store/add_service", { name: "later", command: "no-such-cmd-mcp-store-3" })
     expect(reply.status).toBe(200)
     expect(reply.body.success).toBe(true)

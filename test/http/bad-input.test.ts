@@ -18,7 +18,7 @@ import {
   type TestServer
 } from "../support/index.js"
 
-/** Every error code of shared/API.md. */
+/** Every error code of the contract (docs/api.md). */
 const CONTRACT_CODES = [
   "VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS", "UNAUTHORIZED", "NOT_FOUND", "SERVICE_NOT_FOUND",
   "TOOL_NOT_FOUND", "METHOD_NOT_ALLOWED", "WAIT_TIMEOUT", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE",

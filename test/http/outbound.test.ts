@@ -1,5 +1,5 @@
 /**
- * The outbound policy (issue 15, item 6), against a local HTTP server that records every request
+ * The outbound policy, against a local HTTP server that records every request
  * it receives: forbidden headers are refused at add time (and nothing is sent), no redirect is
  * followed by either HTTP transport, an error answer's body is reflected into last_error for at most
  * 200 characters, and metadata addresses are refused (network_check too) unless allowed.

@@ -182,7 +182,7 @@ describe("keys with roles", () => {
     expect(reply.body.error.code).toBe("FORBIDDEN")
   })
 
-  it("item 7: the three figures that ignored agent_id now narrow by it and by service_name, and refuse malformed values with 400", async () => {
+  it("the three figures that ignored agent_id now narrow by it and by service_name, and refuse malformed values with 400", async () => {
     const admin = authedApi(server.url, keys.admin!)
     const dist = await admin.get(`/monitoring/services_status_distribution?agent_id=${A}`)
     expect(Object.keys(dist.body.by_scope)).toEqual([A])

@@ -1,5 +1,5 @@
 /**
- * Secrets are never shown (issue 15, items 4 and 5): a marker secret in every place a definition
+ * Secrets are never shown: a marker secret in every place a definition
  * may hold one (env and header values, URL user-info and credential query values, credential
  * `args`, an unknown credential-looking field), in the store's scope and an agent's, with services
  * that fail and succeed (so errors, histories, events and records exist), appears in no GET route,

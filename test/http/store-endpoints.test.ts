@@ -132,7 +132,7 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
     const store = await server.get("/for_store/show_mcpconfig")
     expect(store.status).toBe(200)
     expect(store.body.path).toBe(server.file)
-    // The file as written, secret values masked (shared/API.md); `reveal=true` shows them to an admin.
+    // The file as written, secret values masked (docs/api.md); `reveal=true` shows them to an admin.
     expect(store.body.config.mcpServers.local.env).toEqual({ FIXTURE_SECRET: "***", PLAIN: "***" })
     expect(store.body.config.mcpServers.remote.headers).toEqual({ "x-token": "***" })
     const revealed = await server.get("/for_store/show_mcpconfig?reveal=true")

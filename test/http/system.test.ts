@@ -3,10 +3,38 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basename, dirname } from "node:path"
 import { endpointCounts, routeTable } from "../../src/http/Api.js"
-import { closedPort, startTestServer, type TestServer } from "../support/index.js"
+import { EXTRA_ROUTES } from "../../src/http/extras.js"
+import { closedPort, startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 const HTTP_METHODS = ["get", "post", "put", "delete", "patch", "head", "options"]
+
+/** The contract's 56 endpoints (docs/api.md), written out: the route table's contract part must be exactly these. */
+const STORE = [
+  "POST add_service", "GET list_services", "GET get_service_info", "GET list_tools", "POST call_tool", "POST use_tool",
+  "GET check_services", "GET health", "GET get_stats", "GET show_mcpconfig", "POST reset_config", "POST reset_mcp_json_file",
+  "POST wait_service", "DELETE delete_service/{service_name}", "POST delete_service_two_step", "GET tool_records",
+  "POST network_check", "GET system_resources", "GET service_status/{service_name}", "POST restart_service",
+  "PUT update_service/{service_name}", "POST disconnect_service", "GET list_all_agents", "GET show_config", "POST refresh_tools"
+]
+const AGENT = [
+  "POST add_service", "GET list_services", "GET get_service_info", "GET list_tools", "POST call_tool", "POST use_tool",
+  "POST wait_service", "GET check_services", "DELETE delete_service/{service_name}", "GET show_mcpconfig", "POST reset_config",
+  "GET health", "GET get_stats", "GET tool_records"
+]
+const MONITORING = [
+  "agents_summary", "config", "services_status_distribution", "tools_usage_stats", "system_performance", "services_response_time",
+  "error_rate_stats", "historical_stats", "service_health_history", "tool_call_history", "realtime_status", "active_connections",
+  "resource_usage", "alerts"
+]
+const under = (prefix: string, routes: ReadonlyArray<string>) => routes.map((r) => r.replace(" ", ` ${prefix}/`))
+const CONTRACT = [
+  ...under("/for_store", STORE),
+  ...under("/for_agent/{agent_id}", AGENT),
+  ...MONITORING.map((p) => `GET /monitoring/${p}`),
+  "GET /health", "GET /workspace/info",
+  "GET /"
+]
 
 describe("system and application endpoints", { timeout: 10_000 }, () => {
   let server: TestServer
@@ -18,22 +46,29 @@ describe("system and application endpoints", { timeout: 10_000 }, () => {
     await server?.cleanup()
   }, 15_000)
 
-  it("GET / counts the route table's endpoints per group", async () => {
+  it("GET / counts the contract's 56 endpoints per group and lists the routes beyond them apart", async () => {
     const reply = await server.get("/")
     expect(reply.status).toBe(200)
     expect(reply.body).toMatchObject({ success: true, name: "mcp-store" })
     expect(typeof reply.body.version).toBe("string")
     expect(typeof reply.body.description).toBe("string")
-    const fromTable = { store: 0, agent: 0, monitoring: 0, application: 0, system: 0 }
-    for (const route of routeTable()) fromTable[route.group as keyof typeof fromTable] += 1
-    expect(reply.body.endpoints).toEqual(fromTable)
+    // The contract's figures (docs/api.md): store 25, agent 14, monitoring 14, application 2, system 1.
+    expect(reply.body.endpoints).toEqual({ store: 25, agent: 14, monitoring: 14, application: 2, system: 1 })
     expect(reply.body.endpoints).toEqual(endpointCounts())
-    for (const n of Object.values(reply.body.endpoints)) expect(Number.isInteger(n)).toBe(true)
-    // shared/API.md: 56 endpoints, store 25, agent 14, monitoring 14, application 2, system 1.
-    expect(reply.body.endpoints).toEqual({ store: 31, agent: 20, monitoring: 14, application: 2, system: 1 })
+    const contract = routeTable().filter((r) => r.contract)
+    expect(contract.map((r) => `${r.method} ${toOpenApiPath(r.path)}`).sort()).toEqual([...CONTRACT].sort())
+    // Every other route is listed once under extra_routes: the groups' extras and the routes beside the groups.
+    const extras: string[] = reply.body.extra_routes
+    const beyond = [...routeTable().filter((r) => !r.contract), ...EXTRA_ROUTES].map((r) => `${r.method} ${toOpenApiPath(r.path)}`)
+    expect([...extras].sort()).toEqual(beyond.sort())
+    expect(new Set(extras).size).toBe(extras.length)
+    for (const route of CONTRACT) expect(extras, route).not.toContain(route)
+    for (const route of ["GET /for_store/list_resources", "POST /for_agent/{agent_id}/get_prompt", "POST /for_store/authorize_service", "GET /openapi.json", "POST /mcp", "GET /events"]) {
+      expect(extras, route).toContain(route)
+    }
   })
 
-  it("GET /openapi.json documents exactly the routes of the table", async () => {
+  it("GET /openapi.json documents exactly the routes of the table: the contract's and the groups' extras", async () => {
     const reply = await server.get("/openapi.json")
     expect(reply.status).toBe(200)
     expect(reply.body.openapi).toMatch(/^3\./)
@@ -41,11 +76,12 @@ describe("system and application endpoints", { timeout: 10_000 }, () => {
     for (const [path, item] of Object.entries(reply.body.paths as Record<string, Record<string, unknown>>)) {
       for (const method of Object.keys(item)) if (HTTP_METHODS.includes(method)) operations.push(`${method.toUpperCase()} ${path}`)
     }
-    const table = routeTable().map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_]+)/g, "{$1}")}`)
+    const table = routeTable().map((r) => `${r.method} ${toOpenApiPath(r.path)}`)
     expect(operations.sort()).toEqual([...table].sort())
     const root = await server.get("/")
     const total = Object.values(root.body.endpoints as Record<string, number>).reduce((a, b) => a + b, 0)
-    expect(operations.length).toBe(total)
+    const groupExtras = (root.body.extra_routes as string[]).filter((r) => operations.includes(r))
+    expect(operations.length).toBe(total + groupExtras.length)
   })
 
   it("GET /health is healthy with version, uptime and a UTC time", async () => {

@@ -1,5 +1,5 @@
 /**
- * `backoffMs` (src/machines/service.ts), a pure function: the reconnection delay of shared/LIFECYCLE.md
+ * `backoffMs` (src/machines/service.ts), a pure function: the reconnection delay of docs/lifecycle.md
  * (1 s, 2 s, 4 s ... at most `reconnection_seconds`, each with ±10 % jitter). `attempt` counts the
  * failed attempts so far (0 for the first attempt).
  */

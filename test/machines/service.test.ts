@@ -1,5 +1,5 @@
 /**
- * The service machine (src/machines/service.ts) against shared/LIFECYCLE.md: one test (or group) per
+ * The service machine (src/machines/service.ts) against docs/lifecycle.md: one test (or group) per
  * row of the transitions table, plus tool refresh and health-check scheduling. Each test drives the
  * machine with fake side-effect actors (test/support/machines.ts) on a SimulatedClock, with fixed
  * `now` (the clock) and `random` (0.5 unless the test is about jitter or offsets).
@@ -918,7 +918,7 @@ describe("transition record", () => {
 /** A connect failure the transport edge classified as permanent (src/mcp/connect.ts), with its hint. */
 const permanent = (message: string, hint: string) => Object.assign(new Error(message), { permanent: true, hint })
 
-describe("initializing, reconnecting -> unreachable at once: a permanent connect failure (issue 13, item 3)", () => {
+describe("initializing, reconnecting -> unreachable at once: a permanent connect failure", () => {
   it("initializing -> unreachable, the hint kept, retried on the unreachable cadence only", async () => {
     const h = startService()
     h.lastConnect().reject(permanent("spawn no-such-cmd ENOENT", "executable not found"))

@@ -1,4 +1,4 @@
-// Clear connect errors (issue 14, item 7), against the reference server in its two HTTP modes: a
+// Clear connect errors, against the reference server in its two HTTP modes: a
 // wrong path says there is no MCP endpoint there (not that a session expired), an SSE endpoint
 // registered as Streamable HTTP says to use the SSE transport, and a Streamable HTTP endpoint
 // registered as SSE says to use Streamable HTTP. Each is permanent (retrying cannot mend it), and

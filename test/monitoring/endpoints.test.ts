@@ -265,7 +265,7 @@ describe("tool calls that succeed and fail", () => {
   })
 
   it("historical_stats: `days` is at most the retention (default 7 days); beyond it is refused", async () => {
-    // shared/API.md: `days` (default 7, at most the retention); a value out of range is 400, not clamped.
+    // docs/api.md: `days` (default 7, at most the retention); a value out of range is 400, not clamped.
     expectRefused(await server.get("/monitoring/historical_stats?days=8"), "days")
     expect((await server.get("/monitoring/historical_stats?days=7")).status).toBe(200)
   })
@@ -572,7 +572,7 @@ describe("several agents with local and remote services", () => {
       unreachable_retry_seconds: 2,
       slow_response_ms: 2500,
       disconnection_timeout_seconds: 4,
-      // defaults (shared/LIFECYCLE.md)
+      // defaults (docs/lifecycle.md)
       tools_update_hours: 2,
       cleanup_hours: 24,
       enable_tools_update: true,

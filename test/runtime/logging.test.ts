@@ -1,5 +1,5 @@
 /**
- * One logger, lifecycle lines (issue 13, item 2): every status change of a service is one line at
+ * One logger, lifecycle lines: every status change of a service is one line at
  * its level, in text or JSON; Effect's log lines and the lines of code outside Effect look alike;
  * a hostile upstream cannot forge lines; `--log-format` is checked like every option; the program
  * (a child process) writes its banner and lifecycle lines as JSON with `--log-format json`.

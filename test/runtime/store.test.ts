@@ -88,7 +88,7 @@ describe("createStore (library use)", { timeout: 10_000 }, () => {
     expect(store.forStore().findService("lib")).toBe(lib)
     expect(store.allServiceActors()).toHaveLength(2)
 
-    // Stable system ids (shared/LIFECYCLE.md, Actors).
+    // Stable system ids (docs/lifecycle.md, Actors).
     expect(store.actor.system.get("store")).toBe(store.actor)
     expect(store.actor.system.get("agent:a1")).toBe(agent)
     expect(store.actor.system.get("service:store:lib")).toBe(lib)

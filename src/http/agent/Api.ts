@@ -1,4 +1,4 @@
-/** The agent group's contract: endpoints of `/for_agent/{agent_id}` (shared/API.md). */
+/** The agent group's contract: endpoints of `/for_agent/{agent_id}` (docs/api.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentId, ServiceRef } from "../../domain/schemas.js"

@@ -5,8 +5,13 @@ import { readdir } from "node:fs/promises"
 import { basename, dirname } from "node:path"
 import { recordsFileFor } from "../../records/records.js"
 import { VERSION } from "../../version.js"
-import { Api, endpointCounts } from "../Api.js"
+import { Api, endpointCounts, routeTable } from "../Api.js"
 import { App } from "../context.js"
+import { EXTRA_ROUTES } from "../extras.js"
+
+/** The routes served beyond the contract, as `METHOD /path` with `{param}`s: the groups' extras, then the others. */
+const extraRoutes = (): ReadonlyArray<string> =>
+  [...routeTable().filter((r) => !r.contract), ...EXTRA_ROUTES].map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_]+)/g, "{$1}")}`)
 
 /** Files beside the services file that belong to the store's data space. */
 const isStoreFile = (configFile: string) => {
@@ -64,7 +69,8 @@ export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
       name: "mcp-store",
       version: VERSION,
       description: "A store of MCP tool services for AI agents: register, list, call and watch tools, per store and per agent",
-      endpoints: endpointCounts()
+      endpoints: endpointCounts(),
+      extra_routes: extraRoutes()
     })
   )
 )

@@ -1,4 +1,4 @@
-/** The monitoring group's contract: 14 read-only endpoints under `/monitoring` (shared/API.md). */
+/** The monitoring group's contract: 14 read-only endpoints under `/monitoring` (docs/api.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ScopeLabel, ServiceRef, Transition } from "../../domain/schemas.js"

@@ -1,4 +1,4 @@
-/** The store group's contract: endpoints, payloads and errors of `/for_store` (shared/API.md). */
+/** The store group's contract: endpoints, payloads and errors of `/for_store` (docs/api.md). */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ServiceRef, Status, Transition, UpdateServiceBody } from "../../domain/schemas.js"
