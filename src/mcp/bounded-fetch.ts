@@ -13,7 +13,7 @@
  * cannot send the store's requests, and their headers, elsewhere. Limits are counted on the bytes as they arrive, before any decoding. `onTooLarge` is told when a
  * body was stopped: the owner closes the transport (the stream cannot be read past the message).
  */
-import { MessageTooLargeError } from "./types.js"
+import { MessageTooLargeError } from "./message-limit.js"
 
 export interface BoundedFetchOptions {
   readonly maxMessageBytes: number

@@ -1,52 +1,40 @@
 /**
- * Opens a live MCP connection for a resolved service definition. Each call builds a new SDK client
- * and transport (a reconnection never reuses either; Streamable HTTP runs on the store's own
- * transport, src/mcp/http-transport.ts, SSE and stdio on the SDK's and src/mcp/stdio.ts), runs every request through `mcpRequest`, and
+ * Opens a live MCP connection for a resolved service definition. Each call builds a new session
+ * (src/mcp/session.ts, the connection's one protocol engine) and transport (a reconnection never
+ * reuses either; Streamable HTTP runs on the store's own transport, src/mcp/http-transport.ts, SSE
+ * on the SDK's, stdio on src/mcp/stdio.ts), runs every request through `mcpRequest`, and
  * hides the transports' differences behind `McpConnection`: the session DELETE for Streamable HTTP,
  * the process group and stderr for stdio, "closed by itself" against "closed by us".
  *
  * Every transport reads at most `maxMessageBytes` per message (SSE through `boundedFetch`). A
  * message over it closes the connection; the requests it fails, and the close itself, then name
- * that cause (`message_too_large`) rather than a mere closed connection. The SDK's own checks of
- * tool outputs run on the store's linear-time validators (src/mcp/json-schema.ts).
+ * that cause (`message_too_large`) rather than a mere closed connection. The checks of tool outputs
+ * run on the store's linear-time validators (src/mcp/json-schema.ts).
  *
  * A failed connect is classified here, at the transport edge: a failure that retrying soon cannot
  * mend (the executable does not exist or cannot be run, the URL answers the first initialize with
  * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
  * `permanent`, with a hint for the user (`permanentFailure`).
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js"
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ErrorCode,
-  ListRootsRequestSchema,
-  McpError,
-  LoggingMessageNotificationSchema,
-  PromptListChangedNotificationSchema,
-  ResourceListChangedNotificationSchema,
-  ResourceUpdatedNotificationSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type CompleteResult,
-  type GetPromptResult,
-  type LoggingLevel,
-  type LoggingMessageNotification,
-  type ReadResourceResult
+import type {
+  CallToolResult,
+  CompleteResult,
+  GetPromptResult,
+  LoggingLevel,
+  LoggingMessageNotification,
+  ReadResourceResult
 } from "@modelcontextprotocol/sdk/types.js"
 import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
-import { DirectRequests } from "./direct.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
 import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
+import { Session, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -93,7 +81,7 @@ type Opened =
   | { readonly type: "stdio"; readonly transport: StdioProcessTransport }
 
 /**
- * Connects to a service: builds a new client and transport, runs the initialize handshake within
+ * Connects to a service: builds a new session and transport, runs the initialize handshake within
  * the time-out, and returns the live connection. When anything fails, everything it created is
  * released (a local process group is ended) and it rejects with `McpRequestError`; for stdio the
  * message tells how the process ended and quotes its last stderr lines.
@@ -110,31 +98,14 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     }
   }
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth)
-  const client = new Client(
-    { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
-    // roots only for a definition that lists them: the server then asks roots/list, answered from it.
-    // elicitation and sampling: relayed to the client that made the call (src/mcp/direct.ts `relay`).
-    {
-      capabilities: { elicitation: {}, sampling: {}, ...(def.roots !== undefined ? { roots: { listChanged: false } } : {}) },
-      jsonSchemaValidator: upstreamSchemaValidator
-    }
-  )
-  const roots = def.roots
-  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((uri) => ({ uri })) }))
-  const connection = new SdkConnection(client, opened)
-  const relay = (requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => {
-    const direct = connection.direct
-    if (direct === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: no tool call in flight`)
-    return direct.relay(requestId, request, signal)
-  }
-  client.setRequestHandler(ElicitRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
-  client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => relay(extra.requestId, request, extra.signal) as never)
+  // roots only for a definition that lists them: the server then asks roots/list, answered from it.
+  const connection = new UpstreamConnection(opened, {
+    clientInfo: { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
+    roots: def.roots,
+    validator: upstreamSchemaValidator
+  })
   try {
-    await connection.request(
-      `connect to ${describeTarget(def)}`,
-      ({ timeout, signal }) => client.connect(opened.transport, { timeout, signal }),
-      options
-    )
+    await connection.request(`connect to ${describeTarget(def)}`, (controls) => connection.session.open(controls), options)
   } catch (error) {
     const required = opened.type === "sse" ? opened.authorizationRequired() : undefined
     // An SSE stream refused for want of an authorization fails as a bare stream error: named here.
@@ -148,7 +119,7 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       // A broken pipe can be noticed a moment before the exit itself (longer on a loaded machine).
       await opened.transport.waitForExit(1000)
     }
-    // The SDK may close the transport on the failed write before the exit is seen; a process that
+    // The transport may close on the failed write before the exit is seen; a process that
     // exited with a code (no signal of ours) still ended by itself.
     const exit = opened.type === "stdio" ? opened.transport.exit : undefined
     const ended =
@@ -168,13 +139,12 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       httpStatus: failure.httpStatus
     })
   }
-  connection.direct = new DirectRequests(opened.transport, upstreamSchemaValidator)
   connection.connected = true
   return connection
 }
 
-/** One live client, its transport, and the listeners of the connection's owner. */
-class SdkConnection implements McpConnection {
+/** One live session, its transport, and the listeners of the connection's owner. */
+class UpstreamConnection implements McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
   private readonly closeListeners = new Set<(reason: string) => void>()
   private readonly toolsListeners = new Set<() => void>()
@@ -186,52 +156,57 @@ class SdkConnection implements McpConnection {
   private selfCloseReason: string | undefined
   /** The message over the size limit that ended the connection, if one did. */
   private tooLarge: MessageTooLargeError | undefined
-  /** tools/call and ping, beside the Client once it has connected (src/mcp/direct.ts). */
-  direct: DirectRequests | undefined
+  /** The connection's protocol engine (src/mcp/session.ts). */
+  readonly session: Session
   /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
   connected = false
   /** Why an SSE service's stream ended, once it did. */
   private sseStreamEnded: string | undefined
 
   constructor(
-    private readonly client: Client,
-    private readonly opened: Opened
+    private readonly opened: Opened,
+    options: SessionOptions
   ) {
     this.transportType = opened.type
-    client.onclose = () => this.onTransportClosed()
-    // Transport hiccups (a stray stdout line, a bad event) are not failures by themselves: a failing
-    // request or the close is what the owner acts on. A message over the size limit is noted: the
-    // transport closes right after it, and the failures that follow carry its name. The end of an
-    // SSE service's stream ends its session: the connection closes (`sseEnded`).
-    client.onerror = (error) => {
-      if (error instanceof MessageTooLargeError) this.tooLarge ??= error
-      else if (error instanceof SseError && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
-    }
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      for (const listener of [...this.toolsListeners]) listener()
-    })
-    const catalogChanged = () => {
-      for (const listener of [...this.catalogListeners]) listener()
-    }
-    client.setNotificationHandler(ResourceListChangedNotificationSchema, catalogChanged)
-    client.setNotificationHandler(PromptListChangedNotificationSchema, catalogChanged)
-    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
-      for (const listener of [...this.updatedListeners]) listener(notification.params.uri)
-    })
-    // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      for (const listener of this.logListeners) listener(notification.params)
+    this.session = new Session(opened.transport, options, {
+      onClose: () => this.onTransportClosed(),
+      // Transport hiccups (a stray stdout line, a bad event) are not failures by themselves: a failing
+      // request or the close is what the owner acts on. A message over the size limit is noted: the
+      // transport closes right after it, and the failures that follow carry its name. The end of an
+      // SSE service's stream ends its session: the connection closes (`sseEnded`).
+      onError: (error) => {
+        if (error instanceof MessageTooLargeError) this.tooLarge ??= error
+        else if (error instanceof SseError && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
+      },
+      onNotification: (notification) => this.notified(notification)
     })
   }
 
+  private notified(notification: SessionNotification): void {
+    switch (notification.kind) {
+      case "tools_changed":
+        for (const listener of [...this.toolsListeners]) listener()
+        return
+      case "catalog_changed":
+        for (const listener of [...this.catalogListeners]) listener()
+        return
+      case "resource_updated":
+        for (const listener of [...this.updatedListeners]) listener(notification.uri)
+        return
+      case "log":
+        // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
+        for (const listener of this.logListeners) listener(notification.params)
+    }
+  }
+
   get logging(): boolean {
-    return this.client.getServerCapabilities()?.logging !== undefined
+    return this.session.serverCapabilities?.logging !== undefined
   }
 
   async setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void> {
     await this.request(
       `logging/setLevel ${level}`,
-      (o) => (this.logging ? this.client.setLoggingLevel(level, o) : Promise.reject(new McpRequestError("protocol", "the server does not offer logging", -32601))),
+      (o) => (this.logging ? this.session.setLoggingLevel(level, o) : Promise.reject(new McpRequestError("protocol", "the server does not offer logging", -32601))),
       options
     )
   }
@@ -242,7 +217,7 @@ class SdkConnection implements McpConnection {
   }
 
   get capabilities(): CatalogCapabilities {
-    const declared = this.client.getServerCapabilities()
+    const declared = this.session.serverCapabilities
     return {
       resources: declared?.resources !== undefined,
       subscribe: declared?.resources?.subscribe === true,
@@ -252,8 +227,7 @@ class SdkConnection implements McpConnection {
   }
 
   get serverInfo(): { readonly name: string; readonly version: string } | undefined {
-    const info = this.client.getServerVersion()
-    return info === undefined ? undefined : { name: info.name, version: info.version }
+    return this.session.serverInfo
   }
 
   get pid(): number | undefined {
@@ -272,12 +246,10 @@ class SdkConnection implements McpConnection {
     }
   }
 
-  /** The same for a direct request (src/mcp/direct.ts), which bounds itself. */
-  private async directRequest<T>(what: string, run: (direct: DirectRequests, timeoutMs: number, signal: CancelSignal | undefined) => Promise<T>, options: CallOptions): Promise<T> {
-    const direct = this.direct
-    if (direct === undefined) throw new McpRequestError("transport", `${what}: not connected`)
+  /** The same for a request the session bounds itself (tools/call, ping: no timer or signal of the wrapper's own). */
+  private async bounded<T>(what: string, run: (timeoutMs: number, signal: CancelSignal | undefined) => Promise<T>, options: CallOptions): Promise<T> {
     try {
-      return await mcpBoundedRequest(what, (timeoutMs, signal) => run(direct, timeoutMs, signal), options)
+      return await mcpBoundedRequest(what, run, options)
     } catch (error) {
       throw this.named(what, error)
     }
@@ -292,7 +264,7 @@ class SdkConnection implements McpConnection {
 
   async ping(options: CallOptions): Promise<number> {
     const started = performance.now()
-    await this.directRequest("ping", (direct, timeoutMs, signal) => direct.ping(timeoutMs, signal), options)
+    await this.bounded("ping", (timeout, signal) => this.session.ping({ timeout, signal }), options)
     return performance.now() - started
   }
 
@@ -300,10 +272,8 @@ class SdkConnection implements McpConnection {
     return this.request(
       "tools/list",
       async (controls) => {
-        const listed = await paginate("tools/list", controls, (params, o) => this.client.listTools(params, o), (r) => r.tools)
-        this.direct?.setTools(
-          listed.map((tool) => ({ name: tool.name, outputSchema: tool.outputSchema as JsonSchemaType | undefined, taskSupport: tool.execution?.taskSupport }))
-        )
+        const listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        this.session.setTools(listed)
         return listed.map(toToolInfo)
       },
       options
@@ -318,41 +288,41 @@ class SdkConnection implements McpConnection {
       "resources/list, resources/templates/list and prompts/list",
       async (controls) => ({
         resources: resources
-          ? await paginate("resources/list", controls, (params, o) => this.client.listResources(params, o), (r) => r.resources)
+          ? await paginate("resources/list", controls, (params, o) => this.session.listResources(params, o), (r) => r.resources)
           : [],
         resourceTemplates: resources
-          ? await paginate("resources/templates/list", controls, (params, o) => this.client.listResourceTemplates(params, o), (r) => r.resourceTemplates)
+          ? await paginate("resources/templates/list", controls, (params, o) => this.session.listResourceTemplates(params, o), (r) => r.resourceTemplates)
           : [],
-        prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.client.listPrompts(params, o), (r) => r.prompts) : []
+        prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.session.listPrompts(params, o), (r) => r.prompts) : []
       }),
       options
     )
   }
 
   readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {
-    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.client.readResource({ uri }, o)), options)
+    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.session.readResource(uri, o)), options)
   }
 
   getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult> {
     return this.request(
       `prompts/get ${JSON.stringify(name)}`,
-      (o) => this.declared("prompts", () => this.client.getPrompt({ name, arguments: args }, o)),
+      (o) => this.declared("prompts", () => this.session.getPrompt(name, args, o)),
       options
     )
   }
 
   complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult> {
-    return this.request("completion/complete", (o) => this.declared("completions", () => this.client.complete(params, o)), options)
+    return this.request("completion/complete", (o) => this.declared("completions", () => this.session.complete(params, o)), options)
   }
 
   async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
-    await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.client.subscribeResource({ uri }, o)), options)
+    await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.session.subscribeResource(uri, o)), options)
   }
 
   async unsubscribeResource(uri: string, options: RequestOptions): Promise<void> {
     await this.request(
       `resources/unsubscribe ${JSON.stringify(uri)}`,
-      (o) => this.declared("subscribe", () => this.client.unsubscribeResource({ uri }, o)),
+      (o) => this.declared("subscribe", () => this.session.unsubscribeResource(uri, o)),
       options
     )
   }
@@ -375,7 +345,7 @@ class SdkConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
-    return this.directRequest(`tools/call ${JSON.stringify(name)}`, (direct, timeoutMs, signal) => direct.callTool(name, args, timeoutMs, signal, options.hooks), options)
+    return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.callTool(name, args, { timeout, signal }, options.hooks), options)
   }
 
   close(): Promise<void> {
@@ -407,12 +377,10 @@ class SdkConnection implements McpConnection {
     this.closedByUs = true
     this.closeListeners.clear()
     if (this.opened.type === "streamable_http") {
-      // client.close() sends no DELETE; ending the session is our job, and must not hold up the close.
+      // Closing the transport sends no DELETE; ending the session is our job, and must not hold up the close.
       await withTimeout(this.opened.transport.terminateSession(), TERMINATE_SESSION_TIMEOUT_MS)
     }
-    await this.client.close().catch(() => {})
-    // Closing an unconnected client does not reach the transport (a connect that failed early).
-    await this.opened.transport.close().catch(() => {})
+    await this.session.close().catch(() => {})
   }
 
   /**

@@ -472,7 +472,7 @@ export class HttpClientTransport implements Transport {
         requests.delete(message.id as string | number)
         this.posts.delete(message.id as string | number)
       }
-      // A request of the server read here belongs to the requests this POST carries (src/mcp/direct.ts).
+      // A request of the server read here belongs to the requests this POST carries (src/mcp/session.ts).
       this.deliver(message, "method" in message && "id" in message ? { carriedBy: requests } : undefined)
     }, this.maxMessageBytes)
     this.consume(response, parser, (error) => {

@@ -79,7 +79,7 @@ export async function mcpRequest<T>(
 
 /**
  * Runs one request that bounds itself: it settles at its time-out at the latest and when the
- * caller's signal fires (the direct requests of src/mcp/direct.ts), so no timer or signal of the
+ * caller's signal fires (tools/call and ping of src/mcp/session.ts), so no timer or signal of the
  * wrapper's own is needed. Rejects with an `McpRequestError`, classified as `mcpRequest` does.
  */
 export async function mcpBoundedRequest<T>(

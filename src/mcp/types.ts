@@ -83,7 +83,7 @@ export interface CallProgress {
   readonly message?: string | undefined
 }
 
-/** What the caller of a tool call hears of it while it runs (src/mcp/direct.ts). */
+/** What the caller of a tool call hears of it while it runs (src/mcp/session.ts). */
 export interface CallHooks {
   /**
    * Each `notifications/progress` the upstream sends for the call: with it the request carries a
@@ -165,23 +165,7 @@ export class Cancel implements CancelSignal {
  */
 export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted" | "message_too_large"
 
-/** The largest MCP message read from an upstream when no limit is given (the store's default). */
-export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
-/**
- * An upstream sent one message (an HTTP body, an event of an event stream, a stdio line) longer
- * than the limit. Reading stopped there: the transport raises it through `onerror`, then closes.
- */
-export class MessageTooLargeError extends Error {
-  readonly _tag = "MessageTooLargeError"
-  constructor(
-    /** What was too large, e.g. "the HTTP answer" or "a line on stdout". */
-    readonly what: string,
-    readonly limitBytes: number
-  ) {
-    super(`${what} is larger than the ${limitBytes}-byte message limit (--max-message-bytes); reading stopped and the connection was closed`)
-  }
-}
+export { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./message-limit.js"
 
 /** What more is known about a failure than its kind. */
 export interface FailureDetails {

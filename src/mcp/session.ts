@@ -1,0 +1,522 @@
+/**
+ * The one protocol engine of an upstream MCP connection, and the seam to the MCP SDK. It owns the
+ * whole conversation on a connected transport: the initialize handshake, request ids and their
+ * answers, time-outs, progress (each restarting a call's time-out up to its total cap),
+ * cancellation both ways (`notifications/cancelled`), the server's requests (ping, roots/list, and
+ * the elicitation and sampling requests relayed to the caller of the call they belong to) and the
+ * server's notifications.
+ *
+ * Why not the SDK's `Client`: its per-request machinery cost 13 to 22 % more of the store's CPU per
+ * tool call than this engine (zod parses of every message, closures and timers per request), and it
+ * dispatches a progress a turn after it reads it, so a progress read with the answer was lost. The
+ * SDK 1.x is used here for what does not cost per call: its types, its result schemas (lists,
+ * resources, prompts, initialize; a tool result's common shape is checked by hand first) and its
+ * `McpError`, which the failure classification reads. This module is the only one of src/mcp that
+ * speaks MCP messages, so a move to another SDK (v2's client) replaces it behind the same class.
+ */
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import {
+  CallToolResultSchema,
+  CompleteResultSchema,
+  CreateMessageRequestSchema,
+  CreateMessageResultSchema,
+  CreateMessageResultWithToolsSchema,
+  ElicitRequestSchema,
+  ElicitResultSchema,
+  EmptyResultSchema,
+  ErrorCode,
+  GetPromptResultSchema,
+  InitializeResultSchema,
+  LATEST_PROTOCOL_VERSION,
+  ListPromptsResultSchema,
+  ListResourcesResultSchema,
+  ListResourceTemplatesResultSchema,
+  ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+  ReadResourceResultSchema,
+  ResourceUpdatedNotificationSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type CallToolResult,
+  type ClientCapabilities,
+  type CompleteResult,
+  type GetPromptResult,
+  type JSONRPCMessage,
+  type ListPromptsResult,
+  type ListResourcesResult,
+  type ListResourceTemplatesResult,
+  type ListToolsResult,
+  type LoggingLevel,
+  type LoggingMessageNotification,
+  type ReadResourceResult,
+  type ServerCapabilities
+} from "@modelcontextprotocol/sdk/types.js"
+import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
+import { McpRequestError, RELAYED_METHODS, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+
+const MAX_TIMER_MS = 2_147_483_647
+
+/** Upstream requests tied to calls and not handled yet, at most (more are not tied: declined). */
+const MAX_TIES = 64
+
+/** A request's time-out and signal, as the request wrapper (src/mcp/request.ts) hands them over. */
+export interface Controls {
+  readonly timeout: number
+  readonly signal?: CancelSignal | undefined
+}
+
+/** What the connection hears of the session. */
+export interface SessionEvents {
+  /** A notification of the server (progress and cancellation aside), a turn after it was read. */
+  readonly onNotification: (notification: SessionNotification) => void
+  /** A transport error, or a message the engine could not place. */
+  readonly onError: (error: Error) => void
+  /** The transport closed (every request in flight has failed). */
+  readonly onClose: () => void
+}
+
+/** The server's notifications the connection acts on. */
+export type SessionNotification =
+  | { readonly kind: "tools_changed" }
+  | { readonly kind: "catalog_changed" }
+  | { readonly kind: "resource_updated"; readonly uri: string }
+  | { readonly kind: "log"; readonly params: LoggingMessageNotification["params"] }
+
+export interface SessionOptions {
+  readonly clientInfo: { readonly name: string; readonly version: string }
+  /** The roots a definition lists: then the client declares `roots` and answers roots/list. */
+  readonly roots?: ReadonlyArray<string> | undefined
+  /** Checks the tools' output schemas. */
+  readonly validator: jsonSchemaValidator
+}
+
+interface Pending {
+  readonly resolve: (result: unknown) => void
+  readonly reject: (error: unknown) => void
+  timer: NodeJS.Timeout
+  readonly signal: CancelSignal | undefined
+  readonly onAbort: (() => void) | undefined
+  /** The caller's hooks (progress, relay), for a call that has them. */
+  readonly hooks: CallHooks | undefined
+  /** The time-out (ms) each progress restarts. */
+  readonly timeoutMs: number
+  /** performance.now() past which no progress restarts the time-out (the call's total cap). */
+  readonly deadline: number
+  /** Aborts the relayed upstream requests of the call when it settles (made at the first one). */
+  relays?: AbortController
+}
+
+/** What a tool of the server asks of its calls, from tools/list. */
+interface ToolTerms {
+  readonly requiresTask: boolean
+  readonly check: JsonSchemaValidator<unknown> | undefined
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Keys of an object all among `allowed`. */
+const onlyKeys = (value: Record<string, unknown>, allowed: ReadonlySet<string>): boolean => {
+  for (const key in value) if (!allowed.has(key)) return false
+  return true
+}
+
+const RESULT_KEYS: ReadonlySet<string> = new Set(["content", "structuredContent", "isError"])
+const TEXT_KEYS: ReadonlySet<string> = new Set(["type", "text"])
+
+/**
+ * A tool result as the SDK's CallToolResultSchema reads it. The common shape (text blocks with
+ * nothing else, a plain object of structured content without an own `__proto__` key, a boolean
+ * isError, no _meta) is what the schema returns unchanged (content defaulting to []): checked by
+ * hand. Anything else goes through the schema itself (which drops an own `__proto__` key).
+ */
+export const callToolResult = (value: unknown): CallToolResult => {
+  if (isRecord(value) && onlyKeys(value, RESULT_KEYS)) {
+    const { content, structuredContent, isError } = value
+    const plain =
+      (content === undefined || (Array.isArray(content) && content.every((c) => isRecord(c) && c["type"] === "text" && typeof c["text"] === "string" && onlyKeys(c, TEXT_KEYS)))) &&
+      (structuredContent === undefined || (isRecord(structuredContent) && Object.getPrototypeOf(structuredContent) === Object.prototype && !Object.hasOwn(structuredContent, "__proto__"))) &&
+      (isError === undefined || typeof isError === "boolean")
+    if (plain) return (content === undefined ? { ...value, content: [] } : value) as CallToolResult
+  }
+  return CallToolResultSchema.parse(value)
+}
+
+/** A ping's answer: an empty result (only `_meta` allowed, as EmptyResultSchema reads it). */
+const emptyResult = (value: unknown): void => {
+  if (isRecord(value) && Object.keys(value).length === 0) return
+  EmptyResultSchema.parse(value)
+}
+
+/** An error as a JSON-RPC error answer carries it (as the SDK answers a failed handler). */
+const errorBody = (error: unknown): { code: number; message: string; data?: unknown } => {
+  const e = error as { code?: unknown; message?: unknown; data?: unknown }
+  const code = typeof e?.code === "number" && Number.isSafeInteger(e.code) ? e.code : ErrorCode.InternalError
+  const message = typeof e?.message === "string" ? e.message : "Internal error"
+  return e?.data !== undefined ? { code, message, data: e.data } : { code, message }
+}
+
+/** One MCP client session on a transport: the connection's only protocol engine (see the module comment). */
+export class Session {
+  private next = 0
+  private readonly pending = new Map<number, Pending>()
+  private terms = new Map<string, ToolTerms>()
+  /** The server's requests being handled, by id: aborted by its notifications/cancelled or the close. */
+  private readonly handling = new Map<string | number, AbortController>()
+  /** Upstream request id -> the id of the call it is tied to. */
+  private readonly ties = new Map<string | number, number>()
+  private closed = false
+  serverCapabilities: ServerCapabilities | undefined
+  serverInfo: { readonly name: string; readonly version: string } | undefined
+
+  /** Takes the transport's messages, errors and close (the transport is not started yet). */
+  constructor(
+    private readonly transport: Transport,
+    private readonly options: SessionOptions,
+    private readonly events: SessionEvents
+  ) {
+    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.read(message, extra as Partial<CarriedBy> | undefined)
+    transport.onerror = (error: Error) => events.onError(error)
+    transport.onclose = () => this.onClosed()
+  }
+
+  private get capabilities(): ClientCapabilities {
+    // elicitation and sampling: relayed to the client that made the call (`relay`).
+    return { elicitation: {}, sampling: {}, ...(this.options.roots !== undefined ? { roots: { listChanged: false } } : {}) }
+  }
+
+  /** Starts the transport and runs the initialize handshake. */
+  async open(controls: Controls): Promise<void> {
+    await this.transport.start()
+    const result = InitializeResultSchema.parse(
+      await this.request("initialize", { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: this.capabilities, clientInfo: this.options.clientInfo }, controls)
+    )
+    if (!SUPPORTED_PROTOCOL_VERSIONS.includes(result.protocolVersion)) throw new Error(`Server's protocol version is not supported: ${result.protocolVersion}`)
+    this.serverCapabilities = result.capabilities
+    this.serverInfo = { name: result.serverInfo.name, version: result.serverInfo.version }
+    // The HTTP transports send it in a header of every request from now on.
+    this.transport.setProtocolVersion?.(result.protocolVersion)
+    await this.notify("notifications/initialized")
+  }
+
+  /** Closes the transport (its close fails every request in flight). */
+  async close(): Promise<void> {
+    await this.transport.close()
+  }
+
+  /**
+   * tools/call. With `hooks.onProgress` the request carries a `progressToken` (its own id) and each
+   * progress restarts its time-out, up to `hooks.maxTotalMs`. A tool that requires tasks is refused;
+   * a tool with an output schema has its structured content checked.
+   */
+  async callTool(name: string, args: Record<string, unknown>, controls: Controls, hooks?: CallHooks): Promise<CallToolResult> {
+    const terms = this.terms.get(name)
+    if (terms?.requiresTask === true) {
+      throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution, which mcp-store does not support`)
+    }
+    const result = callToolResult(await this.request("tools/call", { name, arguments: args }, controls, hooks))
+    const check = terms?.check
+    if (check === undefined) return result
+    if (!result.structuredContent && !result.isError) {
+      throw new McpError(ErrorCode.InvalidRequest, `Tool ${name} has an output schema but did not return structured content`)
+    }
+    if (result.structuredContent) {
+      let outcome: JsonSchemaValidatorResult<unknown>
+      try {
+        outcome = check(result.structuredContent)
+      } catch (error) {
+        throw new McpError(ErrorCode.InvalidParams, `Failed to validate structured content: ${error instanceof Error ? error.message : String(error)}`)
+      }
+      if (!outcome.valid) throw new McpError(ErrorCode.InvalidParams, `Structured content does not match the tool's output schema: ${outcome.errorMessage}`)
+    }
+    return result
+  }
+
+  async ping(controls: Controls): Promise<void> {
+    emptyResult(await this.request("ping", undefined, controls))
+  }
+
+  /** One page of tools/list; `setTools` takes the whole list's terms once every page is in. */
+  async listTools(params: { cursor?: string }, controls: Controls): Promise<ListToolsResult> {
+    return ListToolsResultSchema.parse(await this.request("tools/list", params, controls))
+  }
+
+  /** The tools' terms (task support, output schema) from the whole tools/list. */
+  setTools(tools: ReadonlyArray<ListToolsResult["tools"][number]>): void {
+    this.terms = new Map(
+      tools.map((tool) => [
+        tool.name,
+        {
+          requiresTask: tool.execution?.taskSupport === "required",
+          check: tool.outputSchema !== undefined ? this.options.validator.getValidator(tool.outputSchema as JsonSchemaType) : undefined
+        }
+      ])
+    )
+  }
+
+  async listResources(params: { cursor?: string }, controls: Controls): Promise<ListResourcesResult> {
+    return ListResourcesResultSchema.parse(await this.request("resources/list", params, controls))
+  }
+
+  async listResourceTemplates(params: { cursor?: string }, controls: Controls): Promise<ListResourceTemplatesResult> {
+    return ListResourceTemplatesResultSchema.parse(await this.request("resources/templates/list", params, controls))
+  }
+
+  async listPrompts(params: { cursor?: string }, controls: Controls): Promise<ListPromptsResult> {
+    return ListPromptsResultSchema.parse(await this.request("prompts/list", params, controls))
+  }
+
+  async readResource(uri: string, controls: Controls): Promise<ReadResourceResult> {
+    return ReadResourceResultSchema.parse(await this.request("resources/read", { uri }, controls))
+  }
+
+  async getPrompt(name: string, args: Record<string, string>, controls: Controls): Promise<GetPromptResult> {
+    return GetPromptResultSchema.parse(await this.request("prompts/get", { name, arguments: args }, controls))
+  }
+
+  async complete(params: CompleteParams, controls: Controls): Promise<CompleteResult> {
+    return CompleteResultSchema.parse(await this.request("completion/complete", params, controls))
+  }
+
+  async subscribeResource(uri: string, controls: Controls): Promise<void> {
+    emptyResult(await this.request("resources/subscribe", { uri }, controls))
+  }
+
+  async unsubscribeResource(uri: string, controls: Controls): Promise<void> {
+    emptyResult(await this.request("resources/unsubscribe", { uri }, controls))
+  }
+
+  async setLoggingLevel(level: LoggingLevel, controls: Controls): Promise<void> {
+    emptyResult(await this.request("logging/setLevel", { level }, controls))
+  }
+
+  /**
+   * One request: resolves with its `result`; rejects with an McpError for a JSON-RPC error, a
+   * time-out (`RequestTimeout`, after `notifications/cancelled`) or a closed connection
+   * (`ConnectionClosed`), with the signal's reason when the caller aborts, or with the transport's
+   * send error.
+   */
+  private request(method: string, params: Record<string, unknown> | undefined, controls: Controls, hooks?: CallHooks): Promise<unknown> {
+    const { signal } = controls
+    if (signal?.aborted === true) return Promise.reject(signal.reason)
+    if (this.closed) return Promise.reject(new Error("Not connected"))
+    return new Promise((resolve, reject) => {
+      const id = this.next++
+      const timeout = Math.max(0, Math.min(controls.timeout, MAX_TIMER_MS))
+      const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
+      const timer = setTimeout(() => this.timedOut(id), timeout)
+      const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
+      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline })
+      if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
+      const sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { progressToken: id } }
+      const message = (sent === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params: sent }) as JSONRPCMessage
+      this.transport.send(message).catch((error: unknown) => this.settle(id)?.reject(error))
+    })
+  }
+
+  private async notify(method: string): Promise<void> {
+    if (this.closed) throw new Error("Not connected")
+    await this.transport.send({ jsonrpc: "2.0", method })
+  }
+
+  /** Every message the transport reads. */
+  private read(message: JSONRPCMessage, extra: Partial<CarriedBy> | undefined): void {
+    const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
+    const withId = typeof id === "string" || typeof id === "number"
+    if (typeof method === "string") {
+      if (withId) this.serve(id, method, isRecord(params) ? params : undefined, extra)
+      else this.notified(method, isRecord(params) ? params : undefined)
+    } else if (withId) {
+      this.answer(id, message)
+    } else {
+      this.events.onError(new Error(`Unknown message type: ${JSON.stringify(message).slice(0, 200)}`))
+    }
+  }
+
+  private timedOut(id: number): void {
+    const timeout = this.pending.get(id)?.timeoutMs
+    this.cancel(id, "Request timed out", McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout }))
+  }
+
+  /**
+   * A notification: a progress of one of its calls restarts the call's time-out (never past its
+   * deadline) and the caller hears of it at once (a progress for a call already settled, or
+   * malformed, is dropped); a cancellation aborts the server's request it names; the others go to
+   * the connection a turn later, checked against their schemas.
+   */
+  private notified(method: string, params: Record<string, unknown> | undefined): void {
+    if (method === "notifications/progress") return this.progress(params)
+    if (method === "notifications/cancelled") {
+      const requestId = params?.["requestId"]
+      if (typeof requestId === "string" || typeof requestId === "number") this.handling.get(requestId)?.abort(params?.["reason"])
+      return
+    }
+    let notification: SessionNotification | undefined
+    if (method === "notifications/tools/list_changed") notification = { kind: "tools_changed" }
+    else if (method === "notifications/resources/list_changed" || method === "notifications/prompts/list_changed") notification = { kind: "catalog_changed" }
+    else if (method === "notifications/resources/updated") {
+      const parsed = ResourceUpdatedNotificationSchema.safeParse({ method, params })
+      if (parsed.success) notification = { kind: "resource_updated", uri: parsed.data.params.uri }
+    } else if (method === "notifications/message") {
+      const parsed = LoggingMessageNotificationSchema.safeParse({ method, params })
+      if (parsed.success) notification = { kind: "log", params: parsed.data.params }
+    }
+    if (notification === undefined) return
+    const heard = notification
+    queueMicrotask(() => {
+      try {
+        this.events.onNotification(heard)
+      } catch (error) {
+        this.events.onError(new Error(`Uncaught error in notification handler: ${String(error)}`))
+      }
+    })
+  }
+
+  private progress(params: Record<string, unknown> | undefined): void {
+    const token = params?.["progressToken"]
+    if (typeof token !== "number") return
+    const entry = this.pending.get(token)
+    const onProgress = entry?.hooks?.onProgress
+    if (entry === undefined || onProgress === undefined || params === undefined) return
+    const { progress, total, message: text } = params
+    if (typeof progress !== "number") return
+    const left = entry.deadline - performance.now()
+    if (left >= entry.timeoutMs) entry.timer.refresh()
+    else {
+      clearTimeout(entry.timer)
+      entry.timer = setTimeout(() => this.timedOut(token), Math.max(0, left))
+    }
+    onProgress({
+      progress,
+      ...(typeof total === "number" ? { total } : {}),
+      ...(typeof text === "string" ? { message: text } : {})
+    })
+  }
+
+  /**
+   * A request of the server: ping is answered, roots/list from the definition's roots, elicitation
+   * and sampling through the caller of the call they are tied to (`relay`); any other is refused
+   * (method not found). A request the server cancels gets no answer.
+   */
+  private serve(id: string | number, method: string, params: Record<string, unknown> | undefined, extra: Partial<CarriedBy> | undefined): void {
+    if (RELAYED_METHODS.has(method)) this.tie(id, extra)
+    const controller = new AbortController()
+    this.handling.set(id, controller)
+    this.handle(method, params, id, controller.signal)
+      .then(
+        (result) => (controller.signal.aborted ? undefined : this.transport.send({ jsonrpc: "2.0", id, result } as JSONRPCMessage)),
+        (error: unknown) => (controller.signal.aborted ? undefined : this.transport.send({ jsonrpc: "2.0", id, error: errorBody(error) } as JSONRPCMessage))
+      )
+      .catch((error: unknown) => this.events.onError(new Error(`Failed to send response: ${String(error)}`)))
+      .finally(() => {
+        if (this.handling.get(id) === controller) this.handling.delete(id)
+        this.ties.delete(id)
+      })
+  }
+
+  private async handle(method: string, params: Record<string, unknown> | undefined, id: string | number, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const roots = this.options.roots
+    if (method === "ping") return {}
+    if (method === "roots/list" && roots !== undefined) return { roots: roots.map((uri) => ({ uri })) }
+    if (method === "elicitation/create") {
+      const request = ElicitRequestSchema.safeParse({ method, params })
+      if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation request: ${request.error.message}`)
+      if ((request.data.params.mode ?? "form") !== "form") throw new McpError(ErrorCode.InvalidParams, "Client does not support URL-mode elicitation requests")
+      const result = ElicitResultSchema.safeParse(await this.relay(id, request.data, signal))
+      if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation result: ${result.error.message}`)
+      return result.data
+    }
+    if (method === "sampling/createMessage") {
+      const request = CreateMessageRequestSchema.safeParse({ method, params })
+      if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling request: ${request.error.message}`)
+      const withTools = request.data.params.tools !== undefined || request.data.params.toolChoice !== undefined
+      const answer = await this.relay(id, request.data, signal)
+      const result = withTools ? CreateMessageResultWithToolsSchema.safeParse(answer) : CreateMessageResultSchema.safeParse(answer)
+      if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling result: ${result.error.message}`)
+      return result.data
+    }
+    throw new McpError(ErrorCode.MethodNotFound, "Method not found")
+  }
+
+  /**
+   * Ties an upstream request to the call it belongs to: the call whose stream carried it (Streamable
+   * HTTP tells), or else the only call in flight on the connection (stdio, SSE). Untied: declined.
+   */
+  private tie(requestId: string | number, extra: Partial<CarriedBy> | undefined): void {
+    if (this.ties.size >= MAX_TIES) return
+    let call: number | undefined
+    if (extra?.carriedBy !== undefined) {
+      for (const id of extra.carriedBy) if (typeof id === "number" && this.pending.get(id)?.hooks !== undefined) call = id
+    } else {
+      for (const [id, entry] of this.pending) {
+        if (entry.hooks === undefined) continue
+        if (call !== undefined) return // several calls in flight: whose it is cannot be told
+        call = id
+      }
+    }
+    if (call !== undefined) this.ties.set(requestId, call)
+  }
+
+  /**
+   * Answers an upstream request (elicitation, sampling) through the caller of the call it is tied
+   * to, within the call's time left; aborted when the upstream cancels it or the call ends. Declined
+   * (an McpError) when it is tied to no call in flight or the caller cannot answer it.
+   */
+  private async relay(requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const call = this.ties.get(requestId)
+    this.ties.delete(requestId)
+    const entry = call === undefined ? undefined : this.pending.get(call)
+    if (entry === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call in flight`)
+    const relay = entry.hooks?.relay
+    if (relay === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this tool call cannot answer it`)
+    entry.relays ??= new AbortController()
+    return relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
+  }
+
+  /** Takes a request off the books: its timer and abort listener go. */
+  private settle(id: number): Pending | undefined {
+    const entry = this.pending.get(id)
+    if (entry === undefined) return undefined
+    this.pending.delete(id)
+    clearTimeout(entry.timer)
+    entry.relays?.abort(new Error("the tool call ended"))
+    if (this.ties.size > 0) for (const [request, call] of this.ties) if (call === id) this.ties.delete(request)
+    if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort)
+    return entry
+  }
+
+  /** Gives a request up (time-out, abort): the server is told with `notifications/cancelled`. */
+  private cancel(id: number, reason: unknown, error: unknown): void {
+    const entry = this.settle(id)
+    if (entry === undefined) return
+    this.transport
+      .send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: String(reason) } })
+      .catch((e: unknown) => this.events.onError(new Error(`Failed to send cancellation: ${String(e)}`)))
+    entry.reject(error)
+  }
+
+  private answer(id: string | number, message: JSONRPCMessage): void {
+    const entry = this.settle(typeof id === "number" ? id : Number(id))
+    if (entry === undefined) return // answered after its time-out or abort, or never asked: dropped
+    const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } }
+    if ("result" in m) {
+      entry.resolve(m.result)
+      return
+    }
+    const error = m.error
+    if (isRecord(error) && typeof error.code === "number" && typeof error.message === "string") {
+      entry.reject(McpError.fromError(error.code, error.message, error.data))
+    } else {
+      entry.reject(new McpRequestError("protocol", `the server answered with a message that is neither a result nor an error: ${JSON.stringify(message).slice(0, 200)}`))
+    }
+  }
+
+  private onClosed(): void {
+    if (this.closed) return
+    this.closed = true
+    const error = McpError.fromError(ErrorCode.ConnectionClosed, "Connection closed")
+    for (const id of [...this.pending.keys()]) this.settle(id)?.reject(error)
+    for (const controller of this.handling.values()) controller.abort()
+    this.handling.clear()
+    this.events.onClose()
+  }
+}
