@@ -17,7 +17,8 @@ export default defineConfig({
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    reporters: ["default", "json"],
+    // The skip reporter ends the run with the files that skipped for want of redis-server or Chromium.
+    reporters: ["default", "json", "./test/support/skip-reporter.ts"],
     outputFile: { json: ".tmp/vitest-results.json" }
   }
 })

@@ -17,6 +17,7 @@
  *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
+ *   requirements.ts redis-server and Chromium: installed, required by the run (MCPSTORE_TEST_REQUIRE)
  *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
  *   programs.ts    the store and the stdio fixtures as esbuild bundles, for child processes
  */
@@ -35,4 +36,5 @@ export * from "./server.js"
 export * from "./sse.js"
 export * from "./wait.js"
 export * from "./redis.js"
+export * from "./requirements.js"
 export * from "./programs.js"
