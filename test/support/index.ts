@@ -4,8 +4,10 @@
  * the store is here, one concern a file:
  *
  *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
+ *   stores.ts      the hooks of a file that starts stores and the HTTP fixture (useTestServers)
  *   conformance.ts one scenario of the MCP conformance suite run against a URL
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
+ *   typed.ts       the typed client of the contract (HttpApiClient), as `TestServer.typed` or `connectTyped`
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
  *   package.ts     the npm package packed and installed offline (packAndInstall), dist/ built
@@ -33,8 +35,14 @@ export * from "./prometheus.js"
 export * from "./records.js"
 export * from "./routes.js"
 export * from "./server.js"
+export * from "./stores.js"
 export * from "./sse.js"
 export * from "./wait.js"
 export * from "./redis.js"
 export * from "./requirements.js"
 export * from "./programs.js"
+export type { ApiClient, TypedApi } from "./typed.js"
+
+/** The typed client of a store's URL (a store process, a replica), loaded on first use. */
+export const connectTyped = async (baseUrl: string, apiKey?: string): Promise<import("./typed.js").TypedApi> =>
+  (await import("./typed.js")).typedApi(baseUrl, apiKey)

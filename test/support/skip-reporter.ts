@@ -17,6 +17,8 @@ export default class SkipReporter implements Reporter {
     const skipped = this.skipped
     skipped.clear()
     for (const module of testModules) {
+      // A file whose set-up failed reports its tests as skipped: that is a failure, shown as one.
+      if (module.state() === "failed") continue
       let count = 0
       for (const test of module.children.allTests()) if (test.result().state === "skipped") count++
       if (count > 0) skipped.set(relative(process.cwd(), module.moduleId), count)
