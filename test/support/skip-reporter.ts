@@ -1,17 +1,22 @@
 /**
- * A vitest reporter that ends the run with what it did not test: the files whose tests were skipped,
- * the programs they need that are missing here, and the command that installs them. The suite skips
- * nothing otherwise, so a skip always means a missing program (requirements.ts), and a green run on a
- * machine without Redis or Chromium says so instead of passing in silence.
+ * A vitest reporter that ends the run with what it did not test when redis-server or Chromium is
+ * missing here (requirements.ts): the files whose tests were skipped, and the command that installs
+ * what they need, so a green run on a machine without them says so instead of passing in silence.
  */
 import { relative } from "node:path"
-import type { Reporter, TestModule } from "vitest/node"
+import type { Reporter, TestModule, Vitest } from "vitest/node"
 import { installCommand, installed, type Requirement } from "./requirements.js"
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`
 
 export default class SkipReporter implements Reporter {
   private readonly skipped = new Map<string, number>()
+  private filtered = false
+
+  onInit(vitest: Vitest): void {
+    // A run narrowed by test name (-t) skips the other tests on purpose.
+    this.filtered = vitest.config.testNamePattern !== undefined
+  }
 
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     const skipped = this.skipped
@@ -28,16 +33,15 @@ export default class SkipReporter implements Reporter {
   // Printed here, after the default reporter's summary (it prints in onFinished, which follows onTestRunEnd).
   onFinished(): void {
     const skipped = this.skipped
-    if (skipped.size === 0) return
     const missing = (["redis", "chromium"] as const).filter((r: Requirement) => !installed(r))
+    // Only the skips a missing program explains are this reporter's to name.
+    if (skipped.size === 0 || missing.length === 0 || this.filtered) return
     const total = [...skipped.values()].reduce((a, b) => a + b, 0)
     const lines = [
       "",
-      `SKIPPED: ${plural(total, "test")} in ${plural(skipped.size, "file")} did not run${missing.length > 0 ? ` (missing: ${missing.join(", ")})` : ""}:`,
+      `SKIPPED: ${plural(total, "test")} in ${plural(skipped.size, "file")} did not run (missing: ${missing.join(", ")}):`,
       ...[...skipped].sort().map(([file, n]) => `  ${file} (${n})`),
-      missing.length > 0
-        ? `Install what they need, then run them again: ${installCommand(missing)}`
-        : "Nothing they need is missing: a test was skipped by hand, which the suite does not allow.",
+      `Install what they need, then run them again: ${installCommand(missing)}`,
       ""
     ]
     process.stdout.write(`${lines.join("\n")}\n`)
