@@ -5,6 +5,7 @@
 // behind: every file ends the servers, processes, listeners and environment variables it starts
 // or changes.
 import { defineConfig } from "vitest/config"
+import SlowestFirst from "./test/support/sequencer.js"
 
 export default defineConfig({
   test: {
@@ -13,11 +14,14 @@ export default defineConfig({
     setupFiles: ["test/support/log-setup.ts"],
     // Once per run: the stdio fixtures' esbuild bundles, when their sources changed (test/support/programs.ts).
     globalSetup: ["test/support/global-setup.ts"],
+    // The slowest files start first, so the two forks end together (test/support/sequencer.ts).
+    sequence: { sequencer: SlowestFirst },
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    reporters: ["default", "json"],
+    // The skip reporter ends the run with the files that skipped for want of redis-server or Chromium.
+    reporters: ["default", "json", "./test/support/skip-reporter.ts"],
     outputFile: { json: ".tmp/vitest-results.json" }
   }
 })

@@ -329,7 +329,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const client = await redis.connect()
     const leader = await client.get(clusterKey(CLUSTER, "lease", "leader"))
     const index = replicas.findIndex((r) => r !== undefined && leader?.includes(`-${r.pid}-`) === true)
-    expect(index).toBeGreaterThanOrEqual(0)
+    expect(index, `the leader ${String(leader)} is one of the replicas`).not.toBe(-1)
     const snapshot = join(dirs[index] as string, "mcp.json.cluster-snapshot.json")
     expect(await eventually(() => existsSync(snapshot) && readFileSync(snapshot, "utf8").includes('"handed"'), 5000, 20)).toBe(true)
 

@@ -4,33 +4,14 @@
 // is released at once; and shutdown ends open streams (/events and /inspect/events) without
 // waiting out the grace period.
 import { Agent, get } from "node:http"
-import { afterEach, beforeAll, afterAll, describe, expect, it } from "vitest"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, eventually, openSse, startTestServer, within, type SseStream, type TestServer } from "../support/index.js"
+import { describe, expect, it } from "vitest"
+import { addService, eventually, openSse, useTestServers, within } from "../support/index.js"
 
-let fixture: HttpFixture
-let server: TestServer | undefined
-const streams: SseStream[] = []
-
-beforeAll(async () => {
-  fixture = await startHttpFixture()
-})
-afterAll(async () => {
-  await fixture.stop()
-})
-afterEach(async () => {
-  for (const s of streams.splice(0)) s.close()
-  await server?.cleanup()
-  server = undefined
-})
-
-const start = async (options: Parameters<typeof startTestServer>[0] = {}) => {
-  server = await startTestServer(options)
-  return server
-}
+const stores = useTestServers({ httpFixture: true })
+const start = stores.start
 const open = async (path: string) => {
-  const s = await openSse(server!.url + path)
-  streams.push(s)
+  const s = await openSse(stores.server.url + path)
+  stores.defer(() => s.close())
   return s
 }
 
@@ -49,7 +30,7 @@ describe("GET /events", () => {
   it("carries status (initializing -> healthy), tools_changed and tool_call events, with increasing ids", async () => {
     const srv = await start()
     const s = await open("/events")
-    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    await addService(srv, "/for_store", { name: "alpha", url: stores.fixture.url })
 
     const healthy = await s.waitFor((e) => e.event === "status" && e.json?.service_name === "alpha" && e.json?.to === "healthy", 5000, "status -> healthy")
     expect(healthy.json).toEqual({
@@ -62,9 +43,9 @@ describe("GET /events", () => {
     })
     const statuses = s.events.filter((e) => e.event === "status" && e.json?.service_name === "alpha").map((e) => e.json)
     // The service's first transition enters initializing; healthy comes after it.
-    const init = statuses.findIndex((t) => t.to === "initializing")
-    expect(init).toBeGreaterThanOrEqual(0)
-    expect(init).toBeLessThan(statuses.findIndex((t) => t.to === "healthy"))
+    const tos = statuses.map((t) => t.to)
+    expect(tos).toContain("initializing")
+    expect(tos.indexOf("initializing")).toBeLessThan(tos.indexOf("healthy"))
 
     const tools = await s.waitFor((e) => e.event === "tools_changed" && e.json?.service_name === "alpha", 5000, "tools_changed")
     expect(tools.json).toMatchObject({ scope: "store", service_name: "alpha", tool_count: expect.any(Number) })
@@ -94,9 +75,9 @@ describe("GET /events", () => {
     const storeOnly = await open("/events?agent_id=store")
     const all = await open("/events")
 
-    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
-    await addService(srv, "/for_agent/a1", { name: "beta", url: fixture.url })
-    await addService(srv, "/for_agent/a2", { name: "gamma", url: fixture.url })
+    await addService(srv, "/for_store", { name: "alpha", url: stores.fixture.url })
+    await addService(srv, "/for_agent/a1", { name: "beta", url: stores.fixture.url })
+    await addService(srv, "/for_agent/a2", { name: "gamma", url: stores.fixture.url })
     expect((await srv.post("/for_store/call_tool", { tool_name: "alpha__echo", args: { text: "s" } })).status).toBe(200)
     expect((await srv.post("/for_agent/a1/call_tool", { tool_name: "beta__echo", args: { text: "a" } })).status).toBe(200)
     expect((await srv.post("/for_agent/a2/call_tool", { tool_name: "gamma__echo", args: { text: "b" } })).status).toBe(200)
@@ -139,22 +120,18 @@ describe("GET /events", () => {
     const s = await open("/events")
     expect(await eventually(async () => (await subscribers()) === 1, 2000)).toBe(true)
     s.close()
-    const t0 = performance.now()
-    expect(await eventually(async () => (await subscribers()) === 0, 1000)).toBe(true)
-    expect(performance.now() - t0).toBeLessThan(1000)
+    expect(await eventually(async () => (await subscribers()) === 0, 5000)).toBe(true)
   })
 
-  it("close() completes within 5 s while /events and /inspect/events streams are open, and the streams end", async () => {
-    // A 10 s grace period: a close that waited for the streams instead of ending them would take 10 s.
-    const srv = await start({ graceMs: 10_000 })
+  it("close() completes while /events and /inspect/events streams are open, and the streams end", async () => {
+    // A 60 s grace period: a close that waited for the streams instead of ending them would hang.
+    const srv = await start({ graceMs: 60_000 })
     const events = await open("/events")
     const inspect = await open("/inspect/events")
     expect(events.status).toBe(200)
     expect(inspect.status).toBe(200)
     await eventually(() => events.comments.includes("connected") && inspect.comments.includes("connected"), 2000)
-    const t0 = performance.now()
-    await within(srv.close(), 5000, "server close with open event streams")
-    expect(performance.now() - t0).toBeLessThan(5000)
+    await within(srv.close(), 10_000, "server close with open event streams")
     const ends = await within(Promise.all([events.ended, inspect.ended]), 2000, "client side of the streams ending")
     expect(ends.every((e) => e === "end" || e === "error")).toBe(true)
   })
@@ -165,7 +142,8 @@ describe("GET /events", () => {
     // idle and should be closed then, not at the end of the grace period. (Fails at the time of
     // writing: server.ts calls closeIdleConnections() only once, before the streams end; see the
     // report of test/extras for the fix.)
-    const srv = await start({ graceMs: 4000 })
+    // A 60 s grace period: a close that waited it out for the idle socket would hang.
+    const srv = await start({ graceMs: 60_000 })
     const agent = new Agent({ keepAlive: true, keepAliveMsecs: 60_000 })
     try {
       let ended = false
@@ -180,11 +158,8 @@ describe("GET /events", () => {
         5000,
         "the /events stream opens"
       )
-      const t0 = performance.now()
-      await within(srv.close(), 6000, "server close")
-      const ms = performance.now() - t0
+      await within(srv.close(), 10_000, "server close (60 s grace period)")
       expect(ended).toBe(true)
-      expect(ms, `close() took ${Math.round(ms)} ms with a 4000 ms grace period`).toBeLessThan(2000)
     } finally {
       agent.destroy()
     }

@@ -1,25 +1,10 @@
 // Actor inspection: /inspect/machines (the machine definitions in XState's toJSON form, with every
 // status of the service machine), /inspect/actors (the live actor tree with system ids, parents and
 // each service's status) and /inspect/events (XState inspection events as SSE, e.g. a RESTART).
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, openSse, startTestServer, waitStatus, type SseStream, type TestServer } from "../support/index.js"
+import { describe, expect, it } from "vitest"
+import { addService, openSse, waitStatus, useTestServers } from "../support/index.js"
 
-let fixture: HttpFixture
-let server: TestServer | undefined
-const streams: SseStream[] = []
-
-beforeAll(async () => {
-  fixture = await startHttpFixture()
-})
-afterAll(async () => {
-  await fixture.stop()
-})
-afterEach(async () => {
-  for (const s of streams.splice(0)) s.close()
-  await server?.cleanup()
-  server = undefined
-})
+const stores = useTestServers({ httpFixture: true })
 
 interface StateNode {
   readonly key: string
@@ -29,7 +14,7 @@ interface StateNode {
 
 describe("/inspect", () => {
   it("/inspect/machines gives the service, agent and store definitions with every service status", async () => {
-    server = await startTestServer()
+    const server = await stores.start()
     const reply = await server.get("/inspect/machines")
     expect(reply.status).toBe(200)
     expect(reply.headers.get("content-type")).toMatch(/application\/json/)
@@ -51,9 +36,9 @@ describe("/inspect", () => {
   })
 
   it("/inspect/actors lists the actor tree with system ids, parents and each service's status", async () => {
-    const srv = (server = await startTestServer())
-    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
-    await addService(srv, "/for_agent/a1", { name: "beta", url: fixture.url })
+    const srv = await stores.start()
+    await addService(srv, "/for_store", { name: "alpha", url: stores.fixture.url })
+    await addService(srv, "/for_agent/a1", { name: "beta", url: stores.fixture.url })
     await waitStatus(srv, "/for_store", "alpha", "healthy")
     await waitStatus(srv, "/for_agent/a1", "beta", "healthy")
     expect((await srv.post("/for_store/disconnect_service", { service_name: "alpha" })).status).toBe(200)
@@ -83,11 +68,11 @@ describe("/inspect", () => {
   })
 
   it("/inspect/events streams the RESTART event sent to a service actor and its snapshots", async () => {
-    const srv = (server = await startTestServer())
-    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    const srv = await stores.start()
+    await addService(srv, "/for_store", { name: "alpha", url: stores.fixture.url })
     await waitStatus(srv, "/for_store", "alpha", "healthy")
     const s = await openSse(`${srv.url}/inspect/events`)
-    streams.push(s)
+    stores.defer(() => s.close())
     expect(s.status).toBe(200)
     expect(s.headers.get("content-type")).toMatch(/^text\/event-stream/)
 

@@ -241,9 +241,7 @@ describe("/mcp", () => {
     const { client, getStream } = await connect("/mcp")
     expect(await toolNames(client)).toContain("alpha__echo")
     await within(getStream, 5_000, "the client's GET stream")
-    const t0 = performance.now()
     await within(srv.close(), 5000, "server close with an MCP client connected")
-    expect(performance.now() - t0).toBeLessThan(5000)
     // The session is gone: the next request fails instead of hanging.
     await expect(within(client.listTools(), 5000, "tools/list after close")).rejects.toThrow()
   })

@@ -1,28 +1,12 @@
 // GET /metrics: Prometheus text (prom-client) with services per status and scope, tool calls by
 // outcome, API requests, health-check durations, reconnections and the process figures; each
 // server has its own registry, so two servers in one process both answer.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, eventually, parsePrometheus, sampleValue, startTestServer, waitStatus, type TestServer } from "../support/index.js"
+import { describe, expect, it } from "vitest"
+import { startHttpFixture } from "../fixtures/http-fixture.js"
+import { addService, eventually, parsePrometheus, sampleValue, useTestServers, waitStatus, type TestServer } from "../support/index.js"
 
-let fixture: HttpFixture
-const servers: TestServer[] = []
-
-beforeAll(async () => {
-  fixture = await startHttpFixture()
-})
-afterAll(async () => {
-  await fixture.stop()
-})
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.cleanup()))
-})
-
-const start = async (options: Parameters<typeof startTestServer>[0] = {}) => {
-  const s = await startTestServer(options)
-  servers.push(s)
-  return s
-}
+const stores = useTestServers({ httpFixture: true })
+const start = stores.start
 
 const scrape = async (srv: TestServer) => {
   const reply = await srv.get("/metrics")
@@ -33,9 +17,9 @@ const scrape = async (srv: TestServer) => {
 describe("GET /metrics", () => {
   it("the series of a deleted service, and of a deleted agent's services, are removed", async () => {
     const srv = await start()
-    await addService(srv, "/for_store", { name: "gone", url: fixture.url })
-    await addService(srv, "/for_store", { name: "kept", url: fixture.url })
-    await addService(srv, "/for_agent/ag-del", { name: "agsvc", url: fixture.url })
+    await addService(srv, "/for_store", { name: "gone", url: stores.fixture.url })
+    await addService(srv, "/for_store", { name: "kept", url: stores.fixture.url })
+    await addService(srv, "/for_agent/ag-del", { name: "agsvc", url: stores.fixture.url })
     for (const [prefix, tool] of [["/for_store", "gone__echo"], ["/for_store", "kept__echo"], ["/for_agent/ag-del", "agsvc__echo"]] as const) {
       expect((await srv.post(`${prefix}/call_tool`, { tool_name: tool, args: { text: "x" } })).status).toBe(200)
     }
@@ -57,7 +41,7 @@ describe("GET /metrics", () => {
 
   it("is Prometheus text with services, tool calls, API requests, health checks and process figures", async () => {
     const srv = await start()
-    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    await addService(srv, "/for_store", { name: "alpha", url: stores.fixture.url })
     await waitStatus(srv, "/for_store", "alpha", "healthy")
 
     const first = await scrape(srv)
@@ -122,8 +106,8 @@ describe("GET /metrics", () => {
   it("keeps one registry per server: two servers in one process both answer", async () => {
     const one = await start()
     const two = await start()
-    await addService(one, "/for_store", { name: "alpha", url: fixture.url })
-    await addService(two, "/for_agent/a1", { name: "beta", url: fixture.url })
+    await addService(one, "/for_store", { name: "alpha", url: stores.fixture.url })
+    await addService(two, "/for_agent/a1", { name: "beta", url: stores.fixture.url })
     await waitStatus(one, "/for_store", "alpha", "healthy")
     await waitStatus(two, "/for_agent/a1", "beta", "healthy")
     const [a, b] = await Promise.all([scrape(one), scrape(two)])

@@ -216,14 +216,10 @@ describe("SIGTERM with open wait_service requests and event streams", () => {
       const open = await store.get("/monitoring/active_connections")
       expect(open.body.event_subscribers).toBeGreaterThanOrEqual(2)
 
-      const sent = performance.now()
       store.child.kill("SIGTERM")
       const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
       expect(exit, `mcp-store still running 10 s after SIGTERM:\n${store.output()}`).toBeDefined()
-      const took = exit!.at - sent
-      expect(took).toBeLessThan(5_000)
       expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
-      console.log(`SIGTERM to exit: ${Math.round(took)} ms`)
 
       // Every wait was answered or cut, every stream ended.
       await Promise.all(waits.map((w) => w.done))

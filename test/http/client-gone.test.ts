@@ -31,11 +31,9 @@ describe("a client that goes away", () => {
       signal: controller.signal
     }).catch((e: unknown) => e)
     expect(await eventually(() => store.waiters.active === 1, 10_000)).toBe(true)
-    const started = performance.now()
     controller.abort()
     expect(await request).toBeInstanceOf(Error)
     expect(await eventually(() => store.waiters.active === 0, 5_000)).toBe(true)
-    expect(performance.now() - started).toBeLessThan(5_000)
     expect(Object.keys((server.readFile() as { mcpServers: object }).mcpServers)).toEqual(["slow"])
     expect(store.serviceActor({ kind: "store" }, "slow")).toBeDefined()
   })
@@ -80,11 +78,9 @@ describe("a client that goes away", () => {
     })
     request.end(body)
     expect(await eventually(() => store.inFlightCalls === 1, 10_000)).toBe(true)
-    const started = performance.now()
     request.destroy()
     await ended
     expect(await eventually(() => store.inFlightCalls === 0, 5_000)).toBe(true)
-    expect(performance.now() - started).toBeLessThan(5_000)
     const recorded = await eventually(async () => (await store.records.query({ tool_name: "sleep" })).executions.length === 1, 5_000)
     expect(recorded).toBe(true)
     const [record] = (await store.records.query({ tool_name: "sleep" })).executions

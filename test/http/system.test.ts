@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basename, dirname } from "node:path"
 import { endpointCounts, routeTable } from "../../src/http/Api.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
-import { closedPort, startTestServer, toOpenApiPath, type TestServer } from "../support/index.js"
+import { closedPort, startTestServer, toOpenApiPath, uptimeRange, type TestServer } from "../support/index.js"
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 const HTTP_METHODS = ["get", "post", "put", "delete", "patch", "head", "options"]
@@ -85,12 +85,14 @@ describe("system and application endpoints", { timeout: 10_000 }, () => {
   })
 
   it("GET /health is healthy with version, uptime and a UTC time", async () => {
-    const reply = await server.get("/health")
-    expect(reply.status).toBe(200)
-    expect(reply.body).toMatchObject({ success: true, status: "healthy" })
-    expect(typeof reply.body.version).toBe("string")
-    expect(reply.body.uptime_seconds).toBeGreaterThanOrEqual(0)
-    expect(reply.body.timestamp).toMatch(ISO)
+    const sentAt = Date.now()
+    // The typed client: the answer is decoded with the contract's schema (version a string, ...).
+    const health = await server.typed((c) => c.application.health())
+    const uptime = uptimeRange(server.running.store.startedAt, sentAt, Date.now())
+    expect(health).toMatchObject({ success: true, status: "healthy" })
+    expect(health.uptime_seconds).toBeGreaterThanOrEqual(uptime.min)
+    expect(health.uptime_seconds).toBeLessThanOrEqual(uptime.max)
+    expect(health.timestamp).toMatch(ISO)
   })
 
   it("GET /workspace/info names the folder, the config file and the data space", async () => {

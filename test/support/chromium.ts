@@ -1,21 +1,22 @@
 /**
- * Debian's Chromium for the browser tests, driven by playwright-core: where it is, whether it is
- * installed (the tests skip, with a note, when not; .ci/run installs it when it can), and one way
- * to launch it headless with its background traffic (updates, sync) off.
+ * Debian's Chromium for the browser tests, driven by playwright-core: whether the browser tests run
+ * (a plain `npm test` without it skips them; .ci/run installs it and requires it, requirements.ts), and
+ * one way to launch it headless with its background traffic (updates, sync) off.
  */
-import { existsSync } from "node:fs"
 import type { Browser } from "playwright-core"
+import { CHROMIUM, installed, missingError, runsWith } from "./requirements.js"
 
-export const CHROMIUM = "/usr/bin/chromium"
-export const haveChromium = existsSync(CHROMIUM)
+/** True when the browser tests run: Chromium is installed, or the run requires it (then its absence fails them). */
+export const haveChromium = runsWith("chromium")
 
 /** Warns once per test file that the browser test is skipped. */
 export const noteMissingChromium = (what: string): void => {
-  if (!haveChromium) console.warn(`${what} skipped: ${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run does it when it can)`)
+  if (!haveChromium) console.warn(`${what} skipped: ${CHROMIUM} is not installed (sudo apt-get install -y chromium)`)
 }
 
 /** Headless Chromium; `extraArgs` are added to the usual flags. */
 export const launchChromium = async (extraArgs: ReadonlyArray<string> = []): Promise<Browser> => {
+  if (!installed("chromium")) throw missingError("chromium")
   // Loaded here, on first use: only the browser tests pay for loading playwright-core.
   const { chromium } = await import("playwright-core")
   return chromium.launch({

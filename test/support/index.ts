@@ -4,8 +4,10 @@
  * the store is here, one concern a file:
  *
  *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
+ *   stores.ts      the hooks of a file that starts stores and the HTTP fixture (useTestServers)
  *   conformance.ts one scenario of the MCP conformance suite run against a URL
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
+ *   typed.ts       the typed client of the contract (HttpApiClient), as `TestServer.typed` or `connectTyped`
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
  *   package.ts     the npm package packed and installed offline (packAndInstall), dist/ built
@@ -17,6 +19,7 @@
  *   routes.ts      the route table with the JSON Schemas of every endpoint's inputs
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
+ *   requirements.ts redis-server and Chromium: installed, required by the run (MCPSTORE_TEST_REQUIRE)
  *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
  *   programs.ts    the store and the stdio fixtures as esbuild bundles, for child processes
  */
@@ -32,7 +35,14 @@ export * from "./prometheus.js"
 export * from "./records.js"
 export * from "./routes.js"
 export * from "./server.js"
+export * from "./stores.js"
 export * from "./sse.js"
 export * from "./wait.js"
 export * from "./redis.js"
+export * from "./requirements.js"
 export * from "./programs.js"
+export type { ApiClient, TypedApi } from "./typed.js"
+
+/** The typed client of a store's URL (a store process, a replica), loaded on first use. */
+export const connectTyped = async (baseUrl: string, apiKey?: string): Promise<import("./typed.js").TypedApi> =>
+  (await import("./typed.js")).typedApi(baseUrl, apiKey)

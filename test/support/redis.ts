@@ -1,17 +1,21 @@
 /**
  * A real Redis server for the replica tests: Debian's `redis-server` started by the test on a free
  * loopback port, with no persistence (`--save '' --appendonly no`), so a stop loses everything it
- * held, as the fault tests want. `.ci/run` installs redis-server when it is missing; without it the
- * tests that need it are skipped (`hasRedisServer`).
+ * held, as the fault tests want. `.ci/run` installs redis-server and requires it; a plain `npm test`
+ * without it skips the tests that need it (`hasRedisServer`, requirements.ts).
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { spawn, type ChildProcess } from "node:child_process"
 import { createConnection, createServer, type Socket } from "node:net"
 import { createClient, type RedisClientType } from "redis"
+import { installed, missingError, runsWith } from "./requirements.js"
 import { closedPort } from "./server.js"
 import { eventually } from "./wait.js"
 
-/** True when `redis-server` can be started on this machine. */
-export const hasRedisServer: boolean = spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0
+/**
+ * True when the Redis tests run: `redis-server` can be started on this machine, or the run requires it
+ * (MCPSTORE_TEST_REQUIRE=redis), so that its absence fails them instead of skipping them.
+ */
+export const hasRedisServer: boolean = runsWith("redis")
 
 export interface RedisServer {
   /** `redis://127.0.0.1:<port>`, what `--redis-url` takes. */
@@ -43,6 +47,7 @@ const accepts = (port: number): Promise<boolean> =>
 
 /** Starts a redis-server on a free loopback port; stop it in `afterAll` (`stop()`). */
 export const startRedisServer = async (): Promise<RedisServer> => {
+  if (!installed("redis")) throw missingError("redis")
   const port = await closedPort()
   let child: ChildProcess | undefined
   let exited: Promise<void> = Promise.resolve()

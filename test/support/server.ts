@@ -11,6 +11,7 @@ import { resolveOptions, type OptionValues } from "../../src/config/options.js"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import type { RunningServer } from "../../src/http/server.js"
 import { api, type Api } from "./client.js"
+import type { TypedApi } from "./typed.js"
 
 /** Monitoring settings that make the lifecycle observable in a test's time: checks every 0.5 s, retries every second. */
 export const FAST_MONITORING: Partial<MonitoringSettings> = {
@@ -60,6 +61,8 @@ export interface TestServerOptions {
 export interface TestServer extends Api {
   readonly running: RunningServer
   readonly url: string
+  /** The typed client of the contract (typed.ts), with the API key when the server has one. */
+  readonly typed: TypedApi
   readonly dir: string
   readonly file: string
   /** The services file as JSON. */
@@ -89,7 +92,7 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
     ...(options.localServices !== undefined ? { local_services: options.localServices } : {})
   })
   // Loaded here, on first use: a test that starts no server does not pay for loading it.
-  const { startServer } = await import("../../src/http/server.js")
+  const [{ startServer }, { typedApi }] = await Promise.all([import("../../src/http/server.js"), import("./typed.js")])
   const running = await startServer({
     server: resolved.server,
     store: resolved.store,
@@ -101,6 +104,7 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
     ...api(running.url),
     running,
     url: running.url,
+    typed: typedApi(running.url, options.apiKey),
     dir,
     file,
     readFile: () => JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>,
@@ -124,3 +128,12 @@ export const closedPort = (): Promise<number> =>
       s.close(() => resolve(port))
     })
   })
+
+/**
+ * The uptime, in seconds to two decimals, a store started at `startedAt` can report when it computes
+ * it between `from` and `to` (Date.now() before the request and after the answer).
+ */
+export const uptimeRange = (startedAt: number, from: number, to: number): { readonly min: number; readonly max: number } => ({
+  min: Math.floor((from - startedAt) / 10) / 100,
+  max: Math.ceil((to - startedAt) / 10) / 100
+})

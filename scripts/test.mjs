@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// `npm test`: the checks (the type-checks) and the test files (vitest run) at the same time, since
+// the tests mostly wait on servers and processes while a check keeps one core busy for a while; the
+// checks' output is printed after the tests', and the run fails when any of them fails. Arguments
+// go to vitest (`npm test -- test/http/system.test.ts`).
+import { spawn } from "node:child_process"
+import { createRequire } from "node:module"
+
+const require = createRequire(import.meta.url)
+const tsc = require.resolve("typescript/bin/tsc")
+const vitest = require.resolve("vitest/vitest.mjs")
+
+/** The checks that run beside the tests, one after the other: each program's exit code and output. */
+const CHECKS = [
+  ["type-check (tsc --noEmit -p .)", [tsc, "--noEmit", "-p", "."]],
+  ["type-check of the dashboard (tsc --noEmit -p src/ui)", [tsc, "--noEmit", "-p", "src/ui"]]
+]
+const run = (args) =>
+  new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (b) => (output += b))
+    child.stderr.on("data", (b) => (output += b))
+    child.on("error", (error) => resolve({ code: 1, output: String(error) }))
+    child.on("close", (code) => resolve({ code: code ?? 1, output }))
+  })
+const checks = (async () => {
+  const results = []
+  for (const [name, args] of CHECKS) results.push({ name, ...(await run(args)) })
+  return results
+})()
+const tests = new Promise((resolve) => {
+  const child = spawn(process.execPath, [vitest, "run", ...process.argv.slice(2)], { stdio: "inherit" })
+  child.on("error", () => resolve(1))
+  child.on("close", (code) => resolve(code ?? 1))
+})
+
+const [results, tested] = await Promise.all([checks, tests])
+let failed = 0
+for (const { name, code, output } of results) {
+  if (code !== 0) {
+    process.stdout.write(output)
+    console.log(`${name} failed`)
+    failed = code
+  } else console.log(`${name} passed`)
+}
+process.exit(failed !== 0 ? failed : tested)

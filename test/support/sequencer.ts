@@ -1,0 +1,41 @@
+/**
+ * The order test files start in: the slowest first, so that the two forks finish together instead of
+ * one running a long file alone at the end. Vitest orders by the durations of the last run on this
+ * machine (its cache) when it has them for every file; a fresh clone has none and would order by
+ * file size, so the files known to be slowest go first, in the order of `SLOWEST`.
+ */
+import { relative } from "node:path"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+
+/** The slowest files, slowest first (per-file durations of full runs: .tmp/vitest-results.json). */
+export const SLOWEST: ReadonlyArray<string> = [
+  "test/faults/fuzz.test.ts",
+  "test/cluster/replicas.test.ts",
+  "test/extras/security.test.ts",
+  "test/extras/mcp-sessions.test.ts",
+  "test/ui/oauth.test.ts",
+  "test/faults/upstream.test.ts",
+  "test/http/prototype-names.test.ts",
+  "test/http/oauth.test.ts",
+  "test/faults/hostile-upstream.test.ts",
+  "test/package/package.test.ts",
+  "test/http/tool-allow-lists.test.ts",
+  "test/ui/operate.test.ts",
+  "test/http/request-guard.test.ts",
+  "test/http/call-route.test.ts"
+]
+
+export default class SlowestFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const sorted = await super.sort(files)
+    const root = this.ctx.config.root
+    const path = (file: TestSpecification) => relative(root, file.moduleId)
+    const known = sorted.every((file) => this.ctx.cache.getFileTestResults(`${file.project.name}:${path(file)}`) !== undefined)
+    if (known) return sorted
+    const rank = (file: TestSpecification) => {
+      const index = SLOWEST.indexOf(path(file).split("\\").join("/"))
+      return index === -1 ? SLOWEST.length : index
+    }
+    return [...sorted].sort((a, b) => rank(a) - rank(b))
+  }
+}
