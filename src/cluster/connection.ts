@@ -29,10 +29,12 @@ export const COMMAND_TIMEOUT_MS = 2000
 
 /** How often the liveness probe runs (ms), and how long it may go unanswered before Redis counts as lost. */
 const PROBE_EVERY_MS = 250
-const PROBE_TIMEOUT_MS = 750
+const PROBE_TIMEOUT_MS = 1000
 
-/** Taken off a deadline turned into Redis time, for clock drift between two probes (ms). */
+/** Taken off a deadline turned into Redis time, for clock drift since the probes it comes from (ms). */
 const CLOCK_MARGIN_MS = 100
+/** The clock offset is the tightest bound of the probes answered in this window (ms). */
+const OFFSET_WINDOW_MS = 60_000
 
 /** A command that was not answered in time; it was sent, so Redis may still run it later. */
 export class RedisTimeout extends Error {
@@ -143,9 +145,10 @@ export class ClusterConnection {
   readonly #onReturn = new Set<() => void>()
   readonly #onLoss = new Set<() => void>()
   #probe: NodeJS.Timeout | undefined
+  #lastCheck = 0
   /** When the unanswered probe was sent (undefined: none is). */
   #probeSent: number | undefined
-  /** A lower bound of (Redis's clock - this replica's clock), ms, from the last probe answered. */
+  /** A lower bound of (Redis's clock - this replica's clock), ms, from the probes answered in the last minute. */
   #offset = 0
 
   private constructor(readonly url: string) {
@@ -206,13 +209,26 @@ export class ClusterConnection {
   async #measure(): Promise<void> {
     const reply = (await this.#raw.sendCommand(["TIME"])) as [string, string]
     const received = Date.now()
-    this.#offset = Number(reply[0]) * 1000 + Math.floor(Number(reply[1]) / 1000) - received
+    // Each answer gives a lower bound, loose when this process read it late (starved of CPU): the
+    // tightest of the last minute's is kept.
+    this.#samples.push({ at: received, offset: Number(reply[0]) * 1000 + Math.floor(Number(reply[1]) / 1000) - received })
+    while (this.#samples.length > 1 && (this.#samples[0] as { at: number }).at < received - OFFSET_WINDOW_MS) this.#samples.shift()
+    this.#offset = Math.max(...this.#samples.map((s) => s.offset))
   }
+  readonly #samples: Array<{ readonly at: number; readonly offset: number }> = []
 
-  /** The liveness probe: one TIME at a time; unanswered past `PROBE_TIMEOUT_MS`, Redis is lost; answered, it is back. */
+  /**
+   * The liveness probe: one TIME at a time; unanswered past `PROBE_TIMEOUT_MS`, Redis is lost;
+   * answered, it is back. No verdict on a turn that came late (this process starved of CPU: the
+   * answer may be waiting, unread, behind the timer).
+   */
   #check(): void {
     if (this.#closed) return
+    const now = Date.now()
+    const late = now - this.#lastCheck > PROBE_EVERY_MS * 1.5
+    this.#lastCheck = now
     if (this.#probeSent !== undefined) {
+      if (late) return
       if (Date.now() - this.#probeSent > PROBE_TIMEOUT_MS) this.#down(new Error(`no answer to a probe within ${PROBE_TIMEOUT_MS} ms`))
       return
     }
