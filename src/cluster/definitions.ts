@@ -20,7 +20,8 @@ import type { ServicesFileError } from "../config/services-file.js"
 import { dict, nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service.js"
 import { log } from "../runtime/log.js"
-import type { ClusterConnection } from "./connection.js"
+import { ClusterUnavailable } from "../runtime/errors.js"
+import { RedisAway, timed, type ClusterConnection } from "./connection.js"
 import { clusterKey, parseServiceField, serviceField } from "./keys.js"
 
 /** The stream keeps about this many changes; a replica further behind reloads the whole hash. */
@@ -29,6 +30,12 @@ export const CHANGES_MAXLEN = 10_000
 /** How long one blocking read waits before it is issued again (ms). */
 const BLOCK_MS = 5000
 
+/**
+ * How long a change may take (ms) before it is answered 503: its commit carries this deadline in
+ * Redis's time, so a commit Redis runs later (it was frozen, the answer was slow) changes nothing.
+ */
+export const CHANGE_BUDGET_MS = 1500
+
 /** One change as the stream carries it: the definitions set and the ones removed, by field. */
 interface Change {
   readonly set: Readonly<Record<string, unknown>>
@@ -36,16 +43,20 @@ interface Change {
 }
 
 /**
- * KEYS: defs, rev, changes, epoch. ARGV: expected rev, expected epoch, change JSON, count of sets,
- * then field/value pairs, then the fields to delete. Returns {0, rev} when written, {-1, rev} when
- * the revision moved, {-2, 0} when the epoch is not the expected one (Redis restarted or re-seeded).
+ * KEYS: defs, rev, changes, epoch. ARGV: deadline (Redis's clock, ms), expected rev, expected epoch,
+ * change JSON, count of sets, then field/value pairs, then the fields to delete. Returns {0, rev}
+ * when written, {-1, rev} when the revision moved, {-2, 0} when the epoch is not the expected one
+ * (Redis restarted or re-seeded), {-3, 0} when Redis runs it past its deadline (the change was
+ * answered 503 already, or is about to be).
  */
 const COMMIT = `
-if redis.call('GET', KEYS[4]) ~= ARGV[2] then return {-2, 0} end
+local now = redis.call('TIME')
+if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[1]) then return {-3, 0} end
+if redis.call('GET', KEYS[4]) ~= ARGV[3] then return {-2, 0} end
 local rev = tonumber(redis.call('GET', KEYS[2]) or '0')
-if rev ~= tonumber(ARGV[1]) then return {-1, rev} end
-local sets = tonumber(ARGV[4])
-local i = 5
+if rev ~= tonumber(ARGV[2]) then return {-1, rev} end
+local sets = tonumber(ARGV[5])
+local i = 6
 for _ = 1, sets do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
@@ -174,8 +185,35 @@ export class RedisDefinitions implements DefinitionsStore {
     return nullPrototypeJson(this.#doc)
   }
 
+  /**
+   * Makes a change: answered within `CHANGE_BUDGET_MS` (and a bit), written or refused
+   * (`ClusterUnavailable`, 503). A change refused is never applied later: one still waiting for
+   * its turn when the time is up never starts, and a commit carries its deadline to Redis.
+   */
   update<R>(mutate: (draft: ServicesDraft) => R): Promise<R> {
-    return this.#enqueue(async () => {
+    const deadline = Date.now() + CHANGE_BUDGET_MS
+    let started = false
+    let abandoned = false
+    const run = this.#enqueue(async () => {
+      if (abandoned) throw ClusterUnavailable.of("the change", new Error("earlier changes or reads were still waiting for Redis"))
+      started = true
+      return this.#change(mutate, deadline)
+    })
+    let timer: NodeJS.Timeout | undefined
+    const queued = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (started) return
+        abandoned = true
+        reject(ClusterUnavailable.of("the change", new Error(`it could not start within ${CHANGE_BUDGET_MS} ms`)))
+      }, CHANGE_BUDGET_MS)
+      timer.unref()
+    })
+    void run.catch(() => undefined)
+    return Promise.race([run, queued]).finally(() => clearTimeout(timer))
+  }
+
+  async #change<R>(mutate: (draft: ServicesDraft) => R, deadline: number): Promise<R> {
+    {
       // A commit refused because another replica wrote first is made again on the definitions as they now are.
       for (let attempt = 0; ; attempt++) {
         const draft = new DocumentDraft(nullPrototypeJson(this.#doc) as JsonObject, this.path)
@@ -192,18 +230,19 @@ export class RedisDefinitions implements DefinitionsStore {
         for (const [field, json] of next) if (this.#fields.get(field) !== json) set[field] = JSON.parse(json) as unknown
         for (const field of this.#fields.keys()) if (!next.has(field)) del.push(field)
         if (Object.keys(set).length === 0 && del.length === 0) return result
-        const outcome = await this.#commit({ set, del })
+        const outcome = await this.#commit({ set, del }, deadline)
         if (outcome === "written") {
           for (const [field, value] of Object.entries(set)) this.#fields.set(field, JSON.stringify(value))
           for (const field of del) this.#fields.delete(field)
           this.#adopt()
           return result
         }
+        if (outcome === "late") throw ClusterUnavailable.of("the change", new Error(`Redis did not run it within ${CHANGE_BUDGET_MS} ms`))
         if (attempt >= 5) throw new Error("cluster definitions: the change kept colliding with others; not written")
-        if (outcome === "epoch") await this.#reconcile()
-        else await this.#reload()
+        if (outcome === "epoch") await this.#reconcile(deadline)
+        else await this.#reload(deadline)
       }
-    })
+    }
   }
 
   backup(): Promise<string> {
@@ -249,36 +288,56 @@ export class RedisDefinitions implements DefinitionsStore {
     for (const subscriber of [...this.#subscribers]) subscriber(config)
   }
 
-  async #commit(change: Change): Promise<"written" | "moved" | "epoch"> {
+  /**
+   * Sends the commit with `deadline` (this replica's clock) as a deadline in Redis's clock. A commit
+   * that may have been sent but was not answered is answered 503 only once `deadline` has passed
+   * here: Redis refuses to run it from then on, so it never lands after its refusal.
+   */
+  async #commit(change: Change, deadline: number): Promise<"written" | "moved" | "epoch" | "late"> {
     const k = this.#keys
     const pairs = Object.entries(change.set).flatMap(([field, value]) => [field, JSON.stringify(value)])
-    const reply = (await this.connection.run("the change", () =>
-      this.connection.client.eval(COMMIT, {
-        keys: [k.defs, k.rev, k.changes, k.epoch],
-        arguments: [String(this.#rev), this.#epoch ?? "", JSON.stringify(change), String(pairs.length / 2), ...pairs, ...change.del]
-      })
-    )) as [number, number]
+    let reply: [number, number]
+    try {
+      reply = (await timed(
+        this.connection.client.eval(COMMIT, {
+          keys: [k.defs, k.rev, k.changes, k.epoch],
+          arguments: [String(this.connection.redisDeadline(deadline)), String(this.#rev), this.#epoch ?? "", JSON.stringify(change), String(pairs.length / 2), ...pairs, ...change.del]
+        }),
+        deadline - Date.now(),
+        "the change"
+      )) as [number, number]
+    } catch (e) {
+      // Not sent (Redis known away, or no connection): refused at once. Otherwise it may run later.
+      const unsent = e instanceof RedisAway || (e instanceof Error && e.message === "The client is offline")
+      const wait = deadline - Date.now()
+      if (!unsent && wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+      throw ClusterUnavailable.of("the change", e)
+    }
     if (reply[0] === 0) {
       this.#rev = reply[1]
       return "written"
     }
-    return reply[0] === -1 ? "moved" : "epoch"
+    return reply[0] === -1 ? "moved" : reply[0] === -3 ? "late" : "epoch"
   }
 
   /** Writes `fields` when the cluster has no epoch; true when this replica wrote them. */
-  async #seed(fields: ReadonlyMap<string, string>): Promise<boolean> {
+  async #seed(fields: ReadonlyMap<string, string>, deadline?: number): Promise<boolean> {
     const k = this.#keys
-    const written = await this.connection.run("seeding the cluster", () =>
-      this.connection.client.eval(SEED, { keys: [k.defs, k.rev, k.changes, k.epoch], arguments: [randomUUID(), ...[...fields].flat()] })
+    const written = await this.connection.run(
+      "seeding the cluster",
+      () => this.connection.client.eval(SEED, { keys: [k.defs, k.rev, k.changes, k.epoch], arguments: [randomUUID(), ...[...fields].flat()] }),
+      deadline
     )
     return written === 1
   }
 
   /** Reads the whole hash, the revision and the epoch at once; tells the store when they changed. */
-  async #reload(): Promise<void> {
+  async #reload(deadline?: number): Promise<void> {
     const k = this.#keys
-    const [fields, rev, epoch] = (await this.connection.run("reading the definitions", () =>
-      this.connection.client.multi().hGetAll(k.defs).get(k.rev).get(k.epoch).exec()
+    const [fields, rev, epoch] = (await this.connection.run(
+      "reading the definitions",
+      () => this.connection.client.multi().hGetAll(k.defs).get(k.rev).get(k.epoch).exec(),
+      deadline
     )) as unknown as [Record<string, string>, string | null, string | null]
     const before = canonicalJson(Object.fromEntries(this.#fields))
     this.#fields = new Map(Object.entries(fields))
@@ -292,16 +351,16 @@ export class RedisDefinitions implements DefinitionsStore {
    * After Redis was away: when it came back empty (no epoch) the definitions this replica knew are
    * written back (the first replica to get there does it), then everything is read again.
    */
-  async #reconcile(): Promise<void> {
-    const epoch = (await this.connection.run("reading the epoch", () => this.connection.client.get(this.#keys.epoch))) ?? undefined
-    if (epoch === undefined && (await this.#seed(this.#fields))) {
+  async #reconcile(deadline?: number): Promise<void> {
+    const epoch = (await this.connection.run("reading the epoch", () => this.connection.client.get(this.#keys.epoch), deadline)) ?? undefined
+    if (epoch === undefined && (await this.#seed(this.#fields, deadline))) {
       log.warn(`cluster Redis came back empty: this replica wrote back the ${this.#fields.size} definitions it knew (revision ${this.#rev})`, {
         event: "cluster_reseeded",
         revision: this.#rev,
         definitions: this.#fields.size
       })
     }
-    await this.#reload()
+    await this.#reload(deadline)
   }
 
   /** Applies the stream's entries after `#rev`, in order; a gap (trimmed entries, a re-seed) reloads everything. */

@@ -18,8 +18,16 @@
  *   copy is rebuilt from the counts hash (one script: hash and stream position at one instant)
  *   when it drifts from the hash's total, which trims by other replicas cause; at most once a second.
  * - A record counts as written once this replica's reader has read it back, so a summary or a query
- *   right after a call sees it, as with the file.
+ *   right after a call sees it, as with the file; but a call never waits on a hung or lost Redis
+ *   for it (at most `WRITE_WAIT_MS`, not at all while writes fail).
+ * - Records go through a bounded buffer, written in batches by one writer at a time. A batch not
+ *   answered (Redis hung or away) is sent again, with the same number, until Redis answers: the
+ *   script skips a batch number it already wrote, so a copy Redis runs late is not written twice.
+ *   When the buffer is full (`BUFFER_LIMIT` records: Redis away for long under load) the oldest
+ *   records are dropped, with a warning line when it starts and one with the count when it ends:
+ *   calls go on, and the records of the most recent calls are the ones kept.
  */
+import { randomUUID } from "node:crypto"
 import type { Redis } from "./connection.js"
 import { clusterKey } from "./keys.js"
 import { followStream, type StreamEntry, type StreamFollower } from "./stream-follower.js"
@@ -60,6 +68,16 @@ const RESYNC_MS = 1000
 /** A record's timestamp comes from its replica's clock, its stream id from Redis's: a query's `since` scans this much further. */
 const CLOCK_SLACK_MS = 3_600_000
 const DAY_MS = 86_400_000
+/** Records waiting to be written, at most; past it the oldest are dropped (with a warning line). */
+export const BUFFER_LIMIT = 10_000
+/** Records per write. */
+const FLUSH_BATCH = 200
+/** A write not answered is sent again after this long (ms). */
+const RETRY_MS = 500
+/** A call waits at most this long (ms) for its record to be read back, then is answered anyway. */
+const WRITE_WAIT_MS = 1000
+/** How long Redis keeps a writer's last batch number (ms). */
+const WRITER_TTL_MS = DAY_MS
 
 /** The group counts and the trimming, shared by both scripts (Lua; `\0` separates names). */
 const LUA_COMMON = `
@@ -106,12 +124,24 @@ local function trim(stream, h, maxLen, maxBytes, minMs, keep)
 end
 `
 
-/** KEYS: stream, counts. ARGV: maxLen, maxBytes, minMs, then the entry: s v t y f d n m r. Returns the entry's id. */
+/** Fields per record in `APPEND`'s arguments. */
+const ENTRY_FIELDS = 9
+/**
+ * KEYS: stream, counts, the writer's last batch number. ARGV: maxLen, maxBytes, minMs, batch
+ * number, then the entries (s v t y f d n m r each). Returns the entries' ids; none when that
+ * batch (or a later one) of this writer was written already.
+ */
 const APPEND = `${LUA_COMMON}
-local id = redis.call("XADD", KEYS[1], "*", "s", ARGV[4], "v", ARGV[5], "t", ARGV[6], "y", ARGV[7], "f", ARGV[8], "d", ARGV[9], "n", ARGV[10], "m", ARGV[11], "r", ARGV[12])
-bump(KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), 1)
-trim(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), id)
-return id
+local seq = tonumber(ARGV[4])
+if tonumber(redis.call("GET", KEYS[3]) or "0") >= seq then return {} end
+local ids = {}
+for a = 5, #ARGV, ${ENTRY_FIELDS} do
+  ids[#ids + 1] = redis.call("XADD", KEYS[1], "*", "s", ARGV[a], "v", ARGV[a + 1], "t", ARGV[a + 2], "y", ARGV[a + 3], "f", ARGV[a + 4], "d", ARGV[a + 5], "n", ARGV[a + 6], "m", ARGV[a + 7], "r", ARGV[a + 8])
+  bump(KEYS[2], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), 1)
+end
+redis.call("SET", KEYS[3], ARGV[4], "PX", "${WRITER_TTL_MS}")
+trim(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ids[#ids])
+return ids
 `
 /** KEYS: stream, counts. ARGV: maxLen, maxBytes, minMs. Returns how many entries went. */
 const TRIM = `${LUA_COMMON}
@@ -132,6 +162,12 @@ export const compareIds = (a: string, b: string): number => {
 }
 
 type Entry = StreamEntry
+
+/** A record waiting to be written: its script arguments, and what to tell once it is read back. */
+interface Pending {
+  readonly entry: ReadonlyArray<string>
+  readonly done: () => void
+}
 
 /** The counts hash as aggregates. */
 const talliesOf = (flat: ReadonlyArray<string>): RecordTallies => {
@@ -166,7 +202,20 @@ export class RedisRecords implements RecordsBackend {
   private readonly ownListeners = new Set<(r: ToolRecord) => void>()
   /** Writes waiting for the reader to pass their id. */
   private readonly waiting = new Map<string, () => void>()
-  private readonly writes = new Set<Promise<unknown>>()
+  /** Records not sent yet, oldest first (at most `BUFFER_LIMIT`). */
+  private buffer: Pending[] = []
+  /** The batch being written (sent again, with the same number, until Redis answers). */
+  private batch: { readonly seq: number; readonly items: ReadonlyArray<Pending> } | undefined
+  private seq = 0
+  private flushing: Promise<void> | undefined
+  private retryTimer: NodeJS.Timeout | undefined
+  private wakeRetry: (() => void) | undefined
+  /** The last write failed (Redis hung or away): calls are not held for their records. */
+  private stalled = false
+  /** Records dropped from a full buffer since it last overflowed. */
+  private dropped = 0
+  /** This process's writer key (its last batch number in Redis). */
+  private readonly writer: string
   private follower: StreamFollower | undefined
   private resyncTimer: NodeJS.Timeout | undefined
   private lastResync = 0
@@ -178,6 +227,7 @@ export class RedisRecords implements RecordsBackend {
   ) {
     this.stream = clusterKey(data.cluster, "records")
     this.counts = clusterKey(data.cluster, "records", "counts")
+    this.writer = clusterKey(data.cluster, "records", "writer", randomUUID())
   }
 
   /** Follows the cluster's records (drops those past the retention first). */
@@ -296,7 +346,11 @@ export class RedisRecords implements RecordsBackend {
     return written.then(() => record)
   }
 
-  /** Takes a record: written to the stream; `written` resolves once this replica's reader has read it back. */
+  /**
+   * Takes a record: buffered, then written to the stream; `written` resolves once this replica's
+   * reader has read it back, or after `WRITE_WAIT_MS`, or at once while writes fail (Redis hung or
+   * away: the record waits in the buffer and is written when Redis answers again).
+   */
   record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> } {
     const { record, line } = makeRecord(input, this.options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES)
     for (const l of this.ownListeners) l(record)
@@ -312,16 +366,84 @@ export class RedisRecords implements RecordsBackend {
       String(Date.parse(record.timestamp)),
       line
     ]
-    const written = (this.data.client.eval(APPEND, { keys: [this.stream, this.counts], arguments: [...this.caps(), ...entry] }) as Promise<string>).then(
-      (id) =>
-        new Promise<void>((resolve) => {
-          if (compareIds(id, this.cursor) <= 0 || this.closed) return resolve()
-          this.waiting.set(id, resolve)
-        })
-    )
-    this.writes.add(written)
-    void written.catch(() => undefined).finally(() => this.writes.delete(written))
+    let resolveWritten!: () => void
+    const written = new Promise<void>((resolve) => (resolveWritten = resolve))
+    if (this.stalled) resolveWritten()
+    else {
+      const timer = setTimeout(resolveWritten, WRITE_WAIT_MS)
+      timer.unref()
+      void written.then(() => clearTimeout(timer))
+    }
+    if (this.buffer.length >= BUFFER_LIMIT) this.drop()
+    this.buffer.push({ entry, done: resolveWritten })
+    this.flush()
     return { record, written }
+  }
+
+  /** The oldest buffered record goes (the buffer is full). */
+  private drop(): void {
+    this.buffer.shift()?.done()
+    if (this.dropped++ === 0) {
+      log.warn(`the cluster's Redis has not taken tool-call records for a while: ${BUFFER_LIMIT} are waiting, the oldest are dropped until it does`, {
+        event: "cluster_records_dropped"
+      })
+    }
+  }
+
+  /** Starts the writer unless it runs. */
+  private flush(): void {
+    if (this.flushing !== undefined) return
+    this.flushing = this.writeAll().finally(() => {
+      this.flushing = undefined
+      if (this.buffer.length > 0 && !this.closed) this.flush()
+    })
+  }
+
+  /** Writes the buffer, a batch at a time; a batch not answered is sent again (same number) until it is. */
+  private async writeAll(): Promise<void> {
+    while (!this.closed) {
+      if (this.batch === undefined) {
+        if (this.buffer.length === 0) return
+        this.batch = { seq: ++this.seq, items: this.buffer.splice(0, FLUSH_BATCH) }
+      }
+      const { seq, items } = this.batch
+      try {
+        const ids = (await this.data.client.eval(APPEND, {
+          keys: [this.stream, this.counts, this.writer],
+          arguments: [...this.caps(), String(seq), ...items.flatMap((p) => p.entry)]
+        })) as string[]
+        this.batch = undefined
+        if (this.stalled || this.dropped > 0) {
+          log.info(`the cluster's Redis takes tool-call records again${this.dropped > 0 ? `; ${this.dropped} were dropped meanwhile (buffer full)` : ""}`, {
+            event: "cluster_records_resumed",
+            dropped: this.dropped
+          })
+        }
+        this.stalled = false
+        this.dropped = 0
+        const last = ids[ids.length - 1]
+        const done = () => {
+          for (const p of items) p.done()
+        }
+        if (last === undefined || compareIds(last, this.cursor) <= 0) done()
+        else this.waiting.set(last, done)
+      } catch (e) {
+        if (this.closed) return
+        if (!this.stalled) {
+          log.warn(`tool-call records could not be written to the cluster's Redis (${e instanceof Error ? e.message : String(e)}): kept (up to ${BUFFER_LIMIT}) and written when it answers`, {
+            event: "cluster_records_stalled"
+          })
+        }
+        this.stalled = true
+        for (const p of items) p.done()
+        for (const p of this.buffer) p.done()
+        await new Promise<void>((resolve) => {
+          this.wakeRetry = resolve
+          this.retryTimer = setTimeout(resolve, RETRY_MS)
+          this.retryTimer.unref()
+        })
+      }
+    }
   }
 
   /** Drops records past the retention (and over the caps); resolves with how many went. */
@@ -354,16 +476,24 @@ export class RedisRecords implements RecordsBackend {
     let total = 0
     let end = "+"
     const stop = q.since === undefined ? "-" : `${Math.max(0, q.since - CLOCK_SLACK_MS)}`
-    for (;;) {
-      const page = (await this.data.client.xRevRange(this.stream, end, stop, { COUNT: PAGE })) as Entry[]
-      for (const e of page) {
-        const r = this.parse(e)
-        if (r === undefined || !matchesQuery(q, r)) continue
-        total += 1
-        if (newest.length < keep) newest.push(r)
+    try {
+      for (;;) {
+        const page = (await this.data.client.xRevRange(this.stream, end, stop, { COUNT: PAGE })) as Entry[]
+        for (const e of page) {
+          const r = this.parse(e)
+          if (r === undefined || !matchesQuery(q, r)) continue
+          total += 1
+          if (newest.length < keep) newest.push(r)
+        }
+        if (page.length < PAGE || (fromTallies !== undefined && newest.length >= keep)) break
+        end = `(${(page[page.length - 1] as Entry).id}`
       }
-      if (page.length < PAGE || (fromTallies !== undefined && newest.length >= keep)) break
-      end = `(${(page[page.length - 1] as Entry).id}`
+    } catch (e) {
+      // Redis hung or away: what this replica holds (the newest records), rather than no answer.
+      log.warn(`the cluster's records could not be read past this replica's window (${e instanceof Error ? e.message : String(e)}): answered from the window`, {
+        event: "cluster_records_read_failed"
+      })
+      return { executions: found.slice(offset, keep), total: fromTallies ?? found.length }
     }
     return { executions: newest.slice(offset, keep), total: fromTallies ?? total }
   }
@@ -392,10 +522,23 @@ export class RedisRecords implements RecordsBackend {
     return () => this.ownListeners.delete(listener)
   }
 
-  /** Waits for the writes under way, then stops the reader (the store's client stays open: it is the store's). */
+  /** Waits (up to 2 s) for the buffer to be written, then stops the reader (the store's client stays open: it is the store's). */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.writes].map((w) => Promise.race([w, new Promise((r) => setTimeout(r, 2_000).unref())])))
+    const limit = Date.now() + 2_000
+    while ((this.buffer.length > 0 || this.batch !== undefined) && !this.stalled && Date.now() < limit) {
+      await Promise.race([this.flushing, new Promise((r) => setTimeout(r, 50).unref())])
+    }
+    if (this.buffer.length > 0 || this.batch !== undefined) {
+      log.warn(`the cluster's records closed with ${this.buffer.length + (this.batch?.items.length ?? 0)} tool-call record(s) not written (Redis did not answer)`, {
+        event: "cluster_records_lost"
+      })
+    }
     this.closed = true
+    clearTimeout(this.retryTimer)
+    this.wakeRetry?.()
+    for (const p of [...(this.batch?.items ?? []), ...this.buffer]) p.done()
+    this.batch = undefined
+    this.buffer = []
     if (this.resyncTimer !== undefined) clearTimeout(this.resyncTimer)
     this.resyncTimer = undefined
     for (const done of this.waiting.values()) done()

@@ -27,6 +27,10 @@ export interface RedisServer {
   stop(options?: { readonly kill?: boolean }): Promise<void>
   /** Starts it again on the same port, empty (no persistence); resolves once it accepts connections. */
   start(): Promise<void>
+  /** Freezes the process (SIGSTOP): a hung Redis, its connections open and unanswered, not closed. */
+  freeze(): void
+  /** Resumes a frozen process (SIGCONT); idempotent. */
+  thaw(): void
   /** A connected node-redis client (errors ignored: tests stop the server under it), kept in `clients`. */
   connect(): Promise<RedisClientType>
   /** The clients `connect` made and `disconnectAll` has not destroyed yet, oldest first. */
@@ -76,6 +80,8 @@ export const startRedisServer = async (): Promise<RedisServer> => {
   const stop = async (options: { readonly kill?: boolean } = {}) => {
     const c = child
     if (c === undefined) return
+    // A frozen process takes no SIGTERM until it runs again.
+    c.kill("SIGCONT")
     c.kill(options.kill === true ? "SIGKILL" : "SIGTERM")
     await exited
   }
@@ -88,6 +94,8 @@ export const startRedisServer = async (): Promise<RedisServer> => {
     pid: () => child?.pid ?? -1,
     stop,
     start,
+    freeze: () => void child?.kill("SIGSTOP"),
+    thaw: () => void child?.kill("SIGCONT"),
     clients,
     connect: async () => {
       const client: RedisClientType = createClient({ url })
