@@ -2,15 +2,15 @@
  * call_tool and use_tool served straight from node:http: the store's hot path, off the HttpApi
  * router. Through HttpApi a call cost about twice what the rest of the store spends on it (a fiber
  * per request with its middleware chain, the router, the platform's request object, re-reading
- * headers, the body read as a stream); here it costs one fiber, for the handler itself, and the
- * common call (its target found at once on a connected service) none: `startCall` of
- * src/runtime/calls.ts sends, records and settles it with promises, and only a failure goes
- * through the handler's contract mapping.
+ * headers, the body read as a stream); here a call whose scope is known at once (the store's, an
+ * existing agent's) runs the call pipeline (`runCall` of src/runtime/calls.ts) without a fiber, and
+ * its failure is rendered by the one HTTP mapping (`fromStoreError`); any other call runs the
+ * handler's Effect (`callToolAnswer`), the same pipeline.
  *
  * Nothing else changes: the contract stays the one source. The routes, the payload and path
- * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded with decoders compiled once;
- * the handler is the same Effect the HttpApi handler runs (`callToolAnswer` of
- * src/http/scope-handlers.ts); its failures, decode failures and defects go through the same
+ * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded once with decoders compiled
+ * once; the answer's body is built where the HttpApi handler's is (`callToolBody` of
+ * src/http/scope-handlers.ts); decode failures and defects go through the same
  * contract middleware (src/http/contract-middleware.ts) and are encoded by their error classes
  * (src/http/errors.ts), with the same headers; every answer is measured as the others are.
  *
