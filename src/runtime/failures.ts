@@ -87,7 +87,7 @@ export function requestFailure(
       // The connection has closed itself: the service reconnects on its own.
       return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
     default:
-      return new UpstreamError({ message: `Connection to '${serviceName}' broke during the request: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
+      return new UpstreamError({ message: `Connection to '${serviceName}' broke during the ${subject.kind === "call" ? "call" : "request"}: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
   }
 }
 
