@@ -2,15 +2,15 @@
  * call_tool and use_tool served straight from node:http: the store's hot path, off the HttpApi
  * router. Through HttpApi a call cost about twice what the rest of the store spends on it (a fiber
  * per request with its middleware chain, the router, the platform's request object, re-reading
- * headers, the body read as a stream); here it costs one fiber, for the handler itself, and the
- * common call (its target found at once on a connected service) none: `startCall` of
- * src/runtime/calls.ts sends, records and settles it with promises, and only a failure goes
- * through the handler's contract mapping.
+ * headers, the body read as a stream); here a call whose scope is known at once (the store's, an
+ * existing agent's) runs the call pipeline (`runCall` of src/runtime/calls.ts) without a fiber, and
+ * its failure is rendered by the one HTTP mapping (`fromStoreError`); any other call runs the
+ * handler's Effect (`callToolAnswer`), the same pipeline.
  *
  * Nothing else changes: the contract stays the one source. The routes, the payload and path
- * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded with decoders compiled once;
- * the handler is the same Effect the HttpApi handler runs (`callToolAnswer` of
- * src/http/scope-handlers.ts); its failures, decode failures and defects go through the same
+ * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded once with decoders compiled
+ * once; the answer's body is built where the HttpApi handler's is (`callToolBody` of
+ * src/http/scope-handlers.ts); decode failures and defects go through the same
  * contract middleware (src/http/contract-middleware.ts) and are encoded by their error classes
  * (src/http/errors.ts), with the same headers; every answer is measured as the others are.
  *
@@ -32,11 +32,11 @@ import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./errors.js"
-import { contract } from "./errors.js"
 import type { RequestPolicy } from "./request-guard.js"
-import { callToolAnswer, type ScopeRef } from "./scope-handlers.js"
-import type { CallToolPayload, CallToolResponse } from "./schemas.js"
-import { startCall, toolErrorMessage, type CallToolOutput, type StartedCall } from "../runtime/calls.js"
+import { callInput, callToolAnswer, callToolBody, type ScopeRef } from "./scope-handlers.js"
+import type { CallToolPayload } from "./schemas.js"
+import { callToolOutput, runCall } from "../runtime/calls.js"
+import { Cancel } from "../mcp/types.js"
 import type { ScopeContext } from "../runtime/host.js"
 import type { Store } from "../runtime/store.js"
 
@@ -171,13 +171,6 @@ const admitted = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBy
   }
 }
 
-/** call_tool's answer, as `callToolAnswer` (src/http/scope-handlers.ts) shapes it. */
-const callAnswer = (output: CallToolOutput): Schema.Schema.Encoded<typeof CallToolResponse> => ({
-  success: !output.is_error,
-  message: output.is_error ? toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-  ...output
-})
-
 /** Builds the direct route; `runtime` runs the handler Effects (the server's), `store` is read per request. */
 export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<never>, store: () => Store | undefined): DirectRoute => {
   const { storePaths, agentPaths, payloadSchema, pathSchema } = routes()
@@ -203,29 +196,25 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     return undefined
   }
 
-  /** The Effect of one call: the payload decoded by the contract's schema, then the handler, in the contract middleware. */
-  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, value: unknown) =>
+  /**
+   * A call whose scope is not known at once (an agent's, still to be created or checked) or whose
+   * payload or path the contract refused: the handler's Effect (`callToolAnswer`, the same pipeline
+   * as an Effect), in the contract middleware.
+   */
+  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>) =>
     options.contractErrors(
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
-        const decoded = decodePayload(value)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
         return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right)
       })
     )
 
-  /**
-   * The common call started at once, without a fiber (`startCall`): its scope known now (the
-   * store's, or a well-formed agent id's), its payload decoded, no `arguments` alias to read.
-   * Undefined otherwise, or when `startCall` leaves the call to the handler's Effect (`program`).
-   */
-  const startNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, value: unknown): StartedCall | undefined => {
+  /** The scope of a call when it is known at once (the store's, or an existing agent's): the call then runs without a fiber. */
+  const scopeNow = (scope: Either.Either<ScopeRef, ParseResult.ParseError>): ScopeContext | undefined => {
     if (Either.isLeft(scope) || !Exit.isExit(scope.right)) return undefined
     const ctx = scope.right as Exit.Exit<ScopeContext, unknown>
-    if (!Exit.isSuccess(ctx)) return undefined
-    const decoded = decodePayload(value)
-    if (Either.isLeft(decoded) || (decoded.right as { readonly arguments?: unknown }).arguments !== undefined) return undefined
-    return startCall(ctx.value.gated(gate), decoded.right)
+    return Exit.isSuccess(ctx) ? ctx.value : undefined
   }
 
   const answerError = (response: ServerResponse, e: unknown): number => {
@@ -257,13 +246,13 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     const done = () => options.observe("POST", status, performance.now() - started)
 
     let fiber: Fiber.RuntimeFiber<unknown, E.ApiError> | undefined
-    let call: StartedCall | undefined
+    let cancel: Cancel | undefined
     let closed = false
     // The client went away: its handler is interrupted (its call cancelled), as HttpApi's server does.
     response.once("close", () => {
       if (!response.writableEnded) {
         closed = true
-        call?.abandon()
+        cancel?.abort()
         fiber?.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
         if (fiber === undefined) done()
       }
@@ -295,17 +284,22 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
         status = answerError(response, bodyProblem(text, url))
         return done()
       }
-      call = startNow(scope, gate, value)
-      if (call === undefined) {
-        fiber = runFork(program(scope, gate, value))
+      const decoded = decodePayload(value)
+      const ctx = scopeNow(scope)
+      if (ctx === undefined || Either.isLeft(decoded)) {
+        fiber = runFork(program(scope, gate, decoded))
         fiber.addObserver(answer)
         return
       }
-      void call.exit.then((exit) => {
+      // The call's pipeline, run at once (src/runtime/calls.ts `runCall`); its failures rendered by the one HTTP mapping.
+      cancel = new Cancel()
+      void runCall(ctx.gated(gate), callInput(decoded.right), cancel).then((exit) => {
         if (closed) return // answered by the close: interrupted, nobody to answer
-        if (Exit.isSuccess(exit)) return answer(Exit.succeed(callAnswer(exit.value)))
-        // A failure is mapped to its answer as the handler's would be (the contract mapping, its middleware).
-        fiber = runFork(options.contractErrors(contract(exit)))
+        if (Exit.isSuccess(exit)) return answer(Exit.succeed(callToolBody(callToolOutput(exit.value))))
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) return answer(Exit.fail(E.fromStoreError(failure.value)))
+        // A defect (a bug): logged and answered 500 with a trace id by the contract middleware.
+        fiber = runFork(options.contractErrors(Exit.isInterrupted(exit) ? Effect.die(new Error("the call was interrupted")) : exit))
         fiber.addObserver(answer)
       })
     })

@@ -55,6 +55,8 @@ import type { Monitor, MonitorEvent } from "../monitoring/monitor.js"
 import type { CallProgress } from "../mcp/types.js"
 import * as catalog from "../runtime/catalog.js"
 import { isStoreError } from "../runtime/errors.js"
+import * as calls from "../runtime/calls.js"
+import { Cause, Exit, Option } from "effect"
 import type { ScopeContext } from "../runtime/host.js"
 import { LatestThrottle } from "../runtime/progress.js"
 import { runToPromise } from "../runtime/run.js"
@@ -512,7 +514,7 @@ export class McpGateway {
       }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-      const api = (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).gated(session.gate)
+      const ctx = this.scopeContext(scope).gated(session.gate)
       // The client's progressToken: each upstream progress comes back to it, the latest only while
       // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
       const token = request.params._meta?.progressToken
@@ -523,9 +525,11 @@ export class McpGateway {
               extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
             )
       try {
-        // No time-out of its own: the call lasts while the client's request is open (its
-        // notifications/cancelled aborts `extra.signal`), up to --max-call-seconds.
-        const output = await api.callTool(
+        // The call pipeline (src/runtime/calls.ts), run at once. No time-out of its own: the call
+        // lasts while the client's request is open (its notifications/cancelled aborts
+        // `extra.signal`), up to --max-call-seconds.
+        const exit = await calls.runCall(
+          ctx,
           {
             tool_name: request.params.name,
             args: request.params.arguments ?? {},
@@ -545,15 +549,12 @@ export class McpGateway {
           },
           extra.signal
         )
-        return {
-          content: output.content,
-          ...(output.structured_content !== null ? { structuredContent: output.structured_content } : {}),
-          ...(output.is_error ? { isError: true } : {})
-        }
-      } catch (e) {
-        // Store errors (unknown tool, bad arguments, service down) are the tool's failure to the client.
-        if (isStoreError(e)) return { content: [{ type: "text", text: e.message }], isError: true }
-        throw e
+        // The upstream's result as it came.
+        if (Exit.isSuccess(exit)) return exit.value.result
+        // The store's refusals and failures (unknown tool, bad arguments, service down) are the tool's failure to the client.
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
+        throw Cause.squash(exit.cause)
       } finally {
         progress?.close()
       }

@@ -62,24 +62,28 @@ export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, w
 
 const firstLine = (text: string): string => text.split("\n", 1)[0] as string
 
+/** A decoded call_tool body as the call pipeline takes it (`arguments` is the alias of `args`; the schema refuses a body with both). */
+export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>): calls.CallToolInput =>
+  payload.arguments === undefined ? payload : { ...payload, args: payload.arguments }
+
 /**
- * The answer of call_tool and use_tool, the hot path: built as the contract's CallToolResponse
- * (checked when compiling) and sent as JSON at once, without the schema encoding pass, which for
- * these fields (plain JSON values, no transformations) would return it unchanged. The HttpApi
- * handler (`callTool`) and the direct route of src/http/call-route.ts both run this Effect.
+ * The body of call_tool and use_tool, built in this one place for every route: the contract's
+ * CallToolResponse (checked when compiling), sent as JSON at once, without the schema encoding
+ * pass, which for these fields (plain JSON values, no transformations) would return it unchanged.
+ */
+export const callToolBody = (output: calls.CallToolOutput): Schema.Schema.Encoded<typeof CallToolResponse> => ({
+  success: !output.is_error,
+  message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
+  ...output
+})
+
+/**
+ * call_tool and use_tool as an Effect: the call pipeline (src/runtime/calls.ts) on the scope, its
+ * failures mapped by `contract`. The HttpApi handlers run it, and the direct route of
+ * src/http/call-route.ts for a call whose scope is not known at once.
  */
 export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
-  contract(
-    Effect.map(
-      // `arguments`, the alias of `args` (the schema refuses a body with both).
-      Effect.flatMap(scope, (ctx) => calls.callTool(ctx, payload.arguments === undefined ? payload : { ...payload, args: payload.arguments })),
-      (output): Schema.Schema.Encoded<typeof CallToolResponse> => ({
-        success: !output.is_error,
-        message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-        ...output
-      })
-    )
-  )
+  contract(Effect.map(Effect.flatMap(scope, (ctx) => calls.callTool(ctx, callInput(payload))), callToolBody))
 
 /** call_tool and use_tool as HttpApi handlers. */
 export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>

@@ -1,17 +1,21 @@
 /**
- * The call path of a scope: a tool name resolved to its service (never hijacked by a look-alike
- * name of another service), arguments checked against the tool's schema, the call sent through the
- * service's connection (waiting for a service that is still connecting, once more after an
- * expired session), its failure classified, and a record written for every call.
+ * The call path of a scope, one pipeline for every entry point (the store and agent REST routes,
+ * `/mcp` and `/sse`, the dashboard, the library; a call forwarded to another replica runs it where
+ * the call arrived): the tool name resolved to its target (never hijacked by a look-alike name of
+ * another service), the arguments checked against the tool's schema, the request sent on the
+ * service's connection (waiting for a service still connecting, once more after an expired
+ * session), its failure classified once (src/runtime/failures.ts), a record written for every call,
+ * and the upstream's result handed back. Written as plain steps over promises (`runCall`), so the
+ * common call runs without a fiber; `callTool` is the same pipeline as an Effect.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { Cause, Effect, Either, Exit, type Fiber, FiberId, Option } from "effect"
+import { Cause, Effect, Exit, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { Cancel, McpRequestError, type CallHooks, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
-import type { Outcome } from "../records/records.js"
+import { Cancel, McpRequestError, type CallHooks, type CallProgress, type CancelSignal, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
-import { awaitSnapshot, type WaitEnd } from "./bridge.js"
+import { awaitSnapshot, type WaitGate } from "./bridge.js"
+import type { Outcome } from "../records/records.js"
 import {
   AmbiguousTool,
   InvalidArguments,
@@ -21,15 +25,14 @@ import {
   ToolNotFound,
   ToolTimeout,
   UpstreamError,
-  isStoreError,
   type TooMany
 } from "./errors.js"
+import { outcomeOf, requestFailure, serviceUnavailable as unavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "./log.js"
 import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
-import { attempt } from "./run.js"
 import { ownEntry } from "../machines/supervisor.js"
-import { TOOL_SEPARATOR, callableName, isConnected, iso, offerReason } from "./views.js"
+import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./views.js"
 import { serviceToolFilter } from "../domain/tool-filter.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
@@ -100,18 +103,6 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
   return { hooks, close: () => events?.close() }
 }
 
-/** The refusal of a call to a service that is not connected: its status and next retry. */
-const unavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
-  const status = statusOf(snapshot)
-  return new ServiceUnavailable({
-    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
-    serviceName: snapshot.context.name,
-    status,
-    nextRetryAt: iso(snapshot.context.nextRetryAt),
-    lastError: snapshot.context.lastError ?? null
-  })
-}
-
 /** The text form of an MCP tool result (shared/API.md, call_tool `result`). */
 const resultValue = (r: CallToolResult): unknown => {
   if (r.structuredContent !== undefined) return r.structuredContent
@@ -129,26 +120,6 @@ export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): strin
   return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
 }
 
-/** The record outcome of a failed call. */
-const outcomeOf = (e: unknown): Outcome => {
-  if (!isStoreError(e)) return "transport_error" // the caller went away, or a bug
-  switch (e._tag) {
-    case "ToolTimeout":
-      return "timeout"
-    case "ServiceUnavailable":
-    case "TooMany":
-      return "unavailable"
-    case "UpstreamError":
-      return e.outcome
-    case "ToolNotAllowed":
-      return "tool_not_allowed"
-    case "InvalidArguments":
-      // Refused by the tool's schema here, or by the upstream (-32602): the caller's mistake.
-      return "invalid_arguments"
-    default:
-      return "protocol_error"
-  }
-}
 
 let traceCounter = 0
 const newTraceId = () => `${Date.now().toString(36)}-${(traceCounter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`
@@ -177,25 +148,6 @@ function namedServices(ctx: ScopeContext, toolName: string): Array<{ actor: Serv
  * `service_name` names). Names of the form `<service>__<tool>` with a registered `<service>` never
  * come here (see `callTarget`).
  */
-function resolveTool(ctx: ScopeContext, toolName: string, serviceName: string | undefined): { actor: ServiceActorRef; original: string } {
-  const pool = serviceName !== undefined ? [ctx.requireService(serviceName)] : Object.values(ctx.actors())
-  const found = pool.filter((a) => a.getSnapshot().context.tools.some((t) => t.name === toolName))
-  // A service whose allow-list (or the caller's) leaves the tool out does not offer it: the name
-  // resolves among the others, and is refused only when no other service has it.
-  const matches = found.filter((a) => notAllowed(ctx, a, toolName) === undefined)
-  if (matches.length === 0 && found.length > 0) throw notAllowed(ctx, found[0]!, toolName)!
-  if (matches.length === 1) return { actor: matches[0]!, original: toolName }
-  if (matches.length > 1) {
-    const candidates = matches.map((a) => callableName(a.getSnapshot().context.name, toolName))
-    throw new AmbiguousTool({
-      message: `Tool '${toolName}' is offered by several services: use one of ${candidates.join(", ")} or give service_name`,
-      toolName,
-      candidates
-    })
-  }
-  throw toolNotFound(ctx, toolName)
-}
-
 /**
  * The refusal of a call to `original` of `actor` by an allow-list: the service's own
  * (include_tools / exclude_tools) or the caller's key's `tools` list; undefined when allowed. Each
@@ -219,13 +171,14 @@ function notAllowed(ctx: ScopeContext, actor: ServiceActorRef, original: string)
 const offered = (ctx: ScopeContext, name: string, definition: Parameters<typeof offerReason>[0], t: ToolInfo): boolean =>
   offerReason(definition, t) === undefined && (ctx.gate === undefined || ctx.gate.allows(callableName(name, t.name)))
 
-/** A name not found, without suggestions: cheap, for the look-ups that may still find it (see `withSuggestions`). */
+/** A name not found, with "did you mean" (the closest names this caller may call). */
 function toolNotFound(ctx: ScopeContext, toolName: string): ToolNotFound {
+  const close = toolSuggestions(ctx, toolName)
   return new ToolNotFound({
-    message: `Tool '${toolName}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}`,
+    message: `Tool '${toolName}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}${didYouMean(close)}`,
     toolName,
     scope: ctx.label,
-    suggestions: []
+    suggestions: close
   })
 }
 
@@ -263,13 +216,6 @@ function toolSuggestions(ctx: ScopeContext, toolName: string): Array<string> {
   return out
 }
 
-/** A call's final ToolNotFound, with "did you mean" (computed only now: a name was not found). */
-const withSuggestions = (ctx: ScopeContext) => (e: CallToolError): CallToolError => {
-  if (!(e instanceof ToolNotFound)) return e
-  const close = toolSuggestions(ctx, e.toolName)
-  return close.length === 0 ? e : new ToolNotFound({ ...e, message: `${e.message}${didYouMean(close)}`, suggestions: close })
-}
-
 function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout {
   return new ToolTimeout({
     message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s: its service is still connecting`,
@@ -278,7 +224,8 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
   })
 }
 
-/** What a call can fail with; src/http/errors.ts maps each to its HTTP answer. */
+
+/** What a call can fail with; each face renders it once (src/http/errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
   | ServiceNotFound
   | ToolNotFound
@@ -290,388 +237,333 @@ export type CallToolError =
   | ToolTimeout
   | TooMany
 
-/** A resolved call: the service and the tool's original name. */
-interface Target {
-  readonly actor: ServiceActorRef
+/** What the pipeline gives back: the upstream's result as it came, and where the call went. */
+export interface CallOutcome {
+  readonly result: CallToolResult
+  readonly serviceName: string
+  /** The tool's own name on its service. */
   readonly original: string
+  readonly durationMs: number
+  readonly traceId: string
 }
 
-const isLookupError = (e: unknown): e is ServiceNotFound | ToolNotFound | ToolNotAllowed | AmbiguousTool =>
-  e instanceof ServiceNotFound || e instanceof ToolNotFound || e instanceof ToolNotAllowed || e instanceof AmbiguousTool
+/** How a call ended: its outcome, its failure, or interrupted (the caller went away; recorded `cancelled`). */
+export type CallExit = Exit.Exit<CallOutcome, CallToolError>
 
 /**
- * The service and original tool name a call goes to. A callable name `<service>__<tool>` whose
- * `<service>` is registered in the scope goes to that service or nowhere: while it is
- * `initializing` (just added, restarting, starting up) the call waits for it, up to the deadline;
- * then a connected service without the tool is 404 and one that is not connected 503. It never
- * falls back to another service's tool of that literal name, which could otherwise stand in for
- * it whenever it has no tool list. Any other name is an original name (see `resolveTool`).
+ * Where a call goes, decided from the scope's services as they are now: `Found`; `Wait` for
+ * services still connecting (they have no tool list yet), then resolve again; or `Refused`.
  */
-const callTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> => {
-  const quick = quickTarget(ctx, input)
-  return quick !== undefined ? Effect.succeed(quick) : slowTarget(ctx, input, timeoutSeconds, remaining)
-}
+export type TargetResolution =
+  | { readonly _tag: "Found"; readonly actor: ServiceActorRef; readonly original: string }
+  | { readonly _tag: "Wait"; readonly pending: ReadonlyArray<ServiceActorRef> }
+  | { readonly _tag: "Refused"; readonly error: CallToolError }
+
+const found = (actor: ServiceActorRef, original: string): TargetResolution => ({ _tag: "Found", actor, original })
+const refused = (error: CallToolError): TargetResolution => ({ _tag: "Refused", error })
+const initializing = (actor: ServiceActorRef): boolean => statusOf(actor.getSnapshot()) === "initializing"
+const hasTool = (actor: ServiceActorRef, original: string): boolean => actor.getSnapshot().context.tools.some((t) => t.name === original)
 
 /**
- * The target of the common call, found at once: a callable name whose service has the tool, or an
- * original name that resolves to one service. Undefined whenever `callTarget` would have to wait or
- * refuse: it then takes the long way, which finds these same targets first.
+ * The target of a call. A callable name `<service>__<tool>` whose `<service>` is registered in the
+ * scope goes to that service or nowhere: while it is `initializing` (just added, restarting,
+ * starting up) the call waits for it; then a connected service without the tool is 404 and one that
+ * is not connected 503. It never falls back to another service's tool of that literal name, which
+ * could otherwise stand in for it whenever it has no tool list. Any other name is an original name:
+ * the one service that offers it (or the one `service_name` names), services still connecting
+ * waited for when none does. `expired`: the call's deadline has passed, so a wait is a time-out.
  */
-const quickTarget = (ctx: ScopeContext, input: CallToolInput): Target | undefined => {
+export const resolveTarget = (ctx: ScopeContext, input: CallToolInput, options: { readonly expired: boolean; readonly timeoutSeconds: number }): TargetResolution => {
+  const wait = (pending: ReadonlyArray<ServiceActorRef>): TargetResolution =>
+    options.expired ? refused(stillConnecting(input.tool_name, options.timeoutSeconds)) : { _tag: "Wait", pending }
   if (input.service_name === undefined) {
     const named = namedServices(ctx, input.tool_name)
     if (named.length > 0) {
-      const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
-      // A tool outside an allow-list is refused on the long way (`slowLookup`).
-      return hit !== undefined && notAllowed(ctx, hit.actor, hit.original) === undefined ? hit : undefined
+      const hit = named.find(({ actor, original }) => hasTool(actor, original))
+      if (hit !== undefined) {
+        const refusal = notAllowed(ctx, hit.actor, hit.original)
+        return refusal === undefined ? found(hit.actor, hit.original) : refused(refusal)
+      }
+      const pending = named.map(({ actor }) => actor).filter(initializing)
+      if (pending.length > 0) return wait(pending)
+      const snapshot = named[0]!.actor.getSnapshot()
+      return refused(isConnected(statusOf(snapshot)) ? toolNotFound(ctx, input.tool_name) : unavailable(snapshot))
     }
   }
-  try {
-    return resolveTool(ctx, input.tool_name, input.service_name)
-  } catch {
-    return undefined
+  let pool: ReadonlyArray<ServiceActorRef>
+  if (input.service_name !== undefined) {
+    const actor = ctx.findService(input.service_name)
+    if (actor === undefined) return refused(ServiceNotFound.of(input.service_name, ctx.label, Object.keys(ctx.actors())))
+    pool = [actor]
+  } else {
+    pool = Object.values(ctx.actors())
   }
-}
-
-/** `callTarget` when the target is not found at once: waits for services still connecting, or refuses. */
-const slowTarget = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
-  Effect.mapError(slowLookup(ctx, input, timeoutSeconds, remaining), withSuggestions(ctx))
-
-/** `slowTarget`'s look-up: waits for services still connecting, or refuses (without suggestions). */
-const slowLookup = (ctx: ScopeContext, input: CallToolInput, timeoutSeconds: number, remaining: () => number): Effect.Effect<Target, CallToolError> =>
-  Effect.gen(function* () {
-    const waitFor = (actors: ReadonlyArray<ServiceActorRef>) =>
-      Effect.forEach(actors, (a) => awaitSnapshot(a, (s) => statusOf(s) !== "initializing", { timeoutMs: remaining(), gate: ctx.host.waiters }), {
-        concurrency: "unbounded",
-        discard: true
+  const offering = pool.filter((a) => hasTool(a, input.tool_name))
+  // A service whose allow-list (or the caller's) leaves the tool out does not offer it: the name
+  // resolves among the others, and is refused only when no other service has it.
+  const allowed = offering.filter((a) => notAllowed(ctx, a, input.tool_name) === undefined)
+  if (allowed.length === 1) return found(allowed[0]!, input.tool_name)
+  if (allowed.length > 1) {
+    const candidates = allowed.map((a) => callableName(a.getSnapshot().context.name, input.tool_name))
+    return refused(
+      new AmbiguousTool({
+        message: `Tool '${input.tool_name}' is offered by several services: use one of ${candidates.join(", ")} or give service_name`,
+        toolName: input.tool_name,
+        candidates
       })
-    const initializing = (a: ServiceActorRef) => statusOf(a.getSnapshot()) === "initializing"
-    for (let named = namedServices(ctx, input.tool_name); named.length > 0 && input.service_name === undefined; ) {
-      const hit = named.find(({ actor, original }) => actor.getSnapshot().context.tools.some((t) => t.name === original))
-      if (hit) {
-        const refused = notAllowed(ctx, hit.actor, hit.original)
-        return refused === undefined ? hit : yield* Effect.fail(refused)
-      }
-      const pending = named.filter(({ actor }) => initializing(actor)).map(({ actor }) => actor)
-      if (pending.length === 0) {
-        const snapshot = named[0]!.actor.getSnapshot()
-        return yield* isConnected(statusOf(snapshot)) ? Effect.fail(toolNotFound(ctx, input.tool_name)) : Effect.fail(unavailable(snapshot))
-      }
-      if (remaining() <= 0) return yield* stillConnecting(input.tool_name, timeoutSeconds)
-      yield* waitFor(pending)
-      named = namedServices(ctx, input.tool_name)
-    }
-    const resolve = attempt(() => resolveTool(ctx, input.tool_name, input.service_name), isLookupError)
-    const first = yield* Effect.either(resolve)
-    if (Either.isRight(first)) return first.right
-    // Services still connecting have no tool list yet: give them until the deadline. (Looked for
-    // only when the name does not resolve: scanning every service costs on each call.)
-    if (!(first.left instanceof ToolNotFound)) return yield* first.left
-    const pool =
-      input.service_name !== undefined ? [yield* attempt(() => ctx.requireService(input.service_name!), isLookupError)] : Object.values(ctx.actors())
-    const pending = pool.filter(initializing)
-    // The service `service_name` names has no tool list while it is not connected (it may never
-    // have been): 503 with its status and next retry, as a callable name gets, not 404.
-    const notConnected = () => input.service_name !== undefined && !isConnected(statusOf(pool[0]!.getSnapshot())) && !initializing(pool[0]!)
-    if (pending.length === 0) return yield* notConnected() ? Effect.fail(unavailable(pool[0]!.getSnapshot())) : first.left
-    yield* waitFor(pending)
-    const second = yield* Effect.either(resolve)
-    if (Either.isRight(second)) return second.right
-    if (second.left instanceof ToolNotFound && notConnected()) return yield* Effect.fail(unavailable(pool[0]!.getSnapshot()))
-    // The deadline passed while a service that may own the tool was still connecting: the call
-    // ran out of time (504), it did not find that the tool is missing (404).
-    if (second.left instanceof ToolNotFound && pending.some(initializing)) return yield* stillConnecting(input.tool_name, timeoutSeconds)
-    return yield* second.left
-  })
-
-/**
- * Takes the record of a call that reached its service, from its exit; a promise when the record's
- * line is not in the file yet (undefined when it is).
- */
-const recorder =
-  (ctx: ScopeContext, input: CallToolInput, serviceName: string, original: string, started: number, traceId: string) =>
-  (exit: Exit.Exit<CallToolOutput, CallToolError>): Promise<unknown> | undefined => {
-    const record = (outcome: Outcome, result: unknown, error: string | null): Promise<unknown> | undefined =>
-      ctx.host.records
-        .record({
-          scope: ctx.scope.kind,
-          agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
-          service_name: serviceName,
-          tool_name: original,
-          params: input.args ?? {},
-          result,
-          outcome,
-          error,
-          duration_ms: Math.round((performance.now() - started) * 100) / 100,
-          trace_id: traceId
-        })
-        .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
-    if (Exit.isSuccess(exit)) {
-      const output = exit.value
-      return record(output.is_error ? "tool_error" : "success", output.result, output.is_error ? toolErrorMessage(output) : null)
-    }
-    const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) return record(outcomeOf(failure.value), null, failure.value.message)
-    // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
-    if (Cause.isInterruptedOnly(exit.cause)) return record("cancelled", null, "the caller cancelled the call or went away")
-    return record("transport_error", null, String(Cause.squash(exit.cause)))
-  }
-
-/**
- * A call refused by an allow-list: a log line (the scope, the tool, the list that refused it; never
- * a key) and a record with the outcome `tool_not_allowed`, on disk before the refusal is answered.
- */
-const refusalRecorded = (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllowed, started: number, traceId: string): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${e.message}`, {
-      event: "tool_not_allowed",
-      scope: ctx.label,
-      service: e.serviceName,
-      tool: e.original
-    })
-    const written = recorder(ctx, input, e.serviceName, e.original, started, traceId)(Exit.fail(e))
-    return written === undefined ? Effect.void : Effect.asVoid(Effect.promise(() => written))
-  })
-
-/**
- * Calls a tool. Waits for an `initializing` service (up to the time-out); a service that is not
- * connected fails with ServiceUnavailable; an expired session is re-established and the call sent
- * once more; a transport failure counts as a failed health check. Every call that reached a
- * service is recorded, however it ends (a caller that went away included): the record is taken at
- * once (counted, in memory, to its listeners) and its line written to the file, at once or, while
- * the file is being maintained, right after. The answer waits for that write: a call whose answer a
- * client has seen is on disk, even if the store is killed right after. (`startCall` is the same
- * call without a fiber, for the common case.)
- */
-export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> =>
-  Effect.suspend(() => {
-    const timeoutSeconds = callTimeoutSeconds(ctx, input)
-    const started = performance.now()
-    const deadline = started + timeoutSeconds * 1000
-    const remaining = () => Math.max(0, deadline - performance.now())
-    const traceId = newTraceId()
-    const target = Effect.tapError(callTarget(ctx, input, timeoutSeconds, remaining), (e) =>
-      e instanceof ToolNotAllowed ? refusalRecorded(ctx, input, e, started, traceId) : Effect.void
     )
-    return Effect.flatMap(target, ({ actor, original }) => {
-      const serviceName = actor.getSnapshot().context.name
-      const recorded = recorder(ctx, input, serviceName, original, started, traceId)
-      // Counted in flight from the start to the end of the call, as one resource with its record:
-      // an interruption cannot come between the count and the release.
-      return Effect.uninterruptibleMask((restore) =>
-        Effect.suspend(() => {
-          ctx.host.inFlightCalls += 1
-          const { hooks, close } = callHooks(ctx, input, serviceName, original, traceId, started)
-          return Effect.onExit(restore(invoke(ctx, actor, original, input, { started, traceId, timeoutSeconds, remaining, hooks })), (exit) => {
-            close()
-            ctx.host.inFlightCalls -= 1
-            const written = recorded(exit)
-            return written === undefined ? Effect.void : Effect.promise(() => written)
-          })
-        })
-      )
+  }
+  if (offering.length > 0) return refused(notAllowed(ctx, offering[0]!, input.tool_name)!)
+  // Services still connecting have no tool list yet: give them until the deadline. (Looked for
+  // only when the name does not resolve: scanning every service costs on each call.)
+  const pending = pool.filter(initializing)
+  if (pending.length > 0) return wait(pending)
+  // The service `service_name` names has no tool list while it is not connected (it may never
+  // have been): 503 with its status and next retry, as a callable name gets, not 404.
+  const only = input.service_name !== undefined ? pool[0]!.getSnapshot() : undefined
+  if (only !== undefined && !isConnected(statusOf(only))) return refused(unavailable(only))
+  return refused(toolNotFound(ctx, input.tool_name))
+}
+
+/**
+ * Waits until `ready` holds for every actor (the one bridge, `awaitSnapshot`) or `timeoutMs`
+ * passes: true when some wait timed out. `signal` ends it interrupted; a full gate fails it.
+ */
+const waitUntil = (
+  actors: ReadonlyArray<ServiceActorRef>,
+  ready: (snapshot: ServiceSnapshot) => boolean,
+  options: { readonly timeoutMs: number; readonly gate?: WaitGate | undefined },
+  signal: CancelSignal
+): Promise<Exit.Exit<boolean, TooMany>> => {
+  const fiber = Effect.runFork(Effect.forEach(actors, (a) => awaitSnapshot(a, ready, options), { concurrency: "unbounded" }))
+  const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
+  signal.addEventListener("abort", abort)
+  if (signal.aborted) abort()
+  return new Promise((resolve) =>
+    fiber.addObserver((exit) => {
+      signal.removeEventListener("abort", abort)
+      resolve(Exit.map(exit, (ends) => ends.some((w) => w.end === "timeout")))
     })
-  })
-
-/** A call started by `startCall`. */
-export interface StartedCall {
-  /** Settles with the call's exit once its record is taken and its line written (never rejects). */
-  readonly exit: Promise<Exit.Exit<CallToolOutput, CallToolError>>
-  /** The caller went away: the request is cancelled upstream and the call ends interrupted (recorded as such). */
-  readonly abandon: () => void
-}
-
-/**
- * `callTool` for the common call, without a fiber: a target found at once (see `quickTarget`) on a
- * connected service, arguments that pass the tool's schema. Its exit, record, in-flight count,
- * cancellation and failures are `callTool`'s (an expired session goes on in `callTool`'s own
- * retry). Undefined, with nothing done, for any other call: `callTool` takes it. On the hot path a
- * fiber and its steps cost about a third of the store's CPU per call.
- */
-export const startCall = (ctx: ScopeContext, input: CallToolInput): StartedCall | undefined => {
-  const target = quickTarget(ctx, input)
-  if (target === undefined) return undefined
-  const { actor, original } = target
-  const snapshot = actor.getSnapshot()
-  const connection = snapshot.context.connection
-  if (!isConnected(statusOf(snapshot)) || connection === undefined) return undefined
-  const tool = snapshot.context.tools.find((t) => t.name === original)
-  if (tool !== undefined && argumentProblems(tool, input.args ?? {}).length > 0) return undefined
-
-  const timeoutSeconds = callTimeoutSeconds(ctx, input)
-  const started = performance.now()
-  const deadline = started + timeoutSeconds * 1000
-  const remaining = () => Math.max(0, deadline - performance.now())
-  const traceId = newTraceId()
-  const { hooks, close } = callHooks(ctx, input, snapshot.context.name, original, traceId, started)
-  const call = { started, traceId, timeoutSeconds, remaining, hooks }
-  const recorded = recorder(ctx, input, snapshot.context.name, original, started, traceId)
-  const cancel = new Cancel()
-  let retry: Fiber.RuntimeFiber<CallToolResult, CallToolError> | undefined
-  let settled = false
-  let resolveExit!: (exit: Exit.Exit<CallToolOutput, CallToolError>) => void
-  const exit = new Promise<Exit.Exit<CallToolOutput, CallToolError>>((resolve) => (resolveExit = resolve))
-  const settle = (end: Exit.Exit<CallToolResult, CallToolError>) => {
-    if (settled) return
-    settled = true
-    close()
-    ctx.host.inFlightCalls -= 1
-    try {
-      const output = Exit.map(end, (result) => outputOf(actor, original, result, call))
-      const written = recorded(output)
-      if (written === undefined) resolveExit(output)
-      else void written.then(() => resolveExit(output))
-    } catch (e) {
-      // A bug in the answer's or the record's making: a defect, as in `callTool`'s finalizer.
-      resolveExit(Exit.die(e))
-    }
-  }
-  ctx.host.inFlightCalls += 1
-  connection.callTool(original, input.args ?? {}, { timeoutMs: remaining(), signal: cancel, hooks }).then(
-    (result) => settle(Exit.succeed(result)),
-    (e: unknown) => {
-      if (settled) return
-      if (!(e instanceof McpRequestError)) return settle(Exit.die(e))
-      if (e.kind !== "session_expired") {
-        const failure = failureOf(actor, input.tool_name, timeoutSeconds, e)
-        return settle(failure === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(failure))
-      }
-      retry = Effect.runFork(afterExpiry(ctx, actor, original, input, call, e))
-      retry.addObserver(settle)
-    }
   )
-  const abandon = () => {
-    if (settled) return
-    cancel.abort()
-    if (retry !== undefined) retry.unsafeInterruptAsFork(FiberId.none)
-    else settle(Exit.interrupt(FiberId.none))
-  }
-  return { exit, abandon }
 }
 
-/**
- * A failed request as the call's failure (undefined: the caller went away); a transport failure
- * also counts as a failed check.
- */
-const failureOf = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): CallToolError | undefined => {
-  const serviceName = actor.getSnapshot().context.name
-  switch (e.kind) {
-    case "aborted":
-      return undefined
-    case "timeout":
-      return new ToolTimeout({ message: `Tool '${toolName}' did not answer within ${timeoutSeconds} s`, toolName, timeoutSeconds })
-    case "protocol":
-      return e.code === -32602
-        ? new InvalidArguments({ message: `Invalid arguments for '${toolName}': ${e.message}`, toolName, upstream: e.data ?? null, problems: [] })
-        : new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
-    case "message_too_large":
-      // The connection has closed itself: the service reconnects on its own.
-      return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
-    default:
-      if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-      return new UpstreamError({ message: `Connection to '${serviceName}' broke during the call: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
-  }
-}
+const notInitializing = (s: ServiceSnapshot): boolean => statusOf(s) !== "initializing"
+const connectedNow = (s: ServiceSnapshot): boolean => isConnected(statusOf(s))
 
-/** A failed request as the call's failure, as an Effect (see `failureOf`). */
-const callFailure = (actor: ServiceActorRef, toolName: string, timeoutSeconds: number, e: McpRequestError): Effect.Effect<never, CallToolError> => {
-  const failure = failureOf(actor, toolName, timeoutSeconds, e)
-  return failure === undefined ? Effect.interrupt : Effect.fail(failure)
-}
-
-/** What a call answers, from the tool's result. */
-const outputOf = (actor: ServiceActorRef, original: string, result: CallToolResult, call: { readonly started: number; readonly traceId: string }): CallToolOutput => {
-  const serviceName = actor.getSnapshot().context.name
-  return {
-    result: resultValue(result),
-    content: result.content ?? [],
-    structured_content: (result.structuredContent as Record<string, unknown> | undefined) ?? null,
-    is_error: result.isError === true,
-    tool_name: callableName(serviceName, original),
-    original_name: original,
-    service_name: serviceName,
-    duration_ms: Math.round((performance.now() - call.started) * 100) / 100,
-    trace_id: call.traceId
-  }
-}
-
+/** The time-out, trace id and hooks of one call. */
 interface CallTiming {
   readonly started: number
   readonly traceId: string
   readonly timeoutSeconds: number
   readonly remaining: () => number
-  readonly hooks: CallHooks
+}
+
+/** The service's connection when it is connected now (the common call: nothing to wait for). */
+const liveConnection = (actor: ServiceActorRef): McpConnection | undefined => {
+  const snapshot = actor.getSnapshot()
+  return isConnected(statusOf(snapshot)) ? snapshot.context.connection : undefined
 }
 
 /**
- * The request on the service's connection as it is now: a service still connecting is waited for
- * first; one that is not connected fails with ServiceUnavailable.
+ * The connection of a service not connected now: one still connecting is waited for (after an
+ * expired session, until it is connected again), up to the call's deadline; then ServiceUnavailable
+ * when it is not connected, ToolTimeout when it is still connecting.
  */
-const sendOnce = (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
-  const request = (ready: WaitEnd): Effect.Effect<CallToolResult, CallToolError | McpRequestError> => {
-    const snapshot = actor.getSnapshot()
-    const connection = snapshot.context.connection
-    if (!isConnected(statusOf(snapshot)) || connection === undefined) {
-      return ready === "timeout"
-        ? callFailure(actor, input.tool_name, call.timeoutSeconds, new McpRequestError("timeout", "service still initializing"))
-        : Effect.fail(unavailable(snapshot))
-    }
-    return Effect.async<CallToolResult, McpRequestError>((resume) => {
-      // Cancelled if the call is interrupted (the caller went away): the server is told.
-      const cancel = new Cancel()
-      connection.callTool(original, input.args ?? {}, { timeoutMs: call.remaining(), signal: cancel, hooks: call.hooks }).then(
-        (result) => resume(Effect.succeed(result)),
-        (e: unknown) => resume(e instanceof McpRequestError ? Effect.fail(e) : Effect.die(e))
-      )
-      return Effect.sync(() => cancel.abort())
-    })
-  }
-  return Effect.suspend(() =>
-    statusOf(actor.getSnapshot()) !== "initializing"
-      ? request("reached")
-      : Effect.flatMap(awaitSnapshot(actor, (s) => statusOf(s) !== "initializing", { timeoutMs: call.remaining(), gate: ctx.host.waiters }), (ready) =>
-          request(ready.end)
-        )
-  )
-}
-
-/** After an expired session (the server never ran the call): reconnects at once and sends the call once more. */
-const afterExpiry = (
+const readyConnection = async (
   ctx: ScopeContext,
   actor: ServiceActorRef,
-  original: string,
-  input: CallToolInput,
+  toolName: string,
   call: CallTiming,
-  e: McpRequestError
-): Effect.Effect<CallToolResult, CallToolError> =>
-  Effect.suspend(() => {
-    actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-    return Effect.zipRight(
-      awaitSnapshot(actor, (s) => isConnected(statusOf(s)), { timeoutMs: call.remaining() }),
-      Effect.catchAll(sendOnce(ctx, actor, original, input, call), (e2) =>
-        e2 instanceof McpRequestError ? callFailure(actor, input.tool_name, call.timeoutSeconds, e2) : Effect.fail(e2)
-      )
+  signal: CancelSignal,
+  reconnecting: boolean
+): Promise<McpConnection | Exit.Exit<never, CallToolError>> => {
+  if (reconnecting || initializing(actor)) {
+    const waited = await waitUntil([actor], reconnecting ? connectedNow : notInitializing, { timeoutMs: call.remaining(), gate: reconnecting ? undefined : ctx.host.waiters }, signal)
+    if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
+  }
+  const snapshot = actor.getSnapshot()
+  const status = statusOf(snapshot)
+  if (isConnected(status) && snapshot.context.connection !== undefined) return snapshot.context.connection
+  return Exit.fail(status === "initializing" ? stillConnecting(toolName, call.timeoutSeconds) : unavailable(snapshot))
+}
+
+/**
+ * The call on its service: arguments checked against the tool's schema, the request sent on the
+ * connection (once more after an expired session: the server never ran it), a failure classified
+ * once (`requestFailure`); a broken connection also counts as a failed health check.
+ */
+const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult, CallToolError>> => {
+  const args = input.args ?? {}
+  const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
+  const problems = tool === undefined ? [] : argumentProblems(tool, args)
+  if (problems.length > 0) {
+    return Exit.fail(
+      new InvalidArguments({
+        message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
+        toolName: input.tool_name,
+        upstream: null,
+        problems
+      })
+    )
+  }
+  for (let retried = false; ; retried = true) {
+    const connection = liveConnection(actor) ?? (await readyConnection(ctx, actor, input.tool_name, call, signal, retried))
+    if (Exit.isExit(connection)) return connection
+    try {
+      return Exit.succeed(await connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks }))
+    } catch (e) {
+      if (!(e instanceof McpRequestError)) return Exit.die(e)
+      if (e.kind === "session_expired" && !retried) {
+        actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
+        continue
+      }
+      if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
+      const failure = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
+      return failure === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(failure)
+    }
+  }
+}
+
+/**
+ * Takes the record of a call that reached its service (or was refused by an allow-list); a
+ * promise when its line is not in the file yet (undefined when it is).
+ */
+const record = (
+  ctx: ScopeContext,
+  input: CallToolInput,
+  target: { readonly serviceName: string; readonly original: string },
+  call: CallTiming,
+  durationMs: number,
+  exit: Exit.Exit<CallToolResult, CallToolError>
+): Promise<unknown> | undefined => {
+  let outcome: Outcome
+  let result: unknown = null
+  let error: string | null
+  if (Exit.isSuccess(exit)) {
+    const r = exit.value
+    outcome = r.isError === true ? "tool_error" : "success"
+    result = resultValue(r)
+    error = r.isError === true ? toolErrorMessage({ content: r.content ?? [] }) : null
+  } else {
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) [outcome, error] = [outcomeOf(failure.value), failure.value.message]
+    // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
+    else if (Cause.isInterruptedOnly(exit.cause)) [outcome, error] = ["cancelled", "the caller cancelled the call or went away"]
+    else [outcome, error] = ["transport_error", String(Cause.squash(exit.cause))]
+  }
+  return ctx.host.records
+    .record({
+      scope: ctx.scope.kind,
+      agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+      service_name: target.serviceName,
+      tool_name: target.original,
+      params: input.args ?? {},
+      result,
+      outcome,
+      error,
+      duration_ms: durationMs,
+      trace_id: call.traceId
+    })
+    .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
+}
+
+const durationSince = (started: number): number => Math.round((performance.now() - started) * 100) / 100
+
+/**
+ * A call refused by an allow-list: a log line (the scope, the tool, the list that refused it; never
+ * a key) and a record with the outcome `tool_not_allowed`, on disk before the refusal is answered.
+ */
+const recordRefusal = async (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllowed, call: CallTiming): Promise<void> => {
+  log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${e.message}`, {
+    event: "tool_not_allowed",
+    scope: ctx.label,
+    service: e.serviceName,
+    tool: e.original
+  })
+  await record(ctx, input, { serviceName: e.serviceName, original: e.original }, call, durationSince(call.started), Exit.fail(e))
+}
+
+/** The pipeline; see `runCall`. */
+const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal): Promise<CallExit> => {
+  const timeoutSeconds = callTimeoutSeconds(ctx, input)
+  const started = performance.now()
+  const deadline = started + timeoutSeconds * 1000
+  const call: CallTiming = { started, traceId: newTraceId(), timeoutSeconds, remaining: () => Math.max(0, deadline - performance.now()) }
+
+  let target = resolveTarget(ctx, input, { expired: timeoutSeconds <= 0, timeoutSeconds })
+  while (target._tag === "Wait") {
+    const waited = await waitUntil(target.pending, notInitializing, { timeoutMs: call.remaining(), gate: ctx.host.waiters }, signal)
+    if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
+    target = resolveTarget(ctx, input, { expired: waited.value || call.remaining() <= 0, timeoutSeconds })
+  }
+  if (target._tag === "Refused") {
+    if (target.error instanceof ToolNotAllowed) await recordRefusal(ctx, input, target.error, call)
+    return Exit.fail(target.error)
+  }
+
+  const { actor, original } = target
+  const serviceName = actor.getSnapshot().context.name
+  // Counted in flight from the request to its end; the record is taken however the call ends.
+  ctx.host.inFlightCalls += 1
+  const { hooks, close } = callHooks(ctx, input, serviceName, original, call.traceId, started)
+  let sent: Exit.Exit<CallToolResult, CallToolError>
+  try {
+    sent = await send(ctx, actor, original, input, call, hooks, signal)
+  } catch (e) {
+    sent = Exit.die(e) // a bug: a defect, recorded and answered as one
+  } finally {
+    close()
+    ctx.host.inFlightCalls -= 1
+  }
+  const durationMs = durationSince(started)
+  const written = record(ctx, input, { serviceName, original }, call, durationMs, sent)
+  if (written !== undefined) await written
+  return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, traceId: call.traceId }))
+}
+
+/**
+ * Calls a tool: the one pipeline of every call (resolve the target, check the arguments, send on
+ * the connection, classify a failure, record, hand back the upstream's result). Waits for an
+ * `initializing` service (up to the time-out); a service that is not connected fails with
+ * ServiceUnavailable; an expired session is re-established and the call sent once more. Every
+ * call that reached a service is recorded, however it ends (`signal` aborted included): the record
+ * is taken at once (counted, in memory, to its listeners) and its line written to the file, at
+ * once or, while the file is being maintained, right after. The exit waits for that write: a call
+ * whose answer a client has seen is on disk, even if the store is killed right after. Never
+ * rejects; the common call (a connected service) runs without a fiber.
+ */
+export const runCall = (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal = new Cancel()): Promise<CallExit> =>
+  pipeline(ctx, input, signal).catch((e: unknown) => Exit.die(e))
+
+/** `runCall` as an Effect: interrupting it cancels the call, and ends once the call's record is taken. */
+export const callOutcome = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallOutcome, CallToolError> =>
+  Effect.async<CallOutcome, CallToolError>((resume) => {
+    const cancel = new Cancel()
+    const exit = runCall(ctx, input, cancel)
+    void exit.then(resume)
+    return Effect.asVoid(
+      Effect.promise(() => {
+        cancel.abort()
+        return exit
+      })
     )
   })
 
-/** Sends a resolved call (arguments checked first); see `callTool`. */
-const invoke = (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming): Effect.Effect<CallToolOutput, CallToolError> =>
-  Effect.suspend(() => {
-    const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
-    const problems = tool ? argumentProblems(tool, input.args ?? {}) : []
-    if (problems.length > 0) {
-      return Effect.fail(
-        new InvalidArguments({
-          message: `Invalid arguments for '${input.tool_name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`,
-          toolName: input.tool_name,
-          upstream: null,
-          problems
-        })
-      )
-    }
-    const sent = Effect.catchAll(sendOnce(ctx, actor, original, input, call), (e): Effect.Effect<CallToolResult, CallToolError> => {
-      if (!(e instanceof McpRequestError)) return Effect.fail(e)
-      return e.kind === "session_expired" ? afterExpiry(ctx, actor, original, input, call, e) : callFailure(actor, input.tool_name, call.timeoutSeconds, e)
-    })
-    return Effect.map(sent, (result) => outputOf(actor, original, result, call))
-  })
+/** The answer of a call to the library and the REST API (call_tool's fields), from its outcome. */
+export const callToolOutput = (outcome: CallOutcome): CallToolOutput => {
+  const r = outcome.result
+  return {
+    result: resultValue(r),
+    content: r.content ?? [],
+    structured_content: (r.structuredContent as Record<string, unknown> | undefined) ?? null,
+    is_error: r.isError === true,
+    tool_name: callableName(outcome.serviceName, outcome.original),
+    original_name: outcome.original,
+    service_name: outcome.serviceName,
+    duration_ms: outcome.durationMs,
+    trace_id: outcome.traceId
+  }
+}
+
+/** Calls a tool (`runCall` as an Effect), answering the library's and the REST API's output. */
+export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> => Effect.map(callOutcome(ctx, input), callToolOutput)

@@ -16,9 +16,10 @@ import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resou
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
-import { PromptNotFound, ResourceNotFound, ServiceUnavailable, UpstreamError, ValidationError } from "./errors.js"
+import { PromptNotFound, ValidationError, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type UpstreamError } from "./errors.js"
+import { requestFailure, resourceNotFound, serviceUnavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
-import { callableName, isConnected, iso } from "./views.js"
+import { callableName, isConnected } from "./views.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
 export const PREFIX_SCHEME = "mcp-store://"
@@ -140,12 +141,7 @@ export interface ResourceTarget {
   readonly uri: string
 }
 
-const notFound = (ctx: ScopeContext, uri: string, why = ""): ResourceNotFound =>
-  new ResourceNotFound({
-    message: `Resource '${uri.length > 200 ? `${uri.slice(0, 200)}...` : uri}' not found in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}${why}`,
-    uri: uri.slice(0, 1000),
-    scope: ctx.label
-  })
+const notFound = (ctx: ScopeContext, uri: string, why = ""): ResourceNotFound => resourceNotFound(ctx.label, uri, why)
 
 /**
  * A scope's resource URIs, for reads: each listed URI (as exposed) -> its service and original URI,
@@ -266,38 +262,17 @@ const connectionOf = (actor: ServiceActorRef): McpConnection => {
   const status = statusOf(snapshot)
   const connection = snapshot.context.connection
   if (isConnected(status) && connection !== undefined) return connection
-  throw new ServiceUnavailable({
-    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
-    serviceName: snapshot.context.name,
-    status,
-    nextRetryAt: iso(snapshot.context.nextRetryAt),
-    lastError: snapshot.context.lastError ?? null
-  })
+  throw serviceUnavailable(snapshot)
 }
 
-export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError
-
-/** A failed upstream request as the operation's error; undefined when the caller went away. */
-const requestFailure = (ctx: ScopeContext, actor: ServiceActorRef, e: McpRequestError, subject: { uri?: string; field?: string }): CatalogError | undefined => {
-  const serviceName = actor.getSnapshot().context.name
-  if (e.kind === "aborted") return undefined
-  if (e.kind === "protocol" && e.code === -32002 && subject.uri !== undefined) return notFound(ctx, subject.uri, `: ${e.message}`)
-  if (e.kind === "protocol" && e.code === -32602) return ValidationError.of([{ field: subject.field ?? "params", problem: `refused by '${serviceName}': ${e.message}` }])
-  if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-  return new UpstreamError({
-    message: `Service '${serviceName}' ${e.kind === "protocol" ? "answered with an error" : "failed"}: ${e.message}`,
-    outcome: e.kind === "protocol" ? "protocol_error" : e.kind === "message_too_large" ? "message_too_large" : "transport_error",
-    serviceName,
-    code: e.code
-  })
-}
+export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout
 
 /** Runs one upstream request of a service; interrupted, it aborts the request. */
 const upstream = <A>(
   ctx: ScopeContext,
   resolve: () => { readonly actor: ServiceActorRef },
   run: (connection: McpConnection, signal: AbortSignal) => Promise<A>,
-  subject: { uri?: string; field?: string }
+  subject: { readonly name: string; readonly field: string; readonly uri?: string }
 ): Effect.Effect<A, CatalogError> =>
   Effect.suspend(() => {
     let actor: ServiceActorRef
@@ -311,7 +286,18 @@ const upstream = <A>(
     return Effect.tryPromise({ try: (signal) => run(connection, signal), catch: (e) => e }).pipe(
       Effect.catchAll((e) => {
         if (!(e instanceof McpRequestError)) return Effect.die(e)
-        const failure = requestFailure(ctx, actor, e, subject)
+        // A broken connection counts as a failed health check; the failure is classified once (src/runtime/failures.ts).
+        if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
+        const serviceName = actor.getSnapshot().context.name
+        const failure = requestFailure(e, {
+          kind: "catalog",
+          serviceName,
+          name: subject.name,
+          field: subject.field,
+          uri: subject.uri,
+          scope: ctx.label,
+          timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
+        })
         return failure === undefined ? Effect.interrupt : Effect.fail(failure)
       })
     )
@@ -333,7 +319,7 @@ export const readResource = (ctx: ScopeContext, uri: string): Effect.Effect<Read
       } catch (e) {
         return Effect.fail(e as ResourceNotFound)
       }
-      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), { uri })
+      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), { name: uri, field: "uri", uri })
     })
   )
 
@@ -347,6 +333,7 @@ export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record
       return Effect.fail(e as PromptNotFound)
     }
     return upstream(ctx, () => target, (c, signal) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+      name,
       field: "arguments"
     })
   })
@@ -375,6 +362,7 @@ export const complete = (ctx: ScopeContext, params: CompleteParams): Effect.Effe
       upstreamRef = { ...ref, uri: "original_uri_template" in view ? view.original_uri_template : view.original_uri }
     }
     return upstream(ctx, () => ({ actor }), (c, signal) => c.complete({ ...params, ref: upstreamRef }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+      name: ref.type === "ref/prompt" ? ref.name : ref.uri,
       field: "argument"
     })
   })

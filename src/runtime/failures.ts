@@ -1,0 +1,113 @@
+/**
+ * A failed upstream request as the domain's failure, in one place: the transport edge classifies
+ * every failure as an `McpRequestError` (src/mcp/request.ts), and this maps it, once, to the
+ * store's tagged errors (src/runtime/errors.ts) for tool calls and catalog requests (resources,
+ * prompts, completion) alike; each face then renders that error once (HTTP body, JSON-RPC error,
+ * record outcome: `outcomeOf`). A time-out is `ToolTimeout` whatever was asked (504 TOOL_TIMEOUT,
+ * record outcome `timeout`); the caller's own abort is no failure (the call ends interrupted).
+ */
+import { statusOf, type ServiceSnapshot } from "../machines/service.js"
+import type { McpRequestError } from "../mcp/types.js"
+import type { Outcome } from "../records/records.js"
+import { InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "./errors.js"
+import { iso } from "./views.js"
+
+/** What a failed request asked of which service. */
+interface Subject {
+  readonly serviceName: string
+  /** The time-out the request had, in seconds (what a `ToolTimeout` reports). */
+  readonly timeoutSeconds: number
+}
+
+/** A tool call: `toolName` as the caller named it; -32602 is `InvalidArguments`. */
+export interface CallSubject extends Subject {
+  readonly kind: "call"
+  readonly toolName: string
+}
+
+/**
+ * A catalog request: `name` is the URI or prompt name asked for; -32602 is a `ValidationError` on
+ * `field`; -32002 (MCP's "resource not found") is `ResourceNotFound` when `uri` is set.
+ */
+export interface CatalogSubject extends Subject {
+  readonly kind: "catalog"
+  readonly name: string
+  readonly field: string
+  readonly scope: string
+  readonly uri?: string | undefined
+}
+
+/** The refusal of a request to a service that is not connected: its status and next retry. */
+export const serviceUnavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
+  const status = statusOf(snapshot)
+  return new ServiceUnavailable({
+    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
+    serviceName: snapshot.context.name,
+    status,
+    nextRetryAt: iso(snapshot.context.nextRetryAt),
+    lastError: snapshot.context.lastError ?? null
+  })
+}
+
+/** A resource URI not found in a scope (`why` is appended to the message). */
+export const resourceNotFound = (scope: string, uri: string, why = ""): ResourceNotFound =>
+  new ResourceNotFound({
+    message: `Resource '${uri.length > 200 ? `${uri.slice(0, 200)}...` : uri}' not found in ${scope === "store" ? "the store" : `agent '${scope}'`}${why}`,
+    uri: uri.slice(0, 1000),
+    scope
+  })
+
+/**
+ * The domain's failure of a failed upstream request; undefined when the caller aborted it (the
+ * operation ends interrupted). Pure: what a transport failure does to the service's health is the
+ * sender's business.
+ */
+export function requestFailure(e: McpRequestError, subject: CallSubject): ToolTimeout | InvalidArguments | UpstreamError | undefined
+export function requestFailure(e: McpRequestError, subject: CatalogSubject): ToolTimeout | ValidationError | ResourceNotFound | UpstreamError | undefined
+export function requestFailure(
+  e: McpRequestError,
+  subject: CallSubject | CatalogSubject
+): ToolTimeout | InvalidArguments | ValidationError | ResourceNotFound | UpstreamError | undefined {
+  const { serviceName } = subject
+  const name = subject.kind === "call" ? subject.toolName : subject.name
+  switch (e.kind) {
+    case "aborted":
+      return undefined
+    case "timeout":
+      return new ToolTimeout({ message: `${subject.kind === "call" ? "Tool" : "The request for"} '${name.slice(0, 200)}' did not answer within ${subject.timeoutSeconds} s`, toolName: name.slice(0, 1000), timeoutSeconds: subject.timeoutSeconds })
+    case "protocol":
+      if (e.code === -32602) {
+        return subject.kind === "call"
+          ? new InvalidArguments({ message: `Invalid arguments for '${name}': ${e.message}`, toolName: name, upstream: e.data ?? null, problems: [] })
+          : ValidationError.of([{ field: subject.field, problem: `refused by '${serviceName}': ${e.message}` }])
+      }
+      if (e.code === -32002 && subject.kind === "catalog" && subject.uri !== undefined) return resourceNotFound(subject.scope, subject.uri, `: ${e.message}`)
+      return new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
+    case "message_too_large":
+      // The connection has closed itself: the service reconnects on its own.
+      return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
+    default:
+      return new UpstreamError({ message: `Connection to '${serviceName}' broke during the ${subject.kind === "call" ? "call" : "request"}: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
+  }
+}
+
+/** The record outcome of a failed call (anything but the store's errors: the caller went away, or a bug). */
+export const outcomeOf = (e: unknown): Outcome => {
+  if (!isStoreError(e)) return "transport_error"
+  switch (e._tag) {
+    case "ToolTimeout":
+      return "timeout"
+    case "ServiceUnavailable":
+    case "TooMany":
+      return "unavailable"
+    case "UpstreamError":
+      return e.outcome
+    case "ToolNotAllowed":
+      return "tool_not_allowed"
+    case "InvalidArguments":
+      // Refused by the tool's schema here, or by the upstream (-32602): the caller's mistake.
+      return "invalid_arguments"
+    default:
+      return "protocol_error"
+  }
+}
