@@ -14,6 +14,7 @@
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import type { ClusterOptions } from "../config/options.js"
+import type { ReplicaHost } from "../runtime/services.js"
 import { writeAtomically } from "../config/atomic-write.js"
 import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
 import { log } from "../runtime/log.js"
@@ -39,14 +40,7 @@ const LEADER = "leader"
 export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
 
 /** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
-export interface ReplicaHost {
-  /** The services defined here now, by `serviceField`. */
-  fields(): ReadonlyArray<string>
-  /** The actor of a service (a replicated one: src/machines/replicated.ts), if defined here. */
-  face(field: string): ReplicatedActorRef | undefined
-  /** Resolves once a service has no connection open or opening here (its process ended). */
-  drain(field: string): Promise<void>
-}
+export type { ReplicaHost }
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
