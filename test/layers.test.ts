@@ -131,4 +131,29 @@ describe.skipIf(!hasRedisServer)("the store's layers, a replica", { timeout: 30_
     for await (const batch of client.scanIterator({ MATCH: clusterKey("layers", "replica", "*") })) replicas.push(...batch)
     expect(replicas).toEqual([])
   })
+
+  it("a replica starts through createStore, registered while it runs, and leaves the cluster on stop()", async () => {
+    const before = process.env["MCPSTORE_SECRET_KEY"]
+    process.env["MCPSTORE_SECRET_KEY"] = "layers-test-shared-secret-0123456789"
+    redis.disconnectAll()
+    const client = await redis.connect()
+    const registered = async () => {
+      const keys: string[] = []
+      for await (const batch of client.scanIterator({ MATCH: clusterKey("running", "replica", "*") })) keys.push(...batch)
+      return keys.length
+    }
+    try {
+      const file = join(dir, "running.json")
+      writeFileSync(file, JSON.stringify({ mcpServers: {} }))
+      const store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING, cluster: { redisUrl: redis.url, name: "running", leaseMs: 2000 } })
+      expect(await registered()).toBe(1)
+      expect(store.replication.shared).toBe(true)
+      await store.stop()
+      expect(await registered()).toBe(0)
+      expect(await eventually(async () => (await client.clientList()).length === 1, 5000)).toBe(true)
+    } finally {
+      if (before === undefined) delete process.env["MCPSTORE_SECRET_KEY"]
+      else process.env["MCPSTORE_SECRET_KEY"] = before
+    }
+  })
 })

@@ -1,8 +1,9 @@
 /**
  * Replica mode as one object, a resource of the replica layers (src/cluster/layers.ts;
- * docs/replicas.md): the Redis connections, the cluster secret, this replica's entry in the registry of live replicas, the shared definitions,
- * the `leader` lease (the leader writes the definitions to a snapshot file beside the services file
- * after each change, for backups, and prunes views of deleted services), and one owner per service:
+ * docs/replicas.md): the Redis connections, the cluster secret, this replica's entry in the
+ * registry of live replicas, the shared definitions, the `leader` lease (the leader writes the
+ * definitions to a snapshot file beside the services file after each change, for backups, and
+ * prunes views of deleted services), and one owner per service:
  * a lease per service, balanced over the live replicas, decides which replica runs it
  * (src/machines/replicated.ts `OWN`/`DISOWN`); the owner publishes its views (src/cluster/views.ts),
  * every other replica shows them and forwards requests to the owner (src/cluster/forward.ts).
