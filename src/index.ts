@@ -3,7 +3,8 @@
  * uses, and reach the store, agent and service actors directly (send events, read snapshots,
  * subscribe). Or start the whole HTTP server.
  */
-export { createStore, Store, type CreateStoreOptions } from "./runtime/store.js"
+export { Store, type CreateStoreOptions } from "./runtime/store.js"
+export { createStore, storeLayer } from "./layers.js"
 export { ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/scope.js"
 // The same operations as Effects with typed failures: each takes a scope (`store.forStore().effects`).
 export * as calls from "./runtime/calls.js"

@@ -42,9 +42,9 @@ const logBanner = (options: Options, running: RunningServer): void => {
     ["mcp_sse", "MCP over SSE   ", `${running.url}/sse, for old clients (an agent's: ${running.url}/for_agent/{agent_id}/sse)`],
     ["metrics", "metrics        ", `${running.url}/metrics`],
     ["reload", "reload         ", server.reload ? "on: hand edits of the services file are applied" : "off"],
-    ...(running.store.cluster === undefined
+    ...(running.cluster === undefined
       ? []
-      : [["cluster", "cluster        ", `${running.store.cluster.options.name}: replica ${running.store.cluster.replicaId}, reached at ${running.store.cluster.advertiseUrl}`] as const]),
+      : [["cluster", "cluster        ", `${running.cluster.options.name}: replica ${running.cluster.replicaId}, reached at ${running.cluster.advertiseUrl}`] as const]),
     ["local_services", "local services ", localServicesLine(server)],
     [
       "allowed_hosts",
@@ -138,7 +138,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (options.server.showStartupInfo) logBanner(options, running)
   for (const warning of exposureWarnings(options.server, running.port, running.keys.required)) log.warn(warning, { event: "exposure" })
   // Applied and refused reloads are logged by the store (Store.watchFile).
-  if (options.server.reload && running.store.cluster !== undefined) {
+  if (options.server.reload && running.cluster !== undefined) {
     log.warn("--reload has no effect with --redis-url: the definitions live in Redis; change them through any replica", { event: "reload_ignored" })
   } else if (options.server.reload) running.store.watchFile()
   if (options.server.autoOpenBrowser) {

@@ -1,8 +1,9 @@
 /**
- * Replica mode as one object the store owns (docs/replicas.md): the Redis connections, the
- * cluster secret, this replica's entry in the registry of live replicas, the shared definitions,
- * the `leader` lease (the leader writes the definitions to a snapshot file beside the services file
- * after each change, for backups, and prunes views of deleted services), and one owner per service:
+ * Replica mode as one object, a resource of the replica layers (src/cluster/layers.ts;
+ * docs/replicas.md): the Redis connections, the cluster secret, this replica's entry in the
+ * registry of live replicas, the shared definitions, the `leader` lease (the leader writes the
+ * definitions to a snapshot file beside the services file after each change, for backups, and
+ * prunes views of deleted services), and one owner per service:
  * a lease per service, balanced over the live replicas, decides which replica runs it
  * (src/machines/replicated.ts `OWN`/`DISOWN`); the owner publishes its views (src/cluster/views.ts),
  * every other replica shows them and forwards requests to the owner (src/cluster/forward.ts).
@@ -14,6 +15,7 @@
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import type { ClusterOptions } from "../config/options.js"
+import type { ReplicaHost } from "../runtime/services.js"
 import { writeAtomically } from "../config/atomic-write.js"
 import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
 import { log } from "../runtime/log.js"
@@ -39,14 +41,7 @@ const LEADER = "leader"
 export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
 
 /** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
-export interface ReplicaHost {
-  /** The services defined here now, by `serviceField`. */
-  fields(): ReadonlyArray<string>
-  /** The actor of a service (a replicated one: src/machines/replicated.ts), if defined here. */
-  face(field: string): ReplicatedActorRef | undefined
-  /** Resolves once a service has no connection open or opening here (its process ended). */
-  drain(field: string): Promise<void>
-}
+export type { ReplicaHost }
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {

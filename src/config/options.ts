@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
-import { CLUSTER_NAME_PATTERN } from "../cluster/keys.js"
+import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */

@@ -21,6 +21,7 @@ import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "
 import { awaitSnapshotPromise } from "../runtime/bridge.js"
 import { log } from "../runtime/log.js"
 import type { Store } from "../runtime/store.js"
+import type { Cluster } from "../cluster/cluster.js"
 import { isConnected } from "../runtime/views.js"
 import { errorBody } from "./errors.js"
 import type { DirectRoute } from "./call-route.js"
@@ -64,18 +65,24 @@ const refused = (request: IncomingMessage, why: string): void => {
 const declined: UpstreamRequestRelay = (request) =>
   Promise.reject(new McpRequestError("protocol", `mcp-store declined ${request.method}: the tool call was forwarded from another replica, which cannot relay it`, -32600))
 
+/** A replica's store and its cluster, as the route serves them. */
+export interface ReplicaParts {
+  readonly store: Store
+  readonly cluster: Cluster
+}
+
 /**
- * The route; `store` is undefined until the store exists. A forwarded request carries what a
+ * The route; `replica` is undefined until the store exists, and always outside replica mode. A forwarded request carries what a
  * client's request did: its body is bounded by the API's own limit (`maxBodyBytes`) plus room for
  * the framing.
  */
-export const clusterRoute = (store: () => Store | undefined, maxBodyBytes: number): DirectRoute => {
+export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyBytes: number): DirectRoute => {
   const seen = new SeenIds()
   return (request, response) => {
     if (!request.url?.startsWith("/_cluster/")) return false
-    const s = store()
-    const cluster = s?.cluster
-    if (s === undefined || cluster === undefined) return false
+    const parts = replica()
+    if (parts === undefined) return false
+    const cluster = parts.cluster
     if (request.headers.origin !== undefined || request.headers["sec-fetch-site"] !== undefined) {
       refused(request, "sent by a browser")
       return answer(response, 403, "FORBIDDEN", "internal cluster route")
@@ -127,7 +134,7 @@ export const clusterRoute = (store: () => Store | undefined, maxBodyBytes: numbe
       response.once("close", () => {
         if (!response.writableFinished) cancel.abort()
       })
-      execute(s, forwarded, write, cancel.signal).then(
+      execute(parts, forwarded, write, cancel.signal).then(
         (result) => response.end(`${JSON.stringify({ r: result ?? null } satisfies ForwardLine)}\n`),
         (e: unknown) => {
           const failure = e instanceof McpRequestError ? e : new McpRequestError("transport", e instanceof Error ? e.message : String(e))
@@ -140,12 +147,11 @@ export const clusterRoute = (store: () => Store | undefined, maxBodyBytes: numbe
 }
 
 /** Runs one forwarded request on the owned service's connection. */
-const execute = async (store: Store, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal): Promise<unknown> => {
-  const cluster = store.cluster
-  if (req.op === "redis") return { up: cluster?.connection.up === true }
+const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal): Promise<unknown> => {
+  if (req.op === "redis") return { up: cluster.connection.up }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
-  if (cluster === undefined || face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)
+  if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)
   if (!cluster.owns(req.field)) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
   if (req.op === "event") {
     if (FORWARDED_EVENTS.has(req.event?.type)) face.send(req.event)

@@ -11,7 +11,7 @@
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
-import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Runtime } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
@@ -19,11 +19,15 @@ import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/keys.js"
 import { RedisKeyUses } from "../cluster/key-uses.js"
 import { SharedAlerts } from "../cluster/alerts.js"
 import { serviceField } from "../cluster/keys.js"
+import type { Cluster } from "../cluster/cluster.js"
+import { clusterOf, storeLayerOn } from "../layers.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
 import { log, logEnabled, StoreLoggerLive } from "../runtime/log.js"
-import { createStore, type Store } from "../runtime/store.js"
+import { storeSettings } from "../runtime/layers.js"
+import { StoreConfig } from "../runtime/services.js"
+import { StoreService, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
@@ -45,6 +49,8 @@ export interface RunningServer {
   readonly url: string
   readonly port: number
   readonly store: Store
+  /** Replica mode: the cluster this server's store is a replica of (undefined: one store on its file). */
+  readonly cluster: Cluster | undefined
   /** Histories, alerts and request figures of the running server. */
   readonly monitor: Monitor
   /** The keys the server admits (the keys file, re-read on change). */
@@ -66,6 +72,9 @@ export interface StartServerOptions {
    */
   readonly sessionSecret?: string | Uint8Array
 }
+
+/** The server's monitor, in the layer graph. */
+class MonitorService extends Context.Tag("mcp-store/Monitor")<MonitorService, Monitor>() {}
 
 const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
   debug
@@ -106,75 +115,67 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     })
   })
 
-  let unrecord = () => {}
-  let alerts: SharedAlerts | undefined
-  const AppLive = Layer.scoped(
-    App,
-    Effect.acquireRelease(
-      Effect.promise(async () => {
-        // The monitor watches the store from outside: every actor's events, and every call record.
-        const monitor = new Monitor()
-        const store = await createStore({
-          mcpConfigFile: options.store.mcpConfigFile,
-          monitoring: options.store.monitoring,
-          toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
-          toolRecordRetentionDays: options.store.toolRecordRetentionDays,
-          limits: options.store.limits,
-          inspect: monitor.inspect,
-          cluster: options.store.cluster
-        })
-        // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file;
-        // the alerts are the cluster's, each raised by the replica that runs its service.
-        const cluster = store.cluster
-        if (cluster !== undefined) {
-          const data = { client: cluster.connection.client, cluster: cluster.options.name }
-          keys.writeUsesTo(new RedisKeyUses(data).write)
-          try {
-            alerts = await SharedAlerts.open(data)
-          } catch (e) {
-            await store.stop()
-            throw e
-          }
-          alerts.attach(monitor, (scope, name) => cluster.owns(serviceField(scope === "store" ? { kind: "store" } : { kind: "agent", agentId: scope }, name)))
-        }
-        // A call refused as unavailable never reached the service: it is not a response time.
-        unrecord = store.records.onRecord((r) => {
-          if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
-        })
-        return { store, monitor }
-      }).pipe(
-        Effect.map(({ store, monitor }): AppState => {
-          state.app = {
-            store,
-            monitor,
-            server: options.server,
-            storeOptions: options.store,
-            closing: new AbortController(),
-            port: () => {
-              const address = httpServer.address()
-              return typeof address === "object" && address !== null ? address.port : options.server.port
-            },
-            metrics: createMetrics(store, monitor),
-            sessionSecret: options.sessionSecret
-          }
-          return state.app
-        })
-      ),
-      (app) =>
-        Effect.promise(async () => {
-          await alerts?.close()
-          await app.store.stop()
-        }).pipe(
-          Effect.ensuring(
-            Effect.sync(() => {
-              unrecord()
-              app.monitor.stop()
-              app.metrics.close()
-            })
-          )
-        )
+  // The monitor watches the store from outside: every actor's events, and every call record. It
+  // is acquired before the store (the store's inspection feeds it) and released after it.
+  const MonitorLive = Layer.scoped(MonitorService, Effect.acquireRelease(Effect.sync(() => new Monitor()), (monitor) => Effect.sync(() => monitor.stop())))
+  const StoreSettingsLive = Layer.effect(
+    StoreConfig,
+    Effect.map(MonitorService, (monitor) =>
+      storeSettings({
+        mcpConfigFile: options.store.mcpConfigFile,
+        monitoring: options.store.monitoring,
+        toolRecordMaxFileSize: options.store.toolRecordMaxFileSize,
+        toolRecordRetentionDays: options.store.toolRecordRetentionDays,
+        limits: options.store.limits,
+        inspect: monitor.inspect,
+        cluster: options.store.cluster
+      })
     )
   )
+  const StoreGraphLive = storeLayerOn(StoreSettingsLive, options.store.cluster !== undefined).pipe(Layer.provideMerge(MonitorLive))
+  // Replica mode: the cluster this replica is part of (the internal route and the banner need it).
+  let cluster: Cluster | undefined
+  const AppLive = Layer.scoped(
+    App,
+    Effect.gen(function* () {
+      const store = yield* StoreService
+      const monitor = yield* MonitorService
+      cluster = Option.getOrUndefined(yield* clusterOf)
+      // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file;
+      // the alerts are the cluster's, each raised by the replica that runs its service.
+      if (cluster !== undefined) {
+        const owner = cluster
+        const data = { client: owner.connection.client, cluster: owner.options.name }
+        keys.writeUsesTo(new RedisKeyUses(data).write)
+        const alerts = yield* Effect.acquireRelease(
+          Effect.promise(() => SharedAlerts.open(data)),
+          (alerts) => Effect.promise(() => alerts.close())
+        )
+        alerts.attach(monitor, (scope, name) => owner.owns(serviceField(scope === "store" ? { kind: "store" } : { kind: "agent", agentId: scope }, name)))
+      }
+      // A call refused as unavailable never reached the service: it is not a response time.
+      const unrecord = store.records.onRecord((r) => {
+        if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(unrecord))
+      const metrics = createMetrics(store, monitor)
+      yield* Effect.addFinalizer(() => Effect.sync(() => metrics.close()))
+      state.app = {
+        store,
+        monitor,
+        server: options.server,
+        storeOptions: options.store,
+        closing: new AbortController(),
+        port: () => {
+          const address = httpServer.address()
+          return typeof address === "object" && address !== null ? address.port : options.server.port
+        },
+        metrics,
+        sessionSecret: options.sessionSecret
+      }
+      return state.app
+    })
+  ).pipe(Layer.provide(StoreGraphLive))
 
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
@@ -217,7 +218,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const policy = requestPolicy(options.server, currentPort)
   const guarded = guardRequests(policy)
   // Replica mode: the replicas' internal route (src/http/cluster-route.ts), before anything else.
-  const internal = clusterRoute(() => state.app?.store, options.server.maxBodyBytes)
+  const internal = clusterRoute(() => (state.app === undefined || cluster === undefined ? undefined : { store: state.app.store, cluster }), options.server.maxBodyBytes)
   // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
   const calls = (runtime: Runtime.Runtime<never>) =>
     options.directCalls === false
@@ -301,8 +302,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
   // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
   app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
-  app.store.cluster?.advertise(url)
-  return { url, port, store: app.store, monitor: app.monitor, keys, close }
+  cluster?.advertise(url)
+  return { url, port, store: app.store, cluster, monitor: app.monitor, keys, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */

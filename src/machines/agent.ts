@@ -3,17 +3,19 @@
  * added service, stops it on removal, and survives a child's crash by restarting it with backoff
  * (src/machines/supervisor.ts), so one failing service never takes its siblings down.
  */
-import { assign, setup, stopChild, type ActorRefFrom } from "xstate"
+import { assign, setup, stopChild, type ActorRefFrom, type AnyEventObject } from "xstate"
 import { dict } from "../domain/dict.js"
 import { agentScope } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { serviceMachine } from "./service.js"
 import {
   ownEntry,
+  crashReport,
   releaseCrashed,
   restartCrashed,
   withSpawnedService,
   withoutService,
+  type CrashReport,
   type SupervisorContext,
   type SupervisorEvent
 } from "./supervisor.js"
@@ -34,7 +36,11 @@ export const agentMachine = setup({
     input: {} as AgentInput
   },
   actors: { service: serviceMachine },
-  actions: { releaseCrashed: ({ context, event }) => releaseCrashed(context, event) }
+  actions: {
+    releaseCrashed: ({ context, event }) => releaseCrashed(context, event),
+    /** Tells the operator of a service actor's crash (supplied by the runtime; nothing by default). */
+    reportCrash: (_, _report: CrashReport | undefined) => undefined
+  }
 }).createMachine({
   id: "agent",
   context: ({ input }) => ({
@@ -64,6 +70,7 @@ export const agentMachine = setup({
         "xstate.error.actor.*": {
           actions: [
             "releaseCrashed",
+            { type: "reportCrash", params: ({ context, event }: { context: SupervisorContext; event: AnyEventObject }) => crashReport(context, event) },
             assign(({ context, event, spawn }) => restartCrashed(context as AgentContext, spawn, event))
           ]
         }

@@ -21,9 +21,8 @@
 import { assign, raise, sendTo, setup, type ActorRefFrom, type AnyActorRef } from "xstate"
 import { STATUSES, type Status } from "../domain/service.js"
 import type { McpConnection } from "../mcp/types.js"
-import { log } from "../runtime/log.js"
 import { initialServiceContext, serviceMachine, statusOf, type ServiceContext, type ServiceEvent, type ServiceInput, type ServiceSnapshot } from "./service.js"
-import { serviceSystemId, stopOrphans } from "./supervisor.js"
+import { crashMessage, serviceSystemId, stopOrphans, type CrashReport } from "./supervisor.js"
 
 /** What an owner publishes of a service actor: its context without the connection and the local-only parts (JSON-safe). */
 export type PublishedView = Omit<ServiceContext, "scope" | "name" | "settings" | "now" | "random" | "connection"> & { readonly status: Status }
@@ -104,11 +103,11 @@ export const replicatedServiceMachine = setup({
         ? { ...event.view, connection: event.connection }
         : { ...event.view, connection: context.connection, owner: event.owner }
     }),
+    /** Tells the operator of the child's crash (supplied by the runtime; nothing by default). */
+    reportCrash: (_, _report: CrashReport) => undefined,
     childCrashed: assign(({ context, event, self }) => {
-      const error = (event as { error?: unknown }).error
-      const message = error instanceof Error ? error.message : String(error)
+      const message = crashMessage((event as { error?: unknown }).error)
       const attempt = (context.crash?.attempt ?? 0) + 1
-      log.error(`service actor ${serviceSystemId(context.scope, context.name)} crashed (${attempt}): ${message}`, { event: "crashed", attempt }, error)
       // XState leaves the children of an actor whose transition threw running: stop them now.
       const child = (self.getSnapshot() as { children: Record<string, AnyActorRef | undefined> }).children[OWNED_CHILD_ID]
       if (child !== undefined) stopOrphans(child)
@@ -158,7 +157,20 @@ export const replicatedServiceMachine = setup({
                 return { type: "VIEW" as const, view: viewOf(snapshot.context, statusOf(snapshot)), local: true, connection: snapshot.context.connection }
               })
             },
-            onError: { target: "owning", reenter: true, actions: "childCrashed" }
+            onError: {
+              target: "owning",
+              reenter: true,
+              actions: [
+                {
+                  type: "reportCrash",
+                  params: ({ context, event }) => {
+                    const error = (event as { error?: unknown }).error
+                    return { actorId: serviceSystemId(context.scope, context.name), attempt: (context.crash?.attempt ?? 0) + 1, message: crashMessage(error), error }
+                  }
+                },
+                "childCrashed"
+              ]
+            }
           },
           on: {
             DISOWN: "mirroring",

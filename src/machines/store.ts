@@ -3,7 +3,7 @@
  * itself (same rules as an agent, src/machines/supervisor.ts) and owns one agent actor per agent,
  * spawning it with the agent's first service and routing that agent's events to it.
  */
-import { assign, enqueueActions, setup, stopChild, type ActorRefFrom } from "xstate"
+import { assign, enqueueActions, setup, stopChild, type ActorRefFrom, type AnyEventObject } from "xstate"
 import { dict, dictWith, dictWithout } from "../domain/dict.js"
 import { STORE_SCOPE, type Scope, type ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
@@ -12,10 +12,12 @@ import { serviceMachine } from "./service.js"
 import {
   agentSystemId,
   ownEntry,
+  crashReport,
   releaseCrashed,
   restartCrashed,
   withSpawnedService,
   withoutService,
+  type CrashReport,
   type SupervisorContext
 } from "./supervisor.js"
 
@@ -41,7 +43,11 @@ export const storeMachine = setup({
     input: {} as StoreInput
   },
   actors: { service: serviceMachine, agent: agentMachine },
-  actions: { releaseCrashed: ({ context, event }) => releaseCrashed(context, event) }
+  actions: {
+    releaseCrashed: ({ context, event }) => releaseCrashed(context, event),
+    /** Tells the operator of a service actor's crash (supplied by the runtime; nothing by default). */
+    reportCrash: (_, _report: CrashReport | undefined) => undefined
+  }
 }).createMachine({
   id: "store",
   context: ({ input }) => ({
@@ -116,6 +122,7 @@ export const storeMachine = setup({
         "xstate.error.actor.*": {
           actions: [
             "releaseCrashed",
+            { type: "reportCrash", params: ({ context, event }: { context: SupervisorContext; event: AnyEventObject }) => crashReport(context, event) },
             assign(({ context, event, spawn }) => restartCrashed(context as StoreContext, spawn, event))
           ]
         }

@@ -8,7 +8,6 @@ import { dictWith, dictWithout } from "../domain/dict.js"
 import type { Scope, ServiceDefinition } from "../domain/service.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef, ServiceInput } from "./service.js"
-import { log } from "../runtime/log.js"
 
 /** System id of the store actor. */
 export const STORE_SYSTEM_ID = "store"
@@ -73,9 +72,34 @@ export const crashedServiceName = (context: SupervisorContext, event: AnyEventOb
   return ownEntry(context.services, name) !== undefined ? name : undefined
 }
 
+/** A service actor's crash, as the `reportCrash` action receives it. */
+export interface CrashReport {
+  /** The crashed actor's system id (`serviceSystemId`). */
+  readonly actorId: string
+  /** How many times this service's actor has crashed, this one included. */
+  readonly attempt: number
+  readonly message: string
+  readonly error: unknown
+}
+
+/** The message of a crash error. */
+export const crashMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/**
+ * The crash a supervisor's `xstate.error.actor.*` event reports, if it is one of its services'
+ * (the `reportCrash` action's params, computed before `restartCrashed` counts it).
+ */
+export const crashReport = (context: SupervisorContext, event: AnyEventObject): CrashReport | undefined => {
+  const name = crashedServiceName(context, event)
+  if (name === undefined) return undefined
+  const error = (event as { error?: unknown }).error
+  return { actorId: serviceSystemId(context.scope, name), attempt: (ownEntry(context.crashes, name) ?? 0) + 1, message: crashMessage(error), error }
+}
+
 /**
  * Replaces a crashed child with a new actor that starts `unreachable` with the error and retries
- * after a backoff that grows with the number of crashes. The crash is logged.
+ * after a backoff that grows with the number of crashes. The crash itself is reported by the
+ * machine's `reportCrash` action (supplied by the runtime).
  */
 export const restartCrashed = (
   context: SupervisorContext,
@@ -85,10 +109,8 @@ export const restartCrashed = (
   const name = crashedServiceName(context, event)
   if (name === undefined) return { services: context.services, crashes: context.crashes }
   const crashed = ownEntry(context.services, name) as ServiceActorRef
-  const error = (event as { error?: unknown }).error
-  const message = error instanceof Error ? error.message : String(error)
+  const message = crashMessage((event as { error?: unknown }).error)
   const attempt = (ownEntry(context.crashes, name) ?? 0) + 1
-  log.error(`service actor ${serviceSystemId(context.scope, name)} crashed (${attempt}): ${message}`, { event: "crashed", attempt }, error)
   const definition = crashed.getSnapshot().context.definition
   return {
     services: withSpawnedService({ ...context, services: withoutService(context.services, name) }, spawn, name, definition, {

@@ -4,6 +4,7 @@
  * still open when the store stops, including a connection that an aborted attempt created.
  * Each connection is opened with the store's message size limit, and as its service's work
  * (src/runtime/process-guard.ts), so that an uncaught error from it is logged with the service's name.
+ * The supervisors' `reportCrash` (src/machines/supervisor.ts) is supplied here too: a crash is an error line.
  */
 import { open } from "node:fs/promises"
 import { dirname, resolve as resolvePath } from "node:path"
@@ -16,6 +17,8 @@ import { connect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
+import { log } from "./log.js"
+import type { CrashReport } from "../machines/supervisor.js"
 import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./oauth.js"
 import {
   serviceMachine,
@@ -210,6 +213,12 @@ export class ConnectionRegistry {
     for (const c of this.open.keys()) if (c.pid !== undefined) n += 1
     return n
   }
+}
+
+/** The machines' `reportCrash` action: a service actor's crash is logged as an error (with its stack). */
+export const logCrash = (_: unknown, report: CrashReport | undefined): void => {
+  if (report === undefined) return
+  log.error(`service actor ${report.actorId} crashed (${report.attempt}): ${report.message}`, { event: "crashed", attempt: report.attempt }, report.error)
 }
 
 /** The label a service's connections are tracked under (`ConnectionRegistry.drain`). */

@@ -1,34 +1,33 @@
 /**
- * The store: the actor system (store, agent and service actors), the services file, and the
- * operations on them. This is the library entry point (`createStore`) and the only thing the HTTP
- * handlers call: they decode, call a `ScopeApi` operation, encode.
+ * The store: the actor system (store, agent and service actors) on the store's capabilities (the
+ * definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts), and the
+ * operations on them. It is the `StoreService` of the layer graph (src/layers.ts builds it, with
+ * `createStore` for the library) and the only thing the HTTP handlers call: they decode, call a
+ * `ScopeApi` operation, encode.
  *
- * Every change is written to the services file (in replica mode, the cluster's Redis:
+ * Every change is written to the definitions (the services file, or the cluster's Redis:
  * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
  * and the actors always agree.
  */
 import { dirname } from "node:path"
-import { Effect } from "effect"
-import { assign, createActor, type InspectionEvent, type Observer } from "xstate"
+import { Context, Effect } from "effect"
+import { createActor, type InspectionEvent } from "xstate"
 import { dict } from "../domain/dict.js"
+import { parseServiceField, serviceField } from "../domain/replicas.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
-import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
-import { describeProblem, ServicesFile, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
-import { resolveStoreLimits, type ClusterOptions, type StoreLimits } from "../config/options.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+import { describeProblem, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
+import type { StoreLimits } from "../config/options.js"
 import type { DefinitionsStore } from "../config/definitions-store.js"
-import { Cluster, type ReplicaHost } from "../cluster/cluster.js"
-import { parseServiceField, serviceField } from "../cluster/keys.js"
-import { replicatedServiceMachine, type ReplicatedActorRef } from "../machines/replicated.js"
+import type { ReplicatedActorRef } from "../machines/replicated.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
-import { statusOf, type ServiceActorRef, type ServiceEvent } from "../machines/service.js"
+import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/store.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
-import { ToolRecords, type RecordsBackend } from "../records/records.js"
-import { RedisRecords } from "../cluster/records.js"
-import { RedisTokenStore } from "../cluster/tokens.js"
+import type { RecordsBackend } from "../records/records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { oauthFetch } from "../mcp/oauth.js"
-import { ConnectionRegistry, connectionLabel, liveServiceMachine } from "./adapter.js"
+import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "./errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
@@ -39,29 +38,19 @@ import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "./log.js"
 import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./oauth.js"
-import { TokenVault, type TokenStore } from "./oauth-tokens.js"
+import type { TokenStore } from "./oauth-tokens.js"
+import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 
-/** Options of `createStore`. */
-export interface CreateStoreOptions {
-  /** The services file (mcp.json style); created when missing. */
-  readonly mcpConfigFile: string
-  /** Monitoring settings; missing keys take the defaults of shared/LIFECYCLE.md. */
-  readonly monitoring?: Partial<MonitoringSettings> | undefined
-  /** XState inspection observer (every actor, event and snapshot). */
-  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void) | undefined
-  /** Name this store gives itself in MCP handshakes. */
-  readonly clientName?: string | undefined
-  /** Tool-record file size limit in MB (default 30; -1 unlimited). */
-  readonly toolRecordMaxFileSize?: number | undefined
-  /** Tool-record retention in days (default 7; -1 never delete). */
-  readonly toolRecordRetentionDays?: number | undefined
-  /** The store's caps (message size, services, waiters); missing keys take the defaults. */
-  readonly limits?: Partial<StoreLimits> | undefined
-  /**
-   * Replica mode (docs/replicas.md): the definitions live in this cluster's Redis, shared by every
-   * replica; the services file is imported when the cluster is empty. Undefined: the services file.
-   */
-  readonly cluster?: ClusterOptions | undefined
+export type { CreateStoreOptions } from "./services.js"
+
+/** What the store is built on: the services of the layer graph. */
+export interface StoreParts {
+  readonly config: StoreSettings
+  /** The live definitions: the services file, or the cluster's Redis in replica mode. */
+  readonly definitions: DefinitionsStore
+  readonly records: RecordsBackend
+  readonly tokens: TokenStore
+  readonly replication: ReplicationApi
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -76,6 +65,9 @@ export class Store implements StoreHost {
   /** One change at a time (`serialized`). */
   private readonly lock = Effect.unsafeMakeSemaphore(1)
   private stopping: Promise<void> | undefined
+  private shuttingDown: Promise<void> | undefined
+  /** Releases the layers the store was built on (set by `createStore`); `stop` calls it. */
+  private releaseLayers: (() => Promise<void>) | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
   /** Tool calls in progress. */
@@ -86,100 +78,80 @@ export class Store implements StoreHost {
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
+  /** The live definitions: the services file, or the cluster's Redis in replica mode. */
+  readonly file: DefinitionsStore
+  /** The root actor: owns the store's services and every agent. */
+  readonly actor: StoreActorRef
+  /** Every MCP connection the store has open. */
+  readonly connections: ConnectionRegistry
+  /** Effective monitoring settings. */
+  readonly settings: MonitoringSettings
+  /** The tool-call records. */
+  readonly records: RecordsBackend
+  /** The store's caps. */
+  readonly limits: StoreLimits
+  /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
+  readonly oauth: OAuthManager
+  /** How the services are shared with other replicas (nothing for one store on its file). */
+  readonly replication: ReplicationApi
+  private readonly inspectors = new Set<(event: InspectionEvent) => void>()
+  /** Status changes as log lines, watched from outside the machines. */
+  private readonly lifecycle = new LifecycleLog()
 
-  private constructor(
-    /** The live definitions: the services file, or the cluster's Redis in replica mode. */
-    readonly file: DefinitionsStore,
-    /** The root actor: owns the store's services and every agent. */
-    readonly actor: StoreActorRef,
-    /** Every MCP connection the store has open. */
-    readonly connections: ConnectionRegistry,
-    /** Effective monitoring settings. */
-    readonly settings: MonitoringSettings,
-    /** The tool-call records. */
-    readonly records: RecordsBackend,
-    /** The store's caps. */
-    readonly limits: StoreLimits,
-    private readonly inspectors: Set<(event: InspectionEvent) => void>,
-    private readonly lifecycle: LifecycleLog,
-    /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
-    readonly oauth: OAuthManager,
-    /** Replica mode: the cluster this store is a replica of (undefined: one store on its file). */
-    readonly cluster: Cluster | undefined
-  ) {
+  private constructor(parts: StoreParts) {
+    const { config, definitions, records, tokens, replication } = parts
+    const { settings, limits, options } = config
+    this.file = definitions
+    this.records = records
+    this.settings = settings
+    this.limits = limits
+    this.replication = replication
     this.waiters = new Waiters(limits.maxWaiters)
-    // Retention is enforced at start (by ToolRecords.open) and every `cleanup_hours`.
-    this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
-    this.cleanupTimer.unref()
-  }
-
-  /** Opens the services file, starts the actor system and connects every service in the file. */
-  static async create(options: CreateStoreOptions): Promise<Store> {
-    const settings = defaultMonitoring(options.monitoring ?? {})
-    const limits: StoreLimits = { ...resolveStoreLimits({}), ...options.limits }
-    const servicesFile = await ServicesFile.open(options.mcpConfigFile)
-    const cluster = options.cluster === undefined ? undefined : await Cluster.start(options.cluster, servicesFile.path, servicesFile.read(), limits.maxMessageBytes)
-    const file: DefinitionsStore = cluster?.definitions ?? servicesFile
-    // Replica mode: records and OAuth tokens live in the cluster's Redis (docs/replicas-data.md), on its commands client.
-    const shared = cluster === undefined ? undefined : { client: cluster.connection.client, cluster: cluster.options.name }
-    const recordsOptions = {
-      maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
-      retentionDays: options.toolRecordRetentionDays ?? 7,
-      maxValueBytes: limits.toolRecordMaxValueBytes
-    }
-    // The cluster's connections are released when the store cannot start after all.
-    const records: RecordsBackend = await (shared === undefined ? ToolRecords.open(file.path, recordsOptions) : RedisRecords.open(shared, recordsOptions)).catch(
-      async (e: unknown) => {
-        await cluster?.stop()
-        throw e
-      }
-    )
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
-    const connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(file.path), upstream })
-    // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors, found once the store exists.
-    let self: Store | undefined
-    const vault: TokenStore = await (shared === undefined ? TokenVault.open(file.path) : RedisTokenStore.open(shared)).catch(async (e: unknown) => {
-      await records.close() // before the cluster's client it uses
-      await cluster?.stop()
-      throw e
-    })
-    const oauth = new OAuthManager(vault, (scope, name) => self?.serviceActor(scope, name), () => self?.oauthCallbackUrl, oauthFetch(upstream))
-    const live = liveServiceMachine(connections, options.clientName, oauth)
+    this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
+    // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors of this store.
+    this.oauth = new OAuthManager(tokens, (scope, name) => this.serviceActor(scope, name), () => this.oauthCallbackUrl, oauthFetch(upstream))
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
-    const service = cluster === undefined ? live : (replicatedMachine(cluster, live) as unknown as typeof live)
+    const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth))
     const machine = storeMachine.provide({
-      actors: { service, agent: agentMachine.provide({ actors: { service } }) }
+      actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
+      actions: { reportCrash: logCrash }
     })
     const user = options.inspect
-    const inspectors = new Set<(event: InspectionEvent) => void>()
-    // Status changes as log lines, watched from outside the machines.
-    const lifecycle = new LifecycleLog()
-    const actor = createActor(machine, {
+    this.actor = createActor(machine, {
       input: { settings },
       systemId: STORE_SYSTEM_ID,
       inspect: (event: InspectionEvent) => {
-        if (cluster !== undefined) clusterAdded(cluster, event)
-        lifecycle.inspect(event)
-        for (const listener of inspectors) listener(event)
+        this.tellAdded(event)
+        this.lifecycle.inspect(event)
+        for (const listener of this.inspectors) listener(event)
         if (typeof user === "function") user(event)
         else user?.next?.(event)
       }
     })
-    indexDelayedEvents(actor.system)
-    actor.start()
-    const store = new Store(file, actor, connections, settings, records, limits, inspectors, lifecycle, oauth, cluster)
-    self = store
-    store.load(file.read())
-    if (cluster !== undefined) {
-      // Replica mode: the changes made through the other replicas are applied as a reload is, and
-      // the services' leases decide which replica runs each.
-      store.watchFile()
-      await cluster.attach(store.replicaHost()).catch(async (e: unknown) => {
-        await store.stop()
-        throw e
-      })
-    }
+    // Retention is enforced at start (by the records' open) and every `cleanup_hours`.
+    this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
+    this.cleanupTimer.unref()
+  }
+
+  /**
+   * Starts the actor system on `parts` and every service of the definitions. The replication is
+   * attached by the caller (the store layer, src/runtime/layers.ts), which also owns `shutdown`.
+   */
+  static start(parts: StoreParts): Store {
+    const store = new Store(parts)
+    indexDelayedEvents(store.actor.system)
+    store.actor.start()
+    store.load(store.file.read())
     return store
+  }
+
+  /** Tells the replication of each service added to the store (the root's ADD_SERVICE names its scope), once the actor exists. */
+  private tellAdded(event: InspectionEvent): void {
+    if (!this.replication.shared || event.type !== "@xstate.event" || event.event.type !== "ADD_SERVICE") return
+    const added = event.event as unknown as { scope?: Scope; name: string }
+    const scope = added.scope
+    if (scope !== undefined) queueMicrotask(() => this.replication.added(scope, added.name))
   }
 
   /** Starts every service of the file, up to `maxServices` (the rest are left out, with a warning). */
@@ -319,10 +291,10 @@ export class Store implements StoreHost {
       (next) => {
         void this.serialize(async () => {
           // Replica mode: the definitions as they are when this runs (a change made here meanwhile included).
-          const summary = this.applyConfig(this.cluster === undefined ? next : this.file.read())
+          const summary = this.applyConfig(this.replication.shared ? this.file.read() : next)
           const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
           if (changes.length > 0) {
-            const what = this.cluster === undefined ? "services file reloaded" : "cluster definitions applied"
+            const what = this.replication.shared ? "cluster definitions applied" : "services file reloaded"
             log.info(`${what}: ${changes.join(" ")}`, { event: "reload", file: this.file.path, ...summary })
           }
           onApplied?.(summary)
@@ -414,10 +386,10 @@ export class Store implements StoreHost {
     }
     const closed = this.connections.close(connection)
     // Replica mode: the owner gives its lease and view up once the connection is closed.
-    return this.cluster === undefined ? closed : closed.then(() => this.cluster?.removed(serviceField(scope, name)))
+    return closed.then(() => this.replication.removed(scope, name))
   }
 
-  /** The store's actors as the cluster sees them (replica mode). */
+  /** The store's actors as the replication sees them (replica mode). */
   replicaHost(): ReplicaHost {
     const face = (field: string) => {
       const service = parseServiceField(field)
@@ -483,52 +455,44 @@ export class Store implements StoreHost {
     })
   }
 
-  /** Stops every actor and closes every connection (local process trees ended). Idempotent. */
+  /**
+   * Stops the store: with `createStore`, every layer it was built on (the actors, then the tokens
+   * and records, then the cluster); otherwise (the server's layer graph releases the rest) the
+   * actors and connections. Idempotent.
+   */
   stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      this.unwatch?.()
-      clearInterval(this.cleanupTimer)
-      await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
-      this.cluster?.leaving() // no service is taken over while this replica stops
-      this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
-      this.actor.stop()
-      await Promise.all([this.connections.closeAll(), this.records.close(), this.oauth.vault.close?.()])
-      // Last: the records and tokens above use the cluster's Redis client.
-      await this.cluster?.stop()
-      this.inspectors.clear()
-    })()
+    this.stopping ??= this.releaseLayers?.() ?? this.shutdown()
     return this.stopping
   }
 
-  /** True once `stop()` was called. */
+  /** `stop` releases the layers with `release` (which runs `shutdown` as the store layer's finalizer). */
+  releaseWith(release: () => Promise<void>): void {
+    this.releaseLayers = release
+  }
+
+  /**
+   * The store layer's finalizer: every actor stopped and every connection closed (local process
+   * trees ended). The records, tokens and cluster it used are released after it, by their layers. Idempotent.
+   */
+  shutdown(): Promise<void> {
+    this.shuttingDown ??= (async () => {
+      this.unwatch?.()
+      clearInterval(this.cleanupTimer)
+      await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
+      this.replication.leaving() // no service is taken over while this replica stops
+      this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
+      this.actor.stop()
+      await this.connections.closeAll()
+      this.inspectors.clear()
+    })()
+    return this.shuttingDown
+  }
+
+  /** True once `stop()` (or the store layer's release) was called. */
   get stopped(): boolean {
-    return this.stopping !== undefined
+    return this.stopping !== undefined || this.shuttingDown !== undefined
   }
 }
 
-/**
- * The replicated service machine (src/machines/replicated.ts) on a cluster: it runs `live` while
- * this replica owns the service, forwards to the owner otherwise, and publishes what it runs.
- */
-const replicatedMachine = (cluster: Cluster, live: ReturnType<typeof liveServiceMachine>) =>
-  replicatedServiceMachine.provide({
-    actors: { service: live },
-    actions: {
-      useRemote: assign(({ context }) => ({ connection: cluster.remote(serviceField(context.scope, context.name)) })),
-      forward: ({ context, event }) => cluster.forward(serviceField(context.scope, context.name), event as ServiceEvent),
-      publish: ({ context, event }) => {
-        if (event.type === "VIEW" && event.local === true) cluster.publish(serviceField(context.scope, context.name), event.view, event.connection)
-      }
-    }
-  })
-
-/** Tells the cluster of each service added to the store (the root's ADD_SERVICE names its scope), once the actor exists. */
-const clusterAdded = (cluster: Cluster, event: InspectionEvent): void => {
-  if (event.type !== "@xstate.event" || event.event.type !== "ADD_SERVICE") return
-  const added = event.event as unknown as { scope?: Scope; name: string }
-  const scope = added.scope
-  if (scope !== undefined) queueMicrotask(() => cluster.added(serviceField(scope, added.name)))
-}
-
-/** Creates a store: opens the services file, starts the actors and connects every service in it. */
-export const createStore = (options: CreateStoreOptions): Promise<Store> => Store.create(options)
+/** The running store in the layer graph (src/runtime/layers.ts builds it). */
+export class StoreService extends Context.Tag("mcp-store/Store")<StoreService, Store>() {}

@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest"
 import { STATUSES, STORE_SCOPE } from "../../src/domain/service.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { OWNED_CHILD_ID, replicatedServiceMachine, viewOf, type PublishedView, type ReplicatedEvent } from "../../src/machines/replicated.js"
+import type { CrashReport } from "../../src/machines/supervisor.js"
 import { initialServiceContext, serviceMachine, statusOf, type ServiceContext } from "../../src/machines/service.js"
 import { createFakes, fakeConnection, flush, tool } from "../support/index.js"
 
@@ -166,7 +167,11 @@ describe("replicated service machine, owning", () => {
   it("restarts a crashed child, unreachable with the error until its backoff passes", async () => {
     const fakes = createFakes({ onHold: () => { throw new Error("boom") } })
     const clock = new SimulatedClock()
-    const machine = replicatedServiceMachine.provide({ actors: { service: serviceMachine.provide({ actors: fakes.actors }) } })
+    const reported: CrashReport[] = []
+    const machine = replicatedServiceMachine.provide({
+      actors: { service: serviceMachine.provide({ actors: fakes.actors }) },
+      actions: { reportCrash: (_, report) => void reported.push(report) }
+    })
     const actor = createActor(machine, { input, clock }).start()
     actor.send({ type: "OWN", owner: "me" })
     fakes.calls.connect[0]?.resolve({ connection: fakeConnection(), tools: [] })
@@ -174,6 +179,7 @@ describe("replicated service machine, owning", () => {
     expect(actor.getSnapshot().status).toBe("active")
     expect(statusOf(actor.getSnapshot())).toBe("unreachable")
     expect(actor.getSnapshot().context.crash).toEqual({ error: "boom", attempt: 1 })
+    expect(reported).toEqual([expect.objectContaining({ actorId: "service:store:svc", attempt: 1, message: "boom" })])
     expect(actor.getSnapshot().context.lastError).toBe("boom")
     actor.stop()
   })

@@ -4,8 +4,7 @@
  * down"). The store is started with the same wiring as src/runtime/store.ts, its service machine
  * provided with fakes whose connect succeeds at once; a test makes one service crash by name.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest"
-import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { describe, expect, it } from "vitest"
 import { createActor, SimulatedClock, type AnyActorRef } from "xstate"
 import { agentScope, STORE_SCOPE, type Scope, type ServiceDefinition } from "../../src/domain/service.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
@@ -17,6 +16,7 @@ import {
   crashedServiceName,
   serviceSystemId,
   STORE_SYSTEM_ID,
+  type CrashReport,
   type SupervisorContext
 } from "../../src/machines/supervisor.js"
 import { createFakes, fakeConnection, flush, tool, type FakeConnection, type FakeOptions } from "../support/index.js"
@@ -71,7 +71,13 @@ const startStore = (options: StoreOptions = {}) => {
       }
     }
   })
-  const machine = storeMachine.provide({ actors: { service, agent: agentMachine.provide({ actors: { service } }) } })
+  // The crashes the supervisors report (the runtime logs them: src/runtime/adapter.ts).
+  const crashes: CrashReport[] = []
+  const reportCrash = (_: unknown, report: CrashReport | undefined) => void (report && crashes.push(report))
+  const machine = storeMachine.provide({
+    actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash } }) },
+    actions: { reportCrash }
+  })
   const clock = new SimulatedClock()
   const actor = createActor(machine, { clock, input: { settings: defaultMonitoring() }, systemId: STORE_SYSTEM_ID })
   const errors: unknown[] = []
@@ -88,6 +94,7 @@ const startStore = (options: StoreOptions = {}) => {
     clock,
     fakes,
     errors,
+    crashes,
     get,
     serviceRef,
     status: (scope: Scope, name: string) => statusOf(serviceRef(scope, name).getSnapshot()),
@@ -108,14 +115,6 @@ const startStore = (options: StoreOptions = {}) => {
 
 const A1 = agentScope("a1")
 const A2 = agentScope("a2")
-
-let logged: CapturedLogs
-beforeEach(() => {
-  logged = captureLogs({ level: "error" })
-})
-afterEach(() => {
-  logged.restore()
-})
 
 describe("system ids", () => {
   it("store, agent:<id>, service:store:<name>, service:agent:<id>:<name>", async () => {
@@ -329,7 +328,7 @@ describe("a child actor that throws does not take its siblings down", () => {
       expect(statusOf(restarted.getSnapshot())).toBe("unreachable")
       expect(restarted.getSnapshot().context.lastError).toBe(`boom in ${labelOf(scope, "bad")}`)
       expect(restarted.getSnapshot().context.transitions.at(-1)?.reason).toBe(`actor crashed: boom in ${labelOf(scope, "bad")}`)
-      expect(logged.lines.some((l) => l.includes(`${serviceSystemId(scope, "bad")} crashed (1)`))).toBe(true)
+      expect(s.crashes).toEqual([expect.objectContaining({ actorId: serviceSystemId(scope, "bad"), attempt: 1, message: `boom in ${labelOf(scope, "bad")}` })])
       const supervisor = scope.kind === "store" ? s.actor.getSnapshot().context : s.agent("a1")!.getSnapshot().context
       expect(supervisor.services["bad"]).toBe(restarted)
       expect(supervisor.crashes).toEqual({ bad: 1 })

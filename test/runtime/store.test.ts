@@ -7,7 +7,8 @@ import { readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
 import { statusOf } from "../../src/machines/service.js"
-import { createStore, type Store } from "../../src/runtime/store.js"
+import { createStore } from "../../src/layers.js"
+import type { Store } from "../../src/runtime/store.js"
 import { FAST_MONITORING, firstText, fixtureService, freshDir, processGone } from "../support/index.js"
 
 describe("createStore (library use)", { timeout: 10_000 }, () => {

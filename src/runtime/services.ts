@@ -1,0 +1,108 @@
+/**
+ * The store's capabilities as Effect services: each is a tag here, its implementations are layers
+ * (the file-backed ones in src/runtime/layers.ts, the Redis-backed ones of replica mode in
+ * src/cluster/layers.ts), and the composition root (src/layers.ts) picks one set. The runtime
+ * depends on these interfaces only, never on src/cluster.
+ */
+import { Context } from "effect"
+import type { InspectionEvent, Observer } from "xstate"
+import type { DefinitionsStore } from "../config/definitions-store.js"
+import type { ClusterOptions, StoreLimits } from "../config/options.js"
+import type { ServicesFile } from "../config/services-file.js"
+import type { Scope } from "../domain/service.js"
+import type { MonitoringSettings } from "../domain/settings.js"
+import type { ReplicatedActorRef } from "../machines/replicated.js"
+import type { RecordsBackend, RecordsOptions } from "../records/records.js"
+import type { liveServiceMachine } from "./adapter.js"
+import type { TokenStore } from "./oauth-tokens.js"
+
+/** Options of `createStore`. */
+export interface CreateStoreOptions {
+  /** The services file (mcp.json style); created when missing. */
+  readonly mcpConfigFile: string
+  /** Monitoring settings; missing keys take the defaults of shared/LIFECYCLE.md. */
+  readonly monitoring?: Partial<MonitoringSettings> | undefined
+  /** XState inspection observer (every actor, event and snapshot). */
+  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void) | undefined
+  /** Name this store gives itself in MCP handshakes. */
+  readonly clientName?: string | undefined
+  /** Tool-record file size limit in MB (default 30; -1 unlimited). */
+  readonly toolRecordMaxFileSize?: number | undefined
+  /** Tool-record retention in days (default 7; -1 never delete). */
+  readonly toolRecordRetentionDays?: number | undefined
+  /** The store's caps (message size, services, waiters); missing keys take the defaults. */
+  readonly limits?: Partial<StoreLimits> | undefined
+  /**
+   * Replica mode (docs/replicas.md): the definitions live in this cluster's Redis, shared by every
+   * replica; the services file is imported when the cluster is empty. Undefined: the services file.
+   */
+  readonly cluster?: ClusterOptions | undefined
+}
+
+/** The store's options with every default applied (what the layers read). */
+export interface StoreSettings {
+  readonly options: CreateStoreOptions
+  readonly settings: MonitoringSettings
+  readonly limits: StoreLimits
+  readonly records: RecordsOptions
+}
+
+/** The store's options, resolved once. */
+export class StoreConfig extends Context.Tag("mcp-store/StoreConfig")<StoreConfig, StoreSettings>() {}
+
+/** The services file as opened at start (read in either mode: replica mode seeds an empty cluster from it). */
+export class ServicesFileSource extends Context.Tag("mcp-store/ServicesFile")<ServicesFileSource, ServicesFile>() {}
+
+/** The live definitions: the services file, or the cluster's Redis. */
+export class Definitions extends Context.Tag("mcp-store/Definitions")<Definitions, DefinitionsStore>() {}
+
+/** The tool-call records: a file beside the services file, or the cluster's Redis. */
+export class Records extends Context.Tag("mcp-store/Records")<Records, RecordsBackend>() {}
+
+/** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
+export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
+
+/** The service machine with real side effects (src/runtime/adapter.ts). */
+export type LiveServiceMachine = ReturnType<typeof liveServiceMachine>
+
+/** What the replication needs of the store's actors (implemented by `Store.replicaHost`). */
+export interface ReplicaHost {
+  /** The services defined here now, by `serviceField` (src/domain/replicas.ts). */
+  fields(): ReadonlyArray<string>
+  /** The actor of a service (a replicated one: src/machines/replicated.ts), if defined here. */
+  face(field: string): ReplicatedActorRef | undefined
+  /** Resolves once a service has no connection open or opening here (its process ended). */
+  drain(field: string): Promise<void>
+}
+
+/**
+ * How the store shares its services with other replicas: nothing for one store on its file
+ * (`noReplication`), the cluster's leases, views and forwarding in replica mode.
+ */
+export interface ReplicationApi {
+  /** True when the definitions are shared: others' changes are always applied (no `--reload` needed). */
+  readonly shared: boolean
+  /** The service machine the store runs for each service, given the live one. */
+  serviceMachine(live: LiveServiceMachine): LiveServiceMachine
+  /** Connects the replication to the store's actors, once they run. */
+  attach(host: ReplicaHost): Promise<void>
+  /** A service was added to the store (its actor exists). */
+  added(scope: Scope, name: string): void
+  /** A service was removed and its connections closed. */
+  removed(scope: Scope, name: string): Promise<void>
+  /** The store is stopping: no service is taken over from now on. */
+  leaving(): void
+}
+
+/** The replication of the store's services. */
+export class Replication extends Context.Tag("mcp-store/Replication")<Replication, ReplicationApi>() {}
+
+/** One store on its own: nothing is shared. */
+export const noReplication: ReplicationApi = {
+  shared: false,
+  serviceMachine: (live) => live,
+  attach: () => Promise.resolve(),
+  added: () => undefined,
+  removed: () => Promise.resolve(),
+  leaving: () => undefined
+}
