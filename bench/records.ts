@@ -15,7 +15,7 @@ import { open as openFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { ToolRecords, type NewRecord } from "../src/records/records.js"
+import { ToolRecords, type NewRecord } from "../src/records/tool-records.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
 const RECORDS_FILE = "mcp.records.jsonl"

@@ -34,8 +34,8 @@ import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { createClient } from "redis"
-import { clusterKey } from "../src/cluster/keys.js"
-import { STATUSES } from "../src/domain/service.js"
+import { clusterKey } from "../src/redis/key-names.js"
+import { STATUSES } from "../src/domain/service-definition.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../test/support/redis.js"
 import { directClient, storeCallerFor } from "./calls.js"
 import { HttpClient, closedLoop, summarize, type Latencies } from "./load.js"
@@ -659,7 +659,7 @@ export const replicasMarkdown = (r: ReplicasResult, git: string): string => {
     )
     lines.push(
       `In the calls on the owner, the receiving replica takes no part in the call and still spends ${f(cOwner.receiverUs, 0)} µs per call, against ${f(cDirect.receiverUs, 0)} µs ` +
-        `while the calls bypass the store (its background work alone): every replica reads every call's record from the cluster's records stream (src/cluster/records.ts), so each call costs each other replica about ` +
+        `while the calls bypass the store (its background work alone): every replica reads every call's record from the cluster's records stream (src/records/redis-records.ts), so each call costs each other replica about ` +
         `${f(cOwner.receiverUs - cDirect.receiverUs, 0)} µs, and Redis ${f(cOwner.redisUs - cDirect.redisUs, 0)} µs (the record's write script and every replica's reads).`,
       ""
     )

@@ -12,7 +12,7 @@ const chosen =
 if (!chosen && !existsSync("mcp.json") && existsSync("mcp.example.json")) {
   try {
     copyFileSync("mcp.example.json", "mcp.json", constants.COPYFILE_EXCL)
-    // One line in the store's own text log format (src/runtime/log.ts), on stderr as its lines are.
+    // One line in the store's own text log format (src/logging/log.ts), on stderr as its lines are.
     process.stderr.write(`${new Date().toISOString()} INFO  created mcp.json from mcp.example.json (first start: the demo's services file, not tracked by git)\n`)
   } catch (e) {
     if (e.code !== "EEXIST") throw e

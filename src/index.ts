@@ -4,7 +4,7 @@
  * subscribe). Or start the whole HTTP server.
  */
 export { Store, type CreateStoreOptions } from "./runtime/store.js"
-export { createStore, storeLayer } from "./layers.js"
+export { createStore, storeLayer } from "./composition/layer-graph.js"
 export { ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/scope.js"
 // The same operations as Effects with typed failures: each takes a scope (`store.forStore().effects`).
 export * as calls from "./runtime/calls.js"
@@ -19,16 +19,16 @@ export type {
   WaitServiceOutput,
   TwoStepDeleteResult
 } from "./runtime/scope.js"
-export { ToolRecords, type ToolRecord, type Outcome } from "./records/records.js"
-export type { ServiceView, ToolView } from "./runtime/views.js"
-export * from "./runtime/errors.js"
+export { ToolRecords, type ToolRecord, type Outcome } from "./records/tool-records.js"
+export type { ServiceView, ToolView } from "./runtime/service-views.js"
+export * from "./domain/errors.js"
 export { awaitSnapshotPromise as awaitSnapshot, awaitSnapshot as awaitSnapshotEffect, type WaitResult, type WaitEnd } from "./runtime/bridge.js"
 export { serviceMachine, statusOf, backoffMs } from "./machines/service.js"
 export type { ServiceActorRef, ServiceSnapshot, ServiceEvent, ServiceInput, Transition } from "./machines/service.js"
 export { agentMachine, type AgentActorRef } from "./machines/agent.js"
-export { storeMachine, type StoreActorRef, type StoreEvent } from "./machines/store.js"
+export { storeMachine, type StoreActorRef, type StoreEvent } from "./machines/root.js"
 export { STORE_SYSTEM_ID, agentSystemId, serviceSystemId } from "./machines/supervisor.js"
-export { type Scope, STORE_SCOPE, agentScope } from "./domain/service.js"
+export { type Scope, STORE_SCOPE, agentScope } from "./domain/service-definition.js"
 export {
   AddServiceBody,
   AgentId,

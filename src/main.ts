@@ -2,17 +2,17 @@
  * The `mcp-store` program: parse the command line, start the server, print the banner, apply hand
  * edits of the services file with --reload, open the docs with --open, and shut down cleanly on
  * SIGINT/SIGTERM (every child process ended before exit). Everything it says after the options are
- * read goes through the one logger (src/runtime/log.ts), in `--log-format`; a bad option is a plain
+ * read goes through the one logger (src/logging/log.ts), in `--log-format`; a bad option is a plain
  * `mcp-store: ...` line (the format is not known yet) and exit code 2.
  */
-import { CommandLineExit, parseCommandLine } from "./config/cli.js"
-import { runImport } from "./config/import.js"
-import { runKeys } from "./config/keys-cli.js"
+import { CommandLineExit, parseCommandLine } from "./cli/command-line.js"
+import { runImport } from "./cli/import-command.js"
+import { runKeys } from "./cli/keys-command.js"
 import { OptionsError, type Options } from "./config/options.js"
 import { ServicesFileError } from "./config/services-file.js"
 import { isLoopback, isWildcard } from "./http/request-guard.js"
 import { startServer, type RunningServer } from "./http/server.js"
-import { configureLogging, log, loggingSettings } from "./runtime/log.js"
+import { configureLogging, log, loggingSettings } from "./logging/log.js"
 import { installProcessGuard } from "./runtime/process-guard.js"
 import { VERSION } from "./version.js"
 
@@ -92,10 +92,10 @@ const exposureWarnings = (server: Options["server"], port: number, keyed: boolea
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   // `mcp-store import <file>`: merges another client's config file into the services file, then exits.
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
-  // `mcp-store keys create|list|revoke`: edits the keys file (src/config/keys-cli.ts), then exits.
+  // `mcp-store keys create|list|revoke`: edits the keys file (src/cli/keys-command.ts), then exits.
   if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
-  // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/config/auth-command.ts).
-  if (argv[0] === "auth") return (await import("./config/auth-command.js")).runAuth(argv.slice(1), process.env)
+  // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/cli/auth-command.ts).
+  if (argv[0] === "auth") return (await import("./cli/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)

@@ -1,11 +1,11 @@
 /**
- * Replica mode as one object, a resource of the replica layers (src/cluster/layers.ts;
+ * Replica mode as one object, a resource of the replica layers (src/cluster/replica-layers.ts;
  * docs/replicas.md): the Redis connections, the cluster secret, this replica's entry in the
  * registry of live replicas, the shared definitions, the `leader` lease (the leader writes the
  * definitions to a snapshot file beside the services file after each change, for backups, and
  * prunes views of deleted services), and one owner per service:
  * a lease per service, balanced over the live replicas, decides which replica runs it
- * (src/machines/replicated.ts `OWN`/`DISOWN`); the owner publishes its views (src/cluster/views.ts),
+ * (src/machines/replicated.ts `OWN`/`DISOWN`); the owner publishes its views (src/cluster/shared-views.ts),
  * every other replica shows them and forwards requests to the owner (src/cluster/forward.ts).
  *
  * `Cluster.start` acquires the parts in order and releases what it got when a step fails; `attach`
@@ -18,18 +18,18 @@ import type { ClusterOptions } from "../config/options.js"
 import type { ReplicaHost } from "../runtime/services.js"
 import { writeAtomically } from "../config/atomic-write.js"
 import { serialize, type JsonObject, type ServicesConfig } from "../config/services-document.js"
-import { log } from "../runtime/log.js"
+import { log } from "../logging/log.js"
 import { viewOf, type PublishedView } from "../machines/replicated.js"
 import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import type { McpConnection } from "../mcp/types.js"
-import { ClusterConnection, showRedisUrl } from "./connection.js"
-import { RedisDefinitions } from "./definitions.js"
+import { ClusterConnection, showRedisUrl } from "../redis/connection.js"
+import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, RemoteConnection } from "./forward.js"
-import { clusterKey } from "./keys.js"
+import { clusterKey } from "../redis/key-names.js"
 import { fairShare, Leases, releasedChannel } from "./leases.js"
-import { SharedViews, type WireView } from "./views.js"
+import { SharedViews, type WireView } from "./shared-views.js"
 
 /** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
 const DRAIN_MS = 15_000

@@ -36,7 +36,7 @@ import {
   type ToolInfo
 } from "../mcp/types.js"
 import { sign, SIGNATURE_HEADER } from "./signature.js"
-import type { ConnectionFacts } from "./views.js"
+import type { ConnectionFacts } from "./shared-views.js"
 
 /** The path of the forwarding route. */
 export const FORWARD_PATH = "/_cluster/v1/forward"

@@ -12,9 +12,10 @@
  * A replica takes free leases only while it holds fewer than its fair share; an orderly shutdown
  * releases its leases and publishes `lease-released`, which makes the others look at once.
  */
-import { log } from "../runtime/log.js"
-import type { Redis } from "./connection.js"
-import { clusterKey } from "./keys.js"
+import { log } from "../logging/log.js"
+import type { Redis } from "../redis/connection.js"
+import { clusterKey } from "../redis/key-names.js"
+import { RELEASE } from "../redis/lock.js"
 
 /**
  * KEYS: lease keys. ARGV: replica id, ttl ms. Renews each key this replica holds, and takes back a
@@ -37,18 +38,6 @@ for i, key in ipairs(KEYS) do
   end
 end
 return out
-`
-
-/** KEYS: lease keys. ARGV: replica id. Deletes each key this replica holds; returns how many. */
-export const RELEASE = `
-local n = 0
-for _, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('DEL', key)
-    n = n + 1
-  end
-end
-return n
 `
 
 /** What the holder of leases is told: each lease taken, and each lost (not renewed in time, or taken away). */

@@ -1,7 +1,7 @@
 /**
  * Where the live definitions are kept, as the store and its commands see it: the services file
  * (src/config/services-file.ts, the default) or, in replica mode, the cluster's Redis
- * (src/cluster/definitions.ts). The commands change definitions only through `update` (a draft of
+ * (src/config/redis-definitions.ts). The commands change definitions only through `update` (a draft of
  * the services document), and the store applies the changes others make through `watch`, the path
  * a hand edit of the file takes with `--reload`; so one store serves both without a second copy of
  * either.

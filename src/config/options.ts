@@ -7,7 +7,7 @@ import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
-import { LOG_FORMATS, type LogFormat } from "../runtime/log.js"
+import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"
@@ -83,7 +83,7 @@ export interface StoreLimits {
 export interface StoreOptions {
   /** Absolute path of the services configuration file. */
   readonly mcpConfigFile: string
-  /** The keys file (src/config/keys.ts); undefined: `mcp-store.keys.json` beside the services file. */
+  /** The keys file (src/config/api-keys.ts); undefined: `mcp-store.keys.json` beside the services file. */
   readonly keysFile?: string | undefined
   readonly debug: boolean
   /** Megabytes (fractions allowed); -1 is unlimited. */
@@ -644,7 +644,7 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) })
 })
 
-/** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/config/cli.ts). */
+/** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/cli/command-line.ts). */
 const resolveClusterOptions = (given: OptionValues, redisUrl: string): ClusterOptions => ({
   redisUrl,
   name: given.cluster_name ?? OPTION_DEFAULTS.cluster_name,

@@ -16,7 +16,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { applyEdits, modify, visit, type ParseErrorCode } from "jsonc-parser"
 import { dict, nullPrototypeJson, parseJsonDict } from "../domain/dict.js"
 import { agentIdProblem, normaliseTransport, serviceNameProblem, SERVICE_NAME_PATTERN } from "../domain/schemas.js"
-import { canonicalJson, DefinitionError, resolveDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
+import { canonicalJson, DefinitionError, resolveDefinition, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 
 /** Every service definition of the file, by scope. Frozen: a snapshot, not a handle. */
 export interface ServicesConfig {

@@ -8,8 +8,8 @@ import { watch as watchFolder, type FSWatcher } from "node:fs"
 import { mkdir, readFile, stat } from "node:fs/promises"
 import { basename, dirname, resolve as resolvePath } from "node:path"
 import { nullPrototypeJson } from "../domain/dict.js"
-import { canonicalJson } from "../domain/service.js"
-import { log } from "../runtime/log.js"
+import { canonicalJson } from "../domain/service-definition.js"
+import { log } from "../logging/log.js"
 import { errnoCode, removeStaleTemporaries, writeAtomically, writeBackup } from "./atomic-write.js"
 import {
   DocumentDraft,

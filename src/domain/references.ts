@@ -6,7 +6,7 @@
  * a secret need not sit in the file at all. Other forms (`${input:key}`, `${workspaceFolder}`) are
  * left as written (the services file notes them). No I/O here.
  */
-import type { ResolvedDefinition } from "./service.js"
+import type { ResolvedDefinition } from "./service-definition.js"
 
 /** One reference: its variable, and its default when it has one. */
 const REFERENCE = /\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g

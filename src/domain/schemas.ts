@@ -236,7 +236,7 @@ const oauthProblems = (o: { readonly client_id?: string; readonly client_secret?
 }
 
 /**
- * A remote service's upstream OAuth (src/runtime/oauth.ts): a pre-registered client for the
+ * A remote service's upstream OAuth (src/runtime/upstream-oauth.ts): a pre-registered client for the
  * authorization code flow, or machine credentials (`client_credentials`). Unknown fields are
  * refused (a misspelt `clientId` would otherwise silently fall back to dynamic registration).
  */

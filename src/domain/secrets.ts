@@ -141,7 +141,7 @@ export const maskDefinition = <D>(def: D): D => {
     else if (/url$/i.test(k)) out[k] = typeof v === "string" ? maskUrl(v) : MASK
     else if (k === "args") out[k] = Array.isArray(v) ? maskArgs(v) : MASK
     else if (PLAIN_FIELDS.has(k)) out[k] = v
-    // An upstream OAuth client (src/runtime/oauth.ts): its id, scopes and grant are shown, its secret is not.
+    // An upstream OAuth client (src/runtime/upstream-oauth.ts): its id, scopes and grant are shown, its secret is not.
     else if (k === "oauth") out[k] = maskExtra("", v)
     else out[k] = maskExtra(k, v)
   }

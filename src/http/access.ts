@@ -12,10 +12,10 @@
  *   (show_mcpconfig, show_config, /inspect/*, the MCP endpoints, /sse included).
  */
 import { Context, Effect, Option } from "effect"
-import type { Principal } from "../config/keys.js"
+import type { Principal } from "../config/api-keys.js"
 import { toolGate, type ToolGate } from "../domain/tool-filter.js"
 
-export type { Principal } from "../config/keys.js"
+export type { Principal } from "../config/api-keys.js"
 
 /** The principal of the request being handled (admin when the server needs no key). */
 export class PrincipalTag extends Context.Tag("mcp-store/Principal")<PrincipalTag, Principal>() {}
@@ -34,7 +34,7 @@ export const currentPrincipal: Effect.Effect<Principal> = Effect.flatMap(Effect.
 /**
  * The tool allow-list of a principal: an agent key's `tools` (globs over callable names, compiled
  * once per list); none for admin and reader keys, nor for an agent key without a list (unless the
- * store runs with `--deny-by-default`: its keys then carry an empty list, src/config/keys.ts).
+ * store runs with `--deny-by-default`: its keys then carry an empty list, src/config/api-keys.ts).
  */
 export const gateOf = (principal: Principal): ToolGate | undefined =>
   principal.role === "agent" && principal.tools !== undefined ? toolGate(principal.tools) : undefined

@@ -1,6 +1,6 @@
 /**
  * Who may use the API (README, Security): with `--api-key`, `MCPSTORE_API_KEY_FILE` or a key in the
- * keys file (src/config/keys.ts), every request but GET /health, GET /ui, GET /docs and GET
+ * keys file (src/config/api-keys.ts), every request but GET /health, GET /ui, GET /docs and GET
  * /openapi.json needs `Authorization: Bearer <key>`, and is answered 401 UNAUTHORIZED with a
  * `WWW-Authenticate` challenge without it; with no key every route is open. A key's role decides
  * what it reaches (src/http/access.ts): a route outside it is answered 403 FORBIDDEN. The request's
@@ -14,11 +14,11 @@
  */
 import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
 import { Effect, Layer, type Redacted, Schema } from "effect"
-import type { KeyRing } from "../config/keys.js"
-import { log } from "../runtime/log.js"
+import type { KeyRing } from "../config/api-keys.js"
+import { log } from "../logging/log.js"
 import { ADMIN, currentPrincipal, PrincipalTag, routeAccess, type Principal } from "./access.js"
 import { pathOf, type RouteEntry } from "./contract-middleware.js"
-import { errorBody, Forbidden, Unauthorized } from "./errors.js"
+import { errorBody, Forbidden, Unauthorized } from "./contract-errors.js"
 
 /**
  * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that

@@ -12,7 +12,7 @@
  * once; the answer's body is built where the HttpApi handler's is (`callToolBody` of
  * src/http/scope-handlers.ts); decode failures and defects go through the same
  * contract middleware (src/http/contract-middleware.ts) and are encoded by their error classes
- * (src/http/errors.ts), with the same headers; every answer is measured as the others are.
+ * (src/http/contract-errors.ts), with the same headers; every answer is measured as the others are.
  *
  * A request is taken here only when it is plainly in order; anything else goes to the HttpApi app
  * untouched, which answers it in its own words: a refused or malformed Host, any Origin or
@@ -26,15 +26,15 @@ import { HttpApiError, HttpApiSchema, HttpServerError } from "@effect/platform"
 import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "./Api.js"
-import type { KeyRing } from "../config/keys.js"
+import type { KeyRing } from "../config/api-keys.js"
 import { authorize } from "./authorization.js"
 import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
-import * as E from "./errors.js"
+import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
 import { callInput, callToolAnswer, callToolBody, type ScopeRef } from "./scope-handlers.js"
-import type { CallToolPayload } from "./schemas.js"
+import type { CallToolPayload } from "./payloads.js"
 import { callToolOutput, runCall } from "../runtime/calls.js"
 import { Cancel } from "../mcp/types.js"
 import type { ScopeContext } from "../runtime/host.js"
@@ -43,7 +43,7 @@ import type { Store } from "../runtime/store.js"
 /** What the direct route needs from the server. */
 export interface CallRouteOptions {
   readonly policy: RequestPolicy
-  /** The keys (src/config/keys.ts); undefined: every request is an admin's. */
+  /** The keys (src/config/api-keys.ts); undefined: every request is an admin's. */
   readonly keys: KeyRing | undefined
   readonly maxBodyBytes: number
   /** Debug logging logs every request through HttpApi's logger: then nothing is taken here. */

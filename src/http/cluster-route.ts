@@ -13,17 +13,17 @@
  * call path does), and a transport failure counts as a failed health check of the owner's actor.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { parseServiceField } from "../cluster/keys.js"
+import { parseServiceField } from "../redis/key-names.js"
 import { FORWARD_PATH, FORWARDED_EVENTS, NotDelivered, toWire, type ForwardLine, type ForwardRequest } from "../cluster/forward.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { awaitSnapshotPromise } from "../runtime/bridge.js"
-import { log } from "../runtime/log.js"
+import { log } from "../logging/log.js"
 import type { Store } from "../runtime/store.js"
 import type { Cluster } from "../cluster/cluster.js"
-import { isConnected } from "../runtime/views.js"
-import { errorBody } from "./errors.js"
+import { isConnected } from "../runtime/service-views.js"
+import { errorBody } from "./contract-errors.js"
 import type { DirectRoute } from "./call-route.js"
 
 /** Request ids seen within the signature window: a replay is refused. */

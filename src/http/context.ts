@@ -21,7 +21,7 @@ export interface AppState {
   readonly port: () => number
   /** Prometheus metrics of the store and of every request. */
   readonly metrics: Metrics
-  /** The secret of the MCP endpoint's sealed session ids when given (a cluster's); else the store's own (src/http/session-seal.ts). */
+  /** The secret of the MCP endpoint's sealed session ids when given (a cluster's); else the store's own (src/http/gateway/session-seal.ts). */
   readonly sessionSecret?: string | Uint8Array | undefined
 }
 

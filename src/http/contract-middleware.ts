@@ -21,7 +21,7 @@ import {
   UnsupportedMediaType,
   validationError,
   type ApiError
-} from "./errors.js"
+} from "./contract-errors.js"
 
 /** A route table entry: method and path pattern, e.g. `DELETE /for_store/delete_service/:service_name`. */
 export interface RouteEntry {

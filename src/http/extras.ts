@@ -13,19 +13,19 @@ import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Stream } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Gauge } from "prom-client"
-import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service.js"
+import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service-definition.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
-import { callableName, toolViewsFor } from "../runtime/views.js"
+import { callableName, toolViewsFor } from "../runtime/service-views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
 import { currentPrincipal, gateOf, narrowFor } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
-import { errorBody, Forbidden, validationError } from "./errors.js"
-import { McpGateway } from "./mcp-endpoint.js"
-import { fixedSealSource, sessionOwner, storeSealSource } from "./session-seal.js"
-import { OAuthFlowError } from "../runtime/oauth.js"
+import { errorBody, Forbidden, validationError } from "./contract-errors.js"
+import { McpGateway } from "./gateway/endpoint.js"
+import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
+import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
 export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
@@ -192,7 +192,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           new McpGateway(store, app.monitor, {
             maxSessions: app.server.maxMcpSessions,
             idleSeconds: app.server.mcpSessionIdleSeconds,
-            // Sealed session ids (src/http/session-seal.ts): the cluster's secret, else the store's own.
+            // Sealed session ids (src/http/gateway/session-seal.ts): the cluster's secret, else the store's own.
             seal: app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
           })
       ),
@@ -299,7 +299,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       Effect.promise(() => dashboardHtml()).pipe(Effect.map((html) => HttpServerResponse.html(html)))
     )
 
-    // The end of an upstream's OAuth authorization (src/runtime/oauth.ts): a plain page, nothing of
+    // The end of an upstream's OAuth authorization (src/runtime/upstream-oauth.ts): a plain page, nothing of
     // the request shown back, the state used once.
     yield* router.get(
       "/oauth/callback",
@@ -335,13 +335,13 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (typeof scope === "string") {
           return yield* Effect.fail(validationError(`Invalid request: agent_id ${scope}`, [{ field: "agent_id", problem: scope }]))
         }
-        // A session belongs to the key that opened it (src/http/session-seal.ts).
+        // A session belongs to the key that opened it (src/http/gateway/session-seal.ts).
         const principal = yield* currentPrincipal
         const owner = sessionOwner(principal, request.headers["authorization"])
         const body = request.method === "POST" ? yield* Effect.orDie(request.json) : undefined
         const req = NodeHttpServerRequest.toIncomingMessage(request)
         const res = NodeHttpServerRequest.toServerResponse(request)
-        // A session keeps the tool allow-list of the key that opened it (src/http/mcp-endpoint.ts).
+        // A session keeps the tool allow-list of the key that opened it (src/http/gateway/endpoint.ts).
         const gate = gateOf(principal)
         yield* Effect.promise(() => serve(scope, req, res, body, owner, gate))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
@@ -356,7 +356,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/mcp", mcp(storeScope))
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
-    // The legacy SSE transport (src/http/sse-endpoint.ts): the same sessions, in each scope.
+    // The legacy SSE transport (src/http/gateway/sse-endpoint.ts): the same sessions, in each scope.
     const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, owner: string, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, owner, gate)
     const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string) => gateway.postMessage(scope, req, res, body, owner)
     yield* router.get("/sse", mcp(storeScope, sseStream))

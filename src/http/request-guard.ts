@@ -24,7 +24,7 @@ import { isIP } from "node:net"
 import { networkInterfaces } from "node:os"
 import type { ServerOptions } from "../config/options.js"
 import type { LocalServicesPolicy } from "../runtime/scope.js"
-import { errorBody } from "./errors.js"
+import { errorBody } from "./contract-errors.js"
 
 /** Whether a listen address is a wildcard (every interface). */
 export const isWildcard = (host: string): boolean => host === "0.0.0.0" || host === "::" || host === "[::]"

@@ -12,17 +12,17 @@ import { dict } from "../domain/dict.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
-import type { ServiceNotFound, ValidationError } from "../runtime/errors.js"
+import type { ServiceNotFound, ValidationError } from "../domain/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
-import type { ServiceView } from "../runtime/views.js"
+import type { ServiceView } from "../runtime/service-views.js"
 import { VERSION } from "../version.js"
 import { requestAllowedEverything } from "./authorization.js"
-import { contract, waitTimeout } from "./errors.js"
+import { contract, waitTimeout } from "./contract-errors.js"
 import { localServicesPolicy } from "./request-guard.js"
-import { authorizeUpstream, type OAuthManager } from "../runtime/oauth.js"
+import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { currentPrincipal } from "./access.js"
-import type { AuthorizePayload, CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./schemas.js"
+import type { AuthorizePayload, CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
 export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
@@ -189,7 +189,7 @@ export const deleteService = (scope: ScopeRef, name: string) =>
     )
   )
 
-/** authorize_service (src/runtime/oauth.ts): the URL to open, or the pasted code's outcome. */
+/** authorize_service (src/runtime/upstream-oauth.ts): the URL to open, or the pasted code's outcome. */
 export const authorizeService = (scope: ScopeRef, oauth: OAuthManager, payload: Schema.Schema.Type<typeof AuthorizePayload>) =>
   contract(
     Effect.map(

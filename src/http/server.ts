@@ -15,17 +15,17 @@ import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
-import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/keys.js"
-import { RedisKeyUses } from "../cluster/key-uses.js"
-import { SharedAlerts } from "../cluster/alerts.js"
-import { serviceField } from "../cluster/keys.js"
+import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/api-keys.js"
+import { RedisKeyUses } from "../config/redis-key-uses.js"
+import { SharedAlerts } from "../monitoring/shared-alerts.js"
+import { serviceField } from "../redis/key-names.js"
 import type { Cluster } from "../cluster/cluster.js"
-import { clusterOf, storeLayerOn } from "../layers.js"
+import { clusterOf, storeLayerOn } from "../composition/layer-graph.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
 import { createMetrics } from "../monitoring/metrics.js"
 import { Monitor } from "../monitoring/monitor.js"
-import { log, logEnabled, StoreLoggerLive } from "../runtime/log.js"
-import { storeSettings } from "../runtime/layers.js"
+import { log, logEnabled, StoreLoggerLive } from "../logging/log.js"
+import { storeSettings } from "../runtime/store-layers.js"
 import { StoreConfig } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
@@ -36,7 +36,7 @@ import { callRoute, retryAfterHeader, type DirectRoute } from "./call-route.js"
 import { clusterRoute } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
-import { errorBody } from "./errors.js"
+import { errorBody } from "./contract-errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
@@ -67,7 +67,7 @@ export interface StartServerOptions {
   /** false: call_tool and use_tool go through HttpApi like every other route (tests compare the two). */
   readonly directCalls?: boolean
   /**
-   * The secret the MCP endpoint's session ids are sealed with (src/http/session-seal.ts): replicas
+   * The secret the MCP endpoint's session ids are sealed with (src/http/gateway/session-seal.ts): replicas
    * of one store pass the same one. Default: MCPSTORE_SECRET_KEY, else the key file beside the services file.
    */
   readonly sessionSecret?: string | Uint8Array

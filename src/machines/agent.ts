@@ -5,7 +5,7 @@
  */
 import { assign, setup, stopChild, type ActorRefFrom, type AnyEventObject } from "xstate"
 import { dict } from "../domain/dict.js"
-import { agentScope } from "../domain/service.js"
+import { agentScope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { serviceMachine } from "./service.js"
 import {

@@ -19,7 +19,7 @@
  * are named placeholders supplied by src/runtime/store.ts; by default they do nothing.
  */
 import { assign, raise, sendTo, setup, type ActorRefFrom, type AnyActorRef } from "xstate"
-import { STATUSES, type Status } from "../domain/service.js"
+import { STATUSES, type Status } from "../domain/service-definition.js"
 import type { McpConnection } from "../mcp/types.js"
 import { initialServiceContext, serviceMachine, statusOf, type ServiceContext, type ServiceEvent, type ServiceInput, type ServiceSnapshot } from "./service.js"
 import { crashMessage, serviceSystemId, stopOrphans, type CrashReport } from "./supervisor.js"

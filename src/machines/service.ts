@@ -13,8 +13,8 @@
  */
 import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
 import { EMPTY_CATALOG, type Catalog, type CatalogCapabilities, type McpConnection, type ToolInfo } from "../mcp/types.js"
-import { AUTHORIZE_HINT } from "../mcp/oauth.js"
-import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service.js"
+import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
+import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 
 /** One recorded status change. `from` is null for the first status. */
@@ -100,7 +100,7 @@ export type ServiceEvent =
    */
   | { readonly type: "RESTART"; readonly reason?: string | undefined; readonly fromDefinitions?: boolean | undefined }
   | { readonly type: "UPDATE_DEFINITION"; readonly definition: ServiceDefinition }
-  /** The upstream's OAuth state changed (src/runtime/oauth.ts): shown in the views, nothing else. */
+  /** The upstream's OAuth state changed (src/runtime/upstream-oauth.ts): shown in the views, nothing else. */
   | { readonly type: "AUTH_CHANGED"; readonly auth: AuthInfo | undefined }
   /** The upstream needs a user to authorize the store: wait for AUTHORIZED, with no traffic meanwhile. */
   | { readonly type: "AUTH_REQUIRED"; readonly reason: string }
@@ -141,7 +141,7 @@ export interface ServiceContext {
   readonly catalogVersion: number
   /**
    * What the server declared beside tools at its last connect; kept while it is away, so that what
-   * the store offers (src/http/mcp-endpoint.ts) does not depend on the moment a client initializes.
+   * the store offers (src/http/gateway/endpoint.ts) does not depend on the moment a client initializes.
    */
   readonly capabilities: CatalogCapabilities | undefined
   readonly consecutiveFailures: number
@@ -327,7 +327,7 @@ export const serviceMachine = setup({
     attemptsExhausted: ({ context }) => context.reconnectAttempts + 1 >= context.settings.max_reconnect_attempts,
     /** The connect failure cannot be mended by retrying soon (an executable not found, HTTP 404 to initialize...). */
     permanentFailure: ({ event }) => failureOf(event)?.permanent === true,
-    /** The connect failure is an OAuth challenge that only a user can meet (src/mcp/oauth.ts). */
+    /** The connect failure is an OAuth challenge that only a user can meet (src/mcp/oauth-client.ts). */
     authorizationRequired: ({ event }) => failureOf(event)?.authorizationRequired === true,
     /** Not stopped by a user: an authorization need or grant is acted on. */
     running: ({ context }) => context.status !== "disconnected" && context.status !== "disconnecting",

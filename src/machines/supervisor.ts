@@ -5,7 +5,7 @@
  */
 import type { AnyActorRef, AnyEventObject } from "xstate"
 import { dictWith, dictWithout } from "../domain/dict.js"
-import type { Scope, ServiceDefinition } from "../domain/service.js"
+import type { Scope, ServiceDefinition } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef, ServiceInput } from "./service.js"
 

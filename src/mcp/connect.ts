@@ -26,12 +26,12 @@ import type {
   ReadResourceResult
 } from "@modelcontextprotocol/sdk/types.js"
 import { maskArgs, maskUrl } from "../domain/secrets.js"
-import type { ResolvedDefinition } from "../domain/service.js"
+import type { ResolvedDefinition } from "../domain/service-definition.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
 import { HttpClientTransport } from "./http-transport.js"
 import { probeTransport } from "./probe.js"
-import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth.js"
+import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth-client.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { Session, type SessionNotification, type SessionOptions } from "./session.js"
@@ -427,7 +427,7 @@ const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy:
   let authorizationRequired: AuthorizationRequiredError | undefined
   const fetch = boundedFetch({
     maxMessageBytes,
-    // The host is resolved and checked before each request; the service's bearer token is added (src/mcp/oauth.ts).
+    // The host is resolved and checked before each request; the service's bearer token is added (src/mcp/oauth-client.ts).
     fetch: auth === undefined ? policy.fetch : fetchWithAuth(policy.fetch, auth, (error) => void (authorizationRequired ??= error)),
     errorBodyBytes: ERROR_BODY_BYTES,
     onTooLarge: (error) => {

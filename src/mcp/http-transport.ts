@@ -19,7 +19,7 @@
  * and at most 200 characters of their body. A request the SDK cancels (time-out, caller gone: `notifications/cancelled`) has
  * its HTTP request destroyed, so nothing goes on reading its body.
  *
- * OAuth (src/mcp/oauth.ts): with an `auth`, each request carries the service's bearer token, and a
+ * OAuth (src/mcp/oauth-client.ts): with an `auth`, each request carries the service's bearer token, and a
  * 401 with a `WWW-Authenticate: Bearer` challenge asks it for a new token (refresh, client
  * credentials) and is sent once more; when only a user can help, the request fails with
  * `AuthorizationRequiredError` (the service then waits for authorize_service). A 401 without a
@@ -35,7 +35,7 @@ import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
-import { parseBearerChallenge, type UpstreamAuth } from "./oauth.js"
+import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
 
@@ -204,7 +204,7 @@ interface Post {
 export interface HttpTransportOptions {
   /** The largest message read (a JSON answer, one event); default `DEFAULT_MAX_MESSAGE_BYTES`. */
   readonly maxMessageBytes?: number | undefined
-  /** The service's OAuth token source, for a remote service (src/mcp/oauth.ts). */
+  /** The service's OAuth token source, for a remote service (src/mcp/oauth-client.ts). */
   readonly auth?: UpstreamAuth | undefined
   /** Resolves the host (src/mcp/upstream-policy.ts checks each address it returns). */
   readonly lookup?: LookupFunction | undefined

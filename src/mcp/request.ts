@@ -8,7 +8,7 @@ import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
-import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth.js"
+import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth-client.js"
 import { McpRequestError, MessageTooLargeError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
 
 /** What the SDK call receives: pass both on as its request options. */
@@ -104,7 +104,7 @@ export function classifyFailure(what: string, error: unknown, options: RequestOp
     return new McpRequestError("message_too_large", `${what}: ${error.message}`)
   }
   if (error instanceof AuthorizationRequiredError || error instanceof UnauthorizedError) {
-    // Only a user can help (src/mcp/oauth.ts): no retry until authorize_service.
+    // Only a user can help (src/mcp/oauth-client.ts): no retry until authorize_service.
     return new McpRequestError("transport", `${what}: ${error.message}`, undefined, undefined, {
       permanent: true,
       authorizationRequired: true,

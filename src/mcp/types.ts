@@ -14,7 +14,7 @@ import type {
   Resource,
   ResourceTemplate
 } from "@modelcontextprotocol/sdk/types.js"
-import type { UpstreamAuth } from "./oauth.js"
+import type { UpstreamAuth } from "./oauth-client.js"
 import type { UpstreamPolicy } from "./upstream-policy.js"
 
 /**
@@ -178,7 +178,7 @@ export interface FailureDetails {
   readonly hint?: string | undefined
   /** The HTTP status of the answer that failed the request, when there was one. */
   readonly httpStatus?: number | undefined
-  /** The upstream wants an OAuth authorization that only a user can give (src/mcp/oauth.ts). */
+  /** The upstream wants an OAuth authorization that only a user can give (src/mcp/oauth-client.ts). */
   readonly authorizationRequired?: boolean | undefined
 }
 
@@ -260,7 +260,7 @@ export interface McpConnection {
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
-  /** The service's OAuth token source (remote services; src/mcp/oauth.ts). */
+  /** The service's OAuth token source (remote services; src/mcp/oauth-client.ts). */
   readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */
   readonly maxMessageBytes?: number

@@ -6,13 +6,13 @@
  */
 import { cpus, freemem, loadavg, totalmem } from "node:os"
 import { dict } from "../domain/dict.js"
-import { STATUSES, agentScope, STORE_SCOPE, type Scope, type Status } from "../domain/service.js"
+import { STATUSES, agentScope, STORE_SCOPE, type Scope, type Status } from "../domain/service-definition.js"
 import { statusOf } from "../machines/service.js"
-import { isFailedOutcome as isFailure, OUTCOMES, type Outcome, type ToolRecord } from "../records/records.js"
-import { ServiceNotFound } from "../runtime/errors.js"
+import { isFailedOutcome as isFailure, OUTCOMES, type Outcome, type ToolRecord } from "../records/tool-records.js"
+import { ServiceNotFound } from "../domain/errors.js"
 import type { Store } from "../runtime/store.js"
 import type { Monitor } from "./monitor.js"
-import { diskOf, processCpuPercent } from "../runtime/system.js"
+import { diskOf, processCpuPercent } from "./system.js"
 import { quantile } from "./bounded.js"
 
 const round = (n: number) => Math.round(n * 100) / 100

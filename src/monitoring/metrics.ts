@@ -8,7 +8,7 @@
  * next scrape: the series kept are bounded by the services that exist, not by every name ever seen.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client"
-import { STATUSES, agentScope, STORE_SCOPE } from "../domain/service.js"
+import { STATUSES, agentScope, STORE_SCOPE } from "../domain/service-definition.js"
 import { statusOf } from "../machines/service.js"
 import type { Store } from "../runtime/store.js"
 import type { Monitor } from "./monitor.js"

@@ -8,9 +8,9 @@
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks"
 import type { InspectionEvent } from "xstate"
-import { scopeLabel, type Scope, type Status } from "../domain/service.js"
+import { scopeLabel, type Scope, type Status } from "../domain/service-definition.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
-import { offeredToolCount } from "../runtime/views.js"
+import { offeredToolCount } from "../runtime/service-views.js"
 import { BoundedMap, LatencyWindow, Ring, SampleRing } from "./bounded.js"
 
 /** How much is kept per service, and in all. */
@@ -90,7 +90,7 @@ interface Progress {
   lastSeen: Transition | undefined
   toolsVersion: number
   catalogVersion: number
-  /** The service's OAuth state last told (src/runtime/oauth.ts). */
+  /** The service's OAuth state last told (src/runtime/upstream-oauth.ts). */
   auth?: ServiceContext["auth"]
   /** A replicated actor's last health check seen (its checks are read from its context). */
   lastCheckAt?: number | undefined
@@ -100,7 +100,7 @@ interface Progress {
 export type MonitorEvent =
   | { readonly type: "status"; readonly scope: string; readonly service_name: string; readonly transition: Transition }
   | { readonly type: "tools_changed"; readonly scope: string; readonly service_name: string; readonly tool_count: number }
-  /** The service's resources, resource templates or prompts were listed again (src/http/mcp-endpoint.ts tells its clients). */
+  /** The service's resources, resource templates or prompts were listed again (src/http/gateway/endpoint.ts tells its clients). */
   | { readonly type: "catalog_changed"; readonly scope: string; readonly service_name: string }
   | { readonly type: "alert"; readonly alert: Alert }
   | { readonly type: "check"; readonly scope: string; readonly service_name: string; readonly check: CheckEntry }
@@ -222,7 +222,7 @@ export class Monitor {
 
   private onTransition(scope: string, name: string, t: Transition): void {
     this.emit({ type: "status", scope, service_name: name, transition: t })
-    // Replica mode: the alerts of a service are raised by the replica that runs it (src/cluster/alerts.ts).
+    // Replica mode: the alerts of a service are raised by the replica that runs it (src/monitoring/shared-alerts.ts).
     if (this.alertsHere !== undefined && !this.alertsHere(scope, name)) return
     if (t.to === "warning") this.raise("warning", scope, name, "Service degraded", t.reason)
     else if (t.to === "unreachable") this.raise("error", scope, name, "Service unreachable", t.reason)
@@ -303,7 +303,7 @@ export class Monitor {
 
   /**
    * Where `alerts()` reads from instead of this process's ring: in a cluster, every replica's
-   * alerts (src/cluster/alerts.ts `SharedAlerts.attach`).
+   * alerts (src/monitoring/shared-alerts.ts `SharedAlerts.attach`).
    */
   alertsFrom: (() => ReadonlyArray<Alert>) | undefined = undefined
 

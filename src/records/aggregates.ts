@@ -1,8 +1,8 @@
 /**
  * The aggregates of tool-call records (counts, errors and durations by scope, service, tool and
  * UTC day) that summaries, daily figures and query totals are answered from without reading any
- * record. One class for both backends: the records file (src/records/records.ts) counts each record
- * it keeps; the Redis stream (src/cluster/records.ts) rebuilds the same aggregates from its counts
+ * record. One class for both backends: the records file (src/records/tool-records.ts) counts each record
+ * it keeps; the Redis stream (src/records/redis-records.ts) rebuilds the same aggregates from its counts
  * hash, group by group, so the two answer alike.
  */
 import { dict } from "../domain/dict.js"

@@ -12,14 +12,14 @@ import { parse as parseDotenv } from "dotenv"
 import { fromCallback, fromPromise } from "xstate"
 import { definitionHasReferences, expandDefinition, expandOAuth, oauthHasReferences, UndefinedVariable, type Variables } from "../domain/references.js"
 import { scrubText, secretValues } from "../domain/secrets.js"
-import { resolveDefinition, scopeLabel, type ResolvedDefinition, type Scope } from "../domain/service.js"
+import { resolveDefinition, scopeLabel, type ResolvedDefinition, type Scope } from "../domain/service-definition.js"
 import { connect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
-import { log } from "./log.js"
+import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
-import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./oauth.js"
+import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./upstream-oauth.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -248,7 +248,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         ? { def: resolved, oauth: givenOAuth }
         : await expanded(resolved, givenOAuth, registry.options)
     const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
-    // A remote service's token source (src/runtime/oauth.ts): idle until an upstream asks for OAuth.
+    // A remote service's token source (src/runtime/upstream-oauth.ts): idle until an upstream asks for OAuth.
     const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
     const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
       connect(target, {

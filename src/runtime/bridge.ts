@@ -7,7 +7,7 @@
  */
 import { Cause, Duration, Effect, Exit } from "effect"
 import type { AnyActorRef, SnapshotFrom } from "xstate"
-import { TooMany } from "./errors.js"
+import { TooMany } from "../domain/errors.js"
 
 /** How a wait ended. */
 export type WaitEnd = "reached" | "timeout" | "stopped" | "aborted"

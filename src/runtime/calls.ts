@@ -15,7 +15,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cancel, McpRequestError, type CallHooks, type CallProgress, type CancelSignal, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { awaitSnapshot, type WaitGate } from "./bridge.js"
-import type { Outcome } from "../records/records.js"
+import type { Outcome } from "../records/tool-records.js"
 import {
   AmbiguousTool,
   InvalidArguments,
@@ -26,13 +26,13 @@ import {
   ToolTimeout,
   UpstreamError,
   type TooMany
-} from "./errors.js"
+} from "../domain/errors.js"
 import { outcomeOf, requestFailure, serviceUnavailable as unavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
-import { log } from "./log.js"
+import { log } from "../logging/log.js"
 import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
 import { ownEntry } from "../machines/supervisor.js"
-import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./views.js"
+import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./service-views.js"
 import { serviceToolFilter } from "../domain/tool-filter.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
@@ -225,7 +225,7 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
 }
 
 
-/** What a call can fail with; each face renders it once (src/http/errors.ts, the MCP endpoint, the record's outcome). */
+/** What a call can fail with; each face renders it once (src/http/contract-errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
   | ServiceNotFound
   | ToolNotFound

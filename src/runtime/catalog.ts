@@ -2,7 +2,7 @@
  * Resources, resource templates and prompts of a scope, aggregated from its connected services
  * (docs/resources-and-prompts.md), and the operations that reach them: resources/read,
  * prompts/get, completion/complete, routed to the owning service. One room beside calls, commands
- * and queries, used by the HTTP handlers, the MCP endpoint (src/http/mcp-endpoint.ts) and ScopeApi.
+ * and queries, used by the HTTP handlers, the MCP endpoint (src/http/gateway/endpoint.ts) and ScopeApi.
  *
  * Naming: prompts are `<service>__<prompt>`, as tools are. Resources and templates keep their
  * URI; when two services of the scope expose the same one, each copy is offered as
@@ -16,10 +16,10 @@ import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resou
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
-import { PromptNotFound, ValidationError, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type UpstreamError } from "./errors.js"
+import { PromptNotFound, ValidationError, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type UpstreamError } from "../domain/errors.js"
 import { requestFailure, resourceNotFound, serviceUnavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
-import { callableName, isConnected } from "./views.js"
+import { callableName, isConnected } from "./service-views.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
 export const PREFIX_SCHEME = "mcp-store://"

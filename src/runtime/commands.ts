@@ -13,15 +13,15 @@ import {
   type ServiceName,
   UpdateServiceBody
 } from "../domain/schemas.js"
-import { sameDefinition, type Status } from "../domain/service.js"
+import { sameDefinition, type Status } from "../domain/service-definition.js"
 import { statusOf } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { McpRequestError } from "../mcp/types.js"
 import { awaitSnapshot } from "./bridge.js"
-import { ClusterUnavailable, Forbidden, TooMany, ValidationError, type ServiceNotFound } from "./errors.js"
+import { ClusterUnavailable, Forbidden, TooMany, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
 import { attempt } from "./run.js"
-import { isConnected, serviceView, type ServiceView } from "./views.js"
+import { isConnected, serviceView, type ServiceView } from "./service-views.js"
 
 /** What `addService` takes: add_service's body, decoded (`AddServiceBody` of src/domain/schemas.ts). */
 export type AddServiceInput = AddServiceBody

@@ -1,16 +1,16 @@
 /**
  * A failed upstream request as the domain's failure, in one place: the transport edge classifies
  * every failure as an `McpRequestError` (src/mcp/request.ts), and this maps it, once, to the
- * store's tagged errors (src/runtime/errors.ts) for tool calls and catalog requests (resources,
+ * store's tagged errors (src/domain/errors.ts) for tool calls and catalog requests (resources,
  * prompts, completion) alike; each face then renders that error once (HTTP body, JSON-RPC error,
  * record outcome: `outcomeOf`). A time-out is `ToolTimeout` whatever was asked (504 TOOL_TIMEOUT,
  * record outcome `timeout`); the caller's own abort is no failure (the call ends interrupted).
  */
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import type { McpRequestError } from "../mcp/types.js"
-import type { Outcome } from "../records/records.js"
-import { InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "./errors.js"
-import { iso } from "./views.js"
+import type { Outcome } from "../records/tool-records.js"
+import { InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
+import { iso } from "./service-views.js"
 
 /** What a failed request asked of which service. */
 interface Subject {

@@ -7,16 +7,16 @@
 import { Effect } from "effect"
 import type { DefinitionsStore } from "../config/definitions-store.js"
 import type { StoreLimits } from "../config/options.js"
-import { clientId, scopeLabel, type Scope } from "../domain/service.js"
+import { clientId, scopeLabel, type Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ServiceActorRef } from "../machines/service.js"
-import type { StoreActorRef } from "../machines/store.js"
+import type { StoreActorRef } from "../machines/root.js"
 import { ownEntry } from "../machines/supervisor.js"
-import type { RecordsBackend } from "../records/records.js"
+import type { RecordsBackend } from "../records/tool-records.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
-import { ServiceNotFound } from "./errors.js"
+import { ServiceNotFound } from "../domain/errors.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {

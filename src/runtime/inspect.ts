@@ -6,7 +6,7 @@
 import type { AnyActorRef, InspectionEvent } from "xstate"
 import { agentMachine } from "../machines/agent.js"
 import { serviceMachine, statusOf, type ServiceSnapshot } from "../machines/service.js"
-import { storeMachine } from "../machines/store.js"
+import { storeMachine } from "../machines/root.js"
 import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
 import type { Store } from "./store.js"
 

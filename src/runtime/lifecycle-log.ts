@@ -17,10 +17,10 @@
  * service's slow retry) are debug lines.
  */
 import type { InspectionEvent } from "xstate"
-import { scopeLabel, type Scope } from "../domain/service.js"
+import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import type { ServiceContext, Transition } from "../machines/service.js"
-import { log, type LogFields, type LogLevelName, writeLog } from "./log.js"
-import { offeredToolCount as offered } from "./views.js"
+import { log, type LogFields, type LogLevelName, writeLog } from "../logging/log.js"
+import { offeredToolCount as offered } from "./service-views.js"
 
 /** ", 3 resources, 2 templates, 4 prompts": what a service offers beside tools, when it offers any. */
 const catalogCounts = (c: ServiceContext): string => {

@@ -11,7 +11,7 @@
 import { Effect } from "effect"
 import { maskUrl } from "../domain/secrets.js"
 import { DEFAULT_UPSTREAM_POLICY, type UpstreamPolicy } from "../mcp/upstream-policy.js"
-import { ValidationError, type FieldProblem } from "./errors.js"
+import { ValidationError, type FieldProblem } from "../domain/errors.js"
 
 export interface NetworkCheckResult {
   readonly endpoint_name: string

@@ -12,7 +12,7 @@
  * carries it along, up to the uncaught exception's handler.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
-import { log } from "./log.js"
+import { log } from "../logging/log.js"
 
 /** Which service the running code works for. */
 export interface ServiceContext {

@@ -6,18 +6,18 @@
 import { Effect } from "effect"
 import { dict } from "../domain/dict.js"
 import { maskDefinition, maskDocument } from "../domain/secrets.js"
-import { STATUSES, type Status } from "../domain/service.js"
+import { STATUSES, type Status } from "../domain/service-definition.js"
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
-import type { RecordQuery } from "../records/records.js"
+import type { RecordQuery } from "../records/tool-records.js"
 import { awaitSnapshot } from "./bridge.js"
-import type { ServiceNotFound, TooMany } from "./errors.js"
+import type { ServiceNotFound, TooMany } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
-import { hiddenToolViews, isConnected, iso, serviceView, toolViews, toolViewsFor, transitionView, type ServiceView, type ToolView } from "./views.js"
+import { hiddenToolViews, isConnected, iso, serviceView, toolViews, toolViewsFor, transitionView, type ServiceView, type ToolView } from "./service-views.js"
 
 export interface WaitServiceInput {
   readonly client_id_or_service_name: string
-  /** Decoded at the edge (src/http/schemas.ts `WaitStatus`): a status, or a non-empty array of them. */
+  /** Decoded at the edge (src/http/payloads.ts `WaitStatus`): a status, or a non-empty array of them. */
   readonly status: Status | ReadonlyArray<Status>
   /** Seconds. */
   readonly timeout: number

@@ -4,11 +4,11 @@
  * library user catches the store's errors as they are documented. `signal` interrupts the effect.
  */
 import { Cause, Effect, Exit, Layer, Logger, LogLevel, Runtime } from "effect"
-import { StoreLoggerLive } from "./log.js"
+import { StoreLoggerLive } from "../logging/log.js"
 
 /**
  * The runtime of effects run outside the server's own: Effect's default one with the store's
- * Logger (src/runtime/log.ts), which applies the process's level itself.
+ * Logger (src/logging/log.ts), which applies the process's level itself.
  */
 export const loggedRuntime: Runtime.Runtime<never> = Effect.runSync(
   Effect.runtime<never>().pipe(Effect.provide(Layer.merge(StoreLoggerLive, Logger.minimumLogLevel(LogLevel.Debug))))

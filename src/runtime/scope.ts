@@ -6,7 +6,7 @@
  * binds them to one scope.
  */
 import { Effect } from "effect"
-import type { Scope } from "../domain/service.js"
+import type { Scope } from "../domain/service-definition.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import * as calls from "./calls.js"
 import * as catalog from "./catalog.js"

@@ -1,7 +1,7 @@
 /**
  * The store's capabilities as Effect services: each is a tag here, its implementations are layers
- * (the file-backed ones in src/runtime/layers.ts, the Redis-backed ones of replica mode in
- * src/cluster/layers.ts), and the composition root (src/layers.ts) picks one set. The runtime
+ * (the file-backed ones in src/runtime/store-layers.ts, the Redis-backed ones of replica mode in
+ * src/cluster/replica-layers.ts), and the composition root (src/composition/layer-graph.ts) picks one set. The runtime
  * depends on these interfaces only, never on src/cluster.
  */
 import { Context } from "effect"
@@ -9,12 +9,12 @@ import type { InspectionEvent, Observer } from "xstate"
 import type { DefinitionsStore } from "../config/definitions-store.js"
 import type { ClusterOptions, StoreLimits } from "../config/options.js"
 import type { ServicesFile } from "../config/services-file.js"
-import type { Scope } from "../domain/service.js"
+import type { Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
-import type { RecordsBackend, RecordsOptions } from "../records/records.js"
+import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
 import type { liveServiceMachine } from "./adapter.js"
-import type { TokenStore } from "./oauth-tokens.js"
+import type { TokenStore } from "../config/token-vault.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {

@@ -1,7 +1,7 @@
 /**
  * The store: the actor system (store, agent and service actors) on the store's capabilities (the
  * definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts), and the
- * operations on them. It is the `StoreService` of the layer graph (src/layers.ts builds it, with
+ * operations on them. It is the `StoreService` of the layer graph (src/composition/layer-graph.ts builds it, with
  * `createStore` for the library) and the only thing the HTTP handlers call: they decode, call a
  * `ScopeApi` operation, encode.
  *
@@ -14,7 +14,7 @@ import { Context, Effect } from "effect"
 import { createActor, type InspectionEvent } from "xstate"
 import { dict } from "../domain/dict.js"
 import { parseServiceField, serviceField } from "../domain/replicas.js"
-import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service.js"
+import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import { describeProblem, type EntryProblem, type ServicesConfig } from "../config/services-file.js"
 import type { StoreLimits } from "../config/options.js"
@@ -22,23 +22,23 @@ import type { DefinitionsStore } from "../config/definitions-store.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
-import { storeMachine, type StoreActorRef } from "../machines/store.js"
+import { storeMachine, type StoreActorRef } from "../machines/root.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
-import type { RecordsBackend } from "../records/records.js"
+import type { RecordsBackend } from "../records/tool-records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
-import { oauthFetch } from "../mcp/oauth.js"
+import { oauthFetch } from "../mcp/oauth-client.js"
 import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash } from "./adapter.js"
 import { Waiters } from "./bridge.js"
-import { ValidationError } from "./errors.js"
+import { ValidationError } from "../domain/errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { ProgressEvents } from "./progress.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
-import { log } from "./log.js"
+import { log } from "../logging/log.js"
 import { indexDelayedEvents } from "./timers.js"
-import { OAuthManager } from "./oauth.js"
-import type { TokenStore } from "./oauth-tokens.js"
+import { OAuthManager } from "./upstream-oauth.js"
+import type { TokenStore } from "../config/token-vault.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 
 export type { CreateStoreOptions } from "./services.js"
@@ -109,7 +109,7 @@ export class Store implements StoreHost {
     this.waiters = new Waiters(limits.maxWaiters)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
-    // OAuth of upstreams (src/runtime/oauth.ts): it tells the service actors of this store.
+    // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
     this.oauth = new OAuthManager(tokens, (scope, name) => this.serviceActor(scope, name), () => this.oauthCallbackUrl, oauthFetch(upstream))
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
     const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth))
@@ -136,7 +136,7 @@ export class Store implements StoreHost {
 
   /**
    * Starts the actor system on `parts` and every service of the definitions. The replication is
-   * attached by the caller (the store layer, src/runtime/layers.ts), which also owns `shutdown`.
+   * attached by the caller (the store layer, src/runtime/store-layers.ts), which also owns `shutdown`.
    */
   static start(parts: StoreParts): Store {
     const store = new Store(parts)
@@ -494,5 +494,5 @@ export class Store implements StoreHost {
   }
 }
 
-/** The running store in the layer graph (src/runtime/layers.ts builds it). */
+/** The running store in the layer graph (src/runtime/store-layers.ts builds it). */
 export class StoreService extends Context.Tag("mcp-store/Store")<StoreService, Store>() {}

@@ -5,8 +5,9 @@
  */
 import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Redis } from "../../src/cluster/connection.js"
-import { fairShare, Leases, releasedChannel, RELEASE, RENEW } from "../../src/cluster/leases.js"
+import type { Redis } from "../../src/redis/connection.js"
+import { fairShare, Leases, releasedChannel, RENEW } from "../../src/cluster/leases.js"
+import { RELEASE } from "../../src/redis/lock.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 describe.skipIf(!hasRedisServer)("leases", () => {

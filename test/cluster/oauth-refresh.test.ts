@@ -3,10 +3,10 @@
 // upstream at once; one asks the token endpoint, the other waits on the lock and takes its token.
 import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Redis } from "../../src/cluster/connection.js"
-import { RedisTokenStore } from "../../src/cluster/tokens.js"
-import { STORE_SCOPE } from "../../src/domain/service.js"
-import { OAuthManager } from "../../src/runtime/oauth.js"
+import type { Redis } from "../../src/redis/connection.js"
+import { RedisTokenStore } from "../../src/config/redis-token-vault.js"
+import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { OAuthManager } from "../../src/runtime/upstream-oauth.js"
 import { MACHINE_CLIENT, startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 

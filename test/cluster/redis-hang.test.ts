@@ -9,7 +9,7 @@
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { clusterKey } from "../../src/cluster/keys.js"
+import { clusterKey } from "../../src/redis/key-names.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { eventually, freshDir, hasRedisServer, startRedisServer, startTestServer, useReplicaSecret, within, type RedisServer, type TestServer } from "../support/index.js"
 

@@ -22,7 +22,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { FORWARD_PATH } from "../../src/cluster/forward.js"
-import { clusterKey } from "../../src/cluster/keys.js"
+import { clusterKey } from "../../src/redis/key-names.js"
 import { sign, SIGNATURE_HEADER } from "../../src/cluster/signature.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import {

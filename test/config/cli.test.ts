@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
-import { CommandLineExit, parseCommandLine } from "../../src/config/cli.js"
+import { CommandLineExit, parseCommandLine } from "../../src/cli/command-line.js"
 import { OptionsError } from "../../src/config/options.js"
 
 let dir: string

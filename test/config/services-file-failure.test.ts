@@ -38,11 +38,11 @@ vi.mock("node:fs/promises", async (importOriginal) => {
 
 let ServicesFile: typeof ServicesFileModule.ServicesFile
 let ServicesFileError: typeof ServicesFileModule.ServicesFileError
-let STORE_SCOPE: typeof import("../../src/domain/service.js").STORE_SCOPE
+let STORE_SCOPE: typeof import("../../src/domain/service-definition.js").STORE_SCOPE
 beforeAll(async () => {
   vi.resetModules()
   ;({ ServicesFile, ServicesFileError } = await import("../../src/config/services-file.js"))
-  ;({ STORE_SCOPE } = await import("../../src/domain/service.js"))
+  ;({ STORE_SCOPE } = await import("../../src/domain/service-definition.js"))
 })
 afterAll(() => {
   failures.rename = undefined

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { ServicesFile, ServicesFileError, type ServicesConfig } from "../../src/config/services-file.js"
-import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
+import { agentScope, STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { quietFor } from "../support/index.js"
 
 let dir: string

@@ -19,7 +19,7 @@ import {
   agentIdProblem,
   serviceNameProblem
 } from "../../src/domain/schemas.js"
-import { DefinitionError, resolveDefinition } from "../../src/domain/service.js"
+import { DefinitionError, resolveDefinition } from "../../src/domain/service-definition.js"
 
 /** The decoded value, or the field problems (as a 400 answer lists them). */
 const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown): { ok: A } | { problems: Array<{ field: string; problem: string }> } => {

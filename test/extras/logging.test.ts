@@ -1,4 +1,4 @@
-// Logging through the store (src/http/log-relay.ts): /mcp and an agent's endpoint declare `logging`
+// Logging through the store (src/http/gateway/log-relay.ts): /mcp and an agent's endpoint declare `logging`
 // and take logging/setLevel; upstream log messages reach SDK clients with the service's name as
 // logger (server-everything's simulated logging, the conformance fixture's logging tool); the relay
 // filters per session, sends the scope's most verbose level upstream, and drops a flood at its rate
@@ -8,8 +8,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { EmptyResultSchema, LoggingMessageNotificationSchema, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { LOG_BURST, LogRelay, passes, type LogSession } from "../../src/http/log-relay.js"
-import { captureLogs } from "../../src/runtime/log.js"
+import { LOG_BURST, LogRelay, passes, type LogSession } from "../../src/http/gateway/log-relay.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { conformanceServer, everythingStdio } from "../fixtures/paths.js"
 import { addService, fakeConnection, localService, startTestServer, within, type TestServer } from "../support/index.js"
 

@@ -1,4 +1,4 @@
-// Sealed MCP session ids (src/http/session-seal.ts, docs/sessions.md): an SDK client keeps its
+// Sealed MCP session ids (src/http/gateway/session-seal.ts, docs/sessions.md): an SDK client keeps its
 // session across a restart of the store on the same services file and across replicas that share a
 // secret, with no new initialize; a changed id, another store's id, another scope's id, another
 // key's request, an ended id and an overlong id are answered 404 -32001 so clients re-initialize.
@@ -9,11 +9,11 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { defaultKeysFile, newKey, writeKeys } from "../../src/config/keys.js"
-import { STORE_SCOPE } from "../../src/domain/service.js"
-import { markInitialized } from "../../src/http/mcp-endpoint.js"
-import { clientFacts, MAX_SEALED_CAPABILITIES, MAX_SESSION_ID_LENGTH, SessionSeal, sessionOwner } from "../../src/http/session-seal.js"
-import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { defaultKeysFile, newKey, writeKeys } from "../../src/config/api-keys.js"
+import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { markInitialized } from "../../src/http/gateway/endpoint.js"
+import { clientFacts, MAX_SEALED_CAPABILITIES, MAX_SESSION_ID_LENGTH, SessionSeal, sessionOwner } from "../../src/http/gateway/session-seal.js"
+import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { everythingStdio } from "../fixtures/paths.js"
 import { addService, authedApi, freshDir, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"

@@ -304,7 +304,7 @@ describe("the start-up warning (mcp-store run api as a child process)", { timeou
   it.concurrent("warns on --host 0.0.0.0 without a key", async ({ expect, task }) => {
     const r = run(task.id, ["--host", "0.0.0.0"])
     await r.waitFor("stderr", / WARN .*API key.*\n/, 90_000)
-    // One logger, one style (src/runtime/log.ts): time, level, message.
+    // One logger, one style (src/logging/log.ts): time, level, message.
     const line = r.stderr.split("\n").find((l) => l.includes(" WARN "))!
     expect(line).toMatch(/^\S+Z WARN  listening on 0\.0\.0\.0 without an API key/)
     expect(line).toContain("local command services are refused from non-loopback clients")

@@ -11,7 +11,7 @@ import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { everythingStdio, REPO_ROOT, type Launch } from "../fixtures/paths.js"
 import { addService, localService, programArgs, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
-import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 
 const richTools: Launch = { command: process.execPath, args: programArgs(join(REPO_ROOT, "test", "fixtures", "rich-tools-server.ts")) }
 

@@ -3,7 +3,7 @@
 // (its file in a temporary folder), and the same servers registered in the store. Every tool the
 // store offers agents is listed by REST list_tools and by /mcp tools/list with every MCP field equal
 // to the upstream's (name aside: the callable `<service>__<tool>`); the tools it hides are exactly
-// those its rules hide (src/runtime/views.ts hiddenReason), and none other is missing.
+// those its rules hide (src/runtime/service-views.ts hiddenReason), and none other is missing.
 import { mkdtempSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -14,7 +14,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { ToolInfo } from "../../src/mcp/types.js"
-import { hiddenReason } from "../../src/runtime/views.js"
+import { hiddenReason } from "../../src/runtime/service-views.js"
 import { everythingStdio, type Launch } from "../fixtures/paths.js"
 import { startTestServer, within, type TestServer } from "../support/index.js"
 

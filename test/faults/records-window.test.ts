@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { ToolRecords, type NewRecord } from "../../src/records/records.js"
+import { ToolRecords, type NewRecord } from "../../src/records/tool-records.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
 const RECORDS_FILE = "mcp.records.jsonl"

@@ -6,7 +6,7 @@
 import { chmodSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest"
-import { captureLogs } from "../../src/runtime/log.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */

@@ -1,12 +1,12 @@
-// Keys with roles over real HTTP (src/http/access.ts, src/config/keys.ts): keys made by the CLI's
+// Keys with roles over real HTTP (src/http/access.ts, src/config/api-keys.ts): keys made by the CLI's
 // code path (runKeys), one store, every route of the contract and every extra route asked by an
 // admin, agent A's key, agent B's key, a reader, a revoked key, an expired key and no key; then what
 // agent A's key sees: its own services, records and figures, never agent B's or the store's.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { statSync } from "node:fs"
-import { readKeys, writeKeys } from "../../src/config/keys.js"
-import { runKeys } from "../../src/config/keys-cli.js"
+import { readKeys, writeKeys } from "../../src/config/api-keys.js"
+import { runKeys } from "../../src/cli/keys-command.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { addService, authedApi, endpointSpecs, eventually, fillPath, fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
 
@@ -215,7 +215,7 @@ describe("keys with roles", () => {
 
 describe("MCPSTORE_API_KEY_FILE", () => {
   it("its first line is one more admin key; an empty file is refused", async () => {
-    const { KeyRing, readApiKeyFile } = await import("../../src/config/keys.js")
+    const { KeyRing, readApiKeyFile } = await import("../../src/config/api-keys.js")
     const { writeFileSync } = await import("node:fs")
     const dir = freshDir()
     writeFileSync(join(dir, "admin.key"), "from-a-file\n")

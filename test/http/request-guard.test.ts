@@ -10,10 +10,10 @@ import { mkdirSync, rmSync } from "node:fs"
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http"
 import { connect, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
-import { captureLogs } from "../../src/runtime/log.js"
-import { fromStoreError } from "../../src/http/errors.js"
+import { captureLogs } from "../../src/logging/log.js"
+import { fromStoreError } from "../../src/http/contract-errors.js"
 import { localServicesPolicy } from "../../src/http/request-guard.js"
-import { Forbidden } from "../../src/runtime/errors.js"
+import { Forbidden } from "../../src/domain/errors.js"
 import { startTestServer, type TestServer } from "../support/index.js"
 
 interface RawReply {

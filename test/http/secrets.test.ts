@@ -8,7 +8,7 @@
  */
 import { readFileSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import { closedPort, endpointSpecs, fillPath, openSse, startTestServer, waitStatus, type SseStream, type TestServer } from "../support/index.js"

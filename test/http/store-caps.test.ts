@@ -7,7 +7,7 @@
 import { existsSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest"
-import { captureLogs } from "../../src/runtime/log.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { gatedStdioFixture } from "../fixtures/paths.js"
 import { eventually, freshDir, localService, startTestServer, type TestServer } from "../support/index.js"

@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { runKeys } from "../../src/config/keys-cli.js"
+import { runKeys } from "../../src/cli/keys-command.js"
 import { everythingStdio } from "../fixtures/paths.js"
 import { addService, authedApi, fixtureService, freshDir, localService, openSse, startTestServer, within, type Api, type SseStream, type TestServer } from "../support/index.js"
 

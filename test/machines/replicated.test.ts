@@ -9,7 +9,7 @@
  */
 import { assign, createActor, SimulatedClock } from "xstate"
 import { describe, expect, it } from "vitest"
-import { STATUSES, STORE_SCOPE } from "../../src/domain/service.js"
+import { STATUSES, STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { OWNED_CHILD_ID, replicatedServiceMachine, viewOf, type PublishedView, type ReplicatedEvent } from "../../src/machines/replicated.js"
 import type { CrashReport } from "../../src/machines/supervisor.js"

@@ -5,7 +5,7 @@
  * `now` (the clock) and `random` (0.5 unless the test is about jitter or offsets).
  */
 import { describe, expect, it } from "vitest"
-import { STORE_SCOPE, type Status } from "../../src/domain/service.js"
+import { STORE_SCOPE, type Status } from "../../src/domain/service-definition.js"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import {
   DEFINITION,

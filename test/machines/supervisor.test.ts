@@ -1,16 +1,16 @@
 /**
- * The supervisors (src/machines/store.ts, agent.ts, supervisor.ts): system ids, adding and removing
+ * The supervisors (src/machines/root.ts, agent.ts, supervisor.ts): system ids, adding and removing
  * services and agents, and crash supervision ("a child actor that throws does not take its siblings
  * down"). The store is started with the same wiring as src/runtime/store.ts, its service machine
  * provided with fakes whose connect succeeds at once; a test makes one service crash by name.
  */
 import { describe, expect, it } from "vitest"
 import { createActor, SimulatedClock, type AnyActorRef } from "xstate"
-import { agentScope, STORE_SCOPE, type Scope, type ServiceDefinition } from "../../src/domain/service.js"
+import { agentScope, STORE_SCOPE, type Scope, type ServiceDefinition } from "../../src/domain/service-definition.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { agentMachine, type AgentActorRef } from "../../src/machines/agent.js"
 import { serviceMachine, statusOf, type ServiceActorRef } from "../../src/machines/service.js"
-import { storeMachine } from "../../src/machines/store.js"
+import { storeMachine } from "../../src/machines/root.js"
 import {
   agentSystemId,
   crashedServiceName,

@@ -1,15 +1,15 @@
 /**
  * The pieces of upstream OAuth that take hostile input or hold a bound: the `WWW-Authenticate`
- * parser (src/mcp/oauth.ts) and the authorizations under way (src/runtime/oauth.ts).
+ * parser (src/mcp/oauth-client.ts) and the authorizations under way (src/runtime/upstream-oauth.ts).
  */
 import { describe, expect, it } from "vitest"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { oauthFetch, parseBearerChallenge } from "../../src/mcp/oauth.js"
+import { oauthFetch, parseBearerChallenge } from "../../src/mcp/oauth-client.js"
 import { UpstreamPolicy } from "../../src/mcp/upstream-policy.js"
-import { MAX_PENDING, MAX_PENDING_TOTAL, OAuthManager, redirectProblem } from "../../src/runtime/oauth.js"
-import type { TokenVault } from "../../src/runtime/oauth-tokens.js"
-import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
+import { MAX_PENDING, MAX_PENDING_TOTAL, OAuthManager, redirectProblem } from "../../src/runtime/upstream-oauth.js"
+import type { TokenVault } from "../../src/config/token-vault.js"
+import { agentScope, STORE_SCOPE } from "../../src/domain/service-definition.js"
 
 describe("parseBearerChallenge", () => {
   it("reads resource_metadata, scope and error of a Bearer challenge", () => {

@@ -7,11 +7,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { InspectionEvent } from "xstate"
 import { afterEach, describe, expect, it } from "vitest"
-import { STORE_SCOPE, agentScope, type Scope, type Status } from "../../src/domain/service.js"
+import { STORE_SCOPE, agentScope, type Scope, type Status } from "../../src/domain/service-definition.js"
 import type { Transition } from "../../src/machines/service.js"
 import { BoundedMap, LatencyWindow, Ring, SampleRing, quantile } from "../../src/monitoring/bounded.js"
 import { LIMITS, Monitor, type MonitorEvent } from "../../src/monitoring/monitor.js"
-import { ToolRecords, type Outcome } from "../../src/records/records.js"
+import { ToolRecords, type Outcome } from "../../src/records/tool-records.js"
 
 /** The part of a service actor's context the monitor reads. */
 interface FakeContext {

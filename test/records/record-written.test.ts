@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { ToolRecords } from "../../src/records/records.js"
+import { ToolRecords } from "../../src/records/tool-records.js"
 import { newRecord } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */

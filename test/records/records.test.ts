@@ -7,8 +7,8 @@ import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, s
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { captureLogs } from "../../src/runtime/log.js"
-import { recordsFileFor, ToolRecords, type Outcome, type RecordsOptions } from "../../src/records/records.js"
+import { captureLogs } from "../../src/logging/log.js"
+import { recordsFileFor, ToolRecords, type Outcome, type RecordsOptions } from "../../src/records/tool-records.js"
 import { flush, newRecord } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */

@@ -9,7 +9,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { Cancel, McpRequestError } from "../../src/mcp/types.js"
 import { callOutcome, resolveTarget, runCall, type CallExit } from "../../src/runtime/calls.js"
 import { outcomeOf, requestFailure } from "../../src/runtime/failures.js"
-import { createStore } from "../../src/layers.js"
+import { createStore } from "../../src/composition/layer-graph.js"
 import type { Store } from "../../src/runtime/store.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, localService } from "../support/index.js"
 

@@ -5,9 +5,9 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { FLAP_LINES, LifecycleLog } from "../../src/runtime/lifecycle-log.js"
-import { captureLogs, type CapturedLogs } from "../../src/runtime/log.js"
+import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { createActor } from "xstate"
-import { STORE_SCOPE } from "../../src/domain/service.js"
+import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { replicatedServiceMachine, viewOf } from "../../src/machines/replicated.js"
 import { initialServiceContext, serviceMachine, statusOf } from "../../src/machines/service.js"

@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
-import { agentScope, STORE_SCOPE } from "../../src/domain/service.js"
+import { agentScope, STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { statusOf } from "../../src/machines/service.js"
-import { createStore } from "../../src/layers.js"
+import { createStore } from "../../src/composition/layer-graph.js"
 import type { Store } from "../../src/runtime/store.js"
 import { FAST_MONITORING, firstText, fixtureService, freshDir, processGone } from "../support/index.js"
 

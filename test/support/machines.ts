@@ -4,7 +4,7 @@
  * connection, and a service actor started on a SimulatedClock with fixed `now` and `random`.
  */
 import { createActor, fromCallback, fromPromise, SimulatedClock, type EventObject, type InspectionEvent } from "xstate"
-import { STORE_SCOPE, type Scope, type ServiceDefinition, type Status } from "../../src/domain/service.js"
+import { STORE_SCOPE, type Scope, type ServiceDefinition, type Status } from "../../src/domain/service-definition.js"
 import { defaultMonitoring, type MonitoringSettings } from "../../src/domain/settings.js"
 import {
   serviceMachine,

@@ -5,7 +5,7 @@
  */
 import { fileURLToPath } from "node:url"
 import { expect } from "vitest"
-import type { ResolvedDefinition } from "../../src/domain/service.js"
+import type { ResolvedDefinition } from "../../src/domain/service-definition.js"
 import { McpRequestError } from "../../src/mcp/types.js"
 import { stdioFixture, type Launch } from "../fixtures/paths.js"
 import { programArgs } from "./programs.js"

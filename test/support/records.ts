@@ -1,5 +1,5 @@
 // Tool-call records for the records tests: one factory, so every test builds them alike.
-import type { NewRecord } from "../../src/records/records.js"
+import type { NewRecord } from "../../src/records/tool-records.js"
 
 let seq = 0
 

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentId, ServiceRef } from "../../domain/schemas.js"
-import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../schemas.js"
+import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../payloads.js"
 
 /** The agent id path parameter, decoded as the domain's `AgentId` (a malformed one is 400 naming `agent_id`). */
 export const AgentPath = Schema.Struct({ agent_id: AgentId })

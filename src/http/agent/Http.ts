@@ -6,7 +6,7 @@ import * as queries from "../../runtime/queries.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
 import { currentPrincipal, gateOf } from "../access.js"
-import { contract } from "../errors.js"
+import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>

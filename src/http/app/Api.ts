@@ -1,7 +1,7 @@
 /** The application (health, workspace) and system (root information) groups' contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Unavailable } from "../errors.js"
+import { Unavailable } from "../contract-errors.js"
 
 export const AppHealthResponse = Schema.Struct({
   success: Schema.Boolean,

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ScopeLabel, ServiceRef, Transition } from "../../domain/schemas.js"
-import { ToolRecord, ok } from "../schemas.js"
+import { ToolRecord, ok } from "../payloads.js"
 
 const Int = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
 const Num = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.between(min, max))

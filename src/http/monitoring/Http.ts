@@ -9,9 +9,9 @@ import { Effect } from "effect"
 import * as Figures from "../../monitoring/figures.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { ServiceNotFound, ValidationError } from "../../runtime/errors.js"
+import { ServiceNotFound, ValidationError } from "../../domain/errors.js"
 import { attempt } from "../../runtime/run.js"
-import { errorBody, contract, Forbidden } from "../errors.js"
+import { errorBody, contract, Forbidden } from "../contract-errors.js"
 import { narrowFor, PrincipalTag } from "../access.js"
 
 /** The query's narrowing, or the principal's own when it is an agent key's (403 for another agent's figures). */

@@ -15,7 +15,7 @@ import {
   ok,
   optionalBody,
   scopeEndpoints
-} from "../schemas.js"
+} from "../payloads.js"
 
 const shared = scopeEndpoints("/for_store")
 

@@ -1,16 +1,16 @@
 /** The store group's handlers: decode (done by the contract), call the store, encode. */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { STORE_SCOPE } from "../../domain/service.js"
+import { STORE_SCOPE } from "../../domain/service-definition.js"
 import { networkCheck } from "../../runtime/network.js"
 import { requestAllowedEverything } from "../authorization.js"
-import { systemResources } from "../../runtime/system.js"
+import { systemResources } from "../../monitoring/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
 import * as commands from "../../runtime/commands.js"
 import * as queries from "../../runtime/queries.js"
-import { contract } from "../errors.js"
+import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>

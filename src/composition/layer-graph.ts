@@ -1,0 +1,48 @@
+/**
+ * The composition root of the store: one layer graph, the store on the capabilities of one store
+ * on its services file (src/runtime/store-layers.ts) or of a replica (src/cluster/replica-layers.ts), chosen here
+ * once. Shutdown follows the layers: the store (actors, connections) first, then the records and
+ * tokens, then the cluster, whatever the mode; a failed start releases what it had acquired.
+ */
+import { Cause, Context, Effect, Exit, Layer, Scope } from "effect"
+import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
+import { ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive } from "../runtime/store-layers.js"
+import type { CreateStoreOptions, Definitions, Records, Replication, StoreConfig, Tokens } from "../runtime/services.js"
+import { StoreService, type Store } from "../runtime/store.js"
+
+/** What the store's layer graph provides (the `ClusterService` only in replica mode). */
+export type StoreLayerServices = StoreService | Definitions | Records | Tokens | Replication
+
+/**
+ * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
+ * `options.cluster` is set (`replica`, known before the graph is built).
+ */
+export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
+  const base = ServicesFileLive.pipe(Layer.provideMerge(config))
+  const chosen = replica ? ReplicaLayer : StandaloneLayer
+  return StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
+}
+
+/** The store's layer graph for `options`: standalone, or a replica when `options.cluster` is set. */
+export const storeLayer = (options: CreateStoreOptions): Layer.Layer<StoreLayerServices | StoreConfig> =>
+  storeLayerOn(StoreConfigLive(options), options.cluster !== undefined)
+
+/** The cluster of a store built by `storeLayer`, in replica mode. */
+export const clusterOf = Effect.serviceOption(ClusterService)
+
+/**
+ * Creates a store: opens the services file (or joins the cluster), starts the actors and connects
+ * every service. `store.stop()` releases the whole graph. A failed start rejects with its cause,
+ * once what was acquired is released.
+ */
+export const createStore = async (options: CreateStoreOptions): Promise<Store> => {
+  const scope = Effect.runSync(Scope.make())
+  const exit = await Effect.runPromiseExit(Layer.buildWithScope(storeLayer(options), scope))
+  if (Exit.isFailure(exit)) {
+    await Effect.runPromise(Scope.close(scope, exit))
+    throw Cause.squash(exit.cause)
+  }
+  const store = Context.get(exit.value, StoreService)
+  store.releaseWith(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+  return store
+}

@@ -1,0 +1,179 @@
+/**
+ * The OAuth entries of upstream services shared by the replicas of a cluster (docs/replicas-data.md):
+ * one Redis hash, `oauth`, one field per service, each value encrypted with AES-256-GCM under the
+ * key of MCPSTORE_SECRET_KEY (the same derivation as the token file, src/config/token-vault.ts).
+ * A per-replica key file would make every replica's entries unreadable to the others, so in a
+ * cluster the secret is required, and a check value in the hash refuses, at start, a replica whose
+ * secret differs from the one the entries were written with.
+ *
+ * Each replica keeps the entries decrypted in memory (`find` is synchronous, as the file's) and
+ * hears of the others' changes on a pub/sub channel, `oauth:changed` (a missed message only means
+ * an older token: a refresh re-reads the entry under the lock before spending anything).
+ * Refreshes are single-flight across replicas: `exclusive` holds the lock `oauth:lock:<service>`
+ * (src/redis/lock.ts) and gives the task the entry as stored at that moment.
+ */
+import { keyOfSecret, seal, unseal, type PendingRecord, type TokenStore, type VaultEntry } from "./token-vault.js"
+import { log } from "../logging/log.js"
+import { clusterKey } from "../redis/key-names.js"
+import { withLock } from "../redis/lock.js"
+import type { Redis } from "../redis/connection.js"
+import type { ClusterData } from "../records/redis-records.js"
+
+/** The hash field of the check value (no service key starts with a NUL). */
+const CHECK_FIELD = "\u0000check"
+const CHECK_TEXT = "mcp-store oauth key check"
+/** A refresh holds the lock at most this long (the token endpoint's answer included). */
+export const REFRESH_LOCK_TTL_MS = 30_000
+
+/** The secret is missing or is not the cluster's. */
+export class TokenKeyError extends Error {
+  override readonly name = "TokenKeyError"
+}
+
+export interface RedisTokenOptions {
+  /** The secret text; default MCPSTORE_SECRET_KEY. */
+  readonly secret?: string | undefined
+  /** The refresh lock's TTL (ms); default `REFRESH_LOCK_TTL_MS`. */
+  readonly lockTtlMs?: number | undefined
+}
+
+export class RedisTokenStore implements TokenStore {
+  private readonly entries = new Map<string, VaultEntry>()
+  /** This replica's authorizations under way, by state (also in the hash `oauth:pending`, encrypted, for a restart). */
+  private readonly pending = new Map<string, PendingRecord>()
+  private readonly hash: string
+  private readonly pendingHash: string
+  private readonly channel: string
+  private readonly listeners = new Set<(service: string) => void>()
+  private subscriber: Redis | undefined
+
+  private constructor(
+    private readonly data: ClusterData,
+    private readonly key: Buffer,
+    private readonly lockTtlMs: number
+  ) {
+    this.hash = clusterKey(data.cluster, "oauth")
+    this.pendingHash = clusterKey(data.cluster, "oauth", "pending")
+    this.channel = clusterKey(data.cluster, "oauth", "changed")
+  }
+
+  /** Reads the cluster's entries and follows their changes; throws `TokenKeyError` without the right secret. */
+  static async open(data: ClusterData, options: RedisTokenOptions = {}): Promise<RedisTokenStore> {
+    const secret = options.secret ?? process.env["MCPSTORE_SECRET_KEY"]
+    if (secret === undefined || secret === "") {
+      throw new TokenKeyError(
+        "replicas share the OAuth tokens of upstream services, encrypted: set MCPSTORE_SECRET_KEY to the same secret on every replica (a key file beside the services file is one replica's only)"
+      )
+    }
+    const store = new RedisTokenStore(data, keyOfSecret(secret), options.lockTtlMs ?? REFRESH_LOCK_TTL_MS)
+    await data.client.hSetNX(store.hash, CHECK_FIELD, seal(store.key, CHECK_TEXT))
+    const check = await data.client.hGet(store.hash, CHECK_FIELD)
+    if (check === null || store.open(check) !== CHECK_TEXT) {
+      throw new TokenKeyError("MCPSTORE_SECRET_KEY is not the secret the cluster's OAuth tokens were encrypted with: give every replica the same one")
+    }
+    const subscriber = data.client.duplicate()
+    subscriber.on("error", (e: Error) => log.warn(`the OAuth change listener's Redis connection failed: ${e.message}`, { event: "cluster_oauth_listener_error" }))
+    await subscriber.connect()
+    await subscriber.subscribe(store.channel, (service) => void store.reload(service).catch(() => undefined))
+    store.subscriber = subscriber
+    for (const [service, sealed] of Object.entries(await data.client.hGetAll(store.hash))) if (service !== CHECK_FIELD) store.adopt(service, sealed)
+    const now = Date.now()
+    for (const [state, sealed] of Object.entries(await data.client.hGetAll(store.pendingHash))) {
+      const plain = store.open(sealed)
+      const record = plain === undefined ? undefined : (JSON.parse(plain) as PendingRecord)
+      if (record !== undefined && record.expiresAt > now) store.pending.set(state, record)
+      else await data.client.hDel(store.pendingHash, state)
+    }
+    return store
+  }
+
+  private open(sealed: string): string | undefined {
+    try {
+      return unseal(this.key, sealed)
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Takes a stored entry (nothing of it is ever logged: the service is named, never shown). */
+  private adopt(service: string, sealed: string | null | undefined): VaultEntry | undefined {
+    if (sealed === null || sealed === undefined) {
+      this.entries.delete(service)
+      return undefined
+    }
+    const plain = this.open(sealed)
+    if (plain === undefined) {
+      this.entries.delete(service)
+      log.warn(`the OAuth entry of ${service} in Redis cannot be read: the service must be authorized again`, { event: "oauth_vault_unreadable", service })
+      return undefined
+    }
+    const entry = JSON.parse(plain) as VaultEntry
+    this.entries.set(service, entry)
+    return entry
+  }
+
+  /** The entry of a service as stored now. */
+  private async reload(service: string): Promise<VaultEntry | undefined> {
+    const entry = this.adopt(service, await this.data.client.hGet(this.hash, service))
+    for (const l of this.listeners) l(service)
+    return entry
+  }
+
+  find(service: string): VaultEntry | undefined {
+    return this.entries.get(service)
+  }
+
+  async put(entry: VaultEntry): Promise<void> {
+    this.entries.set(entry.service, entry)
+    await this.data.client.multi().hSet(this.hash, entry.service, seal(this.key, JSON.stringify(entry))).publish(this.channel, entry.service).exec()
+  }
+
+  async remove(service: string): Promise<void> {
+    this.entries.delete(service)
+    await this.data.client.multi().hDel(this.hash, service).publish(this.channel, service).exec()
+  }
+
+  /** Runs the task under the service's refresh lock, with the entry re-read once the lock is held. */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A> {
+    const wake = () => {
+      let cancel = () => undefined as void
+      const changed = new Promise<void>((resolve) => {
+        const listener = (s: string) => s === service && resolve()
+        this.listeners.add(listener)
+        cancel = () => void this.listeners.delete(listener)
+      })
+      return { changed, cancel }
+    }
+    return withLock(this.data.client, clusterKey(this.data.cluster, "oauth", "lock", service), { ttlMs: this.lockTtlMs, waitMs: 2 * this.lockTtlMs, wake }, async () =>
+      task(await this.reload(service))
+    )
+  }
+
+  pendingRecords(): ReadonlyArray<PendingRecord> {
+    const now = Date.now()
+    return [...this.pending.values()].filter((p) => p.expiresAt > now).sort((a, b) => a.expiresAt - b.expiresAt)
+  }
+
+  async putPending(record: PendingRecord): Promise<void> {
+    this.pending.set(record.state, record)
+    await this.data.client.hSet(this.pendingHash, record.state, seal(this.key, JSON.stringify(record)))
+  }
+
+  async removePending(state: string): Promise<void> {
+    this.pending.delete(state)
+    await this.data.client.hDel(this.pendingHash, state)
+  }
+
+  /** Called after each change of any replica is read (tests wait on it). Returns the unsubscribe. */
+  onChange(listener: (service: string) => void): () => void {
+    this.listeners.add(listener)
+    return () => void this.listeners.delete(listener)
+  }
+
+  /** Stops listening (the store's client stays open: it is the store's). */
+  async close(): Promise<void> {
+    this.listeners.clear()
+    this.subscriber?.destroy()
+    this.subscriber = undefined
+  }
+}

@@ -1,0 +1,233 @@
+/**
+ * The OAuth secrets of upstream services at rest: tokens, client registrations and discovery
+ * state, in one file beside the services file (`<services file>.oauth`), encrypted with AES-256-GCM
+ * (node:crypto). The key comes from MCPSTORE_SECRET_KEY (any text, stretched with HKDF) or from a
+ * key file created 0600 beside the services file on first use (`<services file>.key`). Entries are
+ * keyed by (authorization server issuer, scope, service); the file is written atomically. Nothing
+ * here is ever logged: a file that cannot be read is named, never shown.
+ *
+ * Beside them, the authorizations under way (`PendingRecord`: state, PKCE verifier, redirect URI,
+ * expiry), so that a store restarted while a user authorizes still finishes the flow; expired ones
+ * are left out when the file is read and written.
+ */
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto"
+import { readFile, writeFile } from "node:fs/promises"
+import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
+import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
+import { writeAtomically } from "./atomic-write.js"
+import { log } from "../logging/log.js"
+
+/** What is kept for one service of one authorization server. */
+export interface VaultEntry {
+  /** The authorization server's URL (the SDK's binding key for tokens and registrations). */
+  readonly issuer: string
+  /** The scopes asked for (space-separated; "" when none). */
+  readonly scope: string
+  /** `<scope label>/<service name>`. */
+  readonly service: string
+  /** The origin of the service's URL when the tokens were obtained: another origin drops them. */
+  readonly origin: string
+  readonly tokens?: (OAuthTokens & { readonly obtained_at: number }) | undefined
+  readonly client?: OAuthClientInformationMixed | undefined
+  readonly discovery?: OAuthDiscoveryState | undefined
+}
+
+/** An authorization under way, as kept (src/runtime/upstream-oauth.ts `Pending`, with its `state`). */
+export interface PendingRecord {
+  readonly state: string
+  /** `<scope label>/<service name>`. */
+  readonly service: string
+  readonly scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }
+  readonly name: string
+  readonly verifier: string
+  readonly redirectUri: string
+  /** Epoch milliseconds. */
+  readonly expiresAt: number
+}
+
+const ALGORITHM = "aes-256-gcm"
+
+/** The 256-bit key of a secret text (MCPSTORE_SECRET_KEY): HKDF-SHA256, the same for the file and for Redis. */
+export const keyOfSecret = (secret: string | Buffer): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "oauth-token-file", 32))
+
+/** Text encrypted with AES-256-GCM under `key`, as JSON (`v`, `iv`, `tag`, `data`, base64). */
+export const seal = (key: Buffer, plain: string): string => {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv(ALGORITHM, key, iv)
+  const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()])
+  return JSON.stringify({ v: 1, iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), data: data.toString("base64") })
+}
+
+/** The text of `seal`; throws when the key is wrong or the text was changed. */
+export const unseal = (key: Buffer, text: string): string => {
+  const sealed = JSON.parse(text) as { iv: string; tag: string; data: string }
+  const decipher = createDecipheriv(ALGORITHM, key, Buffer.from(sealed.iv, "base64"))
+  decipher.setAuthTag(Buffer.from(sealed.tag, "base64"))
+  return Buffer.concat([decipher.update(Buffer.from(sealed.data, "base64")), decipher.final()]).toString("utf8")
+}
+
+/**
+ * Where OAuth entries are kept: the file of one store (`TokenVault`) or a cluster's Redis hash
+ * (src/config/redis-token-vault.ts `RedisTokenStore`), encrypted either way.
+ */
+export interface TokenStore {
+  /** The entry of a service, if any. */
+  find(service: string): VaultEntry | undefined
+  /** Replaces the service's entry (any other issuer or scope of it is dropped). */
+  put(entry: VaultEntry): Promise<void>
+  /** Forgets everything of a service. */
+  remove(service: string): Promise<void>
+  /**
+   * Runs a refresh of the service's tokens while no other process refreshes them, with the entry
+   * as stored when it starts (another process may have refreshed meanwhile: then its tokens are
+   * used, not refreshed again; a rotated refresh token must never be spent twice).
+   */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A>
+  /** The authorizations under way that have not expired, oldest first. */
+  pendingRecords(): ReadonlyArray<PendingRecord>
+  /** Releases what it holds beyond memory (a Redis listener), if anything. */
+  close?(): Promise<void>
+  /** Keeps an authorization under way (encrypted, until it expires). */
+  putPending(record: PendingRecord): Promise<void>
+  /** Forgets an authorization under way; `write` false may defer the write to the next one. */
+  removePending(state: string, write: boolean): Promise<void>
+}
+
+export class TokenVault implements TokenStore {
+  private entries = new Map<string, VaultEntry>()
+  /** Authorizations under way by state (bounded by their owner, src/runtime/upstream-oauth.ts). */
+  private readonly pending = new Map<string, PendingRecord>()
+  private key: Buffer | undefined
+  /** One write at a time, in order. */
+  private writing: Promise<void> = Promise.resolve()
+
+  private constructor(
+    readonly path: string,
+    private readonly keyPath: string
+  ) {}
+
+  /** Opens the vault of a services file; an unreadable one starts empty (with a warning). */
+  static async open(servicesFile: string): Promise<TokenVault> {
+    const vault = new TokenVault(`${servicesFile}.oauth`, keyFileOf(servicesFile))
+    let text: string
+    try {
+      text = await readFile(vault.path, "utf8")
+    } catch {
+      return vault
+    }
+    try {
+      const key = await vault.secretKey(false)
+      if (key === undefined) throw new Error("no key (MCPSTORE_SECRET_KEY unset and no key file)")
+      const plain = unseal(key, text)
+      // Version 1 held the entries alone; version 2 holds them and the authorizations under way.
+      const content = JSON.parse(plain) as Array<VaultEntry> | { entries: Array<VaultEntry>; pending?: Array<PendingRecord> }
+      for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(keyOf(entry), entry)
+      const now = Date.now()
+      for (const p of Array.isArray(content) ? [] : (content.pending ?? [])) if (p.expiresAt > now) vault.pending.set(p.state, p)
+    } catch (e) {
+      log.warn(`OAuth token file ${vault.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): upstream services that need OAuth must be authorized again`, {
+        event: "oauth_vault_unreadable",
+        file: vault.path
+      })
+    }
+    return vault
+  }
+
+  /** The entry of a service, if any. */
+  find(service: string): VaultEntry | undefined {
+    for (const entry of this.entries.values()) if (entry.service === service) return entry
+    return undefined
+  }
+
+  /** Replaces the service's entry (any other issuer or scope of it is dropped) and writes the file. */
+  put(entry: VaultEntry): Promise<void> {
+    for (const [key, e] of this.entries) if (e.service === entry.service) this.entries.delete(key)
+    this.entries.set(keyOf(entry), entry)
+    return this.save()
+  }
+
+  /** One process refreshes alone already (ServiceAuth's single flight): the task runs at once. */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A> {
+    return task(this.find(service))
+  }
+
+  /** Forgets everything of a service (delete_service, a new origin). */
+  remove(service: string): Promise<void> {
+    let removed = false
+    for (const [key, e] of this.entries) {
+      if (e.service === service) {
+        this.entries.delete(key)
+        removed = true
+      }
+    }
+    return removed ? this.save() : this.writing
+  }
+
+  /** The authorizations under way that have not expired, oldest first. */
+  pendingRecords(): ReadonlyArray<PendingRecord> {
+    const now = Date.now()
+    return [...this.pending.values()].filter((p) => p.expiresAt > now).sort((a, b) => a.expiresAt - b.expiresAt)
+  }
+
+  /** Keeps an authorization under way, and writes the file. */
+  putPending(record: PendingRecord): Promise<void> {
+    this.pending.set(record.state, record)
+    return this.save()
+  }
+
+  /** Forgets an authorization under way; writes the file when `write` (else with the next write). */
+  removePending(state: string, write: boolean): Promise<void> {
+    return this.pending.delete(state) && write ? this.save() : this.writing
+  }
+
+  private save(): Promise<void> {
+    const entries = [...this.entries.values()]
+    const now = Date.now()
+    const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
+    this.writing = this.writing.then(async () => {
+      const key = await this.secretKey(true)
+      await writeAtomically(this.path, `${seal(key as Buffer, JSON.stringify({ entries, pending }))}\n`)
+    }).catch((e: unknown) => {
+      log.error(`OAuth token file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "oauth_vault_write_failed", file: this.path })
+    })
+    return this.writing
+  }
+
+  /** The key: from MCPSTORE_SECRET_KEY, else the key file (created 0600 when `create`). */
+  private async secretKey(create: boolean): Promise<Buffer | undefined> {
+    if (this.key !== undefined) return this.key
+    const secret = await storeSecret(this.keyPath, create)
+    if (secret === undefined) return undefined
+    // The file's key is used as it is (files written before the sessions' sub-key existed stay readable).
+    this.key = secret.from === "env" ? keyOfSecret(secret.secret) : secret.secret
+    return this.key
+  }
+}
+
+/**
+ * The store's one secret, what its sealed things are keyed from (this file's tokens, the MCP
+ * endpoint's sealed session ids: src/http/gateway/session-seal.ts, each with its own HKDF sub-key):
+ * MCPSTORE_SECRET_KEY (any text) when set, else the 32 bytes of the key file `keyPath`
+ * (`<services file>.key`), created 0600 when `create` and it does not exist yet.
+ */
+export const storeSecret = async (keyPath: string, create: boolean): Promise<{ readonly from: "env" | "file"; readonly secret: Buffer } | undefined> => {
+  const secret = process.env["MCPSTORE_SECRET_KEY"]
+  if (secret !== undefined && secret !== "") return { from: "env", secret: Buffer.from(secret, "utf8") }
+  let key: Buffer
+  try {
+    key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
+  } catch {
+    if (!create) return undefined
+    const fresh = randomBytes(32)
+    // O_EXCL: never overwrite a key another process just made (then read theirs).
+    await writeFile(keyPath, `${fresh.toString("base64")}\n`, { mode: 0o600, flag: "wx" }).catch(() => undefined)
+    key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
+  }
+  if (key.length !== 32) throw new Error(`the key file ${keyPath} does not hold a 32-byte key`)
+  return { from: "file", secret: key }
+}
+
+/** The key file of a services file. */
+export const keyFileOf = (servicesFile: string): string => `${servicesFile}.key`
+
+const keyOf = (entry: VaultEntry): string => JSON.stringify([entry.issuer, entry.scope, entry.service])

@@ -1,0 +1,878 @@
+/**
+ * The store as one MCP server: `/mcp` exposes the store scope's tools and `/for_agent/{id}/mcp`
+ * an agent's, over Streamable HTTP, so any MCP client (an IDE, an agent framework, the MCP
+ * Inspector) can use them. Tools keep their callable names (`<service>__<tool>`); only services
+ * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
+ * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
+ *
+ * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
+ * and when every session is busy the new one is refused with 429 and Retry-After. A session with no
+ * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
+ *
+ * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/gateway/sse-endpoint.ts) is a second
+ * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
+ * list_changed fan-out and shutdown.
+ *
+ * A Streamable HTTP session's id is sealed (src/http/gateway/session-seal.ts, docs/sessions.md): a request
+ * whose id is not in the map but opens with the store's key rebuilds the session (another replica
+ * or an earlier run of this store made it), so clients keep their session across a restart or a
+ * load balancer. Every session belongs to the key that opened it: another key's request with its
+ * id is answered as an unknown session (404), as is an id this process ended (`ended`).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { randomUUID } from "node:crypto"
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  ErrorCode,
+  GetPromptRequestSchema,
+  isInitializeRequest,
+  JSONRPCMessageSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type CallToolResult,
+  type InitializeRequest,
+  type JSONRPCMessage,
+  type LoggingLevel,
+  type ServerCapabilities
+} from "@modelcontextprotocol/sdk/types.js"
+import { scopeLabel, type Scope } from "../../domain/service-definition.js"
+import { statusOf } from "../../machines/service.js"
+import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
+import type { CallProgress } from "../../mcp/types.js"
+import * as catalog from "../../runtime/catalog.js"
+import { isStoreError } from "../../domain/errors.js"
+import * as calls from "../../runtime/calls.js"
+import { Cause, Exit, Option } from "effect"
+import type { ScopeContext } from "../../runtime/host.js"
+import { LatestThrottle } from "../../runtime/progress.js"
+import { runToPromise } from "../../runtime/run.js"
+import { log } from "../../logging/log.js"
+import type { Store } from "../../runtime/store.js"
+import type { McpConnection } from "../../mcp/types.js"
+import { toolViewsFor } from "../../runtime/service-views.js"
+import type { ToolGate } from "../../domain/tool-filter.js"
+import { VERSION } from "../../version.js"
+import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
+import { LogRelay } from "./log-relay.js"
+import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
+
+/** A session of either transport; `kind` tells which. */
+type Session = StreamableSession | SseSession
+type StreamableSession = SessionState & {
+  readonly kind: "streamable"
+  readonly transport: StreamableHTTPServerTransport
+  /** Settles once the server is connected (and, for a rebuilt session, initialized again). */
+  ready: Promise<void>
+}
+/**
+ * A legacy SSE session: it lives as long as its GET stream, which the cap never cuts (it is busy
+ * for `makeRoom`); its requests arrive by POST and are answered on the stream, so `busy` counts
+ * those in flight, and a session with none for `idleSeconds` is closed, its stream ended.
+ */
+type SseSession = SessionState & { readonly kind: "sse"; readonly transport: SSEServerTransport }
+
+/** What every session has beside its transport; what `buildServer`'s handlers may keep per session. */
+interface SessionState {
+  readonly id: string
+  readonly server: Server
+  readonly scope: Scope
+  /**
+   * The tool allow-list of the key that opened the session (an agent key's `tools`): the session
+   * lists and calls only what it lets through, whoever sends its later requests.
+   */
+  readonly gate: ToolGate | undefined
+  /** Who opened it (`sessionOwner`, src/http/gateway/session-seal.ts): only the same key may use it. */
+  readonly owner: string
+  /** Names of the tools last announced, to tell whether the set changed. */
+  listed: string
+  /** What the session was told at initialize it may ask beyond tools (fixed for the session's life). */
+  readonly offers: ReturnType<typeof catalog.scopeCapabilities>
+  /** The resource and prompt lists last announced (`catalog.catalogFingerprint`). */
+  catalogListed: { readonly resources: string; readonly prompts: string }
+  /** Resource subscriptions of the session: key (see `subscriptionKey`) -> the URI as the client gave it. */
+  readonly subscriptions: Map<string, string>
+  /** The level the session asked for with logging/setLevel (src/http/gateway/log-relay.ts); none: every level. */
+  logLevel: LoggingLevel | undefined
+  /** Requests in flight, an open GET stream included; idle at 0. */
+  busy: number
+  /** performance.now() when a request of the session last began or ended. */
+  touchedAt: number
+}
+
+/** The caps of the MCP endpoint (`ServerOptions.maxMcpSessions`, `mcpSessionIdleSeconds`). */
+export interface McpGatewayOptions {
+  /** Open sessions, every scope together. */
+  readonly maxSessions: number
+  /** A session with no request (and no open GET stream) for this long is closed. */
+  readonly idleSeconds: number
+  /** The key of the sealed session ids (src/http/gateway/session-seal.ts). */
+  readonly seal: SealSource
+}
+
+/** Oldest sealed id rebuilt (from its issue time): a day, or the idle limit when that is longer. */
+export const sessionMaxAgeMs = (idleSeconds: number): number => Math.max(86_400, idleSeconds) * 1000
+
+/** Ids of sessions this process ended (their digests), remembered so that they are not rebuilt. */
+export const MAX_ENDED_SESSIONS = 50_000
+
+/** A sealed id issued this far in the future (another replica's clock) is still accepted. */
+const CLOCK_SKEW_MS = 5 * 60_000
+
+/** Resource subscriptions one session may hold. */
+export const MAX_SUBSCRIPTIONS_PER_SESSION = 100
+
+/** One upstream subscription (scope, service, original URI), shared by every session that asked for it. */
+interface Subscription {
+  readonly scope: Scope
+  readonly service: string
+  readonly uri: string
+  /** Session id -> the URI the session subscribed with (what its updates name). */
+  readonly sessions: Map<string, string>
+  /** The connection subscribed on (a reconnection subscribes again on the new one). */
+  connection: McpConnection | undefined
+}
+
+/** A store error as the MCP error a client understands (resource not found is -32002, as MCP says). */
+const mcpErrorOf = (e: unknown): unknown => {
+  if (!isStoreError(e)) return e
+  switch (e._tag) {
+    case "ResourceNotFound":
+      return new McpError(-32002, e.message, { uri: e.uri })
+    case "PromptNotFound":
+    case "ValidationError":
+      return new McpError(ErrorCode.InvalidParams, e.message)
+    default:
+      return new McpError(ErrorCode.InternalError, e.message)
+  }
+}
+
+/** Seconds a client refused at the session cap is asked to wait (Retry-After). */
+export const MCP_RETRY_AFTER_SECONDS = 5
+
+// Node timers fire at once for delays above 2^31-1 ms.
+const MAX_TIMER_MS = 2_147_483_647
+
+/** Whether a POST body (one message or a batch) holds an `initialize` request. */
+const initializes = (body: unknown): boolean => (Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body))
+
+/** The params of the (first) initialize request of a body that `initializes`. */
+const initializeParams = (body: unknown): InitializeRequest["params"] =>
+  ((Array.isArray(body) ? body.find((m) => isInitializeRequest(m)) : body) as InitializeRequest).params
+
+/** A session id as a log line shows it: enough to tell two apart (8 characters of its IV), never the whole sealed id. */
+const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…${sealedIdKey(id).slice(0, 8)}` : id)
+
+/**
+ * Marks a new transport as initialized with session `id`, as its own initialize would have: the
+ * one reach into the SDK's private state (1.32: the Node transport wraps a web-standard one whose
+ * `_initialized` and `sessionId` `validateSession` checks; the SDK has no public way to start a
+ * transport on a known session). test/extras/mcp-sessions.test.ts fails if the SDK changes them.
+ */
+export const markInitialized = (transport: StreamableHTTPServerTransport, id: string): void => {
+  const inner = (transport as unknown as { _webStandardTransport?: { sessionId?: string; _initialized?: unknown } })._webStandardTransport
+  if (inner === undefined || inner._initialized !== false || inner.sessionId !== undefined) {
+    throw new Error("@modelcontextprotocol/sdk changed: StreamableHTTPServerTransport has no _webStandardTransport._initialized (src/http/gateway/endpoint.ts, markInitialized)")
+  }
+  inner.sessionId = id
+  inner._initialized = true
+}
+
+const jsonRpcError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) =>
+  void res
+    .writeHead(status, { "content-type": "application/json", ...headers })
+    .end(JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data !== undefined ? { data } : {}) }, id: null }))
+
+/**
+ * The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them.
+ * The session map is kept in order of last activity (a session is moved to the end when a request
+ * begins or ends), so the oldest idle session is the first idle one in it.
+ */
+export class McpGateway {
+  private readonly sessions = new Map<string, Session>()
+  /** The sealed ids of sessions this process ended (`sealedIdKey`) -> when the id expires anyway (ms); oldest first. */
+  private readonly ended = new Map<string, number>()
+  private readonly unsubscribeMonitor: () => void
+  private readonly idleMs: number
+  private sweepTimer: NodeJS.Timeout | undefined
+  private sweepAt = Number.POSITIVE_INFINITY
+  private shuttingDown = false
+  // Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
+  // most of a session's memory); these servers never validate anything with it (no elicitation).
+  private readonly validator = new AjvJsonSchemaValidator()
+  /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
+  private readonly subscriptions = new Map<string, Subscription>()
+  private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
+  private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
+
+  constructor(
+    private readonly store: Store,
+    monitor: Monitor,
+    private readonly options: McpGatewayOptions
+  ) {
+    this.idleMs = options.idleSeconds * 1000
+    this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
+  }
+
+  /** Tools a scope offers through MCP: those of its connected services (that a key's `gate` lets through). */
+  private tools(scope: Scope, gate: ToolGate | undefined) {
+    return Object.values(this.store.serviceActors(scope))
+      .map((a) => a.getSnapshot())
+      .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
+      .flatMap((s) => toolViewsFor(s, gate))
+  }
+
+  private toolNames(scope: Scope, gate: ToolGate | undefined): string {
+    return this.tools(scope, gate)
+      .map((t) => t.name)
+      .sort()
+      .join("\n")
+  }
+
+  private scopeContext(scope: Scope): ScopeContext {
+    return (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).effects
+  }
+
+  private onMonitorEvent(e: MonitorEvent): void {
+    if (e.type === "status" || e.type === "catalog_changed") this.onCatalogEvent(e.scope, e.service_name)
+    if (e.type === "status") this.watchLogs(e.scope, e.service_name)
+    if (e.type === "removed") {
+      this.logs.unwatch(e.scope, e.service_name)
+      // Seen as the store's root receives the event, before the service leaves the scope's actors.
+      if (!this.shuttingDown) setImmediate(() => this.announce(e.scope))
+      return
+    }
+    if (e.type !== "status" && e.type !== "tools_changed") return
+    this.announce(e.scope)
+  }
+
+  /** Sends list_changed to the sessions of a scope (a label) whose tool list is no longer the one they last got. */
+  private announce(scope: string): void {
+    // One tool list per scope and allow-list for the event, however many of its sessions are open.
+    const lists = new Map<ToolGate | undefined, string>()
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== scope) continue
+      let names = lists.get(session.gate)
+      if (names === undefined) lists.set(session.gate, (names = this.toolNames(session.scope, session.gate)))
+      if (names === session.listed) continue
+      session.listed = names
+      session.server.sendToolListChanged().catch(() => undefined)
+    }
+  }
+
+  /**
+   * The scope's resource or prompt list may have changed: tell each of its sessions that was offered
+   * them and whose list differs from the one it was last told; subscribe again on a new connection.
+   */
+  private onCatalogEvent(scopeLabelOfEvent: string, serviceName: string): void {
+    let lists: ReturnType<typeof catalog.catalogFingerprint> | undefined
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== scopeLabelOfEvent) continue
+      if (!session.offers.resources && !session.offers.prompts) continue
+      lists ??= catalog.catalogFingerprint(this.scopeContext(session.scope))
+      if (session.offers.resources && lists.resources !== session.catalogListed.resources) session.server.sendResourceListChanged().catch(() => undefined)
+      if (session.offers.prompts && lists.prompts !== session.catalogListed.prompts) session.server.sendPromptListChanged().catch(() => undefined)
+      session.catalogListed = lists
+    }
+    for (const sub of this.subscriptions.values()) {
+      if (scopeLabel(sub.scope) === scopeLabelOfEvent && sub.service === serviceName) this.subscribeUpstream(sub)
+    }
+  }
+
+  /** Listens to the log messages of a service's current connection, while some session of its scope is open. */
+  private watchLogs(label: string, service: string): void {
+    for (const session of this.sessions.values()) {
+      if (scopeLabel(session.scope) !== label) continue
+      const actor = this.scopeContext(session.scope).findService(service)
+      const snapshot = actor?.getSnapshot()
+      const connected = snapshot !== undefined && (statusOf(snapshot) === "healthy" || statusOf(snapshot) === "warning")
+      this.logs.watch(label, service, connected ? snapshot.context.connection : undefined)
+      return
+    }
+  }
+
+  /**
+   * Serves resources, resource templates, prompts and completion to a session, for what its scope's
+   * services offer (`offers`, fixed at initialize). Any transport's session may use it.
+   */
+  serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions">): void {
+    const { scope, offers } = session
+    const ctx = () => this.scopeContext(scope)
+    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
+      runToPromise(effect, signal).catch((e: unknown) => {
+        throw mcpErrorOf(e)
+      })
+    const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
+      Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
+    if (offers.resources) {
+      // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
+      server.setRequestHandler(ListResourcesRequestSchema, async () => {
+        session.catalogListed = catalog.catalogFingerprint(ctx())
+        return { resources: catalog.resourceViews(ctx()).map((r) => strip(r, "original_uri")) as never }
+      })
+      server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+        resourceTemplates: catalog.resourceTemplateViews(ctx()).map((t) => strip(t, "original_uri_template")) as never
+      }))
+      server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => run(catalog.readResource(ctx(), request.params.uri), extra.signal))
+      if (offers.subscribe) {
+        server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+          await this.subscribe(session, request.params.uri)
+          return {}
+        })
+        server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+          this.unsubscribe(session, request.params.uri)
+          return {}
+        })
+      }
+    }
+    if (offers.prompts) {
+      server.setRequestHandler(ListPromptsRequestSchema, async () => {
+        session.catalogListed = catalog.catalogFingerprint(ctx())
+        return { prompts: catalog.promptViews(ctx()).map((p) => strip(p, "original_name")) as never }
+      })
+      server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), extra.signal)
+      )
+    }
+    if (offers.completions) {
+      server.setRequestHandler(CompleteRequestSchema, (request, extra) => run(catalog.complete(ctx(), request.params), extra.signal))
+    }
+  }
+
+  /** Subscribes a session to a resource: one upstream subscription per (scope, service, URI), shared. */
+  private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): Promise<void> {
+    let target: catalog.ResourceTarget
+    try {
+      if (uri.length > catalog.MAX_URI_LENGTH) throw new McpError(ErrorCode.InvalidParams, `uri is longer than ${catalog.MAX_URI_LENGTH} characters`)
+      target = catalog.resolveResource(this.scopeContext(session.scope), uri)
+    } catch (e) {
+      throw mcpErrorOf(e)
+    }
+    const service = target.actor.getSnapshot().context.name
+    const key = `${scopeLabel(session.scope)}\n${service}\n${target.uri}`
+    if (session.subscriptions.has(key)) return
+    if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
+      throw new McpError(ErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
+    }
+    let sub = this.subscriptions.get(key)
+    const fresh = sub === undefined
+    if (sub === undefined) this.subscriptions.set(key, (sub = { scope: session.scope, service, uri: target.uri, sessions: new Map(), connection: undefined }))
+    sub.sessions.set(session.id, uri)
+    session.subscriptions.set(key, uri)
+    if (fresh) await this.subscribeUpstream(sub, true)
+  }
+
+  private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
+    for (const [key, given] of session.subscriptions) {
+      if (given !== uri) continue
+      session.subscriptions.delete(key)
+      this.dropSubscriber(key, session.id)
+    }
+  }
+
+  private dropSubscriber(key: string, sessionId: string): void {
+    const sub = this.subscriptions.get(key)
+    if (sub === undefined) return
+    sub.sessions.delete(sessionId)
+    if (sub.sessions.size > 0) return
+    this.subscriptions.delete(key)
+    const connection = sub.connection
+    if (connection === undefined) return
+    connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+    this.releaseListener(connection)
+  }
+
+  /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
+  private async subscribeUpstream(sub: Subscription, strict = false): Promise<void> {
+    const actor = this.scopeContext(sub.scope).findService(sub.service)
+    const connection = actor?.getSnapshot().context.connection
+    if (connection === undefined || connection === sub.connection) return
+    const previous = sub.connection
+    sub.connection = connection
+    if (previous !== undefined) this.releaseListener(previous)
+    if (!this.updateListeners.has(connection)) {
+      this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
+    }
+    try {
+      await connection.subscribeResource(sub.uri, { timeoutMs: catalog.CATALOG_REQUEST_TIMEOUT_MS })
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e)
+      log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri)} failed: ${message}`, { event: "subscribe_failed" })
+      if (strict) throw new McpError(ErrorCode.InternalError, message)
+    }
+  }
+
+  /** Drops a connection's update listener once no subscription uses the connection. */
+  private releaseListener(connection: McpConnection): void {
+    for (const sub of this.subscriptions.values()) if (sub.connection === connection) return
+    this.updateListeners.get(connection)?.()
+    this.updateListeners.delete(connection)
+  }
+
+  /** An upstream's `notifications/resources/updated`: to every session subscribed to that URI of that service. */
+  private relayUpdate(connection: McpConnection, uri: string): void {
+    for (const sub of this.subscriptions.values()) {
+      if (sub.connection !== connection || sub.uri !== uri) continue
+      for (const [sessionId, given] of sub.sessions) {
+        this.sessions.get(sessionId)?.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+      }
+    }
+  }
+
+  /**
+   * A Streamable HTTP session, in the map at once (so concurrent initializations count against the
+   * cap): a new one, its id sealed from its initialize request's facts, or one rebuilt from the
+   * claims of its sealed id, its transport and server initialized as they were (`replayInitialize`).
+   */
+  private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => id })
+    if (rebuilt !== undefined) markInitialized(transport, id)
+    const session = this.addSession<StreamableSession>(scope, owner, gate, { id, kind: "streamable", transport, ready: Promise.resolve() })
+    session.transport.onclose = () => this.forget(session)
+    const connected = session.server.connect(transport)
+    session.ready = rebuilt === undefined ? connected : connected.then(() => replayInitialize(transport, rebuilt))
+    return session
+  }
+
+  /** A session of either kind with its server, in the map at once. */
+  private addSession<S extends Session>(scope: Scope, owner: string, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport"> & Partial<S>): S {
+    const offers = catalog.scopeCapabilities(this.scopeContext(scope))
+    const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
+    const state = {
+      ...parts,
+      scope,
+      gate,
+      owner,
+      offers,
+      catalogListed,
+      subscriptions: new Map<string, string>(),
+      logLevel: undefined,
+      listed: this.toolNames(scope, gate),
+      busy: 0,
+      touchedAt: performance.now()
+    }
+    // The handlers keep the very object that becomes the session (they update `listed`).
+    const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
+    this.sessions.set(session.id, session)
+    for (const name of Object.keys(this.store.serviceActors(scope))) this.watchLogs(scopeLabel(scope), name)
+    return session
+  }
+
+  /** A session's SDK server and its handlers, the same for every transport. */
+  private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
+    const { offers } = session
+    const capabilities: ServerCapabilities = {
+      tools: { listChanged: true },
+      // The store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
+      logging: {},
+      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
+      ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
+      ...(offers.completions ? { completions: {} } : {})
+    }
+    const server = new Server(
+      { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
+      { capabilities, jsonSchemaValidator: this.validator }
+    )
+    this.serveCatalog(server, session)
+    // Replaces the SDK's own handler: the level is the session's, read by the relay.
+    // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)
+    server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+      session.logLevel = request.params.level
+      this.logs.levelsChanged(scopeLabel(scope))
+      return {}
+    })
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      const tools = this.tools(scope, session.gate)
+      session.listed = tools.map((t) => t.name).sort().join("\n")
+      return {
+        // Every MCP field of the upstream's tool, unchanged (src/runtime/service-views.ts); tools hidden
+        // from agents (app-only, tasks required) are not in the list.
+        tools: tools.map((t) => ({
+          name: t.name,
+          ...(t.title !== undefined ? { title: t.title } : {}),
+          description: t.description,
+          inputSchema: t.inputSchema as { type: "object" },
+          ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
+          ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+          ...(t.execution !== undefined ? { execution: t.execution } : {}),
+          ...(t._meta !== undefined ? { _meta: t._meta } : {})
+        }))
+      }
+    })
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+      const ctx = this.scopeContext(scope).gated(session.gate)
+      // The client's progressToken: each upstream progress comes back to it, the latest only while
+      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      const token = request.params._meta?.progressToken
+      const progress =
+        token === undefined
+          ? undefined
+          : new LatestThrottle<CallProgress>(0, (p) =>
+              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
+            )
+      try {
+        // The call pipeline (src/runtime/calls.ts), run at once. No time-out of its own: the call
+        // lasts while the client's request is open (its notifications/cancelled aborts
+        // `extra.signal`), up to --max-call-seconds.
+        const exit = await calls.runCall(
+          ctx,
+          {
+            tool_name: request.params.name,
+            args: request.params.arguments ?? {},
+            timeout: this.store.limits.maxCallSeconds,
+            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+            // The upstream's elicitation and sampling go to this client, on this request's stream.
+            relay: (req, { signal, timeoutMs }) => {
+              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+              if (server.getClientCapabilities()?.[capability] === undefined) {
+                return Promise.reject(
+                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+                )
+              }
+              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+            }
+          },
+          extra.signal
+        )
+        // The upstream's result as it came.
+        if (Exit.isSuccess(exit)) return exit.value.result
+        // The store's refusals and failures (unknown tool, bad arguments, service down) are the tool's failure to the client.
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
+        throw Cause.squash(exit.cause)
+      } finally {
+        progress?.close()
+      }
+    })
+    return server
+  }
+
+  /**
+   * Handles one HTTP request of the MCP endpoint. `body` is the parsed JSON body (already read by
+   * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
+   */
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate?: ToolGate): Promise<void> {
+    if (this.refusedWhileClosing(res)) return
+    const id = req.headers["mcp-session-id"]
+    const sessionId = Array.isArray(id) ? id[0] : id
+    let session: StreamableSession | undefined
+    let created = false
+    if (sessionId !== undefined) {
+      // A session of another scope, transport or key is unknown here, as is an id no store made.
+      session = await this.findOrRebuild(scope, sessionId, owner, gate, req, res)
+      if (session === undefined) return
+    } else {
+      if (req.method !== "POST" || !initializes(body)) {
+        // A missing session is 400 (MCP, Streamable HTTP); only an initialize request starts a
+        // session (so nothing is evicted for a stray request).
+        return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
+      }
+      const seal = await this.sealOrFail(true, res)
+      if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(res)) return
+      const facts = clientFacts(initializeParams(body))
+      session = this.streamableSession(scope, owner, gate, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
+      created = true
+    }
+    this.begin(session)
+    try {
+      const failed = await session.ready.then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e))
+      )
+      if (failed !== undefined) {
+        // A session that could not be connected or rebuilt is not kept: the client initializes again.
+        log.warn(`MCP session ${shortId(session.id)} on ${scopeLabel(scope)} could not be started: ${failed}`, { event: "mcp_session_failed", scope: scopeLabel(scope) })
+        this.closeSession(session)
+        return jsonRpcError(res, 404, -32001, "Session not found")
+      }
+      // A response whose connection is already gone emits no more "close".
+      const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
+      await session.transport.handleRequest(req, res, body)
+      if (!res.writableEnded) await finished
+    } finally {
+      this.end(session)
+      // An initialization the transport refused (a batch, bad headers) leaves no session behind.
+      if (created && session.transport.sessionId === undefined) this.closeSession(session)
+    }
+  }
+
+  /**
+   * The session of a request's id: the one in the map, or one rebuilt from its sealed id; undefined
+   * when it was answered (404 for an id that is unknown, changed, expired, ended here, of another
+   * scope or of another key; 200 for a DELETE of a sealed id not in the map: nothing to end).
+   */
+  private async findOrRebuild(scope: Scope, id: string, owner: string, gate: ToolGate | undefined, req: IncomingMessage, res: ServerResponse): Promise<StreamableSession | undefined> {
+    const label = scopeLabel(scope)
+    const refuse = (why: string, level: "info" | "warn" = "warn") => {
+      log[level](`refused MCP session ${shortId(id)} on ${label}: ${why}`, { event: "mcp_session_refused", scope: label, reason: why })
+      jsonRpcError(res, 404, -32001, "Session not found")
+      return undefined
+    }
+    const known = this.sessions.get(id)
+    if (known !== undefined) {
+      if (known.kind !== "streamable" || scopeLabel(known.scope) !== label) return refuse("the session is not one of this endpoint")
+      if (known.owner !== owner) return refuse("the session was opened with another API key")
+      return known
+    }
+    if (id.length > MAX_SESSION_ID_LENGTH) return refuse("the id is too long")
+    const expires = this.ended.get(sealedIdKey(id))
+    if (expires !== undefined) return refuse("the session was ended (closed, idle or evicted)", "info")
+    const seal = await this.sealOrFail(false, res)
+    if (res.headersSent) return undefined
+    const claims = seal?.open(id)
+    if (claims === undefined) return refuse("not a session id of this store (unknown, changed or sealed with another key)")
+    if (scopeLabel(claims.scope) !== label) return refuse(`the session belongs to ${scopeLabel(claims.scope)}`)
+    if (claims.owner !== owner) return refuse("the session was opened with another API key")
+    const now = Date.now()
+    if (claims.issuedAt > now + CLOCK_SKEW_MS || now - claims.issuedAt > sessionMaxAgeMs(this.options.idleSeconds)) return refuse("the sealed id has expired", "info")
+    if (this.refusedWhileClosing(res)) return undefined
+    // Another request of the session rebuilt it meanwhile (the key was loading).
+    const again = this.sessions.get(id)
+    if (again?.kind === "streamable") return again
+    if (req.method === "DELETE") {
+      // Nothing of it lives here: remember it as ended, so it is not rebuilt by this process.
+      this.remember(id, claims.issuedAt)
+      log.info(`MCP session ${shortId(id)} on ${label} ended by its client (not open on this store)`, { event: "mcp_session_deleted", scope: label })
+      res.writeHead(200).end()
+      return undefined
+    }
+    if (!this.admit(res)) return undefined
+    log.info(`rebuilt MCP session ${shortId(id)} on ${label} from its sealed id (client ${JSON.stringify(claims.clientInfo.name)}, opened ${new Date(claims.issuedAt).toISOString()})`, {
+      event: "mcp_session_rebuilt",
+      scope: label
+    })
+    return this.streamableSession(scope, owner, gate, id, claims)
+  }
+
+  /** The seal (creating the key when `create`); a key file that cannot be read is answered 500 and logged. */
+  private async sealOrFail(create: boolean, res: ServerResponse) {
+    try {
+      return await this.options.seal(create)
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e)
+      log.error(`MCP sessions cannot be sealed or opened: ${message}`, { event: "mcp_session_key_failed" })
+      jsonRpcError(res, 500, -32603, "Internal error: the store's session key cannot be read")
+      return undefined
+    }
+  }
+
+  /** Remembers an ended session's id until it would expire anyway, the oldest forgotten past MAX_ENDED_SESSIONS. */
+  private remember(id: string, issuedAt: number): void {
+    const now = Date.now()
+    this.ended.set(sealedIdKey(id), issuedAt + sessionMaxAgeMs(this.options.idleSeconds))
+    for (const [digest, expires] of this.ended) {
+      if (this.ended.size <= MAX_ENDED_SESSIONS && expires > now) break
+      this.ended.delete(digest)
+    }
+  }
+
+  /**
+   * GET of the legacy SSE endpoint (src/http/gateway/sse-endpoint.ts): a new session whose stream carries
+   * every answer and notification, its first event the URL to POST messages to. Resolves when the
+   * stream ends (the client left, the session expired or was closed, shutdown).
+   */
+  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate): Promise<void> {
+    if (this.refusedWhileClosing(res)) return
+    if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
+    if (!this.admit(res)) return
+    const transport = new SSEServerTransport(messagesPath(scope), res)
+    const session = this.addSession<SseSession>(scope, owner, gate, { id: transport.sessionId, kind: "sse", transport })
+    transport.onclose = () => this.forget(session)
+    watchRequests(transport, () => this.begin(session), () => this.end(session))
+    const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
+    this.begin(session)
+    try {
+      await session.server.connect(transport)
+    } finally {
+      this.end(session)
+    }
+    // A client gone before the stream began: the transport saw no "close".
+    if (res.destroyed) this.closeSession(session)
+    await finished
+  }
+
+  /** POST of the legacy SSE endpoint: one JSON-RPC message of a session of this scope (answered 202; the answer goes on its stream). */
+  async postMessage(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string): Promise<void> {
+    if (this.refusedWhileClosing(res)) return
+    const id = sessionIdOf(req)
+    if (id === undefined) return jsonRpcError(res, 400, -32000, "Bad Request: the sessionId query parameter is required")
+    const session = this.sessions.get(id)
+    // A session of another scope, of the other transport or of another key is unknown here.
+    if (session?.kind !== "sse" || scopeLabel(session.scope) !== scopeLabel(scope)) return jsonRpcError(res, 404, -32001, "Session not found")
+    if (session.owner !== owner) {
+      log.warn(`refused MCP session ${shortId(id)} on ${scopeLabel(scope)}: the session was opened with another API key`, { event: "mcp_session_refused", scope: scopeLabel(scope), reason: "another key" })
+      return jsonRpcError(res, 404, -32001, "Session not found")
+    }
+    if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
+    this.begin(session)
+    try {
+      await session.transport.handlePostMessage(req, res, body)
+    } catch {
+      // The stream ended meanwhile: the transport has answered 500 and the session is gone.
+    } finally {
+      this.end(session)
+    }
+  }
+
+  /** Answers 503 once shutdown has begun; true when it did. */
+  private refusedWhileClosing(res: ServerResponse): boolean {
+    if (this.shuttingDown) jsonRpcError(res, 503, -32000, "Server shutting down", { connection: "close" })
+    return this.shuttingDown
+  }
+
+  /** Makes room for a new session, or answers 429 with Retry-After when every session is busy; true when admitted. */
+  private admit(res: ServerResponse): boolean {
+    if (this.makeRoom()) return true
+    const max = this.options.maxSessions
+    const message = `Too many MCP sessions: all ${max} are busy; try again later`
+    jsonRpcError(res, 429, -32000, message, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
+      code: "TOO_MANY",
+      details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
+    })
+    return false
+  }
+
+  /** Moves a session to the end of the map: the map stays in order of last activity. */
+  private touch(session: Session): void {
+    session.touchedAt = performance.now()
+    if (this.sessions.get(session.id) !== session) return
+    this.sessions.delete(session.id)
+    this.sessions.set(session.id, session)
+  }
+
+  private begin(session: Session): void {
+    session.busy += 1
+    this.touch(session)
+  }
+
+  private end(session: Session): void {
+    session.busy -= 1
+    this.touch(session)
+    if (session.busy === 0 && this.sessions.has(session.id)) this.armSweep(session.touchedAt + this.idleMs)
+  }
+
+  /** At the cap, closes the oldest idle session; false when every session is busy (an SSE session's open stream counts). */
+  private makeRoom(): boolean {
+    if (this.sessions.size < this.options.maxSessions) return true
+    for (const session of this.sessions.values()) {
+      if (session.busy > 0 || session.kind === "sse") continue
+      this.closeSession(session)
+      return true
+    }
+    return false
+  }
+
+  /** Closes a session: its SDK server and transport (open streams end); it leaves the map at once. */
+  private closeSession(session: Session): void {
+    this.forget(session)
+    session.server.close().catch(() => undefined)
+  }
+
+  private forget(session: Session): void {
+    if (this.sessions.get(session.id) !== session) return
+    this.sessions.delete(session.id)
+    // A sealed id this process ended is not rebuilt by it (another replica or a restart may: docs/sessions.md).
+    if (session.kind === "streamable" && session.transport.sessionId !== undefined) this.remember(session.id, Date.now())
+    for (const key of session.subscriptions.keys()) this.dropSubscriber(key, session.id)
+    session.subscriptions.clear()
+    if (session.logLevel !== undefined) this.logs.levelsChanged(scopeLabel(session.scope))
+    if (this.sessions.size === 0) this.clearSweep()
+  }
+
+  /** Makes sure the expiry sweep runs at `at` (performance.now() time) or earlier. */
+  private armSweep(at: number): void {
+    if (this.sweepTimer !== undefined && this.sweepAt <= at) return
+    clearTimeout(this.sweepTimer)
+    this.sweepAt = at
+    this.sweepTimer = setTimeout(this.sweep, Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(at - performance.now()))))
+    this.sweepTimer.unref()
+  }
+
+  private clearSweep(): void {
+    clearTimeout(this.sweepTimer)
+    this.sweepTimer = undefined
+    this.sweepAt = Number.POSITIVE_INFINITY
+  }
+
+  /** Closes the sessions idle for `idleSeconds`, then waits for the next one to come due. */
+  private readonly sweep = (): void => {
+    this.sweepTimer = undefined
+    this.sweepAt = Number.POSITIVE_INFINITY
+    const now = performance.now()
+    const expired: Session[] = []
+    for (const session of this.sessions.values()) {
+      if (session.busy > 0) continue
+      if (now - session.touchedAt < this.idleMs) {
+        // The map is in order of activity: every later idle session is due later still.
+        this.armSweep(session.touchedAt + this.idleMs)
+        break
+      }
+      expired.push(session)
+    }
+    for (const session of expired) this.closeSession(session)
+  }
+
+  /** Shutdown has begun: refuse new requests and end every session's standalone GET stream (an SSE session with it). */
+  shutdown(): void {
+    this.shuttingDown = true
+    for (const s of this.sessions.values()) {
+      if (s.kind === "sse") this.closeSession(s)
+      else s.transport.closeStandaloneSSEStream()
+    }
+  }
+
+  /** Open sessions, those still initializing included. */
+  get size(): number {
+    return this.sessions.size
+  }
+
+  /** Ends every session. */
+  async close(): Promise<void> {
+    this.unsubscribeMonitor()
+    this.logs.close()
+    for (const off of this.updateListeners.values()) off()
+    this.updateListeners.clear()
+    this.subscriptions.clear()
+    this.clearSweep()
+    const sessions = [...this.sessions.values()]
+    this.sessions.clear()
+    await Promise.all(sessions.map((s) => s.server.close().catch(() => undefined)))
+  }
+}
+
+/**
+ * Initializes a rebuilt session's server as the client's initialize did (protocol version,
+ * capabilities and info, which `getClientCapabilities` then reads), through the transport's public
+ * `onmessage`; the answer, which nobody waits for, is taken off the transport's `send`.
+ */
+const replayInitialize = async (transport: StreamableHTTPServerTransport, claims: SessionClaims): Promise<void> => {
+  const id = `mcp-store/rebuild/${randomUUID()}`
+  const send = transport.send.bind(transport)
+  const answered = new Promise<void>((resolve, reject) => {
+    transport.send = async (message, options) => {
+      if (!("id" in message) || message.id !== id || "method" in message) return send(message, options)
+      transport.send = send
+      if ("error" in message) reject(new Error(`the rebuilt session's initialize failed: ${message.error.message}`))
+      else resolve()
+    }
+  })
+  const deliver = (message: JSONRPCMessage) => transport.onmessage?.(message)
+  deliver({ jsonrpc: "2.0", id, method: "initialize", params: { protocolVersion: claims.protocolVersion, capabilities: claims.capabilities, clientInfo: claims.clientInfo } })
+  await answered
+  deliver({ jsonrpc: "2.0", method: "notifications/initialized" })
+}

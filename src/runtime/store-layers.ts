@@ -1,0 +1,114 @@
+/**
+ * The store's layers on the local disk (one store on its services file) and the store layer
+ * itself, which runs the actors on whichever capabilities it is given. Each resource is acquired
+ * with its release, so a failed start releases what was acquired, in reverse order, and a stop
+ * releases the store (actors, connections) before the records and tokens it writes to.
+ */
+import { Effect, Layer } from "effect"
+import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
+import { ServicesFile } from "../config/services-file.js"
+import { defaultMonitoring } from "../domain/settings.js"
+import { ToolRecords } from "../records/tool-records.js"
+import { TokenVault, type TokenStore } from "../config/token-vault.js"
+import {
+  Definitions,
+  noReplication,
+  Records,
+  Replication,
+  ServicesFileSource,
+  StoreConfig,
+  Tokens,
+  type CreateStoreOptions,
+  type StoreSettings
+} from "./services.js"
+import { Store, StoreService } from "./store.js"
+
+/** The options of `createStore` with every default applied. */
+export const storeSettings = (options: CreateStoreOptions): StoreSettings => {
+  const limits: StoreLimits = { ...resolveStoreLimits({}), ...options.limits }
+  return {
+    options,
+    settings: defaultMonitoring(options.monitoring ?? {}),
+    limits,
+    records: {
+      maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
+      retentionDays: options.toolRecordRetentionDays ?? 7,
+      maxValueBytes: limits.toolRecordMaxValueBytes
+    }
+  }
+}
+
+/** The store's options, resolved. */
+export const StoreConfigLive = (options: CreateStoreOptions): Layer.Layer<StoreConfig> => Layer.succeed(StoreConfig, storeSettings(options))
+
+/** The services file, opened (created when missing); a file that cannot be read fails the start. */
+export const ServicesFileLive: Layer.Layer<ServicesFileSource, never, StoreConfig> = Layer.effect(
+  ServicesFileSource,
+  Effect.flatMap(StoreConfig, (config) => Effect.promise(() => ServicesFile.open(config.options.mcpConfigFile)))
+)
+
+/** The definitions are the services file's. */
+export const DefinitionsFromFile: Layer.Layer<Definitions, never, ServicesFileSource> = Layer.effect(Definitions, ServicesFileSource)
+
+/** The records in their file beside the services file; closed (flushed) on release. */
+export const RecordsFromFile: Layer.Layer<Records, never, StoreConfig | Definitions> = Layer.scoped(
+  Records,
+  Effect.gen(function* () {
+    const config = yield* StoreConfig
+    const definitions = yield* Definitions
+    return yield* Effect.acquireRelease(
+      Effect.promise(() => ToolRecords.open(definitions.path, config.records)),
+      (records) => Effect.promise(() => records.close())
+    )
+  })
+)
+
+/** The OAuth tokens in their encrypted file beside the services file; closed on release. */
+export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.scoped(
+  Tokens,
+  Effect.flatMap(Definitions, (definitions) =>
+    Effect.acquireRelease(
+      Effect.promise((): Promise<TokenStore> => TokenVault.open(definitions.path)),
+      (vault) => Effect.promise(async () => vault.close?.())
+    )
+  )
+)
+
+/** One store on its own: nothing is replicated. */
+export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
+
+/** The capabilities of one store on its services file (the definitions, records, tokens and no replication). */
+export const StandaloneLayer: Layer.Layer<Definitions | Records | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+  RecordsFromFile,
+  TokensFromFile,
+  NoReplication
+).pipe(Layer.provideMerge(DefinitionsFromFile))
+
+/**
+ * The store: its actors started on the capabilities, every service of the definitions loaded,
+ * the replication attached; on release (or when the attach fails), every actor stopped and every
+ * connection closed.
+ */
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Tokens | Replication> = Layer.scoped(
+  StoreService,
+  Effect.gen(function* () {
+    const parts = {
+      config: yield* StoreConfig,
+      definitions: yield* Definitions,
+      records: yield* Records,
+      tokens: yield* Tokens,
+      replication: yield* Replication
+    }
+    const store = yield* Effect.acquireRelease(
+      Effect.sync(() => Store.start(parts)),
+      (store) => Effect.promise(() => store.shutdown())
+    )
+    if (parts.replication.shared) {
+      // Replica mode: the changes made through the other replicas are applied as a reload is, and
+      // the services' leases decide which replica runs each.
+      store.watchFile()
+      yield* Effect.promise(() => parts.replication.attach(store.replicaHost()))
+    }
+    return store
+  })
+)

@@ -1,0 +1,73 @@
+// The import rules of .dependency-cruiser.cjs, which `npm test` runs over src/: the real tree keeps
+// them, and a tree that breaks them (a cycle, an arrow up the layers, an unknown folder) is refused.
+import { execFile } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+
+const ROOT = resolve(import.meta.dirname, "../..")
+const DEPCRUISE = join(ROOT, "node_modules/dependency-cruiser/bin/dependency-cruise.mjs")
+const CONFIG = join(ROOT, ".dependency-cruiser.cjs")
+
+/** Runs the rules over `src` of `cwd`: the exit code and the report. */
+const cruise = (cwd: string) =>
+  new Promise<{ code: number; output: string }>((done) => {
+    execFile(process.execPath, [DEPCRUISE, "src", "--config", CONFIG, "--output-type", "err"], { cwd, timeout: 120_000 }, (error, stdout, stderr) =>
+      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, output: `${stdout}${stderr}` })
+    )
+  })
+
+/** A small tree of TypeScript files (path -> source) with a tsconfig, in a temporary folder. */
+const tree = (files: Record<string, string>): string => {
+  const dir = mkdtempSync(join(tmpdir(), "mcp-store-rules-"))
+  dirs.push(dir)
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true } }))
+  for (const [path, source] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true })
+    writeFileSync(join(dir, path), source)
+  }
+  return dir
+}
+const dirs: string[] = []
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+})
+
+describe("import rules", { timeout: 120_000 }, () => {
+  it("the source tree keeps them", async () => {
+    const { code, output } = await cruise(ROOT)
+    expect(output).toContain("no dependency violations found")
+    expect(code).toBe(0)
+  })
+
+  it("refuses an arrow up the layers: the domain importing the HTTP layer", async () => {
+    const dir = tree({
+      "src/domain/name.ts": 'import { route } from "../http/route.js"\nexport const name = route + "x"\n',
+      "src/http/route.ts": 'export const route = "/"\n'
+    })
+    const { code, output } = await cruise(dir)
+    expect(code).not.toBe(0)
+    expect(output).toContain("no-arrow-up-from-domain: src/domain/name.ts → src/http/route.ts")
+  })
+
+  it("refuses a cycle, even inside one folder", async () => {
+    const dir = tree({
+      "src/runtime/a.ts": 'import { b } from "./b.js"\nexport const a = () => b()\n',
+      "src/runtime/b.ts": 'import { a } from "./a.js"\nexport const b = (): unknown => a\n'
+    })
+    const { code, output } = await cruise(dir)
+    expect(code).not.toBe(0)
+    expect(output).toContain("no-circular")
+  })
+
+  it("refuses a folder that has no place in the layers", async () => {
+    const dir = tree({
+      "src/misc/helper.ts": 'import { name } from "../domain/name.js"\nexport const helper = name\n',
+      "src/domain/name.ts": 'export const name = "x"\n'
+    })
+    const { code, output } = await cruise(dir)
+    expect(code).not.toBe(0)
+    expect(output).toContain("no-unknown-folder")
+  })
+})
