@@ -99,7 +99,7 @@ const floorSection = (floor: ReadonlyArray<FloorCell>, calls: ReadonlyArray<Cell
 }
 
 /** The performance targets ("at the floor, ahead of every peer"), checked. */
-const issue12Targets = (r: Results): Target[] => {
+const floorTargets = (r: Results): Target[] => {
   const out: Target[] = []
   for (const t of ["http", "stdio"] as const) {
     const label = t === "http" ? "Streamable HTTP" : "stdio"
@@ -183,7 +183,7 @@ export const targets = (r: Results): Target[] => {
       met: h && s ? s.rate >= 2 * h.rate : undefined
     })
   }
-  out.push(...issue12Targets(r))
+  out.push(...floorTargets(r))
   out.push({
     target: "wait_service reacts within 5 ms at p99",
     measured: r.wait ? `p99 ${f(r.wait.single.p99)} ms (p50 ${f(r.wait.single.p50)} ms, ${r.wait.single.count} waits)` : "not measured",

@@ -1,6 +1,6 @@
 /**
  * The contract's errors, in one place: the error classes (one body shape, a real status;
- * shared/API.md, Conventions), the one mapping of the store's errors to them (`fromStoreError`, and
+ * docs/api.md, conventions), the one mapping of the store's errors to them (`fromStoreError`, and
  * `contract`, through which a handler runs a store operation). The framework's own failures (bad bodies, unknown routes, decode
  * errors, defects) are turned into these classes by src/http/contract-middleware.ts; a missing or
  * wrong API key by src/http/authorization.ts.
@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto"
 import type { StoreError } from "../domain/errors.js"
 
 /**
- * The error body of shared/API.md. Each class lists its own codes: that makes the classes tell
+ * The error body of docs/api.md. Each class lists its own codes: that makes the classes tell
  * apart when the API encodes a failure (the union picks the first class that accepts the value).
  */
 const errorFields = <const Codes extends ReadonlyArray<string>>(...codes: Codes) => ({
@@ -26,7 +26,7 @@ const errorFields = <const Codes extends ReadonlyArray<string>>(...codes: Codes)
 
 type Details = Record<string, unknown>
 
-/** Builds the body fields of an error (the one error body of shared/API.md). */
+/** Builds the body fields of an error (the one error body of docs/api.md). */
 export const errorBody = <C extends string>(code: C, message: string, details: Details = {}) =>
   ({ success: false as const, message, error: { code, message, details } })
 

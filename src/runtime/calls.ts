@@ -103,7 +103,7 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
   return { hooks, close: () => events?.close() }
 }
 
-/** The text form of an MCP tool result (shared/API.md, call_tool `result`). */
+/** The text form of an MCP tool result (docs/api.md, call_tool `result`). */
 const resultValue = (r: CallToolResult): unknown => {
   if (r.structuredContent !== undefined) return r.structuredContent
   const content = r.content ?? []

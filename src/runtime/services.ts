@@ -20,7 +20,7 @@ import type { TokenStore } from "../config/token-vault.js"
 export interface CreateStoreOptions {
   /** The services file (mcp.json style); created when missing. */
   readonly mcpConfigFile: string
-  /** Monitoring settings; missing keys take the defaults of shared/LIFECYCLE.md. */
+  /** Monitoring settings; missing keys take the defaults of docs/lifecycle.md. */
   readonly monitoring?: Partial<MonitoringSettings> | undefined
   /** XState inspection observer (every actor, event and snapshot). */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void) | undefined

@@ -156,5 +156,5 @@ describe("the built clone", () => {
     expect((statSync(entry).mode & 0o777).toString(8)).toBe("755")
     const { stdout } = await run("npx", ["--offline", "mcp-store", "--version"], { cwd: REPO_ROOT, env: cleanEnv(), timeout: 60_000 })
     expect(stdout.trim()).toBe(pkg.version)
-  })
+  }, 90_000)
 })

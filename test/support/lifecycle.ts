@@ -1,5 +1,5 @@
 /**
- * The service lifecycle as tests check it: the status changes shared/LIFECYCLE.md allows, as
+ * The service lifecycle as tests check it: the status changes docs/lifecycle.md allows, as
  * (from, to) pairs, and a recorder of every status change of a service actor (an actor
  * subscription: nothing is missed, and a wait for a status is woken by the change itself).
  */
@@ -7,7 +7,7 @@ import type { ServiceActorRef, Transition } from "../../src/machines/service.js"
 
 const ALL = ["initializing", "healthy", "warning", "reconnecting", "unreachable", "disconnecting", "disconnected"] as const
 
-/** Every status change shared/LIFECYCLE.md allows with reconnection on (its table, row by row). */
+/** Every status change docs/lifecycle.md allows with reconnection on (its table, row by row). */
 export const ALLOWED_TRANSITIONS: ReadonlySet<string> = new Set([
   "null>initializing",
   "initializing>healthy",
