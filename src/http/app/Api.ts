@@ -46,7 +46,7 @@ export class SystemApi extends HttpApiGroup.make("system").add(
           application: Schema.Number,
           system: Schema.Number
         }).annotations({ description: "the contract's 56 endpoints per group (25, 14, 14, 2, 1)" }),
-        extra_routes: Schema.optional(Schema.Array(Schema.String)).annotations({
+        extra_routes: Schema.Array(Schema.String).annotations({
           description: "every route served beyond the 56, as `METHOD /path` (resources, prompts, OAuth, MCP, events, metrics, inspection, docs, dashboard)"
         })
       })
