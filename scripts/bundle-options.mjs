@@ -3,17 +3,18 @@
 // runs what `npm start` runs. The dashboard page (src/ui/dashboard.html with the script of
 // src/ui/dashboard.ts bundled into its slot) is made here too, and given to every bundle as the
 // constant MCP_STORE_DASHBOARD_PAGE (src/ui/page.ts); running from the sources, page.ts makes it
-// with dashboardPage() on first use. A page is kept in the system's temporary folder under the hash
-// of what it is made from, so the processes that import these options (every test file does)
-// build it once, not each.
+// with dashboardPage() on first use. A page is kept in the project's own cache folder
+// (node_modules/.cache/mcp-store-dashboard, never a folder other users can write to: the page runs
+// with the operator's key) under the hash of what it is made from, so the processes that import these
+// options (every test file does) build it once, not each; making a new one removes the older ones.
 import { buildSync, version } from "esbuild"
 import { createHash } from "node:crypto"
-import { readFileSync, renameSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const UI = fileURLToPath(new URL("../src/ui/", import.meta.url))
+const CACHE = fileURLToPath(new URL("../node_modules/.cache/mcp-store-dashboard/", import.meta.url))
 
 /** Where the page's template takes its script. */
 export const DASHBOARD_SLOT = "<!-- dashboard.ts -->"
@@ -23,7 +24,7 @@ export const dashboardPage = () => {
   const template = readFileSync(`${UI}dashboard.html`, "utf8")
   const source = readFileSync(`${UI}dashboard.ts`, "utf8")
   const hash = createHash("sha256").update(`${version}\0${readFileSync(fileURLToPath(import.meta.url))}\0${template}\0${source}`).digest("hex").slice(0, 16)
-  const cached = join(tmpdir(), `mcp-store-dashboard-${hash}.html`)
+  const cached = join(CACHE, `${hash}.html`)
   try {
     return readFileSync(cached, "utf8")
   } catch {
@@ -44,9 +45,11 @@ export const dashboardPage = () => {
   // A function, so that `$&` and the like in the script are not replacement patterns.
   const page = template.replace(DASHBOARD_SLOT, () => `<script>\n${script}</script>`)
   // Written aside and renamed, so that a process never reads half a page.
+  mkdirSync(CACHE, { recursive: true, mode: 0o700 })
   const aside = `${cached}.${process.pid}`
   writeFileSync(aside, page)
   renameSync(aside, cached)
+  for (const name of readdirSync(CACHE)) if (name.endsWith(".html") && join(CACHE, name) !== cached) rmSync(join(CACHE, name), { force: true })
   return page
 }
 
