@@ -65,7 +65,7 @@ describe("an upstream that dies comes back with no client request", () => {
     process.kill(pid, "SIGKILL")
     // No request to the store from here until it is healthy again.
     expect(await log.waitFor("healthy", 15_000)).toBe(true)
-    expect(log.statuses()).toEqual(["reconnecting", "healthy"])
+    expect(log.statuses().join(" → ")).toBe("reconnecting → healthy")
     expect(log.transitions[0]!.reason).toMatch(/transport closed: the process was killed by SIGKILL/)
     expect(illegalTransitions(log.transitions)).toEqual([])
     // The history endpoint tells the same story.
@@ -111,7 +111,7 @@ describe("a restart that forgets the session (HTTP 404)", () => {
     const call = await server!.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "after" } })
     expect(call.status).toBe(200)
     expect(call.body).toMatchObject({ success: true, result: "after", is_error: false })
-    expect(log.statuses()).toEqual(["reconnecting", "healthy"])
+    expect(log.statuses().join(" → ")).toBe("reconnecting → healthy")
     expect(log.transitions[0]!.reason).toMatch(/session expired/)
     expect(illegalTransitions(log.transitions)).toEqual([])
     // The server ran the call once, in a new session; the record says success.
@@ -189,7 +189,7 @@ describe("a slow server", () => {
     expect(actor.getSnapshot().context.status).toBe("warning")
     tunable.pingDelayMs = 0
     expect(await log.waitFor("healthy", 5_000)).toBe(true)
-    expect(log.statuses()).toEqual(["warning", "healthy"])
+    expect(log.statuses().join(" → ")).toBe("warning → healthy")
     expect(illegalTransitions(log.transitions)).toEqual([])
     const listed = (await server!.get("/for_store/list_services")).body.services[0]
     expect(listed).toMatchObject({ status: "healthy", consecutive_failures: 0 })
@@ -295,7 +295,7 @@ describe("a command that cannot serve", () => {
     } finally {
       retries.stop()
     }
-    expect(log.statuses()).toEqual(["initializing", "unreachable"])
+    expect(log.statuses().join(" → ")).toBe("initializing → unreachable")
     const status = await server.get("/for_store/service_status/ghost")
     expect(status.body.last_error).toMatch(/ENOENT/)
     expect(status.body.last_error).toMatch(/\/nonexistent\/mcp-server-ghost/)
