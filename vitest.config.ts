@@ -1,9 +1,8 @@
-// Test runner settings: real servers and processes are involved, so time-outs are generous, and
-// each file runs in a fresh fork (a file that fails badly, or a worker whose module loading timed
-// out on a loaded machine, cannot take the files after it down with it; `isolate: false` saved
-// about a third of the run but did exactly that once). The test files still leave nothing global
-// behind: every file ends the servers, processes, listeners and environment variables it starts
-// or changes.
+// Test runner settings: real servers and processes are involved, so time-outs are generous. The two
+// forks each run one file after another with a shared module cache (`isolate: false`): loading the
+// store's modules afresh for every file took about half of the run's CPU. So every file ends the
+// servers, processes, listeners and environment variables it starts or changes, and a file that
+// stubs a module loads what it tests afresh and resets the cache when it is done.
 import { defineConfig } from "vitest/config"
 import SlowestFirst from "./test/support/sequencer.js"
 
@@ -17,7 +16,7 @@ export default defineConfig({
     // The slowest files start first, so the two forks end together (test/support/sequencer.ts).
     sequence: { sequencer: SlowestFirst },
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    poolOptions: { forks: { maxForks: 2, minForks: 1, isolate: false } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // The skip reporter ends the run with the files that skipped for want of redis-server or Chromium.
