@@ -9,8 +9,8 @@ import SlowestFirst from "./test/support/sequencer.js"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Lines of in-process stores: errors only (test/support/log-setup.ts). Run before every file.
-    setupFiles: ["test/support/log-setup.ts"],
+    // Before every file: in-process stores log errors only; a file may not leave the environment changed.
+    setupFiles: ["test/support/file-setup.ts"],
     // Once per run: the stdio fixtures' esbuild bundles, when their sources changed (test/support/programs.ts).
     globalSetup: ["test/support/global-setup.ts"],
     // The slowest files start first, so the two forks end together (test/support/sequencer.ts).

@@ -1,0 +1,20 @@
+/**
+ * Vitest setup, run before every test file:
+ * - In-process stores log through the one logger (src/logging/log.ts) to stderr; a test run would
+ *   fill the report with every service's lifecycle lines. Only errors are shown, unless
+ *   MCPSTORE_TEST_LOG names a level (debug, info, warning). Tests that check lines capture them
+ *   with `captureLogs`, whatever this level.
+ * - The forks run files one after another in one process (vitest.config.ts): a file that leaves an
+ *   environment variable changed fails, instead of changing the files after it.
+ */
+import { afterAll, expect } from "vitest"
+import { configureLogging } from "../../src/logging/log.js"
+
+const wanted = process.env.MCPSTORE_TEST_LOG
+configureLogging({ level: wanted === "debug" || wanted === "info" || wanted === "warning" ? wanted : "error" })
+
+const environment = { ...process.env }
+afterAll(() => {
+  const changed = [...new Set([...Object.keys(environment), ...Object.keys(process.env)])].filter((name) => environment[name] !== process.env[name])
+  expect(changed, "environment variables this file left changed").toEqual([])
+})
