@@ -75,20 +75,29 @@ const TRICKY = [
   "-1", "0", "1e309", "NaN", "null", "true", "[]", "{}", "<script>alert(1)</script>", "' OR 1=1 --", "\r\n", "\uFEFF", "\uD800"
 ]
 
-/** A string of `n` characters (n up to 2 MiB). */
-const hugeString = fc.constantFrom(4_096, 65_536, 300_000, MIB + 1, 2 * MIB).map((n) => "z".repeat(n))
+// Long strings are made once: built (and hashed by fast-check) afresh for every request, they were
+// most of the run's time.
+/** A long field value, up to 200,000 characters. */
+const hugeField = fc.constantFrom(...[4_096, 65_536, 200_000].map((n) => "z".repeat(n)))
+/** A long query value (over 16 KiB, Node refuses the request before the store sees it: 431). */
+const hugeQuery = fc.constantFrom(...[2_000, 9_000, 40_000].map((n) => "q".repeat(n)))
 
 /** encodeURIComponent that also takes lone surrogates (as U+FFFD). */
 const enc = (s: string): string => encodeURIComponent(s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD"))
 
-const nameArb = (known: ReadonlyArray<string>) =>
-  fc.oneof(
-    { weight: 4, arbitrary: fc.constantFrom(...known) },
-    { weight: 3, arbitrary: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,12}$/) },
-    { weight: 3, arbitrary: fc.constantFrom(...TRICKY) },
-    { weight: 2, arbitrary: fc.string({ unit: "binary", maxLength: 24 }) },
-    { weight: 2, arbitrary: fc.string({ maxLength: 40 }) }
-  )
+/**
+ * Any code point, lone surrogates included (as fast-check's `unit: "binary"`, which builds a map of
+ * every code point, about 2 s of CPU, for each string arbitrary made with it).
+ */
+const anyCodePoint = fc.integer({ min: 0, max: 0x10ffff }).map((c) => String.fromCodePoint(c))
+/** Names that are not the known ones. */
+const otherNames = [
+  { weight: 3, arbitrary: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,12}$/) },
+  { weight: 3, arbitrary: fc.constantFrom(...TRICKY) },
+  { weight: 2, arbitrary: fc.string({ unit: anyCodePoint, maxLength: 24 }) },
+  { weight: 2, arbitrary: fc.string({ maxLength: 40 }) }
+]
+const nameArb = (known: ReadonlyArray<string>) => fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...known) }, ...otherNames)
 
 const numberArb = fc.oneof(
   fc.constantFrom(-1, 0, 0.0001, 1, 5, 30, 31, 59.9, 60, 600, 601, 1000, 1001, 2 ** 31, 2 ** 53, 1e308, -1e308, -0.5),
@@ -139,9 +148,7 @@ const fieldValue = (field: Field, names: fc.Arbitrary<string>, fixtureUrl: strin
     }
   })()
   // A query string over 16 KiB is refused by Node before the store sees it (431): keep those rare.
-  const huge = inQuery
-    ? { weight: 1, arbitrary: fc.constantFrom(2_000, 9_000, 40_000).map((n) => "q".repeat(n)) }
-    : { weight: 4, arbitrary: hugeString.map((h) => h.slice(0, 200_000)) }
+  const huge = inQuery ? { weight: 1, arbitrary: hugeQuery } : { weight: 4, arbitrary: hugeField }
   return fc.oneof({ weight: 16, arbitrary: typed }, { weight: 4, arbitrary: anyValue }, huge)
 }
 
@@ -170,6 +177,15 @@ const MALFORMED = [
 ]
 const deepNest = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`
 const deepObject = (n: number) => `${'{"a":'.repeat(n)}1${"}".repeat(n)}`
+/** Up to 200 code points of any kind, as the whole body. */
+const binaryBody = fc.string({ unit: anyCodePoint, maxLength: 200 }).map((raw) => ({ raw }))
+const deepBodies = fc.constantFrom(deepNest(50_000), deepObject(20_000), deepNest(400)).map((raw) => ({ raw }))
+/** Arguments nested deep (a tool call's args are forwarded and recorded). */
+const deepArguments = fc.constantFrom(...[100, 2_000, 10_000].map((n) => `{"tool_name":"live__echo","args":{"text":${deepObject(n)}}}`)).map((raw) => ({ raw }))
+/** Every name field of a body at once, up to 2 MiB each. */
+const hugeNames = fc
+  .constantFrom(...[4_096, 65_536, 300_000, MIB + 1, 2 * MIB].map((n) => "z".repeat(n)).map((h) => JSON.stringify({ tool_name: h, name: h, service_name: h, client_id_or_service_name: h })))
+  .map((raw) => ({ raw }))
 
 const bodyArb = (spec: EndpointSpec, names: fc.Arbitrary<string>, fixtureUrl: string): fc.Arbitrary<unknown | { raw: string } | undefined> => {
   const fields = spec.payload.kind === "object" ? spec.payload.fields : spec.query
@@ -187,11 +203,10 @@ const bodyArb = (spec: EndpointSpec, names: fc.Arbitrary<string>, fixtureUrl: st
     { weight: 8, arbitrary: structured },
     { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 4 }) },
     { weight: 2, arbitrary: fc.constantFrom(...MALFORMED).map((raw) => ({ raw })) },
-    { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 200 }).map((raw) => ({ raw })) },
-    { weight: 1, arbitrary: fc.constantFrom(deepNest(50_000), deepObject(20_000), deepNest(400)).map((raw) => ({ raw })) },
-    // Arguments nested deep (a tool call's args are forwarded and recorded).
-    { weight: 1, arbitrary: fc.constantFrom(100, 2_000, 10_000).map((n) => ({ raw: `{"tool_name":"live__echo","args":{"text":${deepObject(n)}}}` })) },
-    { weight: 1, arbitrary: hugeString.map((h) => ({ raw: JSON.stringify({ tool_name: h, name: h, service_name: h, client_id_or_service_name: h }) })) },
+    { weight: 1, arbitrary: binaryBody },
+    { weight: 1, arbitrary: deepBodies },
+    { weight: 1, arbitrary: deepArguments },
+    { weight: 1, arbitrary: hugeNames },
     { weight: 2, arbitrary: fc.constant(undefined) }
   )
 }
@@ -268,38 +283,50 @@ const sanitize = (value: unknown, key?: string): unknown => {
   return value
 }
 
+/**
+ * A random path: segments of the characters a path may carry (raw `%` included) or of any code
+ * points, encoded. (fast-check's `webPath` builds a table of every encodable character, about 2 s of CPU.)
+ */
+const webPaths = fc
+  .array(fc.oneof(fc.stringMatching(/^[A-Za-z0-9\-._~!$&'()*+,;=:@%]{0,10}$/), fc.string({ unit: anyCodePoint, maxLength: 6 }).map(enc)), { maxLength: 5 })
+  .map((segments) => `/${segments.join("/")}`)
+
+/** Requests to one endpoint (built once per endpoint: `requestArb` picks among them). */
+const endpointRequestArb = (spec: EndpointSpec, fixtureUrl: string): fc.Arbitrary<FuzzRequest> => {
+  const agentRoute = spec.path.startsWith("/for_agent/")
+  const names = nameArb(agentRoute ? ["agent-live", "live", "dead"] : ["live", "dead", "agent-live"])
+  const agents = nameArb([AGENT, "agent-2"])
+  return fc
+    .record({
+      method: fc.oneof({ weight: 6, arbitrary: fc.constant(spec.method) }, { weight: 2, arbitrary: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS") }, { weight: 1, arbitrary: fc.constantFrom("FOO", "get", "PROPFIND") }),
+      params: fc.record(Object.fromEntries(spec.pathParams.map((p) => [p, segmentArb(p === "agent_id" ? agents : names)]))),
+      mutation: fc.oneof({ weight: 8, arbitrary: fc.constant("none") }, { weight: 1, arbitrary: fc.constantFrom("trailing-slash", "double-slash", "upper", "extra-segment", "drop-segment", "dot-segment", "random") }),
+      randomPath: webPaths,
+      query: queryArb(spec, names, fixtureUrl),
+      contentType: fc.oneof({ weight: 6, arbitrary: fc.constant("application/json") }, { weight: 3, arbitrary: fc.constantFrom(...CONTENT_TYPES) }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.string({ maxLength: 20 }) }),
+      body: bodyArb(spec, names, fixtureUrl),
+      bodyOnGet: fc.boolean()
+    })
+    .map((r) => {
+      let path = spec.path.replace(/:([A-Za-z_]+)/g, (_, p: string) => (r.params as Record<string, string>)[p]!)
+      switch (r.mutation) {
+        case "trailing-slash": path += "/"; break
+        case "double-slash": path = path.replace("/", "//"); break
+        case "upper": path = path.toUpperCase(); break
+        case "extra-segment": path += "/extra"; break
+        case "drop-segment": path = path.slice(0, path.lastIndexOf("/")) || "/"; break
+        case "dot-segment": path = `/x/..${path}`; break
+        case "random": path = r.randomPath.startsWith("/") ? r.randomPath : `/${r.randomPath}`; break
+      }
+      const hasBody = r.body !== undefined && (r.method !== "GET" && r.method !== "HEAD" ? true : r.bodyOnGet)
+      const body = !hasBody ? undefined : typeof r.body === "object" && r.body !== null && "raw" in r.body && Object.keys(r.body).length === 1 ? (r.body as { raw: string }).raw : JSON.stringify(sanitize(r.body))
+      return { endpoint: spec.name, route: `${spec.group}.${spec.name}`, method: r.method, url: path + r.query, contentType: r.contentType, body }
+    })
+}
+
+/** A request to any endpoint, each equally likely. */
 const requestArb = (specs: ReadonlyArray<EndpointSpec>, fixtureUrl: string): fc.Arbitrary<FuzzRequest> =>
-  fc.constantFrom(...specs).chain((spec) => {
-    const agentRoute = spec.path.startsWith("/for_agent/")
-    const names = nameArb(agentRoute ? ["agent-live", "live", "dead"] : ["live", "dead", "agent-live"])
-    const agents = nameArb([AGENT, "agent-2"])
-    return fc
-      .record({
-        method: fc.oneof({ weight: 6, arbitrary: fc.constant(spec.method) }, { weight: 2, arbitrary: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS") }, { weight: 1, arbitrary: fc.constantFrom("FOO", "get", "PROPFIND") }),
-        params: fc.record(Object.fromEntries(spec.pathParams.map((p) => [p, segmentArb(p === "agent_id" ? agents : names)]))),
-        mutation: fc.oneof({ weight: 8, arbitrary: fc.constant("none") }, { weight: 1, arbitrary: fc.constantFrom("trailing-slash", "double-slash", "upper", "extra-segment", "drop-segment", "dot-segment", "random") }),
-        randomPath: fc.webPath(),
-        query: queryArb(spec, names, fixtureUrl),
-        contentType: fc.oneof({ weight: 6, arbitrary: fc.constant("application/json") }, { weight: 3, arbitrary: fc.constantFrom(...CONTENT_TYPES) }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.string({ maxLength: 20 }) }),
-        body: bodyArb(spec, names, fixtureUrl),
-        bodyOnGet: fc.boolean()
-      })
-      .map((r) => {
-        let path = spec.path.replace(/:([A-Za-z_]+)/g, (_, p: string) => (r.params as Record<string, string>)[p]!)
-        switch (r.mutation) {
-          case "trailing-slash": path += "/"; break
-          case "double-slash": path = path.replace("/", "//"); break
-          case "upper": path = path.toUpperCase(); break
-          case "extra-segment": path += "/extra"; break
-          case "drop-segment": path = path.slice(0, path.lastIndexOf("/")) || "/"; break
-          case "dot-segment": path = `/x/..${path}`; break
-          case "random": path = r.randomPath.startsWith("/") ? r.randomPath : `/${r.randomPath}`; break
-        }
-        const hasBody = r.body !== undefined && (r.method !== "GET" && r.method !== "HEAD" ? true : r.bodyOnGet)
-        const body = !hasBody ? undefined : typeof r.body === "object" && r.body !== null && "raw" in r.body && Object.keys(r.body).length === 1 ? (r.body as { raw: string }).raw : JSON.stringify(sanitize(r.body))
-        return { endpoint: spec.name, route: `${spec.group}.${spec.name}`, method: r.method, url: path + r.query, contentType: r.contentType, body }
-      })
-  })
+  fc.oneof(...specs.map((spec) => endpointRequestArb(spec, fixtureUrl)))
 
 // ---------------------------------------------------------------------------------------------
 // Sending
