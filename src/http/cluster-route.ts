@@ -8,21 +8,22 @@
  * (an Origin, a Sec-Fetch-Site) is refused outright. The body is bounded as an API request's is, and
  * not read at all when the signature header is missing, malformed or out of its time window.
  *
- * The request runs on the service's live connection only if this replica still owns the service;
- * a service still connecting is waited for, an expired session is reconnected once (as the local
- * call path does), and a transport failure counts as a failed health check of the owner's actor.
+ * The request runs on the service's live connection only if this replica still owns the service,
+ * through the step a call made here takes (src/runtime/service-request.ts): a service still
+ * connecting is waited for, an expired session is reconnected once, and a transport failure counts
+ * as a failed health check of the owner's actor.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
 import { FORWARD_PATH, FORWARDED_EVENTS, NotDelivered, toWire, type ForwardLine, type ForwardRequest } from "../cluster/forward.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
-import { statusOf, type ServiceActorRef } from "../machines/service.js"
+import { Cause, Exit, Option } from "effect"
+import { statusOf } from "../machines/service.js"
 import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
-import { awaitSnapshotPromise } from "../runtime/bridge.js"
+import { NotConnected, requestOnService } from "../runtime/service-request.js"
 import { log } from "../logging/log.js"
 import type { Store } from "../runtime/store.js"
 import type { Cluster } from "../cluster/cluster.js"
-import { isConnected } from "../runtime/service-views.js"
 import { errorBody } from "./contract-errors.js"
 import type { DirectRoute } from "./call-route.js"
 
@@ -179,33 +180,19 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
           return ms
         })
       default:
-        throw new McpRequestError("protocol", `unknown forwarded operation`, -32601)
+        return Promise.reject(new McpRequestError("protocol", `unknown forwarded operation`, -32601))
     }
   }
-  try {
-    return await run(await connected(face, remaining(), signal))
-  } catch (e) {
-    if (!(e instanceof McpRequestError)) throw e
-    if (e.kind === "session_expired") {
-      // The server never ran it: reconnect at once and send it once more, as the local call path does.
-      face.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-      return run(await connected(face, remaining(), signal, true))
-    }
-    if (e.kind === "transport") face.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-    throw e
+  // The same step as a call made here: the connection waited for, an expired session reconnected once.
+  const sent = await requestOnService(face, run, { remaining, signal })
+  if (Exit.isSuccess(sent)) return sent.value
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
+  const e = failure.value
+  if (e instanceof NotConnected) {
+    if (e.stillConnecting) throw new McpRequestError("timeout", "the service is still connecting on the replica that runs it")
+    const { lastError } = e.snapshot.context
+    throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
   }
-}
-
-/** The live connection of an owned service: one still connecting (or, after an expiry, reconnecting) is waited for. */
-const connected = async (face: ServiceActorRef, timeoutMs: number, signal: AbortSignal, reconnecting = false): Promise<McpConnection> => {
-  const ready = (s: ReturnType<ServiceActorRef["getSnapshot"]>) => (reconnecting ? isConnected(statusOf(s)) : statusOf(s) !== "initializing")
-  const waited = await awaitSnapshotPromise(face, ready, { timeoutMs, signal })
-  if (waited.end === "aborted") throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
-  const snapshot = face.getSnapshot()
-  const status = statusOf(snapshot)
-  if (!isConnected(status) || snapshot.context.connection === undefined) {
-    if (status === "initializing") throw new McpRequestError("timeout", "the service is still connecting on the replica that runs it")
-    throw new McpRequestError("transport", `the service is ${status} on the replica that runs it${snapshot.context.lastError ? `: ${snapshot.context.lastError}` : ""}`)
-  }
-  return snapshot.context.connection
+  throw e
 }

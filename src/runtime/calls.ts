@@ -10,11 +10,11 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, FiberId, Option } from "effect"
-import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
+import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { Cancel, McpRequestError, type CallHooks, type CallProgress, type CancelSignal, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
+import { Cancel, McpRequestError, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
-import { awaitSnapshot, type WaitGate } from "./bridge.js"
+import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
 import type { Outcome } from "../records/tool-records.js"
 import {
   AmbiguousTool,
@@ -325,31 +325,6 @@ export const resolveTarget = (ctx: ScopeContext, input: CallToolInput, options: 
   return refused(toolNotFound(ctx, input.tool_name))
 }
 
-/**
- * Waits until `ready` holds for every actor (the one bridge, `awaitSnapshot`) or `timeoutMs`
- * passes: true when some wait timed out. `signal` ends it interrupted; a full gate fails it.
- */
-const waitUntil = (
-  actors: ReadonlyArray<ServiceActorRef>,
-  ready: (snapshot: ServiceSnapshot) => boolean,
-  options: { readonly timeoutMs: number; readonly gate?: WaitGate | undefined },
-  signal: CancelSignal
-): Promise<Exit.Exit<boolean, TooMany>> => {
-  const fiber = Effect.runFork(Effect.forEach(actors, (a) => awaitSnapshot(a, ready, options), { concurrency: "unbounded" }))
-  const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
-  signal.addEventListener("abort", abort)
-  if (signal.aborted) abort()
-  return new Promise((resolve) =>
-    fiber.addObserver((exit) => {
-      signal.removeEventListener("abort", abort)
-      resolve(Exit.map(exit, (ends) => ends.some((w) => w.end === "timeout")))
-    })
-  )
-}
-
-const notInitializing = (s: ServiceSnapshot): boolean => statusOf(s) !== "initializing"
-const connectedNow = (s: ServiceSnapshot): boolean => isConnected(statusOf(s))
-
 /** The time-out, trace id and hooks of one call. */
 interface CallTiming {
   readonly started: number
@@ -358,39 +333,10 @@ interface CallTiming {
   readonly remaining: () => number
 }
 
-/** The service's connection when it is connected now (the common call: nothing to wait for). */
-const liveConnection = (actor: ServiceActorRef): McpConnection | undefined => {
-  const snapshot = actor.getSnapshot()
-  return isConnected(statusOf(snapshot)) ? snapshot.context.connection : undefined
-}
-
 /**
- * The connection of a service not connected now: one still connecting is waited for (after an
- * expired session, until it is connected again), up to the call's deadline; then ServiceUnavailable
- * when it is not connected, ToolTimeout when it is still connecting.
- */
-const readyConnection = async (
-  ctx: ScopeContext,
-  actor: ServiceActorRef,
-  toolName: string,
-  call: CallTiming,
-  signal: CancelSignal,
-  reconnecting: boolean
-): Promise<McpConnection | Exit.Exit<never, CallToolError>> => {
-  if (reconnecting || initializing(actor)) {
-    const waited = await waitUntil([actor], reconnecting ? connectedNow : notInitializing, { timeoutMs: call.remaining(), gate: reconnecting ? undefined : ctx.host.waiters }, signal)
-    if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
-  }
-  const snapshot = actor.getSnapshot()
-  const status = statusOf(snapshot)
-  if (isConnected(status) && snapshot.context.connection !== undefined) return snapshot.context.connection
-  return Exit.fail(status === "initializing" ? stillConnecting(toolName, call.timeoutSeconds) : unavailable(snapshot))
-}
-
-/**
- * The call on its service: arguments checked against the tool's schema, the request sent on the
- * connection (once more after an expired session: the server never ran it), a failure classified
- * once (`requestFailure`); a broken connection also counts as a failed health check.
+ * The call on its service: arguments checked against the tool's schema, then the request on the
+ * service's connection (src/runtime/service-request.ts: waited for, sent once more after an
+ * expired session), its failure classified once (`requestFailure`).
  */
 const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult, CallToolError>> => {
   const args = input.args ?? {}
@@ -406,22 +352,19 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
       })
     )
   }
-  for (let retried = false; ; retried = true) {
-    const connection = liveConnection(actor) ?? (await readyConnection(ctx, actor, input.tool_name, call, signal, retried))
-    if (Exit.isExit(connection)) return connection
-    try {
-      return Exit.succeed(await connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks }))
-    } catch (e) {
-      if (!(e instanceof McpRequestError)) return Exit.die(e)
-      if (e.kind === "session_expired" && !retried) {
-        actor.send({ type: "TRANSPORT_CLOSED", reason: `session expired: ${e.message}`, immediate: true })
-        continue
-      }
-      if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-      const failure = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
-      return failure === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(failure)
-    }
-  }
+  const sent = await requestOnService(actor, (connection) => connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks }), {
+    remaining: call.remaining,
+    signal,
+    gate: ctx.host.waiters
+  })
+  if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
+  const e = failure.value
+  if (e instanceof NotConnected) return Exit.fail(e.stillConnecting ? stillConnecting(input.tool_name, call.timeoutSeconds) : unavailable(e.snapshot))
+  if (!(e instanceof McpRequestError)) return Exit.fail(e)
+  const classified = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
+  return classified === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(classified)
 }
 
 /**

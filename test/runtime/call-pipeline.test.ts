@@ -1,5 +1,6 @@
 // The call pipeline of src/runtime/calls.ts without HTTP: target resolution (found, wait for a
-// service still connecting, refused), the argument check, the one failure classification of
+// service still connecting, refused), the argument check, the request on the service's connection
+// (src/runtime/service-request.ts: an expired session sent once more), the one failure classification of
 // src/runtime/failures.ts (calls and catalog), record outcomes, cancellation; against real stdio
 // fixture servers in a store in the test's process.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -9,6 +10,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { Cancel, McpRequestError } from "../../src/mcp/types.js"
 import { callOutcome, resolveTarget, runCall, type CallExit } from "../../src/runtime/calls.js"
 import { outcomeOf, requestFailure } from "../../src/runtime/failures.js"
+import { NotConnected, requestOnService } from "../../src/runtime/service-request.js"
 import { createStore } from "../../src/composition/layer-graph.js"
 import type { Store } from "../../src/runtime/store.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, localService } from "../support/index.js"
@@ -129,6 +131,50 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
       // The interruption ended once the record was taken.
       expect((await store.forStore().toolRecords({ limit: 1, offset: 0, service_name: "two", tool_name: "sleep" })).executions[0]).toMatchObject({ outcome: "cancelled" })
       expect(store.forStore().effects.host.inFlightCalls).toBe(0)
+    })
+  })
+
+  // The step a call made here and a call forwarded from another replica share (src/runtime/service-request.ts).
+  describe("a request on a service's connection", () => {
+    const actor = (name: string) => store.forStore().effects.findService(name)!
+    const options = (ms: number) => ({ remaining: () => ms, signal: new Cancel() })
+
+    it("a request refused for an expired session is sent once more, on the new connection once the service reconnected", async () => {
+      const connections: unknown[] = []
+      const exit = await requestOnService(actor("one"), async (connection) => {
+        connections.push(connection)
+        if (connections.length === 1) throw new McpRequestError("session_expired", "session not found")
+        return (await connection.callTool("echo", { text: "again" }, { timeoutMs: 5000 })).content
+      }, options(10_000))
+      expect(exit).toEqual(Exit.succeed([{ type: "text", text: "again" }]))
+      expect(connections).toHaveLength(2)
+      expect(connections[1]).not.toBe(connections[0])
+    })
+
+    it("a second expiry is the failure itself, not a loop", async () => {
+      let tries = 0
+      const exit = await requestOnService(actor("two"), () => {
+        tries += 1
+        return Promise.reject(new McpRequestError("session_expired", "session not found"))
+      }, options(10_000))
+      expect(tries).toBe(2)
+      expect(Exit.isFailure(exit) && Option.getOrUndefined(Cause.failureOption(exit.cause))).toMatchObject({ kind: "session_expired" })
+    })
+
+    it("a service still connecting at the deadline is NotConnected, and the request is never sent", async () => {
+      let sent = false
+      const exit = await requestOnService(actor("mute"), () => Promise.resolve((sent = true)), options(200))
+      const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+      expect(failure).toBeInstanceOf(NotConnected)
+      expect((failure as NotConnected).stillConnecting).toBe(true)
+      expect(sent).toBe(false)
+    })
+
+    it("the caller's abort ends the wait for a service still connecting: interrupted", async () => {
+      const cancel = new Cancel()
+      const exit = requestOnService(actor("mute"), () => Promise.resolve(1), { remaining: () => 10_000, signal: cancel })
+      cancel.abort()
+      expect(Exit.isInterrupted(await exit)).toBe(true)
     })
   })
 
