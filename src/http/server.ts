@@ -17,13 +17,11 @@ import type { Socket } from "node:net"
 import { createHash } from "node:crypto"
 import { defaultKeysFile, KeyRing, readApiKeyFile } from "../config/api-keys.js"
 import { RedisKeyUses } from "../config/redis-key-uses.js"
-import { SharedAlerts } from "../monitoring/shared-alerts.js"
-import { serviceField } from "../redis/key-names.js"
 import type { Cluster } from "../cluster/cluster.js"
 import { clusterOf, storeLayerOn } from "../composition/layer-graph.js"
 import type { ServerOptions, StoreOptions } from "../config/options.js"
-import { createMetrics } from "../monitoring/metrics.js"
-import { Monitor } from "../monitoring/monitor.js"
+import type { Monitor } from "../monitoring/monitor.js"
+import { MetricsLive, MetricsService, MonitorLive, MonitorService } from "../monitoring/monitoring-layers.js"
 import { log, logEnabled, StoreLoggerLive } from "../logging/log.js"
 import { storeSettings } from "../runtime/store-layers.js"
 import { StoreConfig } from "../runtime/services.js"
@@ -73,9 +71,6 @@ export interface StartServerOptions {
   readonly sessionSecret?: string | Uint8Array
 }
 
-/** The server's monitor, in the layer graph. */
-class MonitorService extends Context.Tag("mcp-store/Monitor")<MonitorService, Monitor>() {}
-
 const effectLogLevel = (level: ServerOptions["logLevel"], debug: boolean) =>
   debug
     ? LogLevel.Debug
@@ -115,9 +110,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     })
   })
 
-  // The monitor watches the store from outside: every actor's events, and every call record. It
-  // is acquired before the store (the store's inspection feeds it) and released after it.
-  const MonitorLive = Layer.scoped(MonitorService, Effect.acquireRelease(Effect.sync(() => new Monitor()), (monitor) => Effect.sync(() => monitor.stop())))
+  // The monitor watches the store from outside (src/monitoring/monitoring-layers.ts): every
+  // actor's events through the store's inspection, so it is acquired before the store.
   const StoreSettingsLive = Layer.effect(
     StoreConfig,
     Effect.map(MonitorService, (monitor) =>
@@ -140,26 +134,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Effect.gen(function* () {
       const store = yield* StoreService
       const monitor = yield* MonitorService
+      const metrics = yield* MetricsService
       cluster = Option.getOrUndefined(yield* clusterOf)
-      // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file;
-      // the alerts are the cluster's, each raised by the replica that runs its service.
-      if (cluster !== undefined) {
-        const owner = cluster
-        const data = { client: owner.connection.client, cluster: owner.options.name }
-        keys.writeUsesTo(new RedisKeyUses(data).write)
-        const alerts = yield* Effect.acquireRelease(
-          Effect.promise(() => SharedAlerts.open(data)),
-          (alerts) => Effect.promise(() => alerts.close())
-        )
-        alerts.attach(monitor, (scope, name) => owner.owns(serviceField(scope === "store" ? { kind: "store" } : { kind: "agent", agentId: scope }, name)))
-      }
-      // A call refused as unavailable never reached the service: it is not a response time.
-      const unrecord = store.records.onRecord((r) => {
-        if (r.outcome !== "unavailable") monitor.recordCall(r.scope === "store" ? "store" : (r.agent_id ?? ""), r.service_name, r.duration_ms)
-      })
-      yield* Effect.addFinalizer(() => Effect.sync(unrecord))
-      const metrics = createMetrics(store, monitor)
-      yield* Effect.addFinalizer(() => Effect.sync(() => metrics.close()))
+      // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file.
+      if (cluster !== undefined) keys.writeUsesTo(new RedisKeyUses({ client: cluster.connection.client, cluster: cluster.options.name }).write)
       state.app = {
         store,
         monitor,
@@ -175,7 +153,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       }
       return state.app
     })
-  ).pipe(Layer.provide(StoreGraphLive))
+  ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))
 
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
