@@ -6,12 +6,9 @@
  * after SIGCONT a refused change never lands (Redis runs the commits it had queued, and refuses
  * them: past their deadline), and the records of the calls made while frozen are written.
  */
-import { writeFileSync } from "node:fs"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, startRedisServer, startTestServer, useReplicaSecret, within, type RedisServer, type TestServer } from "../support/index.js"
+import { eventually, hasRedisServer, useReplicaCluster, within, type TestServer } from "../support/index.js"
 
 const CLUSTER = "hung"
 
@@ -25,42 +22,21 @@ const names = async (server: TestServer): Promise<string[]> => {
 }
 
 describe.skipIf(!hasRedisServer)("replica mode: a hung Redis (SIGSTOP)", { timeout: 90_000 }, () => {
-  let redis: RedisServer
-  let upstream: HttpFixture
-  const servers: TestServer[] = []
-  const replica = async (services?: unknown) => {
-    const dir = freshDir()
-    if (services !== undefined) writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
-    const server = await startTestServer({ dir, options: { redis_url: redis.url, cluster_name: CLUSTER, lease_ms: 3000 } })
-    servers.push(server)
-    return server
-  }
-
-  let restoreSecret: (() => void) | undefined
-  beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
-  })
-  afterAll(async () => {
-    restoreSecret?.()
-    redis?.thaw()
-    redis?.disconnectAll()
-    await Promise.all(servers.map((s) => s.cleanup()))
-    await Promise.all([redis?.stop(), upstream?.stop()])
-  })
+  const cluster = useReplicaCluster()
+  const replica = (services?: unknown) => cluster.replica(CLUSTER, services, { lease_ms: 3000 })
 
   it("answers calls and reads while frozen, refuses changes with 503 that never land after SIGCONT, and writes the frozen calls' records", async () => {
-    const a = await replica({ mcpServers: { kit: { url: upstream.url } } })
+    const a = await replica({ mcpServers: { kit: { url: cluster.upstream.url } } })
     const b = await replica()
     for (const r of [a, b]) {
       const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
       expect(waited.body.data?.final_status).toBe("healthy")
     }
 
-    redis.freeze()
+    cluster.redis.freeze()
     try {
       // At once: the commit is sent before any probe could notice the hang, and Redis has it queued.
-      const first = await within(a.post("/for_store/add_service", { name: "queued", url: upstream.url, disabled: true }), ANSWER_MS, "a change just after the freeze")
+      const first = await within(a.post("/for_store/add_service", { name: "queued", url: cluster.upstream.url, disabled: true }), ANSWER_MS, "a change just after the freeze")
       expect(first.status).toBe(503)
       expect(first.body.error.details.reason).toBe("cluster_unavailable")
 
@@ -74,23 +50,23 @@ describe.skipIf(!hasRedisServer)("replica mode: a hung Redis (SIGSTOP)", { timeo
       }
 
       // Once the replica knows Redis does not answer: refused without being sent.
-      const second = await within(b.post("/for_store/add_service", { name: "refused", url: upstream.url, disabled: true }), ANSWER_MS, "a change while frozen")
+      const second = await within(b.post("/for_store/add_service", { name: "refused", url: cluster.upstream.url, disabled: true }), ANSWER_MS, "a change while frozen")
       expect(second.status).toBe(503)
       expect(second.body.error.details.reason).toBe("cluster_unavailable")
       const deleted = await within(a.del("/for_store/delete_service/kit"), ANSWER_MS, "a delete while frozen")
       expect(deleted.status).toBe(503)
     } finally {
-      redis.thaw()
+      cluster.redis.thaw()
     }
 
     // Changes are taken again; one made now comes after whatever Redis ran of its queue.
-    const accepted = await eventually(async () => (await b.post("/for_store/add_service", { name: "after", url: upstream.url, disabled: true })).status === 200, 10_000, 100)
+    const accepted = await eventually(async () => (await b.post("/for_store/add_service", { name: "after", url: cluster.upstream.url, disabled: true })).status === 200, 10_000, 100)
     expect(accepted).toBe(true)
     for (const r of [a, b]) {
       const listed = await eventually(async () => JSON.stringify(await names(r)) === JSON.stringify(["after", "kit"]), 5000, 50)
       expect(listed ? ["after", "kit"] : await names(r)).toEqual(["after", "kit"])
     }
-    const client = await redis.connect()
+    const client = await cluster.redis.connect()
     expect(Object.keys(await client.hGetAll(clusterKey(CLUSTER, "defs"))).sort()).toEqual(["store/after", "store/kit"])
 
     // The records of the calls made while frozen reach the stream, and every replica.

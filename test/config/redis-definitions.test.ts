@@ -5,13 +5,11 @@
  * with Redis away changes answer 503 (nothing changed) while reads go on; when Redis comes back
  * empty, the definitions the replicas knew are written back.
  */
-import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { createClient } from "redis"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, useReplicaSecret, startRedisServer, startTestServer, type RedisServer, type TestServer } from "../support/index.js"
+import { eventually, freshDir, hasRedisServer, useReplicaCluster, type TestServer } from "../support/index.js"
 
 const names = async (server: TestServer): Promise<string[]> => {
   const reply = await server.get("/for_store/list_services")
@@ -27,42 +25,23 @@ const listsSoon = async (server: TestServer, expected: string[]): Promise<void> 
 }
 
 describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
-  let redis: RedisServer
-  let upstream: HttpFixture
-  const servers: TestServer[] = []
-  const replica = async (name: string, services?: unknown) => {
-    const dir = freshDir()
-    if (services !== undefined) writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
-    const server = await startTestServer({ dir, options: { redis_url: redis.url, cluster_name: name } })
-    servers.push(server)
-    return server
-  }
-
-  let restoreSecret: (() => void) | undefined
-  beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
-  })
-  afterAll(async () => {
-    restoreSecret?.()
-    await Promise.all(servers.map((s) => s.cleanup()))
-    await Promise.all([redis?.stop(), upstream?.stop()])
-  })
+  const cluster = useReplicaCluster()
+  const replica = (name: string, services?: unknown) => cluster.replica(name, services)
 
   it("seeds an empty cluster from the first replica's file and applies each replica's changes on the others", async () => {
-    const a = await replica("defs", { mcpServers: { seeded: { url: upstream.url, disabled: true } } })
+    const a = await replica("defs", { mcpServers: { seeded: { url: cluster.upstream.url, disabled: true } } })
     // B's own file is ignored: the cluster is seeded already.
-    const b = await replica("defs", { mcpServers: { ignored: { url: upstream.url, disabled: true } } })
+    const b = await replica("defs", { mcpServers: { ignored: { url: cluster.upstream.url, disabled: true } } })
     expect(await names(b)).toEqual(["seeded"])
 
-    const added = await b.post("/for_store/add_service", { name: "two", url: upstream.url, disabled: true })
+    const added = await b.post("/for_store/add_service", { name: "two", url: cluster.upstream.url, disabled: true })
     expect(added.status).toBe(200)
     await listsSoon(a, ["seeded", "two"])
 
     // Two replicas changing at once: both changes land everywhere, in one order.
     const [x, y] = await Promise.all([
-      a.post("/for_store/add_service", { name: "from-a", url: upstream.url, disabled: true }),
-      b.post("/for_store/add_service", { name: "from-b", url: upstream.url, disabled: true })
+      a.post("/for_store/add_service", { name: "from-a", url: cluster.upstream.url, disabled: true }),
+      b.post("/for_store/add_service", { name: "from-b", url: cluster.upstream.url, disabled: true })
     ])
     expect([x.status, y.status]).toEqual([200, 200])
     await listsSoon(a, ["from-a", "from-b", "seeded", "two"])
@@ -77,7 +56,7 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     expect(Object.keys(shown.body.config.mcpServers).sort()).toEqual(["from-a", "from-b", "seeded"])
 
     // The revision in Redis counts every change (seed + 4).
-    const client = createClient({ url: redis.url })
+    const client = createClient({ url: cluster.redis.url })
     client.on("error", () => undefined)
     await client.connect()
     try {
@@ -89,14 +68,14 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
   })
 
   it("answers changes 503 while Redis is away, serves reads, and writes back what it knew when Redis returns empty", async () => {
-    const a = await replica("outage", { mcpServers: { kept: { url: upstream.url, disabled: true } } })
+    const a = await replica("outage", { mcpServers: { kept: { url: cluster.upstream.url, disabled: true } } })
     const b = await replica("outage")
-    const agent = await a.post("/for_agent/agent-1/add_service", { name: "mine", url: upstream.url, disabled: true })
+    const agent = await a.post("/for_agent/agent-1/add_service", { name: "mine", url: cluster.upstream.url, disabled: true })
     expect(agent.status).toBe(200)
     await eventually(async () => (await b.get("/for_agent/agent-1/list_services")).body?.services?.length === 1, 5000, 20)
 
-    await redis.stop()
-    const refused = await b.post("/for_store/add_service", { name: "lost", url: upstream.url, disabled: true })
+    await cluster.redis.stop()
+    const refused = await b.post("/for_store/add_service", { name: "lost", url: cluster.upstream.url, disabled: true })
     expect(refused.status).toBe(503)
     expect(refused.body.error.code).toBe("SERVICE_UNAVAILABLE")
     expect(refused.body.error.details.reason).toBe("cluster_unavailable")
@@ -105,9 +84,9 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     expect(await names(a)).toEqual(["kept"])
     expect(await names(b)).toEqual(["kept"])
 
-    await redis.start()
+    await cluster.redis.start()
     // Nothing acknowledged is lost: the definitions come back into the empty Redis.
-    const client = createClient({ url: redis.url })
+    const client = createClient({ url: cluster.redis.url })
     client.on("error", () => undefined)
     await client.connect()
     try {
@@ -118,7 +97,7 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
       client.destroy()
     }
     // And changes are taken again (the replica may need its reconnection first).
-    const ok = await eventually(async () => (await b.post("/for_store/add_service", { name: "after", url: upstream.url, disabled: true })).status === 200, 10_000, 100)
+    const ok = await eventually(async () => (await b.post("/for_store/add_service", { name: "after", url: cluster.upstream.url, disabled: true })).status === 200, 10_000, 100)
     expect(ok).toBe(true)
     await listsSoon(a, ["after", "kept"])
   })
@@ -127,7 +106,7 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     const { resolveOptions } = await import("../../src/config/options.js")
     const { startServer } = await import("../../src/http/server.js")
     const dir = freshDir()
-    const options = resolveOptions({ host: "0.0.0.0", port: 0, redis_url: redis.url, mcp_config_file: join(dir, "mcp.json"), show_startup_info: false })
+    const options = resolveOptions({ host: "0.0.0.0", port: 0, redis_url: cluster.redis.url, mcp_config_file: join(dir, "mcp.json"), show_startup_info: false })
     await expect(startServer({ server: options.server, store: options.store })).rejects.toThrow(/needs --advertise-url/)
     expect(() => resolveOptions({ cluster_name: "bad name" })).toThrow(/cluster_name must be/)
     expect(() => resolveOptions({ redis_url: "http://x" })).toThrow(/redis_url must be a URL/)
@@ -140,7 +119,7 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
       MCPSTORE_CLUSTER_SECRET: "0123456789abcdef"
     })
     expect(parsed.store.cluster).toEqual({ redisUrl: "redis://:pw@10.0.0.9:6379", name: "prod", advertiseUrl: "http://10.0.0.5:18200", leaseMs: 3000, secret: "0123456789abcdef" })
-    await expect(parseCommandLine(["run", "api"], { MCPSTORE_REDIS_URL: redis.url, MCPSTORE_CLUSTER_SECRET: "short" })).rejects.toThrow(/at least 16 characters/)
+    await expect(parseCommandLine(["run", "api"], { MCPSTORE_REDIS_URL: cluster.redis.url, MCPSTORE_CLUSTER_SECRET: "short" })).rejects.toThrow(/at least 16 characters/)
     expect((await parseCommandLine(["run", "api"], { MCPSTORE_CLUSTER_SECRET: "0123456789abcdef" })).store.cluster).toBeUndefined()
   })
 })

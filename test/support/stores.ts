@@ -2,11 +2,15 @@
  * The set-up most integration files share, as one call: `useTestServers()` registers the hooks that
  * start the Streamable HTTP fixture once for the file (`httpFixture: true`), and end after each test
  * every store it started (`start`) and every resource handed to `defer` (streams, clients), so a file
- * keeps only what is its own.
+ * keeps only what is its own. `useReplicaCluster()` does the same for a file whose replicas run in
+ * its process on one Redis.
  */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import type { HttpFixture } from "../fixtures/http-fixture.js"
-import { startTestServer, type TestServer, type TestServerOptions } from "./server.js"
+import { startRedisServer, useReplicaSecret, type RedisServer } from "./redis.js"
+import { freshDir, startTestServer, type TestServer, type TestServerOptions } from "./server.js"
 
 export interface TestServers {
   /** The file's Streamable HTTP fixture (with `httpFixture: true`), started before the first test. */
@@ -60,5 +64,60 @@ export const useTestServers = (options: { readonly httpFixture?: boolean } = {})
       return server
     },
     defer: (release) => void releases.push(release)
+  }
+}
+
+export interface ReplicaCluster {
+  /** The file's Redis (a real `redis-server`), started before the first test. */
+  readonly redis: RedisServer
+  /** The file's Streamable HTTP fixture, started before the first test. */
+  readonly upstream: HttpFixture
+  /**
+   * Starts a replica in the test's process on the file's Redis (ended after the file), in cluster
+   * `cluster`, on a fresh folder whose services file holds `services` when given.
+   */
+  replica(cluster: string, services?: unknown, options?: Readonly<Record<string, unknown>>): Promise<TestServer>
+}
+
+/**
+ * Registers the hooks of a file that runs replicas in its own process: the replica secret set for
+ * the file, a Redis and the HTTP fixture started once, and everything ended after the file (a
+ * frozen Redis thawed first). Call at the top of a `describe.skipIf(!hasRedisServer)`.
+ */
+export const useReplicaCluster = (): ReplicaCluster => {
+  let redis: RedisServer | undefined
+  let upstream: HttpFixture | undefined
+  let restoreSecret: (() => void) | undefined
+  const servers: TestServer[] = []
+  beforeAll(async () => {
+    restoreSecret = useReplicaSecret()
+    const { startHttpFixture } = await import("../fixtures/http-fixture.js")
+    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
+  })
+  afterAll(async () => {
+    restoreSecret?.()
+    redis?.thaw()
+    redis?.disconnectAll()
+    await Promise.all(servers.splice(0).map((s) => s.cleanup()))
+    await Promise.all([redis?.stop(), upstream?.stop()])
+  })
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`useReplicaCluster: ${what} used before beforeAll`)
+    return value
+  }
+  return {
+    get redis() {
+      return started(redis, "redis")
+    },
+    get upstream() {
+      return started(upstream, "upstream")
+    },
+    replica: async (cluster, services, options = {}) => {
+      const dir = freshDir()
+      if (services !== undefined) writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
+      const server = await startTestServer({ dir, options: { redis_url: started(redis, "redis").url, cluster_name: cluster, ...options } })
+      servers.push(server)
+      return server
+    }
   }
 }
