@@ -4,7 +4,8 @@
 // the upstream sends; a client's notifications/cancelled reaches the upstream (the HTTP fixture
 // records it) and the record says `cancelled`. A call that lasts longer than the client's time-out
 // (server-everything's long-running tool, 5 s against a 2 s time-out) lives on its progress. The
-// tests with server-everything share one store with it (started once, on first use).
+// tests with server-everything share one store with it (started once, on first use), and so do the
+// two progress tests with the HTTP fixture.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CreateMessageRequestSchema, ElicitRequestSchema, type Progress } from "@modelcontextprotocol/sdk/types.js"
@@ -54,11 +55,17 @@ const connect = async (srv: TestServer, capabilities: ConstructorParameters<type
 const everything = (): Promise<TestServer> =>
   (everythingStore ??= (async () => {
     const srv = await startTestServer({ options: { mcp_session_idle_seconds: 2 } })
-    await addService(srv, "/for_store", localService("everything", everythingStdio))
-    await waitStatus(srv, "/for_store", "everything", "healthy", 30)
-    return srv
+    try {
+      await addService(srv, "/for_store", localService("everything", everythingStdio))
+      await waitStatus(srv, "/for_store", "everything", "healthy", 30)
+      return srv
+    } catch (error) {
+      await srv.cleanup()
+      throw error
+    }
   })())
 
+/** A store with the HTTP fixture as `fx`; ended after the test (afterEach). */
 const withFixture = async () => {
   server = await startTestServer()
   await addService(server, "/for_store", { name: "fx", url: fixture.url })
@@ -66,8 +73,25 @@ const withFixture = async () => {
 }
 
 describe("progress", () => {
+  // The two tests with the HTTP fixture share one store (each reads only its own call's progress).
+  let fixtureStore: Promise<TestServer> | undefined
+  const sharedFixture = () =>
+    (fixtureStore ??= (async () => {
+      const srv = await startTestServer()
+      try {
+        await addService(srv, "/for_store", { name: "fx", url: fixture.url })
+        return srv
+      } catch (error) {
+        await srv.cleanup()
+        throw error
+      }
+    })())
+  afterAll(async () => {
+    await (await fixtureStore?.catch(() => undefined))?.cleanup()
+  })
+
   it("an MCP client's progressToken reaches the upstream and each progress comes back with the client's token", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     const client = await connect(srv)
     const seen: Progress[] = []
     // The SDK client sends its own progressToken only with onprogress, and drops a progress whose token is not its own.
@@ -82,7 +106,7 @@ describe("progress", () => {
   })
 
   it("a REST call's progress reaches /events with its trace_id, at most one event per 100 ms however many the upstream sends", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     stream = await openSse(`${srv.url}/events`)
     const started = performance.now()
     // Thousands of notifications in well under a second: far more than one per 100 ms.
