@@ -3,7 +3,9 @@
 // token; a REST call's progress reaches /events with the call's trace_id, throttled however many
 // the upstream sends; a client's notifications/cancelled reaches the upstream (the HTTP fixture
 // records it) and the record says `cancelled`. A call that lasts longer than the client's time-out
-// (server-everything's long-running tool, 8 s against a 3 s time-out) lives on its progress.
+// (server-everything's long-running tool, 5 s against a 2 s time-out) lives on its progress. The
+// tests with server-everything share one store with it (started once, on first use), and so do the
+// two progress tests with the HTTP fixture.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CreateMessageRequestSchema, ElicitRequestSchema, type Progress } from "@modelcontextprotocol/sdk/types.js"
@@ -19,12 +21,15 @@ let fixture: HttpFixture
 let server: TestServer | undefined
 let stream: SseStream | undefined
 const clients: Client[] = []
+/** The store with server-everything that its tests share (their clients end after each test). */
+let everythingStore: Promise<TestServer> | undefined
 
 beforeAll(async () => {
   fixture = await startHttpFixture({ server: { progressTool: true } })
 })
 afterAll(async () => {
   await fixture.stop()
+  await (await everythingStore?.catch(() => undefined))?.cleanup()
 })
 afterEach(async () => {
   stream?.close()
@@ -43,6 +48,24 @@ const connect = async (srv: TestServer, capabilities: ConstructorParameters<type
   return client
 }
 
+/**
+ * The shared store with server-everything, healthy. Its MCP sessions expire after 2 s idle (the
+ * long-running call outlives that); every test that uses it connects and calls at once.
+ */
+const everything = (): Promise<TestServer> =>
+  (everythingStore ??= (async () => {
+    const srv = await startTestServer({ options: { mcp_session_idle_seconds: 2 } })
+    try {
+      await addService(srv, "/for_store", localService("everything", everythingStdio))
+      await waitStatus(srv, "/for_store", "everything", "healthy", 30)
+      return srv
+    } catch (error) {
+      await srv.cleanup()
+      throw error
+    }
+  })())
+
+/** A store with the HTTP fixture as `fx`; ended after the test (afterEach). */
 const withFixture = async () => {
   server = await startTestServer()
   await addService(server, "/for_store", { name: "fx", url: fixture.url })
@@ -50,8 +73,25 @@ const withFixture = async () => {
 }
 
 describe("progress", () => {
+  // The two tests with the HTTP fixture share one store (each reads only its own call's progress).
+  let fixtureStore: Promise<TestServer> | undefined
+  const sharedFixture = () =>
+    (fixtureStore ??= (async () => {
+      const srv = await startTestServer()
+      try {
+        await addService(srv, "/for_store", { name: "fx", url: fixture.url })
+        return srv
+      } catch (error) {
+        await srv.cleanup()
+        throw error
+      }
+    })())
+  afterAll(async () => {
+    await (await fixtureStore?.catch(() => undefined))?.cleanup()
+  })
+
   it("an MCP client's progressToken reaches the upstream and each progress comes back with the client's token", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     const client = await connect(srv)
     const seen: Progress[] = []
     // The SDK client sends its own progressToken only with onprogress, and drops a progress whose token is not its own.
@@ -66,44 +106,42 @@ describe("progress", () => {
   })
 
   it("a REST call's progress reaches /events with its trace_id, at most one event per 100 ms however many the upstream sends", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     stream = await openSse(`${srv.url}/events`)
     const started = performance.now()
-    const reply = await srv.post("/for_store/call_tool", { tool_name: "fx__progress", args: { count: 20_000 } })
+    // Thousands of notifications in well under a second: far more than one per 100 ms.
+    const reply = await srv.post("/for_store/call_tool", { tool_name: "fx__progress", args: { count: 5_000 } })
     const elapsed = performance.now() - started
     expect(reply.status, reply.text).toBe(200)
-    expect(reply.body.result).toBe("sent 20000 progress notifications")
+    expect(reply.body.result).toBe("sent 5000 progress notifications")
     const traceId = reply.body.trace_id as string
     await stream.waitFor((e) => e.event === "tool_call" && e.json?.trace_id === traceId, 5000, "the call's tool_call event")
     const progress = stream.events.filter((e) => e.event === "progress" && e.json?.trace_id === traceId)
     expect(progress.length).toBeGreaterThan(0)
     expect(progress.length).toBeLessThanOrEqual(Math.ceil(elapsed / 100) + 1)
-    expect(progress[0]!.json).toMatchObject({ scope: "store", agent_id: null, service_name: "fx", tool_name: "progress", total: 20_000 })
+    expect(progress[0]!.json).toMatchObject({ scope: "store", agent_id: null, service_name: "fx", tool_name: "progress", total: 5_000 })
   })
 
-  // The call lasts 8 s, well over the client's 3 s time-out and the store's 2 s session idle limit;
-  // its 16 progress notifications (one every 0.5 s) each restart the client's time-out, and a session
-  // with a call in flight is not idle. (It used to run 65 s against the SDK's default 60 s time-out:
-  // the same chain, at a scale that cost a minute of the suite.)
+  // The call lasts 5 s, well over the client's 2 s time-out and the store's 2 s session idle limit;
+  // its 20 progress notifications (one every 0.25 s) each restart the client's time-out, and a session
+  // with a call in flight is not idle. (It used to run 65 s against the SDK's default 60 s time-out,
+  // then 8 s against 3 s: the same chain, at a scale that cost the suite more.)
   it(
     "a call longer than the client's time-out lives on its progress (resetTimeoutOnProgress) over /mcp",
     { timeout: 60_000 },
     async () => {
-      server = await startTestServer({ options: { mcp_session_idle_seconds: 2 } })
-      await addService(server, "/for_store", localService("everything", everythingStdio))
-      await waitStatus(server, "/for_store", "everything", "healthy", 30)
-      const client = await connect(server)
+      const client = await connect(await everything())
       let progress = 0
       const started = performance.now()
       const result = await client.callTool(
-        { name: "everything__trigger-long-running-operation", arguments: { duration: 8, steps: 16 } },
+        { name: "everything__trigger-long-running-operation", arguments: { duration: 5, steps: 20 } },
         undefined,
-        { timeout: 3_000, resetTimeoutOnProgress: true, onprogress: () => void (progress += 1) }
+        { timeout: 2_000, resetTimeoutOnProgress: true, onprogress: () => void (progress += 1) }
       )
-      expect(performance.now() - started).toBeGreaterThan(7_000) // more than twice the client's time-out
+      expect(performance.now() - started).toBeGreaterThan(4_000) // more than twice the client's time-out
       expect(result.isError ?? false).toBe(false)
-      expect(result.content).toEqual([{ type: "text", text: "Long running operation completed. Duration: 8 seconds, Steps: 16." }])
-      expect(progress).toBe(16)
+      expect(result.content).toEqual([{ type: "text", text: "Long running operation completed. Duration: 5 seconds, Steps: 20." }])
+      expect(progress).toBe(20)
     }
   )
 })
@@ -169,13 +207,6 @@ describe("roots", () => {
 })
 
 describe("elicitation and sampling", () => {
-  const everything = async () => {
-    server = await startTestServer()
-    await addService(server, "/for_store", localService("everything", everythingStdio))
-    await waitStatus(server, "/for_store", "everything", "healthy", 30)
-    return server
-  }
-
   it("an upstream's elicitation and sampling during a call go to the MCP client that made it, and its answers come back", async () => {
     const srv = await everything()
     const client = await connect(srv, { capabilities: { elicitation: {}, sampling: {} } })

@@ -4,7 +4,9 @@
 // Security), and works with
 // it (the MCP endpoint too); with local services off, `command` definitions are refused over HTTP
 // (store, agent, update) while the services file may still hold them; and the program warns at
-// start when it listens beyond loopback without a key (run as a child process).
+// start when it listens beyond loopback without a key (run as a child process). The tests of a
+// describe that need the same store share one, in the order they are written (the first checks
+// that its refused requests changed nothing, the next ones add services).
 import { spawn, type ChildProcess } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -39,6 +41,14 @@ const hasBody = (method: string) => method === "POST" || method === "PUT" || met
 
 describe("with an API key", () => {
   const routes = [...routeTable(), ...EXTRA_ROUTES].map((r) => ({ method: r.method, path: fill(r.path) }))
+  // One store with the key for the three tests.
+  let keyed: TestServer
+  beforeAll(async () => {
+    keyed = await startTestServer({ apiKey: KEY })
+  })
+  afterAll(async () => {
+    await keyed?.cleanup()
+  })
 
   /** The routes README "Security" leaves open: the liveness probe and the dashboard page (which asks for the key). */
   // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
@@ -47,7 +57,7 @@ describe("with an API key", () => {
   const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path)
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
-    const srv = (server = await startTestServer({ apiKey: KEY }))
+    const srv = keyed
     expect(routes.length).toBeGreaterThanOrEqual(56 + 8)
     const variants: Array<[string, Record<string, string>]> = [
       ["no header", {}],
@@ -84,7 +94,7 @@ describe("with an API key", () => {
   })
 
   it("answers GET /health and the dashboard page GET /ui without a key", async () => {
-    const srv = (server = await startTestServer({ apiKey: KEY }))
+    const srv = keyed
     const plain = await srv.get("/health")
     expect(plain.status).toBe(200)
     expect(plain.body).toMatchObject({ success: true, status: "healthy" })
@@ -98,7 +108,7 @@ describe("with an API key", () => {
   })
 
   it("works with the right key: the API, the event stream, metrics and the MCP endpoint", async () => {
-    const srv = (server = await startTestServer({ apiKey: KEY }))
+    const srv = keyed
     const authed = authedApi(srv.url, KEY)
     expect((await authed.get("/")).status).toBe(200)
     await addService(authed, "/for_store", { name: "alpha", url: fixture.url })
@@ -145,9 +155,17 @@ describe("with an API key", () => {
 describe("with local services off", () => {
   const local = (name: string) => fixtureService(name)
   const { command, args } = stdioFixture()
+  // One store without local services for the first two tests (the third starts with a services file).
+  let remoteOnly: TestServer
+  beforeAll(async () => {
+    remoteOnly = await startTestServer({ localServices: false })
+  })
+  afterAll(async () => {
+    await remoteOnly?.cleanup()
+  })
 
   it("refuses command definitions in add_service (store and agent) with 400 naming the field, writing nothing", async () => {
-    const srv = (server = await startTestServer({ localServices: false }))
+    const srv = remoteOnly
     const before = srv.readFileText()
     const bodies: Array<[string, unknown, string]> = [
       ["/for_store/add_service", local("loc"), "loc.command"],
@@ -172,7 +190,7 @@ describe("with local services off", () => {
   })
 
   it("still accepts URL services, and refuses update_service to a command definition", async () => {
-    const srv = (server = await startTestServer({ localServices: false }))
+    const srv = remoteOnly
     await addService(srv, "/for_store", { name: "web", url: fixture.url })
     await addService(srv, "/for_agent/a1", { name: "web", url: fixture.url })
     await waitStatus(srv, "/for_store", "web", "healthy")

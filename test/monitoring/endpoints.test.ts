@@ -9,15 +9,18 @@ import type { MonitoringSettings } from "../../src/domain/settings.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { closedPort, eventually, fixtureService, startTestServer, type Reply, type TestServer } from "../support/index.js"
 
-/** Fast lifecycle: checks every 0.3 s, a dead upstream is unreachable after 3 attempts within a few seconds. */
+/**
+ * Fast lifecycle: checks every 0.3 s, reconnection attempts 0.3 s apart, so a dead upstream is
+ * unreachable after 3 attempts within about a second, and retried every 0.5 s from there.
+ */
 const MONITORING: Partial<MonitoringSettings> = {
   health_check_seconds: 0.3,
   warning_check_seconds: 0.3,
-  reconnection_seconds: 1,
+  reconnection_seconds: 0.3,
   ping_timeout_seconds: 1,
   initialization_timeout_seconds: 10,
   max_reconnect_attempts: 3,
-  unreachable_retry_seconds: 2
+  unreachable_retry_seconds: 0.5
 }
 
 const STATUSES = ["initializing", "healthy", "warning", "reconnecting", "unreachable", "disconnecting", "disconnected"]
@@ -358,7 +361,7 @@ describe("an upstream that dies and comes back", () => {
     const dist = await server.typed((c) => c.monitoring.servicesStatusDistribution({ urlParams: {} }))
     expect(dist.distribution).toMatchObject({ unreachable: 1, healthy: 0 })
 
-    // Back on the same port: the next unreachable retry (every 2 s) connects.
+    // Back on the same port: the next unreachable retry (every 0.5 s) connects.
     await http.restart()
     const back = await waitStatus(server, "remote", "healthy", 10)
     expect(back.body.data).toMatchObject({ result: true, final_status: "healthy" })
@@ -567,11 +570,11 @@ describe("several agents with local and remote services", () => {
       // given
       health_check_seconds: 0.3,
       warning_check_seconds: 0.3,
-      reconnection_seconds: 1,
+      reconnection_seconds: 0.3,
       ping_timeout_seconds: 1,
       initialization_timeout_seconds: 10,
       max_reconnect_attempts: 3,
-      unreachable_retry_seconds: 2,
+      unreachable_retry_seconds: 0.5,
       slow_response_ms: 2500,
       disconnection_timeout_seconds: 4,
       // defaults (docs/lifecycle.md)

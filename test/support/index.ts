@@ -5,7 +5,7 @@
  *
  *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
  *   stores.ts      the hooks of a file that starts stores and the HTTP fixture (useTestServers)
- *   conformance.ts one scenario of the MCP conformance suite run against a URL
+ *   conformance.ts the MCP conformance suite run against a URL: one server scenario, or all of them
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
  *   typed.ts       the typed client of the contract (HttpApiClient), as `TestServer.typed` or `connectTyped`
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
