@@ -3,10 +3,9 @@
  * and the suite's own reference server (test/fixtures/conformance-server.ts) registered over stdio,
  * offline: the suite runs all its server scenarios once, one after another in a single process
  * (conformanceSuite), and the tests read each scenario's saved checks. `PASSING` lists the scenarios
- * that apply to a gateway and
- * pass now; each must pass. `NOT_YET` lists the others with the reason, kept in step with the suite's
- * list (a scenario added to the suite fails the last test until it is placed in one of the two):
- * a scenario of NOT_YET that passes fails the last test, so the lists stay true.
+ * that apply to a gateway and pass now; each must pass. `NOT_YET` lists the others with the reason.
+ * Both stay true: a scenario added to the suite fails the second test until it is placed in one of
+ * them, and a scenario of NOT_YET that passes fails the third.
  * (dns-rebinding-protection has its own test: dns-rebinding.test.ts.)
  */
 import { afterAll, beforeAll, expect, it } from "vitest"
