@@ -67,8 +67,14 @@ afterEach(async () => {
   server = hostile = log = undefined
 }, 20_000)
 
-/** Starts a store with the 1 MiB limit and the fault monitoring settings. */
-const startStore = () => startTestServer({ monitoring: FAULT_MONITORING, options: { max_message_bytes: LIMIT } })
+/**
+ * The fault monitoring settings with reconnection attempts 0.3 s apart (1 s in FAULT_MONITORING):
+ * the tests wait for a service to come back after an oversize message, or for the next attempt.
+ */
+const MONITORING = { ...FAULT_MONITORING, reconnection_seconds: 0.3 }
+
+/** Starts a store with the 1 MiB limit and the monitoring settings above. */
+const startStore = () => startTestServer({ monitoring: MONITORING, options: { max_message_bytes: LIMIT } })
 
 /** Starts the store, adds `definition`, waits until it is healthy, and records its statuses from then on. */
 const healthyService = async (definition: Record<string, unknown>): Promise<ServiceActorRef> => {
@@ -204,7 +210,7 @@ describe("one upstream message over --max-message-bytes", () => {
     const actor = server.running.store.forStore().findService("breaks_init")!
     expect(actor.getSnapshot().context.lastError).toMatch(/larger than the 1048576-byte message limit/)
     await expectCutOff(hostile.hugeAnswers[0])
-    // The next attempt (1 s later) meets the same answer and is cut off the same way.
+    // The next attempt (0.3 s later) meets the same answer and is cut off the same way.
     expect(await eventually(() => hostile!.hugeAnswers.length >= 2, 5_000)).toBe(true)
     await expectCutOff(hostile.hugeAnswers[1])
     const seen = await health.stop()
@@ -317,7 +323,7 @@ JSON.parse = function (text, reviver) {
     writeFileSync(configFile, JSON.stringify({ mcpServers: { breaks_init: { url: breaksInit.url }, local } }))
     store = await spawnStore({
       configFile,
-      monitoring: FAULT_MONITORING,
+      monitoring: MONITORING,
       extraArgs: ["--max-message-bytes", String(LIMIT)],
       nodeArgs: ["--import", INJECT]
     })

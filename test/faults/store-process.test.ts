@@ -3,10 +3,13 @@
 // services file must still be valid JSON holding every acknowledged change (and the store must start
 // from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit
 // within 5 s with every child process (a stdio server and its grandchild) ended.
+//
+// The two tests run at the same time (describe.concurrent), each with its own folder and store
+// processes, ended when it finishes; they share the HTTP fixture their services connect to.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import {
@@ -25,9 +28,6 @@ import {
 } from "../support/index.js"
 
 let http: HttpFixture
-let dir: string
-const stores: StoreProcess[] = []
-const groups = new Set<number>()
 
 beforeAll(async () => {
   http = await startHttpFixture()
@@ -35,17 +35,28 @@ beforeAll(async () => {
 afterAll(async () => {
   await http?.stop()
 }, 15_000)
-afterEach(async () => {
-  await Promise.all(stores.map((s) => s.kill()))
-  stores.length = 0
-  for (const pgid of groups) killGroup(pgid)
-  groups.clear()
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
-}, 20_000)
 
-const start = async (configFile: string, monitoring = {}) => {
+/** What one test started: its folder, its store processes, the process groups it saw. */
+interface Own {
+  readonly dir: string
+  readonly stores: StoreProcess[]
+  readonly groups: Set<number>
+}
+
+/** A fresh folder and the test's own lists, ended when it finishes (its own hook: the tests run at the same time). */
+const own = ({ onTestFinished }: TestContext, prefix: string): Own => {
+  const o: Own = { dir: mkdtempSync(join(tmpdir(), prefix)), stores: [], groups: new Set() }
+  onTestFinished(async () => {
+    await Promise.all(o.stores.map((s) => s.kill()))
+    for (const pgid of o.groups) killGroup(pgid)
+    rmSync(o.dir, { recursive: true, force: true })
+  }, 20_000)
+  return o
+}
+
+const start = async (o: Own, configFile: string, monitoring = {}) => {
   const store = await spawnStore({ configFile, monitoring })
-  stores.push(store)
+  o.stores.push(store)
   return store
 }
 
@@ -67,9 +78,10 @@ const namesIn = (doc: { mcpServers?: Record<string, unknown>; agents?: Record<st
   agent: new Set(Object.keys(doc.agents?.[AGENT]?.mcpServers ?? {}))
 })
 
-describe("SIGKILL of mcp-store during a burst of add_service and delete_service", () => {
-  it("three rounds: the file stays valid JSON, holds every acknowledged change, and the store starts from it", { timeout: 120_000 }, async () => {
-    dir = mkdtempSync(join(tmpdir(), "mcp-store-burst-"))
+describe.concurrent("SIGKILL of mcp-store during a burst of add_service and delete_service", () => {
+  it("three rounds: the file stays valid JSON, holds every acknowledged change, and the store starts from it", { timeout: 120_000 }, async (context) => {
+    const o = own(context, "mcp-store-burst-")
+    const { dir } = o
     const file = join(dir, "mcp.json")
     const seeds = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`seed-${i}`, { url: http.url }]))
     writeFileSync(file, `${JSON.stringify({ mcpServers: seeds, agents: { [AGENT]: { mcpServers: { "agent-seed": { url: http.url } } } } }, null, 2)}\n`)
@@ -78,7 +90,7 @@ describe("SIGKILL of mcp-store during a burst of add_service and delete_service"
     // Kill after this many acknowledged requests (of 200), in three rounds on the same file.
     for (const [round, killAfter] of [[1, 40], [2, 110], [3, 170]] as const) {
       const before = namesIn(JSON.parse(readFileSync(file, "utf8")))
-      const store = await start(file, { health_check_seconds: 30 })
+      const store = await start(o, file, { health_check_seconds: 30 })
       const ops: Op[] = []
       const present = { store: new Set(before.store), agent: new Set(before.agent) }
       const deleting = new Set<string>()
@@ -157,7 +169,7 @@ describe("SIGKILL of mcp-store during a burst of add_service and delete_service"
 
     // The store starts from the file the last kill left, with exactly the services it holds.
     const doc = JSON.parse(readFileSync(file, "utf8"))
-    const store = await start(file, { health_check_seconds: 30 })
+    const store = await start(o, file, { health_check_seconds: 30 })
     const listed = await store.get("/for_store/list_services?scope=all")
     expect(listed.status).toBe(200)
     const byScope = (scope: string) => listed.body.services.filter((s: { scope: string }) => s.scope === scope).map((s: { name: string }) => s.name).sort()
@@ -171,10 +183,10 @@ describe("SIGKILL of mcp-store during a burst of add_service and delete_service"
   })
 })
 
-describe("SIGTERM with open wait_service requests and event streams", () => {
-  it("exits within 5 s with code 0; the stdio server and its grandchild (which ignores SIGTERM) are ended", { timeout: 40_000 }, async () => {
-    dir = mkdtempSync(join(tmpdir(), "mcp-store-sigterm-"))
-    const file = join(dir, "mcp.json")
+describe.concurrent("SIGTERM with open wait_service requests and event streams", () => {
+  it("exits within 5 s with code 0; the stdio server and its grandchild (which ignores SIGTERM) are ended", { timeout: 40_000 }, async (context) => {
+    const o = own(context, "mcp-store-sigterm-")
+    const file = join(o.dir, "mcp.json")
     const gc = stdioFixture("--spawn-grandchild", "--grandchild-ignores-sigterm")
     const plain = stdioFixture()
     writeFileSync(
@@ -187,7 +199,7 @@ describe("SIGTERM with open wait_service requests and event streams", () => {
         agents: { a1: { mcpServers: { local: { command: plain.command, args: plain.args } } } }
       })
     )
-    const store = await start(file, { health_check_seconds: 0.5 })
+    const store = await start(o, file, { health_check_seconds: 0.5 })
     for (const [prefix, name] of [["/for_store", "gc"], ["/for_store", "remote"], ["/for_agent/a1", "local"]] as const) {
       const ready = await store.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status: "healthy", timeout: 20 })
       expect(ready.body.data.result).toBe(true)
@@ -197,7 +209,7 @@ describe("SIGTERM with open wait_service requests and event streams", () => {
     const gcPid = await pidOf("/for_store", "gc__pid")
     const grandchild = await pidOf("/for_store", "gc__grandchild_pid")
     const localPid = await pidOf("/for_agent/a1", "local__pid")
-    groups.add(gcPid).add(localPid)
+    o.groups.add(gcPid).add(localPid)
     expect(liveGroupMembers(gcPid).sort()).toEqual([gcPid, grandchild].sort())
 
     // Waits that would last a minute, and event streams that never end by themselves.

@@ -100,11 +100,16 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
     ...(options.sessionSecret !== undefined ? { sessionSecret: options.sessionSecret } : {})
   })
   const close = () => running.close()
+  // Made on first use: building the contract's client costs tens of ms of CPU, and most tests that
+  // start a store never read through it.
+  let typed: TypedApi | undefined
   return {
     ...api(running.url),
     running,
     url: running.url,
-    typed: typedApi(running.url, options.apiKey),
+    get typed() {
+      return (typed ??= typedApi(running.url, options.apiKey))
+    },
     dir,
     file,
     readFile: () => JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>,
