@@ -4,7 +4,7 @@
  * once. Shutdown follows the layers: the store (actors, connections) first, then the records and
  * tokens, then the cluster, whatever the mode; a failed start releases what it had acquired.
  */
-import { Cause, Context, Effect, Exit, Layer, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
 import { ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive } from "../runtime/store-layers.js"
 import type { CreateStoreOptions, Definitions, Records, Replication, StoreConfig, Tokens } from "../runtime/services.js"
@@ -20,7 +20,9 @@ export type StoreLayerServices = StoreService | Definitions | Records | Tokens |
 export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
   const base = ServicesFileLive.pipe(Layer.provideMerge(config))
   const chosen = replica ? ReplicaLayer : StandaloneLayer
-  return StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
+  const graph = StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
+  // A replica's store runs: from now on a command to a Redis that stopped answering is refused at once.
+  return replica ? Layer.tap(graph, (context) => Effect.sync(() => Option.map(Context.getOption(context, ClusterService), (cluster) => cluster.connection.started()))) : graph
 }
 
 /** The store's layer graph for `options`: standalone, or a replica when `options.cluster` is set. */

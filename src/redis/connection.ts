@@ -163,7 +163,7 @@ export class ClusterConnection {
       disableOfflineQueue: true,
       socket: { reconnectStrategy: strategy, connectTimeout: CONNECT_TIMEOUT_MS }
     }) as Redis
-    this.client = guarded(this.#raw, () => this.#wasUp && !this.#up)
+    this.client = guarded(this.#raw, () => !this.#starting && this.#wasUp && !this.#up)
     this.reader = this.#raw.duplicate() as Redis
     this.subscriber = this.#raw.duplicate() as Redis
     // Errors are reported as a state change (lost/back), once; node-redis reconnects by itself.
@@ -191,6 +191,17 @@ export class ClusterConnection {
     }
     return connection
   }
+
+  /**
+   * While the replica starts, no command is refused at once for a missed probe: each is sent and
+   * bounded by its time-out, so a Redis slow to answer (a machine starved of CPU) delays the start
+   * instead of failing it, and a hung one still fails it within the time-out. Called once the
+   * store runs; from then on a command is refused at once while Redis does not answer.
+   */
+  started(): void {
+    this.#starting = false
+  }
+  #starting = true
 
   /** Whether the commands client is connected now and Redis answers. */
   get up(): boolean {
