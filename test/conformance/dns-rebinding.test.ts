@@ -2,7 +2,7 @@
  * The official MCP conformance suite (@modelcontextprotocol/conformance) runs its
  * `dns-rebinding-protection` scenario against the store's MCP endpoints: a request with a foreign
  * Host and Origin must be refused (4xx), one with the endpoint's own must be served (2xx). The
- * suite runs as its own process, on Node 20 through test/conformance/node20-hooks.mjs; the two
+ * suite runs as its own process (its command bundled, test/support/programs.ts); the two
  * endpoints' runs go at the same time.
  */
 import { afterAll, beforeAll, describe, it } from "vitest"

@@ -1,14 +1,12 @@
 /**
  * The official MCP conformance suite (@modelcontextprotocol/conformance) as tests run it: one server
- * scenario against a URL, in its own process (on Node 20 through test/conformance/node20-hooks.mjs),
- * offline; resolves with the checks it printed and its exit code.
+ * scenario against a URL, in its own process (the suite's command bundled by esbuild, programs.ts's
+ * `conformanceSuite`, which also lets it run on Node 20), offline; resolves with the checks it
+ * printed and its exit code.
  */
 import { execFile } from "node:child_process"
-import { join } from "node:path"
 import { REPO_ROOT } from "../fixtures/paths.js"
-
-const SUITE = join(REPO_ROOT, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-const HOOKS = join(REPO_ROOT, "test", "conformance", "node20-hooks.mjs")
+import { conformanceSuite } from "./programs.js"
 
 /** One check of a scenario's verbose output. */
 export interface ConformanceCheck {
@@ -18,11 +16,12 @@ export interface ConformanceCheck {
 }
 
 /** Runs one server scenario of the suite against `url`. */
-export const conformanceScenario = (url: string, name: string): Promise<{ checks: ConformanceCheck[]; code: number; output: string }> =>
-  new Promise((resolve) => {
+export const conformanceScenario = async (url: string, name: string): Promise<{ checks: ConformanceCheck[]; code: number; output: string }> => {
+  const suite = await conformanceSuite()
+  return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--import", HOOKS, SUITE, "server", "--url", url, "--scenario", name, "--verbose"],
+      [suite, "server", "--url", url, "--scenario", name, "--verbose"],
       { cwd: REPO_ROOT, timeout: 60_000, maxBuffer: 8 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const output = `${stdout}\n${stderr}`
@@ -38,14 +37,17 @@ export const conformanceScenario = (url: string, name: string): Promise<{ checks
       }
     )
   })
+}
 
 /** The names of the suite's server scenarios (`conformance list`). */
-export const conformanceServerScenarios = (): Promise<string[]> =>
-  new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--import", HOOKS, SUITE, "list"], { cwd: REPO_ROOT, timeout: 60_000 }, (error, stdout) => {
+export const conformanceServerScenarios = async (): Promise<string[]> => {
+  const suite = await conformanceSuite()
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [suite, "list"], { cwd: REPO_ROOT, timeout: 60_000 }, (error, stdout) => {
       if (error !== null) return reject(error)
       const start = stdout.indexOf("Server scenarios")
       const end = stdout.indexOf("Client scenarios")
       resolve([...stdout.slice(start, end < 0 ? undefined : end).matchAll(/^\s+- ([a-z0-9-]+) \[/gm)].map((m) => m[1]!))
     })
   })
+}
