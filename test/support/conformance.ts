@@ -1,6 +1,7 @@
 /**
  * The official MCP conformance suite (@modelcontextprotocol/conformance) as tests run it, offline, in
- * a process of its own (on Node 20 through test/conformance/node20-hooks.mjs): one server scenario
+ * a process of its own (the suite's command bundled by esbuild: programs.ts's `conformanceProgram`,
+ * which also lets it run on Node 20): one server scenario
  * against a URL (`conformanceScenario`: the checks it printed and its exit code), or every server
  * scenario of the suite one after another in a single process (`conformanceSuite`: each scenario's
  * checks as it saved them). Each start of the suite's process costs more than a second of CPU, so a
@@ -11,9 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { REPO_ROOT } from "../fixtures/paths.js"
-
-const SUITE = join(REPO_ROOT, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-const HOOKS = join(REPO_ROOT, "test", "conformance", "node20-hooks.mjs")
+import { conformanceProgram } from "./programs.js"
 
 /** One check of a scenario's verbose output. */
 export interface ConformanceCheck {
@@ -23,11 +22,12 @@ export interface ConformanceCheck {
 }
 
 /** Runs one server scenario of the suite against `url`. */
-export const conformanceScenario = (url: string, name: string): Promise<{ checks: ConformanceCheck[]; code: number; output: string }> =>
-  new Promise((resolve) => {
+export const conformanceScenario = async (url: string, name: string): Promise<{ checks: ConformanceCheck[]; code: number; output: string }> => {
+  const suite = await conformanceProgram()
+  return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--import", HOOKS, SUITE, "server", "--url", url, "--scenario", name, "--verbose"],
+      [suite, "server", "--url", url, "--scenario", name, "--verbose"],
       { cwd: REPO_ROOT, timeout: 60_000, maxBuffer: 8 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const output = `${stdout}\n${stderr}`
@@ -43,6 +43,7 @@ export const conformanceScenario = (url: string, name: string): Promise<{ checks
       }
     )
   })
+}
 
 /** A run of every server scenario of the suite (`conformanceSuite`). */
 export interface ConformanceSuiteRun {
@@ -64,12 +65,13 @@ export interface ConformanceSuiteRun {
  * one after another, each saving its checks to a temporary folder (removed afterwards). The
  * scenarios are those `conformance list` prints (both take the suite's full list).
  */
-export const conformanceSuite = (url: string): Promise<ConformanceSuiteRun> => {
+export const conformanceSuite = async (url: string): Promise<ConformanceSuiteRun> => {
+  const suite = await conformanceProgram()
   const dir = mkdtempSync(join(tmpdir(), "mcp-store-conformance-"))
   return new Promise<ConformanceSuiteRun>((resolve) => {
     execFile(
       process.execPath,
-      ["--import", HOOKS, SUITE, "server", "--url", url, "--suite", "all", "-o", dir],
+      [suite, "server", "--url", url, "--suite", "all", "-o", dir],
       { cwd: REPO_ROOT, timeout: 120_000, maxBuffer: 32 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const output = `${stdout}\n${stderr}`

@@ -8,7 +8,7 @@
  *   conformance.ts the MCP conformance suite run against a URL: one server scenario, or all of them
  *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
  *   typed.ts       the typed client of the contract (HttpApiClient), as `TestServer.typed` or `connectTyped`
- *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery
+ *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery, together (set-up steps at once)
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
  *   package.ts     the npm package packed and installed offline (packAndInstall), dist/ built
  *   lifecycle.ts   the allowed status changes, a recorder of a service actor's statuses

@@ -2,9 +2,21 @@
  * How tests wait: on a condition they can observe (`eventually`), on a promise with a bound
  * (`within`), for one turn of the event loop (`flush`), or for a period in which something must
  * NOT happen (`quietFor`, the only deliberate pause). `sampleEvery` runs a sampler (RSS, /health,
- * gauges) at a steady pace while a test does its work. Nothing here sleeps to let something happen:
+ * gauges) at a steady pace while a test does its work. `together` starts a file's set-up steps at
+ * once (a browser's launch beside the stores' start). Nothing here sleeps to let something happen:
  * a test that needs a subscription, a stream or a process in place waits for a sign of it.
  */
+
+/**
+ * Waits for every step, started together (a browser's launch, stores, fixtures: each takes a
+ * while, none needs another). Rejects with the first failure, but only once every step has
+ * settled, so that none is still starting when the hooks that end them run; each step keeps what
+ * it made where those hooks find it (`.then((b) => (browser = b))`).
+ */
+export const together = async (...steps: ReadonlyArray<Promise<unknown>>): Promise<void> => {
+  const outcomes = await Promise.allSettled(steps)
+  for (const outcome of outcomes) if (outcome.status === "rejected") throw outcome.reason
+}
 
 /**
  * Checks `check` at once, then every `every` ms, until it holds or `ms` have passed; resolves with

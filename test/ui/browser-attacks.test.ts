@@ -20,7 +20,7 @@ import { createServer, request as httpRequest, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import type { Browser } from "playwright-core"
-import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
+import { haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
 import { describe, expect, it } from "vitest"
 import { demoServer } from "../fixtures/paths.js"
 
@@ -109,27 +109,22 @@ describe("a web page against the store, in Chromium", () => {
       let browser: Browser | undefined
       let attacker: Server | undefined
       try {
-        server = await startTestServer({
-          services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
-        })
-        const store = server
-        await store.post("/for_store/wait_service", { client_id_or_service_name: "demo", status: "healthy", timeout: 30 })
-        const marker = join(store.dir, "pwned-marker")
-        const storePort = store.running.port
-        const fileBefore = store.readFileText()
-        const servicesBefore = (await store.get("/for_store/list_services")).body.services.map((s: { name: string }) => s.name)
-        const refusedBefore = await refusedPosts(store)
-
-        // The attacker's server: its own page, and a proxy that rebinds rebind.test to the store.
+        // The attacker's server: its own page, and a proxy that rebinds rebind.test to the store
+        // (whose port it reads when a request comes: the store starts below, with Chromium).
         let forwarded = 0
         attacker = createServer((req, res) => {
           const url = new URL(req.url ?? "/", "http://placeholder")
           const absolute = req.url?.startsWith("http://") ?? false
+          if (server === undefined) {
+            res.writeHead(503).end()
+            return
+          }
+          const storePort = server.running.port
           if (url.pathname === "/attack.html" || url.pathname === "/rebind.html") {
             const crossOrigin = url.pathname === "/attack.html"
             const target = crossOrigin ? `http://127.0.0.1:${storePort}` : `http://rebind.test:${storePort}`
             res.writeHead(200, { "content-type": "text/html" })
-            res.end(page(attackScript(target, marker, crossOrigin)))
+            res.end(page(attackScript(target, join(server.dir, "pwned-marker"), crossOrigin)))
             return
           }
           // Only the rebound origin is forwarded (Chromium's own background requests are dropped here).
@@ -152,9 +147,24 @@ describe("a web page against the store, in Chromium", () => {
         await new Promise<void>((resolve) => attacker!.listen(0, "127.0.0.1", resolve))
         const attackerPort = (attacker.address() as AddressInfo).port
 
-        // Only rebind.test goes through the "proxy"; loopback addresses are reached directly.
-        browser = await launchChromium([`--proxy-server=http://127.0.0.1:${attackerPort}`])
-        const context = await browser.newContext()
+        // Chromium starts while the store does. Only rebind.test goes through the "proxy"; loopback
+        // addresses are reached directly.
+        await together(
+          startTestServer({
+            services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
+          }).then(async (started) => {
+            server = started
+            await started.post("/for_store/wait_service", { client_id_or_service_name: "demo", status: "healthy", timeout: 30 })
+          }),
+          launchChromium([`--proxy-server=http://127.0.0.1:${attackerPort}`]).then((b) => (browser = b))
+        )
+        const store = server!
+        const marker = join(store.dir, "pwned-marker")
+        const fileBefore = store.readFileText()
+        const servicesBefore = (await store.get("/for_store/list_services")).body.services.map((s: { name: string }) => s.name)
+        const refusedBefore = await refusedPosts(store)
+
+        const context = await browser!.newContext()
 
         // 1. A page on another origin.
         const cross = await context.newPage()
@@ -170,7 +180,7 @@ describe("a web page against the store, in Chromium", () => {
 
         // 2. A DNS-rebinding page: same origin as far as the browser knows.
         const rebound = await context.newPage()
-        await rebound.goto(`http://rebind.test:${storePort}/rebind.html`)
+        await rebound.goto(`http://rebind.test:${store.running.port}/rebind.html`)
         const reboundResults = (await rebound.evaluate("window.run()")) as Array<{ label: string; path: string; status?: number; body?: string }>
         expect(reboundResults.length).toBe(4 * 2)
         for (const r of reboundResults) {

@@ -2,15 +2,17 @@
  * The dashboard (GET /ui) in a real headless Chromium (Debian's `chromium`, driven by playwright-core):
  * the demo service turns healthy on the page, a call of demo__add through the form shows 5 and lands
  * in the recent-calls list, and the page asks nothing of any host but the store. Saves a screenshot
- * to test/artifacts/dashboard.png. With an API key: the key is asked once (kept in sessionStorage,
- * never in a URL), the live events come over fetch with the Authorization header and show a status
- * change made from outside the page, and a refused stream (429 at the cap) is tried again until the
- * page is live. Skipped, with a note, when /usr/bin/chromium is not installed.
- * The actions of the page are tested in operate.test.ts.
+ * to test/artifacts/dashboard.png. The API docs (GET /docs, Swagger UI) render under their policy.
+ * With an API key: the key is asked once (kept in sessionStorage, never in a URL), the live events
+ * come over fetch with the Authorization header and show a status change made from outside the
+ * page, and a refused stream (429 at the cap) is tried again until the page is live. One Chromium
+ * and the two stores (without and with a key) are started together for the file; each test has its
+ * own browser context, and the tests run at the same time. Skipped, with a note, when
+ * /usr/bin/chromium is not installed. The actions of the page are tested in operate.test.ts.
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import type { Browser } from "playwright-core"
+import type { Browser, BrowserContext } from "playwright-core"
 import {
   authedApi,
   haveChromium,
@@ -18,10 +20,11 @@ import {
   noteMissingChromium,
   openSse,
   startTestServer,
+  together,
   type SseStream,
   type TestServer
 } from "../support/index.js"
-import { describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, it } from "vitest"
 import { REPO_ROOT, demoServer } from "../fixtures/paths.js"
 
 noteMissingChromium("dashboard test")
@@ -37,18 +40,37 @@ const foreign = (urls: ReadonlyArray<string>): string[] =>
     return !LOOPBACK.has(url.hostname)
   })
 
-describe("GET /ui in Chromium", () => {
-  it.skipIf(!haveChromium)(
+// The tests run at the same time (describe.concurrent): Swagger UI takes seconds of CPU to render
+// /docs, and the keyed test waits out a Retry-After; neither waits for the other.
+describe.skipIf(!haveChromium).concurrent("GET /ui in Chromium", () => {
+  const demo = () => ({ mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } })
+  let browser: Browser | undefined
+  /** The store without an API key (the first test, and /docs). */
+  let open: TestServer | undefined
+  /** The store with an API key and one event stream at most (the second test). */
+  let keyed: TestServer | undefined
+  const KEY = "dashboard-key-7f3a9c"
+
+  beforeAll(async () => {
+    await together(
+      launchChromium().then((b) => (browser = b)),
+      startTestServer({ services: demo() }).then((s) => (open = s)),
+      startTestServer({ apiKey: KEY, options: { max_event_streams: 1 }, services: demo() }).then((s) => (keyed = s))
+    )
+  }, 60_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await Promise.all([open?.cleanup(), keyed?.cleanup()])
+  })
+
+  it(
     "shows the demo service healthy, calls demo__add through the form, lists the call",
-    async () => {
-      let server: TestServer | undefined
-      let browser: Browser | undefined
+    async ({ expect }) => {
+      const server = open!
+      let context: BrowserContext | undefined
       try {
-        server = await startTestServer({
-          services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
-        })
-        browser = await launchChromium()
-        const context = await browser.newContext({ viewport: { width: 1360, height: 900 } })
+        context = await browser!.newContext({ viewport: { width: 1360, height: 900 } })
         const page = await context.newPage()
         const requested: string[] = []
         const pageErrors: string[] = []
@@ -110,43 +132,47 @@ describe("GET /ui in Chromium", () => {
         expect(pageErrors).toEqual([])
         expect(violations).toEqual([])
         expect(response?.headers()["content-security-policy"]).toContain("script-src 'sha256-")
-
-        // The docs page renders the API under its policy too.
-        const docs = await context.newPage()
-        const docsErrors: string[] = []
-        docs.on("pageerror", (e) => docsErrors.push(String(e)))
-        docs.on("console", (m) => {
-          if (/Content.Security.Policy/i.test(m.text())) violations.push(m.text())
-        })
-        await docs.goto(`${server.url}/docs`)
-        await docs.locator(".opblock").first().waitFor({ timeout: 40_000 }) // Swagger UI renders slowly on a loaded machine
-        expect(await docs.locator(".opblock").count()).toBeGreaterThan(50)
-        expect(docsErrors).toEqual([])
-        expect(violations).toEqual([])
       } finally {
-        await browser?.close()
-        await server?.cleanup()
+        await context?.close()
       }
     },
     90_000
   )
 
-  it.skipIf(!haveChromium)(
+  it(
+    "GET /docs renders the API under its policy",
+    async ({ expect }) => {
+      let context: BrowserContext | undefined
+      try {
+        context = await browser!.newContext()
+        const docs = await context.newPage()
+        const docsErrors: string[] = []
+        const violations: string[] = []
+        docs.on("pageerror", (e) => docsErrors.push(String(e)))
+        docs.on("console", (m) => {
+          if (/Content.Security.Policy/i.test(m.text())) violations.push(m.text())
+        })
+        await docs.goto(`${open!.url}/docs`)
+        await docs.locator(".opblock").first().waitFor({ timeout: 40_000 }) // Swagger UI renders slowly on a loaded machine
+        expect(await docs.locator(".opblock").count()).toBeGreaterThan(50)
+        expect(docsErrors).toEqual([])
+        expect(violations).toEqual([])
+      } finally {
+        await context?.close()
+      }
+    },
+    90_000
+  )
+
+  it(
     "with an API key: asked once, live events over fetch with the key, a change from outside shown, a refused stream tried again",
-    async () => {
-      const KEY = "dashboard-key-7f3a9c"
-      let server: TestServer | undefined
-      let browser: Browser | undefined
+    async ({ expect }) => {
+      const server = keyed!
+      let context: BrowserContext | undefined
       let outside: SseStream | undefined
       try {
-        server = await startTestServer({
-          apiKey: KEY,
-          options: { max_event_streams: 1 },
-          services: { mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } }
-        })
         const admin = authedApi(server.url, KEY)
-        browser = await launchChromium()
-        const context = await browser.newContext()
+        context = await browser!.newContext()
         const page = await context.newPage()
         const requests: Array<{ url: string; authorization: string | undefined }> = []
         const pageErrors: string[] = []
@@ -202,8 +228,7 @@ describe("GET /ui in Chromium", () => {
         expect(pageErrors).toEqual([])
       } finally {
         outside?.close()
-        await browser?.close()
-        await server?.cleanup()
+        await context?.close()
       }
     },
     60_000

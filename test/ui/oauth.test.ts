@@ -3,12 +3,13 @@
  * service's row shows its `auth.state`; for `needs_authorization` its Authorize button calls
  * authorize_service and opens the authorization URL, whose page (the fixture approves at once)
  * sends the browser to the store's callback: the service becomes healthy and the row says
- * authorized. Skipped, with a note, when /usr/bin/chromium is not installed.
+ * authorized. Chromium is launched while the fixture and the store start. Skipped, with a note, when
+ * /usr/bin/chromium is not installed.
  */
 import type { Browser, Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { haveChromium, launchChromium, noteMissingChromium, startTestServer, type TestServer } from "../support/index.js"
+import { haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard OAuth test")
 
@@ -21,9 +22,14 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
   const row = (name: string): Locator => page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="store"]`)
 
   beforeAll(async () => {
-    fixture = await startOAuthFixture()
-    server = await startTestServer({ services: { mcpServers: { secure: { url: fixture.url } } } })
-    browser = await launchChromium()
+    // Chromium starts while the authorization server and then the store do.
+    await together(
+      startOAuthFixture().then(async (f) => {
+        fixture = f
+        server = await startTestServer({ services: { mcpServers: { secure: { url: f.url } } } })
+      }),
+      launchChromium().then((b) => (browser = b))
+    )
     page = await (await browser.newContext()).newPage()
     await page.goto(`${server.url}/ui`)
   }, 60_000)
