@@ -7,24 +7,24 @@
 import { relative } from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
-/** The slowest files, slowest first (per-file durations of a full run in a fresh clone: .tmp/vitest-results.json). */
+/** The slowest files, slowest first (per-file durations of a full run: .tmp/vitest-results.json). */
 export const SLOWEST: ReadonlyArray<string> = [
-  "test/faults/fuzz.test.ts",
   "test/cluster/replicas.test.ts",
-  "test/package/package.test.ts",
-  "test/faults/upstream.test.ts",
-  "test/ui/dashboard.test.ts",
+  "test/faults/fuzz.test.ts",
   "test/faults/store-process.test.ts",
-  "test/extras/mcp-calls.test.ts",
-  "test/conformance/server-scenarios.test.ts",
-  "test/ui/operate.test.ts",
-  "test/faults/hostile-upstream.test.ts",
+  "test/ui/dashboard.test.ts",
+  "test/package/package.test.ts",
   "test/extras/caps-resources.test.ts",
+  "test/http/bad-input.test.ts",
+  "test/ui/operate.test.ts",
+  "test/extras/mcp-calls.test.ts",
+  "test/http/oauth.test.ts",
+  "test/http/store-endpoints.test.ts",
+  "test/faults/hostile-upstream.test.ts",
+  "test/extras/security.test.ts",
+  "test/faults/upstream.test.ts",
   "test/faults/process-groups.test.ts",
-  "test/architecture/import-rules.test.ts",
-  "test/config/client-formats.test.ts",
-  "test/monitoring/endpoints.test.ts",
-  "test/extras/mcp-sse.test.ts"
+  "test/config/client-formats.test.ts"
 ]
 
 export default class SlowestFirst extends BaseSequencer {
