@@ -224,7 +224,6 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
   })
 }
 
-
 /** What a call can fail with; each face renders it once (src/http/contract-errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
   | ServiceNotFound
