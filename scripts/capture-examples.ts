@@ -142,7 +142,9 @@ const ISO_TIME = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z/g
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g
 const CLIENT_ID_HASH = /^(client_.+_)([0-9a-f]{8})$/
 /** A trace id of the store: base-36 time, a counter, a random tail. */
-const TRACE_ID = /^[0-9a-z]{6,10}-\d+-[0-9a-z]{4,8}$/
+/** A call's W3C trace id, and the store's span id of it. */
+const TRACE_ID = /^[0-9a-f]{32}$/
+const SPAN_ID = /^[0-9a-f]{16}$/
 /** A time of day some servers put in their answers (server-everything's dynamic resources). */
 const TIME_OF_DAY = /\b\d{1,2}:\d{2}:\d{2} [AP]M\b/g
 /** The random parameters of an authorization URL. */
@@ -173,7 +175,8 @@ const normalizer = (context: { readonly storeUrl: string; readonly dir: string; 
     const h = standIn("uuid", n)
     return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`
   })
-  const traces = new Renames((n) => `mwsy${standIn("trace", n).slice(0, 4)}-${n}-${standIn("tail", n).slice(0, 6)}`)
+  const traces = new Renames((n) => standIn("trace", n).slice(0, 32))
+  const spans = new Renames((n) => standIn("span", n).slice(0, 16))
   const clientHashes = new Renames((n) => standIn("client", n).slice(0, 8))
   const storeOrigin = new URL(context.storeUrl).origin
   const text = (s: string): string => {
@@ -192,6 +195,7 @@ const normalizer = (context: { readonly storeUrl: string; readonly dir: string; 
     const client = CLIENT_ID_HASH.exec(out)
     if (client !== null) out = `${client[1]}${clientHashes.of(client[2] as string)}`
     if (TRACE_ID.test(out)) out = traces.of(out)
+    else if (SPAN_ID.test(out)) out = spans.of(out)
     return out
   }
   const launches: ReadonlyArray<readonly [Launch, { command: string; args: ReadonlyArray<string> }]> = [

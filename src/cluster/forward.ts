@@ -46,7 +46,14 @@ export const FORWARDED_EVENTS: ReadonlySet<string> = new Set(["RESTART", "REFRES
 
 /** One forwarded request, as it travels. `id` is unique per request (the owner refuses a replay). */
 export type ForwardRequest = { readonly id: string; readonly field: string; readonly timeoutMs: number } & (
-  | { readonly op: "call"; readonly tool: string; readonly args: Record<string, unknown>; readonly maxTotalMs?: number | undefined }
+  | {
+      readonly op: "call"
+      readonly tool: string
+      readonly args: Record<string, unknown>
+      readonly maxTotalMs?: number | undefined
+      /** The call's trace context, as the upstream gets it in `_meta`. */
+      readonly meta?: Readonly<Record<string, string>> | undefined
+    }
   | { readonly op: "read"; readonly uri: string }
   | { readonly op: "prompt"; readonly name: string; readonly args: Record<string, string> }
   | { readonly op: "complete"; readonly params: CompleteParams }
@@ -281,7 +288,7 @@ export class RemoteConnection implements McpConnection {
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     const maxTotalMs = options.hooks?.maxTotalMs
     return this.forwarder.send(
-      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs },
+      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta },
       { signal: options.signal, onProgress: options.hooks?.onProgress, maxTotalMs }
     ) as Promise<CallToolResult>
   }

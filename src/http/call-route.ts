@@ -30,6 +30,7 @@ import type { KeyRing } from "../config/api-keys.js"
 import { authorize } from "./authorization.js"
 import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
+import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
@@ -201,12 +202,12 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
    * payload or path the contract refused: the handler's Effect (`callToolAnswer`, the same pipeline
    * as an Effect), in the contract middleware.
    */
-  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>) =>
+  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>, trace: TraceContext | undefined) =>
     options.contractErrors(
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right)
+        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right, trace)
       })
     )
 
@@ -286,14 +287,15 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       }
       const decoded = decodePayload(value)
       const ctx = scopeNow(scope)
+      const trace = readTraceContext(request.headers)
       if (ctx === undefined || Either.isLeft(decoded)) {
-        fiber = runFork(program(scope, gate, decoded))
+        fiber = runFork(program(scope, gate, decoded, trace))
         fiber.addObserver(answer)
         return
       }
       // The call's pipeline, run at once (src/runtime/calls.ts `runCall`); its failures rendered by the one HTTP mapping.
       cancel = new Cancel()
-      void runCall(ctx.gated(gate), callInput(decoded.right), cancel).then((exit) => {
+      void runCall(ctx.gated(gate), callInput(decoded.right, trace), cancel).then((exit) => {
         if (closed) return // answered by the close: interrupted, nobody to answer
         if (Exit.isSuccess(exit)) return answer(Exit.succeed(callToolBody(callToolOutput(exit.value))))
         const failure = Cause.failureOption(exit.cause)

@@ -22,6 +22,7 @@ import { statusOf } from "../machines/service.js"
 import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
 import { log } from "../logging/log.js"
+import { traceMetaOf } from "../domain/trace-context.js"
 import type { Store } from "../runtime/store.js"
 import type { Cluster } from "../cluster/cluster.js"
 import { errorBody } from "./contract-errors.js"
@@ -166,7 +167,9 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
       case "call":
         return connection.callTool(String(req.tool), req.args ?? {}, {
           ...options,
-          hooks: { onProgress: (p) => write({ p }), maxTotalMs: req.maxTotalMs, relay: declined }
+          hooks: { onProgress: (p) => write({ p }), maxTotalMs: req.maxTotalMs, relay: declined },
+          // The calling replica's span, read again as any caller's trace context is.
+          meta: traceMetaOf(req.meta)
         })
       case "read":
         return connection.readResource(String(req.uri), options)

@@ -258,7 +258,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
               outcome: r.outcome,
               duration_ms: r.duration_ms,
               timestamp: r.timestamp,
-              trace_id: r.trace_id
+              trace_id: r.trace_id,
+              span_id: r.span_id ?? null
             })
           })
           // A call's progress, with its trace_id (throttled per call: src/runtime/progress.ts).

@@ -129,7 +129,10 @@ export const CallToolResponse = Schema.Struct({
   original_name: Schema.String,
   service_name: Schema.String,
   duration_ms: Schema.Number,
-  trace_id: Schema.String
+  /** The call's W3C trace id (the caller's `traceparent`'s, or a new trace). */
+  trace_id: Schema.String,
+  /** The store's span of the call: the parent id the upstream was given. */
+  span_id: Schema.String
 })
 
 /** wait_service's `status`: a status, or a non-empty array of them. */
@@ -277,7 +280,8 @@ export const ToolRecord = Schema.Struct({
   outcome: Outcome,
   error: Schema.NullOr(Schema.String),
   duration_ms: Schema.Number,
-  trace_id: Schema.String
+  trace_id: Schema.String,
+  span_id: Schema.optional(Schema.String)
 }).annotations({ identifier: "ToolRecord" })
 
 export const RecordsResponse = Schema.Struct({

@@ -5,10 +5,11 @@
  * too: an agent's id is checked first (400 when malformed). An interrupted handler (the client went
  * away) interrupts the operation: a wait ends, a call is cancelled upstream.
  */
-import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { type Headers, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
+import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
@@ -62,9 +63,14 @@ export const addService = (scope: ScopeRef, payload: commands.AddServiceInput, w
 
 const firstLine = (text: string): string => text.split("\n", 1)[0] as string
 
-/** A decoded call_tool body as the call pipeline takes it (`arguments` is the alias of `args`; the schema refuses a body with both). */
-export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>): calls.CallToolInput =>
-  payload.arguments === undefined ? payload : { ...payload, args: payload.arguments }
+/**
+ * A decoded call_tool body as the call pipeline takes it (`arguments` is the alias of `args`; the
+ * schema refuses a body with both), with the caller's trace context (its `traceparent` header).
+ */
+export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined): calls.CallToolInput => {
+  const input = payload.arguments === undefined ? payload : { ...payload, args: payload.arguments }
+  return trace === undefined ? input : { ...input, trace }
+}
 
 /**
  * The body of call_tool and use_tool, built in this one place for every route: the contract's
@@ -82,12 +88,12 @@ export const callToolBody = (output: calls.CallToolOutput): Schema.Schema.Encode
  * failures mapped by `contract`. The HttpApi handlers run it, and the direct route of
  * src/http/call-route.ts for a call whose scope is not known at once.
  */
-export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
-  contract(Effect.map(Effect.flatMap(scope, (ctx) => calls.callTool(ctx, callInput(payload))), callToolBody))
+export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined) =>
+  contract(Effect.map(Effect.flatMap(scope, (ctx) => calls.callTool(ctx, callInput(payload, trace))), callToolBody))
 
-/** call_tool and use_tool as HttpApi handlers. */
-export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>) =>
-  Effect.map(callToolAnswer(scope, payload), (answer) => HttpServerResponse.unsafeJson(answer))
+/** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context). */
+export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers) =>
+  Effect.map(callToolAnswer(scope, payload, readTraceContext(headers)), (answer) => HttpServerResponse.unsafeJson(answer))
 
 /**
  * list_services of one or more scopes. Sent as JSON at once, like call_tool: with every agent's

@@ -345,7 +345,7 @@ class UpstreamConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
-    return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.callTool(name, args, { timeout, signal }, options.hooks), options)
+    return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.callTool(name, args, { timeout, signal }, options.hooks, options.meta), options)
   }
 
   close(): Promise<void> {

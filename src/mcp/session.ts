@@ -206,14 +206,14 @@ export class Session {
   /**
    * tools/call. With `hooks.onProgress` the request carries a `progressToken` (its own id) and each
    * progress restarts its time-out, up to `hooks.maxTotalMs`. A tool that requires tasks is refused;
-   * a tool with an output schema has its structured content checked.
+   * a tool with an output schema has its structured content checked. `meta` goes in the request's `_meta`.
    */
-  async callTool(name: string, args: Record<string, unknown>, controls: Controls, hooks?: CallHooks): Promise<CallToolResult> {
+  async callTool(name: string, args: Record<string, unknown>, controls: Controls, hooks?: CallHooks, meta?: Readonly<Record<string, string>>): Promise<CallToolResult> {
     const terms = this.terms.get(name)
     if (terms?.requiresTask === true) {
       throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution, which mcp-store does not support`)
     }
-    const result = callToolResult(await this.request("tools/call", { name, arguments: args }, controls, hooks))
+    const result = callToolResult(await this.request("tools/call", meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }, controls, hooks))
     const check = terms?.check
     if (check === undefined) return result
     if (!result.structuredContent && !result.isError) {
@@ -307,7 +307,7 @@ export class Session {
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
       this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
-      const sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { progressToken: id } }
+      const sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
       const message = (sent === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params: sent }) as JSONRPCMessage
       this.transport.send(message).catch((error: unknown) => this.settle(id)?.reject(error))
     })

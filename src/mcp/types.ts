@@ -122,6 +122,8 @@ export interface CallOptions {
   readonly timeoutMs: number
   readonly signal?: CancelSignal | undefined
   readonly hooks?: CallHooks | undefined
+  /** Entries of the request's `_meta` from the caller's side (the call's trace context). */
+  readonly meta?: Readonly<Record<string, string>> | undefined
 }
 
 /**

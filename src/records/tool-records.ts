@@ -66,7 +66,10 @@ export interface ToolRecord {
   readonly outcome: Outcome
   readonly error: string | null
   readonly duration_ms: number
+  /** The call's W3C trace id: the caller's trace, or one the store started. */
   readonly trace_id: string
+  /** The store's span of the call (the parent the upstream was given); absent in records of older versions. */
+  readonly span_id?: string
 }
 
 export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated" | "params_truncated"> & { readonly timestamp?: string }
@@ -143,10 +146,11 @@ export const makeRecord = (input: NewRecord, maxValueBytes: number): { readonly 
   const id = randomUUID()
   const timestamp = input.timestamp ?? new Date().toISOString()
   const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
+  const span = input.span_id === undefined ? undefined : { span_id: input.span_id }
   let record: ToolRecord
   let line: string
   try {
-    record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id }
+    record = { id, timestamp, scope, agent_id, service_name, tool_name, params, result: input.result, outcome, error, duration_ms, trace_id, ...span }
     line = JSON.stringify(record)
     if (line.length > maxValueBytes / 3) {
       const cutParams = cutValue(params, maxValueBytes)
@@ -166,14 +170,15 @@ export const makeRecord = (input: NewRecord, maxValueBytes: number): { readonly 
           outcome,
           error,
           duration_ms,
-          trace_id
+          trace_id,
+          ...span
         }
         line = JSON.stringify(record)
       }
     }
   } catch (e) {
     const why = `not recorded: ${e instanceof Error ? e.message : String(e)}`
-    record = { id, timestamp, scope, agent_id, service_name, tool_name, params: { unserializable: why }, result: null, outcome, error, duration_ms, trace_id }
+    record = { id, timestamp, scope, agent_id, service_name, tool_name, params: { unserializable: why }, result: null, outcome, error, duration_ms, trace_id, ...span }
     line = JSON.stringify(record)
   }
   return { record, line }

@@ -36,6 +36,7 @@ import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./servic
 import { serviceToolFilter } from "../domain/tool-filter.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
+import { callSpan, traceMeta, type TraceContext } from "../domain/trace-context.js"
 
 export interface CallToolInput {
   readonly tool_name: string
@@ -50,6 +51,8 @@ export interface CallToolInput {
   readonly onProgress?: ((progress: CallProgress) => void) | undefined
   /** Answers the upstream's elicitation and sampling requests of the call (an MCP client's); without it they are declined. */
   readonly relay?: UpstreamRequestRelay | undefined
+  /** The caller's trace context (REST headers, or the MCP request's `_meta`): the call's span continues it. */
+  readonly trace?: TraceContext | undefined
 }
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
@@ -66,6 +69,7 @@ export interface CallToolOutput {
   readonly service_name: string
   readonly duration_ms: number
   readonly trace_id: string
+  readonly span_id: string
 }
 
 const DEFAULT_CALL_TIMEOUT_SECONDS = 60
@@ -79,7 +83,7 @@ const callTimeoutSeconds = (ctx: ScopeContext, input: CallToolInput): number =>
  * `/events` streams (throttled, built at the first progress), its time-out restarted by each
  * progress up to `maxCallSeconds` from its start. `close` stops the events when the call ends.
  */
-const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string, original: string, traceId: string, started: number) => {
+const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string, original: string, span: TraceContext, started: number) => {
   let events: LatestThrottle<ProgressEvent> | undefined
   const progress = ctx.host.progress
   const own = input.onProgress
@@ -95,7 +99,8 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
         agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
         service_name: serviceName,
         tool_name: original,
-        trace_id: traceId,
+        trace_id: span.traceId,
+        span_id: span.spanId,
         ...p
       })
     }
@@ -120,9 +125,6 @@ export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): strin
   return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
 }
 
-
-let traceCounter = 0
-const newTraceId = () => `${Date.now().toString(36)}-${(traceCounter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
 /**
  * The services a callable name `<service>__<tool>` names, with the tool part: every registered
@@ -243,7 +245,8 @@ export interface CallOutcome {
   /** The tool's own name on its service. */
   readonly original: string
   readonly durationMs: number
-  readonly traceId: string
+  /** The call's span: its trace id, and the span id the upstream was given as its parent. */
+  readonly span: TraceContext
 }
 
 /** How a call ended: its outcome, its failure, or interrupted (the caller went away; recorded `cancelled`). */
@@ -324,10 +327,10 @@ export const resolveTarget = (ctx: ScopeContext, input: CallToolInput, options: 
   return refused(toolNotFound(ctx, input.tool_name))
 }
 
-/** The time-out, trace id and hooks of one call. */
+/** The time-out and span of one call. */
 interface CallTiming {
   readonly started: number
-  readonly traceId: string
+  readonly span: TraceContext
   readonly timeoutSeconds: number
   readonly remaining: () => number
 }
@@ -351,7 +354,7 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
       })
     )
   }
-  const sent = await requestOnService(actor, (connection) => connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks }), {
+  const sent = await requestOnService(actor, (connection) => connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }), {
     remaining: call.remaining,
     signal,
     gate: ctx.host.waiters
@@ -404,7 +407,8 @@ const record = (
       outcome,
       error,
       duration_ms: durationMs,
-      trace_id: call.traceId
+      trace_id: call.span.traceId,
+      span_id: call.span.spanId
     })
     .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
 }
@@ -430,7 +434,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
   const timeoutSeconds = callTimeoutSeconds(ctx, input)
   const started = performance.now()
   const deadline = started + timeoutSeconds * 1000
-  const call: CallTiming = { started, traceId: newTraceId(), timeoutSeconds, remaining: () => Math.max(0, deadline - performance.now()) }
+  const call: CallTiming = { started, span: callSpan(input.trace), timeoutSeconds, remaining: () => Math.max(0, deadline - performance.now()) }
 
   let target = resolveTarget(ctx, input, { expired: timeoutSeconds <= 0, timeoutSeconds })
   while (target._tag === "Wait") {
@@ -447,7 +451,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
   const serviceName = actor.getSnapshot().context.name
   // Counted in flight from the request to its end; the record is taken however the call ends.
   ctx.host.inFlightCalls += 1
-  const { hooks, close } = callHooks(ctx, input, serviceName, original, call.traceId, started)
+  const { hooks, close } = callHooks(ctx, input, serviceName, original, call.span, started)
   let sent: Exit.Exit<CallToolResult, CallToolError>
   try {
     sent = await send(ctx, actor, original, input, call, hooks, signal)
@@ -460,7 +464,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
   const durationMs = durationSince(started)
   const written = record(ctx, input, { serviceName, original }, call, durationMs, sent)
   if (written !== undefined) await written
-  return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, traceId: call.traceId }))
+  return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, span: call.span }))
 }
 
 /**
@@ -503,7 +507,8 @@ export const callToolOutput = (outcome: CallOutcome): CallToolOutput => {
     original_name: outcome.original,
     service_name: outcome.serviceName,
     duration_ms: outcome.durationMs,
-    trace_id: outcome.traceId
+    trace_id: outcome.span.traceId,
+    span_id: outcome.span.spanId
   }
 }
 

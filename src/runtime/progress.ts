@@ -76,6 +76,7 @@ export interface ProgressEvent extends CallProgress {
   readonly service_name: string
   readonly tool_name: string
   readonly trace_id: string
+  readonly span_id: string
 }
 
 /** At most this many progress events per call and second reach `/events`. */

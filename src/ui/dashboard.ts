@@ -51,6 +51,8 @@ interface Tool {
 interface CallRecord {
   readonly id?: string
   readonly trace_id?: string | null
+  /** The store's span of the call: one per call, where calls of one caller's trace share the trace id. */
+  readonly span_id?: string | null
   readonly timestamp?: string
   readonly scope?: string
   readonly agent_id?: string | null
@@ -1151,7 +1153,7 @@ $("call-form").addEventListener("submit", async (ev) => {
 })
 
 // ---------- recent calls ----------
-const callKey = (c: CallRecord) => c.trace_id || c.id || String(c.timestamp) + c.service_name + c.tool_name
+const callKey = (c: CallRecord) => c.span_id || c.trace_id || c.id || String(c.timestamp) + c.service_name + c.tool_name
 function mergeCalls(list: ReadonlyArray<CallRecord>) {
   const seen = new Set<string>()
   state.calls = list

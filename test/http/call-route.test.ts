@@ -42,7 +42,7 @@ const comparable = (a: Answer) => {
   let body: unknown = a.text
   try {
     body = JSON.parse(a.text, (key, value: unknown) =>
-      key === "trace_id" || key === "duration_ms" ? "<varies>" : typeof value === "string" ? value.replace(/trace_id [\w-]+/g, "trace_id <varies>") : value
+      key === "trace_id" || key === "span_id" || key === "duration_ms" ? "<varies>" : typeof value === "string" ? value.replace(/trace_id [\w-]+/g, "trace_id <varies>") : value
     )
   } catch {
     // not JSON: compared as text

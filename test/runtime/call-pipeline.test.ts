@@ -39,8 +39,8 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
   }, 15_000)
 
   const ctx = () => store.forStore().effects
-  const recordOf = async (traceId: string) =>
-    (await store.forStore().toolRecords({ limit: 200, offset: 0 })).executions.find((r) => r.trace_id === traceId)
+  const recordOf = async (spanId: string) =>
+    (await store.forStore().toolRecords({ limit: 200, offset: 0 })).executions.find((r) => r.span_id === spanId)
   const lastRecord = async (tool: string) => (await store.forStore().toolRecords({ limit: 1, offset: 0, tool_name: tool })).executions[0]
 
   describe("target resolution", () => {
@@ -87,13 +87,13 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
       expect(Exit.isSuccess(exit)).toBe(true)
       if (!Exit.isSuccess(exit)) return
       expect(exit.value).toMatchObject({ serviceName: "one", original: "add", result: { content: [{ type: "text", text: "5" }] } })
-      expect(await recordOf(exit.value.traceId)).toMatchObject({ outcome: "success", service_name: "one", tool_name: "add" })
+      expect(await recordOf(exit.value.span.spanId)).toMatchObject({ outcome: "success", service_name: "one", tool_name: "add" })
     })
 
     it("a tool's own error is a result, recorded as tool_error", async () => {
       const exit = await runCall(ctx(), { tool_name: "one__fail" })
       expect(Exit.isSuccess(exit) && exit.value.result.isError).toBe(true)
-      if (Exit.isSuccess(exit)) expect(await recordOf(exit.value.traceId)).toMatchObject({ outcome: "tool_error" })
+      if (Exit.isSuccess(exit)) expect(await recordOf(exit.value.span.spanId)).toMatchObject({ outcome: "tool_error" })
     })
 
     it("arguments the tool's schema refuses fail before the request, each field named, recorded invalid_arguments", async () => {

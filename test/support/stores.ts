@@ -9,6 +9,7 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import type { HttpFixture } from "../fixtures/http-fixture.js"
+import type { FixtureServerOptions } from "../fixtures/fixture-server.js"
 import { startRedisServer, useReplicaSecret, type RedisServer } from "./redis.js"
 import { freshDir, startTestServer, type TestServer, type TestServerOptions } from "./server.js"
 
@@ -82,9 +83,10 @@ export interface ReplicaCluster {
 /**
  * Registers the hooks of a file that runs replicas in its own process: the replica secret set for
  * the file, a Redis and the HTTP fixture started once, and everything ended after the file (a
- * frozen Redis thawed first). Call at the top of a `describe.skipIf(!hasRedisServer)`.
+ * frozen Redis thawed first). Call at the top of a `describe.skipIf(!hasRedisServer)`; `upstream`
+ * sets the fixture's options (its optional tools).
  */
-export const useReplicaCluster = (): ReplicaCluster => {
+export const useReplicaCluster = (setup: { readonly upstream?: FixtureServerOptions } = {}): ReplicaCluster => {
   let redis: RedisServer | undefined
   let upstream: HttpFixture | undefined
   let restoreSecret: (() => void) | undefined
@@ -92,7 +94,7 @@ export const useReplicaCluster = (): ReplicaCluster => {
   beforeAll(async () => {
     restoreSecret = useReplicaSecret()
     const { startHttpFixture } = await import("../fixtures/http-fixture.js")
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
+    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture({ server: setup.upstream ?? {} })])
   })
   afterAll(async () => {
     restoreSecret?.()

@@ -65,6 +65,7 @@ import type { Store } from "../../runtime/store.js"
 import type { McpConnection } from "../../mcp/types.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
+import { readTraceContext } from "../../domain/trace-context.js"
 import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
@@ -518,6 +519,8 @@ export class McpGateway {
       // The client's progressToken: each upstream progress comes back to it, the latest only while
       // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
       const token = request.params._meta?.progressToken
+      // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
+      const trace = readTraceContext(request.params._meta)
       const progress =
         token === undefined
           ? undefined
@@ -535,6 +538,7 @@ export class McpGateway {
             args: request.params.arguments ?? {},
             timeout: this.store.limits.maxCallSeconds,
             ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+            ...(trace !== undefined ? { trace } : {}),
             // The upstream's elicitation and sampling go to this client, on this request's stream.
             relay: (req, { signal, timeoutMs }) => {
               const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
