@@ -62,8 +62,20 @@ export const readTraceContext = (source: { readonly [key: string]: unknown } | u
   return { traceId, spanId, flags, ...(tracestate === undefined ? {} : { tracestate }), ...(baggage === undefined ? {} : { baggage }) }
 }
 
-/** `bytes` random bytes as hex digits. */
-const randomHex = (bytes: number): string => randomBytes(bytes).toString("hex")
+/**
+ * `bytes` random bytes as hex digits, taken from a batch of random bytes (as node:crypto's
+ * randomUUID does): one call into OpenSSL per 170 calls instead of two per call.
+ */
+let pool = Buffer.alloc(0)
+let at = 0
+const randomHex = (bytes: number): string => {
+  if (at + bytes > pool.length) {
+    pool = randomBytes(4096)
+    at = 0
+  }
+  at += bytes
+  return pool.toString("hex", at - bytes, at)
+}
 
 /**
  * The store's span of a call: in the caller's trace when it sent one (its state and baggage kept),
