@@ -47,6 +47,7 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_services", "--max-services", "services across the store and every agent (default: 10000)"],
   ["max_services_per_request", "--max-services-per-request", "services one request may define (default: 100)"],
   ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"],
+  ["max_held_calls", "--max-held-calls", "calls waiting at once for their callers' input, accept_input_required (default: 100)"],
   ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"],
   ["tool_record_max_value_bytes", "--tool-record-max-value-bytes", "a call's parameters and result, each, as stored in records; longer ones are cut (default: 65536)"]
 ]

@@ -65,6 +65,8 @@ export interface StoreLimits {
   readonly maxServicesPerRequest: number
   /** Concurrent waits (wait_service, add_service `?wait`, calls waiting for a service). */
   readonly maxWaiters: number
+  /** Calls waiting at once for their callers' input (`accept_input_required`); beyond it, upstream requests are declined. */
+  readonly maxHeldCalls: number
   /**
    * The longest a tool call may last, in seconds: the MCP endpoints' calls (which last while their
    * client's request is open) and REST calls' `timeout` alike; progress resets a call's time-out,
@@ -145,6 +147,7 @@ export interface OptionValues {
   max_services?: number
   max_services_per_request?: number
   max_waiters?: number
+  max_held_calls?: number
   max_call_seconds?: number
   tool_record_max_value_bytes?: number
   upstream_allow?: ReadonlyArray<string>
@@ -173,6 +176,7 @@ const CAP_KEYS = [
   "max_services",
   "max_services_per_request",
   "max_waiters",
+  "max_held_calls",
   "max_call_seconds",
   "tool_record_max_value_bytes"
 ] as const
@@ -235,6 +239,7 @@ export const OPTION_DEFAULTS = {
   max_services: 10_000,
   max_services_per_request: 100,
   max_waiters: 10_000,
+  max_held_calls: 100,
   max_call_seconds: 3600,
   tool_record_max_value_bytes: 64 * 1024,
   upstream_allow_metadata: false,
@@ -623,6 +628,7 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   maxServices: given.max_services ?? OPTION_DEFAULTS.max_services,
   maxServicesPerRequest: given.max_services_per_request ?? OPTION_DEFAULTS.max_services_per_request,
   maxWaiters: given.max_waiters ?? OPTION_DEFAULTS.max_waiters,
+  maxHeldCalls: given.max_held_calls ?? OPTION_DEFAULTS.max_held_calls,
   maxCallSeconds: given.max_call_seconds ?? OPTION_DEFAULTS.max_call_seconds,
   toolRecordMaxValueBytes: given.tool_record_max_value_bytes ?? OPTION_DEFAULTS.tool_record_max_value_bytes,
   upstreamAllow: given.upstream_allow ?? [],

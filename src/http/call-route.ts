@@ -30,11 +30,12 @@ import type { KeyRing } from "../config/api-keys.js"
 import { authorize } from "./authorization.js"
 import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
-import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
+import { readTraceContext } from "../domain/trace-context.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
-import { callInput, callToolAnswer, callToolBody, type ScopeRef } from "./scope-handlers.js"
+import { callInput, callToolAnswer, callToolBody, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
+import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
 import { callToolOutput, runCall } from "../runtime/calls.js"
 import { Cancel } from "../mcp/types.js"
@@ -202,12 +203,12 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
    * payload or path the contract refused: the handler's Effect (`callToolAnswer`, the same pipeline
    * as an Effect), in the contract middleware.
    */
-  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>, trace: TraceContext | undefined) =>
+  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>, edge: CallEdge) =>
     options.contractErrors(
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right, trace)
+        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right, edge)
       })
     )
 
@@ -288,8 +289,10 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       const decoded = decodePayload(value)
       const ctx = scopeNow(scope)
       const trace = readTraceContext(request.headers)
-      if (ctx === undefined || Either.isLeft(decoded)) {
-        fiber = runFork(program(scope, gate, decoded, trace))
+      // A call that takes input in rounds, or whose scope or payload needs the handler's Effect.
+      if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right)) {
+        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization) }
+        fiber = runFork(program(scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return
       }

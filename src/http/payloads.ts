@@ -113,9 +113,22 @@ export const CallToolPayload = closed({
   service_name: Schema.optional(ServiceRef),
   timeout: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(3600))).annotations({
     description: "seconds (default 60)"
+  }),
+  accept_input_required: Schema.optional(Schema.Boolean).annotations({
+    description: "true: when the server asks for input during the call (elicitation, sampling), answer `result_type: \"input_required\"` at once with `input_requests` and `request_state` instead of declining the request"
+  }),
+  request_state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({
+    description: "The `request_state` of an `input_required` answer: this request answers that call's `input_requests`"
+  }),
+  input_responses: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+    description: "With `request_state`: the result of each input request, by its key"
   })
 }).pipe(
   Schema.filter((p) => p.args === undefined || p.arguments === undefined || { path: ["arguments"], message: "is an alias of \"args\": give one of the two, not both" }),
+  Schema.filter((p) => (p.request_state === undefined) === (p.input_responses === undefined) || {
+    path: [p.request_state === undefined ? "request_state" : "input_responses"],
+    message: "request_state and input_responses come together (the retry of a call that answered input_required)"
+  }),
   Schema.annotations({ identifier: "CallToolPayload" })
 )
 
@@ -132,8 +145,28 @@ export const CallToolResponse = Schema.Struct({
   /** The call's W3C trace id (the caller's `traceparent`'s, or a new trace). */
   trace_id: Schema.String,
   /** The store's span of the call: the parent id the upstream was given. */
-  span_id: Schema.String
+  span_id: Schema.String,
+  /** The call ended (as opposed to `input_required`). */
+  result_type: Schema.Literal("complete")
+}).annotations({ identifier: "CallToolResponse" })
+
+/** An upstream's request for input during a call, as MCP shapes it. */
+const InputRequest = Schema.Struct({
+  method: Schema.String,
+  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
+
+/**
+ * The answer of a call whose caller accepted `input_required`, when its server asked for input:
+ * the requests by key; the call waits for the retry with `request_state` and `input_responses`.
+ */
+export const InputRequiredResponse = Schema.Struct({
+  ...ok,
+  result_type: Schema.Literal("input_required"),
+  tool_name: Schema.String,
+  input_requests: Schema.Record({ key: Schema.String, value: InputRequest }),
+  request_state: Schema.String
+}).annotations({ identifier: "InputRequiredResponse" })
 
 /** wait_service's `status`: a status, or a non-empty array of them. */
 export const WaitStatus = Schema.Union(Status, Schema.NonEmptyArray(Status)).annotations({
@@ -386,8 +419,8 @@ export const scopeEndpoints = (prefix: string) => {
       .setPayload(AddServiceBody)
       .setUrlParams(AddServiceQuery)
       .addSuccess(AddServiceResponse),
-    callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
-    useTool: HttpApiEndpoint.post("useTool", at("use_tool")).setPayload(CallToolPayload).addSuccess(CallToolResponse),
+    callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse)),
+    useTool: HttpApiEndpoint.post("useTool", at("use_tool")).setPayload(CallToolPayload).addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse)),
     waitService: HttpApiEndpoint.post("waitService", at("wait_service"))
       .setPayload(WaitPayload)
       .addSuccess(WaitResponse)

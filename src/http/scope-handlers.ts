@@ -13,7 +13,7 @@ import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
-import type { ServiceNotFound, ValidationError } from "../domain/errors.js"
+import { ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/service-views.js"
@@ -23,7 +23,9 @@ import { contract, waitTimeout } from "./contract-errors.js"
 import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { currentPrincipal } from "./access.js"
-import type { AuthorizePayload, CallToolPayload, CallToolResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
+import type { AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
+import type { HeldCall, HeldStep } from "../runtime/input-required.js"
+import { sessionOwner } from "./gateway/session-seal.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
 export type ScopeRef = Effect.Effect<ScopeContext, ValidationError>
@@ -80,20 +82,79 @@ export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, t
 export const callToolBody = (output: calls.CallToolOutput): Schema.Schema.Encoded<typeof CallToolResponse> => ({
   success: !output.is_error,
   message: output.is_error ? calls.toolErrorMessage(output) : `Tool '${output.tool_name}' called`,
-  ...output
+  ...output,
+  result_type: "complete"
 })
+
+/** What the REST edge knows of a caller: its headers' trace context, and who holds its key (a digest, made when a held call needs it). */
+export interface CallEdge {
+  readonly trace: TraceContext | undefined
+  readonly owner: () => string
+}
+
+/** A call_tool body that takes part in rounds of input (`accept_input_required`, or the retry of one). */
+export const takesInput = (payload: Schema.Schema.Type<typeof CallToolPayload>): boolean => payload.accept_input_required === true || payload.request_state !== undefined
+
+/**
+ * A call whose caller answers its server's requests for input in rounds (src/runtime/input-required.ts):
+ * started, or taken back by its `request_state` with the answers; the caller is answered when the
+ * call ends or its server asks for input. A caller that goes away while the call runs cancels it.
+ */
+const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
+  Effect.flatMap(
+    Effect.async<HeldStep, ValidationError>((resume) => {
+      const held = ctx.host.held
+      const owner = { scope: ctx.label, owner: edge.owner(), tool: payload.tool_name }
+      let call: HeldCall
+      if (payload.request_state === undefined) {
+        call = held.start(ctx, callInput(payload, edge.trace), owner)
+      } else {
+        const found = held.resume(payload.request_state, owner)
+        const refused = found instanceof ValidationError ? found : found.answer(payload.input_responses ?? {})
+        if (refused !== undefined) return resume(Effect.fail(refused))
+        call = found as HeldCall
+      }
+      let answered = false
+      void call.step().then((step) => {
+        answered = true
+        resume(Effect.succeed(step))
+      })
+      return Effect.sync(() => {
+        if (!answered) held.abandon(call)
+      })
+    }),
+    (step): Effect.Effect<Schema.Schema.Encoded<typeof CallToolResponse> | Schema.Schema.Encoded<typeof InputRequiredResponse>, calls.CallToolError> =>
+      step._tag === "Ended"
+        ? Effect.map(Effect.map(step.exit, calls.callToolOutput), callToolBody)
+        : Effect.succeed({
+            success: true,
+            message: `Tool '${payload.tool_name}' needs input: answer input_requests, then call it again with request_state and input_responses`,
+            result_type: "input_required" as const,
+            tool_name: payload.tool_name,
+            input_requests: step.requests,
+            request_state: step.state
+          })
+  )
 
 /**
  * call_tool and use_tool as an Effect: the call pipeline (src/runtime/calls.ts) on the scope, its
  * failures mapped by `contract`. The HttpApi handlers run it, and the direct route of
- * src/http/call-route.ts for a call whose scope is not known at once.
+ * src/http/call-route.ts for a call whose scope is not known at once or that takes input in rounds.
  */
-export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined) =>
-  contract(Effect.map(Effect.flatMap(scope, (ctx) => calls.callTool(ctx, callInput(payload, trace))), callToolBody))
+export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      takesInput(payload) ? heldCallAnswer(ctx, payload, edge) : Effect.map(calls.callTool(ctx, callInput(payload, edge.trace)), callToolBody)
+    )
+  )
 
-/** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context). */
+/** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context and key). */
 export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers) =>
-  Effect.map(callToolAnswer(scope, payload, readTraceContext(headers)), (answer) => HttpServerResponse.unsafeJson(answer))
+  Effect.flatMap(currentPrincipal, (principal) =>
+    Effect.map(callToolAnswer(scope, payload, { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]) }), (answer) =>
+      HttpServerResponse.unsafeJson(answer)
+    )
+  )
 
 /**
  * list_services of one or more scopes. Sent as JSON at once, like call_tool: with every agent's

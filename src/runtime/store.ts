@@ -32,6 +32,7 @@ import { Waiters } from "./bridge.js"
 import { ValidationError } from "../domain/errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { ProgressEvents } from "./progress.js"
+import { HeldCalls } from "./input-required.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
@@ -74,6 +75,8 @@ export class Store implements StoreHost {
   inFlightCalls = 0
   /** Every call's progress, for the `/events` streams. */
   readonly progress = new ProgressEvents()
+  /** Calls whose callers answer their servers' requests for input in rounds (capped by `maxHeldCalls`). */
+  readonly held: HeldCalls
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
@@ -107,6 +110,7 @@ export class Store implements StoreHost {
     this.limits = limits
     this.replication = replication
     this.waiters = new Waiters(limits.maxWaiters)
+    this.held = new HeldCalls(limits.maxHeldCalls)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
@@ -481,6 +485,7 @@ export class Store implements StoreHost {
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.replication.leaving() // no service is taken over while this replica stops
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
+      this.held.close()
       this.actor.stop()
       await this.connections.closeAll()
       this.inspectors.clear()

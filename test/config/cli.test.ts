@@ -111,6 +111,8 @@ describe("parseCommandLine", () => {
       "3",
       "--max-waiters",
       "30",
+      "--max-held-calls",
+      "5",
       "--max-call-seconds",
       "90",
       "--tool-record-max-value-bytes",
@@ -144,6 +146,7 @@ describe("parseCommandLine", () => {
       maxServices: 20,
       maxServicesPerRequest: 3,
       maxWaiters: 30,
+      maxHeldCalls: 5,
       maxCallSeconds: 90,
       toolRecordMaxValueBytes: 1000,
       upstreamAllow: ["10.0.0.0/8", "*.lan"],
@@ -186,6 +189,7 @@ describe("parseCommandLine", () => {
       MCPSTORE_MAX_SERVICES: "8",
       MCPSTORE_MAX_SERVICES_PER_REQUEST: "9",
       MCPSTORE_MAX_WAITERS: "10",
+      MCPSTORE_MAX_HELD_CALLS: "12",
       MCPSTORE_MAX_CALL_SECONDS: "11"
     })
     expect(server).toEqual({
@@ -213,6 +217,7 @@ describe("parseCommandLine", () => {
       maxServices: 8,
       maxServicesPerRequest: 9,
       maxWaiters: 10,
+      maxHeldCalls: 12,
       maxCallSeconds: 11,
       toolRecordMaxValueBytes: 64 * 1024,
       upstreamAllow: [],

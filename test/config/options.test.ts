@@ -202,6 +202,7 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       maxServices: 10_000,
       maxServicesPerRequest: 100,
       maxWaiters: 10_000,
+      maxHeldCalls: 100,
       maxCallSeconds: 3600,
       toolRecordMaxValueBytes: 64 * 1024,
       upstreamAllow: [],
@@ -238,7 +239,7 @@ describe("safety options", () => {
   })
 
   it("checks every cap as a positive integer (the idle time may be fractional)", () => {
-    for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters", "max_call_seconds"] as const) {
+    for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters", "max_held_calls", "max_call_seconds"] as const) {
       expect(optionFromText(key, "7")).toBe(7)
       expect(() => optionFromText(key, "0")).toThrow(new RegExp(`${key} must be an integer >= 1`))
       expect(() => checkOption(key, 1.5)).toThrow(/integer/)

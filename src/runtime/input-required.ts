@@ -1,0 +1,212 @@
+/**
+ * Calls held for their caller's input: the bridge from an upstream that asks mid-call (a 2025-era
+ * server's `elicitation/create` or `sampling/createMessage`) to a caller that answers in rounds (a
+ * REST caller that opted in with `accept_input_required`, as a modern MCP client answers
+ * `input_required`). The call runs on as usual; when its upstream asks, the caller is answered at
+ * once with the requests, keyed, and an opaque `request_state`; the upstream's request waits until
+ * the caller retries the call with `input_responses` and that state, which answers it, and the
+ * caller then waits for the call's end (or the next round).
+ *
+ * Bounded: at most `maxHeldCalls` calls wait for input at once (an upstream request beyond that is
+ * declined, as it would be without the opt-in); a held call lasts no longer than its own time-out
+ * (its upstream request keeps its deadline); a call that ended is kept for `KEEP_ENDED_MS` for the
+ * retry that fetches its answer, then forgotten. A state names its call by 144 random bits and is
+ * only taken back by the same key, in the same scope, for the same tool.
+ */
+import { randomBytes } from "node:crypto"
+import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
+import { ValidationError } from "../domain/errors.js"
+import { log } from "../logging/log.js"
+import { Cancel, type UpstreamRequestRelay } from "../mcp/types.js"
+import { runCall, type CallExit, type CallToolInput } from "./calls.js"
+import type { ScopeContext } from "./host.js"
+
+/** An upstream's request as the caller sees it: the MCP request, method and params. */
+export interface InputRequest {
+  readonly method: string
+  readonly params?: Record<string, unknown> | undefined
+}
+
+/** Where a held call stands for its caller: ended, or waiting for answers to these requests. */
+export type HeldStep =
+  | { readonly _tag: "Ended"; readonly exit: CallExit }
+  | { readonly _tag: "InputRequired"; readonly state: string; readonly requests: Readonly<Record<string, InputRequest>> }
+
+/** Who may take a held call back: the scope, the caller's key (its digest) and the tool. */
+export interface HeldOwner {
+  readonly scope: string
+  readonly owner: string
+  readonly tool: string
+}
+
+/** How long the answer of a held call that ended is kept for its caller's retry. */
+export const KEEP_ENDED_MS = 60_000
+/** The prefix of a request state (its format's version). */
+const PREFIX = "h1."
+
+interface Asked {
+  readonly request: InputRequest
+  readonly answer: (result: Record<string, unknown>) => void
+  /** The caller has seen it (in an `InputRequired` step). */
+  shown: boolean
+}
+
+/** One call that may wait for its caller's input. */
+export class HeldCall {
+  readonly state = PREFIX + randomBytes(18).toString("base64url")
+  readonly exit: Promise<CallExit>
+  ended: CallExit | undefined
+  readonly #asked = new Map<string, Asked>()
+  #next = 0
+  /** Wakes the caller's step that waits (an upstream request came, or the call ended). */
+  #wake: (() => void) | undefined
+  readonly cancel = new Cancel()
+
+  constructor(
+    readonly owner: HeldOwner,
+    ctx: ScopeContext,
+    input: CallToolInput,
+    /** Whether one more upstream request may be held (the store's cap). */
+    private readonly mayHold: () => boolean,
+    private readonly onEnd: (call: HeldCall) => void
+  ) {
+    this.exit = runCall(ctx, { ...input, relay: this.relay }, this.cancel).then((exit) => {
+      this.ended = exit
+      this.#asked.clear()
+      this.#wakeUp()
+      this.onEnd(this)
+      return exit
+    })
+  }
+
+  /** Requests asked and not answered yet. */
+  get waiting(): boolean {
+    return this.#asked.size > 0
+  }
+
+  private readonly relay: UpstreamRequestRelay = (request, { signal }) => {
+    if (this.#asked.size === 0 && !this.mayHold()) {
+      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: too many calls are waiting for their callers' input`))
+    }
+    return new Promise((resolve, reject) => {
+      const key = `input_${++this.#next}`
+      const drop = () => {
+        this.#asked.delete(key)
+        reject(signal.reason)
+      }
+      signal.addEventListener("abort", drop, { once: true })
+      this.#asked.set(key, {
+        request: { method: request.method, ...(request.params === undefined ? {} : { params: request.params }) },
+        answer: (result) => {
+          signal.removeEventListener("abort", drop)
+          this.#asked.delete(key)
+          resolve(result)
+        },
+        shown: false
+      })
+      this.#wakeUp()
+    })
+  }
+
+  #wakeUp(): void {
+    const wake = this.#wake
+    this.#wake = undefined
+    wake?.()
+  }
+
+  /** The next step for the caller: the call's end, or the requests asked that it has not seen yet. */
+  async step(): Promise<HeldStep> {
+    for (;;) {
+      if (this.ended !== undefined) return { _tag: "Ended", exit: this.ended }
+      const fresh = [...this.#asked.values()].some((a) => !a.shown)
+      if (fresh) {
+        const requests: Record<string, InputRequest> = {}
+        for (const [key, asked] of this.#asked) {
+          asked.shown = true
+          requests[key] = asked.request
+        }
+        return { _tag: "InputRequired", state: this.state, requests }
+      }
+      await new Promise<void>((resolve) => (this.#wake = resolve))
+    }
+  }
+
+  /**
+   * The caller's answers, by the keys it was shown. Every request waiting must be answered, and
+   * nothing else: otherwise a ValidationError and nothing is answered.
+   */
+  answer(responses: Readonly<Record<string, unknown>>): ValidationError | undefined {
+    const problems: Array<{ field: string; problem: string }> = []
+    for (const key of Object.keys(responses)) {
+      if (!this.#asked.has(key)) problems.push({ field: `input_responses.${key}`, problem: "answers no request of this call that is still waiting" })
+      else if (typeof responses[key] !== "object" || responses[key] === null || Array.isArray(responses[key])) problems.push({ field: `input_responses.${key}`, problem: "must be an object (the result of the request)" })
+    }
+    for (const key of this.#asked.keys()) if (!(key in responses)) problems.push({ field: `input_responses.${key}`, problem: "is missing: every waiting request needs its answer" })
+    if (problems.length > 0) return ValidationError.of(problems)
+    for (const [key, value] of Object.entries(responses)) this.#asked.get(key)?.answer(value as Record<string, unknown>)
+    return undefined
+  }
+}
+
+/** The calls of a store that wait, or may come to wait, for their callers' input. */
+export class HeldCalls {
+  readonly #calls = new Map<string, HeldCall>()
+  /** The timers that forget ended calls, cleared on close. */
+  readonly #forget = new Set<NodeJS.Timeout>()
+  #closed = false
+
+  constructor(private readonly maxHeld: number) {}
+
+  /** Calls waiting for input now. */
+  get waiting(): number {
+    let n = 0
+    for (const call of this.#calls.values()) if (call.waiting) n += 1
+    return n
+  }
+
+  /** Starts a call whose upstream requests wait for its caller; `step` tells when it must answer. */
+  start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner): HeldCall {
+    const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, (ended) => {
+      if (this.#closed) return
+      // Kept a while for a caller that was answered `input_required` and comes back for the end.
+      const timer = setTimeout(() => {
+        this.#forget.delete(timer)
+        this.#calls.delete(ended.state)
+      }, KEEP_ENDED_MS)
+      timer.unref()
+      this.#forget.add(timer)
+    })
+    this.#calls.set(call.state, call)
+    return call
+  }
+
+  /**
+   * The held call a retry names, taken back by its owner; a ValidationError when the state is not
+   * one (unknown, expired, another key's, scope's or tool's: all alike, so a state tells nothing).
+   */
+  resume(state: string, owner: HeldOwner): HeldCall | ValidationError {
+    const call = this.#calls.get(state)
+    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.tool !== owner.tool) {
+      return ValidationError.of([
+        { field: "request_state", problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope or tool); call the tool again without it" }
+      ])
+    }
+    return call
+  }
+
+  /** The caller went away while its call was not waiting for it: the call is cancelled. */
+  abandon(call: HeldCall): void {
+    if (call.ended !== undefined) return
+    log.info(`a call of ${call.owner.tool} held for its caller's input was cancelled: the caller went away`, { event: "held_call_abandoned", tool: call.owner.tool })
+    call.cancel.abort()
+  }
+
+  /** Ends every held call (the store stops). */
+  close(): void {
+    this.#closed = true
+    for (const call of this.#calls.values()) call.cancel.abort()
+    this.#calls.clear()
+    for (const timer of this.#forget) clearTimeout(timer)
+    this.#forget.clear()
+  }
+}

@@ -1,0 +1,125 @@
+// Input in rounds over REST, against a real 2025-era server that asks mid-call (the HTTP fixture's
+// `ask` tool sends elicitation/create): a caller that opts in with `accept_input_required` is
+// answered `input_required` with the request and a `request_state`, and the retry with
+// `input_responses` answers the server's request, once per round, until the call's result. Without
+// the opt-in the request is declined as before. A retry that does not fit its call (unknown state,
+// another scope or tool, keys that are not the ones asked) is a 400 that changes nothing; a call
+// nobody answers ends at its time-out and is recorded once; the store's cap on held calls declines
+// the request beyond it.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { addService, eventually, useTestServers, type TestServer } from "../support/index.js"
+
+describe("input_required over REST", () => {
+  const servers = useTestServers()
+  let fixture: HttpFixture
+  beforeAll(async () => {
+    fixture = await startHttpFixture({ server: { elicitTool: true } })
+  })
+  afterAll(() => fixture?.stop())
+
+  const store = async (options: Record<string, unknown> = {}): Promise<TestServer> => {
+    const server = await servers.start({ options })
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    return server
+  }
+  const accept = (name: string) => ({ action: "accept", content: { name } })
+
+  it("answers input_required with the server's request, and the retry with its answer gets the call's result, recorded once", async () => {
+    const server = await store()
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    expect(first.status).toBe(200)
+    expect(first.body).toMatchObject({ success: true, result_type: "input_required", tool_name: "fx__ask" })
+    expect(first.body.input_requests).toEqual({
+      input_1: {
+        method: "elicitation/create",
+        params: { mode: "form", message: "Your name (round 1)?", requestedSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] } }
+      }
+    })
+    expect(first.body.request_state).toMatch(/^h1\.[\w-]{24}$/)
+    const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+    expect(done.status).toBe(200)
+    expect(done.body).toMatchObject({ success: true, result_type: "complete", result: "names: Ada", tool_name: "fx__ask" })
+    const records = await server.get("/for_store/tool_records?tool_name=ask")
+    expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success"])
+    // A retry that comes again (its answer was lost) gets the same end, while the ended call is kept.
+    const again = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: {} })
+    expect(again.body).toMatchObject({ result_type: "complete", result: "names: Ada" })
+  })
+
+  it("takes as many rounds as the server asks, and a declined request is the server's to handle", async () => {
+    const server = await store()
+    let reply = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { rounds: 3 }, accept_input_required: true })
+    const names = ["Ada", "Grace", "Edsger"]
+    for (const [i, name] of names.entries()) {
+      expect(reply.body.result_type, `round ${i + 1}`).toBe("input_required")
+      const [key] = Object.keys(reply.body.input_requests)
+      expect(reply.body.input_requests[key!].params.message).toBe(`Your name (round ${i + 1})?`)
+      reply = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: reply.body.request_state, input_responses: { [key!]: accept(name) } })
+    }
+    expect(reply.body).toMatchObject({ result_type: "complete", result: "names: Ada, Grace, Edsger" })
+
+    const asked = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    const declined = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: asked.body.request_state, input_responses: { input_1: { action: "decline" } } })
+    expect(declined.body).toMatchObject({ result_type: "complete", result: "round 1: decline" })
+  })
+
+  it("without the opt-in, the server's request is declined as before, and every answer says result_type complete", async () => {
+    const server = await store()
+    const declined = await server.post("/for_store/call_tool", { tool_name: "fx__ask" })
+    expect(declined.status).toBe(502)
+    expect(declined.text).toContain("mcp-store declined elicitation/create")
+    const plain = await server.post("/for_store/call_tool", { tool_name: "fx__echo", args: { text: "hi" } })
+    expect(plain.body).toMatchObject({ success: true, result_type: "complete", result: "hi" })
+    // The opt-in on a call whose server asks nothing is an ordinary call.
+    const opted = await server.post("/for_store/call_tool", { tool_name: "fx__echo", args: { text: "hi" }, accept_input_required: true })
+    expect(opted.body).toMatchObject({ success: true, result_type: "complete", result: "hi" })
+  })
+
+  it("a retry that does not fit its call is a 400 that changes nothing; the right retry still works", async () => {
+    const server = await store()
+    await server.post("/for_agent/a1/add_service", { name: "fx", url: fixture.url })
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    const state = first.body.request_state as string
+    const refusals: Array<[string, Record<string, unknown>]> = [
+      ["/for_store/call_tool", { tool_name: "fx__ask", request_state: "h1.AAAAAAAAAAAAAAAAAAAAAAAA", input_responses: { input_1: accept("x") } }],
+      ["/for_store/call_tool", { tool_name: "fx__echo", request_state: state, input_responses: { input_1: accept("x") } }],
+      ["/for_agent/a1/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: { input_1: accept("x") } }],
+      ["/for_store/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: { input_9: accept("x") } }],
+      ["/for_store/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: {} }],
+      ["/for_store/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: { input_1: "yes" } }],
+      ["/for_store/call_tool", { tool_name: "fx__ask", request_state: state }],
+      ["/for_store/call_tool", { tool_name: "fx__ask", input_responses: { input_1: accept("x") } }]
+    ]
+    for (const [path, body] of refusals) {
+      const reply = await server.post(path, body)
+      expect(reply.status, JSON.stringify(body)).toBe(400)
+      expect(reply.body.error?.code ?? reply.body.code, JSON.stringify(body)).toBe("VALIDATION_ERROR")
+    }
+    const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: { input_1: accept("Barbara") } })
+    expect(done.body).toMatchObject({ result_type: "complete", result: "names: Barbara" })
+  })
+
+  it("a call nobody answers ends at its time-out, recorded once, and its state then gives that end", async () => {
+    const server = await store()
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true, timeout: 1 })
+    expect(first.body.result_type).toBe("input_required")
+    const recorded = await eventually(async () => (await server.get("/for_store/tool_records?tool_name=ask")).body.executions.length === 1, 10_000)
+    expect(recorded).toBe(true)
+    const records = await server.get("/for_store/tool_records?tool_name=ask")
+    expect(records.body.executions[0].outcome).toBe("timeout")
+    const late = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: {} })
+    expect(late.status).toBe(504)
+  })
+
+  it("beyond --max-held-calls, a server's request is declined as without the opt-in", async () => {
+    const server = await store({ max_held_calls: 1 })
+    const held = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    expect(held.body.result_type).toBe("input_required")
+    const beyond = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    expect(beyond.status).toBe(502)
+    expect(beyond.text).toContain("too many calls are waiting")
+    const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: held.body.request_state, input_responses: { input_1: accept("Alan") } })
+    expect(done.body.result).toBe("names: Alan")
+  })
+})
