@@ -24,7 +24,7 @@ import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { currentPrincipal } from "./access.js"
 import type { AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
-import type { HeldCall, HeldStep } from "../runtime/input-required.js"
+import type { HeldStep } from "../runtime/input-required.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
@@ -105,15 +105,9 @@ const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof Ca
     Effect.async<HeldStep, ValidationError>((resume) => {
       const held = ctx.host.held
       const owner = { scope: ctx.label, owner: edge.owner(), tool: payload.tool_name }
-      let call: HeldCall
-      if (payload.request_state === undefined) {
-        call = held.start(ctx, callInput(payload, edge.trace), owner)
-      } else {
-        const found = held.resume(payload.request_state, owner)
-        const refused = found instanceof ValidationError ? found : found.answer(payload.input_responses ?? {})
-        if (refused !== undefined) return resume(Effect.fail(refused))
-        call = found as HeldCall
-      }
+      const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
+      const call = held.open(ctx, callInput(payload, edge.trace), owner, retry)
+      if (call instanceof ValidationError) return resume(Effect.fail(call))
       let answered = false
       void call.step().then((step) => {
         answered = true

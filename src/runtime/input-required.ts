@@ -164,6 +164,18 @@ export class HeldCalls {
     return n
   }
 
+  /**
+   * The held call of a request: a new one, or with `retry` (the state and answers of a caller that
+   * was answered `input_required`) the one it names, its answers given; a ValidationError changes
+   * nothing. The caller then waits for its `step`.
+   */
+  open(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> }): HeldCall | ValidationError {
+    if (retry === undefined) return this.start(ctx, input, owner)
+    const call = this.resume(retry.state, owner)
+    if (call instanceof ValidationError) return call
+    return call.answer(retry.responses) ?? call
+  }
+
   /** Starts a call whose upstream requests wait for its caller; `step` tells when it must answer. */
   start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner): HeldCall {
     const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, (ended) => {
