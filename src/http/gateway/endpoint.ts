@@ -55,19 +55,16 @@ import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress } from "../../mcp/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { isStoreError } from "../../domain/errors.js"
-import * as calls from "../../runtime/calls.js"
-import { Cause, Exit, Option } from "effect"
 import type { ScopeContext } from "../../runtime/host.js"
-import { LatestThrottle } from "../../runtime/progress.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
 import type { McpConnection } from "../../mcp/types.js"
-import { toolViewsFor } from "../../runtime/service-views.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
+import { callOverMcp, mcpTool, namesOf, offeredTools, scopeContext } from "./tool-face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -228,23 +225,12 @@ export class McpGateway {
     this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
-  /** Tools a scope offers through MCP: those of its connected services (that a key's `gate` lets through). */
-  private tools(scope: Scope, gate: ToolGate | undefined) {
-    return Object.values(this.store.serviceActors(scope))
-      .map((a) => a.getSnapshot())
-      .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
-      .flatMap((s) => toolViewsFor(s, gate))
-  }
-
   private toolNames(scope: Scope, gate: ToolGate | undefined): string {
-    return this.tools(scope, gate)
-      .map((t) => t.name)
-      .sort()
-      .join("\n")
+    return namesOf(offeredTools(this.store, scope, gate))
   }
 
   private scopeContext(scope: Scope): ScopeContext {
-    return (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).effects
+    return scopeContext(this.store, scope)
   }
 
   private onMonitorEvent(e: MonitorEvent): void {
@@ -496,68 +482,36 @@ export class McpGateway {
       return {}
     })
     server.setRequestHandler(ListToolsRequestSchema, async () => {
-      const tools = this.tools(scope, session.gate)
-      session.listed = tools.map((t) => t.name).sort().join("\n")
-      return {
-        // Every MCP field of the upstream's tool, unchanged (src/runtime/service-views.ts); tools hidden
-        // from agents (app-only, tasks required) are not in the list.
-        tools: tools.map((t) => ({
-          name: t.name,
-          ...(t.title !== undefined ? { title: t.title } : {}),
-          description: t.description,
-          inputSchema: t.inputSchema as { type: "object" },
-          ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
-          ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
-          ...(t.execution !== undefined ? { execution: t.execution } : {}),
-          ...(t._meta !== undefined ? { _meta: t._meta } : {})
-        }))
-      }
+      const tools = offeredTools(this.store, scope, session.gate)
+      session.listed = namesOf(tools)
+      return { tools: tools.map(mcpTool) }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-      const ctx = this.scopeContext(scope).gated(session.gate)
-      // The client's progressToken: each upstream progress comes back to it, the latest only while
-      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      // The client's progressToken: each upstream progress comes back to it.
       const token = request.params._meta?.progressToken
-      const progress =
-        token === undefined
-          ? undefined
-          : new LatestThrottle<CallProgress>(0, (p) =>
-              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
-            )
-      try {
-        // The call pipeline (src/runtime/calls.ts), run at once. No time-out of its own: the call
-        // lasts while the client's request is open (its notifications/cancelled aborts
-        // `extra.signal`), up to --max-call-seconds.
-        const exit = await calls.runCall(
-          ctx,
-          {
-            tool_name: request.params.name,
-            args: request.params.arguments ?? {},
-            timeout: this.store.limits.maxCallSeconds,
-            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
-            // The upstream's elicitation and sampling go to this client, on this request's stream.
-            relay: (req, { signal, timeoutMs }) => {
-              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
-              if (server.getClientCapabilities()?.[capability] === undefined) {
-                return Promise.reject(
-                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
-                )
-              }
-              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
-              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+      // Its notifications/cancelled aborts `extra.signal`.
+      return callOverMcp(
+        this.store,
+        scope,
+        session.gate,
+        {
+          name: request.params.name,
+          arguments: request.params.arguments,
+          ...(token !== undefined ? { progress: (p: CallProgress) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
+          // The upstream's elicitation and sampling go to this client, on this request's stream.
+          relay: (req, { signal, timeoutMs }) => {
+            const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+            if (server.getClientCapabilities()?.[capability] === undefined) {
+              return Promise.reject(
+                new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+              )
             }
-          },
-          extra.signal
-        )
-        // The upstream's result as it came.
-        if (Exit.isSuccess(exit)) return exit.value.result
-        // The store's refusals and failures (unknown tool, bad arguments, service down) are the tool's failure to the client.
-        const failure = Cause.failureOption(exit.cause)
-        if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
-        throw Cause.squash(exit.cause)
-      } finally {
-        progress?.close()
-      }
+            const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+            return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+          }
+        },
+        extra.signal
+      )
     })
     return server
   }
