@@ -64,7 +64,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, mcpTool, namesOf, offeredTools, scopeContext } from "./tool-face.js"
+import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -302,16 +302,14 @@ export class McpGateway {
       runToPromise(effect, signal).catch((e: unknown) => {
         throw mcpErrorOf(e)
       })
-    const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
-      Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
     if (offers.resources) {
       // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
       server.setRequestHandler(ListResourcesRequestSchema, async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { resources: catalog.resourceViews(ctx()).map((r) => strip(r, "original_uri")) as never }
+        return { resources: mcpResources(ctx()) }
       })
       server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
-        resourceTemplates: catalog.resourceTemplateViews(ctx()).map((t) => strip(t, "original_uri_template")) as never
+        resourceTemplates: mcpResourceTemplates(ctx())
       }))
       server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => run(catalog.readResource(ctx(), request.params.uri), extra.signal))
       if (offers.subscribe) {
@@ -328,7 +326,7 @@ export class McpGateway {
     if (offers.prompts) {
       server.setRequestHandler(ListPromptsRequestSchema, async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { prompts: catalog.promptViews(ctx()).map((p) => strip(p, "original_name")) as never }
+        return { prompts: mcpPrompts(ctx()) }
       })
       server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
         run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), extra.signal)

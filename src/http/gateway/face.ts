@@ -1,8 +1,9 @@
 /**
- * What both faces of the MCP endpoint say about tools: the 2025 sessions (endpoint.ts) and the
- * 2026-07-28 per-request face (modern.ts). One list of a scope as a key sees it, in one
- * deterministic order (by callable name), and one way to call a tool over MCP: the store's call
- * pipeline (src/runtime/calls.ts) with its failures mapped once, so the two eras cannot drift.
+ * What both faces of the MCP endpoint say: the 2025 sessions (endpoint.ts) and the 2026-07-28
+ * per-request face (modern.ts). One list of a scope's tools as a key sees it, in one deterministic
+ * order (by callable name), one way to call a tool over MCP (the store's call pipeline,
+ * src/runtime/calls.ts, its failures mapped once), and the resource and prompt lists as MCP shows
+ * them, so the two eras cannot drift.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Exit, Option } from "effect"
@@ -11,6 +12,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
 import * as calls from "../../runtime/calls.js"
+import * as catalog from "../../runtime/catalog.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { LatestThrottle } from "../../runtime/progress.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
@@ -86,3 +88,12 @@ export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | u
     progress?.close()
   }
 }
+
+/** A catalog view without the store's own fields (the service's name, the upstream's original name or URI). */
+const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
+  Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
+
+/** A scope's resources, resource templates and prompts as MCP lists them (read from the actors' snapshots: no upstream request). */
+export const mcpResources = (ctx: ScopeContext) => catalog.resourceViews(ctx).map((r) => strip(r, "original_uri")) as never
+export const mcpResourceTemplates = (ctx: ScopeContext) => catalog.resourceTemplateViews(ctx).map((t) => strip(t, "original_uri_template")) as never
+export const mcpPrompts = (ctx: ScopeContext) => catalog.promptViews(ctx).map((p) => strip(p, "original_name")) as never
