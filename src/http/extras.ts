@@ -202,7 +202,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     // The 2026-07-28 face of the same endpoints (src/http/gateway/modern.ts): its listen streams
     // share the sessions' cap.
     const modern = yield* Effect.acquireRelease(
-      Effect.sync(() => new ModernMcp(store, app.monitor, { maxListenStreams: app.server.maxMcpSessions })),
+      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, { maxListenStreams: app.server.maxMcpSessions })),
       (m) => Effect.promise(() => m.close())
     )
     onShutdown(app, () => {

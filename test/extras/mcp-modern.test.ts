@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { demoServer } from "../fixtures/paths.js"
+import { demoServer, everythingStdio } from "../fixtures/paths.js"
 import { addService, authedApi, eventually, freshDir, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const MODERN = "2026-07-28"
@@ -103,21 +103,27 @@ interface RawOptions {
   readonly params?: Record<string, unknown>
 }
 
+/** One modern JSON-RPC request over raw HTTP to `path` of the shared store. */
+const raw = (path: string, method: string, options: RawOptions = {}) => rawRequestModern(server.url + path, method, { key: keys.admin, ...options })
+
+/** A modern request with `params` to a store without keys. */
+const rawAt = (url: string, method: string, params: Record<string, unknown> = {}) => rawRequestModern(url, method, { params })
+
 /** One modern JSON-RPC request over raw HTTP: the status and the JSON-RPC response (the last of an SSE stream). */
-const raw = async (path: string, method: string, options: RawOptions = {}) => {
+const rawRequestModern = async (url: string, method: string, options: RawOptions = {}) => {
   const version = options.version ?? MODERN
   const params = options.params ?? {}
   const name = typeof params["name"] === "string" ? params["name"] : typeof params["uri"] === "string" ? params["uri"] : undefined
   const headers: Record<string, string | null> = {
     "content-type": "application/json",
     accept: "application/json, text/event-stream",
-    authorization: `Bearer ${options.key ?? keys.admin}`,
+    ...(options.key !== undefined ? { authorization: `Bearer ${options.key}` } : {}),
     "mcp-protocol-version": version,
     "mcp-method": method,
     ...(name !== undefined ? { "mcp-name": name } : {}),
     ...options.headers
   }
-  const res = await fetch(server.url + path, {
+  const res = await fetch(url, {
     method: "POST",
     headers: Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== null)),
     body: JSON.stringify({ jsonrpc: "2.0", id: 7, method, params: { ...params, _meta: envelope(version) } })
@@ -293,5 +299,99 @@ describe("subscriptions/listen", () => {
     expect(await eventually(() => changed >= 1, 5000)).toBe(true)
     expect((await client.listTools({}, { cacheMode: "bypass" })).tools.map((t) => t.name)).toContain("demo__add")
     expect(otherChanged).toBe(0)
+  })
+})
+
+describe("resources, prompts and completion over 2026-07-28 (server-everything)", () => {
+  const EV = "/for_agent/ev-agent"
+  let ev: TestServer
+  const uri = "demo://resource/dynamic/text/1"
+  beforeAll(async () => {
+    ev = await startTestServer()
+    await addService(ev, EV, localService("solo", everythingStdio))
+    await waitStatus(ev, EV, "solo", "healthy", 30)
+  }, 60_000)
+  afterAll(async () => {
+    await ev?.cleanup()
+  })
+  const client = async () => {
+    const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+    c.onerror = () => undefined
+    await within(c.connect(new StreamableHTTPClientTransport(new URL(`${ev.url}${EV}/mcp`))), 10_000, "connect")
+    closers.push(() => c.close())
+    return c
+  }
+
+  it("lists, reads, gets a prompt and completes as the 2025 face does; a missing resource is -32602", async () => {
+    const c = await client()
+    expect(c.getServerCapabilities()).toMatchObject({ resources: { listChanged: true, subscribe: true }, prompts: { listChanged: true }, completions: {} })
+    const { resources } = await c.listResources()
+    expect(resources.length).toBeGreaterThan(0)
+    const read = await c.readResource({ uri: resources[0]!.uri })
+    expect(read.contents[0]?.uri).toBe(resources[0]!.uri)
+    expect((await c.listResourceTemplates()).resourceTemplates.length).toBeGreaterThan(0)
+    const prompt = await c.getPrompt({ name: "solo__args-prompt", arguments: { city: "Lyon", state: "Rhône" } })
+    expect(JSON.stringify(prompt.messages)).toContain("Lyon")
+    const done = await c.complete({ ref: { type: "ref/prompt", name: "solo__completable-prompt" }, argument: { name: "department", value: "En" } })
+    expect(done.completion.values).toEqual(["Engineering"])
+
+    // The same lists as a 2025 session gets.
+    const legacy = new ClientV1({ name: "legacy-test", version: "1.0.0" })
+    await within(legacy.connect(new TransportV1(new URL(`${ev.url}${EV}/mcp`))), 10_000, "connect 1.x")
+    closers.push(() => legacy.close())
+    expect((await legacy.listResources()).resources).toEqual(resources)
+
+    const list = await rawAt(ev.url + EV + "/mcp", "resources/list")
+    expect(list.response.result).toMatchObject({ resultType: "complete", cacheScope: "public", ttlMs: expect.any(Number) })
+    const readRaw = await rawAt(ev.url + EV + "/mcp", "resources/read", { uri })
+    expect(readRaw.response.result).toMatchObject({ resultType: "complete", ttlMs: 0, cacheScope: "public" })
+    const missing = await rawAt(ev.url + EV + "/mcp", "resources/read", { uri: "mcp-store://nope/x" })
+    expect(missing.response.error).toMatchObject({ code: -32602, data: { uri: "mcp-store://nope/x" } })
+  })
+
+  it("subscriptions/listen with resourceSubscriptions: the upstream's updates of that URI reach the stream", async () => {
+    const c = await client()
+    let updated: string | undefined
+    c.setNotificationHandler("notifications/resources/updated", (n) => void (updated = n.params.uri))
+    const sub = await within(c.listen({ resourceSubscriptions: [uri] }), 5000, "listen")
+    closers.push(() => sub.close())
+    expect(sub.honoredFilter).toEqual({ resourceSubscriptions: [uri] })
+    // server-everything sends updates of subscribed URIs once the tool turns them on.
+    await c.callTool({ name: "solo__toggle-subscriber-updates", arguments: {} })
+    try {
+      expect(await eventually(() => updated === uri, 15_000)).toBe(true)
+    } finally {
+      await c.callTool({ name: "solo__toggle-subscriber-updates", arguments: {} })
+    }
+  })
+})
+
+describe("listen streams: capped, and ended gracefully at shutdown", () => {
+  it("past max_mcp_sessions open streams a listen is refused (-32603); shutdown ends the open one with its final result", async () => {
+    const small = await startTestServer({ options: { max_mcp_sessions: 1 } })
+    try {
+      const connectOne = async () => {
+        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+        c.onerror = () => undefined
+        await within(c.connect(new StreamableHTTPClientTransport(new URL(`${small.url}/mcp`))), 10_000, "connect")
+        closers.push(() => c.close())
+        return c
+      }
+      const first = await within((await connectOne()).listen({ toolsListChanged: true }), 5000, "first listen")
+      await expect(within((await connectOne()).listen({ toolsListChanged: true }), 5000, "second listen")).rejects.toThrow(/limit/i)
+      // A 2025 session still fits: the sessions' count is apart.
+      const { transport } = await (async () => {
+        const client = new ClientV1({ name: "legacy-test", version: "1.0.0" })
+        const transport = new TransportV1(new URL(`${small.url}/mcp`))
+        await within(client.connect(transport), 10_000, "connect 1.x")
+        closers.push(() => client.close())
+        return { transport }
+      })()
+      expect(transport.sessionId).toMatch(/.+/)
+      await within(small.cleanup(), 10_000, "shutdown with a listen stream open")
+      expect(await within(first.closed, 5000, "the stream's end")).toBe("graceful")
+    } finally {
+      await small.cleanup().catch(() => undefined)
+    }
   })
 })

@@ -213,6 +213,8 @@ export class McpGateway {
   /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
   private readonly subscriptions = new Map<string, Subscription>()
   private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** Subscribers beside the sessions: 2026-07-28 listen streams (modern.ts), by id -> how each hears an update. */
+  private readonly streamSubscribers = new Map<string, (uri: string) => void>()
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
   private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
 
@@ -360,6 +362,36 @@ export class McpGateway {
     if (fresh) await this.subscribeUpstream(sub, true)
   }
 
+  /**
+   * Subscribes a 2026-07-28 listen stream (not a session) to resources of a scope, sharing the
+   * upstream subscriptions with the sessions and their cap (MAX_SUBSCRIPTIONS_PER_SESSION):
+   * `onUpdate` hears each update with the URI as the stream gave it. A URI that cannot be subscribed
+   * (unknown, past the cap, the upstream refused) is logged and left out. Returns the unsubscribe.
+   */
+  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void {
+    const subscriber = { id: `listen/${randomUUID()}`, scope, subscriptions: new Map<string, string>() }
+    let open = true
+    this.streamSubscribers.set(subscriber.id, onUpdate)
+    void (async () => {
+      for (const uri of uris) {
+        if (!open) return
+        try {
+          await this.subscribe(subscriber, uri)
+        } catch (e) {
+          const message = e instanceof Error ? e.message : String(e)
+          log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
+        }
+      }
+    })()
+    return () => {
+      open = false
+      // A subscription still being made is already in the map: it is dropped with the rest.
+      for (const key of subscriber.subscriptions.keys()) this.dropSubscriber(key, subscriber.id)
+      subscriber.subscriptions.clear()
+      this.streamSubscribers.delete(subscriber.id)
+    }
+  }
+
   private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
     for (const [key, given] of session.subscriptions) {
       if (given !== uri) continue
@@ -412,7 +444,9 @@ export class McpGateway {
     for (const sub of this.subscriptions.values()) {
       if (sub.connection !== connection || sub.uri !== uri) continue
       for (const [sessionId, given] of sub.sessions) {
-        this.sessions.get(sessionId)?.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+        const session = this.sessions.get(sessionId)
+        if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+        else this.streamSubscribers.get(sessionId)?.(given)
       }
     }
   }

@@ -48,6 +48,13 @@ export interface ModernCaller {
   readonly gate: ToolGate | undefined
   /** `private` when the answers depend on the caller's key (an agent key), else `public`. */
   readonly cacheScope: "public" | "private"
+  /** The resource URIs a `subscriptions/listen` request asks updates of. */
+  readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
+}
+
+/** The store's resource subscriptions, shared with the 2025 sessions (`McpGateway.subscribeStream`). */
+export interface ResourceSubscriptions {
+  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void
 }
 
 /** How long a client may keep a tool, resource or prompt list (ms): list changes come on `subscriptions/listen` at once. */
@@ -69,7 +76,8 @@ export class ListenBus implements ServerEventBus {
 
   constructor(
     private readonly store: Store,
-    private readonly callers: AsyncLocalStorage<ModernCaller>
+    private readonly callers: AsyncLocalStorage<ModernCaller>,
+    private readonly resources: ResourceSubscriptions
   ) {}
 
   /** Every stream, whatever its scope (the SDK's interface); the store itself announces through `toolsChanged` and `catalogChanged`. */
@@ -91,7 +99,13 @@ export class ListenBus implements ServerEventBus {
       deliver
     }
     this.listeners.add(listener)
-    return () => void this.listeners.delete(listener)
+    // The SDK delivers an update only to a stream that asked for its URI (and only when `subscribe` is offered).
+    const uris = caller.resourceSubscriptions ?? []
+    const unsubscribe = uris.length > 0 && catalog.scopeCapabilities(ctx).subscribe ? this.resources.subscribeStream(caller.scope, uris, (uri) => deliver({ kind: "resource_updated", uri })) : undefined
+    return () => {
+      this.listeners.delete(listener)
+      unsubscribe?.()
+    }
   }
 
   /** A scope's tool lists may have changed: tell each of its streams whose list did. */
@@ -175,6 +189,13 @@ const probeOf = (req: IncomingMessage): Request => {
   return new Request(`http://localhost${req.url ?? "/"}`, { method: req.method ?? "POST", headers })
 }
 
+/** The filter of a `subscriptions/listen` request (undefined for any other body); its URIs only when they are strings (else the SDK refuses the filter). */
+const listenFilterOf = (body: unknown): { readonly resourceSubscriptions: ReadonlyArray<string> | undefined } | undefined => {
+  if (typeof body !== "object" || body === null || (body as { method?: unknown }).method !== "subscriptions/listen") return undefined
+  const uris = (body as { params?: { notifications?: { resourceSubscriptions?: unknown } } }).params?.notifications?.resourceSubscriptions
+  return { resourceSubscriptions: Array.isArray(uris) && uris.every((u) => typeof u === "string") ? uris : undefined }
+}
+
 /**
  * The 2026-07-28 face of the MCP endpoint, for every scope. Owned by the HTTP server with the
  * sessions (`McpGateway`); `shutdown()` ends the listen streams, `close()` the rest.
@@ -196,9 +217,10 @@ export class ModernMcp {
   constructor(
     private readonly store: Store,
     monitor: Monitor,
+    resources: ResourceSubscriptions,
     options: ModernOptions
   ) {
-    this.bus = new ListenBus(store, this.callers)
+    this.bus = new ListenBus(store, this.callers, resources)
     const factory = () => {
       const caller = this.callers.getStore()
       if (caller === undefined) throw new Error("a modern MCP request outside the endpoint's routing")
@@ -238,8 +260,9 @@ export class ModernMcp {
     // GET and DELETE are 2025 session operations; a POST is classified by the SDK (isLegacyRequest).
     if (req.method !== "POST" || (await isLegacyRequest(probeOf(req), body))) return legacy(req, res, body)
     if (this.closing) return refuse(res, 503, "Server shutting down")
-    const listen = typeof body === "object" && body !== null && (body as { method?: unknown }).method === "subscriptions/listen"
-    await this.callers.run(caller, () => (listen ? this.serveListen : this.serveRequest)(req as NodeIncomingMessageLike, res, body))
+    const listen = listenFilterOf(body)
+    if (listen === undefined) return this.callers.run(caller, () => this.serveRequest(req as NodeIncomingMessageLike, res, body))
+    await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => this.serveListen(req as NodeIncomingMessageLike, res, body))
   }
 
   /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */
@@ -249,8 +272,7 @@ export class ModernMcp {
     const offers = catalog.scopeCapabilities(ctx())
     const capabilities: ServerCapabilities = {
       tools: { listChanged: true },
-      // No `subscribe`: resource updates are not relayed on listen streams (see docs/sessions.md).
-      ...(offers.resources ? { resources: { listChanged: true } } : {}),
+      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
       ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
       ...(offers.completions ? { completions: {} } : {})
     }
