@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, everythingStdio } from "../fixtures/paths.js"
-import { addService, authedApi, eventually, freshDir, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, rawRequest, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const MODERN = "2026-07-28"
 const A = "agent-a"
@@ -226,6 +226,30 @@ describe("keys and scopes", () => {
     const own = await raw(`/for_agent/${B}/mcp`, "tools/list", { key: keys.wideB })
     expect(own.response.result.cacheScope).toBe("private")
     expect(own.response.result.tools.every((t: { name: string }) => t.name.startsWith("fx__"))).toBe(true)
+  })
+})
+
+describe("the 2025 path's HTTP rules hold for modern requests", () => {
+  it("no key: 401; a foreign Origin: 403; a body over max_body_bytes: 413", async () => {
+    const noKey = await rawRequestModern(server.url + "/mcp", "tools/list")
+    expect(noKey.status).toBe(401)
+    const origin = await raw("/mcp", "tools/list", { headers: { origin: "http://evil.example" } })
+    expect(origin.status).toBe(403)
+    const big = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "fx__echo", arguments: { text: "x".repeat(1_200_000) }, _meta: envelope() }
+    })
+    const tooBig = await rawRequest(server.url + "/mcp", "POST", big, {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      authorization: `Bearer ${keys.admin}`,
+      "mcp-protocol-version": MODERN,
+      "mcp-method": "tools/call",
+      "mcp-name": "fx__echo"
+    })
+    expect(tooBig.status).toBe(413)
   })
 })
 
