@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, everythingStdio } from "../fixtures/paths.js"
-import { addService, authedApi, eventually, freshDir, rawRequest, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, quietFor, rawRequest, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const MODERN = "2026-07-28"
 const A = "agent-a"
@@ -269,7 +269,7 @@ describe("the modern wire rules over raw HTTP", () => {
     expect(agent.response.result._meta["io.modelcontextprotocol/serverInfo"].name).toBe(`mcp-store/${A}`)
   })
 
-  it("Mcp-Method or Mcp-Name unlike the body: 400 HeaderMismatch (-32020); missing where required: refused too", async () => {
+  it("Mcp-Method or Mcp-Name unlike the body: 400 HeaderMismatch (-32020); missing where required (MCP-Protocol-Version too): the same", async () => {
     const method = await raw("/mcp", "tools/list", { headers: { "mcp-method": "prompts/list" } })
     expect(method.status).toBe(400)
     expect(method.response.error.code).toBe(-32020)
@@ -282,6 +282,9 @@ describe("the modern wire rules over raw HTTP", () => {
     const noMethod = await raw("/mcp", "tools/list", { headers: { "mcp-method": null } })
     expect(noMethod.status).toBe(400)
     expect(noMethod.response.error.code).toBe(-32020)
+    const noVersion = await raw("/mcp", "tools/list", { headers: { "mcp-protocol-version": null } })
+    expect(noVersion.status).toBe(400)
+    expect(noVersion.response.error.code).toBe(-32020)
   })
 
   it("an unsupported protocol version: 400 UnsupportedProtocolVersion (-32022) with the supported list", async () => {
@@ -305,16 +308,21 @@ describe("the modern wire rules over raw HTTP", () => {
 })
 
 describe("subscriptions/listen", () => {
-  it("a tool list change of its scope reaches a listening client; another agent's does not", async () => {
+  it("a tool list change of its scope reaches a listening client; not another agent's, nor a key whose list did not change", async () => {
     const client = await modernClient(`/for_agent/${A}/mcp`, keys.admin)
     const other = await modernClient(`/for_agent/${B}/mcp`, keys.admin)
     let changed = 0
     let otherChanged = 0
     client.setNotificationHandler("notifications/tools/list_changed", () => void (changed += 1))
     other.setNotificationHandler("notifications/tools/list_changed", () => void (otherChanged += 1))
+    // An agent key whose list (fx__echo, fx__add) the change leaves as it was.
+    const narrow = await modernClient(`/for_agent/${A}/mcp`, keys.narrow)
+    let narrowChanged = 0
+    narrow.setNotificationHandler("notifications/tools/list_changed", () => void (narrowChanged += 1))
     const sub = await within(client.listen({ toolsListChanged: true }), 5000, "listen A")
     const subOther = await within(other.listen({ toolsListChanged: true }), 5000, "listen B")
-    closers.push(() => sub.close(), () => subOther.close())
+    const subNarrow = await within(narrow.listen({ toolsListChanged: true }), 5000, "listen A, narrow key")
+    closers.push(() => sub.close(), () => subOther.close(), () => subNarrow.close())
     expect(sub.honoredFilter).toEqual({ toolsListChanged: true })
 
     const added = await authed(keys.admin).post(`/for_agent/${A}/add_service`, localService("demo", demoServer))
@@ -322,7 +330,9 @@ describe("subscriptions/listen", () => {
     await waitStatus(authed(keys.admin), `/for_agent/${A}`, "demo", "healthy", 30)
     expect(await eventually(() => changed >= 1, 5000)).toBe(true)
     expect((await client.listTools({}, { cacheMode: "bypass" })).tools.map((t) => t.name)).toContain("demo__add")
+    await quietFor(300)
     expect(otherChanged).toBe(0)
+    expect(narrowChanged).toBe(0)
   })
 })
 

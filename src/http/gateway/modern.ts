@@ -80,9 +80,12 @@ export class ListenBus implements ServerEventBus {
     private readonly resources: ResourceSubscriptions
   ) {}
 
-  /** Every stream, whatever its scope (the SDK's interface); the store itself announces through `toolsChanged` and `catalogChanged`. */
+  /**
+   * The SDK's unscoped publish (`handler.notify`): refused, since it would reach every scope's
+   * streams. The store announces through `toolsChanged`, `catalogChanged` and resource updates.
+   */
   publish(event: ServerEvent): void {
-    for (const l of this.listeners) l.deliver(event)
+    throw new Error(`mcp-store announces ${event.kind} per scope, not to every subscriptions/listen stream`)
   }
 
   /** Called by the SDK's listen router as a stream opens, inside the request that opened it. */
