@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, everythingStdio } from "../fixtures/paths.js"
-import { addService, authedApi, eventually, freshDir, quietFor, rawRequest, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, parsePrometheus, quietFor, rawRequest, sampleValue, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const MODERN = "2026-07-28"
 const A = "agent-a"
@@ -67,7 +67,7 @@ afterEach(async () => {
 const authed = (key: string) => authedApi(server.url, key)
 
 /** An SDK v2 client on `path` with `key`, pinned to 2026-07-28 or in `auto` mode; closed after the test. */
-const modernClient = async (path: string, key: string, mode: "auto" | { pin: string } = { pin: MODERN }) => {
+const modernClient = async (path: string, key: string, mode: "auto" | "legacy" | { pin: string } = { pin: MODERN }) => {
   const client = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode } })
   client.onerror = () => undefined
   const transport = new StreamableHTTPClientTransport(new URL(server.url + path), { requestInit: { headers: { authorization: `Bearer ${key}` } } })
@@ -177,7 +177,7 @@ describe("the SDK v2 client on /mcp", () => {
     expect(echo.content).toEqual([{ type: "text", text: "hi" }])
   })
 
-  it("the SDK 1.x client keeps its 2025 session on the same URL, beside a modern client", async () => {
+  it("the SDK 1.x client (and v2 in legacy mode) keeps its 2025 session on the same URL, beside a modern client", async () => {
     const modern = await modernClient("/mcp", keys.admin)
     const { client, transport } = await legacyClient("/mcp", keys.admin)
     expect(transport.sessionId).toMatch(/.+/)
@@ -185,6 +185,10 @@ describe("the SDK v2 client on /mcp", () => {
     expect(a.tools.map((t) => t.name)).toEqual(b.tools.map((t) => t.name))
     const sum = await within(client.callTool({ name: "demo__add", arguments: { a: 1, b: 2 } }), 10_000, "demo__add (1.x)")
     expect(sum.structuredContent).toEqual({ sum: 3 })
+    // The SDK v2 client in its default `legacy` mode: a 2025 session too.
+    const v2legacy = await modernClient("/mcp", keys.admin, "legacy")
+    expect(v2legacy.getProtocolEra()).toBe("legacy")
+    expect((await v2legacy.callTool({ name: "demo__add", arguments: { a: 2, b: 2 } })).structuredContent).toEqual({ sum: 4 })
   })
 
   it("closing a call's stream cancels it: the upstream is told and the record says cancelled", async () => {
@@ -400,8 +404,8 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
   })
 })
 
-describe("listen streams: capped, and ended gracefully at shutdown", () => {
-  it("past max_mcp_sessions open streams a listen is refused (-32603); shutdown ends the open one with its final result", async () => {
+describe("listen streams: capped, counted, and ended gracefully at shutdown", () => {
+  it("past max_mcp_sessions open streams a listen is refused (-32603); the gauge counts them; shutdown ends the open one with its final result", async () => {
     const small = await startTestServer({ options: { max_mcp_sessions: 1 } })
     try {
       const connectOne = async () => {
@@ -413,6 +417,8 @@ describe("listen streams: capped, and ended gracefully at shutdown", () => {
       }
       const first = await within((await connectOne()).listen({ toolsListChanged: true }), 5000, "first listen")
       await expect(within((await connectOne()).listen({ toolsListChanged: true }), 5000, "second listen")).rejects.toThrow(/limit/i)
+      const metrics = parsePrometheus(await (await fetch(`${small.url}/metrics`)).text())
+      expect(sampleValue(metrics, "mcpstore_mcp_listen_streams")).toBe(1)
       // A 2025 session still fits: the sessions' count is apart.
       const { transport } = await (async () => {
         const client = new ClientV1({ name: "legacy-test", version: "1.0.0" })
