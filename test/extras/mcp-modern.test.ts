@@ -387,6 +387,13 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
     expect(missing.response.error).toMatchObject({ code: -32602, data: { uri: "mcp-store://nope/x" } })
   })
 
+  it("an upstream's elicitation during a modern call is declined, in words that say why", async () => {
+    const c = await client()
+    const result = await within(c.callTool({ name: "solo__trigger-elicitation-request", arguments: {} }), 15_000, "elicitation")
+    expect(result.isError).toBe(true)
+    expect(JSON.stringify(result.content)).toContain("mcp-store declined elicitation/create: the tool was called over MCP 2026-07-28")
+  })
+
   it("subscriptions/listen with resourceSubscriptions: the upstream's updates of that URI reach the stream", async () => {
     const c = await client()
     let updated: string | undefined
