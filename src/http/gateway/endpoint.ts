@@ -1,7 +1,8 @@
 /**
  * The store as one MCP server: `/mcp` exposes the store scope's tools and `/for_agent/{id}/mcp`
  * an agent's, over Streamable HTTP, so any MCP client (an IDE, an agent framework, the MCP
- * Inspector) can use them. Tools keep their callable names (`<service>__<tool>`); only services
+ * Inspector) can use them. This file serves the 2025 era's sessions; 2026-07-28 requests on the
+ * same URLs, which need none, are answered by modern.ts. Tools keep their callable names (`<service>__<tool>`); only services
  * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
  * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
  *
