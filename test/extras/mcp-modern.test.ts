@@ -7,6 +7,7 @@
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
@@ -202,6 +203,39 @@ describe("the SDK v2 client on /mcp", () => {
     expect(await eventually(() => fixture.requests().filter((r) => r === "POST notifications/cancelled").length === before + 1, 5000)).toBe(true)
     expect(await eventually(() => server.running.store.inFlightCalls === 0, 5000)).toBe(true)
     expect(await eventually(async () => (await server.running.store.records.query({ tool_name: "sleep" })).executions.some((r) => r.outcome === "cancelled"), 5000)).toBe(true)
+  })
+})
+
+describe("no session, so no affinity", () => {
+  it("a modern client served in turn by two stores that share nothing (no secret, no key file) lists and calls on each", async () => {
+    const stores = await Promise.all([0, 1].map(() => startTestServer({ services: { mcpServers: { fx: { url: fixture.url } } } })))
+    try {
+      await Promise.all(stores.map((s) => waitStatus(s, "/for_store", "fx", "healthy", 30)))
+      const served: string[] = []
+      let turn = 0
+      const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+      c.onerror = () => undefined
+      const transport = new StreamableHTTPClientTransport(new URL(`${stores[0]!.url}/mcp`), {
+        // A load balancer with no stickiness: each request to the next store.
+        fetch: (url, init) => {
+          const base = stores[turn++ % 2]!.url
+          served.push(base)
+          return fetch(String(url).replace(stores[0]!.url, base), init)
+        }
+      })
+      await within(c.connect(transport), 10_000, "connect")
+      closers.push(() => c.close())
+      for (let i = 0; i < 4; i++) {
+        const echo = await within(c.callTool({ name: "fx__echo", arguments: { text: `turn ${i}` } }), 10_000, `echo ${i}`)
+        expect(echo.content).toEqual([{ type: "text", text: `turn ${i}` }])
+      }
+      expect((await c.listTools({}, { cacheMode: "bypass" })).tools.map((t) => t.name)).toContain("fx__echo")
+      expect(new Set(served).size).toBe(2)
+      // Nothing was sealed: no store made its key file.
+      for (const s of stores) expect(existsSync(`${s.file}.key`)).toBe(false)
+    } finally {
+      await Promise.all(stores.map((s) => s.cleanup()))
+    }
   })
 })
 
