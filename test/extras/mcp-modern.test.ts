@@ -1,9 +1,12 @@
 // The MCP endpoint as a server of both eras (src/http/gateway/modern.ts): on the same URLs, the SDK
 // v2 client pinned to 2026-07-28 and in `auto` mode works without a session (discover, list, call
-// with structured content and progress, cancellation by closing the stream, subscriptions/listen
-// fed by the store's events), while the SDK 1.x client keeps its 2025 session; an agent key sees
-// `cacheScope: private` and only its tools; raw HTTP checks the modern wire rules (Mcp-Method and
-// Mcp-Name against the body, the protocol version, server/discover, resultType, tool order).
+// with structured content and progress, cancellation by closing the stream), served by any store in
+// turn, while the SDK 1.x client (and v2 in legacy mode) keeps its 2025 session; an agent key sees
+// `cacheScope: private` and only its tools; the HTTP rules of the 2025 path hold (key, Origin, body
+// limit); raw HTTP checks the modern wire rules (Mcp-Method, Mcp-Name and MCP-Protocol-Version
+// against the body, unsupported versions, server/discover, resultType, tool order); resources,
+// prompts and completion against server-everything; subscriptions/listen fed by the store's events
+// (per scope and key, resource updates), capped, counted and ended at shutdown.
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
