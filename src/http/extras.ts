@@ -20,10 +20,11 @@ import { callableName, toolViewsFor } from "../runtime/service-views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
-import { currentPrincipal, gateOf, narrowFor } from "./access.js"
+import { currentPrincipal, gateOf, narrowFor, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./contract-errors.js"
 import { McpGateway } from "./gateway/endpoint.js"
+import { ModernMcp } from "./gateway/modern.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 
@@ -198,7 +199,16 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       ),
       (g) => Effect.promise(() => g.close())
     )
-    onShutdown(app, () => gateway.shutdown())
+    // The 2026-07-28 face of the same endpoints (src/http/gateway/modern.ts): its listen streams
+    // share the sessions' cap.
+    const modern = yield* Effect.acquireRelease(
+      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, { maxListenStreams: app.server.maxMcpSessions })),
+      (m) => Effect.promise(() => m.close())
+    )
+    onShutdown(app, () => {
+      gateway.shutdown()
+      modern.shutdown()
+    })
     // The capped resources, beside the caps' own figures.
     new Gauge({
       name: "mcpstore_event_streams",
@@ -206,6 +216,14 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       registers: [metrics.registry],
       collect() {
         this.set(app.monitor.eventStreams)
+      }
+    })
+    new Gauge({
+      name: "mcpstore_mcp_listen_streams",
+      help: `Open MCP 2026-07-28 subscriptions/listen streams on /mcp and /for_agent/{id}/mcp (cap: ${app.server.maxMcpSessions})`,
+      registers: [metrics.registry],
+      collect() {
+        this.set(modern.bus.size)
       }
     })
     new Gauge({
@@ -327,7 +345,10 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
-      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined) => Promise<void> = (...args) => gateway.handle(...args)
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined, principal: Principal) => Promise<void> = (scope, req, res, body, owner, gate, principal) =>
+        // A 2025 request goes to its session; a 2026-07-28 one is answered without any (src/http/gateway/modern.ts).
+        // Its answers are `private` when they depend on the key: an agent key's.
+        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public" }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -344,7 +365,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const res = NodeHttpServerRequest.toServerResponse(request)
         // A session keeps the tool allow-list of the key that opened it (src/http/gateway/endpoint.ts).
         const gate = gateOf(principal)
-        yield* Effect.promise(() => serve(scope, req, res, body, owner, gate))
+        yield* Effect.promise(() => serve(scope, req, res, body, owner, gate, principal))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })

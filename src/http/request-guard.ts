@@ -154,7 +154,7 @@ const refusals = () => {
 }
 
 /** Request headers a foreign origin may send, and response headers it may read. */
-const CORS_ALLOW_HEADERS = "authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id"
+const CORS_ALLOW_HEADERS = "authorization, content-type, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id"
 const CORS_EXPOSE_HEADERS = "mcp-session-id, retry-after, www-authenticate"
 
 /**

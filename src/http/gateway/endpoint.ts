@@ -1,7 +1,8 @@
 /**
  * The store as one MCP server: `/mcp` exposes the store scope's tools and `/for_agent/{id}/mcp`
  * an agent's, over Streamable HTTP, so any MCP client (an IDE, an agent framework, the MCP
- * Inspector) can use them. Tools keep their callable names (`<service>__<tool>`); only services
+ * Inspector) can use them. This file serves the 2025 era's sessions; 2026-07-28 requests on the
+ * same URLs, which need none, are answered by modern.ts. Tools keep their callable names (`<service>__<tool>`); only services
  * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
  * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
  *
@@ -55,20 +56,17 @@ import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress } from "../../mcp/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { isStoreError } from "../../domain/errors.js"
-import * as calls from "../../runtime/calls.js"
-import { Cause, Exit, Option } from "effect"
 import type { ScopeContext } from "../../runtime/host.js"
-import { LatestThrottle } from "../../runtime/progress.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
 import type { McpConnection } from "../../mcp/types.js"
-import { toolViewsFor } from "../../runtime/service-views.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
+import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -217,6 +215,8 @@ export class McpGateway {
   /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
   private readonly subscriptions = new Map<string, Subscription>()
   private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** Subscribers beside the sessions: 2026-07-28 listen streams (modern.ts), by id -> how each hears an update. */
+  private readonly streamSubscribers = new Map<string, (uri: string) => void>()
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
   private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
 
@@ -229,23 +229,12 @@ export class McpGateway {
     this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
-  /** Tools a scope offers through MCP: those of its connected services (that a key's `gate` lets through). */
-  private tools(scope: Scope, gate: ToolGate | undefined) {
-    return Object.values(this.store.serviceActors(scope))
-      .map((a) => a.getSnapshot())
-      .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
-      .flatMap((s) => toolViewsFor(s, gate))
-  }
-
   private toolNames(scope: Scope, gate: ToolGate | undefined): string {
-    return this.tools(scope, gate)
-      .map((t) => t.name)
-      .sort()
-      .join("\n")
+    return namesOf(offeredTools(this.store, scope, gate))
   }
 
   private scopeContext(scope: Scope): ScopeContext {
-    return (scope.kind === "store" ? this.store.forStore() : this.store.forAgent(scope.agentId)).effects
+    return scopeContext(this.store, scope)
   }
 
   private onMonitorEvent(e: MonitorEvent): void {
@@ -317,16 +306,14 @@ export class McpGateway {
       runToPromise(effect, signal).catch((e: unknown) => {
         throw mcpErrorOf(e)
       })
-    const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
-      Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
     if (offers.resources) {
       // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
       server.setRequestHandler(ListResourcesRequestSchema, async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { resources: catalog.resourceViews(ctx()).map((r) => strip(r, "original_uri")) as never }
+        return { resources: mcpResources(ctx()) }
       })
       server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
-        resourceTemplates: catalog.resourceTemplateViews(ctx()).map((t) => strip(t, "original_uri_template")) as never
+        resourceTemplates: mcpResourceTemplates(ctx())
       }))
       server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => run(catalog.readResource(ctx(), request.params.uri), extra.signal))
       if (offers.subscribe) {
@@ -343,7 +330,7 @@ export class McpGateway {
     if (offers.prompts) {
       server.setRequestHandler(ListPromptsRequestSchema, async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { prompts: catalog.promptViews(ctx()).map((p) => strip(p, "original_name")) as never }
+        return { prompts: mcpPrompts(ctx()) }
       })
       server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
         run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), extra.signal)
@@ -375,6 +362,36 @@ export class McpGateway {
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
     if (fresh) await this.subscribeUpstream(sub, true)
+  }
+
+  /**
+   * Subscribes a 2026-07-28 listen stream (not a session) to resources of a scope, sharing the
+   * upstream subscriptions with the sessions and their cap (MAX_SUBSCRIPTIONS_PER_SESSION):
+   * `onUpdate` hears each update with the URI as the stream gave it. A URI that cannot be subscribed
+   * (unknown, past the cap, the upstream refused) is logged and left out. Returns the unsubscribe.
+   */
+  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void {
+    const subscriber = { id: `listen/${randomUUID()}`, scope, subscriptions: new Map<string, string>() }
+    let open = true
+    this.streamSubscribers.set(subscriber.id, onUpdate)
+    void (async () => {
+      for (const uri of uris) {
+        if (!open) return
+        try {
+          await this.subscribe(subscriber, uri)
+        } catch (e) {
+          const message = e instanceof Error ? e.message : String(e)
+          log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
+        }
+      }
+    })()
+    return () => {
+      open = false
+      // A subscription still being made is already in the map: it is dropped with the rest.
+      for (const key of subscriber.subscriptions.keys()) this.dropSubscriber(key, subscriber.id)
+      subscriber.subscriptions.clear()
+      this.streamSubscribers.delete(subscriber.id)
+    }
   }
 
   private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
@@ -429,7 +446,9 @@ export class McpGateway {
     for (const sub of this.subscriptions.values()) {
       if (sub.connection !== connection || sub.uri !== uri) continue
       for (const [sessionId, given] of sub.sessions) {
-        this.sessions.get(sessionId)?.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+        const session = this.sessions.get(sessionId)
+        if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+        else this.streamSubscribers.get(sessionId)?.(given)
       }
     }
   }
@@ -497,71 +516,38 @@ export class McpGateway {
       return {}
     })
     server.setRequestHandler(ListToolsRequestSchema, async () => {
-      const tools = this.tools(scope, session.gate)
-      session.listed = tools.map((t) => t.name).sort().join("\n")
-      return {
-        // Every MCP field of the upstream's tool, unchanged (src/runtime/service-views.ts); tools hidden
-        // from agents (app-only, tasks required) are not in the list.
-        tools: tools.map((t) => ({
-          name: t.name,
-          ...(t.title !== undefined ? { title: t.title } : {}),
-          description: t.description,
-          inputSchema: t.inputSchema as { type: "object" },
-          ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
-          ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
-          ...(t.execution !== undefined ? { execution: t.execution } : {}),
-          ...(t._meta !== undefined ? { _meta: t._meta } : {})
-        }))
-      }
+      const tools = offeredTools(this.store, scope, session.gate)
+      session.listed = namesOf(tools)
+      return { tools: tools.map(mcpTool) }
     })
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-      const ctx = this.scopeContext(scope).gated(session.gate)
-      // The client's progressToken: each upstream progress comes back to it, the latest only while
-      // one is still being sent (a flood is coalesced, src/runtime/progress.ts).
+      // The client's progressToken: each upstream progress comes back to it.
       const token = request.params._meta?.progressToken
-      // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
-      const trace = readTraceContext(request.params._meta)
-      const progress =
-        token === undefined
-          ? undefined
-          : new LatestThrottle<CallProgress>(0, (p) =>
-              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } })
-            )
-      try {
-        // The call pipeline (src/runtime/calls.ts), run at once. No time-out of its own: the call
-        // lasts while the client's request is open (its notifications/cancelled aborts
-        // `extra.signal`), up to --max-call-seconds.
-        const exit = await calls.runCall(
-          ctx,
-          {
-            tool_name: request.params.name,
-            args: request.params.arguments ?? {},
-            timeout: this.store.limits.maxCallSeconds,
-            ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
-            ...(trace !== undefined ? { trace } : {}),
-            // The upstream's elicitation and sampling go to this client, on this request's stream.
-            relay: (req, { signal, timeoutMs }) => {
-              const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
-              if (server.getClientCapabilities()?.[capability] === undefined) {
-                return Promise.reject(
-                  new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
-                )
-              }
-              const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
-              return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+      // Its notifications/cancelled aborts `extra.signal`.
+      return callOverMcp(
+        this.store,
+        scope,
+        session.gate,
+        {
+          name: request.params.name,
+          arguments: request.params.arguments,
+          // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
+          trace: readTraceContext(request.params._meta),
+          ...(token !== undefined ? { progress: (p: CallProgress) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
+          // The upstream's elicitation and sampling go to this client, on this request's stream.
+          relay: (req, { signal, timeoutMs }) => {
+            const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+            if (server.getClientCapabilities()?.[capability] === undefined) {
+              return Promise.reject(
+                new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
+              )
             }
-          },
-          extra.signal
-        )
-        // The upstream's result as it came.
-        if (Exit.isSuccess(exit)) return exit.value.result
-        // The store's refusals and failures (unknown tool, bad arguments, service down) are the tool's failure to the client.
-        const failure = Cause.failureOption(exit.cause)
-        if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
-        throw Cause.squash(exit.cause)
-      } finally {
-        progress?.close()
-      }
+            const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+            return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+          }
+        },
+        extra.signal
+      )
     })
     return server
   }

@@ -1,0 +1,103 @@
+/**
+ * What both faces of the MCP endpoint say: the 2025 sessions (endpoint.ts) and the 2026-07-28
+ * per-request face (modern.ts). One list of a scope's tools as a key sees it, in one deterministic
+ * order (by callable name), one way to call a tool over MCP (the store's call pipeline,
+ * src/runtime/calls.ts, its failures mapped once), and the resource and prompt lists as MCP shows
+ * them, so the two eras cannot drift.
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { Cause, Exit, Option } from "effect"
+import type { Scope } from "../../domain/service-definition.js"
+import type { ToolGate } from "../../domain/tool-filter.js"
+import type { TraceContext } from "../../domain/trace-context.js"
+import { statusOf } from "../../machines/service.js"
+import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
+import * as calls from "../../runtime/calls.js"
+import * as catalog from "../../runtime/catalog.js"
+import type { ScopeContext } from "../../runtime/host.js"
+import { LatestThrottle } from "../../runtime/progress.js"
+import { toolViewsFor } from "../../runtime/service-views.js"
+import type { Store } from "../../runtime/store.js"
+
+/** The effects of a scope of the store. */
+export const scopeContext = (store: Store, scope: Scope): ScopeContext => (scope.kind === "store" ? store.forStore() : store.forAgent(scope.agentId)).effects
+
+/** Tools a scope offers through MCP: those of its connected services that a key's `gate` lets through, by callable name. */
+export const offeredTools = (store: Store, scope: Scope, gate: ToolGate | undefined) =>
+  Object.values(store.serviceActors(scope))
+    .map((a) => a.getSnapshot())
+    .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
+    .flatMap((s) => toolViewsFor(s, gate))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+
+/** The names of a tool list in one string, to tell whether the set changed. */
+export const namesOf = (tools: ReadonlyArray<{ readonly name: string }>): string => tools.map((t) => t.name).join("\n")
+
+/**
+ * A tool as MCP lists it: every MCP field of the upstream's tool, unchanged
+ * (src/runtime/service-views.ts); tools hidden from agents (app-only, tasks required) are not offered.
+ */
+export const mcpTool = (t: ReturnType<typeof offeredTools>[number]) => ({
+  name: t.name,
+  ...(t.title !== undefined ? { title: t.title } : {}),
+  description: t.description,
+  inputSchema: t.inputSchema as { type: "object" },
+  ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
+  ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+  ...(t.execution !== undefined ? { execution: t.execution } : {}),
+  ...(t._meta !== undefined ? { _meta: t._meta } : {})
+})
+
+/** A `tools/call` of an MCP client, as either face received it. */
+export interface McpToolCall {
+  readonly name: string
+  readonly arguments?: Record<string, unknown> | undefined
+  /** Sends one progress notification to the client (set when the client gave a progressToken). */
+  readonly progress?: ((progress: CallProgress) => Promise<void>) | undefined
+  /** Answers the upstream's elicitation and sampling requests of the call. */
+  readonly relay: UpstreamRequestRelay
+  /** The client's trace context (the W3C keys of the request's `_meta`). */
+  readonly trace?: TraceContext | undefined
+}
+
+/**
+ * Calls a tool through the store's call pipeline, at once. No time-out of its own: the call lasts
+ * while the client's request is open (`signal`), up to --max-call-seconds. The upstream's result
+ * comes back as it came; the store's refusals and failures (unknown tool, bad arguments, service
+ * down) are the tool's failure (`isError`); a defect is thrown.
+ */
+export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult> => {
+  const ctx = scopeContext(store, scope).gated(gate)
+  // Each upstream progress goes back, the latest only while one is still being sent (a flood is
+  // coalesced, src/runtime/progress.ts).
+  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  try {
+    const exit = await calls.runCall(
+      ctx,
+      {
+        tool_name: call.name,
+        args: call.arguments ?? {},
+        timeout: store.limits.maxCallSeconds,
+        ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+        ...(call.trace !== undefined ? { trace: call.trace } : {}),
+        relay: call.relay
+      },
+      signal
+    )
+    if (Exit.isSuccess(exit)) return exit.value.result
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
+    throw Cause.squash(exit.cause)
+  } finally {
+    progress?.close()
+  }
+}
+
+/** A catalog view without the store's own fields (the service's name, the upstream's original name or URI). */
+const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>) =>
+  Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
+
+/** A scope's resources, resource templates and prompts as MCP lists them (read from the actors' snapshots: no upstream request). */
+export const mcpResources = (ctx: ScopeContext) => catalog.resourceViews(ctx).map((r) => strip(r, "original_uri")) as never
+export const mcpResourceTemplates = (ctx: ScopeContext) => catalog.resourceTemplateViews(ctx).map((t) => strip(t, "original_uri_template")) as never
+export const mcpPrompts = (ctx: ScopeContext) => catalog.promptViews(ctx).map((p) => strip(p, "original_name")) as never

@@ -1,0 +1,355 @@
+/**
+ * The MCP endpoint's 2026-07-28 face: `/mcp` and `/for_agent/{id}/mcp` answer sessionless requests
+ * (each carries its protocol version and client facts in `_meta`) beside the 2025 sessions of
+ * endpoint.ts, on the same URLs. The SDK's `isLegacyRequest` routes each request: 2025 traffic
+ * (initialize, a session's requests, GET and DELETE) to the sessions, everything else to a
+ * `createMcpHandler` (SDK v2, modern only), which owns the wire rules: `server/discover`, the
+ * `_meta` envelope, `Mcp-Method`/`Mcp-Name` against the body (-32020), unsupported versions
+ * (-32022), `resultType`, `ttlMs`/`cacheScope`, progress on the request's own stream.
+ *
+ * Each request gets a fresh SDK server for its caller (scope, the key's tool allow-list), nothing
+ * of it kept after the answer; calls go through the same pipeline as every other call (face.ts).
+ * `subscriptions/listen` streams are fed by the store's own events, per scope and per key
+ * (`ListenBus`), and capped; at shutdown they end gracefully.
+ */
+import { AsyncLocalStorage } from "node:async_hooks"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  ProtocolError,
+  ResourceNotFoundError,
+  Server,
+  type CacheHint,
+  type McpHttpHandler,
+  type ServerCapabilities,
+  type ServerEvent,
+  type ServerEventBus
+} from "@modelcontextprotocol/server"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
+import { toNodeHandler, type NodeIncomingMessageLike, type NodeMcpRequestHandler } from "@modelcontextprotocol/node"
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { isStoreError } from "../../domain/errors.js"
+import { scopeLabel, type Scope } from "../../domain/service-definition.js"
+import { readTraceContext } from "../../domain/trace-context.js"
+import type { ToolGate } from "../../domain/tool-filter.js"
+import { log } from "../../logging/log.js"
+import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
+import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
+import * as catalog from "../../runtime/catalog.js"
+import { runToPromise } from "../../runtime/run.js"
+import type { Store } from "../../runtime/store.js"
+import { VERSION } from "../../version.js"
+import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+
+/** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
+export interface ModernCaller {
+  readonly scope: Scope
+  /** The key's tool allow-list (an agent key's `tools`). */
+  readonly gate: ToolGate | undefined
+  /** `private` when the answers depend on the caller's key (an agent key), else `public`. */
+  readonly cacheScope: "public" | "private"
+  /** The resource URIs a `subscriptions/listen` request asks updates of. */
+  readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
+}
+
+/** The store's resource subscriptions, shared with the 2025 sessions (`McpGateway.subscribeStream`). */
+export interface ResourceSubscriptions {
+  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void
+}
+
+/** How long a client may keep a tool, resource or prompt list (ms): list changes come on `subscriptions/listen` at once. */
+export const LIST_TTL_MS = 5_000
+
+/** The caps of the modern face. */
+export interface ModernOptions {
+  /** Open `subscriptions/listen` streams, every scope and key together (beyond it: -32603 "Subscription limit reached"). */
+  readonly maxListenStreams: number
+}
+
+/**
+ * The change events of `subscriptions/listen` streams, scoped: each stream is registered with its
+ * caller (read from the request it was opened by) and told only of its own scope's changes, and of
+ * a tool list change only when the list its key sees changed (as the 2025 sessions are).
+ */
+export class ListenBus implements ServerEventBus {
+  private readonly listeners = new Set<Listener>()
+
+  constructor(
+    private readonly store: Store,
+    private readonly callers: AsyncLocalStorage<ModernCaller>,
+    private readonly resources: ResourceSubscriptions
+  ) {}
+
+  /**
+   * The SDK's unscoped publish (`handler.notify`): refused, since it would reach every scope's
+   * streams. The store announces through `toolsChanged`, `catalogChanged` and resource updates.
+   */
+  publish(event: ServerEvent): void {
+    throw new Error(`mcp-store announces ${event.kind} per scope, not to every subscriptions/listen stream`)
+  }
+
+  /** Called by the SDK's listen router as a stream opens, inside the request that opened it. */
+  subscribe(deliver: (event: ServerEvent) => void): () => void {
+    const caller = this.callers.getStore()
+    // Every listen stream is opened by a request of the modern face, which runs with its caller.
+    if (caller === undefined) throw new Error("subscriptions/listen opened outside a request of the MCP endpoint")
+    const ctx = scopeContext(this.store, caller.scope)
+    const listener: Listener = {
+      caller,
+      label: scopeLabel(caller.scope),
+      listed: namesOf(offeredTools(this.store, caller.scope, caller.gate)),
+      catalogListed: catalog.catalogFingerprint(ctx),
+      deliver
+    }
+    this.listeners.add(listener)
+    // The SDK delivers an update only to a stream that asked for its URI (and only when `subscribe` is offered).
+    const uris = caller.resourceSubscriptions ?? []
+    const unsubscribe = uris.length > 0 && catalog.scopeCapabilities(ctx).subscribe ? this.resources.subscribeStream(caller.scope, uris, (uri) => deliver({ kind: "resource_updated", uri })) : undefined
+    return () => {
+      this.listeners.delete(listener)
+      unsubscribe?.()
+    }
+  }
+
+  /** A scope's tool lists may have changed: tell each of its streams whose list did. */
+  toolsChanged(label: string): void {
+    const lists = new Map<ToolGate | undefined, string>()
+    for (const l of this.listeners) {
+      if (l.label !== label) continue
+      let names = lists.get(l.caller.gate)
+      if (names === undefined) lists.set(l.caller.gate, (names = namesOf(offeredTools(this.store, l.caller.scope, l.caller.gate))))
+      if (names === l.listed) continue
+      l.listed = names
+      l.deliver({ kind: "tools_list_changed" })
+    }
+  }
+
+  /** A scope's resource or prompt lists may have changed: tell each of its streams whose list did. */
+  catalogChanged(label: string): void {
+    let lists: ReturnType<typeof catalog.catalogFingerprint> | undefined
+    for (const l of this.listeners) {
+      if (l.label !== label) continue
+      lists ??= catalog.catalogFingerprint(scopeContext(this.store, l.caller.scope))
+      if (lists.resources !== l.catalogListed.resources) l.deliver({ kind: "resources_list_changed" })
+      if (lists.prompts !== l.catalogListed.prompts) l.deliver({ kind: "prompts_list_changed" })
+      l.catalogListed = lists
+    }
+  }
+
+  /** Open streams. */
+  get size(): number {
+    return this.listeners.size
+  }
+}
+
+interface Listener {
+  readonly caller: ModernCaller
+  readonly label: string
+  /** The tool names last announced to the stream (or seen when it opened). */
+  listed: string
+  catalogListed: { readonly resources: string; readonly prompts: string }
+  readonly deliver: (event: ServerEvent) => void
+}
+
+/** A catalog failure as the 2026-07-28 error a client understands (a missing resource is -32602 with its URI). */
+const protocolErrorOf = (e: unknown): unknown => {
+  if (!isStoreError(e)) return e
+  switch (e._tag) {
+    case "ResourceNotFound":
+      return new ResourceNotFoundError(e.uri, e.message)
+    case "PromptNotFound":
+    case "ValidationError":
+      return new ProtocolError(-32602, e.message)
+    default:
+      return new ProtocolError(-32603, e.message)
+  }
+}
+
+/**
+ * The modern era has no server-to-client requests (they become `input_required` results, which a
+ * call suspended upstream cannot wait for across stateless requests): an upstream's elicitation or
+ * sampling during a modern call is declined, in words that say why.
+ */
+const declinedOnModern: UpstreamRequestRelay = (request) =>
+  Promise.reject(
+    new McpError(
+      ErrorCode.InvalidRequest,
+      `mcp-store declined ${request.method}: the tool was called over MCP 2026-07-28, which cannot relay a server's request during a call; call it from a client on a 2025 session to answer it`
+    )
+  )
+
+/** The JSON-RPC error a refused request gets (503 while shutting down). */
+const refuse = (res: ServerResponse, status: number, message: string) =>
+  void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
+
+/** A `Request` with the request's method and headers only: what `isLegacyRequest` reads when given the parsed body. */
+const probeOf = (req: IncomingMessage): Request => {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || name.startsWith(":")) continue
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v)
+  }
+  return new Request(`http://localhost${req.url ?? "/"}`, { method: req.method ?? "POST", headers })
+}
+
+/** The filter of a `subscriptions/listen` request (undefined for any other body); its URIs only when they are strings (else the SDK refuses the filter). */
+const listenFilterOf = (body: unknown): { readonly resourceSubscriptions: ReadonlyArray<string> | undefined } | undefined => {
+  if (typeof body !== "object" || body === null || (body as { method?: unknown }).method !== "subscriptions/listen") return undefined
+  const uris = (body as { params?: { notifications?: { resourceSubscriptions?: unknown } } }).params?.notifications?.resourceSubscriptions
+  return { resourceSubscriptions: Array.isArray(uris) && uris.every((u) => typeof u === "string") ? uris : undefined }
+}
+
+/**
+ * The 2026-07-28 face of the MCP endpoint, for every scope. Owned by the HTTP server with the
+ * sessions (`McpGateway`); `shutdown()` ends the listen streams, `close()` the rest.
+ */
+export class ModernMcp {
+  private readonly callers = new AsyncLocalStorage<ModernCaller>()
+  readonly bus: ListenBus
+  /** Every request but `subscriptions/listen`. */
+  private readonly requests: McpHttpHandler
+  /** `subscriptions/listen` only: its own handler, so that shutdown ends the streams without aborting calls in flight. */
+  private readonly listens: McpHttpHandler
+  private readonly serveRequest: NodeMcpRequestHandler
+  private readonly serveListen: NodeMcpRequestHandler
+  private readonly unsubscribeMonitor: () => void
+  // One validator for every per-request server (each would build its own Ajv instance).
+  private readonly validator = new AjvJsonSchemaValidator()
+  private closing = false
+
+  constructor(
+    private readonly store: Store,
+    monitor: Monitor,
+    resources: ResourceSubscriptions,
+    options: ModernOptions
+  ) {
+    this.bus = new ListenBus(store, this.callers, resources)
+    const factory = () => {
+      const caller = this.callers.getStore()
+      if (caller === undefined) throw new Error("a modern MCP request outside the endpoint's routing")
+      return this.buildServer(caller)
+    }
+    const onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
+    this.requests = createMcpHandler(factory, { legacy: "reject", onerror })
+    this.listens = createMcpHandler(factory, { legacy: "reject", onerror, bus: this.bus, maxSubscriptions: options.maxListenStreams })
+    this.serveRequest = toNodeHandler(this.requests, { onerror })
+    this.serveListen = toNodeHandler(this.listens, { onerror })
+    this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
+  }
+
+  private onMonitorEvent(e: MonitorEvent): void {
+    if (this.bus.size === 0) return
+    if (e.type === "status" || e.type === "catalog_changed") this.bus.catalogChanged(e.scope)
+    if (e.type === "removed") {
+      // Seen as the store's root receives the event, before the service leaves the scope's actors.
+      if (!this.closing) setImmediate(() => this.bus.toolsChanged(e.scope))
+      return
+    }
+    if (e.type === "status" || e.type === "tools_changed") this.bus.toolsChanged(e.scope)
+  }
+
+  /**
+   * Handles one HTTP request of `/mcp` or `/for_agent/{id}/mcp`: a 2025 one goes to `legacy` (the
+   * sessions), a modern one is answered here. `body` is the parsed JSON body (read by the HTTP
+   * layer, under its size limit). Resolves when the response is finished.
+   */
+  async handle(
+    caller: ModernCaller,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    legacy: (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>
+  ): Promise<void> {
+    // GET and DELETE are 2025 session operations; a POST is classified by the SDK (isLegacyRequest).
+    if (req.method !== "POST" || (await isLegacyRequest(probeOf(req), body))) return legacy(req, res, body)
+    if (this.closing) return refuse(res, 503, "Server shutting down")
+    const listen = listenFilterOf(body)
+    if (listen === undefined) return this.callers.run(caller, () => this.serveRequest(req as NodeIncomingMessageLike, res, body))
+    await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => this.serveListen(req as NodeIncomingMessageLike, res, body))
+  }
+
+  /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */
+  private buildServer(caller: ModernCaller): Server {
+    const { scope, gate, cacheScope } = caller
+    const ctx = () => scopeContext(this.store, scope)
+    const offers = catalog.scopeCapabilities(ctx())
+    const capabilities: ServerCapabilities = {
+      tools: { listChanged: true },
+      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
+      ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
+      ...(offers.completions ? { completions: {} } : {})
+    }
+    const list: CacheHint = { ttlMs: LIST_TTL_MS, cacheScope }
+    const server = new Server(
+      { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
+      {
+        capabilities,
+        jsonSchemaValidator: this.validator,
+        cacheHints: {
+          "tools/list": list,
+          "prompts/list": list,
+          "resources/list": list,
+          "resources/templates/list": list,
+          // A read is the upstream's answer of the moment.
+          "resources/read": { ttlMs: 0, cacheScope },
+          // The scope's capabilities: the same for every key of the URL.
+          "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
+        }
+      }
+    )
+    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
+      runToPromise(effect, signal).catch((e: unknown) => {
+        throw protocolErrorOf(e)
+      })
+
+    server.setRequestHandler("tools/list", async () => ({ tools: offeredTools(this.store, scope, gate).map(mcpTool) }) as never)
+    server.setRequestHandler("tools/call", async (request, c) => {
+      const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
+      const result = await callOverMcp(
+        this.store,
+        scope,
+        gate,
+        {
+          name: request.params.name,
+          arguments: request.params.arguments,
+          // The client's trace context (the W3C keys of the request's `_meta`).
+          trace: readTraceContext(request.params._meta),
+          // Progress goes on this request's own response stream.
+          ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
+          relay: declinedOnModern
+        },
+        // Aborted when the client closes the response stream (the modern era's cancellation).
+        c.mcpReq.signal
+      )
+      const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
+      return server.projectCallToolResult(result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
+    })
+    if (offers.resources) {
+      server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(ctx()) }))
+      server.setRequestHandler("resources/templates/list", async () => ({ resourceTemplates: mcpResourceTemplates(ctx()) }))
+      server.setRequestHandler("resources/read", (request, c) => run(catalog.readResource(ctx(), request.params.uri), c.mcpReq.signal) as never)
+    }
+    if (offers.prompts) {
+      server.setRequestHandler("prompts/list", async () => ({ prompts: mcpPrompts(ctx()) }))
+      server.setRequestHandler("prompts/get", (request, c) => run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), c.mcpReq.signal) as never)
+    }
+    if (offers.completions) {
+      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never), c.mcpReq.signal) as never)
+    }
+    return server
+  }
+
+  /** Shutdown has begun: refuse new modern requests and end every listen stream (gracefully: its final result). */
+  shutdown(): void {
+    this.closing = true
+    this.listens.close().catch(() => undefined)
+  }
+
+  /** Ends everything (calls still in flight are aborted). */
+  async close(): Promise<void> {
+    this.closing = true
+    this.unsubscribeMonitor()
+    await Promise.all([this.listens.close(), this.requests.close()].map((p) => p.catch(() => undefined)))
+  }
+}
