@@ -291,7 +291,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       const trace = readTraceContext(request.headers)
       // A call that takes input in rounds, or whose scope or payload needs the handler's Effect.
       if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right)) {
-        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization) }
+        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held }
         fiber = runFork(program(scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return

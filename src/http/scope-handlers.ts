@@ -24,7 +24,7 @@ import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { currentPrincipal } from "./access.js"
 import type { AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
-import type { HeldStep } from "../runtime/input-required.js"
+import type { HeldCalls, HeldStep } from "../runtime/input-required.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
@@ -86,10 +86,14 @@ export const callToolBody = (output: calls.CallToolOutput): Schema.Schema.Encode
   result_type: "complete"
 })
 
-/** What the REST edge knows of a caller: its headers' trace context, and who holds its key (a digest, made when a held call needs it). */
+/**
+ * What the REST edge knows of a caller: its headers' trace context, and who holds its key (a
+ * digest, made when a held call needs it); and the store's held calls.
+ */
 export interface CallEdge {
   readonly trace: TraceContext | undefined
   readonly owner: () => string
+  readonly held: HeldCalls
 }
 
 /** A call_tool body that takes part in rounds of input (`accept_input_required`, or the retry of one). */
@@ -103,7 +107,7 @@ export const takesInput = (payload: Schema.Schema.Type<typeof CallToolPayload>):
 const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
   Effect.flatMap(
     Effect.async<HeldStep, ValidationError>((resume) => {
-      const held = ctx.host.held
+      const held = edge.held
       const owner = { scope: ctx.label, owner: edge.owner(), tool: payload.tool_name }
       const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
       const call = held.open(ctx, callInput(payload, edge.trace), owner, retry)
@@ -143,9 +147,9 @@ export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<type
   )
 
 /** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context and key). */
-export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers) =>
+export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, held: HeldCalls) =>
   Effect.flatMap(currentPrincipal, (principal) =>
-    Effect.map(callToolAnswer(scope, payload, { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]) }), (answer) =>
+    Effect.map(callToolAnswer(scope, payload, { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held }), (answer) =>
       HttpServerResponse.unsafeJson(answer)
     )
   )

@@ -16,7 +16,6 @@ import type { RecordsBackend } from "../records/tool-records.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
-import type { HeldCalls } from "./input-required.js"
 import { ServiceNotFound } from "../domain/errors.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
@@ -36,8 +35,6 @@ export interface StoreHost {
   inFlightCalls: number
   /** Every call's progress, for the `/events` streams. */
   readonly progress: ProgressEvents
-  /** Calls whose callers answer their servers' requests for input in rounds. */
-  readonly held: HeldCalls
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

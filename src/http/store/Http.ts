@@ -31,8 +31,8 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       )
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
       .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
-      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers))
-      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers))
+      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store.held))
+      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store.held))
       .handle("checkServices", () => Shared.checkServices(scope))
       .handle("health", () => Shared.health(scope))
       .handle("getStats", () =>
