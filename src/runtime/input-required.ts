@@ -68,6 +68,8 @@ export class HeldCall {
     input: CallToolInput,
     /** Whether one more upstream request may be held (the store's cap). */
     private readonly mayHold: () => boolean,
+    /** The request methods the caller can answer (its capabilities); others are declined. */
+    private readonly accepts: (method: string) => boolean,
     private readonly onEnd: (call: HeldCall) => void
   ) {
     this.exit = runCall(ctx, { ...input, relay: this.relay }, this.cancel).then((exit) => {
@@ -85,6 +87,9 @@ export class HeldCall {
   }
 
   private readonly relay: UpstreamRequestRelay = (request, { signal }) => {
+    if (!this.accepts(request.method)) {
+      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the client that made this call did not declare the capability to answer it`))
+    }
     if (this.#asked.size === 0 && !this.mayHold()) {
       return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: too many calls are waiting for their callers' input`))
     }
@@ -169,16 +174,22 @@ export class HeldCalls {
    * was answered `input_required`) the one it names, its answers given; a ValidationError changes
    * nothing. The caller then waits for its `step`.
    */
-  open(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> }): HeldCall | ValidationError {
-    if (retry === undefined) return this.start(ctx, input, owner)
+  open(
+    ctx: ScopeContext,
+    input: CallToolInput,
+    owner: HeldOwner,
+    retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> },
+    accepts: (method: string) => boolean = () => true
+  ): HeldCall | ValidationError {
+    if (retry === undefined) return this.start(ctx, input, owner, accepts)
     const call = this.resume(retry.state, owner)
     if (call instanceof ValidationError) return call
     return call.answer(retry.responses) ?? call
   }
 
   /** Starts a call whose upstream requests wait for its caller; `step` tells when it must answer. */
-  start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner): HeldCall {
-    const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, (ended) => {
+  start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean = () => true): HeldCall {
+    const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
       if (this.#closed) return
       // Kept a while for a caller that was answered `input_required` and comes back for the end.
       const timer = setTimeout(() => {

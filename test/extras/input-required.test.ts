@@ -5,10 +5,12 @@
 // the opt-in the request is declined as before. A retry that does not fit its call (unknown state,
 // another scope or tool, keys that are not the ones asked) is a 400 that changes nothing; a call
 // nobody answers ends at its time-out and is recorded once; the store's cap on held calls declines
-// the request beyond it.
+// the request beyond it. The same held calls answer a 2026-07-28 MCP client that declared the
+// capability (the SDK v2 client answers and retries by itself).
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, eventually, useTestServers, type TestServer } from "../support/index.js"
+import { addService, eventually, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
   const servers = useTestServers()
@@ -121,5 +123,48 @@ describe("input_required over REST", () => {
     expect(beyond.text).toContain("too many calls are waiting")
     const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: held.body.request_state, input_responses: { input_1: accept("Alan") } })
     expect(done.body.result).toBe("names: Alan")
+  })
+})
+
+describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)", () => {
+  const servers = useTestServers()
+  let fixture: HttpFixture
+  beforeAll(async () => {
+    fixture = await startHttpFixture({ server: { elicitTool: true } })
+  })
+  afterAll(() => fixture?.stop())
+
+  /** The SDK v2 client pinned to 2026-07-28 on the store's /mcp, answering elicitations with `answer` when given. */
+  const modernClient = async (server: TestServer, answer?: (message: string) => Record<string, unknown>) => {
+    const client = new Client({ name: "rounds-test", version: "1.0.0" }, { capabilities: answer === undefined ? {} : { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    client.onerror = () => undefined
+    if (answer !== undefined) client.setRequestHandler("elicitation/create", async (request) => answer(String((request.params as { message?: unknown }).message)) as never)
+    servers.defer(() => client.close())
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))), 10_000, "connect /mcp")
+    return client
+  }
+
+  it("a client that declares elicitation answers the server's requests in rounds (input_required, retried by the SDK), and the call is recorded once", async () => {
+    const server = await servers.start()
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    const asked: string[] = []
+    const client = await modernClient(server, (message) => {
+      asked.push(message)
+      return { action: "accept", content: { name: `n${asked.length}` } }
+    })
+    const result = await within(client.callTool({ name: "fx__ask", arguments: { rounds: 2 } }), 15_000, "the call in rounds")
+    expect(result.content).toEqual([{ type: "text", text: "names: n1, n2" }])
+    expect(asked).toEqual(["Your name (round 1)?", "Your name (round 2)?"])
+    const records = await server.get("/for_store/tool_records?tool_name=ask")
+    expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success"])
+  })
+
+  it("a client without the capability has the server's request declined, saying why", async () => {
+    const server = await servers.start()
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    const client = await modernClient(server)
+    const result = await within(client.callTool({ name: "fx__ask", arguments: {} }), 15_000, "the declined call")
+    expect(result.isError).toBe(true)
+    expect(JSON.stringify(result.content)).toContain("mcp-store declined elicitation/create")
   })
 })

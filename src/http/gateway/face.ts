@@ -10,6 +10,8 @@ import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
+import { ValidationError } from "../../domain/errors.js"
+import type { InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
 import * as calls from "../../runtime/calls.js"
@@ -84,11 +86,58 @@ export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | u
       },
       signal
     )
-    if (Exit.isSuccess(exit)) return exit.value.result
-    const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
-    throw Cause.squash(exit.cause)
+    return mcpResultOf(exit)
   } finally {
+    progress?.close()
+  }
+}
+
+/** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */
+const mcpResultOf = (exit: calls.CallExit): CallToolResult => {
+  if (Exit.isSuccess(exit)) return exit.value.result
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
+  throw Cause.squash(exit.cause)
+}
+
+/** What a client that answers input in rounds is told: the call's result, or the requests to answer and the state to retry with. */
+export type HeldCallResult = { readonly result: CallToolResult } | { readonly inputRequests: Readonly<Record<string, InputRequest>>; readonly requestState: string }
+
+/**
+ * A call whose client answers its server's requests for input in rounds (2026-07-28's
+ * `input_required`): started, or taken back by `retry` with the client's answers (held by the
+ * store: src/runtime/input-required.ts). Progress goes to the request that started the call, while
+ * it is open. A retry that does not fit its call is the ValidationError thrown; a client that goes
+ * away while its call runs cancels it.
+ */
+export const heldCallOverMcp = async (
+  store: Store,
+  scope: Scope,
+  gate: ToolGate | undefined,
+  call: Omit<McpToolCall, "relay">,
+  owner: string,
+  retry: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined,
+  accepts: (method: string) => boolean,
+  signal: AbortSignal
+): Promise<HeldCallResult> => {
+  const ctx = scopeContext(store, scope).gated(gate)
+  const progress = call.progress === undefined || retry !== undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  const input: calls.CallToolInput = {
+    tool_name: call.name,
+    args: call.arguments ?? {},
+    timeout: store.limits.maxCallSeconds,
+    ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
+    ...(call.trace !== undefined ? { trace: call.trace } : {})
+  }
+  const held = store.held.open(ctx, input, { scope: ctx.label, owner, tool: call.name }, retry, accepts)
+  if (held instanceof ValidationError) throw held
+  const abandon = () => store.held.abandon(held)
+  signal.addEventListener("abort", abandon, { once: true })
+  try {
+    const step = await held.step()
+    return step._tag === "Ended" ? { result: mcpResultOf(step.exit) } : { inputRequests: step.requests, requestState: step.state }
+  } finally {
+    signal.removeEventListener("abort", abandon)
     progress?.close()
   }
 }

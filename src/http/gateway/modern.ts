@@ -15,7 +15,10 @@
 import { AsyncLocalStorage } from "node:async_hooks"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import {
+  CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
+  inputRequired,
+  type ClientCapabilities,
   isLegacyRequest,
   ProtocolError,
   ResourceNotFoundError,
@@ -29,7 +32,7 @@ import {
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import { toNodeHandler, type NodeIncomingMessageLike, type NodeMcpRequestHandler } from "@modelcontextprotocol/node"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { isStoreError } from "../../domain/errors.js"
+import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
@@ -40,7 +43,7 @@ import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
 import { VERSION } from "../../version.js"
-import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, heldCallOverMcp, type HeldCallResult, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
 export interface ModernCaller {
@@ -49,6 +52,8 @@ export interface ModernCaller {
   readonly gate: ToolGate | undefined
   /** `private` when the answers depend on the caller's key (an agent key), else `public`. */
   readonly cacheScope: "public" | "private"
+  /** Who holds the caller's key (a digest): only the same key takes back a call held for its input. */
+  readonly owner: string
   /** The resource URIs a `subscriptions/listen` request asks updates of. */
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
 }
@@ -306,6 +311,36 @@ export class ModernMcp {
     server.setRequestHandler("tools/list", async () => ({ tools: offeredTools(this.store, scope, gate).map(mcpTool) }) as never)
     server.setRequestHandler("tools/call", async (request, c) => {
       const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
+      const capabilities = (c.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
+      if (capabilities?.elicitation !== undefined || capabilities?.sampling !== undefined) {
+        // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
+        const state = c.mcpReq.requestState<unknown>()
+        const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
+        const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
+        let held: HeldCallResult
+        try {
+          held = await heldCallOverMcp(
+            this.store,
+            scope,
+            gate,
+            {
+              name: request.params.name,
+              arguments: request.params.arguments,
+              trace: readTraceContext(request.params._meta),
+              ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
+            },
+            caller.owner,
+            retry,
+            accepts,
+            c.mcpReq.signal
+          )
+        } catch (e) {
+          throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
+        }
+        if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
+        const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
+        return server.projectCallToolResult(held.result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
+      }
       const result = await callOverMcp(
         this.store,
         scope,
