@@ -52,7 +52,7 @@ const bounded = (value: unknown, max: number): string | undefined => {
  */
 export const readTraceContext = (source: { readonly [key: string]: unknown } | undefined): TraceContext | undefined => {
   if (source === undefined) return undefined
-  const parent = oneValue(source["traceparent"])?.trim().toLowerCase()
+  const parent = oneValue(source["traceparent"])?.trim()
   const match = parent === undefined ? null : TRACEPARENT.exec(parent)
   if (match === null) return undefined
   const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined]
