@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { connect } from "../../src/mcp/connect.js"
+import { connect, eraSuspect } from "../../src/mcp/connect.js"
 import type { McpConnection } from "../../src/mcp/types.js"
 import type { ResolvedDefinition } from "../../src/domain/service-definition.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
@@ -153,6 +153,22 @@ describe("a 2025 server", () => {
       expect(old.requests()[before]).toBe("POST initialize")
       expect(textOf(await again.callTool("echo", { text: "x" }, T))).toBe("x")
       await again.close()
+    } finally {
+      await old.stop()
+    }
+  })
+
+  it("a stale modern verdict fails the first request in a way the owner re-negotiates on", async () => {
+    const old = await startHttpFixture()
+    try {
+      const stale = { kind: "modern", version: "2026-07-28", discover: { supportedVersions: ["2026-07-28"], capabilities: { tools: {} }, serverInfo: undefined } } as const
+      const conn = await connect(remoteDef(old.url), { ...T, prior: stale })
+      const failure = await failureOf(conn.listTools(T))
+      await conn.close()
+      expect(eraSuspect(failure)).toBe(true)
+      const fresh = await connect(remoteDef(old.url), T)
+      expect(fresh.protocolVersion).toBe("2025-11-25")
+      await fresh.close()
     } finally {
       await old.stop()
     }
