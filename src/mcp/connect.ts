@@ -41,6 +41,8 @@ import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from ".
 import { isModernVersion, MODERN_PROTOCOL_VERSION } from "../domain/protocol-versions.js"
 import { classifyProbe, discoverFacts, mismatchHint, supportedList, UNSUPPORTED_PROTOCOL_VERSION, type EraVerdict, type ProbeOutcome } from "./era.js"
 import { HttpAnswerError, HttpClientTransport } from "./http-transport.js"
+import { paramHeadersOf, type ParamHeader } from "./param-headers.js"
+import { log } from "../logging/log.js"
 import { probeTransport } from "./probe.js"
 import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth-client.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
@@ -479,12 +481,34 @@ class UpstreamConnection implements McpConnection {
     return this.request(
       "tools/list",
       async (controls) => {
-        const listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        let listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
         return listed.map(toToolInfo)
       },
       options
     )
+  }
+
+  /**
+   * The modern era over Streamable HTTP: the tools' `x-mcp-header` parameters go to the transport
+   * (mirrored into their calls' headers); a tool whose annotations break the spec's rules is left
+   * out of the list, with a warning, as the spec requires.
+   */
+  private withParamHeaders<T extends { readonly name: string; readonly inputSchema: unknown }>(tools: ReadonlyArray<T>, transport: HttpClientTransport): Array<T> {
+    const marked = new Map<string, ReadonlyArray<ParamHeader>>()
+    const kept: Array<T> = []
+    for (const tool of tools) {
+      const found = paramHeadersOf(tool.inputSchema)
+      if ("invalid" in found) {
+        log.warn(`tool ${JSON.stringify(tool.name)} left out: ${found.invalid}`, { event: "tool_rejected" })
+        continue
+      }
+      if (found.headers.length > 0) marked.set(tool.name, found.headers)
+      kept.push(tool)
+    }
+    transport.setParamHeaders(marked)
+    return kept
   }
 
   listCatalog(options: RequestOptions): Promise<Catalog> {

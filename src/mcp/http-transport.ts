@@ -29,7 +29,8 @@
  * stream; each request's POST carries `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` taken from
  * its body (so does the era probe, a `server/discover` sent before any era is known); a request is
  * cancelled by closing its POST (no `notifications/cancelled` is posted); and an error answer (400,
- * 404) whose body is the JSON-RPC error of the request is that request's answer.
+ * 404) whose body is the JSON-RPC error of the request is that request's answer. A tools/call also
+ * carries the `Mcp-Param-{Name}` headers of its tool's `x-mcp-header` parameters (`setParamHeaders`).
  *
  * Not supported: following redirects (a 3xx answer fails the request and names the new location).
  */
@@ -43,6 +44,7 @@ import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
 import { isModernVersion } from "../domain/protocol-versions.js"
 import { PROTOCOL_VERSION_META_KEY } from "./era.js"
+import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
@@ -247,8 +249,11 @@ export const headerValue = (value: string): string =>
     ? value
     : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`
 
-/** The modern era's headers of a request whose `_meta` names a protocol version (else undefined). */
-const modernHeaders = (message: JSONRPCMessage): Record<string, string> | undefined => {
+/**
+ * The modern era's headers of a request whose `_meta` names a protocol version (else undefined),
+ * with a tools/call's `Mcp-Param-{Name}` headers for the parameters its tool marks `x-mcp-header`.
+ */
+const modernHeaders = (message: JSONRPCMessage, params$: ReadonlyMap<string, ReadonlyArray<ParamHeader>> | undefined): Record<string, string> | undefined => {
   const { method, params } = message as { method?: unknown; params?: Record<string, unknown> }
   if (typeof method !== "string" || !("id" in message)) return undefined
   const meta = params?.["_meta"] as Record<string, unknown> | undefined
@@ -257,6 +262,13 @@ const modernHeaders = (message: JSONRPCMessage): Record<string, string> | undefi
   const headers: Record<string, string> = { "mcp-protocol-version": version, "mcp-method": method }
   const name = method === "resources/read" ? params?.["uri"] : method === "tools/call" || method === "prompts/get" ? params?.["name"] : undefined
   if (typeof name === "string") headers["mcp-name"] = headerValue(name)
+  const marked = method === "tools/call" && typeof name === "string" ? params$?.get(name) : undefined
+  if (marked !== undefined) {
+    for (const { name: header, path } of marked) {
+      const text = paramHeaderText(valueAt(params?.["arguments"], path))
+      if (text !== undefined) headers[`mcp-param-${header.toLowerCase()}`] = headerValue(text)
+    }
+  }
   return headers
 }
 
@@ -290,6 +302,8 @@ export class HttpClientTransport implements Transport {
   private protocolVersion: string | undefined
   /** The modern era is spoken (see the module comment). */
   private modern = false
+  /** The `x-mcp-header` parameters of each tool (modern era), from the last tools/list. */
+  private paramHeaders: ReadonlyMap<string, ReadonlyArray<ParamHeader>> | undefined
   private readonly agent: HttpAgent
   private readonly send$: typeof httpRequest
   /** Where every request goes, as node:http options (converting the URL per request costs). */
@@ -338,6 +352,11 @@ export class HttpClientTransport implements Transport {
     return this.lostBecause
   }
 
+  /** The tools' `x-mcp-header` parameters (src/mcp/param-headers.ts), mirrored into their calls' headers. */
+  setParamHeaders(headers: ReadonlyMap<string, ReadonlyArray<ParamHeader>>): void {
+    this.paramHeaders = headers
+  }
+
   setProtocolVersion(version: string): void {
     this.protocolVersion = version
     this.modern = isModernVersion(version)
@@ -361,7 +380,7 @@ export class HttpClientTransport implements Transport {
       if (this.modern) return
     }
     // Before an era is known (the probe) and in the modern era: headers from the body.
-    const modern = this.modern || this.protocolVersion === undefined ? modernHeaders(message) : undefined
+    const modern = this.modern || this.protocolVersion === undefined ? modernHeaders(message, this.paramHeaders) : undefined
     const post: Post = { pending: new Set(), req: undefined, abandoned: false }
     for (const m of Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]) {
       if ("method" in m && "id" in m && m.id !== undefined) {

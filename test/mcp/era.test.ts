@@ -37,9 +37,17 @@ describe("a modern-only server over Streamable HTTP", () => {
     expect((await conn.listTools(T)).map((t) => t.name)).toEqual(expect.arrayContaining(["echo", "add", "count", "sleep", "add_tool", "confirm"]))
     expect(textOf(await conn.callTool("echo", { text: "modern" }, T))).toBe("modern")
     const i = fixture.requests().lastIndexOf("POST tools/call")
-    expect(fixture.headers()[i]).toEqual({ method: "tools/call", name: "echo", version: "2026-07-28", session: undefined })
+    expect(fixture.headers()[i]).toEqual({ method: "tools/call", name: "echo", version: "2026-07-28", session: undefined, region: undefined })
     expect(fixture.requests()).not.toContain("GET")
     expect(fixture.requests()).not.toContain("POST notifications/initialized")
+  })
+
+  it("mirrors x-mcp-header parameters into Mcp-Param headers, and encodes names that are not plain ASCII", async () => {
+    expect(textOf(await conn.callTool("region", { region: "Zürich", query: "weather" }, T))).toBe("weather in Zürich")
+    const i = fixture.requests().lastIndexOf("POST tools/call")
+    expect(fixture.headers()[i]?.region).toBe(`=?base64?${Buffer.from("Zürich").toString("base64")}?=`)
+    expect(textOf(await conn.callTool("region", { region: "eu-west", query: "q" }, T))).toBe("q in eu-west")
+    expect(fixture.headers()[fixture.requests().lastIndexOf("POST tools/call")]?.region).toBe("eu-west")
   })
 
   it("returns structured content without resultType, and hears progress", async () => {
