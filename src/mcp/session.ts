@@ -434,6 +434,8 @@ export class Session {
     if (method === "notifications/cancelled") {
       const requestId = params?.["requestId"]
       if (typeof requestId === "string" || typeof requestId === "number") this.handling.get(requestId)?.abort(params?.["reason"])
+      // The modern era: a server ends a subscriptions/listen of ours so (no answer follows).
+      if (this.envelope !== undefined && typeof requestId === "number") this.settle(requestId)?.reject(McpError.fromError(ErrorCode.ConnectionClosed, "Request was cancelled"))
       return
     }
     let notification: SessionNotification | undefined
