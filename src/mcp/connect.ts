@@ -202,7 +202,8 @@ const negotiate = async (connection: UpstreamConnection, def: ResolvedDefinition
   if (prior?.kind === "modern" && (pin === undefined || pin === prior.version)) return session.adopt(prior.version, prior.discover)
   const transport = def.kind === "local" ? "stdio" : "http"
   const version = pin ?? MODERN_PROTOCOL_VERSION
-  const timeout = transport === "stdio" ? Math.min(controls.timeout, STDIO_PROBE_TIMEOUT_MS) : controls.timeout
+  // Only a probe that may fall back is cut short: a pinned revision has nothing to fall back to.
+  const timeout = transport === "stdio" && pin === undefined ? Math.min(controls.timeout, STDIO_PROBE_TIMEOUT_MS) : controls.timeout
   let outcome: ProbeOutcome
   let failure: unknown
   try {
@@ -222,6 +223,8 @@ const negotiate = async (connection: UpstreamConnection, def: ResolvedDefinition
     case "inconclusive":
       throw failure ?? new Error("the era probe failed")
     case "legacy":
+      // A pinned server that did not answer or exited: a failure like any other (its process report), not a mismatch.
+      if (pin !== undefined && (outcome.kind === "timeout" || outcome.kind === "closed")) throw failure ?? new Error("the era probe failed")
       if (pin !== undefined) {
         throw mismatch(
           `the server does not answer server/discover as a server of protocol revision ${pin} does: it speaks a 2025-era revision`,

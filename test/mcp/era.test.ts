@@ -238,6 +238,13 @@ describe("a modern-only server over stdio", () => {
     expect(textOf(await conn.callTool("echo", { text: "old" }, T))).toBe("old")
   })
 
+  it("a pinned server that exits at start fails as a process that exited, not as a version mismatch", async () => {
+    const failure = await failureOf(connect(pinned(localDef(stdioFixture("--exit-immediately")), "2026-07-28"), T))
+    expect(failure.kind).toBe("transport")
+    expect(failure.message).not.toMatch(/mismatch/)
+    expect(failure.message).toMatch(/exited with code 3/)
+  })
+
   it("a 2025 pin on a modern-only stdio server is a permanent failure naming both sides", async () => {
     const failure = await failureOf(connect(pinned(localDef(eraStdio("reject")), "2025-11-25"), T))
     expect(failure.permanent).toBe(true)
