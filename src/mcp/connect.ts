@@ -13,7 +13,7 @@
  *
  * The era is negotiated here (src/mcp/era.ts decides): without a remembered verdict (`prior`) or a
  * pinned revision, a `server/discover` probe first; a modern server is spoken to in the modern era
- * (and its change notifications come through `subscriptions/listen`), any other falls back to the
+ * (its change notifications, and resource subscriptions, go through `subscriptions/listen`), any other falls back to the
  * `initialize` handshake on the same transport (a stdio server that exits on the probe is started
  * again). A server that speaks no revision the store speaks, or not the pinned one, is a permanent
  * failure whose hint names both sides' revisions.
@@ -56,6 +56,7 @@ import {
   EMPTY_CATALOG,
   type CallOptions,
   type CancelSignal,
+  Cancel,
   type Catalog,
   type CatalogCapabilities,
   type CompleteParams,
@@ -380,8 +381,7 @@ class UpstreamConnection implements McpConnection {
     const declared = this.session.serverCapabilities
     return {
       resources: declared?.resources !== undefined,
-      // The modern era has no resources/subscribe (resource updates come through subscriptions/listen).
-      subscribe: declared?.resources?.subscribe === true && !this.session.modern,
+      subscribe: declared?.resources?.subscribe === true,
       prompts: declared?.prompts !== undefined,
       completions: declared?.completions !== undefined
     }
@@ -408,6 +408,10 @@ class UpstreamConnection implements McpConnection {
   /** Why the modern era's subscriptions/listen stream showed the server gone, once it did. */
   private listenLost: string | undefined
   private listenTimer: NodeJS.Timeout | undefined
+  /** Cancels the subscriptions/listen open now (to open one with another filter). */
+  private listening: Cancel | undefined
+  /** The resources subscribed to (modern era: they go in the listen filter). */
+  private readonly watched = new Set<string>()
 
   /**
    * The modern era's change notifications (tools, prompts, resources: what the server declared it
@@ -417,21 +421,26 @@ class UpstreamConnection implements McpConnection {
    * that refuses it (a JSON-RPC error) announces nothing, and the tools interval refreshes the lists.
    */
   listen(): void {
+    clearTimeout(this.listenTimer)
+    this.listening?.abort()
+    this.listening = undefined
     if (this.closedByUs || this.selfCloseReason !== undefined) return
     const caps = this.session.serverCapabilities
     const filter = {
       ...(caps?.tools?.listChanged === true ? { toolsListChanged: true } : {}),
       ...(caps?.prompts?.listChanged === true ? { promptsListChanged: true } : {}),
-      ...(caps?.resources?.listChanged === true ? { resourcesListChanged: true } : {})
+      ...(caps?.resources?.listChanged === true ? { resourcesListChanged: true } : {}),
+      ...(caps?.resources?.subscribe === true && this.watched.size > 0 ? { resourceSubscriptions: [...this.watched] } : {})
     }
     if (Object.keys(filter).length === 0) return
     const openedAt = performance.now()
+    const cancel = (this.listening = new Cancel())
     const again = () => {
-      if (this.closedByUs || this.selfCloseReason !== undefined) return
+      if (this.closedByUs || this.selfCloseReason !== undefined || cancel.aborted) return
       this.listenTimer = setTimeout(() => this.listen(), performance.now() - openedAt >= 1_000 ? 0 : 1_000)
     }
-    this.session.listen(filter).then(again, (error: unknown) => {
-      if (this.closedByUs || this.selfCloseReason !== undefined) return
+    this.session.listen(filter, cancel).then(again, (error: unknown) => {
+      if (this.closedByUs || this.selfCloseReason !== undefined || cancel.aborted) return
       if (error instanceof McpError) {
         if (isConnectionClosed(error)) again()
         return
@@ -550,15 +559,28 @@ class UpstreamConnection implements McpConnection {
   }
 
   async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    if (this.session.modern) return this.declared("subscribe", async () => this.watch(uri, true))
     await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.session.subscribeResource(uri, o)), options)
   }
 
   async unsubscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    if (this.session.modern) return this.declared("subscribe", async () => this.watch(uri, false))
     await this.request(
       `resources/unsubscribe ${JSON.stringify(uri)}`,
       (o) => this.declared("subscribe", () => this.session.unsubscribeResource(uri, o)),
       options
     )
+  }
+
+  /**
+   * The modern era has no resources/subscribe: a resource's updates are asked for in the filter of
+   * subscriptions/listen, opened again with the new filter (the old one cancelled).
+   */
+  private watch(uri: string, on: boolean): void {
+    if (on === this.watched.has(uri)) return
+    if (on) this.watched.add(uri)
+    else this.watched.delete(uri)
+    if (this.connected) this.listen()
   }
 
   onResourceUpdated(listener: (uri: string) => void): () => void {
@@ -610,6 +632,7 @@ class UpstreamConnection implements McpConnection {
   private async shutDown(): Promise<void> {
     this.closedByUs = true
     clearTimeout(this.listenTimer)
+    this.listening?.abort()
     this.closeListeners.clear()
     if (this.opened.type === "streamable_http") {
       // Closing the transport sends no DELETE; ending the session is our job, and must not hold up the close.

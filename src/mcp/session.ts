@@ -270,10 +270,11 @@ export class Session {
   /**
    * `subscriptions/listen` (modern era): opens the server's stream of the change notifications of
    * `filter`, which arrive as the other notifications do. No time-out: it resolves when the server
-   * ends the subscription, rejects when the stream breaks or the connection closes.
+   * ends the subscription, rejects when the stream breaks, the connection closes or `signal` fires
+   * (the subscription is then cancelled as any request is).
    */
-  listen(filter: Record<string, unknown>): Promise<unknown> {
-    return this.request("subscriptions/listen", { notifications: filter }, { timeout: MAX_TIMER_MS })
+  listen(filter: Record<string, unknown>, signal?: CancelSignal): Promise<unknown> {
+    return this.request("subscriptions/listen", { notifications: filter }, { timeout: MAX_TIMER_MS, signal })
   }
 
   /** Closes the transport (its close fails every request in flight). */

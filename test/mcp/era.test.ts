@@ -89,6 +89,20 @@ describe("a modern-only server over Streamable HTTP", () => {
     expect((await conn.listTools(T)).map((t) => t.name)).toContain("late")
   })
 
+  it("subscribes to a resource through subscriptions/listen (the era has no resources/subscribe)", async () => {
+    expect(conn.capabilities.subscribe).toBe(true)
+    const updated: Array<string> = []
+    const off = conn.onResourceUpdated((uri) => void updated.push(uri))
+    await conn.subscribeResource("mem://note", T)
+    // The listen stream is opened again with the resource in its filter.
+    expect(await eventually(() => fixture.requests().filter((r) => r === "POST subscriptions/listen").length >= 2, 5_000)).toBe(true)
+    // Touched until the new stream (acknowledged in its own time) carries the update.
+    expect(await eventually(async () => (await conn.callTool("touch", {}, T), updated.includes("mem://note")), 5_000)).toBe(true)
+    await conn.unsubscribeResource("mem://note", T)
+    off()
+    expect(fixture.requests()).not.toContain("POST resources/subscribe")
+  })
+
   it("reconnects with the remembered era: no probe", async () => {
     const before = fixture.requests().length
     const again = await connect(remoteDef(fixture.url), { ...T, prior: conn.era })
@@ -226,7 +240,13 @@ describe("a modern-only server over stdio", () => {
     conn.onToolsChanged(() => void changed++)
     await conn.callTool("add_tool", { name: "late" }, T)
     expect(await eventually(() => changed > 0, 5_000)).toBe(true)
+    const updated: Array<string> = []
+    conn.onResourceUpdated((uri) => void updated.push(uri))
+    await conn.subscribeResource("mem://note", T)
+    expect(await eventually(() => methods(log).filter((m) => m === "subscriptions/listen").length >= 2, 5_000)).toBe(true)
+    expect(await eventually(async () => (await conn!.callTool("touch", {}, T), updated.includes("mem://note")), 5_000)).toBe(true)
     expect(methods(log)).not.toContain("initialize")
+    expect(methods(log)).not.toContain("resources/subscribe")
   })
 
   it("a dual-era server over stdio speaks the modern era; pinned to 2025 it speaks that", async () => {
