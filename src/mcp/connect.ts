@@ -359,9 +359,8 @@ class UpstreamConnection implements McpConnection {
     }
   }
 
-  /** The modern era has no logging/setLevel (a log level goes with each request). */
   get logging(): boolean {
-    return !this.session.modern && this.session.serverCapabilities?.logging !== undefined
+    return this.session.serverCapabilities?.logging !== undefined
   }
 
   async setLoggingLevel(level: LoggingLevel, options: RequestOptions): Promise<void> {

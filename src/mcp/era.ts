@@ -12,6 +12,8 @@ import { isModernVersion, LEGACY_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSION } fr
 export const PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 export const CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
 export const CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+/** The log level of a modern request: the server's log messages about it, at that level and above. */
+export const LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
 const SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 
 /** UnsupportedProtocolVersion: the server does not speak the version asked (`data.supported` lists what it speaks). */

@@ -58,7 +58,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import { McpRequestError, RELAYED_METHODS, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
-import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
+import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
 
@@ -370,7 +370,15 @@ export class Session {
     emptyResult(await this.request("resources/unsubscribe", { uri }, controls))
   }
 
+  /**
+   * logging/setLevel; the modern era has none: the level goes in the `_meta` of every request from
+   * now on (a server sends log messages only for requests that carry one).
+   */
   async setLoggingLevel(level: LoggingLevel, controls: Controls): Promise<void> {
+    if (this.envelope !== undefined) {
+      this.envelope = { ...this.envelope, [LOG_LEVEL_META_KEY]: level }
+      return
+    }
     emptyResult(await this.request("logging/setLevel", { level }, controls))
   }
 

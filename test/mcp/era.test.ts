@@ -103,6 +103,19 @@ describe("a modern-only server over Streamable HTTP", () => {
     expect(fixture.requests()).not.toContain("POST resources/subscribe")
   })
 
+  it("sends the log level with every request (the era has no logging/setLevel), and hears the log messages", async () => {
+    const said: Array<unknown> = []
+    const off = conn.onLogMessage((m) => void said.push(m.data))
+    await conn.callTool("say", { text: "unheard" }, T)
+    expect(conn.logging).toBe(true)
+    await conn.setLoggingLevel("info", T)
+    await conn.callTool("say", { text: "heard" }, T)
+    expect(await eventually(() => said.includes("heard"), 5_000)).toBe(true)
+    expect(said).not.toContain("unheard")
+    expect(fixture.requests()).not.toContain("POST logging/setLevel")
+    off()
+  })
+
   it("reconnects with the remembered era: no probe", async () => {
     const before = fixture.requests().length
     const again = await connect(remoteDef(fixture.url), { ...T, prior: conn.era })
