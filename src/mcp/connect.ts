@@ -261,7 +261,7 @@ const handshake = async (session: Session, pin: string | undefined, controls: Re
       if (facts !== undefined) return session.adopt(MODERN_PROTOCOL_VERSION, facts)
     }
     throw mismatch(
-      `the server refused the initialize handshake (offered ${pin ?? LATEST_PROTOCOL_VERSION}): ${refusal.message.replace(/^MCP error -?\d+: /, "")}`,
+      `the server refused the initialize handshake (offered ${pin ?? LATEST_PROTOCOL_VERSION}): ${refusal.message.replace(/^MCP error -?\d+: /, "").slice(0, 200)}`,
       mismatchHint(supported, pin),
       refusal
     )

@@ -62,17 +62,20 @@ export const discoverFacts = (result: unknown): DiscoverFacts | undefined => {
   if (!isRecord(result)) return undefined
   const versions = result["supportedVersions"]
   if (!Array.isArray(versions) || !versions.every((v) => typeof v === "string")) return undefined
+  // Quoted in hints and kept with the service: bounded.
+  const supportedVersions = versions.slice(0, 20).map((v: string) => v.slice(0, 40))
   const capabilities = isRecord(result["capabilities"]) ? result["capabilities"] : {}
   const info = isRecord(result["_meta"]) ? result["_meta"][SERVER_INFO_META_KEY] : undefined
   const serverInfo =
     isRecord(info) && typeof info["name"] === "string" ? { name: info["name"], version: typeof info["version"] === "string" ? info["version"] : "" } : undefined
-  return { supportedVersions: versions as ReadonlyArray<string>, capabilities, serverInfo }
+  return { supportedVersions, capabilities, serverInfo }
 }
 
-/** The `supported` list of a -32022 error's data, when it has one. */
+/** The `supported` list of a -32022 error's data, when it has one (bounded: it is quoted in hints). */
 export const supportedList = (data: unknown): ReadonlyArray<string> | undefined => {
   const supported = isRecord(data) ? data["supported"] : undefined
-  return Array.isArray(supported) && supported.length > 0 && supported.every((v) => typeof v === "string") ? supported : undefined
+  if (!Array.isArray(supported) || supported.length === 0 || !supported.every((v) => typeof v === "string")) return undefined
+  return supported.slice(0, 20).map((v: string) => v.slice(0, 40))
 }
 
 /** A JSON-RPC error in an HTTP error answer's body, if it holds one. */
