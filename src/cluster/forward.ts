@@ -278,6 +278,9 @@ export class RemoteConnection implements McpConnection {
   }
   /** No process here: the owner's process is counted where it runs. */
   readonly pid = undefined
+  /** The era is negotiated and remembered by the owner, which connects. */
+  readonly protocolVersion = undefined
+  readonly era = undefined
 
   async ping(options: CallOptions): Promise<number> {
     const started = performance.now()

@@ -8,6 +8,7 @@
  */
 import { Array as Arr, Either, ParseResult, Schema, SchemaAST } from "effect"
 import { globsProblem, MAX_GLOB_LENGTH, MAX_GLOBS } from "./tool-filter.js"
+import { PROTOCOL_VERSIONS } from "./protocol-versions.js"
 
 // ---------------------------------------------------------------------------------------------
 // Statuses
@@ -316,6 +317,13 @@ const definitionFields = {
   envFile: Schema.optionalWith(
     text("must be a string").annotations({
       description: "A dotenv file (path relative to the services file's folder) whose variables ${VAR} references may use, besides the store's environment"
+    }),
+    { exact: true }
+  ),
+  protocol_version: Schema.optionalWith(
+    Schema.Literal(...PROTOCOL_VERSIONS).annotations({
+      message: () => ({ message: `must be one of ${PROTOCOL_VERSIONS.map((v) => `"${v}"`).join(", ")}`, override: true }),
+      description: "Pins the MCP protocol revision spoken with the server (2026-07-28, or a 2025-era one with the initialize handshake); negotiated when left out"
     }),
     { exact: true }
   ),

@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto"
 import { Either, Schema } from "effect"
+import type { ProtocolVersion } from "./protocol-versions.js"
 import { normaliseTransport, parseErrorProblems, ServiceDefinition } from "./schemas.js"
 
 export { STATUSES, agentIdProblem, serviceNameProblem, type ServiceDefinition, type Status } from "./schemas.js"
@@ -23,6 +24,8 @@ export type ResolvedDefinition =
       /** The `roots` the store answers roots/list with; undefined: no roots capability. */
       readonly roots?: ReadonlyArray<string> | undefined
       readonly envFile?: string | undefined
+      /** The protocol revision the definition pins; undefined: negotiated. */
+      readonly protocolVersion?: ProtocolVersion | undefined
     }
   | {
       readonly kind: "local"
@@ -33,6 +36,7 @@ export type ResolvedDefinition =
       readonly cwd: string | undefined
       readonly roots?: ReadonlyArray<string> | undefined
       readonly envFile?: string | undefined
+      readonly protocolVersion?: ProtocolVersion | undefined
     }
 
 /** Which scope a service lives in: the store, or one agent. */
@@ -75,7 +79,8 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
       url: def.url,
       headers: def.headers ?? {},
       envFile: def.envFile,
-      ...(def.roots !== undefined ? { roots: def.roots } : {})
+      ...(def.roots !== undefined ? { roots: def.roots } : {}),
+      ...(def.protocol_version !== undefined ? { protocolVersion: def.protocol_version } : {})
     }
   }
   return {
@@ -86,7 +91,8 @@ const resolveChecked = (def: ServiceDefinition): ResolvedDefinition => {
     env: def.env ?? {},
     cwd: def.cwd,
     envFile: def.envFile,
-    ...(def.roots !== undefined ? { roots: def.roots } : {})
+    ...(def.roots !== undefined ? { roots: def.roots } : {}),
+    ...(def.protocol_version !== undefined ? { protocolVersion: def.protocol_version } : {})
   }
 }
 

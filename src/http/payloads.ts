@@ -21,6 +21,11 @@ export const ServiceAuth = Schema.Struct({
   expires_at: Schema.optional(Schema.String)
 }).annotations({ identifier: "ServiceAuth", description: "present when the upstream requires OAuth: the state of its authorization" })
 
+/** The MCP revision spoken with a service (list_services, get_service_info, service_status). */
+export const PROTOCOL_VERSION_FIELD = Schema.NullOr(Schema.String).annotations({
+  description: "the MCP protocol revision spoken with the upstream (2026-07-28, or a 2025-era one), negotiated or pinned; null before the first connect"
+})
+
 export const Service = Schema.Struct({
   name: Schema.String,
   url: Schema.String,
@@ -40,6 +45,7 @@ export const Service = Schema.Struct({
   reconnect_attempts: Schema.Number,
   next_retry_at: Schema.NullOr(Schema.String),
   response_time_ms: Schema.NullOr(Schema.Number),
+  protocol_version: PROTOCOL_VERSION_FIELD,
   auth: Schema.optional(ServiceAuth)
 }).annotations({ identifier: "Service" })
 

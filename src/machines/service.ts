@@ -13,6 +13,7 @@
  */
 import { assign, fromCallback, fromPromise, sendTo, setup, type ActorRefFrom, type EventObject, type SnapshotFrom } from "xstate"
 import { EMPTY_CATALOG, type Catalog, type CatalogCapabilities, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import type { EraVerdict } from "../mcp/era.js"
 import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
@@ -61,6 +62,8 @@ export interface ConnectInput {
   readonly name: string
   readonly definition: ServiceDefinition
   readonly timeoutMs: number
+  /** The era the last connection found: a reconnection asks nothing again (src/mcp/era.ts). */
+  readonly prior?: EraVerdict | undefined
 }
 
 export interface ConnectionInput {
@@ -163,6 +166,11 @@ export interface ServiceContext {
   readonly crash: { readonly error: string; readonly attempt: number } | undefined
   /** The upstream's OAuth state, when it requires authorization (views only). */
   readonly auth: AuthInfo | undefined
+  /**
+   * The protocol era and revision the last connection spoke (negotiated or pinned): handed to the
+   * next connect, and shown as `protocol_version`. Forgotten when the definition changes.
+   */
+  readonly era: EraVerdict | undefined
 }
 
 const MAX_TRANSITIONS = 20
@@ -198,7 +206,8 @@ const connectInput = ({ context }: { context: ServiceContext }): ConnectInput =>
   scope: context.scope,
   name: context.name,
   definition: context.definition,
-  timeoutMs: context.settings.initialization_timeout_seconds * 1000
+  timeoutMs: context.settings.initialization_timeout_seconds * 1000,
+  prior: context.era
 })
 
 /** A service actor's context before anything happened (the service machine's, and the replicated one's: src/machines/replicated.ts). */
@@ -234,7 +243,8 @@ export const initialServiceContext = (input: ServiceInput): ServiceContext => {
     stateEnteredAt: now(),
     transitions: [],
     crash: input.crash,
-    auth: undefined
+    auth: undefined,
+    era: undefined
   }
 }
 
@@ -362,6 +372,7 @@ export const serviceMachine = setup({
       return {
         connection: output.connection,
         capabilities: output.connection.capabilities,
+        era: output.connection.era ?? context.era,
         ...(keepTools
           ? {}
           : {
@@ -474,6 +485,7 @@ export const serviceMachine = setup({
     }),
     newDefinition: assign(({ event }) => ({
       definition: (event as Extract<ServiceEvent, { type: "UPDATE_DEFINITION" }>).definition,
+      era: undefined,
       hint: undefined,
       permanentFailure: false,
       reason: "definition changed"

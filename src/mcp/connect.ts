@@ -11,12 +11,21 @@
  * that cause (`message_too_large`) rather than a mere closed connection. The checks of tool outputs
  * run on the store's linear-time validators (src/mcp/json-schema.ts).
  *
+ * The era is negotiated here (src/mcp/era.ts decides): without a remembered verdict (`prior`) or a
+ * pinned revision, a `server/discover` probe first; a modern server is spoken to in the modern era
+ * (its change notifications, and resource subscriptions, go through `subscriptions/listen`), any other falls back to the
+ * `initialize` handshake on the same transport (a stdio server that exits on the probe is started
+ * again). A server that speaks no revision the store speaks, or not the pinned one, is a permanent
+ * failure whose hint names both sides' revisions.
+ *
  * A failed connect is classified here, at the transport edge: a failure that retrying soon cannot
  * mend (the executable does not exist or cannot be run, the URL answers the first initialize with
  * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
  * `permanent`, with a hint for the user (`permanentFailure`).
  */
 import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js"
 import type {
   CallToolResult,
   CompleteResult,
@@ -29,12 +38,16 @@ import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service-definition.js"
 import { boundedFetch } from "./bounded-fetch.js"
 import { DEFAULT_UPSTREAM_POLICY, UpstreamRefused, type UpstreamPolicy } from "./upstream-policy.js"
-import { HttpClientTransport } from "./http-transport.js"
+import { isModernVersion, MODERN_PROTOCOL_VERSION } from "../domain/protocol-versions.js"
+import { classifyProbe, discoverFacts, mismatchHint, supportedList, UNSUPPORTED_PROTOCOL_VERSION, type EraVerdict, type ProbeOutcome } from "./era.js"
+import { HttpAnswerError, HttpClientTransport } from "./http-transport.js"
+import { paramHeadersOf, type ParamHeader } from "./param-headers.js"
+import { log } from "../logging/log.js"
 import { probeTransport } from "./probe.js"
 import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth-client.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
-import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
-import { Session, type SessionNotification, type SessionOptions } from "./session.js"
+import { classifyFailure, isConnectionClosed, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
+import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -43,6 +56,7 @@ import {
   EMPTY_CATALOG,
   type CallOptions,
   type CancelSignal,
+  Cancel,
   type Catalog,
   type CatalogCapabilities,
   type CompleteParams,
@@ -97,6 +111,23 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       throw new McpRequestError("transport", e.message, undefined, undefined, { permanent: true, hint: UPSTREAM_HINT })
     }
   }
+  let prior = options.prior
+  // A stdio server that exited on the era probe is a 2025-era one: started again, for the handshake.
+  for (;;) {
+    try {
+      return await connectOnce(def, policy, prior, options)
+    } catch (error) {
+      if (!(error instanceof ExitedOnProbe)) throw error
+      prior = { kind: "legacy", version: LATEST_PROTOCOL_VERSION }
+    }
+  }
+}
+
+/** The probe's stdio server exited (a 2025-era server that ends on a request before `initialize`). */
+class ExitedOnProbe extends Error {}
+
+/** One connection attempt of `connect`, on a new transport, with the era of `prior` if given. */
+const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prior: EraVerdict | undefined, options: ConnectOptions): Promise<McpConnection> => {
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.
   const connection = new UpstreamConnection(opened, {
@@ -105,8 +136,12 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     validator: upstreamSchemaValidator
   })
   try {
-    await connection.request(`connect to ${describeTarget(def)}`, (controls) => connection.session.open(controls), options)
+    await connection.request(`connect to ${describeTarget(def)}`, (controls) => negotiate(connection, def, prior, controls), options)
   } catch (error) {
+    if (connection.exitedOnProbe) {
+      await connection.close()
+      throw new ExitedOnProbe()
+    }
     const required = opened.type === "sse" ? opened.authorizationRequired() : undefined
     // An SSE stream refused for want of an authorization fails as a bare stream error: named here.
     const failure =
@@ -131,16 +166,139 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     const permanent = permanentFailure(def, failure, spawnError, probed)
     const message =
       permanent?.message ?? (opened.type === "stdio" ? withProcessReport(failure.message, opened.transport, ended) : failure.message)
-    const hint = permanent?.hint ?? (opened.type === "stdio" ? stdioHint(opened.transport.stderrTail()) : undefined)
+    const hint = permanent?.hint ?? failure.hint ?? (opened.type === "stdio" ? stdioHint(opened.transport.stderrTail()) : undefined)
     if (message === failure.message && hint === undefined) throw failure
     throw new McpRequestError(failure.kind, message, failure.code, failure.data, {
-      permanent: permanent !== undefined,
+      permanent: failure.permanent || permanent !== undefined,
       hint,
       httpStatus: failure.httpStatus
     })
   }
   connection.connected = true
+  if (connection.session.modern) connection.listen()
   return connection
+}
+
+/** How long a stdio server may take to answer the era probe before it counts as a 2025-era one. */
+const STDIO_PROBE_TIMEOUT_MS = 5_000
+
+/**
+ * Settles the era on a started-to-be session: the pinned revision, else the remembered verdict
+ * (no round trip for a modern one, no probe for a 2025 one), else the `server/discover` probe and,
+ * for a 2025-era server, the initialize handshake. Throws a permanent `McpRequestError` on a version
+ * mismatch, `ExitedOnProbe` when a stdio server exited on the probe, and what the probe failed with
+ * when its outcome says nothing about the era (an outage, an authorization wall).
+ */
+const negotiate = async (connection: UpstreamConnection, def: ResolvedDefinition, prior: EraVerdict | undefined, controls: RequestControls): Promise<void> => {
+  const session = connection.session
+  await session.start()
+  const pin = def.protocolVersion
+  if (pin !== undefined && !isModernVersion(pin)) return handshake(session, pin, controls)
+  if (def.transport === "sse") {
+    // The HTTP+SSE transport is 2024-11-05's: there is no modern era on it.
+    if (pin !== undefined) throw mismatch(`the SSE transport has no protocol revision ${pin}`, `the 2026-07-28 revision is served over Streamable HTTP: set "transport": "streamable_http", or drop "protocol_version"`)
+    return handshake(session, undefined, controls)
+  }
+  if (prior?.kind === "legacy" && pin === undefined) return handshake(session, undefined, controls)
+  if (prior?.kind === "modern" && (pin === undefined || pin === prior.version)) return session.adopt(prior.version, prior.discover)
+  const transport = def.kind === "local" ? "stdio" : "http"
+  const version = pin ?? MODERN_PROTOCOL_VERSION
+  // Only a probe that may fall back is cut short: a pinned revision has nothing to fall back to.
+  const timeout = transport === "stdio" && pin === undefined ? Math.min(controls.timeout, STDIO_PROBE_TIMEOUT_MS) : controls.timeout
+  let outcome: ProbeOutcome
+  let failure: unknown
+  try {
+    outcome = { kind: "result", result: await session.discover(version, { timeout, signal: controls.signal }) }
+  } catch (error) {
+    failure = error
+    const probed = probeOutcome(error)
+    if (probed === undefined) throw error
+    outcome = probed
+  }
+  const verdict = classifyProbe(outcome, transport)
+  switch (verdict.kind) {
+    case "modern":
+      return session.adopt(verdict.version, verdict.discover)
+    case "mismatch":
+      throw mismatch(`the server does not speak protocol revision ${version} (it speaks ${verdict.supported.join(", ")})`, mismatchHint(verdict.supported, pin))
+    case "inconclusive":
+      throw failure ?? new Error("the era probe failed")
+    case "legacy":
+      // A pinned server that did not answer or exited: a failure like any other (its process report), not a mismatch.
+      if (pin !== undefined && (outcome.kind === "timeout" || outcome.kind === "closed")) throw failure ?? new Error("the era probe failed")
+      if (pin !== undefined) {
+        throw mismatch(
+          `the server does not answer server/discover as a server of protocol revision ${pin} does: it speaks a 2025-era revision`,
+          `the server speaks a 2025-era revision (initialize handshake); the definition pins "protocol_version": "${pin}": drop "protocol_version" or pin a 2025-era one`
+        )
+      }
+      if (outcome.kind === "closed") {
+        connection.exitedOnProbe = true
+        throw new ExitedOnProbe()
+      }
+      return handshake(session, undefined, controls)
+  }
+}
+
+/**
+ * The initialize handshake, offering the pinned revision (which the server must then speak) or the
+ * newest. A modern server refuses it with -32022: spoken to in the modern era when it speaks 2026-07-28
+ * and nothing is pinned (a stdio server too slow for the probe), else a permanent mismatch.
+ */
+const handshake = async (session: Session, pin: string | undefined, controls: RequestControls): Promise<void> => {
+  try {
+    await session.open(controls, pin ?? LATEST_PROTOCOL_VERSION, pin !== undefined)
+  } catch (error) {
+    if (error instanceof UnsupportedVersionAnswer) {
+      throw mismatch(error.message, mismatchHint([error.answered], pin))
+    }
+    // A modern-only server's refusal: in-band (stdio), or the JSON-RPC error of an HTTP 400.
+    const refusal = error instanceof McpError ? error : error instanceof HttpAnswerError ? error.rpcError : undefined
+    if (refusal === undefined || refusal.code !== UNSUPPORTED_PROTOCOL_VERSION) throw error
+    const supported = supportedList(refusal.data) ?? []
+    if (pin === undefined && supported.includes(MODERN_PROTOCOL_VERSION)) {
+      const facts = discoverFacts(await session.discover(MODERN_PROTOCOL_VERSION, controls))
+      if (facts !== undefined) return session.adopt(MODERN_PROTOCOL_VERSION, facts)
+    }
+    throw mismatch(
+      `the server refused the initialize handshake (offered ${pin ?? LATEST_PROTOCOL_VERSION}): ${refusal.message.replace(/^MCP error -?\d+: /, "").slice(0, 200)}`,
+      mismatchHint(supported, pin),
+      refusal
+    )
+  }
+}
+
+/** A version mismatch: permanent, with its hint. */
+const mismatch = (message: string, hint: string, cause?: { readonly code: number; readonly data?: unknown }): McpRequestError =>
+  new McpRequestError("protocol", `protocol version mismatch: ${message}`, cause?.code ?? UNSUPPORTED_PROTOCOL_VERSION, cause?.data, { permanent: true, hint })
+
+/** What a failed probe tells of the era, or undefined when it says nothing (rethrown as it is). */
+const probeOutcome = (error: unknown): ProbeOutcome | undefined => {
+  if (error instanceof McpError) {
+    if (error.code === ErrorCode.RequestTimeout) return { kind: "timeout" }
+    if (isConnectionClosed(error)) return { kind: "closed" }
+    return { kind: "rpc_error", code: error.code, message: error.message, data: error.data }
+  }
+  if (error instanceof HttpAnswerError) {
+    const status = error.code ?? 0
+    // The JSON-RPC error of a 4xx: read as an in-band one (a 401, 403 or 5xx says nothing of the era).
+    const rpc = error.rpcError
+    if (rpc !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403) return { kind: "rpc_error", code: rpc.code, message: rpc.message, data: rpc.data }
+    return { kind: "http_error", status, body: error.body }
+  }
+  if (error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0) return { kind: "http_error", status: error.code, body: undefined }
+  return undefined
+}
+
+/**
+ * Whether a connect that used a remembered era failed in a way a changed server explains (a JSON-RPC
+ * error, an HTTP 4xx other than an authorization wall): the owner then connects again without it.
+ */
+export const eraSuspect = (error: unknown): boolean => {
+  if (!(error instanceof McpRequestError) || error.authorizationRequired) return false
+  if (error.kind === "protocol" || error.kind === "session_expired") return true
+  const status = error.httpStatus
+  return error.kind === "transport" && status !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403
 }
 
 /** One live session, its transport, and the listeners of the connection's owner. */
@@ -160,6 +318,8 @@ class UpstreamConnection implements McpConnection {
   readonly session: Session
   /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
   connected = false
+  /** The stdio server exited on the era probe (a 2025-era server): `connect` starts it again. */
+  exitedOnProbe = false
   /** Why an SSE service's stream ended, once it did. */
   private sseStreamEnded: string | undefined
 
@@ -230,6 +390,66 @@ class UpstreamConnection implements McpConnection {
     return this.session.serverInfo
   }
 
+  get protocolVersion(): string | undefined {
+    return this.session.protocolVersion
+  }
+
+  private verdict: EraVerdict | undefined
+
+  get era(): EraVerdict | undefined {
+    const version = this.session.protocolVersion
+    if (version === undefined) return undefined
+    const discover = this.session.discovery
+    this.verdict ??= this.session.modern && discover !== undefined ? { kind: "modern", version, discover } : { kind: "legacy", version }
+    return this.verdict
+  }
+
+  /** Why the modern era's subscriptions/listen stream showed the server gone, once it did. */
+  private listenLost: string | undefined
+  private listenTimer: NodeJS.Timeout | undefined
+  /** Cancels the subscriptions/listen open now (to open one with another filter). */
+  private listening: Cancel | undefined
+  /** The resources subscribed to (modern era: they go in the listen filter). */
+  private readonly watched = new Set<string>()
+
+  /**
+   * The modern era's change notifications (tools, prompts, resources: what the server declared it
+   * announces): one `subscriptions/listen`, whose notifications reach the listeners as the 2025 era's
+   * do. When it ends it is opened again (at once, or after a second when it lasted less); a reopening
+   * that cannot reach the server closes the connection, so the service reconnects now; a server
+   * that refuses it (a JSON-RPC error) announces nothing, and the tools interval refreshes the lists.
+   */
+  listen(): void {
+    clearTimeout(this.listenTimer)
+    this.listening?.abort()
+    this.listening = undefined
+    if (this.closedByUs || this.selfCloseReason !== undefined) return
+    const caps = this.session.serverCapabilities
+    const filter = {
+      ...(caps?.tools?.listChanged === true ? { toolsListChanged: true } : {}),
+      ...(caps?.prompts?.listChanged === true ? { promptsListChanged: true } : {}),
+      ...(caps?.resources?.listChanged === true ? { resourcesListChanged: true } : {}),
+      ...(caps?.resources?.subscribe === true && this.watched.size > 0 ? { resourceSubscriptions: [...this.watched] } : {})
+    }
+    if (Object.keys(filter).length === 0) return
+    const openedAt = performance.now()
+    const cancel = (this.listening = new Cancel())
+    const again = () => {
+      if (this.closedByUs || this.selfCloseReason !== undefined || cancel.aborted) return
+      this.listenTimer = setTimeout(() => this.listen(), performance.now() - openedAt >= 1_000 ? 0 : 1_000)
+    }
+    this.session.listen(filter, cancel).then(again, (error: unknown) => {
+      if (this.closedByUs || this.selfCloseReason !== undefined || cancel.aborted) return
+      if (error instanceof McpError) {
+        if (isConnectionClosed(error)) again()
+        return
+      }
+      if (error instanceof McpRequestError) return
+      this.listenLost = `the subscriptions/listen stream could not be opened: ${error instanceof Error ? error.message : String(error)}`
+      void this.session.close()
+    })
+  }
+
   get pid(): number | undefined {
     return this.opened.type === "stdio" ? this.opened.transport.pid : undefined
   }
@@ -272,12 +492,34 @@ class UpstreamConnection implements McpConnection {
     return this.request(
       "tools/list",
       async (controls) => {
-        const listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        let listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
         return listed.map(toToolInfo)
       },
       options
     )
+  }
+
+  /**
+   * The modern era over Streamable HTTP: the tools' `x-mcp-header` parameters go to the transport
+   * (mirrored into their calls' headers); a tool whose annotations break the spec's rules is left
+   * out of the list, with a warning, as the spec requires.
+   */
+  private withParamHeaders<T extends { readonly name: string; readonly inputSchema: unknown }>(tools: ReadonlyArray<T>, transport: HttpClientTransport): Array<T> {
+    const marked = new Map<string, ReadonlyArray<ParamHeader>>()
+    const kept: Array<T> = []
+    for (const tool of tools) {
+      const found = paramHeadersOf(tool.inputSchema)
+      if ("invalid" in found) {
+        log.warn(`tool ${JSON.stringify(tool.name)} left out: ${found.invalid}`, { event: "tool_rejected" })
+        continue
+      }
+      if (found.headers.length > 0) marked.set(tool.name, found.headers)
+      kept.push(tool)
+    }
+    transport.setParamHeaders(marked)
+    return kept
   }
 
   listCatalog(options: RequestOptions): Promise<Catalog> {
@@ -316,15 +558,28 @@ class UpstreamConnection implements McpConnection {
   }
 
   async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    if (this.session.modern) return this.declared("subscribe", async () => this.watch(uri, true))
     await this.request(`resources/subscribe ${JSON.stringify(uri)}`, (o) => this.declared("subscribe", () => this.session.subscribeResource(uri, o)), options)
   }
 
   async unsubscribeResource(uri: string, options: RequestOptions): Promise<void> {
+    if (this.session.modern) return this.declared("subscribe", async () => this.watch(uri, false))
     await this.request(
       `resources/unsubscribe ${JSON.stringify(uri)}`,
       (o) => this.declared("subscribe", () => this.session.unsubscribeResource(uri, o)),
       options
     )
+  }
+
+  /**
+   * The modern era has no resources/subscribe: a resource's updates are asked for in the filter of
+   * subscriptions/listen, opened again with the new filter (the old one cancelled).
+   */
+  private watch(uri: string, on: boolean): void {
+    if (on === this.watched.has(uri)) return
+    if (on) this.watched.add(uri)
+    else this.watched.delete(uri)
+    if (this.connected) this.listen()
   }
 
   onResourceUpdated(listener: (uri: string) => void): () => void {
@@ -375,6 +630,8 @@ class UpstreamConnection implements McpConnection {
 
   private async shutDown(): Promise<void> {
     this.closedByUs = true
+    clearTimeout(this.listenTimer)
+    this.listening?.abort()
     this.closeListeners.clear()
     if (this.opened.type === "streamable_http") {
       // Closing the transport sends no DELETE; ending the session is our job, and must not hold up the close.
@@ -397,15 +654,17 @@ class UpstreamConnection implements McpConnection {
   }
 
   private onTransportClosed(): void {
+    clearTimeout(this.listenTimer)
     if (this.closedByUs || this.selfCloseReason !== undefined) return
     const reason =
-      this.tooLarge !== undefined
+      this.listenLost ??
+      (this.tooLarge !== undefined
         ? `the server sent a message too large: ${this.tooLarge.message}`
         : this.opened.type === "stdio"
           ? closeReasonOfProcess(this.opened.transport)
           : this.opened.type === "sse"
             ? (this.sseStreamEnded ?? "the SSE stream closed")
-            : (this.opened.transport.streamLostReason ?? "the connection closed")
+            : (this.opened.transport.streamLostReason ?? "the connection closed"))
     this.selfCloseReason = reason
     const listeners = [...this.closeListeners]
     this.closeListeners.clear()

@@ -25,6 +25,13 @@
  * `AuthorizationRequiredError` (the service then waits for authorize_service). A 401 without a
  * bearer challenge stays a plain HTTP failure.
  *
+ * The modern era (revision 2026-07-28, once `setProtocolVersion` names it): no session, no GET
+ * stream; each request's POST carries `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` taken from
+ * its body (so does the era probe, a `server/discover` sent before any era is known); a request is
+ * cancelled by closing its POST (no `notifications/cancelled` is posted); and an error answer (400,
+ * 404) whose body is the JSON-RPC error of the request is that request's answer. A tools/call also
+ * carries the `Mcp-Param-{Name}` headers of its tool's `x-mcp-header` parameters (`setParamHeaders`).
+ *
  * Not supported: following redirects (a 3xx answer fails the request and names the new location).
  */
 import { AsyncResource } from "node:async_hooks"
@@ -35,6 +42,9 @@ import { urlToHttpOptions } from "node:url"
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
+import { isModernVersion } from "../domain/protocol-versions.js"
+import { PROTOCOL_VERSION_META_KEY } from "./era.js"
+import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
@@ -189,6 +199,79 @@ export class EventStreamParser {
   }
 }
 
+/**
+ * An HTTP error answer to a POST, with the start of its body (at most 200 characters): what the era
+ * probe reads when the body is not the request's own JSON-RPC error.
+ */
+export class HttpAnswerError extends StreamableHTTPError {
+  constructor(
+    status: number,
+    message: string,
+    readonly body: string,
+    /** The JSON-RPC error the body holds, when it is one (read whole, up to 64 KiB). */
+    readonly rpcError?: { readonly code: number; readonly message: string; readonly data?: unknown } | undefined
+  ) {
+    super(status, message)
+  }
+}
+
+/** How much of an error answer in JSON is read to find its JSON-RPC error. */
+const ERROR_JSON_BYTES = 64 * 1024
+
+/** The JSON-RPC error response a body holds (its id, its error, the message itself), if it does. */
+const rpcErrorOf = (
+  body: string
+): { readonly id: string | number | null; readonly error: { code: number; message: string; data?: unknown }; readonly message: JSONRPCMessage } | undefined => {
+  try {
+    const parsed: unknown = JSON.parse(body)
+    if (typeof parsed !== "object" || parsed === null) return undefined
+    const { id, error } = parsed as { id?: unknown; error?: unknown }
+    if (typeof error !== "object" || error === null) return undefined
+    const { code, message, data } = error as { code?: unknown; message?: unknown; data?: unknown }
+    if (typeof code !== "number") return undefined
+    return {
+      id: typeof id === "string" || typeof id === "number" ? id : null,
+      error: { code, message: typeof message === "string" ? message : "", ...(data !== undefined ? { data } : {}) },
+      message: parsed as JSONRPCMessage
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A header value as the spec's Streamable HTTP binding carries a name: as it is when it is plain
+ * visible ASCII (spaces inside allowed), else `=?base64?<UTF-8 in Base64>?=` (so is a value that
+ * looks like that sentinel).
+ */
+export const headerValue = (value: string): string =>
+  /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(value) && !(value.startsWith("=?base64?") && value.endsWith("?="))
+    ? value
+    : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`
+
+/**
+ * The modern era's headers of a request whose `_meta` names a protocol version (else undefined),
+ * with a tools/call's `Mcp-Param-{Name}` headers for the parameters its tool marks `x-mcp-header`.
+ */
+const modernHeaders = (message: JSONRPCMessage, params$: ReadonlyMap<string, ReadonlyArray<ParamHeader>> | undefined): Record<string, string> | undefined => {
+  const { method, params } = message as { method?: unknown; params?: Record<string, unknown> }
+  if (typeof method !== "string" || !("id" in message)) return undefined
+  const meta = params?.["_meta"] as Record<string, unknown> | undefined
+  const version = meta?.[PROTOCOL_VERSION_META_KEY]
+  if (typeof version !== "string") return undefined
+  const headers: Record<string, string> = { "mcp-protocol-version": version, "mcp-method": method }
+  const name = method === "resources/read" ? params?.["uri"] : method === "tools/call" || method === "prompts/get" ? params?.["name"] : undefined
+  if (typeof name === "string") headers["mcp-name"] = headerValue(name)
+  const marked = method === "tools/call" && typeof name === "string" ? params$?.get(name) : undefined
+  if (marked !== undefined) {
+    for (const { name: header, path } of marked) {
+      const text = paramHeaderText(valueAt(params?.["arguments"], path))
+      if (text !== undefined) headers[`mcp-param-${header.toLowerCase()}`] = headerValue(text)
+    }
+  }
+  return headers
+}
+
 /** What a POST's event stream is waiting for: the requests it carries, until each is answered. */
 type Pending = Set<string | number>
 
@@ -217,6 +300,10 @@ export class HttpClientTransport implements Transport {
 
   private session: string | undefined
   private protocolVersion: string | undefined
+  /** The modern era is spoken (see the module comment). */
+  private modern = false
+  /** The `x-mcp-header` parameters of each tool (modern era), from the last tools/list. */
+  private paramHeaders: ReadonlyMap<string, ReadonlyArray<ParamHeader>> | undefined
   private readonly agent: HttpAgent
   private readonly send$: typeof httpRequest
   /** Where every request goes, as node:http options (converting the URL per request costs). */
@@ -265,8 +352,14 @@ export class HttpClientTransport implements Transport {
     return this.lostBecause
   }
 
+  /** The tools' `x-mcp-header` parameters (src/mcp/param-headers.ts), mirrored into their calls' headers. */
+  setParamHeaders(headers: ReadonlyMap<string, ReadonlyArray<ParamHeader>>): void {
+    this.paramHeaders = headers
+  }
+
   setProtocolVersion(version: string): void {
     this.protocolVersion = version
+    this.modern = isModernVersion(version)
   }
 
   async start(): Promise<void> {
@@ -281,7 +374,13 @@ export class HttpClientTransport implements Transport {
     }
     // The SDK gave up on a request (time-out, abort): stop its HTTP request and the reading of its
     // body; the notification still goes to the server below.
-    if ("method" in message && message.method === "notifications/cancelled") this.abandon(message.params?.requestId)
+    if ("method" in message && message.method === "notifications/cancelled") {
+      this.abandon(message.params?.requestId)
+      // The modern era: closing the request's stream is the cancellation.
+      if (this.modern) return
+    }
+    // Before an era is known (the probe) and in the modern era: headers from the body.
+    const modern = this.modern || this.protocolVersion === undefined ? modernHeaders(message, this.paramHeaders) : undefined
     const post: Post = { pending: new Set(), req: undefined, abandoned: false }
     for (const m of Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]) {
       if ("method" in m && "id" in m && m.id !== undefined) {
@@ -291,12 +390,10 @@ export class HttpClientTransport implements Transport {
     }
     let streaming = false
     try {
-      const response = await this.request("POST", JSON.stringify(message), {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream"
-      }, (req) => (post.req = req))
+      const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req))
       const session = response.headers["mcp-session-id"]
-      if (typeof session === "string" && session !== "") this.session = session
+      if (typeof session === "string" && session !== "" && modern === undefined && !this.modern) this.session = session
       if (response.statusCode === 202) {
         this.drain(response)
         // The session is initialized: open the stream of server-initiated messages.
@@ -305,7 +402,17 @@ export class HttpClientTransport implements Transport {
       }
       const status = response.statusCode ?? 0
       if (status < 200 || status >= 300) {
-        throw new StreamableHTTPError(status, `Error POSTing to endpoint: HTTP ${status}${response.statusMessage ? ` ${response.statusMessage.slice(0, 100)}` : ""}: ${await failureText(response)}`)
+        const line = `Error POSTing to endpoint: HTTP ${status}${response.statusMessage ? ` ${response.statusMessage.slice(0, 100)}` : ""}`
+        if (status >= 400 && status < 500 && mediaType(response.headers) === "application/json") {
+          // A JSON-RPC error: a modern server's answer to a request it refuses (-32022, -32601, ...),
+          // or a modern-only server's refusal of a 2025 initialize (-32022 with what it speaks).
+          const body = await readBody(response, Math.min(this.maxMessageBytes, ERROR_JSON_BYTES))
+          const error = rpcErrorOf(body)
+          if (modern !== undefined && error !== undefined && typeof error.id !== "object" && post.pending.delete(error.id)) return this.deliver(error.message)
+          throw new HttpAnswerError(status, `${line}: ${body.slice(0, ERROR_BODY_CHARS)}`, body.slice(0, ERROR_BODY_CHARS), error?.error)
+        }
+        const text = await failureText(response)
+        throw new HttpAnswerError(status, `${line}: ${text}`, text)
       }
       if (post.pending.size === 0) {
         this.drain(response)
@@ -409,7 +516,7 @@ export class HttpClientTransport implements Transport {
     const headers: Record<string, string> = { ...this.headers, ...extra }
     if (token !== undefined) headers["authorization"] = `Bearer ${token}`
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
-    if (this.protocolVersion !== undefined) headers["mcp-protocol-version"] = this.protocolVersion
+    if (this.protocolVersion !== undefined && headers["mcp-protocol-version"] === undefined) headers["mcp-protocol-version"] = this.protocolVersion
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
     const attempt = (retry: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {

@@ -194,7 +194,7 @@ const abortedError = (what: string, reason: unknown): McpRequestError => {
  * may use -32000 for their own errors too (it opens the "server error" range), so only the SDK's own
  * errors count as a transport failure; a server's -32000 answer stays a protocol error.
  */
-const isConnectionClosed = (error: McpError): boolean =>
+export const isConnectionClosed = (error: McpError): boolean =>
   error.code === ErrorCode.ConnectionClosed &&
   error.data === undefined &&
   /^MCP error -32000: (Connection closed|Request was cancelled)$/.test(error.message)

@@ -6,6 +6,11 @@
  * the elicitation and sampling requests relayed to the caller of the call they belong to) and the
  * server's notifications.
  *
+ * Two eras: the 2025 one (the `initialize` handshake, `open`) and the modern one (2026-07-28: no
+ * handshake, every request carrying the `_meta` envelope of its version, capabilities and client;
+ * `discover` and `adopt`). Which one a server speaks is negotiated by src/mcp/connect.ts; the
+ * 2025 era's requests cost what they did before the modern one was added (one branch, no allocation).
+ *
  * Why not the SDK's `Client`: its per-request machinery cost 13 to 22 % more of the store's CPU per
  * tool call than this engine (zod parses of every message, closures and timers per request), and it
  * dispatches a progress a turn after it reads it, so a progress read with the answer was lost. The
@@ -53,6 +58,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import { McpRequestError, RELAYED_METHODS, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
 
@@ -155,6 +161,16 @@ const errorBody = (error: unknown): { code: number; message: string; data?: unkn
   return e?.data !== undefined ? { code, message, data: e.data } : { code, message }
 }
 
+/** A server answered the initialize handshake with a revision the store does not speak. */
+export class UnsupportedVersionAnswer extends Error {
+  constructor(
+    readonly offered: string,
+    readonly answered: string
+  ) {
+    super(`the server answered initialize (offered ${offered}) with protocol version ${answered}, which mcp-store does not speak`)
+  }
+}
+
 /** One MCP client session on a transport: the connection's only protocol engine (see the module comment). */
 export class Session {
   private next = 0
@@ -167,6 +183,12 @@ export class Session {
   private closed = false
   serverCapabilities: ServerCapabilities | undefined
   serverInfo: { readonly name: string; readonly version: string } | undefined
+  /** The protocol revision spoken, once the handshake (2025) or the discovery (modern) is done. */
+  protocolVersion: string | undefined
+  /** The modern era's `server/discover` result the session adopted. */
+  discovery: DiscoverFacts | undefined
+  /** The modern era's `_meta` of every request; undefined in the 2025 era (and before any era). */
+  private envelope: Record<string, unknown> | undefined
 
   /** Takes the transport's messages, errors and close (the transport is not started yet). */
   constructor(
@@ -184,18 +206,75 @@ export class Session {
     return { elicitation: {}, sampling: {}, ...(this.options.roots !== undefined ? { roots: { listChanged: false } } : {}) }
   }
 
-  /** Starts the transport and runs the initialize handshake. */
-  async open(controls: Controls): Promise<void> {
+  /** Starts the transport (before `open` or `discover`). */
+  async start(): Promise<void> {
     await this.transport.start()
+  }
+
+  /**
+   * The 2025 era's initialize handshake, offering `version` (the newest by default). A server that
+   * answers with a revision the store does not speak (with `exact`: another than `version`) fails it
+   * with `UnsupportedVersionAnswer`.
+   */
+  async open(controls: Controls, version: string = LATEST_PROTOCOL_VERSION, exact = false): Promise<void> {
     const result = InitializeResultSchema.parse(
-      await this.request("initialize", { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: this.capabilities, clientInfo: this.options.clientInfo }, controls)
+      await this.request("initialize", { protocolVersion: version, capabilities: this.capabilities, clientInfo: this.options.clientInfo }, controls)
     )
-    if (!SUPPORTED_PROTOCOL_VERSIONS.includes(result.protocolVersion)) throw new Error(`Server's protocol version is not supported: ${result.protocolVersion}`)
+    if (!SUPPORTED_PROTOCOL_VERSIONS.includes(result.protocolVersion) || (exact && result.protocolVersion !== version)) {
+      throw new UnsupportedVersionAnswer(version, result.protocolVersion)
+    }
     this.serverCapabilities = result.capabilities
     this.serverInfo = { name: result.serverInfo.name, version: result.serverInfo.version }
+    this.protocolVersion = result.protocolVersion
     // The HTTP transports send it in a header of every request from now on.
     this.transport.setProtocolVersion?.(result.protocolVersion)
     await this.notify("notifications/initialized")
+  }
+
+  /**
+   * `server/discover` with the modern envelope of `version` (the era probe, and the modern era's
+   * health check): resolves with the raw result; rejects as every request does (a JSON-RPC error is
+   * an McpError with its code and data).
+   */
+  async discover(version: string, controls: Controls): Promise<unknown> {
+    if (this.envelope !== undefined) return this.request("server/discover", undefined, controls)
+    return this.request("server/discover", { _meta: this.envelopeOf(version) }, controls)
+  }
+
+  /**
+   * Speaks the modern era at `version` from now on: every request carries its `_meta` envelope, the
+   * server's capabilities and identity are those of its `server/discover` result (a fresh one, or one
+   * remembered from an earlier connection).
+   */
+  adopt(version: string, discover: DiscoverFacts): void {
+    this.envelope = this.envelopeOf(version)
+    this.discovery = discover
+    this.protocolVersion = version
+    this.serverCapabilities = discover.capabilities as ServerCapabilities
+    this.serverInfo = discover.serverInfo
+    this.transport.setProtocolVersion?.(version)
+  }
+
+  /** Whether the session speaks the modern era. */
+  get modern(): boolean {
+    return this.envelope !== undefined
+  }
+
+  /** The `_meta` envelope of a modern request at `version`. */
+  private envelopeOf(version: string): Record<string, unknown> {
+    // The capabilities of the 2025 era: a server that needs input then says so with an
+    // input_required result (declined for now, `modernResult`) rather than refusing the call.
+    return { [PROTOCOL_VERSION_META_KEY]: version, [CLIENT_INFO_META_KEY]: this.options.clientInfo, [CLIENT_CAPABILITIES_META_KEY]: this.capabilities }
+  }
+
+  /**
+   * `subscriptions/listen` (modern era): opens the server's stream of the change notifications of
+   * `filter`, which arrive as the other notifications do. No time-out: it resolves when the server
+   * ends the subscription, rejects when the stream breaks, the connection closes or `signal` fires
+   * (the subscription is then cancelled as any request is).
+   */
+  listen(filter: Record<string, unknown>, signal?: CancelSignal): Promise<unknown> {
+    return this.request("subscriptions/listen", { notifications: filter }, { timeout: MAX_TIMER_MS, signal })
   }
 
   /** Closes the transport (its close fails every request in flight). */
@@ -231,7 +310,13 @@ export class Session {
     return result
   }
 
+  /** The health check: ping (2025 era) or server/discover (modern era, which has no ping). */
   async ping(controls: Controls): Promise<void> {
+    if (this.envelope !== undefined) {
+      const result = await this.request("server/discover", undefined, controls)
+      if (!isRecord(result) || !Array.isArray(result["supportedVersions"])) throw new McpRequestError("protocol", "server/discover: the answer has no supportedVersions")
+      return
+    }
     emptyResult(await this.request("ping", undefined, controls))
   }
 
@@ -285,7 +370,15 @@ export class Session {
     emptyResult(await this.request("resources/unsubscribe", { uri }, controls))
   }
 
+  /**
+   * logging/setLevel; the modern era has none: the level goes in the `_meta` of every request from
+   * now on (a server sends log messages only for requests that carry one).
+   */
   async setLoggingLevel(level: LoggingLevel, controls: Controls): Promise<void> {
+    if (this.envelope !== undefined) {
+      this.envelope = { ...this.envelope, [LOG_LEVEL_META_KEY]: level }
+      return
+    }
     emptyResult(await this.request("logging/setLevel", { level }, controls))
   }
 
@@ -307,7 +400,9 @@ export class Session {
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
       this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
-      const sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
+      let sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
+      // The modern era: every request carries the envelope (beside its progress token and trace context).
+      if (this.envelope !== undefined) sent = { ...sent, _meta: sent?.["_meta"] === undefined ? this.envelope : { ...this.envelope, ...(sent["_meta"] as object) } }
       const message = (sent === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params: sent }) as JSONRPCMessage
       this.transport.send(message).catch((error: unknown) => this.settle(id)?.reject(error))
     })
@@ -348,6 +443,8 @@ export class Session {
     if (method === "notifications/cancelled") {
       const requestId = params?.["requestId"]
       if (typeof requestId === "string" || typeof requestId === "number") this.handling.get(requestId)?.abort(params?.["reason"])
+      // The modern era: a server ends a subscriptions/listen of ours so (no answer follows).
+      if (this.envelope !== undefined && typeof requestId === "number") this.settle(requestId)?.reject(McpError.fromError(ErrorCode.ConnectionClosed, "Request was cancelled"))
       return
     }
     let notification: SessionNotification | undefined
@@ -499,6 +596,7 @@ export class Session {
     if (entry === undefined) return // answered after its time-out or abort, or never asked: dropped
     const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } }
     if ("result" in m) {
+      if (this.envelope !== undefined) return this.modernResult(entry, m.result)
       entry.resolve(m.result)
       return
     }
@@ -508,6 +606,34 @@ export class Session {
     } else {
       entry.reject(new McpRequestError("protocol", `the server answered with a message that is neither a result nor an error: ${JSON.stringify(message).slice(0, 200)}`))
     }
+  }
+
+  /**
+   * A modern result: `resultType` "complete" (or absent, as a lenient reading) is the answer, taken
+   * off it so that results look the same in both eras; "input_required" (the server asks the client
+   * for elicitation, sampling or roots before it completes: Multi Round-Trip Requests) is declined,
+   * as the store does not relay input requests in this era yet; anything else is a protocol error.
+   */
+  private modernResult(entry: Pending, result: unknown): void {
+    if (!isRecord(result)) return entry.resolve(result)
+    const type = result["resultType"]
+    if (type === undefined) return entry.resolve(result)
+    if (type === "complete") {
+      const { resultType: _, ...rest } = result
+      return entry.resolve(rest)
+    }
+    if (type === "input_required") {
+      const requests = isRecord(result["inputRequests"]) ? Object.values(result["inputRequests"]) : []
+      const methods = [...new Set(requests.map((r) => (isRecord(r) && typeof r["method"] === "string" ? r["method"] : "?")))]
+      return entry.reject(
+        new McpRequestError(
+          "protocol",
+          `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store does not relay input requests to servers of protocol revision 2026-07-28 yet, so it declined`,
+          ErrorCode.InvalidRequest
+        )
+      )
+    }
+    entry.reject(new McpRequestError("protocol", `the server answered with an unknown resultType ${JSON.stringify(type).slice(0, 100)}`))
   }
 
   private onClosed(): void {

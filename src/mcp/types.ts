@@ -14,6 +14,7 @@ import type {
   Resource,
   ResourceTemplate
 } from "@modelcontextprotocol/sdk/types.js"
+import type { EraVerdict } from "./era.js"
 import type { UpstreamAuth } from "./oauth-client.js"
 import type { UpstreamPolicy } from "./upstream-policy.js"
 
@@ -209,9 +210,13 @@ export class McpRequestError extends Error {
 /** A live connection to one MCP server. Owned by exactly one service actor. */
 export interface McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
-  /** Server name/version from the initialize handshake. */
+  /** Server name/version from the initialize handshake (2025 era) or server/discover (modern era). */
   readonly serverInfo: { readonly name: string; readonly version: string } | undefined
-  /** MCP ping; resolves with the round-trip time in milliseconds. */
+  /** The protocol revision spoken with the server (negotiated or pinned). */
+  readonly protocolVersion: string | undefined
+  /** The era found, for the owner to hand back as `ConnectOptions.prior` on its next connect. */
+  readonly era: EraVerdict | undefined
+  /** The health check: MCP ping (2025 era) or server/discover (modern era); resolves with the round-trip time in milliseconds. */
   ping(options: CallOptions): Promise<number>
   /** Lists every tool (follows pagination cursors). */
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
@@ -268,4 +273,6 @@ export interface ConnectOptions extends RequestOptions {
   readonly maxMessageBytes?: number
   /** Where a remote service may point (src/mcp/upstream-policy.ts); metadata addresses refused by default. */
   readonly upstream?: UpstreamPolicy
+  /** The era an earlier connection to the service found (`McpConnection.era`): no probe this time. */
+  readonly prior?: EraVerdict | undefined
 }

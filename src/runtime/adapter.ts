@@ -13,7 +13,7 @@ import { fromCallback, fromPromise } from "xstate"
 import { definitionHasReferences, expandDefinition, expandOAuth, oauthHasReferences, UndefinedVariable, type Variables } from "../domain/references.js"
 import { scrubText, secretValues } from "../domain/secrets.js"
 import { resolveDefinition, scopeLabel, type ResolvedDefinition, type Scope } from "../domain/service-definition.js"
-import { connect } from "../mcp/connect.js"
+import { connect, eraSuspect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
@@ -256,6 +256,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         signal,
         clientName,
         auth,
+        prior: input.prior,
         ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
         ...(upstream !== undefined ? { upstream } : {})
       })
@@ -284,9 +285,22 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
       throw e
     }
   }
+  /**
+   * A connection attempt with the era the last connection found; when that fails in a way a changed
+   * server explains (src/mcp/connect.ts, `eraSuspect`), the era is negotiated afresh at once.
+   */
+  const connectWithEra = async (input: ConnectInput, signal: AbortSignal): Promise<ConnectOutput> => {
+    if (input.prior === undefined) return connectOnce(input, signal)
+    try {
+      return await connectOnce(input, signal)
+    } catch (e) {
+      if (signal.aborted || !eraSuspect(e)) throw e
+      return connectOnce({ ...input, prior: undefined }, signal)
+    }
+  }
   return serviceMachine.provide({
     actors: {
-      connect: fromPromise<ConnectOutput, ConnectInput>(({ input, signal }) => registry.attempting(connectionLabel(input.scope, input.name), connectOnce(input, signal))),
+      connect: fromPromise<ConnectOutput, ConnectInput>(({ input, signal }) => registry.attempting(connectionLabel(input.scope, input.name), connectWithEra(input, signal))),
       holdConnection: fromCallback<ConnectionCommand, ConnectionInput>(({ input, sendBack, receive }) => {
         const send = (event: ServiceEvent) => sendBack(event)
         const offClose = input.connection.onClose((reason) =>

@@ -147,6 +147,7 @@ export const serviceStatus = (ctx: ScopeContext, nameOrClientId: string) =>
       state_entered_at: new Date(c.stateEnteredAt).toISOString(),
       transitions: c.transitions.map(transitionView),
       stderr_tail: [...stderr],
+      protocol_version: c.era?.version ?? null,
       ...(c.auth !== undefined ? { auth: c.auth } : {})
     }
   })

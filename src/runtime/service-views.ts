@@ -28,6 +28,8 @@ export interface ServiceView {
   readonly reconnect_attempts: number
   readonly next_retry_at: string | null
   readonly response_time_ms: number | null
+  /** The MCP revision spoken with the upstream, negotiated or pinned; null before the first connect. */
+  readonly protocol_version: string | null
   /** An OAuth-protected upstream's authorization state (never a token); absent when none is needed. */
   readonly auth?: AuthInfo
 }
@@ -141,6 +143,7 @@ const buildServiceView = (snapshot: ServiceSnapshot): ServiceView => {
     reconnect_attempts: c.reconnectAttempts,
     next_retry_at: iso(c.nextRetryAt),
     response_time_ms: c.responseTimeMs === undefined ? null : Math.round(c.responseTimeMs * 100) / 100,
+    protocol_version: c.era?.version ?? null,
     ...(c.auth !== undefined ? { auth: c.auth } : {})
   }
 }

@@ -975,3 +975,20 @@ describe("initializing, reconnecting -> unreachable at once: a permanent connect
     expect(h.ctx()).toMatchObject({ hint: undefined, permanentFailure: false })
   })
 })
+
+describe("the remembered era", () => {
+  const modern = { kind: "modern", version: "2026-07-28", discover: { supportedVersions: ["2026-07-28"], capabilities: {}, serverInfo: undefined } } as const
+
+  it("the era a connection found is handed to the next connect, and forgotten when the definition changes", async () => {
+    const h = startService()
+    expect(h.lastConnect().input.prior).toBeUndefined()
+    await h.connectOk([tool("a")], { ...fakeConnection(), protocolVersion: "2026-07-28", era: modern })
+    expect(h.ctx().era).toEqual(modern)
+    h.lastHold().sendBack({ type: "TRANSPORT_CLOSED", reason: "stream ended" })
+    await h.advance(retryDelay(h))
+    expect(h.lastConnect().input.prior).toEqual(modern)
+    h.send({ type: "UPDATE_DEFINITION", definition: { url: "http://127.0.0.1:10/mcp" } })
+    expect(h.ctx().era).toBeUndefined()
+    expect(h.lastConnect().input.prior).toBeUndefined()
+  })
+})

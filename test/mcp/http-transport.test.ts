@@ -151,13 +151,14 @@ describe("HttpClientTransport against a scripted server", () => {
     return { server, conn }
   }
 
-  it("works with JSON answers: initialize, the session header, calls, and DELETE on close", async () => {
+  it("works with JSON answers: the era probe, initialize, the session header, calls, and DELETE on close", async () => {
     const { server, conn } = await setUp()
     expect(conn.serverInfo).toEqual({ name: "scripted", version: "1" })
     const result = await conn.callTool("echo", { text: "hi" }, T)
     expect(result.content).toEqual([{ type: "text", text: "hi" }])
     await conn.close()
-    expect(server.seen).toEqual(["POST initialize", "POST notifications/initialized", "GET", "POST tools/call echo", "DELETE"])
+    // The server/discover probe finds a 2025-era server: the initialize handshake follows.
+    expect(server.seen).toEqual(["POST server/discover", "POST initialize", "POST notifications/initialized", "GET", "POST tools/call echo", "DELETE"])
   })
 
   it("fails a call at once, as a transport failure, when its event stream ends before the answer", async () => {

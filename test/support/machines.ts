@@ -31,6 +31,8 @@ export const fakeConnection = (label = `conn-${++connectionCounter}`): FakeConne
   label,
   transportType: "streamable_http",
   serverInfo: { name: label, version: "1.0.0" },
+  protocolVersion: "2025-11-25",
+  era: undefined,
   pid: undefined,
   ping: async () => 1,
   listTools: async () => [],

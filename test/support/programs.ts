@@ -41,6 +41,7 @@ const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
   "test/fixtures/strict-server.ts",
   "test/fixtures/rich-tools-server.ts",
   "test/fixtures/hostile-stdio.ts",
+  "test/fixtures/era-stdio.ts",
   "examples/demo-server.ts"
 ]
 

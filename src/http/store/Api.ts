@@ -4,6 +4,7 @@ import { Schema } from "effect"
 import { ServiceRef, Status, Transition, UpdateServiceBody } from "../../domain/schemas.js"
 import {
   ListServicesResponse,
+  PROTOCOL_VERSION_FIELD,
   RecordsQuery,
   ResetResponse,
   Service,
@@ -134,6 +135,7 @@ export class StoreApi extends HttpApiGroup.make("store")
           state_entered_at: Schema.String,
           transitions: Schema.Array(Transition),
           stderr_tail: Schema.Array(Schema.String),
+          protocol_version: PROTOCOL_VERSION_FIELD,
           auth: Schema.optional(ServiceAuth)
         })
       )
