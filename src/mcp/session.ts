@@ -110,7 +110,22 @@ interface Pending {
   readonly deadline: number
   /** Aborts the relayed upstream requests of the call when it settles (made at the first one). */
   relays?: AbortController
+  /** A tools/call of the modern era, whose `input_required` result is answered (`callTool`), not declined. */
+  readonly takesInput: boolean
 }
+
+/** A modern server's `input_required` result of a tools/call: its requests by key, and its state to echo. */
+class InputRequired {
+  constructor(
+    readonly requests: ReadonlyArray<readonly [string, { readonly method: string; readonly params?: Record<string, unknown> }]>,
+    readonly state: string | undefined
+  ) {}
+}
+
+/** Rounds of input one tool call may ask for before the store gives up on it. */
+const MAX_INPUT_ROUNDS = 16
+/** Input requests one round may carry. */
+const MAX_INPUT_REQUESTS = 16
 
 /** What a tool of the server asks of its calls, from tools/list. */
 interface ToolTerms {
@@ -263,7 +278,7 @@ export class Session {
   /** The `_meta` envelope of a modern request at `version`. */
   private envelopeOf(version: string): Record<string, unknown> {
     // The capabilities of the 2025 era: a server that needs input then says so with an
-    // input_required result (declined for now, `modernResult`) rather than refusing the call.
+    // input_required result, answered through the call's caller (`callTool`).
     return { [PROTOCOL_VERSION_META_KEY]: version, [CLIENT_INFO_META_KEY]: this.options.clientInfo, [CLIENT_CAPABILITIES_META_KEY]: this.capabilities }
   }
 
@@ -292,7 +307,19 @@ export class Session {
     if (terms?.requiresTask === true) {
       throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution, which mcp-store does not support`)
     }
-    const result = callToolResult(await this.request("tools/call", meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }, controls, hooks))
+    const call = meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }
+    const started = performance.now()
+    const left = (): Controls => ({ timeout: Math.max(0, controls.timeout - (performance.now() - started)), signal: controls.signal })
+    let answer = await this.request("tools/call", call, controls, hooks)
+    // A modern server that needs input (Multi Round-Trip Requests): each request of the round is
+    // answered through the call's caller, as a 2025 server's own request is, and the call retried
+    // with the answers and the server's state, within the call's time-out.
+    for (let round = 1; answer instanceof InputRequired; round++) {
+      if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one call`, ErrorCode.InvalidRequest)
+      const inputResponses = await this.inputResponses(answer, hooks, left())
+      answer = await this.request("tools/call", { ...call, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooks)
+    }
+    const result = callToolResult(answer)
     const check = terms?.check
     if (check === undefined) return result
     if (!result.structuredContent && !result.isError) {
@@ -398,7 +425,7 @@ export class Session {
       const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
       const timer = setTimeout(() => this.timedOut(id), timeout)
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
-      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline })
+      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: method === "tools/call" })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
       let sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
       // The modern era: every request carries the envelope (beside its progress token and trace context).
@@ -498,7 +525,7 @@ export class Session {
     if (RELAYED_METHODS.has(method)) this.tie(id, extra)
     const controller = new AbortController()
     this.handling.set(id, controller)
-    this.handle(method, params, id, controller.signal)
+    this.handle(method, params, (request) => this.relay(id, request, controller.signal))
       .then(
         (result) => (controller.signal.aborted ? undefined : this.transport.send({ jsonrpc: "2.0", id, result } as JSONRPCMessage)),
         (error: unknown) => (controller.signal.aborted ? undefined : this.transport.send({ jsonrpc: "2.0", id, error: errorBody(error) } as JSONRPCMessage))
@@ -510,7 +537,11 @@ export class Session {
       })
   }
 
-  private async handle(method: string, params: Record<string, unknown> | undefined, id: string | number, signal: AbortSignal): Promise<Record<string, unknown>> {
+  private async handle(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    ask: (request: { method: string; params?: Record<string, unknown> }) => Promise<Record<string, unknown>>
+  ): Promise<Record<string, unknown>> {
     const roots = this.options.roots
     if (method === "ping") return {}
     if (method === "roots/list" && roots !== undefined) return { roots: roots.map((uri) => ({ uri })) }
@@ -518,7 +549,7 @@ export class Session {
       const request = ElicitRequestSchema.safeParse({ method, params })
       if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation request: ${request.error.message}`)
       if ((request.data.params.mode ?? "form") !== "form") throw new McpError(ErrorCode.InvalidParams, "Client does not support URL-mode elicitation requests")
-      const result = ElicitResultSchema.safeParse(await this.relay(id, request.data, signal))
+      const result = ElicitResultSchema.safeParse(await ask(request.data))
       if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation result: ${result.error.message}`)
       return result.data
     }
@@ -526,7 +557,7 @@ export class Session {
       const request = CreateMessageRequestSchema.safeParse({ method, params })
       if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling request: ${request.error.message}`)
       const withTools = request.data.params.tools !== undefined || request.data.params.toolChoice !== undefined
-      const answer = await this.relay(id, request.data, signal)
+      const answer = await ask(request.data)
       const result = withTools ? CreateMessageResultWithToolsSchema.safeParse(answer) : CreateMessageResultSchema.safeParse(answer)
       if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling result: ${result.error.message}`)
       return result.data
@@ -551,6 +582,32 @@ export class Session {
       }
     }
     if (call !== undefined) this.ties.set(requestId, call)
+  }
+
+  /**
+   * The answers of one round of a modern server's input requests, by key, each obtained as a 2025
+   * server's request is (`handle`: roots from the definition, elicitation and sampling through the
+   * call's relay), all within `controls`; the first that fails fails the call.
+   */
+  private async inputResponses(input: InputRequired, hooks: CallHooks | undefined, controls: Controls): Promise<Record<string, unknown>> {
+    const aborts = new AbortController()
+    const onAbort = () => aborts.abort(controls.signal?.reason)
+    controls.signal?.addEventListener("abort", onAbort, { once: true })
+    const timer = setTimeout(() => aborts.abort(McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout: controls.timeout })), Math.min(controls.timeout, MAX_TIMER_MS))
+    const relay = hooks?.relay
+    const ask = (request: { method: string; params?: Record<string, unknown> }) =>
+      relay === undefined
+        ? Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this tool call cannot answer it`))
+        : relay(request, { signal: aborts.signal, timeoutMs: controls.timeout })
+    const aborted = new Promise<never>((_, reject) => aborts.signal.addEventListener("abort", () => reject(aborts.signal.reason), { once: true }))
+    try {
+      const answers = await Promise.race([Promise.all(input.requests.map(async ([key, request]) => [key, await this.handle(request.method, request.params, ask)] as const)), aborted])
+      return Object.fromEntries(answers)
+    } finally {
+      clearTimeout(timer)
+      aborts.abort()
+      controls.signal?.removeEventListener("abort", onAbort)
+    }
   }
 
   /**
@@ -611,8 +668,9 @@ export class Session {
   /**
    * A modern result: `resultType` "complete" (or absent, as a lenient reading) is the answer, taken
    * off it so that results look the same in both eras; "input_required" (the server asks the client
-   * for elicitation, sampling or roots before it completes: Multi Round-Trip Requests) is declined,
-   * as the store does not relay input requests in this era yet; anything else is a protocol error.
+   * for elicitation, sampling or roots before it completes: Multi Round-Trip Requests) of a tool
+   * call is handed to `callTool`, which answers it, and of any other request declined; anything
+   * else is a protocol error.
    */
   private modernResult(entry: Pending, result: unknown): void {
     if (!isRecord(result)) return entry.resolve(result)
@@ -622,13 +680,22 @@ export class Session {
       const { resultType: _, ...rest } = result
       return entry.resolve(rest)
     }
+    if (type === "input_required" && entry.takesInput) {
+      const requests = isRecord(result["inputRequests"]) ? Object.entries(result["inputRequests"]) : []
+      const state = result["requestState"]
+      const wellFormed = requests.every(([, r]) => isRecord(r) && typeof r["method"] === "string" && (r["params"] === undefined || isRecord(r["params"])))
+      if (wellFormed && requests.length <= MAX_INPUT_REQUESTS && (requests.length > 0 || typeof state === "string") && (state === undefined || typeof state === "string")) {
+        return entry.resolve(new InputRequired(requests as Array<[string, { method: string; params?: Record<string, unknown> }]>, state))
+      }
+      return entry.reject(new McpRequestError("protocol", `the server answered input_required with requests that are not well formed (at most ${MAX_INPUT_REQUESTS}, each with its method)`, ErrorCode.InvalidRequest))
+    }
     if (type === "input_required") {
       const requests = isRecord(result["inputRequests"]) ? Object.values(result["inputRequests"]) : []
       const methods = [...new Set(requests.map((r) => (isRecord(r) && typeof r["method"] === "string" ? r["method"] : "?")))]
       return entry.reject(
         new McpRequestError(
           "protocol",
-          `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store does not relay input requests to servers of protocol revision 2026-07-28 yet, so it declined`,
+          `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store answers input requests of tool calls only, so it declined`,
           ErrorCode.InvalidRequest
         )
       )

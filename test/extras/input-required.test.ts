@@ -6,10 +6,16 @@
 // another scope or tool, keys that are not the ones asked) is a 400 that changes nothing; a call
 // nobody answers ends at its time-out and is recorded once; the store's cap on held calls declines
 // the request beyond it. The same held calls answer a 2026-07-28 MCP client that declared the
-// capability (the SDK v2 client answers and retries by itself).
+// capability (the SDK v2 client answers and retries by itself). The other way, a 2026-07-28 server's
+// input_required reaches a 2025 client as requests over its session, and a 2026-07-28 client as the
+// store's own input_required, each answer retried upstream with the server's state.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { addService, eventually, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
@@ -166,5 +172,48 @@ describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)",
     const result = await within(client.callTool({ name: "fx__ask", arguments: {} }), 15_000, "the declined call")
     expect(result.isError).toBe(true)
     expect(JSON.stringify(result.content)).toContain("mcp-store declined elicitation/create")
+  })
+})
+
+describe("a 2026-07-28 server that answers input_required, through the store", () => {
+  const servers = useTestServers()
+  let era: EraHttpFixture
+  beforeAll(async () => {
+    era = await startEraHttpFixture()
+  })
+  afterAll(() => era?.stop())
+
+  const store = async () => {
+    const server = await servers.start()
+    await addService(server, "/for_store", { name: "modern", url: era.url })
+    return server
+  }
+
+  it("a 2025 client on a session is sent the server's requests as its own, and the store retries upstream with its answers", async () => {
+    const server = await store()
+    const client = new ClientV1({ name: "rounds-2025", version: "1.0.0" }, { capabilities: { elicitation: {} } })
+    const asked: string[] = []
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(String(request.params.message))
+      return { action: "accept", content: { ok: true } }
+    })
+    servers.defer(() => client.close())
+    await within(client.connect(new TransportV1(new URL(`${server.url}/mcp`))), 10_000, "connect /mcp")
+    const result = await within(client.callTool({ name: "modern__confirm", arguments: { rounds: 2 } }), 15_000, "the bridged call")
+    expect(result.content).toEqual([{ type: "text", text: "confirmed 2" }])
+    expect(asked).toEqual(["Proceed (round 1)?", "Proceed (round 2)?"])
+  })
+
+  it("a 2026-07-28 client gets input_required from the store (its own state), and its retry reaches the server", async () => {
+    const server = await store()
+    const client = new Client({ name: "rounds-2026", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    client.onerror = () => undefined
+    client.setRequestHandler("elicitation/create", async () => ({ action: "accept", content: { ok: true } }) as never)
+    servers.defer(() => client.close())
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))), 10_000, "connect /mcp")
+    const result = await within(client.callTool({ name: "modern__confirm", arguments: {} }), 15_000, "the modern call in rounds")
+    expect(result.content).toEqual([{ type: "text", text: "confirmed 1" }])
+    const records = await server.get("/for_store/tool_records?tool_name=confirm")
+    expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success"])
   })
 })

@@ -71,9 +71,18 @@ describe("modern-only servers through the store", { timeout: 30_000 }, () => {
       expect(slow.status).toBeGreaterThanOrEqual(400)
       expect(JSON.stringify(slow.body)).toMatch(/time/i)
 
+      // The server's input_required: declined over REST without the opt-in; with it, answered in rounds.
       const asks = await server.post("/for_store/call_tool", { tool_name: `${service}__confirm` })
-      expect(asks.status).toBeGreaterThanOrEqual(400)
-      expect(JSON.stringify(asks.body)).toContain("input_required")
+      expect(asks.status).toBe(502)
+      expect(asks.text).toContain("mcp-store declined elicitation/create")
+      const round = await server.post("/for_store/call_tool", { tool_name: `${service}__confirm`, accept_input_required: true })
+      expect(round.body).toMatchObject({ result_type: "input_required", input_requests: { input_1: { method: "elicitation/create", params: { message: "Proceed (round 1)?" } } } })
+      const confirmed = await server.post("/for_store/call_tool", {
+        tool_name: `${service}__confirm`,
+        request_state: round.body.request_state,
+        input_responses: { input_1: { action: "accept", content: { ok: true } } }
+      })
+      expect(confirmed.body).toMatchObject({ result_type: "complete", result: "confirmed 1" })
 
       // The tool list changes: announced through subscriptions/listen, the store lists again.
       await server.post("/for_store/call_tool", { tool_name: `${service}__add_tool`, args: { name: `late_${service}` } })

@@ -1,12 +1,13 @@
 // connect() against servers of the SDK v2 (test/fixtures/era-*.ts): the era probe, the modern era on
-// the wire (envelope, headers, no session), results with resultType, input_required declined,
+// the wire (envelope, headers, no session), results with resultType, input_required answered through
+// the call's relay (or declined without one),
 // subscriptions/listen, a remembered era, pins and version mismatches; and the 2025 servers as before.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { connect, eraSuspect } from "../../src/mcp/connect.js"
-import type { McpConnection } from "../../src/mcp/types.js"
+import type { McpConnection, UpstreamRequestRelay } from "../../src/mcp/types.js"
 import type { ResolvedDefinition } from "../../src/domain/service-definition.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture } from "../fixtures/http-fixture.js"
@@ -60,10 +61,38 @@ describe("a modern-only server over Streamable HTTP", () => {
     expect(progress).toEqual([1, 2, 3])
   })
 
-  it("declines an input_required result with a clear error", async () => {
+  it("answers an input_required result through the call's relay, round after round, echoing the server's state", async () => {
+    const asked: Array<{ method: string; message: unknown }> = []
+    const relay: UpstreamRequestRelay = async (request) => {
+      asked.push({ method: request.method, message: request.params?.["message"] })
+      return { action: "accept", content: { ok: true } }
+    }
+    const before = fixture.requests().filter((r) => r === "POST tools/call").length
+    expect(textOf(await conn.callTool("confirm", { rounds: 2 }, { ...T, hooks: { relay } }))).toBe("confirmed 2")
+    expect(asked).toEqual([
+      { method: "elicitation/create", message: "Proceed (round 1)?" },
+      { method: "elicitation/create", message: "Proceed (round 2)?" }
+    ])
+    // The first request and one retry per round.
+    expect(fixture.requests().filter((r) => r === "POST tools/call").length - before).toBe(3)
+    // An answer that declines is the server's to handle.
+    expect(textOf(await conn.callTool("confirm", {}, { ...T, hooks: { relay: async () => ({ action: "decline" }) } }))).toBe("round 1: decline")
+  })
+
+  it("declines an input_required result when the call's caller cannot answer, and fails a relay's malformed answer", async () => {
     const failure = await failureOf(conn.callTool("confirm", {}, T))
     expect(failure.kind).toBe("protocol")
-    expect(failure.message).toMatch(/input_required: elicitation\/create.*declined/)
+    expect(failure.message).toMatch(/declined elicitation\/create: the caller of this tool call cannot answer it/)
+    const refused = await failureOf(conn.callTool("confirm", {}, { ...T, hooks: { relay: async () => Promise.reject(new Error("the user is away")) } }))
+    expect(refused.message).toContain("the user is away")
+    const malformed = await failureOf(conn.callTool("confirm", {}, { ...T, hooks: { relay: async () => ({ action: "maybe" }) } }))
+    expect(malformed.message).toMatch(/Invalid elicitation result/)
+  })
+
+  it("bounds the time a relay may take by the call's time-out", async () => {
+    const never = () => new Promise<Record<string, unknown>>(() => undefined)
+    const failure = await failureOf(conn.callTool("confirm", {}, { timeoutMs: 300, hooks: { relay: never } }))
+    expect(failure.kind).toBe("timeout")
   })
 
   it("times out and cancels by closing the request's stream (no notifications/cancelled posted)", async () => {
