@@ -1,7 +1,8 @@
 /**
  * The benchmark suite (`npm run bench`): tool-call overhead against direct calls and mcp-hub, a CPU
  * profile of the store under load, wait_service reaction, 1,000 services over 100 agents, start-up,
- * bench/records.ts, the caps under a flood (bench/caps.ts), and replicas on one Redis (bench/replicas.ts). Prints a table and writes
+ * bench/records.ts, the caps under a flood (bench/caps.ts), replicas on one Redis (bench/replicas.ts), and the two protocol
+ * eras side by side (bench/eras.ts). Prints a table and writes
  * bench/RESULTS.md (bench/RESULTS.quick.md for a quick run). Every server runs on 127.0.0.1 in a
  * child process; every child is ended at the end, on error and on SIGINT/SIGTERM; the whole run is
  * bounded (BENCH_MAX_MINUTES, default 14).
@@ -20,7 +21,7 @@
  *   BENCH_FLOOD=n          notifications per call of the progress section's floods (default 20000; quick 2000)
  *   BENCH_FAILOVER_ROUNDS=n  SIGKILLs of the service's owner in the replicas section (default 3; quick 1)
  *   BENCH_PROPAGATION_ROUNDS=n  restarts on the owner waited for on another replica, replicas section (default 5; quick 3)
- *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, replicas, install
+ *   BENCH_SKIP=a,b         sections to skip: calls, resources, progress, floor, profile, wait, scale, startup, records, caps, replicas, eras, install
  *   BENCH_TRANSPORTS=a,b   call cells and profiles to run: http, stdio (default both)
  *   BENCH_CONCURRENCY=a,b  call cells' concurrencies (default 1,8,32,128)
  *   BENCH_OUT=path         where to write the results (default bench/RESULTS.md, quick: bench/RESULTS.quick.md)
@@ -42,6 +43,7 @@ import { ANALYSIS_END, ANALYSIS_START, markdownReport, textReport, type Results 
 import { canRunReplicas, replicasMarkdown, runReplicas, writeReplicasSection, type ReplicasResult } from "./replicas.js"
 import { runScale, runStartup } from "./scale.js"
 import { runWait } from "./wait.js"
+import { erasMarkdown, runEras, writeErasSection, type ErasCell } from "./eras.js"
 
 const env = process.env
 const quick = env["BENCH_QUICK"] === "1"
@@ -157,6 +159,7 @@ const section = async (name: string, run: () => Promise<void>) => {
 
 let install: InstallFigures | undefined
 let replicas: ReplicasResult | undefined
+let eras: { cells: ErasCell[]; calls: number; rounds: number } | undefined
 try {
   log(`mcp-store benchmark: ${results.meta.mode}; node ${process.version}; load ${results.meta.loadBefore}; temp ${dir}`)
   // The store runs as `npm start` runs it: the bundle, built here from the sources measured.
@@ -273,6 +276,13 @@ try {
     replicas = await runReplicas(join(dir, "replicas"), { calls: CALLS, warmup: WARMUP, rounds: FAILOVER_ROUNDS, propagationRounds: PROPAGATION_ROUNDS, log })
   })
 
+  // The two protocol eras side by side (bench/eras.ts): its section is appended to the results file.
+  await section("eras", async () => {
+    const calls = quick ? 100 : 400
+    const rounds = quick ? 2 : 6
+    eras = { cells: await runEras(join(dir, "eras"), { calls, rounds, log }), calls, rounds }
+  })
+
   // The package as installed (bench/install.ts): its section is appended to the results file.
   await section("install", async () => {
     install = await runInstall(join(dir, "install"), { runs: STARTUP_RUNS, log })
@@ -300,6 +310,7 @@ if (existsSync(OUT)) {
 writeFileSync(OUT, markdownReport(results, analysis))
 if (install !== undefined) writeInstallSection(OUT, installMarkdown(install, results.meta.git))
 if (replicas !== undefined) writeReplicasSection(OUT, replicasMarkdown(replicas, results.meta.git))
+if (eras !== undefined) writeErasSection(OUT, erasMarkdown(eras.cells, results.meta.git, eras.calls, eras.rounds))
 log(`\n${textReport(results)}\n\nWritten: ${OUT}`)
 if (env["BENCH_KEEP"] === "1") log(`Kept: ${dir} (profiles, services files)`)
 else rmSync(dir, { recursive: true, force: true })

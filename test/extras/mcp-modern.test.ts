@@ -153,7 +153,9 @@ describe("the SDK v2 client on /mcp", () => {
     const names = tools.map((t) => t.name)
     expect(names).toContain("fx__echo")
     expect(names).toContain("demo__add")
-    expect(names).toEqual([...names].sort())
+    // The services by name, each one's tools in its server's order.
+    const services = names.map((n) => n.split("__")[0])
+    expect(services).toEqual([...services].sort())
 
     const sum = await within(client.callTool({ name: "demo__add", arguments: { a: 4, b: 5 } }), 10_000, "demo__add")
     expect(sum.isError ?? false).toBe(false)
@@ -246,7 +248,7 @@ describe("keys and scopes", () => {
   it("an agent key with a tools list: its agent's tools only, cacheScope private; an admin key on /mcp: public", async () => {
     const narrow = await raw(`/for_agent/${A}/mcp`, "tools/list", { key: keys.narrow })
     expect(narrow.status).toBe(200)
-    expect(narrow.response.result.tools.map((t: { name: string }) => t.name)).toEqual(["fx__add", "fx__echo"])
+    expect(narrow.response.result.tools.map((t: { name: string }) => t.name)).toEqual(["fx__echo", "fx__add"])
     expect(narrow.response.result).toMatchObject({ resultType: "complete", cacheScope: "private", ttlMs: expect.any(Number) })
 
     const store = await raw("/mcp", "tools/list")
@@ -258,7 +260,7 @@ describe("keys and scopes", () => {
 
     // The SDK v2 client sees the same.
     const client = await modernClient(`/for_agent/${A}/mcp`, keys.narrow)
-    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["fx__add", "fx__echo"])
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["fx__echo", "fx__add"])
   })
 
   it("a modern request with an agent key cannot reach another agent's endpoint", async () => {
@@ -339,7 +341,8 @@ describe("the modern wire rules over raw HTTP", () => {
     const first = await raw("/mcp", "tools/list")
     const second = await raw("/mcp", "tools/list")
     const names = first.response.result.tools.map((t: { name: string }) => t.name)
-    expect(names).toEqual([...names].sort())
+    const services = names.map((n: string) => n.split("__")[0])
+    expect(services).toEqual([...services].sort())
     expect(second.response.result.tools.map((t: { name: string }) => t.name)).toEqual(names)
     const call = await raw("/mcp", "tools/call", { params: { name: "demo__add", arguments: { a: 2, b: 3 } } })
     expect(call.response.result).toMatchObject({ resultType: "complete", structuredContent: { sum: 5 } })

@@ -24,13 +24,17 @@ import type { Store } from "../../runtime/store.js"
 /** The effects of a scope of the store. */
 export const scopeContext = (store: Store, scope: Scope): ScopeContext => (scope.kind === "store" ? store.forStore() : store.forAgent(scope.agentId)).effects
 
-/** Tools a scope offers through MCP: those of its connected services that a key's `gate` lets through, by callable name. */
+/**
+ * Tools a scope offers through MCP: those of its connected services that a key's `gate` lets
+ * through, by callable name. In a deterministic order: the services by name, each service's tools
+ * in the order its server lists them.
+ */
 export const offeredTools = (store: Store, scope: Scope, gate: ToolGate | undefined) =>
   Object.values(store.serviceActors(scope))
     .map((a) => a.getSnapshot())
     .filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning")
+    .sort((a, b) => (a.context.name < b.context.name ? -1 : a.context.name > b.context.name ? 1 : 0))
     .flatMap((s) => toolViewsFor(s, gate))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 
 /** The names of a tool list in one string, to tell whether the set changed. */
 export const namesOf = (tools: ReadonlyArray<{ readonly name: string }>): string => tools.map((t) => t.name).join("\n")
