@@ -111,7 +111,8 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
       throw new McpRequestError("transport", e.message, undefined, undefined, { permanent: true, hint: UPSTREAM_HINT })
     }
   }
-  let prior = options.prior
+  const launch = def.kind === "local" ? launchKey(def) : undefined
+  let prior = options.prior ?? (launch === undefined ? undefined : exitedOnProbe.get(launch))
   // A stdio server that exited on the era probe is a 2025-era one: started again, for the handshake.
   for (;;) {
     try {
@@ -119,8 +120,24 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     } catch (error) {
       if (!(error instanceof ExitedOnProbe)) throw error
       prior = { kind: "legacy", version: LATEST_PROTOCOL_VERSION }
+      if (launch !== undefined) remember(launch, prior)
     }
   }
+}
+
+/**
+ * The stdio launches (command, arguments, directory, environment) whose server exited on the era
+ * probe: their next attempts, connected or not, go straight to the handshake, so a command that
+ * fails at once starts one process per attempt, not two. At most `MAX_REMEMBERED` launches, the
+ * oldest forgotten first; a launch that turns out modern is told by its answer to `initialize`.
+ */
+const exitedOnProbe = new Map<string, EraVerdict>()
+const MAX_REMEMBERED = 1_000
+const launchKey = (def: Extract<ResolvedDefinition, { kind: "local" }>): string => JSON.stringify([def.command, def.args, def.cwd ?? null, def.env])
+const remember = (launch: string, verdict: EraVerdict): void => {
+  exitedOnProbe.delete(launch)
+  exitedOnProbe.set(launch, verdict)
+  if (exitedOnProbe.size > MAX_REMEMBERED) exitedOnProbe.delete(exitedOnProbe.keys().next().value as string)
 }
 
 /** The probe's stdio server exited (a 2025-era server that ends on a request before `initialize`). */

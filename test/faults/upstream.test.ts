@@ -159,10 +159,13 @@ describe.concurrent("a command that cannot serve", () => {
     expect(await eventually(() => startsSoFar().length >= 5, 7_000)).toBe(true)
     const starts = startsSoFar()
     const watchedFor = Date.now() - watchedFrom
-    // One start when added, then one per backoff delay of 0.3 s: about three a second, never dozens.
+    // One start per backoff delay of 0.3 s: about three a second, never dozens. Once, an attempt
+    // starts two processes: the era probe's, which exited, then the handshake's (the probe is not
+    // asked again of that command).
     expect(starts.length).toBeGreaterThanOrEqual(4)
-    expect(starts.length).toBeLessThanOrEqual(Math.ceil(watchedFor / RETRY_MS) + 2)
-    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(0.85 * RETRY_MS)
+    expect(starts.length).toBeLessThanOrEqual(Math.ceil(watchedFor / RETRY_MS) + 3)
+    const gaps = starts.slice(1).map((s, i) => s - starts[i]!)
+    expect(gaps.filter((gap) => gap < 0.85 * RETRY_MS).length, `gaps between starts: ${gaps.join(", ")} ms`).toBeLessThanOrEqual(1)
     expect(starts[0]! - watchedFrom).toBeLessThan(1_000)
     expect(log.statuses().slice(0, 3)).toEqual(["initializing", "reconnecting", "unreachable"])
     const status = await server.get("/for_store/service_status/sh-quitter")
