@@ -189,6 +189,26 @@ const refuse = (res: ServerResponse, status: number, message: string) =>
   void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
 
 /** A `Request` with the request's method and headers only: what `isLegacyRequest` reads when given the parsed body. */
+/**
+ * A 2025-era request told without the SDK's classifier, which builds a web Request for every POST:
+ * one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
+ * MCP-Protocol-Version header is legacy by the classifier's own rules (`classifyInboundRequest`:
+ * no envelope claim and no modern header). Anything else is left to the classifier.
+ */
+const plainlyLegacy = (req: IncomingMessage, body: unknown): boolean => {
+  const version = req.headers["mcp-protocol-version"]
+  if (version !== undefined && !(typeof version === "string" && /^\s*20(24|25)-/.test(version))) return false
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return false
+  const params = (body as { params?: unknown }).params
+  if (params === undefined) return true
+  if (typeof params !== "object" || params === null) return false
+  const meta = (params as { _meta?: unknown })._meta
+  if (meta === undefined) return true
+  if (typeof meta !== "object" || meta === null) return false
+  for (const key in meta) if (key.startsWith("io.modelcontextprotocol/")) return false
+  return true
+}
+
 const probeOf = (req: IncomingMessage): Request => {
   const headers = new Headers()
   for (const [name, value] of Object.entries(req.headers)) {
@@ -267,7 +287,7 @@ export class ModernMcp {
     legacy: (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>
   ): Promise<void> {
     // GET and DELETE are 2025 session operations; a POST is classified by the SDK (isLegacyRequest).
-    if (req.method !== "POST" || (await isLegacyRequest(probeOf(req), body))) return legacy(req, res, body)
+    if (req.method !== "POST" || plainlyLegacy(req, body) || (await isLegacyRequest(probeOf(req), body))) return legacy(req, res, body)
     if (this.closing) return refuse(res, 503, "Server shutting down")
     const listen = listenFilterOf(body)
     if (listen === undefined) return this.callers.run(caller, () => this.serveRequest(req as NodeIncomingMessageLike, res, body))
