@@ -8,8 +8,8 @@
  *
  *   npx tsx bench/eras.ts [--write]     (--write: its section of bench/RESULTS.md)
  *
- * The upstream fixtures run in this process (the era fixture over HTTP, the 2025 HTTP fixture); the
- * stdio ones are the store's children. Only the store's CPU is compared.
+ * The HTTP upstreams run in processes of their own (bench/fixtures.ts, with `--modern` for the era
+ * fixture); the stdio ones are the store's children. Only the store's CPU is compared.
  */
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -19,11 +19,9 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { startEraHttpFixture } from "../test/fixtures/era-http.js"
-import { startHttpFixture } from "../test/fixtures/http-fixture.js"
 import { eraStdio, stdioFixture } from "../test/fixtures/paths.js"
 import { HttpClient, closedLoop } from "./load.js"
-import { ROOT, buildStore, cpuSeconds, startStore, stopAll, stopChild } from "./procs.js"
+import { ROOT, buildStore, cpuSeconds, startFixtures, startStore, stopAll, stopChild } from "./procs.js"
 import { writeMarkedSection } from "./report.js"
 
 export const ERAS_START = "<!-- eras: written by bench/eras.ts -->"
@@ -48,7 +46,9 @@ const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content
 
 /** Runs every cell; `rounds` rounds of `calls` calls per cell and concurrency. */
 export const runEras = async (dir: string, options: { readonly calls: number; readonly rounds: number; readonly log: (line: string) => void }): Promise<ErasCell[]> => {
-  const [old, modern] = await Promise.all([startHttpFixture(), startEraHttpFixture()])
+  const [oldProcess, modernProcess] = await Promise.all([startFixtures(1, "fixtures (2025)"), startFixtures(1, "fixtures (2026-07-28)", ["--modern"])])
+  const old = { url: oldProcess.urls[0]! }
+  const modern = { url: modernProcess.urls[0]! }
   const configFile = join(dir, "mcp.json")
   const oldStdio = stdioFixture()
   const modernStdio = eraStdio("reject")
@@ -126,8 +126,7 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
   } finally {
     http.close()
     await Promise.allSettled([v1.close(), v2.close()])
-    await stopChild(store.child)
-    await Promise.all([old.stop(), modern.stop()])
+    await Promise.all([stopChild(store.child), stopChild(oldProcess.child), stopChild(modernProcess.child)])
   }
 }
 

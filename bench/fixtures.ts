@@ -4,18 +4,23 @@
  * stdout. It serves until SIGTERM/SIGINT or until its stdin closes (so it never outlives the
  * benchmark that started it), then stops every fixture and exits.
  *
- *   node --import tsx bench/fixtures.ts [--count 1] [--progress-tool]
+ *   node --import tsx bench/fixtures.ts [--count 1] [--progress-tool] [--modern]
  *
  * `--progress-tool` adds the fixture's `progress` tool {count}: `count` notifications/progress, then the answer.
+ * `--modern` serves the era fixture instead (test/fixtures/era-http.ts: SDK v2, the 2026-07-28 revision only).
  */
 import { parseArgs } from "node:util"
+import { startEraHttpFixture } from "../test/fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../test/fixtures/http-fixture.js"
 
-const { values } = parseArgs({ options: { count: { type: "string", default: "1" }, "progress-tool": { type: "boolean", default: false } }, strict: true })
+const { values } = parseArgs({
+  options: { count: { type: "string", default: "1" }, "progress-tool": { type: "boolean", default: false }, modern: { type: "boolean", default: false } },
+  strict: true
+})
 const count = Math.max(1, Number(values.count))
 
-const fixtures: HttpFixture[] = []
-for (let i = 0; i < count; i++) fixtures.push(await startHttpFixture({ server: { progressTool: values["progress-tool"] } }))
+const fixtures: Array<Pick<HttpFixture, "url" | "stop">> = []
+for (let i = 0; i < count; i++) fixtures.push(values.modern ? await startEraHttpFixture() : await startHttpFixture({ server: { progressTool: values["progress-tool"] } }))
 
 let stopping = false
 const stop = async () => {

@@ -122,6 +122,13 @@ class InputRequired {
   ) {}
 }
 
+/** A result's `_meta` without the protocol's reserved keys (`io.modelcontextprotocol/...`); undefined when nothing else is left. */
+const ownMeta = (meta: Record<string, unknown>): Record<string, unknown> | undefined => {
+  // Object.fromEntries makes every key an own property, an own `__proto__` key included.
+  const own = Object.entries(meta).filter(([key]) => !key.startsWith("io.modelcontextprotocol/"))
+  return own.length === 0 ? undefined : Object.fromEntries(own)
+}
+
 /** Rounds of input one tool call may ask for before the store gives up on it. */
 const MAX_INPUT_ROUNDS = 16
 /** Input requests one round may carry. */
@@ -677,8 +684,11 @@ export class Session {
     const type = result["resultType"]
     if (type === undefined) return entry.resolve(result)
     if (type === "complete") {
-      const { resultType: _, ...rest } = result
-      return entry.resolve(rest)
+      const { resultType: _, _meta: meta, ...rest } = result
+      // The era's own keys of `_meta` (the server's identity on every result) are the connection's,
+      // not the result's: taken off, so a result looks as a 2025 server's does.
+      const own = isRecord(meta) ? ownMeta(meta) : meta
+      return entry.resolve(own === undefined ? rest : { ...rest, _meta: own })
     }
     if (type === "input_required" && entry.takesInput) {
       const requests = isRecord(result["inputRequests"]) ? Object.entries(result["inputRequests"]) : []

@@ -55,6 +55,8 @@ describe("a modern-only server over Streamable HTTP", () => {
     const result = await conn.callTool("add", { a: 2, b: 3 }, T)
     expect(result.structuredContent).toEqual({ sum: 5 })
     expect(result).not.toHaveProperty("resultType")
+    // The server's identity on every result (the era's own `_meta` key) is the connection's, not the result's.
+    expect(result).not.toHaveProperty("_meta")
     const progress: Array<number> = []
     const counted = await conn.callTool("count", { steps: 3, delay_ms: 20 }, { ...T, hooks: { onProgress: (p) => void progress.push(p.progress) } })
     expect(textOf(counted)).toBe("counted 3")
