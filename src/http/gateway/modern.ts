@@ -39,6 +39,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
@@ -331,54 +332,35 @@ export class ModernMcp {
     server.setRequestHandler("tools/list", async () => ({ tools: offeredTools(this.store, scope, gate).map(mcpTool) }) as never)
     server.setRequestHandler("tools/call", async (request, c) => {
       const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
-      const capabilities = (c.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
-      if (capabilities?.elicitation !== undefined || capabilities?.sampling !== undefined) {
-        // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
-        const state = c.mcpReq.requestState<unknown>()
-        const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
-        const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
-        let held: HeldCallResult
-        try {
-          held = await heldCallOverMcp(
-            this.store,
-            scope,
-            gate,
-            {
-              name: request.params.name,
-              arguments: request.params.arguments,
-              trace: readTraceContext(request.params._meta),
-              ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
-            },
-            caller.owner,
-            retry,
-            accepts,
-            c.mcpReq.signal
-          )
-        } catch (e) {
-          throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
-        }
-        if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
-        const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
-        return server.projectCallToolResult(held.result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
+      const call = {
+        name: request.params.name,
+        arguments: request.params.arguments,
+        // The client's trace context (the W3C keys of the request's `_meta`).
+        trace: readTraceContext(request.params._meta),
+        // Progress goes on this request's own response stream.
+        ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
       }
-      const result = await callOverMcp(
-        this.store,
-        scope,
-        gate,
-        {
-          name: request.params.name,
-          arguments: request.params.arguments,
-          // The client's trace context (the W3C keys of the request's `_meta`).
-          trace: readTraceContext(request.params._meta),
-          // Progress goes on this request's own response stream.
-          ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
-          relay: declinedOnModern
-        },
+      const project = (result: CallToolResult) => {
+        const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
+        return server.projectCallToolResult(result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
+      }
+      const capabilities = (c.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
+      if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) {
         // Aborted when the client closes the response stream (the modern era's cancellation).
-        c.mcpReq.signal
-      )
-      const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
-      return server.projectCallToolResult(result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
+        return project(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern }, c.mcpReq.signal))
+      }
+      // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
+      const state = c.mcpReq.requestState<unknown>()
+      const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
+      const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
+      let held: HeldCallResult
+      try {
+        held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, retry, accepts, c.mcpReq.signal)
+      } catch (e) {
+        throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
+      }
+      if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
+      return project(held.result)
     })
     if (offers.resources) {
       server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(ctx()) }))
