@@ -17,7 +17,7 @@ import { randomBytes } from "node:crypto"
 import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
-import { Cancel, type UpstreamRequestRelay } from "../mcp/types.js"
+import { Cancel, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
 import { runCall, type CallExit, type CallToolInput } from "./calls.js"
 import type { ScopeContext } from "./host.js"
 
@@ -60,6 +60,8 @@ export class HeldCall {
   #next = 0
   /** Wakes the caller's step that waits (an upstream request came, or the call ended). */
   #wake: (() => void) | undefined
+  /** Where the call's progress goes now: the request of the caller that waits for it, if it hears progress. */
+  #progress: ((progress: CallProgress) => void) | undefined
   readonly cancel = new Cancel()
 
   constructor(
@@ -72,7 +74,7 @@ export class HeldCall {
     private readonly accepts: (method: string) => boolean,
     private readonly onEnd: (call: HeldCall) => void
   ) {
-    this.exit = runCall(ctx, { ...input, relay: this.relay }, this.cancel).then((exit) => {
+    this.exit = runCall(ctx, { ...input, relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel).then((exit) => {
       this.ended = exit
       this.#asked.clear()
       this.#wakeUp()
@@ -117,6 +119,11 @@ export class HeldCall {
     const wake = this.#wake
     this.#wake = undefined
     wake?.()
+  }
+
+  /** The call's progress goes to `onProgress` from now on (the request that waits for its next step), or nowhere. */
+  hear(onProgress: ((progress: CallProgress) => void) | undefined): void {
+    this.#progress = onProgress
   }
 
   /** The next step for the caller: the call's end, or the requests asked that it has not seen yet. */

@@ -158,9 +158,13 @@ describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)",
       asked.push(message)
       return { action: "accept", content: { name: `n${asked.length}` } }
     })
-    const result = await within(client.callTool({ name: "fx__ask", arguments: { rounds: 2 } }), 15_000, "the call in rounds")
+    const progress: Array<number> = []
+    const result = await within(client.callTool({ name: "fx__ask", arguments: { rounds: 2 } }, { onprogress: (p) => void progress.push(p.progress) }), 15_000, "the call in rounds")
     expect(result.content).toEqual([{ type: "text", text: "names: n1, n2" }])
     expect(asked).toEqual(["Your name (round 1)?", "Your name (round 2)?"])
+    // The progress of each round reaches the request of that round (each retry is a request of its
+    // own). This client reports each one twice (the store hands each once to the round's request).
+    expect([...new Set(progress)]).toEqual([1, 2])
     const records = await server.get("/for_store/tool_records?tool_name=ask")
     expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success"])
   })

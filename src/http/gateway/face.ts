@@ -110,8 +110,8 @@ export type HeldCallResult = { readonly result: CallToolResult } | { readonly in
 /**
  * A call whose client answers its server's requests for input in rounds (2026-07-28's
  * `input_required`): started, or taken back by `retry` with the client's answers (held by the
- * store: src/runtime/input-required.ts). Progress goes to the request that started the call, while
- * it is open. A retry that does not fit its call is the ValidationError thrown; a client that goes
+ * store: src/runtime/input-required.ts). The call's progress goes to the request of the round under
+ * way. A retry that does not fit its call is the ValidationError thrown; a client that goes
  * away while its call runs cancels it.
  */
 export const heldCallOverMcp = async (
@@ -125,22 +125,24 @@ export const heldCallOverMcp = async (
   signal: AbortSignal
 ): Promise<HeldCallResult> => {
   const ctx = scopeContext(store, scope).gated(gate)
-  const progress = call.progress === undefined || retry !== undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
   const input: calls.CallToolInput = {
     tool_name: call.name,
     args: call.arguments ?? {},
     timeout: store.limits.maxCallSeconds,
-    ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
     ...(call.trace !== undefined ? { trace: call.trace } : {})
   }
   const held = store.held.open(ctx, input, { scope: ctx.label, owner, tool: call.name }, retry, accepts)
   if (held instanceof ValidationError) throw held
+  // The call's progress goes to this request while it waits (each round is a request of its own).
+  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  held.hear(progress === undefined ? undefined : (p) => progress.push(p))
   const abandon = () => store.held.abandon(held)
   signal.addEventListener("abort", abandon, { once: true })
   try {
     const step = await held.step()
     return step._tag === "Ended" ? { result: mcpResultOf(step.exit) } : { inputRequests: step.requests, requestState: step.state }
   } finally {
+    held.hear(undefined)
     signal.removeEventListener("abort", abandon)
     progress?.close()
   }
