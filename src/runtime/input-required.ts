@@ -9,9 +9,11 @@
  *
  * Bounded: at most `maxHeldCalls` calls wait for input at once (an upstream request beyond that is
  * declined, as it would be without the opt-in); a held call lasts no longer than its own time-out
- * (its upstream request keeps its deadline); a call that ended is kept for `KEEP_ENDED_MS` for the
- * retry that fetches its answer, then forgotten. A state names its call by 144 random bits and is
- * only taken back by the same key, in the same scope, for the same tool.
+ * (its upstream request keeps its deadline); a call that ended after its caller was told
+ * `input_required` is kept for `KEEP_ENDED_MS` for the retry that fetches its answer (at most
+ * `maxHeldCalls` of them), then forgotten, and any other is forgotten when it ends. A state names
+ * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
+ * same tool.
  */
 import { randomBytes } from "node:crypto"
 import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
@@ -60,6 +62,8 @@ export class HeldCall {
   #next = 0
   /** Wakes the caller's step that waits (an upstream request came, or the call ended). */
   #wake: (() => void) | undefined
+  /** The caller was answered `input_required` at least once: it may come back for the call's end. */
+  #toldInput = false
   /** Where the call's progress goes now: the request of the caller that waits for it, if it hears progress. */
   #progress: ((progress: CallProgress) => void) | undefined
   readonly cancel = new Cancel()
@@ -81,6 +85,11 @@ export class HeldCall {
       this.onEnd(this)
       return exit
     })
+  }
+
+  /** Whether the caller was answered `input_required` (and may come back with the state for the end). */
+  get toldInput(): boolean {
+    return this.#toldInput
   }
 
   /** Requests asked and not answered yet. */
@@ -137,6 +146,7 @@ export class HeldCall {
           asked.shown = true
           requests[key] = asked.request
         }
+        this.#toldInput = true
         return { _tag: "InputRequired", state: this.state, requests }
       }
       await new Promise<void>((resolve) => (this.#wake = resolve))
@@ -163,8 +173,8 @@ export class HeldCall {
 /** The calls of a store that wait, or may come to wait, for their callers' input. */
 export class HeldCalls {
   readonly #calls = new Map<string, HeldCall>()
-  /** The timers that forget ended calls, cleared on close. */
-  readonly #forget = new Set<NodeJS.Timeout>()
+  /** The ended calls kept for their callers, oldest first, with the timers that forget them (cleared on close). */
+  readonly #kept = new Map<string, NodeJS.Timeout>()
   #closed = false
 
   constructor(private readonly maxHeld: number) {}
@@ -197,17 +207,29 @@ export class HeldCalls {
   /** Starts a call whose upstream requests wait for its caller; `step` tells when it must answer. */
   start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean = () => true): HeldCall {
     const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
-      if (this.#closed) return
-      // Kept a while for a caller that was answered `input_required` and comes back for the end.
-      const timer = setTimeout(() => {
-        this.#forget.delete(timer)
-        this.#calls.delete(ended.state)
-      }, KEEP_ENDED_MS)
+      // A call whose caller was never told input_required had its answer on the request that made it.
+      if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
+      // Kept a while for a caller that was answered `input_required` and comes back for the end; at
+      // most `maxHeld` of them, the oldest forgotten first.
+      const timer = setTimeout(() => this.#forget(ended.state), KEEP_ENDED_MS)
       timer.unref()
-      this.#forget.add(timer)
+      this.#kept.set(ended.state, timer)
+      if (this.#kept.size > this.maxHeld) this.#forget(this.#kept.keys().next().value as string)
     })
     this.#calls.set(call.state, call)
     return call
+  }
+
+  /** Forgets an ended call kept for its caller. */
+  #forget(state: string): void {
+    clearTimeout(this.#kept.get(state))
+    this.#kept.delete(state)
+    this.#calls.delete(state)
+  }
+
+  /** Calls held now: running with a caller that may answer input, or ended and kept for their callers. */
+  get size(): number {
+    return this.#calls.size
   }
 
   /**
@@ -236,7 +258,7 @@ export class HeldCalls {
     this.#closed = true
     for (const call of this.#calls.values()) call.cancel.abort()
     this.#calls.clear()
-    for (const timer of this.#forget) clearTimeout(timer)
-    this.#forget.clear()
+    for (const timer of this.#kept.values()) clearTimeout(timer)
+    this.#kept.clear()
   }
 }

@@ -79,9 +79,11 @@ describe("input_required over REST", () => {
     expect(declined.text).toContain("mcp-store declined elicitation/create")
     const plain = await server.post("/for_store/call_tool", { tool_name: "fx__echo", args: { text: "hi" } })
     expect(plain.body).toMatchObject({ success: true, result_type: "complete", result: "hi" })
-    // The opt-in on a call whose server asks nothing is an ordinary call.
-    const opted = await server.post("/for_store/call_tool", { tool_name: "fx__echo", args: { text: "hi" }, accept_input_required: true })
-    expect(opted.body).toMatchObject({ success: true, result_type: "complete", result: "hi" })
+    // The opt-in on a call whose server asks nothing is an ordinary call, and nothing of it is kept.
+    const opted = await Promise.all(Array.from({ length: 30 }, (_, i) => server.post("/for_store/call_tool", { tool_name: "fx__echo", args: { text: `hi ${i}` }, accept_input_required: true })))
+    expect(opted.map((r) => r.body.result)).toEqual(Array.from({ length: 30 }, (_, i) => `hi ${i}`))
+    expect(opted.every((r) => r.body.result_type === "complete")).toBe(true)
+    expect(server.running.store.held.size).toBe(0)
   })
 
   it("a retry that does not fit its call is a 400 that changes nothing; the right retry still works", async () => {
@@ -129,6 +131,8 @@ describe("input_required over REST", () => {
     expect(beyond.text).toContain("too many calls are waiting")
     const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: held.body.request_state, input_responses: { input_1: accept("Alan") } })
     expect(done.body.result).toBe("names: Alan")
+    // The call whose caller was told input_required is kept for its retry (the cap bounds how many).
+    expect(server.running.store.held.size).toBe(1)
   })
 })
 
