@@ -3,7 +3,9 @@
 // modern-only SDK v2 server, a dual-era SDK v2 server and an SDK 1.x server (all over Streamable
 // HTTP, registered in one store). In each cell: the tool is listed, a call answers, and an
 // elicitation crosses the store (the upstream asks mid-call in its own era, the client answers in
-// its own), with the call recorded once.
+// its own), with the call recorded once; and a call the client cancels is cancelled upstream, in
+// the upstream's era (a closed stream for a 2026-07-28 server, notifications/cancelled for a 2025
+// one), and recorded `cancelled`.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -11,7 +13,7 @@ import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, eventually, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 /** The upstreams: the service name, and its tool that asks for input with the arguments and the answer it ends with. */
 const UPSTREAMS = [
@@ -29,7 +31,13 @@ describe("every client era against every upstream era, through /mcp", { timeout:
   let modern: EraHttpFixture
   let dual: EraHttpFixture
   let legacy: HttpFixture
-  const clients = new Map<string, { callTool: (params: { name: string; arguments: Record<string, unknown> }) => Promise<{ content?: unknown; isError?: boolean }>; listTools: () => Promise<{ tools: Array<{ name: string }> }>; close: () => Promise<void> }>()
+  /** A client as the cells use it: the SDK 1.x and v2 clients, each called its own way. */
+  interface CellClient {
+    callTool(params: { name: string; arguments: Record<string, unknown> }, signal?: AbortSignal): Promise<{ content?: unknown; isError?: boolean }>
+    listTools(): Promise<{ tools: Array<{ name: string }> }>
+    close(): Promise<void>
+  }
+  const clients = new Map<string, CellClient>()
 
   beforeAll(async () => {
     ;[modern, dual, legacy, server] = await Promise.all([
@@ -46,14 +54,22 @@ describe("every client era against every upstream era, through /mcp", { timeout:
         const client = new ClientV1({ name: "matrix-1x", version: "1.0.0" }, { capabilities: { elicitation: {} } })
         client.setRequestHandler(ElicitRequestSchema, async () => ANSWER)
         await within(client.connect(new TransportV1(url)), 10_000, "connect 1.x")
-        clients.set(kind, client as never)
+        clients.set(kind, {
+          callTool: (params, signal) => client.callTool(params, undefined, signal === undefined ? {} : { signal }) as never,
+          listTools: () => client.listTools(),
+          close: () => client.close()
+        })
       } else {
         const mode = kind === "v2 auto" ? "auto" : { pin: "2026-07-28" }
         const client = new Client({ name: "matrix-v2", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode } })
         client.onerror = () => undefined
         client.setRequestHandler("elicitation/create", async () => ANSWER as never)
         await within(client.connect(new StreamableHTTPClientTransport(url)), 10_000, `connect ${kind}`)
-        clients.set(kind, client as never)
+        clients.set(kind, {
+          callTool: (params, signal) => client.callTool(params, signal === undefined ? {} : { signal }) as never,
+          listTools: () => client.listTools(),
+          close: () => client.close()
+        })
       }
     }
   }, 60_000)
@@ -66,6 +82,24 @@ describe("every client era against every upstream era, through /mcp", { timeout:
   const text = (result: { content?: unknown }) => (result.content as Array<{ text?: string }> | undefined)?.[0]?.text
 
   for (const client of CLIENTS) {
+    it(`${client}: a cancelled call is cancelled upstream in either era, and recorded cancelled`, async () => {
+      const c = clients.get(client)!
+      const outcomes = async (service: string) =>
+        ((await server.get(`/for_store/tool_records?tool_name=sleep&service_name=${service}&limit=1000`)).body.executions as Array<{ outcome: string }>).filter((r) => r.outcome === "cancelled").length
+      const cancelledBefore = { modern: await outcomes("modern"), legacy: await outcomes("legacy") }
+      const noted = modern.notes().filter((n) => n === "cancelled sleep").length
+      const posted = legacy.requests().filter((r) => r === "POST notifications/cancelled").length
+      for (const service of ["modern", "legacy"]) {
+        const abort = new AbortController()
+        const call = c.callTool({ name: `${service}__sleep`, arguments: { ms: 10_000 } }, abort.signal)
+        setTimeout(() => abort.abort(), 300)
+        await expect(call).rejects.toBeDefined()
+      }
+      expect(await eventually(() => modern.notes().filter((n) => n === "cancelled sleep").length === noted + 1, 5000)).toBe(true)
+      expect(await eventually(() => legacy.requests().filter((r) => r === "POST notifications/cancelled").length === posted + 1, 5000)).toBe(true)
+      expect(await eventually(async () => (await outcomes("modern")) === cancelledBefore.modern + 1 && (await outcomes("legacy")) === cancelledBefore.legacy + 1, 5000)).toBe(true)
+    })
+
     for (const upstream of UPSTREAMS) {
       it(`${client} → ${upstream.name}: listed, called, and an elicitation crosses`, async () => {
         const c = clients.get(client)!
