@@ -5,11 +5,13 @@
 // elicitation crosses the store (the upstream asks mid-call in its own era, the client answers in
 // its own), with the call recorded once; and a call the client cancels is cancelled upstream, in
 // the upstream's era (a closed stream for a 2026-07-28 server, notifications/cancelled for a 2025
-// one), and recorded `cancelled`.
+// one), and recorded `cancelled`. A tool added upstream, in either era, is announced to every client
+// in its own era (notifications/tools/list_changed on a 2025 session, or on a 2026-07-28 client's
+// subscriptions/listen stream) and listed.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import { ElicitRequestSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
@@ -36,6 +38,8 @@ describe("every client era against every upstream era, through /mcp", { timeout:
     callTool(params: { name: string; arguments: Record<string, unknown> }, signal?: AbortSignal): Promise<{ content?: unknown; isError?: boolean }>
     listTools(): Promise<{ tools: Array<{ name: string }> }>
     close(): Promise<void>
+    /** How many tool list changes the client has heard (through its era's channel). */
+    changes(): number
   }
   const clients = new Map<string, CellClient>()
 
@@ -53,22 +57,33 @@ describe("every client era against every upstream era, through /mcp", { timeout:
       if (kind === "1.x (2025 session)") {
         const client = new ClientV1({ name: "matrix-1x", version: "1.0.0" }, { capabilities: { elicitation: {} } })
         client.setRequestHandler(ElicitRequestSchema, async () => ANSWER)
+        let changes = 0
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => void (changes += 1))
         await within(client.connect(new TransportV1(url)), 10_000, "connect 1.x")
         clients.set(kind, {
           callTool: (params, signal) => client.callTool(params, undefined, signal === undefined ? {} : { signal }) as never,
           listTools: () => client.listTools(),
-          close: () => client.close()
+          close: () => client.close(),
+          changes: () => changes
         })
       } else {
         const mode = kind === "v2 auto" ? "auto" : { pin: "2026-07-28" }
         const client = new Client({ name: "matrix-v2", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode } })
         client.onerror = () => undefined
         client.setRequestHandler("elicitation/create", async () => ANSWER as never)
+        let changes = 0
+        client.setNotificationHandler("notifications/tools/list_changed", () => void (changes += 1))
         await within(client.connect(new StreamableHTTPClientTransport(url)), 10_000, `connect ${kind}`)
+        // A 2026-07-28 client hears of changes on a listen stream (in `auto` mode too: the store answers server/discover).
+        const listening = await within(client.listen({ toolsListChanged: true }), 5000, `listen ${kind}`)
         clients.set(kind, {
           callTool: (params, signal) => client.callTool(params, signal === undefined ? {} : { signal }) as never,
-          listTools: () => client.listTools(),
-          close: () => client.close()
+          listTools: () => client.listTools({}, { cacheMode: "bypass" }) as never,
+          close: async () => {
+            await listening.close()
+            await client.close()
+          },
+          changes: () => changes
         })
       }
     }
@@ -80,6 +95,19 @@ describe("every client era against every upstream era, through /mcp", { timeout:
   })
 
   const text = (result: { content?: unknown }) => (result.content as Array<{ text?: string }> | undefined)?.[0]?.text
+
+  it("a tool added upstream, in either era, is announced to every client in its own era, and listed", async () => {
+    for (const service of ["modern", "legacy"]) {
+      const heard = new Map(CLIENTS.map((kind) => [kind, clients.get(kind)!.changes()]))
+      const tool = `late_${service}`
+      await server.post("/for_store/call_tool", { tool_name: `${service}__add_tool`, args: { name: tool } })
+      for (const kind of CLIENTS) {
+        const c = clients.get(kind)!
+        expect(await eventually(() => c.changes() > heard.get(kind)!, 5000), `${kind} hears of ${tool}`).toBe(true)
+        expect((await c.listTools()).tools.map((t) => t.name), kind).toContain(`${service}__${tool}`)
+      }
+    }
+  })
 
   for (const client of CLIENTS) {
     it(`${client}: a cancelled call is cancelled upstream in either era, and recorded cancelled`, async () => {
