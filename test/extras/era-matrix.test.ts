@@ -7,7 +7,8 @@
 // the upstream's era (a closed stream for a 2026-07-28 server, notifications/cancelled for a 2025
 // one), and recorded `cancelled`. A tool added upstream, in either era, is announced to every client
 // in its own era (notifications/tools/list_changed on a 2025 session, or on a 2026-07-28 client's
-// subscriptions/listen stream) and listed.
+// subscriptions/listen stream) and listed. A 2026-07-28 call whose `_meta` asks for log messages
+// gets the called service's on its own stream; one that does not, none.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -95,6 +96,24 @@ describe("every client era against every upstream era, through /mcp", { timeout:
   })
 
   const text = (result: { content?: unknown }) => (result.content as Array<{ text?: string }> | undefined)?.[0]?.text
+
+  it("a 2026-07-28 call that asks for log messages in its _meta hears the called service's, on its own stream", async () => {
+    const client = new Client({ name: "matrix-logs", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    client.onerror = () => undefined
+    const heard: Array<{ data: unknown; logger?: string }> = []
+    client.setNotificationHandler("notifications/message", (n) => void heard.push(n.params as { data: unknown; logger?: string }))
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))), 10_000, "connect")
+    try {
+      await client.callTool({ name: "modern__say", arguments: { text: "unheard" } })
+      const said = await client.callTool({ name: "modern__say", arguments: { text: "heard" }, _meta: { "io.modelcontextprotocol/logLevel": "info" } })
+      expect(text(said)).toBe("said")
+      expect(await eventually(() => heard.some((m) => m.data === "heard"), 5000)).toBe(true)
+      expect(heard.find((m) => m.data === "heard")?.logger).toBe("modern")
+      expect(heard.some((m) => m.data === "unheard")).toBe(false)
+    } finally {
+      await client.close()
+    }
+  })
 
   it("a tool added upstream, in either era, is announced to every client in its own era, and listed", async () => {
     for (const service of ["modern", "legacy"]) {

@@ -48,6 +48,7 @@ import {
   type InitializeRequest,
   type JSONRPCMessage,
   type LoggingLevel,
+  type LoggingMessageNotification,
   type ServerCapabilities
 } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
@@ -370,6 +371,15 @@ export class McpGateway {
    * `onUpdate` hears each update with the URI as the stream gave it. A URI that cannot be subscribed
    * (unknown, past the cap, the upstream refused) is logged and left out. Returns the unsubscribe.
    */
+  /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
+  hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void {
+    const label = scopeLabel(scope)
+    // Listened to while a request hears it, as while a session of the scope is open.
+    const snapshot = this.scopeContext(scope).findService(service)?.getSnapshot()
+    if (snapshot !== undefined && (statusOf(snapshot) === "healthy" || statusOf(snapshot) === "warning")) this.logs.watch(label, service, snapshot.context.connection)
+    return this.logs.hear(label, service, level, send)
+  }
+
   subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void {
     const subscriber = { id: `listen/${randomUUID()}`, scope, subscriptions: new Map<string, string>() }
     let open = true

@@ -5,7 +5,8 @@
  * and one rate limit per upstream connection, and the level last sent to each.
  *
  * - A message of service `s` goes to every session of `s`'s scope whose level (`logging/setLevel`,
- *   none set: every level) lets it through, its `logger` renamed `s` or `s/<logger>`.
+ *   none set: every level) lets it through, its `logger` renamed `s` or `s/<logger>`; and to every
+ *   2026-07-28 call to `s` in flight that asked for log messages (its request's `_meta` level).
  * - Each connection has a token bucket (`RATE_PER_SECOND`, bursts of `BURST`): what is over it is
  *   dropped at once (O(1), nothing queued), counted, and reported in one log line per burst of
  *   drops, so a flooding upstream costs neither memory nor more than the SDK's own parse per message.
@@ -58,9 +59,18 @@ interface Watched {
   sentLevel: LoggingLevel | undefined
 }
 
+/** A request that hears one service's log messages while it lasts (a 2026-07-28 call with a log level in its `_meta`). */
+interface Hearer {
+  readonly scope: string
+  readonly service: string
+  readonly level: LoggingLevel
+  readonly send: (message: LoggingMessageNotification["params"]) => void
+}
+
 export class LogRelay {
   /** By `<scope label>\n<service>`: the connection listened to. */
   private readonly watched = new Map<string, Watched>()
+  private readonly hearers = new Set<Hearer>()
 
   constructor(
     /** The open sessions of a scope (by label). */
@@ -87,6 +97,18 @@ export class LogRelay {
     if (current !== undefined) this.unwatchKey(key, current)
   }
 
+  /**
+   * A request hears `service`'s log messages at `level` or above until the returned function is
+   * called (its call ended): the 2026-07-28 era has no session to set a level on, and a request
+   * says its level in `_meta`. Its level counts toward the level sent upstream, as a session's does.
+   */
+  hear(scope: string, service: string, level: LoggingLevel, send: Hearer["send"]): () => void {
+    const hearer: Hearer = { scope, service, level, send }
+    this.hearers.add(hearer)
+    this.levelsChanged(scope)
+    return () => void this.hearers.delete(hearer)
+  }
+
   /** A session of the scope set its level, or left: sends the scope's new level upstream if it changed. */
   levelsChanged(scope: string): void {
     const wanted = this.wantedLevel(scope)
@@ -110,6 +132,7 @@ export class LogRelay {
       const level = session.logLevel
       if (level !== undefined && (wanted === undefined || severity(level) < severity(wanted))) wanted = level
     }
+    for (const hearer of this.hearers) if (hearer.scope === scope && (wanted === undefined || severity(hearer.level) < severity(wanted))) wanted = hearer.level
     return wanted
   }
 
@@ -129,6 +152,7 @@ export class LogRelay {
     for (const session of this.sessionsOf(entry.scope)) {
       if (passes(level, session.logLevel)) session.server.sendLoggingMessage(relayed).catch(() => undefined)
     }
+    for (const hearer of this.hearers) if (hearer.scope === entry.scope && hearer.service === entry.service && passes(level, hearer.level)) hearer.send(relayed)
   }
 
   /**

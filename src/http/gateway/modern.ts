@@ -16,6 +16,7 @@ import { AsyncLocalStorage } from "node:async_hooks"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import {
   CLIENT_CAPABILITIES_META_KEY,
+  LOG_LEVEL_META_KEY,
   createMcpHandler,
   inputRequired,
   type ClientCapabilities,
@@ -31,7 +32,7 @@ import {
 } from "@modelcontextprotocol/server"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import { toNodeHandler, type NodeIncomingMessageLike, type NodeMcpRequestHandler } from "@modelcontextprotocol/node"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { ErrorCode, LoggingLevelSchema, McpError, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { readTraceContext } from "../../domain/trace-context.js"
@@ -59,9 +60,10 @@ export interface ModernCaller {
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
 }
 
-/** The store's resource subscriptions, shared with the 2025 sessions (`McpGateway.subscribeStream`). */
+/** The store's resource subscriptions and log relay, shared with the 2025 sessions (`McpGateway`). */
 export interface ResourceSubscriptions {
   subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void
+  hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void
 }
 
 /** How long a client may keep a tool, resource or prompt list (ms): list changes come on `subscriptions/listen` at once. */
@@ -247,7 +249,7 @@ export class ModernMcp {
   constructor(
     private readonly store: Store,
     monitor: Monitor,
-    resources: ResourceSubscriptions,
+    private readonly resources: ResourceSubscriptions,
     options: ModernOptions
   ) {
     this.bus = new ListenBus(store, this.callers, resources)
@@ -302,6 +304,8 @@ export class ModernMcp {
     const offers = catalog.scopeCapabilities(ctx())
     const capabilities: ServerCapabilities = {
       tools: { listChanged: true },
+      // Log messages of the called service, on a call's own stream when its `_meta` asks for them.
+      logging: {},
       ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
       ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
       ...(offers.completions ? { completions: {} } : {})
@@ -344,23 +348,34 @@ export class ModernMcp {
         const tool = offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)
         return server.projectCallToolResult(result as never, tool?.outputSchema as Record<string, unknown> | undefined) as never
       }
-      const capabilities = (c.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
-      if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) {
-        // Aborted when the client closes the response stream (the modern era's cancellation).
-        return project(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern }, c.mcpReq.signal))
-      }
-      // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
-      const state = c.mcpReq.requestState<unknown>()
-      const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
-      const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
-      let held: HeldCallResult
+      const envelope = c.mcpReq.envelope as Record<string, unknown> | undefined
+      // A log level in the request's `_meta`: the called service's log messages go on this request's stream while the call lasts.
+      const level = LoggingLevelSchema.safeParse(envelope?.[LOG_LEVEL_META_KEY])
+      const service = level.success ? offeredTools(this.store, scope, gate).find((t) => t.name === request.params.name)?.service_name : undefined
+      const unhear = level.success && service !== undefined
+        ? this.resources.hearLogs(scope, service, level.data, (message) => void c.mcpReq.notify({ method: "notifications/message", params: message }).catch(() => undefined))
+        : undefined
       try {
-        held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, retry, accepts, c.mcpReq.signal)
-      } catch (e) {
-        throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
+        const capabilities = envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
+        if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) {
+          // Aborted when the client closes the response stream (the modern era's cancellation).
+          return project(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern }, c.mcpReq.signal))
+        }
+        // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
+        const state = c.mcpReq.requestState<unknown>()
+        const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
+        const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
+        let held: HeldCallResult
+        try {
+          held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, retry, accepts, c.mcpReq.signal)
+        } catch (e) {
+          throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
+        }
+        if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
+        return project(held.result)
+      } finally {
+        unhear?.()
       }
-      if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
-      return project(held.result)
     })
     if (offers.resources) {
       server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(ctx()) }))
