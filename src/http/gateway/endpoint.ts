@@ -67,7 +67,7 @@ import { readTraceContext } from "../../domain/trace-context.js"
 import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, mcpCapabilities, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -505,14 +505,8 @@ export class McpGateway {
   /** A session's SDK server and its handlers, the same for every transport. */
   private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
     const { offers } = session
-    const capabilities: ServerCapabilities = {
-      tools: { listChanged: true },
-      // The store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
-      logging: {},
-      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
-      ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
-      ...(offers.completions ? { completions: {} } : {})
-    }
+    // `logging`: the store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
+    const capabilities: ServerCapabilities = mcpCapabilities(offers)
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
       { capabilities, jsonSchemaValidator: this.validator }

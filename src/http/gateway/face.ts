@@ -36,6 +36,15 @@ export const offeredTools = (store: Store, scope: Scope, gate: ToolGate | undefi
     .sort((a, b) => (a.context.name < b.context.name ? -1 : a.context.name > b.context.name ? 1 : 0))
     .flatMap((s) => toolViewsFor(s, gate))
 
+/** What the MCP endpoint declares in either era, from what the scope offers: tools, logging, and the catalog's parts it has. */
+export const mcpCapabilities = (offers: ReturnType<typeof catalog.scopeCapabilities>) => ({
+  tools: { listChanged: true },
+  logging: {},
+  ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
+  ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
+  ...(offers.completions ? { completions: {} } : {})
+})
+
 /** The names of a tool list in one string, to tell whether the set changed. */
 export const namesOf = (tools: ReadonlyArray<{ readonly name: string }>): string => tools.map((t) => t.name).join("\n")
 

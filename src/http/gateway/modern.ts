@@ -45,7 +45,7 @@ import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
 import { VERSION } from "../../version.js"
-import { callOverMcp, heldCallOverMcp, type HeldCallResult, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, heldCallOverMcp, type HeldCallResult, mcpCapabilities, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
 export interface ModernCaller {
@@ -302,14 +302,8 @@ export class ModernMcp {
     const { scope, gate, cacheScope } = caller
     const ctx = () => scopeContext(this.store, scope)
     const offers = catalog.scopeCapabilities(ctx())
-    const capabilities: ServerCapabilities = {
-      tools: { listChanged: true },
-      // Log messages of the called service, on a call's own stream when its `_meta` asks for them.
-      logging: {},
-      ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
-      ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
-      ...(offers.completions ? { completions: {} } : {})
-    }
+    // `logging`: the called service's log messages, on a call's own stream when its `_meta` asks for them.
+    const capabilities: ServerCapabilities = mcpCapabilities(offers)
     const list: CacheHint = { ttlMs: LIST_TTL_MS, cacheScope }
     const server = new Server(
       { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
