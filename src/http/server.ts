@@ -99,6 +99,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const countSockets = () => {
     if (state.app) state.app.monitor.httpConnections = sockets.size
   }
+  // A request Node's parser refuses is answered, then the connection ended gracefully (Node's own
+  // handler destroys the socket, and a client still sending its body sees a reset, not the answer).
+  httpServer.on("clientError", answerClientError)
   httpServer.on("connection", (socket: Socket) => {
     // Past the cap a connection is answered at once and closed: it never reaches a handler.
     if (sockets.size >= options.server.maxConnections) return refuseConnection(socket, options.server.maxConnections)
@@ -288,6 +291,26 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 const CONNECTIONS_RETRY_AFTER_SECONDS = 1
 
 /** Answers a connection past `--max-connections` with 503 and closes it. */
+/** How long a connection whose request the parser refused may stay half-closed before it is destroyed. */
+const CLIENT_ERROR_LINGER_MS = 2_000
+
+/**
+ * A request the HTTP parser refused (an unknown method, a malformed request line or header, headers
+ * over the limit, a request that took too long): 431 or 408 without a body, as Node answers them,
+ * else 400 with the contract's error body; written, then the connection half-closed so that the client reads it, and
+ * destroyed after `CLIENT_ERROR_LINGER_MS` whatever the client does.
+ */
+const answerClientError = (error: NodeJS.ErrnoException, socket: Socket): void => {
+  socket.on("error", () => undefined)
+  if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
+  const [status, reason] =
+    error.code === "HPE_HEADER_OVERFLOW" ? [431, "Request Header Fields Too Large"] : error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "Request Timeout"] : [400, "Bad Request"]
+  const body = status === 400 ? JSON.stringify(errorBody("VALIDATION_ERROR", `Malformed HTTP request: ${error.code ?? "refused by the HTTP parser"}`, {})) : ""
+  const type = body === "" ? "" : "content-type: application/json\r\n"
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\n${type}connection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref()
+}
+
 const refuseConnection = (socket: Socket, max: number): void => {
   const message = `Too many connections (the cap is ${max}); try again shortly`
   const body = JSON.stringify(errorBody("SERVICE_UNAVAILABLE", message, { limit: "max_connections", max, retry_after_seconds: CONNECTIONS_RETRY_AFTER_SECONDS }))

@@ -4,6 +4,7 @@
 // case must answer 4xx (never 5xx) with the contract's error body, and must not change any state:
 // the services file's bytes, the data folder, the services of every scope and the agents.
 import { readdirSync } from "node:fs"
+import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { routeTable } from "../../src/http/Api.js"
 import {
@@ -705,5 +706,42 @@ describe("bad input to every endpoint of the route table", () => {
     const call = await server.post("/for_store/call_tool", { tool_name: `${STORE_SERVICE}__echo`, args: { text: "still here" } })
     expect(call.status).toBe(200)
     expect(call.body.result).toBe("still here")
+  })
+})
+
+describe("a request the HTTP parser refuses", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer()
+  })
+  afterAll(async () => {
+    await server?.cleanup()
+  })
+
+  /** Sends raw bytes on a new connection; resolves with everything the server wrote before it closed. */
+  const raw = (bytes: string): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const url = new URL(server.url)
+      const socket = connect(Number(url.port), url.hostname)
+      let answer = ""
+      socket.setEncoding("utf8")
+      socket.on("data", (chunk: string) => void (answer += chunk))
+      socket.on("error", reject)
+      socket.on("close", () => resolve(answer))
+      socket.write(bytes)
+    })
+
+  it("gets 400 with the contract's error body even while it is still sending its body, not a reset", async () => {
+    // An unknown method and a body the server never reads: the answer comes first, then the close.
+    const answer = await raw(`FOO /for_store/list_services HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n${"x".repeat(60_000)}`)
+    const [head, body] = answer.split("\r\n\r\n")
+    expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/)
+    expect(head).toMatch(/connection: close/i)
+    expect(JSON.parse(body!)).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR" } })
+  })
+
+  it("gets 431 for headers over the limit", async () => {
+    const answer = await raw(`GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${"y".repeat(20_000)}\r\n\r\n`)
+    expect(answer).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/)
   })
 })
