@@ -107,19 +107,12 @@ export const takesInput = (payload: Schema.Schema.Type<typeof CallToolPayload>):
 const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
   Effect.flatMap(
     Effect.async<HeldStep, ValidationError>((resume) => {
-      const held = edge.held
       const owner = { scope: ctx.label, owner: edge.owner(), tool: payload.tool_name }
       const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
-      const call = held.open(ctx, callInput(payload, edge.trace), owner, retry)
-      if (call instanceof ValidationError) return resume(Effect.fail(call))
-      let answered = false
-      void call.step().then((step) => {
-        answered = true
-        resume(Effect.succeed(step))
-      })
-      return Effect.sync(() => {
-        if (!answered) held.abandon(call)
-      })
+      // Interrupted (the caller went away): the turn's signal cancels the call.
+      const gone = new AbortController()
+      void edge.held.turn(ctx, callInput(payload, edge.trace), owner, { retry, signal: gone.signal }).then((step) => resume(step instanceof ValidationError ? Effect.fail(step) : Effect.succeed(step)))
+      return Effect.sync(() => gone.abort())
     }),
     (step): Effect.Effect<Schema.Schema.Encoded<typeof CallToolResponse> | Schema.Schema.Encoded<typeof InputRequiredResponse>, calls.CallToolError> =>
       step._tag === "Ended"

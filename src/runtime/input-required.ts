@@ -54,9 +54,8 @@ interface Asked {
 }
 
 /** One call that may wait for its caller's input. */
-export class HeldCall {
+class HeldCall {
   readonly state = PREFIX + randomBytes(18).toString("base64url")
-  readonly exit: Promise<CallExit>
   ended: CallExit | undefined
   readonly #asked = new Map<string, Asked>()
   #next = 0
@@ -78,12 +77,11 @@ export class HeldCall {
     private readonly accepts: (method: string) => boolean,
     private readonly onEnd: (call: HeldCall) => void
   ) {
-    this.exit = runCall(ctx, { ...input, relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel).then((exit) => {
+    void runCall(ctx, { ...input, relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel).then((exit) => {
       this.ended = exit
       this.#asked.clear()
       this.#wakeUp()
       this.onEnd(this)
-      return exit
     })
   }
 
@@ -187,25 +185,46 @@ export class HeldCalls {
   }
 
   /**
-   * The held call of a request: a new one, or with `retry` (the state and answers of a caller that
-   * was answered `input_required`) the one it names, its answers given; a ValidationError changes
-   * nothing. The caller then waits for its `step`.
+   * One request's turn with a held call, whatever the face: a new call, or with `retry` (the state
+   * and answers of a caller that was answered `input_required`) the one it names, its answers given
+   * (a ValidationError changes nothing); then the call's next step. While the request waits, the
+   * call's progress goes to `onProgress`; a request that goes away (`signal`) before the step
+   * cancels the call.
    */
-  open(
+  async turn(
     ctx: ScopeContext,
     input: CallToolInput,
     owner: HeldOwner,
-    retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> },
-    accepts: (method: string) => boolean = () => true
-  ): HeldCall | ValidationError {
-    if (retry === undefined) return this.start(ctx, input, owner, accepts)
-    const call = this.resume(retry.state, owner)
+    options: {
+      readonly retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined
+      /** The request methods the caller can answer (its capabilities); by default all. */
+      readonly accepts?: ((method: string) => boolean) | undefined
+      readonly onProgress?: ((progress: CallProgress) => void) | undefined
+      readonly signal: AbortSignal
+    }
+  ): Promise<HeldStep | ValidationError> {
+    const { retry, signal } = options
+    let call: HeldCall | ValidationError
+    if (retry === undefined) call = this.#start(ctx, input, owner, options.accepts ?? (() => true))
+    else {
+      call = this.#resume(retry.state, owner)
+      if (!(call instanceof ValidationError)) call = call.answer(retry.responses) ?? call
+    }
     if (call instanceof ValidationError) return call
-    return call.answer(retry.responses) ?? call
+    const held = call
+    held.hear(options.onProgress)
+    const abandon = () => this.#abandon(held)
+    signal.addEventListener("abort", abandon, { once: true })
+    try {
+      return await held.step()
+    } finally {
+      held.hear(undefined)
+      signal.removeEventListener("abort", abandon)
+    }
   }
 
-  /** Starts a call whose upstream requests wait for its caller; `step` tells when it must answer. */
-  start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean = () => true): HeldCall {
+  /** Starts a call whose upstream requests wait for its caller. */
+  #start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall {
     const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
@@ -236,7 +255,7 @@ export class HeldCalls {
    * The held call a retry names, taken back by its owner; a ValidationError when the state is not
    * one (unknown, expired, another key's, scope's or tool's: all alike, so a state tells nothing).
    */
-  resume(state: string, owner: HeldOwner): HeldCall | ValidationError {
+  #resume(state: string, owner: HeldOwner): HeldCall | ValidationError {
     const call = this.#calls.get(state)
     if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.tool !== owner.tool) {
       return ValidationError.of([
@@ -247,7 +266,7 @@ export class HeldCalls {
   }
 
   /** The caller went away while its call was not waiting for it: the call is cancelled. */
-  abandon(call: HeldCall): void {
+  #abandon(call: HeldCall): void {
     if (call.ended !== undefined) return
     log.info(`a call of ${call.owner.tool} held for its caller's input was cancelled: the caller went away`, { event: "held_call_abandoned", tool: call.owner.tool })
     call.cancel.abort()

@@ -140,19 +140,18 @@ export const heldCallOverMcp = async (
     timeout: store.limits.maxCallSeconds,
     ...(call.trace !== undefined ? { trace: call.trace } : {})
   }
-  const held = store.held.open(ctx, input, { scope: ctx.label, owner, tool: call.name }, retry, accepts)
-  if (held instanceof ValidationError) throw held
   // The call's progress goes to this request while it waits (each round is a request of its own).
   const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
-  held.hear(progress === undefined ? undefined : (p) => progress.push(p))
-  const abandon = () => store.held.abandon(held)
-  signal.addEventListener("abort", abandon, { once: true })
   try {
-    const step = await held.step()
+    const step = await store.held.turn(ctx, input, { scope: ctx.label, owner, tool: call.name }, {
+      retry,
+      accepts,
+      onProgress: progress === undefined ? undefined : (p) => progress.push(p),
+      signal
+    })
+    if (step instanceof ValidationError) throw step
     return step._tag === "Ended" ? { result: mcpResultOf(step.exit) } : { inputRequests: step.requests, requestState: step.state }
   } finally {
-    held.hear(undefined)
-    signal.removeEventListener("abort", abandon)
     progress?.close()
   }
 }
