@@ -112,7 +112,7 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
     }
   }
   const launch = def.kind === "local" ? launchKey(def) : undefined
-  let prior = options.prior ?? (launch === undefined ? undefined : exitedOnProbe.get(launch))
+  let prior = options.prior ?? (launch === undefined ? undefined : probeExits.get(launch))
   // A stdio server that exited on the era probe is a 2025-era one: started again, for the handshake.
   for (;;) {
     try {
@@ -131,13 +131,13 @@ export async function connect(def: ResolvedDefinition, options: ConnectOptions):
  * fails at once starts one process per attempt, not two. At most `MAX_REMEMBERED` launches, the
  * oldest forgotten first; a launch that turns out modern is told by its answer to `initialize`.
  */
-const exitedOnProbe = new Map<string, EraVerdict>()
+const probeExits = new Map<string, EraVerdict>()
 const MAX_REMEMBERED = 1_000
 const launchKey = (def: Extract<ResolvedDefinition, { kind: "local" }>): string => JSON.stringify([def.command, def.args, def.cwd ?? null, def.env])
 const remember = (launch: string, verdict: EraVerdict): void => {
-  exitedOnProbe.delete(launch)
-  exitedOnProbe.set(launch, verdict)
-  if (exitedOnProbe.size > MAX_REMEMBERED) exitedOnProbe.delete(exitedOnProbe.keys().next().value as string)
+  probeExits.delete(launch)
+  probeExits.set(launch, verdict)
+  if (probeExits.size > MAX_REMEMBERED) probeExits.delete(probeExits.keys().next().value as string)
 }
 
 /** The probe's stdio server exited (a 2025-era server that ends on a request before `initialize`). */

@@ -431,7 +431,7 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
     const c = await client()
     const result = await within(c.callTool({ name: "solo__trigger-elicitation-request", arguments: {} }), 15_000, "elicitation")
     expect(result.isError).toBe(true)
-    expect(JSON.stringify(result.content)).toContain("mcp-store declined elicitation/create: the tool was called over MCP 2026-07-28")
+    expect(JSON.stringify(result.content)).toContain("mcp-store declined elicitation/create: the MCP 2026-07-28 client that made this call did not declare the capability")
   })
 
   it("subscriptions/listen with resourceSubscriptions: the upstream's updates of that URI reach the stream", async () => {

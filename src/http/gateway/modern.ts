@@ -60,8 +60,8 @@ export interface ModernCaller {
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
 }
 
-/** The store's resource subscriptions and log relay, shared with the 2025 sessions (`McpGateway`). */
-export interface ResourceSubscriptions {
+/** What the modern face shares with the 2025 sessions (`McpGateway`): the upstream resource subscriptions and the log relay. */
+export interface SessionSide {
   subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void
   hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void
 }
@@ -86,7 +86,7 @@ export class ListenBus implements ServerEventBus {
   constructor(
     private readonly store: Store,
     private readonly callers: AsyncLocalStorage<ModernCaller>,
-    private readonly resources: ResourceSubscriptions
+    private readonly resources: SessionSide
   ) {}
 
   /**
@@ -175,15 +175,15 @@ const protocolErrorOf = (e: unknown): unknown => {
 }
 
 /**
- * The modern era has no server-to-client requests (they become `input_required` results, which a
- * call suspended upstream cannot wait for across stateless requests): an upstream's elicitation or
- * sampling during a modern call is declined, in words that say why.
+ * An upstream's elicitation or sampling during a modern call whose client declared neither
+ * capability (one that did answers `input_required` results, through a held call): declined, in
+ * words that say why.
  */
 const declinedOnModern: UpstreamRequestRelay = (request) =>
   Promise.reject(
     new McpError(
       ErrorCode.InvalidRequest,
-      `mcp-store declined ${request.method}: the tool was called over MCP 2026-07-28, which cannot relay a server's request during a call; call it from a client on a 2025 session to answer it`
+      `mcp-store declined ${request.method}: the MCP 2026-07-28 client that made this call did not declare the capability to answer it`
     )
   )
 
@@ -191,7 +191,6 @@ const declinedOnModern: UpstreamRequestRelay = (request) =>
 const refuse = (res: ServerResponse, status: number, message: string) =>
   void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
 
-/** A `Request` with the request's method and headers only: what `isLegacyRequest` reads when given the parsed body. */
 /**
  * A 2025-era request told without the SDK's classifier, which builds a web Request for every POST:
  * one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
@@ -212,6 +211,7 @@ const plainlyLegacy = (req: IncomingMessage, body: unknown): boolean => {
   return true
 }
 
+/** A `Request` with the request's method and headers only: what `isLegacyRequest` reads when given the parsed body. */
 const probeOf = (req: IncomingMessage): Request => {
   const headers = new Headers()
   for (const [name, value] of Object.entries(req.headers)) {
@@ -249,7 +249,7 @@ export class ModernMcp {
   constructor(
     private readonly store: Store,
     monitor: Monitor,
-    private readonly resources: ResourceSubscriptions,
+    private readonly resources: SessionSide,
     options: ModernOptions
   ) {
     this.bus = new ListenBus(store, this.callers, resources)
