@@ -14,21 +14,15 @@ import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { addService, eventually, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
-  const servers = useTestServers()
-  let fixture: HttpFixture
-  beforeAll(async () => {
-    fixture = await startHttpFixture({ server: { elicitTool: true } })
-  })
-  afterAll(() => fixture?.stop())
+  const servers = useTestServers({ httpFixture: { elicitTool: true } })
 
   const store = async (options: Record<string, unknown> = {}): Promise<TestServer> => {
     const server = await servers.start({ options })
-    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    await addService(server, "/for_store", { name: "fx", url: servers.fixture.url })
     return server
   }
   const accept = (name: string) => ({ action: "accept", content: { name } })
@@ -88,7 +82,7 @@ describe("input_required over REST", () => {
 
   it("a retry that does not fit its call is a 400 that changes nothing; the right retry still works", async () => {
     const server = await store()
-    await server.post("/for_agent/a1/add_service", { name: "fx", url: fixture.url })
+    await server.post("/for_agent/a1/add_service", { name: "fx", url: servers.fixture.url })
     const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
     const state = first.body.request_state as string
     const refusals: Array<[string, Record<string, unknown>]> = [
@@ -137,12 +131,7 @@ describe("input_required over REST", () => {
 })
 
 describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)", () => {
-  const servers = useTestServers()
-  let fixture: HttpFixture
-  beforeAll(async () => {
-    fixture = await startHttpFixture({ server: { elicitTool: true } })
-  })
-  afterAll(() => fixture?.stop())
+  const servers = useTestServers({ httpFixture: { elicitTool: true } })
 
   /** The SDK v2 client pinned to 2026-07-28 on the store's /mcp, answering elicitations with `answer` when given. */
   const modernClient = async (server: TestServer, answer?: (message: string) => Record<string, unknown>) => {
@@ -156,7 +145,7 @@ describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)",
 
   it("a client that declares elicitation answers the server's requests in rounds (input_required, retried by the SDK), and the call is recorded once", async () => {
     const server = await servers.start()
-    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    await addService(server, "/for_store", { name: "fx", url: servers.fixture.url })
     const asked: string[] = []
     const client = await modernClient(server, (message) => {
       asked.push(message)
@@ -175,7 +164,7 @@ describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)",
 
   it("a client without the capability has the server's request declined, saying why", async () => {
     const server = await servers.start()
-    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    await addService(server, "/for_store", { name: "fx", url: servers.fixture.url })
     const client = await modernClient(server)
     const result = await within(client.callTool({ name: "fx__ask", arguments: {} }), 15_000, "the declined call")
     expect(result.isError).toBe(true)

@@ -6,8 +6,7 @@
 // trace context, or with one that is not valid, gets a trace of the store's.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { describe, expect, it } from "vitest"
 import { addService, hasRedisServer, useReplicaCluster, useTestServers, waitStatus, within, type TestServer } from "../support/index.js"
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -25,15 +24,10 @@ const withMetaFixture = async (servers: ReturnType<typeof useTestServers>, fixtu
 }
 
 describe("trace context", () => {
-  const servers = useTestServers()
-  let fixture: HttpFixture
-  beforeAll(async () => {
-    fixture = await startHttpFixture({ server: { metaTool: true } })
-  })
-  afterAll(() => fixture?.stop())
+  const servers = useTestServers({ httpFixture: { metaTool: true } })
 
   it("a REST caller's traceparent, tracestate and baggage reach the upstream under the store's span, and the answer and record carry them", async () => {
-    const server = await withMetaFixture(servers, fixture.url)
+    const server = await withMetaFixture(servers, servers.fixture.url)
     const headers = { "content-type": "application/json", traceparent: TRACEPARENT, tracestate: "vendor=abc,other=1", baggage: "user=alice" }
     // The direct call route, and the HttpApi router (a query string takes the call there).
     for (const path of ["/for_store/call_tool", "/for_store/call_tool?via=router", "/for_store/use_tool"]) {
@@ -49,7 +43,7 @@ describe("trace context", () => {
   })
 
   it("a caller without trace context, or with one that is not valid, gets a sampled trace of the store's; its tracestate is dropped with it", async () => {
-    const server = await withMetaFixture(servers, fixture.url)
+    const server = await withMetaFixture(servers, servers.fixture.url)
     const invalid = [
       undefined,
       `00-${"0".repeat(32)}-${PARENT}-01`, // all-zero trace id
@@ -75,7 +69,7 @@ describe("trace context", () => {
   })
 
   it("a later version's traceparent is read by its first four fields, and unsampled flags are kept", async () => {
-    const server = await withMetaFixture(servers, fixture.url)
+    const server = await withMetaFixture(servers, servers.fixture.url)
     const reply = await server.request("POST", "/for_store/call_tool", {
       body: JSON.stringify({ tool_name: "fx__meta" }),
       headers: { "content-type": "application/json", traceparent: `01-${TRACE}-${PARENT}-00-future` }
@@ -85,7 +79,7 @@ describe("trace context", () => {
   })
 
   it("an MCP client's _meta trace context reaches the upstream, and the record carries its trace id", async () => {
-    const server = await withMetaFixture(servers, fixture.url)
+    const server = await withMetaFixture(servers, servers.fixture.url)
     const client = new Client({ name: "trace-test", version: "1.0.0" })
     servers.defer(() => client.close())
     await within(client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))), 10_000, "connect /mcp")

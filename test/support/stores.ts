@@ -1,6 +1,7 @@
 /**
  * The set-up most integration files share, as one call: `useTestServers()` registers the hooks that
- * start the Streamable HTTP fixture once for the file (`httpFixture: true`), and end after each test
+ * start the Streamable HTTP fixture once for the file (`httpFixture: true`, or the fixture server's
+ * options for its optional tools), and end after each test
  * every store it started (`start`) and every resource handed to `defer` (streams, clients), so a file
  * keeps only what is its own. `useReplicaCluster()` does the same for a file whose replicas run in
  * its process on one Redis.
@@ -25,15 +26,16 @@ export interface TestServers {
 }
 
 /** Registers the hooks of a file that starts stores (and the HTTP fixture); call at the top of the file. */
-export const useTestServers = (options: { readonly httpFixture?: boolean } = {}): TestServers => {
+export const useTestServers = (options: { readonly httpFixture?: boolean | FixtureServerOptions } = {}): TestServers => {
   let fixture: HttpFixture | undefined
   const servers: TestServer[] = []
   const releases: Array<() => unknown> = []
-  if (options.httpFixture === true) {
+  const fixtureOptions = options.httpFixture
+  if (fixtureOptions !== undefined && fixtureOptions !== false) {
     beforeAll(async () => {
       // Loaded here: a file without the fixture does not load the MCP server code.
       const { startHttpFixture } = await import("../fixtures/http-fixture.js")
-      fixture = await startHttpFixture()
+      fixture = await startHttpFixture({ server: fixtureOptions === true ? {} : fixtureOptions })
     })
     afterAll(async () => {
       await fixture?.stop()
