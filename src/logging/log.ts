@@ -41,7 +41,22 @@ const JSON_LABEL: Readonly<Record<LogLevelName, string>> = { debug: "debug", inf
 /** Longest message, field value or cause kept in a line (characters). */
 const MAX_TEXT = 4096
 
-const stderrWrite = (line: string): void => void process.stderr.write(line)
+/**
+ * Whether stderr is gone (its reader went away). A write to a closed pipe fails later, as an `error`
+ * event on the stream: with no listener that is an uncaught exception, whose report is one more
+ * line, whose write fails again, for ever (the process spins and a SIGTERM never ends it). The
+ * logger listens, and writes nothing more once the stream has failed.
+ */
+let stderrGone = false
+let stderrWatched = false
+const stderrWrite = (line: string): void => {
+  if (stderrGone) return
+  if (!stderrWatched) {
+    stderrWatched = true
+    process.stderr.on("error", () => void (stderrGone = true))
+  }
+  process.stderr.write(line)
+}
 
 let settings: LogSettings = { level: "info", format: "text", write: stderrWrite }
 

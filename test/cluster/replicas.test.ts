@@ -14,7 +14,8 @@
  *   connect time, with never two processes at once; an orderly stop hands its services over at once;
  * - the replicas register themselves and the leader writes the snapshot file.
  */
-import { execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { randomUUID } from "node:crypto"
@@ -43,12 +44,46 @@ import {
 const CLUSTER = "three"
 const LEASE_MS = 4000
 
-/** How many processes of the stdio fixture started with `--name <marker>` run on this machine. */
-const processes = (marker: string): number => {
-  try {
-    return execFileSync("pgrep", ["-f", "--", `--name ${marker}`], { encoding: "utf8" }).trim().split("\n").filter(Boolean).length
-  } catch {
-    return 0 // pgrep exits 1 when nothing matches
+const run = promisify(execFile)
+
+/**
+ * How many processes of the stdio fixture run on this machine, by the marker each was started with
+ * (`--name <marker>`): one `pgrep` for them all, asynchronous, so that sampling neither blocks this
+ * process nor spawns a program per marker.
+ */
+const fixtureProcesses = async (): Promise<Map<string, number>> => {
+  const listed = await run("pgrep", ["-af", "--", "--name "]).then(
+    (r) => r.stdout,
+    () => "" // pgrep exits 1 when nothing matches
+  )
+  const counts = new Map<string, number>()
+  for (const match of listed.matchAll(/(?:^|\s)--name (\S+)/g)) counts.set(match[1] as string, (counts.get(match[1] as string) ?? 0) + 1)
+  return counts
+}
+const processes = async (marker: string): Promise<number> => (await fixtureProcesses()).get(marker) ?? 0
+
+/**
+ * Samples the fixture processes of some markers every 25 ms until stopped; `stop` resolves with the
+ * most processes seen at once per marker (in the markers' order), the last sample included.
+ */
+const sampleProcesses = (markers: ReadonlyArray<string>): (() => Promise<number[]>) => {
+  const most = markers.map(() => 0)
+  const take = async () => {
+    const counts = await fixtureProcesses()
+    markers.forEach((m, i) => (most[i] = Math.max(most[i] as number, counts.get(m) ?? 0)))
+  }
+  let sampling = true
+  const loop = (async () => {
+    while (sampling) {
+      await take()
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+  })()
+  return async () => {
+    sampling = false
+    await loop
+    await take()
+    return most
   }
 }
 
@@ -138,7 +173,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     }
     // One replica runs each: one session at the upstream (one health-check stream), one process of the command.
     expect(upstream.sessions()).toBe(1)
-    expect(processes(marker)).toBe(1)
+    expect(await processes(marker)).toBe(1)
     expect(await ownerOf("remote")).toBeDefined()
     expect(await ownerOf("local")).toBeDefined()
 
@@ -210,15 +245,6 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect((await post(signed)).status).toBe(409)
   })
 
-  /** Samples how many processes of `marker` run, every 25 ms, until the returned stop; resolves the most seen. */
-  const sampleProcesses = (marker: string) => {
-    let most = 0
-    const timer = setInterval(() => (most = Math.max(most, processes(marker))), 25)
-    return () => {
-      clearInterval(timer)
-      return Math.max(most, processes(marker))
-    }
-  }
   const call = async (r: StoreProcess, tool: string, text: string) => {
     const called = await r.post("/for_store/call_tool", { tool_name: tool, args: { text }, timeout: 30 })
     expect(called.status, `${tool} through :${r.port}: ${called.text}`).toBe(200)
@@ -230,7 +256,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const r0 = replicas[0] as StoreProcess
     expect((await r0.post("/for_store/add_service?wait=15", fixtureService("steady", "--name", marker))).body.connected).toEqual(["steady"])
     for (const r of live()) expect(await eventually(async () => (await status(r, "steady")) === "healthy", 10_000, 20)).toBe(true)
-    const most = sampleProcesses(marker)
+    const most = sampleProcesses([marker])
     await redis.stop({ kill: true })
     try {
       // Past the lease TTL: every replica reaches Redis no more, so the owner keeps running it.
@@ -254,7 +280,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       expect(await eventually(async () => (await names(r)).includes("after-outage"), 5000, 20)).toBe(true)
       await call(r, "steady__echo", `back ${r.port}`)
     }
-    expect(most()).toBe(1)
+    expect(await most()).toEqual([1])
   })
 
   it("a replica cut off from Redis stops its services when their leases expire and another takes over, never two processes", async () => {
@@ -264,7 +290,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const owner = (await ownerOf("cutoff")) as StoreProcess
     const proxy = proxies[replicas.indexOf(owner)] as RedisProxy
     const others = live().filter((r) => r !== owner)
-    const most = sampleProcesses(marker)
+    const most = sampleProcesses([marker])
     const cut = performance.now()
     proxy.cut()
     try {
@@ -278,7 +304,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     } finally {
       proxy.heal()
     }
-    expect(most()).toBe(1)
+    expect(await most()).toEqual([1])
     // Healed (once its client has reconnected), it is a replica like the others again: it calls the service where it runs.
     const healed = async () => (await owner.post("/for_store/call_tool", { tool_name: "cutoff__echo", args: { text: "healed" } })).body.result === "healed"
     expect(await eventually(healed, 15_000, 100)).toBe(true)
@@ -287,7 +313,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const accepts = async () => (await owner.post("/for_store/add_service", { name: "probe", url: upstream.url, disabled: true })).status === 200
     expect(await eventually(accepts, 15_000, 100)).toBe(true)
     expect((await owner.del("/for_store/delete_service/probe")).status).toBe(200)
-    expect(processes(marker)).toBe(1)
+    expect(await processes(marker)).toBe(1)
   })
 
   it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes", async () => {
@@ -298,8 +324,8 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(owner).toBeDefined()
     const survivors = live().filter((r) => r !== owner)
     expect(await eventually(async () => (await status(survivors[0] as StoreProcess, "moving")) === "healthy", 10_000, 20)).toBe(true)
-    let most = 0
-    const sampler = setInterval(() => (most = Math.max(most, processes(marker))), 50)
+    const most = sampleProcesses([marker])
+    let seen: number[] = []
     try {
       const killed = performance.now()
       await owner.kill()
@@ -315,10 +341,10 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       const called = await (survivors[1] as StoreProcess).post("/for_store/call_tool", { tool_name: "moving__echo", args: { text: "moved" } })
       expect(called.body.result).toBe("moved")
     } finally {
-      clearInterval(sampler)
+      seen = await most()
     }
-    expect(most).toBeLessThanOrEqual(1)
-    expect(processes(marker)).toBe(1)
+    expect(seen).toEqual([1])
+    expect(await processes(marker)).toBe(1)
   })
 
   it("hands its services over at once on an orderly stop, and the leader keeps a snapshot", async () => {
@@ -335,8 +361,8 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
 
     const owner = (await ownerOf("handed")) as StoreProcess
     const survivor = live().find((r) => r !== owner) as StoreProcess
-    let most = 0
-    const sampler = setInterval(() => (most = Math.max(most, processes(marker))), 25)
+    const most = sampleProcesses([marker])
+    let seen: number[] = []
     try {
       const stopped = performance.now()
       owner.child.kill("SIGTERM")
@@ -348,9 +374,9 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       expect(await eventually(async () => (await ownerOf("handed")) !== undefined, 5000, 20)).toBe(true)
       expect(performance.now() - stopped).toBeLessThan(LEASE_MS + 4000)
     } finally {
-      clearInterval(sampler)
+      seen = await most()
     }
-    expect(most).toBeLessThanOrEqual(1)
+    expect(seen).toEqual([1])
     // Its registry entry is gone with it.
     expect(await eventually(async () => (await client.keys(clusterKey(CLUSTER, "replica", "*"))).length === live().length, 5000, 50)).toBe(true)
   })
@@ -358,7 +384,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   it("balances: a replica that joins is handed its share of the services, one at a time, with never two processes of one", async () => {
     const alone = live()
     expect(alone).toHaveLength(1)
-    const samplers = [...markers.values()].map((m) => sampleProcesses(m))
+    const most = sampleProcesses([...markers.values()])
     const dir = freshDir()
     writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
     const proxy = await startRedisProxy(redis)
@@ -378,6 +404,6 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       const waited = await joined.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 15 })
       expect(waited.body.data?.result ?? waited.body.result, name).toBe(true)
     }
-    expect(samplers.map((stop) => stop())).toEqual([...markers.keys()].map(() => 1))
+    expect(await most()).toEqual([...markers.keys()].map(() => 1))
   }, 150_000)
 })

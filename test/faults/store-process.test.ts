@@ -2,9 +2,10 @@
 // SIGKILL in the middle of a burst of concurrent add_service and delete_service requests, the
 // services file must still be valid JSON holding every acknowledged change (and the store must start
 // from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit
-// within 5 s with every child process (a stdio server and its grandchild) ended.
+// within 5 s with every child process (a stdio server and its grandchild) ended; with its stderr
+// closed (the reader went away), it neither spins nor hangs, and SIGTERM still ends it.
 //
-// The two tests run at the same time (describe.concurrent), each with its own folder and store
+// The tests run at the same time (describe.concurrent), each with its own folder and store
 // processes, ended when it finishes; they share the HTTP fixture their services connect to.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -246,5 +247,27 @@ describe.concurrent("SIGTERM with open wait_service requests and event streams",
     }
     // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
     expect(await eventually(() => processGone(store.pid), 1_000)).toBe(true)
+  })
+})
+
+describe.concurrent("a closed log pipe", () => {
+  // A store whose stderr reader went away (`mcp-store ... 2>&1 | head -1`): every log line fails with
+  // EPIPE. Before the logger listened for that, each failure was an uncaught exception whose report
+  // was one more failing line: the process spun on a core and never ended on SIGTERM.
+  it("neither spins nor hangs: SIGTERM ends the store with code 0 after its stderr is closed", { timeout: 30_000 }, async (context) => {
+    const o = own(context, "mcp-store-epipe-")
+    const file = join(o.dir, "mcp.json")
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }))
+    const store = await spawnStore({ configFile: file, extraArgs: ["--log-level", "info"] })
+    o.stores.push(store)
+    store.child.stderr?.destroy()
+    // Lines to write into the closed pipe: a refused change is logged at info.
+    for (let i = 0; i < 3; i++) expect((await store.post("/for_store/add_service", { name: "bad name!", url: http.url })).status).toBe(400)
+    const busy = (await store.get("/health")).status
+    expect(busy).toBe(200)
+    store.child.kill("SIGTERM")
+    const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
+    expect(exit, "mcp-store still running 10 s after SIGTERM with its stderr closed").toBeDefined()
+    expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
   })
 })
