@@ -64,8 +64,9 @@ const refused = (request: IncomingMessage, why: string): void => {
   refusals.count = 0
 }
 
+/** The relay of a forwarded call, read or prompt: the upstream's requests for input do not cross replicas. */
 const declined: UpstreamRequestRelay = (request) =>
-  Promise.reject(new McpRequestError("protocol", `mcp-store declined ${request.method}: the tool call was forwarded from another replica, which cannot relay it`, -32600))
+  Promise.reject(new McpRequestError("protocol", `mcp-store declined ${request.method}: the request was forwarded from another replica, which cannot relay it`, -32600))
 
 /** A replica's store and its cluster, as the route serves them. */
 export interface ReplicaParts {
@@ -172,9 +173,9 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
           meta: traceMetaOf(req.meta)
         })
       case "read":
-        return connection.readResource(String(req.uri), options)
+        return connection.readResource(String(req.uri), { ...options, hooks: { relay: declined } })
       case "prompt":
-        return connection.getPrompt(String(req.name), req.args ?? {}, options)
+        return connection.getPrompt(String(req.name), req.args ?? {}, { ...options, hooks: { relay: declined } })
       case "complete":
         return connection.complete(req.params, options)
       case "ping":

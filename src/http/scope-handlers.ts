@@ -106,12 +106,12 @@ export const takesInput = (payload: Schema.Schema.Type<typeof CallToolPayload>):
  */
 const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
   Effect.flatMap(
-    Effect.async<HeldStep, ValidationError>((resume) => {
-      const owner = { scope: ctx.label, owner: edge.owner(), tool: payload.tool_name }
+    Effect.async<HeldStep<calls.CallExit>, ValidationError>((resume) => {
+      const owner = { scope: ctx.label, owner: edge.owner(), subject: `tools/call ${payload.tool_name}` }
       const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
       // Interrupted (the caller went away): the turn's signal cancels the call.
       const gone = new AbortController()
-      void edge.held.turn(ctx, callInput(payload, edge.trace), owner, { retry, signal: gone.signal }).then((step) => resume(step instanceof ValidationError ? Effect.fail(step) : Effect.succeed(step)))
+      void edge.held.turn(calls.heldCallRun(ctx, callInput(payload, edge.trace)), owner, { retry, signal: gone.signal }).then((step) => resume(step instanceof ValidationError ? Effect.fail(step) : Effect.succeed(step)))
       return Effect.sync(() => gone.abort())
     }),
     (step): Effect.Effect<Schema.Schema.Encoded<typeof CallToolResponse> | Schema.Schema.Encoded<typeof InputRequiredResponse>, calls.CallToolError> =>

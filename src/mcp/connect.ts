@@ -62,6 +62,7 @@ import {
   type CompleteParams,
   type ConnectOptions,
   type McpConnection,
+  type InputRequestOptions,
   type RequestOptions,
   type ToolInfo
 } from "./types.js"
@@ -558,14 +559,14 @@ class UpstreamConnection implements McpConnection {
     )
   }
 
-  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {
-    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.session.readResource(uri, o)), options)
+  readResource(uri: string, options: InputRequestOptions): Promise<ReadResourceResult> {
+    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.session.readResource(uri, o, options.hooks)), options)
   }
 
-  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult> {
+  getPrompt(name: string, args: Record<string, string>, options: InputRequestOptions): Promise<GetPromptResult> {
     return this.request(
       `prompts/get ${JSON.stringify(name)}`,
-      (o) => this.declared("prompts", () => this.session.getPrompt(name, args, o)),
+      (o) => this.declared("prompts", () => this.session.getPrompt(name, args, o, options.hooks)),
       options
     )
   }

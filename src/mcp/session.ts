@@ -3,8 +3,8 @@
  * whole conversation on a connected transport: the initialize handshake, request ids and their
  * answers, time-outs, progress (each restarting a call's time-out up to its total cap),
  * cancellation both ways (`notifications/cancelled`), the server's requests (ping, roots/list, and
- * the elicitation and sampling requests relayed to the caller of the call they belong to) and the
- * server's notifications.
+ * the elicitation and sampling requests relayed to the caller of the request they belong to: a tool
+ * call, a resource read or a prompt) and the server's notifications.
  *
  * Two eras: the 2025 one (the `initialize` handshake, `open`) and the modern one (2026-07-28: no
  * handshake, every request carrying the `_meta` envelope of its version, capabilities and client;
@@ -110,11 +110,22 @@ interface Pending {
   readonly deadline: number
   /** Aborts the relayed upstream requests of the call when it settles (made at the first one). */
   relays?: AbortController
-  /** A tools/call of the modern era, whose `input_required` result is answered (`callTool`), not declined. */
+  /** A request whose `input_required` result (modern era) is answered (`withInput`), not declined: one of INPUT_METHODS. */
   readonly takesInput: boolean
 }
 
-/** A modern server's `input_required` result of a tools/call: its requests by key, and its state to echo. */
+/**
+ * The requests a server may answer `input_required` (2026-07-28, Multi Round-Trip Requests), and
+ * that a 2025 server may send its own requests during: what they are to the caller told it cannot
+ * answer. Any other request's `input_required` is declined.
+ */
+const INPUT_METHODS: ReadonlyMap<string, string> = new Map([
+  ["tools/call", "tool call"],
+  ["resources/read", "resource read"],
+  ["prompts/get", "prompt request"]
+])
+
+/** A modern server's `input_required` result of one of INPUT_METHODS: its requests by key, and its state to echo. */
 class InputRequired {
   constructor(
     readonly requests: ReadonlyArray<readonly [string, { readonly method: string; readonly params?: Record<string, unknown> }]>,
@@ -129,7 +140,7 @@ const ownMeta = (meta: Record<string, unknown>): Record<string, unknown> | undef
   return own.length === 0 ? undefined : Object.fromEntries(own)
 }
 
-/** Rounds of input one tool call may ask for before the store gives up on it. */
+/** Rounds of input one request may ask for before the store gives up on it. */
 const MAX_INPUT_ROUNDS = 16
 /** Input requests one round may carry. */
 const MAX_INPUT_REQUESTS = 16
@@ -315,18 +326,7 @@ export class Session {
       throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution, which mcp-store does not support`)
     }
     const call = meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }
-    const started = performance.now()
-    const left = (): Controls => ({ timeout: Math.max(0, controls.timeout - (performance.now() - started)), signal: controls.signal })
-    let answer = await this.request("tools/call", call, controls, hooks)
-    // A modern server that needs input (Multi Round-Trip Requests): each request of the round is
-    // answered through the call's caller, as a 2025 server's own request is, and the call retried
-    // with the answers and the server's state, within the call's time-out.
-    for (let round = 1; answer instanceof InputRequired; round++) {
-      if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one call`, ErrorCode.InvalidRequest)
-      const inputResponses = await this.inputResponses(answer, hooks, left())
-      answer = await this.request("tools/call", { ...call, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooks)
-    }
-    const result = callToolResult(answer)
+    const result = callToolResult(await this.withInput("tools/call", call, controls, hooks))
     const check = terms?.check
     if (check === undefined) return result
     if (!result.structuredContent && !result.isError) {
@@ -384,12 +384,32 @@ export class Session {
     return ListPromptsResultSchema.parse(await this.request("prompts/list", params, controls))
   }
 
-  async readResource(uri: string, controls: Controls): Promise<ReadResourceResult> {
-    return ReadResourceResultSchema.parse(await this.request("resources/read", { uri }, controls))
+  /** resources/read; the server's requests for input during it go to `hooks.relay`, as a tool call's do. */
+  async readResource(uri: string, controls: Controls, hooks?: CallHooks): Promise<ReadResourceResult> {
+    return ReadResourceResultSchema.parse(await this.withInput("resources/read", { uri }, controls, hooks))
   }
 
-  async getPrompt(name: string, args: Record<string, string>, controls: Controls): Promise<GetPromptResult> {
-    return GetPromptResultSchema.parse(await this.request("prompts/get", { name, arguments: args }, controls))
+  /** prompts/get; input as for readResource. */
+  async getPrompt(name: string, args: Record<string, string>, controls: Controls, hooks?: CallHooks): Promise<GetPromptResult> {
+    return GetPromptResultSchema.parse(await this.withInput("prompts/get", { name, arguments: args }, controls, hooks))
+  }
+
+  /**
+   * One request of INPUT_METHODS, and its rounds of input: a modern server that needs input
+   * (Multi Round-Trip Requests) has each request of the round answered through the caller, as a 2025
+   * server's own request is (`serve`), and the request sent again with the answers and the
+   * server's state, all within the request's time-out, for at most MAX_INPUT_ROUNDS rounds.
+   */
+  private async withInput(method: string, params: Record<string, unknown>, controls: Controls, hooks: CallHooks | undefined): Promise<unknown> {
+    const started = performance.now()
+    const left = (): Controls => ({ timeout: Math.max(0, controls.timeout - (performance.now() - started)), signal: controls.signal })
+    let answer = await this.request(method, params, controls, hooks)
+    for (let round = 1; answer instanceof InputRequired; round++) {
+      if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one ${INPUT_METHODS.get(method)}`, ErrorCode.InvalidRequest)
+      const inputResponses = await this.inputResponses(method, answer, hooks, left())
+      answer = await this.request(method, { ...params, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooks)
+    }
+    return answer
   }
 
   async complete(params: CompleteParams, controls: Controls): Promise<CompleteResult> {
@@ -432,7 +452,7 @@ export class Session {
       const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
       const timer = setTimeout(() => this.timedOut(id), timeout)
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
-      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: method === "tools/call" })
+      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: INPUT_METHODS.has(method) })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
       let sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
       // The modern era: every request carries the envelope (beside its progress token and trace context).
@@ -525,7 +545,7 @@ export class Session {
 
   /**
    * A request of the server: ping is answered, roots/list from the definition's roots, elicitation
-   * and sampling through the caller of the call they are tied to (`relay`); any other is refused
+   * and sampling through the caller of the request they are tied to (`relay`); any other is refused
    * (method not found). A request the server cancels gets no answer.
    */
   private serve(id: string | number, method: string, params: Record<string, unknown> | undefined, extra: Partial<CarriedBy> | undefined): void {
@@ -573,8 +593,9 @@ export class Session {
   }
 
   /**
-   * Ties an upstream request to the call it belongs to: the call whose stream carried it (Streamable
-   * HTTP tells), or else the only call in flight on the connection (stdio, SSE). Untied: declined.
+   * Ties an upstream request to the call it belongs to (a request in flight with hooks: a tool call,
+   * a resource read, a prompt): the one whose stream carried it (Streamable HTTP tells), or else the
+   * only one in flight on the connection (stdio, SSE). Untied: declined.
    */
   private tie(requestId: string | number, extra: Partial<CarriedBy> | undefined): void {
     if (this.ties.size >= MAX_TIES) return
@@ -594,9 +615,9 @@ export class Session {
   /**
    * The answers of one round of a modern server's input requests, by key, each obtained as a 2025
    * server's request is (`handle`: roots from the definition, elicitation and sampling through the
-   * call's relay), all within `controls`; the first that fails fails the call.
+   * caller's relay), all within `controls`; the first that fails fails the request (`method`).
    */
-  private async inputResponses(input: InputRequired, hooks: CallHooks | undefined, controls: Controls): Promise<Record<string, unknown>> {
+  private async inputResponses(method: string, input: InputRequired, hooks: CallHooks | undefined, controls: Controls): Promise<Record<string, unknown>> {
     const aborts = new AbortController()
     const onAbort = () => aborts.abort(controls.signal?.reason)
     controls.signal?.addEventListener("abort", onAbort, { once: true })
@@ -604,7 +625,7 @@ export class Session {
     const relay = hooks?.relay
     const ask = (request: { method: string; params?: Record<string, unknown> }) =>
       relay === undefined
-        ? Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this tool call cannot answer it`))
+        ? Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this ${INPUT_METHODS.get(method)} cannot answer it`))
         : relay(request, { signal: aborts.signal, timeoutMs: controls.timeout })
     const aborted = new Promise<never>((_, reject) => aborts.signal.addEventListener("abort", () => reject(aborts.signal.reason), { once: true }))
     try {
@@ -619,16 +640,17 @@ export class Session {
 
   /**
    * Answers an upstream request (elicitation, sampling) through the caller of the call it is tied
-   * to, within the call's time left; aborted when the upstream cancels it or the call ends. Declined
-   * (an McpError) when it is tied to no call in flight or the caller cannot answer it.
+   * to (a tool call, resource read or prompt), within the call's time left; aborted when the
+   * upstream cancels it or the call ends. Declined (an McpError) when it is tied to no call in
+   * flight or the caller cannot answer it.
    */
   private async relay(requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal): Promise<Record<string, unknown>> {
     const call = this.ties.get(requestId)
     this.ties.delete(requestId)
     const entry = call === undefined ? undefined : this.pending.get(call)
-    if (entry === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call in flight`)
+    if (entry === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call, resource read or prompt request in flight`)
     const relay = entry.hooks?.relay
-    if (relay === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this tool call cannot answer it`)
+    if (relay === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this request cannot answer it`)
     entry.relays ??= new AbortController()
     return relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
   }
@@ -676,8 +698,8 @@ export class Session {
    * A modern result: `resultType` "complete" (or absent, as a lenient reading) is the answer, taken
    * off it so that results look the same in both eras; "input_required" (the server asks the client
    * for elicitation, sampling or roots before it completes: Multi Round-Trip Requests) of a tool
-   * call is handed to `callTool`, which answers it, and of any other request declined; anything
-   * else is a protocol error.
+   * call, resource read or prompt is handed to `withInput`, which answers it, and of any other
+   * request declined; anything else is a protocol error.
    */
   private modernResult(entry: Pending, result: unknown): void {
     if (!isRecord(result)) return entry.resolve(result)
@@ -705,7 +727,7 @@ export class Session {
       return entry.reject(
         new McpRequestError(
           "protocol",
-          `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store answers input requests of tool calls only, so it declined`,
+          `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store answers input requests of tools/call, resources/read and prompts/get only, so it declined`,
           ErrorCode.InvalidRequest
         )
       )

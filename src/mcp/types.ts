@@ -84,7 +84,10 @@ export interface CallProgress {
   readonly message?: string | undefined
 }
 
-/** What the caller of a tool call hears of it while it runs (src/mcp/session.ts). */
+/**
+ * What the caller of a request that may need input (a tool call, a resource read, a prompt) hears
+ * of it while it runs (src/mcp/session.ts).
+ */
 export interface CallHooks {
   /**
    * Each `notifications/progress` the upstream sends for the call: with it the request carries a
@@ -94,10 +97,15 @@ export interface CallHooks {
   /** The longest the call may last however often its time-out restarts (ms from its start). */
   readonly maxTotalMs?: number | undefined
   /**
-   * Answers the upstream's requests tied to the call (`elicitation/create`,
-   * `sampling/createMessage`): the client that made the call does; it throws to decline.
+   * Answers the upstream's requests tied to the request (`elicitation/create`,
+   * `sampling/createMessage`): the client that made it does; it throws to decline.
    */
   readonly relay?: UpstreamRequestRelay | undefined
+}
+
+/** The options of a resources/read or prompts/get: those of any request, and the relay of the upstream's requests for input. */
+export interface InputRequestOptions extends RequestOptions {
+  readonly hooks?: Pick<CallHooks, "relay"> | undefined
 }
 
 /** An upstream's request during a call, relayed to the call's caller (see `CallHooks.relay`). */
@@ -229,10 +237,13 @@ export interface McpConnection {
    * is); a kind the server did not declare is empty and never asked for.
    */
   listCatalog(options: RequestOptions): Promise<Catalog>
-  /** resources/read (rejects `protocol` when the server did not declare resources). */
-  readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult>
-  /** prompts/get. */
-  getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult>
+  /**
+   * resources/read (rejects `protocol` when the server did not declare resources); the server's
+   * requests for input during it go to `hooks.relay`, as a tool call's do (declined without one).
+   */
+  readResource(uri: string, options: InputRequestOptions): Promise<ReadResourceResult>
+  /** prompts/get; input as for readResource. */
+  getPrompt(name: string, args: Record<string, string>, options: InputRequestOptions): Promise<GetPromptResult>
   /** completion/complete. */
   complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult>
   /** resources/subscribe and resources/unsubscribe. */

@@ -29,6 +29,7 @@ import {
 } from "../domain/errors.js"
 import { outcomeOf, requestFailure, serviceUnavailable as unavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
+import type { HeldRun } from "./input-required.js"
 import { log } from "../logging/log.js"
 import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
 import { ownEntry } from "../machines/supervisor.js"
@@ -480,6 +481,15 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
  */
 export const runCall = (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal = new Cancel()): Promise<CallExit> =>
   pipeline(ctx, input, signal).catch((e: unknown) => Exit.die(e))
+
+/**
+ * The call as a held call runs it (src/runtime/input-required.ts): its upstream's requests go to
+ * the held call's relay, its progress to the held call (which hands it to the request waiting).
+ */
+export const heldCallRun =
+  (ctx: ScopeContext, input: CallToolInput): HeldRun<CallExit> =>
+  (hooks, signal) =>
+    runCall(ctx, { ...input, relay: hooks.relay, onProgress: hooks.onProgress }, signal)
 
 /** `runCall` as an Effect: interrupting it cancels the call, and ends once the call's record is taken. */
 export const callOutcome = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallOutcome, CallToolError> =>

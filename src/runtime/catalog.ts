@@ -3,6 +3,8 @@
  * (docs/resources-and-prompts.md), and the operations that reach them: resources/read,
  * prompts/get, completion/complete, routed to the owning service. One room beside calls, commands
  * and queries, used by the HTTP handlers, the MCP endpoint (src/http/gateway/endpoint.ts) and ScopeApi.
+ * A read or a prompt may need its caller's input, as a tool call may: the face that can answer gives
+ * its relay (`CatalogInput`), or runs it as a held call (`heldCatalogRun`).
  *
  * Naming: prompts are `<service>__<prompt>`, as tools are. Resources and templates keep their
  * URI; when two services of the scope expose the same one, each copy is offered as
@@ -10,15 +12,17 @@
  * the next `/`, the original is the rest, verbatim). The prefixed form is accepted for any
  * resource, colliding or not.
  */
-import { Effect } from "effect"
+import { Effect, type Exit } from "effect"
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
-import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
+import { ErrorCode, McpError, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { McpRequestError, type Catalog, type CompleteParams, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, type Catalog, type CompleteParams, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
 import { PromptNotFound, ValidationError, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type UpstreamError } from "../domain/errors.js"
 import { requestFailure, resourceNotFound, serviceUnavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
+import type { HeldRun } from "./input-required.js"
+import { runToExit } from "./run.js"
 import { callableName, isConnected } from "./service-views.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
@@ -272,7 +276,7 @@ const upstream = <A>(
   ctx: ScopeContext,
   resolve: () => { readonly actor: ServiceActorRef },
   run: (connection: McpConnection, signal: AbortSignal) => Promise<A>,
-  subject: { readonly name: string; readonly field: string; readonly uri?: string }
+  subject: { readonly name: string; readonly field: string; readonly uri?: string; readonly sentUri?: string }
 ): Effect.Effect<A, CatalogError> =>
   Effect.suspend(() => {
     let actor: ServiceActorRef
@@ -295,6 +299,7 @@ const upstream = <A>(
           name: subject.name,
           field: subject.field,
           uri: subject.uri,
+          sentUri: subject.sentUri,
           scope: ctx.label,
           timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
         })
@@ -308,8 +313,27 @@ const checkUri = (uri: string): Effect.Effect<void, ValidationError> =>
     ? Effect.fail(ValidationError.of([{ field: "uri", problem: `must be 1 to ${MAX_URI_LENGTH} characters` }]))
     : Effect.void
 
+/**
+ * How a read or a prompt answers its server's requests for input (elicitation, sampling; a 2025
+ * server's own requests, a 2026-07-28 server's `input_required`): the caller's `relay`, as a tool
+ * call's; without one they are declined, saying why.
+ */
+export interface CatalogInput {
+  readonly relay?: UpstreamRequestRelay | undefined
+}
+
+/** The relay of a read or prompt whose caller cannot answer (REST, the library). */
+const declinedHere =
+  (done: string): UpstreamRequestRelay =>
+  (request) =>
+    Promise.reject(
+      new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the ${done} through the REST API, which cannot answer it; use an MCP client that declares the capability`)
+    )
+const declinedRead = declinedHere("resource was read")
+const declinedPrompt = declinedHere("prompt was asked for")
+
 /** resources/read, routed to the resource's service; contents as the upstream sent them. */
-export const readResource = (ctx: ScopeContext, uri: string): Effect.Effect<ReadResourceResult, CatalogError> =>
+export const readResource = (ctx: ScopeContext, uri: string, input: CatalogInput = {}): Effect.Effect<ReadResourceResult, CatalogError> =>
   Effect.zipRight(
     checkUri(uri),
     Effect.suspend(() => {
@@ -319,12 +343,27 @@ export const readResource = (ctx: ScopeContext, uri: string): Effect.Effect<Read
       } catch (e) {
         return Effect.fail(e as ResourceNotFound)
       }
-      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), { name: uri, field: "uri", uri })
+      const hooks = { relay: input.relay ?? declinedRead }
+      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks }), {
+        name: uri,
+        field: "uri",
+        uri,
+        sentUri: target.uri
+      })
     })
   )
 
-/** prompts/get, routed to the prompt's service. */
-export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record<string, string>> = {}): Effect.Effect<GetPromptResult, CatalogError> =>
+/**
+ * A read or a prompt as a held call runs it (src/runtime/input-required.ts): its upstream's
+ * requests for input go to the held call's relay; how it ended is the held call's end.
+ */
+export const heldCatalogRun =
+  <A>(request: (input: CatalogInput) => Effect.Effect<A, CatalogError>): HeldRun<Exit.Exit<A, CatalogError>> =>
+  (hooks, signal) =>
+    runToExit(request({ relay: hooks.relay }), signal)
+
+/** prompts/get, routed to the prompt's service; input as for readResource. */
+export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record<string, string>> = {}, input: CatalogInput = {}): Effect.Effect<GetPromptResult, CatalogError> =>
   Effect.suspend(() => {
     let target: { actor: ServiceActorRef; name: string }
     try {
@@ -332,7 +371,8 @@ export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record
     } catch (e) {
       return Effect.fail(e as PromptNotFound)
     }
-    return upstream(ctx, () => target, (c, signal) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+    const hooks = { relay: input.relay ?? declinedPrompt }
+    return upstream(ctx, () => target, (c, signal) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks }), {
       name,
       field: "arguments"
     })

@@ -27,7 +27,9 @@ export interface CallSubject extends Subject {
 
 /**
  * A catalog request: `name` is the URI or prompt name asked for; -32602 is a `ValidationError` on
- * `field`; -32002 (MCP's "resource not found") is `ResourceNotFound` when `uri` is set.
+ * `field`. A read (`uri` set: the URI as the caller gave it, `sentUri` as the upstream was asked,
+ * the original of a prefixed one) whose resource the upstream does not have is `ResourceNotFound`,
+ * told as either era tells it (`isResourceNotFound`).
  */
 export interface CatalogSubject extends Subject {
   readonly kind: "catalog"
@@ -35,6 +37,19 @@ export interface CatalogSubject extends Subject {
   readonly field: string
   readonly scope: string
   readonly uri?: string | undefined
+  readonly sentUri?: string | undefined
+}
+
+/**
+ * An upstream's "resource not found", in either era: -32002 (the 2025 revisions' code), or -32602
+ * whose `data.uri` is the URI it was asked (2026-07-28: "Invalid Params" with the URI, as the
+ * SDK v2's `ResourceNotFoundError` sends it). Any other -32602 is a refusal of the params.
+ */
+const isResourceNotFound = (e: McpRequestError, sentUri: string): boolean => {
+  if (e.code === -32002) return true
+  if (e.code !== -32602) return false
+  const data = e.data
+  return typeof data === "object" && data !== null && (data as { uri?: unknown }).uri === sentUri
 }
 
 /** The refusal of a request to a service that is not connected: its status and next retry. */
@@ -76,12 +91,14 @@ export function requestFailure(
     case "timeout":
       return new ToolTimeout({ message: `${subject.kind === "call" ? "Tool" : "The request for"} '${name.slice(0, 200)}' did not answer within ${subject.timeoutSeconds} s`, toolName: name.slice(0, 1000), timeoutSeconds: subject.timeoutSeconds })
     case "protocol":
+      if (subject.kind === "catalog" && subject.uri !== undefined && isResourceNotFound(e, subject.sentUri ?? subject.uri)) {
+        return resourceNotFound(subject.scope, subject.uri, `: ${e.message}`)
+      }
       if (e.code === -32602) {
         return subject.kind === "call"
           ? new InvalidArguments({ message: `Invalid arguments for '${name}': ${e.message}`, toolName: name, upstream: e.data ?? null, problems: [] })
           : ValidationError.of([{ field: subject.field, problem: `refused by '${serviceName}': ${e.message}` }])
       }
-      if (e.code === -32002 && subject.kind === "catalog" && subject.uri !== undefined) return resourceNotFound(subject.scope, subject.uri, `: ${e.message}`)
       return new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
     case "message_too_large":
       // The connection has closed itself: the service reconnects on its own.

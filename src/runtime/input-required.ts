@@ -1,11 +1,13 @@
 /**
  * Calls held for their caller's input: the bridge from an upstream that asks mid-call (a 2025-era
- * server's `elicitation/create` or `sampling/createMessage`) to a caller that answers in rounds (a
- * REST caller that opted in with `accept_input_required`, as a modern MCP client answers
- * `input_required`). The call runs on as usual; when its upstream asks, the caller is answered at
- * once with the requests, keyed, and an opaque `request_state`; the upstream's request waits until
- * the caller retries the call with `input_responses` and that state, which answers it, and the
- * caller then waits for the call's end (or the next round).
+ * server's `elicitation/create` or `sampling/createMessage`, a 2026-07-28 server's
+ * `input_required`) to a caller that answers in rounds (a REST caller that opted in with
+ * `accept_input_required`, as a modern MCP client answers `input_required`). A call is a tool call,
+ * a resource read or a prompt (`HeldRun`: the store's own pipeline for it, with the held call's
+ * relay). The call runs on as usual; when its upstream asks, the caller is answered at once with
+ * the requests, keyed, and an opaque `request_state`; the upstream's request waits until the caller
+ * retries the call with `input_responses` and that state, which answers it, and the caller then
+ * waits for the call's end (or the next round).
  *
  * Bounded: at most `maxHeldCalls` calls wait for input at once (an upstream request beyond that is
  * declined, as it would be without the opt-in); a held call lasts no longer than its own time-out
@@ -13,15 +15,13 @@
  * `input_required` is kept for `KEEP_ENDED_MS` for the retry that fetches its answer (at most
  * `maxHeldCalls` of them), then forgotten, and any other is forgotten when it ends. A state names
  * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
- * same tool.
+ * same request (method and tool, URI or prompt).
  */
 import { randomBytes } from "node:crypto"
 import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
-import { Cancel, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
-import { runCall, type CallExit, type CallToolInput } from "./calls.js"
-import type { ScopeContext } from "./host.js"
+import type { CallProgress, UpstreamRequestRelay } from "../mcp/types.js"
 
 /** An upstream's request as the caller sees it: the MCP request, method and params. */
 export interface InputRequest {
@@ -29,16 +29,26 @@ export interface InputRequest {
   readonly params?: Record<string, unknown> | undefined
 }
 
-/** Where a held call stands for its caller: ended, or waiting for answers to these requests. */
-export type HeldStep =
-  | { readonly _tag: "Ended"; readonly exit: CallExit }
+/** Where a held call stands for its caller: ended (how, `A`), or waiting for answers to these requests. */
+export type HeldStep<A> =
+  | { readonly _tag: "Ended"; readonly exit: A }
   | { readonly _tag: "InputRequired"; readonly state: string; readonly requests: Readonly<Record<string, InputRequest>> }
 
-/** Who may take a held call back: the scope, the caller's key (its digest) and the tool. */
+/**
+ * What a held call runs: one operation of the store (a tool call, a resource read, a prompt) with
+ * the held call's relay of its upstream's requests and its progress, cancelled by `signal`. Its
+ * promise never rejects: how the operation ended, failures included, is its value (`A`).
+ */
+export type HeldRun<A> = (hooks: { readonly relay: UpstreamRequestRelay; readonly onProgress: (progress: CallProgress) => void }, signal: AbortSignal) => Promise<A>
+
+/**
+ * Who may take a held call back: the scope, the caller's key (its digest) and what it asks
+ * (`subject`: the method and its tool, URI or prompt, e.g. `tools/call fx__ask`).
+ */
 export interface HeldOwner {
   readonly scope: string
   readonly owner: string
-  readonly tool: string
+  readonly subject: string
 }
 
 /** How long the answer of a held call that ended is kept for its caller's retry. */
@@ -54,9 +64,9 @@ interface Asked {
 }
 
 /** One call that may wait for its caller's input. */
-class HeldCall {
+class HeldCall<A> {
   readonly state = PREFIX + randomBytes(18).toString("base64url")
-  ended: CallExit | undefined
+  ended: { readonly exit: A } | undefined
   readonly #asked = new Map<string, Asked>()
   #next = 0
   /** Wakes the caller's step that waits (an upstream request came, or the call ended). */
@@ -65,20 +75,19 @@ class HeldCall {
   #toldInput = false
   /** Where the call's progress goes now: the request of the caller that waits for it, if it hears progress. */
   #progress: ((progress: CallProgress) => void) | undefined
-  readonly cancel = new Cancel()
+  readonly cancel = new AbortController()
 
   constructor(
     readonly owner: HeldOwner,
-    ctx: ScopeContext,
-    input: CallToolInput,
+    run: HeldRun<A>,
     /** Whether one more upstream request may be held (the store's cap). */
     private readonly mayHold: () => boolean,
     /** The request methods the caller can answer (its capabilities); others are declined. */
     private readonly accepts: (method: string) => boolean,
-    private readonly onEnd: (call: HeldCall) => void
+    private readonly onEnd: (call: HeldCall<A>) => void
   ) {
-    void runCall(ctx, { ...input, relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel).then((exit) => {
-      this.ended = exit
+    void run({ relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel.signal).then((exit) => {
+      this.ended = { exit }
       this.#asked.clear()
       this.#wakeUp()
       this.onEnd(this)
@@ -134,9 +143,9 @@ class HeldCall {
   }
 
   /** The next step for the caller: the call's end, or the requests asked that it has not seen yet. */
-  async step(): Promise<HeldStep> {
+  async step(): Promise<HeldStep<A>> {
     for (;;) {
-      if (this.ended !== undefined) return { _tag: "Ended", exit: this.ended }
+      if (this.ended !== undefined) return { _tag: "Ended", exit: this.ended.exit }
       const fresh = [...this.#asked.values()].some((a) => !a.shown)
       if (fresh) {
         const requests: Record<string, InputRequest> = {}
@@ -170,7 +179,8 @@ class HeldCall {
 
 /** The calls of a store that wait, or may come to wait, for their callers' input. */
 export class HeldCalls {
-  readonly #calls = new Map<string, HeldCall>()
+  // Each call's `A` is that of its subject's method: a retry takes back only a call of its own subject.
+  readonly #calls = new Map<string, HeldCall<any>>()
   /** The ended calls kept for their callers, oldest first, with the timers that forget them (cleared on close). */
   readonly #kept = new Map<string, NodeJS.Timeout>()
   #closed = false
@@ -185,15 +195,14 @@ export class HeldCalls {
   }
 
   /**
-   * One request's turn with a held call, whatever the face: a new call, or with `retry` (the state
-   * and answers of a caller that was answered `input_required`) the one it names, its answers given
-   * (a ValidationError changes nothing); then the call's next step. While the request waits, the
-   * call's progress goes to `onProgress`; a request that goes away (`signal`) before the step
-   * cancels the call.
+   * One request's turn with a held call, whatever the face and the operation: a new call (`run`),
+   * or with `retry` (the state and answers of a caller that was answered `input_required`) the one
+   * it names, its answers given (a ValidationError changes nothing); then the call's next step.
+   * While the request waits, the call's progress goes to `onProgress`; a request that goes away
+   * (`signal`) before the step cancels the call.
    */
-  async turn(
-    ctx: ScopeContext,
-    input: CallToolInput,
+  async turn<A>(
+    run: HeldRun<A>,
     owner: HeldOwner,
     options: {
       readonly retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined
@@ -202,12 +211,12 @@ export class HeldCalls {
       readonly onProgress?: ((progress: CallProgress) => void) | undefined
       readonly signal: AbortSignal
     }
-  ): Promise<HeldStep | ValidationError> {
+  ): Promise<HeldStep<A> | ValidationError> {
     const { retry, signal } = options
-    let call: HeldCall | ValidationError
-    if (retry === undefined) call = this.#start(ctx, input, owner, options.accepts ?? (() => true))
+    let call: HeldCall<A> | ValidationError
+    if (retry === undefined) call = this.#start(run, owner, options.accepts ?? (() => true))
     else {
-      call = this.#resume(retry.state, owner)
+      call = this.#resume<A>(retry.state, owner)
       if (!(call instanceof ValidationError)) call = call.answer(retry.responses) ?? call
     }
     if (call instanceof ValidationError) return call
@@ -224,8 +233,8 @@ export class HeldCalls {
   }
 
   /** Starts a call whose upstream requests wait for its caller. */
-  #start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall {
-    const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
+  #start<A>(run: HeldRun<A>, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall<A> {
+    const call = new HeldCall(owner, run, () => this.waiting < this.maxHeld, accepts, (ended) => {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
       // Kept a while for a caller that was answered `input_required` and comes back for the end; at
@@ -253,22 +262,26 @@ export class HeldCalls {
 
   /**
    * The held call a retry names, taken back by its owner; a ValidationError when the state is not
-   * one (unknown, expired, another key's, scope's or tool's: all alike, so a state tells nothing).
+   * one (unknown, expired, another key's, scope's or subject's: all alike, so a state tells nothing).
    */
-  #resume(state: string, owner: HeldOwner): HeldCall | ValidationError {
+  #resume<A>(state: string, owner: HeldOwner): HeldCall<A> | ValidationError {
     const call = this.#calls.get(state)
-    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.tool !== owner.tool) {
+    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.subject !== owner.subject) {
       return ValidationError.of([
-        { field: "request_state", problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope or tool); call the tool again without it" }
+        {
+          field: "request_state",
+          problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope, tool, resource or prompt); send the request again without it"
+        }
       ])
     }
     return call
   }
 
   /** The caller went away while its call was not waiting for it: the call is cancelled. */
-  #abandon(call: HeldCall): void {
+  #abandon<A>(call: HeldCall<A>): void {
     if (call.ended !== undefined) return
-    log.info(`a call of ${call.owner.tool} held for its caller's input was cancelled: the caller went away`, { event: "held_call_abandoned", tool: call.owner.tool })
+    const subject = call.owner.subject.slice(0, 200)
+    log.info(`a held ${subject} waiting for its caller's input was cancelled: the caller went away`, { event: "held_call_abandoned", subject })
     call.cancel.abort()
   }
 

@@ -22,6 +22,10 @@ export const runToPromise = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSi
     throw Cause.squash(exit.cause)
   })
 
+/** How an effect ended, failure included (never rejects); `signal` interrupts it. */
+export const runToExit = <A, E>(effect: Effect.Effect<A, E>, signal?: AbortSignal): Promise<Exit.Exit<A, E>> =>
+  runExit(effect, signal === undefined ? undefined : { signal })
+
 /** A synchronous effect's value, or its failure thrown as it is (for the Promise API's synchronous reads). */
 export const runToValue = <A, E>(effect: Effect.Effect<A, E>): A => {
   const exit = runSyncExit(effect)

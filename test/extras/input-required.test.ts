@@ -8,14 +8,18 @@
 // the request beyond it. The same held calls answer a 2026-07-28 MCP client that declared the
 // capability (the SDK v2 client answers and retries by itself). The other way, a 2026-07-28 server's
 // input_required reaches a 2025 client as requests over its session, and a 2026-07-28 client as the
-// store's own input_required, each answer retried upstream with the server's state.
+// store's own input_required, each answer retried upstream with the server's state. Resource reads
+// and prompts of both upstream eras: a missing resource as each face says not found (REST 404, a
+// 2025 session -32002, a 2026-07-28 client -32602 with the URI), and their upstreams' requests for
+// input bridged as a call's (REST declines them), held under the same cap.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
-import { addService, eventually, useTestServers, within, type TestServer } from "../support/index.js"
+import { eraStdio, stdioFixture } from "../fixtures/paths.js"
+import { addService, eventually, localService, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
   const servers = useTestServers({ httpFixture: { elicitTool: true } })
@@ -212,5 +216,140 @@ describe("a 2026-07-28 server that answers input_required, through the store", (
     expect(result.content).toEqual([{ type: "text", text: "confirmed 1" }])
     const records = await server.get("/for_store/tool_records?tool_name=confirm")
     expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success"])
+  })
+})
+
+describe("resources and prompts of both eras, through REST and both /mcp eras", () => {
+  // The 1.x fixture (2025 era: its requests sent during the read or prompt, a missing resource
+  // -32002) in agent `old` (Streamable HTTP: a request tied by its stream) and `oldlocal` (stdio:
+  // tied as the only one in flight), the era fixture (2026-07-28: input_required, a missing resource
+  // -32602 with its URI) in agent `new` (Streamable HTTP) and `newlocal` (stdio): each agent's one
+  // service offers `mem://notes/{id}`, `mem://locked` and the prompt `greet`.
+  const servers = useTestServers({ httpFixture: { catalog: true } })
+  let era: EraHttpFixture
+  beforeAll(async () => {
+    era = await startEraHttpFixture()
+  })
+  afterAll(() => era?.stop())
+  const agents = ["old", "oldlocal", "new", "newlocal"] as const
+  const definition = (service: (typeof agents)[number]) =>
+    service === "old"
+      ? { name: service, url: servers.fixture.url }
+      : service === "new"
+        ? { name: service, url: era.url }
+        : localService(service, service === "oldlocal" ? stdioFixture("--catalog") : eraStdio("reject"))
+
+  /** A store with an agent of each service given, named as its service. */
+  const store = async (services: ReadonlyArray<(typeof agents)[number]> = agents, options: Record<string, unknown> = {}) => {
+    const server = await servers.start({ options })
+    await Promise.all(services.map((service) => addService(server, `/for_agent/${service}`, definition(service))))
+    return server
+  }
+  /** An SDK 1.x client (a 2025 session) on `path`, answering elicitations with `answer` when given. */
+  const sessionClient = async (url: string, answer?: (message: string) => Record<string, unknown>) => {
+    const client = new ClientV1({ name: "catalog-2025", version: "1.0.0" }, { capabilities: answer === undefined ? {} : { elicitation: {} } })
+    if (answer !== undefined) client.setRequestHandler(ElicitRequestSchema, async (request) => answer(String(request.params.message)) as never)
+    servers.defer(() => client.close())
+    await within(client.connect(new TransportV1(new URL(url))), 10_000, `connect ${url}`)
+    return client
+  }
+  /** The SDK v2 client pinned to 2026-07-28 on `url`, answering elicitations with `answer` when given. */
+  const modernClient = async (url: string, answer?: (message: string) => Record<string, unknown>) => {
+    const client = new Client({ name: "catalog-2026", version: "1.0.0" }, { capabilities: answer === undefined ? {} : { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    client.onerror = () => undefined
+    if (answer !== undefined) client.setRequestHandler("elicitation/create", async (request) => answer(String((request.params as { message?: unknown }).message)) as never)
+    servers.defer(() => client.close())
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(url))), 10_000, `connect ${url}`)
+    return client
+  }
+  const answers = (message: string) => (message === "Your name?" ? { action: "accept", content: { name: "Ada" } } : { action: "accept", content: { ok: true } })
+  const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as { code?: number; data?: unknown; message: string })
+
+  it("a resource the upstream does not have is RESOURCE_NOT_FOUND over REST, -32002 to a 2025 session and -32602 with its URI to a 2026-07-28 client, whichever era the upstream speaks", async () => {
+    const server = await store()
+    const uri = "mem://notes/missing"
+    for (const service of agents) {
+      const prefix = `/for_agent/${service}`
+      const rest = await server.post(`${prefix}/read_resource`, { uri })
+      expect(rest.status, service).toBe(404)
+      expect(rest.body.error, service).toMatchObject({ code: "RESOURCE_NOT_FOUND", details: { uri } })
+      const found = await server.post(`${prefix}/read_resource`, { uri: "mem://notes/7" })
+      expect(found.body.contents, service).toEqual([{ uri: "mem://notes/7", mimeType: "text/plain", text: "note 7" }])
+
+      const session = await sessionClient(`${server.url}${prefix}/mcp`)
+      expect(await failure(session.readResource({ uri })), service).toMatchObject({ code: -32002, data: { uri } })
+      const modern = await modernClient(`${server.url}${prefix}/mcp`)
+      expect(await failure(modern.readResource({ uri })), service).toMatchObject({ code: -32602, data: { uri } })
+      expect((await modern.readResource({ uri: "mem://notes/7" })).contents[0], service).toMatchObject({ text: "note 7" })
+    }
+  })
+
+  it("a read or a prompt whose upstream asks for input: a 2025 session that declared elicitation gets the request, a 2026-07-28 client input_required and retries; the others are declined, saying why", async () => {
+    const server = await store()
+    for (const service of agents) {
+      const prefix = `/for_agent/${service}`
+      const url = `${server.url}${prefix}/mcp`
+      const asked: string[] = []
+      const session = await sessionClient(url, (message) => (asked.push(message), answers(message)))
+      expect((await within(session.readResource({ uri: "mem://locked" }), 10_000, "2025 read")).contents[0], service).toMatchObject({ text: "the locked note" })
+      expect((await within(session.getPrompt({ name: `${service}__greet` }), 10_000, "2025 prompt")).messages[0]?.content, service).toEqual({ type: "text", text: "Hello, Ada" })
+      expect(asked, service).toEqual(["Read mem://locked?", "Your name?"])
+
+      const modern = await modernClient(url, answers)
+      expect((await within(modern.readResource({ uri: "mem://locked" }), 10_000, "modern read")).contents[0], service).toMatchObject({ text: "the locked note" })
+      expect((await within(modern.getPrompt({ name: `${service}__greet` }), 10_000, "modern prompt")).messages[0]?.content, service).toEqual({ type: "text", text: "Hello, Ada" })
+
+      const deaf = await sessionClient(url)
+      expect((await failure(deaf.readResource({ uri: "mem://locked" })))?.message, service).toContain("mcp-store declined elicitation/create: the MCP client that made this read did not declare the elicitation capability")
+      const deafModern = await modernClient(url)
+      expect((await failure(deafModern.getPrompt({ name: `${service}__greet` })))?.message, service).toContain(
+        "mcp-store declined elicitation/create: the MCP 2026-07-28 client that made this prompt request did not declare the capability"
+      )
+      const rest = await server.post(`${prefix}/read_resource`, { uri: "mem://locked" })
+      expect(rest.status, service).toBe(502)
+      expect(rest.text, service).toContain("mcp-store declined elicitation/create: the resource was read through the REST API")
+      const restPrompt = await server.post(`${prefix}/get_prompt`, { name: `${service}__greet` })
+      expect(restPrompt.text, service).toContain("mcp-store declined elicitation/create: the prompt was asked for through the REST API")
+    }
+    // The modern rounds ended; each is kept a while for a retry that comes for its end, none waits.
+    expect(server.running.store.held.waiting).toBe(0)
+  })
+
+  it("held reads share the held calls' cap and rules: a retry names its own read, and past --max-held-calls the upstream's request is declined", async () => {
+    const server = await store(["new"], { max_held_calls: 1 })
+    const modern = (method: string, params: Record<string, unknown>, name: string) =>
+      fetch(`${server.url}/for_agent/new/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method,
+          params: {
+            ...params,
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1.0.0" },
+              "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {} } }
+            }
+          }
+        })
+      }).then(async (r) => {
+        // One JSON body, or an SSE stream whose last data line is the answer.
+        const text = await r.text()
+        const data = text.split("\n").filter((l) => l.startsWith("data:"))
+        return JSON.parse(data.length > 0 ? data.at(-1)!.slice(5) : text) as { result?: Record<string, unknown>; error?: { code: number; message: string } }
+      })
+    const first = await modern("resources/read", { uri: "mem://locked" }, "mem://locked")
+    expect(first.result).toMatchObject({ resultType: "input_required", inputRequests: { input_1: { method: "elicitation/create", params: { message: "Read mem://locked?" } } } })
+    const state = first.result!["requestState"] as string
+    // The store's cap: one held call waits already.
+    const beyond = await modern("prompts/get", { name: "new__greet" }, "new__greet")
+    expect(beyond.error?.message).toContain("too many calls are waiting")
+    // A state is taken back only by the read it was made for.
+    const other = await modern("prompts/get", { name: "new__greet", requestState: state, inputResponses: { input_1: { action: "accept", content: { name: "x" } } } }, "new__greet")
+    expect(other.error).toMatchObject({ code: -32602 })
+    const done = await modern("resources/read", { uri: "mem://locked", requestState: state, inputResponses: { input_1: { action: "accept", content: { ok: true } } } }, "mem://locked")
+    expect(done.result).toMatchObject({ resultType: "complete", contents: [{ text: "the locked note" }] })
   })
 })

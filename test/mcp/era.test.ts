@@ -1,6 +1,7 @@
 // connect() against servers of the SDK v2 (test/fixtures/era-*.ts): the era probe, the modern era on
 // the wire (envelope, headers, no session), results with resultType, input_required answered through
-// the call's relay (or declined without one),
+// the call's relay (or declined without one), on resource reads and prompts too (and a 2025 server's
+// requests during them), a missing resource as each era answers it,
 // subscriptions/listen, a remembered era, pins and version mismatches; and the 2025 servers as before.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -89,6 +90,25 @@ describe("a modern-only server over Streamable HTTP", () => {
     expect(refused.message).toContain("the user is away")
     const malformed = await failureOf(conn.callTool("confirm", {}, { ...T, hooks: { relay: async () => ({ action: "maybe" }) } }))
     expect(malformed.message).toMatch(/Invalid elicitation result/)
+  })
+
+  it("answers input_required on a resource read and a prompt through their relay; a missing resource is -32602 with its URI", async () => {
+    const asked: Array<unknown> = []
+    const relay: UpstreamRequestRelay = async (request) => {
+      asked.push(request.params?.["message"])
+      return request.params?.["message"] === "Your name?" ? { action: "accept", content: { name: "Ada" } } : { action: "accept", content: { ok: true } }
+    }
+    const read = await conn.readResource("mem://locked", { ...T, hooks: { relay } })
+    expect(read.contents).toEqual([{ uri: "mem://locked", mimeType: "text/plain", text: "the locked note" }])
+    expect(read).not.toHaveProperty("resultType")
+    const prompt = await conn.getPrompt("greet", {}, { ...T, hooks: { relay } })
+    expect(prompt.messages).toEqual([{ role: "user", content: { type: "text", text: "Hello, Ada" } }])
+    expect(asked).toEqual(["Read mem://locked?", "Your name?"])
+    const declined = await failureOf(conn.readResource("mem://locked", T))
+    expect(declined.message).toMatch(/declined elicitation\/create: the caller of this resource read cannot answer it/)
+    const missing = await failureOf(conn.readResource("mem://notes/missing", T))
+    expect(missing).toMatchObject({ kind: "protocol", code: -32602, data: { uri: "mem://notes/missing" } })
+    expect((await conn.readResource("mem://notes/7", T)).contents).toEqual([{ uri: "mem://notes/7", mimeType: "text/plain", text: "note 7" }])
   })
 
   it("bounds the time a relay may take by the call's time-out", async () => {
@@ -220,6 +240,24 @@ describe("a 2025 server", () => {
       expect(textOf(await again.callTool("echo", { text: "x" }, T))).toBe("x")
       await again.close()
     } finally {
+      await old.stop()
+    }
+  })
+
+  it("its requests during a resource read or a prompt go to their relay; a missing resource is -32002 with its URI", async () => {
+    const old = await startHttpFixture({ server: { catalog: true } })
+    const conn = await connect(remoteDef(old.url), T)
+    try {
+      const relay: UpstreamRequestRelay = async (request) =>
+        request.params?.["message"] === "Your name?" ? { action: "accept", content: { name: "Grace" } } : { action: "decline" }
+      expect((await conn.readResource("mem://locked", { ...T, hooks: { relay } })).contents[0]).toMatchObject({ text: "not read: decline" })
+      expect((await conn.getPrompt("greet", {}, { ...T, hooks: { relay } })).messages[0]?.content).toEqual({ type: "text", text: "Hello, Grace" })
+      const declined = await failureOf(conn.readResource("mem://locked", T))
+      expect(declined.message).toMatch(/declined elicitation\/create: it is not tied to a tool call, resource read or prompt request in flight/)
+      const missing = await failureOf(conn.readResource("mem://notes/missing", T))
+      expect(missing).toMatchObject({ kind: "protocol", code: -32002, data: { uri: "mem://notes/missing" } })
+    } finally {
+      await conn.close()
       await old.stop()
     }
   })

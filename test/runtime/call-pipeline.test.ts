@@ -196,6 +196,20 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
       expect(outcomeOf(requestFailure(e, call))).toBe("invalid_arguments")
     })
 
+    it("a resource not found in either era's words is ResourceNotFound: -32002, or -32602 whose data.uri is the URI the upstream was asked", () => {
+      const prefixed = { ...read, name: "mcp-store://one/file:///a", uri: "mcp-store://one/file:///a", sentUri: "file:///a" }
+      const modern = new McpRequestError("protocol", "Resource not found: file:///a", -32602, { uri: "file:///a" })
+      expect(requestFailure(modern, read)).toMatchObject({ _tag: "ResourceNotFound", uri: "file:///a" })
+      // The caller's URI is the one reported; the upstream's data names the one it was sent.
+      expect(requestFailure(modern, prefixed)).toMatchObject({ _tag: "ResourceNotFound", uri: "mcp-store://one/file:///a" })
+      expect(requestFailure(new McpRequestError("protocol", "gone", -32002, { uri: "file:///a" }), prefixed)).toMatchObject({ _tag: "ResourceNotFound" })
+      // Another URI in the data, or none, is a refusal of the params.
+      expect(requestFailure(new McpRequestError("protocol", "bad", -32602, { uri: "file:///b" }), read)).toMatchObject({ _tag: "ValidationError" })
+      expect(requestFailure(new McpRequestError("protocol", "bad", -32602), read)).toMatchObject({ _tag: "ValidationError" })
+      // A call has no resource: -32602 stays InvalidArguments.
+      expect(requestFailure(modern, call)).toMatchObject({ _tag: "InvalidArguments" })
+    })
+
     it("other protocol errors, broken connections and oversize answers are UpstreamError with their outcome", () => {
       expect(requestFailure(new McpRequestError("protocol", "boom", -32603), call)).toMatchObject({ _tag: "UpstreamError", outcome: "protocol_error", code: -32603 })
       expect(requestFailure(new McpRequestError("protocol", "gone", -32002), read)).toMatchObject({ _tag: "ResourceNotFound", uri: "file:///a" })

@@ -49,12 +49,15 @@ import {
   type JSONRPCMessage,
   type LoggingLevel,
   type LoggingMessageNotification,
-  type ServerCapabilities
+  type ServerCapabilities,
+  type ServerNotification,
+  type ServerRequest
 } from "@modelcontextprotocol/sdk/types.js"
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
-import type { CallProgress } from "../../mcp/types.js"
+import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { isStoreError } from "../../domain/errors.js"
 import type { ScopeContext } from "../../runtime/host.js"
@@ -159,6 +162,22 @@ const mcpErrorOf = (e: unknown): unknown => {
       return new McpError(ErrorCode.InternalError, e.message)
   }
 }
+
+/**
+ * The relay of a session's request that may need input (`what`: a tool call, a resource read, a
+ * prompt request): the upstream's elicitation and sampling go to this client, on the request's own
+ * stream, when it declared the capability at initialize; otherwise declined, saying why.
+ */
+const sessionRelay =
+  (server: Server, extra: RequestHandlerExtra<ServerRequest, ServerNotification>, what: string): UpstreamRequestRelay =>
+  (req, { signal, timeoutMs }) => {
+    const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
+    if (server.getClientCapabilities()?.[capability] === undefined) {
+      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this ${what} did not declare the ${capability} capability`))
+    }
+    const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
+    return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+  }
 
 /** Seconds a client refused at the session cap is asked to wait (Retry-After). */
 export const MCP_RETRY_AFTER_SECONDS = 5
@@ -316,7 +335,9 @@ export class McpGateway {
       server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
         resourceTemplates: mcpResourceTemplates(ctx())
       }))
-      server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => run(catalog.readResource(ctx(), request.params.uri), extra.signal))
+      server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
+        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, extra, "read") }), extra.signal)
+      )
       if (offers.subscribe) {
         server.setRequestHandler(SubscribeRequestSchema, async (request) => {
           await this.subscribe(session, request.params.uri)
@@ -334,7 +355,7 @@ export class McpGateway {
         return { prompts: mcpPrompts(ctx()) }
       })
       server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
-        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), extra.signal)
+        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, extra, "prompt request") }), extra.signal)
       )
     }
     if (offers.completions) {
@@ -538,17 +559,7 @@ export class McpGateway {
           // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
           trace: readTraceContext(request.params._meta),
           ...(token !== undefined ? { progress: (p: CallProgress) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
-          // The upstream's elicitation and sampling go to this client, on this request's stream.
-          relay: (req, { signal, timeoutMs }) => {
-            const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
-            if (server.getClientCapabilities()?.[capability] === undefined) {
-              return Promise.reject(
-                new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this call did not declare the ${capability} capability`)
-              )
-            }
-            const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
-            return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
-          }
+          relay: sessionRelay(server, extra, "call")
         },
         extra.signal
       )

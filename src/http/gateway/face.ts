@@ -2,8 +2,9 @@
  * What both faces of the MCP endpoint say: the 2025 sessions (endpoint.ts) and the 2026-07-28
  * per-request face (modern.ts). One list of a scope's tools as a key sees it, in one deterministic
  * order (by callable name), one way to call a tool over MCP (the store's call pipeline,
- * src/runtime/calls.ts, its failures mapped once), and the resource and prompt lists as MCP shows
- * them, so the two eras cannot drift.
+ * src/runtime/calls.ts, its failures mapped once), one way to hold a call, read or prompt for a
+ * client that answers input in rounds, and the resource and prompt lists as MCP shows them, so the
+ * two eras cannot drift.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Exit, Option } from "effect"
@@ -11,7 +12,7 @@ import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
 import { ValidationError } from "../../domain/errors.js"
-import type { InputRequest } from "../../runtime/input-required.js"
+import type { HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
 import * as calls from "../../runtime/calls.js"
@@ -113,26 +114,52 @@ const mcpResultOf = (exit: calls.CallExit): CallToolResult => {
   throw Cause.squash(exit.cause)
 }
 
-/** What a client that answers input in rounds is told: the call's result, or the requests to answer and the state to retry with. */
-export type HeldCallResult = { readonly result: CallToolResult } | { readonly inputRequests: Readonly<Record<string, InputRequest>>; readonly requestState: string }
+/** What a client that answers input in rounds is told: how its request ended (`A`), or the requests to answer and the state to retry with. */
+export type HeldAnswer<A> = { readonly ended: A } | { readonly inputRequests: Readonly<Record<string, InputRequest>>; readonly requestState: string }
+
+/** A client's retry of a request answered `input_required`: the state it was given and its answers, by key. */
+export interface InputRetry {
+  readonly state: string
+  readonly responses: Readonly<Record<string, unknown>>
+}
+
+/** How a held request takes part in rounds: the client's retry (if it is one) and the request methods it can answer. */
+export interface InputTurn {
+  readonly retry: InputRetry | undefined
+  readonly accepts: (method: string) => boolean
+}
 
 /**
- * A call whose client answers its server's requests for input in rounds (2026-07-28's
- * `input_required`): started, or taken back by `retry` with the client's answers (held by the
- * store: src/runtime/input-required.ts). The call's progress goes to the request of the round under
- * way. A retry that does not fit its call is the ValidationError thrown; a client that goes
- * away while its call runs cancels it.
+ * A request whose client answers its server's requests for input in rounds (2026-07-28's
+ * `input_required`): a tool call, a resource read or a prompt, started (`run`), or taken back by the
+ * turn's retry with the client's answers (held by the store: src/runtime/input-required.ts), for
+ * the same key, scope and `subject`. The request's progress goes to `onProgress` while this round
+ * waits (each round is a request of its own). A retry that does not fit its call is the
+ * ValidationError thrown; a client that goes away while its call runs cancels it.
  */
+export const heldOverMcp = async <A>(
+  store: Store,
+  run: HeldRun<A>,
+  owner: HeldOwner,
+  turn: InputTurn,
+  signal: AbortSignal,
+  onProgress?: (progress: CallProgress) => void
+): Promise<HeldAnswer<A>> => {
+  const step = await store.held.turn(run, owner, { retry: turn.retry, accepts: turn.accepts, onProgress, signal })
+  if (step instanceof ValidationError) throw step
+  return step._tag === "Ended" ? { ended: step.exit } : { inputRequests: step.requests, requestState: step.state }
+}
+
+/** A tool call held for its client's input (`heldOverMcp`): the call's result as an MCP client gets it, or the round's requests. */
 export const heldCallOverMcp = async (
   store: Store,
   scope: Scope,
   gate: ToolGate | undefined,
   call: Omit<McpToolCall, "relay">,
   owner: string,
-  retry: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined,
-  accepts: (method: string) => boolean,
+  turn: InputTurn,
   signal: AbortSignal
-): Promise<HeldCallResult> => {
+): Promise<HeldAnswer<CallToolResult>> => {
   const ctx = scopeContext(store, scope).gated(gate)
   const input: calls.CallToolInput = {
     tool_name: call.name,
@@ -140,17 +167,10 @@ export const heldCallOverMcp = async (
     timeout: store.limits.maxCallSeconds,
     ...(call.trace !== undefined ? { trace: call.trace } : {})
   }
-  // The call's progress goes to this request while it waits (each round is a request of its own).
   const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
   try {
-    const step = await store.held.turn(ctx, input, { scope: ctx.label, owner, tool: call.name }, {
-      retry,
-      accepts,
-      onProgress: progress === undefined ? undefined : (p) => progress.push(p),
-      signal
-    })
-    if (step instanceof ValidationError) throw step
-    return step._tag === "Ended" ? { result: mcpResultOf(step.exit) } : { inputRequests: step.requests, requestState: step.state }
+    const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
+    return "ended" in answer ? { ended: mcpResultOf(answer.ended) } : answer
   } finally {
     progress?.close()
   }

@@ -9,11 +9,14 @@
  *
  * Each request gets a fresh SDK server for its caller (scope, the key's tool allow-list), nothing
  * of it kept after the answer; calls go through the same pipeline as every other call (face.ts).
+ * A call, read or prompt whose upstream asks for input is held by the store for a client that
+ * declared the capability, answered `input_required` and taken back by its retry (`inputTurnOf`).
  * `subscriptions/listen` streams are fed by the store's own events, per scope and per key
  * (`ListenBus`), and capped; at shutdown they end gracefully.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { Cause, Exit, type Effect } from "effect"
 import {
   CLIENT_CAPABILITIES_META_KEY,
   LOG_LEVEL_META_KEY,
@@ -25,6 +28,7 @@ import {
   ResourceNotFoundError,
   Server,
   type CacheHint,
+  type ServerContext,
   type McpHttpHandler,
   type ServerCapabilities,
   type ServerEvent,
@@ -45,7 +49,21 @@ import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
 import { VERSION } from "../../version.js"
-import { callOverMcp, heldCallOverMcp, type HeldCallResult, mcpCapabilities, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import {
+  callOverMcp,
+  heldCallOverMcp,
+  heldOverMcp,
+  type HeldAnswer,
+  type InputTurn,
+  mcpCapabilities,
+  mcpPrompts,
+  mcpResources,
+  mcpResourceTemplates,
+  mcpTool,
+  namesOf,
+  offeredTools,
+  scopeContext
+} from "./face.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
 export interface ModernCaller {
@@ -175,17 +193,45 @@ const protocolErrorOf = (e: unknown): unknown => {
 }
 
 /**
- * An upstream's elicitation or sampling during a modern call whose client declared neither
- * capability (one that did answers `input_required` results, through a held call): declined, in
- * words that say why.
+ * An upstream's elicitation or sampling during a modern request (`what`: a call, a read, a prompt
+ * request) whose client declared neither capability (one that did answers `input_required`
+ * results, through a held call): declined, in words that say why.
  */
-const declinedOnModern: UpstreamRequestRelay = (request) =>
-  Promise.reject(
-    new McpError(
-      ErrorCode.InvalidRequest,
-      `mcp-store declined ${request.method}: the MCP 2026-07-28 client that made this call did not declare the capability to answer it`
+const declinedOnModern =
+  (what: string): UpstreamRequestRelay =>
+  (request) =>
+    Promise.reject(
+      new McpError(
+        ErrorCode.InvalidRequest,
+        `mcp-store declined ${request.method}: the MCP 2026-07-28 client that made this ${what} did not declare the capability to answer it`
+      )
     )
-  )
+
+/**
+ * How a modern request that may need input (tools/call, resources/read, prompts/get) takes part
+ * in rounds: undefined when its client declared neither elicitation nor sampling (the upstream's
+ * requests are then declined), else the requests it can answer and, for a retry, its state and
+ * answers.
+ */
+const inputTurnOf = (c: ServerContext): InputTurn | undefined => {
+  const envelope = c.mcpReq.envelope as Record<string, unknown> | undefined
+  const capabilities = envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
+  if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) return undefined
+  const state = c.mcpReq.requestState<unknown>()
+  return {
+    retry: typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined,
+    accepts: (method) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
+  }
+}
+
+/** A held request's round as the SDK answers it: its end (`ended`), or an `input_required` result with the store's state. */
+const roundResult = <A, R>(held: HeldAnswer<A>, ended: (a: A) => R): R => {
+  if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
+  return ended(held.ended)
+}
+
+/** A retry whose state does not fit its call, as the client's invalid params (-32602); anything else as it is. */
+const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e)
 
 /** The JSON-RPC error a refused request gets (503 while shutting down). */
 const refuse = (res: ServerResponse, status: number, message: string) =>
@@ -350,35 +396,49 @@ export class ModernMcp {
         ? this.resources.hearLogs(scope, service, level.data, (message) => void c.mcpReq.notify({ method: "notifications/message", params: message }).catch(() => undefined))
         : undefined
       try {
-        const capabilities = envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined
-        if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) {
-          // Aborted when the client closes the response stream (the modern era's cancellation).
-          return project(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern }, c.mcpReq.signal))
-        }
+        const turn = inputTurnOf(c)
+        // Aborted when the client closes the response stream (the modern era's cancellation).
+        if (turn === undefined) return project(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, c.mcpReq.signal))
         // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
-        const state = c.mcpReq.requestState<unknown>()
-        const retry = typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined
-        const accepts = (method: string) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
-        let held: HeldCallResult
-        try {
-          held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, retry, accepts, c.mcpReq.signal)
-        } catch (e) {
-          throw e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e
-        }
-        if ("inputRequests" in held) return inputRequired({ inputRequests: held.inputRequests as never, requestState: held.requestState }) as never
-        return project(held.result)
+        const held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, turn, c.mcpReq.signal).catch((e: unknown) => {
+          throw retryRefused(e)
+        })
+        return roundResult(held, project)
       } finally {
         unhear?.()
       }
     })
+    /**
+     * A read or a prompt, whose upstream may ask for input as a tool call's may: held for a client
+     * that can answer (its round's `input_required`, taken back by its retry for the same
+     * `subject`), declined for any other.
+     */
+    const withInput = async <A>(c: ServerContext, subject: string, what: string, request: (input: catalog.CatalogInput) => Effect.Effect<A, catalog.CatalogError>): Promise<A> => {
+      const turn = inputTurnOf(c)
+      if (turn === undefined) return run(request({ relay: declinedOnModern(what) }), c.mcpReq.signal)
+      const owner = { scope: ctx().label, owner: caller.owner, subject }
+      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(request), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
+        throw retryRefused(e)
+      })
+      return roundResult(held, (exit) => {
+        if (Exit.isSuccess(exit)) return exit.value
+        throw protocolErrorOf(Cause.squash(exit.cause))
+      })
+    }
     if (offers.resources) {
       server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(ctx()) }))
       server.setRequestHandler("resources/templates/list", async () => ({ resourceTemplates: mcpResourceTemplates(ctx()) }))
-      server.setRequestHandler("resources/read", (request, c) => run(catalog.readResource(ctx(), request.params.uri), c.mcpReq.signal) as never)
+      server.setRequestHandler("resources/read", (request, c) => {
+        const uri = request.params.uri
+        return withInput(c, `resources/read ${uri}`, "read", (input) => catalog.readResource(ctx(), uri, input)) as never
+      })
     }
     if (offers.prompts) {
       server.setRequestHandler("prompts/list", async () => ({ prompts: mcpPrompts(ctx()) }))
-      server.setRequestHandler("prompts/get", (request, c) => run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}), c.mcpReq.signal) as never)
+      server.setRequestHandler("prompts/get", (request, c) => {
+        const { name, arguments: args } = request.params
+        return withInput(c, `prompts/get ${name}`, "prompt request", (input) => catalog.getPrompt(ctx(), name, args ?? {}, input)) as never
+      })
     }
     if (offers.completions) {
       server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never), c.mcpReq.signal) as never)
