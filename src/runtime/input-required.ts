@@ -14,9 +14,16 @@
  * `maxHeldCalls` of them), then forgotten, and any other is forgotten when it ends. A state names
  * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
  * same tool.
+ *
+ * In replica mode (docs/replicas.md, "Held calls") a call is held by the replica the caller called
+ * first, and its state also names that replica, sealed with the cluster's secret (an HMAC over the
+ * replica's id and the random part): a retry that reaches another replica is checked there against
+ * the seal, then carried to the holder (`HeldCallsReplica.carry`) and answered with the step the
+ * holder gives, as if it had landed there.
  */
-import { randomBytes } from "node:crypto"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
+import { Cause, Exit } from "effect"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 import { Cancel, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
@@ -41,10 +48,75 @@ export interface HeldOwner {
   readonly tool: string
 }
 
+/** A caller's retry: the state it was given and its answers, by the keys it was shown. */
+export interface HeldRetry {
+  readonly state: string
+  readonly responses: Readonly<Record<string, unknown>>
+}
+
+/** What a held call's step needs of the request that waits for it. */
+export interface HeldTurnOptions {
+  /** The call's progress while the request waits. */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** The request went away: a call not waiting for it is cancelled. */
+  readonly signal: AbortSignal
+}
+
+/**
+ * Held calls in replica mode: this replica's id and the cluster's secret (states are sealed with
+ * them), and the way to the replica that holds another's call.
+ */
+export interface HeldCallsReplica {
+  readonly replicaId: string
+  readonly secret: string
+  /**
+   * A retry whose call the replica `holder` holds, carried to it: the step it answers, its
+   * ValidationError, or one saying the holder cannot be reached (gone, or silent past a time-out).
+   */
+  carry(holder: string, retry: HeldRetry, owner: HeldOwner, options: HeldTurnOptions): Promise<HeldStep | ValidationError>
+}
+
 /** How long the answer of a held call that ended is kept for its caller's retry. */
 export const KEEP_ENDED_MS = 60_000
-/** The prefix of a request state (its format's version). */
+/** The prefix of a request state of one store (its format's version): `h1.<random>`. */
 const PREFIX = "h1."
+/** The prefix of a request state of a replica: `h2.<replica id, base64url>.<random>.<seal>`. */
+const REPLICA_PREFIX = "h2."
+/** Longest state read at all (a longer one names no call). */
+const MAX_STATE_LENGTH = 512
+
+/** The seal of a replica's state: an HMAC under the cluster's secret of the holder's id and the state's random part. */
+const sealOf = (secret: string, holder: string, random: string): Buffer =>
+  createHmac("sha256", secret).update(`mcp-store/held-call/v1\0${holder}\0${random}`).digest().subarray(0, 16)
+
+/** A new state: random, and in replica mode naming this replica, sealed. */
+const newState = (replica: HeldCallsReplica | undefined): string => {
+  const random = randomBytes(18).toString("base64url")
+  if (replica === undefined) return PREFIX + random
+  const holder = replica.replicaId
+  return `${REPLICA_PREFIX}${Buffer.from(holder).toString("base64url")}.${random}.${sealOf(replica.secret, holder, random).toString("base64url")}`
+}
+
+/**
+ * The replica a state says holds its call when its seal is good (its id; `""` for a state of one
+ * store), or undefined for a state this store or cluster did not make.
+ */
+const holderOf = (state: string, replica: HeldCallsReplica | undefined): string | undefined => {
+  if (state.startsWith(PREFIX)) return ""
+  if (replica === undefined || !state.startsWith(REPLICA_PREFIX) || state.length > MAX_STATE_LENGTH) return undefined
+  const [holderPart, random, seal] = state.slice(REPLICA_PREFIX.length).split(".")
+  if (holderPart === undefined || random === undefined || seal === undefined || state.split(".").length !== 4) return undefined
+  const holder = Buffer.from(holderPart, "base64url").toString("utf8")
+  const given = Buffer.from(seal, "base64url")
+  const expected = sealOf(replica.secret, holder, random)
+  return given.length === expected.length && timingSafeEqual(given, expected) ? holder : undefined
+}
+
+/** What a retry whose state names no call of this caller is answered (all alike, so a state tells nothing). */
+const noSuchCall = (): ValidationError =>
+  ValidationError.of([
+    { field: "request_state", problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope or tool); call the tool again without it" }
+  ])
 
 interface Asked {
   readonly request: InputRequest
@@ -55,7 +127,6 @@ interface Asked {
 
 /** One call that may wait for its caller's input. */
 class HeldCall {
-  readonly state = PREFIX + randomBytes(18).toString("base64url")
   ended: CallExit | undefined
   readonly #asked = new Map<string, Asked>()
   #next = 0
@@ -68,6 +139,7 @@ class HeldCall {
   readonly cancel = new Cancel()
 
   constructor(
+    readonly state: string,
     readonly owner: HeldOwner,
     ctx: ScopeContext,
     input: CallToolInput,
@@ -175,7 +247,11 @@ export class HeldCalls {
   readonly #kept = new Map<string, NodeJS.Timeout>()
   #closed = false
 
-  constructor(private readonly maxHeld: number) {}
+  constructor(
+    private readonly maxHeld: number,
+    /** Replica mode: states name this replica, and a retry of another's call is carried there. */
+    private readonly replica?: HeldCallsReplica | undefined
+  ) {}
 
   /** Calls waiting for input now. */
   get waiting(): number {
@@ -187,31 +263,50 @@ export class HeldCalls {
   /**
    * One request's turn with a held call, whatever the face: a new call, or with `retry` (the state
    * and answers of a caller that was answered `input_required`) the one it names, its answers given
-   * (a ValidationError changes nothing); then the call's next step. While the request waits, the
-   * call's progress goes to `onProgress`; a request that goes away (`signal`) before the step
-   * cancels the call.
+   * (a ValidationError changes nothing), here or on the replica that holds it; then the call's next
+   * step. While the request waits, the call's progress goes to `onProgress`; a request that goes
+   * away (`signal`) before the step cancels the call.
    */
   async turn(
     ctx: ScopeContext,
     input: CallToolInput,
     owner: HeldOwner,
-    options: {
-      readonly retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined
+    options: HeldTurnOptions & {
+      readonly retry?: HeldRetry | undefined
       /** The request methods the caller can answer (its capabilities); by default all. */
       readonly accepts?: ((method: string) => boolean) | undefined
-      readonly onProgress?: ((progress: CallProgress) => void) | undefined
-      readonly signal: AbortSignal
     }
   ): Promise<HeldStep | ValidationError> {
-    const { retry, signal } = options
-    let call: HeldCall | ValidationError
-    if (retry === undefined) call = this.#start(ctx, input, owner, options.accepts ?? (() => true))
-    else {
-      call = this.#resume(retry.state, owner)
-      if (!(call instanceof ValidationError)) call = call.answer(retry.responses) ?? call
-    }
+    const { retry } = options
+    if (retry === undefined) return this.#follow(this.#start(ctx, input, owner, options.accepts ?? (() => true)), options)
+    const holder = holderOf(retry.state, this.replica)
+    if (holder === undefined) return noSuchCall()
+    if (holder !== "" && holder !== this.replica?.replicaId) return this.replica!.carry(holder, retry, owner, options)
+    return this.resume(retry, owner, options)
+  }
+
+  /**
+   * A retry of a call held here (from `turn`, or carried here by the replica it reached): the call
+   * it names taken back by its owner, its answers given (a ValidationError changes nothing), then
+   * its next step.
+   */
+  async resume(retry: HeldRetry, owner: HeldOwner, options: HeldTurnOptions): Promise<HeldStep | ValidationError> {
+    const call = this.#resume(retry.state, owner)
     if (call instanceof ValidationError) return call
-    const held = call
+    const refused = call.answer(retry.responses)
+    if (refused !== undefined) return refused
+    const step = await this.#follow(call, options)
+    // Cancelled (a request of its caller went away while it waited, or the store stopped): there is no
+    // end to give, and an interruption is no answer a face can send.
+    if (step._tag === "Ended" && Exit.isFailure(step.exit) && Cause.isInterruptedOnly(step.exit.cause)) {
+      return ValidationError.of([{ field: "request_state", problem: "names a call that was cancelled (its caller went away while it waited, or the store stopped); call the tool again without it" }])
+    }
+    return step
+  }
+
+  /** The next step of a held call, for the request that waits for it. */
+  async #follow(held: HeldCall, options: HeldTurnOptions): Promise<HeldStep> {
+    const { signal } = options
     held.hear(options.onProgress)
     const abandon = () => this.#abandon(held)
     signal.addEventListener("abort", abandon, { once: true })
@@ -225,7 +320,7 @@ export class HeldCalls {
 
   /** Starts a call whose upstream requests wait for its caller. */
   #start(ctx: ScopeContext, input: CallToolInput, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall {
-    const call = new HeldCall(owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
+    const call = new HeldCall(newState(this.replica), owner, ctx, input, () => this.waiting < this.maxHeld, accepts, (ended) => {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
       // Kept a while for a caller that was answered `input_required` and comes back for the end; at
@@ -257,11 +352,7 @@ export class HeldCalls {
    */
   #resume(state: string, owner: HeldOwner): HeldCall | ValidationError {
     const call = this.#calls.get(state)
-    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.tool !== owner.tool) {
-      return ValidationError.of([
-        { field: "request_state", problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope or tool); call the tool again without it" }
-      ])
-    }
+    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.tool !== owner.tool) return noSuchCall()
     return call
   }
 
