@@ -26,7 +26,7 @@ import type { ServiceEvent } from "../machines/service.js"
 import type { McpConnection } from "../mcp/types.js"
 import { ClusterConnection, showRedisUrl } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
-import { Forwarder, RemoteConnection } from "./forward.js"
+import { Forwarder, NotDelivered, RemoteConnection, type SendOptions } from "./forward.js"
 import { clusterKey } from "../redis/key-names.js"
 import { fairShare, Leases, releasedChannel } from "./leases.js"
 import { SharedViews, type WireView } from "./shared-views.js"
@@ -443,8 +443,8 @@ export class Cluster {
         this.#shownTags.set(field, stored.tag)
       }
     }
-    // The owner may have changed while the catalog was read.
-    if (this.leases.owns(field) || this.#host?.face(field) !== face) return
+    // The owner may have changed while the catalog was read; a store that is closing has stopped its actors.
+    if (this.leases.owns(field) || this.#host?.face(field) !== face || face.getSnapshot().status !== "active") return
     face.send({ type: "VIEW", view: { ...view.view, tools, catalog }, owner: view.owner } as never)
   }
 
@@ -481,10 +481,14 @@ export class Cluster {
     let owner = this.#latest.get(field)?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
     if (owner === undefined || owner === this.replicaId) return undefined
-    // The registry as the keeper last read it (so the owner is found while Redis is away), else as it is now.
-    const known = this.#peers.find((p) => p.id === owner)?.url
+    return this.#urlOf(owner)
+  }
+
+  /** Where a replica is reached: the registry as the keeper last read it (so it is found while Redis is away), else as it is now. */
+  async #urlOf(replica: string): Promise<string | undefined> {
+    const known = this.#peers.find((p) => p.id === replica)?.url
     if (known !== undefined && known !== "") return known
-    const entry = await this.connection.client.get(this.#replicaKey(owner)).catch(() => null)
+    const entry = await this.connection.client.get(this.#replicaKey(replica)).catch(() => null)
     try {
       const url = entry === null ? "" : (JSON.parse(entry) as ReplicaEntry).url
       return url === "" ? undefined : url
@@ -493,6 +497,15 @@ export class Cluster {
     }
   }
 
+  /**
+   * Sends a request to one replica by its id (the holder of a held call); a `NotDelivered` when the
+   * registry has no such replica (it left, or never was).
+   */
+  async sendToReplica(replica: string, request: Parameters<Forwarder["sendTo"]>[1], options: SendOptions): Promise<unknown> {
+    const url = await this.#urlOf(replica)
+    if (url === undefined) throw new NotDelivered(`replica ${replica} is not in the cluster`)
+    return this.#forwarder.sendTo(url, request, options)
+  }
 
   /** Writes the definitions to the snapshot file (atomically; one write at a time; a failure is a warning). */
   #writeSnapshot(): void {

@@ -13,8 +13,15 @@
  * failure keeping its `McpRequestError` kind. A request that no owner ran (the owner gone or moving)
  * is sent again to the next owner, within its time-out. Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
- * subscriptions, logging levels, an upstream's elicitation or sampling request during a call) is
- * refused or declined.
+ * subscriptions, logging levels) is refused.
+ *
+ * An upstream's elicitation or sampling request during a forwarded call comes back on the call's
+ * answer as `{"q": request}` (`{"w": key}` when the upstream withdraws it), is put to the call's
+ * relay here (the caller's: an MCP client, a held call, or the REST decline), and its answer goes to
+ * the owner as a request of its own (`answer`, naming the call's id and the request's key). A retry
+ * of a held call that another replica holds goes to that replica (`held`, src/cluster/held-calls.ts),
+ * which sends `{"a": 1}` every few seconds while the call's next step is not there yet, so a holder
+ * that went silent is noticed within `HELD_SILENCE_MS`.
  */
 import { randomUUID } from "node:crypto"
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
@@ -33,8 +40,11 @@ import {
   type FailureKind,
   type McpConnection,
   type RequestOptions,
-  type ToolInfo
+  type ToolInfo,
+  type UpstreamRequestRelay
 } from "../mcp/types.js"
+import { log } from "../logging/log.js"
+import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"
 import { sign, SIGNATURE_HEADER } from "./signature.js"
 import type { ConnectionFacts } from "./shared-views.js"
 
@@ -53,6 +63,8 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
       readonly maxTotalMs?: number | undefined
       /** The call's trace context, as the upstream gets it in `_meta`. */
       readonly meta?: Readonly<Record<string, string>> | undefined
+      /** The caller has a relay: the upstream's requests come back on the answer (`q` lines); else they are declined. */
+      readonly relay?: boolean | undefined
     }
   | { readonly op: "read"; readonly uri: string }
   | { readonly op: "prompt"; readonly name: string; readonly args: Record<string, string> }
@@ -61,7 +73,23 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
   | { readonly op: "event"; readonly event: ServiceEvent }
   /** Whether the receiving replica reaches Redis now (`field` is empty): an outage or a partition? */
   | { readonly op: "redis" }
+  /** The caller's answer to a request relayed from a call (`q` line): the call's request id, the request's key. */
+  | { readonly op: "answer"; readonly call: string; readonly key: string; readonly answer: RelayAnswer }
+  /** A retry of a held call the receiving replica holds (`field` is empty): its next step (src/cluster/held-calls.ts). */
+  | { readonly op: "held"; readonly retry: HeldRetry; readonly owner: HeldOwner }
 )
+
+/** An upstream's request during a forwarded call, for the caller to answer: keyed within the call. */
+export interface RelayedRequest {
+  readonly key: string
+  readonly method: string
+  readonly params?: Record<string, unknown> | undefined
+  /** What is left of the call's time (the relay's `timeoutMs`). */
+  readonly timeoutMs: number
+}
+
+/** The caller's answer to a relayed request: its result, or the JSON-RPC error the upstream gets. */
+export type RelayAnswer = { readonly result: Record<string, unknown> } | { readonly error: { readonly code: number; readonly message: string; readonly data?: unknown } }
 
 /** A failure as it travels: an `McpRequestError`'s fields. */
 export interface WireFailure {
@@ -85,9 +113,24 @@ export class NotDelivered extends McpRequestError {
 
 /** Between two tries of a request that was not delivered (ms). */
 const RETRY_MS = 200
+/** The longest an answer to a relayed request takes to reach the owner (ms). */
+const ANSWER_MS = 5000
+/** How often a replica says it is still at a held call's retry (`a` lines, ms). */
+export const HELD_ALIVE_MS = 2000
+/** The longest a held call's retry waits for a line of its holder (ms): past it, the holder is taken for gone. */
+export const HELD_SILENCE_MS = 10_000
 
-/** One line of a forwarded request's answer. */
-export type ForwardLine = { readonly p: CallProgress } | { readonly r: unknown } | { readonly e: WireFailure }
+/**
+ * One line of a forwarded request's answer: progress, an upstream's request to relay or its
+ * withdrawal, a sign of life, then the result or the failure.
+ */
+export type ForwardLine =
+  | { readonly p: CallProgress }
+  | { readonly q: RelayedRequest }
+  | { readonly w: string }
+  | { readonly a: 1 }
+  | { readonly r: unknown }
+  | { readonly e: WireFailure }
 
 export const toWire = (e: McpRequestError): WireFailure => ({
   ...(e instanceof NotDelivered ? { notRun: true } : {}),
@@ -102,6 +145,23 @@ export const toWire = (e: McpRequestError): WireFailure => ({
 
 const fromWire = (f: WireFailure): McpRequestError =>
   new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
+
+/** A relay's refusal as the upstream gets it: the error's code and message (an McpError's, as a session sends it). */
+const refusalOf = (e: unknown): RelayAnswer => {
+  const error = e as { code?: unknown; message?: unknown; data?: unknown } | null
+  const code = typeof error?.code === "number" && Number.isSafeInteger(error.code) ? error.code : -32603
+  const message = typeof error?.message === "string" ? error.message : "Internal error"
+  return { error: error?.data !== undefined ? { code, message, data: error.data } : { code, message } }
+}
+
+/** What a forwarded request's sender gives besides the request. */
+export interface SendOptions {
+  readonly signal?: CancelSignal | undefined
+  readonly onProgress?: ((p: CallProgress) => void) | undefined
+  readonly maxTotalMs?: number | undefined
+  /** Answers the upstream's requests relayed during a call (`q` lines). */
+  readonly relay?: UpstreamRequestRelay | undefined
+}
 
 type Without<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
@@ -126,10 +186,7 @@ export class Forwarder {
    * `McpRequestError` (the owner's, or `transport` when the owner cannot be reached, `timeout`,
    * `aborted`). `onProgress` gets each progress line.
    */
-  async send(
-    request: Without<ForwardRequest, "id">,
-    options: { readonly signal?: CancelSignal | undefined; readonly onProgress?: ((p: CallProgress) => void) | undefined; readonly maxTotalMs?: number | undefined }
-  ): Promise<unknown> {
+  async send(request: Without<ForwardRequest, "id">, options: SendOptions): Promise<unknown> {
     // While the service moves (its owner gone, the next not known yet, or the request refused as
     // "not mine"), a request that was never run is sent again to whoever owns it next, within its time-out.
     const deadline = performance.now() + request.timeoutMs
@@ -148,12 +205,11 @@ export class Forwarder {
   }
 
   /** `send` to the replica at `url`. */
-  sendTo(
-    url: string,
-    request: Without<ForwardRequest, "id">,
-    options: { readonly signal?: CancelSignal | undefined; readonly onProgress?: ((p: CallProgress) => void) | undefined; readonly maxTotalMs?: number | undefined }
-  ): Promise<unknown> {
-    const body = JSON.stringify({ ...request, id: randomUUID() })
+  sendTo(url: string, request: Without<ForwardRequest, "id">, options: SendOptions): Promise<unknown> {
+    const id = randomUUID()
+    const body = JSON.stringify({ ...request, id })
+    // The upstream's requests relayed during the call, until answered, withdrawn, or the call's end.
+    const relayed = new Map<string, AbortController>()
     const target = new URL(FORWARD_PATH, url)
     const send = target.protocol === "https:" ? httpsRequest : httpRequest
     return new Promise<unknown>((resolve, reject) => {
@@ -165,6 +221,8 @@ export class Forwarder {
         settled = true
         clearTimeout(timer)
         options.signal?.removeEventListener("abort", onAbort)
+        for (const controller of relayed.values()) controller.abort(new Error("the tool call ended"))
+        relayed.clear()
         if (error !== undefined) {
           req.destroy()
           reject(error)
@@ -200,6 +258,11 @@ export class Forwarder {
           if ("p" in line) {
             arm()
             options.onProgress?.(line.p)
+          } else if ("a" in line) arm()
+          else if ("q" in line) this.#relay(url, request.field, id, line.q, options.relay, relayed)
+          else if ("w" in line) {
+            relayed.get(String(line.w))?.abort(new Error("the server withdrew its request"))
+            relayed.delete(String(line.w))
           } else if ("r" in line) finish(undefined, line.r)
           else if ("e" in line) finish(line.e.notRun === true ? new NotDelivered(String(line.e.message)) : fromWire(line.e))
         }).then(
@@ -211,6 +274,35 @@ export class Forwarder {
       arm()
       req.end(body)
     })
+  }
+
+  /**
+   * An upstream's request relayed from the call `call` (running at `url`): put to the caller's relay
+   * (declined when it has none), its answer sent to that replica unless withdrawn meanwhile.
+   */
+  #relay(url: string, field: string, call: string, request: RelayedRequest, relay: UpstreamRequestRelay | undefined, relayed: Map<string, AbortController>): void {
+    const key = String(request.key)
+    const controller = new AbortController()
+    relayed.get(key)?.abort()
+    relayed.set(key, controller)
+    const asked = { method: String(request.method), ...(request.params === undefined ? {} : { params: request.params }) }
+    const answered: Promise<Record<string, unknown>> =
+      relay === undefined
+        ? Promise.reject(new McpRequestError("protocol", `mcp-store declined ${asked.method}: the caller of this tool call cannot answer it`, -32600))
+        : relay(asked, { signal: controller.signal, timeoutMs: Math.max(0, Number(request.timeoutMs) || 0) })
+    void answered
+      .then((result): RelayAnswer => ({ result }), refusalOf)
+      .then((answer) => {
+        if (controller.signal.aborted) return
+        relayed.delete(key)
+        return this.sendTo(url, { op: "answer", field, call, key, answer, timeoutMs: ANSWER_MS }, {})
+      })
+      .catch((e: unknown) =>
+        log.warn(`the answer to ${asked.method} during a call of ${field} could not reach the replica that runs it: ${(e as Error).message}`, {
+          event: "cluster_forward_failed",
+          service: field
+        })
+      )
   }
 
   /** Closes the keep-alive sockets. */
@@ -290,9 +382,10 @@ export class RemoteConnection implements McpConnection {
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     const maxTotalMs = options.hooks?.maxTotalMs
+    const relay = options.hooks?.relay
     return this.forwarder.send(
-      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta },
-      { signal: options.signal, onProgress: options.hooks?.onProgress, maxTotalMs }
+      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta, relay: relay !== undefined },
+      { signal: options.signal, onProgress: options.hooks?.onProgress, maxTotalMs, relay }
     ) as Promise<CallToolResult>
   }
 

@@ -21,6 +21,7 @@ import {
   type ReplicationApi
 } from "../runtime/services.js"
 import { Cluster } from "./cluster.js"
+import { heldCallsOf } from "./held-calls.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 
@@ -78,14 +79,15 @@ export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer
   )
 )
 
-/** The store's services replicated through the cluster: leases, views and forwarding. */
+/** The store's services replicated through the cluster: leases, views and forwarding, and held calls found on any replica. */
 export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   shared: true,
   serviceMachine: (live) => replicatedMachine(cluster, live) as unknown as LiveServiceMachine,
   attach: (host) => cluster.attach(host),
   added: (scope, name) => cluster.added(serviceField(scope, name)),
   removed: (scope, name) => cluster.removed(serviceField(scope, name)),
-  leaving: () => cluster.leaving()
+  leaving: () => cluster.leaving(),
+  held: heldCallsOf(cluster)
 })
 
 export const ClusterReplication: Layer.Layer<Replication, never, ClusterService> = Layer.effect(Replication, Effect.map(ClusterService, clusterReplication))

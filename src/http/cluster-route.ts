@@ -11,11 +11,16 @@
  * The request runs on the service's live connection only if this replica still owns the service,
  * through the step a call made here takes (src/runtime/service-request.ts): a service still
  * connecting is waited for, an expired session is reconnected once, and a transport failure counts
- * as a failed health check of the owner's actor.
+ * as a failed health check of the owner's actor. An upstream's elicitation or sampling request
+ * during a forwarded call whose caller has a relay goes back on the answer (`q`), and waits for the
+ * caller's answer (`answer`, a request of its own) or the call's end. Two requests name no service:
+ * `answer`, and `held`, a retry of a call held here for its caller's input that reached another
+ * replica (src/cluster/held-calls.ts), answered with the call's next step.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
-import { FORWARD_PATH, FORWARDED_EVENTS, NotDelivered, toWire, type ForwardLine, type ForwardRequest } from "../cluster/forward.js"
+import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, toWire, type ForwardLine, type ForwardRequest, type RelayAnswer } from "../cluster/forward.js"
+import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Exit, Option } from "effect"
 import { statusOf } from "../machines/service.js"
@@ -68,6 +73,52 @@ const refused = (request: IncomingMessage, why: string): void => {
 const declined: UpstreamRequestRelay = (request) =>
   Promise.reject(new McpRequestError("protocol", `mcp-store declined ${request.method}: the request was forwarded from another replica, which cannot relay it`, -32600))
 
+/**
+ * The upstream's requests relayed from forwarded calls to their callers' replicas, waiting for
+ * their answers: by the call's request id, then the request's key.
+ */
+class Relayed {
+  readonly #calls = new Map<string, Map<string, (answer: RelayAnswer) => void>>()
+
+  /** The relay of the call `call`: each request goes out as a `q` line and waits for its `answer` (or its signal). */
+  relayOf(call: string, write: (line: ForwardLine) => void): UpstreamRequestRelay {
+    let next = 0
+    return (request, { signal, timeoutMs }) =>
+      new Promise((resolve, reject) => {
+        const key = String(++next)
+        let waiting = this.#calls.get(call)
+        if (waiting === undefined) this.#calls.set(call, (waiting = new Map()))
+        const calls = this.#calls
+        const done = () => {
+          signal.removeEventListener("abort", withdraw)
+          waiting.delete(key)
+          if (waiting.size === 0 && calls.get(call) === waiting) calls.delete(call)
+        }
+        // The upstream cancelled it, or the call ended: the caller's side is told to stop asking.
+        const withdraw = () => {
+          done()
+          write({ w: key })
+          reject(signal.reason)
+        }
+        if (signal.aborted) return reject(signal.reason)
+        signal.addEventListener("abort", withdraw, { once: true })
+        waiting.set(key, (answer) => {
+          done()
+          if ("result" in answer) resolve(answer.result)
+          else reject(new McpRequestError("protocol", String(answer.error.message), Number(answer.error.code), answer.error.data))
+        })
+        write({ q: { key, method: request.method, ...(request.params === undefined ? {} : { params: request.params }), timeoutMs } })
+      })
+  }
+
+  /** The caller's answer to a relayed request; false when nothing waits for it (answered, withdrawn, the call ended). */
+  answer(call: string, key: string, answer: RelayAnswer): boolean {
+    const settle = this.#calls.get(call)?.get(key)
+    settle?.(answer)
+    return settle !== undefined
+  }
+}
+
 /** A replica's store and its cluster, as the route serves them. */
 export interface ReplicaParts {
   readonly store: Store
@@ -81,6 +132,7 @@ export interface ReplicaParts {
  */
 export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyBytes: number): DirectRoute => {
   const seen = new SeenIds()
+  const relayed = new Relayed()
   return (request, response) => {
     if (!request.url?.startsWith("/_cluster/")) return false
     const parts = replica()
@@ -137,7 +189,7 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
       response.once("close", () => {
         if (!response.writableFinished) cancel.abort()
       })
-      execute(parts, forwarded, write, cancel.signal).then(
+      execute(parts, forwarded, write, cancel.signal, relayed).then(
         (result) => response.end(`${JSON.stringify({ r: result ?? null } satisfies ForwardLine)}\n`),
         (e: unknown) => {
           const failure = e instanceof McpRequestError ? e : new McpRequestError("transport", e instanceof Error ? e.message : String(e))
@@ -149,9 +201,15 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
   }
 }
 
-/** Runs one forwarded request on the owned service's connection. */
-const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal): Promise<unknown> => {
+/** Runs one forwarded request on the owned service's connection (or, for `answer` and `held`, on what it names). */
+const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
   if (req.op === "redis") return { up: cluster.connection.up }
+  if (req.op === "answer") {
+    const answer = req.answer as RelayAnswer | undefined
+    if (typeof answer !== "object" || answer === null || !("result" in answer || "error" in answer)) throw new McpRequestError("protocol", "not an answer to a relayed request", -32602)
+    return { taken: relayed.answer(String(req.call), String(req.key), answer) }
+  }
+  if (req.op === "held") return heldTurn(store, req, write, signal)
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)
@@ -168,7 +226,8 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
       case "call":
         return connection.callTool(String(req.tool), req.args ?? {}, {
           ...options,
-          hooks: { onProgress: (p) => write({ p }), maxTotalMs: req.maxTotalMs, relay: declined },
+          // The caller's replica puts the upstream's requests to its caller when it says it can (a replica of an earlier version never does).
+          hooks: { onProgress: (p) => write({ p }), maxTotalMs: req.maxTotalMs, relay: req.relay === true ? relayed.relayOf(req.id, write) : declined },
           // The calling replica's span, read again as any caller's trace context is.
           meta: traceMetaOf(req.meta)
         })
@@ -199,4 +258,22 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
   }
   throw e
+}
+
+/**
+ * A retry of a call held here, from the replica it reached: the call's next step (or the retry's
+ * refusal), with the call's progress meanwhile and a sign of life every HELD_ALIVE_MS.
+ */
+const heldTurn = async (store: Store, req: Extract<ForwardRequest, { op: "held" }>, write: (line: ForwardLine) => void, signal: AbortSignal): Promise<unknown> => {
+  const { retry, owner } = req
+  const text = (v: unknown): v is string => typeof v === "string"
+  const retryOk = typeof retry === "object" && retry !== null && text(retry.state) && typeof retry.responses === "object" && retry.responses !== null
+  const ownerOk = typeof owner === "object" && owner !== null && text(owner.scope) && text(owner.owner) && text(owner.tool)
+  if (!retryOk || !ownerOk) throw new McpRequestError("protocol", "not a retry of a held call", -32602)
+  const alive = setInterval(() => write({ a: 1 }), HELD_ALIVE_MS)
+  try {
+    return stepToWire(await store.held.resume(retry, owner, { onProgress: (p) => write({ p }), signal }))
+  } finally {
+    clearInterval(alive)
+  }
 }

@@ -16,9 +16,17 @@
  * `maxHeldCalls` of them), then forgotten, and any other is forgotten when it ends. A state names
  * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
  * same request (method and tool, URI or prompt).
+ *
+ * In replica mode (docs/replicas.md, "Held calls") a call is held by the replica the caller called
+ * first, and its state also names that replica, sealed with the cluster's secret (an HMAC over the
+ * replica's id and the random part): a retry that reaches another replica is checked there against
+ * the seal, then carried to the holder (`HeldCallsReplica.carry`) and answered with the step the
+ * holder gives, as if it had landed there. Only tool calls are carried: a read or a prompt held by
+ * another replica is refused, with a message that says so.
  */
-import { randomBytes } from "node:crypto"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
+import { Cause, Exit } from "effect"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 import type { CallProgress, UpstreamRequestRelay } from "../mcp/types.js"
@@ -29,8 +37,11 @@ export interface InputRequest {
   readonly params?: Record<string, unknown> | undefined
 }
 
+/** How an operation of the store ended (a tool call's, a read's, a prompt's exit). */
+export type AnyExit = Exit.Exit<unknown, unknown>
+
 /** Where a held call stands for its caller: ended (how, `A`), or waiting for answers to these requests. */
-export type HeldStep<A> =
+export type HeldStep<A extends AnyExit> =
   | { readonly _tag: "Ended"; readonly exit: A }
   | { readonly _tag: "InputRequired"; readonly state: string; readonly requests: Readonly<Record<string, InputRequest>> }
 
@@ -39,7 +50,7 @@ export type HeldStep<A> =
  * the held call's relay of its upstream's requests and its progress, cancelled by `signal`. Its
  * promise never rejects: how the operation ended, failures included, is its value (`A`).
  */
-export type HeldRun<A> = (hooks: { readonly relay: UpstreamRequestRelay; readonly onProgress: (progress: CallProgress) => void }, signal: AbortSignal) => Promise<A>
+export type HeldRun<A extends AnyExit> = (hooks: { readonly relay: UpstreamRequestRelay; readonly onProgress: (progress: CallProgress) => void }, signal: AbortSignal) => Promise<A>
 
 /**
  * Who may take a held call back: the scope, the caller's key (its digest) and what it asks
@@ -51,10 +62,79 @@ export interface HeldOwner {
   readonly subject: string
 }
 
+/** A caller's retry: the state it was given and its answers, by the keys it was shown. */
+export interface HeldRetry {
+  readonly state: string
+  readonly responses: Readonly<Record<string, unknown>>
+}
+
+/** What a held call's step needs of the request that waits for it. */
+export interface HeldTurnOptions {
+  /** The call's progress while the request waits. */
+  readonly onProgress?: ((progress: CallProgress) => void) | undefined
+  /** The request went away: a call not waiting for it is cancelled. */
+  readonly signal: AbortSignal
+}
+
+/**
+ * Held calls in replica mode: this replica's id and the cluster's secret (states are sealed with
+ * them), and the way to the replica that holds another's call.
+ */
+export interface HeldCallsReplica {
+  readonly replicaId: string
+  readonly secret: string
+  /**
+   * A tool call's retry whose call the replica `holder` holds, carried to it: the step it answers
+   * (the call's exit), its ValidationError, or one saying the holder cannot be reached (gone, or
+   * silent past a time-out).
+   */
+  carry(holder: string, retry: HeldRetry, owner: HeldOwner, options: HeldTurnOptions): Promise<HeldStep<AnyExit> | ValidationError>
+}
+
 /** How long the answer of a held call that ended is kept for its caller's retry. */
 export const KEEP_ENDED_MS = 60_000
-/** The prefix of a request state (its format's version). */
+/** The prefix of a request state of one store (its format's version): `h1.<random>`. */
 const PREFIX = "h1."
+/** The prefix of a request state of a replica: `h2.<replica id, base64url>.<random>.<seal>`. */
+const REPLICA_PREFIX = "h2."
+/** Longest state read at all (a longer one names no call). */
+const MAX_STATE_LENGTH = 512
+
+/** The seal of a replica's state: an HMAC under the cluster's secret of the holder's id and the state's random part. */
+const sealOf = (secret: string, holder: string, random: string): Buffer =>
+  createHmac("sha256", secret).update(`mcp-store/held-call/v1\0${holder}\0${random}`).digest().subarray(0, 16)
+
+/** A new state: random, and in replica mode naming this replica, sealed. */
+const newState = (replica: HeldCallsReplica | undefined): string => {
+  const random = randomBytes(18).toString("base64url")
+  if (replica === undefined) return PREFIX + random
+  const holder = replica.replicaId
+  return `${REPLICA_PREFIX}${Buffer.from(holder).toString("base64url")}.${random}.${sealOf(replica.secret, holder, random).toString("base64url")}`
+}
+
+/**
+ * The replica a state says holds its call when its seal is good (its id; `""` for a state of one
+ * store), or undefined for a state this store or cluster did not make.
+ */
+const holderOf = (state: string, replica: HeldCallsReplica | undefined): string | undefined => {
+  if (state.startsWith(PREFIX)) return ""
+  if (replica === undefined || !state.startsWith(REPLICA_PREFIX) || state.length > MAX_STATE_LENGTH) return undefined
+  const [holderPart, random, seal] = state.slice(REPLICA_PREFIX.length).split(".")
+  if (holderPart === undefined || random === undefined || seal === undefined || state.split(".").length !== 4) return undefined
+  const holder = Buffer.from(holderPart, "base64url").toString("utf8")
+  const given = Buffer.from(seal, "base64url")
+  const expected = sealOf(replica.secret, holder, random)
+  return given.length === expected.length && timingSafeEqual(given, expected) ? holder : undefined
+}
+
+/** What a retry whose state names no call of this caller is answered (all alike, so a state tells nothing). */
+const noSuchCall = (): ValidationError =>
+  ValidationError.of([
+    {
+      field: "request_state",
+      problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope, tool, resource or prompt); send the request again without it"
+    }
+  ])
 
 interface Asked {
   readonly request: InputRequest
@@ -64,8 +144,7 @@ interface Asked {
 }
 
 /** One call that may wait for its caller's input. */
-class HeldCall<A> {
-  readonly state = PREFIX + randomBytes(18).toString("base64url")
+class HeldCall<A extends AnyExit> {
   ended: { readonly exit: A } | undefined
   readonly #asked = new Map<string, Asked>()
   #next = 0
@@ -78,6 +157,7 @@ class HeldCall<A> {
   readonly cancel = new AbortController()
 
   constructor(
+    readonly state: string,
     readonly owner: HeldOwner,
     run: HeldRun<A>,
     /** Whether one more upstream request may be held (the store's cap). */
@@ -185,7 +265,11 @@ export class HeldCalls {
   readonly #kept = new Map<string, NodeJS.Timeout>()
   #closed = false
 
-  constructor(private readonly maxHeld: number) {}
+  constructor(
+    private readonly maxHeld: number,
+    /** Replica mode: states name this replica, and a retry of another's call is carried there. */
+    private readonly replica?: HeldCallsReplica | undefined
+  ) {}
 
   /** Calls waiting for input now. */
   get waiting(): number {
@@ -197,30 +281,55 @@ export class HeldCalls {
   /**
    * One request's turn with a held call, whatever the face and the operation: a new call (`run`),
    * or with `retry` (the state and answers of a caller that was answered `input_required`) the one
-   * it names, its answers given (a ValidationError changes nothing); then the call's next step.
-   * While the request waits, the call's progress goes to `onProgress`; a request that goes away
-   * (`signal`) before the step cancels the call.
+   * it names, its answers given (a ValidationError changes nothing), here or on the replica that
+   * holds it; then the call's next step. While the request waits, the call's progress goes to `onProgress`; a request that goes
+   * away (`signal`) before the step cancels the call.
    */
-  async turn<A>(
+  async turn<A extends AnyExit>(
     run: HeldRun<A>,
     owner: HeldOwner,
-    options: {
-      readonly retry?: { readonly state: string; readonly responses: Readonly<Record<string, unknown>> } | undefined
+    options: HeldTurnOptions & {
+      readonly retry?: HeldRetry | undefined
       /** The request methods the caller can answer (its capabilities); by default all. */
       readonly accepts?: ((method: string) => boolean) | undefined
-      readonly onProgress?: ((progress: CallProgress) => void) | undefined
-      readonly signal: AbortSignal
     }
   ): Promise<HeldStep<A> | ValidationError> {
-    const { retry, signal } = options
-    let call: HeldCall<A> | ValidationError
-    if (retry === undefined) call = this.#start(run, owner, options.accepts ?? (() => true))
-    else {
-      call = this.#resume<A>(retry.state, owner)
-      if (!(call instanceof ValidationError)) call = call.answer(retry.responses) ?? call
+    const { retry } = options
+    if (retry === undefined) return this.#follow(this.#start(run, owner, options.accepts ?? (() => true)), options)
+    const holder = holderOf(retry.state, this.replica)
+    if (holder === undefined) return noSuchCall()
+    if (holder !== "" && holder !== this.replica?.replicaId) {
+      if (!owner.subject.startsWith("tools/call ")) {
+        return ValidationError.of([{ field: "request_state", problem: "names a request held by another replica; only tool calls are carried between replicas: send the request again without it" }])
+      }
+      // A tool call's retry: the holder answers with the call's exit, the `A` of a tool call.
+      return (await this.replica!.carry(holder, retry, owner, options)) as HeldStep<A> | ValidationError
     }
+    return this.resume<A>(retry, owner, options)
+  }
+
+  /**
+   * A retry of a call held here (from `turn`, or carried here by the replica it reached): the call
+   * it names taken back by its owner, its answers given (a ValidationError changes nothing), then
+   * its next step.
+   */
+  async resume<A extends AnyExit>(retry: HeldRetry, owner: HeldOwner, options: HeldTurnOptions): Promise<HeldStep<A> | ValidationError> {
+    const call = this.#resume<A>(retry.state, owner)
     if (call instanceof ValidationError) return call
-    const held = call
+    const refused = call.answer(retry.responses)
+    if (refused !== undefined) return refused
+    const step = await this.#follow(call, options)
+    // Cancelled (a request of its caller went away while it waited, or the store stopped): there is no
+    // end to give, and an interruption is no answer a face can send.
+    if (step._tag === "Ended" && Exit.isFailure(step.exit) && Cause.isInterruptedOnly(step.exit.cause)) {
+      return ValidationError.of([{ field: "request_state", problem: "names a request that was cancelled (its caller went away while it waited, or the store stopped); send it again without the state" }])
+    }
+    return step
+  }
+
+  /** The next step of a held call, for the request that waits for it. */
+  async #follow<A extends AnyExit>(held: HeldCall<A>, options: HeldTurnOptions): Promise<HeldStep<A>> {
+    const { signal } = options
     held.hear(options.onProgress)
     const abandon = () => this.#abandon(held)
     signal.addEventListener("abort", abandon, { once: true })
@@ -233,8 +342,8 @@ export class HeldCalls {
   }
 
   /** Starts a call whose upstream requests wait for its caller. */
-  #start<A>(run: HeldRun<A>, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall<A> {
-    const call = new HeldCall(owner, run, () => this.waiting < this.maxHeld, accepts, (ended) => {
+  #start<A extends AnyExit>(run: HeldRun<A>, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall<A> {
+    const call = new HeldCall(newState(this.replica), owner, run, () => this.waiting < this.maxHeld, accepts, (ended) => {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
       // Kept a while for a caller that was answered `input_required` and comes back for the end; at
@@ -264,21 +373,14 @@ export class HeldCalls {
    * The held call a retry names, taken back by its owner; a ValidationError when the state is not
    * one (unknown, expired, another key's, scope's or subject's: all alike, so a state tells nothing).
    */
-  #resume<A>(state: string, owner: HeldOwner): HeldCall<A> | ValidationError {
+  #resume<A extends AnyExit>(state: string, owner: HeldOwner): HeldCall<A> | ValidationError {
     const call = this.#calls.get(state)
-    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.subject !== owner.subject) {
-      return ValidationError.of([
-        {
-          field: "request_state",
-          problem: "names no call waiting for this caller's input (unknown, expired, or made for another key, scope, tool, resource or prompt); send the request again without it"
-        }
-      ])
-    }
+    if (call === undefined || call.owner.scope !== owner.scope || call.owner.owner !== owner.owner || call.owner.subject !== owner.subject) return noSuchCall()
     return call
   }
 
   /** The caller went away while its call was not waiting for it: the call is cancelled. */
-  #abandon<A>(call: HeldCall<A>): void {
+  #abandon<A extends AnyExit>(call: HeldCall<A>): void {
     if (call.ended !== undefined) return
     const subject = call.owner.subject.slice(0, 200)
     log.info(`a held ${subject} waiting for its caller's input was cancelled: the caller went away`, { event: "held_call_abandoned", subject })

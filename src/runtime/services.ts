@@ -15,6 +15,7 @@ import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
+import type { HeldCallsReplica } from "./input-required.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -92,6 +93,8 @@ export interface ReplicationApi {
   removed(scope: Scope, name: string): Promise<void>
   /** The store is stopping: no service is taken over from now on. */
   leaving(): void
+  /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
+  readonly held?: HeldCallsReplica | undefined
 }
 
 /** The replication of the store's services. */

@@ -110,7 +110,7 @@ export class Store implements StoreHost {
     this.limits = limits
     this.replication = replication
     this.waiters = new Waiters(limits.maxWaiters)
-    this.held = new HeldCalls(limits.maxHeldCalls)
+    this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.

@@ -1,0 +1,99 @@
+/**
+ * The lines of a forwarded answer that are not progress or the result (src/cluster/forward.ts),
+ * against a stand-in for the other replica (a plain HTTP server writing JSON lines): signs of life
+ * keep a held call's retry open past its time-out while silence ends it; an upstream's request
+ * relayed from a call is put to the caller's relay and its answer sent back as a request of its
+ * own, naming the call and the request; a withdrawn request aborts the relay.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { afterEach, describe, expect, it } from "vitest"
+import { Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
+import { McpRequestError } from "../../src/mcp/types.js"
+
+const SECRET = "0123456789abcdef0123456789abcdef"
+
+/** A stand-in replica: `answer` writes each forwarded request's lines; every request is kept. */
+const standIn = async (answer: (request: ForwardRequest, response: ServerResponse) => void) => {
+  const received: ForwardRequest[] = []
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => {
+      const request = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ForwardRequest
+      received.push(request)
+      res.writeHead(200, { "content-type": "application/x-ndjson" })
+      answer(request, res)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address()
+  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+  const forwarder = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  stops.push(() => {
+    forwarder.close()
+    server.closeAllConnections()
+    server.close()
+  })
+  return { url, forwarder, received }
+}
+const stops: Array<() => void> = []
+afterEach(() => {
+  for (const stop of stops.splice(0)) stop()
+})
+
+const line = (res: ServerResponse, value: unknown) => res.write(`${JSON.stringify(value)}\n`)
+const retry = { op: "held", field: "", retry: { state: "s", responses: {} }, owner: { scope: "store", owner: "o", tool: "t" }, timeoutMs: 200 } as const
+
+describe("forwarded answers: signs of life and relayed requests", () => {
+  it("signs of life keep a held call's retry open past its time-out; silence ends it", async () => {
+    const { url, forwarder } = await standIn((request, res) => {
+      if ((request as { retry?: { state?: string } }).retry?.state === "silent") return
+      const alive = setInterval(() => line(res, { a: 1 }), 100)
+      setTimeout(() => {
+        clearInterval(alive)
+        res.end(`${JSON.stringify({ r: { ended: true } })}\n`)
+      }, 1_500)
+    })
+    // At once: a time-out of 200 ms and the forwarder's 1 s margin, outlived by a line every 100 ms, and ended by silence.
+    const settled: string[] = []
+    const [alive, silent] = await Promise.all([
+      forwarder.sendTo(url, retry, {}).finally(() => settled.push("alive")),
+      forwarder.sendTo(url, { ...retry, retry: { state: "silent", responses: {} } }, {}).catch((e: unknown) => (settled.push("silent"), e))
+    ])
+    expect(settled).toEqual(["silent", "alive"])
+    expect(alive).toEqual({ ended: true })
+    expect(silent).toBeInstanceOf(McpRequestError)
+    expect((silent as McpRequestError).kind).toBe("timeout")
+  })
+
+  it("puts a relayed request to the caller's relay and sends its answer back; a withdrawn one aborts the relay", async () => {
+    const { url, forwarder, received } = await standIn((request, res) => {
+      if (request.op !== "call") return res.end(`${JSON.stringify({ r: { taken: true } })}\n`)
+      line(res, { q: { key: "1", method: "elicitation/create", params: { message: "name?" }, timeoutMs: 5_000 } })
+      line(res, { q: { key: "2", method: "elicitation/create", params: { message: "withdrawn" }, timeoutMs: 5_000 } })
+      setTimeout(() => line(res, { w: "2" }), 50)
+      setTimeout(() => res.end(`${JSON.stringify({ r: { content: [] } })}\n`), 300)
+    })
+    const asked: string[] = []
+    let withdrawn = false
+    const result = await forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "ask", args: {}, timeoutMs: 5_000, relay: true }, {
+      relay: (request, { signal }) => {
+        const message = String(request.params?.["message"])
+        asked.push(message)
+        if (message === "name?") return Promise.resolve({ action: "accept", content: { name: "Ada" } })
+        return new Promise((_, reject) =>
+          signal.addEventListener("abort", () => {
+            withdrawn = true
+            reject(signal.reason)
+          })
+        )
+      }
+    })
+    expect(result).toEqual({ content: [] })
+    expect(asked).toEqual(["name?", "withdrawn"])
+    expect(withdrawn).toBe(true)
+    // Only the request answered gets an answer, naming the call's request id and the request's key.
+    const answers = received.filter((r) => r.op === "answer")
+    expect(answers).toEqual([expect.objectContaining({ op: "answer", field: "store/fx", call: received[0]!.id, key: "1", answer: { result: { action: "accept", content: { name: "Ada" } } } })])
+  })
+})
