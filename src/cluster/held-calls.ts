@@ -77,13 +77,13 @@ const exitFromWire = (wire: Extract<WireStep, { ended: unknown }>["ended"]): Cal
 }
 
 /** A held call's step (or the retry's refusal) as the holder sends it. */
-export const stepToWire = (step: HeldStep | ValidationError): WireStep => {
+export const stepToWire = (step: HeldStep<CallExit> | ValidationError): WireStep => {
   if (step instanceof ValidationError) return { refused: { problems: step.problems } }
   return step._tag === "Ended" ? { ended: exitToWire(step.exit) } : { input: { state: step.state, requests: step.requests } }
 }
 
 /** A step from the holder, as a retry made here would have it. */
-const stepFromWire = (wire: WireStep): HeldStep | ValidationError => {
+const stepFromWire = (wire: WireStep): HeldStep<CallExit> | ValidationError => {
   if ("refused" in wire) return ValidationError.of(wire.refused.problems)
   if ("ended" in wire) return { _tag: "Ended", exit: exitFromWire(wire.ended) }
   return { _tag: "InputRequired", state: String(wire.input.state), requests: wire.input.requests }

@@ -268,7 +268,7 @@ const heldTurn = async (store: Store, req: Extract<ForwardRequest, { op: "held" 
   const { retry, owner } = req
   const text = (v: unknown): v is string => typeof v === "string"
   const retryOk = typeof retry === "object" && retry !== null && text(retry.state) && typeof retry.responses === "object" && retry.responses !== null
-  const ownerOk = typeof owner === "object" && owner !== null && text(owner.scope) && text(owner.owner) && text(owner.tool)
+  const ownerOk = typeof owner === "object" && owner !== null && text(owner.scope) && text(owner.owner) && text(owner.subject)
   if (!retryOk || !ownerOk) throw new McpRequestError("protocol", "not a retry of a held call", -32602)
   const alive = setInterval(() => write({ a: 1 }), HELD_ALIVE_MS)
   try {

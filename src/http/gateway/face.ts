@@ -12,7 +12,7 @@ import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
 import { ValidationError } from "../../domain/errors.js"
-import type { HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
+import type { AnyExit, HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
 import * as calls from "../../runtime/calls.js"
@@ -137,7 +137,7 @@ export interface InputTurn {
  * waits (each round is a request of its own). A retry that does not fit its call is the
  * ValidationError thrown; a client that goes away while its call runs cancels it.
  */
-export const heldOverMcp = async <A>(
+export const heldOverMcp = async <A extends AnyExit>(
   store: Store,
   run: HeldRun<A>,
   owner: HeldOwner,
