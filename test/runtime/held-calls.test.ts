@@ -24,7 +24,7 @@ const replica = (id: string) => {
 
 /** An operation whose upstream asks once (an elicitation), then ends with what it was answered (or dies, cancelled). */
 const asking: HeldRun<Exit.Exit<unknown, never>> = ({ relay }, signal) =>
-  relay({ method: "elicitation/create", params: { message: "ok?" } }, { signal }).then(Exit.succeed, Exit.die)
+  relay({ method: "elicitation/create", params: { message: "ok?" } }, { signal, timeoutMs: 5_000 }).then(Exit.succeed, Exit.die)
 
 const started = async (held: HeldCalls, subject: string): Promise<string> => {
   const step = (await held.turn(asking, { scope: "store", owner: "key", subject }, { signal: new AbortController().signal })) as HeldStep<AnyExit>
