@@ -6,12 +6,26 @@
  *   with `captureLogs`, whatever this level.
  * - The forks run files one after another in one process (vitest.config.ts): a file that leaves an
  *   environment variable changed fails, instead of changing the files after it.
+ * - With MCPSTORE_TEST_CPU=<file>, each file appends a line to that file: its name and the CPU time
+ *   the test process spent on it (ms; the processes it starts are not counted), to find the files
+ *   that cost the suite most (docs/testing.md).
  */
-import { afterAll, expect } from "vitest"
+import { appendFileSync } from "node:fs"
+import { afterAll, beforeAll, expect } from "vitest"
 import { configureLogging } from "../../src/logging/log.js"
 
 const wanted = process.env.MCPSTORE_TEST_LOG
 configureLogging({ level: wanted === "debug" || wanted === "info" || wanted === "warning" ? wanted : "error" })
+
+const cpuFile = process.env.MCPSTORE_TEST_CPU
+if (cpuFile !== undefined) {
+  let started = process.cpuUsage()
+  beforeAll(() => void (started = process.cpuUsage()))
+  afterAll(() => {
+    const used = process.cpuUsage(started)
+    appendFileSync(cpuFile, `${Math.round((used.user + used.system) / 1000)}\t${expect.getState().testPath ?? "?"}\n`)
+  })
+}
 
 const environment = { ...process.env }
 afterAll(() => {
