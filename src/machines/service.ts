@@ -162,6 +162,10 @@ export interface ServiceContext {
   readonly toolsTtlMs: number | undefined
   /** The same of the last catalog lists. */
   readonly catalogTtlMs: number | undefined
+  /** Refreshes in a row that found the tool list as it was, under a ttl below the floor (backs the next one off). */
+  readonly toolsUnchanged: number
+  /** The same of the catalog. */
+  readonly catalogUnchanged: number
   /**
    * What the server declared beside tools at its last connect; kept while it is away, so that what
    * the store offers (src/http/gateway/endpoint.ts) does not depend on the moment a client initializes.
@@ -233,12 +237,20 @@ export const MIN_LIST_TTL_MS = 5_000
  * first: after the tools interval (`tools_update_hours`), or sooner when the server said its list
  * stays fresh for less (`ttlMs`, 2026-07-28 era); then up to 10 % early at random (many services
  * with one ttl do not list at once; the ttl stays an upper bound), never before `MIN_LIST_TTL_MS`.
+ * A ttl below that floor says nothing the store can keep to ("stale at once"): such a list is
+ * polled, and the revision asks a client that polls to back off: the floor doubles with each
+ * refresh in a row that found the list `unchanged` (5 s, 10 s, 20 s ... up to the interval), back
+ * to the floor when it changed.
  */
-export const listRefreshMs = (ttlMs: number | undefined, settings: MonitoringSettings, random: () => number): number => {
+export const listRefreshMs = (ttlMs: number | undefined, settings: MonitoringSettings, random: () => number, unchanged = 0): number => {
   const interval = settings.tools_update_hours * 3_600_000
   if (ttlMs === undefined || ttlMs >= interval) return interval
+  if (ttlMs < MIN_LIST_TTL_MS) return Math.min(interval, Math.max(MIN_LIST_TTL_MS, MIN_LIST_TTL_MS * 2 ** Math.min(unchanged, 30) * (1 - random() * 0.1)))
   return Math.min(interval, Math.max(MIN_LIST_TTL_MS, ttlMs * (1 - random() * 0.1)))
 }
+
+/** Whether a list came back as it was (the same items, field for field): backs a sub-floor ttl's polling off. */
+const sameList = (before: unknown, after: unknown): boolean => before === after || JSON.stringify(before) === JSON.stringify(after)
 
 /** What each connection attempt gets (initializing, reconnecting, unreachable). */
 const connectInput = ({ context }: { context: ServiceContext }): ConnectInput => ({
@@ -269,6 +281,8 @@ export const initialServiceContext = (input: ServiceInput): ServiceContext => {
     catalogVersion: 0,
     toolsTtlMs: undefined,
     catalogTtlMs: undefined,
+    toolsUnchanged: 0,
+    catalogUnchanged: 0,
     capabilities: undefined,
     consecutiveFailures: 0,
     consecutiveSuccesses: 0,
@@ -355,8 +369,8 @@ export const serviceMachine = setup({
     nextDelay: ({ context }) => context.nextDelayMs,
     warningInterval: ({ context }) => context.settings.warning_check_seconds * 1000,
     initializationTimeout: ({ context }) => context.settings.initialization_timeout_seconds * 1000,
-    toolsRefresh: ({ context }) => listRefreshMs(context.toolsTtlMs, context.settings, context.random),
-    catalogRefresh: ({ context }) => listRefreshMs(context.catalogTtlMs, context.settings, context.random),
+    toolsRefresh: ({ context }) => listRefreshMs(context.toolsTtlMs, context.settings, context.random, context.toolsUnchanged),
+    catalogRefresh: ({ context }) => listRefreshMs(context.catalogTtlMs, context.settings, context.random, context.catalogUnchanged),
     unreachableRetry: ({ context }) => context.settings.unreachable_retry_seconds * 1000,
     disconnectionTimeout: ({ context }) => context.settings.disconnection_timeout_seconds * 1000
   },
@@ -420,6 +434,8 @@ export const serviceMachine = setup({
         // The lists were asked again on connecting, kept or not: their freshness is theirs.
         toolsTtlMs: output.toolsTtlMs,
         catalogTtlMs: output.catalogTtlMs,
+        toolsUnchanged: 0,
+        catalogUnchanged: 0,
         ...(keepTools
           ? {}
           : {
@@ -506,7 +522,15 @@ export const serviceMachine = setup({
     }),
     toolsListed: assign(({ context, event }) => {
       const output = (event as unknown as { output: ListedTools }).output
-      return { tools: output.tools, toolsTtlMs: output.ttlMs, toolsUpdatedAt: context.now(), toolsVersion: context.toolsVersion + 1 }
+      // Compared only when a sub-floor ttl makes the store poll (`listRefreshMs`).
+      const unchanged = output.ttlMs !== undefined && output.ttlMs < MIN_LIST_TTL_MS && sameList(context.tools, output.tools)
+      return {
+        tools: output.tools,
+        toolsTtlMs: output.ttlMs,
+        toolsUnchanged: unchanged ? context.toolsUnchanged + 1 : 0,
+        toolsUpdatedAt: context.now(),
+        toolsVersion: context.toolsVersion + 1
+      }
     }),
     toolsListFailed: assign(({ context, event }) => ({
       lastError: `tool list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
@@ -515,7 +539,8 @@ export const serviceMachine = setup({
     })),
     catalogListed: assign(({ context, event }) => {
       const output = (event as unknown as { output: ListedCatalog }).output
-      return { catalog: output.catalog, catalogTtlMs: output.ttlMs, catalogVersion: context.catalogVersion + 1 }
+      const unchanged = output.ttlMs !== undefined && output.ttlMs < MIN_LIST_TTL_MS && sameList(context.catalog, output.catalog)
+      return { catalog: output.catalog, catalogTtlMs: output.ttlMs, catalogUnchanged: unchanged ? context.catalogUnchanged + 1 : 0, catalogVersion: context.catalogVersion + 1 }
     }),
     catalogListFailed: assign(({ context, event }) => ({
       lastError: `resource and prompt list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,

@@ -869,15 +869,34 @@ describe("list refresh bounded by the server's ttlMs (2026-07-28)", () => {
     await expectListAfter(h, h.settings.tools_update_hours * HOUR)
   })
 
-  it("a ttl below the floor (0, 1 s): listed again at MIN_LIST_TTL_MS, not in a loop", async () => {
+  it("a ttl below the floor (0, 1 s): listed again at MIN_LIST_TTL_MS, not in a loop; backed off while the list is unchanged", async () => {
     for (const ttl of [0, SECOND]) {
       const h = await startWithTtl({ tools: ttl })
       await expectListAfter(h, MIN_LIST_TTL_MS)
+      // the same list again: 10 s, then 20 s
       h.lastList().resolve({ tools: [tool("a")], ttlMs: ttl })
       await h.advance(0)
+      expect(h.ctx().toolsUnchanged).toBe(1)
+      await expectListAfter(h, 2 * MIN_LIST_TTL_MS)
+      h.lastList().resolve({ tools: [tool("a")], ttlMs: ttl })
+      await h.advance(0)
+      await expectListAfter(h, 4 * MIN_LIST_TTL_MS)
+      // a changed list: back to the floor
+      h.lastList().resolve({ tools: [tool("a"), tool("b")], ttlMs: ttl })
+      await h.advance(0)
+      expect(h.ctx().toolsUnchanged).toBe(0)
       await expectListAfter(h, MIN_LIST_TTL_MS)
       h.actor.stop()
     }
+  })
+
+  it("the backoff of a sub-floor ttl stops at tools_update_hours", () => {
+    const settings = defaultMonitoring({ tools_update_hours: 0.01 })
+    expect(listRefreshMs(0, settings, () => 0, 0)).toBe(MIN_LIST_TTL_MS)
+    expect(listRefreshMs(0, settings, () => 0, 2)).toBe(4 * MIN_LIST_TTL_MS)
+    expect(listRefreshMs(0, settings, () => 0, 100)).toBe(36 * SECOND)
+    // a ttl at or above the floor is kept to, changed or not
+    expect(listRefreshMs(MIN_LIST_TTL_MS, settings, () => 0, 5)).toBe(MIN_LIST_TTL_MS)
   })
 
   it("no ttl (a 2025 server), or one longer than tools_update_hours: the interval", async () => {
@@ -920,7 +939,7 @@ describe("list refresh bounded by the server's ttlMs (2026-07-28)", () => {
     await h.advance(1)
     expect(h.fakes.calls.catalog).toHaveLength(1)
     expect(h.calls.list).toHaveLength(0)
-    h.fakes.calls.catalog[0]!.resolve({ catalog: EMPTY_CATALOG, ttlMs: 0 })
+    h.fakes.calls.catalog[0]!.resolve({ catalog: { ...EMPTY_CATALOG, prompts: [{ name: "p" }] }, ttlMs: 0 })
     await h.advance(0)
     expect(h.ctx().catalogTtlMs).toBe(0)
     await h.advance(MIN_LIST_TTL_MS)
