@@ -842,10 +842,6 @@ const toToolInfo = (tool: {
 })
 
 /**
- * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated
- * cursor and more than MAX_LIST_PAGES pages (a misbehaving server that never ends its list).
- */
-/**
  * The least `ttlMs` of a list's pages (a list is as fresh as its stalest page), noted only in the
  * 2026-07-28 era: a 2025 server's stray field means nothing. A negative one counts as 0, as the
  * revision says; one that is not a number is ignored.
@@ -860,6 +856,10 @@ class LeastTtl {
   }
 }
 
+/**
+ * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated
+ * cursor and more than MAX_LIST_PAGES pages (a misbehaving server that never ends its list).
+ */
 const paginate = async <R extends { readonly nextCursor?: string | undefined }, I>(
   what: string,
   controls: RequestControls,
