@@ -55,6 +55,22 @@ export interface ConnectOutput {
   readonly catalog?: Catalog | undefined
   /** Why listing them failed, when it did (the service is connected all the same). */
   readonly catalogError?: string | undefined
+  /** How long the server said its tool list stays fresh (2026-07-28 `ttlMs`; none from a 2025 server). */
+  readonly toolsTtlMs?: number | undefined
+  /** The same of its resources, templates and prompts (the least of the three lists'). */
+  readonly catalogTtlMs?: number | undefined
+}
+
+/** What a tool list refresh yields: the tools, and how long the server said they stay fresh. */
+export interface ListedTools {
+  readonly tools: ReadonlyArray<ToolInfo>
+  readonly ttlMs?: number | undefined
+}
+
+/** What a catalog refresh yields, with its freshness as for tools. */
+export interface ListedCatalog {
+  readonly catalog: Catalog
+  readonly ttlMs?: number | undefined
 }
 
 export interface ConnectInput {
@@ -142,6 +158,14 @@ export interface ServiceContext {
   readonly catalog: Catalog
   /** Incremented on each catalog refresh (failed ones included). */
   readonly catalogVersion: number
+  /** The `ttlMs` of the last tool list (undefined: none said, the 2025 era); bounds the next refresh (`listRefreshMs`). */
+  readonly toolsTtlMs: number | undefined
+  /** The same of the last catalog lists. */
+  readonly catalogTtlMs: number | undefined
+  /** Refreshes in a row that found the tool list as it was, under a ttl below the floor (backs the next one off). */
+  readonly toolsUnchanged: number
+  /** The same of the catalog. */
+  readonly catalogUnchanged: number
   /**
    * What the server declared beside tools at its last connect; kept while it is away, so that what
    * the store offers (src/http/gateway/endpoint.ts) does not depend on the moment a client initializes.
@@ -201,6 +225,33 @@ export const backoffMs = (attempt: number, settings: MonitoringSettings, random:
   return Math.max(0, Math.min(jittered, settings.reconnection_seconds * 1000))
 }
 
+/**
+ * The least time between two lists of a connected service when the server's `ttlMs` asks for less
+ * than the tools interval: a ttl of 0 ("stale at once", what the SDK v2 sends by default) or of a few
+ * milliseconds must not make the store list in a loop.
+ */
+export const MIN_LIST_TTL_MS = 5_000
+
+/**
+ * When a connected service's list (tools, or catalog) is listed again unless a change is announced
+ * first: after the tools interval (`tools_update_hours`), or sooner when the server said its list
+ * stays fresh for less (`ttlMs`, 2026-07-28 era); then up to 10 % early at random (many services
+ * with one ttl do not list at once; the ttl stays an upper bound), never before `MIN_LIST_TTL_MS`.
+ * A ttl below that floor says nothing the store can keep to ("stale at once"): such a list is
+ * polled, and the revision asks a client that polls to back off: the floor doubles with each
+ * refresh in a row that found the list `unchanged` (5 s, 10 s, 20 s ... up to the interval), back
+ * to the floor when it changed.
+ */
+export const listRefreshMs = (ttlMs: number | undefined, settings: MonitoringSettings, random: () => number, unchanged = 0): number => {
+  const interval = settings.tools_update_hours * 3_600_000
+  if (ttlMs === undefined || ttlMs >= interval) return interval
+  if (ttlMs < MIN_LIST_TTL_MS) return Math.min(interval, Math.max(MIN_LIST_TTL_MS, MIN_LIST_TTL_MS * 2 ** Math.min(unchanged, 30) * (1 - random() * 0.1)))
+  return Math.min(interval, Math.max(MIN_LIST_TTL_MS, ttlMs * (1 - random() * 0.1)))
+}
+
+/** Whether a list came back as it was (the same items, field for field): backs a sub-floor ttl's polling off. */
+const sameList = (before: unknown, after: unknown): boolean => before === after || JSON.stringify(before) === JSON.stringify(after)
+
 /** What each connection attempt gets (initializing, reconnecting, unreachable). */
 const connectInput = ({ context }: { context: ServiceContext }): ConnectInput => ({
   scope: context.scope,
@@ -228,6 +279,10 @@ export const initialServiceContext = (input: ServiceInput): ServiceContext => {
     toolsVersion: 0,
     catalog: EMPTY_CATALOG,
     catalogVersion: 0,
+    toolsTtlMs: undefined,
+    catalogTtlMs: undefined,
+    toolsUnchanged: 0,
+    catalogUnchanged: 0,
     capabilities: undefined,
     consecutiveFailures: 0,
     consecutiveSuccesses: 0,
@@ -256,13 +311,15 @@ const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
 
 /**
  * A list that the connected service refreshes (its tools; its resources, templates and prompts):
- * idle until the tools interval passes (when `enabled`), REFRESH_TOOLS (when `requested` allows) or
+ * idle until `interval` passes (the tools interval, or the server's shorter ttl: `listRefreshMs`;
+ * when `enabled`), REFRESH_TOOLS (when `requested` allows) or
  * the server's list_changed (`changed`, when `enabled`); then `list` runs, its answer stored by
  * `listed` or its failure by `failed`. A change announced during a refresh may not be in the
  * answer: it lists again.
  */
 const listRefresh = (r: {
   readonly list: "listTools" | "listCatalog"
+  readonly interval: "toolsRefresh" | "catalogRefresh"
   readonly changed: "TOOLS_CHANGED" | "CATALOG_CHANGED"
   readonly enabled: "toolsUpdateEnabled" | "catalogUpdateEnabled"
   readonly requested: "offersCatalog" | undefined
@@ -274,7 +331,7 @@ const listRefresh = (r: {
     initial: "idle",
     states: {
       idle: {
-        after: { toolsInterval: change },
+        after: { [r.interval]: change },
         on: { REFRESH_TOOLS: r.requested === undefined ? "refreshing" : { guard: r.requested, target: "refreshing" }, [r.changed]: change }
       },
       refreshing: {
@@ -300,9 +357,9 @@ export const serviceMachine = setup({
      */
     holdConnection: fromPlaceholderCallback<ConnectionInput, ConnectionCommand>("holdConnection"),
     /** Lists the tools again. */
-    listTools: fromPlaceholderPromise<ReadonlyArray<ToolInfo>, CheckInput>("listTools"),
+    listTools: fromPlaceholderPromise<ListedTools, CheckInput>("listTools"),
     /** Lists the resources, resource templates and prompts again. */
-    listCatalog: fromPlaceholderPromise<Catalog, CheckInput>("listCatalog"),
+    listCatalog: fromPlaceholderPromise<ListedCatalog, CheckInput>("listCatalog"),
     /** Closes a connection (session DELETE, process tree ended) and resolves when it is done. */
     closeConnection: fromPlaceholderPromise<void, { readonly connection: McpConnection | undefined }>(
       "closeConnection"
@@ -312,7 +369,8 @@ export const serviceMachine = setup({
     nextDelay: ({ context }) => context.nextDelayMs,
     warningInterval: ({ context }) => context.settings.warning_check_seconds * 1000,
     initializationTimeout: ({ context }) => context.settings.initialization_timeout_seconds * 1000,
-    toolsInterval: ({ context }) => context.settings.tools_update_hours * 3_600_000,
+    toolsRefresh: ({ context }) => listRefreshMs(context.toolsTtlMs, context.settings, context.random, context.toolsUnchanged),
+    catalogRefresh: ({ context }) => listRefreshMs(context.catalogTtlMs, context.settings, context.random, context.catalogUnchanged),
     unreachableRetry: ({ context }) => context.settings.unreachable_retry_seconds * 1000,
     disconnectionTimeout: ({ context }) => context.settings.disconnection_timeout_seconds * 1000
   },
@@ -373,6 +431,11 @@ export const serviceMachine = setup({
         connection: output.connection,
         capabilities: output.connection.capabilities,
         era: output.connection.era ?? context.era,
+        // The lists were asked again on connecting, kept or not: their freshness is theirs.
+        toolsTtlMs: output.toolsTtlMs,
+        catalogTtlMs: output.catalogTtlMs,
+        toolsUnchanged: 0,
+        catalogUnchanged: 0,
         ...(keepTools
           ? {}
           : {
@@ -457,20 +520,28 @@ export const serviceMachine = setup({
       const reason = (event as Extract<ServiceEvent, { type: "AUTH_REQUIRED" }>).reason
       return { lastError: reason, reason, hint: AUTHORIZE_HINT }
     }),
-    toolsListed: assign(({ context, event }) => ({
-      tools: (event as unknown as { output: ReadonlyArray<ToolInfo> }).output,
-      toolsUpdatedAt: context.now(),
-      toolsVersion: context.toolsVersion + 1
-    })),
+    toolsListed: assign(({ context, event }) => {
+      const output = (event as unknown as { output: ListedTools }).output
+      // Compared only when a sub-floor ttl makes the store poll (`listRefreshMs`).
+      const unchanged = output.ttlMs !== undefined && output.ttlMs < MIN_LIST_TTL_MS && sameList(context.tools, output.tools)
+      return {
+        tools: output.tools,
+        toolsTtlMs: output.ttlMs,
+        toolsUnchanged: unchanged ? context.toolsUnchanged + 1 : 0,
+        toolsUpdatedAt: context.now(),
+        toolsVersion: context.toolsVersion + 1
+      }
+    }),
     toolsListFailed: assign(({ context, event }) => ({
       lastError: `tool list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
       // A failed refresh still counts as a refresh attempt for anyone waiting on it.
       toolsVersion: context.toolsVersion + 1
     })),
-    catalogListed: assign(({ context, event }) => ({
-      catalog: (event as unknown as { output: Catalog }).output,
-      catalogVersion: context.catalogVersion + 1
-    })),
+    catalogListed: assign(({ context, event }) => {
+      const output = (event as unknown as { output: ListedCatalog }).output
+      const unchanged = output.ttlMs !== undefined && output.ttlMs < MIN_LIST_TTL_MS && sameList(context.catalog, output.catalog)
+      return { catalog: output.catalog, catalogTtlMs: output.ttlMs, catalogUnchanged: unchanged ? context.catalogUnchanged + 1 : 0, catalogVersion: context.catalogVersion + 1 }
+    }),
     catalogListFailed: assign(({ context, event }) => ({
       lastError: `resource and prompt list refresh failed: ${errorText((event as unknown as { error: unknown }).error)}`,
       catalogVersion: context.catalogVersion + 1
@@ -604,10 +675,11 @@ export const serviceMachine = setup({
             }
           }
         },
-        tools: listRefresh({ list: "listTools", changed: "TOOLS_CHANGED", enabled: "toolsUpdateEnabled", requested: undefined, listed: "toolsListed", failed: "toolsListFailed" }),
+        tools: listRefresh({ list: "listTools", interval: "toolsRefresh", changed: "TOOLS_CHANGED", enabled: "toolsUpdateEnabled", requested: undefined, listed: "toolsListed", failed: "toolsListFailed" }),
         /** Resources, templates and prompts: refreshed as tools are, only from a server that offers them. */
         catalog: listRefresh({
           list: "listCatalog",
+          interval: "catalogRefresh",
           changed: "CATALOG_CHANGED",
           enabled: "catalogUpdateEnabled",
           requested: "offersCatalog",

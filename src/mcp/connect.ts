@@ -63,6 +63,7 @@ import {
   type ConnectOptions,
   type McpConnection,
   type InputRequestOptions,
+  type ListTtl,
   type RequestOptions,
   type ToolInfo
 } from "./types.js"
@@ -429,6 +430,8 @@ class UpstreamConnection implements McpConnection {
   private listening: Cancel | undefined
   /** The resources subscribed to (modern era: they go in the listen filter). */
   private readonly watched = new Set<string>()
+  /** What the upstream's last lists said of their freshness (`ttlMs`, modern era only). */
+  listTtlMs: ListTtl | undefined = undefined
 
   /**
    * The modern era's change notifications (tools, prompts, resources: what the server declared it
@@ -510,9 +513,11 @@ class UpstreamConnection implements McpConnection {
     return this.request(
       "tools/list",
       async (controls) => {
-        let listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o), (r) => r.tools)
+        const ttl = new LeastTtl(this.session.modern)
+        let listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools)
         if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
+        this.listTtlMs = { tools: ttl.ms, catalog: this.listTtlMs?.catalog }
         return listed.map(toToolInfo)
       },
       options
@@ -546,15 +551,20 @@ class UpstreamConnection implements McpConnection {
     // One time-out for the three lists together, as for a tools/list of many pages.
     return this.request(
       "resources/list, resources/templates/list and prompts/list",
-      async (controls) => ({
-        resources: resources
-          ? await paginate("resources/list", controls, (params, o) => this.session.listResources(params, o), (r) => r.resources)
-          : [],
-        resourceTemplates: resources
-          ? await paginate("resources/templates/list", controls, (params, o) => this.session.listResourceTemplates(params, o), (r) => r.resourceTemplates)
-          : [],
-        prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.session.listPrompts(params, o), (r) => r.prompts) : []
-      }),
+      async (controls) => {
+        const ttl = new LeastTtl(this.session.modern)
+        const catalog: Catalog = {
+          resources: resources
+            ? await paginate("resources/list", controls, (params, o) => this.session.listResources(params, o).then(ttl.note), (r) => r.resources)
+            : [],
+          resourceTemplates: resources
+            ? await paginate("resources/templates/list", controls, (params, o) => this.session.listResourceTemplates(params, o).then(ttl.note), (r) => r.resourceTemplates)
+            : [],
+          prompts: prompts ? await paginate("prompts/list", controls, (params, o) => this.session.listPrompts(params, o).then(ttl.note), (r) => r.prompts) : []
+        }
+        this.listTtlMs = { tools: this.listTtlMs?.tools, catalog: ttl.ms }
+        return catalog
+      },
       options
     )
   }
@@ -830,6 +840,21 @@ const toToolInfo = (tool: {
   ...(tool.execution !== undefined ? { execution: tool.execution } : {}),
   ...(tool._meta !== undefined ? { _meta: tool._meta } : {})
 })
+
+/**
+ * The least `ttlMs` of a list's pages (a list is as fresh as its stalest page), noted only in the
+ * 2026-07-28 era: a 2025 server's stray field means nothing. A negative one counts as 0, as the
+ * revision says; one that is not a number is ignored.
+ */
+class LeastTtl {
+  ms: number | undefined = undefined
+  constructor(private readonly modern: boolean) {}
+  readonly note = <R>(result: R): R => {
+    const ttl = (result as { readonly ttlMs?: unknown }).ttlMs
+    if (this.modern && typeof ttl === "number" && Number.isFinite(ttl)) this.ms = Math.min(this.ms ?? Infinity, Math.max(0, ttl))
+    return result
+  }
+}
 
 /**
  * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated

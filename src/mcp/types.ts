@@ -60,6 +60,12 @@ export interface Catalog {
 
 export const EMPTY_CATALOG: Catalog = { resources: [], resourceTemplates: [], prompts: [] }
 
+/** The `ttlMs` of an upstream's last lists (see `McpConnection.listTtlMs`). */
+export interface ListTtl {
+  readonly tools: number | undefined
+  readonly catalog: number | undefined
+}
+
 /** `completion/complete`'s params, as MCP defines them. */
 export type CompleteParams = CompleteRequest["params"]
 
@@ -228,6 +234,12 @@ export interface McpConnection {
   ping(options: CallOptions): Promise<number>
   /** Lists every tool (follows pagination cursors). */
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
+  /**
+   * How long the upstream said its last lists stay fresh (2026-07-28 era: `ttlMs`, the least of
+   * their pages'; 0 for a negative one): `tools` from the last listTools, `catalog` from the last
+   * listCatalog (the least of its three lists). Undefined when it said nothing (the 2025 era).
+   */
+  readonly listTtlMs?: ListTtl | undefined
   /** Calls a tool. A result with `isError: true` resolves normally; only request failures reject. */
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult>
   /** What the server declared beside tools; nothing is asked of it that it did not declare. */

@@ -27,6 +27,8 @@ import {
   type ConnectionCommand,
   type ConnectOutput,
   type ConnectionInput,
+  type ListedCatalog,
+  type ListedTools,
   type ServiceEvent
 } from "../machines/service.js"
 
@@ -279,7 +281,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
       }
       // A result that arrives after the actor stopped is dropped by XState: release it here.
       if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-      return { connection, tools, catalog, catalogError }
+      return { connection, tools, catalog, catalogError, toolsTtlMs: connection.listTtlMs?.tools, catalogTtlMs: connection.listTtlMs?.catalog }
     } catch (e) {
       await registry.close(connection)
       throw e
@@ -347,10 +349,14 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           void registry.close(input.connection)
         }
       }),
-      listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) =>
-        input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
-      ),
-      listCatalog: fromPromise<Catalog, CheckInput>(({ input, signal }) => input.connection.listCatalog({ timeoutMs: input.timeoutMs, signal })),
+      listTools: fromPromise<ListedTools, CheckInput>(async ({ input, signal }) => {
+        const tools = await input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
+        return { tools, ttlMs: input.connection.listTtlMs?.tools }
+      }),
+      listCatalog: fromPromise<ListedCatalog, CheckInput>(async ({ input, signal }) => {
+        const catalog = await input.connection.listCatalog({ timeoutMs: input.timeoutMs, signal })
+        return { catalog, ttlMs: input.connection.listTtlMs?.catalog }
+      }),
       closeConnection: fromPromise<void, { readonly connection: McpConnection | undefined }>(({ input }) =>
         registry.close(input.connection)
       )

@@ -60,6 +60,9 @@ const firstLine = (text: string): string => {
   return i < 0 ? text : text.slice(0, i)
 }
 
+/** What a modern server said of a list's freshness (its `ttlMs`, which bounds the next refresh: src/machines/service.ts). */
+const ttlNote = (ttlMs: number | undefined): string => (ttlMs === undefined ? "" : `; the server's ttlMs ${seconds(ttlMs)}`)
+
 const seconds = (ms: number): string => (ms < 1000 ? `${Math.round(ms)} ms` : ms < 10_000 ? `${Math.round(ms / 100) / 10} s` : `${Math.round(ms / 1000)} s`)
 
 const serviceLabel = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
@@ -281,7 +284,12 @@ export class LifecycleLog {
     const added = [...after].filter((n) => !before.has(n))
     const removed = [...before].filter((n) => !after.has(n))
     if (added.length === 0 && removed.length === 0) {
-      log.debug(`${p.label} tools refreshed: ${c.tools.length} tools, names unchanged`, { event: "tools", service: p.label, tools: c.tools.length })
+      log.debug(`${p.label} tools refreshed: ${c.tools.length} tools, names unchanged${ttlNote(c.toolsTtlMs)}`, {
+        event: "tools",
+        service: p.label,
+        tools: c.tools.length,
+        ...(c.toolsTtlMs !== undefined ? { ttl_ms: c.toolsTtlMs } : {})
+      })
       return
     }
     const shown = [...added.map((n) => `+${n}`), ...removed.map((n) => `-${n}`)]
@@ -306,7 +314,12 @@ export class LifecycleLog {
     const before = `${p.catalog.resources.length}/${p.catalog.resourceTemplates.length}/${p.catalog.prompts.length}`
     const after = `${c.catalog.resources.length}/${c.catalog.resourceTemplates.length}/${c.catalog.prompts.length}`
     const fields = { event: "catalog", service: p.label, resources: c.catalog.resources.length, resource_templates: c.catalog.resourceTemplates.length, prompts: c.catalog.prompts.length }
-    if (before === after) log.debug(`${p.label} resources and prompts refreshed (resources/templates/prompts ${after})`, fields)
+    if (before === after) {
+      log.debug(`${p.label} resources and prompts refreshed (resources/templates/prompts ${after})${ttlNote(c.catalogTtlMs)}`, {
+        ...fields,
+        ...(c.catalogTtlMs !== undefined ? { ttl_ms: c.catalogTtlMs } : {})
+      })
+    }
     else log.info(`${p.label} resources and prompts changed: resources/templates/prompts ${before} -> ${after}`, fields)
   }
 

@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from "vitest"
 import { STORE_SCOPE, type Status } from "../../src/domain/service-definition.js"
-import type { MonitoringSettings } from "../../src/domain/settings.js"
+import { defaultMonitoring, type MonitoringSettings } from "../../src/domain/settings.js"
+import { listRefreshMs, MIN_LIST_TTL_MS } from "../../src/machines/service.js"
+import { EMPTY_CATALOG } from "../../src/mcp/types.js"
 import {
   DEFINITION,
   fakeConnection,
@@ -830,6 +832,120 @@ describe("tool list refresh", () => {
     h.lastList().resolve([tool("w")])
     await h.advance(0)
     expect(h.status()).toBe("warning")
+  })
+})
+
+describe("list refresh bounded by the server's ttlMs (2026-07-28)", () => {
+  /** A healthy service whose connect answered the tools with `toolsTtlMs` (and the catalog with `catalogTtlMs`). */
+  const startWithTtl = async (ttl: { tools?: number | undefined; catalog?: number | undefined }, options: ServiceHarnessOptions = {}) => {
+    const h = startService({ random: () => 0, ...options })
+    const connection = { ...fakeConnection(), capabilities: { resources: ttl.catalog !== undefined, subscribe: false, prompts: false, completions: false } }
+    h.lastConnect().resolve({ connection, tools: [tool("a")], toolsTtlMs: ttl.tools, catalogTtlMs: ttl.catalog })
+    await h.advance(0)
+    expect(h.status()).toBe("healthy")
+    return h
+  }
+  /** Expects the next tool list exactly `ms` from now (not 1 ms earlier). */
+  const expectListAfter = async (h: ServiceHarness, ms: number) => {
+    const before = h.calls.list.length
+    await h.advance(ms - 1)
+    expect(h.calls.list.length, `no list before ${ms} ms`).toBe(before)
+    await h.advance(1)
+    expect(h.calls.list.length, `a list after ${ms} ms`).toBe(before + 1)
+  }
+
+  it("a ttl shorter than tools_update_hours: listed again at the ttl, then at the ttl its answer gives", async () => {
+    const h = await startWithTtl({ tools: 60 * SECOND })
+    expect(h.ctx().toolsTtlMs).toBe(60 * SECOND)
+    await expectListAfter(h, 60 * SECOND)
+    h.lastList().resolve({ tools: [tool("a"), tool("b")], ttlMs: 120 * SECOND })
+    await h.advance(0)
+    expect(h.ctx().tools.map((t) => t.name)).toEqual(["a", "b"])
+    await expectListAfter(h, 120 * SECOND)
+    // an answer without a ttl: back to the interval
+    h.lastList().resolve([tool("a")])
+    await h.advance(0)
+    expect(h.ctx().toolsTtlMs).toBeUndefined()
+    await expectListAfter(h, h.settings.tools_update_hours * HOUR)
+  })
+
+  it("a ttl below the floor (0, 1 s): listed again at MIN_LIST_TTL_MS, not in a loop; backed off while the list is unchanged", async () => {
+    for (const ttl of [0, SECOND]) {
+      const h = await startWithTtl({ tools: ttl })
+      await expectListAfter(h, MIN_LIST_TTL_MS)
+      // the same list again: 10 s, then 20 s
+      h.lastList().resolve({ tools: [tool("a")], ttlMs: ttl })
+      await h.advance(0)
+      expect(h.ctx().toolsUnchanged).toBe(1)
+      await expectListAfter(h, 2 * MIN_LIST_TTL_MS)
+      h.lastList().resolve({ tools: [tool("a")], ttlMs: ttl })
+      await h.advance(0)
+      await expectListAfter(h, 4 * MIN_LIST_TTL_MS)
+      // a changed list: back to the floor
+      h.lastList().resolve({ tools: [tool("a"), tool("b")], ttlMs: ttl })
+      await h.advance(0)
+      expect(h.ctx().toolsUnchanged).toBe(0)
+      await expectListAfter(h, MIN_LIST_TTL_MS)
+      h.actor.stop()
+    }
+  })
+
+  it("the backoff of a sub-floor ttl stops at tools_update_hours", () => {
+    const settings = defaultMonitoring({ tools_update_hours: 0.01 })
+    expect(listRefreshMs(0, settings, () => 0, 0)).toBe(MIN_LIST_TTL_MS)
+    expect(listRefreshMs(0, settings, () => 0, 2)).toBe(4 * MIN_LIST_TTL_MS)
+    expect(listRefreshMs(0, settings, () => 0, 100)).toBe(36 * SECOND)
+    // a ttl at or above the floor is kept to, changed or not
+    expect(listRefreshMs(MIN_LIST_TTL_MS, settings, () => 0, 5)).toBe(MIN_LIST_TTL_MS)
+  })
+
+  it("no ttl (a 2025 server), or one longer than tools_update_hours: the interval", async () => {
+    for (const ttl of [undefined, 10 * HOUR]) {
+      const h = await startWithTtl({ tools: ttl }, { settings: { tools_update_hours: 2 } })
+      await expectListAfter(h, 2 * HOUR)
+      h.actor.stop()
+    }
+  })
+
+  it("up to 10 % early at random (the ttl stays an upper bound), never below the floor", async () => {
+    const settings = defaultMonitoring({})
+    expect(listRefreshMs(60 * SECOND, settings, () => 1)).toBe(54 * SECOND)
+    expect(listRefreshMs(60 * SECOND, settings, () => 0.5)).toBe(57 * SECOND)
+    expect(listRefreshMs(MIN_LIST_TTL_MS, settings, () => 1)).toBe(MIN_LIST_TTL_MS)
+    expect(listRefreshMs(undefined, settings, () => 1)).toBe(settings.tools_update_hours * HOUR)
+    const h = await startWithTtl({ tools: 60 * SECOND }, { random: () => 1 })
+    await expectListAfter(h, 54 * SECOND)
+  })
+
+  it("only while connected: a service that lost its connection lists nothing at the ttl", async () => {
+    const h = await startWithTtl({ tools: 10 * SECOND }, { settings: { enable_reconnection: false } })
+    h.lastHold().sendBack({ type: "TRANSPORT_CLOSED", reason: "gone" })
+    await h.advance(0)
+    expect(h.status()).toBe("unreachable")
+    await h.advance(60 * SECOND)
+    expect(h.calls.list).toHaveLength(0)
+  })
+
+  it("not when enable_tools_update is false", async () => {
+    const h = await startWithTtl({ tools: 10 * SECOND }, { settings: { enable_tools_update: false } })
+    await h.advance(60 * SECOND)
+    expect(h.calls.list).toHaveLength(0)
+  })
+
+  it("the catalog (resources, templates, prompts) by its own ttl", async () => {
+    const h = await startWithTtl({ tools: 60 * SECOND, catalog: 20 * SECOND })
+    await h.advance(20 * SECOND - 1)
+    expect(h.fakes.calls.catalog).toHaveLength(0)
+    await h.advance(1)
+    expect(h.fakes.calls.catalog).toHaveLength(1)
+    expect(h.calls.list).toHaveLength(0)
+    h.fakes.calls.catalog[0]!.resolve({ catalog: { ...EMPTY_CATALOG, prompts: [{ name: "p" }] }, ttlMs: 0 })
+    await h.advance(0)
+    expect(h.ctx().catalogTtlMs).toBe(0)
+    await h.advance(MIN_LIST_TTL_MS)
+    expect(h.fakes.calls.catalog).toHaveLength(2)
+    await h.advance(60 * SECOND - 20 * SECOND - MIN_LIST_TTL_MS)
+    expect(h.calls.list).toHaveLength(1)
   })
 })
 

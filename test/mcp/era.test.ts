@@ -225,6 +225,38 @@ describe("era pins and mismatches", () => {
   })
 })
 
+describe("the lists' ttlMs (connection.listTtlMs)", () => {
+  it("a modern server's, per list, the catalog's the least of its lists'; the SDK's default 0; a 2025 server's none", async () => {
+    const hinted = await startEraHttpFixture({
+      cacheHints: {
+        "tools/list": { ttlMs: 300_000, cacheScope: "public" },
+        "resources/list": { ttlMs: 60_000 },
+        "resources/templates/list": { ttlMs: 120_000 },
+        "prompts/list": { ttlMs: 90_000 }
+      }
+    })
+    const plain = await startEraHttpFixture()
+    const old = await startHttpFixture({ server: { catalog: true } })
+    const conns: Array<McpConnection> = []
+    try {
+      const listed = async (url: string) => {
+        const conn = await connect(remoteDef(url), T)
+        conns.push(conn)
+        expect(conn.listTtlMs).toBeUndefined()
+        await conn.listTools(T)
+        await conn.listCatalog(T)
+        return conn.listTtlMs
+      }
+      expect(await listed(hinted.url)).toEqual({ tools: 300_000, catalog: 60_000 })
+      expect(await listed(plain.url)).toEqual({ tools: 0, catalog: 0 })
+      expect(await listed(old.url)).toEqual({ tools: undefined, catalog: undefined })
+    } finally {
+      await Promise.all(conns.map((c) => c.close()))
+      await Promise.all([hinted.stop(), plain.stop(), old.stop()])
+    }
+  })
+})
+
 describe("a 2025 server", () => {
   it("over Streamable HTTP: the probe falls back to initialize, and the remembered era skips the probe", async () => {
     const old = await startHttpFixture()

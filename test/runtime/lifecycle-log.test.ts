@@ -47,6 +47,18 @@ describe("lifecycle lines of one service", () => {
     ])
   })
 
+  it("a refresh that changes no names: a debug line, with the server's ttlMs when it gave one", async () => {
+    captured = captureLogs({ level: "debug" })
+    const { h, lifecycle } = watched()
+    h.lastConnect().resolve({ connection: fakeConnection(), tools: [tool("a")], toolsTtlMs: 60_000 })
+    await h.advance(0)
+    await h.advance(60_000)
+    h.lastList().resolve({ tools: [tool("a")], ttlMs: 60_000 })
+    await h.advance(0)
+    lifecycle.stop()
+    expect(captured.lines.at(-1)).toMatch(/ DEBUG store\/svc tools refreshed: 1 tools, names unchanged; the server's ttlMs 60 s$/)
+  })
+
   it("a flapping service: every change counted, past the budget at debug after one WARN, then a summary", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] })
     captured = captureLogs({ level: "info" })

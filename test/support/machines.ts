@@ -14,6 +14,8 @@ import {
   type ConnectionCommand,
   type ConnectOutput,
   type ConnectionInput,
+  type ListedCatalog,
+  type ListedTools,
   type ServiceContext,
   type ServiceEvent,
   type ServiceInput
@@ -82,7 +84,15 @@ export interface CheckCall {
   /** Set when the check is over: answered, or withdrawn (CANCEL_CHECK, a new check, the holder's end). */
   stopped: boolean
 }
-export interface ListCall extends Settle<ReadonlyArray<ToolInfo>> {
+
+/** A catalog refresh (resources, templates, prompts), resolved with the catalog and its `ttlMs`. */
+export interface CatalogCall extends Settle<ListedCatalog> {
+  readonly input: CheckInput
+  readonly signal: AbortSignal
+}
+
+/** A tool list refresh: resolved with the tools, or with the tools and their `ttlMs`. */
+export interface ListCall extends Settle<ReadonlyArray<ToolInfo> | ListedTools> {
   readonly input: CheckInput
   readonly signal: AbortSignal
 }
@@ -126,6 +136,7 @@ export const createFakes = (options: FakeOptions = {}) => {
     hold: [] as HoldCall[],
     check: [] as CheckCall[],
     list: [] as ListCall[],
+    catalog: [] as CatalogCall[],
     close: [] as CloseCall[]
   }
   const actors = {
@@ -168,9 +179,14 @@ export const createFakes = (options: FakeOptions = {}) => {
         call.released = true
       }
     }),
-    listTools: fromPromise<ReadonlyArray<ToolInfo>, CheckInput>(({ input, signal }) => {
-      const { promise, settle } = controlled<ReadonlyArray<ToolInfo>>()
+    listTools: fromPromise<ListedTools, CheckInput>(({ input, signal }) => {
+      const { promise, settle } = controlled<ReadonlyArray<ToolInfo> | ListedTools>()
       calls.list.push(Object.assign(settle, { input, signal }))
+      return promise.then((listed) => ("tools" in listed ? listed : { tools: listed }))
+    }),
+    listCatalog: fromPromise<ListedCatalog, CheckInput>(({ input, signal }) => {
+      const { promise, settle } = controlled<ListedCatalog>()
+      calls.catalog.push(Object.assign(settle, { input, signal }))
       return promise
     }),
     closeConnection: fromPromise<void, { readonly connection: McpConnection | undefined }>(({ input }) => {
