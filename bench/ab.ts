@@ -11,15 +11,23 @@
  *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts reads /tmp/ab/before /tmp/ab/after [--neighbours 10] [--c 1] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
+ *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400]
  *
  * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
  * callers, `rounds` rounds of `calls` calls per store. `reads`: REST read_resource of templated URIs
  * from the conformance fixture beside `neighbours` server-everything services (bench/resources.ts's
  * cell). `idle`: both stores with the same services
  * (agents of 10 services on Streamable HTTP fixtures, health checks every 30 s) at the same time;
- * after one settling interval, CPU per store over `windows` windows of `seconds`.
+ * after one settling interval, CPU per store over `windows` windows of `seconds`. `eras`: bench/eras.ts's
+ * cells (/mcp from a 2025 and a 2026-07-28 client, REST to a 2025 and a 2026-07-28 upstream over
+ * Streamable HTTP and stdio) at c=1 and c=32, each cell interleaved A/B, with each store's ratios of
+ * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call.
  */
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { build } from "esbuild"
+import { eraStdio, stdioFixture } from "../test/fixtures/paths.js"
 import { bundleOptions } from "../scripts/bundle-options.mjs"
 import { copyFileSync, mkdirSync, symlinkSync, existsSync, writeFileSync } from "node:fs"
 import { mkdtempSync } from "node:fs"
@@ -121,6 +129,7 @@ const interleave = async (sides: readonly [Side, Side], options: { c: number; ro
     `A ${usA.toFixed(1)} us/${options.what}, B ${usB.toFixed(1)} us/${options.what}: B/A ${(usB / usA).toFixed(3)} (median of round ratios ${median(ratios).toFixed(3)}; ` +
       `geometric mean ${ci.mean.toFixed(3)}, 95 % CI ${ci.low.toFixed(3)} to ${ci.high.toFixed(3)} over ${ratios.length} rounds); load ${await loadavg()}`
   )
+  return { usA, usB, ci }
 }
 
 const abCalls = async (a: string, b: string) => {
@@ -244,13 +253,109 @@ const abIdle = async (a: string, b: string) => {
   log(`A ${mean(A.percents).toFixed(2)} %, B ${mean(B.percents).toFixed(2)} %: B/A ${(mean(B.percents) / mean(A.percents)).toFixed(3)}`)
 }
 
+const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content[0] as { text?: unknown } | undefined)?.text : undefined)
+
+/**
+ * bench/eras.ts's cells, A/B: both stores with the same four services (the 2025 and the 2026-07-28
+ * Streamable HTTP fixtures, shared; a stdio fixture of each era per store), each cell's calls
+ * interleaved between the stores.
+ */
+const abEras = async (a: string, b: string) => {
+  const rounds = Number(values.rounds)
+  const calls = Number(values.calls)
+  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-eras-"))
+  const [oldFixture, modernFixture] = await Promise.all([startFixtures(1, "fixtures (2025)"), startFixtures(1, "fixtures (2026-07-28)", ["--modern"])])
+  const oldStdio = stdioFixture()
+  const modernStdio = eraStdio("reject")
+  const mcpServers = {
+    old: { url: oldFixture.urls[0]! },
+    modern: { url: modernFixture.urls[0]! },
+    oldio: { command: oldStdio.command, args: oldStdio.args },
+    modernio: { command: modernStdio.command, args: modernStdio.args }
+  }
+  const WAYS = [
+    ["/mcp, 2025 client (session) → 2025 upstream, HTTP", "v1"],
+    ["/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "v2"],
+    ["REST → 2025 upstream, HTTP", "old"],
+    ["REST → 2026-07-28 upstream, HTTP", "modern"],
+    ["REST → 2025 upstream, stdio", "oldio"],
+    ["REST → 2026-07-28 upstream, stdio", "modernio"]
+  ] as const
+  const stores: Array<{ label: string; store: StoreProcess; call: Record<(typeof WAYS)[number][1], (text: string) => Promise<void>>; close: () => Promise<void> }> = []
+  for (const [label, dir] of [["A", a], ["B", b]] as const) {
+    mkdirSync(join(work, label), { recursive: true })
+    const file = join(work, label, "mcp.json")
+    writeFileSync(file, JSON.stringify({ mcpServers }))
+    const store = await startStore(file, { script: script(dir), name: `store ${label}` })
+    const http = new HttpClient(store.url, 64)
+    for (const name of Object.keys(mcpServers)) {
+      const res = await http.post("/for_store/wait_service", { client_id_or_service_name: name, status: "healthy", timeout: 30 }, 35_000)
+      if ((res.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) throw new Error(`${label}: ${name} not healthy`)
+    }
+    const v1 = new ClientV1({ name: "bench-2025", version: "1.0.0" })
+    const v2 = new Client({ name: "bench-2026", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
+    await v1.connect(new TransportV1(new URL(`${store.url}/mcp`)))
+    await v2.connect(new StreamableHTTPClientTransport(new URL(`${store.url}/mcp`)))
+    const mcp = (client: ClientV1 | Client) => async (text: string) => {
+      const result = await client.callTool({ name: "old__echo", arguments: { text } })
+      if (textOf(result.content) !== text) throw new Error(`${label}: ${JSON.stringify(result).slice(0, 200)}`)
+    }
+    const rest = (service: string) => async (text: string) => {
+      const res = await http.post("/for_store/call_tool", { tool_name: `${service}__echo`, args: { text } })
+      if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`${label} REST ${service}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
+    }
+    stores.push({
+      label,
+      store,
+      call: { v1: mcp(v1), v2: mcp(v2), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
+      close: async () => {
+        http.close()
+        await Promise.allSettled([v1.close(), v2.close()])
+      }
+    })
+  }
+  log(`eras: ${rounds} rounds of ${calls} calls per store and cell; A ${a}, B ${b}; load ${await loadavg()}`)
+  const results: Array<{ way: string; c: number; usA: number; usB: number; low: number; high: number; fixtureUs?: number }> = []
+  for (const c of [1, 32]) {
+    for (const [way, key] of WAYS) {
+      log(`c=${c} ${way}`)
+      const fixture = key === "old" ? oldFixture : key === "modern" ? modernFixture : undefined
+      const fixtureCpu0 = fixture === undefined ? 0 : cpuSeconds(fixture.child.pid)
+      const sides = stores.map((s) => ({ label: s.label, store: s.store, op: (round: number, i: number) => s.call[key](`${s.label}-${c}-${round}-${i}`) })) as [Side, Side]
+      const r = await interleave(sides, { c, rounds, calls, what: "call" })
+      // Every call of the cell, warm-up rounds included, reached the fixture.
+      const fixtureUs = fixture === undefined ? undefined : ((cpuSeconds(fixture.child.pid) - fixtureCpu0) * 1e6) / ((rounds + 2) * 2 * calls)
+      if (fixtureUs !== undefined) log(`  the fixture's own CPU: ${fixtureUs.toFixed(0)} us/call`)
+      results.push({ way, c, usA: r.usA, usB: r.usB, low: r.ci.low, high: r.ci.high, ...(fixtureUs !== undefined ? { fixtureUs } : {}) })
+    }
+  }
+  log("\n| way | c | A µs/call | B µs/call | B/A (95 % CI of round ratios) | HTTP fixture µs/call |")
+  log("|---|---|---|---|---|---|")
+  for (const r of results) log(`| ${r.way} | ${r.c} | ${r.usA.toFixed(0)} | ${r.usB.toFixed(0)} | ${(r.usB / r.usA).toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}) | ${r.fixtureUs?.toFixed(0) ?? ""} |`)
+  const at = (way: string, c: number) => results.find((r) => r.way === way && r.c === c)!
+  log("\n| c | ratio | A | B |")
+  log("|---|---|---|---|")
+  for (const c of [1, 32]) {
+    for (const [name, modern, old] of [
+      ["/mcp: 2026-07-28 client / 2025 client", WAYS[1][0], WAYS[0][0]],
+      ["REST, HTTP: 2026-07-28 upstream / 2025 upstream", WAYS[3][0], WAYS[2][0]],
+      ["REST, stdio: 2026-07-28 upstream / 2025 upstream", WAYS[5][0], WAYS[4][0]]
+    ] as const) {
+      log(`| c=${c} | ${name} | ${(at(modern, c).usA / at(old, c).usA).toFixed(3)} | ${(at(modern, c).usB / at(old, c).usB).toFixed(3)} |`)
+    }
+  }
+  log(`load ${await loadavg()}`)
+  for (const s of stores) await s.close()
+}
+
 const main = async () => {
   const [command, a, b] = positionals
   if (command === "build" && a) return buildInto(a)
   if (command === "calls" && a && b) return abCalls(a, b)
   if (command === "idle" && a && b) return abIdle(a, b)
   if (command === "reads" && a && b) return abReads(a, b)
-  throw new Error("usage: bench/ab.ts build <dir> | calls <dirA> <dirB> [options] | reads <dirA> <dirB> [options] | idle <dirA> <dirB> [options]")
+  if (command === "eras" && a && b) return abEras(a, b)
+  throw new Error("usage: bench/ab.ts build <dir> | calls <dirA> <dirB> [options] | reads <dirA> <dirB> [options] | idle <dirA> <dirB> [options] | eras <dirA> <dirB> [options]")
 }
 
 process.on("SIGINT", () => {

@@ -135,9 +135,17 @@ class InputRequired {
 
 /** A result's `_meta` without the protocol's reserved keys (`io.modelcontextprotocol/...`); undefined when nothing else is left. */
 const ownMeta = (meta: Record<string, unknown>): Record<string, unknown> | undefined => {
+  let era = 0
+  let own = 0
+  for (const key of Object.keys(meta)) {
+    if (key.startsWith("io.modelcontextprotocol/")) era++
+    else own++
+  }
+  if (own === 0) return undefined
+  // A result's `_meta` is the parsed message's own object: with no era key it is kept as it is.
+  if (era === 0) return meta
   // Object.fromEntries makes every key an own property, an own `__proto__` key included.
-  const own = Object.entries(meta).filter(([key]) => !key.startsWith("io.modelcontextprotocol/"))
-  return own.length === 0 ? undefined : Object.fromEntries(own)
+  return Object.fromEntries(Object.entries(meta).filter(([key]) => !key.startsWith("io.modelcontextprotocol/")))
 }
 
 /** Rounds of input one request may ask for before the store gives up on it. */

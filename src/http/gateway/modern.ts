@@ -1,11 +1,13 @@
 /**
  * The MCP endpoint's 2026-07-28 face: `/mcp` and `/for_agent/{id}/mcp` answer sessionless requests
  * (each carries its protocol version and client facts in `_meta`) beside the 2025 sessions of
- * endpoint.ts, on the same URLs. The SDK's `isLegacyRequest` routes each request: 2025 traffic
- * (initialize, a session's requests, GET and DELETE) to the sessions, everything else to a
- * `createMcpHandler` (SDK v2, modern only), which owns the wire rules: `server/discover`, the
- * `_meta` envelope, `Mcp-Method`/`Mcp-Name` against the body (-32020), unsupported versions
- * (-32022), `resultType`, `ttlMs`/`cacheScope`, progress on the request's own stream.
+ * endpoint.ts, on the same URLs. The SDK's classifier (`classifyInboundRequest`, as its
+ * `isLegacyRequest` runs it) routes each request: 2025 traffic (initialize, a session's requests,
+ * GET and DELETE) to the sessions, everything else to a `createMcpHandler` (SDK v2, modern only),
+ * which owns the wire rules: `server/discover`, the `_meta` envelope, `Mcp-Method`/`Mcp-Name`
+ * against the body (-32020), unsupported versions (-32022), `resultType`, `ttlMs`/`cacheScope`,
+ * progress on the request's own stream. The handler is served at the Node level (`serveNode`):
+ * the HTTP layer has parsed the body, so the web Request it is given carries headers only.
  *
  * Each request gets a fresh SDK server for its caller (scope, the key's tool allow-list), nothing
  * of it kept after the answer; calls go through the same pipeline as every other call (face.ts).
@@ -20,10 +22,10 @@ import { Cause, Exit, type Effect } from "effect"
 import {
   CLIENT_CAPABILITIES_META_KEY,
   LOG_LEVEL_META_KEY,
+  classifyInboundRequest,
   createMcpHandler,
   inputRequired,
   type ClientCapabilities,
-  isLegacyRequest,
   ProtocolError,
   ResourceNotFoundError,
   Server,
@@ -35,7 +37,6 @@ import {
   type ServerEventBus
 } from "@modelcontextprotocol/server"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
-import { toNodeHandler, type NodeIncomingMessageLike, type NodeMcpRequestHandler } from "@modelcontextprotocol/node"
 import { ErrorCode, LoggingLevelSchema, McpError, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
@@ -238,8 +239,7 @@ const refuse = (res: ServerResponse, status: number, message: string) =>
   void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
 
 /**
- * A 2025-era request told without the SDK's classifier, which builds a web Request for every POST:
- * one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
+ * A 2025-era request told without running the SDK's classifier: one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
  * MCP-Protocol-Version header is legacy by the classifier's own rules (`classifyInboundRequest`:
  * no envelope claim and no modern header). Anything else is left to the classifier.
  */
@@ -257,14 +257,108 @@ const plainlyLegacy = (req: IncomingMessage, body: unknown): boolean => {
   return true
 }
 
-/** A `Request` with the request's method and headers only: what `isLegacyRequest` reads when given the parsed body. */
-const probeOf = (req: IncomingMessage): Request => {
-  const headers = new Headers()
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name.startsWith(":")) continue
-    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v)
+/** The value of a request header as a web `Headers` would give it (repeated headers joined with ", "). */
+const headerOf = (req: IncomingMessage, name: string): string | undefined => {
+  const value = req.headers[name]
+  return Array.isArray(value) ? value.join(", ") : value
+}
+
+/**
+ * Whether the SDK routes a POST with this parsed body to the 2025 era: what `isLegacyRequest`
+ * decides given the body (it runs `classifyInboundRequest` on the method, the standard headers and
+ * the body; no body is legacy), without the web Request it would be handed.
+ */
+const legacyByClassifier = (req: IncomingMessage, body: unknown): boolean => {
+  if (body === undefined) return true
+  const protocolVersionHeader = headerOf(req, "mcp-protocol-version")
+  const mcpMethodHeader = headerOf(req, "mcp-method")
+  const mcpNameHeader = headerOf(req, "mcp-name")
+  const outcome = classifyInboundRequest({
+    httpMethod: "POST",
+    ...(protocolVersionHeader !== undefined ? { protocolVersionHeader } : {}),
+    ...(mcpMethodHeader !== undefined ? { mcpMethodHeader } : {}),
+    ...(mcpNameHeader !== undefined ? { mcpNameHeader } : {}),
+    body
+  })
+  return outcome.kind === "legacy"
+}
+
+/**
+ * The web `Request` the SDK's handler is given for a POST whose body is already parsed (the handler
+ * reads the parsed body, never the request's): its URL, method and headers, no body, and `signal`,
+ * aborted when the client goes (the SDK then closes the request's exchange). The signal is set on
+ * the request rather than passed to its constructor, which would make the request follow it with
+ * a signal of its own (a dependent signal and its bookkeeping, per request).
+ */
+const requestOf = (req: IncomingMessage, signal: AbortSignal): Request => {
+  const headers: Record<string, string> = {}
+  for (const name in req.headers) {
+    if (name.startsWith(":") || name === "content-encoding" || name === "transfer-encoding" || name === "content-length") continue
+    const value = headerOf(req, name)
+    if (value !== undefined) headers[name] = value
   }
-  return new Request(`http://localhost${req.url ?? "/"}`, { method: req.method ?? "POST", headers })
+  const request = new Request(`http://${headerOf(req, "host") ?? "localhost"}${req.url ?? "/"}`, { method: "POST", headers })
+  Object.defineProperty(request, "signal", { value: signal })
+  return request
+}
+
+/** The JSON-RPC id an error answer echoes: the body's, when it is one request with a string or number id. */
+const echoableId = (body: unknown): string | number | null => {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return null
+  const { method, id } = body as { method?: unknown; id?: unknown }
+  return typeof method === "string" && (typeof id === "string" || typeof id === "number") ? id : null
+}
+
+/**
+ * Serves one POST (its body parsed) with a `createMcpHandler` handler, at the Node level: what
+ * `toNodeHandler` of @modelcontextprotocol/node does, without serializing the parsed body again
+ * into the request, and with a JSON answer written in one piece (an event stream is written as it
+ * comes, minding back-pressure). Resolves when the response is finished.
+ */
+const serveNode = async (handler: McpHttpHandler, req: IncomingMessage, res: ServerResponse, body: unknown, onerror: (e: Error) => void): Promise<void> => {
+  let finished = false
+  const abort = new AbortController()
+  res.on("close", () => {
+    if (!finished) abort.abort()
+  })
+  if (res.destroyed) abort.abort()
+  let response: Response
+  try {
+    response = await handler.fetch(requestOf(req, abort.signal), { parsedBody: body })
+  } catch (error) {
+    onerror(error instanceof Error ? error : new Error(String(error)))
+    response = Response.json({ jsonrpc: "2.0", error: { code: -32603, message: "Internal server error" }, id: echoableId(body) }, { status: 500 })
+  }
+  const headers: Record<string, string> = {}
+  for (const [name, value] of response.headers) headers[name] = value
+  if (response.body === null) {
+    finished = true
+    res.writeHead(response.status, headers).end()
+    return
+  }
+  if (!(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    const bytes = Buffer.from(await response.arrayBuffer().catch(() => new ArrayBuffer(0)))
+    finished = true
+    res.writeHead(response.status, headers).end(bytes)
+    return
+  }
+  res.writeHead(response.status, headers)
+  let drained: (() => void) | undefined
+  res.on("drain", () => {
+    drained?.()
+    drained = undefined
+  })
+  const closed = new Promise<void>((resolve) => abort.signal.addEventListener("abort", () => resolve(), { once: true }))
+  try {
+    for await (const chunk of response.body) {
+      if (abort.signal.aborted) break
+      if (!res.write(chunk)) await Promise.race([new Promise<void>((resolve) => (drained = resolve)), closed])
+    }
+  } catch {
+    // The stream failed or was cancelled: the response ends here.
+  }
+  finished = true
+  res.end()
 }
 
 /** The filter of a `subscriptions/listen` request (undefined for any other body); its URIs only when they are strings (else the SDK refuses the filter). */
@@ -285,8 +379,7 @@ export class ModernMcp {
   private readonly requests: McpHttpHandler
   /** `subscriptions/listen` only: its own handler, so that shutdown ends the streams without aborting calls in flight. */
   private readonly listens: McpHttpHandler
-  private readonly serveRequest: NodeMcpRequestHandler
-  private readonly serveListen: NodeMcpRequestHandler
+  private readonly onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
   private readonly unsubscribeMonitor: () => void
   // One validator for every per-request server (each would build its own Ajv instance).
   private readonly validator = new AjvJsonSchemaValidator()
@@ -304,11 +397,9 @@ export class ModernMcp {
       if (caller === undefined) throw new Error("a modern MCP request outside the endpoint's routing")
       return this.buildServer(caller)
     }
-    const onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
+    const onerror = this.onerror
     this.requests = createMcpHandler(factory, { legacy: "reject", onerror })
     this.listens = createMcpHandler(factory, { legacy: "reject", onerror, bus: this.bus, maxSubscriptions: options.maxListenStreams })
-    this.serveRequest = toNodeHandler(this.requests, { onerror })
-    this.serveListen = toNodeHandler(this.listens, { onerror })
     this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
@@ -335,12 +426,12 @@ export class ModernMcp {
     body: unknown,
     legacy: (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>
   ): Promise<void> {
-    // GET and DELETE are 2025 session operations; a POST is classified by the SDK (isLegacyRequest).
-    if (req.method !== "POST" || plainlyLegacy(req, body) || (await isLegacyRequest(probeOf(req), body))) return legacy(req, res, body)
+    // GET and DELETE are 2025 session operations; a POST is classified by the SDK's rules.
+    if (req.method !== "POST" || plainlyLegacy(req, body) || legacyByClassifier(req, body)) return legacy(req, res, body)
     if (this.closing) return refuse(res, 503, "Server shutting down")
     const listen = listenFilterOf(body)
-    if (listen === undefined) return this.callers.run(caller, () => this.serveRequest(req as NodeIncomingMessageLike, res, body))
-    await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => this.serveListen(req as NodeIncomingMessageLike, res, body))
+    if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
+    await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => serveNode(this.listens, req, res, body, this.onerror))
   }
 
   /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */
