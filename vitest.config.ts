@@ -1,6 +1,8 @@
-// Test runner settings: real servers and processes are involved, so time-outs are generous. The two
-// forks each run one file after another with a shared module cache (`isolate: false`): loading the
-// store's modules afresh for every file took about half of the run's CPU. So every file ends the
+// Test runner settings: real servers and processes are involved, so time-outs are generous. Three
+// forks on two cores, since most files spend much of their time waiting (timers, processes, the
+// network): with two, a fifth of the cores' time went idle. Each runs one file after another with a
+// shared module cache (`isolate: false`): loading the store's modules afresh for every file took
+// about half of the run's CPU. So every file ends the
 // servers, processes, listeners and environment variables it starts or changes, and a file that
 // stubs a module loads what it tests afresh and resets the cache when it is done.
 import { defineConfig } from "vitest/config"
@@ -13,10 +15,12 @@ export default defineConfig({
     setupFiles: ["test/support/file-setup.ts"],
     // Once per run: the stdio fixtures' esbuild bundles, when their sources changed (test/support/programs.ts).
     globalSetup: ["test/support/global-setup.ts"],
-    // The slowest files start first, so the two forks end together (test/support/sequencer.ts).
+    // The slowest files start first, so the forks end together (test/support/sequencer.ts).
     sequence: { sequencer: SlowestFirst },
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1, isolate: false } },
+    // As many forks at the start as at most: with fewer, tinypool ends the idle ones at the end of the
+    // run with an unhandled "Terminating worker thread", failing a green run.
+    poolOptions: { forks: { maxForks: 3, minForks: 3, isolate: false } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // The skip reporter ends the run with the files that skipped for want of redis-server or Chromium.

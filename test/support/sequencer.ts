@@ -1,5 +1,5 @@
 /**
- * The order test files start in: the slowest first, so that the two forks finish together instead of
+ * The order test files start in: the slowest first, so that the forks finish together instead of
  * one running a long file alone at the end. Vitest orders by the durations of the last run on this
  * machine (its cache) when it has them for every file; a fresh clone has none and would order by
  * file size, so the files known to be slowest go first, in the order of `SLOWEST`.
