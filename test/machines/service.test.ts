@@ -30,14 +30,16 @@ const retryDelay = (h: ServiceHarness): number => {
   return at - h.clock.now()
 }
 
-/** Expects the next connect call exactly `ms` from now (not 1 ms earlier). */
-const expectAttemptAfter = async (h: ServiceHarness, ms: number) => {
-  const before = h.calls.connect.length
+/** Expects the next call of `kind` (a connect attempt, or a tool list) exactly `ms` from now (not 1 ms earlier). */
+const expectCallAfter = async (h: ServiceHarness, kind: "connect" | "list", ms: number) => {
+  const before = h.calls[kind].length
   await h.advance(ms - 1)
-  expect(h.calls.connect.length, `no attempt before ${ms} ms`).toBe(before)
+  expect(h.calls[kind].length, `no ${kind} before ${ms} ms`).toBe(before)
   await h.advance(1)
-  expect(h.calls.connect.length, `an attempt after ${ms} ms`).toBe(before + 1)
+  expect(h.calls[kind].length, `a ${kind} after ${ms} ms`).toBe(before + 1)
 }
+/** Expects the next connect attempt exactly `ms` from now. */
+const expectAttemptAfter = (h: ServiceHarness, ms: number) => expectCallAfter(h, "connect", ms)
 
 /** A service in `reconnecting` after its first connection failed (first attempt 1 s away at random 0.5). */
 const startReconnecting = async (options: ServiceHarnessOptions = {}) => {
@@ -845,14 +847,8 @@ describe("list refresh bounded by the server's ttlMs (2026-07-28)", () => {
     expect(h.status()).toBe("healthy")
     return h
   }
-  /** Expects the next tool list exactly `ms` from now (not 1 ms earlier). */
-  const expectListAfter = async (h: ServiceHarness, ms: number) => {
-    const before = h.calls.list.length
-    await h.advance(ms - 1)
-    expect(h.calls.list.length, `no list before ${ms} ms`).toBe(before)
-    await h.advance(1)
-    expect(h.calls.list.length, `a list after ${ms} ms`).toBe(before + 1)
-  }
+  /** Expects the next tool list exactly `ms` from now. */
+  const expectListAfter = (h: ServiceHarness, ms: number) => expectCallAfter(h, "list", ms)
 
   it("a ttl shorter than tools_update_hours: listed again at the ttl, then at the ttl its answer gives", async () => {
     const h = await startWithTtl({ tools: 60 * SECOND })
