@@ -2,13 +2,13 @@
 // name their holder; a tool call's retry that names another replica is carried there, a read's or a
 // prompt's is refused saying so, and a state with a broken seal names no call.
 import { Exit } from "effect"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, onTestFinished } from "vitest"
 import { ValidationError } from "../../src/domain/errors.js"
 import { HeldCalls, type AnyExit, type HeldCallsReplica, type HeldRun, type HeldStep } from "../../src/runtime/input-required.js"
 
 const SECRET = "a cluster secret"
 
-/** A replica's held calls; `carried` lists the retries it carried elsewhere (to holder, subject). */
+/** A replica's held calls, closed when the test ends; `carried` lists the retries it carried elsewhere (to holder, subject). */
 const replica = (id: string) => {
   const carried: string[] = []
   const hooks: HeldCallsReplica = {
@@ -19,7 +19,9 @@ const replica = (id: string) => {
       return { _tag: "Ended", exit: Exit.succeed("carried") }
     }
   }
-  return { held: new HeldCalls(10, hooks), carried }
+  const held = new HeldCalls(10, hooks)
+  onTestFinished(() => held.close())
+  return { held, carried }
 }
 
 /** An operation whose upstream asks once (an elicitation), then ends with what it was answered (or dies, cancelled). */
@@ -46,8 +48,6 @@ describe("held calls across replicas", () => {
     const here = (await a.held.turn(asking, owner, { retry, signal: new AbortController().signal })) as HeldStep<AnyExit>
     expect(here._tag).toBe("Ended")
     expect(a.carried).toEqual([])
-    a.held.close()
-    b.held.close()
   })
 
   it("a held read's or prompt's retry on another replica is refused, saying only tool calls are carried", async () => {
@@ -60,8 +60,6 @@ describe("held calls across replicas", () => {
       expect((refused as ValidationError).problems[0]?.problem).toMatch(/only tool calls are carried/)
     }
     expect(b.carried).toEqual([])
-    a.held.close()
-    b.held.close()
   })
 
   it("a state whose seal does not hold (another secret, or edited) names no call, and nothing is carried", async () => {
@@ -76,7 +74,5 @@ describe("held calls across replicas", () => {
       expect((refused as ValidationError).problems[0]?.problem).toMatch(/names no call/)
     }
     expect(b.carried).toEqual([])
-    a.held.close()
-    b.held.close()
   })
 })
