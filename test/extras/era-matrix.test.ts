@@ -25,7 +25,15 @@
 // on a 2025 session, or on a 2026-07-28 client's subscriptions/listen stream) and then listed. Logs: a
 // 2026-07-28 call whose `_meta` asks for log messages gets the called service's on its own stream; one
 // that does not, none.
+//
+// The MCP Inspector's CLI (@modelcontextprotocol/inspector-cli, a client the project did not write: SDK
+// 1.x, one 2025 session per command, no client capabilities) is a fourth client: it lists every
+// upstream's tools and calls each upstream's structured tool, and a call that needs input it cannot
+// give (it declares no elicitation) is answered with a tool error saying so. Being one command per
+// request, it has no progress, cancellation or change notification to test.
+import { execFile } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
@@ -70,6 +78,15 @@ interface Upstream {
   /** How many cancellations it has seen (a sleep that noted it was cancelled, or notifications/cancelled received). */
   cancellations(): number
 }
+
+/** The MCP Inspector's CLI: one request per command, its result printed as JSON. */
+const INSPECTOR_CLI = createRequire(import.meta.url).resolve("@modelcontextprotocol/inspector-cli/build/index.js")
+const inspector = (url: string, ...args: ReadonlyArray<string>): Promise<{ code: number; out: string; err: string }> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [INSPECTOR_CLI, url, ...args], { timeout: 20_000 }, (error, out, err) =>
+      resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, out, err })
+    )
+  })
 
 /** The answer every client gives to an elicitation: accept, with both fixtures' fields. */
 const ANSWER = { action: "accept", content: { ok: true, name: "matrix" } } as const
@@ -228,6 +245,31 @@ describe("every client era against every upstream era and transport, through /mc
           expect((await c.listTools()).tools.map((t) => t.name), `${kind} lists ${u.name}__late`).toContain(`${u.name}__late`)
         })
       )
+    }
+  })
+
+  it("MCP Inspector CLI (a 2025 session per command, no capabilities): every upstream's tools listed, each structured tool called, input it cannot give declined", async () => {
+    const url = `${server.url}/mcp`
+    const listed = await inspector(url, "--method", "tools/list")
+    expect(listed.err, "tools/list: stderr").toBe("")
+    const names = (JSON.parse(listed.out) as { tools: Array<{ name: string }> }).tools.map((t) => t.name)
+    for (const u of upstreams) expect(names, `Inspector lists ${u.name}'s tools`).toEqual(expect.arrayContaining([`${u.name}__echo`, `${u.name}__${u.flavour.structured}`]))
+    await Promise.all(
+      upstreams.map(async (u) => {
+        const called = await inspector(url, "--method", "tools/call", "--tool-name", `${u.name}__${u.flavour.structured}`, "--tool-arg", "a=20", "b=22")
+        expect(called.code, `Inspector → ${u.name}: exit code (${called.err})`).toBe(0)
+        const result = JSON.parse(called.out) as { structuredContent?: unknown; content?: unknown; isError?: boolean }
+        expect(result.structuredContent, `Inspector → ${u.name}: structured content`).toEqual({ sum: 42 })
+        expect(text(result), `Inspector → ${u.name}: its text`).toBe("42")
+      })
+    )
+    // A modern upstream's input_required and a 2025 upstream's elicitation/create alike: the client cannot answer.
+    for (const u of [upstreams[0]!, upstreams[2]!]) {
+      const asked = await inspector(url, "--method", "tools/call", "--tool-name", `${u.name}__${u.flavour.ask}`)
+      expect(asked.code, `Inspector → ${u.name}__${u.flavour.ask}: exit code (${asked.err})`).toBe(0)
+      const result = JSON.parse(asked.out) as { content?: unknown; isError?: boolean }
+      expect(result.isError, `Inspector → ${u.name}__${u.flavour.ask}: a tool error`).toBe(true)
+      expect(text(result), `Inspector → ${u.name}__${u.flavour.ask}: why`).toMatch(/declined elicitation\/create: the MCP client that made this call did not declare the elicitation capability/)
     }
   })
 
