@@ -452,6 +452,45 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
 })
 
 describe("listen streams: capped, counted, and ended gracefully at shutdown", () => {
+  it("one key holds at most a quarter of the streams: past it its listen is refused (-32603), while another key still listens", async () => {
+    const dir = freshDir()
+    const keysFile = join(dir, "mcp-store.keys.json")
+    const own: Record<string, string> = {}
+    for (const [name, agent] of [["first", A], ["second", B]] as const) {
+      const r = await keysCli(keysFile, "create", "--name", name, "--role", "agent", "--agent", agent)
+      expect(r.code, r.err).toBe(0)
+      own[name] = r.out
+    }
+    // Four streams in all: one per key.
+    const small = await startTestServer({ dir, options: { max_mcp_sessions: 4 } })
+    try {
+      const listenAs = async (agent: string, key: string) => {
+        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+        c.onerror = () => undefined
+        const transport = new StreamableHTTPClientTransport(new URL(`${small.url}/for_agent/${agent}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } })
+        await within(c.connect(transport), 10_000, "connect")
+        closers.push(() => c.close())
+        return c.listen({ toolsListChanged: true })
+      }
+      const first = await within(listenAs(A, own["first"]!), 5000, "the first key's listen")
+      closers.push(() => first.close())
+      await expect(within(listenAs(A, own["first"]!), 5000, "the first key's second listen")).rejects.toThrow(/Subscription limit reached for this API key \(1 open/)
+      const other = await within(listenAs(B, own["second"]!), 5000, "the other key's listen")
+      closers.push(() => other.close())
+      // The first key's stream closed: once the store has seen it end, the key may listen again.
+      await first.close()
+      let again: Awaited<ReturnType<typeof listenAs>> | undefined
+      expect(
+        await eventually(async () => (again = await within(listenAs(A, own["first"]!), 5000, "listen again").catch(() => undefined)) !== undefined, 5000),
+        "the first key listens again once its stream closed"
+      ).toBe(true)
+      closers.push(() => again!.close())
+    } finally {
+      await Promise.all(closers.splice(0).map((close) => within(close(), 3000, "close").catch(() => undefined)))
+      await small.cleanup()
+    }
+  })
+
   it("past max_mcp_sessions open streams a listen is refused (-32603); the gauge counts them; shutdown ends the open one with its final result", async () => {
     const small = await startTestServer({ options: { max_mcp_sessions: 1 } })
     try {

@@ -95,6 +95,12 @@ export interface ModernOptions {
 }
 
 /**
+ * Open `subscriptions/listen` streams one key may hold: a quarter of the cap (at least one), so that
+ * one agent's key cannot take every stream and leave the other keys none.
+ */
+export const listenStreamsPerKey = (maxListenStreams: number): number => Math.max(1, Math.floor(maxListenStreams / 4))
+
+/**
  * The change events of `subscriptions/listen` streams, scoped: each stream is registered with its
  * caller (read from the request it was opened by) and told only of its own scope's changes, and of
  * a tool list change only when the list its key sees changed (as the 2025 sessions are).
@@ -237,6 +243,12 @@ const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? ne
 /** The JSON-RPC error a refused request gets (503 while shutting down). */
 const refuse = (res: ServerResponse, status: number, message: string) =>
   void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
+
+/** A JSON-RPC error answered as the SDK answers its own refusals of a request: HTTP 200, the request's id. */
+const answerError = (res: ServerResponse, id: unknown, code: number, message: string) =>
+  void res
+    .writeHead(200, { "content-type": "application/json" })
+    .end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: typeof id === "string" || typeof id === "number" ? id : null }))
 
 /**
  * A 2025-era request told without running the SDK's classifier: one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
@@ -384,6 +396,9 @@ export class ModernMcp {
   // One validator for every per-request server (each would build its own Ajv instance).
   private readonly validator = new AjvJsonSchemaValidator()
   private closing = false
+  /** Open (or opening) listen streams per key (`ModernCaller.owner`), for `listenStreamsPerKey`. */
+  private readonly listensByOwner = new Map<string, number>()
+  private readonly maxListensPerKey: number
 
   constructor(
     private readonly store: Store,
@@ -391,6 +406,7 @@ export class ModernMcp {
     private readonly resources: SessionSide,
     options: ModernOptions
   ) {
+    this.maxListensPerKey = listenStreamsPerKey(options.maxListenStreams)
     this.bus = new ListenBus(store, this.callers, resources)
     const factory = () => {
       const caller = this.callers.getStore()
@@ -431,7 +447,20 @@ export class ModernMcp {
     if (this.closing) return refuse(res, 503, "Server shutting down")
     const listen = listenFilterOf(body)
     if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
-    await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => serveNode(this.listens, req, res, body, this.onerror))
+    const held = this.listensByOwner.get(caller.owner) ?? 0
+    if (held >= this.maxListensPerKey) {
+      log.warn(`MCP 2026-07-28: subscriptions/listen refused on ${scopeLabel(caller.scope)}: this API key holds ${held} listen streams, its most`, { event: "mcp_listen_refused" })
+      return answerError(res, (body as { id?: unknown }).id, -32603, `Subscription limit reached for this API key (${this.maxListensPerKey} open subscriptions/listen streams)`)
+    }
+    // Counted from before the stream opens to its end, so that listens sent at once cannot pass the cap together.
+    this.listensByOwner.set(caller.owner, held + 1)
+    try {
+      await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => serveNode(this.listens, req, res, body, this.onerror))
+    } finally {
+      const left = (this.listensByOwner.get(caller.owner) ?? 1) - 1
+      if (left > 0) this.listensByOwner.set(caller.owner, left)
+      else this.listensByOwner.delete(caller.owner)
+    }
   }
 
   /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */
