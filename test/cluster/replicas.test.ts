@@ -11,7 +11,8 @@
  *   is lost; a replica cut off from Redis alone (a proxy in front of each replica's Redis) stops its
  *   services when their leases expire and another takes over, never with two processes;
  * - SIGKILL of the replica running a service moves it to another within the lease TTL plus its
- *   connect time, with never two processes at once; an orderly stop hands its services over at once;
+ *   connect time, with never two processes at once, and a call it held for its caller's input is
+ *   refused as lost, at once, when retried on a survivor; an orderly stop hands its services over at once;
  * - the replicas register themselves and the leader writes the snapshot file.
  */
 import { execFile } from "node:child_process"
@@ -106,7 +107,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   let restoreSecret: (() => void) | undefined
   beforeAll(async () => {
     restoreSecret = useReplicaSecret()
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
+    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture({ server: { elicitTool: true } })])
     const started = await Promise.all(
       [0, 1, 2].map(async (i) => {
         const dir = freshDir()
@@ -316,7 +317,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(await processes(marker)).toBe(1)
   })
 
-  it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes", async () => {
+  it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes; a call it held for input is refused as lost", async () => {
     const marker = markFor("moving")
     const r0 = replicas[0] as StoreProcess
     expect((await r0.post("/for_store/add_service?wait=15", fixtureService("moving", "--name", marker))).body.connected).toEqual(["moving"])
@@ -324,6 +325,12 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect(owner).toBeDefined()
     const survivors = live().filter((r) => r !== owner)
     expect(await eventually(async () => (await status(survivors[0] as StoreProcess, "moving")) === "healthy", 10_000, 20)).toBe(true)
+    // A call held for its caller's input by the replica about to be killed (to an HTTP service: a stdio
+    // server's process that waits on a request keeps running, orphaned, until that request times out).
+    expect((await r0.post("/for_store/add_service?wait=15", { name: "asker", url: upstream.url })).body.connected).toEqual(["asker"])
+    expect(await eventually(async () => (await status(owner, "asker")) === "healthy", 10_000, 20)).toBe(true)
+    const held = await owner.post("/for_store/call_tool", { tool_name: "asker__ask", accept_input_required: true })
+    expect(held.body.result_type, held.text).toBe("input_required")
     const most = sampleProcesses([marker])
     let seen: number[] = []
     try {
@@ -340,6 +347,20 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       expect(moved).toBeLessThan(LEASE_MS + 8000)
       const called = await (survivors[1] as StoreProcess).post("/for_store/call_tool", { tool_name: "moving__echo", args: { text: "moved" } })
       expect(called.body.result).toBe("moved")
+      // The held call's retry on a survivor: its holder is gone, so the caller is told the call is lost, at once.
+      const retry = await within(
+        (survivors[0] as StoreProcess).post("/for_store/call_tool", {
+          tool_name: "asker__ask",
+          request_state: held.body.request_state,
+          input_responses: Object.fromEntries(Object.keys(held.body.input_requests as object).map((k) => [k, { action: "accept", content: { name: "Ada" } }]))
+        }),
+        5000,
+        "the retry of a call held by a killed replica"
+      )
+      expect(retry.status, retry.text).toBe(400)
+      expect(retry.body.error.code).toBe("VALIDATION_ERROR")
+      expect(retry.text).toContain("held by another replica")
+      expect((await (survivors[0] as StoreProcess).del("/for_store/delete_service/asker")).status).toBe(200)
     } finally {
       seen = await most()
     }
