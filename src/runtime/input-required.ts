@@ -242,9 +242,11 @@ class HeldCall<A extends AnyExit> {
 
   /**
    * The caller's answers, by the keys it was shown. Every request waiting must be answered, and
-   * nothing else: otherwise a ValidationError and nothing is answered.
+   * nothing else: otherwise a ValidationError and nothing is answered. A call that has ended takes
+   * no answer and refuses none: a retry sent again (its answer lost on the way) gets the call's end.
    */
   answer(responses: Readonly<Record<string, unknown>>): ValidationError | undefined {
+    if (this.ended !== undefined) return undefined
     const problems: Array<{ field: string; problem: string }> = []
     for (const key of Object.keys(responses)) {
       if (!this.#asked.has(key)) problems.push({ field: `input_responses.${key}`, problem: "answers no request of this call that is still waiting" })

@@ -51,6 +51,10 @@ describe("input_required over REST", () => {
     // A retry that comes again (its answer was lost) gets the same end, while the ended call is kept.
     const again = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: {} })
     expect(again.body).toMatchObject({ result_type: "complete", result: "names: Ada" })
+    // So does the same retry sent again, answers and all: the ended call takes no answer and refuses none.
+    const resent = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+    expect(resent.body).toMatchObject({ result_type: "complete", result: "names: Ada" })
+    expect((await server.get("/for_store/tool_records?tool_name=ask")).body.executions).toHaveLength(1)
   })
 
   it("takes as many rounds as the server asks, and a declined request is the server's to handle", async () => {
@@ -118,6 +122,31 @@ describe("input_required over REST", () => {
     expect(records.body.executions[0].outcome).toBe("timeout")
     const late = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: {} })
     expect(late.status).toBe(504)
+  })
+
+  it("a retry whose request goes away while the call goes on cancels the call, upstream too; its state then says it was cancelled", async () => {
+    const server = await store()
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { after_ms: 30_000 }, accept_input_required: true })
+    expect(first.body.result_type).toBe("input_required")
+    const answered = servers.fixture.requests().filter((r) => r === "POST").length
+    const cancelled = servers.fixture.requests().filter((r) => r === "POST notifications/cancelled").length
+    // The retry gives its answer and waits for the call's end, which the upstream keeps for 30 s; it goes away once the upstream has the answer.
+    const gone = new AbortController()
+    const retry = fetch(`${server.url}/for_store/call_tool`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } }),
+      signal: gone.signal
+    })
+    retry.catch(() => undefined)
+    expect(await eventually(() => servers.fixture.requests().filter((r) => r === "POST").length > answered, 5000), "the upstream has the answer").toBe(true)
+    gone.abort()
+    expect(await eventually(() => servers.fixture.requests().filter((r) => r === "POST notifications/cancelled").length > cancelled, 5000), "cancelled upstream").toBe(true)
+    expect(await eventually(async () => (await server.get("/for_store/tool_records?tool_name=ask")).body.executions[0]?.outcome === "cancelled", 5000), "recorded cancelled").toBe(true)
+    const late = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+    expect(late.status, late.text).toBe(400)
+    expect(late.body.error.code).toBe("VALIDATION_ERROR")
+    expect(late.text).toContain("names a request that was cancelled")
   })
 
   it("beyond --max-held-calls, a server's request is declined as without the opt-in", async () => {
