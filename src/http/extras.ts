@@ -10,7 +10,7 @@
  */
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Schedule, Stream } from "effect"
+import { Effect, Schedule, Scope as EffectScope, Stream } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Gauge } from "prom-client"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service-definition.js"
@@ -234,6 +234,16 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         this.set(gateway.size)
       }
     })
+
+    // The API's documentation page, made on its first request (src/http/docs-page.ts).
+    const scope = yield* Effect.scope
+    const docs = yield* Effect.cached(
+      Effect.promise(() => import("./docs-page.js")).pipe(
+        Effect.flatMap((m) => m.docsApp),
+        EffectScope.extend(scope)
+      )
+    )
+    yield* router.get("/docs", Effect.flatten(docs))
 
     yield* router.get(
       "/events",

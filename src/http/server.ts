@@ -10,7 +10,7 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
+import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
@@ -231,7 +231,6 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     // Effect's server opens a tracing span per request (URL parsed, every header copied as an
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),
-    Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
     Layer.provide(ExtrasLive),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
