@@ -3,7 +3,8 @@
  * API-level middleware (the API key, the body checks), from which the server, the OpenAPI document
  * and the route table (for the root counts and 405 answers) are all derived.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Option } from "effect"
 import { AgentApi } from "./agent/Api.js"
 import { ApplicationApi, SystemApi } from "./app/Api.js"

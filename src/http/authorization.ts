@@ -12,7 +12,12 @@
  * the contract (/events, /mcp, /metrics, /inspect/*, /ui, /docs, /openapi.json) and paths with no
  * route: a request without the key gets 401, never a 404, 405, 413 or 415 that would tell it more.
  */
-import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Effect, Layer, type Redacted, Schema } from "effect"
 import type { KeyRing } from "../config/api-keys.js"
 import { log } from "../logging/log.js"

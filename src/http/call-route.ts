@@ -22,7 +22,9 @@
  * a body that is not a JSON object (400, the contract middleware's own words), payload decode
  * failures (400 with the fields), and whatever the handler answers.
  */
-import { HttpApiError, HttpApiSchema, HttpServerError } from "@effect/platform"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "./Api.js"

@@ -5,7 +5,7 @@
  * errors, defects) are turned into these classes by src/http/contract-middleware.ts; a missing or
  * wrong API key by src/http/authorization.ts.
  */
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Cause, Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { StoreError } from "../domain/errors.js"

@@ -6,7 +6,11 @@
  * and unexpected failures mapped to the contract's error body (404, 405, a path parameter the
  * router refused, field-by-field decode wording, a defect as 500 with a trace id).
  */
-import { HttpApiError, HttpApiMiddleware, HttpMethod, HttpServerError, HttpServerRequest } from "@effect/platform"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpMethod from "@effect/platform/HttpMethod"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"

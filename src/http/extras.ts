@@ -8,7 +8,10 @@
  * (`maxEventStreams`) and MCP sessions (`maxMcpSessions`, closed after `mcpSessionIdleSeconds`
  * idle). A request past a cap is answered 429 TOO_MANY with Retry-After.
  */
-import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Schedule, Scope as EffectScope, Stream } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"

@@ -5,7 +5,8 @@
  * the HttpApi app's handler (`NodeHttpServer.makeHandler`, exactly as `NodeHttpServer.layer` would
  * attach it). The store has no WebSocket route, so no upgrade handler is attached.
  */
-import { HttpServer, HttpServerError } from "@effect/platform"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as Etag from "@effect/platform/Etag"
 import type * as HttpPlatform from "@effect/platform/HttpPlatform"
 import { NodeHttpServer, type NodeContext } from "@effect/platform-node"

@@ -4,7 +4,7 @@
  * and service definitions are the domain's schemas (src/domain/schemas.ts), decoded here, at the
  * edge.
  */
-import { HttpApiEndpoint } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import { Context, Schema } from "effect"
 import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domain/schemas.js"
 import { OUTCOMES } from "../records/tool-records.js"

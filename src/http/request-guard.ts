@@ -18,7 +18,9 @@
  * Also here: whether a request comes from a loopback client, which decides whether it may define
  * local (command) services when the store listens on the network without an API key.
  */
-import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Context, Effect, Option } from "effect"
 import { isIP } from "node:net"
 import { networkInterfaces } from "node:os"

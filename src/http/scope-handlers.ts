@@ -5,7 +5,9 @@
  * too: an agent's id is checked first (400 when malformed). An interrupted handler (the client went
  * away) interrupts the operation: a wait ends, a call is cancelled upstream.
  */
-import { type Headers, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type * as Headers from "@effect/platform/Headers"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"

@@ -10,7 +10,12 @@
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
  */
-import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse, HttpMiddleware, HttpApp } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpApp from "@effect/platform/HttpApp"
 import { Cause, Context, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, Runtime } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"

@@ -14,7 +14,7 @@
  * replica's clock and Redis's, so a change can carry a deadline Redis checks (`redisDeadline`): a
  * command that timed out here was still sent, and Redis runs it when it wakes up.
  */
-import { createClient, type RedisClientType } from "redis"
+import type { RedisClientType, createClient as CreateClient } from "redis"
 import { ClusterUnavailable } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 
@@ -151,7 +151,10 @@ export class ClusterConnection {
   /** A lower bound of (Redis's clock - this replica's clock), ms, from the probes answered in the last minute. */
   #offset = 0
 
-  private constructor(readonly url: string) {
+  private constructor(
+    readonly url: string,
+    createClient: typeof CreateClient
+  ) {
     // At start a Redis that does not answer within a few attempts fails the start; once connected,
     // reconnection goes on for as long as it takes.
     const strategy = (retries: number, cause: Error): number | Error => {
@@ -176,7 +179,9 @@ export class ClusterConnection {
 
   /** Connects both clients; rejects (and closes them) when Redis cannot be reached at start. */
   static async open(url: string): Promise<ClusterConnection> {
-    const connection = new ClusterConnection(url)
+    // Loaded here, in replica mode only: a store on its services file never loads the Redis client.
+    const { createClient } = await import("redis")
+    const connection = new ClusterConnection(url, createClient)
     try {
       await connection.client.connect()
       await connection.reader.connect()

@@ -1,5 +1,7 @@
 /** The agent group's contract: endpoints of `/for_agent/{agent_id}` (docs/api.md). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AgentId, ServiceRef } from "../../domain/schemas.js"
 import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../payloads.js"

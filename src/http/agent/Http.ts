@@ -1,5 +1,5 @@
 /** The agent group's handlers: the agent id is checked first (400 when malformed). */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import * as commands from "../../runtime/commands.js"
 import * as queries from "../../runtime/queries.js"

@@ -1,5 +1,6 @@
 /** Handlers of the application (health, workspace) and system (root information) groups. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { readdir } from "node:fs/promises"
 import { basename, dirname } from "node:path"

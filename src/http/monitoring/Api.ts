@@ -1,5 +1,7 @@
 /** The monitoring group's contract: 14 read-only endpoints under `/monitoring` (docs/api.md). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { ScopeLabel, ServiceRef, Transition } from "../../domain/schemas.js"
 import { ToolRecord, ok } from "../payloads.js"

@@ -4,7 +4,8 @@
  * (a failure there is a bug); the two that can fail for a client's reason fail with a store error,
  * mapped to its contract error by `contract`, the one mapping.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import * as Figures from "../../monitoring/figures.js"
 import { Api } from "../Api.js"

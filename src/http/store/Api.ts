@@ -1,5 +1,7 @@
 /** The store group's contract: endpoints, payloads and errors of `/for_store` (docs/api.md). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { ServiceRef, Status, Transition, UpdateServiceBody } from "../../domain/schemas.js"
 import {

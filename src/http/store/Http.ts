@@ -1,5 +1,5 @@
 /** The store group's handlers: decode (done by the contract), call the store, encode. */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { STORE_SCOPE } from "../../domain/service-definition.js"
 import { networkCheck } from "../../runtime/network.js"
