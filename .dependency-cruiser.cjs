@@ -44,13 +44,30 @@ module.exports = {
       from: { path: `^src/(?!(${[...rankOf.keys()].join("|")})/)[^/]+/` },
       to: {}
     },
+    {
+      name: "no-effect-platform-index",
+      comment:
+        "import @effect/platform's modules by path (@effect/platform/HttpRouter): its index re-exports every module, so code loaded on demand (Swagger UI, src/http/docs-page.ts) would be in the program's main chunk",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^node_modules/@effect/platform/dist/(esm|cjs)/index\\.js$" }
+    },
+    {
+      name: "redis-client-on-demand",
+      comment: "the Redis client is loaded by src/redis/connection.ts with import(), in replica mode only: a store on its services file never loads it",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^node_modules/(redis|@redis/[^/]+)/", dependencyTypesNot: ["type-only", "dynamic-import"] }
+    },
     ...upward
   ],
   options: {
     tsConfig: { fileName: "tsconfig.json" },
     tsPreCompilationDeps: true,
     doNotFollow: { path: "node_modules" },
-    exclude: { path: "node_modules" },
-    includeOnly: "^src/"
+    // node_modules may be a link (a git worktree sharing another checkout's): its modules keep their paths under it.
+    preserveSymlinks: true,
+    // src/, and the dependencies the rules above are about (not followed further).
+    includeOnly: ["^src/", "^node_modules/@effect/platform/dist/(esm|cjs)/index\\.js$", "^node_modules/(redis|@redis/[^/]+)/"]
   }
 }

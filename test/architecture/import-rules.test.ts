@@ -1,7 +1,8 @@
 // The import rules of .dependency-cruiser.cjs, which `npm test` runs over src/: the real tree keeps
-// them, and a tree that breaks them (a cycle, an arrow up the layers, an unknown folder) is refused.
+// them, and a tree that breaks them (a cycle, an arrow up the layers, an unknown folder, an import of
+// @effect/platform's index, the Redis client loaded at start) is refused.
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -23,6 +24,8 @@ const tree = (files: Record<string, string>): string => {
   const dir = mkdtempSync(join(tmpdir(), "mcp-store-rules-"))
   dirs.push(dir)
   writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true } }))
+  // The project's dependencies, for the rules about them.
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"))
   for (const [path, source] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, path)), { recursive: true })
     writeFileSync(join(dir, path), source)
@@ -51,7 +54,11 @@ describe("import rules", { timeout: 120_000 }, () => {
         "src/runtime/b.ts": 'import { a } from "./a.js"\nexport const b = (): unknown => a\n',
         // A folder with no place in the layers.
         "src/misc/helper.ts": 'import { value } from "../domain/value.js"\nexport const helper = value\n',
-        "src/domain/value.ts": 'export const value = "x"\n'
+        "src/domain/value.ts": 'export const value = "x"\n',
+        // @effect/platform's index, and the Redis client loaded at start.
+        "src/http/index-user.ts": 'import { HttpRouter } from "@effect/platform"\nexport const router = HttpRouter\n',
+        "src/redis/eager.ts": 'import { createClient } from "redis"\nexport const make = createClient\n',
+        "src/redis/lazy.ts": 'import type { RedisClientType } from "redis"\nexport const make = async (): Promise<RedisClientType | undefined> => (await import("redis")) && undefined\n'
       })
     )
   })
@@ -71,6 +78,13 @@ describe("import rules", { timeout: 120_000 }, () => {
   it("refuses a cycle, even inside one folder", async () => {
     const { output } = await broken
     expect(output).toMatch(/no-circular: src\/runtime\/(a|b)\.ts → /)
+  })
+
+  it("refuses an import of @effect/platform's index, and the Redis client loaded at start (not by import(), not for its types)", async () => {
+    const { output } = await broken
+    expect(output).toMatch(/no-effect-platform-index: src\/http\/index-user\.ts → node_modules\/@effect\/platform\/dist\/(esm|cjs)\/index\.js/)
+    expect(output).toMatch(/redis-client-on-demand: src\/redis\/eager\.ts → node_modules\/redis\//)
+    expect(output).not.toContain("src/redis/lazy.ts")
   })
 
   it("refuses a folder that has no place in the layers", async () => {
