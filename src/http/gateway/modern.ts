@@ -424,7 +424,9 @@ class CallResponse {
   private open(): void {
     this.streaming = true
     this.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache, no-transform", connection: "keep-alive", "x-accel-buffering": "no" })
-    this.keepAlive = setInterval(() => void this.res.write(": keepalive\n\n"), KEEP_ALIVE_MS)
+    this.keepAlive = setInterval(() => {
+      if (!this.res.destroyed && !this.res.writableEnded) this.res.write(": keepalive\n\n")
+    }, KEEP_ALIVE_MS)
     this.keepAlive.unref()
   }
 
