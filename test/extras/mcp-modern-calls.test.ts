@@ -4,11 +4,11 @@
 // `resultType`, the server's identity in `_meta` per scope, the id echoed, the store's refusals as
 // the tool's failure, progress and log messages on an event stream that the answer ends; calls
 // that are not plain (other params, invalid arguments, a client that takes part in input rounds)
-// are still the handler's.
+// are still the handler's; a call in flight when the store shuts down is cancelled upstream.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, eraStdio } from "../fixtures/paths.js"
-import { addService, localService, startTestServer, waitStatus, type TestServer } from "../support/index.js"
+import { addService, eventually, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
 const MODERN = "2026-07-28"
 const AGENT = "agent-calls"
@@ -155,4 +155,31 @@ describe("a plain 2026-07-28 tools/call", () => {
     expect(rounds.headers.get("content-length")).toBeNull()
     expect(rounds.last).toMatchObject({ result: { resultType: "input_required" } })
   })
+})
+
+describe("a plain 2026-07-28 tools/call in flight at shutdown", () => {
+  it("is cancelled upstream and its response ends", async () => {
+    const own = await startTestServer({})
+    try {
+      expect((await addService(own, "/for_store", { name: "fx", url: fixture.url })).status).toBe(200)
+      await waitStatus(own, "/for_store", "fx", "healthy", 30)
+      const before = fixture.requests().filter((r) => r === "POST notifications/cancelled").length
+      const pending = fetch(own.url + "/mcp", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "fx__sleep" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "fx__sleep", arguments: { ms: 60_000 }, _meta: envelope() } })
+      }).then(
+        async (res) => ({ status: res.status, text: await res.text().catch(() => "") }),
+        (e: unknown) => e
+      )
+      expect(await eventually(() => own.running.store.inFlightCalls === 1, 10_000)).toBe(true)
+      await within(own.close(), 15_000, "the store's shutdown")
+      const ended = await within(pending, 5_000, "the call's response")
+      // The exchange was closed before an answer: no result (the connection ends, or 499 as the SDK's handler answers).
+      if (!(ended instanceof Error)) expect((ended as { text: string }).text).not.toContain('"result"')
+      expect(await eventually(() => fixture.requests().filter((r) => r === "POST notifications/cancelled").length === before + 1, 5_000)).toBe(true)
+    } finally {
+      await own.cleanup()
+    }
+  }, 60_000)
 })
