@@ -22,8 +22,8 @@
  * cells (/mcp from a 2025 and a 2026-07-28 client, REST to a 2025 and a 2026-07-28 upstream over
  * Streamable HTTP and stdio) at c=1 and c=32, each cell interleaved A/B, with each store's ratios of
  * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call; `--ways` picks cells
- * (v1, v2: /mcp from a 2025 and a 2026-07-28 client; old, modern, oldio, modernio: REST to each
- * upstream), and `--within` also interleaves each pair of eras within each store (their ratio then
+ * (v1, v2: /mcp from a 2025 and a 2026-07-28 client to the 2025 HTTP upstream, v1io, v2io: to the
+ * 2025 stdio upstream; old, modern, oldio, modernio: REST to each upstream), and `--within` also interleaves each pair of eras within each store (their ratio then
  * carries no drift between cells).
  */
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
@@ -53,7 +53,7 @@ const { positionals, values } = parseArgs({
     windows: { type: "string", default: "3" },
     seconds: { type: "string", default: "30" },
     neighbours: { type: "string", default: "10" },
-    ways: { type: "string", default: "v1,v2,old,modern,oldio,modernio" },
+    ways: { type: "string", default: "v1,v2,v1io,v2io,old,modern,oldio,modernio" },
     concurrencies: { type: "string", default: "1,32" },
     within: { type: "boolean", default: false }
   }
@@ -282,6 +282,8 @@ const abEras = async (a: string, b: string) => {
   const WAYS = [
     ["/mcp, 2025 client (session) → 2025 upstream, HTTP", "v1"],
     ["/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "v2"],
+    ["/mcp, 2025 client (session) → 2025 upstream, stdio", "v1io"],
+    ["/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", "v2io"],
     ["REST → 2025 upstream, HTTP", "old"],
     ["REST → 2026-07-28 upstream, HTTP", "modern"],
     ["REST → 2025 upstream, stdio", "oldio"],
@@ -302,8 +304,8 @@ const abEras = async (a: string, b: string) => {
     const v2 = new Client({ name: "bench-2026", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
     await v1.connect(new TransportV1(new URL(`${store.url}/mcp`)))
     await v2.connect(new StreamableHTTPClientTransport(new URL(`${store.url}/mcp`)))
-    const mcp = (client: ClientV1 | Client) => async (text: string) => {
-      const result = await client.callTool({ name: "old__echo", arguments: { text } })
+    const mcp = (client: ClientV1 | Client, service = "old") => async (text: string) => {
+      const result = await client.callTool({ name: `${service}__echo`, arguments: { text } })
       if (textOf(result.content) !== text) throw new Error(`${label}: ${JSON.stringify(result).slice(0, 200)}`)
     }
     const rest = (service: string) => async (text: string) => {
@@ -313,7 +315,7 @@ const abEras = async (a: string, b: string) => {
     stores.push({
       label,
       store,
-      call: { v1: mcp(v1), v2: mcp(v2), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
+      call: { v1: mcp(v1), v2: mcp(v2), v1io: mcp(v1, "oldio"), v2io: mcp(v2, "oldio"), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
       close: async () => {
         http.close()
         await Promise.allSettled([v1.close(), v2.close()])
@@ -326,6 +328,7 @@ const abEras = async (a: string, b: string) => {
   const concurrencies = String(values.concurrencies).split(",").map(Number)
   const pairs = [
     ["/mcp: 2026-07-28 client / 2025 client", "v2", "v1"],
+    ["/mcp, stdio upstream: 2026-07-28 client / 2025 client", "v2io", "v1io"],
     ["REST, HTTP: 2026-07-28 upstream / 2025 upstream", "modern", "old"],
     ["REST, stdio: 2026-07-28 upstream / 2025 upstream", "modernio", "oldio"]
   ] as const

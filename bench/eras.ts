@@ -1,7 +1,7 @@
 /**
  * The two protocol eras side by side, in one run: the store's CPU time per tool call (read from
  * /proc around each cell) through `/mcp` from a 2025 client on a session (SDK 1.x) and from a
- * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream; and through REST
+ * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream (over Streamable HTTP and over stdio); and through REST
  * against a 2025 upstream and a 2026-07-28 one (SDK v2, modern-only), over Streamable HTTP and stdio;
  * and mcp-hub's REST against the 2025 upstreams (it speaks no 2026-07-28), its own CPU per call.
  * Each cell calls `echo` with distinct text at c=1 and c=32; the cells of one concurrency run in
@@ -88,13 +88,15 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
       const res = await hubHttp.post("/api/servers/tools", { server_name: service, tool: "echo", arguments: { text } })
       if (res.status !== 200 || textOf((res.body as { result?: { content?: unknown } } | undefined)?.result?.content) !== text) throw new Error(`mcp-hub ${service}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`)
     }
-    const mcp = (client: ClientV1 | Client, label: string): Way["call"] => async (text) => {
-      const result = await client.callTool({ name: "old__echo", arguments: { text } })
+    const mcp = (client: ClientV1 | Client, label: string, service = "old"): Way["call"] => async (text) => {
+      const result = await client.callTool({ name: `${service}__echo`, arguments: { text } })
       if (textOf(result.content) !== text) throw new Error(`${label}: ${JSON.stringify(result).slice(0, 200)}`)
     }
     const ways: ReadonlyArray<Way> = [
       { label: "/mcp, 2025 client (session) → 2025 upstream, HTTP", call: mcp(v1, "mcp 2025") },
       { label: "/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", call: mcp(v2, "mcp 2026") },
+      { label: "/mcp, 2025 client (session) → 2025 upstream, stdio", call: mcp(v1, "mcp 2025", "oldio") },
+      { label: "/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", call: mcp(v2, "mcp 2026", "oldio") },
       { label: "REST → 2025 upstream, HTTP", call: rest("old") },
       { label: "REST → 2026-07-28 upstream, HTTP", call: rest("modern") },
       { label: "REST → 2025 upstream, stdio", call: rest("oldio") },
@@ -155,6 +157,7 @@ export const erasMarkdown = (cells: ReadonlyArray<ErasCell>, git: string, calls:
   const rows = cells.map((c) => `| ${c.label} | ${c.concurrency} | ${c.cpuUsPerCall.toFixed(0)} | ${c.rate.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.errors} |`)
   const ratios = [1, 32].flatMap((c) => [
     `| c=${c} | /mcp: 2026-07-28 client / 2025 client | ${ratio("/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "/mcp, 2025 client (session) → 2025 upstream, HTTP", c)} |`,
+    `| c=${c} | /mcp, stdio upstream: 2026-07-28 client / 2025 client | ${ratio("/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", "/mcp, 2025 client (session) → 2025 upstream, stdio", c)} |`,
     `| c=${c} | REST, HTTP: 2026-07-28 upstream / 2025 upstream | ${ratio("REST → 2026-07-28 upstream, HTTP", "REST → 2025 upstream, HTTP", c)} |`,
     `| c=${c} | REST, stdio: 2026-07-28 upstream / 2025 upstream | ${ratio("REST → 2026-07-28 upstream, stdio", "REST → 2025 upstream, stdio", c)} |`,
     `| c=${c} | 2025 upstream, HTTP: the store's REST / mcp-hub | ${ratio("REST → 2025 upstream, HTTP", "mcp-hub (REST) → 2025 upstream, HTTP", c)} |`,
