@@ -1,8 +1,9 @@
 /**
  * The two protocol eras side by side, in one run: the store's CPU time per tool call (read from
  * /proc around each cell) through `/mcp` from a 2025 client on a session (SDK 1.x) and from a
- * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream (over Streamable HTTP and over stdio); and through REST
- * against a 2025 upstream and a 2026-07-28 one (SDK v2, modern-only), over Streamable HTTP and stdio;
+ * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream (over Streamable
+ * HTTP and over stdio); and through REST against a 2025 upstream and a 2026-07-28 one (SDK v2,
+ * modern-only), over Streamable HTTP and stdio;
  * and mcp-hub's REST against the 2025 upstreams (it speaks no 2026-07-28), its own CPU per call.
  * Each cell calls `echo` with distinct text at c=1 and c=32; the cells of one concurrency run in
  * rounds, in a rotating order, so that background load hits them alike.
