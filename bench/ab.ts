@@ -11,7 +11,7 @@
  *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts reads /tmp/ab/before /tmp/ab/after [--neighbours 10] [--c 1] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
- *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400]
+ *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400] [--ways v1,v2,old,modern,oldio,modernio] [--concurrencies 1,32] [--within]
  *
  * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
  * callers, `rounds` rounds of `calls` calls per store. `reads`: REST read_resource of templated URIs
@@ -21,7 +21,10 @@
  * after one settling interval, CPU per store over `windows` windows of `seconds`. `eras`: bench/eras.ts's
  * cells (/mcp from a 2025 and a 2026-07-28 client, REST to a 2025 and a 2026-07-28 upstream over
  * Streamable HTTP and stdio) at c=1 and c=32, each cell interleaved A/B, with each store's ratios of
- * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call.
+ * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call; `--ways` picks cells
+ * (v1, v2: /mcp from a 2025 and a 2026-07-28 client to the 2025 HTTP upstream, v1io, v2io: to the
+ * 2025 stdio upstream; old, modern, oldio, modernio: REST to each upstream), and `--within` also interleaves each pair of eras within each store (their ratio then
+ * carries no drift between cells).
  */
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -49,7 +52,10 @@ const { positionals, values } = parseArgs({
     services: { type: "string", default: "1000" },
     windows: { type: "string", default: "3" },
     seconds: { type: "string", default: "30" },
-    neighbours: { type: "string", default: "10" }
+    neighbours: { type: "string", default: "10" },
+    ways: { type: "string", default: "v1,v2,v1io,v2io,old,modern,oldio,modernio" },
+    concurrencies: { type: "string", default: "1,32" },
+    within: { type: "boolean", default: false }
   }
 })
 
@@ -276,6 +282,8 @@ const abEras = async (a: string, b: string) => {
   const WAYS = [
     ["/mcp, 2025 client (session) → 2025 upstream, HTTP", "v1"],
     ["/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "v2"],
+    ["/mcp, 2025 client (session) → 2025 upstream, stdio", "v1io"],
+    ["/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", "v2io"],
     ["REST → 2025 upstream, HTTP", "old"],
     ["REST → 2026-07-28 upstream, HTTP", "modern"],
     ["REST → 2025 upstream, stdio", "oldio"],
@@ -296,8 +304,8 @@ const abEras = async (a: string, b: string) => {
     const v2 = new Client({ name: "bench-2026", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
     await v1.connect(new TransportV1(new URL(`${store.url}/mcp`)))
     await v2.connect(new StreamableHTTPClientTransport(new URL(`${store.url}/mcp`)))
-    const mcp = (client: ClientV1 | Client) => async (text: string) => {
-      const result = await client.callTool({ name: "old__echo", arguments: { text } })
+    const mcp = (client: ClientV1 | Client, service = "old") => async (text: string) => {
+      const result = await client.callTool({ name: `${service}__echo`, arguments: { text } })
       if (textOf(result.content) !== text) throw new Error(`${label}: ${JSON.stringify(result).slice(0, 200)}`)
     }
     const rest = (service: string) => async (text: string) => {
@@ -307,7 +315,7 @@ const abEras = async (a: string, b: string) => {
     stores.push({
       label,
       store,
-      call: { v1: mcp(v1), v2: mcp(v2), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
+      call: { v1: mcp(v1), v2: mcp(v2), v1io: mcp(v1, "oldio"), v2io: mcp(v2, "oldio"), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
       close: async () => {
         http.close()
         await Promise.allSettled([v1.close(), v2.close()])
@@ -316,8 +324,34 @@ const abEras = async (a: string, b: string) => {
   }
   log(`eras: ${rounds} rounds of ${calls} calls per store and cell; A ${a}, B ${b}; load ${await loadavg()}`)
   const results: Array<{ way: string; c: number; usA: number; usB: number; low: number; high: number; fixtureUs?: number }> = []
-  for (const c of [1, 32]) {
+  const chosen = new Set(String(values.ways).split(","))
+  const concurrencies = String(values.concurrencies).split(",").map(Number)
+  const pairs = [
+    ["/mcp: 2026-07-28 client / 2025 client", "v2", "v1"],
+    ["/mcp, stdio upstream: 2026-07-28 client / 2025 client", "v2io", "v1io"],
+    ["REST, HTTP: 2026-07-28 upstream / 2025 upstream", "modern", "old"],
+    ["REST, stdio: 2026-07-28 upstream / 2025 upstream", "modernio", "oldio"]
+  ] as const
+  const within: Array<{ c: number; name: string; store: string; usOld: number; usModern: number; low: number; high: number }> = []
+  for (const c of concurrencies) {
+    // The eras interleaved within each store (`--within`): the 2025 way's rounds and the modern way's
+    // alternate on the same store, so the ratio of the modern path to the 2025 one carries no drift.
+    if (values.within) {
+      for (const [name, modern, old] of pairs) {
+        if (!chosen.has(modern) || !chosen.has(old)) continue
+        for (const s of stores) {
+          log(`c=${c} ${name}, within store ${s.label}`)
+          const sides = [
+            { label: "2025", store: s.store, op: (round: number, i: number) => s.call[old](`${s.label}-w${c}-o${round}-${i}`) },
+            { label: "2026-07-28", store: s.store, op: (round: number, i: number) => s.call[modern](`${s.label}-w${c}-m${round}-${i}`) }
+          ] as [Side, Side]
+          const r = await interleave(sides, { c, rounds, calls, what: "call" })
+          within.push({ c, name, store: s.label, usOld: r.usA, usModern: r.usB, low: r.ci.low, high: r.ci.high })
+        }
+      }
+    }
     for (const [way, key] of WAYS) {
+      if (!chosen.has(key)) continue
       log(`c=${c} ${way}`)
       const fixture = key === "old" ? oldFixture : key === "modern" ? modernFixture : undefined
       const fixtureCpu0 = fixture === undefined ? 0 : cpuSeconds(fixture.child.pid)
@@ -332,17 +366,22 @@ const abEras = async (a: string, b: string) => {
   log("\n| way | c | A µs/call | B µs/call | B/A (95 % CI of round ratios) | HTTP fixture µs/call |")
   log("|---|---|---|---|---|---|")
   for (const r of results) log(`| ${r.way} | ${r.c} | ${r.usA.toFixed(0)} | ${r.usB.toFixed(0)} | ${(r.usB / r.usA).toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}) | ${r.fixtureUs?.toFixed(0) ?? ""} |`)
-  const at = (way: string, c: number) => results.find((r) => r.way === way && r.c === c)!
+  const at = (way: string, c: number) => results.find((r) => r.way === way && r.c === c)
+  const wayOf = (key: string) => WAYS.find((w) => w[1] === key)![0]
   log("\n| c | ratio | A | B |")
   log("|---|---|---|---|")
-  for (const c of [1, 32]) {
-    for (const [name, modern, old] of [
-      ["/mcp: 2026-07-28 client / 2025 client", WAYS[1][0], WAYS[0][0]],
-      ["REST, HTTP: 2026-07-28 upstream / 2025 upstream", WAYS[3][0], WAYS[2][0]],
-      ["REST, stdio: 2026-07-28 upstream / 2025 upstream", WAYS[5][0], WAYS[4][0]]
-    ] as const) {
-      log(`| c=${c} | ${name} | ${(at(modern, c).usA / at(old, c).usA).toFixed(3)} | ${(at(modern, c).usB / at(old, c).usB).toFixed(3)} |`)
+  for (const c of concurrencies) {
+    for (const [name, modernKey, oldKey] of pairs) {
+      const modern = at(wayOf(modernKey), c)
+      const old = at(wayOf(oldKey), c)
+      if (modern === undefined || old === undefined) continue
+      log(`| c=${c} | ${name} | ${(modern.usA / old.usA).toFixed(3)} | ${(modern.usB / old.usB).toFixed(3)} |`)
     }
+  }
+  if (within.length > 0) {
+    log("\n| c | ratio, the eras interleaved within one store | store | 2025 µs/call | 2026-07-28 µs/call | ratio (95 % CI of round ratios) |")
+    log("|---|---|---|---|---|---|")
+    for (const w of within) log(`| ${w.c} | ${w.name} | ${w.store} | ${w.usOld.toFixed(0)} | ${w.usModern.toFixed(0)} | ${(w.usModern / w.usOld).toFixed(3)} (${w.low.toFixed(3)}–${w.high.toFixed(3)}) |`)
   }
   log(`load ${await loadavg()}`)
   for (const s of stores) await s.close()

@@ -1,8 +1,10 @@
 /**
  * The two protocol eras side by side, in one run: the store's CPU time per tool call (read from
  * /proc around each cell) through `/mcp` from a 2025 client on a session (SDK 1.x) and from a
- * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream; and through REST
- * against a 2025 upstream and a 2026-07-28 one (SDK v2, modern-only), over Streamable HTTP and stdio.
+ * 2026-07-28 client without one (SDK v2, pinned), against the same 2025 upstream (over Streamable
+ * HTTP and over stdio); and through REST against a 2025 upstream and a 2026-07-28 one (SDK v2,
+ * modern-only), over Streamable HTTP and stdio;
+ * and mcp-hub's REST against the 2025 upstreams (it speaks no 2026-07-28), its own CPU per call.
  * Each cell calls `echo` with distinct text at c=1 and c=32; the cells of one concurrency run in
  * rounds, in a rotating order, so that background load hits them alike.
  *
@@ -21,7 +23,7 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { eraStdio, stdioFixture } from "../test/fixtures/paths.js"
 import { HttpClient, closedLoop } from "./load.js"
-import { ROOT, buildStore, cpuSeconds, startFixtures, startStore, stopAll, stopChild } from "./procs.js"
+import { ROOT, buildStore, cpuSeconds, startFixtures, startHub, startStore, stopAll, stopChild } from "./procs.js"
 import { writeMarkedSection } from "./report.js"
 
 export const ERAS_START = "<!-- eras: written by bench/eras.ts -->"
@@ -31,6 +33,8 @@ export const ERAS_END = "<!-- /eras -->"
 interface Way {
   readonly label: string
   readonly call: (text: string) => Promise<void>
+  /** The process whose CPU is measured: the store's unless given (mcp-hub's). */
+  readonly pid?: number | undefined
 }
 
 export interface ErasCell {
@@ -64,6 +68,9 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
     })
   )
   const store = await startStore(configFile)
+  // The peer, on the 2025 upstreams only (it speaks no 2026-07-28).
+  const hub = await startHub(join(dir, "mcp-hub"), { old: { url: old.url }, oldio: { command: oldStdio.command, args: oldStdio.args } })
+  const hubHttp = new HttpClient(hub.url, 64)
   const http = new HttpClient(store.url, 64)
   const v1 = new ClientV1({ name: "bench-2025", version: "1.0.0" })
   const v2 = new Client({ name: "bench-2026", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
@@ -78,17 +85,25 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
       const res = await http.post("/for_store/call_tool", { tool_name: `${service}__echo`, args: { text } })
       if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`REST ${service}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`)
     }
-    const mcp = (client: ClientV1 | Client, label: string): Way["call"] => async (text) => {
-      const result = await client.callTool({ name: "old__echo", arguments: { text } })
+    const viaHub = (service: string): Way["call"] => async (text) => {
+      const res = await hubHttp.post("/api/servers/tools", { server_name: service, tool: "echo", arguments: { text } })
+      if (res.status !== 200 || textOf((res.body as { result?: { content?: unknown } } | undefined)?.result?.content) !== text) throw new Error(`mcp-hub ${service}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`)
+    }
+    const mcp = (client: ClientV1 | Client, label: string, service = "old"): Way["call"] => async (text) => {
+      const result = await client.callTool({ name: `${service}__echo`, arguments: { text } })
       if (textOf(result.content) !== text) throw new Error(`${label}: ${JSON.stringify(result).slice(0, 200)}`)
     }
     const ways: ReadonlyArray<Way> = [
       { label: "/mcp, 2025 client (session) → 2025 upstream, HTTP", call: mcp(v1, "mcp 2025") },
       { label: "/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", call: mcp(v2, "mcp 2026") },
+      { label: "/mcp, 2025 client (session) → 2025 upstream, stdio", call: mcp(v1, "mcp 2025", "oldio") },
+      { label: "/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", call: mcp(v2, "mcp 2026", "oldio") },
       { label: "REST → 2025 upstream, HTTP", call: rest("old") },
       { label: "REST → 2026-07-28 upstream, HTTP", call: rest("modern") },
       { label: "REST → 2025 upstream, stdio", call: rest("oldio") },
-      { label: "REST → 2026-07-28 upstream, stdio", call: rest("modernio") }
+      { label: "REST → 2026-07-28 upstream, stdio", call: rest("modernio") },
+      { label: "mcp-hub (REST) → 2025 upstream, HTTP", call: viaHub("old"), pid: hub.child.pid },
+      { label: "mcp-hub (REST) → 2025 upstream, stdio", call: viaHub("oldio"), pid: hub.child.pid }
     ]
     const pid = store.child.pid
     const cells: ErasCell[] = []
@@ -102,10 +117,11 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
           const index = (k + round) % ways.length
           const way = ways[index]!
           const cell = serial++
-          const before = cpuSeconds(pid)
+          const measured = way.pid ?? pid
+          const before = cpuSeconds(measured)
           const result = await closedLoop((i) => way.call(`c${cell}-${i}`), { concurrency, calls: options.calls, warmup: 0, maxSeconds: 60 })
           const total = totals[index]!
-          total.cpu += cpuSeconds(pid) - before
+          total.cpu += cpuSeconds(measured) - before
           total.calls += result.count + result.errors
           total.count += result.count
           total.seconds += result.seconds
@@ -125,8 +141,9 @@ export const runEras = async (dir: string, options: { readonly calls: number; re
     return cells
   } finally {
     http.close()
+    hubHttp.close()
     await Promise.allSettled([v1.close(), v2.close()])
-    await Promise.all([stopChild(store.child), stopChild(oldProcess.child), stopChild(modernProcess.child)])
+    await Promise.all([stopChild(store.child), stopChild(hub.child), stopChild(oldProcess.child), stopChild(modernProcess.child)])
   }
 }
 
@@ -141,16 +158,20 @@ export const erasMarkdown = (cells: ReadonlyArray<ErasCell>, git: string, calls:
   const rows = cells.map((c) => `| ${c.label} | ${c.concurrency} | ${c.cpuUsPerCall.toFixed(0)} | ${c.rate.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.errors} |`)
   const ratios = [1, 32].flatMap((c) => [
     `| c=${c} | /mcp: 2026-07-28 client / 2025 client | ${ratio("/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "/mcp, 2025 client (session) → 2025 upstream, HTTP", c)} |`,
+    `| c=${c} | /mcp, stdio upstream: 2026-07-28 client / 2025 client | ${ratio("/mcp, 2026-07-28 client (no session) → 2025 upstream, stdio", "/mcp, 2025 client (session) → 2025 upstream, stdio", c)} |`,
     `| c=${c} | REST, HTTP: 2026-07-28 upstream / 2025 upstream | ${ratio("REST → 2026-07-28 upstream, HTTP", "REST → 2025 upstream, HTTP", c)} |`,
-    `| c=${c} | REST, stdio: 2026-07-28 upstream / 2025 upstream | ${ratio("REST → 2026-07-28 upstream, stdio", "REST → 2025 upstream, stdio", c)} |`
+    `| c=${c} | REST, stdio: 2026-07-28 upstream / 2025 upstream | ${ratio("REST → 2026-07-28 upstream, stdio", "REST → 2025 upstream, stdio", c)} |`,
+    `| c=${c} | 2025 upstream, HTTP: the store's REST / mcp-hub | ${ratio("REST → 2025 upstream, HTTP", "mcp-hub (REST) → 2025 upstream, HTTP", c)} |`,
+    `| c=${c} | 2025 upstream, stdio: the store's REST / mcp-hub | ${ratio("REST → 2025 upstream, stdio", "mcp-hub (REST) → 2025 upstream, stdio", c)} |`,
+    `| c=${c} | 2025 upstream, HTTP: the store's /mcp, 2026-07-28 client / mcp-hub | ${ratio("/mcp, 2026-07-28 client (no session) → 2025 upstream, HTTP", "mcp-hub (REST) → 2025 upstream, HTTP", c)} |`
   ])
   return [
     ERAS_START,
     "## The two protocol eras (bench/eras.ts)",
     "",
-    `git ${git}, ${new Date().toISOString()}; ${rounds} rounds of ${calls} calls per cell, the cells of a concurrency in rotating order; the store's CPU per call from /proc.`,
+    `git ${git}, ${new Date().toISOString()}; ${rounds} rounds of ${calls} calls per cell, the cells of a concurrency in rotating order; the store's CPU per call from /proc (mcp-hub's for its cells).`,
     "",
-    "| way | c | store CPU µs/call | calls/s | p50 ms | errors |",
+    "| way | c | store (or mcp-hub) CPU µs/call | calls/s | p50 ms | errors |",
     "|---|---|---|---|---|---|",
     ...rows,
     "",
