@@ -518,6 +518,12 @@ export class Cluster {
     )
   }
 
+  /** Whether a replica is in the registry now (its entry renewed within its lease). */
+  async alive(replicaId: string): Promise<boolean> {
+    if (replicaId === this.replicaId) return true
+    return (await this.connection.client.exists(this.#replicaKey(replicaId))) === 1
+  }
+
   /** The live replicas (this one included), as the registry holds them now. */
   async replicas(): Promise<ReadonlyArray<ReplicaEntry>> {
     const client = this.connection.client

@@ -11,6 +11,7 @@ import { replicatedServiceMachine } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import { logCrash } from "../runtime/adapter.js"
 import {
+  AsyncResults,
   Definitions,
   Records,
   Replication,
@@ -24,6 +25,7 @@ import { Cluster } from "./cluster.js"
 import { heldCallsOf } from "./held-calls.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
+import { RedisAsyncResults } from "../records/redis-async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
 export class ClusterService extends Context.Tag("mcp-store/Cluster")<ClusterService, Cluster>() {}
@@ -68,6 +70,16 @@ export const RecordsFromRedis: Layer.Layer<Records, never, ClusterService | Stor
   })
 )
 
+/** The asynchronous calls in the cluster's Redis: any replica reads them; a call whose replica is gone reads `interrupted`. */
+export const AsyncResultsFromRedis: Layer.Layer<AsyncResults, never, ClusterService | StoreConfig> = Layer.effect(
+  AsyncResults,
+  Effect.gen(function* () {
+    const cluster = yield* ClusterService
+    const config = yield* StoreConfig
+    return new RedisAsyncResults(clusterData(cluster), config.asyncResults, { alive: (id) => cluster.alive(id) })
+  })
+)
+
 /** The OAuth tokens in the cluster's Redis; closed on release (before the cluster's client). */
 export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer.scoped(
   Tokens,
@@ -87,6 +99,7 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   added: (scope, name) => cluster.added(serviceField(scope, name)),
   removed: (scope, name) => cluster.removed(serviceField(scope, name)),
   leaving: () => cluster.leaving(),
+  replicaId: cluster.replicaId,
   held: heldCallsOf(cluster)
 })
 
@@ -110,9 +123,10 @@ const replicatedMachine = (cluster: Cluster, live: LiveServiceMachine) =>
   })
 
 /** The capabilities of a replica: the cluster, and the definitions, records, tokens and replication on it. */
-export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   DefinitionsFromCluster,
   RecordsFromRedis,
+  AsyncResultsFromRedis,
   TokensFromRedis,
   ClusterReplication
 ).pipe(Layer.provideMerge(ClusterLive))

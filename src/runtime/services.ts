@@ -13,6 +13,7 @@ import type { Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
+import type { AsyncResultsBackend, AsyncResultsOptions } from "../records/async-results.js"
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
@@ -46,6 +47,7 @@ export interface StoreSettings {
   readonly settings: MonitoringSettings
   readonly limits: StoreLimits
   readonly records: RecordsOptions
+  readonly asyncResults: AsyncResultsOptions
 }
 
 /** The store's options, resolved once. */
@@ -59,6 +61,9 @@ export class Definitions extends Context.Tag("mcp-store/Definitions")<Definition
 
 /** The tool-call records: a file beside the services file, or the cluster's Redis. */
 export class Records extends Context.Tag("mcp-store/Records")<Records, RecordsBackend>() {}
+
+/** Asynchronous calls' state and answers: a file beside the services file, or the cluster's Redis. */
+export class AsyncResults extends Context.Tag("mcp-store/AsyncResults")<AsyncResults, AsyncResultsBackend>() {}
 
 /** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
 export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
@@ -93,6 +98,8 @@ export interface ReplicationApi {
   removed(scope: Scope, name: string): Promise<void>
   /** The store is stopping: no service is taken over from now on. */
   leaving(): void
+  /** This replica's id (replica mode): kept with the asynchronous calls it runs. */
+  readonly replicaId?: string | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
 }
