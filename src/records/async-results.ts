@@ -118,7 +118,7 @@ const isEntry = (value: unknown): value is AsyncCallEntry => {
  * The asynchronous calls of one store in a file beside its services file. Every entry is in memory
  * (bounded: the running ones by the store's cap on them, the finished ones by count, bytes and
  * age); the file is one JSON document, replaced atomically (src/config/atomic-write.ts) after each
- * start and end, the writes of a burst coalesced into one. A call's end is on disk before `finish`
+ * start, target and end, the writes of a burst coalesced into one. A call's end is on disk before `finish`
  * resolves, so an end a client has seen survives a kill of the store. Progress is kept in memory
  * only: after a restart a running call is `interrupted` anyway.
  */
@@ -246,7 +246,10 @@ export class AsyncResultsFile implements AsyncResultsBackend {
 
   target(callId: string, target: { readonly service_name: string; readonly original_name: string; readonly trace_id: string }): void {
     const entry = this.entries.get(callId)
-    if (entry?.status === "running") this.entries.set(callId, { ...entry, ...target })
+    if (entry?.status !== "running") return
+    this.entries.set(callId, { ...entry, ...target })
+    // On disk too: an interrupted call's record names its service.
+    void this.persist()
   }
 
   finish(entry: AsyncCallEntry): Promise<void> {
