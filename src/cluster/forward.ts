@@ -77,6 +77,8 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
   | { readonly op: "answer"; readonly call: string; readonly key: string; readonly answer: RelayAnswer }
   /** A retry of a held call the receiving replica holds (`field` is empty): its next step (src/cluster/held-calls.ts). */
   | { readonly op: "held"; readonly retry: HeldRetry; readonly owner: HeldOwner }
+  /** Cancel an asynchronous call the receiving replica runs (`field` is empty); answered with the call as it ended. */
+  | { readonly op: "async_cancel"; readonly call: string; readonly scope: string; readonly owner: string }
 )
 
 /** An upstream's request during a forwarded call, for the caller to answer: keyed within the call. */

@@ -26,6 +26,7 @@ import { heldCallsOf } from "./held-calls.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
+import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
 export class ClusterService extends Context.Tag("mcp-store/Cluster")<ClusterService, Cluster>() {}
@@ -91,6 +92,9 @@ export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer
   )
 )
 
+/** How long a replica has to cancel an asynchronous call it runs, when another replica asks. */
+const ASYNC_CANCEL_MS = 10_000
+
 /** The store's services replicated through the cluster: leases, views and forwarding, and held calls found on any replica. */
 export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   shared: true,
@@ -100,6 +104,10 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   removed: (scope, name) => cluster.removed(serviceField(scope, name)),
   leaving: () => cluster.leaving(),
   replicaId: cluster.replicaId,
+  cancelAsyncOn: async (replica, call, scope, owner) => {
+    const answer = (await cluster.sendToReplica(replica, { op: "async_cancel", field: "", call, scope, owner, timeoutMs: ASYNC_CANCEL_MS }, {})) as { call?: AsyncCallEntry | null } | null
+    return answer?.call ?? undefined
+  },
   held: heldCallsOf(cluster)
 })
 

@@ -210,6 +210,7 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     return { taken: relayed.answer(String(req.call), String(req.key), answer) }
   }
   if (req.op === "held") return heldTurn(store, req, write, signal)
+  if (req.op === "async_cancel") return { call: (await store.asyncCalls.cancel(String(req.call), String(req.scope), String(req.owner))) ?? null }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)

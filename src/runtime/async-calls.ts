@@ -79,7 +79,9 @@ export class AsyncCalls {
     /** Running calls of this store at once (`--max-async-calls`). */
     private readonly maxRunning: number,
     /** This replica's id in replica mode (kept with each call it runs). */
-    private readonly replica?: string | undefined
+    private readonly replica?: string | undefined,
+    /** Replica mode: cancels a call another replica runs, on that replica. */
+    private readonly cancelOn?: ((replica: string, callId: string, scope: string, owner: string) => Promise<AsyncCallEntry | undefined>) | undefined
   ) {}
 
   /** Listens to calls' starts and ends (the `/events` streams). */
@@ -215,7 +217,19 @@ export class AsyncCalls {
    */
   async cancel(callId: string, scope: string, owner: string): Promise<AsyncCallEntry | undefined> {
     const live = this.live.get(callId)
-    if (live === undefined || live.entry.scope !== scope || live.entry.owner !== owner) return this.view(callId, scope, owner)
+    if (live === undefined || live.entry.scope !== scope || live.entry.owner !== owner) {
+      const entry = await this.view(callId, scope, owner)
+      // Replica mode: a call another replica runs is cancelled there.
+      if (entry?.status === "running" && entry.replica !== undefined && entry.replica !== this.replica && this.cancelOn !== undefined) {
+        log.info(`asynchronous call ${callId} of '${entry.tool_name}' cancelled by its caller, on replica ${entry.replica}`, { event: "async_call_cancel", call_id: callId, scope })
+        const ended = await this.cancelOn(entry.replica, callId, scope, owner).catch((e: unknown) => {
+          log.warn(`asynchronous call ${callId}: replica ${entry.replica} could not be asked to cancel it: ${e instanceof Error ? e.message : String(e)}`, { event: "async_call_cancel_failed", call_id: callId })
+          return undefined
+        })
+        return ended ?? (await this.view(callId, scope, owner))
+      }
+      return entry
+    }
     log.info(`asynchronous call ${callId} of '${live.entry.tool_name}' cancelled by its caller`, { event: "async_call_cancel", call_id: callId, scope })
     const ended = new Promise<void>((resolve) => {
       const off = this.on((e) => {

@@ -13,7 +13,7 @@ import type { Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
-import type { AsyncResultsBackend, AsyncResultsOptions } from "../records/async-results.js"
+import type { AsyncCallEntry, AsyncResultsBackend, AsyncResultsOptions } from "../records/async-results.js"
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
@@ -100,6 +100,11 @@ export interface ReplicationApi {
   leaving(): void
   /** This replica's id (replica mode): kept with the asynchronous calls it runs. */
   readonly replicaId?: string | undefined
+  /**
+   * Cancels an asynchronous call another replica runs (replica mode): the call as it ended, or
+   * undefined when that replica does not know it (or is gone).
+   */
+  readonly cancelAsyncOn?: ((replica: string, callId: string, scope: string, owner: string) => Promise<AsyncCallEntry | undefined>) | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
 }

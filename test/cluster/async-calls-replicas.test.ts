@@ -1,7 +1,8 @@
 /**
  * Asynchronous calls in replica mode (src/records/redis-async-results.ts): two real store processes
  * on one real Redis. A call started through one replica is read, running and then finished, through
- * the other; when the replica that took a running call is killed (SIGKILL), the other reads it
+ * the other, and cancelled through the other (the replica that runs it is asked); when the replica
+ * that took a running call is killed (SIGKILL), the other reads it
  * `interrupted` once that replica has left the registry, and records it once.
  */
 import { writeFileSync } from "node:fs"
@@ -46,7 +47,7 @@ describe.skipIf(!hasRedisServer)("asynchronous calls across replicas", { timeout
     restoreSecret?.()
   }, 30_000)
 
-  it("a call taken by one replica is read through the other, running and finished; SIGKILL of the replica that took it: interrupted, recorded once", async () => {
+  it("a call taken by one replica is read through the other, running and finished, and cancelled through it; SIGKILL of the replica that took it: interrupted, recorded once", async () => {
     const [a, b] = replicas as [StoreProcess, StoreProcess]
     const added = await a.post("/for_store/add_service?wait=30", fixtureService("fx"))
     expect(added.status, added.text).toBe(200)
@@ -74,6 +75,14 @@ describe.skipIf(!hasRedisServer)("asynchronous calls across replicas", { timeout
       const r = await b.get(`/for_store/calls/${id}`)
       return r.body.status === "running" && r.body.service_name === "fx"
     }, 20_000, 50)).toBe(true)
+
+    // Cancelled through the other replica: the replica that runs it is asked, and the call ends there.
+    const other = await a.post("/for_store/call_tool", { tool_name: "fx__sleep", args: { ms: 120_000 }, async: true })
+    expect(other.status, other.text).toBe(202)
+    const cancelled = await b.post(`/for_store/calls/${other.body.call_id}/cancel`)
+    expect(cancelled.status, cancelled.text).toBe(200)
+    expect(cancelled.body.status).toBe("cancelled")
+    expect((await a.get(`/for_store/calls/${other.body.call_id}`)).body.status).toBe("cancelled")
 
     await a.kill()
     let after: Reply | undefined
