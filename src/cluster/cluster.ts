@@ -477,6 +477,14 @@ export class Cluster {
   }
 
   /** Where the owner of `field` is reached: the owner of its last view, else the lease holder. */
+  /** The replica that runs a service when it is another one (undefined: this one, or none now). */
+  async ownerOf(field: string): Promise<string | undefined> {
+    if (this.leases.owns(field)) return undefined
+    let owner = this.#latest.get(field)?.owner
+    if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
+    return owner === this.replicaId ? undefined : owner
+  }
+
   async #ownerUrl(field: string): Promise<string | undefined> {
     let owner = this.#latest.get(field)?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined

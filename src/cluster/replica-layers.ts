@@ -7,6 +7,7 @@
 import { Context, Effect, Layer } from "effect"
 import { assign } from "xstate"
 import { serviceField } from "../domain/replicas.js"
+import { scopeLabel } from "../domain/service-definition.js"
 import { replicatedServiceMachine } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import { logCrash } from "../runtime/adapter.js"
@@ -92,7 +93,7 @@ export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer
   )
 )
 
-/** How long a replica has to cancel an asynchronous call it runs, when another replica asks. */
+/** How long a replica has to start or cancel an asynchronous call it runs, when another replica asks. */
 const ASYNC_CANCEL_MS = 10_000
 
 /** The store's services replicated through the cluster: leases, views and forwarding, and held calls found on any replica. */
@@ -107,6 +108,15 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   cancelAsyncOn: async (replica, call, scope, owner) => {
     const answer = (await cluster.sendToReplica(replica, { op: "async_cancel", field: "", call, scope, owner, timeoutMs: ASYNC_CANCEL_MS }, {})) as { call?: AsyncCallEntry | null } | null
     return answer?.call ?? undefined
+  },
+  ownerOf: (scope, name) => cluster.ownerOf(serviceField(scope, name)),
+  startAsyncOn: async (replica, scope, name, start) => {
+    const answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as {
+      call?: AsyncCallEntry
+      refused?: string
+    } | null
+    if (answer?.call !== undefined) return answer.call
+    return { refused: answer?.refused ?? `replica ${replica} did not start the call` }
   },
   held: heldCallsOf(cluster)
 })

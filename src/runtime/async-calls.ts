@@ -19,7 +19,8 @@ import { Cancel } from "../mcp/types.js"
 import type { AsyncAnswer, AsyncCallEntry, AsyncCallStatus, AsyncProgress, AsyncResultsBackend } from "../records/async-results.js"
 import type { RecordsBackend } from "../records/tool-records.js"
 import { LatestThrottle } from "./progress.js"
-import { runCall, STORE_STOPPING, toolErrorMessage, type CallExit, type CallToolInput } from "./calls.js"
+import { resolveTarget, runCall, STORE_STOPPING, toolErrorMessage, type CallExit, type CallToolInput } from "./calls.js"
+import type { ReplicationApi } from "./services.js"
 import type { ScopeContext } from "./host.js"
 
 /** How a face renders a call's end: the status and body a synchronous call would have answered (undefined when cancelled). */
@@ -78,11 +79,14 @@ export class AsyncCalls {
     private readonly records: RecordsBackend,
     /** Running calls of this store at once (`--max-async-calls`). */
     private readonly maxRunning: number,
-    /** This replica's id in replica mode (kept with each call it runs). */
-    private readonly replica?: string | undefined,
-    /** Replica mode: cancels a call another replica runs, on that replica. */
-    private readonly cancelOn?: ((replica: string, callId: string, scope: string, owner: string) => Promise<AsyncCallEntry | undefined>) | undefined
-  ) {}
+    /** Replica mode: this replica's id, and the other replicas reached (a call runs where its service runs). */
+    private readonly replication?: Pick<ReplicationApi, "replicaId" | "cancelAsyncOn" | "ownerOf" | "startAsyncOn"> | undefined
+  ) {
+    this.replica = replication?.replicaId
+  }
+
+  /** This replica's id in replica mode (kept with each call it runs). */
+  private readonly replica: string | undefined
 
   /** Listens to calls' starts and ends (the `/events` streams). */
   on(listener: (e: AsyncCallEvent) => void): () => void {
@@ -118,7 +122,11 @@ export class AsyncCalls {
    * Starts `input` in `ctx` detached, for the key whose digest is `owner`; answers once the call is
    * kept as running (so an id answered is an id that can be read). Refused (TooMany) at the cap.
    */
-  async start(ctx: ScopeContext, input: CallToolInput, owner: string, render: AsyncRender): Promise<AsyncCallEntry | TooMany> {
+  async start(ctx: ScopeContext, input: CallToolInput, owner: string, render: AsyncRender, options: { readonly here?: boolean } = {}): Promise<AsyncCallEntry | TooMany> {
+    if (options.here !== true && !this.closing) {
+      const elsewhere = await this.startElsewhere(ctx, input, owner)
+      if (elsewhere !== undefined) return elsewhere
+    }
     if (this.closing || this.live.size >= this.maxRunning) {
       const refusal = new TooMany({
         message: `Too many asynchronous calls running (max_async_calls is ${this.maxRunning}); try again later`,
@@ -178,6 +186,37 @@ export class AsyncCalls {
     return entry
   }
 
+  /**
+   * Replica mode: a call whose service another replica runs is started there, so that the call
+   * lives where its service does (its entry names that replica). Undefined: it runs here (one
+   * store; the service is run here or by nobody now; the target is not resolved yet, or that
+   * replica cannot be reached: the call's own steps then wait or refuse as any call's).
+   */
+  private async startElsewhere(ctx: ScopeContext, input: CallToolInput, owner: string): Promise<AsyncCallEntry | TooMany | undefined> {
+    const { ownerOf, startAsyncOn } = this.replication ?? {}
+    if (ownerOf === undefined || startAsyncOn === undefined) return undefined
+    const target = resolveTarget(ctx, input, { expired: false, timeoutSeconds: 1 })
+    if (target._tag !== "Found") return undefined
+    const name = target.actor.getSnapshot().context.name
+    const replica = await ownerOf(ctx.scope, name).catch(() => undefined)
+    if (replica === undefined) return undefined
+    try {
+      const started = await startAsyncOn(replica, ctx.scope, name, {
+        owner,
+        input: { tool_name: input.tool_name, args: input.args, service_name: input.service_name, timeout: input.timeout, trace: input.trace }
+      })
+      if ("refused" in started) {
+        log.warn(`refused an asynchronous call of '${input.tool_name}' in ${ctx.label} on replica ${replica}: ${started.refused}`, { event: "async_call_refused", scope: ctx.label, tool: input.tool_name })
+        return new TooMany({ message: started.refused, limit: "max_async_calls", max: this.maxRunning, retryAfterSeconds: 1 })
+      }
+      log.info(`asynchronous call ${started.call_id} of '${input.tool_name}' started on replica ${replica}, which runs ${name}`, { event: "async_call_forwarded", call_id: started.call_id, scope: ctx.label })
+      return started
+    } catch (e) {
+      log.warn(`asynchronous call of '${input.tool_name}': replica ${replica}, which runs ${name}, could not start it (${e instanceof Error ? e.message : String(e)}); it runs here`, { event: "async_call_forward_failed", scope: ctx.label })
+      return undefined
+    }
+  }
+
   /** A call's end: kept (its answer rendered by the face), logged, told to `/events`. */
   private async end(call: LiveCall, exit: CallExit, render: AsyncRender): Promise<void> {
     call.stored.close()
@@ -220,9 +259,10 @@ export class AsyncCalls {
     if (live === undefined || live.entry.scope !== scope || live.entry.owner !== owner) {
       const entry = await this.view(callId, scope, owner)
       // Replica mode: a call another replica runs is cancelled there.
-      if (entry?.status === "running" && entry.replica !== undefined && entry.replica !== this.replica && this.cancelOn !== undefined) {
+      const cancelOn = this.replication?.cancelAsyncOn
+      if (entry?.status === "running" && entry.replica !== undefined && entry.replica !== this.replica && cancelOn !== undefined) {
         log.info(`asynchronous call ${callId} of '${entry.tool_name}' cancelled by its caller, on replica ${entry.replica}`, { event: "async_call_cancel", call_id: callId, scope })
-        const ended = await this.cancelOn(entry.replica, callId, scope, owner).catch((e: unknown) => {
+        const ended = await cancelOn(entry.replica, callId, scope, owner).catch((e: unknown) => {
           log.warn(`asynchronous call ${callId}: replica ${entry.replica} could not be asked to cancel it: ${e instanceof Error ? e.message : String(e)}`, { event: "async_call_cancel_failed", call_id: callId })
           return undefined
         })

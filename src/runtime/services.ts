@@ -18,6 +18,15 @@ import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
 
+/** What an asynchronous call's start carries to the replica that runs its service. */
+export interface AsyncStartInput {
+  readonly tool_name: string
+  readonly args?: Record<string, unknown> | undefined
+  readonly service_name?: string | undefined
+  readonly timeout?: number | undefined
+  readonly trace?: import("../domain/trace-context.js").TraceContext | undefined
+}
+
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
   /** The services file (mcp.json style); created when missing. */
@@ -105,6 +114,15 @@ export interface ReplicationApi {
    * undefined when that replica does not know it (or is gone).
    */
   readonly cancelAsyncOn?: ((replica: string, callId: string, scope: string, owner: string) => Promise<AsyncCallEntry | undefined>) | undefined
+  /** Replica mode: the replica that runs a service, when it is another one (undefined: this one, or none now). */
+  readonly ownerOf?: ((scope: Scope, name: string) => Promise<string | undefined>) | undefined
+  /**
+   * Replica mode: starts an asynchronous call on the replica that runs its service; the call's
+   * entry, or a refusal's message (that replica's cap on running calls).
+   */
+  readonly startAsyncOn?:
+    | ((replica: string, scope: Scope, name: string, start: { readonly owner: string; readonly input: AsyncStartInput }) => Promise<AsyncCallEntry | { readonly refused: string }>)
+    | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
 }

@@ -116,7 +116,7 @@ export class Store implements StoreHost {
     this.replication = replication
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
-    this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.replicaId, replication.cancelAsyncOn)
+    this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
