@@ -33,6 +33,8 @@ export interface AsyncCallEvent {
   readonly agent_id: string | null
   readonly tool_name: string
   readonly service_name: string | null
+  /** The tool's own name on its service, once known. */
+  readonly original_name: string | null
   readonly status: AsyncCallStatus
   readonly http_status: number | null
   readonly trace_id: string | null
@@ -101,6 +103,7 @@ export class AsyncCalls {
       agent_id: entry.scope === "store" ? null : entry.scope,
       tool_name: entry.tool_name,
       service_name: entry.service_name,
+      original_name: entry.original_name,
       status: entry.status,
       http_status: entry.answer?.http_status ?? null,
       trace_id: entry.trace_id
