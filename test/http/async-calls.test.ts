@@ -73,6 +73,14 @@ describe("asynchronous calls", () => {
     expect(ended.body.trace_id).toBe(ended.body.answer.body.trace_id)
   })
 
+  it("through the HttpApi handler too (a request the direct call route leaves to it): 202, and the same end", async () => {
+    const reply = await server.post("/for_store/call_tool?via=httpapi", { tool_name: "fx__add", args: { a: 1, b: 1 }, async: true })
+    expect(reply.status, reply.text).toBe(202)
+    expect(reply.body).toMatchObject({ status: "running", tool_name: "fx__add", status_url: `/for_store/calls/${reply.body.call_id}` })
+    const ended = await settled(server, "/for_store", reply.body.call_id)
+    expect(ended.body).toMatchObject({ status: "completed", answer: { http_status: 200, body: { result: "2" } } })
+  })
+
   it("use_tool takes async too; a slow call is running while its tool sleeps", async () => {
     const callId = await startAsync(server, "/for_store", { tool_name: "sleep", service_name: "fx", args: { ms: 60_000 } }, "use_tool")
     const now = await server.get(`/for_store/calls/${callId}`)
