@@ -145,6 +145,8 @@ const CLIENT_ID_HASH = /^(client_.+_)([0-9a-f]{8})$/
 /** A call's W3C trace id, and the store's span id of it. */
 const TRACE_ID = /^[0-9a-f]{32}$/
 const SPAN_ID = /^[0-9a-f]{16}$/
+/** An asynchronous call's id. */
+const CALL_ID = /call_[A-Za-z0-9_-]{32}/g
 /** A time of day some servers put in their answers (server-everything's dynamic resources). */
 const TIME_OF_DAY = /\b\d{1,2}:\d{2}:\d{2} [AP]M\b/g
 /** The random parameters of an authorization URL. */
@@ -178,6 +180,7 @@ const normalizer = (context: { readonly storeUrl: string; readonly dir: string; 
   const traces = new Renames((n) => standIn("trace", n).slice(0, 32))
   const spans = new Renames((n) => standIn("span", n).slice(0, 16))
   const clientHashes = new Renames((n) => standIn("client", n).slice(0, 8))
+  const callIds = new Renames((n) => `call_${Buffer.from(standIn("call", n), "hex").subarray(0, 24).toString("base64url")}`)
   const storeOrigin = new URL(context.storeUrl).origin
   const text = (s: string): string => {
     let out = s
@@ -186,6 +189,7 @@ const normalizer = (context: { readonly storeUrl: string; readonly dir: string; 
     }
     out = out.replace(ISO_TIME, (t) => timeOf.get(t) ?? t)
     out = out.replace(UUID, (u) => uuids.of(u))
+    out = out.replace(CALL_ID, (c) => callIds.of(c))
     out = out.replace(TIME_OF_DAY, "10:41:07 AM")
     out = out.replace(/([?&])(state|code_challenge)=[^&]+/g, (_m, sep: string, key: string) => `${sep}${key}=${URL_PARAMS[key]}`)
     if (/^\d{4}-\d{2}-\d{2}$/.test(out)) {
@@ -363,6 +367,25 @@ const capture = async () => {
     const slow = definition("fixture", stdioFixture())
     expectStatus("add fixture", await store.post(`${STORE}/add_service?wait=30`, slow), 200)
     keepError(await rawRequest(`${store.url}${STORE}/call_tool`, "POST", JSON.stringify({ tool_name: "fixture__sleep", args: { ms: 5000 }, timeout: 1 }), { "content-type": "application/json" }), 504)
+    // Asynchronous calls: a finished one read in each scope, a running one cancelled, a finished one "cancelled" (answered as it is).
+    const finishedCall = async (prefix: string): Promise<{ id: string; reply: Reply }> => {
+      const started = await store.post(`${prefix}/call_tool`, { ...add, async: true })
+      expectStatus("async call", started, 202)
+      const id = started.body.call_id as string
+      for (let i = 0; i < 400; i++) {
+        const reply = await store.get(`${prefix}/calls/${id}`)
+        if (reply.status !== 200 || reply.body.status !== "running") return { id, reply }
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      throw new Error(`async call ${id} never ended`)
+    }
+    keep("store.getCall", (await finishedCall(STORE)).reply)
+    const agentCall = await finishedCall(AGENT_PREFIX)
+    keep("agent.getCall", agentCall.reply)
+    keep("agent.cancelCall", await store.post(`${AGENT_PREFIX}/calls/${agentCall.id}/cancel`))
+    const sleeping = await store.post(`${STORE}/call_tool`, { tool_name: "fixture__sleep", args: { ms: 60_000 }, async: true })
+    expectStatus("async sleep", sleeping, 202)
+    keep("store.cancelCall", await store.post(`${STORE}/calls/${sleeping.body.call_id}/cancel`))
     const disconnect = { service_name: "demo" }
     keep("store.disconnectService", await store.post(`${STORE}/disconnect_service`, disconnect), disconnect)
     keepError(await rawRequest(`${store.url}${STORE}/call_tool`, "POST", JSON.stringify(add), { "content-type": "application/json" }), 503)

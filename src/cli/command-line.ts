@@ -49,7 +49,11 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_waiters", "--max-waiters", "concurrent waits on services (default: 10000)"],
   ["max_held_calls", "--max-held-calls", "calls waiting at once for their callers' input, accept_input_required (default: 100)"],
   ["max_call_seconds", "--max-call-seconds", "longest a tool call may last, in seconds (MCP endpoints; caps call_tool's timeout) (default: 3600)"],
-  ["tool_record_max_value_bytes", "--tool-record-max-value-bytes", "a call's parameters and result, each, as stored in records; longer ones are cut (default: 65536)"]
+  ["tool_record_max_value_bytes", "--tool-record-max-value-bytes", "a call's parameters and result, each, as stored in records; longer ones are cut (default: 65536)"],
+  ["max_async_calls", "--max-async-calls", "asynchronous calls (call_tool \"async\": true) running at once (default: 100)"],
+  ["max_async_results", "--max-async-results", "finished asynchronous calls kept; the oldest are dropped beyond it (default: 1000)"],
+  ["async_result_retention_seconds", "--async-result-retention-seconds", "seconds a finished asynchronous call is kept (default: 86400)"],
+  ["async_results_max_bytes", "--async-results-max-bytes", "bytes of the kept asynchronous answers together; the oldest are dropped beyond it (default: 67108864)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [

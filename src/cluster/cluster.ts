@@ -477,6 +477,14 @@ export class Cluster {
   }
 
   /** Where the owner of `field` is reached: the owner of its last view, else the lease holder. */
+  /** The replica that runs a service when it is another one (undefined: this one, or none now). */
+  async ownerOf(field: string): Promise<string | undefined> {
+    if (this.leases.owns(field)) return undefined
+    let owner = this.#latest.get(field)?.owner
+    if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
+    return owner === this.replicaId ? undefined : owner
+  }
+
   async #ownerUrl(field: string): Promise<string | undefined> {
     let owner = this.#latest.get(field)?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
@@ -516,6 +524,12 @@ export class Cluster {
         log.warn(`cluster snapshot ${path} cannot be written (${(e as Error).message})`, { event: "cluster_snapshot_failed", file: path })
       )
     )
+  }
+
+  /** Whether a replica is in the registry now (its entry renewed within its lease). */
+  async alive(replicaId: string): Promise<boolean> {
+    if (replicaId === this.replicaId) return true
+    return (await this.connection.client.exists(this.#replicaKey(replicaId))) === 1
   }
 
   /** The live replicas (this one included), as the registry holds them now. */

@@ -23,6 +23,7 @@
  * which sends `{"a": 1}` every few seconds while the call's next step is not there yet, so a holder
  * that went silent is noticed within `HELD_SILENCE_MS`.
  */
+import type { AsyncStartInput } from "../runtime/services.js"
 import { randomUUID } from "node:crypto"
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
@@ -77,6 +78,10 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
   | { readonly op: "answer"; readonly call: string; readonly key: string; readonly answer: RelayAnswer }
   /** A retry of a held call the receiving replica holds (`field` is empty): its next step (src/cluster/held-calls.ts). */
   | { readonly op: "held"; readonly retry: HeldRetry; readonly owner: HeldOwner }
+  /** Cancel an asynchronous call the receiving replica runs (`field` is empty); answered with the call as it ended. */
+  | { readonly op: "async_cancel"; readonly call: string; readonly scope: string; readonly owner: string }
+  /** Start an asynchronous call on the replica that runs its service (`field` is the service's): answered with the call's entry. */
+  | { readonly op: "async_start"; readonly scope: string; readonly owner: string; readonly input: AsyncStartInput }
 )
 
 /** An upstream's request during a forwarded call, for the caller to answer: keyed within the call. */

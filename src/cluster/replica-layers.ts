@@ -7,10 +7,12 @@
 import { Context, Effect, Layer } from "effect"
 import { assign } from "xstate"
 import { serviceField } from "../domain/replicas.js"
+import { scopeLabel } from "../domain/service-definition.js"
 import { replicatedServiceMachine } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import { logCrash } from "../runtime/adapter.js"
 import {
+  AsyncResults,
   Definitions,
   Records,
   Replication,
@@ -24,6 +26,8 @@ import { Cluster } from "./cluster.js"
 import { heldCallsOf } from "./held-calls.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
+import { RedisAsyncResults } from "../records/redis-async-results.js"
+import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
 export class ClusterService extends Context.Tag("mcp-store/Cluster")<ClusterService, Cluster>() {}
@@ -68,6 +72,16 @@ export const RecordsFromRedis: Layer.Layer<Records, never, ClusterService | Stor
   })
 )
 
+/** The asynchronous calls in the cluster's Redis: any replica reads them; a call whose replica is gone reads `interrupted`. */
+export const AsyncResultsFromRedis: Layer.Layer<AsyncResults, never, ClusterService | StoreConfig> = Layer.effect(
+  AsyncResults,
+  Effect.gen(function* () {
+    const cluster = yield* ClusterService
+    const config = yield* StoreConfig
+    return new RedisAsyncResults(clusterData(cluster), config.asyncResults, { alive: (id) => cluster.alive(id) })
+  })
+)
+
 /** The OAuth tokens in the cluster's Redis; closed on release (before the cluster's client). */
 export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer.scoped(
   Tokens,
@@ -79,6 +93,9 @@ export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer
   )
 )
 
+/** How long a replica has to start or cancel an asynchronous call it runs, when another replica asks. */
+const ASYNC_CANCEL_MS = 10_000
+
 /** The store's services replicated through the cluster: leases, views and forwarding, and held calls found on any replica. */
 export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   shared: true,
@@ -87,6 +104,20 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   added: (scope, name) => cluster.added(serviceField(scope, name)),
   removed: (scope, name) => cluster.removed(serviceField(scope, name)),
   leaving: () => cluster.leaving(),
+  replicaId: cluster.replicaId,
+  cancelAsyncOn: async (replica, call, scope, owner) => {
+    const answer = (await cluster.sendToReplica(replica, { op: "async_cancel", field: "", call, scope, owner, timeoutMs: ASYNC_CANCEL_MS }, {})) as { call?: AsyncCallEntry | null } | null
+    return answer?.call ?? undefined
+  },
+  ownerOf: (scope, name) => cluster.ownerOf(serviceField(scope, name)),
+  startAsyncOn: async (replica, scope, name, start) => {
+    const answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as {
+      call?: AsyncCallEntry
+      refused?: string
+    } | null
+    if (answer?.call !== undefined) return answer.call
+    return { refused: answer?.refused ?? `replica ${replica} did not start the call` }
+  },
   held: heldCallsOf(cluster)
 })
 
@@ -110,9 +141,10 @@ const replicatedMachine = (cluster: Cluster, live: LiveServiceMachine) =>
   })
 
 /** The capabilities of a replica: the cluster, and the definitions, records, tokens and replication on it. */
-export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   DefinitionsFromCluster,
   RecordsFromRedis,
+  AsyncResultsFromRedis,
   TokensFromRedis,
   ClusterReplication
 ).pipe(Layer.provideMerge(ClusterLive))

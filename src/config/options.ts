@@ -75,6 +75,14 @@ export interface StoreLimits {
   readonly maxCallSeconds: number
   /** A call's parameters and result, each, as stored in records: longer ones are cut (and marked). */
   readonly toolRecordMaxValueBytes: number
+  /** Asynchronous calls (`"async": true`) running at once. */
+  readonly maxAsyncCalls: number
+  /** Finished asynchronous calls kept; beyond it the oldest are dropped. */
+  readonly maxAsyncResults: number
+  /** Seconds a finished asynchronous call's answer is kept. */
+  readonly asyncResultRetentionSeconds: number
+  /** Bytes of JSON of the finished asynchronous calls' answers together; beyond it the oldest are dropped. */
+  readonly asyncResultsMaxBytes: number
   /** Where remote services may point: CIDRs, addresses and host globs; empty: anywhere but metadata addresses. */
   readonly upstreamAllow: ReadonlyArray<string>
   /** Let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254). */
@@ -150,6 +158,10 @@ export interface OptionValues {
   max_held_calls?: number
   max_call_seconds?: number
   tool_record_max_value_bytes?: number
+  max_async_calls?: number
+  max_async_results?: number
+  async_result_retention_seconds?: number
+  async_results_max_bytes?: number
   upstream_allow?: ReadonlyArray<string>
   upstream_allow_metadata?: boolean
   redis_url?: string
@@ -178,7 +190,11 @@ const CAP_KEYS = [
   "max_waiters",
   "max_held_calls",
   "max_call_seconds",
-  "tool_record_max_value_bytes"
+  "tool_record_max_value_bytes",
+  "max_async_calls",
+  "max_async_results",
+  "async_result_retention_seconds",
+  "async_results_max_bytes"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -242,6 +258,10 @@ export const OPTION_DEFAULTS = {
   max_held_calls: 100,
   max_call_seconds: 3600,
   tool_record_max_value_bytes: 64 * 1024,
+  max_async_calls: 100,
+  max_async_results: 1000,
+  async_result_retention_seconds: 86_400,
+  async_results_max_bytes: 64 * 1024 * 1024,
   upstream_allow_metadata: false,
   cluster_name: "mcp-store",
   lease_ms: 5000
@@ -631,6 +651,10 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   maxHeldCalls: given.max_held_calls ?? OPTION_DEFAULTS.max_held_calls,
   maxCallSeconds: given.max_call_seconds ?? OPTION_DEFAULTS.max_call_seconds,
   toolRecordMaxValueBytes: given.tool_record_max_value_bytes ?? OPTION_DEFAULTS.tool_record_max_value_bytes,
+  maxAsyncCalls: given.max_async_calls ?? OPTION_DEFAULTS.max_async_calls,
+  maxAsyncResults: given.max_async_results ?? OPTION_DEFAULTS.max_async_results,
+  asyncResultRetentionSeconds: given.async_result_retention_seconds ?? OPTION_DEFAULTS.async_result_retention_seconds,
+  asyncResultsMaxBytes: given.async_results_max_bytes ?? OPTION_DEFAULTS.async_results_max_bytes,
   upstreamAllow: given.upstream_allow ?? [],
   upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata
 })

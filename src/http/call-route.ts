@@ -36,7 +36,7 @@ import { readTraceContext } from "../domain/trace-context.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
-import { callInput, callToolAnswer, callToolBody, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
+import { asyncCallAnswer, callInput, callToolAnswer, callToolBody, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
 import { callToolOutput, runCall } from "../runtime/calls.js"
@@ -210,7 +210,8 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
-        return callToolAnswer(gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate)), decoded.right, edge)
+        const gated = gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate))
+        return decoded.right.async === true ? asyncCallAnswer(gated, decoded.right, edge) : callToolAnswer(gated, decoded.right, edge)
       })
     )
 
@@ -262,10 +263,11 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       }
     })
     /** Answers the exit of the handler's Effect (or of a failed direct call through the same contract mapping). */
+    let success = 200
     const answer = (exit: Exit.Exit<unknown, E.ApiError>) => {
       if (Exit.isSuccess(exit)) {
-        status = 200
-        send(response, 200, JSON.stringify(exit.value), exit.value)
+        status = success
+        send(response, success, JSON.stringify(exit.value), exit.value)
       } else if (!Cause.isInterruptedOnly(exit.cause)) {
         const failure = Cause.failureOption(exit.cause)
         status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
@@ -291,9 +293,10 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       const decoded = decodePayload(value)
       const ctx = scopeNow(scope)
       const trace = readTraceContext(request.headers)
-      // A call that takes input in rounds, or whose scope or payload needs the handler's Effect.
-      if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right)) {
-        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held }
+      // A call that takes input in rounds, runs asynchronously (answered 202), or whose scope or payload needs the handler's Effect.
+      if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right) || decoded.right.async === true) {
+        if (Either.isRight(decoded) && decoded.right.async === true) success = 202
+        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held, async: current.asyncCalls }
         fiber = runFork(program(scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return

@@ -22,7 +22,9 @@ import { parseServiceField } from "../redis/key-names.js"
 import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, toWire, type ForwardLine, type ForwardRequest, type RelayAnswer } from "../cluster/forward.js"
 import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
-import { Cause, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
+import { TooMany } from "../domain/errors.js"
+import { asyncAnswer } from "./scope-handlers.js"
 import { statusOf } from "../machines/service.js"
 import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
@@ -210,6 +212,14 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     return { taken: relayed.answer(String(req.call), String(req.key), answer) }
   }
   if (req.op === "held") return heldTurn(store, req, write, signal)
+  if (req.op === "async_start") {
+    const label = String(req.scope)
+    const scope = label === "store" ? Exit.succeed(store.forStore().effects) : Effect.runSyncExit(store.agentContext(label))
+    if (Exit.isFailure(scope)) throw new McpRequestError("protocol", `not a scope: ${label}`, -32602)
+    const started = await store.asyncCalls.start(scope.value, req.input, String(req.owner), asyncAnswer, { here: true })
+    return started instanceof TooMany ? { refused: started.message } : { call: started }
+  }
+  if (req.op === "async_cancel") return { call: (await store.asyncCalls.cancel(String(req.call), String(req.scope), String(req.owner))) ?? null }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)

@@ -126,3 +126,12 @@ export const logInternal = (what: string, cause: Cause.Cause<unknown>): Effect.E
   )
 }
 
+
+/**
+ * A contract error as it would be answered: its status and its body (the error body of docs/api.md),
+ * for an answer kept to be read later (an asynchronous call's).
+ */
+export const answerOfError = (e: ApiError): { readonly http_status: number; readonly body: ReturnType<typeof errorBody> } => ({
+  http_status: HttpApiSchema.getStatusError(e.constructor as unknown as Schema.Schema.Any),
+  body: { success: false, message: e.message, error: e.error }
+})

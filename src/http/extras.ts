@@ -297,10 +297,18 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           const offProgress = store.progress.on((e) => {
             if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.tool_name)) send("progress", e)
           })
+          // Asynchronous calls' starts and ends (their progress is `progress`, with their call_id).
+          const offAsync = store.asyncCalls.on((e) => {
+            if (filter !== undefined && e.scope !== filter) return
+            // A key's tools list: judged on the call's callable name once its target is known, on the name asked before.
+            if (gate !== undefined && !(e.service_name === null || e.original_name === null ? gate.allows(e.tool_name) : seen(e.service_name, e.original_name))) return
+            send("async_call", e)
+          })
           return () => {
             offMonitor()
             offRecords()
             offProgress()
+            offAsync()
           }
         })
       })

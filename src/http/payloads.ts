@@ -8,6 +8,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import { Context, Schema } from "effect"
 import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domain/schemas.js"
 import { OUTCOMES } from "../records/tool-records.js"
+import { ASYNC_CALL_STATUSES } from "../records/async-results.js"
 import { WaitTimeout } from "./contract-errors.js"
 
 export { Status }
@@ -128,12 +129,19 @@ export const CallToolPayload = closed({
   }),
   input_responses: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
     description: "With `request_state`: the result of each input request, by its key"
+  }),
+  async: Schema.optional(Schema.Boolean).annotations({
+    description: "true: answer at once (HTTP 202) with a `call_id`; the call runs on, its status and answer at `GET .../calls/{call_id}`"
   })
 }).pipe(
   Schema.filter((p) => p.args === undefined || p.arguments === undefined || { path: ["arguments"], message: "is an alias of \"args\": give one of the two, not both" }),
   Schema.filter((p) => (p.request_state === undefined) === (p.input_responses === undefined) || {
     path: [p.request_state === undefined ? "request_state" : "input_responses"],
     message: "request_state and input_responses come together (the retry of a call that answered input_required)"
+  }),
+  Schema.filter((p) => p.async !== true || (p.accept_input_required !== true && p.request_state === undefined) || {
+    path: ["async"],
+    message: "an asynchronous call cannot take input in rounds (accept_input_required, request_state)"
   }),
   Schema.annotations({ identifier: "CallToolPayload" })
 )
@@ -155,6 +163,46 @@ export const CallToolResponse = Schema.Struct({
   /** The call ended (as opposed to `input_required`). */
   result_type: Schema.Literal("complete")
 }).annotations({ identifier: "CallToolResponse" })
+
+/** An asynchronous call's id, as call_tool `"async": true` answered it (a malformed one is 400 naming `call_id`). */
+export const CallId = Schema.String.pipe(
+  Schema.pattern(/^call_[A-Za-z0-9_-]{32}$/, { message: () => "must be a call_id as call_tool answered it (call_ followed by 32 characters)" })
+).annotations({ description: "An asynchronous call's id", examples: ["call_8mJq0rVw2r8m5xU1cQ3b6fH0yD7kA9sL"] })
+
+/** The path of a store call's routes. */
+export const CallPath = Schema.Struct({ call_id: CallId })
+
+const AsyncStatus = Schema.Literal(...ASYNC_CALL_STATUSES)
+
+/** The answer of call_tool with `"async": true` (HTTP 202). */
+export const AsyncCallAccepted = Schema.Struct({
+  ...ok,
+  call_id: CallId,
+  status: Schema.Literal("running"),
+  tool_name: Schema.String,
+  status_url: Schema.String.annotations({ description: "Where the call's status and answer are read (GET)" }),
+  cancel_url: Schema.String.annotations({ description: "Where the call is cancelled (POST, no body)" })
+}).annotations({ identifier: "AsyncCallAccepted" })
+
+/** An asynchronous call: where it is, its latest progress, and once it ended the answer a synchronous call would have given. */
+export const AsyncCallResponse = Schema.Struct({
+  ...ok,
+  call_id: Schema.String,
+  status: AsyncStatus,
+  tool_name: Schema.String,
+  service_name: Schema.NullOr(Schema.String),
+  started_at: Schema.String,
+  ended_at: Schema.NullOr(Schema.String),
+  progress: Schema.NullOr(Schema.Struct({ progress: Schema.Number, total: Schema.NullOr(Schema.Number), message: Schema.NullOr(Schema.String) })),
+  answer: Schema.NullOr(
+    Schema.Struct({
+      http_status: Schema.Number.annotations({ description: "The status a synchronous call_tool would have answered" }),
+      body: Schema.Unknown.annotations({ description: "Its body: a CallToolResponse, or an error body" })
+    })
+  ),
+  error: Schema.NullOr(Schema.String),
+  trace_id: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "AsyncCallResponse" })
 
 /** An upstream's request for input during a call, as MCP shapes it. */
 const InputRequest = Schema.Struct({
@@ -425,8 +473,16 @@ export const scopeEndpoints = (prefix: string) => {
       .setPayload(AddServiceBody)
       .setUrlParams(AddServiceQuery)
       .addSuccess(AddServiceResponse),
-    callTool: HttpApiEndpoint.post("callTool", at("call_tool")).setPayload(CallToolPayload).addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse)),
-    useTool: HttpApiEndpoint.post("useTool", at("use_tool")).setPayload(CallToolPayload).addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse)),
+    callTool: HttpApiEndpoint.post("callTool", at("call_tool"))
+      .setPayload(CallToolPayload)
+      .addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse))
+      .addSuccess(AsyncCallAccepted, { status: 202 }),
+    useTool: HttpApiEndpoint.post("useTool", at("use_tool"))
+      .setPayload(CallToolPayload)
+      .addSuccess(Schema.Union(CallToolResponse, InputRequiredResponse))
+      .addSuccess(AsyncCallAccepted, { status: 202 }),
+    getCall: HttpApiEndpoint.get("getCall", at("calls/:call_id")).addSuccess(AsyncCallResponse).annotate(BeyondContract, true),
+    cancelCall: HttpApiEndpoint.post("cancelCall", at("calls/:call_id/cancel")).addSuccess(AsyncCallResponse).annotate(BeyondContract, true),
     waitService: HttpApiEndpoint.post("waitService", at("wait_service"))
       .setPayload(WaitPayload)
       .addSuccess(WaitResponse)

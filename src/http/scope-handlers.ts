@@ -8,25 +8,29 @@
 import type * as Headers from "@effect/platform/Headers"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, type Schema } from "effect"
+import { Cause, Effect, Exit, Option, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
 import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
-import { ValidationError, type ServiceNotFound } from "../domain/errors.js"
+import { TooMany, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
 import type { ServiceView } from "../runtime/service-views.js"
 import { VERSION } from "../version.js"
 import { requestAllowedEverything } from "./authorization.js"
-import { contract, waitTimeout } from "./contract-errors.js"
+import { answerOfError, contract, errorBody, fromStoreError, NotFound, waitTimeout } from "./contract-errors.js"
 import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { currentPrincipal } from "./access.js"
-import type { AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
+import type { AsyncCallAccepted, AsyncCallResponse, AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
 import type { HeldCalls, HeldStep } from "../runtime/input-required.js"
+import type { AsyncCalls, AsyncRender } from "../runtime/async-calls.js"
+import type { AsyncCallEntry } from "../records/async-results.js"
+import { log } from "../logging/log.js"
+import { randomUUID } from "node:crypto"
 import { sessionOwner } from "./gateway/session-seal.js"
 
 /** The scope a handler acts on: the store's, or an agent's once its id is checked. */
@@ -96,6 +100,8 @@ export interface CallEdge {
   readonly trace: TraceContext | undefined
   readonly owner: () => string
   readonly held: HeldCalls
+  /** The store's asynchronous calls (`"async": true`). */
+  readonly async: AsyncCalls
 }
 
 /** A call_tool body that takes part in rounds of input (`accept_input_required`, or the retry of one). */
@@ -142,10 +148,92 @@ export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<type
   )
 
 /** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context and key). */
-export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, held: HeldCalls) =>
+export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, store: { readonly held: HeldCalls; readonly asyncCalls: AsyncCalls }) =>
+  Effect.flatMap(currentPrincipal, (principal) => {
+    const edge: CallEdge = { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held: store.held, async: store.asyncCalls }
+    return payload.async === true
+      ? Effect.map(asyncCallAnswer(scope, payload, edge), (accepted) => HttpServerResponse.unsafeJson(accepted, { status: 202 }))
+      : Effect.map(callToolAnswer(scope, payload, edge), (answer) => HttpServerResponse.unsafeJson(answer))
+  })
+
+/**
+ * The answer a synchronous call_tool would have given for a call's exit (its status and body), kept
+ * by an asynchronous call: the CallToolResponse, or the contract's error body (the one mapping);
+ * undefined when the call was cancelled (nobody was answered).
+ */
+export const asyncAnswer: AsyncRender = (exit) => {
+  if (Exit.isSuccess(exit)) return { http_status: 200, body: callToolBody(calls.callToolOutput(exit.value)) }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return answerOfError(fromStoreError(failure.value))
+  if (Cause.isInterruptedOnly(exit.cause)) return undefined
+  const traceId = randomUUID()
+  log.error(`an asynchronous call failed with a defect (trace_id ${traceId}): ${String(Cause.squash(exit.cause))}`, { event: "async_call_defect", trace_id: traceId })
+  return { http_status: 500, body: errorBody("INTERNAL_ERROR", `Internal error (trace_id ${traceId}); the server log has the details`, { trace_id: traceId }) }
+}
+
+/** The path prefix of a scope's routes. */
+const scopePrefix = (label: string): string => (label === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(label)}`)
+
+/**
+ * call_tool with `"async": true`: the call pipeline started detached (src/runtime/async-calls.ts),
+ * answered at once (202) with its id; refused (429) at the cap on running asynchronous calls.
+ */
+export const asyncCallAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
+  contract(
+    Effect.flatMap(scope, (ctx) =>
+      Effect.flatMap(
+        Effect.promise(() => edge.async.start(ctx, callInput(payload, edge.trace), edge.owner(), asyncAnswer)),
+        (started): Effect.Effect<Schema.Schema.Encoded<typeof AsyncCallAccepted>, TooMany> => {
+          if (started instanceof TooMany) return Effect.fail(started)
+          const at = `${scopePrefix(ctx.label)}/calls/${started.call_id}`
+          return Effect.succeed({
+            success: true,
+            message: `Tool '${payload.tool_name}' called asynchronously: read its status at ${at}`,
+            call_id: started.call_id,
+            status: "running" as const,
+            tool_name: payload.tool_name,
+            status_url: at,
+            cancel_url: `${at}/cancel`
+          })
+        }
+      )
+    )
+  )
+
+/** An asynchronous call as its routes answer it. */
+const callView = (entry: AsyncCallEntry): Schema.Schema.Encoded<typeof AsyncCallResponse> => ({
+  success: true,
+  message:
+    entry.status === "running"
+      ? `Call ${entry.call_id} of '${entry.tool_name}' is running`
+      : `Call ${entry.call_id} of '${entry.tool_name}' ${entry.status}${entry.error === null ? "" : `: ${entry.error}`}`,
+  call_id: entry.call_id,
+  status: entry.status,
+  tool_name: entry.tool_name,
+  service_name: entry.service_name,
+  started_at: entry.started_at,
+  ended_at: entry.ended_at,
+  progress: entry.progress,
+  answer: entry.answer,
+  error: entry.error,
+  trace_id: entry.trace_id
+})
+
+/** The answer for a call this caller may not see: the same as for an unknown id (its existence is not told). */
+const callNotFound = (callId: string) => new NotFound(errorBody("NOT_FOUND", `Asynchronous call '${callId}' not found in this scope for this key`, { call_id: callId }))
+
+/**
+ * GET .../calls/{call_id} and POST .../calls/{call_id}/cancel: the call if the scope (`store`, or
+ * the agent's id) and the key that started it are the caller's, else 404.
+ */
+export const asyncCall = (label: string, callId: string, headers: Headers.Headers, calls: AsyncCalls, cancel: boolean) =>
   Effect.flatMap(currentPrincipal, (principal) =>
-    Effect.map(callToolAnswer(scope, payload, { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held }), (answer) =>
-      HttpServerResponse.unsafeJson(answer)
+    Effect.flatMap(
+      Effect.promise(() => {
+        const owner = sessionOwner(principal, headers["authorization"])
+        return cancel ? calls.cancel(callId, label, owner) : calls.view(callId, label, owner)
+      }),
+      (entry) => (entry === undefined ? Effect.fail(callNotFound(callId)) : Effect.succeed(HttpServerResponse.unsafeJson(callView(entry))))
     )
   )
 

@@ -34,6 +34,8 @@ export type Outcome =
   | "tool_not_allowed"
   /** The caller cancelled the call (MCP `notifications/cancelled`) or went away; the upstream was told. */
   | "cancelled"
+  /** An asynchronous call that was running when its store stopped (found at the next start). */
+  | "interrupted"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -44,7 +46,8 @@ export const OUTCOMES = [
   "timeout",
   "unavailable",
   "tool_not_allowed",
-  "cancelled"
+  "cancelled",
+  "interrupted"
 ] as const satisfies ReadonlyArray<Outcome>
 
 /** Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled does not. */

@@ -54,6 +54,10 @@ export interface CallToolInput {
   readonly relay?: UpstreamRequestRelay | undefined
   /** The caller's trace context (REST headers, or the MCP request's `_meta`): the call's span continues it. */
   readonly trace?: TraceContext | undefined
+  /** An asynchronous call's id (src/runtime/async-calls.ts): its progress on `/events` names it. */
+  readonly callId?: string | undefined
+  /** Told where the call goes once its target is resolved (an asynchronous call keeps it). */
+  readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
 }
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
@@ -102,6 +106,7 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
         tool_name: original,
         trace_id: span.traceId,
         span_id: span.spanId,
+        ...(input.callId === undefined ? {} : { call_id: input.callId }),
         ...p
       })
     }
@@ -226,6 +231,12 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
     timeoutSeconds
   })
 }
+
+/**
+ * The reason a call is cancelled with when its store stops under it (an asynchronous call): its
+ * record says `interrupted`, not `cancelled`.
+ */
+export const STORE_STOPPING: unknown = Object.freeze({ reason: "the store stopped while the call ran" })
 
 /** What a call can fail with; each face renders it once (src/http/contract-errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
@@ -380,7 +391,8 @@ const record = (
   target: { readonly serviceName: string; readonly original: string },
   call: CallTiming,
   durationMs: number,
-  exit: Exit.Exit<CallToolResult, CallToolError>
+  exit: Exit.Exit<CallToolResult, CallToolError>,
+  signal?: CancelSignal
 ): Promise<unknown> | undefined => {
   let outcome: Outcome
   let result: unknown = null
@@ -394,6 +406,7 @@ const record = (
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) [outcome, error] = [outcomeOf(failure.value), failure.value.message]
     // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
+    else if (Cause.isInterruptedOnly(exit.cause) && signal?.reason === STORE_STOPPING) [outcome, error] = ["interrupted", "the store stopped while the call ran"]
     else if (Cause.isInterruptedOnly(exit.cause)) [outcome, error] = ["cancelled", "the caller cancelled the call or went away"]
     else [outcome, error] = ["transport_error", String(Cause.squash(exit.cause))]
   }
@@ -450,6 +463,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
 
   const { actor, original } = target
   const serviceName = actor.getSnapshot().context.name
+  input.onTarget?.({ serviceName, original, span: call.span })
   // Counted in flight from the request to its end; the record is taken however the call ends.
   ctx.host.inFlightCalls += 1
   const { hooks, close } = callHooks(ctx, input, serviceName, original, call.span, started)
@@ -463,7 +477,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
     ctx.host.inFlightCalls -= 1
   }
   const durationMs = durationSince(started)
-  const written = record(ctx, input, { serviceName, original }, call, durationMs, sent)
+  const written = record(ctx, input, { serviceName, original }, call, durationMs, sent, signal)
   if (written !== undefined) await written
   return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, span: call.span }))
 }

@@ -77,6 +77,8 @@ export interface ProgressEvent extends CallProgress {
   readonly tool_name: string
   readonly trace_id: string
   readonly span_id: string
+  /** The asynchronous call's id, when the call is one (`"async": true`). */
+  readonly call_id?: string
 }
 
 /** At most this many progress events per call and second reach `/events`. */

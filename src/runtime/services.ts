@@ -13,9 +13,19 @@ import type { Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
+import type { AsyncCallEntry, AsyncResultsBackend, AsyncResultsOptions } from "../records/async-results.js"
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
+
+/** What an asynchronous call's start carries to the replica that runs its service. */
+export interface AsyncStartInput {
+  readonly tool_name: string
+  readonly args?: Record<string, unknown> | undefined
+  readonly service_name?: string | undefined
+  readonly timeout?: number | undefined
+  readonly trace?: import("../domain/trace-context.js").TraceContext | undefined
+}
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -46,6 +56,7 @@ export interface StoreSettings {
   readonly settings: MonitoringSettings
   readonly limits: StoreLimits
   readonly records: RecordsOptions
+  readonly asyncResults: AsyncResultsOptions
 }
 
 /** The store's options, resolved once. */
@@ -59,6 +70,9 @@ export class Definitions extends Context.Tag("mcp-store/Definitions")<Definition
 
 /** The tool-call records: a file beside the services file, or the cluster's Redis. */
 export class Records extends Context.Tag("mcp-store/Records")<Records, RecordsBackend>() {}
+
+/** Asynchronous calls' state and answers: a file beside the services file, or the cluster's Redis. */
+export class AsyncResults extends Context.Tag("mcp-store/AsyncResults")<AsyncResults, AsyncResultsBackend>() {}
 
 /** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
 export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
@@ -93,6 +107,22 @@ export interface ReplicationApi {
   removed(scope: Scope, name: string): Promise<void>
   /** The store is stopping: no service is taken over from now on. */
   leaving(): void
+  /** This replica's id (replica mode): kept with the asynchronous calls it runs. */
+  readonly replicaId?: string | undefined
+  /**
+   * Cancels an asynchronous call another replica runs (replica mode): the call as it ended, or
+   * undefined when that replica does not know it (or is gone).
+   */
+  readonly cancelAsyncOn?: ((replica: string, callId: string, scope: string, owner: string) => Promise<AsyncCallEntry | undefined>) | undefined
+  /** Replica mode: the replica that runs a service, when it is another one (undefined: this one, or none now). */
+  readonly ownerOf?: ((scope: Scope, name: string) => Promise<string | undefined>) | undefined
+  /**
+   * Replica mode: starts an asynchronous call on the replica that runs its service; the call's
+   * entry, or a refusal's message (that replica's cap on running calls).
+   */
+  readonly startAsyncOn?:
+    | ((replica: string, scope: Scope, name: string, start: { readonly owner: string; readonly input: AsyncStartInput }) => Promise<AsyncCallEntry | { readonly refused: string }>)
+    | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
 }

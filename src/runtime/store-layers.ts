@@ -9,8 +9,10 @@ import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
 import { ServicesFile } from "../config/services-file.js"
 import { defaultMonitoring } from "../domain/settings.js"
 import { ToolRecords } from "../records/tool-records.js"
+import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
 import {
+  AsyncResults,
   Definitions,
   noReplication,
   Records,
@@ -34,7 +36,8 @@ export const storeSettings = (options: CreateStoreOptions): StoreSettings => {
       maxFileSizeMb: options.toolRecordMaxFileSize ?? 30,
       retentionDays: options.toolRecordRetentionDays ?? 7,
       maxValueBytes: limits.toolRecordMaxValueBytes
-    }
+    },
+    asyncResults: { maxFinished: limits.maxAsyncResults, retentionSeconds: limits.asyncResultRetentionSeconds, maxBytes: limits.asyncResultsMaxBytes }
   }
 }
 
@@ -63,6 +66,19 @@ export const RecordsFromFile: Layer.Layer<Records, never, StoreConfig | Definiti
   })
 )
 
+/** The asynchronous calls in their file beside the services file; the last writes awaited on release. */
+export const AsyncResultsFromFile: Layer.Layer<AsyncResults, never, StoreConfig | Definitions> = Layer.scoped(
+  AsyncResults,
+  Effect.gen(function* () {
+    const config = yield* StoreConfig
+    const definitions = yield* Definitions
+    return yield* Effect.acquireRelease(
+      Effect.promise(() => AsyncResultsFile.open(definitions.path, config.asyncResults)),
+      (results) => Effect.promise(() => results.close())
+    )
+  })
+)
+
 /** The OAuth tokens in their encrypted file beside the services file; closed on release. */
 export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.scoped(
   Tokens,
@@ -78,8 +94,9 @@ export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.sco
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
 /** The capabilities of one store on its services file (the definitions, records, tokens and no replication). */
-export const StandaloneLayer: Layer.Layer<Definitions | Records | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   RecordsFromFile,
+  AsyncResultsFromFile,
   TokensFromFile,
   NoReplication
 ).pipe(Layer.provideMerge(DefinitionsFromFile))
@@ -89,13 +106,14 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | Tokens | Repli
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Tokens | Replication> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
       config: yield* StoreConfig,
       definitions: yield* Definitions,
       records: yield* Records,
+      asyncResults: yield* AsyncResults,
       tokens: yield* Tokens,
       replication: yield* Replication
     }

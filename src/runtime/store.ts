@@ -24,6 +24,8 @@ import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { storeMachine, type StoreActorRef } from "../machines/root.js"
 import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
+import type { AsyncResultsBackend } from "../records/async-results.js"
+import { AsyncCalls } from "./async-calls.js"
 import type { RecordsBackend } from "../records/tool-records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { oauthFetch } from "../mcp/oauth-client.js"
@@ -50,6 +52,7 @@ export interface StoreParts {
   /** The live definitions: the services file, or the cluster's Redis in replica mode. */
   readonly definitions: DefinitionsStore
   readonly records: RecordsBackend
+  readonly asyncResults: AsyncResultsBackend
   readonly tokens: TokenStore
   readonly replication: ReplicationApi
 }
@@ -75,6 +78,8 @@ export class Store implements StoreHost {
   inFlightCalls = 0
   /** Every call's progress, for the `/events` streams. */
   readonly progress = new ProgressEvents()
+  /** Asynchronous calls (`"async": true`): run detached, their answers kept (src/runtime/async-calls.ts). */
+  readonly asyncCalls: AsyncCalls
   /** Calls whose callers answer their servers' requests for input in rounds (capped by `maxHeldCalls`). */
   readonly held: HeldCalls
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
@@ -111,6 +116,7 @@ export class Store implements StoreHost {
     this.replication = replication
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
+    this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
@@ -147,6 +153,8 @@ export class Store implements StoreHost {
     indexDelayedEvents(store.actor.system)
     store.actor.start()
     store.load(store.file.read())
+    // The asynchronous calls a previous run left running: recorded `interrupted`.
+    void store.asyncCalls.recordInterrupted()
     return store
   }
 
@@ -485,6 +493,7 @@ export class Store implements StoreHost {
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.replication.leaving() // no service is taken over while this replica stops
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
+      await this.asyncCalls.close() // the calls running are kept interrupted, then cancelled
       this.held.close()
       this.actor.stop()
       await this.connections.closeAll()

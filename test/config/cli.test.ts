@@ -117,6 +117,14 @@ describe("parseCommandLine", () => {
       "90",
       "--tool-record-max-value-bytes",
       "1000",
+      "--max-async-calls",
+      "4",
+      "--max-async-results",
+      "40",
+      "--async-result-retention-seconds",
+      "600",
+      "--async-results-max-bytes",
+      "100000",
       "--upstream-allow",
       "10.0.0.0/8, *.lan",
       "--upstream-allow-metadata"
@@ -149,6 +157,10 @@ describe("parseCommandLine", () => {
       maxHeldCalls: 5,
       maxCallSeconds: 90,
       toolRecordMaxValueBytes: 1000,
+      maxAsyncCalls: 4,
+      maxAsyncResults: 40,
+      asyncResultRetentionSeconds: 600,
+      asyncResultsMaxBytes: 100000,
       upstreamAllow: ["10.0.0.0/8", "*.lan"],
       upstreamAllowMetadata: true
     })
@@ -190,7 +202,11 @@ describe("parseCommandLine", () => {
       MCPSTORE_MAX_SERVICES_PER_REQUEST: "9",
       MCPSTORE_MAX_WAITERS: "10",
       MCPSTORE_MAX_HELD_CALLS: "12",
-      MCPSTORE_MAX_CALL_SECONDS: "11"
+      MCPSTORE_MAX_CALL_SECONDS: "11",
+      MCPSTORE_MAX_ASYNC_CALLS: "13",
+      MCPSTORE_MAX_ASYNC_RESULTS: "14",
+      MCPSTORE_ASYNC_RESULT_RETENTION_SECONDS: "15",
+      MCPSTORE_ASYNC_RESULTS_MAX_BYTES: "16"
     })
     expect(server).toEqual({
       host: "::1",
@@ -220,6 +236,10 @@ describe("parseCommandLine", () => {
       maxHeldCalls: 12,
       maxCallSeconds: 11,
       toolRecordMaxValueBytes: 64 * 1024,
+      maxAsyncCalls: 13,
+      maxAsyncResults: 14,
+      asyncResultRetentionSeconds: 15,
+      asyncResultsMaxBytes: 16,
       upstreamAllow: [],
       upstreamAllowMetadata: false
     })

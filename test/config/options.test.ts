@@ -205,6 +205,10 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       maxHeldCalls: 100,
       maxCallSeconds: 3600,
       toolRecordMaxValueBytes: 64 * 1024,
+      maxAsyncCalls: 100,
+      maxAsyncResults: 1000,
+      asyncResultRetentionSeconds: 86_400,
+      asyncResultsMaxBytes: 64 * 1024 * 1024,
       upstreamAllow: [],
       upstreamAllowMetadata: false
     })

@@ -65,8 +65,8 @@ describe("errors a person can act on", { timeout: 20_000 }, () => {
 
     it.each(paths)("%s: an unknown field is named, with the allowed ones", async (path) => {
       const reply = await server.post(path, { tool_name: "demo__add", agrs: { a: 1, b: 2 } })
-      expect(refused(reply)).toEqual([{ field: "agrs", problem: "is unknown (allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses)" }])
-      expect(reply.body.message).toBe('Invalid request: unknown field "agrs" (allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses)')
+      expect(refused(reply)).toEqual([{ field: "agrs", problem: "is unknown (allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses, async)" }])
+      expect(reply.body.message).toBe('Invalid request: unknown field "agrs" (allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses, async)')
     })
 
     it("other endpoints: unknown fields named, query values and list items in plain words", async () => {
@@ -94,7 +94,7 @@ describe("errors a person can act on", { timeout: 20_000 }, () => {
       expect(fields[0]!.field.length).toBeLessThanOrEqual(103)
       expect(reply.text.length).toBeLessThan(64 * 1024)
       // A field name is quoted cut to 100 characters.
-      expect(reply.body.message).toMatch(/^Invalid request: unknown field "junk_0_x{93}\.\.\." \(allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses\)/)
+      expect(reply.body.message).toMatch(/^Invalid request: unknown field "junk_0_x{93}\.\.\." \(allowed: tool_name, args, arguments, service_name, timeout, accept_input_required, request_state, input_responses, async\)/)
     })
 
     it("a service definition keeps its unknown fields (they are not refused)", async () => {

@@ -59,6 +59,9 @@ interface Case {
 const invalid = (field?: string): Expect => ({ kind: "error", status: [400], codes: ["VALIDATION_ERROR"], ...(field !== undefined ? { field } : {}) })
 const serviceNotFound: Expect = { kind: "error", status: [404], codes: ["SERVICE_NOT_FOUND"] }
 const toolNotFound: Expect = { kind: "error", status: [404], codes: ["TOOL_NOT_FOUND"] }
+/** An asynchronous call's id of the right shape that names no call (of this scope and key). */
+const UNKNOWN_CALL = `call_${"A".repeat(32)}`
+const callNotFound: Expect = { kind: "error", status: [404], codes: ["NOT_FOUND"] }
 /** A strange name: refused as malformed, or simply not found. */
 const strangeName = (notFound: string): Expect => ({ kind: "error", status: [400, 404], codes: ["VALIDATION_ERROR", notFound] })
 
@@ -200,6 +203,7 @@ const baseOf = (spec: EndpointSpec) => {
   const pathValues: Record<string, string> = {}
   for (const p of spec.pathParams) {
     if (p === "agent_id") pathValues[p] = AGENT
+    else if (p === "call_id") pathValues[p] = UNKNOWN_CALL
     // A body describes the named service (update_service): name an existing one so the body is judged.
     else pathValues[p] = hasBody(spec.method) ? existingName(spec) : UNKNOWN
   }
@@ -387,7 +391,15 @@ const casesFor = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =>
               ["a service of another scope", encodeURIComponent(otherScopeName(spec)), serviceNotFound],
               ...STRANGE_SEGMENTS.map(([raw, label]): [string, string, Expect] => [`strange name: ${label}`, raw, strangeName("SERVICE_NOT_FOUND")])
             ]
-          : []
+          : p === "call_id"
+            ? [
+                ["unknown call", UNKNOWN_CALL.replace(/A$/, "B"), callNotFound],
+                ["too short", "call_abc", invalid("call_id")],
+                ["no prefix", "A".repeat(37), invalid("call_id")],
+                ["a character outside the id's alphabet", encodeURIComponent(`call_${"A".repeat(31)}.`), invalid("call_id")],
+                ...STRANGE_SEGMENTS.map(([raw, label]): [string, string, Expect] => [`strange id: ${label}`, raw, invalid("call_id")])
+              ]
+            : []
     if (values.length === 0) uncovered.push(`path parameter ${p}`)
     for (const [label, raw, expect] of values) {
       const url = fillPath(spec.path, { ...base.pathValues, [p]: raw }, [p]) + queryString(base.query)

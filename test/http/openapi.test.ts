@@ -170,7 +170,7 @@ describe("OpenAPI document and docs page", () => {
     expect(schemas.UpdateServiceBody.required).toEqual([])
     // call_tool's body: its fields only (an unknown one is refused), `arguments` the alias of `args`.
     expect(schemas.CallToolPayload.properties.tool_name).toEqual({ $ref: "#/components/schemas/ToolName" })
-    expect(Object.keys(schemas.CallToolPayload.properties)).toEqual(["tool_name", "args", "arguments", "service_name", "timeout", "accept_input_required", "request_state", "input_responses"])
+    expect(Object.keys(schemas.CallToolPayload.properties)).toEqual(["tool_name", "args", "arguments", "service_name", "timeout", "accept_input_required", "request_state", "input_responses", "async"])
     expect(schemas.CallToolPayload.additionalProperties).toBe(false)
     // Path parameters: agent ids and service references by name.
     for (const { method, path, op } of operations) {

@@ -4,11 +4,12 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AgentId, ServiceRef } from "../../domain/schemas.js"
-import { ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../payloads.js"
+import { CallId, ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../payloads.js"
 
 /** The agent id path parameter, decoded as the domain's `AgentId` (a malformed one is 400 naming `agent_id`). */
 export const AgentPath = Schema.Struct({ agent_id: AgentId })
 const AgentServicePath = Schema.Struct({ agent_id: AgentId, service_name: ServiceRef })
+const AgentCallPath = Schema.Struct({ agent_id: AgentId, call_id: CallId })
 
 const shared = scopeEndpoints("/for_agent/:agent_id")
 
@@ -29,6 +30,8 @@ export class AgentApi extends HttpApiGroup.make("agent")
   .add(shared.listPrompts.setPath(AgentPath).annotate(OpenApi.Summary, "The agent's prompts"))
   .add(shared.getPrompt.setPath(AgentPath).annotate(OpenApi.Summary, "Get a prompt of one of the agent's services"))
   .add(shared.useTool.setPath(AgentPath).annotate(OpenApi.Summary, "Call a tool (kept for backward compatibility)"))
+  .add(shared.getCall.setPath(AgentCallPath).annotate(OpenApi.Summary, "An asynchronous call of the agent (call_tool \"async\": true): status, progress, answer"))
+  .add(shared.cancelCall.setPath(AgentCallPath).annotate(OpenApi.Summary, "Cancel an asynchronous call of the agent"))
   .add(shared.waitService.setPath(AgentPath).annotate(OpenApi.Summary, "Wait until an agent's service reaches a status"))
   .add(shared.authorizeService.setPath(AgentPath).annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an agent's upstream"))
   .add(shared.checkServices.setPath(AgentPath).annotate(OpenApi.Summary, "Health-check every service of the agent now"))

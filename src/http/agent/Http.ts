@@ -20,8 +20,10 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
-      .handle("callTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store.held))
-      .handle("useTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store.held))
+      .handle("callTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
+      .handle("useTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
+      .handle("getCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, store.asyncCalls, false))
+      .handle("cancelCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, store.asyncCalls, true))
       .handle("waitService", ({ path, payload }) =>
         Shared.waitService(scope(path.agent_id), payload, { context: "agent", agent_id: path.agent_id })
       )

@@ -5,6 +5,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { ServiceRef, Status, Transition, UpdateServiceBody } from "../../domain/schemas.js"
 import {
+  CallPath,
   ListServicesResponse,
   PROTOCOL_VERSION_FIELD,
   RecordsQuery,
@@ -61,6 +62,8 @@ export class StoreApi extends HttpApiGroup.make("store")
   .add(shared.listPrompts.annotate(OpenApi.Summary, "List the store's prompts (callable names <service>__<prompt>)"))
   .add(shared.getPrompt.annotate(OpenApi.Summary, "Get a prompt of a store service, with its arguments"))
   .add(shared.useTool.annotate(OpenApi.Summary, "Call a tool (kept for backward compatibility)"))
+  .add(shared.getCall.setPath(CallPath).annotate(OpenApi.Summary, "An asynchronous call of the store (call_tool \"async\": true): status, progress, answer"))
+  .add(shared.cancelCall.setPath(CallPath).annotate(OpenApi.Summary, "Cancel an asynchronous call of the store"))
   .add(shared.checkServices.annotate(OpenApi.Summary, "Health-check every store service now"))
   .add(shared.health.annotate(OpenApi.Summary, "The store's health: healthy, degraded or unhealthy"))
   .add(shared.getStats.annotate(OpenApi.Summary, "Statistics of the store: services, tools, tool calls"))

@@ -31,8 +31,10 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       )
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
       .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
-      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store.held))
-      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store.held))
+      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
+      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
+      .handle("getCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, store.asyncCalls, false))
+      .handle("cancelCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, store.asyncCalls, true))
       .handle("checkServices", () => Shared.checkServices(scope))
       .handle("health", () => Shared.health(scope))
       .handle("getStats", () =>
