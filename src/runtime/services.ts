@@ -16,6 +16,7 @@ import type { RecordsBackend, RecordsOptions } from "../records/tool-records.js"
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
+import type { Tracer, TracingOptions } from "../logging/tracing.js"
 
 /** Options of `createStore`. */
 export interface CreateStoreOptions {
@@ -38,6 +39,8 @@ export interface CreateStoreOptions {
    * replica; the services file is imported when the cluster is empty. Undefined: the services file.
    */
   readonly cluster?: ClusterOptions | undefined
+  /** OpenTelemetry traces exported over OTLP/HTTP (docs/design.md, "Spans"); undefined: tracing off. */
+  readonly tracing?: TracingOptions | undefined
 }
 
 /** The store's options with every default applied (what the layers read). */
@@ -62,6 +65,9 @@ export class Records extends Context.Tag("mcp-store/Records")<Records, RecordsBa
 
 /** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
 export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
+
+/** Where the store's spans go: the OTLP exporter, or nothing (`noTracer`). */
+export class Tracing extends Context.Tag("mcp-store/Tracing")<Tracing, Tracer>() {}
 
 /** The service machine with real side effects (src/runtime/adapter.ts). */
 export type LiveServiceMachine = ReturnType<typeof liveServiceMachine>

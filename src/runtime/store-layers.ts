@@ -18,10 +18,12 @@ import {
   ServicesFileSource,
   StoreConfig,
   Tokens,
+  Tracing,
   type CreateStoreOptions,
   type StoreSettings
 } from "./services.js"
 import { Store, StoreService } from "./store.js"
+import { startTracing } from "../logging/tracing.js"
 
 /** The options of `createStore` with every default applied. */
 export const storeSettings = (options: CreateStoreOptions): StoreSettings => {
@@ -74,6 +76,20 @@ export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.sco
   )
 )
 
+/**
+ * The tracer: the OTLP exporter when the options ask for traces (its SDK loaded then, not before),
+ * else `noTracer`. Released after the store, with a bounded last export.
+ */
+export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scoped(
+  Tracing,
+  Effect.flatMap(StoreConfig, (config) =>
+    Effect.acquireRelease(
+      Effect.promise(() => startTracing(config.options.tracing)),
+      (tracer) => Effect.promise(() => tracer.shutdown())
+    )
+  )
+)
+
 /** One store on its own: nothing is replicated. */
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
@@ -89,7 +105,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | Tokens | Repli
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Tokens | Replication> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Tokens | Replication | Tracing> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -97,7 +113,8 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
       definitions: yield* Definitions,
       records: yield* Records,
       tokens: yield* Tokens,
-      replication: yield* Replication
+      replication: yield* Replication,
+      tracer: yield* Tracing
     }
     const store = yield* Effect.acquireRelease(
       Effect.sync(() => Store.start(parts)),

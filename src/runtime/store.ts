@@ -9,6 +9,7 @@
  * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
  * and the actors always agree.
  */
+import { noTracer, type Tracer } from "../logging/tracing.js"
 import { dirname } from "node:path"
 import { Context, Effect } from "effect"
 import { createActor, type InspectionEvent } from "xstate"
@@ -52,6 +53,8 @@ export interface StoreParts {
   readonly records: RecordsBackend
   readonly tokens: TokenStore
   readonly replication: ReplicationApi
+  /** Where spans go (`noTracer` when tracing is off); absent: off. */
+  readonly tracer?: Tracer | undefined
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -97,6 +100,8 @@ export class Store implements StoreHost {
   readonly oauth: OAuthManager
   /** How the services are shared with other replicas (nothing for one store on its file). */
   readonly replication: ReplicationApi
+  /** Where the spans of calls and requests go (`noTracer`: tracing off). */
+  readonly tracer: Tracer
   private readonly inspectors = new Set<(event: InspectionEvent) => void>()
   /** Status changes as log lines, watched from outside the machines. */
   private readonly lifecycle = new LifecycleLog()
@@ -109,6 +114,7 @@ export class Store implements StoreHost {
     this.settings = settings
     this.limits = limits
     this.replication = replication
+    this.tracer = parts.tracer ?? noTracer
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
