@@ -6,10 +6,11 @@
  * away) interrupts the operation: a wait ends, a call is cancelled upstream.
  */
 import { type Headers, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, type Schema } from "effect"
+import { Effect, FiberRef, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
 import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
+import { requestSpan } from "./request-span.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
@@ -141,8 +142,9 @@ export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<type
 
 /** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context and key). */
 export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, held: HeldCalls) =>
-  Effect.flatMap(currentPrincipal, (principal) =>
-    Effect.map(callToolAnswer(scope, payload, { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held }), (answer) =>
+  Effect.flatMap(Effect.zip(currentPrincipal, FiberRef.get(requestSpan)), ([principal, span]) =>
+    // The request's span when tracing is on (the call's span is its child), else the caller's context.
+    Effect.map(callToolAnswer(scope, payload, { trace: span ?? readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held }), (answer) =>
       HttpServerResponse.unsafeJson(answer)
     )
   )

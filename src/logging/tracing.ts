@@ -53,7 +53,8 @@ export interface TracingOptions {
 
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 export const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
-  if (options === undefined) return noTracer
+  // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
+  if (options === undefined || process.env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return noTracer
   const { otlpTracer } = await import("./otlp.js")
   return otlpTracer(options)
 }

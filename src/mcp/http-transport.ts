@@ -272,6 +272,23 @@ const modernHeaders = (message: JSONRPCMessage, params$: ReadonlyMap<string, Rea
   return headers
 }
 
+/**
+ * The W3C trace context of a request as HTTP headers too (`traceparent`, `tracestate`, `baggage`),
+ * from its `_meta` (set by the call pipeline, from values it checked): an HTTP server that traces
+ * its requests continues the store's span without reading the body. Undefined when it has none.
+ */
+const traceHeaders = (message: JSONRPCMessage): Record<string, string> | undefined => {
+  const meta = (message as { params?: { _meta?: Record<string, unknown> } }).params?._meta
+  const parent = meta?.["traceparent"]
+  if (typeof parent !== "string") return undefined
+  const headers: Record<string, string> = { traceparent: parent }
+  for (const key of ["tracestate", "baggage"] as const) {
+    const value = meta?.[key]
+    if (typeof value === "string") headers[key] = value
+  }
+  return headers
+}
+
 /** What a POST's event stream is waiting for: the requests it carries, until each is answered. */
 type Pending = Set<string | number>
 
@@ -390,7 +407,9 @@ export class HttpClientTransport implements Transport {
     }
     let streaming = false
     try {
-      const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      const plain = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      const traced = traceHeaders(message)
+      const headers = traced === undefined ? plain : { ...plain, ...traced }
       const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req))
       const session = response.headers["mcp-session-id"]
       if (typeof session === "string" && session !== "" && modern === undefined && !this.modern) this.session = session

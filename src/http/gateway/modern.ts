@@ -472,6 +472,7 @@ export class ModernMcp {
         arguments: request.params.arguments,
         // The client's trace context (the W3C keys of the request's `_meta`).
         trace: readTraceContext(request.params._meta),
+        requestId: c.mcpReq.id,
         // Progress goes on this request's own response stream.
         ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
       }
