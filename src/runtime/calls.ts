@@ -456,7 +456,8 @@ const traceCall = (tracer: Tracer, ctx: ScopeContext, input: CallToolInput, call
     "mcp.protocol.version": connection?.protocolVersion,
     "network.transport": connection === undefined ? undefined : connection.transportType === "stdio" ? "pipe" : "tcp",
     "rpc.response.status_code": failure instanceof UpstreamError && failure.code !== undefined ? String(failure.code) : undefined,
-    "error.type": outcome === "success" ? undefined : outcome,
+    // The tool's own error is `tool_error` (the MCP conventions' word); a failure of the store's, its class.
+    "error.type": outcome === "success" ? undefined : outcome === "tool_error" || outcome === "cancelled" || failure === undefined ? outcome : failure._tag,
     "mcp_store.scope": ctx.label,
     "mcp_store.service.name": snapshot?.context.name,
     "mcp_store.tool.callable_name": input.tool_name,

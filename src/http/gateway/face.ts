@@ -19,7 +19,6 @@ import * as calls from "../../runtime/calls.js"
 import * as catalog from "../../runtime/catalog.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { LatestThrottle } from "../../runtime/progress.js"
-import { outcomeOf } from "../../runtime/failures.js"
 import { openRequestSpan, recordMcpSpan } from "../request-span.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
 import type { Store } from "../../runtime/store.js"
@@ -101,11 +100,11 @@ const toolsCallSpan = (store: Store, call: Omit<McpToolCall, "relay">) => {
   }
 }
 
-/** How a call's MCP answer failed, for its span: `tool_error` (the tool's own `isError`, as the conventions say), the store's outcome, or a defect. */
+/** How a call's MCP answer failed, for its span: `tool_error` (the tool's own `isError`, as the conventions say), the store's error class, or a defect. */
 const spanError = (exit: calls.CallExit): { readonly type: string; readonly message: string } | undefined => {
   if (Exit.isSuccess(exit)) return exit.value.result.isError === true ? { type: "tool_error", message: calls.toolErrorMessage({ content: exit.value.result.content ?? [] }) } : undefined
   const failure = Cause.failureOption(exit.cause)
-  if (Option.isSome(failure)) return { type: outcomeOf(failure.value), message: failure.value.message }
+  if (Option.isSome(failure)) return { type: failure.value._tag, message: failure.value.message }
   return Cause.isInterruptedOnly(exit.cause) ? { type: "cancelled", message: "the client cancelled the call or went away" } : { type: "_OTHER", message: "a defect" }
 }
 
