@@ -3,7 +3,8 @@
  * ids the store gave it (the same ids its records, answers, `/events` and log lines carry, and the
  * upstream is sent), one call per span. With tracing off (the default) the tracer is `noTracer`:
  * its `enabled` is false, so the callers build nothing and the OpenTelemetry SDK is never loaded;
- * with `--otlp-endpoint` it is the exporter of src/logging/otlp.ts, loaded by a dynamic import.
+ * with `--otlp-endpoint` it is the exporter of src/logging/otlp.ts, loaded by a dynamic import
+ * (the Tracing layer, src/runtime/store-layers.ts).
  */
 import type { TraceContext } from "../domain/trace-context.js"
 
@@ -49,12 +50,4 @@ export interface TracingOptions {
   readonly url?: string | undefined
   /** `service.version` of the resource. */
   readonly serviceVersion?: string | undefined
-}
-
-/** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
-export const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
-  // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
-  if (options === undefined || process.env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return noTracer
-  const { otlpTracer } = await import("./otlp.js")
-  return otlpTracer(options)
 }

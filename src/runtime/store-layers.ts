@@ -23,7 +23,7 @@ import {
   type StoreSettings
 } from "./services.js"
 import { Store, StoreService } from "./store.js"
-import { startTracing } from "../logging/tracing.js"
+import { noTracer, type Tracer, type TracingOptions } from "../logging/tracing.js"
 
 /** The options of `createStore` with every default applied. */
 export const storeSettings = (options: CreateStoreOptions): StoreSettings => {
@@ -75,6 +75,14 @@ export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.sco
     )
   )
 )
+
+/** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
+const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
+  // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
+  if (options === undefined || process.env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return noTracer
+  const { otlpTracer } = await import("../logging/otlp.js")
+  return otlpTracer(options)
+}
 
 /**
  * The tracer: the OTLP exporter when the options ask for traces (its SDK loaded then, not before),
