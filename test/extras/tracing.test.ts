@@ -210,6 +210,17 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     const request = only(spans, "POST /for_store/call_tool")
     expect(request.parentSpanId).toBe("b7ad6b7169203331")
     expect(only(spans, "tools/call trace_headers")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
+
+    // A traceparent that is not valid (an all-zero parent) and a tracestate over its bound: a trace of the store's, the state dropped.
+    const bad = await server.request("POST", "/for_store/call_tool", {
+      body: JSON.stringify({ tool_name: "fx__trace_headers" }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-${"0".repeat(16)}-01`, tracestate: `v=${"a".repeat(600)}` }
+    })
+    expect(bad.status).toBe(200)
+    expect(bad.body.trace_id).not.toBe(trace)
+    expect(textOf(bad.body)).toEqual({ traceparent: `00-${bad.body.trace_id}-${bad.body.span_id}-01` })
+    const own = await spansOf(receiver, bad.body.trace_id as string, 2)
+    expect(only(own, "POST /for_store/call_tool").parentSpanId).toBeUndefined()
   })
 
   it("a stdio upstream: the context in _meta, network.transport pipe; a tool error is error.type tool_error with an error status; a refused call has a span of its own", async () => {
@@ -276,6 +287,17 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     const call = only(spans, "tools/call meta")
     expect(call.parentSpanId).toBe(face.spanId)
     expect(upstream["traceparent"]).toBe(`00-${trace}-${call.spanId}-01`)
+
+    // A made-up tool name stays out of the span's name (a hostile client cannot mint span names).
+    const hostile = "77777777777777777777777777777777"
+    const refused = await client.callTool({ name: `made_up_${"x".repeat(2_000)}`, arguments: {}, _meta: { traceparent: `00-${hostile}-8888888888888888-01` } })
+    expect(refused.isError).toBe(true)
+    const refusedSpans = await spansOf(receiver, hostile, 2)
+    expect(refusedSpans.map((s) => s.name).sort()).toEqual(["tools/call", "tools/call"])
+    const refusedFace = refusedSpans.find((s) => s.kind === 2)!
+    expect(refusedFace.attributes["error.type"]).toBe("ToolNotFound")
+    // Its attribute values are cut.
+    expect(String(refusedFace.attributes["gen_ai.tool.name"]).length).toBe(512)
   })
 
   it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a call without trace context starts a trace whose first span is the request's", async () => {

@@ -80,6 +80,9 @@ export interface McpToolCall {
   readonly requestId?: string | number | undefined
 }
 
+/** The failures of a call whose name resolved to no tool of the scope. */
+const UNRESOLVED: ReadonlySet<string> = new Set(["ToolNotFound", "AmbiguousTool", "ServiceNotFound"])
+
 /** The span of an MCP tools/call request (tracing on): opened under the client's `_meta` context, recorded by `end`. */
 const toolsCallSpan = (store: Store, call: Omit<McpToolCall, "relay">) => {
   const tracer = store.tracer
@@ -91,7 +94,8 @@ const toolsCallSpan = (store: Store, call: Omit<McpToolCall, "relay">) => {
     end: (error: { readonly type: string; readonly message: string } | undefined) =>
       recordMcpSpan(tracer, span, {
         method: "tools/call",
-        target: call.name,
+        // Named by the tool only when it is one of the scope's: a caller's made-up names stay out of span names.
+        target: error !== undefined && UNRESOLVED.has(error.type) ? undefined : call.name,
         sessionId: call.sessionId,
         startMs,
         attributes: { "gen_ai.tool.name": call.name, "gen_ai.operation.name": "execute_tool", "jsonrpc.request.id": call.requestId === undefined ? undefined : String(call.requestId) },
