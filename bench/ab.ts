@@ -164,8 +164,8 @@ const abCalls = async (a: string, b: string) => {
   log(`calls ${transport} c=${c}: ${rounds} rounds of ${calls} calls per store; A ${a}, B ${b}${sink === undefined ? "" : " (B traced)"}; load ${await loadavg()}`)
   await interleave([sides[0]!, sides[1]!], { c, rounds, calls, what: "call" })
   for (const http of clients) http.close()
+  // The sink stays up until this process ends: a store's last export at its stop still reaches it.
   if (sink !== undefined) log(`OTLP sink: ${sink.requests()} export requests, ${(sink.bytes() / 1024).toFixed(0)} KiB`)
-  sink?.stop()
 }
 
 /** An OTLP/HTTP sink: reads each export request whole and answers 200 with an empty JSON body. */
@@ -182,7 +182,8 @@ const otlpSink = async () => {
   })
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done))
   const port = (server.address() as { port: number }).port
-  return { url: `http://127.0.0.1:${port}`, requests: () => requests, bytes: () => bytes, stop: () => server.close() }
+  server.unref()
+  return { url: `http://127.0.0.1:${port}`, requests: () => requests, bytes: () => bytes }
 }
 
 /**
