@@ -6,12 +6,10 @@
  * pipeline's spans are its children. With tracing off nothing here runs: the faces pass the
  * caller's context on as before.
  */
-import { FiberRef } from "effect"
 import { callSpan, type TraceContext } from "../domain/trace-context.js"
 import type { SpanAttributes, Tracer } from "../logging/tracing.js"
 
-/** The span of the request an HttpApi handler serves (set by the server's measuring middleware when tracing is on). */
-export const requestSpan = FiberRef.unsafeMake<TraceContext | undefined>(undefined)
+export { requestSpan } from "../logging/tracing.js"
 
 /** A request's span: a new span id under the caller's context, or the first span of a new trace. */
 export const openRequestSpan = (caller: TraceContext | undefined): TraceContext => callSpan(caller)

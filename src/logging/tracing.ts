@@ -6,6 +6,7 @@
  * with `--otlp-endpoint` it is the exporter of src/logging/otlp.ts, loaded by a dynamic import
  * (the Tracing layer, src/runtime/store-layers.ts).
  */
+import { FiberRef } from "effect"
 import type { TraceContext } from "../domain/trace-context.js"
 
 /** The OpenTelemetry span kinds the store makes. */
@@ -51,3 +52,9 @@ export interface TracingOptions {
   /** `service.version` of the resource. */
   readonly serviceVersion?: string | undefined
 }
+
+/**
+ * The span of the request an Effect handler serves (set by the server's measuring middleware, only
+ * when tracing is on): the parent of the spans the handler's operations make (a wait_service's wait).
+ */
+export const requestSpan = FiberRef.unsafeMake<TraceContext | undefined>(undefined)

@@ -3,7 +3,8 @@
 // encodes it) and keeps the spans. Checked: the tree a REST call makes (the caller's traceparent →
 // the store's request span → the call's client span to the upstream, a wait span when the service
 // was still connecting), the MCP and GenAI conventions' attributes, the ids the upstream saw (in its
-// `_meta` over stdio and HTTP, and in the HTTP headers), the answer's and the record's ids, an MCP
+// `_meta` over stdio and HTTP, and in the HTTP headers), the answer's and the record's ids, a
+// wait_service's wait span, an MCP
 // client's tools/call span, the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, and a collector that never answers leaving
 // every call and the store's stop unharmed.
@@ -221,6 +222,22 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(textOf(bad.body)).toEqual({ traceparent: `00-${bad.body.trace_id}-${bad.body.span_id}-01` })
     const own = await spansOf(receiver, bad.body.trace_id as string, 2)
     expect(only(own, "POST /for_store/call_tool").parentSpanId).toBeUndefined()
+  })
+
+  it("wait_service: its request span, and the wait's span under it", async () => {
+    const { receiver, server } = await setup()
+    const trace = "99999999999999999999999999999999"
+    const reply = await server.request("POST", "/for_store/wait_service", {
+      body: JSON.stringify({ client_id_or_service_name: "fx", status: "healthy", timeout: 5 }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-aaaaaaaaaaaaaaaa-01` }
+    })
+    expect(reply.status).toBe(200)
+    const spans = await spansOf(receiver, trace, 2)
+    const request = only(spans, "POST /for_store/wait_service")
+    expect(request.parentSpanId).toBe("aaaaaaaaaaaaaaaa")
+    const wait = only(spans, "wait fx")
+    expect(wait).toMatchObject({ kind: 1, parentSpanId: request.spanId })
+    expect(wait.attributes).toMatchObject({ "mcp_store.wait.services": "fx", "mcp_store.wait.until": "healthy", "mcp_store.outcome": "reached", "mcp_store.scope": "store" })
   })
 
   it("a stdio upstream: the context in _meta, network.transport pipe; a tool error is error.type tool_error with an error status; a refused call has a span of its own", async () => {
