@@ -8,13 +8,15 @@
  *   npx tsx bench/ab.ts build /tmp/ab/before          # the current sources -> /tmp/ab/before/dist/mcp-store.mjs
  *   (change the sources)
  *   npx tsx bench/ab.ts build /tmp/ab/after
- *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
+ *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400] [--b-traced]
  *   npx tsx bench/ab.ts reads /tmp/ab/before /tmp/ab/after [--neighbours 10] [--c 1] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
  *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400] [--ways v1,v2,old,modern,oldio,modernio] [--concurrencies 1,32] [--within]
  *
  * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
- * callers, `rounds` rounds of `calls` calls per store. `reads`: REST read_resource of templated URIs
+ * callers, `rounds` rounds of `calls` calls per store; `--b-traced`: store B exports its spans
+ * (`--otlp-endpoint`) to an OTLP/HTTP sink in this process that reads each request and answers 200
+ * (the same build on both sides measures the cost of tracing on). `reads`: REST read_resource of templated URIs
  * from the conformance fixture beside `neighbours` server-everything services (bench/resources.ts's
  * cell). `idle`: both stores with the same services
  * (agents of 10 services on Streamable HTTP fixtures, health checks every 30 s) at the same time;
@@ -55,7 +57,8 @@ const { positionals, values } = parseArgs({
     neighbours: { type: "string", default: "10" },
     ways: { type: "string", default: "v1,v2,v1io,v2io,old,modern,oldio,modernio" },
     concurrencies: { type: "string", default: "1,32" },
-    within: { type: "boolean", default: false }
+    within: { type: "boolean", default: false },
+    "b-traced": { type: "boolean", default: false }
   }
 })
 
@@ -146,10 +149,12 @@ const abCalls = async (a: string, b: string) => {
   const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-"))
   const fixtures = await startFixtures(1)
   const url = fixtures.urls[0]!
+  const sink = values["b-traced"] ? await otlpSink() : undefined
   const sides: Side[] = []
   const clients: HttpClient[] = []
   for (const [label, dir] of [["A", a], ["B", b]] as const) {
-    const store = await startStoreWithFixtures(join(work, label), url, { script: script(dir), name: `store ${label}` })
+    const traced = label === "B" && sink !== undefined ? ["--otlp-endpoint", sink.url] : []
+    const store = await startStoreWithFixtures(join(work, label), url, { script: script(dir), name: `store ${label}`, args: traced })
     const http = new HttpClient(store.url, c)
     clients.push(http)
     sides.push({
@@ -162,9 +167,29 @@ const abCalls = async (a: string, b: string) => {
       }
     })
   }
-  log(`calls ${transport} c=${c}: ${rounds} rounds of ${calls} calls per store; A ${a}, B ${b}; load ${await loadavg()}`)
+  log(`calls ${transport} c=${c}: ${rounds} rounds of ${calls} calls per store; A ${a}, B ${b}${sink === undefined ? "" : " (B traced)"}; load ${await loadavg()}`)
   await interleave([sides[0]!, sides[1]!], { c, rounds, calls, what: "call" })
   for (const http of clients) http.close()
+  // The sink stays up until this process ends: a store's last export at its stop still reaches it.
+  if (sink !== undefined) log(`OTLP sink: ${sink.requests()} export requests, ${(sink.bytes() / 1024).toFixed(0)} KiB`)
+}
+
+/** An OTLP/HTTP sink: reads each export request whole and answers 200 with an empty JSON body. */
+const otlpSink = async () => {
+  const { createServer } = await import("node:http")
+  let requests = 0
+  let bytes = 0
+  const server = createServer((req, res) => {
+    req.on("data", (chunk: Buffer) => (bytes += chunk.length))
+    req.on("end", () => {
+      requests += 1
+      res.writeHead(200, { "content-type": "application/json" }).end("{}")
+    })
+  })
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done))
+  const port = (server.address() as { port: number }).port
+  server.unref()
+  return { url: `http://127.0.0.1:${port}`, requests: () => requests, bytes: () => bytes }
 }
 
 /**

@@ -95,7 +95,7 @@ const hubCaller = (http: HttpClient, transport: Transport): Caller => async (tex
 export const startStoreWithFixtures = async (
   dir: string,
   httpUrl: string,
-  options: { nodeArgs?: ReadonlyArray<string>; name?: string; script?: string } = {}
+  options: { nodeArgs?: ReadonlyArray<string>; args?: ReadonlyArray<string>; name?: string; script?: string } = {}
 ): Promise<StoreProcess> => {
   mkdirSync(dir, { recursive: true })
   const configFile = join(dir, "mcp.json")

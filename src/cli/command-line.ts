@@ -108,6 +108,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "cluster_name", flag: "--cluster-name", attribute: "clusterName", env: ["MCPSTORE_CLUSTER_NAME"] },
   { key: "advertise_url", flag: "--advertise-url", attribute: "advertiseUrl", env: ["MCPSTORE_ADVERTISE_URL"] },
   { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
+  // The OpenTelemetry standard's variable works too, as an exporter of the SDK reads it.
+  { key: "otlp_endpoint", flag: "--otlp-endpoint", attribute: "otlpEndpoint", env: ["MCPSTORE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
     flag,
@@ -153,6 +155,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
   MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV},
   MCPSTORE_REDIS_URL, MCPSTORE_CLUSTER_NAME, MCPSTORE_ADVERTISE_URL, MCPSTORE_LEASE_MS,
+  MCPSTORE_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+  OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* are read by the OpenTelemetry SDK),
   MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
 Booleans accept true/false, 1/0, yes/no, on/off.
 
@@ -230,6 +234,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--cluster-name <name>", "replica mode: the cluster's name, the prefix of its Redis keys (default: mcp-store)"))
     .addOption(new Option("--advertise-url <url>", "replica mode: the base URL other replicas reach this one at (default: http://<host>:<port>)"))
     .addOption(new Option("--lease-ms <ms>", "replica mode: a service lease's time to live (default: 5000)"))
+    .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
     .addHelpText("after", ENV_HELP)

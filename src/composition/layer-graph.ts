@@ -6,19 +6,19 @@
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
-import { ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive } from "../runtime/store-layers.js"
-import type { AsyncResults, CreateStoreOptions, Definitions, Records, Replication, StoreConfig, Tokens } from "../runtime/services.js"
+import { ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive, TracingLive } from "../runtime/store-layers.js"
+import type { AsyncResults, CreateStoreOptions, Definitions, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 
 /** What the store's layer graph provides (the `ClusterService` only in replica mode). */
-export type StoreLayerServices = StoreService | Definitions | Records | AsyncResults | Tokens | Replication
+export type StoreLayerServices = StoreService | Definitions | Records | AsyncResults | Tokens | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
  * `options.cluster` is set (`replica`, known before the graph is built).
  */
 export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
-  const base = ServicesFileLive.pipe(Layer.provideMerge(config))
+  const base = Layer.merge(ServicesFileLive, TracingLive).pipe(Layer.provideMerge(config))
   const chosen = replica ? ReplicaLayer : StandaloneLayer
   const graph = StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
   // A replica's store runs: from now on a command to a Redis that stopped answering is refused at once.

@@ -8,6 +8,7 @@ import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.j
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
+import { VERSION } from "../version.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"
@@ -104,6 +105,8 @@ export interface StoreOptions {
   readonly limits: StoreLimits
   /** Replica mode (docs/replicas.md): set by `--redis-url`; undefined: one store on its services file. */
   readonly cluster?: ClusterOptions | undefined
+  /** OpenTelemetry traces over OTLP/HTTP (`--otlp-endpoint`); undefined: tracing off. */
+  readonly tracing?: { readonly url: string; readonly serviceVersion?: string | undefined } | undefined
 }
 
 /** The replica mode's options (`--redis-url`, `--cluster-name`, `--advertise-url`, `--lease-ms`, MCPSTORE_CLUSTER_SECRET). */
@@ -168,6 +171,7 @@ export interface OptionValues {
   cluster_name?: string
   advertise_url?: string
   lease_ms?: number
+  otlp_endpoint?: string
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -227,6 +231,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "cluster_name",
   "advertise_url",
   "lease_ms",
+  "otlp_endpoint",
   ...CAP_KEYS
 ]
 
@@ -510,6 +515,9 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         if (new URL(url).pathname !== "/") throw refuse(key, "must be a base URL with no path (http://10.0.0.5:18200)", value, source)
         return url.replace(/\/$/, "")
       }
+      case "otlp_endpoint":
+        // The OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` is appended.
+        return checkUrl(key, value, ["http:", "https:"], source).replace(/\/+$/, "")
       case "cluster_name":
         if (typeof value !== "string" || !CLUSTER_NAME_PATTERN.test(value)) {
           throw refuse(key, "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", value, source)
@@ -671,7 +679,8 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   toolRecordRetentionDays: given.tool_record_retention_days ?? OPTION_DEFAULTS.tool_record_retention_days,
   monitoring: defaultMonitoring(given.monitoring ?? {}),
   limits: resolveStoreLimits(given),
-  ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) })
+  ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) }),
+  ...(given.otlp_endpoint === undefined ? {} : { tracing: { url: `${given.otlp_endpoint}/v1/traces`, serviceVersion: VERSION } })
 })
 
 /** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/cli/command-line.ts). */

@@ -15,6 +15,8 @@ export interface TraceContext {
   readonly traceId: string
   /** The span that is the parent of the next hop: 16 lowercase hex digits, not all zero. */
   readonly spanId: string
+  /** The span this one continues (the caller's, or the store's request span); undefined: the trace's first span. */
+  readonly parentSpanId?: string | undefined
   /** Two hex digits (`01`: sampled). */
   readonly flags: string
   /** The vendors' state, passed on unchanged (at most 512 characters). */
@@ -84,8 +86,11 @@ const randomHex = (bytes: number): string => {
 export const callSpan = (caller: TraceContext | undefined): TraceContext => {
   const spanId = randomHex(8)
   if (caller === undefined) return { traceId: randomHex(16), spanId, flags: "01" }
-  return { ...caller, spanId }
+  return { ...caller, spanId, parentSpanId: caller.spanId }
 }
+
+/** A new span id (16 hex digits), from the same batch of random bytes as the calls' spans. */
+export const newSpanId = (): string => randomHex(8)
 
 /** `traceMeta` of a trace context read from `source`; undefined when it has none that is valid. */
 export const traceMetaOf = (source: { readonly [key: string]: unknown } | undefined): Record<string, string> | undefined => {

@@ -33,6 +33,7 @@ import { authorize } from "./authorization.js"
 import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { readTraceContext } from "../domain/trace-context.js"
+import { openRequestSpan, recordHttpSpan } from "./request-span.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
@@ -235,6 +236,13 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     return answer.status
   }
 
+  /** The route template of a call route's path (an agent's id as `:agent_id`). */
+  const routeOf = (path: string): string => {
+    if (storePaths.has(path)) return path
+    const agent = agentPaths.find(({ prefix, suffix }) => path.startsWith(prefix) && path.endsWith(suffix))
+    return agent === undefined ? path : `${agent.prefix}:agent_id${agent.suffix}`
+  }
+
   return (request, response) => {
     const url = request.url ?? ""
     const current = store()
@@ -248,7 +256,14 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
 
     const started = performance.now()
     let status = 500
-    const done = () => options.observe("POST", status, performance.now() - started)
+    // Tracing on: the request's span (its parent the caller's `traceparent`), recorded when it is answered.
+    const tracer = current.tracer
+    const caller = readTraceContext(request.headers)
+    const span = tracer.enabled ? openRequestSpan(caller) : undefined
+    const done = () => {
+      options.observe("POST", status, performance.now() - started)
+      if (span !== undefined) recordHttpSpan(tracer, span, { method: "POST", route: routeOf(url), path: url, status, startMs: started })
+    }
 
     let fiber: Fiber.RuntimeFiber<unknown, E.ApiError> | undefined
     let cancel: Cancel | undefined
@@ -292,7 +307,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       }
       const decoded = decodePayload(value)
       const ctx = scopeNow(scope)
-      const trace = readTraceContext(request.headers)
+      const trace = span ?? caller
       // A call that takes input in rounds, runs asynchronously (answered 202), or whose scope or payload needs the handler's Effect.
       if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right) || decoded.right.async === true) {
         if (Either.isRight(decoded) && decoded.right.async === true) success = 202

@@ -8,10 +8,11 @@
 import type * as Headers from "@effect/platform/Headers"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Cause, Effect, Exit, Option, type Schema } from "effect"
+import { Cause, Effect, Exit, FiberRef, Option, type Schema } from "effect"
 import type { ServerOptions } from "../config/options.js"
 import { dict } from "../domain/dict.js"
 import { readTraceContext, type TraceContext } from "../domain/trace-context.js"
+import { requestSpan } from "./request-span.js"
 import * as calls from "../runtime/calls.js"
 import * as catalog from "../runtime/catalog.js"
 import * as commands from "../runtime/commands.js"
@@ -149,8 +150,9 @@ export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<type
 
 /** call_tool and use_tool as HttpApi handlers (the request's headers carry the caller's trace context and key). */
 export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, store: { readonly held: HeldCalls; readonly asyncCalls: AsyncCalls }) =>
-  Effect.flatMap(currentPrincipal, (principal) => {
-    const edge: CallEdge = { trace: readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held: store.held, async: store.asyncCalls }
+  Effect.flatMap(Effect.zip(currentPrincipal, FiberRef.get(requestSpan)), ([principal, span]) => {
+    // The request's span when tracing is on (the call's span is its child), else the caller's context.
+    const edge: CallEdge = { trace: span ?? readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held: store.held, async: store.asyncCalls }
     return payload.async === true
       ? Effect.map(asyncCallAnswer(scope, payload, edge), (accepted) => HttpServerResponse.unsafeJson(accepted, { status: 202 }))
       : Effect.map(callToolAnswer(scope, payload, edge), (answer) => HttpServerResponse.unsafeJson(answer))

@@ -44,6 +44,8 @@ import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import * as NodeServer from "./node-server.js"
+import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
+import { readTraceContext } from "../domain/trace-context.js"
 import { StoreHttpLive } from "./store/Http.js"
 
 /** A running server. */
@@ -130,7 +132,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         toolRecordRetentionDays: options.store.toolRecordRetentionDays,
         limits: options.store.limits,
         inspect: monitor.inspect,
-        cluster: options.store.cluster
+        cluster: options.store.cluster,
+        tracing: options.store.tracing
       })
     )
   )
@@ -179,21 +182,32 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   }
   // Access lines, at debug level only (--log-level debug routes every request through HttpApi).
   const access = options.server.logLevel === "debug" || options.store.debug
-  const accessLine = (request: HttpServerRequest.HttpServerRequest, status: number, ms: number) => {
+  const accessLine = (request: HttpServerRequest.HttpServerRequest, status: number, ms: number, spanTrace: string | undefined) => {
     if (!logEnabled("debug")) return
     const path = request.url.split("?", 1)[0] as string
-    log.debug(`${request.method} ${path} ${status} ${ms.toFixed(1)} ms`, { event: "access", method: request.method, path, status, duration_ms: Math.round(ms * 10) / 10 })
+    // The trace id: the request's span's (tracing on), else the caller's traceparent's.
+    const traceId = spanTrace ?? readTraceContext(request.headers)?.traceId
+    const trace = traceId === undefined ? "" : ` trace ${traceId}`
+    log.debug(`${request.method} ${path} ${status} ${ms.toFixed(1)} ms${trace}`, { event: "access", method: request.method, path, status, duration_ms: Math.round(ms * 10) / 10, trace_id: traceId })
   }
+  // Tracing on: every request's span, by its route template (src/http/request-span.ts).
+  const routeOf = routeTemplates([...routeTable(), ...EXTRA_ROUTES])
   const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const started = performance.now()
-      return Effect.onExit(app, (exit) =>
+      const tracer = state.app?.store.tracer
+      const span = tracer?.enabled === true ? openRequestSpan(readTraceContext(request.headers)) : undefined
+      return Effect.onExit(span === undefined ? app : Effect.locally(app, requestSpan, span), (exit) =>
         Effect.sync(() => {
           const status = Exit.isSuccess(exit) ? exit.value.status : 500
           const ms = performance.now() - started
           observe(request.method, status, ms)
-          if (access) accessLine(request, status, ms)
+          if (access) accessLine(request, status, ms, span?.traceId)
+          if (span !== undefined && tracer !== undefined) {
+            const path = request.url.split("?", 1)[0] as string
+            recordHttpSpan(tracer, span, { method: request.method, route: routeOf(request.method, path), path, status, startMs: started })
+          }
         })
       )
     }) as never

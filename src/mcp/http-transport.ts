@@ -272,6 +272,23 @@ const modernHeaders = (message: JSONRPCMessage, params$: ReadonlyMap<string, Rea
   return headers
 }
 
+/**
+ * The W3C trace context of a request as HTTP headers too (`traceparent`, `tracestate`, `baggage`),
+ * from its `_meta` (set by the call pipeline, from values it checked): an HTTP server that traces
+ * its requests continues the store's span without reading the body. Nothing when it has none.
+ */
+const addTraceHeaders = (message: JSONRPCMessage, headers: Record<string, string>): void => {
+  const meta = (message as { params?: { _meta?: Record<string, unknown> } }).params?._meta
+  if (meta === undefined) return
+  const parent = meta["traceparent"]
+  if (typeof parent !== "string") return
+  headers["traceparent"] = parent
+  const state = meta["tracestate"]
+  if (typeof state === "string") headers["tracestate"] = state
+  const baggage = meta["baggage"]
+  if (typeof baggage === "string") headers["baggage"] = baggage
+}
+
 /** What a POST's event stream is waiting for: the requests it carries, until each is answered. */
 type Pending = Set<string | number>
 
@@ -390,7 +407,8 @@ export class HttpClientTransport implements Transport {
     }
     let streaming = false
     try {
-      const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+      addTraceHeaders(message, headers)
       const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req))
       const session = response.headers["mcp-session-id"]
       if (typeof session === "string" && session !== "" && modern === undefined && !this.modern) this.session = session

@@ -37,7 +37,8 @@ import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./servic
 import { serviceToolFilter } from "../domain/tool-filter.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
-import { callSpan, traceMeta, type TraceContext } from "../domain/trace-context.js"
+import { callSpan, newSpanId, traceMeta, type TraceContext } from "../domain/trace-context.js"
+import type { SpanAttributes, Tracer } from "../logging/tracing.js"
 
 export interface CallToolInput {
   readonly tool_name: string
@@ -52,7 +53,10 @@ export interface CallToolInput {
   readonly onProgress?: ((progress: CallProgress) => void) | undefined
   /** Answers the upstream's elicitation and sampling requests of the call (an MCP client's); without it they are declined. */
   readonly relay?: UpstreamRequestRelay | undefined
-  /** The caller's trace context (REST headers, or the MCP request's `_meta`): the call's span continues it. */
+  /**
+   * The span the call's span continues: the store's span of the request when tracing is on, else
+   * the caller's trace context (REST headers, or the MCP request's `_meta`).
+   */
   readonly trace?: TraceContext | undefined
   /** An asynchronous call's id (src/runtime/async-calls.ts): its progress on `/events` names it. */
   readonly callId?: string | undefined
@@ -345,6 +349,8 @@ interface CallTiming {
   readonly span: TraceContext
   readonly timeoutSeconds: number
   readonly remaining: () => number
+  /** Where the call went, once resolved (for its span). */
+  target?: { readonly actor: ServiceActorRef; readonly original: string } | undefined
 }
 
 /**
@@ -381,6 +387,20 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
   return classified === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(classified)
 }
 
+/** How a call ended, in the record's words: its outcome and its error (null for a success). */
+const endingOf = (exit: Exit.Exit<CallToolResult, CallToolError>, signal?: CancelSignal): { readonly outcome: Outcome; readonly error: string | null } => {
+  if (Exit.isSuccess(exit)) {
+    const r = exit.value
+    return r.isError === true ? { outcome: "tool_error", error: toolErrorMessage({ content: r.content ?? [] }) } : { outcome: "success", error: null }
+  }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return { outcome: outcomeOf(failure.value), error: failure.value.message }
+  // Interrupted: the store stopped, or the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
+  if (Cause.isInterruptedOnly(exit.cause) && signal?.reason === STORE_STOPPING) return { outcome: "interrupted", error: "the store stopped while the call ran" }
+  if (Cause.isInterruptedOnly(exit.cause)) return { outcome: "cancelled", error: "the caller cancelled the call or went away" }
+  return { outcome: "transport_error", error: String(Cause.squash(exit.cause)) }
+}
+
 /**
  * Takes the record of a call that reached its service (or was refused by an allow-list); a
  * promise when its line is not in the file yet (undefined when it is).
@@ -394,22 +414,8 @@ const record = (
   exit: Exit.Exit<CallToolResult, CallToolError>,
   signal?: CancelSignal
 ): Promise<unknown> | undefined => {
-  let outcome: Outcome
-  let result: unknown = null
-  let error: string | null
-  if (Exit.isSuccess(exit)) {
-    const r = exit.value
-    outcome = r.isError === true ? "tool_error" : "success"
-    result = resultValue(r)
-    error = r.isError === true ? toolErrorMessage({ content: r.content ?? [] }) : null
-  } else {
-    const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) [outcome, error] = [outcomeOf(failure.value), failure.value.message]
-    // Interrupted: the caller cancelled the call or went away (the upstream was sent notifications/cancelled).
-    else if (Cause.isInterruptedOnly(exit.cause) && signal?.reason === STORE_STOPPING) [outcome, error] = ["interrupted", "the store stopped while the call ran"]
-    else if (Cause.isInterruptedOnly(exit.cause)) [outcome, error] = ["cancelled", "the caller cancelled the call or went away"]
-    else [outcome, error] = ["transport_error", String(Cause.squash(exit.cause))]
-  }
+  const { outcome, error } = endingOf(exit, signal)
+  const result = Exit.isSuccess(exit) ? resultValue(exit.value) : null
   return ctx.host.records
     .record({
       scope: ctx.scope.kind,
@@ -424,7 +430,7 @@ const record = (
       trace_id: call.span.traceId,
       span_id: call.span.spanId
     })
-    .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
+    .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed", trace_id: call.span.traceId }))
 }
 
 const durationSince = (started: number): number => Math.round((performance.now() - started) * 100) / 100
@@ -438,21 +444,86 @@ const recordRefusal = async (ctx: ScopeContext, input: CallToolInput, e: ToolNot
     event: "tool_not_allowed",
     scope: ctx.label,
     service: e.serviceName,
-    tool: e.original
+    tool: e.original,
+    trace_id: call.span.traceId
   })
   await record(ctx, input, { serviceName: e.serviceName, original: e.original }, call, durationSince(call.started), Exit.fail(e))
 }
 
+/**
+ * The span of a call, once it ended (tracing on only): `tools/call <tool>` from the store to the
+ * upstream (a client span; its id is the one the upstream was sent as its parent and the record
+ * keeps), or `tools/call` alone for a call refused before any upstream was asked. The attributes
+ * are the OpenTelemetry conventions for MCP and GenAI tools, and the store's own under `mcp_store.`.
+ */
+const traceCall = (tracer: Tracer, ctx: ScopeContext, input: CallToolInput, call: CallTiming, exit: CallExit, signal: CancelSignal): void => {
+  const target = call.target
+  const snapshot = target?.actor.getSnapshot()
+  const connection = snapshot?.context.connection
+  const { outcome, error } = endingOf(Exit.map(exit, (o) => o.result), signal)
+  const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+  const attributes: SpanAttributes = {
+    "mcp.method.name": "tools/call",
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": target?.original ?? input.tool_name,
+    "mcp.protocol.version": connection?.protocolVersion,
+    "network.transport": connection === undefined ? undefined : connection.transportType === "stdio" ? "pipe" : "tcp",
+    "rpc.response.status_code": failure instanceof UpstreamError && failure.code !== undefined ? String(failure.code) : undefined,
+    // The tool's own error is `tool_error` (the MCP conventions' word); a failure of the store's, its class.
+    "error.type": outcome === "success" ? undefined : outcome === "tool_error" || outcome === "cancelled" || failure === undefined ? outcome : failure._tag,
+    "mcp_store.scope": ctx.label,
+    "mcp_store.service.name": snapshot?.context.name,
+    "mcp_store.tool.callable_name": input.tool_name,
+    "mcp_store.outcome": outcome
+  }
+  tracer.record({
+    name: target === undefined ? "tools/call" : `tools/call ${target.original}`,
+    kind: target === undefined ? "internal" : "client",
+    context: call.span,
+    startMs: call.started,
+    endMs: performance.now(),
+    attributes,
+    ...(outcome === "success" ? {} : { error: error ?? outcome })
+  })
+}
+
+/** The span of a wait for services still connecting, under the call's span (tracing on only). */
+const traceWait = (tracer: Tracer, call: CallTiming, pending: ReadonlyArray<ServiceActorRef>, startMs: number, ending: "ready" | "timeout" | "cancelled"): void => {
+  const names = pending.map((a) => a.getSnapshot().context.name)
+  tracer.record({
+    name: names.length === 1 ? `wait ${names[0]}` : "wait",
+    kind: "internal",
+    context: { traceId: call.span.traceId, spanId: newSpanId(), parentSpanId: call.span.spanId, flags: call.span.flags },
+    startMs,
+    endMs: performance.now(),
+    attributes: { "mcp_store.wait.services": names.slice(0, 10).join(","), "mcp_store.wait.until": "connected", "mcp_store.outcome": ending, "error.type": ending === "ready" ? undefined : ending },
+    ...(ending === "ready" ? {} : { error: ending === "timeout" ? "the call's time-out passed while its service was connecting" : "the call ended while waiting" })
+  })
+}
+
 /** The pipeline; see `runCall`. */
-const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal): Promise<CallExit> => {
+const pipeline = (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal): Promise<CallExit> => {
   const timeoutSeconds = callTimeoutSeconds(ctx, input)
   const started = performance.now()
   const deadline = started + timeoutSeconds * 1000
   const call: CallTiming = { started, span: callSpan(input.trace), timeoutSeconds, remaining: () => Math.max(0, deadline - performance.now()) }
+  const tracer = ctx.host.tracer
+  // Tracing off: the steps' own promise, no layer added.
+  if (!tracer.enabled) return steps(ctx, input, signal, call, undefined)
+  return steps(ctx, input, signal, call, tracer).then((exit) => {
+    traceCall(tracer, ctx, input, call, exit, signal)
+    return exit
+  })
+}
 
+/** The steps of a call: resolve (waiting for services still connecting), send, record. */
+const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal, call: CallTiming, tracer: Tracer | undefined): Promise<CallExit> => {
+  const { started, timeoutSeconds } = call
   let target = resolveTarget(ctx, input, { expired: timeoutSeconds <= 0, timeoutSeconds })
   while (target._tag === "Wait") {
+    const waitStart = performance.now()
     const waited = await waitUntil(target.pending, notInitializing, { timeoutMs: call.remaining(), gate: ctx.host.waiters }, signal)
+    if (tracer !== undefined) traceWait(tracer, call, target.pending, waitStart, Exit.isFailure(waited) ? "cancelled" : waited.value ? "timeout" : "ready")
     if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
     target = resolveTarget(ctx, input, { expired: waited.value || call.remaining() <= 0, timeoutSeconds })
   }
@@ -462,6 +533,7 @@ const pipeline = async (ctx: ScopeContext, input: CallToolInput, signal: CancelS
   }
 
   const { actor, original } = target
+  call.target = target
   const serviceName = actor.getSnapshot().context.name
   input.onTarget?.({ serviceName, original, span: call.span })
   // Counted in flight from the request to its end; the record is taken however the call ends.

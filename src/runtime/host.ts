@@ -17,6 +17,7 @@ import type { ToolGate } from "../domain/tool-filter.js"
 import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "../domain/errors.js"
+import type { Tracer } from "../logging/tracing.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -35,6 +36,8 @@ export interface StoreHost {
   inFlightCalls: number
   /** Every call's progress, for the `/events` streams. */
   readonly progress: ProgressEvents
+  /** Where the spans of calls go (`noTracer`: tracing off, nothing built). */
+  readonly tracer: Tracer
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

@@ -3,7 +3,9 @@
  * snapshots and the records, and `waitService`, which watches a service until it reaches a status.
  * None of them changes anything.
  */
-import { Effect } from "effect"
+import { Effect, FiberRef } from "effect"
+import { requestSpan } from "../logging/tracing.js"
+import { newSpanId } from "../domain/trace-context.js"
 import { dict } from "../domain/dict.js"
 import { maskDefinition, maskDocument } from "../domain/secrets.js"
 import { STATUSES, type Status } from "../domain/service-definition.js"
@@ -164,7 +166,23 @@ export const waitService = (
   Effect.gen(function* () {
     const actor = yield* ctx.service(input.client_id_or_service_name)
     const wanted = new Set<Status>(typeof input.status === "string" ? [input.status] : input.status)
-    const outcome = yield* awaitSnapshot(actor, (s) => wanted.has(statusOf(s)), { timeoutMs: input.timeout * 1000, gate: ctx.host.waiters })
+    const waiting = awaitSnapshot(actor, (s) => wanted.has(statusOf(s)), { timeoutMs: input.timeout * 1000, gate: ctx.host.waiters })
+    const tracer = ctx.host.tracer
+    // Tracing on: the wait's span, under the request's (src/http/request-span.ts).
+    const parent = tracer.enabled ? yield* FiberRef.get(requestSpan) : undefined
+    const startMs = performance.now()
+    const outcome = yield* waiting
+    if (parent !== undefined) {
+      const name = actor.getSnapshot().context.name
+      tracer.record({
+        name: `wait ${name}`,
+        kind: "internal",
+        context: { traceId: parent.traceId, spanId: newSpanId(), parentSpanId: parent.spanId, flags: parent.flags },
+        startMs,
+        endMs: performance.now(),
+        attributes: { "mcp_store.wait.services": name, "mcp_store.wait.until": [...wanted].join(","), "mcp_store.outcome": outcome.end, "mcp_store.scope": ctx.label }
+      })
+    }
     return {
       result: outcome.end === "reached",
       final_status: outcome.end === "stopped" ? ("deleted" as const) : statusOf(outcome.snapshot as ServiceSnapshot),

@@ -17,6 +17,7 @@ import type { AsyncCallEntry, AsyncResultsBackend, AsyncResultsOptions } from ".
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
+import type { Tracer, TracingOptions } from "../logging/tracing.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
 export interface AsyncStartInput {
@@ -48,6 +49,8 @@ export interface CreateStoreOptions {
    * replica; the services file is imported when the cluster is empty. Undefined: the services file.
    */
   readonly cluster?: ClusterOptions | undefined
+  /** OpenTelemetry traces exported over OTLP/HTTP (docs/design.md, "Spans"); undefined: tracing off. */
+  readonly tracing?: TracingOptions | undefined
 }
 
 /** The store's options with every default applied (what the layers read). */
@@ -76,6 +79,9 @@ export class AsyncResults extends Context.Tag("mcp-store/AsyncResults")<AsyncRes
 
 /** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
 export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
+
+/** Where the store's spans go: the OTLP exporter, or nothing (`noTracer`). */
+export class Tracing extends Context.Tag("mcp-store/Tracing")<Tracing, Tracer>() {}
 
 /** The service machine with real side effects (src/runtime/adapter.ts). */
 export type LiveServiceMachine = ReturnType<typeof liveServiceMachine>

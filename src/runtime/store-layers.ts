@@ -20,10 +20,12 @@ import {
   ServicesFileSource,
   StoreConfig,
   Tokens,
+  Tracing,
   type CreateStoreOptions,
   type StoreSettings
 } from "./services.js"
 import { Store, StoreService } from "./store.js"
+import { noTracer, type Tracer, type TracingOptions } from "../logging/tracing.js"
 
 /** The options of `createStore` with every default applied. */
 export const storeSettings = (options: CreateStoreOptions): StoreSettings => {
@@ -90,6 +92,28 @@ export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.sco
   )
 )
 
+/** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
+const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
+  // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
+  if (options === undefined || process.env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return noTracer
+  const { otlpTracer } = await import("../logging/otlp.js")
+  return otlpTracer(options)
+}
+
+/**
+ * The tracer: the OTLP exporter when the options ask for traces (its SDK loaded then, not before),
+ * else `noTracer`. Released after the store, with a bounded last export.
+ */
+export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scoped(
+  Tracing,
+  Effect.flatMap(StoreConfig, (config) =>
+    Effect.acquireRelease(
+      Effect.promise(() => startTracing(config.options.tracing)),
+      (tracer) => Effect.promise(() => tracer.shutdown())
+    )
+  )
+)
+
 /** One store on its own: nothing is replicated. */
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
@@ -106,7 +130,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication | Tracing> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -115,7 +139,8 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
       records: yield* Records,
       asyncResults: yield* AsyncResults,
       tokens: yield* Tokens,
-      replication: yield* Replication
+      replication: yield* Replication,
+      tracer: yield* Tracing
     }
     const store = yield* Effect.acquireRelease(
       Effect.sync(() => Store.start(parts)),

@@ -9,6 +9,7 @@
  * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
  * and the actors always agree.
  */
+import { noTracer, type Tracer } from "../logging/tracing.js"
 import { dirname } from "node:path"
 import { Context, Effect } from "effect"
 import { createActor, type InspectionEvent } from "xstate"
@@ -55,6 +56,8 @@ export interface StoreParts {
   readonly asyncResults: AsyncResultsBackend
   readonly tokens: TokenStore
   readonly replication: ReplicationApi
+  /** Where spans go (`noTracer` when tracing is off); absent: off. */
+  readonly tracer?: Tracer | undefined
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -102,6 +105,8 @@ export class Store implements StoreHost {
   readonly oauth: OAuthManager
   /** How the services are shared with other replicas (nothing for one store on its file). */
   readonly replication: ReplicationApi
+  /** Where the spans of calls and requests go (`noTracer`: tracing off). */
+  readonly tracer: Tracer
   private readonly inspectors = new Set<(event: InspectionEvent) => void>()
   /** Status changes as log lines, watched from outside the machines. */
   private readonly lifecycle = new LifecycleLog()
@@ -114,6 +119,7 @@ export class Store implements StoreHost {
     this.settings = settings
     this.limits = limits
     this.replication = replication
+    this.tracer = parts.tracer ?? noTracer
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)

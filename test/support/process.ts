@@ -112,6 +112,8 @@ export interface StoreProcessOptions {
   readonly nodeArgs?: ReadonlyArray<string>
   /** How long to wait for GET /health to answer 200 (ms, default 30 s). */
   readonly startTimeoutMs?: number
+  /** Environment variables added to this process's. */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /** Starts `node <mcp-store> run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info` (`storeScript`); resolves once /health answers 200. */
@@ -135,7 +137,7 @@ export async function spawnStore(options: StoreProcessOptions): Promise<StorePro
     ...(options.monitoring !== undefined ? ["--monitoring", JSON.stringify(options.monitoring)] : []),
     ...(options.extraArgs ?? [])
   ]
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"], ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }) })
   let output = ""
   child.stdout?.on("data", (c: Buffer) => (output += c.toString("utf8")))
   child.stderr?.on("data", (c: Buffer) => (output += c.toString("utf8")))

@@ -558,6 +558,8 @@ export class McpGateway {
           arguments: request.params.arguments,
           // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
           trace: readTraceContext(request.params._meta),
+          sessionId: extra.sessionId,
+          requestId: extra.requestId,
           ...(token !== undefined ? { progress: (p: CallProgress) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
           relay: sessionRelay(server, extra, "call")
         },

@@ -19,6 +19,7 @@ import * as calls from "../../runtime/calls.js"
 import * as catalog from "../../runtime/catalog.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { LatestThrottle } from "../../runtime/progress.js"
+import { openRequestSpan, recordMcpSpan } from "../request-span.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
 import type { Store } from "../../runtime/store.js"
 
@@ -74,6 +75,41 @@ export interface McpToolCall {
   readonly relay: UpstreamRequestRelay
   /** The client's trace context (the W3C keys of the request's `_meta`). */
   readonly trace?: TraceContext | undefined
+  /** The MCP session (2025 era) and the JSON-RPC request id, for the request's span. */
+  readonly sessionId?: string | undefined
+  readonly requestId?: string | number | undefined
+}
+
+/** The failures of a call whose name resolved to no tool of the scope. */
+const UNRESOLVED: ReadonlySet<string> = new Set(["ToolNotFound", "AmbiguousTool", "ServiceNotFound"])
+
+/** The span of an MCP tools/call request (tracing on): opened under the client's `_meta` context, recorded by `end`. */
+const toolsCallSpan = (store: Store, call: Omit<McpToolCall, "relay">) => {
+  const tracer = store.tracer
+  if (!tracer.enabled) return undefined
+  const span = openRequestSpan(call.trace)
+  const startMs = performance.now()
+  return {
+    span,
+    end: (error: { readonly type: string; readonly message: string } | undefined) =>
+      recordMcpSpan(tracer, span, {
+        method: "tools/call",
+        // Named by the tool only when it is one of the scope's: a caller's made-up names stay out of span names.
+        target: error !== undefined && UNRESOLVED.has(error.type) ? undefined : call.name,
+        sessionId: call.sessionId,
+        startMs,
+        attributes: { "gen_ai.tool.name": call.name, "gen_ai.operation.name": "execute_tool", "jsonrpc.request.id": call.requestId === undefined ? undefined : String(call.requestId) },
+        error
+      })
+  }
+}
+
+/** How a call's MCP answer failed, for its span: `tool_error` (the tool's own `isError`, as the conventions say), the store's error class, or a defect. */
+const spanError = (exit: calls.CallExit): { readonly type: string; readonly message: string } | undefined => {
+  if (Exit.isSuccess(exit)) return exit.value.result.isError === true ? { type: "tool_error", message: calls.toolErrorMessage({ content: exit.value.result.content ?? [] }) } : undefined
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return { type: failure.value._tag, message: failure.value.message }
+  return Cause.isInterruptedOnly(exit.cause) ? { type: "cancelled", message: "the client cancelled the call or went away" } : { type: "_OTHER", message: "a defect" }
 }
 
 /**
@@ -87,6 +123,8 @@ export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | u
   // Each upstream progress goes back, the latest only while one is still being sent (a flood is
   // coalesced, src/runtime/progress.ts).
   const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  const traced = toolsCallSpan(store, call)
+  const trace = traced?.span ?? call.trace
   try {
     const exit = await calls.runCall(
       ctx,
@@ -95,11 +133,12 @@ export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | u
         args: call.arguments ?? {},
         timeout: store.limits.maxCallSeconds,
         ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
-        ...(call.trace !== undefined ? { trace: call.trace } : {}),
+        ...(trace !== undefined ? { trace } : {}),
         relay: call.relay
       },
       signal
     )
+    traced?.end(spanError(exit))
     return mcpResultOf(exit)
   } finally {
     progress?.close()
@@ -161,15 +200,19 @@ export const heldCallOverMcp = async (
   signal: AbortSignal
 ): Promise<HeldAnswer<CallToolResult>> => {
   const ctx = scopeContext(store, scope).gated(gate)
+  const traced = toolsCallSpan(store, call)
+  const trace = traced?.span ?? call.trace
   const input: calls.CallToolInput = {
     tool_name: call.name,
     args: call.arguments ?? {},
     timeout: store.limits.maxCallSeconds,
-    ...(call.trace !== undefined ? { trace: call.trace } : {})
+    ...(trace !== undefined ? { trace } : {})
   }
   const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
   try {
     const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
+    // Each round is a request of its own, with its span; the call's own span is under the round that started it.
+    traced?.end("ended" in answer ? spanError(answer.ended) : undefined)
     return "ended" in answer ? { ended: mcpResultOf(answer.ended) } : answer
   } finally {
     progress?.close()

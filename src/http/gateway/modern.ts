@@ -459,6 +459,8 @@ interface ModernToolCall {
   readonly signal: AbortSignal
   /** Sends a notification on the request's own response stream. */
   readonly notify: (notification: { readonly method: string; readonly params: Record<string, unknown> }) => Promise<void>
+  /** The JSON-RPC request id, for the request's span. */
+  readonly requestId: string | number
 }
 
 /**
@@ -651,7 +653,7 @@ export class ModernMcp {
     this.inflight.add(abort)
     let message: unknown
     try {
-      const result = await this.callTool(caller, { params: call.params, envelope: call.params._meta, turn: undefined, signal: abort.signal, notify: (n) => response.notify(n) })
+      const result = await this.callTool(caller, { params: call.params, envelope: call.params._meta, turn: undefined, signal: abort.signal, requestId: call.id, notify: (n) => response.notify(n) })
       message = { result: encodeCallResult(result, serverInfoOf(caller.scope)), jsonrpc: "2.0", id: call.id }
     } catch (e) {
       message = { jsonrpc: "2.0", id: call.id, error: jsonRpcErrorOf(e) }
@@ -679,6 +681,7 @@ export class ModernMcp {
       arguments: args,
       // The client's trace context (the W3C keys of the request's `_meta`).
       trace: readTraceContext(meta),
+      requestId: x.requestId,
       ...(token !== undefined ? { progress: (p: CallProgress) => x.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
     }
     const wanted = x.envelope?.[LOG_LEVEL_META_KEY]
@@ -737,6 +740,7 @@ export class ModernMcp {
         envelope: c.mcpReq.envelope as Record<string, unknown> | undefined,
         turn: inputTurnOf(c),
         signal: c.mcpReq.signal,
+        requestId: c.mcpReq.id,
         notify: (n) => c.mcpReq.notify(n as never)
       }) as never
     )

@@ -1,0 +1,349 @@
+// OpenTelemetry traces of a real store process, received by a real OTLP/HTTP receiver: a small HTTP
+// server that takes what the SDK's OTLP/HTTP exporter sends (JSON, as `exporter-trace-otlp-http`
+// encodes it) and keeps the spans. Checked: the tree a REST call makes (the caller's traceparent →
+// the store's request span → the call's client span to the upstream, a wait span when the service
+// was still connecting), the MCP and GenAI conventions' attributes, the ids the upstream saw (in its
+// `_meta` over stdio and HTTP, and in the HTTP headers), the answer's and the record's ids, a
+// wait_service's wait span, an MCP
+// client's tools/call span, the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, and a collector that never answers leaving
+// every call and the store's stop unharmed.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer, type IncomingMessage, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { gunzipSync } from "node:zlib"
+import { afterAll, describe, expect, it } from "vitest"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { stdioFixture } from "../fixtures/paths.js"
+import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
+import { addService, eventually, spawnStore, within, type StoreProcess } from "../support/index.js"
+
+const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+const PARENT = "00f067aa0ba902b7"
+const TRACEPARENT = `00-${TRACE}-${PARENT}-01`
+
+/** An OTLP attribute value as the JSON encoding carries it. */
+type AnyValue = { stringValue?: string; intValue?: number | string; boolValue?: boolean; doubleValue?: number }
+
+/** One received span, its attributes as plain values. */
+interface ReceivedSpan {
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId: string | undefined
+  readonly name: string
+  /** OTLP's numbering: 1 internal, 2 server, 3 client. */
+  readonly kind: number
+  readonly attributes: Record<string, string | number | boolean>
+  readonly status: { readonly code?: number; readonly message?: string }
+  readonly resource: Record<string, string | number | boolean>
+}
+
+const plain = (v: AnyValue): string | number | boolean =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : undefined) ?? v.boolValue ?? v.doubleValue ?? ""
+
+const attributesOf = (list: ReadonlyArray<{ key: string; value: AnyValue }> | undefined): Record<string, string | number | boolean> =>
+  Object.fromEntries((list ?? []).map((a) => [a.key, plain(a.value)]))
+
+/** The OTLP/HTTP receiver: POST /v1/traces, JSON (gzip or not), answered 200 with an empty partial success. */
+interface Receiver {
+  readonly url: string
+  readonly spans: Array<ReceivedSpan>
+  /** The content types the exporter sent. */
+  readonly contentTypes: Set<string>
+  stop(): Promise<void>
+}
+
+const startReceiver = async (): Promise<Receiver> => {
+  const spans: Array<ReceivedSpan> = []
+  const contentTypes = new Set<string>()
+  const read = async (req: IncomingMessage): Promise<Buffer> => {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const body = Buffer.concat(chunks)
+    return req.headers["content-encoding"] === "gzip" ? gunzipSync(body) : body
+  }
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      if (req.method !== "POST" || req.url !== "/v1/traces") return void res.writeHead(404).end()
+      contentTypes.add(String(req.headers["content-type"]))
+      const request = JSON.parse((await read(req)).toString("utf8")) as {
+        resourceSpans?: Array<{
+          resource?: { attributes?: Array<{ key: string; value: AnyValue }> }
+          scopeSpans?: Array<{ spans?: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: Array<{ key: string; value: AnyValue }>; status?: { code?: number; message?: string } }> }>
+        }>
+      }
+      for (const rs of request.resourceSpans ?? []) {
+        const resource = attributesOf(rs.resource?.attributes)
+        for (const ss of rs.scopeSpans ?? []) {
+          for (const s of ss.spans ?? []) {
+            spans.push({
+              traceId: s.traceId,
+              spanId: s.spanId,
+              parentSpanId: s.parentSpanId === "" ? undefined : s.parentSpanId,
+              name: s.name,
+              kind: s.kind,
+              attributes: attributesOf(s.attributes),
+              status: s.status ?? {},
+              resource
+            })
+          }
+        }
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end("{}")
+    })().catch(() => res.writeHead(400).end())
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `http://127.0.0.1:${port}`,
+    spans,
+    contentTypes,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+  }
+}
+
+/** The spans of `traceId` once `count` of them have arrived (each export is at most 50 ms away). */
+const spansOf = async (receiver: Receiver, traceId: string, count: number): Promise<Array<ReceivedSpan>> => {
+  await eventually(() => receiver.spans.filter((s) => s.traceId === traceId).length >= count, 15_000)
+  return receiver.spans.filter((s) => s.traceId === traceId)
+}
+
+const only = (spans: ReadonlyArray<ReceivedSpan>, name: string): ReceivedSpan => {
+  const found = spans.filter((s) => s.name === name)
+  expect(found.map((s) => s.name), `one span named ${name} among ${spans.map((s) => s.name).join(", ")}`).toEqual([name])
+  return found[0]!
+}
+
+const textOf = (body: { result: unknown }): Record<string, string> => JSON.parse(body.result as string) as Record<string, string>
+
+describe("OpenTelemetry traces over OTLP/HTTP", () => {
+  const cleanups: Array<() => Promise<unknown>> = []
+  const dir = mkdtempSync(join(tmpdir(), "mcp-store-tracing-"))
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined)
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  /** A store process on a services file of its own, exporting to `endpoint` (by the flag, or by the environment alone). */
+  const store = async (name: string, options: { readonly flag?: string; readonly env?: Record<string, string> }): Promise<StoreProcess> => {
+    const file = join(dir, `${name}.json`)
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }))
+    const running = await spawnStore({
+      configFile: file,
+      extraArgs: options.flag === undefined ? [] : ["--otlp-endpoint", options.flag],
+      // Exported every 50 ms, so the test does not wait the SDK's default 5 s.
+      env: { OTEL_BSP_SCHEDULE_DELAY: "50", ...options.env },
+      startTimeoutMs: 60_000
+    })
+    cleanups.push(() => running.kill())
+    return running
+  }
+
+  let shared: Promise<{ receiver: Receiver; server: StoreProcess; fixture: HttpFixture }> | undefined
+  /** One receiver, one HTTP upstream (with its `meta` and `trace_headers` tools) and one store exporting by the flag. */
+  const setup = () =>
+    (shared ??= (async () => {
+      const receiver = await startReceiver()
+      cleanups.push(() => receiver.stop())
+      const fixture = await startHttpFixture({ server: { metaTool: true, headersTool: true } })
+      cleanups.push(() => fixture.stop())
+      const server = await store("flag", { flag: `${receiver.url}/`, env: { OTEL_SERVICE_NAME: "traced-store", OTEL_RESOURCE_ATTRIBUTES: "deployment.environment.name=test,team=tools" } })
+      await addService(server, "/for_store", { name: "fx", url: fixture.url })
+      return { receiver, server, fixture }
+    })())
+
+  it("a REST call: the request span under the caller's traceparent, the call's client span under it with the MCP and GenAI attributes; the upstream, the answer and the record carry the call's span", async () => {
+    const { receiver, server } = await setup()
+    const headers = { "content-type": "application/json", traceparent: TRACEPARENT, tracestate: "vendor=abc", baggage: "user=alice" }
+    const reply = await server.request("POST", "/for_store/call_tool", { body: JSON.stringify({ tool_name: "fx__meta" }), headers })
+    expect(reply.status).toBe(200)
+    expect(reply.body.trace_id).toBe(TRACE)
+    const callSpanId = reply.body.span_id as string
+    // The upstream was sent the call's span as its parent, in `_meta`.
+    expect(textOf(reply.body)).toEqual({ traceparent: `00-${TRACE}-${callSpanId}-01`, tracestate: "vendor=abc", baggage: "user=alice" })
+
+    const spans = await spansOf(receiver, TRACE, 2)
+    const request = only(spans, "POST /for_store/call_tool")
+    expect(request).toMatchObject({ kind: 2, parentSpanId: PARENT })
+    expect(request.attributes).toMatchObject({ "http.request.method": "POST", "http.route": "/for_store/call_tool", "http.response.status_code": 200 })
+    expect(request.attributes["error.type"]).toBeUndefined()
+    const call = only(spans, "tools/call meta")
+    expect(call).toMatchObject({ kind: 3, spanId: callSpanId, parentSpanId: request.spanId })
+    expect(call.attributes).toEqual({
+      "mcp.method.name": "tools/call",
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.tool.name": "meta",
+      "mcp.protocol.version": expect.any(String),
+      "network.transport": "tcp",
+      "mcp_store.scope": "store",
+      "mcp_store.service.name": "fx",
+      "mcp_store.tool.callable_name": "fx__meta",
+      "mcp_store.outcome": "success"
+    })
+    expect(call.status.code ?? 0).toBe(0)
+    // The resource: the SDK's, with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over the store's own.
+    expect(call.resource).toMatchObject({ "service.name": "traced-store", "deployment.environment.name": "test", team: "tools", "telemetry.sdk.language": "nodejs" })
+    expect(call.resource["service.version"]).toMatch(/^\d+\.\d+\.\d+/)
+    expect([...receiver.contentTypes]).toEqual(["application/json"])
+
+    const records = await server.get("/for_store/tool_records?limit=1")
+    expect(records.body.executions[0]).toMatchObject({ tool_name: "meta", trace_id: TRACE, span_id: callSpanId })
+  })
+
+  it("an HTTP upstream gets the call's span in its traceparent header too; the router's call_tool (a query string) makes the same tree", async () => {
+    const { receiver, server } = await setup()
+    const trace = "0af7651916cd43dd8448eb211c80319c"
+    const reply = await server.request("POST", "/for_store/call_tool?via=router", {
+      body: JSON.stringify({ tool_name: "fx__trace_headers" }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-b7ad6b7169203331-01`, tracestate: "congo=t61rcWkgMzE" }
+    })
+    expect(reply.status).toBe(200)
+    expect(textOf(reply.body)).toEqual({ traceparent: `00-${trace}-${reply.body.span_id}-01`, tracestate: "congo=t61rcWkgMzE" })
+    const spans = await spansOf(receiver, trace, 2)
+    const request = only(spans, "POST /for_store/call_tool")
+    expect(request.parentSpanId).toBe("b7ad6b7169203331")
+    expect(only(spans, "tools/call trace_headers")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
+
+    // A traceparent that is not valid (an all-zero parent) and a tracestate over its bound: a trace of the store's, the state dropped.
+    const bad = await server.request("POST", "/for_store/call_tool", {
+      body: JSON.stringify({ tool_name: "fx__trace_headers" }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-${"0".repeat(16)}-01`, tracestate: `v=${"a".repeat(600)}` }
+    })
+    expect(bad.status).toBe(200)
+    expect(bad.body.trace_id).not.toBe(trace)
+    expect(textOf(bad.body)).toEqual({ traceparent: `00-${bad.body.trace_id}-${bad.body.span_id}-01` })
+    const own = await spansOf(receiver, bad.body.trace_id as string, 2)
+    expect(only(own, "POST /for_store/call_tool").parentSpanId).toBeUndefined()
+  })
+
+  it("wait_service: its request span, and the wait's span under it", async () => {
+    const { receiver, server } = await setup()
+    const trace = "99999999999999999999999999999999"
+    const reply = await server.request("POST", "/for_store/wait_service", {
+      body: JSON.stringify({ client_id_or_service_name: "fx", status: "healthy", timeout: 5 }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-aaaaaaaaaaaaaaaa-01` }
+    })
+    expect(reply.status).toBe(200)
+    const spans = await spansOf(receiver, trace, 2)
+    const request = only(spans, "POST /for_store/wait_service")
+    expect(request.parentSpanId).toBe("aaaaaaaaaaaaaaaa")
+    const wait = only(spans, "wait fx")
+    expect(wait).toMatchObject({ kind: 1, parentSpanId: request.spanId })
+    expect(wait.attributes).toMatchObject({ "mcp_store.wait.services": "fx", "mcp_store.wait.until": "healthy", "mcp_store.outcome": "reached", "mcp_store.scope": "store" })
+  })
+
+  it("a stdio upstream: the context in _meta, network.transport pipe; a tool error is error.type tool_error with an error status; a refused call has a span of its own", async () => {
+    const { receiver, server } = await setup()
+    await addService(server, "/for_store", { name: "local", ...stdioFixture("--meta-tool") })
+    const trace = "11111111111111111111111111111111"
+    const headers = { "content-type": "application/json", traceparent: `00-${trace}-2222222222222222-01` }
+    const meta = await server.request("POST", "/for_store/call_tool", { body: JSON.stringify({ tool_name: "local__meta" }), headers })
+    expect(meta.status).toBe(200)
+    expect(textOf(meta.body)).toEqual({ traceparent: `00-${trace}-${meta.body.span_id}-01` })
+    const failed = await server.request("POST", "/for_store/call_tool", { body: JSON.stringify({ tool_name: "local__fail" }), headers })
+    expect(failed.status).toBe(200)
+    expect(failed.body.is_error).toBe(true)
+    const unknown = await server.request("POST", "/for_store/call_tool", { body: JSON.stringify({ tool_name: "local__nope" }), headers })
+    expect(unknown.status).toBe(404)
+
+    const spans = await spansOf(receiver, trace, 6)
+    expect(only(spans, "tools/call meta").attributes).toMatchObject({ "network.transport": "pipe", "mcp_store.service.name": "local", "mcp_store.outcome": "success" })
+    const fail = only(spans, "tools/call fail")
+    expect(fail.attributes).toMatchObject({ "error.type": "tool_error", "mcp_store.outcome": "tool_error" })
+    expect(fail.status).toMatchObject({ code: 2, message: "failure requested" })
+    // Refused before any upstream was asked: an internal span named by the method alone.
+    const refused = only(spans, "tools/call")
+    expect(refused.kind).toBe(1)
+    expect(refused.attributes).toMatchObject({ "error.type": "ToolNotFound", "gen_ai.tool.name": "local__nope" })
+    expect(refused.status.code).toBe(2)
+    // Its request span says 404 without calling it the server's error.
+    const requests = spans.filter((s) => s.name === "POST /for_store/call_tool")
+    expect(requests.map((s) => s.attributes["http.response.status_code"]).sort()).toEqual([200, 200, 404])
+    expect(requests.every((s) => s.attributes["error.type"] === undefined)).toBe(true)
+  })
+
+  it("a call to a service still connecting: a wait span under the call's span", async () => {
+    const { receiver, server } = await setup()
+    // Added without waiting: the stdio server takes a while to start, and the call waits for it.
+    const added = await server.post("/for_store/add_service", { name: "late", ...stdioFixture("--meta-tool") })
+    expect(added.status).toBe(200)
+    const trace = "33333333333333333333333333333333"
+    const reply = await server.request("POST", "/for_store/call_tool", {
+      body: JSON.stringify({ tool_name: "late__echo", args: { text: "hi" } }),
+      headers: { "content-type": "application/json", traceparent: `00-${trace}-4444444444444444-01` }
+    })
+    expect(reply.status).toBe(200)
+    const spans = await spansOf(receiver, trace, 3)
+    const call = only(spans, "tools/call echo")
+    const wait = only(spans, "wait late")
+    expect(wait).toMatchObject({ kind: 1, parentSpanId: call.spanId })
+    expect(wait.attributes).toMatchObject({ "mcp_store.wait.services": "late", "mcp_store.outcome": "ready" })
+  })
+
+  it("an MCP client's tools/call: the server span under its _meta traceparent, with the method, session and request id; the call's span under it", async () => {
+    const { receiver, server } = await setup()
+    const client = new Client({ name: "tracing-test", version: "1.0.0" })
+    cleanups.push(() => client.close())
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`))
+    await within(client.connect(transport), 10_000, "connect /mcp")
+    const trace = "55555555555555555555555555555555"
+    const result = await client.callTool({ name: "fx__meta", arguments: {}, _meta: { traceparent: `00-${trace}-6666666666666666-01` } })
+    const upstream = JSON.parse((result.content as Array<{ text: string }>)[0]!.text) as Record<string, string>
+    const spans = await spansOf(receiver, trace, 2)
+    const face = only(spans, "tools/call fx__meta")
+    expect(face).toMatchObject({ kind: 2, parentSpanId: "6666666666666666" })
+    expect(face.attributes).toMatchObject({ "mcp.method.name": "tools/call", "gen_ai.tool.name": "fx__meta", "gen_ai.operation.name": "execute_tool", "mcp.session.id": transport.sessionId, "jsonrpc.request.id": expect.any(String) })
+    const call = only(spans, "tools/call meta")
+    expect(call.parentSpanId).toBe(face.spanId)
+    expect(upstream["traceparent"]).toBe(`00-${trace}-${call.spanId}-01`)
+
+    // A made-up tool name stays out of the span's name (a hostile client cannot mint span names).
+    const hostile = "77777777777777777777777777777777"
+    const refused = await client.callTool({ name: `made_up_${"x".repeat(2_000)}`, arguments: {}, _meta: { traceparent: `00-${hostile}-8888888888888888-01` } })
+    expect(refused.isError).toBe(true)
+    const refusedSpans = await spansOf(receiver, hostile, 2)
+    expect(refusedSpans.map((s) => s.name).sort()).toEqual(["tools/call", "tools/call"])
+    const refusedFace = refusedSpans.find((s) => s.kind === 2)!
+    expect(refusedFace.attributes["error.type"]).toBe("ToolNotFound")
+    // Its attribute values are cut.
+    expect(String(refusedFace.attributes["gen_ai.tool.name"]).length).toBe(512)
+  })
+
+  it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a call without trace context starts a trace whose first span is the request's", async () => {
+    const { receiver, fixture } = await setup()
+    const server = await store("env", { env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } })
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
+    expect(reply.status).toBe(200)
+    const spans = await spansOf(receiver, reply.body.trace_id as string, 2)
+    const request = only(spans, "POST /for_store/call_tool")
+    expect(request.parentSpanId).toBeUndefined()
+    expect(request.resource["service.name"]).toBe("mcp-store")
+    expect(only(spans, "tools/call meta")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
+  })
+
+  it("a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0", async () => {
+    const { fixture } = await setup()
+    const silent = await startSilentTcpServer()
+    cleanups.push(() => silent.stop())
+    const server = await store("silent", { flag: `http://127.0.0.1:${silent.port}` })
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    for (let i = 0; i < 30; i++) {
+      const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
+      expect(reply.status).toBe(200)
+    }
+    // The exporter did reach the collector (it is the one not answering).
+    expect(await eventually(() => silent.accepted() > 0, 15_000)).toBe(true)
+    server.child.kill("SIGTERM")
+    const exit = await within(server.exited, 30_000, "the store's stop with a collector that never answers")
+    expect(exit.code).toBe(0)
+  })
+})
