@@ -180,7 +180,9 @@ export class ClusterConnection {
   /** Connects both clients; rejects (and closes them) when Redis cannot be reached at start. */
   static async open(url: string): Promise<ClusterConnection> {
     // Loaded here, in replica mode only: a store on its services file never loads the Redis client.
-    const { createClient } = await import("redis")
+    // A CommonJS package: its exports are the namespace's default in every loader (Node's own, and the
+    // bundle's, which gives a dynamically imported CommonJS module no named exports).
+    const { createClient } = (await import("redis")).default
     const connection = new ClusterConnection(url, createClient)
     try {
       await connection.client.connect()
