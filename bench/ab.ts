@@ -11,7 +11,7 @@
  *   npx tsx bench/ab.ts calls /tmp/ab/before /tmp/ab/after [--transport stdio] [--c 32] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts reads /tmp/ab/before /tmp/ab/after [--neighbours 10] [--c 1] [--rounds 24] [--calls 400]
  *   npx tsx bench/ab.ts idle /tmp/ab/before /tmp/ab/after [--services 1000] [--windows 3] [--seconds 30]
- *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400]
+ *   npx tsx bench/ab.ts eras /tmp/ab/before /tmp/ab/after [--rounds 10] [--calls 400] [--ways v1,v2,old,modern,oldio,modernio] [--cs 1,32]
  *
  * `calls`: both stores on the same fixtures (one HTTP fixture process, a stdio fixture each), c
  * callers, `rounds` rounds of `calls` calls per store. `reads`: REST read_resource of templated URIs
@@ -21,7 +21,9 @@
  * after one settling interval, CPU per store over `windows` windows of `seconds`. `eras`: bench/eras.ts's
  * cells (/mcp from a 2025 and a 2026-07-28 client, REST to a 2025 and a 2026-07-28 upstream over
  * Streamable HTTP and stdio) at c=1 and c=32, each cell interleaved A/B, with each store's ratios of
- * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call.
+ * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call; `--ways` keeps some cells only, `--cs` some concurrencies
+ * (`v1`: /mcp from a 2025 client, `v2`: from a 2026-07-28 client; `old`, `modern`, `oldio`, `modernio`:
+ * REST to each upstream).
  */
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -49,7 +51,9 @@ const { positionals, values } = parseArgs({
     services: { type: "string", default: "1000" },
     windows: { type: "string", default: "3" },
     seconds: { type: "string", default: "30" },
-    neighbours: { type: "string", default: "10" }
+    neighbours: { type: "string", default: "10" },
+    ways: { type: "string", default: "v1,v2,old,modern,oldio,modernio" },
+    cs: { type: "string", default: "1,32" }
   }
 })
 
@@ -263,6 +267,7 @@ const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content
 const abEras = async (a: string, b: string) => {
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
+  const ways = new Set(String(values.ways).split(","))
   const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-eras-"))
   const [oldFixture, modernFixture] = await Promise.all([startFixtures(1, "fixtures (2025)"), startFixtures(1, "fixtures (2026-07-28)", ["--modern"])])
   const oldStdio = stdioFixture()
@@ -316,8 +321,9 @@ const abEras = async (a: string, b: string) => {
   }
   log(`eras: ${rounds} rounds of ${calls} calls per store and cell; A ${a}, B ${b}; load ${await loadavg()}`)
   const results: Array<{ way: string; c: number; usA: number; usB: number; low: number; high: number; fixtureUs?: number }> = []
-  for (const c of [1, 32]) {
+  for (const c of String(values.cs).split(",").map(Number)) {
     for (const [way, key] of WAYS) {
+      if (!ways.has(key)) continue
       log(`c=${c} ${way}`)
       const fixture = key === "old" ? oldFixture : key === "modern" ? modernFixture : undefined
       const fixtureCpu0 = fixture === undefined ? 0 : cpuSeconds(fixture.child.pid)
@@ -333,6 +339,7 @@ const abEras = async (a: string, b: string) => {
   log("|---|---|---|---|---|---|")
   for (const r of results) log(`| ${r.way} | ${r.c} | ${r.usA.toFixed(0)} | ${r.usB.toFixed(0)} | ${(r.usB / r.usA).toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}) | ${r.fixtureUs?.toFixed(0) ?? ""} |`)
   const at = (way: string, c: number) => results.find((r) => r.way === way && r.c === c)!
+  if (ways.size < WAYS.length) return void (await Promise.all(stores.map((s) => s.close())))
   log("\n| c | ratio | A | B |")
   log("|---|---|---|---|")
   for (const c of [1, 32]) {

@@ -26,7 +26,6 @@ import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
 import {
   isInitializeRequest,
   Server,
-  type CallToolResult,
   type InitializeRequest,
   type JSONRPCMessage,
   type LoggingLevel,
@@ -562,7 +561,8 @@ export class McpGateway {
       // The client's progressToken: each upstream progress comes back to it.
       const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
       // Its notifications/cancelled aborts `c.mcpReq.signal`.
-      const result: CallToolResult = await callOverMcp(
+      // The upstream's result as it came (the SDK checks its shape).
+      const result = await callOverMcp(
         this.store,
         scope,
         session.gate,
