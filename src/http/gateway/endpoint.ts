@@ -34,7 +34,6 @@ import {
   type ServerContext,
   type Transport
 } from "@modelcontextprotocol/server"
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
 import { ErrorCode, JSONRPCMessageSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
@@ -50,10 +49,9 @@ import type { Store } from "../../runtime/store.js"
 import type { McpConnection } from "../../mcp/types.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
-import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, mcpCapabilities, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -236,9 +234,6 @@ export class McpGateway {
   private sweepTimer: NodeJS.Timeout | undefined
   private sweepAt = Number.POSITIVE_INFINITY
   private shuttingDown = false
-  // Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
-  // most of a session's memory); these servers never validate anything with it (no elicitation).
-  private readonly validator = new AjvJsonSchemaValidator()
   /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
   private readonly subscriptions = new Map<string, Subscription>()
   private readonly updateListeners = new Map<McpConnection, () => void>()
@@ -537,13 +532,8 @@ export class McpGateway {
 
   /** A session's SDK server and its handlers, the same for every transport. */
   private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
-    const { offers } = session
     // `logging`: the store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
-    const capabilities: ServerCapabilities = mcpCapabilities(offers)
-    const server = new Server(
-      { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
-      { capabilities, jsonSchemaValidator: this.validator }
-    )
+    const server = mcpServer(scope, session.offers)
     this.serveCatalog(server, session)
     // Replaces the SDK's own handler: the level is the session's, read by the relay.
     // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)

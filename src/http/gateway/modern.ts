@@ -36,7 +36,6 @@ import {
   type ServerEvent,
   type ServerEventBus
 } from "@modelcontextprotocol/server"
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import { ErrorCode, LoggingLevelSchema, McpError, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
@@ -49,15 +48,14 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
-import { VERSION } from "../../version.js"
 import {
   callOverMcp,
   heldCallOverMcp,
   heldOverMcp,
   type HeldAnswer,
   type InputTurn,
-  mcpCapabilities,
   mcpPrompts,
+  mcpServer,
   mcpResources,
   mcpResourceTemplates,
   mcpTool,
@@ -381,8 +379,6 @@ export class ModernMcp {
   private readonly listens: McpHttpHandler
   private readonly onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
   private readonly unsubscribeMonitor: () => void
-  // One validator for every per-request server (each would build its own Ajv instance).
-  private readonly validator = new AjvJsonSchemaValidator()
   private closing = false
 
   constructor(
@@ -440,25 +436,19 @@ export class ModernMcp {
     const ctx = () => scopeContext(this.store, scope)
     const offers = catalog.scopeCapabilities(ctx())
     // `logging`: the called service's log messages, on a call's own stream when its `_meta` asks for them.
-    const capabilities: ServerCapabilities = mcpCapabilities(offers)
     const list: CacheHint = { ttlMs: LIST_TTL_MS, cacheScope }
-    const server = new Server(
-      { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
-      {
-        capabilities,
-        jsonSchemaValidator: this.validator,
-        cacheHints: {
-          "tools/list": list,
-          "prompts/list": list,
-          "resources/list": list,
-          "resources/templates/list": list,
-          // A read is the upstream's answer of the moment.
-          "resources/read": { ttlMs: 0, cacheScope },
-          // The scope's capabilities: the same for every key of the URL.
-          "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
-        }
+    const server = mcpServer(scope, offers, {
+      cacheHints: {
+        "tools/list": list,
+        "prompts/list": list,
+        "resources/list": list,
+        "resources/templates/list": list,
+        // A read is the upstream's answer of the moment.
+        "resources/read": { ttlMs: 0, cacheScope },
+        // The scope's capabilities: the same for every key of the URL.
+        "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
       }
-    )
+    })
     const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
       runToPromise(effect, signal).catch((e: unknown) => {
         throw protocolErrorOf(e)
