@@ -30,7 +30,6 @@ import {
   type JSONRPCMessage,
   type LoggingLevel,
   type LoggingMessageNotification,
-  type ServerCapabilities,
   type ServerContext,
   type Transport
 } from "@modelcontextprotocol/server"

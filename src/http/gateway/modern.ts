@@ -32,7 +32,6 @@ import {
   type CacheHint,
   type ServerContext,
   type McpHttpHandler,
-  type ServerCapabilities,
   type ServerEvent,
   type ServerEventBus
 } from "@modelcontextprotocol/server"
