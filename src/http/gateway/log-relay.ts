@@ -15,6 +15,7 @@
  *   when it connects; before any session set a level nothing is sent (the upstream's default).
  *   When the last session that set a level goes, the upstream keeps the level it was last sent.
  */
+import { LoggingLevelSchema } from "@modelcontextprotocol/core"
 import type { LoggingLevel, LoggingMessageNotification, Server } from "@modelcontextprotocol/server"
 import type { McpConnection } from "../../mcp/types.js"
 import { log } from "../../logging/log.js"
@@ -28,9 +29,7 @@ const SET_LEVEL_TIMEOUT_MS = 10_000
 /** How often a flood's drops are reported while it lasts. */
 const REPORT_EVERY_MS = 10_000
 
-/** MCP's levels, least severe first (RFC 5424's, as the protocol names them). */
-const LEVELS: ReadonlyArray<LoggingLevel> = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-const SEVERITY: ReadonlyMap<LoggingLevel, number> = new Map(LEVELS.map((level, index) => [level, index]))
+const SEVERITY: ReadonlyMap<LoggingLevel, number> = new Map(LoggingLevelSchema.options.map((level, index) => [level, index]))
 const severity = (level: LoggingLevel): number => SEVERITY.get(level) ?? 0
 
 /** Whether a message of `level` passes a session whose level is `threshold` (none: every message). */

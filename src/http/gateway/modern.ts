@@ -30,12 +30,16 @@ import {
   ResourceNotFoundError,
   Server,
   type CacheHint,
+  type LoggingLevel,
+  type LoggingMessageNotification,
   type ServerContext,
   type McpHttpHandler,
   type ServerEvent,
   type ServerEventBus
 } from "@modelcontextprotocol/server"
-import { ErrorCode, LoggingLevelSchema, McpError, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
+import { LoggingLevelSchema } from "@modelcontextprotocol/core"
+// The engine's error currency (src/mcp/session.ts): a declined upstream request travels back to it as one.
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { readTraceContext } from "../../domain/trace-context.js"
