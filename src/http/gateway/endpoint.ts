@@ -14,6 +14,11 @@
  * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
  * list_changed fan-out and shutdown.
  *
+ * Every session's server is SDK v2's `Server` (`mcpServer`, face.ts, as the 2026-07-28 face builds
+ * it), bound to the 2025 era by the client's initialize. A Streamable HTTP session runs on SDK v2's
+ * `NodeStreamableHTTPServerTransport`; an SSE session on SDK 1.x's `SSEServerTransport`, since SDK v2
+ * has no SSE server transport.
+ *
  * A Streamable HTTP session's id is sealed (src/http/gateway/session-seal.ts, docs/sessions.md): a request
  * whose id is not in the map but opens with the store's key rebuilds the session (another replica
  * or an earlier run of this store made it), so clients keep their session across a restart or a
