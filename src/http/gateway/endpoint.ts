@@ -206,9 +206,10 @@ const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…$
 
 /**
  * Marks a new transport as initialized with session `id`, as its own initialize would have: the
- * one reach into the SDK's private state (1.32: the Node transport wraps a web-standard one whose
- * `_initialized` and `sessionId` `validateSession` checks; the SDK has no public way to start a
- * transport on a known session). test/extras/mcp-sessions.test.ts fails if the SDK changes them.
+ * one reach into the SDK's private state (@modelcontextprotocol/node 2.4, as SDK 1.x before it: the
+ * Node transport wraps a web-standard one whose `_initialized` and `sessionId` `validateSession`
+ * checks; the SDK has no public way to start a transport on a known session).
+ * test/extras/mcp-sessions.test.ts fails if the SDK changes them.
  */
 export const markInitialized = (transport: NodeStreamableHTTPServerTransport, id: string): void => {
   const inner = (transport as unknown as { _webStandardTransport?: { sessionId?: string; _initialized?: unknown } })._webStandardTransport
