@@ -294,6 +294,7 @@ const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content
 const abEras = async (a: string, b: string) => {
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
+  const ways = new Set(String(values.ways).split(","))
   const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-eras-"))
   const [oldFixture, modernFixture] = await Promise.all([startFixtures(1, "fixtures (2025)"), startFixtures(1, "fixtures (2026-07-28)", ["--modern"])])
   const oldStdio = stdioFixture()

@@ -5,7 +5,7 @@
 // limit without queueing it.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import type { Server } from "@modelcontextprotocol/server"
 import { EmptyResultSchema, LoggingMessageNotificationSchema, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { LOG_BURST, LogRelay, passes, type LogSession } from "../../src/http/gateway/log-relay.js"

@@ -6,7 +6,7 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { defaultKeysFile, newKey, writeKeys } from "../../src/config/api-keys.js"
@@ -270,11 +270,11 @@ describe("SessionSeal", () => {
   })
 
   it("markInitialized starts an SDK transport on a known session id (fails here if the SDK's private fields change)", () => {
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "s1.x" })
+    const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => "s1.x" })
     expect(transport.sessionId).toBeUndefined()
     markInitialized(transport, "s1.x")
     expect(transport.sessionId).toBe("s1.x")
     // Only ever on a fresh transport.
-    expect(() => markInitialized(transport, "s1.y")).toThrow(/sdk changed/i)
+    expect(() => markInitialized(transport, "s1.y")).toThrow(/node changed/i)
   })
 })

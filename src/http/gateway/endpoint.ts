@@ -14,6 +14,11 @@
  * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
  * list_changed fan-out and shutdown.
  *
+ * Every session's server is SDK v2's `Server` (`mcpServer`, face.ts, as the 2026-07-28 face builds
+ * it), bound to the 2025 era by the client's initialize. A Streamable HTTP session runs on SDK v2's
+ * `NodeStreamableHTTPServerTransport`; an SSE session on SDK 1.x's `SSEServerTransport`, since SDK v2
+ * has no SSE server transport.
+ *
  * A Streamable HTTP session's id is sealed (src/http/gateway/session-seal.ts, docs/sessions.md): a request
  * whose id is not in the map but opens with the store's key rebuilds the session (another replica
  * or an earlier run of this store made it), so clients keep their session across a restart or a
@@ -22,38 +27,19 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
-import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
+import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
 import {
-  CallToolRequestSchema,
-  CompleteRequestSchema,
-  CreateMessageResultSchema,
-  ElicitResultSchema,
-  ErrorCode,
-  GetPromptRequestSchema,
   isInitializeRequest,
-  JSONRPCMessageSchema,
-  ListPromptsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  McpError,
-  ReadResourceRequestSchema,
-  SetLevelRequestSchema,
-  SubscribeRequestSchema,
-  UnsubscribeRequestSchema,
-  type CallToolResult,
+  Server,
   type InitializeRequest,
   type JSONRPCMessage,
   type LoggingLevel,
   type LoggingMessageNotification,
-  type ServerCapabilities,
-  type ServerNotification,
-  type ServerRequest
-} from "@modelcontextprotocol/sdk/types.js"
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
+  type ServerContext,
+  type Transport
+} from "@modelcontextprotocol/server"
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
+import { ErrorCode, JSONRPCMessageSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
@@ -67,17 +53,16 @@ import type { Store } from "../../runtime/store.js"
 import type { McpConnection } from "../../mcp/types.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
-import { VERSION } from "../../version.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, mcpCapabilities, mcpPrompts, mcpResources, mcpResourceTemplates, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
 type StreamableSession = SessionState & {
   readonly kind: "streamable"
-  readonly transport: StreamableHTTPServerTransport
+  readonly transport: NodeStreamableHTTPServerTransport
   /** Settles once the server is connected (and, for a rebuilt session, initialized again). */
   ready: Promise<void>
 }
@@ -110,6 +95,12 @@ interface SessionState {
   readonly subscriptions: Map<string, string>
   /** The level the session asked for with logging/setLevel (src/http/gateway/log-relay.ts); none: every level. */
   logLevel: LoggingLevel | undefined
+  /**
+   * Ids of the session's requests that failed as "resource not found" and whose answer is not sent
+   * yet: the SDK writes every error code -32002 as -32602 (the 2026-07-28 rule) on a 2025 session
+   * too, and `restoreNotFound` gives these answers back the 2025 revisions' -32002.
+   */
+  readonly notFound: Set<string | number>
   /** Requests in flight, an open GET stream included; idle at 0. */
   busy: number
   /** performance.now() when a request of the session last began or ended. */
@@ -149,12 +140,30 @@ interface Subscription {
   connection: McpConnection | undefined
 }
 
-/** A store error as the MCP error a client understands (resource not found is -32002, as MCP says). */
+/** The 2025 revisions' code of "resource not found" (the 2026-07-28 one says -32602). */
+const RESOURCE_NOT_FOUND = -32002
+
+/**
+ * Gives the answers of a session's requests noted in `notFound` the code -32002 back: the SDK's
+ * encoding (SDK v2, every revision) writes -32602 for it, which a 2025 client does not know as "not
+ * found". Set on the transport's `send`, which the SDK server calls for every answer.
+ */
+const restoreNotFound = (transport: Pick<Transport, "send">, notFound: Set<string | number>): void => {
+  const send = transport.send.bind(transport)
+  transport.send = (message, options) => {
+    if (notFound.size > 0 && "error" in message && message.error.code === -32602 && message.id !== undefined && message.id !== null && notFound.delete(message.id)) {
+      return send({ ...message, error: { ...message.error, code: RESOURCE_NOT_FOUND } }, options)
+    }
+    return send(message, options)
+  }
+}
+
+/** A store error as the MCP error a client understands (resource not found is -32002, as the 2025 revisions say). */
 const mcpErrorOf = (e: unknown): unknown => {
   if (!isStoreError(e)) return e
   switch (e._tag) {
     case "ResourceNotFound":
-      return new McpError(-32002, e.message, { uri: e.uri })
+      return new McpError(RESOURCE_NOT_FOUND, e.message, { uri: e.uri })
     case "PromptNotFound":
     case "ValidationError":
       return new McpError(ErrorCode.InvalidParams, e.message)
@@ -169,14 +178,14 @@ const mcpErrorOf = (e: unknown): unknown => {
  * stream, when it declared the capability at initialize; otherwise declined, saying why.
  */
 const sessionRelay =
-  (server: Server, extra: RequestHandlerExtra<ServerRequest, ServerNotification>, what: string): UpstreamRequestRelay =>
+  (server: Server, ctx: ServerContext, what: string): UpstreamRequestRelay =>
   (req, { signal, timeoutMs }) => {
     const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
     if (server.getClientCapabilities()?.[capability] === undefined) {
       return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this ${what} did not declare the ${capability} capability`))
     }
-    const schema = capability === "elicitation" ? ElicitResultSchema : CreateMessageResultSchema
-    return extra.sendRequest(req as never, schema, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
+    // The SDK checks the answer against the method's result schema.
+    return ctx.mcpReq.send(req as never, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
   }
 
 /** Seconds a client refused at the session cap is asked to wait (Retry-After). */
@@ -197,14 +206,15 @@ const shortId = (id: string): string => (id.length > 16 ? `${id.slice(0, 3)}…$
 
 /**
  * Marks a new transport as initialized with session `id`, as its own initialize would have: the
- * one reach into the SDK's private state (1.32: the Node transport wraps a web-standard one whose
- * `_initialized` and `sessionId` `validateSession` checks; the SDK has no public way to start a
- * transport on a known session). test/extras/mcp-sessions.test.ts fails if the SDK changes them.
+ * one reach into the SDK's private state (@modelcontextprotocol/node 2.4, as SDK 1.x before it: the
+ * Node transport wraps a web-standard one whose `_initialized` and `sessionId` `validateSession`
+ * checks; the SDK has no public way to start a transport on a known session).
+ * test/extras/mcp-sessions.test.ts fails if the SDK changes them.
  */
-export const markInitialized = (transport: StreamableHTTPServerTransport, id: string): void => {
+export const markInitialized = (transport: NodeStreamableHTTPServerTransport, id: string): void => {
   const inner = (transport as unknown as { _webStandardTransport?: { sessionId?: string; _initialized?: unknown } })._webStandardTransport
   if (inner === undefined || inner._initialized !== false || inner.sessionId !== undefined) {
-    throw new Error("@modelcontextprotocol/sdk changed: StreamableHTTPServerTransport has no _webStandardTransport._initialized (src/http/gateway/endpoint.ts, markInitialized)")
+    throw new Error("@modelcontextprotocol/node changed: NodeStreamableHTTPServerTransport has no _webStandardTransport._initialized (src/http/gateway/endpoint.ts, markInitialized)")
   }
   inner.sessionId = id
   inner._initialized = true
@@ -229,9 +239,6 @@ export class McpGateway {
   private sweepTimer: NodeJS.Timeout | undefined
   private sweepAt = Number.POSITIVE_INFINITY
   private shuttingDown = false
-  // Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
-  // most of a session's memory); these servers never validate anything with it (no elicitation).
-  private readonly validator = new AjvJsonSchemaValidator()
   /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
   private readonly subscriptions = new Map<string, Subscription>()
   private readonly updateListeners = new Map<McpConnection, () => void>()
@@ -319,47 +326,50 @@ export class McpGateway {
    * Serves resources, resource templates, prompts and completion to a session, for what its scope's
    * services offer (`offers`, fixed at initialize). Any transport's session may use it.
    */
-  serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions">): void {
+  private serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions" | "notFound">): void {
     const { scope, offers } = session
     const ctx = () => this.scopeContext(scope)
-    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
-      runToPromise(effect, signal).catch((e: unknown) => {
-        throw mcpErrorOf(e)
-      })
+    /** A failure as the session's MCP error; a "resource not found" is noted for `restoreNotFound`. */
+    const failed = (c: ServerContext, e: unknown): never => {
+      const error = mcpErrorOf(e)
+      if (error instanceof McpError && error.code === RESOURCE_NOT_FOUND) session.notFound.add(c.mcpReq.id)
+      throw error
+    }
+    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], c: ServerContext) => runToPromise(effect, c.mcpReq.signal).catch((e: unknown) => failed(c, e))
     if (offers.resources) {
       // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
-      server.setRequestHandler(ListResourcesRequestSchema, async () => {
+      server.setRequestHandler("resources/list", async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
         return { resources: mcpResources(ctx()) }
       })
-      server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+      server.setRequestHandler("resources/templates/list", async () => ({
         resourceTemplates: mcpResourceTemplates(ctx())
       }))
-      server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
-        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, extra, "read") }), extra.signal)
+      server.setRequestHandler("resources/read", (request, c) =>
+        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, c, "read") }), c) as never
       )
       if (offers.subscribe) {
-        server.setRequestHandler(SubscribeRequestSchema, async (request) => {
-          await this.subscribe(session, request.params.uri)
+        server.setRequestHandler("resources/subscribe", async (request, c) => {
+          await this.subscribe(session, request.params.uri).catch((e: unknown) => failed(c, e))
           return {}
         })
-        server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+        server.setRequestHandler("resources/unsubscribe", async (request) => {
           this.unsubscribe(session, request.params.uri)
           return {}
         })
       }
     }
     if (offers.prompts) {
-      server.setRequestHandler(ListPromptsRequestSchema, async () => {
+      server.setRequestHandler("prompts/list", async () => {
         session.catalogListed = catalog.catalogFingerprint(ctx())
         return { prompts: mcpPrompts(ctx()) }
       })
-      server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
-        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, extra, "prompt request") }), extra.signal)
+      server.setRequestHandler("prompts/get", (request, c) =>
+        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, c, "prompt request") }), c) as never
       )
     }
     if (offers.completions) {
-      server.setRequestHandler(CompleteRequestSchema, (request, extra) => run(catalog.complete(ctx(), request.params), extra.signal))
+      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never), c) as never)
     }
   }
 
@@ -490,7 +500,7 @@ export class McpGateway {
    * claims of its sealed id, its transport and server initialized as they were (`replayInitialize`).
    */
   private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => id })
+    const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => id })
     if (rebuilt !== undefined) markInitialized(transport, id)
     const session = this.addSession<StreamableSession>(scope, owner, gate, { id, kind: "streamable", transport, ready: Promise.resolve() })
     session.transport.onclose = () => this.forget(session)
@@ -511,6 +521,7 @@ export class McpGateway {
       offers,
       catalogListed,
       subscriptions: new Map<string, string>(),
+      notFound: new Set<string | number>(),
       logLevel: undefined,
       listed: this.toolNames(scope, gate),
       busy: 0,
@@ -518,6 +529,7 @@ export class McpGateway {
     }
     // The handlers keep the very object that becomes the session (they update `listed`).
     const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
+    restoreNotFound(session.transport as Pick<Transport, "send">, session.notFound)
     this.sessions.set(session.id, session)
     for (const name of Object.keys(this.store.serviceActors(scope))) this.watchLogs(scopeLabel(scope), name)
     return session
@@ -525,31 +537,27 @@ export class McpGateway {
 
   /** A session's SDK server and its handlers, the same for every transport. */
   private buildServer(scope: Scope, session: Omit<SessionState, "server">): Server {
-    const { offers } = session
     // `logging`: the store takes logging/setLevel itself and relays its services' log messages (log-relay.ts).
-    const capabilities: ServerCapabilities = mcpCapabilities(offers)
-    const server = new Server(
-      { name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION },
-      { capabilities, jsonSchemaValidator: this.validator }
-    )
+    const server = mcpServer(scope, session.offers)
     this.serveCatalog(server, session)
     // Replaces the SDK's own handler: the level is the session's, read by the relay.
     // (A level MCP does not know is refused by the SDK's parse of the request, as every bad request is.)
-    server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+    server.setRequestHandler("logging/setLevel", async (request) => {
       session.logLevel = request.params.level
       this.logs.levelsChanged(scopeLabel(scope))
       return {}
     })
-    server.setRequestHandler(ListToolsRequestSchema, async () => {
+    server.setRequestHandler("tools/list", async () => {
       const tools = offeredTools(this.store, scope, session.gate)
       session.listed = namesOf(tools)
       return { tools: tools.map(mcpTool) }
     })
-    server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    server.setRequestHandler("tools/call", async (request, c) => {
       // The client's progressToken: each upstream progress comes back to it.
-      const token = request.params._meta?.progressToken
-      // Its notifications/cancelled aborts `extra.signal`.
-      return callOverMcp(
+      const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
+      // Its notifications/cancelled aborts `c.mcpReq.signal`.
+      // The upstream's result as it came (the SDK checks its shape).
+      const result = await callOverMcp(
         this.store,
         scope,
         session.gate,
@@ -558,13 +566,14 @@ export class McpGateway {
           arguments: request.params.arguments,
           // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
           trace: readTraceContext(request.params._meta),
-          sessionId: extra.sessionId,
-          requestId: extra.requestId,
-          ...(token !== undefined ? { progress: (p: CallProgress) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
-          relay: sessionRelay(server, extra, "call")
+          sessionId: session.id,
+          requestId: c.mcpReq.id,
+          ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
+          relay: sessionRelay(server, c, "call")
         },
-        extra.signal
+        c.mcpReq.signal
       )
+      return result as never
     })
     return server
   }
@@ -867,7 +876,7 @@ export class McpGateway {
  * capabilities and info, which `getClientCapabilities` then reads), through the transport's public
  * `onmessage`; the answer, which nobody waits for, is taken off the transport's `send`.
  */
-const replayInitialize = async (transport: StreamableHTTPServerTransport, claims: SessionClaims): Promise<void> => {
+const replayInitialize = async (transport: NodeStreamableHTTPServerTransport, claims: SessionClaims): Promise<void> => {
   const id = `mcp-store/rebuild/${randomUUID()}`
   const send = transport.send.bind(transport)
   const answered = new Promise<void>((resolve, reject) => {

@@ -6,6 +6,8 @@
  * client that answers input in rounds, and the resource and prompt lists as MCP shows them, so the
  * two eras cannot drift.
  */
+import { Server, type ServerOptions } from "@modelcontextprotocol/server"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
@@ -22,6 +24,7 @@ import { LatestThrottle } from "../../runtime/progress.js"
 import { openRequestSpan, recordMcpSpan } from "../request-span.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
 import type { Store } from "../../runtime/store.js"
+import { VERSION } from "../../version.js"
 
 /** The effects of a scope of the store. */
 export const scopeContext = (store: Store, scope: Scope): ScopeContext => (scope.kind === "store" ? store.forStore() : store.forAgent(scope.agentId)).effects
@@ -39,13 +42,28 @@ export const offeredTools = (store: Store, scope: Scope, gate: ToolGate | undefi
     .flatMap((s) => toolViewsFor(s, gate))
 
 /** What the MCP endpoint declares in either era, from what the scope offers: tools, logging, and the catalog's parts it has. */
-export const mcpCapabilities = (offers: ReturnType<typeof catalog.scopeCapabilities>) => ({
+const mcpCapabilities = (offers: ReturnType<typeof catalog.scopeCapabilities>) => ({
   tools: { listChanged: true },
   logging: {},
   ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
   ...(offers.prompts ? { prompts: { listChanged: true } } : {}),
   ...(offers.completions ? { completions: {} } : {})
 })
+
+// Each SDK Server builds its own Ajv instance unless given one (a third of an initialize's CPU and
+// most of a session's memory); the endpoint's servers validate nothing with it but elicitation answers.
+const validator = new AjvJsonSchemaValidator()
+
+/**
+ * The SDK v2 server of either face for a scope (a 2025 session's, or one 2026-07-28 request's):
+ * its name, the store's version, the capabilities of what the scope `offers`, one shared validator;
+ * `options` adds what one face needs (the modern face's cache hints). The faces add their handlers.
+ */
+export const mcpServer = (scope: Scope, offers: ReturnType<typeof catalog.scopeCapabilities>, options: Omit<ServerOptions, "capabilities" | "jsonSchemaValidator"> = {}): Server =>
+  new Server(serverInfoOf(scope), { ...options, capabilities: mcpCapabilities(offers), jsonSchemaValidator: validator })
+
+/** The store's name and version as a scope's MCP server: `mcp-store`, or `mcp-store/<agent id>`. */
+export const serverInfoOf = (scope: Scope) => ({ name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION })
 
 /** The names of a tool list in one string, to tell whether the set changed. */
 export const namesOf = (tools: ReadonlyArray<{ readonly name: string }>): string => tools.map((t) => t.name).join("\n")

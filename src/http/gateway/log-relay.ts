@@ -15,8 +15,8 @@
  *   when it connects; before any session set a level nothing is sent (the upstream's default).
  *   When the last session that set a level goes, the upstream keeps the level it was last sent.
  */
-import { LoggingLevelSchema, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { LoggingLevelSchema } from "@modelcontextprotocol/core"
+import type { LoggingLevel, LoggingMessageNotification, Server } from "@modelcontextprotocol/server"
 import type { McpConnection } from "../../mcp/types.js"
 import { log } from "../../logging/log.js"
 

@@ -40,14 +40,16 @@ import {
   ResourceNotFoundError,
   Server,
   type CacheHint,
+  type LoggingLevel,
+  type LoggingMessageNotification,
   type ServerContext,
   type McpHttpHandler,
-  type ServerCapabilities,
   type ServerEvent,
   type ServerEventBus
 } from "@modelcontextprotocol/server"
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
-import { ErrorCode, LoggingLevelSchema, McpError, type LoggingLevel, type LoggingMessageNotification } from "@modelcontextprotocol/sdk/types.js"
+import { LoggingLevelSchema } from "@modelcontextprotocol/core"
+// The engine's error currency (src/mcp/session.ts): a declined upstream request travels back to it as one.
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { readTraceContext } from "../../domain/trace-context.js"
@@ -59,21 +61,21 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
-import { VERSION } from "../../version.js"
 import {
   callOverMcp,
   heldCallOverMcp,
   heldOverMcp,
   type HeldAnswer,
   type InputTurn,
-  mcpCapabilities,
   mcpPrompts,
+  mcpServer,
   mcpResources,
   mcpResourceTemplates,
   mcpTool,
   namesOf,
   offeredTools,
-  scopeContext
+  scopeContext,
+  serverInfoOf
 } from "./face.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
@@ -345,9 +347,6 @@ const plainCallOf = (req: IncomingMessage, outcome: InboundClassificationOutcome
   return { id: message.id, params: { name, arguments: args, _meta: meta } }
 }
 
-/** The server's identity in every 2026-07-28 result's `_meta`, per scope. */
-const serverInfoOf = (scope: Scope) => ({ name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION })
-
 /**
  * A tool call's result as a 2026-07-28 client is given it, whoever serves the request: a result
  * without content gets `content: []`, and structured content that is not an object also comes as
@@ -561,8 +560,6 @@ export class ModernMcp {
   private readonly listens: McpHttpHandler
   private readonly onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
   private readonly unsubscribeMonitor: () => void
-  // One validator for every per-request server (each would build its own Ajv instance).
-  private readonly validator = new AjvJsonSchemaValidator()
   private closing = false
   /** Open (or opening) listen streams per key (`ModernCaller.owner`), for `listenStreamsPerKey`. */
   private readonly listensByOwner = new Map<string, number>()
@@ -708,26 +705,19 @@ export class ModernMcp {
     const { scope, gate, cacheScope } = caller
     const ctx = () => scopeContext(this.store, scope)
     const offers = catalog.scopeCapabilities(ctx())
-    // `logging`: the called service's log messages, on a call's own stream when its `_meta` asks for them.
-    const capabilities: ServerCapabilities = mcpCapabilities(offers)
     const list: CacheHint = { ttlMs: LIST_TTL_MS, cacheScope }
-    const server = new Server(
-      serverInfoOf(scope),
-      {
-        capabilities,
-        jsonSchemaValidator: this.validator,
-        cacheHints: {
-          "tools/list": list,
-          "prompts/list": list,
-          "resources/list": list,
-          "resources/templates/list": list,
-          // A read is the upstream's answer of the moment.
-          "resources/read": { ttlMs: 0, cacheScope },
-          // The scope's capabilities: the same for every key of the URL.
-          "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
-        }
+    const server = mcpServer(scope, offers, {
+      cacheHints: {
+        "tools/list": list,
+        "prompts/list": list,
+        "resources/list": list,
+        "resources/templates/list": list,
+        // A read is the upstream's answer of the moment.
+        "resources/read": { ttlMs: 0, cacheScope },
+        // The scope's capabilities: the same for every key of the URL.
+        "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
       }
-    )
+    })
     const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
       runToPromise(effect, signal).catch((e: unknown) => {
         throw protocolErrorOf(e)

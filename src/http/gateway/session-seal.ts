@@ -17,7 +17,7 @@ import {
   type ClientCapabilities,
   type Implementation,
   type InitializeRequest
-} from "@modelcontextprotocol/sdk/types.js"
+} from "@modelcontextprotocol/server"
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../../domain/service-definition.js"
 import type { Principal } from "../../config/api-keys.js"
 import { keyFileOf, storeSecret } from "../../config/token-vault.js"

@@ -11,8 +11,7 @@
  * clock of a session must not run during a long tool call.
  */
 import type { IncomingMessage } from "node:http"
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js"
+import type { JSONRPCMessage, RequestId, Transport } from "@modelcontextprotocol/server"
 import type { Scope } from "../../domain/service-definition.js"
 
 /**
