@@ -195,7 +195,7 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
       max_body_bytes: 1024 * 1024,
       max_connections: 1000
     })
-    expect(config.limits).toEqual({ max_message_bytes: 16 * 1024 * 1024, max_services: 10_000, max_services_per_request: 100, max_waiters: 10_000 })
+    expect(config.limits).toEqual({ max_message_bytes: 16 * 1024 * 1024, max_services: 10_000, max_services_per_request: 100, max_waiters: 10_000, max_call_seconds: 3600, max_held_calls: 100, max_async_calls: 100, max_async_results: 1000, async_result_retention_seconds: 86_400, async_results_max_bytes: 64 * 1024 * 1024 })
     expect([0, server.running.port]).toContain(config.server.port)
   })
 

@@ -180,7 +180,13 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
               max_message_bytes: store.limits.maxMessageBytes,
               max_services: store.limits.maxServices,
               max_services_per_request: store.limits.maxServicesPerRequest,
-              max_waiters: store.limits.maxWaiters
+              max_waiters: store.limits.maxWaiters,
+              max_call_seconds: store.limits.maxCallSeconds,
+              max_held_calls: store.limits.maxHeldCalls,
+              max_async_calls: store.limits.maxAsyncCalls,
+              max_async_results: store.limits.maxAsyncResults,
+              async_result_retention_seconds: store.limits.asyncResultRetentionSeconds,
+              async_results_max_bytes: store.limits.asyncResultsMaxBytes
             },
             version: VERSION
           }
