@@ -190,10 +190,22 @@ export class LineSplitter {
 const RESULT_KEYS: ReadonlySet<string> = new Set(["jsonrpc", "id", "result"])
 
 /**
+ * A result's `_meta` the schema keeps as it is: a plain object (no own `__proto__` key) whose
+ * `progressToken`, if any, is a string or a number, without the related-task key (its shape is
+ * the schema's to check). A 2026-07-28 server puts its identity in every result's `_meta`.
+ */
+const plainMeta = (meta: unknown): boolean => {
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta) || Object.getPrototypeOf(meta) !== Object.prototype || Object.hasOwn(meta, "__proto__")) return false
+  const m = meta as Record<string, unknown>
+  const token = m["progressToken"]
+  return (token === undefined || typeof token === "string" || typeof token === "number") && !("io.modelcontextprotocol/related-task" in m)
+}
+
+/**
  * A stdout line as the SDK's `deserializeMessage` reads it (JSON, then its JSON-RPC message
- * schema). The common message, a result with no `_meta`, is one the schema returns unchanged: it is
- * checked by hand, without the schema's union of four message kinds; anything else goes through
- * the schema.
+ * schema). The common message, a result with no `_meta` or a plain one, is one the schema returns
+ * unchanged: it is checked by hand, without the schema's union of four message kinds; anything
+ * else goes through the schema.
  */
 export const readMessage = (line: string): JSONRPCMessage => {
   const value: unknown = JSON.parse(line)
@@ -202,7 +214,9 @@ export const readMessage = (line: string): JSONRPCMessage => {
     const { id, result } = m
     let plain = m["jsonrpc"] === "2.0" && (typeof id === "string" || Number.isInteger(id))
     if (plain) for (const key in m) if (!RESULT_KEYS.has(key)) plain = false
-    if (plain && typeof result === "object" && result !== null && !Array.isArray(result) && !("_meta" in result)) return value as JSONRPCMessage
+    if (plain && typeof result === "object" && result !== null && !Array.isArray(result) && (!("_meta" in result) || plainMeta((result as { _meta: unknown })._meta))) {
+      return value as JSONRPCMessage
+    }
   }
   return JSONRPCMessageSchema.parse(value)
 }
