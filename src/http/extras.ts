@@ -369,7 +369,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined, principal: Principal) => Promise<void> = (scope, req, res, body, owner, gate, principal) =>
         // A 2025 request goes to its session; a 2026-07-28 one is answered without any (src/http/gateway/modern.ts).
         // Its answers are `private` when they depend on the key: an agent key's.
-        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public", owner }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
+        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public", owner, keyed: req.headers.authorization !== undefined }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest

@@ -452,6 +452,26 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
 })
 
 describe("listen streams: capped, counted, and ended gracefully at shutdown", () => {
+  it("in a store without keys, requests share the whole cap: two listens of a four-stream cap both open", async () => {
+    const small = await startTestServer({ options: { max_mcp_sessions: 4 } })
+    try {
+      const listen = async () => {
+        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+        c.onerror = () => undefined
+        await within(c.connect(new StreamableHTTPClientTransport(new URL(`${small.url}/mcp`))), 10_000, "connect")
+        closers.push(() => c.close())
+        const sub = await within(c.listen({ toolsListChanged: true }), 5000, "listen")
+        closers.push(() => sub.close())
+        return sub
+      }
+      expect((await listen()).honoredFilter).toEqual({ toolsListChanged: true })
+      expect((await listen()).honoredFilter).toEqual({ toolsListChanged: true })
+    } finally {
+      await Promise.all(closers.splice(0).map((close) => within(close(), 3000, "close").catch(() => undefined)))
+      await small.cleanup()
+    }
+  })
+
   it("one key holds at most a quarter of the streams: past it its listen is refused (-32603), while another key still listens", async () => {
     const dir = freshDir()
     const keysFile = join(dir, "mcp-store.keys.json")

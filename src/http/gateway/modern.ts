@@ -87,6 +87,8 @@ export interface ModernCaller {
   readonly cacheScope: "public" | "private"
   /** Who holds the caller's key (a digest): only the same key takes back a call held for its input. */
   readonly owner: string
+  /** The request carried an API key: its listen streams count against the key's share (`listenStreamsPerKey`). */
+  readonly keyed: boolean
   /** The resource URIs a `subscriptions/listen` request asks updates of. */
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
 }
@@ -108,7 +110,8 @@ export interface ModernOptions {
 
 /**
  * Open `subscriptions/listen` streams one key may hold: a quarter of the cap (at least one), so that
- * one agent's key cannot take every stream and leave the other keys none.
+ * one agent's key cannot take every stream and leave the other keys none. Requests without a key
+ * (a store with no keys) share the whole cap.
  */
 export const listenStreamsPerKey = (maxListenStreams: number): number => Math.max(1, Math.floor(maxListenStreams / 4))
 
@@ -619,7 +622,7 @@ export class ModernMcp {
     const listen = listenFilterOf(body)
     if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
     const held = this.listensByOwner.get(caller.owner) ?? 0
-    if (held >= this.maxListensPerKey) {
+    if (caller.keyed && held >= this.maxListensPerKey) {
       log.warn(`MCP 2026-07-28: subscriptions/listen refused on ${scopeLabel(caller.scope)}: this API key holds ${held} listen streams, its most`, { event: "mcp_listen_refused" })
       return answerError(res, (body as { id?: unknown }).id, -32603, `Subscription limit reached for this API key (${this.maxListensPerKey} open subscriptions/listen streams)`)
     }
