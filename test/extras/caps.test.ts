@@ -1,10 +1,14 @@
 // The caps on long-lived things of the routes beyond the 56: /events and /inspect/events streams
 // share max_event_streams, and MCP sessions are held to max_mcp_sessions (the oldest idle one
-// evicted, 429 when all are busy) and closed after mcp_session_idle_seconds without a request.
+// evicted, 429 when all are busy; one API key to a quarter of them, its own oldest idle session
+// evicted first) and closed after mcp_session_idle_seconds without a request.
 // Every refusal is a 429 TOO_MANY with Retry-After; every slot comes back when its holder goes.
+import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
+import { runKeys } from "../../src/cli/keys-command.js"
 import {
   eventually,
+  freshDir,
   openSse,
   parsePrometheus,
   sampleValue,
@@ -42,11 +46,14 @@ const gauge = async (name: string) => sampleValue(parsePrometheus((await server!
 
 const MCP_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
+/** The authorization header of `key`, if any. */
+const bearer = (key?: string): Record<string, string> => (key === undefined ? {} : { authorization: `Bearer ${key}` })
+
 /** A JSON-RPC initialize over a plain POST; resolves with the answer and its session id. */
-const initialize = async (path = "/mcp") => {
+const initialize = async (path = "/mcp", key?: string) => {
   const res = await fetch(server!.url + path, {
     method: "POST",
-    headers: MCP_HEADERS,
+    headers: { ...MCP_HEADERS, ...bearer(key) },
     body: JSON.stringify({
       jsonrpc: "2.0",
       id: 1,
@@ -60,10 +67,10 @@ const initialize = async (path = "/mcp") => {
 }
 
 /** A ping in a session: 200 while the session lives, 404 once it is gone. */
-const ping = async (session: string) => {
+const ping = async (session: string, key?: string) => {
   const res = await fetch(`${server!.url}/mcp`, {
     method: "POST",
-    headers: { ...MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" },
+    headers: { ...MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18", ...bearer(key) },
     body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }),
     signal: AbortSignal.timeout(10_000)
   })
@@ -72,11 +79,11 @@ const ping = async (session: string) => {
 }
 
 /** Opens a session's standalone GET stream (the session is busy while it is open); resolves once its headers are in. */
-const holdGetStream = async (session: string) => {
+const holdGetStream = async (session: string, key?: string) => {
   const controller = new AbortController()
   aborts.push(controller)
   const res = await fetch(`${server!.url}/mcp`, {
-    headers: { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" },
+    headers: { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-06-18", ...bearer(key) },
     signal: controller.signal
   })
   expect(res.status).toBe(200)
@@ -190,6 +197,33 @@ describe("max_mcp_sessions and mcp_session_idle_seconds", () => {
     expect(await ping(a)).toBe(404)
     expect(await ping(b)).toBe(200)
     expect(await gauge("mcpstore_mcp_sessions")).toBe(2)
+  })
+
+  it("one API key holds at most a quarter of the sessions: past it its own oldest idle session makes room, and when all of them are busy it gets 429, while another key still opens one", async () => {
+    const dir = freshDir()
+    const keys: string[] = []
+    for (const name of ["first", "second"]) {
+      let out = ""
+      expect(await runKeys(["create", "--name", name, "--role", "admin", "--keys-file", join(dir, "mcp-store.keys.json")], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })).toBe(0)
+      keys.push(out.trim())
+    }
+    const [first, second] = keys as [string, string]
+    // Four sessions in all: one per key.
+    await start({ dir, options: { max_mcp_sessions: 4 } })
+    const s1 = (await initialize("/mcp", first)).session!
+    const release = await holdGetStream(s1, first)
+    const refused = await initialize("/mcp", first)
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get("retry-after")).toBe("5")
+    expect(refused.text).toContain("Too many MCP sessions for this API key: all 1 of its sessions are busy")
+    // Another key is not held back by the first one's share.
+    const other = await initialize("/mcp", second)
+    expect(other.status).toBe(200)
+    // Once its session is idle, the key's next session takes its place.
+    release()
+    expect(await eventually(async () => (await initialize("/mcp", first)).status === 200, 5000)).toBe(true)
+    expect(await ping(s1, first)).toBe(404)
+    expect(await ping(other.session!, second)).toBe(200)
   })
 
   it("closes a session idle for mcp_session_idle_seconds, not one with an open GET stream, and not before its time", async () => {

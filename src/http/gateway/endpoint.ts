@@ -7,7 +7,8 @@
  * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
  *
  * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
- * and when every session is busy the new one is refused with 429 and Retry-After. A session with no
+ * and when every session is busy the new one is refused with 429 and Retry-After; one API key holds
+ * at most its share (`keyShare`), its own oldest idle session closed first. A session with no
  * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
  *
  * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/gateway/sse-endpoint.ts) is a second
@@ -55,7 +56,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -599,7 +600,7 @@ export class McpGateway {
         return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
       }
       const seal = await this.sealOrFail(true, res)
-      if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(res)) return
+      if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(req, res, owner)) return
       const facts = clientFacts(initializeParams(body))
       session = this.streamableSession(scope, owner, gate, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
       created = true
@@ -667,7 +668,7 @@ export class McpGateway {
       res.writeHead(200).end()
       return undefined
     }
-    if (!this.admit(res)) return undefined
+    if (!this.admit(req, res, owner)) return undefined
     log.info(`rebuilt MCP session ${shortId(id)} on ${label} from its sealed id (client ${JSON.stringify(claims.clientInfo.name)}, opened ${new Date(claims.issuedAt).toISOString()})`, {
       event: "mcp_session_rebuilt",
       scope: label
@@ -705,7 +706,7 @@ export class McpGateway {
   async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
-    if (!this.admit(res)) return
+    if (!this.admit(req, res, owner)) return
     const transport = new SSEServerTransport(messagesPath(scope), res)
     const session = this.addSession<SseSession>(scope, owner, gate, { id: transport.sessionId, kind: "sse", transport })
     transport.onclose = () => this.forget(session)
@@ -751,8 +752,23 @@ export class McpGateway {
     return this.shuttingDown
   }
 
-  /** Makes room for a new session, or answers 429 with Retry-After when every session is busy; true when admitted. */
-  private admit(res: ServerResponse): boolean {
+  /**
+   * Makes room for a new session of `owner`, or answers 429 with Retry-After; true when admitted.
+   * A request with a key holds at most its key's share of the sessions (`keyShare`): at its share,
+   * the key's own oldest idle session is closed, and when all of them are busy it is refused, so one
+   * agent's key cannot take every session from the others. Then, at the cap, the oldest idle
+   * session of any key makes room.
+   */
+  private admit(req: IncomingMessage, res: ServerResponse, owner: string): boolean {
+    if (req.headers.authorization !== undefined && !this.makeRoomForKey(owner)) {
+      const share = keyShare(this.options.maxSessions)
+      log.warn(`MCP session refused: this API key holds ${share} busy sessions, its most`, { event: "mcp_session_refused" })
+      jsonRpcError(res, 429, -32000, `Too many MCP sessions for this API key: all ${share} of its sessions are busy; try again later`, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
+        code: "TOO_MANY",
+        details: { limit: "max_mcp_sessions", max: share, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
+      })
+      return false
+    }
     if (this.makeRoom()) return true
     const max = this.options.maxSessions
     const message = `Too many MCP sessions: all ${max} are busy; try again later`
@@ -780,6 +796,21 @@ export class McpGateway {
     session.busy -= 1
     this.touch(session)
     if (session.busy === 0 && this.sessions.has(session.id)) this.armSweep(session.touchedAt + this.idleMs)
+  }
+
+  /** At a key's share, closes its oldest idle session; false when every one of its sessions is busy. */
+  private makeRoomForKey(owner: string): boolean {
+    let held = 0
+    let idle: Session | undefined
+    for (const session of this.sessions.values()) {
+      if (session.owner !== owner) continue
+      held += 1
+      if (idle === undefined && session.busy === 0 && session.kind !== "sse") idle = session
+    }
+    if (held < keyShare(this.options.maxSessions)) return true
+    if (idle === undefined) return false
+    this.closeSession(idle)
+    return true
   }
 
   /** At the cap, closes the oldest idle session; false when every session is busy (an SSE session's open stream counts). */

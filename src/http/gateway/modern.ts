@@ -73,6 +73,7 @@ import {
   mcpResourceTemplates,
   mcpTool,
   namesOf,
+  keyShare,
   offeredTools,
   scopeContext,
   serverInfoOf
@@ -87,7 +88,7 @@ export interface ModernCaller {
   readonly cacheScope: "public" | "private"
   /** Who holds the caller's key (a digest): only the same key takes back a call held for its input. */
   readonly owner: string
-  /** The request carried an API key: its listen streams count against the key's share (`listenStreamsPerKey`). */
+  /** The request carried an API key: its listen streams count against the key's share (`keyShare`). */
   readonly keyed: boolean
   /** The resource URIs a `subscriptions/listen` request asks updates of. */
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
@@ -108,12 +109,6 @@ export interface ModernOptions {
   readonly maxListenStreams: number
 }
 
-/**
- * Open `subscriptions/listen` streams one key may hold: a quarter of the cap (at least one), so that
- * one agent's key cannot take every stream and leave the other keys none. Requests without a key
- * (a store with no keys) share the whole cap.
- */
-export const listenStreamsPerKey = (maxListenStreams: number): number => Math.max(1, Math.floor(maxListenStreams / 4))
 
 /**
  * The change events of `subscriptions/listen` streams, scoped: each stream is registered with its
@@ -564,7 +559,7 @@ export class ModernMcp {
   private readonly onerror = (e: Error) => log.debug(`MCP 2026-07-28 request: ${e.message}`, { event: "mcp_modern_error" })
   private readonly unsubscribeMonitor: () => void
   private closing = false
-  /** Open (or opening) listen streams per key (`ModernCaller.owner`), for `listenStreamsPerKey`. */
+  /** Open (or opening) listen streams per key (`ModernCaller.owner`), for the key's share (`keyShare`). */
   private readonly listensByOwner = new Map<string, number>()
   private readonly maxListensPerKey: number
   /** The calls in flight on the store's own path (`serveCall`), aborted by `close()`. */
@@ -576,7 +571,7 @@ export class ModernMcp {
     private readonly resources: SessionSide,
     options: ModernOptions
   ) {
-    this.maxListensPerKey = listenStreamsPerKey(options.maxListenStreams)
+    this.maxListensPerKey = keyShare(options.maxListenStreams)
     this.bus = new ListenBus(store, this.callers, resources)
     const factory = () => {
       const caller = this.callers.getStore()
