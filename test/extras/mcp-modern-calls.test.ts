@@ -164,6 +164,7 @@ describe("a plain 2026-07-28 tools/call in flight at shutdown", () => {
       expect((await addService(own, "/for_store", { name: "fx", url: fixture.url })).status).toBe(200)
       await waitStatus(own, "/for_store", "fx", "healthy", 30)
       const before = fixture.requests().filter((r) => r === "POST notifications/cancelled").length
+      const sent = fixture.requests().filter((r) => r === "POST tools/call").length
       const pending = fetch(own.url + "/mcp", {
         method: "POST",
         headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "fx__sleep" },
@@ -172,7 +173,8 @@ describe("a plain 2026-07-28 tools/call in flight at shutdown", () => {
         async (res) => ({ status: res.status, text: await res.text().catch(() => "") }),
         (e: unknown) => e
       )
-      expect(await eventually(() => own.running.store.inFlightCalls === 1, 10_000)).toBe(true)
+      // Shut down once the upstream has the call (a call stopped before it is sent has nothing to cancel upstream).
+      expect(await eventually(() => own.running.store.inFlightCalls === 1 && fixture.requests().filter((r) => r === "POST tools/call").length > sent, 10_000)).toBe(true)
       await within(own.close(), 15_000, "the store's shutdown")
       const ended = await within(pending, 5_000, "the call's response")
       // The exchange was closed before an answer: no result (the connection ends, or 499 as the SDK's handler answers).
