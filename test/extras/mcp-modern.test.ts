@@ -452,15 +452,21 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
 })
 
 describe("listen streams: capped, counted, and ended gracefully at shutdown", () => {
+  /** A client pinned to 2026-07-28 on `url` (with `key`), connected; closed after the test. */
+  const connectAt = async (url: string, key?: string) => {
+    const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+    c.onerror = () => undefined
+    const headers = key === undefined ? {} : { authorization: `Bearer ${key}` }
+    await within(c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } })), 10_000, "connect")
+    closers.push(() => c.close())
+    return c
+  }
+
   it("in a store without keys, requests share the whole cap: two listens of a four-stream cap both open", async () => {
     const small = await startTestServer({ options: { max_mcp_sessions: 4 } })
     try {
       const listen = async () => {
-        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
-        c.onerror = () => undefined
-        await within(c.connect(new StreamableHTTPClientTransport(new URL(`${small.url}/mcp`))), 10_000, "connect")
-        closers.push(() => c.close())
-        const sub = await within(c.listen({ toolsListChanged: true }), 5000, "listen")
+        const sub = await within((await connectAt(`${small.url}/mcp`)).listen({ toolsListChanged: true }), 5000, "listen")
         closers.push(() => sub.close())
         return sub
       }
@@ -484,14 +490,7 @@ describe("listen streams: capped, counted, and ended gracefully at shutdown", ()
     // Four streams in all: one per key.
     const small = await startTestServer({ dir, options: { max_mcp_sessions: 4 } })
     try {
-      const listenAs = async (agent: string, key: string) => {
-        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
-        c.onerror = () => undefined
-        const transport = new StreamableHTTPClientTransport(new URL(`${small.url}/for_agent/${agent}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } })
-        await within(c.connect(transport), 10_000, "connect")
-        closers.push(() => c.close())
-        return c.listen({ toolsListChanged: true })
-      }
+      const listenAs = async (agent: string, key: string) => (await connectAt(`${small.url}/for_agent/${agent}/mcp`, key)).listen({ toolsListChanged: true })
       const first = await within(listenAs(A, own["first"]!), 5000, "the first key's listen")
       closers.push(() => first.close())
       await expect(within(listenAs(A, own["first"]!), 5000, "the first key's second listen")).rejects.toThrow(/Subscription limit reached for this API key \(1 open/)
@@ -514,13 +513,7 @@ describe("listen streams: capped, counted, and ended gracefully at shutdown", ()
   it("past max_mcp_sessions open streams a listen is refused (-32603); the gauge counts them; shutdown ends the open one with its final result", async () => {
     const small = await startTestServer({ options: { max_mcp_sessions: 1 } })
     try {
-      const connectOne = async () => {
-        const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
-        c.onerror = () => undefined
-        await within(c.connect(new StreamableHTTPClientTransport(new URL(`${small.url}/mcp`))), 10_000, "connect")
-        closers.push(() => c.close())
-        return c
-      }
+      const connectOne = () => connectAt(`${small.url}/mcp`)
       const first = await within((await connectOne()).listen({ toolsListChanged: true }), 5000, "first listen")
       await expect(within((await connectOne()).listen({ toolsListChanged: true }), 5000, "second listen")).rejects.toThrow(/limit/i)
       const metrics = parsePrometheus(await (await fetch(`${small.url}/metrics`)).text())
