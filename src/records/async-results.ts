@@ -3,9 +3,12 @@
  * its answer, kept for a bounded time and number so that a client may read how a call ended long
  * after it asked, and after a restart of the store. The interface (`AsyncResultsBackend`) and the
  * file beside the services file (`AsyncResultsFile`: one JSON document replaced atomically); the
- * cluster's Redis holds the same entries in replica mode (src/records/redis-async-results.ts).
+ * cluster's Redis holds the same entries in replica mode (src/records/redis-async-results.ts). A
+ * symlink at the file's path is never followed: the calls are then kept in memory only, and the
+ * refusal is logged.
  */
-import { readFile } from "node:fs/promises"
+import { constants as fsConstants } from "node:fs"
+import { open } from "node:fs/promises"
 import { basename, dirname, extname, join } from "node:path"
 import { errnoCode, writeAtomically } from "../config/atomic-write.js"
 import { log } from "../logging/log.js"
@@ -133,6 +136,8 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   private dirty = false
   private next: Promise<void> | undefined
   private closed = false
+  /** A symlink stood at the file's path: nothing is read from or written to it. */
+  private refused = false
 
   private constructor(
     readonly path: string,
@@ -149,9 +154,23 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   private async load(): Promise<void> {
     let text: string
     try {
-      text = await readFile(this.path, "utf8")
+      // Not through a symlink: one there could make the store read, and then replace, another file.
+      const handle = await open(this.path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW)
+      try {
+        text = await handle.readFile("utf8")
+      } finally {
+        await handle.close()
+      }
     } catch (e) {
       if (errnoCode(e) === "ENOENT") return
+      if (errnoCode(e) === "ELOOP") {
+        this.refused = true
+        log.error(`${this.path} is a symbolic link: refused (never followed). Asynchronous calls are kept in memory only until it is replaced by a regular file and the store restarted.`, {
+          event: "async_calls_file_refused",
+          file: this.path
+        })
+        return
+      }
       throw e
     }
     let doc: unknown
@@ -226,6 +245,7 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   }
 
   private async write(): Promise<void> {
+    if (this.refused) return
     const text = JSON.stringify({ version: 1, calls: [...this.entries.values()] })
     try {
       await writeAtomically(this.path, text)

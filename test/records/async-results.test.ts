@@ -1,11 +1,12 @@
 /**
  * The backends of asynchronous calls' state, on their own: the file beside the services file
  * (`AsyncResultsFile`: bounds by count, bytes and age, the oldest ended dropped first; calls left
- * running by a previous run found interrupted, once; a file that is not JSON forgotten, not fatal)
+ * running by a previous run found interrupted, once; a file that is not JSON forgotten, not fatal;
+ * a symlink at its path never followed)
  * and the cluster's Redis (`RedisAsyncResults`: bounds by count with the dropped calls' keys; a
  * running call of a replica that is gone read as interrupted, taken to be recorded once).
  */
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -111,6 +112,21 @@ describe("AsyncResultsFile", () => {
     expect(again.finishedCount()).toBe(1)
     expect(await again.get(entry(4).call_id)).toBeDefined()
     await again.close()
+  })
+
+  it("a symlink at the file's path is neither read nor written through: the calls are kept in memory only", async () => {
+    const file = servicesFile()
+    const other = join(file, "..", "other.json")
+    const otherText = JSON.stringify({ version: 1, calls: [entry(7)] })
+    writeFileSync(other, otherText)
+    symlinkSync(other, asyncResultsFileFor(file))
+    const results = await AsyncResultsFile.open(file, LOOSE)
+    expect(results.finishedCount()).toBe(0)
+    await results.finish(entry(8))
+    expect((await results.get(entry(8).call_id))?.answer?.body).toEqual({ success: true, result: "8" })
+    await results.close()
+    expect(lstatSync(asyncResultsFileFor(file)).isSymbolicLink()).toBe(true)
+    expect(readFileSync(other, "utf8")).toBe(otherText)
   })
 })
 
