@@ -6,28 +6,44 @@
  * - each call is one key, `async:<call id>`, holding its entry as JSON: set when it starts, again
  *   with its latest progress (at most once a second, src/runtime/async-calls.ts) and when it ends,
  *   then with the retention as its expiry;
- * - the finished ones are also in a sorted set by their end, `async:finished`: one script keeps it
- *   within the count (the oldest dropped with their keys) each time a call ends;
+ * - the finished ones are also in a sorted set by their end, `async-finished`, with their answers'
+ *   sizes in a hash, `async-sizes`: one script keeps them within the count and the bytes (the
+ *   oldest dropped with their keys) each time a call ends;
  * - a running call names the replica that runs it: a replica that is gone (its registry entry
  *   expired, docs/replicas.md) no longer runs it, so a reader sees it `interrupted`, and the first
  *   reader to see it so keeps it so and records it once (`SET NX` of a marker).
  */
 import type { Redis } from "../redis/connection.js"
 import { clusterKey } from "../redis/key-names.js"
-import { ended, type AsyncCallEntry, type AsyncProgress, type AsyncResultsBackend, type AsyncResultsOptions } from "./async-results.js"
+import { answerBytes, ended, type AsyncCallEntry, type AsyncProgress, type AsyncResultsBackend, type AsyncResultsOptions } from "./async-results.js"
 import type { ClusterData } from "./redis-records.js"
 
-/** Ends a call: its entry with its expiry, indexed by its end; the oldest finished beyond the count dropped with their keys. */
+/**
+ * Ends a call: its entry with its expiry, indexed by its end, its answer's size noted; then the
+ * finished calls ended before the retention are forgotten, and the oldest dropped with their keys
+ * while more are kept than the count or their answers together pass the bytes (as the file does).
+ */
 const FINISH = `
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3] - ARGV[2])
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
-if over > 0 then
-  local gone = redis.call('ZPOPMIN', KEYS[2], over)
-  for i = 1, #gone, 2 do redis.call('DEL', ARGV[6] .. gone[i]) end
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[7])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3] - ARGV[2])) do
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
 end
-return over
+local bytes = 0
+for _, size in ipairs(redis.call('HVALS', KEYS[3])) do bytes = bytes + tonumber(size) end
+local count = redis.call('ZCARD', KEYS[2])
+local dropped = 0
+while count > 0 and (count > tonumber(ARGV[5]) or bytes > tonumber(ARGV[8])) do
+  local id = redis.call('ZPOPMIN', KEYS[2])[1]
+  bytes = bytes - tonumber(redis.call('HGET', KEYS[3], id) or '0')
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('DEL', ARGV[6] .. id)
+  count = count - 1
+  dropped = dropped + 1
+end
+return dropped
 `
 
 /** A running call's entry lives at most this long without an update (its replica renews it with its progress and end). */
@@ -43,6 +59,7 @@ export class RedisAsyncResults implements AsyncResultsBackend {
   private readonly running = new Map<string, AsyncCallEntry>()
   private readonly prefix: string
   private readonly finishedKey: string
+  private readonly sizesKey: string
   private finishedSeen = 0
   /** Calls of gone replicas found by reads, to be recorded once by this replica. */
   private interrupted: Array<AsyncCallEntry> = []
@@ -54,6 +71,7 @@ export class RedisAsyncResults implements AsyncResultsBackend {
   ) {
     this.prefix = `${clusterKey(data.cluster, "async")}:`
     this.finishedKey = clusterKey(data.cluster, "async-finished")
+    this.sizesKey = clusterKey(data.cluster, "async-sizes")
   }
 
   private get client(): Redis {
@@ -91,8 +109,8 @@ export class RedisAsyncResults implements AsyncResultsBackend {
     const retentionMs = Math.max(1, this.options.retentionSeconds * 1000)
     const end = Date.parse(kept.ended_at ?? new Date().toISOString())
     await this.client.eval(FINISH, {
-      keys: [this.prefix + kept.call_id, this.finishedKey],
-      arguments: [JSON.stringify(kept), String(retentionMs), String(end), kept.call_id, String(this.options.maxFinished), this.prefix]
+      keys: [this.prefix + kept.call_id, this.finishedKey, this.sizesKey],
+      arguments: [JSON.stringify(kept), String(retentionMs), String(end), kept.call_id, String(this.options.maxFinished), this.prefix, String(answerBytes(kept)), String(this.options.maxBytes)]
     })
     this.finishedSeen += 1
   }

@@ -3,7 +3,7 @@
  * (`AsyncResultsFile`: bounds by count, bytes and age, the oldest ended dropped first; calls left
  * running by a previous run found interrupted, once; a file that is not JSON forgotten, not fatal;
  * a symlink at its path never followed)
- * and the cluster's Redis (`RedisAsyncResults`: bounds by count with the dropped calls' keys; a
+ * and the cluster's Redis (`RedisAsyncResults`: bounds by count and bytes with the dropped calls' keys; a
  * running call of a replica that is gone read as interrupted, taken to be recorded once).
  */
 import { lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
@@ -153,6 +153,17 @@ describe.skipIf(!hasRedisServer)("RedisAsyncResults", () => {
     const ttl = await client.pTTL(`${clusterKey("bounds", "async")}:${entry(3).call_id}`)
     expect(ttl).toBeGreaterThan(0)
     expect(ttl).toBeLessThanOrEqual(60_000)
+  })
+
+  it("keeps the answers within maxBytes together, as the file does: the oldest dropped with its key and its size", async () => {
+    const client = await redis.connect()
+    const size = Buffer.byteLength(JSON.stringify(entry(1).answer!.body))
+    const results = new RedisAsyncResults({ client, cluster: "bytes" }, { ...LOOSE, maxBytes: 2 * size + 1 }, { alive: async () => true })
+    for (const n of [1, 2, 3]) await results.finish(entry(n, { ended_at: new Date(Date.now() + n).toISOString() }))
+    expect(await results.get(entry(1).call_id)).toBeUndefined()
+    expect(await client.exists(`${clusterKey("bytes", "async")}:${entry(1).call_id}`)).toBe(0)
+    for (const n of [2, 3]) expect((await results.get(entry(n).call_id))?.answer?.body).toEqual({ success: true, result: String(n) })
+    expect(await client.hLen(clusterKey("bytes", "async-sizes"))).toBe(2)
   })
 
   it("a running call of a replica that is gone reads interrupted, on every reader, and is taken to be recorded by one", async () => {
