@@ -56,7 +56,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -221,10 +221,12 @@ export const markInitialized = (transport: NodeStreamableHTTPServerTransport, id
   inner._initialized = true
 }
 
-const jsonRpcError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) =>
-  void res
-    .writeHead(status, { "content-type": "application/json", ...headers })
-    .end(JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data !== undefined ? { data } : {}) }, id: null }))
+/** 429 for a session that does not fit under `max` (the cap, or a key's share), with Retry-After and the contract's TOO_MANY. */
+const tooManySessions = (res: ServerResponse, message: string, max: number) =>
+  jsonRpcError(res, 429, -32000, message, {
+    headers: { "retry-after": String(MCP_RETRY_AFTER_SECONDS) },
+    data: { code: "TOO_MANY", details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS } }
+  })
 
 /**
  * The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them.
@@ -748,7 +750,7 @@ export class McpGateway {
 
   /** Answers 503 once shutdown has begun; true when it did. */
   private refusedWhileClosing(res: ServerResponse): boolean {
-    if (this.shuttingDown) jsonRpcError(res, 503, -32000, "Server shutting down", { connection: "close" })
+    if (this.shuttingDown) jsonRpcError(res, 503, -32000, "Server shutting down", { headers: { connection: "close" } })
     return this.shuttingDown
   }
 
@@ -763,19 +765,13 @@ export class McpGateway {
     if (req.headers.authorization !== undefined && !this.makeRoomForKey(owner)) {
       const share = keyShare(this.options.maxSessions)
       log.warn(`MCP session refused: this API key holds ${share} busy sessions, its most`, { event: "mcp_session_refused" })
-      jsonRpcError(res, 429, -32000, `Too many MCP sessions for this API key: all ${share} of its sessions are busy; try again later`, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
-        code: "TOO_MANY",
-        details: { limit: "max_mcp_sessions", max: share, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
-      })
+      tooManySessions(res, `Too many MCP sessions for this API key: all ${share} of its sessions are busy; try again later`, share)
       return false
     }
     if (this.makeRoom()) return true
     const max = this.options.maxSessions
     const message = `Too many MCP sessions: all ${max} are busy; try again later`
-    jsonRpcError(res, 429, -32000, message, { "retry-after": String(MCP_RETRY_AFTER_SECONDS) }, {
-      code: "TOO_MANY",
-      details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS }
-    })
+    tooManySessions(res, message, max)
     return false
   }
 

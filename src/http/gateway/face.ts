@@ -6,6 +6,7 @@
  * client that answers input in rounds, and the resource and prompt lists as MCP shows them, so the
  * two eras cannot drift.
  */
+import type { ServerResponse } from "node:http"
 import { Server, type ServerOptions } from "@modelcontextprotocol/server"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
@@ -61,6 +62,25 @@ const validator = new AjvJsonSchemaValidator()
  */
 export const mcpServer = (scope: Scope, offers: ReturnType<typeof catalog.scopeCapabilities>, options: Omit<ServerOptions, "capabilities" | "jsonSchemaValidator"> = {}): Server =>
   new Server(serverInfoOf(scope), { ...options, capabilities: mcpCapabilities(offers), jsonSchemaValidator: validator })
+
+/**
+ * A JSON-RPC error written as the whole HTTP answer: the endpoint's refusals (a missing session,
+ * a cap, a shutdown), with the request's id when it is known (`null` otherwise).
+ */
+export const jsonRpcError = (
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  options: { readonly headers?: Record<string, string>; readonly data?: unknown; readonly id?: unknown } = {}
+): void =>
+  void res.writeHead(status, { "content-type": "application/json", ...options.headers }).end(
+    JSON.stringify({
+      jsonrpc: "2.0",
+      error: { code, message, ...(options.data !== undefined ? { data: options.data } : {}) },
+      id: typeof options.id === "string" || typeof options.id === "number" ? options.id : null
+    })
+  )
 
 /**
  * What one API key may hold of a capped resource of the MCP endpoint (its sessions, its listen

@@ -73,6 +73,7 @@ import {
   mcpResourceTemplates,
   mcpTool,
   namesOf,
+  jsonRpcError,
   keyShare,
   offeredTools,
   scopeContext,
@@ -250,15 +251,6 @@ const roundResult = <A, R>(held: HeldAnswer<A>, ended: (a: A) => R): R => {
 /** A retry whose state does not fit its call, as the client's invalid params (-32602); anything else as it is. */
 const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e)
 
-/** The JSON-RPC error a refused request gets (503 while shutting down). */
-const refuse = (res: ServerResponse, status: number, message: string) =>
-  void res.writeHead(status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
-
-/** A JSON-RPC error answered as the SDK answers its own refusals of a request: HTTP 200, the request's id. */
-const answerError = (res: ServerResponse, id: unknown, code: number, message: string) =>
-  void res
-    .writeHead(200, { "content-type": "application/json" })
-    .end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: typeof id === "string" || typeof id === "number" ? id : null }))
 
 /**
  * A 2025-era request told without running the SDK's classifier: one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
@@ -611,7 +603,7 @@ export class ModernMcp {
     if (req.method !== "POST" || plainlyLegacy(req, body)) return legacy(req, res, body)
     const outcome = classify(req, body)
     if (outcome === undefined || outcome.kind === "legacy") return legacy(req, res, body)
-    if (this.closing) return refuse(res, 503, "Server shutting down")
+    if (this.closing) return jsonRpcError(res, 503, -32000, "Server shutting down", { headers: { connection: "close" } })
     const call = plainCallOf(req, outcome)
     if (call !== undefined) return this.serveCall(caller, call, res)
     const listen = listenFilterOf(body)
@@ -619,7 +611,8 @@ export class ModernMcp {
     const held = this.listensByOwner.get(caller.owner) ?? 0
     if (caller.keyed && held >= this.maxListensPerKey) {
       log.warn(`MCP 2026-07-28: subscriptions/listen refused on ${scopeLabel(caller.scope)}: this API key holds ${held} listen streams, its most`, { event: "mcp_listen_refused" })
-      return answerError(res, (body as { id?: unknown }).id, -32603, `Subscription limit reached for this API key (${this.maxListensPerKey} open subscriptions/listen streams)`)
+      // As the SDK answers its own refusal of a listen: HTTP 200, the request's id.
+      return jsonRpcError(res, 200, -32603, `Subscription limit reached for this API key (${this.maxListensPerKey} open subscriptions/listen streams)`, { id: (body as { id?: unknown }).id })
     }
     // Counted from before the stream opens to its end, so that listens sent at once cannot pass the cap together.
     this.listensByOwner.set(caller.owner, held + 1)
