@@ -245,6 +245,9 @@ describe.concurrent("an upstream that dies comes back with no client request", (
     // Three attempts with a backoff of 0.3 s each: neither a hot loop nor a long stall.
     expect(downFor).toBeGreaterThan(3 * 0.9 * RETRY_MS)
     expect(downFor).toBeLessThan(10_000)
+    // The history is written as the monitor hears each change: the last one may come just after the actor's.
+    const history = async () => JSON.stringify((await historyPairs(server, "remote")).slice(-log.transitions.length))
+    await eventually(async () => (await history()) === JSON.stringify(pairs(log)), 5000)
     expect((await historyPairs(server, "remote")).slice(-log.transitions.length)).toEqual(pairs(log))
     const echo = await server.post("/for_store/call_tool", { tool_name: "remote__echo", args: { text: "back" } })
     expect(echo.body).toMatchObject({ success: true, result: "back" })
