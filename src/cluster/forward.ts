@@ -41,8 +41,10 @@ import {
   type FailureKind,
   type McpConnection,
   type RequestOptions,
+  type TaskMethod,
   type ToolInfo,
-  type UpstreamRequestRelay
+  type UpstreamRequestRelay,
+  UpstreamTask
 } from "../mcp/types.js"
 import { log } from "../logging/log.js"
 import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"
@@ -66,7 +68,11 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
       readonly meta?: Readonly<Record<string, string>> | undefined
       /** The caller has a relay: the upstream's requests come back on the answer (`q` lines); else they are declined. */
       readonly relay?: boolean | undefined
+      /** The caller follows a task itself (`startToolCall`): answered `{result}` or `{task}`. */
+      readonly keepTask?: boolean | undefined
     }
+  /** A request of the tasks extension on a task of the service's server. */
+  | { readonly op: "task"; readonly method: TaskMethod; readonly params: Record<string, unknown> }
   | { readonly op: "read"; readonly uri: string }
   | { readonly op: "prompt"; readonly name: string; readonly args: Record<string, string> }
   | { readonly op: "complete"; readonly params: CompleteParams }
@@ -386,12 +392,27 @@ export class RemoteConnection implements McpConnection {
   }
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
+    return this.call(name, args, options, false) as Promise<CallToolResult>
+  }
+
+  async startToolCall(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult | UpstreamTask> {
+    const answer = (await this.call(name, args, options, true)) as { readonly result?: CallToolResult; readonly task?: UpstreamTask["task"] } | null
+    if (answer?.task !== undefined) return new UpstreamTask(answer.task)
+    if (answer?.result !== undefined) return answer.result
+    throw new McpRequestError("protocol", "the replica that runs the service answered neither a result nor a task")
+  }
+
+  private call(name: string, args: Record<string, unknown>, options: CallOptions, keepTask: boolean): Promise<unknown> {
     const maxTotalMs = options.hooks?.maxTotalMs
     const relay = options.hooks?.relay
     return this.forwarder.send(
-      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta, relay: relay !== undefined },
+      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta, relay: relay !== undefined, ...(keepTask ? { keepTask } : {}) },
       { signal: options.signal, onProgress: options.hooks?.onProgress, maxTotalMs, relay }
-    ) as Promise<CallToolResult>
+    )
+  }
+
+  taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
+    return this.forwarder.send({ op: "task", field: this.field, method, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<Record<string, unknown>>
   }
 
   readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {

@@ -26,7 +26,7 @@ import { Cause, Effect, Exit, Option } from "effect"
 import { TooMany } from "../domain/errors.js"
 import { asyncAnswer } from "./scope-handlers.js"
 import { statusOf } from "../machines/service.js"
-import { McpRequestError, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
+import { McpRequestError, TASK_METHODS, UpstreamTask, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
 import { log } from "../logging/log.js"
 import { traceMetaOf } from "../domain/trace-context.js"
@@ -233,14 +233,20 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
   const run = (connection: McpConnection): Promise<unknown> => {
     const options = { timeoutMs: remaining(), signal }
     switch (req.op) {
-      case "call":
-        return connection.callTool(String(req.tool), req.args ?? {}, {
+      case "call": {
+        const callOptions = {
           ...options,
           // The caller's replica puts the upstream's requests to its caller when it says it can (a replica of an earlier version never does).
-          hooks: { onProgress: (p) => write({ p }), maxTotalMs: req.maxTotalMs, relay: req.relay === true ? relayed.relayOf(req.id, write) : declined },
+          hooks: { onProgress: (p: CallProgress) => write({ p }), maxTotalMs: req.maxTotalMs, relay: req.relay === true ? relayed.relayOf(req.id, write) : declined },
           // The calling replica's span, read again as any caller's trace context is.
           meta: traceMetaOf(req.meta)
-        })
+        }
+        if (req.keepTask !== true) return connection.callTool(String(req.tool), req.args ?? {}, callOptions)
+        return connection.startToolCall(String(req.tool), req.args ?? {}, callOptions).then((r) => (r instanceof UpstreamTask ? { task: r.task } : { result: r }))
+      }
+      case "task":
+        if (!TASK_METHODS.has(req.method) || typeof req.params !== "object" || req.params === null) throw new McpRequestError("protocol", "not a request of the tasks extension", -32602)
+        return connection.taskRequest(req.method, req.params, options)
       case "read":
         return connection.readResource(String(req.uri), { ...options, hooks: { relay: declined } })
       case "prompt":

@@ -65,7 +65,9 @@ import {
   type InputRequestOptions,
   type ListTtl,
   type RequestOptions,
-  type ToolInfo
+  type TaskMethod,
+  type ToolInfo,
+  type UpstreamTask
 } from "./types.js"
 
 /** Client name sent in the initialize handshake when none is given. */
@@ -629,6 +631,14 @@ class UpstreamConnection implements McpConnection {
 
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.callTool(name, args, { timeout, signal }, options.hooks, options.meta), options)
+  }
+
+  startToolCall(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult | UpstreamTask> {
+    return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.startToolCall(name, args, { timeout, signal }, options.hooks, options.meta), options)
+  }
+
+  taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
+    return this.request(method, (o) => this.session.taskRequest(method, params, o), options)
   }
 
   close(): Promise<void> {

@@ -57,7 +57,7 @@ import {
   type ServerCapabilities
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
-import { McpRequestError, RELAYED_METHODS, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
@@ -112,6 +112,12 @@ interface Pending {
   relays?: AbortController
   /** A request whose `input_required` result (modern era) is answered (`withInput`), not declined: one of INPUT_METHODS. */
   readonly takesInput: boolean
+  /**
+   * What a modern server's `resultType: "task"` is to the request: a tool call's task handle, or
+   * (read leniently, as some of the extension's examples write tasks/get's answer) a task request's
+   * plain answer; undefined: a protocol error.
+   */
+  readonly taskResult: "handle" | "plain" | undefined
 }
 
 /**
@@ -132,6 +138,40 @@ class InputRequired {
     readonly state: string | undefined
   ) {}
 }
+
+/** A task's states that end it. */
+const TERMINAL: ReadonlySet<string> = new Set(["completed", "failed", "cancelled"])
+
+/** How often a task is polled, whatever the server suggests (ms): never busier than MIN, never idler than MAX. */
+const MIN_POLL_MS = 25
+const MAX_POLL_MS = 5_000
+/** The longest task id taken from a server (characters). */
+const MAX_TASK_ID = 512
+/** Input requests one task may ask for over its life before the store gives up on it. */
+const MAX_TASK_INPUTS = 64
+
+/** A server's task (a handle's or tasks/get's answer), checked for what driving it reads. */
+const taskOf = (value: unknown, what: string): UpstreamTask["task"] => {
+  if (isRecord(value) && typeof value["taskId"] === "string" && value["taskId"].length > 0 && value["taskId"].length <= MAX_TASK_ID && typeof value["status"] === "string") {
+    return value as UpstreamTask["task"]
+  }
+  throw new McpRequestError("protocol", `${what}: the server's task has no taskId (at most ${MAX_TASK_ID} characters) or status`, ErrorCode.InvalidRequest)
+}
+
+/** Waits `ms`, or rejects with the signal's reason when it fires first. */
+const pause = (ms: number, signal: CancelSignal | undefined): Promise<void> =>
+  new Promise((resolve, reject) => {
+    if (signal?.aborted === true) return reject(signal.reason)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort)
+      resolve()
+    }, ms)
+    signal?.addEventListener("abort", onAbort, { once: true })
+  })
 
 /** A result's `_meta` without the protocol's reserved keys (`io.modelcontextprotocol/...`); undefined when nothing else is left. */
 const ownMeta = (meta: Record<string, unknown>): Record<string, unknown> | undefined => {
@@ -200,6 +240,17 @@ const errorBody = (error: unknown): { code: number; message: string; data?: unkn
   const code = typeof e?.code === "number" && Number.isSafeInteger(e.code) ? e.code : ErrorCode.InternalError
   const message = typeof e?.message === "string" ? e.message : "Internal error"
   return e?.data !== undefined ? { code, message, data: e.data } : { code, message }
+}
+
+/**
+ * A failed task's error: the JSON-RPC error it carries (modern era; kept with its code and data, as
+ * an error answer is), or its status message (2025-11-25's tasks carry none).
+ */
+const taskFailure = (task: Readonly<Record<string, unknown>>, modern: boolean): McpError => {
+  const error = task["error"]
+  const message = typeof task["statusMessage"] === "string" ? task["statusMessage"] : undefined
+  if (modern && isRecord(error) && typeof error["code"] === "number" && typeof error["message"] === "string") return McpError.fromError(error["code"], error["message"], error["data"])
+  return new McpError(ErrorCode.InternalError, `the server's task failed${message === undefined ? "" : `: ${message}`}`)
 }
 
 /** A server answered the initialize handshake with a revision the store does not speak. */
@@ -305,7 +356,9 @@ export class Session {
   private envelopeOf(version: string): Record<string, unknown> {
     // The capabilities of the 2025 era: a server that needs input then says so with an
     // input_required result, answered through the call's caller (`callTool`).
-    return { [PROTOCOL_VERSION_META_KEY]: version, [CLIENT_INFO_META_KEY]: this.options.clientInfo, [CLIENT_CAPABILITIES_META_KEY]: this.capabilities }
+    // The tasks extension: a tool call may be answered with a task handle, driven by `callTool`.
+    const capabilities = { ...this.capabilities, extensions: { [TASKS_EXTENSION]: {} } }
+    return { [PROTOCOL_VERSION_META_KEY]: version, [CLIENT_INFO_META_KEY]: this.options.clientInfo, [CLIENT_CAPABILITIES_META_KEY]: capabilities }
   }
 
   /**
@@ -325,16 +378,42 @@ export class Session {
 
   /**
    * tools/call. With `hooks.onProgress` the request carries a `progressToken` (its own id) and each
-   * progress restarts its time-out, up to `hooks.maxTotalMs`. A tool that requires tasks is refused;
-   * a tool with an output schema has its structured content checked. `meta` goes in the request's `_meta`.
+   * progress restarts its time-out, up to `hooks.maxTotalMs`. A call the server answers with a task
+   * (the tasks extension; a 2025 tool that requires tasks is called as one) is driven to its result
+   * (`driveTask`). A tool with an output schema has its structured content checked. `meta` goes in
+   * the request's `_meta`.
    */
   async callTool(name: string, args: Record<string, unknown>, controls: Controls, hooks?: CallHooks, meta?: Readonly<Record<string, string>>): Promise<CallToolResult> {
+    return (await this.toolCall(name, args, controls, hooks, meta, false)) as CallToolResult
+  }
+
+  /**
+   * tools/call for a caller that takes a modern server's task handle itself (a client that declared
+   * the tasks extension): the handle is handed back as it came, to be followed with `taskRequest`.
+   * Anything else is as `callTool`.
+   */
+  startToolCall(name: string, args: Record<string, unknown>, controls: Controls, hooks?: CallHooks, meta?: Readonly<Record<string, string>>): Promise<CallToolResult | UpstreamTask> {
+    return this.toolCall(name, args, controls, hooks, meta, true)
+  }
+
+  private async toolCall(name: string, args: Record<string, unknown>, controls: Controls, hooks: CallHooks | undefined, meta: Readonly<Record<string, string>> | undefined, keepTask: boolean): Promise<CallToolResult | UpstreamTask> {
+    const started = performance.now()
     const terms = this.terms.get(name)
-    if (terms?.requiresTask === true) {
-      throw new McpError(ErrorCode.InvalidRequest, `Tool "${name}" requires task-based execution, which mcp-store does not support`)
+    const call: Record<string, unknown> = meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }
+    let answer: unknown
+    if (terms?.requiresTask === true && this.envelope === undefined) {
+      // 2025-11-25's experimental tasks: asked for with `task`, answered `{task}`.
+      const ttl = Math.min(hooks?.maxTotalMs ?? controls.timeout, MAX_TIMER_MS)
+      const created = await this.request("tools/call", { ...call, task: { ttl: Math.ceil(ttl) } }, controls, hooks)
+      answer = await this.driveTask(new UpstreamTask(taskOf(isRecord(created) ? created["task"] : undefined, "tools/call")), controls, hooks, started)
+    } else {
+      answer = await this.withInput("tools/call", call, controls, hooks)
+      if (answer instanceof UpstreamTask) {
+        if (keepTask) return answer
+        answer = await this.driveTask(answer, controls, hooks, started)
+      }
     }
-    const call = meta === undefined ? { name, arguments: args } : { name, arguments: args, _meta: meta }
-    const result = callToolResult(await this.withInput("tools/call", call, controls, hooks))
+    const result = callToolResult(answer)
     const check = terms?.check
     if (check === undefined) return result
     if (!result.structuredContent && !result.isError) {
@@ -350,6 +429,87 @@ export class Session {
       if (!outcome.valid) throw new McpError(ErrorCode.InvalidParams, `Structured content does not match the tool's output schema: ${outcome.errorMessage}`)
     }
     return result
+  }
+
+  /**
+   * Follows a server's task to its end, as a client that cannot take a task handle expects a tool
+   * call to end: polled with tasks/get at the interval the server suggests (within MIN_POLL_MS and
+   * MAX_POLL_MS); each change of its status or message is a progress of the call and restarts its
+   * time-out (never past `hooks.maxTotalMs` from `started`). Its input requests are answered through
+   * the caller, as a modern server's input_required rounds are, and sent with tasks/update, each
+   * key once (2025-11-25: tasks/result, which carries the server's own requests and blocks until the
+   * end). `completed` is the result; `failed` the server's JSON-RPC error; `cancelled` an error. A
+   * caller that gives up (time-out, abort) has the task cancelled (tasks/cancel, not waited for).
+   */
+  private async driveTask(handle: UpstreamTask, controls: Controls, hooks: CallHooks | undefined, started: number): Promise<unknown> {
+    const { taskId } = handle.task
+    const modern = this.envelope !== undefined
+    const cap = started + (hooks?.maxTotalMs ?? controls.timeout)
+    let deadline = Math.min(cap, performance.now() + controls.timeout)
+    const left = (): Controls => ({ timeout: Math.max(0, deadline - performance.now()), signal: controls.signal })
+    const answered = new Set<string>()
+    let task: UpstreamTask["task"] = handle.task
+    let seen: string | undefined
+    let changes = 0
+    try {
+      for (;;) {
+        const { status } = task
+        const message = typeof task["statusMessage"] === "string" ? task["statusMessage"] : undefined
+        if (`${status}\n${message ?? ""}` !== seen) {
+          seen = `${status}\n${message ?? ""}`
+          changes++
+          deadline = Math.min(cap, performance.now() + controls.timeout)
+          hooks?.onProgress?.({ progress: changes, message: message === undefined ? `task ${status}` : `task ${status}: ${message}` })
+        }
+        if (status === "failed") throw taskFailure(task, modern)
+        if (status === "cancelled") throw new McpError(ErrorCode.InternalError, `the server cancelled the task${message === undefined ? "" : `: ${message}`}`)
+        if (!modern && (status === "completed" || status === "input_required")) return await this.request("tasks/result", { taskId }, left(), hooks)
+        if (status === "completed") {
+          if (!isRecord(task["result"])) throw new McpRequestError("protocol", "tasks/get: the server's completed task has no result", ErrorCode.InvalidRequest)
+          return task["result"]
+        }
+        if (status === "input_required") await this.answerTask(task, answered, hooks, left())
+        else if (status !== "working") throw new McpRequestError("protocol", `tasks/get: the server's task has an unknown status ${JSON.stringify(status).slice(0, 100)}`, ErrorCode.InvalidRequest)
+        const suggested = task[modern ? "pollIntervalMs" : "pollInterval"]
+        const wait = Math.min(Math.max(typeof suggested === "number" && suggested > 0 ? suggested : MIN_POLL_MS * 4, MIN_POLL_MS), MAX_POLL_MS)
+        if (performance.now() + wait >= deadline) {
+          await pause(Math.max(0, deadline - performance.now()), controls.signal)
+          throw McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout: controls.timeout })
+        }
+        await pause(wait, controls.signal)
+        task = taskOf(await this.request("tasks/get", { taskId }, left()), "tasks/get")
+        if (task.taskId !== taskId) throw new McpRequestError("protocol", "tasks/get: the server answered with another task", ErrorCode.InvalidRequest)
+      }
+    } catch (error) {
+      if (!TERMINAL.has(task.status) && !this.closed) {
+        this.request("tasks/cancel", { taskId }, { timeout: MAX_POLL_MS }).catch(() => {})
+      }
+      throw error
+    }
+  }
+
+  /** A modern task's input requests not answered yet: answered through the caller and sent with tasks/update. */
+  private async answerTask(task: UpstreamTask["task"], answered: Set<string>, hooks: CallHooks | undefined, controls: Controls): Promise<void> {
+    const requests = isRecord(task["inputRequests"]) ? Object.entries(task["inputRequests"]).filter(([key]) => !answered.has(key)) : []
+    if (requests.length === 0) return
+    const wellFormed = requests.every(([, r]) => isRecord(r) && typeof r["method"] === "string" && (r["params"] === undefined || isRecord(r["params"])))
+    if (!wellFormed || requests.length > MAX_INPUT_REQUESTS || answered.size + requests.length > MAX_TASK_INPUTS) {
+      throw new McpRequestError("protocol", `tasks/get: the server's input requests are not well formed (at most ${MAX_INPUT_REQUESTS} at once and ${MAX_TASK_INPUTS} per task, each with its method)`, ErrorCode.InvalidRequest)
+    }
+    const inputResponses = await this.inputResponses("tools/call", new InputRequired(requests as Array<[string, { method: string; params?: Record<string, unknown> }]>, undefined), hooks, controls)
+    for (const [key] of requests) answered.add(key)
+    emptyResult(await this.request("tasks/update", { taskId: task.taskId, inputResponses }, controls))
+  }
+
+  /**
+   * A request of the tasks extension on a task of this server (tasks/get, tasks/update,
+   * tasks/cancel), relayed for a client that follows the task itself: the server's answer as it
+   * came (less `resultType`), or its JSON-RPC error.
+   */
+  async taskRequest(method: TaskMethod, params: Record<string, unknown>, controls: Controls): Promise<Record<string, unknown>> {
+    const answer = await this.request(method, params, controls)
+    if (!isRecord(answer)) throw new McpRequestError("protocol", `${method}: the server's answer is not an object`, ErrorCode.InvalidRequest)
+    return answer
   }
 
   /** The health check: ping (2025 era) or server/discover (modern era, which has no ping). */
@@ -460,7 +620,7 @@ export class Session {
       const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
       const timer = setTimeout(() => this.timedOut(id), timeout)
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
-      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: INPUT_METHODS.has(method) })
+      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: INPUT_METHODS.has(method), taskResult: method === "tools/call" ? "handle" : TASK_METHODS.has(method) ? "plain" : undefined })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
       let sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
       // The modern era: every request carries the envelope (beside its progress token and trace context).
@@ -719,6 +879,15 @@ export class Session {
       // not the result's: taken off, so a result looks as a 2025 server's does.
       const own = isRecord(meta) ? ownMeta(meta) : meta
       return entry.resolve(own === undefined ? rest : { ...rest, _meta: own })
+    }
+    if (type === "task" && entry.taskResult !== undefined) {
+      const { resultType: _, _meta: _meta, ...task } = result
+      if (entry.taskResult === "plain") return entry.resolve(task)
+      try {
+        return entry.resolve(new UpstreamTask(taskOf(task, "tools/call")))
+      } catch (error) {
+        return entry.reject(error)
+      }
     }
     if (type === "input_required" && entry.takesInput) {
       const requests = isRecord(result["inputRequests"]) ? Object.entries(result["inputRequests"]) : []

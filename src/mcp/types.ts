@@ -141,6 +141,21 @@ export interface CallOptions {
   readonly meta?: Readonly<Record<string, string>> | undefined
 }
 
+/** The tasks extension's identifier (2026-07-28): declared by the store as a client and as a server. */
+export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+/** The extension's requests on a task. */
+export type TaskMethod = "tasks/get" | "tasks/update" | "tasks/cancel"
+export const TASK_METHODS: ReadonlySet<string> = new Set<TaskMethod>(["tasks/get", "tasks/update", "tasks/cancel"])
+
+/**
+ * A server's task handle for a tool call: the task as the server created it (`taskId`, `status`,
+ * `pollIntervalMs`...; 2025-11-25's experimental tasks: `pollInterval`).
+ */
+export class UpstreamTask {
+  constructor(readonly task: Readonly<Record<string, unknown>> & { readonly taskId: string; readonly status: string }) {}
+}
+
 /**
  * A caller's cancellation of one tool call, for the hot path: an AbortController and its signal
  * (an EventTarget) cost microseconds to make, for a call that is almost never cancelled.
@@ -240,8 +255,21 @@ export interface McpConnection {
    * listCatalog (the least of its three lists). Undefined when it said nothing (the 2025 era).
    */
   readonly listTtlMs?: ListTtl | undefined
-  /** Calls a tool. A result with `isError: true` resolves normally; only request failures reject. */
+  /**
+   * Calls a tool. A result with `isError: true` resolves normally; only request failures reject. A
+   * call the server runs as a task (the tasks extension; 2025-11-25's tasks) is followed to its result.
+   */
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult>
+  /**
+   * Calls a tool for a caller that follows a task itself: a modern server's task handle resolves as
+   * an `UpstreamTask`, anything else as `callTool`.
+   */
+  startToolCall(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult | UpstreamTask>
+  /**
+   * A request of the tasks extension on a task of the server (tasks/get, tasks/update,
+   * tasks/cancel): the server's answer (without `resultType`), or its JSON-RPC error (`protocol`).
+   */
+  taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>>
   /** What the server declared beside tools; nothing is asked of it that it did not declare. */
   readonly capabilities: CatalogCapabilities
   /**

@@ -10,7 +10,6 @@ import type { ValidateFunction } from "ajv"
 import { compileSchema, withoutDefaultedRequired } from "../mcp/json-schema.js"
 import type { ToolInfo } from "../mcp/types.js"
 import type { FieldProblem } from "../domain/errors.js"
-import { TASKS_UNSUPPORTED } from "./service-views.js"
 
 /** Compiled validators by tool object (a refreshed tool list brings new objects). */
 const compiled = new WeakMap<ToolInfo, ValidateFunction | null>()
@@ -27,9 +26,6 @@ const validatorFor = (tool: ToolInfo): ValidateFunction | null => {
 
 /** The problems of `args` for `tool`; empty when they are valid (or the schema cannot be used). */
 export const argumentProblems = (tool: ToolInfo, args: Record<string, unknown>): ReadonlyArray<FieldProblem> => {
-  // Such a tool is hidden from the lists (src/runtime/service-views.ts); a call by its name is refused
-  // here, with the reason, rather than sent to fail upstream.
-  if (tool.execution?.["taskSupport"] === "required") return [{ field: "tool_name", problem: `cannot be called: ${TASKS_UNSUPPORTED}` }]
   const validate = validatorFor(tool)
   if (validate === null || validate(args)) return []
   return (validate.errors ?? []).map((e) => {

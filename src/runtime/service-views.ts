@@ -59,14 +59,11 @@ export interface HiddenToolView {
 }
 
 /**
- * Why an upstream tool is not offered to agents, or undefined when it is:
- * - its `_meta.ui.visibility` (MCP Apps) leaves out "model": it is for the app's own UI;
- * - its `execution.taskSupport` is "required": it can only be called through MCP tasks
- *   (tools/call with `task`, then tasks/get and tasks/result), which the store does not relay yet,
- *   so every call would fail.
+ * Why an upstream tool is not offered to agents, or undefined when it is: its `_meta.ui.visibility`
+ * (MCP Apps) leaves out "model": it is for the app's own UI. (A tool that requires tasks is offered:
+ * its calls run as tasks, src/mcp/session.ts.)
  */
 export const hiddenReason = (tool: ToolInfo): string | undefined => {
-  if (tool.execution?.["taskSupport"] === "required") return TASKS_UNSUPPORTED
   const ui = tool._meta?.["ui"]
   const visibility = typeof ui === "object" && ui !== null ? (ui as Record<string, unknown>)["visibility"] : undefined
   if (Array.isArray(visibility) && !visibility.includes("model")) return `its _meta.ui.visibility leaves out "model": the tool is for the app, not for agents`
@@ -83,9 +80,6 @@ export const offerReason = (definition: ServiceDefinition, tool: ToolInfo): stri
 /** How many tools a service offers agents (`offerReason` lets them through): the count list_tools and tool_count give. */
 export const offeredToolCount = (context: { readonly definition: ServiceDefinition; readonly tools: ReadonlyArray<ToolInfo> }): number =>
   context.tools.reduce((n, t) => (offerReason(context.definition, t) === undefined ? n + 1 : n), 0)
-
-/** The reason a tool with `execution.taskSupport: "required"` is hidden and refused. */
-export const TASKS_UNSUPPORTED = `it requires MCP tasks (execution.taskSupport "required"), which the store does not relay yet`
 
 export const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString())
 

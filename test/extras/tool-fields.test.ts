@@ -1,8 +1,9 @@
 // Every MCP field of an upstream's tools (title, inputSchema, outputSchema, annotations, execution,
 // _meta) reaches clients unchanged, through list_tools and through the store's own /mcp (an SDK
-// Client), compared with the upstream's own tools/list; app-only tools and tools that require MCP
-// tasks are hidden from agents and named with the reason in get_service_info; a required property
-// with a default may be left out (the upstream applies it); server-everything's tools pass through.
+// Client), compared with the upstream's own tools/list; app-only tools are hidden from agents and
+// named with the reason in get_service_info; a tool that requires MCP tasks is listed and called as a
+// task (server-everything's research tool, over REST and /mcp, with its progress); a required
+// property with a default may be left out (the upstream applies it); server-everything's tools pass through.
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -77,7 +78,7 @@ describe("every tool field kept", () => {
     }
     expect({ name, original_name, service_name }).toEqual({ name: "rich__weather", original_name: "weather", service_name: "rich" })
     expect({ name: "weather", ...mcpFields }).toEqual(byName(rich, "weather"))
-    expect(reply.body.total_tools).toBe(1)
+    expect(reply.body.total_tools).toBe(2)
   })
 
   it("the store's /mcp lists each visible tool exactly as the upstream does, but for its callable name", async () => {
@@ -85,27 +86,30 @@ describe("every tool field kept", () => {
     expect(byName(listed, "rich__weather")).toEqual(asListed("rich", byName(rich, "weather")))
   })
 
-  it("hides the app-only tool and the tasks-required tool from agents, and says why in get_service_info", async () => {
+  it("hides the app-only tool from agents and says why in get_service_info; the tasks-required tool is offered", async () => {
     const listed = (await within(mcp.listTools(), 5000, "/mcp tools/list")).tools.map((t) => t.name)
     const tools = (await server.get("/for_store/list_tools")).body.tools.map((t: Tool) => t.name)
     for (const names of [listed, tools]) {
       expect(names).toContain("rich__weather")
       expect(names).not.toContain("rich__refresh_card")
-      expect(names).not.toContain("rich__deep_research")
+      expect(names).toContain("rich__deep_research")
     }
     const info = await server.get("/for_store/get_service_info?name=rich")
     expect(info.status, info.text).toBe(200)
-    expect(info.body.tools.map((t: Tool) => t.name)).toEqual(["rich__weather"])
+    expect(info.body.tools.map((t: Tool) => t.name)).toEqual(["rich__weather", "rich__deep_research"])
     // Counts are of the tools offered to agents, as listed.
-    expect(info.body.service.tool_count).toBe(1)
+    expect(info.body.service.tool_count).toBe(2)
     expect(info.body.hidden_tools).toEqual([
-      { name: "rich__refresh_card", original_name: "refresh_card", reason: expect.stringMatching(/_meta\.ui\.visibility leaves out "model"/) },
-      { name: "rich__deep_research", original_name: "deep_research", reason: expect.stringMatching(/requires MCP tasks .*taskSupport "required"/) }
+      { name: "rich__refresh_card", original_name: "refresh_card", reason: expect.stringMatching(/_meta\.ui\.visibility leaves out "model"/) }
     ])
+    // REST lists the upstream's fields as they are; /mcp lists the tool as one its clients call plainly (the store runs the task).
+    expect(byName(info.body.tools as ReadonlyArray<Tool>, "rich__deep_research").execution).toEqual({ taskSupport: "required" })
+    const viaMcp = byName((await within(mcp.listTools(), 5000, "/mcp tools/list")).tools, "rich__deep_research")
+    expect(viaMcp).toEqual({ ...asListed("rich", byName(rich, "deep_research")), execution: { taskSupport: "forbidden" } })
   })
 
   it("the healthy line counts the tools offered to agents, as tool_count does", () => {
-    expect(logs.lines.find((l) => l.includes("store/rich healthy"))).toMatch(/store\/rich healthy \(1 tools/)
+    expect(logs.lines.find((l) => l.includes("store/rich healthy"))).toMatch(/store\/rich healthy \(2 tools/)
   })
 
   it("never suggests a hidden tool: a misspelt name gets only the tools offered to agents", async () => {
@@ -118,11 +122,31 @@ describe("every tool field kept", () => {
     expect(visible.body.error.details.suggestions).toEqual(["rich__weather"])
   })
 
-  it("refuses a call to a tasks-required tool with 400 and the reason, without sending it", async () => {
+  it("calls a tasks-required tool as a task: an upstream that cannot run it as one fails the call with its own words", async () => {
     const reply = await server.post("/for_store/call_tool", { tool_name: "rich__deep_research", args: { topic: "x" } })
-    expect(reply.status, reply.text).toBe(400)
-    expect(reply.text).toMatch(/requires MCP tasks/)
+    expect(reply.status, reply.text).toBe(502)
+    expect(reply.body.error.code).toBe("UPSTREAM_ERROR")
+    // The fixture's SDK server declares no tasks capability, and refuses the call's `task`.
+    expect(reply.body.error.message).toMatch(/tools\/call "deep_research": .*does not support task creation/)
   })
+
+  it("server-everything's tasks-required tool runs as a task: REST gets its report, /mcp its report and the task's stages as progress", async () => {
+    const rest = server.post("/for_store/call_tool", { tool_name: "everything__simulate-research-query", args: { topic: "tides" }, timeout: 30 })
+    const progress: Array<string> = []
+    const viaMcp = within(
+      mcp.callTool({ name: "everything__simulate-research-query", arguments: { topic: "moons" } }, undefined, { onprogress: (p) => void progress.push(p.message ?? ""), timeout: 30_000 }),
+      30_000,
+      "/mcp research call"
+    )
+    const [reply, result] = await Promise.all([rest, viaMcp])
+    expect(reply.status, reply.text).toBe(200)
+    expect(reply.body.is_error).toBe(false)
+    expect(reply.body.result).toMatch(/^# Research Report: tides/)
+    expect(result.isError ?? false).toBe(false)
+    expect((result.content as Array<{ text: string }>)[0]!.text).toMatch(/^# Research Report: moons/)
+    // Each stage the task went through is a progress of the call.
+    expect(progress).toEqual(expect.arrayContaining(["task working: Gathering sources...", "task working: Generating report..."]))
+  }, 40_000)
 
   it("a required property with a default may be left out: the call reaches the upstream as sent", async () => {
     const reply = await server.post("/for_store/call_tool", { tool_name: "rich__weather", args: { city: "Oslo" } })
@@ -137,14 +161,14 @@ describe("every tool field kept", () => {
     expect(result.structuredContent).toEqual({ city: "Oslo", temperature: 21 })
   })
 
-  it("server-everything: every tool it offers agents passes through unchanged, its tasks-required tool hidden", async () => {
+  it("server-everything: every tool passes through unchanged, its tasks-required tool as one its clients call plainly", async () => {
     const listed = (await within(mcp.listTools(), 5000, "/mcp tools/list")).tools.filter((t) => t.name.startsWith("everything__"))
-    const offered = everything.filter((t) => t.execution?.taskSupport !== "required")
-    expect(offered.length).toBeGreaterThanOrEqual(10)
-    expect(listed).toEqual(offered.map((t) => asListed("everything", t)))
-    const hidden = (await server.get("/for_store/get_service_info?name=everything")).body.hidden_tools
-    expect(hidden.map((t: { original_name: string }) => t.original_name)).toEqual(
-      everything.filter((t) => t.execution?.taskSupport === "required").map((t) => t.name)
+    expect(everything.filter((t) => t.execution?.taskSupport === "required").map((t) => t.name)).toEqual(["simulate-research-query"])
+    expect(listed.length).toBeGreaterThanOrEqual(10)
+    expect(listed).toEqual(
+      everything.map((t) => asListed("everything", t.execution?.taskSupport === "required" ? { ...t, execution: { ...t.execution, taskSupport: "forbidden" } } : t))
     )
+    const hidden = (await server.get("/for_store/get_service_info?name=everything")).body.hidden_tools
+    expect(hidden).toEqual([])
   })
 })

@@ -39,6 +39,8 @@ export const fakeConnection = (label = `conn-${++connectionCounter}`): FakeConne
   ping: async () => 1,
   listTools: async () => [],
   callTool: async () => ({ content: [] }),
+  startToolCall: async () => ({ content: [] }),
+  taskRequest: async () => ({}),
   close: async () => undefined,
   onClose: () => () => undefined,
   onToolsChanged: () => () => undefined,

@@ -96,8 +96,11 @@ export const serverInfoOf = (scope: Scope) => ({ name: scope.kind === "store" ? 
 export const namesOf = (tools: ReadonlyArray<{ readonly name: string }>): string => tools.map((t) => t.name).join("\n")
 
 /**
- * A tool as MCP lists it: every MCP field of the upstream's tool, unchanged
- * (src/runtime/service-views.ts); tools hidden from agents (app-only, tasks required) are not offered.
+ * A tool as MCP lists it: every MCP field of the upstream's tool (src/runtime/service-views.ts;
+ * app-only tools are not offered), unchanged but one: a tool whose upstream requires tasks
+ * (`execution.taskSupport` "required") is called by the store as a task, and is an ordinary tool to
+ * the store's clients ("forbidden": the store's faces do not take 2025-11-25's task-augmented
+ * calls), so that a client that refuses to call such a tool without tasks calls it.
  */
 export const mcpTool = (t: ReturnType<typeof offeredTools>[number]) => ({
   name: t.name,
@@ -106,7 +109,7 @@ export const mcpTool = (t: ReturnType<typeof offeredTools>[number]) => ({
   inputSchema: t.inputSchema as { type: "object" },
   ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema as { type: "object" } } : {}),
   ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
-  ...(t.execution !== undefined ? { execution: t.execution } : {}),
+  ...(t.execution !== undefined ? { execution: t.execution["taskSupport"] === "required" ? { ...t.execution, taskSupport: "forbidden" } : t.execution } : {}),
   ...(t._meta !== undefined ? { _meta: t._meta } : {})
 })
 
