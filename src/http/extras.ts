@@ -190,14 +190,15 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     const app = yield* App
     const { store } = app
     const { metrics } = app
+    // Sealed session and task ids (src/http/gateway/session-seal.ts): the cluster's secret, else the store's own.
+    const seal = app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
     const gateway = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
           new McpGateway(store, app.monitor, {
             maxSessions: app.server.maxMcpSessions,
             idleSeconds: app.server.mcpSessionIdleSeconds,
-            // Sealed session ids (src/http/gateway/session-seal.ts): the cluster's secret, else the store's own.
-            seal: app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
+            seal
           })
       ),
       (g) => Effect.promise(() => g.close())
@@ -205,7 +206,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     // The 2026-07-28 face of the same endpoints (src/http/gateway/modern.ts): its listen streams
     // share the sessions' cap.
     const modern = yield* Effect.acquireRelease(
-      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, { maxListenStreams: app.server.maxMcpSessions })),
+      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, { maxListenStreams: app.server.maxMcpSessions, seal })),
       (m) => Effect.promise(() => m.close())
     )
     onShutdown(app, () => {

@@ -47,7 +47,7 @@ import { PROTOCOL_VERSION_META_KEY } from "./era.js"
 import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type CarriedBy } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, TASK_METHODS, type CarriedBy } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
@@ -260,7 +260,8 @@ const modernHeaders = (message: JSONRPCMessage, params$: ReadonlyMap<string, Rea
   const version = meta?.[PROTOCOL_VERSION_META_KEY]
   if (typeof version !== "string") return undefined
   const headers: Record<string, string> = { "mcp-protocol-version": version, "mcp-method": method }
-  const name = method === "resources/read" ? params?.["uri"] : method === "tools/call" || method === "prompts/get" ? params?.["name"] : undefined
+  const name =
+    method === "resources/read" ? params?.["uri"] : method === "tools/call" || method === "prompts/get" ? params?.["name"] : TASK_METHODS.has(method) ? params?.["taskId"] : undefined
   if (typeof name === "string") headers["mcp-name"] = headerValue(name)
   const marked = method === "tools/call" && typeof name === "string" ? params$?.get(name) : undefined
   if (marked !== undefined) {

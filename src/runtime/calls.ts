@@ -12,7 +12,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { Cancel, McpRequestError, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
+import { Cancel, McpRequestError, UpstreamTask, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
 import type { Outcome } from "../records/tool-records.js"
@@ -60,6 +60,13 @@ export interface CallToolInput {
   readonly trace?: TraceContext | undefined
   /** An asynchronous call's id (src/runtime/async-calls.ts): its progress on `/events` names it. */
   readonly callId?: string | undefined
+  /**
+   * The caller follows a task itself (a modern MCP client that declared the tasks extension): an
+   * upstream's task handle comes back as the outcome's `task` (followed by the caller through the
+   * store, src/runtime/task-relay.ts) while the store has room for one more; else, and without it,
+   * the store follows the task to its result.
+   */
+  readonly keepTask?: boolean | undefined
   /** Told where the call goes once its target is resolved (an asynchronous call keeps it). */
   readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
 }
@@ -255,8 +262,18 @@ export type CallToolError =
   | TooMany
 
 /** What the pipeline gives back: the upstream's result as it came, and where the call went. */
+/** A task an upstream answered a call with, handed to a caller that follows it (`CallToolInput.keepTask`). */
+export interface TaskStarted {
+  /** The upstream's task as it created it. */
+  readonly task: UpstreamTask["task"]
+  /** Its entry among the tasks the store's clients follow, under which the call is recorded at its end. */
+  readonly relay: string
+}
+
 export interface CallOutcome {
+  /** The upstream's result (empty when it answered a task the caller follows: `task`). */
   readonly result: CallToolResult
+  readonly task?: TaskStarted | undefined
   readonly serviceName: string
   /** The tool's own name on its service. */
   readonly original: string
@@ -358,7 +375,7 @@ interface CallTiming {
  * service's connection (src/runtime/service-request.ts: waited for, sent once more after an
  * expired session), its failure classified once (`requestFailure`).
  */
-const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult, CallToolError>> => {
+const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult | UpstreamTask, CallToolError>> => {
   const args = input.args ?? {}
   const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
   const problems = tool === undefined ? [] : argumentProblems(tool, args)
@@ -372,11 +389,19 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
       })
     )
   }
-  const sent = await requestOnService(actor, (connection) => connection.callTool(original, args, { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }), {
-    remaining: call.remaining,
-    signal,
-    gate: ctx.host.waiters
-  })
+  const keepTask = input.keepTask === true && ctx.host.tasks.room
+  const sent = await requestOnService<CallToolResult | UpstreamTask>(
+    actor,
+    (connection) => {
+      const options = { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }
+      return keepTask ? connection.startToolCall(original, args, options) : connection.callTool(original, args, options)
+    },
+    {
+      remaining: call.remaining,
+      signal,
+      gate: ctx.host.waiters
+    }
+  )
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
@@ -539,16 +564,23 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
   // Counted in flight from the request to its end; the record is taken however the call ends.
   ctx.host.inFlightCalls += 1
   const { hooks, close } = callHooks(ctx, input, serviceName, original, call.span, started)
-  let sent: Exit.Exit<CallToolResult, CallToolError>
+  let answered: Exit.Exit<CallToolResult | UpstreamTask, CallToolError>
   try {
-    sent = await send(ctx, actor, original, input, call, hooks, signal)
+    answered = await send(ctx, actor, original, input, call, hooks, signal)
   } catch (e) {
-    sent = Exit.die(e) // a bug: a defect, recorded and answered as one
+    answered = Exit.die(e) // a bug: a defect, recorded and answered as one
   } finally {
     close()
     ctx.host.inFlightCalls -= 1
   }
   const durationMs = durationSince(started)
+  if (Exit.isSuccess(answered) && answered.value instanceof UpstreamTask) {
+    // The caller follows the task: the call is recorded when its end is seen.
+    const { task } = answered.value
+    const relay = ctx.host.tasks.follow({ ctx, serviceName, original, params: input.args ?? {}, span: call.span, started }, task["ttlMs"])
+    return Exit.succeed({ result: { content: [] }, task: { task, relay }, serviceName, original, durationMs, span: call.span })
+  }
+  const sent = answered as Exit.Exit<CallToolResult, CallToolError>
   const written = record(ctx, input, { serviceName, original }, call, durationMs, sent, signal)
   if (written !== undefined) await written
   return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, span: call.span }))

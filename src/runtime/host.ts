@@ -18,6 +18,7 @@ import type { Waiters } from "./bridge.js"
 import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "../domain/errors.js"
 import type { Tracer } from "../logging/tracing.js"
+import type { TaskRelays } from "./task-relay.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -38,6 +39,8 @@ export interface StoreHost {
   readonly progress: ProgressEvents
   /** Where the spans of calls go (`noTracer`: tracing off, nothing built). */
   readonly tracer: Tracer
+  /** Upstream tasks MCP clients follow through the store (src/runtime/task-relay.ts). */
+  readonly tasks: TaskRelays
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

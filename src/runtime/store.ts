@@ -35,6 +35,7 @@ import { Waiters } from "./bridge.js"
 import { ValidationError } from "../domain/errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { ProgressEvents } from "./progress.js"
+import { TaskRelays } from "./task-relay.js"
 import { HeldCalls } from "./input-required.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
@@ -85,6 +86,8 @@ export class Store implements StoreHost {
   readonly asyncCalls: AsyncCalls
   /** Calls whose callers answer their servers' requests for input in rounds (capped by `maxHeldCalls`). */
   readonly held: HeldCalls
+  /** Upstream tasks MCP clients follow through the store, until their calls are recorded (src/runtime/task-relay.ts). */
+  readonly tasks: TaskRelays
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
@@ -122,6 +125,7 @@ export class Store implements StoreHost {
     this.tracer = parts.tracer ?? noTracer
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
+    this.tasks = new TaskRelays(records)
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
@@ -501,6 +505,7 @@ export class Store implements StoreHost {
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
       await this.asyncCalls.close() // the calls running are kept interrupted, then cancelled
       this.held.close()
+      this.tasks.close() // the tasks clients follow are recorded interrupted; their handles stay valid
       this.actor.stop()
       await this.connections.closeAll()
       this.inspectors.clear()

@@ -58,10 +58,15 @@ const validator = new AjvJsonSchemaValidator()
 /**
  * The SDK v2 server of either face for a scope (a 2025 session's, or one 2026-07-28 request's):
  * its name, the store's version, the capabilities of what the scope `offers`, one shared validator;
- * `options` adds what one face needs (the modern face's cache hints). The faces add their handlers.
+ * `options` and `extensions` add what one face needs (the modern face's cache hints and the tasks
+ * extension). The faces add their handlers.
  */
-export const mcpServer = (scope: Scope, offers: ReturnType<typeof catalog.scopeCapabilities>, options: Omit<ServerOptions, "capabilities" | "jsonSchemaValidator"> = {}): Server =>
-  new Server(serverInfoOf(scope), { ...options, capabilities: mcpCapabilities(offers), jsonSchemaValidator: validator })
+export const mcpServer = (
+  scope: Scope,
+  offers: ReturnType<typeof catalog.scopeCapabilities>,
+  options: Omit<ServerOptions, "capabilities" | "jsonSchemaValidator"> = {},
+  extensions?: Record<string, Record<string, never>>
+): Server => new Server(serverInfoOf(scope), { ...options, capabilities: { ...mcpCapabilities(offers), ...(extensions !== undefined ? { extensions } : {}) }, jsonSchemaValidator: validator })
 
 /**
  * A JSON-RPC error written as the whole HTTP answer: the endpoint's refusals (a missing session,
@@ -166,7 +171,28 @@ const spanError = (exit: calls.CallExit): { readonly type: string; readonly mess
  * comes back as it came; the store's refusals and failures (unknown tool, bad arguments, service
  * down) are the tool's failure (`isError`); a defect is thrown.
  */
-export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult> => {
+export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult> =>
+  mcpResultOf(await runOverMcp(store, scope, gate, call, signal, false))
+
+/** A task an upstream answered a call with, for the client that follows it through the store: the task, and the service it is of. */
+export class McpTaskStarted {
+  constructor(
+    readonly started: calls.TaskStarted,
+    readonly serviceName: string
+  ) {}
+}
+
+/**
+ * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
+ * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
+ */
+export const startOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult | McpTaskStarted> => {
+  const exit = await runOverMcp(store, scope, gate, call, signal, true)
+  if (Exit.isSuccess(exit) && exit.value.task !== undefined) return new McpTaskStarted(exit.value.task, exit.value.serviceName)
+  return mcpResultOf(exit)
+}
+
+const runOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal, keepTask: boolean): Promise<calls.CallExit> => {
   const ctx = scopeContext(store, scope).gated(gate)
   // Each upstream progress goes back, the latest only while one is still being sent (a flood is
   // coalesced, src/runtime/progress.ts).
@@ -182,12 +208,13 @@ export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | u
         timeout: store.limits.maxCallSeconds,
         ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
         ...(trace !== undefined ? { trace } : {}),
+        ...(keepTask ? { keepTask } : {}),
         relay: call.relay
       },
       signal
     )
     traced?.end(spanError(exit))
-    return mcpResultOf(exit)
+    return exit
   } finally {
     progress?.close()
   }

@@ -22,6 +22,11 @@
  * declared the capability, answered `input_required` and taken back by its retry (`inputTurnOf`).
  * `subscriptions/listen` streams are fed by the store's own events, per scope and per key
  * (`ListenBus`), and capped; at shutdown they end gracefully.
+ * The tasks extension: a client that declares it, calling a tool whose upstream answers a task,
+ * gets a task of the store's (its id sealed: whose it is, the service, the upstream's id) and
+ * follows it with tasks/get, tasks/update and tasks/cancel, answered on the store's own path and
+ * relayed to the upstream (`serveTask`); any other client gets the call's result (the store follows
+ * the task, src/mcp/session.ts).
  */
 import { AsyncLocalStorage } from "node:async_hooks"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -56,15 +61,19 @@ import { readTraceContext } from "../../domain/trace-context.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
-import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
+import { TASK_METHODS, TASKS_EXTENSION, type CallProgress, type TaskMethod, type UpstreamRequestRelay } from "../../mcp/types.js"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
+import { relayTaskRequest } from "../../runtime/task-relay.js"
+import type { SealSource, SessionSeal } from "./session-seal.js"
 import {
   callOverMcp,
   heldCallOverMcp,
   heldOverMcp,
+  startOverMcp,
+  McpTaskStarted,
   type HeldAnswer,
   type InputTurn,
   mcpPrompts,
@@ -108,6 +117,8 @@ export const LIST_TTL_MS = 5_000
 export interface ModernOptions {
   /** Open `subscriptions/listen` streams, every scope and key together (beyond it: -32603 "Subscription limit reached"). */
   readonly maxListenStreams: number
+  /** Where the key that seals the store's task ids comes from (the sessions' seal, src/http/gateway/session-seal.ts). */
+  readonly seal: SealSource
 }
 
 
@@ -452,6 +463,32 @@ interface ModernToolCall {
   readonly requestId: string | number
 }
 
+/** Whether a modern request's client declared the tasks extension in its capabilities (`_meta`). */
+const takesTasks = (meta: Record<string, unknown> | undefined): boolean => {
+  const capabilities = meta?.[CLIENT_CAPABILITIES_META_KEY]
+  const extensions = isRecord(capabilities) ? capabilities["extensions"] : undefined
+  return isRecord(extensions) && isRecord(extensions[TASKS_EXTENSION])
+}
+
+/** The error of a task request from a client that did not declare the extension (-32021, naming it). */
+const MISSING_TASKS_CAPABILITY = { code: -32021, message: "Missing required client capability", data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } } }
+
+/** A task id the store did not hand to this caller (or that no longer opens): as the extension words a task not found. */
+const TASK_NOT_FOUND = { code: -32602, message: "Failed to retrieve task: Task not found" }
+
+/** The longest task id read (the store's are far shorter). */
+const MAX_TASK_ID_LENGTH = 4096
+
+/**
+ * A request of the tasks extension the store answers (`ModernMcp.serveTask`): its id, method and
+ * params, once its headers are checked against its body.
+ */
+interface TaskCall {
+  readonly id: string | number
+  readonly method: TaskMethod
+  readonly params: Record<string, unknown>
+}
+
 /**
  * The web `Request` the SDK's handler is given for a POST whose body is already parsed (the handler
  * reads the parsed body, never the request's): its URL, method and headers, no body, and `signal`,
@@ -530,11 +567,15 @@ const serveNode = async (handler: McpHttpHandler, req: IncomingMessage, res: Ser
   res.end()
 }
 
-/** The filter of a `subscriptions/listen` request (undefined for any other body); its URIs only when they are strings (else the SDK refuses the filter). */
-const listenFilterOf = (body: unknown): { readonly resourceSubscriptions: ReadonlyArray<string> | undefined } | undefined => {
+/**
+ * The filter of a `subscriptions/listen` request (undefined for any other body): its URIs only when
+ * they are strings (else the SDK refuses the filter), and whether it asks for task notifications.
+ */
+const listenFilterOf = (body: unknown): { readonly resourceSubscriptions: ReadonlyArray<string> | undefined; readonly taskIds: boolean } | undefined => {
   if (typeof body !== "object" || body === null || (body as { method?: unknown }).method !== "subscriptions/listen") return undefined
-  const uris = (body as { params?: { notifications?: { resourceSubscriptions?: unknown } } }).params?.notifications?.resourceSubscriptions
-  return { resourceSubscriptions: Array.isArray(uris) && uris.every((u) => typeof u === "string") ? uris : undefined }
+  const notifications = (body as { params?: { notifications?: { resourceSubscriptions?: unknown; taskIds?: unknown } } }).params?.notifications
+  const uris = notifications?.resourceSubscriptions
+  return { resourceSubscriptions: Array.isArray(uris) && uris.every((u) => typeof u === "string") ? uris : undefined, taskIds: notifications?.taskIds !== undefined }
 }
 
 /**
@@ -557,12 +598,15 @@ export class ModernMcp {
   /** The calls in flight on the store's own path (`serveCall`), aborted by `close()`. */
   private readonly inflight = new Set<AbortController>()
 
+  private readonly seal: SealSource
+
   constructor(
     private readonly store: Store,
     monitor: Monitor,
     private readonly resources: SessionSide,
     options: ModernOptions
   ) {
+    this.seal = options.seal
     this.maxListensPerKey = keyShare(options.maxListenStreams)
     this.bus = new ListenBus(store, this.callers, resources)
     const factory = () => {
@@ -606,8 +650,15 @@ export class ModernMcp {
     if (this.closing) return jsonRpcError(res, 503, -32000, "Server shutting down", { headers: { connection: "close" } })
     const call = plainCallOf(req, outcome)
     if (call !== undefined) return this.serveCall(caller, call, res)
+    const method = (body as { method?: unknown }).method
+    if (outcome.kind === "modern" && typeof method === "string" && TASK_METHODS.has(method)) return this.serveTask(caller, req, res, body as Record<string, unknown>)
     const listen = listenFilterOf(body)
     if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
+    // Task status notifications are asked for with `taskIds`: only by a client that declared the
+    // extension (the store sends none: its acknowledgement agrees to no task ids).
+    if (listen.taskIds && !takesTasks((body as { params?: { _meta?: Record<string, unknown> } }).params?._meta)) {
+      return jsonRpcError(res, 200, MISSING_TASKS_CAPABILITY.code, MISSING_TASKS_CAPABILITY.message, { id: (body as { id?: unknown }).id, data: MISSING_TASKS_CAPABILITY.data })
+    }
     const held = this.listensByOwner.get(caller.owner) ?? 0
     if (caller.keyed && held >= this.maxListensPerKey) {
       log.warn(`MCP 2026-07-28: subscriptions/listen refused on ${scopeLabel(caller.scope)}: this API key holds ${held} listen streams, its most`, { event: "mcp_listen_refused" })
@@ -680,6 +731,15 @@ export class ModernMcp {
         ? this.resources.hearLogs(scope, service, level.data, (message) => void x.notify({ method: "notifications/message", params: message }).catch(() => undefined))
         : undefined
     try {
+      if (x.turn === undefined && takesTasks(meta)) {
+        // A client that follows tasks: an upstream's task is handed over as a task of the store's, its id sealed.
+        const seal = await this.sealOrUndefined()
+        if (seal !== undefined) {
+          const answer = await startOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)
+          if (answer instanceof McpTaskStarted) return this.taskResult(caller, seal, answer)
+          return modernCallResult(answer) as never
+        }
+      }
       if (x.turn === undefined) return modernCallResult(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)) as never
       // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
       const held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, x.turn, x.signal).catch((e: unknown) => {
@@ -689,6 +749,79 @@ export class ModernMcp {
     } finally {
       unhear?.()
     }
+  }
+
+  /** The seal of task ids (made at the first use), or undefined when it cannot be had (logged; tasks are then followed by the store). */
+  private async sealOrUndefined(): Promise<SessionSeal | undefined> {
+    try {
+      return await this.seal(true)
+    } catch (e) {
+      log.error(`MCP task ids cannot be sealed: ${e instanceof Error ? e.message : String(e)}; the store follows upstream tasks itself`, { event: "mcp_session_key_failed" })
+      return undefined
+    }
+  }
+
+  /**
+   * The answer of a call whose upstream answered a task, for a client that follows it: the
+   * upstream's task as it came, under a task id of the store's that seals whose it is (the caller's
+   * scope and key), the service and the upstream's own id.
+   */
+  private taskResult(caller: ModernCaller, seal: SessionSeal, answer: McpTaskStarted): never {
+    const { task, relay } = answer.started
+    const taskId = seal.sealTask({ scope: caller.scope, owner: caller.owner, service: answer.serviceName, upstreamTaskId: task.taskId, relay, issuedAt: Date.now() })
+    return { ...task, taskId, resultType: "task" } as never
+  }
+
+  /**
+   * A request of the tasks extension (tasks/get, tasks/update, tasks/cancel) on a task the store
+   * handed out: checked (`Mcp-Name` is the task id, -32020 otherwise; the client declared the
+   * extension, -32021 otherwise; the id opens and is the caller's, in its scope, else "not found"),
+   * relayed to the upstream with its own task id, and answered with the upstream's answer under the
+   * store's id. A `tasks/get` that shows the task ended records its call (src/runtime/task-relay.ts).
+   */
+  private async serveTask(caller: ModernCaller, req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>): Promise<void> {
+    const { id, method } = body as { id?: unknown; method: TaskMethod }
+    if (typeof id !== "string" && typeof id !== "number") return jsonRpcError(res, 400, -32600, "Invalid Request: a task request needs an id")
+    const params = isRecord(body["params"]) ? body["params"] : {}
+    const taskId = params["taskId"]
+    if (typeof taskId !== "string" || taskId.length > MAX_TASK_ID_LENGTH) return jsonRpcError(res, 200, -32602, `Invalid params: ${method} needs a taskId (a string)`, { id })
+    if (headerOf(req, "mcp-name") !== taskId) {
+      return jsonRpcError(res, 400, -32020, `Bad Request: the request headers and body disagree: the Mcp-Name header must be the body's params.taskId`, { id })
+    }
+    const meta = isRecord(params["_meta"]) ? params["_meta"] : undefined
+    if (!takesTasks(meta)) return jsonRpcError(res, 200, MISSING_TASKS_CAPABILITY.code, MISSING_TASKS_CAPABILITY.message, { id, data: MISSING_TASKS_CAPABILITY.data })
+    const call: TaskCall = { id, method, params }
+    const answer = (message: Record<string, unknown>) => new CallResponse(res).answer({ jsonrpc: "2.0", id: call.id, ...message })
+    const seal = await this.sealOrUndefined()
+    const claims = seal?.openTask(taskId)
+    if (claims === undefined || claims.owner !== caller.owner || scopeLabel(claims.scope) !== scopeLabel(caller.scope)) return answer({ error: TASK_NOT_FOUND })
+    if (method === "tasks/update" && !isRecord(params["inputResponses"])) return answer({ error: { code: -32602, message: "Invalid params: tasks/update needs inputResponses (an object)" } })
+    const upstream = { taskId: claims.upstreamTaskId, ...(method === "tasks/update" ? { inputResponses: params["inputResponses"] } : {}) }
+    const abort = new AbortController()
+    let finished = false
+    res.once("close", () => {
+      if (!finished) abort.abort()
+    })
+    this.inflight.add(abort)
+    let exit: Awaited<ReturnType<typeof relayTaskRequest>>
+    try {
+      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal)
+    } finally {
+      this.inflight.delete(abort)
+      finished = true
+    }
+    if (abort.signal.aborted) return new CallResponse(res).abandon()
+    if (Exit.isFailure(exit)) {
+      const failure = Cause.failureOption(exit.cause)
+      const e = failure._tag === "Some" ? failure.value : undefined
+      const code = e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code) ? e.code : -32603
+      return answer({ error: { code, message: e?.message ?? "Internal error" } })
+    }
+    const result = exit.value
+    if (method !== "tasks/get") return answer({ result: encodeCallResult({ resultType: "complete" }, serverInfoOf(caller.scope)) })
+    this.store.tasks.seen(claims.relay, result)
+    const completed = result["status"] === "completed" && isRecord(result["result"]) ? { result: modernCallResult(result["result"] as CallToolResult) } : {}
+    return answer({ result: encodeCallResult({ ...result, ...completed, taskId, resultType: "complete" }, serverInfoOf(caller.scope)) })
   }
 
   /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */
@@ -708,7 +841,7 @@ export class ModernMcp {
         // The scope's capabilities: the same for every key of the URL.
         "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
       }
-    })
+    }, { [TASKS_EXTENSION]: {} })
     const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
       runToPromise(effect, signal).catch((e: unknown) => {
         throw protocolErrorOf(e)

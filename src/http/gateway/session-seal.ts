@@ -4,7 +4,8 @@
  * has never seen it (another replica, the same store after a restart): its scope, the negotiated
  * protocol version, the client's capabilities and info (bounded), who opened it (a digest of the
  * API key and its role) and when. Only a holder of the key can make or read one; a changed byte
- * fails the GCM tag.
+ * fails the GCM tag. The task ids the store hands its MCP clients (the tasks extension) are sealed
+ * the same way, with their own prefix and associated data: neither kind of id opens as the other.
  *
  * The key is an HKDF sub-key (info "mcp-session") of one secret: in one process MCPSTORE_SECRET_KEY
  * or the key file beside the services file (`storeSecret`, shared with the OAuth token file); a
@@ -21,6 +22,20 @@ import {
 import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../../domain/service-definition.js"
 import type { Principal } from "../../config/api-keys.js"
 import { keyFileOf, storeSecret } from "../../config/token-vault.js"
+
+/**
+ * What a task id of the store's carries (the tasks extension, src/http/gateway/modern.ts): whose it
+ * is (scope and key), the service and the upstream's own task id it stands for, the store's entry
+ * that records its call (src/runtime/task-relay.ts) and when it was made.
+ */
+export interface TaskClaims {
+  readonly scope: Scope
+  readonly owner: string
+  readonly service: string
+  readonly upstreamTaskId: string
+  readonly relay: string
+  readonly issuedAt: number
+}
 
 /** What a sealed id carries. */
 export interface SessionClaims {
@@ -42,6 +57,9 @@ const IV_BYTES = 12
 const TAG_BYTES = 16
 /** Authenticated with every id: an id sealed for something else under the same key does not open. */
 const AAD = Buffer.from("mcp-store/mcp-session/v1")
+/** A task id's prefix and associated data. */
+const TASK_PREFIX = "t1."
+const TASK_AAD = Buffer.from("mcp-store/mcp-task/v1")
 
 /** Longest `Mcp-Session-Id` opened at all (a longer one is refused before any work). */
 export const MAX_SESSION_ID_LENGTH = 4096
@@ -131,7 +149,7 @@ export class SessionSeal {
 
   /** A session id for these claims (visible ASCII, as MCP wants of a session id). */
   seal(claims: SessionClaims): string {
-    const plain = JSON.stringify({
+    return this.encrypt(PREFIX, AAD, {
       s: claims.scope.kind === "store" ? null : claims.scope.agentId,
       p: claims.protocolVersion,
       c: claims.capabilities,
@@ -139,29 +157,62 @@ export class SessionSeal {
       o: claims.owner,
       t: claims.issuedAt
     })
-    const iv = freshIv()
-    const cipher = createCipheriv(ALGORITHM, this.key, iv, { authTagLength: TAG_BYTES }).setAAD(AAD)
-    const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()])
-    return PREFIX + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url")
   }
 
   /** The claims of an id sealed with this key, or undefined (not an id, another key, changed, too long). */
   open(id: string): SessionClaims | undefined {
-    if (id.length > MAX_SESSION_ID_LENGTH || !id.startsWith(PREFIX)) return undefined
-    const text = id.slice(PREFIX.length)
+    return claimsOf(this.decrypt(PREFIX, AAD, id))
+  }
+
+  /** A task id of the store's for these claims (visible ASCII; never opens as a session id, nor the reverse). */
+  sealTask(claims: TaskClaims): string {
+    return this.encrypt(TASK_PREFIX, TASK_AAD, {
+      s: claims.scope.kind === "store" ? null : claims.scope.agentId,
+      o: claims.owner,
+      v: claims.service,
+      u: claims.upstreamTaskId,
+      r: claims.relay,
+      t: claims.issuedAt
+    })
+  }
+
+  /** The claims of a task id sealed with this key, or undefined. */
+  openTask(id: string): TaskClaims | undefined {
+    return taskClaimsOf(this.decrypt(TASK_PREFIX, TASK_AAD, id))
+  }
+
+  private encrypt(prefix: string, aad: Buffer, value: unknown): string {
+    const iv = freshIv()
+    const cipher = createCipheriv(ALGORITHM, this.key, iv, { authTagLength: TAG_BYTES }).setAAD(aad)
+    const data = Buffer.concat([cipher.update(JSON.stringify(value), "utf8"), cipher.final()])
+    return prefix + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url")
+  }
+
+  /** The JSON sealed in `id`, or undefined. */
+  private decrypt(prefix: string, aad: Buffer, id: string): unknown {
+    if (id.length > MAX_SESSION_ID_LENGTH || !id.startsWith(prefix)) return undefined
+    const text = id.slice(prefix.length)
     const raw = Buffer.from(text, "base64url")
     // Only the one spelling `seal` writes: base64url's unused trailing bits (or stray characters)
     // would otherwise give one session several ids, each a key of its own in the gateway's maps.
     if (raw.length <= IV_BYTES + TAG_BYTES || raw.toString("base64url") !== text) return undefined
     try {
-      const decipher = createDecipheriv(ALGORITHM, this.key, raw.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES }).setAAD(AAD)
+      const decipher = createDecipheriv(ALGORITHM, this.key, raw.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES }).setAAD(aad)
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES))
-      const plain = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString("utf8")
-      return claimsOf(JSON.parse(plain))
+      return JSON.parse(Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString("utf8"))
     } catch {
       return undefined
     }
   }
+}
+
+/** The claims of a decrypted task id. */
+const taskClaimsOf = (v: unknown): TaskClaims | undefined => {
+  if (typeof v !== "object" || v === null) return undefined
+  const o = v as Record<string, unknown>
+  const scope = o["s"] === null ? STORE_SCOPE : typeof o["s"] === "string" && agentIdProblem(o["s"]) === undefined ? agentScope(o["s"]) : undefined
+  if (scope === undefined || typeof o["o"] !== "string" || typeof o["v"] !== "string" || typeof o["u"] !== "string" || typeof o["r"] !== "string" || typeof o["t"] !== "number") return undefined
+  return { scope, owner: o["o"], service: o["v"], upstreamTaskId: o["u"], relay: o["r"], issuedAt: o["t"] }
 }
 
 /** The claims of a decrypted id: only ever what `seal` wrote, checked anyway (an older format, a bug). */

@@ -1,0 +1,169 @@
+/**
+ * The upstream tasks the store hands to its MCP clients (the tasks extension, 2026-07-28): a modern
+ * client that declared the extension gets a task of the store's for a call its upstream answered
+ * with a task handle, and follows it through the store (tasks/get, tasks/update, tasks/cancel,
+ * relayed to the upstream by `relayTaskRequest`). The task's state is the upstream's; the store
+ * keeps only what records the call once its end is seen (`TaskRelays`): the call is one record,
+ * written when a relayed answer first shows the task ended, or when its time to live passes
+ * unseen, or when the store stops. Bounded: past `max` tasks followed at once, the store follows a
+ * new task itself and answers its call's result (a client must take either).
+ */
+import { randomBytes } from "node:crypto"
+import { Exit, Cause, Option } from "effect"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { log } from "../logging/log.js"
+import { McpRequestError, type TaskMethod } from "../mcp/types.js"
+import type { Outcome, RecordsBackend } from "../records/tool-records.js"
+import type { TraceContext } from "../domain/trace-context.js"
+import { ServiceUnavailable, UpstreamError } from "../domain/errors.js"
+import { NotConnected, requestOnService } from "./service-request.js"
+import { serviceUnavailable } from "./failures.js"
+import type { ScopeContext } from "./host.js"
+
+/** Tasks followed at once by clients through the store (past it, the store follows new ones itself). */
+export const MAX_RELAYED_TASKS = 1000
+/** The longest the store waits to see a task end (an upstream's `ttlMs` null or longer): a day. */
+const MAX_TASK_LIFE_MS = 24 * 60 * 60 * 1000
+/** A relayed request's time-out (ms): tasks/get, tasks/update and tasks/cancel answer at once. */
+export const TASK_REQUEST_TIMEOUT_MS = 30_000
+
+/** The call a relayed task belongs to, as its record will name it. */
+export interface RelayedCall {
+  readonly ctx: ScopeContext
+  readonly serviceName: string
+  /** The tool's own name on its service. */
+  readonly original: string
+  readonly params: Record<string, unknown>
+  readonly span: TraceContext
+  /** performance.now() when the call began. */
+  readonly started: number
+}
+
+interface Entry {
+  readonly call: RelayedCall
+  readonly timer: NodeJS.Timeout
+}
+
+/** How a task's end reads in a record, from the task as a relayed answer shows it (undefined: not ended). */
+const endingOf = (task: Readonly<Record<string, unknown>>): { readonly outcome: Outcome; readonly result: unknown; readonly error: string | null } | undefined => {
+  const message = typeof task["statusMessage"] === "string" ? task["statusMessage"] : undefined
+  switch (task["status"]) {
+    case "completed": {
+      const result = (typeof task["result"] === "object" && task["result"] !== null ? task["result"] : {}) as CallToolResult
+      const texts = (result.content ?? []).flatMap((c) => (c.type === "text" ? [c.text] : []))
+      if (result.isError === true) return { outcome: "tool_error", result: null, error: texts.join("\n") || "the tool reported an error" }
+      return { outcome: "success", result: result.structuredContent ?? (texts.length === 1 ? texts[0] : texts.length > 0 ? texts : (result.content ?? [])), error: null }
+    }
+    case "failed": {
+      const error = task["error"] as { message?: unknown } | undefined
+      return { outcome: "protocol_error", result: null, error: typeof error?.message === "string" ? error.message : (message ?? "the task failed") }
+    }
+    case "cancelled":
+      return { outcome: "cancelled", result: null, error: message ?? "the task was cancelled" }
+    default:
+      return undefined
+  }
+}
+
+/** The tasks handed to clients and not seen ended yet (see the module comment). */
+export class TaskRelays {
+  readonly #tasks = new Map<string, Entry>()
+
+  constructor(
+    private readonly records: RecordsBackend,
+    readonly max: number = MAX_RELAYED_TASKS
+  ) {}
+
+  /** Whether another task can be followed by a client (else the store follows it itself). */
+  get room(): boolean {
+    return this.#tasks.size < this.max
+  }
+
+  /** Tasks followed by clients now. */
+  get size(): number {
+    return this.#tasks.size
+  }
+
+  /**
+   * Starts following a task handed to a client: its id here (random, 128 bits), under which its
+   * end is recorded. `ttlMs` is the upstream's time to live (null: unlimited), capped at a day.
+   */
+  follow(call: RelayedCall, ttlMs: unknown): string {
+    const id = randomBytes(16).toString("base64url")
+    const life = typeof ttlMs === "number" && ttlMs > 0 ? Math.min(ttlMs, MAX_TASK_LIFE_MS) : MAX_TASK_LIFE_MS
+    const timer = setTimeout(() => this.#end(id, { outcome: "timeout", result: null, error: `the store saw no end of the task within its time to live (${Math.round(life / 1000)} s)` }), life)
+    timer.unref()
+    this.#tasks.set(id, { call, timer })
+    return id
+  }
+
+  /** A relayed answer showed the task (`tasks/get`): if it ended, its call is recorded (once). */
+  seen(id: string, task: Readonly<Record<string, unknown>>): void {
+    if (!this.#tasks.has(id)) return
+    const ending = endingOf(task)
+    if (ending !== undefined) this.#end(id, ending)
+  }
+
+  /** The store stops: the calls of tasks not seen ended are recorded `interrupted` (their handles stay valid). */
+  close(): void {
+    for (const id of [...this.#tasks.keys()]) this.#end(id, { outcome: "interrupted", result: null, error: "the store stopped before the task's end was seen" })
+  }
+
+  #end(id: string, ending: { readonly outcome: Outcome; readonly result: unknown; readonly error: string | null }): void {
+    const entry = this.#tasks.get(id)
+    if (entry === undefined) return
+    this.#tasks.delete(id)
+    clearTimeout(entry.timer)
+    const { ctx, serviceName, original, params, span, started } = entry.call
+    log.info(`task of ${serviceName}/${original} in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`} ended: ${ending.outcome}`, {
+      event: "task_ended",
+      scope: ctx.label,
+      service: serviceName,
+      tool: original,
+      outcome: ending.outcome,
+      trace_id: span.traceId
+    })
+    this.records
+      .record({
+        scope: ctx.scope.kind,
+        agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+        service_name: serviceName,
+        tool_name: original,
+        params,
+        result: ending.result,
+        outcome: ending.outcome,
+        error: ending.error,
+        duration_ms: Math.round((performance.now() - started) * 100) / 100,
+        trace_id: span.traceId,
+        span_id: span.spanId
+      })
+      .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed", trace_id: span.traceId }))
+  }
+}
+
+/**
+ * One request of the tasks extension, relayed to the upstream of service `serviceName` of the
+ * scope (its connection waited for as a call's is): the upstream's answer, or the failure as the
+ * store's error (the upstream's own JSON-RPC error kept in `UpstreamError.code`: a task it does not
+ * know is its -32602).
+ */
+export const relayTaskRequest = async (
+  ctx: ScopeContext,
+  serviceName: string,
+  method: TaskMethod,
+  params: Record<string, unknown>,
+  signal: AbortSignal
+): Promise<Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable>> => {
+  const actor = ctx.findService(serviceName)
+  if (actor === undefined) return Exit.fail(new UpstreamError({ message: `the service '${serviceName}' of the task is gone`, outcome: "protocol_error", serviceName, code: -32602 }))
+  const deadline = performance.now() + TASK_REQUEST_TIMEOUT_MS
+  const remaining = () => Math.max(0, deadline - performance.now())
+  const sent = await requestOnService(actor, (connection) => connection.taskRequest(method, params, { timeoutMs: remaining(), signal }), { remaining, signal, gate: ctx.host.waiters })
+  if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
+  const e = failure.value
+  if (e instanceof NotConnected) return Exit.fail(serviceUnavailable(e.snapshot))
+  if (e instanceof McpRequestError) return Exit.fail(new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code }))
+  return Exit.fail(new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined }))
+}
