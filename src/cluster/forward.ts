@@ -411,6 +411,11 @@ export class RemoteConnection implements McpConnection {
     )
   }
 
+  /** Only a store on its own file follows a task again after a restart (its asynchronous calls are on that file). */
+  async followTask(): Promise<CallToolResult> {
+    throw new McpRequestError("protocol", "a task is followed again only by the store that made its call", NOT_HERE)
+  }
+
   taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
     return this.forwarder.send({ op: "task", field: this.field, method, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<Record<string, unknown>>
   }

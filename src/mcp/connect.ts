@@ -637,6 +637,10 @@ class UpstreamConnection implements McpConnection {
     return this.bounded(`tools/call ${JSON.stringify(name)}`, (timeout, signal) => this.session.startToolCall(name, args, { timeout, signal }, options.hooks, options.meta), options)
   }
 
+  followTask(taskId: string, options: CallOptions): Promise<CallToolResult> {
+    return this.bounded("tasks/get", (timeout, signal) => this.session.followTask(taskId, { timeout, signal }, options.hooks), options)
+  }
+
   taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
     return this.request(method, (o) => this.session.taskRequest(method, params, o), options)
   }

@@ -57,7 +57,7 @@ import {
   type ServerCapabilities
 } from "@modelcontextprotocol/sdk/types.js"
 import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
-import { McpRequestError, RELAYED_METHODS, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
@@ -443,6 +443,7 @@ export class Session {
    */
   private async driveTask(handle: UpstreamTask, controls: Controls, hooks: CallHooks | undefined, started: number): Promise<unknown> {
     const { taskId } = handle.task
+    hooks?.onTask?.(taskId)
     const modern = this.envelope !== undefined
     const cap = started + (hooks?.maxTotalMs ?? controls.timeout)
     let deadline = Math.min(cap, performance.now() + controls.timeout)
@@ -481,7 +482,9 @@ export class Session {
         if (task.taskId !== taskId) throw new McpRequestError("protocol", "tasks/get: the server answered with another task", ErrorCode.InvalidRequest)
       }
     } catch (error) {
-      if (!TERMINAL.has(task.status) && !this.closed) {
+      // A store that stops leaves the task to the caller that follows it again after the restart.
+      const left = hooks?.onTask !== undefined && controls.signal?.aborted === true && controls.signal.reason === STORE_STOPPING
+      if (!TERMINAL.has(task.status) && !this.closed && !left) {
         this.request("tasks/cancel", { taskId }, { timeout: MAX_POLL_MS }).catch(() => {})
       }
       throw error
@@ -499,6 +502,17 @@ export class Session {
     const inputResponses = await this.inputResponses("tools/call", new InputRequired(requests as Array<[string, { method: string; params?: Record<string, unknown> }]>, undefined), hooks, controls)
     for (const [key] of requests) answered.add(key)
     emptyResult(await this.request("tasks/update", { taskId: task.taskId, inputResponses }, controls))
+  }
+
+  /**
+   * Follows again a task of a tool call made earlier (before a restart of the store), from its
+   * current state, as `callTool` follows one: the call's result. The tool's output schema is not
+   * checked (the call was made by another connection).
+   */
+  async followTask(taskId: string, controls: Controls, hooks?: CallHooks): Promise<CallToolResult> {
+    const started = performance.now()
+    const task = taskOf(await this.request("tasks/get", { taskId }, controls), "tasks/get")
+    return callToolResult(await this.driveTask(new UpstreamTask(task), controls, hooks, started))
   }
 
   /**

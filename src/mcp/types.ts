@@ -107,7 +107,20 @@ export interface CallHooks {
    * `sampling/createMessage`): the client that made it does; it throws to decline.
    */
   readonly relay?: UpstreamRequestRelay | undefined
+  /**
+   * Told the upstream's task id when the call is followed as a task (`followTask` finds it again).
+   * With it, a call aborted with `STORE_STOPPING` as the reason leaves its task running upstream,
+   * for the caller to follow again after the restart; without it, the task is cancelled.
+   */
+  readonly onTask?: ((taskId: string) => void) | undefined
 }
+
+/**
+ * The reason a call is cancelled with when its store stops under it (an asynchronous call): its
+ * record says `interrupted`, not `cancelled`, and a task it follows for a caller that follows it
+ * again (`CallHooks.onTask`) is left running upstream.
+ */
+export const STORE_STOPPING: unknown = Object.freeze({ reason: "the store stopped while the call ran" })
 
 /** The options of a resources/read or prompts/get: those of any request, and the relay of the upstream's requests for input. */
 export interface InputRequestOptions extends RequestOptions {
@@ -270,6 +283,11 @@ export interface McpConnection {
    * tasks/cancel): the server's answer (without `resultType`), or its JSON-RPC error (`protocol`).
    */
   taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>>
+  /**
+   * Follows again a task of a call made earlier (by the store before a restart: the id `onTask`
+   * told), to the call's result, as `callTool` follows one.
+   */
+  followTask(taskId: string, options: CallOptions): Promise<CallToolResult>
   /** What the server declared beside tools; nothing is asked of it that it did not declare. */
   readonly capabilities: CatalogCapabilities
   /**

@@ -56,6 +56,8 @@ export interface AsyncCallEntry {
   readonly params?: unknown
   /** The replica that runs the call (replica mode); absent for one store. */
   readonly replica?: string | undefined
+  /** The upstream's task the call follows (a server that answered it with a task): followed again after a restart. */
+  readonly upstream_task?: string | undefined
 }
 
 /** The bounds of what is kept (`--max-async-results`, `--async-result-retention-seconds`, `--async-results-max-bytes`). */
@@ -76,6 +78,8 @@ export interface AsyncResultsBackend {
   progress(callId: string, progress: AsyncProgress): void
   /** A call's target, once resolved. */
   target(callId: string, target: { readonly service_name: string; readonly original_name: string; readonly trace_id: string }): void
+  /** The upstream task a running call follows, once its server answered with one. */
+  task(callId: string, taskId: string): void
   /** A call that ended: resolves once its end is kept (on disk, or in Redis). */
   finish(entry: AsyncCallEntry): Promise<void>
   /** A call by its id, or undefined (unknown, or dropped by the bounds). */
@@ -255,8 +259,23 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   }
 
   start(entry: AsyncCallEntry): Promise<void> {
+    // A call followed again after a restart was kept as a finished (interrupted) one meanwhile.
+    const bytes = this.finished.get(entry.call_id)
+    if (bytes !== undefined) {
+      this.finished.delete(entry.call_id)
+      this.finishedBytes -= bytes
+      this.entries.delete(entry.call_id)
+    }
     this.entries.set(entry.call_id, entry)
     return this.persist()
+  }
+
+  task(callId: string, taskId: string): void {
+    const entry = this.entries.get(callId)
+    if (entry?.status !== "running") return
+    this.entries.set(callId, { ...entry, upstream_task: taskId })
+    // On disk at once: a store killed from now on follows the task again at its next start.
+    void this.persist()
   }
 
   progress(callId: string, progress: AsyncProgress): void {

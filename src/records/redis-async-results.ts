@@ -103,6 +103,14 @@ export class RedisAsyncResults implements AsyncResultsBackend {
     void this.write(next).catch(() => undefined)
   }
 
+  task(callId: string, taskId: string): void {
+    const entry = this.running.get(callId)
+    if (entry === undefined) return
+    const next = { ...entry, upstream_task: taskId }
+    this.running.set(callId, next)
+    void this.write(next).catch(() => undefined)
+  }
+
   async finish(entry: AsyncCallEntry): Promise<void> {
     this.running.delete(entry.call_id)
     const kept = ended(entry)

@@ -9,7 +9,10 @@
  * upstream is sent `notifications/cancelled`, the record says `cancelled`).
  *
  * How an end is rendered is the face's (`AsyncRender`): this module knows of calls' exits, not of
- * HTTP. A task handle an upstream gives for a call would be kept here as well, under the same id.
+ * HTTP. A call whose upstream answered with a task keeps the task's id (`upstream_task`); a store on
+ * its own file that stops (or is killed) while such a call runs leaves the task running upstream,
+ * and at its next start follows it again under the same call id (`resume`), so the call ends as it
+ * would have and is recorded once. (In replica mode such a call is `interrupted` as any other.)
  */
 import { randomBytes } from "node:crypto"
 import { Cause, Exit, Option } from "effect"
@@ -75,6 +78,8 @@ export class AsyncCalls {
   private readonly live = new Map<string, LiveCall>()
   private readonly listeners = new Set<(e: AsyncCallEvent) => void>()
   private closing = false
+  /** Calls a previous run left following an upstream task, to follow again (`resume`). */
+  private toResume: Array<AsyncCallEntry> = []
 
   constructor(
     private readonly backend: AsyncResultsBackend,
@@ -85,7 +90,11 @@ export class AsyncCalls {
     private readonly replication?: Pick<ReplicationApi, "replicaId" | "cancelAsyncOn" | "ownerOf" | "startAsyncOn"> | undefined
   ) {
     this.replica = replication?.replicaId
+    this.resumes = replication === undefined
   }
+
+  /** Whether a call's upstream task is followed again after a restart: a store on its own file (not replicas). */
+  private readonly resumes: boolean
 
   /** This replica's id in replica mode (kept with each call it runs). */
   private readonly replica: string | undefined
@@ -168,6 +177,13 @@ export class AsyncCalls {
     await this.backend.start(entry)
     log.info(`asynchronous call ${callId} of '${input.tool_name}' started in ${ctx.label}`, { event: "async_call_started", call_id: callId, scope: ctx.label, tool: input.tool_name })
     this.emit(entry)
+    this.run(ctx, call, input, render)
+    return entry
+  }
+
+  /** Runs a call kept as running (`call`) through the pipeline, its target, task and progress kept, its end then. */
+  private run(ctx: ScopeContext, call: LiveCall, input: CallToolInput, render: AsyncRender): void {
+    const callId = call.entry.call_id
     const run = runCall(
       ctx,
       {
@@ -177,6 +193,14 @@ export class AsyncCalls {
           call.entry = { ...call.entry, service_name: t.serviceName, original_name: t.original, trace_id: t.span.traceId }
           this.backend.target(callId, { service_name: t.serviceName, original_name: t.original, trace_id: t.span.traceId })
         },
+        ...(this.resumes
+          ? {
+              onTask: (taskId: string) => {
+                call.entry = { ...call.entry, upstream_task: taskId }
+                this.backend.task(callId, taskId)
+              }
+            }
+          : {}),
         onProgress: (p) => {
           const progress: AsyncProgress = { progress: p.progress, total: p.total ?? null, message: p.message ?? null }
           call.entry = { ...call.entry, progress }
@@ -186,7 +210,40 @@ export class AsyncCalls {
       call.cancel
     )
     void run.then((exit) => this.end(call, exit, render))
-    return entry
+  }
+
+  /**
+   * Follows again the upstream tasks of the calls a previous run left running (found by
+   * `recordInterrupted`), each under its own call id, running again until the task's end, in the
+   * scope `scopeOf` gives for its label (a scope gone: the call is recorded `interrupted`). Called
+   * once the face that renders ends is up (the HTTP server). A task its server no longer knows ends
+   * the call `failed`, with the server's words.
+   */
+  resume(render: AsyncRender, scopeOf: (label: string) => ScopeContext | undefined, maxCallSeconds: number): void {
+    const entries = this.toResume
+    this.toResume = []
+    for (const kept of entries) {
+      const ctx = scopeOf(kept.scope)
+      if (this.closing || ctx === undefined || kept.upstream_task === undefined || this.live.size >= this.maxRunning) {
+        this.recordInterruption(kept)
+        continue
+      }
+      const entry: AsyncCallEntry = { ...kept, status: "running", ended_at: null, error: null, answer: null }
+      const call: LiveCall = { entry, cancel: new Cancel(), stored: new LatestThrottle(STORED_PROGRESS_INTERVAL_MS, (p) => this.backend.progress(entry.call_id, p)), interrupted: false }
+      this.live.set(entry.call_id, call)
+      log.info(`asynchronous call ${entry.call_id} of '${entry.tool_name}' resumed: its upstream task ${kept.upstream_task.slice(0, 80)} is followed again`, {
+        event: "async_call_resumed",
+        call_id: entry.call_id,
+        scope: entry.scope,
+        tool: entry.tool_name
+      })
+      void this.backend.start(entry).then(() => {
+        this.emit(entry)
+        const args = (typeof entry.params === "object" && entry.params !== null ? entry.params : {}) as Record<string, unknown>
+        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: maxCallSeconds, ...(entry.service_name !== null ? { service_name: entry.service_name } : {}) }
+        this.run(ctx, call, input, render)
+      })
+    }
   }
 
   /**
@@ -287,9 +344,15 @@ export class AsyncCalls {
     return this.view(callId, scope, owner)
   }
 
-  /** Records the calls the backend found running from a previous run (outcome `interrupted`). */
+  /**
+   * Records the calls the backend found running from a previous run (outcome `interrupted`); those
+   * that followed an upstream task (a store on its own file) are kept to be followed again (`resume`).
+   */
   async recordInterrupted(): Promise<void> {
-    for (const entry of await this.backend.takeInterrupted()) this.recordInterruption(entry)
+    for (const entry of await this.backend.takeInterrupted()) {
+      if (this.resumes && entry.upstream_task !== undefined && entry.service_name !== null && !this.closing) this.toResume.push(entry)
+      else this.recordInterruption(entry)
+    }
   }
 
   private recordInterruption(entry: AsyncCallEntry): void {
@@ -322,10 +385,23 @@ export class AsyncCalls {
    */
   async close(): Promise<void> {
     this.closing = true
+    // Calls never followed again: interrupted.
+    for (const entry of this.toResume.splice(0)) this.recordInterruption(entry)
     const ending: Array<Promise<void>> = []
     for (const call of this.live.values()) {
       call.interrupted = true
       call.stored.close()
+      if (this.resumes && call.entry.upstream_task !== undefined) {
+        // Left running on the file, its task upstream: the next start follows it again.
+        log.info(`asynchronous call ${call.entry.call_id} of '${call.entry.tool_name}' stops with the store; its upstream task is followed again at the next start`, {
+          event: "async_call_left",
+          call_id: call.entry.call_id,
+          scope: call.entry.scope,
+          tool: call.entry.tool_name
+        })
+        call.cancel.abort(STORE_STOPPING)
+        continue
+      }
       const entry: AsyncCallEntry = { ...call.entry, status: "interrupted", error: "the store stopped while the call ran", answer: null, ended_at: new Date().toISOString() }
       log.warn(`asynchronous call ${entry.call_id} of '${entry.tool_name}' was interrupted: the store is stopping`, {
         event: "async_call_interrupted",

@@ -12,7 +12,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { Cancel, McpRequestError, UpstreamTask, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
+import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
 import type { Outcome } from "../records/tool-records.js"
@@ -67,6 +67,14 @@ export interface CallToolInput {
    * the store follows the task to its result.
    */
   readonly keepTask?: boolean | undefined
+  /**
+   * Told the upstream's task id when the call is followed as a task (an asynchronous call keeps it):
+   * with it, a call the store's stop interrupts leaves its task running upstream and its record to
+   * the call that follows the task again after the restart (`followTask`).
+   */
+  readonly onTask?: ((taskId: string) => void) | undefined
+  /** The upstream task of an earlier call to follow again (its call resumed after a restart), instead of calling the tool. */
+  readonly followTask?: string | undefined
   /** Told where the call goes once its target is resolved (an asynchronous call keeps it). */
   readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
 }
@@ -103,7 +111,17 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
   let events: LatestThrottle<ProgressEvent> | undefined
   const progress = ctx.host.progress
   const own = input.onProgress
+  const onTask = input.onTask
+  const state = { followed: false }
   const hooks: CallHooks = {
+    ...(onTask === undefined
+      ? {}
+      : {
+          onTask: (taskId: string) => {
+            state.followed = true
+            onTask(taskId)
+          }
+        }),
     maxTotalMs: Math.max(0, ctx.host.limits.maxCallSeconds * 1000 - (performance.now() - started)),
     relay: input.relay ?? declinedOverRest,
     onProgress: (p) => {
@@ -122,7 +140,7 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
       })
     }
   }
-  return { hooks, close: () => events?.close() }
+  return { hooks, close: () => events?.close(), followedTask: () => state.followed }
 }
 
 /** The text form of an MCP tool result (docs/api.md, call_tool `result`). */
@@ -243,11 +261,7 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
   })
 }
 
-/**
- * The reason a call is cancelled with when its store stops under it (an asynchronous call): its
- * record says `interrupted`, not `cancelled`.
- */
-export const STORE_STOPPING: unknown = Object.freeze({ reason: "the store stopped while the call ran" })
+export { STORE_STOPPING }
 
 /** What a call can fail with; each face renders it once (src/http/contract-errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
@@ -378,7 +392,8 @@ interface CallTiming {
 const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult | UpstreamTask, CallToolError>> => {
   const args = input.args ?? {}
   const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
-  const problems = tool === undefined ? [] : argumentProblems(tool, args)
+  // A task followed again was a call whose arguments were checked when it was made.
+  const problems = tool === undefined || input.followTask !== undefined ? [] : argumentProblems(tool, args)
   if (problems.length > 0) {
     return Exit.fail(
       new InvalidArguments({
@@ -394,6 +409,7 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
     actor,
     (connection) => {
       const options = { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }
+      if (input.followTask !== undefined) return connection.followTask(input.followTask, options)
       return keepTask ? connection.startToolCall(original, args, options) : connection.callTool(original, args, options)
     },
     {
@@ -563,7 +579,7 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
   input.onTarget?.({ serviceName, original, span: call.span })
   // Counted in flight from the request to its end; the record is taken however the call ends.
   ctx.host.inFlightCalls += 1
-  const { hooks, close } = callHooks(ctx, input, serviceName, original, call.span, started)
+  const { hooks, close, followedTask } = callHooks(ctx, input, serviceName, original, call.span, started)
   let answered: Exit.Exit<CallToolResult | UpstreamTask, CallToolError>
   try {
     answered = await send(ctx, actor, original, input, call, hooks, signal)
@@ -581,7 +597,9 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
     return Exit.succeed({ result: { content: [] }, task: { task, relay }, serviceName, original, durationMs, span: call.span })
   }
   const sent = answered as Exit.Exit<CallToolResult, CallToolError>
-  const written = record(ctx, input, { serviceName, original }, call, durationMs, sent, signal)
+  // A task left running upstream at the store's stop is recorded by the call that follows it again.
+  const left = signal.aborted && signal.reason === STORE_STOPPING && followedTask()
+  const written = left ? undefined : record(ctx, input, { serviceName, original }, call, durationMs, sent, signal)
   if (written !== undefined) await written
   return Exit.map(sent, (result): CallOutcome => ({ result, serviceName, original, durationMs, span: call.span }))
 }

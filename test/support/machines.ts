@@ -41,6 +41,7 @@ export const fakeConnection = (label = `conn-${++connectionCounter}`): FakeConne
   callTool: async () => ({ content: [] }),
   startToolCall: async () => ({ content: [] }),
   taskRequest: async () => ({}),
+  followTask: async () => ({ content: [] }),
   close: async () => undefined,
   onClose: () => () => undefined,
   onToolsChanged: () => () => undefined,
