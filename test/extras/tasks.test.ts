@@ -215,7 +215,7 @@ describe("a modern client that declared the extension follows the task through t
       expect(typeof handle["createdAt"]).toBe("string")
       const before = (await records("job")).length
       const ended = await pollUntil("/mcp", handle["taskId"], (t) => t["status"] === "completed")
-      expect(ended).toMatchObject({ resultType: "complete", taskId: handle["taskId"], status: "completed", result: { structuredContent: { steps: 3 }, content: [{ type: "text", text: "job done: 3 steps" }] } })
+      expect(ended).toMatchObject({ resultType: "complete", taskId: handle["taskId"], status: "completed", result: { resultType: "complete", structuredContent: { steps: 3 }, content: [{ type: "text", text: "job done: 3 steps" }] } })
       // Recorded once, at the end it was seen; polling again records nothing more.
       expect(await eventually(async () => (await records("job")).length === before + 1, 3000)).toBe(true)
       await modern("/mcp", "tasks/get", { taskId: handle["taskId"] })

@@ -820,7 +820,11 @@ export class ModernMcp {
     const result = exit.value
     if (method !== "tasks/get") return answer({ result: encodeCallResult({ resultType: "complete" }, serverInfoOf(caller.scope)) })
     this.store.tasks.seen(claims.relay, result)
-    const completed = result["status"] === "completed" && isRecord(result["result"]) ? { result: modernCallResult(result["result"] as CallToolResult) } : {}
+    // A completed task's `result` is the call's result as its tools/call would have answered it (the
+    // extension: "the structure matches the result type of the original request"), `resultType` and
+    // all: a 2026-07-28 result must carry it, and an upstream's inlined result may not.
+    const completed =
+      result["status"] === "completed" && isRecord(result["result"]) ? { result: encodeCallResult(modernCallResult(result["result"] as CallToolResult), serverInfoOf(caller.scope)) } : {}
     return answer({ result: encodeCallResult({ ...result, ...completed, taskId, resultType: "complete" }, serverInfoOf(caller.scope)) })
   }
 
