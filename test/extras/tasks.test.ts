@@ -7,10 +7,11 @@
 // store: tasks/get, tasks/update, tasks/cancel relayed to the upstream under its own id; the call is
 // one record, written when its end is seen. The id is bound to its key and scope (another key,
 // another scope, a changed byte: "not found"), and the wire rules hold (Mcp-Name is the task id,
-// -32020; a client without the extension, -32021).
+// -32020; a client without the extension, -32021). A store restarted on the same services file (its
+// key file) still opens the ids it handed out; the calls it followed were recorded interrupted at the stop.
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -27,6 +28,8 @@ const AGENT = "agent-t"
 let http: EraHttpFixture
 let server: TestServer
 let dir: string
+/** The store's folder (services file, keys file, key file, records): a restart reuses it. */
+let store: string
 const keys = { admin: "", one: "", two: "" }
 
 const lines = (file: string): Array<string> => readFileSync(file, "utf8").split("\n").filter((l) => l !== "")
@@ -34,7 +37,7 @@ const lines = (file: string): Array<string> => readFileSync(file, "utf8").split(
 beforeAll(async () => {
   http = await startEraHttpFixture()
   dir = mkdtempSync(join(tmpdir(), "tasks-"))
-  const store = freshDir()
+  store = freshDir()
   const keysFile = join(store, "mcp-store.keys.json")
   for (const [name, argv] of [
     ["admin", ["--role", "admin"]],
@@ -118,7 +121,7 @@ const pollUntil = async (path: string, taskId: string, until: (task: Record<stri
   }
 }
 
-const records = async (tool: string) => ((await api().get(`/for_store/tool_records?tool_name=${tool}&limit=100`)).body.executions as Array<{ outcome: string; error: string | null; result: unknown; trace_id: string }>) ?? []
+const records = async (tool: string) => ((await api().get(`/for_store/tool_records?tool_name=${tool}&limit=100`)).body.executions as Array<{ outcome: string; error: string | null; result: unknown; params: Record<string, unknown>; trace_id: string }>) ?? []
 
 describe("a caller that cannot take a task gets the call's result", { timeout: 30_000 }, () => {
   it("REST: the store polls a modern upstream's task to its end (HTTP and stdio), each change a progress on /events", async () => {
@@ -255,7 +258,9 @@ describe("a modern client that declared the extension follows the task through t
     // The same agent's other key, the store's own scope, a tampered id: nothing said of the task.
     expect((await modern(path, "tasks/get", { taskId: id }, { key: keys.two })).message.error).toEqual(notFound)
     expect((await modern("/mcp", "tasks/get", { taskId: id })).message.error).toEqual(notFound)
-    const tampered = id.slice(0, -2) + (id.endsWith("A") ? "B" : "A") + id.slice(-1)
+    // The last character but one changed (the last may carry unused bits): to a character it is not.
+    const tampered = id.slice(0, -2) + (id.at(-2) === "A" ? "B" : "A") + id.slice(-1)
+    expect(tampered).not.toBe(id)
     expect((await modern(path, "tasks/get", { taskId: tampered }, { key: keys.one })).message.error).toEqual(notFound)
     expect((await modern(path, "tasks/cancel", { taskId: id }, { key: keys.two })).message.error).toEqual(notFound)
     // Its own key can still cancel it.
@@ -272,5 +277,39 @@ describe("a modern client that declared the extension follows the task through t
     // Task notifications on subscriptions/listen too.
     const listen = await modern("/mcp", "subscriptions/listen", { notifications: { taskIds: [handle["taskId"]] } }, { tasks: false })
     expect(listen.message.error).toMatchObject({ code: -32021 })
+  })
+})
+
+describe("a store restarted on the same services file", { timeout: 30_000 }, () => {
+  it("still opens the task ids it handed out (the key file's secret): tasks/get answers the upstream's state; the calls it followed were recorded interrupted at the stop, once", async () => {
+    const job = (await modern("/mcp", "tools/call", { name: "mod__job", arguments: { steps: 7, step_ms: 150, poll_ms: 20 } })).message.result!
+    const forever = (await modern("/mcp", "tools/call", { name: "mod__forever", arguments: {} })).message.result!
+    for (const handle of [job, forever]) expect(handle).toMatchObject({ resultType: "task", status: "working", taskId: expect.stringMatching(/^t1\./) })
+    const interrupted = async () => (await api().get("/for_store/tool_records?outcome=interrupted&limit=100")).body.executions as Array<{ tool_name: string; params: Record<string, unknown>; error: string | null }>
+    expect((await interrupted()).filter((r) => r.tool_name === "forever" || r.params["steps"] === 7)).toEqual([])
+
+    // The secret of the ids is the key file beside the services file (unless MCPSTORE_SECRET_KEY is set).
+    if (process.env["MCPSTORE_SECRET_KEY"] === undefined) expect(existsSync(`${server.file}.key`)).toBe(true)
+    // Stopped while both run upstream (the HTTP fixture outlives the store), started again on the same folder.
+    await server.close()
+    server = await startTestServer({ dir: store })
+    await waitStatus(api(), "/for_store", "mod", "healthy", 30)
+
+    // Recorded at the stop (TaskRelays.close): once each, interrupted.
+    const mine = (await interrupted()).filter((r) => r.tool_name === "forever" || (r.tool_name === "job" && r.params["steps"] === 7))
+    expect(mine.map((r) => r.tool_name).sort()).toEqual(["forever", "job"])
+    for (const r of mine) expect(r.error).toBe("the store stopped before the task's end was seen")
+
+    // The ids open after the restart: the upstream's state, under the store's id.
+    expect((await modern("/mcp", "tasks/get", { taskId: forever["taskId"] })).message.result).toMatchObject({ taskId: forever["taskId"], status: "working" })
+    const ended = await pollUntil("/mcp", job["taskId"], (t) => t["status"] === "completed")
+    expect(ended).toMatchObject({ taskId: job["taskId"], status: "completed", result: { structuredContent: { steps: 7 } } })
+    expect((await modern("/mcp", "tasks/cancel", { taskId: forever["taskId"] })).message.result).toMatchObject({ resultType: "complete" })
+    expect(await pollUntil("/mcp", forever["taskId"], (t) => t["status"] === "cancelled")).toMatchObject({ status: "cancelled" })
+    // The restarted store did not follow them: no second record of either.
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const all = (await records("job")).filter((r) => r.params["steps"] === 7)
+    expect(all.map((r) => r.outcome)).toEqual(["interrupted"])
+    expect((await records("forever")).filter((r) => r.outcome === "interrupted")).toHaveLength(1)
   })
 })
