@@ -42,6 +42,7 @@ import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
 import { errorBody } from "./contract-errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
+import { asyncAnswer } from "./scope-handlers.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import * as NodeServer from "./node-server.js"
 import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
@@ -162,6 +163,13 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         metrics,
         sessionSecret: options.sessionSecret
       }
+      // The asynchronous calls a previous run left following an upstream task: followed again,
+      // now that their answers can be rendered as this API answers them.
+      store.asyncCalls.resume(
+        asyncAnswer,
+        (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))),
+        store.limits.maxCallSeconds
+      )
       return state.app
     })
   ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))

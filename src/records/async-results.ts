@@ -127,7 +127,8 @@ const isEntry = (value: unknown): value is AsyncCallEntry => {
  * age); the file is one JSON document, replaced atomically (src/config/atomic-write.ts) after each
  * start, target and end, the writes of a burst coalesced into one. A call's end is on disk before `finish`
  * resolves, so an end a client has seen survives a kill of the store. Progress is kept in memory
- * only: after a restart a running call is `interrupted` anyway.
+ * only: after a restart a running call is `interrupted` (or followed again from its upstream task,
+ * src/runtime/async-calls.ts), its progress of the moment no use.
  */
 export class AsyncResultsFile implements AsyncResultsBackend {
   /** Every entry kept, in the order of their start. */

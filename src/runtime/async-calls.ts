@@ -220,6 +220,16 @@ export class AsyncCalls {
    * the call `failed`, with the server's words.
    */
   resume(render: AsyncRender, scopeOf: (label: string) => ScopeContext | undefined, maxCallSeconds: number): void {
+    this.resumer = { render, scopeOf, maxCallSeconds }
+    this.drainResumable()
+  }
+
+  /** How `resume` was asked to follow tasks again: calls found later (`recordInterrupted`) are followed at once. */
+  private resumer: { readonly render: AsyncRender; readonly scopeOf: (label: string) => ScopeContext | undefined; readonly maxCallSeconds: number } | undefined
+
+  private drainResumable(): void {
+    if (this.resumer === undefined) return
+    const { render, scopeOf, maxCallSeconds } = this.resumer
     const entries = this.toResume
     this.toResume = []
     for (const kept of entries) {
@@ -240,7 +250,8 @@ export class AsyncCalls {
       void this.backend.start(entry).then(() => {
         this.emit(entry)
         const args = (typeof entry.params === "object" && entry.params !== null ? entry.params : {}) as Record<string, unknown>
-        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: maxCallSeconds, ...(entry.service_name !== null ? { service_name: entry.service_name } : {}) }
+        // The name the call was made with (resolved again: the store may still be connecting the service).
+        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: maxCallSeconds }
         this.run(ctx, call, input, render)
       })
     }
@@ -353,6 +364,7 @@ export class AsyncCalls {
       if (this.resumes && entry.upstream_task !== undefined && entry.service_name !== null && !this.closing) this.toResume.push(entry)
       else this.recordInterruption(entry)
     }
+    this.drainResumable()
   }
 
   private recordInterruption(entry: AsyncCallEntry): void {

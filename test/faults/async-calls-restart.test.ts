@@ -2,12 +2,16 @@
  * Asynchronous calls outlive their store process (src/records/async-results.ts): a store process
  * killed with SIGKILL and started again on the same services file still answers a finished call's
  * answer, and marks a call that was running `interrupted`, with one record of that outcome; a store
- * stopped with SIGTERM keeps its running call the same way. Real store processes, a real stdio fixture.
+ * stopped with SIGTERM keeps its running call the same way. A call whose upstream answered with a
+ * task is not lost: after SIGKILL or SIGTERM the next store follows the task again under the same
+ * call id, to its end and one record. Real store processes, a real stdio fixture and the era HTTP
+ * fixture (2026-07-28, task tools), which outlives the stores.
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { stdioFixture } from "../fixtures/paths.js"
+import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { eventually, freshDir, spawnStore, type Api, type Reply, type StoreProcess } from "../support/index.js"
 
 const launch = stdioFixture()
@@ -96,4 +100,61 @@ describe("asynchronous calls across a restart of the store", () => {
     const cancelled = (await third.get("/for_store/tool_records?outcome=cancelled")).body.executions as unknown[]
     expect(cancelled).toHaveLength(0)
   }, 150_000)
+})
+
+describe("an asynchronous call that follows an upstream task, across restarts of the store", () => {
+  const dir = freshDir()
+  const configFile = join(dir, "mcp.json")
+  const processes: StoreProcess[] = []
+  let stopFixture: (() => Promise<void>) | undefined
+  afterAll(async () => {
+    for (const p of processes) await p.kill()
+    await stopFixture?.()
+    rmSync(dir, { recursive: true, force: true })
+  }, 20_000)
+
+  const upstreamTask = (callId: string): string | undefined => {
+    try {
+      const doc = JSON.parse(readFileSync(join(dir, "mcp.async-calls.json"), "utf8")) as { calls: Array<{ call_id: string; upstream_task?: string }> }
+      return doc.calls.find((c) => c.call_id === callId)?.upstream_task
+    } catch {
+      return undefined
+    }
+  }
+
+  it("SIGKILL, then SIGTERM, mid-task: the next store follows the task again and the call completes, recorded once", async () => {
+    const http = await startEraHttpFixture()
+    stopFixture = () => http.stop()
+    writeFileSync(configFile, JSON.stringify({ mcpServers: { mod: { url: http.url } } }))
+    const spawnOn = async () => {
+      const store = await spawnStore({ configFile, startTimeoutMs: 60_000 })
+      processes.push(store)
+      const waited = await store.post("/for_store/wait_service", { client_id_or_service_name: "mod", status: "healthy", timeout: 30 })
+      expect(waited.status, waited.text).toBe(200)
+      return store
+    }
+    const first = await spawnOn()
+    // 40 steps of 100 ms: long enough to outlive two stores.
+    const callId = await startAsync(first, { tool_name: "mod__job", args: { steps: 40, step_ms: 100, poll_ms: 50 }, timeout: 120 })
+    expect(await eventually(() => upstreamTask(callId) !== undefined, 10_000)).toBe(true)
+    const task = upstreamTask(callId)
+    await first.kill()
+
+    const second = await spawnOn()
+    // Followed again: running, the same upstream task.
+    expect(await eventually(async () => (await second.get(`/for_store/calls/${callId}`)).body.status === "running", 10_000)).toBe(true)
+    expect(upstreamTask(callId)).toBe(task)
+    const cancels = () => http.requests().filter((r) => r === "POST tasks/cancel").length
+    second.child.kill("SIGTERM")
+    await second.exited
+    // A stop leaves the task to the next store: never cancelled upstream.
+    expect(cancels()).toBe(0)
+
+    const third = await spawnOn()
+    const done = await settled(third, callId)
+    expect(done.body, done.text).toMatchObject({ status: "completed", answer: { http_status: 200, body: { success: true, structured_content: { steps: 40 } } } })
+    const records = (await third.get("/for_store/tool_records?tool_name=job")).body.executions as Array<{ outcome: string }>
+    expect(records.map((r) => r.outcome)).toEqual(["success"])
+    expect(cancels()).toBe(0)
+  }, 120_000)
 })
