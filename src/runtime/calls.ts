@@ -12,7 +12,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
+import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
 import type { Outcome } from "../records/tool-records.js"
@@ -593,7 +593,7 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
   if (Exit.isSuccess(answered) && answered.value instanceof UpstreamTask) {
     // The caller follows the task: the call is recorded when its end is seen.
     const { task } = answered.value
-    const relay = ctx.host.tasks.follow({ ctx, serviceName, original, params: input.args ?? {}, span: call.span, started }, task["ttlMs"])
+    const relay = ctx.host.tasks.follow({ scope: ctx.scope, serviceName, original, params: input.args ?? {}, span: call.span, started }, task["ttlMs"])
     return Exit.succeed({ result: { content: [] }, task: { task, relay }, serviceName, original, durationMs, span: call.span })
   }
   const sent = answered as Exit.Exit<CallToolResult, CallToolError>
@@ -660,3 +660,33 @@ export const callToolOutput = (outcome: CallOutcome): CallToolOutput => {
 
 /** Calls a tool (`runCall` as an Effect), answering the library's and the REST API's output. */
 export const callTool = (ctx: ScopeContext, input: CallToolInput): Effect.Effect<CallToolOutput, CallToolError> => Effect.map(callOutcome(ctx, input), callToolOutput)
+
+/** A relayed task request's time-out (ms): tasks/get, tasks/update and tasks/cancel answer at once. */
+const TASK_REQUEST_TIMEOUT_MS = 30_000
+
+/**
+ * One request of the tasks extension, relayed to the upstream of service `serviceName` of the
+ * scope (its connection waited for as a call's is): the upstream's answer, or the failure as the
+ * store's error (the upstream's own JSON-RPC error kept in `UpstreamError.code`: a task it does not
+ * know is its -32602).
+ */
+export const relayTaskRequest = async (
+  ctx: ScopeContext,
+  serviceName: string,
+  method: TaskMethod,
+  params: Record<string, unknown>,
+  signal: AbortSignal
+): Promise<Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable>> => {
+  const actor = ctx.findService(serviceName)
+  if (actor === undefined) return Exit.fail(new UpstreamError({ message: `the service '${serviceName}' of the task is gone`, outcome: "protocol_error", serviceName, code: -32602 }))
+  const deadline = performance.now() + TASK_REQUEST_TIMEOUT_MS
+  const remaining = () => Math.max(0, deadline - performance.now())
+  const sent = await requestOnService(actor, (connection) => connection.taskRequest(method, params, { timeoutMs: remaining(), signal }), { remaining, signal, gate: ctx.host.waiters })
+  if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
+  const e = failure.value
+  if (e instanceof NotConnected) return Exit.fail(unavailable(e.snapshot))
+  if (e instanceof McpRequestError) return Exit.fail(new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code }))
+  return Exit.fail(new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined }))
+}

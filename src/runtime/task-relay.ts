@@ -2,34 +2,27 @@
  * The upstream tasks the store hands to its MCP clients (the tasks extension, 2026-07-28): a modern
  * client that declared the extension gets a task of the store's for a call its upstream answered
  * with a task handle, and follows it through the store (tasks/get, tasks/update, tasks/cancel,
- * relayed to the upstream by `relayTaskRequest`). The task's state is the upstream's; the store
+ * relayed to the upstream by `relayTaskRequest` of src/runtime/calls.ts). The task's state is the upstream's; the store
  * keeps only what records the call once its end is seen (`TaskRelays`): the call is one record,
  * written when a relayed answer first shows the task ended, or when its time to live passes
  * unseen, or when the store stops. Bounded: past `max` tasks followed at once, the store follows a
  * new task itself and answers its call's result (a client must take either).
  */
 import { randomBytes } from "node:crypto"
-import { Exit, Cause, Option } from "effect"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { log } from "../logging/log.js"
-import { McpRequestError, type TaskMethod } from "../mcp/types.js"
 import type { Outcome, RecordsBackend } from "../records/tool-records.js"
 import type { TraceContext } from "../domain/trace-context.js"
-import { ServiceUnavailable, UpstreamError } from "../domain/errors.js"
-import { NotConnected, requestOnService } from "./service-request.js"
-import { serviceUnavailable } from "./failures.js"
-import type { ScopeContext } from "./host.js"
+import { scopeLabel, type Scope } from "../domain/service-definition.js"
 
 /** Tasks followed at once by clients through the store (past it, the store follows new ones itself). */
 export const MAX_RELAYED_TASKS = 1000
 /** The longest the store waits to see a task end (an upstream's `ttlMs` null or longer): a day. */
 const MAX_TASK_LIFE_MS = 24 * 60 * 60 * 1000
-/** A relayed request's time-out (ms): tasks/get, tasks/update and tasks/cancel answer at once. */
-export const TASK_REQUEST_TIMEOUT_MS = 30_000
 
 /** The call a relayed task belongs to, as its record will name it. */
 export interface RelayedCall {
-  readonly ctx: ScopeContext
+  readonly scope: Scope
   readonly serviceName: string
   /** The tool's own name on its service. */
   readonly original: string
@@ -114,10 +107,11 @@ export class TaskRelays {
     if (entry === undefined) return
     this.#tasks.delete(id)
     clearTimeout(entry.timer)
-    const { ctx, serviceName, original, params, span, started } = entry.call
-    log.info(`task of ${serviceName}/${original} in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`} ended: ${ending.outcome}`, {
+    const { scope, serviceName, original, params, span, started } = entry.call
+    const label = scopeLabel(scope)
+    log.info(`task of ${serviceName}/${original} in ${label === "store" ? "the store" : `agent '${label}'`} ended: ${ending.outcome}`, {
       event: "task_ended",
-      scope: ctx.label,
+      scope: label,
       service: serviceName,
       tool: original,
       outcome: ending.outcome,
@@ -125,8 +119,8 @@ export class TaskRelays {
     })
     this.records
       .record({
-        scope: ctx.scope.kind,
-        agent_id: ctx.scope.kind === "agent" ? ctx.scope.agentId : null,
+        scope: scope.kind,
+        agent_id: scope.kind === "agent" ? scope.agentId : null,
         service_name: serviceName,
         tool_name: original,
         params,
@@ -139,31 +133,4 @@ export class TaskRelays {
       })
       .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed", trace_id: span.traceId }))
   }
-}
-
-/**
- * One request of the tasks extension, relayed to the upstream of service `serviceName` of the
- * scope (its connection waited for as a call's is): the upstream's answer, or the failure as the
- * store's error (the upstream's own JSON-RPC error kept in `UpstreamError.code`: a task it does not
- * know is its -32602).
- */
-export const relayTaskRequest = async (
-  ctx: ScopeContext,
-  serviceName: string,
-  method: TaskMethod,
-  params: Record<string, unknown>,
-  signal: AbortSignal
-): Promise<Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable>> => {
-  const actor = ctx.findService(serviceName)
-  if (actor === undefined) return Exit.fail(new UpstreamError({ message: `the service '${serviceName}' of the task is gone`, outcome: "protocol_error", serviceName, code: -32602 }))
-  const deadline = performance.now() + TASK_REQUEST_TIMEOUT_MS
-  const remaining = () => Math.max(0, deadline - performance.now())
-  const sent = await requestOnService(actor, (connection) => connection.taskRequest(method, params, { timeoutMs: remaining(), signal }), { remaining, signal, gate: ctx.host.waiters })
-  if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
-  const failure = Cause.failureOption(sent.cause)
-  if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
-  const e = failure.value
-  if (e instanceof NotConnected) return Exit.fail(serviceUnavailable(e.snapshot))
-  if (e instanceof McpRequestError) return Exit.fail(new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code }))
-  return Exit.fail(new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined }))
 }

@@ -66,7 +66,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
-import { relayTaskRequest } from "../../runtime/task-relay.js"
+import { relayTaskRequest } from "../../runtime/calls.js"
 import type { SealSource, SessionSeal } from "./session-seal.js"
 import {
   callOverMcp,
