@@ -18,7 +18,9 @@
  *
  * The MCP conformance suite's command (@modelcontextprotocol/conformance, started once a scenario) is
  * bundled the same way, on first use (`conformanceProgram`): its dist/index.js imports express,
- * Octokit, undici, zod and more, a hundred-odd modules resolved and compiled at every start.
+ * Octokit, undici, zod and more, a hundred-odd modules resolved and compiled at every start. So are
+ * the MCP Inspector's CLI (`inspectorProgram`, on first use) and the reference server,
+ * server-everything (`everythingProgram`, in the global setup beside the fixtures).
  */
 import { build, buildSync, type BuildOptions } from "esbuild"
 import { createHash } from "node:crypto"
