@@ -10,10 +10,16 @@ const require = createRequire(import.meta.url)
 const tsc = require.resolve("typescript/bin/tsc")
 const vitest = require.resolve("vitest/vitest.mjs")
 
-/** The checks that run beside the tests, one after the other: each program's exit code and output. */
+/**
+ * The checks that run beside the tests, one after the other: each program's exit code and output.
+ * Incremental, with their state in .tmp/ (git-ignored): a run after a small change re-checks what
+ * it touches (measured: 10 to 12 s of CPU instead of 40 s for the main project); a fresh clone
+ * checks everything.
+ */
+const incremental = (name) => ["--incremental", "--tsBuildInfoFile", `.tmp/${name}.tsbuildinfo`]
 const CHECKS = [
-  ["type-check (tsc --noEmit -p .)", [tsc, "--noEmit", "-p", "."]],
-  ["type-check of the dashboard (tsc --noEmit -p src/ui)", [tsc, "--noEmit", "-p", "src/ui"]]
+  ["type-check (tsc --noEmit -p .)", [tsc, "--noEmit", "-p", ".", ...incremental("tsc-main")]],
+  ["type-check of the dashboard (tsc --noEmit -p src/ui)", [tsc, "--noEmit", "-p", "src/ui", ...incremental("tsc-ui")]]
 ]
 const run = (args) =>
   new Promise((resolve) => {

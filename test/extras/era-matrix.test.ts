@@ -33,7 +33,6 @@
 // request, it has no progress, cancellation or change notification to test.
 import { execFile } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
@@ -44,7 +43,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { eraStdio } from "../fixtures/paths.js"
-import { eventually, fixtureService, localService, startTestServer, within, type TestServer } from "../support/index.js"
+import { eventually, fixtureService, inspectorProgram, localService, startTestServer, within, type TestServer } from "../support/index.js"
 
 const CLIENTS = ["v2 pinned to 2026-07-28", "v2 auto", "1.x (2025 session)"] as const
 type ClientKind = (typeof CLIENTS)[number]
@@ -79,14 +78,15 @@ interface Upstream {
   cancellations(): number
 }
 
-/** The MCP Inspector's CLI: one request per command, its result printed as JSON. */
-const INSPECTOR_CLI = createRequire(import.meta.url).resolve("@modelcontextprotocol/inspector-cli/build/index.js")
-const inspector = (url: string, ...args: ReadonlyArray<string>): Promise<{ code: number; out: string; err: string }> =>
-  new Promise((resolve) => {
-    execFile(process.execPath, [INSPECTOR_CLI, url, ...args], { timeout: 20_000 }, (error, out, err) =>
+/** The MCP Inspector's CLI (its bundle: test/support/programs.ts): one request per command, its result printed as JSON. */
+const inspector = async (url: string, ...args: ReadonlyArray<string>): Promise<{ code: number; out: string; err: string }> => {
+  const cli = await inspectorProgram()
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cli, url, ...args], { timeout: 20_000 }, (error, out, err) =>
       resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, out, err })
     )
   })
+}
 
 /** The answer every client gives to an elicitation: accept, with both fixtures' fields. */
 const ANSWER = { action: "accept", content: { ok: true, name: "matrix" } } as const
@@ -264,13 +264,15 @@ describe("every client era against every upstream era and transport, through /mc
       })
     )
     // A modern upstream's input_required and a 2025 upstream's elicitation/create alike: the client cannot answer.
-    for (const u of [upstreams[0]!, upstreams[2]!]) {
-      const asked = await inspector(url, "--method", "tools/call", "--tool-name", `${u.name}__${u.flavour.ask}`)
-      expect(asked.code, `Inspector → ${u.name}__${u.flavour.ask}: exit code (${asked.err})`).toBe(0)
-      const result = JSON.parse(asked.out) as { content?: unknown; isError?: boolean }
-      expect(result.isError, `Inspector → ${u.name}__${u.flavour.ask}: a tool error`).toBe(true)
-      expect(text(result), `Inspector → ${u.name}__${u.flavour.ask}: why`).toMatch(/declined elicitation\/create: the MCP client that made this call did not declare the elicitation capability/)
-    }
+    await Promise.all(
+      [upstreams[0]!, upstreams[2]!].map(async (u) => {
+        const asked = await inspector(url, "--method", "tools/call", "--tool-name", `${u.name}__${u.flavour.ask}`)
+        expect(asked.code, `Inspector → ${u.name}__${u.flavour.ask}: exit code (${asked.err})`).toBe(0)
+        const result = JSON.parse(asked.out) as { content?: unknown; isError?: boolean }
+        expect(result.isError, `Inspector → ${u.name}__${u.flavour.ask}: a tool error`).toBe(true)
+        expect(text(result), `Inspector → ${u.name}__${u.flavour.ask}: why`).toMatch(/declined elicitation\/create: the MCP client that made this call did not declare the elicitation capability/)
+      })
+    )
   })
 
   /** One cell: what a client does with one upstream, assertions labelled with the cell. */

@@ -7,7 +7,8 @@
 // wait_service's wait span, an MCP
 // client's tools/call span, the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, and a collector that never answers leaving
-// every call and the store's stop unharmed.
+// every call and the store's stop unharmed (the stop held at most until the exporter's time-out,
+// which OTEL_EXPORTER_OTLP_TIMEOUT sets shorter than the default 10 s here).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -25,6 +26,9 @@ import { addService, eventually, spawnStore, within, type StoreProcess } from ".
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const PARENT = "00f067aa0ba902b7"
 const TRACEPARENT = `00-${TRACE}-${PARENT}-01`
+/** The exporter's time-out the store with a silent collector is given, and the SDK's default. */
+const EXPORT_TIMEOUT_MS = 4_000
+const DEFAULT_EXPORT_TIMEOUT_MS = 10_000
 
 /** An OTLP attribute value as the JSON encoding carries it. */
 type AnyValue = { stringValue?: string; intValue?: number | string; boolValue?: boolean; doubleValue?: number }
@@ -330,11 +334,14 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(only(spans, "tools/call meta")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
   })
 
-  it("a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0", async () => {
+  it("a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0, held no longer than the exporter's time-out from OTEL_EXPORTER_OTLP_TIMEOUT", async () => {
     const { fixture } = await setup()
     const silent = await startSilentTcpServer()
     cleanups.push(() => silent.stop())
-    const server = await store("silent", { flag: `http://127.0.0.1:${silent.port}` })
+    // Exports cut at 4 s instead of the SDK's default 10 s: still longer than the store's own 3 s wait
+    // for the last export at its stop, so that wait is what ends first, and an export is still
+    // waiting on the collector when the store is stopped.
+    const server = await store("silent", { flag: `http://127.0.0.1:${silent.port}`, env: { OTEL_EXPORTER_OTLP_TIMEOUT: String(EXPORT_TIMEOUT_MS) } })
     await addService(server, "/for_store", { name: "fx", url: fixture.url })
     for (let i = 0; i < 30; i++) {
       const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
@@ -342,8 +349,12 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     }
     // The exporter did reach the collector (it is the one not answering).
     expect(await eventually(() => silent.accepted() > 0, 15_000)).toBe(true)
+    const stopped = performance.now()
     server.child.kill("SIGTERM")
     const exit = await within(server.exited, 30_000, "the store's stop with a collector that never answers")
     expect(exit.code).toBe(0)
+    // The export waiting on the collector held the process until its time-out, the one the
+    // environment set: sooner than the SDK's default 10 s.
+    expect(exit.at - stopped).toBeLessThan(DEFAULT_EXPORT_TIMEOUT_MS)
   })
 })

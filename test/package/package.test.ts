@@ -125,11 +125,10 @@ describe("the npm package", () => {
       "await store.stop()",
       "console.log(JSON.stringify({ created: typeof store, services }))"
     ].join("\n")
-    const { stdout } = await run(process.execPath, ["--input-type=module", "--eval", script], { cwd: app, env: cleanEnv(), timeout: 60_000 })
-    expect(JSON.parse(stdout.trim())).toMatchObject({ created: "object" })
-    expect(JSON.parse(readFileSync(join(app, "library.json"), "utf8"))).toEqual({ mcpServers: {} })
+    const imported = run(process.execPath, ["--input-type=module", "--eval", script], { cwd: app, env: cleanEnv(), timeout: 60_000 })
 
-    // A consumer type-checks against the shipped declarations (no implicit any from a missing .d.ts).
+    // Meanwhile (both are processes of their own), a consumer type-checks against the shipped
+    // declarations (no implicit any from a missing .d.ts).
     writeFileSync(
       join(app, "consumer.ts"),
       'import { createStore, type Store } from "mcp-store"\nexport const open = (file: string): Promise<Store> => createStore({ mcpConfigFile: file })\n'
@@ -142,11 +141,15 @@ describe("the npm package", () => {
       })
     )
     const tsc = require.resolve("typescript/bin/tsc")
-    const checked = await run(process.execPath, [tsc, "-p", app], { cwd: app, timeout: 120_000 }).then(
+    const checked = run(process.execPath, [tsc, "-p", app], { cwd: app, timeout: 120_000 }).then(
       () => "",
       (e: { stdout?: string }) => e.stdout ?? String(e)
     )
-    expect(checked).toBe("")
+
+    const { stdout } = await imported
+    expect(JSON.parse(stdout.trim())).toMatchObject({ created: "object" })
+    expect(JSON.parse(readFileSync(join(app, "library.json"), "utf8"))).toEqual({ mcpServers: {} })
+    expect(await checked).toBe("")
   }, 180_000)
 })
 

@@ -21,7 +21,7 @@
  *   chromium.ts    headless Chromium for the browser tests
  *   requirements.ts redis-server and Chromium: installed, required by the run (MCPSTORE_TEST_REQUIRE)
  *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
- *   programs.ts    the store and the stdio fixtures as esbuild bundles, for child processes
+ *   programs.ts    the store, the stdio fixtures and the third-party MCP programs as esbuild bundles, for child processes
  */
 export * from "./chromium.js"
 export * from "./client.js"

@@ -18,11 +18,13 @@
  *
  * The MCP conformance suite's command (@modelcontextprotocol/conformance, started once a scenario) is
  * bundled the same way, on first use (`conformanceProgram`): its dist/index.js imports express,
- * Octokit, undici, zod and more, a hundred-odd modules resolved and compiled at every start.
+ * Octokit, undici, zod and more, a hundred-odd modules resolved and compiled at every start. So are
+ * the MCP Inspector's CLI (`inspectorProgram`, on first use) and the reference server,
+ * server-everything (`everythingProgram`, in the global setup beside the fixtures).
  */
 import { build, buildSync, type BuildOptions } from "esbuild"
 import { createHash } from "node:crypto"
-import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
+import { copyFileSync, cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, isAbsolute, join, relative } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -205,4 +207,80 @@ function o(...args) {
   })()
   conformanceBuild.catch(() => (conformanceBuild = undefined))
   return conformanceBuild
+}
+
+let inspectorBuild: Promise<string> | undefined
+
+/** The MCP Inspector's CLI, as the package ships it. */
+const INSPECTOR_ENTRY = "node_modules/@modelcontextprotocol/inspector-cli/build/index.js"
+
+/**
+ * The MCP Inspector's CLI (@modelcontextprotocol/inspector-cli, one process per request) as one
+ * bundle (built on first use): a start from it takes about half the CPU of a start from the package
+ * (measured: 0.45 s against 1.0 s), which resolves and compiles the SDK's modules, commander and zod
+ * at every start. Outside vitest the package's own entry runs.
+ */
+export const inspectorProgram = (): Promise<string> => {
+  if (!bundled()) return Promise.resolve(join(ROOT, INSPECTOR_ENTRY))
+  inspectorBuild ??= (async () => {
+    // Its build folder follows the package's version (package-lock.json is a common input).
+    const { name, dir, temporary } = target("inspector", [INSPECTOR_ENTRY, "test/support/programs.ts"])
+    if (!existsSync(dir)) {
+      await build({
+        entryPoints: [join(ROOT, INSPECTOR_ENTRY)],
+        bundle: true,
+        platform: "node",
+        format: "esm",
+        target: "node20",
+        // CommonJS dependencies inside the bundle still call require().
+        banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+        outfile: join(temporary, "inspector.mjs"),
+        logLevel: "error"
+      })
+      settle(temporary, dir)
+      removeStale("inspector", name)
+    }
+    return join(dir, "inspector.mjs")
+  })()
+  inspectorBuild.catch(() => (inspectorBuild = undefined))
+  return inspectorBuild
+}
+
+let everythingFile: string | undefined
+
+/** The reference server's package folder and entry point (`mcp-server-everything`). */
+const EVERYTHING_PACKAGE = dirname(createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/package.json"))
+const EVERYTHING_ENTRY = join(EVERYTHING_PACKAGE, "dist", "index.js")
+
+/**
+ * The reference server (@modelcontextprotocol/server-everything) as one bundle, built (synchronously)
+ * when missing: by the run's global setup, like the fixtures. A start from it takes about two thirds
+ * of the CPU of a start from the package (measured: 0.4 s against 0.6 s), and the suite starts it
+ * some thirty times. The server reads its `docs` folder (its instructions and file resources) at
+ * `<its module's folder>/../docs`: the bundle is `dist/index.mjs` of its build folder, beside a copy of
+ * the package's `dist/docs`. Outside vitest the package's own entry runs.
+ */
+export const everythingProgram = (): string => {
+  if (!bundled()) return EVERYTHING_ENTRY
+  if (everythingFile !== undefined) return everythingFile
+  const relativeToRoot = relative(ROOT, EVERYTHING_PACKAGE)
+  // Its build folder follows the package's version (package-lock.json is a common input) and this file.
+  const { name, dir, temporary } = target("everything", [join(relativeToRoot, "package.json"), "test/support/programs.ts"])
+  if (!existsSync(dir)) {
+    buildSync({
+      entryPoints: [EVERYTHING_ENTRY],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      // CommonJS dependencies inside the bundle still call require().
+      banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+      outfile: join(temporary, "dist", "index.mjs"),
+      logLevel: "error"
+    })
+    cpSync(join(EVERYTHING_PACKAGE, "dist", "docs"), join(temporary, "docs"), { recursive: true })
+    settle(temporary, dir)
+    removeStale("everything", name)
+  }
+  return (everythingFile = join(dir, "dist", "index.mjs"))
 }
