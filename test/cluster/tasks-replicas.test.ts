@@ -11,51 +11,19 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
-import { eventually, hasRedisServer, useReplicaCluster, waitStatus, type TestServer } from "../support/index.js"
+import { eventually, hasRedisServer, modernRequest, useReplicaCluster, waitStatus, withTasks, type TestServer } from "../support/index.js"
 
 const CLUSTER = "tasks"
-const MODERN = "2026-07-28"
-const TASKS = "io.modelcontextprotocol/tasks"
 
 interface Answer {
   readonly status: number
   readonly message: { result?: Record<string, any>; error?: { code: number; message: string; data?: unknown } }
 }
 
-/** One modern request to a replica's `/mcp` (raw fetch): its status and JSON-RPC answer (the last message of a stream). */
+/** One modern request to a replica's `/mcp` (raw HTTP), the extension declared unless `tasks` is false: its status and JSON-RPC answer. */
 const modern = async (replica: TestServer, method: string, params: Record<string, unknown>, options: { tasks?: boolean } = {}): Promise<Answer> => {
-  const name = typeof params["taskId"] === "string" ? params["taskId"] : typeof params["name"] === "string" ? params["name"] : undefined
-  const res = await fetch(replica.url + "/mcp", {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-protocol-version": MODERN,
-      "mcp-method": method,
-      ...(name !== undefined ? { "mcp-name": name } : {})
-    },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method,
-      params: {
-        ...params,
-        _meta: {
-          "io.modelcontextprotocol/protocolVersion": MODERN,
-          "io.modelcontextprotocol/clientInfo": { name: "tasks-replicas", version: "1.0.0" },
-          "io.modelcontextprotocol/clientCapabilities": options.tasks === false ? {} : { extensions: { [TASKS]: {} } }
-        }
-      }
-    })
-  })
-  const text = await res.text()
-  const messages = (res.headers.get("content-type") ?? "").startsWith("text/event-stream")
-    ? text
-        .split("\n")
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => JSON.parse(l.slice(5)))
-    : [JSON.parse(text)]
-  return { status: res.status, message: messages.at(-1) }
+  const answer = await modernRequest(replica.url + "/mcp", method, params, { capabilities: options.tasks === false ? {} : withTasks })
+  return { status: answer.status, message: answer.response }
 }
 
 /** tasks/get through `replica` until `until` holds (or 10 s pass): the last task seen. */

@@ -16,9 +16,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, everythingStdio } from "../fixtures/paths.js"
-import { addService, authedApi, eventually, freshDir, parsePrometheus, quietFor, rawRequest, sampleValue, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, modernEnvelope, modernRequest, MODERN, parsePrometheus, quietFor, rawRequest, sampleValue, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
 
-const MODERN = "2026-07-28"
 const A = "agent-a"
 const B = "agent-b"
 
@@ -93,11 +92,7 @@ const legacyClient = async (path: string, key: string) => {
   return { client, transport }
 }
 
-const envelope = (version = MODERN) => ({
-  "io.modelcontextprotocol/protocolVersion": version,
-  "io.modelcontextprotocol/clientInfo": { name: "raw-test", version: "1.0.0" },
-  "io.modelcontextprotocol/clientCapabilities": {}
-})
+const envelope = (version = MODERN) => modernEnvelope(version)
 
 interface RawOptions {
   readonly key?: string
@@ -114,36 +109,7 @@ const raw = (path: string, method: string, options: RawOptions = {}) => rawReque
 const rawAt = (url: string, method: string, params: Record<string, unknown> = {}) => rawRequestModern(url, method, { params })
 
 /** One modern JSON-RPC request over raw HTTP: the status and the JSON-RPC response (the last of an SSE stream). */
-const rawRequestModern = async (url: string, method: string, options: RawOptions = {}) => {
-  const version = options.version ?? MODERN
-  const params = options.params ?? {}
-  const name = typeof params["name"] === "string" ? params["name"] : typeof params["uri"] === "string" ? params["uri"] : undefined
-  const headers: Record<string, string | null> = {
-    "content-type": "application/json",
-    accept: "application/json, text/event-stream",
-    ...(options.key !== undefined ? { authorization: `Bearer ${options.key}` } : {}),
-    "mcp-protocol-version": version,
-    "mcp-method": method,
-    ...(name !== undefined ? { "mcp-name": name } : {}),
-    ...options.headers
-  }
-  const res = await fetch(url, {
-    method: "POST",
-    headers: Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== null)),
-    body: JSON.stringify({ jsonrpc: "2.0", id: 7, method, params: { ...params, _meta: envelope(version) } })
-  })
-  const text = await res.text()
-  const messages = (res.headers.get("content-type") ?? "").startsWith("text/event-stream")
-    ? text
-        .split("\n")
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => JSON.parse(l.slice(5)))
-    : text === ""
-      ? []
-      : [JSON.parse(text)]
-  const response = messages.find((m) => "id" in m && ("result" in m || "error" in m))
-  return { status: res.status, response, messages, headers: res.headers }
-}
+const rawRequestModern = (url: string, method: string, options: RawOptions = {}) => modernRequest(url, method, options.params ?? {}, options)
 
 describe("the SDK v2 client on /mcp", () => {
   it("pinned to 2026-07-28: connects without a session, lists in a deterministic order, calls with structured content and progress", async () => {

@@ -19,10 +19,8 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import type { ProgressEvent } from "../../src/runtime/progress.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { eraStdio } from "../fixtures/paths.js"
-import { addService, authedApi, eventually, freshDir, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, localService, modernRequest, startTestServer, TASKS_EXTENSION as TASKS, waitStatus, withTasks, within, type TestServer } from "../support/index.js"
 
-const MODERN = "2026-07-28"
-const TASKS = "io.modelcontextprotocol/tasks"
 const AGENT = "agent-t"
 
 let http: EraHttpFixture
@@ -72,41 +70,19 @@ afterAll(async () => {
 
 const api = () => authedApi(server.url, keys.admin)
 
-/** The `_meta` of a modern request; `tasks` declares the extension. */
-const envelope = (tasks: boolean, extra: Record<string, unknown> = {}) => ({
-  "io.modelcontextprotocol/protocolVersion": MODERN,
-  "io.modelcontextprotocol/clientInfo": { name: "tasks-test", version: "1.0.0" },
-  "io.modelcontextprotocol/clientCapabilities": tasks ? { extensions: { [TASKS]: {} }, ...extra } : extra
-})
-
 interface Answer {
   readonly status: number
   readonly message: { result?: Record<string, any>; error?: { code: number; message: string; data?: unknown } }
 }
 
-/** One modern request to `path` with `key`: its status and its JSON-RPC answer (the last message of a stream). */
+/** One modern request to `path` with `key` (the admin's by default), the extension declared unless `tasks` is false: its status and JSON-RPC answer. */
 const modern = async (path: string, method: string, params: Record<string, unknown>, options: { key?: string | undefined; tasks?: boolean; name?: string | null } = {}): Promise<Answer> => {
-  const name = options.name !== undefined ? options.name : typeof params["taskId"] === "string" ? params["taskId"] : typeof params["name"] === "string" ? params["name"] : null
-  const res = await fetch(server.url + path, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      authorization: `Bearer ${options.key ?? keys.admin}`,
-      "mcp-protocol-version": MODERN,
-      "mcp-method": method,
-      ...(name !== null ? { "mcp-name": name } : {})
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 3, method, params: { ...params, _meta: envelope(options.tasks ?? true) } })
+  const answer = await modernRequest(server.url + path, method, params, {
+    key: options.key ?? keys.admin,
+    capabilities: options.tasks === false ? {} : withTasks,
+    ...(options.name !== undefined ? { headers: { "mcp-name": options.name } } : {})
   })
-  const text = await res.text()
-  const messages = (res.headers.get("content-type") ?? "").startsWith("text/event-stream")
-    ? text
-        .split("\n")
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => JSON.parse(l.slice(5)))
-    : [JSON.parse(text)]
-  return { status: res.status, message: messages.at(-1) }
+  return { status: answer.status, message: answer.response }
 }
 
 /** Polls a store task with tasks/get until `until` holds (or 10 s pass): the last answer. */
