@@ -20,6 +20,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync } from "node:zlib"
 import { afterAll, describe, expect, it } from "vitest"
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
@@ -119,8 +121,9 @@ const spansOf = async (receiver: Receiver, traceId: string, count: number): Prom
   return receiver.spans.filter((s) => s.traceId === traceId)
 }
 
-const only = (spans: ReadonlyArray<ReceivedSpan>, name: string): ReceivedSpan => {
-  const found = spans.filter((s) => s.name === name)
+/** The one span named `name` (of OTLP kind `kind`, when given: a server span and its client span may share a name). */
+const only = (spans: ReadonlyArray<ReceivedSpan>, name: string, kind?: number): ReceivedSpan => {
+  const found = spans.filter((s) => s.name === name && (kind === undefined || s.kind === kind))
   expect(found.map((s) => s.name), `one span named ${name} among ${spans.map((s) => s.name).join(", ")}`).toEqual([name])
   return found[0]!
 }
@@ -325,9 +328,9 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
 
   /** The server span of an MCP method and its upstream request's client span under it, the context the upstream was sent that of the client span. */
   const methodTree = (spans: ReadonlyArray<ReceivedSpan>, server: string, client: string, parent: string, seen?: Seen) => {
-    const face = only(spans, server)
+    const face = only(spans, server, 2)
     expect(face).toMatchObject({ kind: 2, parentSpanId: parent })
-    const upstream = only(spans, client)
+    const upstream = only(spans, client, 3)
     expect(upstream).toMatchObject({ kind: 3, parentSpanId: face.spanId })
     expect(upstream.attributes).toMatchObject({ "mcp_store.service.name": "fx", "mcp_store.scope": "store", "network.transport": "tcp", "mcp.protocol.version": expect.any(String) })
     if (seen !== undefined) {
@@ -450,6 +453,78 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(discover).toMatchObject({ kind: 2, parentSpanId: "bcbcbcbcbcbcbcbc" })
     expect(discover.attributes).toMatchObject({ "mcp.method.name": "server/discover", "mcp.protocol.version": "2026-07-28" })
     expect(discover.attributes["error.type"]).toBeUndefined()
+
+    // subscriptions/listen: its span ends as its stream opens, not when the stream ends.
+    const listenTrace = "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
+    const abort = new AbortController()
+    const stream = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      signal: abort.signal,
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 10, method: "subscriptions/listen", params: { notifications: { toolsListChanged: true }, _meta: { ...envelope, traceparent: `00-${listenTrace}-1f1f1f1f1f1f1f1f-01` } } })
+    })
+    expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/)
+    const listen = only(await spansOf(receiver, listenTrace, 1), "subscriptions/listen")
+    abort.abort()
+    expect(listen).toMatchObject({ kind: 2, parentSpanId: "1f1f1f1f1f1f1f1f" })
+    expect(listen.attributes).toMatchObject({ "mcp.method.name": "subscriptions/listen", "mcp_store.stream": "opened" })
+    expect(listen.attributes["error.type"]).toBeUndefined()
+  })
+
+  it("a legacy /sse session's read and a REST read_resource: the same tree under the request's span", async () => {
+    const { receiver, server } = await setup()
+    const client = new Client({ name: "tracing-sse", version: "1.0.0" })
+    cleanups.push(() => client.close())
+    await within(client.connect(new SSEClientTransport(new URL(`${server.url}/sse`))), 10_000, "connect /sse")
+    const trace = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
+    const read = await client.readResource({ uri: "mem://meta", _meta: { traceparent: `00-${trace}-b2b2b2b2b2b2b2b2-01` } })
+    const seen = JSON.parse((read.contents[0] as { text: string }).text) as Seen
+    const { face } = methodTree(await spansOf(receiver, trace, 2), "resources/read", "resources/read", "b2b2b2b2b2b2b2b2", seen)
+    expect(face.attributes).toMatchObject({ "mcp.method.name": "resources/read", "mcp.session.id": expect.any(String), "mcp.protocol.version": expect.any(String) })
+
+    const restTrace = "c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3"
+    const rest = await server.request("POST", "/for_store/read_resource", {
+      body: JSON.stringify({ uri: "mem://meta" }),
+      headers: { "content-type": "application/json", traceparent: `00-${restTrace}-d4d4d4d4d4d4d4d4-01` }
+    })
+    expect(rest.status).toBe(200)
+    const restSeen = JSON.parse((rest.body.contents as Array<{ text: string }>)[0]!.text) as Seen
+    methodTree(await spansOf(receiver, restTrace, 2), "POST /for_store/read_resource", "resources/read", "d4d4d4d4d4d4d4d4", restSeen)
+  })
+
+  it("a 2026-07-28 client following a task: tasks/get's server span, and the relayed request's client span under it, its context sent upstream", async () => {
+    const { receiver, server } = await setup()
+    const era = await startEraHttpFixture()
+    cleanups.push(() => era.stop())
+    await addService(server, "/for_store", { name: "mod", url: era.url })
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "raw-test", version: "1.0.0" },
+      "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } }
+    }
+    const modern = async (method: string, params: Record<string, unknown>, name: string) => {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 4, method, params: { ...params, _meta: { ...envelope, ...(params["_meta"] as object | undefined) } } })
+      })
+      return (await res.json()) as { result?: Record<string, unknown> }
+    }
+    const started = await modern("tools/call", { name: "mod__job", arguments: { steps: 2, step_ms: 20, poll_ms: 10 } }, "mod__job")
+    const taskId = String(started.result?.["taskId"])
+    expect(taskId).toMatch(/^t1\./)
+    const trace = "e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5"
+    const got = await modern("tasks/get", { taskId, _meta: { traceparent: `00-${trace}-f6f6f6f6f6f6f6f6-01` } }, taskId)
+    expect(got.result?.["taskId"]).toBe(taskId)
+    const spans = await spansOf(receiver, trace, 2)
+    const face = only(spans, "tasks/get", 2)
+    expect(face).toMatchObject({ kind: 2, parentSpanId: "f6f6f6f6f6f6f6f6" })
+    expect(face.attributes).toMatchObject({ "mcp.method.name": "tasks/get", "jsonrpc.request.id": "4", "mcp.protocol.version": "2026-07-28" })
+    const relayed = spans.find((s) => s.kind === 3)!
+    expect(relayed).toMatchObject({ name: "tasks/get", parentSpanId: face.spanId })
+    expect(relayed.attributes).toMatchObject({ "mcp.method.name": "tasks/get", "mcp_store.service.name": "mod", "network.transport": "tcp" })
+    const upstream = era.headers().filter((h) => h.method === "tasks/get").at(-1)
+    expect(upstream?.traceparent).toBe(`00-${trace}-${relayed.spanId}-01`)
   })
 
   it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a call without trace context starts a trace whose first span is the request's", async () => {
