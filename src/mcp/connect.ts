@@ -572,19 +572,19 @@ class UpstreamConnection implements McpConnection {
   }
 
   readResource(uri: string, options: InputRequestOptions): Promise<ReadResourceResult> {
-    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.session.readResource(uri, o, options.hooks)), options)
+    return this.request(`resources/read ${JSON.stringify(uri)}`, (o) => this.declared("resources", () => this.session.readResource(uri, o, options.hooks, options.meta)), options)
   }
 
   getPrompt(name: string, args: Record<string, string>, options: InputRequestOptions): Promise<GetPromptResult> {
     return this.request(
       `prompts/get ${JSON.stringify(name)}`,
-      (o) => this.declared("prompts", () => this.session.getPrompt(name, args, o, options.hooks)),
+      (o) => this.declared("prompts", () => this.session.getPrompt(name, args, o, options.hooks, options.meta)),
       options
     )
   }
 
   complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult> {
-    return this.request("completion/complete", (o) => this.declared("completions", () => this.session.complete(params, o)), options)
+    return this.request("completion/complete", (o) => this.declared("completions", () => this.session.complete(params, o, options.meta)), options)
   }
 
   async subscribeResource(uri: string, options: RequestOptions): Promise<void> {
@@ -642,7 +642,7 @@ class UpstreamConnection implements McpConnection {
   }
 
   taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
-    return this.request(method, (o) => this.session.taskRequest(method, params, o), options)
+    return this.request(method, (o) => this.session.taskRequest(method, params, o, options.meta), options)
   }
 
   close(): Promise<void> {

@@ -173,6 +173,10 @@ const pause = (ms: number, signal: CancelSignal | undefined): Promise<void> =>
     signal?.addEventListener("abort", onAbort, { once: true })
   })
 
+/** A request's params with `meta` (the caller's trace context) in its `_meta`; as they are without. */
+const withMeta = <P extends Record<string, unknown>>(params: P, meta: Readonly<Record<string, string>> | undefined): P =>
+  meta === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), ...meta } }
+
 /** A result's `_meta` without the protocol's reserved keys (`io.modelcontextprotocol/...`); undefined when nothing else is left. */
 const ownMeta = (meta: Record<string, unknown>): Record<string, unknown> | undefined => {
   let era = 0
@@ -520,8 +524,8 @@ export class Session {
    * tasks/cancel), relayed for a client that follows the task itself: the server's answer as it
    * came (less `resultType`), or its JSON-RPC error.
    */
-  async taskRequest(method: TaskMethod, params: Record<string, unknown>, controls: Controls): Promise<Record<string, unknown>> {
-    const answer = await this.request(method, params, controls)
+  async taskRequest(method: TaskMethod, params: Record<string, unknown>, controls: Controls, meta?: Readonly<Record<string, string>>): Promise<Record<string, unknown>> {
+    const answer = await this.request(method, withMeta(params, meta), controls)
     if (!isRecord(answer)) throw new McpRequestError("protocol", `${method}: the server's answer is not an object`, ErrorCode.InvalidRequest)
     return answer
   }
@@ -567,13 +571,13 @@ export class Session {
   }
 
   /** resources/read; the server's requests for input during it go to `hooks.relay`, as a tool call's do. */
-  async readResource(uri: string, controls: Controls, hooks?: CallHooks): Promise<ReadResourceResult> {
-    return ReadResourceResultSchema.parse(await this.withInput("resources/read", { uri }, controls, hooks))
+  async readResource(uri: string, controls: Controls, hooks?: CallHooks, meta?: Readonly<Record<string, string>>): Promise<ReadResourceResult> {
+    return ReadResourceResultSchema.parse(await this.withInput("resources/read", withMeta({ uri }, meta), controls, hooks))
   }
 
   /** prompts/get; input as for readResource. */
-  async getPrompt(name: string, args: Record<string, string>, controls: Controls, hooks?: CallHooks): Promise<GetPromptResult> {
-    return GetPromptResultSchema.parse(await this.withInput("prompts/get", { name, arguments: args }, controls, hooks))
+  async getPrompt(name: string, args: Record<string, string>, controls: Controls, hooks?: CallHooks, meta?: Readonly<Record<string, string>>): Promise<GetPromptResult> {
+    return GetPromptResultSchema.parse(await this.withInput("prompts/get", withMeta({ name, arguments: args }, meta), controls, hooks))
   }
 
   /**
@@ -594,8 +598,8 @@ export class Session {
     return answer
   }
 
-  async complete(params: CompleteParams, controls: Controls): Promise<CompleteResult> {
-    return CompleteResultSchema.parse(await this.request("completion/complete", params, controls))
+  async complete(params: CompleteParams, controls: Controls, meta?: Readonly<Record<string, string>>): Promise<CompleteResult> {
+    return CompleteResultSchema.parse(await this.request("completion/complete", withMeta(params, meta), controls))
   }
 
   async subscribeResource(uri: string, controls: Controls): Promise<void> {

@@ -73,6 +73,12 @@ export type CompleteParams = CompleteRequest["params"]
 export interface RequestOptions {
   readonly timeoutMs: number
   readonly signal?: AbortSignal | undefined
+  /**
+   * Entries of the request's `_meta` from the caller's side (the trace context of the store's span
+   * of the request): taken by resources/read, prompts/get, completion/complete and the tasks
+   * requests, as a tool call's `CallOptions.meta`.
+   */
+  readonly meta?: Readonly<Record<string, string>> | undefined
 }
 
 /** What a tool call needs of its caller's signal: an AbortSignal has it, and so has the lighter `Cancel`. */

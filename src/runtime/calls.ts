@@ -39,6 +39,7 @@ import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
 import { callSpan, newSpanId, traceMeta, type TraceContext } from "../domain/trace-context.js"
 import type { SpanAttributes, Tracer } from "../logging/tracing.js"
+import { openUpstreamSpan, type UpstreamSpan } from "./upstream-span.js"
 
 export interface CallToolInput {
   readonly tool_name: string
@@ -675,13 +676,31 @@ export const relayTaskRequest = async (
   serviceName: string,
   method: TaskMethod,
   params: Record<string, unknown>,
-  signal: AbortSignal
+  signal: AbortSignal,
+  trace?: TraceContext
 ): Promise<Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable>> => {
   const actor = ctx.findService(serviceName)
   if (actor === undefined) return Exit.fail(new UpstreamError({ message: `the service '${serviceName}' of the task is gone`, outcome: "protocol_error", serviceName, code: -32602 }))
   const deadline = performance.now() + TASK_REQUEST_TIMEOUT_MS
   const remaining = () => Math.max(0, deadline - performance.now())
-  const sent = await requestOnService(actor, (connection) => connection.taskRequest(method, params, { timeoutMs: remaining(), signal }), { remaining, signal, gate: ctx.host.waiters })
+  const tracer = ctx.host.tracer
+  // Tracing on: the request's client span under the served request's (`trace`), its context in the upstream's `_meta`.
+  let traced: UpstreamSpan | undefined
+  const sent = await requestOnService(
+    actor,
+    (connection) => {
+      traced ??= tracer.enabled ? openUpstreamSpan(tracer, trace, { method, scope: ctx.label, serviceName, connection }) : undefined
+      return connection.taskRequest(method, params, { timeoutMs: remaining(), signal, meta: traced?.meta })
+    },
+    { remaining, signal, gate: ctx.host.waiters }
+  )
+  const exit = taskExit(sent, serviceName)
+  traced?.end(exit)
+  return exit
+}
+
+/** How a relayed task request ended, as the store's error. */
+const taskExit = (sent: Exit.Exit<Record<string, unknown>, unknown>, serviceName: string): Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable> => {
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)

@@ -12,7 +12,7 @@
  * the next `/`, the original is the rest, verbatim). The prefixed form is accepted for any
  * resource, colliding or not.
  */
-import { Effect, type Exit } from "effect"
+import { Effect, FiberRef, type Exit } from "effect"
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
 import { ErrorCode, McpError, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
@@ -24,6 +24,8 @@ import type { ScopeContext } from "./host.js"
 import type { HeldRun } from "./input-required.js"
 import { runToExit } from "./run.js"
 import { callableName, isConnected } from "./service-views.js"
+import { requestSpan, type SpanAttributes } from "../logging/tracing.js"
+import { openUpstreamSpan } from "./upstream-span.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
 export const PREFIX_SCHEME = "mcp-store://"
@@ -271,12 +273,29 @@ const connectionOf = (actor: ServiceActorRef): McpConnection => {
 
 export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout
 
-/** Runs one upstream request of a service; interrupted, it aborts the request. */
+/** What an upstream request is, for its failures and its span. */
+interface Subject {
+  readonly name: string
+  readonly field: string
+  readonly uri?: string
+  readonly sentUri?: string
+  /** The MCP method sent, and its span's target and attributes (the upstream's own names). */
+  readonly method: string
+  readonly target?: string | undefined
+  readonly attributes?: SpanAttributes | undefined
+}
+
+/**
+ * Runs one upstream request of a service; interrupted, it aborts the request. Tracing on, the
+ * request has its client span (src/runtime/upstream-span.ts) under the span of the request being
+ * served (`requestSpan`: a REST route's, or an MCP method's, set by the face), its context sent in
+ * the request's `_meta`.
+ */
 const upstream = <A>(
   ctx: ScopeContext,
   resolve: () => { readonly actor: ServiceActorRef },
-  run: (connection: McpConnection, signal: AbortSignal) => Promise<A>,
-  subject: { readonly name: string; readonly field: string; readonly uri?: string; readonly sentUri?: string }
+  run: (connection: McpConnection, signal: AbortSignal, meta: Record<string, string> | undefined) => Promise<A>,
+  subject: Subject
 ): Effect.Effect<A, CatalogError> =>
   Effect.suspend(() => {
     let actor: ServiceActorRef
@@ -287,26 +306,53 @@ const upstream = <A>(
     } catch (e) {
       return Effect.fail(e as CatalogError)
     }
-    return Effect.tryPromise({ try: (signal) => run(connection, signal), catch: (e) => e }).pipe(
-      Effect.catchAll((e) => {
-        if (!(e instanceof McpRequestError)) return Effect.die(e)
-        // A broken connection counts as a failed health check; the failure is classified once (src/runtime/failures.ts).
-        if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-        const serviceName = actor.getSnapshot().context.name
-        const failure = requestFailure(e, {
-          kind: "catalog",
-          serviceName,
-          name: subject.name,
-          field: subject.field,
-          uri: subject.uri,
-          sentUri: subject.sentUri,
-          scope: ctx.label,
-          timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
-        })
-        return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+    const tracer = ctx.host.tracer
+    if (!tracer.enabled) return sent(ctx, actor, connection, run, subject, undefined)
+    return Effect.flatMap(FiberRef.get(requestSpan), (parent) => {
+      const traced = openUpstreamSpan(tracer, parent, {
+        method: subject.method,
+        target: subject.target,
+        scope: ctx.label,
+        serviceName: actor.getSnapshot().context.name,
+        connection,
+        attributes: subject.attributes
       })
-    )
+      const answered: { code?: number | undefined } = {}
+      return Effect.onExit(sent(ctx, actor, connection, run, subject, traced.meta, answered), (exit) => Effect.sync(() => traced.end(exit, answered.code)))
+    })
   })
+
+/** The request of `upstream`, sent on `connection`, its failures classified once. */
+const sent = <A>(
+  ctx: ScopeContext,
+  actor: ServiceActorRef,
+  connection: McpConnection,
+  run: (connection: McpConnection, signal: AbortSignal, meta: Record<string, string> | undefined) => Promise<A>,
+  subject: Subject,
+  meta: Record<string, string> | undefined,
+  /** Given the upstream's JSON-RPC error code, for the request's span. */
+  answered?: { code?: number | undefined }
+): Effect.Effect<A, CatalogError> =>
+  Effect.tryPromise({ try: (signal) => run(connection, signal, meta), catch: (e) => e }).pipe(
+    Effect.catchAll((e) => {
+      if (!(e instanceof McpRequestError)) return Effect.die(e)
+      if (answered !== undefined && e.kind === "protocol") answered.code = e.code
+      // A broken connection counts as a failed health check; the failure is classified once (src/runtime/failures.ts).
+      if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
+      const serviceName = actor.getSnapshot().context.name
+      const failure = requestFailure(e, {
+        kind: "catalog",
+        serviceName,
+        name: subject.name,
+        field: subject.field,
+        uri: subject.uri,
+        sentUri: subject.sentUri,
+        scope: ctx.label,
+        timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
+      })
+      return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+    })
+  )
 
 const checkUri = (uri: string): Effect.Effect<void, ValidationError> =>
   uri.length === 0 || uri.length > MAX_URI_LENGTH
@@ -344,11 +390,13 @@ export const readResource = (ctx: ScopeContext, uri: string, input: CatalogInput
         return Effect.fail(e as ResourceNotFound)
       }
       const hooks = { relay: input.relay ?? declinedRead }
-      return upstream(ctx, () => target, (c, signal) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks }), {
+      return upstream(ctx, () => target, (c, signal, meta) => c.readResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks, meta }), {
         name: uri,
         field: "uri",
         uri,
-        sentUri: target.uri
+        sentUri: target.uri,
+        method: "resources/read",
+        attributes: { "mcp.resource.uri": target.uri }
       })
     })
   )
@@ -372,9 +420,12 @@ export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record
       return Effect.fail(e as PromptNotFound)
     }
     const hooks = { relay: input.relay ?? declinedPrompt }
-    return upstream(ctx, () => target, (c, signal) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks }), {
+    return upstream(ctx, () => target, (c, signal, meta) => c.getPrompt(target.name, { ...args }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, hooks, meta }), {
       name,
-      field: "arguments"
+      field: "arguments",
+      method: "prompts/get",
+      target: target.name,
+      attributes: { "gen_ai.prompt.name": target.name }
     })
   })
 
@@ -401,8 +452,9 @@ export const complete = (ctx: ScopeContext, params: CompleteParams): Effect.Effe
       actor = ctx.actors()[view.service_name]!
       upstreamRef = { ...ref, uri: "original_uri_template" in view ? view.original_uri_template : view.original_uri }
     }
-    return upstream(ctx, () => ({ actor }), (c, signal) => c.complete({ ...params, ref: upstreamRef }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }), {
+    return upstream(ctx, () => ({ actor }), (c, signal, meta) => c.complete({ ...params, ref: upstreamRef }, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal, meta }), {
       name: ref.type === "ref/prompt" ? ref.name : ref.uri,
-      field: "argument"
+      field: "argument",
+      method: "completion/complete"
     })
   })

@@ -5,7 +5,10 @@
 // was still connecting), the MCP and GenAI conventions' attributes, the ids the upstream saw (in its
 // `_meta` over stdio and HTTP, and in the HTTP headers), the answer's and the record's ids, a
 // wait_service's wait span, an MCP
-// client's tools/call span, the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
+// client's tools/call span, the spans of the other MCP methods (a 2025 session's and a 2026-07-28
+// request's resources/read and prompts/get: the server span, the upstream request's client span
+// under it, the context the upstream saw; a failing read's error.type; initialize and
+// server/discover under the HTTP traceparent header), the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, and a collector that never answers leaving
 // every call and the store's stop unharmed (the stop held at most until the exporter's time-out,
 // which OTEL_EXPORTER_OTLP_TIMEOUT sets shorter than the default 10 s here).
@@ -18,6 +21,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync } from "node:zlib"
 import { afterAll, describe, expect, it } from "vitest"
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
+import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
@@ -120,8 +125,9 @@ const spansOf = async (receiver: Receiver, traceId: string, count: number): Prom
   return receiver.spans.filter((s) => s.traceId === traceId)
 }
 
-const only = (spans: ReadonlyArray<ReceivedSpan>, name: string): ReceivedSpan => {
-  const found = spans.filter((s) => s.name === name)
+/** The one span named `name` (of OTLP kind `kind`, when given: a server span and its client span may share a name). */
+const only = (spans: ReadonlyArray<ReceivedSpan>, name: string, kind?: number): ReceivedSpan => {
+  const found = spans.filter((s) => s.name === name && (kind === undefined || s.kind === kind))
   expect(found.map((s) => s.name), `one span named ${name} among ${spans.map((s) => s.name).join(", ")}`).toEqual([name])
   return found[0]!
 }
@@ -157,7 +163,7 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     (shared ??= (async () => {
       const receiver = await startReceiver()
       cleanups.push(() => receiver.stop())
-      const fixture = await startHttpFixture({ server: { metaTool: true, headersTool: true } })
+      const fixture = await startHttpFixture({ server: { metaTool: true, headersTool: true, catalog: true } })
       cleanups.push(() => fixture.stop())
       const server = await store("flag", { flag: `${receiver.url}/`, env: { OTEL_SERVICE_NAME: "traced-store", OTEL_RESOURCE_ATTRIBUTES: "deployment.environment.name=test,team=tools" } })
       await addService(server, "/for_store", { name: "fx", url: fixture.url })
@@ -319,6 +325,210 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(refusedFace.attributes["error.type"]).toBe("ToolNotFound")
     // Its attribute values are cut.
     expect(String(refusedFace.attributes["gen_ai.tool.name"]).length).toBe(512)
+  })
+
+  /** What the fixture's `mem://meta` and prompt `meta` saw of a request: its `_meta` and its `traceparent` header. */
+  type Seen = { meta: Record<string, string>; traceparent?: string }
+
+  /** The server span of an MCP method and its upstream request's client span under it, the context the upstream was sent that of the client span. */
+  const methodTree = (spans: ReadonlyArray<ReceivedSpan>, server: string, client: string, parent: string, seen?: Seen) => {
+    const face = only(spans, server, 2)
+    expect(face).toMatchObject({ kind: 2, parentSpanId: parent })
+    const upstream = only(spans, client, 3)
+    expect(upstream).toMatchObject({ kind: 3, parentSpanId: face.spanId })
+    expect(upstream.attributes).toMatchObject({ "mcp_store.service.name": "fx", "mcp_store.scope": "store", "network.transport": "tcp", "mcp.protocol.version": expect.any(String) })
+    if (seen !== undefined) {
+      expect(seen.meta["traceparent"]).toBe(`00-${face.traceId}-${upstream.spanId}-01`)
+      expect(seen.traceparent).toBe(`00-${face.traceId}-${upstream.spanId}-01`)
+    }
+    return { face, upstream }
+  }
+
+  it("a 2025 session's resources/read and prompts/get: the server span under the _meta traceparent, the upstream request's client span under it, the upstream sent its context; a failing read's error.type; initialize under the header", async () => {
+    const { receiver, server } = await setup()
+    const headerTrace = "abababababababababababababababab"
+    const client = new Client({ name: "tracing-test", version: "1.0.0" })
+    cleanups.push(() => client.close())
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { traceparent: `00-${headerTrace}-cdcdcdcdcdcdcdcd-01` } } })
+    await within(client.connect(transport), 10_000, "connect /mcp")
+    const trace = "12121212121212121212121212121212"
+    const _meta = { traceparent: `00-${trace}-3434343434343434-01` }
+    const read = await client.readResource({ uri: "mem://meta", _meta })
+    const prompt = await client.getPrompt({ name: "fx__meta", _meta })
+    const missing = await client.readResource({ uri: "mem://notes/missing", _meta }).then(
+      () => undefined,
+      (e: unknown) => e as { code?: number }
+    )
+    expect(missing?.code).toBe(-32002)
+
+    const spans = await spansOf(receiver, trace, 6)
+    const reads = spans.filter((s) => s.name === "resources/read" && s.kind === 2)
+    expect(reads).toHaveLength(2)
+    const good = reads.find((s) => s.attributes["mcp.resource.uri"] === "mem://meta")!
+    const readSeen = JSON.parse((read.contents[0] as { text: string }).text) as Seen
+    const readUpstream = spans.find((s) => s.kind === 3 && s.parentSpanId === good.spanId)!
+    expect(readUpstream).toMatchObject({ name: "resources/read" })
+    expect(readSeen.meta["traceparent"]).toBe(`00-${trace}-${readUpstream.spanId}-01`)
+    expect(readSeen.traceparent).toBe(`00-${trace}-${readUpstream.spanId}-01`)
+    expect(good).toMatchObject({ parentSpanId: "3434343434343434" })
+    expect(good.attributes).toEqual({
+      "mcp.method.name": "resources/read",
+      "mcp.session.id": transport.sessionId,
+      "jsonrpc.request.id": expect.any(String),
+      "mcp.protocol.version": expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/),
+      "mcp.resource.uri": "mem://meta",
+      "network.transport": "tcp",
+      "network.protocol.name": "http"
+    })
+    expect(readUpstream.attributes).toMatchObject({ "mcp.method.name": "resources/read", "mcp.resource.uri": "mem://meta", "mcp_store.service.name": "fx" })
+
+    const promptSeen = JSON.parse((prompt.messages[0]!.content as { text: string }).text) as Seen
+    const { face: promptFace, upstream: promptUpstream } = methodTree(spans, "prompts/get fx__meta", "prompts/get meta", "3434343434343434", promptSeen)
+    expect(promptFace.attributes).toMatchObject({ "mcp.method.name": "prompts/get", "gen_ai.prompt.name": "fx__meta", "mcp.session.id": transport.sessionId })
+    expect(promptUpstream.attributes).toMatchObject({ "mcp.method.name": "prompts/get", "gen_ai.prompt.name": "meta" })
+
+    // The failing read: error.type the JSON-RPC code (the server span), the store's error class (the client span).
+    const bad = reads.find((s) => s.attributes["mcp.resource.uri"] === "mem://notes/missing")!
+    expect(bad.attributes).toMatchObject({ "error.type": "-32002", "rpc.response.status_code": "-32002" })
+    expect(bad.status.code).toBe(2)
+    const badUpstream = spans.find((s) => s.kind === 3 && s.parentSpanId === bad.spanId)!
+    expect(badUpstream.attributes).toMatchObject({ "error.type": "ResourceNotFound", "rpc.response.status_code": "-32002" })
+    expect(badUpstream.status.code).toBe(2)
+
+    // Without trace context in `_meta`: the HTTP request's traceparent header is the parent (initialize, tools/list).
+    const headed = await spansOf(receiver, headerTrace, 1)
+    const init = only(headed, "initialize")
+    expect(init).toMatchObject({ kind: 2, parentSpanId: "cdcdcdcdcdcdcdcd" })
+    expect(init.attributes).toMatchObject({ "mcp.method.name": "initialize", "mcp.session.id": transport.sessionId, "mcp.protocol.version": expect.any(String) })
+  })
+
+  it("a 2026-07-28 request's resources/read and prompts/get: the same tree; a failing read's error.type; server/discover under the header", async () => {
+    const { receiver, server } = await setup()
+    const trace = "56565656565656565656565656565656"
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "raw-test", version: "1.0.0" },
+      "io.modelcontextprotocol/clientCapabilities": {}
+    }
+    const modern = async (method: string, params: Record<string, unknown>, name: string | undefined, headers: Record<string, string> = {}) => {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": method,
+          ...(name !== undefined ? { "mcp-name": name } : {}),
+          ...headers
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 9, method, params: { ...params, _meta: { ...envelope, ...(params["_meta"] as object | undefined) } } })
+      })
+      return (await res.json()) as { result?: Record<string, unknown>; error?: { code: number } }
+    }
+    const _meta = { traceparent: `00-${trace}-7878787878787878-01` }
+    const read = await modern("resources/read", { uri: "mem://meta", _meta }, "mem://meta")
+    const readSeen = JSON.parse((read.result!["contents"] as Array<{ text: string }>)[0]!.text) as Seen
+    const prompt = await modern("prompts/get", { name: "fx__meta", _meta }, "fx__meta")
+    const promptSeen = JSON.parse((prompt.result!["messages"] as Array<{ content: { text: string } }>)[0]!.content.text) as Seen
+    const missing = await modern("resources/read", { uri: "mem://notes/missing", _meta }, "mem://notes/missing")
+    expect(missing.error?.code).toBe(-32602)
+
+    const spans = await spansOf(receiver, trace, 6)
+    const reads = spans.filter((s) => s.name === "resources/read" && s.kind === 2)
+    expect(reads).toHaveLength(2)
+    const good = reads.find((s) => s.attributes["mcp.resource.uri"] === "mem://meta")!
+    expect(good).toMatchObject({ parentSpanId: "7878787878787878" })
+    expect(good.attributes).toMatchObject({ "mcp.method.name": "resources/read", "jsonrpc.request.id": "9", "mcp.protocol.version": "2026-07-28" })
+    expect(good.attributes["mcp.session.id"]).toBeUndefined()
+    const readUpstream = spans.find((s) => s.kind === 3 && s.parentSpanId === good.spanId)!
+    expect(readSeen.meta["traceparent"]).toBe(`00-${trace}-${readUpstream.spanId}-01`)
+    expect(readSeen.traceparent).toBe(`00-${trace}-${readUpstream.spanId}-01`)
+    const { face: promptFace } = methodTree(spans, "prompts/get fx__meta", "prompts/get meta", "7878787878787878", promptSeen)
+    expect(promptFace.attributes).toMatchObject({ "gen_ai.prompt.name": "fx__meta", "mcp.protocol.version": "2026-07-28" })
+    const bad = reads.find((s) => s.attributes["mcp.resource.uri"] === "mem://notes/missing")!
+    expect(bad.attributes).toMatchObject({ "error.type": "-32602", "rpc.response.status_code": "-32602" })
+    expect(bad.status.code).toBe(2)
+
+    // server/discover, its parent the traceparent header (its `_meta` has none).
+    const headerTrace = "9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a9a"
+    const discovered = await modern("server/discover", {}, undefined, { traceparent: `00-${headerTrace}-bcbcbcbcbcbcbcbc-01` })
+    expect(discovered.result).toBeDefined()
+    const discover = only(await spansOf(receiver, headerTrace, 1), "server/discover")
+    expect(discover).toMatchObject({ kind: 2, parentSpanId: "bcbcbcbcbcbcbcbc" })
+    expect(discover.attributes).toMatchObject({ "mcp.method.name": "server/discover", "mcp.protocol.version": "2026-07-28" })
+    expect(discover.attributes["error.type"]).toBeUndefined()
+
+    // subscriptions/listen: its span ends as its stream opens, not when the stream ends.
+    const listenTrace = "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
+    const abort = new AbortController()
+    const stream = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      signal: abort.signal,
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 10, method: "subscriptions/listen", params: { notifications: { toolsListChanged: true }, _meta: { ...envelope, traceparent: `00-${listenTrace}-1f1f1f1f1f1f1f1f-01` } } })
+    })
+    expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/)
+    const listen = only(await spansOf(receiver, listenTrace, 1), "subscriptions/listen")
+    abort.abort()
+    expect(listen).toMatchObject({ kind: 2, parentSpanId: "1f1f1f1f1f1f1f1f" })
+    expect(listen.attributes).toMatchObject({ "mcp.method.name": "subscriptions/listen", "mcp_store.stream": "opened" })
+    expect(listen.attributes["error.type"]).toBeUndefined()
+  })
+
+  it("a legacy /sse session's read and a REST read_resource: the same tree under the request's span", async () => {
+    const { receiver, server } = await setup()
+    const client = new Client({ name: "tracing-sse", version: "1.0.0" })
+    cleanups.push(() => client.close())
+    await within(client.connect(new SSEClientTransport(new URL(`${server.url}/sse`))), 10_000, "connect /sse")
+    const trace = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
+    const read = await client.readResource({ uri: "mem://meta", _meta: { traceparent: `00-${trace}-b2b2b2b2b2b2b2b2-01` } })
+    const seen = JSON.parse((read.contents[0] as { text: string }).text) as Seen
+    const { face } = methodTree(await spansOf(receiver, trace, 2), "resources/read", "resources/read", "b2b2b2b2b2b2b2b2", seen)
+    expect(face.attributes).toMatchObject({ "mcp.method.name": "resources/read", "mcp.session.id": expect.any(String), "mcp.protocol.version": expect.any(String) })
+
+    const restTrace = "c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3"
+    const rest = await server.request("POST", "/for_store/read_resource", {
+      body: JSON.stringify({ uri: "mem://meta" }),
+      headers: { "content-type": "application/json", traceparent: `00-${restTrace}-d4d4d4d4d4d4d4d4-01` }
+    })
+    expect(rest.status).toBe(200)
+    const restSeen = JSON.parse((rest.body.contents as Array<{ text: string }>)[0]!.text) as Seen
+    methodTree(await spansOf(receiver, restTrace, 2), "POST /for_store/read_resource", "resources/read", "d4d4d4d4d4d4d4d4", restSeen)
+  })
+
+  it("a 2026-07-28 client following a task: tasks/get's server span, and the relayed request's client span under it, its context sent upstream", async () => {
+    const { receiver, server } = await setup()
+    const era = await startEraHttpFixture()
+    cleanups.push(() => era.stop())
+    await addService(server, "/for_store", { name: "mod", url: era.url })
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "raw-test", version: "1.0.0" },
+      "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } }
+    }
+    const modern = async (method: string, params: Record<string, unknown>, name: string) => {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 4, method, params: { ...params, _meta: { ...envelope, ...(params["_meta"] as object | undefined) } } })
+      })
+      return (await res.json()) as { result?: Record<string, unknown> }
+    }
+    const started = await modern("tools/call", { name: "mod__job", arguments: { steps: 2, step_ms: 20, poll_ms: 10 } }, "mod__job")
+    const taskId = String(started.result?.["taskId"])
+    expect(taskId).toMatch(/^t1\./)
+    const trace = "e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5"
+    const got = await modern("tasks/get", { taskId, _meta: { traceparent: `00-${trace}-f6f6f6f6f6f6f6f6-01` } }, taskId)
+    expect(got.result?.["taskId"]).toBe(taskId)
+    const spans = await spansOf(receiver, trace, 2)
+    const face = only(spans, "tasks/get", 2)
+    expect(face).toMatchObject({ kind: 2, parentSpanId: "f6f6f6f6f6f6f6f6" })
+    expect(face.attributes).toMatchObject({ "mcp.method.name": "tasks/get", "jsonrpc.request.id": "4", "mcp.protocol.version": "2026-07-28" })
+    const relayed = spans.find((s) => s.kind === 3)!
+    expect(relayed).toMatchObject({ name: "tasks/get", parentSpanId: face.spanId })
+    expect(relayed.attributes).toMatchObject({ "mcp.method.name": "tasks/get", "mcp_store.service.name": "mod", "network.transport": "tcp" })
+    const upstream = era.headers().filter((h) => h.method === "tasks/get").at(-1)
+    expect(upstream?.traceparent).toBe(`00-${trace}-${relayed.spanId}-01`)
   })
 
   it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a call without trace context starts a trace whose first span is the request's", async () => {

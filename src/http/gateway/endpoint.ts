@@ -57,6 +57,7 @@ import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
 import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { SessionSpans, underSpan } from "./method-spans.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -102,6 +103,8 @@ interface SessionState {
    * too, and `restoreNotFound` gives these answers back the 2025 revisions' -32002.
    */
   readonly notFound: Set<string | number>
+  /** The spans of the session's requests (tracing on only: method-spans.ts). */
+  readonly spans: SessionSpans | undefined
   /** Requests in flight, an open GET stream included; idle at 0. */
   busy: number
   /** performance.now() when a request of the session last began or ended. */
@@ -329,7 +332,7 @@ export class McpGateway {
    * Serves resources, resource templates, prompts and completion to a session, for what its scope's
    * services offer (`offers`, fixed at initialize). Any transport's session may use it.
    */
-  private serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions" | "notFound">): void {
+  private serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions" | "notFound" | "spans">): void {
     const { scope, offers } = session
     const ctx = () => this.scopeContext(scope)
     /** A failure as the session's MCP error; a "resource not found" is noted for `restoreNotFound`. */
@@ -338,7 +341,9 @@ export class McpGateway {
       if (error instanceof McpError && error.code === RESOURCE_NOT_FOUND) session.notFound.add(c.mcpReq.id)
       throw error
     }
-    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], c: ServerContext) => runToPromise(effect, c.mcpReq.signal).catch((e: unknown) => failed(c, e))
+    // Tracing on: the request's span (method-spans.ts) is the parent of its upstream request's.
+    const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], c: ServerContext) =>
+      runToPromise(session.spans === undefined ? effect : underSpan(effect, session.spans.spanOf(c.mcpReq.id)), c.mcpReq.signal).catch((e: unknown) => failed(c, e))
     if (offers.resources) {
       // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
       server.setRequestHandler("resources/list", async () => {
@@ -506,6 +511,7 @@ export class McpGateway {
     const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => id })
     if (rebuilt !== undefined) markInitialized(transport, id)
     const session = this.addSession<StreamableSession>(scope, owner, gate, { id, kind: "streamable", transport, ready: Promise.resolve() })
+    if (session.spans !== undefined && rebuilt !== undefined) session.spans.protocolVersion = rebuilt.protocolVersion
     session.transport.onclose = () => this.forget(session)
     const connected = session.server.connect(transport)
     session.ready = rebuilt === undefined ? connected : connected.then(() => replayInitialize(transport, rebuilt))
@@ -525,6 +531,8 @@ export class McpGateway {
       catalogListed,
       subscriptions: new Map<string, string>(),
       notFound: new Set<string | number>(),
+      // Tracing on: the spans of its requests, watching its transport (before the SDK server connects to it).
+      spans: this.store.tracer.enabled ? new SessionSpans(this.store.tracer, () => parts.id) : undefined,
       logLevel: undefined,
       listed: this.toolNames(scope, gate),
       busy: 0,
@@ -532,6 +540,8 @@ export class McpGateway {
     }
     // The handlers keep the very object that becomes the session (they update `listed`).
     const session = Object.assign(state, { server: this.buildServer(scope, state) }) as S
+    // Under restoreNotFound's `send`: the spans see the answers as the client gets them.
+    session.spans?.watch(session.transport as never)
     restoreNotFound(session.transport as Pick<Transport, "send">, session.notFound)
     this.sessions.set(session.id, session)
     for (const name of Object.keys(this.store.serviceActors(scope))) this.watchLogs(scopeLabel(scope), name)
@@ -833,6 +843,7 @@ export class McpGateway {
     if (session.kind === "streamable" && session.transport.sessionId !== undefined) this.remember(session.id, Date.now())
     for (const key of session.subscriptions.keys()) this.dropSubscriber(key, session.id)
     session.subscriptions.clear()
+    session.spans?.closeAll()
     if (session.logLevel !== undefined) this.logs.levelsChanged(scopeLabel(session.scope))
     if (this.sessions.size === 0) this.clearSweep()
   }

@@ -57,7 +57,7 @@ import { LoggingLevelSchema } from "@modelcontextprotocol/core"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
-import { readTraceContext } from "../../domain/trace-context.js"
+import { readTraceContext, type TraceContext } from "../../domain/trace-context.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
@@ -68,6 +68,7 @@ import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
 import { relayTaskRequest } from "../../runtime/calls.js"
 import type { SealSource, SessionSeal } from "./session-seal.js"
+import { openMethodSpan, tapAnswer, underSpan } from "./method-spans.js"
 import {
   callOverMcp,
   heldCallOverMcp,
@@ -102,6 +103,8 @@ export interface ModernCaller {
   readonly keyed: boolean
   /** The resource URIs a `subscriptions/listen` request asks updates of. */
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
+  /** The span of the request being served (tracing on only): the parent of its upstream requests' spans. */
+  readonly span?: TraceContext | undefined
 }
 
 /** What the modern face shares with the 2025 sessions (`McpGateway`): the upstream resource subscriptions and the log relay. */
@@ -651,8 +654,10 @@ export class ModernMcp {
     const call = plainCallOf(req, outcome)
     if (call !== undefined) return this.serveCall(caller, call, res)
     const method = (body as { method?: unknown }).method
-    if (outcome.kind === "modern" && typeof method === "string" && TASK_METHODS.has(method)) return this.serveTask(caller, req, res, body as Record<string, unknown>)
     const listen = listenFilterOf(body)
+    // Tracing on: the request's span (tools/call has its own, face.ts), ended by its answer.
+    if (this.store.tracer.enabled && outcome.kind === "modern") caller = this.traced(caller, req, res, outcome, listen !== undefined)
+    if (outcome.kind === "modern" && typeof method === "string" && TASK_METHODS.has(method)) return this.serveTask(caller, req, res, body as Record<string, unknown>)
     if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
     // Task status notifications are asked for with `taskIds`: only by a client that declared the
     // extension (the store sends none: its acknowledgement agrees to no task ids).
@@ -674,6 +679,21 @@ export class ModernMcp {
       if (left > 0) this.listensByOwner.set(caller.owner, left)
       else this.listensByOwner.delete(caller.owner)
     }
+  }
+
+  /**
+   * `caller` with the span of its modern request (tracing on), opened under the request's `_meta`
+   * (else its `traceparent` header) and ended by the answer written (`tapAnswer`); as it is for a
+   * tools/call (its span is face.ts's) or a message that is not a request.
+   */
+  private traced(caller: ModernCaller, req: IncomingMessage, res: ServerResponse, outcome: InboundClassificationOutcome & { kind: "modern" }, listen: boolean): ModernCaller {
+    const message = outcome.message as { readonly id?: unknown; readonly method?: unknown; readonly params?: unknown }
+    const { id, method } = message
+    if (outcome.messageKind !== "request" || typeof method !== "string" || method === "tools/call" || (typeof id !== "string" && typeof id !== "number")) return caller
+    const revision = outcome.classification.revision
+    const traced = openMethodSpan(this.store.tracer, { method, id, params: message.params, protocolVersion: () => revision, header: readTraceContext(req.headers) })
+    tapAnswer(res, traced, listen)
+    return { ...caller, span: traced.span }
   }
 
   /**
@@ -805,7 +825,7 @@ export class ModernMcp {
     this.inflight.add(abort)
     let exit: Awaited<ReturnType<typeof relayTaskRequest>>
     try {
-      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal)
+      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal, caller.span)
     } finally {
       this.inflight.delete(abort)
       finished = true
@@ -846,8 +866,9 @@ export class ModernMcp {
         "server/discover": { ttlMs: LIST_TTL_MS, cacheScope: "public" }
       }
     }, { [TASKS_EXTENSION]: {} })
+    // Tracing on: the request's span is the parent of its upstream request's (method-spans.ts).
     const run = <A>(effect: Parameters<typeof runToPromise<A, unknown>>[0], signal: AbortSignal) =>
-      runToPromise(effect, signal).catch((e: unknown) => {
+      runToPromise(underSpan(effect, caller.span), signal).catch((e: unknown) => {
         throw protocolErrorOf(e)
       })
 
@@ -871,7 +892,8 @@ export class ModernMcp {
       const turn = inputTurnOf(c)
       if (turn === undefined) return run(request({ relay: declinedOnModern(what) }), c.mcpReq.signal)
       const owner = { scope: ctx().label, owner: caller.owner, subject }
-      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(request), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
+      const spanned = caller.span === undefined ? request : (input: catalog.CatalogInput) => underSpan(request(input), caller.span)
+      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(spanned), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
         throw retryRefused(e)
       })
       return roundResult(held, (exit) => {

@@ -11,7 +11,7 @@
  * clock of a session must not run during a long tool call.
  */
 import type { IncomingMessage } from "node:http"
-import type { JSONRPCMessage, RequestId, Transport } from "@modelcontextprotocol/server"
+import type { JSONRPCMessage, MessageExtraInfo, RequestId, Transport } from "@modelcontextprotocol/server"
 import type { Scope } from "../../domain/service-definition.js"
 
 /**
@@ -45,7 +45,10 @@ export const watchRequests = (transport: Transport, begin: () => void, end: () =
   const settle = (id: unknown) => {
     if ((typeof id === "string" || typeof id === "number") && pending.delete(id)) end()
   }
-  transport.onmessage = (message: JSONRPCMessage) => {
+  // After any watcher set before it (the request spans, method-spans.ts).
+  const before = transport.onmessage
+  transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
+    before?.(message, extra)
     if ("method" in message && "id" in message) {
       if (pending.has(message.id)) return
       pending.add(message.id)
