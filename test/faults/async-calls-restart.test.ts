@@ -5,7 +5,7 @@
  * stopped with SIGTERM keeps its running call the same way. A call whose upstream answered with a
  * task is not lost: after SIGKILL or SIGTERM the next store follows the task again under the same
  * call id, to its end and one record. Real store processes, a real stdio fixture and the era HTTP
- * fixture (2026-07-28, task tools), which outlives the stores.
+ * fixture (2026-07-28, task tools), which outlives the stores; one run of three stores for all of it.
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -41,8 +41,8 @@ const settled = async (store: Api, callId: string): Promise<Reply> => {
 describe("asynchronous calls across a restart of the store", () => {
   const dir = freshDir()
   const configFile = join(dir, "mcp.json")
-  writeFileSync(configFile, JSON.stringify({ mcpServers: { fx: { command: launch.command, args: [...launch.args] } } }))
   const processes: StoreProcess[] = []
+  let stopFixture: (() => Promise<void>) | undefined
   /** A call as the store's file of asynchronous calls holds it now. */
   const onDisk = (callId: string): { service_name?: string } | undefined => {
     try {
@@ -52,19 +52,30 @@ describe("asynchronous calls across a restart of the store", () => {
       return undefined
     }
   }
+  /** The upstream task a call follows, as the file holds it. */
+  const upstreamTask = (callId: string): string | undefined => (onDisk(callId) as { upstream_task?: string } | undefined)?.upstream_task
   const spawn = async () => {
     const store = await spawnStore({ configFile, startTimeoutMs: 60_000 })
     processes.push(store)
     await ready(store)
+    const waited = await store.post("/for_store/wait_service", { client_id_or_service_name: "mod", status: "healthy", timeout: 30 })
+    expect(waited.status, waited.text).toBe(200)
     return store
   }
   afterAll(async () => {
     for (const p of processes) await p.kill()
+    await stopFixture?.()
     rmSync(dir, { recursive: true, force: true })
   }, 20_000)
 
-  it("after SIGKILL: a finished answer is still read; a running call is interrupted and recorded once; after SIGTERM too", async () => {
+  it("after SIGKILL: a finished answer is still read; a running call is interrupted and recorded once; after SIGTERM too; a call following an upstream task is followed again and completes", async () => {
+    // `mod`: the era HTTP fixture (2026-07-28, task tools), which outlives the stores.
+    const http = await startEraHttpFixture()
+    stopFixture = () => http.stop()
+    writeFileSync(configFile, JSON.stringify({ mcpServers: { fx: { command: launch.command, args: [...launch.args] }, mod: { url: http.url } } }))
     const first = await spawn()
+    // A task of 40 steps of 200 ms: it outlives the first two stores.
+    const job = await startAsync(first, { tool_name: "mod__job", args: { steps: 40, step_ms: 200, poll_ms: 50 }, timeout: 120 })
     const done = await startAsync(first, { tool_name: "fx__add", args: { a: 20, b: 22 } })
     const finished = await settled(first, done)
     expect(finished.body.status).toBe("completed")
@@ -72,9 +83,14 @@ describe("asynchronous calls across a restart of the store", () => {
     expect((await first.get(`/for_store/calls/${running}`)).body.status).toBe("running")
     // The call reached its service, and its file says so, before the store is killed.
     expect(await eventually(() => onDisk(running)?.service_name === "fx", 10_000)).toBe(true)
+    expect(await eventually(() => upstreamTask(job) !== undefined, 10_000), JSON.stringify([onDisk(job), (await first.get(`/for_store/calls/${job}`)).body])).toBe(true)
+    const task = upstreamTask(job)
     await first.kill()
 
     const second = await spawn()
+    // The task's call is followed again: running, the same upstream task.
+    expect(await eventually(async () => (await second.get(`/for_store/calls/${job}`)).body.status === "running", 10_000)).toBe(true)
+    expect(upstreamTask(job)).toBe(task)
     const after = await second.get(`/for_store/calls/${done}`)
     expect(after.status, after.text).toBe(200)
     expect(after.body).toMatchObject({ status: "completed", answer: { http_status: 200, body: { result: "42", success: true } } })
@@ -99,62 +115,12 @@ describe("asynchronous calls across a restart of the store", () => {
     expect(await eventually(async () => (await interrupted(third)).length === 2, 10_000)).toBe(true)
     const cancelled = (await third.get("/for_store/tool_records?outcome=cancelled")).body.executions as unknown[]
     expect(cancelled).toHaveLength(0)
-  }, 150_000)
-})
 
-describe("an asynchronous call that follows an upstream task, across restarts of the store", () => {
-  const dir = freshDir()
-  const configFile = join(dir, "mcp.json")
-  const processes: StoreProcess[] = []
-  let stopFixture: (() => Promise<void>) | undefined
-  afterAll(async () => {
-    for (const p of processes) await p.kill()
-    await stopFixture?.()
-    rmSync(dir, { recursive: true, force: true })
-  }, 20_000)
-
-  const upstreamTask = (callId: string): string | undefined => {
-    try {
-      const doc = JSON.parse(readFileSync(join(dir, "mcp.async-calls.json"), "utf8")) as { calls: Array<{ call_id: string; upstream_task?: string }> }
-      return doc.calls.find((c) => c.call_id === callId)?.upstream_task
-    } catch {
-      return undefined
-    }
-  }
-
-  it("SIGKILL, then SIGTERM, mid-task: the next store follows the task again and the call completes, recorded once", async () => {
-    const http = await startEraHttpFixture()
-    stopFixture = () => http.stop()
-    writeFileSync(configFile, JSON.stringify({ mcpServers: { mod: { url: http.url } } }))
-    const spawnOn = async () => {
-      const store = await spawnStore({ configFile, startTimeoutMs: 60_000 })
-      processes.push(store)
-      const waited = await store.post("/for_store/wait_service", { client_id_or_service_name: "mod", status: "healthy", timeout: 30 })
-      expect(waited.status, waited.text).toBe(200)
-      return store
-    }
-    const first = await spawnOn()
-    // 40 steps of 100 ms: long enough to outlive two stores.
-    const callId = await startAsync(first, { tool_name: "mod__job", args: { steps: 40, step_ms: 100, poll_ms: 50 }, timeout: 120 })
-    expect(await eventually(() => upstreamTask(callId) !== undefined, 10_000)).toBe(true)
-    const task = upstreamTask(callId)
-    await first.kill()
-
-    const second = await spawnOn()
-    // Followed again: running, the same upstream task.
-    expect(await eventually(async () => (await second.get(`/for_store/calls/${callId}`)).body.status === "running", 10_000)).toBe(true)
-    expect(upstreamTask(callId)).toBe(task)
-    const cancels = () => http.requests().filter((r) => r === "POST tasks/cancel").length
-    second.child.kill("SIGTERM")
-    await second.exited
-    // A stop leaves the task to the next store: never cancelled upstream.
-    expect(cancels()).toBe(0)
-
-    const third = await spawnOn()
-    const done = await settled(third, callId)
-    expect(done.body, done.text).toMatchObject({ status: "completed", answer: { http_status: 200, body: { success: true, structured_content: { steps: 40 } } } })
+    // The task's call, through a kill and a stop: completed, recorded once, its task never cancelled upstream.
+    const followed = await settled(third, job)
+    expect(followed.body, followed.text).toMatchObject({ status: "completed", answer: { http_status: 200, body: { success: true, structured_content: { steps: 40 } } } })
     const records = (await third.get("/for_store/tool_records?tool_name=job")).body.executions as Array<{ outcome: string }>
     expect(records.map((r) => r.outcome)).toEqual(["success"])
-    expect(cancels()).toBe(0)
-  }, 120_000)
+    expect(http.requests()).not.toContain("POST tasks/cancel")
+  }, 150_000)
 })
