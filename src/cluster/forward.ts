@@ -73,6 +73,8 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
     }
   /** A request of the tasks extension on a task of the service's server. */
   | { readonly op: "task"; readonly method: TaskMethod; readonly params: Record<string, unknown> }
+  /** A task the receiving replica handed to a client was seen ended on this one (`field` is empty): its call is recorded there. */
+  | { readonly op: "task_ended"; readonly relay: string; readonly task: Record<string, unknown> }
   | { readonly op: "read"; readonly uri: string }
   | { readonly op: "prompt"; readonly name: string; readonly args: Record<string, string> }
   | { readonly op: "complete"; readonly params: CompleteParams }

@@ -110,6 +110,9 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
     return answer?.call ?? undefined
   },
   ownerOf: (scope, name) => cluster.ownerOf(serviceField(scope, name)),
+  taskEndedOn: async (replica, relay, task) => {
+    await cluster.sendToReplica(replica, { op: "task_ended", field: "", relay, task, timeoutMs: ASYNC_CANCEL_MS }, {})
+  },
   startAsyncOn: async (replica, scope, name, start) => {
     const answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as {
       call?: AsyncCallEntry

@@ -220,6 +220,10 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
   if (req.op === "async_cancel") return { call: (await store.asyncCalls.cancel(String(req.call), String(req.scope), String(req.owner))) ?? null }
+  if (req.op === "task_ended") {
+    if (typeof req.task === "object" && req.task !== null) store.tasks.seen(String(req.relay), req.task)
+    return null
+  }
   const service = parseServiceField(req.field)
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)

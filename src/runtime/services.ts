@@ -131,6 +131,11 @@ export interface ReplicationApi {
     | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
+  /**
+   * Replica mode: tells the replica that handed a task to its client (src/runtime/task-relay.ts)
+   * that the task was seen ended here, so that it records the task's call; best effort.
+   */
+  readonly taskEndedOn?: ((replica: string, relay: string, task: Record<string, unknown>) => Promise<void>) | undefined
 }
 
 /** The replication of the store's services. */

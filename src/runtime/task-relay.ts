@@ -4,8 +4,8 @@
  * with a task handle, and follows it through the store (tasks/get, tasks/update, tasks/cancel,
  * relayed to the upstream by `relayTaskRequest` of src/runtime/calls.ts). The task's state is the upstream's; the store
  * keeps only what records the call once its end is seen (`TaskRelays`): the call is one record,
- * written when a relayed answer first shows the task ended, or when its time to live passes
- * unseen, or when the store stops. Bounded: past `max` tasks followed at once, the store follows a
+ * written when a relayed answer first shows the task ended (on this store, or, in replica mode, on
+ * another replica, which tells this one), or when its time to live passes unseen, or when the store stops. Bounded: past `max` tasks followed at once, the store follows a
  * new task itself and answers its call's result (a client must take either).
  */
 import { randomBytes } from "node:crypto"
@@ -57,6 +57,9 @@ const endingOf = (task: Readonly<Record<string, unknown>>): { readonly outcome: 
       return undefined
   }
 }
+
+/** Whether a task, as a relayed answer shows it, has ended (`completed`, `failed`, `cancelled`). */
+export const taskEnded = (task: Readonly<Record<string, unknown>>): boolean => endingOf(task) !== undefined
 
 /** The tasks handed to clients and not seen ended yet (see the module comment). */
 export class TaskRelays {

@@ -67,6 +67,7 @@ import * as catalog from "../../runtime/catalog.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
 import { relayTaskRequest } from "../../runtime/calls.js"
+import { taskEnded } from "../../runtime/task-relay.js"
 import type { SealSource, SessionSeal } from "./session-seal.js"
 import { openMethodSpan, tapAnswer, underSpan } from "./method-spans.js"
 import {
@@ -788,7 +789,8 @@ export class ModernMcp {
    */
   private taskResult(caller: ModernCaller, seal: SessionSeal, answer: McpTaskStarted): never {
     const { task, relay } = answer.started
-    const taskId = seal.sealTask({ scope: caller.scope, owner: caller.owner, service: answer.serviceName, upstreamTaskId: task.taskId, relay, issuedAt: Date.now() })
+    const holder = this.store.replication.replicaId
+    const taskId = seal.sealTask({ scope: caller.scope, owner: caller.owner, service: answer.serviceName, upstreamTaskId: task.taskId, relay, ...(holder !== undefined ? { holder } : {}), issuedAt: Date.now() })
     return { ...task, taskId, resultType: "task" } as never
   }
 
@@ -839,13 +841,27 @@ export class ModernMcp {
     }
     const result = exit.value
     if (method !== "tasks/get") return answer({ result: encodeCallResult({ resultType: "complete" }, serverInfoOf(caller.scope)) })
-    this.store.tasks.seen(claims.relay, result)
+    this.seen(claims.relay, claims.holder, result)
     // A completed task's `result` is the call's result as its tools/call would have answered it (the
     // extension: "the structure matches the result type of the original request"), `resultType` and
     // all: a 2026-07-28 result must carry it, and an upstream's inlined result may not.
     const completed =
       result["status"] === "completed" && isRecord(result["result"]) ? { result: encodeCallResult(modernCallResult(result["result"] as CallToolResult), serverInfoOf(caller.scope)) } : {}
     return answer({ result: encodeCallResult({ ...result, ...completed, taskId, resultType: "complete" }, serverInfoOf(caller.scope)) })
+  }
+
+  /**
+   * A relayed answer showed a task: the store that handed it out records its call once it ended:
+   * this one, or (replica mode) the replica the id names, told so (best effort: if it is gone, it
+   * recorded the call at its stop).
+   */
+  private seen(relay: string, holder: string | undefined, task: Record<string, unknown>): void {
+    const replication = this.store.replication
+    if (holder === undefined || holder === replication.replicaId) return this.store.tasks.seen(relay, task)
+    if (!taskEnded(task) || replication.taskEndedOn === undefined) return
+    replication.taskEndedOn(holder, relay, task).catch((e: unknown) =>
+      log.warn(`the end of a task could not be told to replica ${holder}, which handed it out: ${e instanceof Error ? e.message : String(e)}`, { event: "task_end_unsent" })
+    )
   }
 
   /** A fresh SDK server for one request of `caller`: what its scope offers, as its key sees it. */

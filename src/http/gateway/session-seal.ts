@@ -34,6 +34,8 @@ export interface TaskClaims {
   readonly service: string
   readonly upstreamTaskId: string
   readonly relay: string
+  /** The replica that handed it out (replica mode), which records its call. */
+  readonly holder?: string | undefined
   readonly issuedAt: number
 }
 
@@ -172,6 +174,7 @@ export class SessionSeal {
       v: claims.service,
       u: claims.upstreamTaskId,
       r: claims.relay,
+      ...(claims.holder !== undefined ? { h: claims.holder } : {}),
       t: claims.issuedAt
     })
   }
@@ -212,7 +215,7 @@ const taskClaimsOf = (v: unknown): TaskClaims | undefined => {
   const o = v as Record<string, unknown>
   const scope = o["s"] === null ? STORE_SCOPE : typeof o["s"] === "string" && agentIdProblem(o["s"]) === undefined ? agentScope(o["s"]) : undefined
   if (scope === undefined || typeof o["o"] !== "string" || typeof o["v"] !== "string" || typeof o["u"] !== "string" || typeof o["r"] !== "string" || typeof o["t"] !== "number") return undefined
-  return { scope, owner: o["o"], service: o["v"], upstreamTaskId: o["u"], relay: o["r"], issuedAt: o["t"] }
+  return { scope, owner: o["o"], service: o["v"], upstreamTaskId: o["u"], relay: o["r"], ...(typeof o["h"] === "string" ? { holder: o["h"] } : {}), issuedAt: o["t"] }
 }
 
 /** The claims of a decrypted id: only ever what `seal` wrote, checked anyway (an older format, a bug). */
