@@ -262,8 +262,6 @@ function stillConnecting(toolName: string, timeoutSeconds: number): ToolTimeout 
   })
 }
 
-export { STORE_STOPPING }
-
 /** What a call can fail with; each face renders it once (src/http/contract-errors.ts, the MCP endpoint, the record's outcome). */
 export type CallToolError =
   | ServiceNotFound
@@ -276,7 +274,6 @@ export type CallToolError =
   | ToolTimeout
   | TooMany
 
-/** What the pipeline gives back: the upstream's result as it came, and where the call went. */
 /** A task an upstream answered a call with, handed to a caller that follows it (`CallToolInput.keepTask`). */
 export interface TaskStarted {
   /** The upstream's task as it created it. */
@@ -285,6 +282,7 @@ export interface TaskStarted {
   readonly relay: string
 }
 
+/** What the pipeline gives back: the upstream's result as it came, and where the call went. */
 export interface CallOutcome {
   /** The upstream's result (empty when it answered a task the caller follows: `task`). */
   readonly result: CallToolResult

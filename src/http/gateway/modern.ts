@@ -484,16 +484,6 @@ const TASK_NOT_FOUND = { code: -32602, message: "Failed to retrieve task: Task n
 const MAX_TASK_ID_LENGTH = 4096
 
 /**
- * A request of the tasks extension the store answers (`ModernMcp.serveTask`): its id, method and
- * params, once its headers are checked against its body.
- */
-interface TaskCall {
-  readonly id: string | number
-  readonly method: TaskMethod
-  readonly params: Record<string, unknown>
-}
-
-/**
  * The web `Request` the SDK's handler is given for a POST whose body is already parsed (the handler
  * reads the parsed body, never the request's): its URL, method and headers, no body, and `signal`,
  * aborted when the client goes (the SDK then closes the request's exchange). The signal is set on
@@ -812,8 +802,7 @@ export class ModernMcp {
     }
     const meta = isRecord(params["_meta"]) ? params["_meta"] : undefined
     if (!takesTasks(meta)) return jsonRpcError(res, 200, MISSING_TASKS_CAPABILITY.code, MISSING_TASKS_CAPABILITY.message, { id, data: MISSING_TASKS_CAPABILITY.data })
-    const call: TaskCall = { id, method, params }
-    const answer = (message: Record<string, unknown>) => new CallResponse(res).answer({ jsonrpc: "2.0", id: call.id, ...message })
+    const answer = (message: Record<string, unknown>) => new CallResponse(res).answer({ jsonrpc: "2.0", id, ...message })
     const seal = await this.sealOrUndefined()
     const claims = seal?.openTask(taskId)
     if (claims === undefined || claims.owner !== caller.owner || scopeLabel(claims.scope) !== scopeLabel(caller.scope)) return answer({ error: TASK_NOT_FOUND })
