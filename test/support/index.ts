@@ -13,7 +13,7 @@
  *   package.ts     the npm package packed and installed offline (packAndInstall), dist/ built
  *   lifecycle.ts   the allowed status changes, a recorder of a service actor's statuses
  *   mcp.ts         fixture definitions, tool result text, the failure of an MCP request
- *   modern.ts      one MCP 2026-07-28 request over raw HTTP (envelope and headers), its answer
+ *   modern-request.ts one MCP 2026-07-28 request over raw HTTP (envelope and headers), its answer
  *   sse.ts         a Server-Sent Events reader (/events, /inspect/events)
  *   prometheus.ts  GET /metrics parsed into samples
  *   records.ts     tool-call records as ToolRecords.record takes them (newRecord)
@@ -30,7 +30,7 @@ export * from "./conformance.js"
 export * from "./lifecycle.js"
 export * from "./machines.js"
 export * from "./mcp.js"
-export * from "./modern.js"
+export * from "./modern-request.js"
 export * from "./package.js"
 export * from "./process.js"
 export * from "./prometheus.js"
