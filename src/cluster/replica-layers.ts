@@ -24,6 +24,7 @@ import {
 } from "../runtime/services.js"
 import { Cluster } from "./cluster.js"
 import { heldCallsOf } from "./held-calls.js"
+import { NotDelivered } from "./forward.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
@@ -111,7 +112,12 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
   },
   ownerOf: (scope, name) => cluster.ownerOf(serviceField(scope, name)),
   taskEndedOn: async (replica, relay, task) => {
-    await cluster.sendToReplica(replica, { op: "task_ended", field: "", relay, task, timeoutMs: ASYNC_CANCEL_MS }, {})
+    try {
+      await cluster.sendToReplica(replica, { op: "task_ended", field: "", relay, task, timeoutMs: ASYNC_CANCEL_MS }, {})
+    } catch (e) {
+      // A holder no longer in the cluster recorded the call at its stop: nothing to tell.
+      if (!(e instanceof NotDelivered)) throw e
+    }
   },
   startAsyncOn: async (replica, scope, name, start) => {
     const answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as {
