@@ -10,7 +10,7 @@ import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { defaultKeysFile, newKey, writeKeys } from "../../src/config/api-keys.js"
-import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { agentScope, STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { markInitialized } from "../../src/http/gateway/endpoint.js"
 import { clientFacts, MAX_SEALED_CAPABILITIES, MAX_SESSION_ID_LENGTH, SessionSeal, sessionOwner } from "../../src/http/gateway/session-seal.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
@@ -255,6 +255,23 @@ describe("SessionSeal", () => {
     for (const v of [...respelt, `${id}=`]) expect(seal.open(v), `${last} respelt`).toBeUndefined()
     // Two seals of the same claims differ (a fresh IV each time).
     expect(seal.seal({ scope: STORE_SCOPE, ...facts, owner, issuedAt: 1234 })).not.toBe(id)
+  })
+
+  it("task ids: opens what it sealed (holder or not); a session id never opens as a task id, nor the reverse", () => {
+    const seal = SessionSeal.fromSecret("one")
+    const claims = { scope: agentScope("a-1"), owner, service: "svc", upstreamTaskId: "u".repeat(512), relay: "r1", issuedAt: 99 }
+    const plain = seal.sealTask(claims)
+    const held = seal.sealTask({ ...claims, holder: "replica-7" })
+    expect(plain).toMatch(/^t1\./)
+    expect(seal.openTask(plain)).toEqual(claims)
+    expect(seal.openTask(held)).toEqual({ ...claims, holder: "replica-7" })
+    expect(SessionSeal.fromSecret("two").openTask(plain)).toBeUndefined()
+    const session = seal.seal({ scope: STORE_SCOPE, ...facts, owner, issuedAt: 1 })
+    expect(seal.openTask(session)).toBeUndefined()
+    expect(seal.open(plain)).toBeUndefined()
+    // The same bytes under the other prefix: the associated data differs, the tag fails.
+    expect(seal.openTask(`t1.${session.slice(3)}`)).toBeUndefined()
+    expect(seal.open(`s1.${plain.slice(3)}`)).toBeUndefined()
   })
 
   it("keeps an id small whatever the client declares: large capabilities keep their names, long texts are cut", () => {
