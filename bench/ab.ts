@@ -25,8 +25,12 @@
  * Streamable HTTP and stdio) at c=1 and c=32, each cell interleaved A/B, with each store's ratios of
  * the modern path to the 2025 one, and the HTTP fixtures' own CPU per call; `--ways` picks cells
  * (v1, v2: /mcp from a 2025 and a 2026-07-28 client to the 2025 HTTP upstream, v1io, v2io: to the
- * 2025 stdio upstream; old, modern, oldio, modernio: REST to each upstream), and `--within` also interleaves each pair of eras within each store (their ratio then
- * carries no drift between cells).
+ * 2025 stdio upstream; old, modern, oldio, modernio: REST to each upstream; rawio, rawmodernio: REST to
+ * bench/raw-upstream.ts over stdio in each era, a responder that costs both eras the same and little,
+ * so their ratio is the store's own), and `--within` also interleaves each pair of eras within each
+ * store (their ratio then carries no drift between cells); `--per-round` prints each round's µs per
+ * call of both sides. The stdio upstreams' own CPU per call
+ * (summed over both stores' children of that upstream) is printed beside the HTTP fixtures'.
  */
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -42,7 +46,8 @@ import { parseArgs } from "node:util"
 import { startStoreWithFixtures } from "./calls.js"
 import { HttpClient, closedLoop } from "./load.js"
 import { readServices } from "./resources.js"
-import { ROOT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
+import { ROOT, TSX_IMPORT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
+import { readFileSync, readdirSync } from "node:fs"
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -55,9 +60,10 @@ const { positionals, values } = parseArgs({
     windows: { type: "string", default: "3" },
     seconds: { type: "string", default: "30" },
     neighbours: { type: "string", default: "10" },
-    ways: { type: "string", default: "v1,v2,v1io,v2io,old,modern,oldio,modernio" },
+    ways: { type: "string", default: "v1,v2,v1io,v2io,old,modern,oldio,modernio,rawio,rawmodernio" },
     concurrencies: { type: "string", default: "1,32" },
     within: { type: "boolean", default: false },
+    "per-round": { type: "boolean", default: false },
     "b-traced": { type: "boolean", default: false }
   }
 })
@@ -98,6 +104,9 @@ const buildInto = async (dir: string) => {
 
 const script = (dir: string) => join(resolve(dir), "dist", "mcp-store.mjs")
 
+/** The raw stdio responder of the `rawio` and `rawmodernio` cells. */
+const RAW_UPSTREAM = join(ROOT, "bench", "raw-upstream.ts")
+
 const SERVICE = { http: "fx-http", stdio: "fx-stdio" } as const
 
 /** One store of an A/B run: its process, and one operation of a round (`i`-th of round `round`). */
@@ -134,6 +143,7 @@ const interleave = async (sides: readonly [Side, Side], options: { c: number; ro
   }
   const [usA, usB] = totals.map((t) => (t.cpu * 1e6) / t.count) as [number, number]
   const ci = ratioInterval(ratios)
+  if (values["per-round"]) log(`  per round, µs/${options.what}: ${sides[0].label} ${totals[0]!.perRound.map((x) => x.toFixed(0)).join(" ")}; ${sides[1].label} ${totals[1]!.perRound.map((x) => x.toFixed(0)).join(" ")}`)
   log(
     `A ${usA.toFixed(1)} us/${options.what}, B ${usB.toFixed(1)} us/${options.what}: B/A ${(usB / usA).toFixed(3)} (median of round ratios ${median(ratios).toFixed(3)}; ` +
       `geometric mean ${ci.mean.toFixed(3)}, 95 % CI ${ci.low.toFixed(3)} to ${ci.high.toFixed(3)} over ${ratios.length} rounds); load ${await loadavg()}`
@@ -284,6 +294,28 @@ const abIdle = async (a: string, b: string) => {
   log(`A ${mean(A.percents).toFixed(2)} %, B ${mean(B.percents).toFixed(2)} %: B/A ${(mean(B.percents) / mean(A.percents)).toFixed(3)}`)
 }
 
+/** The CPU seconds of the children of `pid` whose command line contains `match` (a store's stdio upstreams), 0 when none. */
+const childrenCpu = (pid: number | undefined, match: string): number => {
+  if (pid === undefined) return 0
+  let sum = 0
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    let children: string[]
+    try {
+      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter((x) => x !== "")
+    } catch {
+      continue
+    }
+    for (const child of children) {
+      try {
+        if (readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0").join(" ").includes(match)) sum += cpuSeconds(Number(child))
+      } catch {
+        // Gone since the listing.
+      }
+    }
+  }
+  return sum
+}
+
 const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content[0] as { text?: unknown } | undefined)?.text : undefined)
 
 /**
@@ -303,7 +335,16 @@ const abEras = async (a: string, b: string) => {
     old: { url: oldFixture.urls[0]! },
     modern: { url: modernFixture.urls[0]! },
     oldio: { command: oldStdio.command, args: oldStdio.args },
-    modernio: { command: modernStdio.command, args: modernStdio.args }
+    modernio: { command: modernStdio.command, args: modernStdio.args },
+    rawio: { command: process.execPath, args: [...TSX_IMPORT, RAW_UPSTREAM, "--era", "2025"] },
+    rawmodernio: { command: process.execPath, args: [...TSX_IMPORT, RAW_UPSTREAM, "--era", "2026-07-28"] }
+  }
+  // What tells each stdio upstream's process among a store's children.
+  const STDIO_MATCH: Record<string, string> = {
+    oldio: "stdio-fixture",
+    modernio: "era-stdio",
+    rawio: "raw-upstream.ts --era 2025",
+    rawmodernio: "raw-upstream.ts --era 2026-07-28"
   }
   const WAYS = [
     ["/mcp, 2025 client (session) → 2025 upstream, HTTP", "v1"],
@@ -313,7 +354,9 @@ const abEras = async (a: string, b: string) => {
     ["REST → 2025 upstream, HTTP", "old"],
     ["REST → 2026-07-28 upstream, HTTP", "modern"],
     ["REST → 2025 upstream, stdio", "oldio"],
-    ["REST → 2026-07-28 upstream, stdio", "modernio"]
+    ["REST → 2026-07-28 upstream, stdio", "modernio"],
+    ["REST → 2025 raw upstream, stdio", "rawio"],
+    ["REST → 2026-07-28 raw upstream, stdio", "rawmodernio"]
   ] as const
   const stores: Array<{ label: string; store: StoreProcess; call: Record<(typeof WAYS)[number][1], (text: string) => Promise<void>>; close: () => Promise<void> }> = []
   for (const [label, dir] of [["A", a], ["B", b]] as const) {
@@ -341,7 +384,18 @@ const abEras = async (a: string, b: string) => {
     stores.push({
       label,
       store,
-      call: { v1: mcp(v1), v2: mcp(v2), v1io: mcp(v1, "oldio"), v2io: mcp(v2, "oldio"), old: rest("old"), modern: rest("modern"), oldio: rest("oldio"), modernio: rest("modernio") },
+      call: {
+        v1: mcp(v1),
+        v2: mcp(v2),
+        v1io: mcp(v1, "oldio"),
+        v2io: mcp(v2, "oldio"),
+        old: rest("old"),
+        modern: rest("modern"),
+        oldio: rest("oldio"),
+        modernio: rest("modernio"),
+        rawio: rest("rawio"),
+        rawmodernio: rest("rawmodernio")
+      },
       close: async () => {
         http.close()
         await Promise.allSettled([v1.close(), v2.close()])
@@ -356,9 +410,12 @@ const abEras = async (a: string, b: string) => {
     ["/mcp: 2026-07-28 client / 2025 client", "v2", "v1"],
     ["/mcp, stdio upstream: 2026-07-28 client / 2025 client", "v2io", "v1io"],
     ["REST, HTTP: 2026-07-28 upstream / 2025 upstream", "modern", "old"],
-    ["REST, stdio: 2026-07-28 upstream / 2025 upstream", "modernio", "oldio"]
+    ["REST, stdio: 2026-07-28 upstream / 2025 upstream", "modernio", "oldio"],
+    ["REST, raw stdio: 2026-07-28 upstream / 2025 upstream", "rawmodernio", "rawio"]
   ] as const
-  const within: Array<{ c: number; name: string; store: string; usOld: number; usModern: number; low: number; high: number }> = []
+  const within: Array<{ c: number; name: string; store: string; usOld: number; usModern: number; low: number; high: number; upOld?: number; upModern?: number }> = []
+  const upstreamCpu = (s: (typeof stores)[number], key: string): number | undefined =>
+    STDIO_MATCH[key] === undefined ? undefined : childrenCpu(s.store.child.pid, STDIO_MATCH[key]!)
   for (const c of concurrencies) {
     // The eras interleaved within each store (`--within`): the 2025 way's rounds and the modern way's
     // alternate on the same store, so the ratio of the modern path to the 2025 one carries no drift.
@@ -371,8 +428,16 @@ const abEras = async (a: string, b: string) => {
             { label: "2025", store: s.store, op: (round: number, i: number) => s.call[old](`${s.label}-w${c}-o${round}-${i}`) },
             { label: "2026-07-28", store: s.store, op: (round: number, i: number) => s.call[modern](`${s.label}-w${c}-m${round}-${i}`) }
           ] as [Side, Side]
+          const up0 = [upstreamCpu(s, old), upstreamCpu(s, modern)]
           const r = await interleave(sides, { c, rounds, calls, what: "call" })
-          within.push({ c, name, store: s.label, usOld: r.usA, usModern: r.usB, low: r.ci.low, high: r.ci.high })
+          // The stdio upstreams' own CPU per call, warm-up rounds included (every call reached them).
+          const perCall = (k: number, key: string) => {
+            const now = upstreamCpu(s, key)
+            return now === undefined || up0[k] === undefined ? undefined : ((now - up0[k]!) * 1e6) / ((rounds + 2) * calls)
+          }
+          const [upOld, upModern] = [perCall(0, old), perCall(1, modern)]
+          if (upOld !== undefined && upModern !== undefined) log(`  the stdio upstreams' own CPU: 2025 ${upOld.toFixed(0)}, 2026-07-28 ${upModern.toFixed(0)} us/call`)
+          within.push({ c, name, store: s.label, usOld: r.usA, usModern: r.usB, low: r.ci.low, high: r.ci.high, ...(upOld !== undefined ? { upOld } : {}), ...(upModern !== undefined ? { upModern } : {}) })
         }
       }
     }
@@ -380,16 +445,17 @@ const abEras = async (a: string, b: string) => {
       if (!chosen.has(key)) continue
       log(`c=${c} ${way}`)
       const fixture = key === "old" ? oldFixture : key === "modern" ? modernFixture : undefined
-      const fixtureCpu0 = fixture === undefined ? 0 : cpuSeconds(fixture.child.pid)
+      const fixtureCpu0 = fixture === undefined ? stores.reduce((x, s) => x + (upstreamCpu(s, key) ?? 0), 0) : cpuSeconds(fixture.child.pid)
       const sides = stores.map((s) => ({ label: s.label, store: s.store, op: (round: number, i: number) => s.call[key](`${s.label}-${c}-${round}-${i}`) })) as [Side, Side]
       const r = await interleave(sides, { c, rounds, calls, what: "call" })
       // Every call of the cell, warm-up rounds included, reached the fixture.
-      const fixtureUs = fixture === undefined ? undefined : ((cpuSeconds(fixture.child.pid) - fixtureCpu0) * 1e6) / ((rounds + 2) * 2 * calls)
+      const fixtureNow = fixture !== undefined ? cpuSeconds(fixture.child.pid) : STDIO_MATCH[key] !== undefined ? stores.reduce((x, s) => x + (upstreamCpu(s, key) ?? 0), 0) : undefined
+      const fixtureUs = fixtureNow === undefined ? undefined : ((fixtureNow - fixtureCpu0) * 1e6) / ((rounds + 2) * 2 * calls)
       if (fixtureUs !== undefined) log(`  the fixture's own CPU: ${fixtureUs.toFixed(0)} us/call`)
       results.push({ way, c, usA: r.usA, usB: r.usB, low: r.ci.low, high: r.ci.high, ...(fixtureUs !== undefined ? { fixtureUs } : {}) })
     }
   }
-  log("\n| way | c | A µs/call | B µs/call | B/A (95 % CI of round ratios) | HTTP fixture µs/call |")
+  log("\n| way | c | A µs/call | B µs/call | B/A (95 % CI of round ratios) | upstream µs/call |")
   log("|---|---|---|---|---|---|")
   for (const r of results) log(`| ${r.way} | ${r.c} | ${r.usA.toFixed(0)} | ${r.usB.toFixed(0)} | ${(r.usB / r.usA).toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}) | ${r.fixtureUs?.toFixed(0) ?? ""} |`)
   const at = (way: string, c: number) => results.find((r) => r.way === way && r.c === c)
@@ -405,9 +471,12 @@ const abEras = async (a: string, b: string) => {
     }
   }
   if (within.length > 0) {
-    log("\n| c | ratio, the eras interleaved within one store | store | 2025 µs/call | 2026-07-28 µs/call | ratio (95 % CI of round ratios) |")
-    log("|---|---|---|---|---|---|")
-    for (const w of within) log(`| ${w.c} | ${w.name} | ${w.store} | ${w.usOld.toFixed(0)} | ${w.usModern.toFixed(0)} | ${(w.usModern / w.usOld).toFixed(3)} (${w.low.toFixed(3)}–${w.high.toFixed(3)}) |`)
+    log("\n| c | ratio, the eras interleaved within one store | store | 2025 µs/call | 2026-07-28 µs/call | ratio (95 % CI of round ratios) | stdio upstreams µs/call (2025, 2026-07-28) |")
+    log("|---|---|---|---|---|---|---|")
+    for (const w of within) {
+      const up = w.upOld !== undefined && w.upModern !== undefined ? `${w.upOld.toFixed(0)}, ${w.upModern.toFixed(0)}` : ""
+      log(`| ${w.c} | ${w.name} | ${w.store} | ${w.usOld.toFixed(0)} | ${w.usModern.toFixed(0)} | ${(w.usModern / w.usOld).toFixed(3)} (${w.low.toFixed(3)}–${w.high.toFixed(3)}) | ${up} |`)
+    }
   }
   log(`load ${await loadavg()}`)
   for (const s of stores) await s.close()
