@@ -44,6 +44,13 @@ const merge = (map: Map<string, Tally>, key: string, t: Tally) => {
     m.durationMs += t.durationMs
   } else map.set(key, { ...t })
 }
+/** Merges a negative tally (calls taken off); a group left with no call is removed. */
+const drop = (map: Map<string, Tally>, key: string, t: Tally) => {
+  const m = map.get(key)
+  if (m === undefined) return
+  mergeInto(m, t)
+  if (m.count <= 0) map.delete(key)
+}
 const mergeInto = (m: Tally, t: Tally) => {
   m.count += t.count
   m.errors += t.errors
@@ -68,6 +75,25 @@ export class RecordTallies {
     const t: Tally = { count: 1, errors: r.failed ? 1 : 0, durationMs: r.duration_ms }
     this.addTool(r.scope, r.service_name, r.tool_name, t)
     this.addDay(r.day, r.scope, r.service_name, t)
+  }
+
+  /** Takes one counted record off again (the records file dropped it): a group left with no call is gone. */
+  uncount(r: Counted): void {
+    const t: Tally = { count: -1, errors: r.failed ? -1 : 0, durationMs: -r.duration_ms }
+    const s = this.scopes.get(r.scope)
+    if (s !== undefined) {
+      mergeInto(s.all, t)
+      drop(s.byTool, `${r.service_name}\u0000${r.tool_name}`, t)
+      drop(s.byService, r.service_name, t)
+      if (s.all.count <= 0) this.scopes.delete(r.scope)
+    }
+    drop(this.byDay, r.day, t)
+    const of = `${r.scope}\u0000${r.service_name}`
+    const days = this.byDayOf.get(of)
+    if (days !== undefined) {
+      drop(days, r.day, t)
+      if (days.size === 0) this.byDayOf.delete(of)
+    }
   }
 
   /** Adds a group of calls of one tool (scope, service and tool figures). */

@@ -220,6 +220,29 @@ describe("ToolRecords", () => {
     expect((await records.query({ limit: 1000 })).total).toBe(kept.length)
   })
 
+  it("after the size limit drops records, the aggregates are those of the file as it is (a tool whose records all went is gone from them)", async () => {
+    const dir = freshDir()
+    const records = await open(dir, { maxFileSizeMb: 0.02 })
+    // The oldest records are of a tool and service of their own, some failed: the first trims take all of them.
+    for (let i = 0; i < 20; i++) {
+      await records.append(rec({ tool_name: "old", service_name: "gone", outcome: i % 3 === 0 ? "tool_error" : "success", duration_ms: 7 + i, result: "x".repeat(300) }))
+    }
+    for (let i = 0; i < 150; i++) {
+      await records.append(rec({ tool_name: i % 2 === 0 ? "a" : "b", outcome: i % 5 === 0 ? "timeout" : "success", duration_ms: i, result: "x".repeat(300) }))
+    }
+    expect(parsedLines(dir).some((r) => (r as { tool_name?: string }).tool_name === "old")).toBe(false)
+    const summary = records.summary()
+    expect(Object.keys(summary.by_tool).sort()).toEqual(["svc__a", "svc__b"])
+    expect(Object.keys(summary.by_service)).toEqual(["svc"])
+    const daily = records.daily(3)
+    await close(records)
+    // Counted afresh from the file, as a restart does.
+    const again = await open(dir, { maxFileSizeMb: 0.02 })
+    expect(again.summary()).toEqual(summary)
+    expect(again.daily(3)).toEqual(daily)
+    expect(summary.total_executions).toBe(parsedLines(dir).length)
+  })
+
   it("a file over the limit at open is cut to under 80 %; -1 is unlimited", async () => {
     const dir = freshDir()
     const body = Array.from({ length: 200 }, (_, i) => line({ id: `r${i}`, result: "y".repeat(500) })).join("\n") + "\n"
