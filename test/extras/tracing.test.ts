@@ -26,7 +26,7 @@ import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
-import { addService, eventually, spawnStore, within, type StoreProcess } from "../support/index.js"
+import { addService, eventually, modernEnvelope, modernRequest, spawnStore, within, type StoreProcess } from "../support/index.js"
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const PARENT = "00f067aa0ba902b7"
@@ -405,26 +405,8 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
   it("a 2026-07-28 request's resources/read and prompts/get: the same tree; a failing read's error.type; server/discover under the header", async () => {
     const { receiver, server } = await setup()
     const trace = "56565656565656565656565656565656"
-    const envelope = {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientInfo": { name: "raw-test", version: "1.0.0" },
-      "io.modelcontextprotocol/clientCapabilities": {}
-    }
-    const modern = async (method: string, params: Record<string, unknown>, name: string | undefined, headers: Record<string, string> = {}) => {
-      const res = await fetch(`${server.url}/mcp`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": method,
-          ...(name !== undefined ? { "mcp-name": name } : {}),
-          ...headers
-        },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 9, method, params: { ...params, _meta: { ...envelope, ...(params["_meta"] as object | undefined) } } })
-      })
-      return (await res.json()) as { result?: Record<string, unknown>; error?: { code: number } }
-    }
+    const modern = async (method: string, params: Record<string, unknown>, name: string | undefined, headers: Record<string, string> = {}) =>
+      (await modernRequest(`${server.url}/mcp`, method, params, { headers: { "mcp-name": name ?? null, ...headers }, id: 9 })).response as { result?: Record<string, unknown>; error?: { code: number } }
     const _meta = { traceparent: `00-${trace}-7878787878787878-01` }
     const read = await modern("resources/read", { uri: "mem://meta", _meta }, "mem://meta")
     const readSeen = JSON.parse((read.result!["contents"] as Array<{ text: string }>)[0]!.text) as Seen
@@ -465,7 +447,7 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
       method: "POST",
       signal: abort.signal,
       headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 10, method: "subscriptions/listen", params: { notifications: { toolsListChanged: true }, _meta: { ...envelope, traceparent: `00-${listenTrace}-1f1f1f1f1f1f1f1f-01` } } })
+      body: JSON.stringify({ jsonrpc: "2.0", id: 10, method: "subscriptions/listen", params: { notifications: { toolsListChanged: true }, _meta: { ...modernEnvelope(), traceparent: `00-${listenTrace}-1f1f1f1f1f1f1f1f-01` } } })
     })
     expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/)
     const listen = only(await spansOf(receiver, listenTrace, 1), "subscriptions/listen")

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { createTaskTools } from "../fixtures/era-tasks.js"
 import { eraStdio } from "../fixtures/paths.js"
+import { modernRequest, withTasks } from "../support/index.js"
 
 const EXT = "io.modelcontextprotocol/tasks"
 const meta = (tasks: boolean) => ({
@@ -161,21 +162,9 @@ describe("the task tools over Streamable HTTP", () => {
 
   let id = 0
   const send: Send = async (method, params, options = {}) => {
-    const name = typeof params["taskId"] === "string" ? params["taskId"] : typeof params["name"] === "string" ? params["name"] : undefined
-    const response = await fetch(fixture.url, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": method,
-        ...(name !== undefined ? { "mcp-name": name } : {}),
-        ...options.headers
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: ++id, method, params: { ...params, _meta: meta(options.tasks ?? true) } })
-    })
-    expect(response.headers.get("content-type")).toMatch(/^application\/json/)
-    return { status: response.status, body: (await response.json()) as Answer["body"] }
+    const answer = await modernRequest(fixture.url, method, params, { capabilities: (options.tasks ?? true) ? withTasks : {}, id: ++id, ...(options.headers !== undefined ? { headers: options.headers } : {}) })
+    expect(answer.headers.get("content-type")).toMatch(/^application\/json/)
+    return { status: answer.status, body: answer.response as Answer["body"] }
   }
 
   common(

@@ -28,6 +28,8 @@ export interface ModernRequestOptions {
   readonly capabilities?: Record<string, unknown> | undefined
   /** Headers to send instead of the standard ones (`null` leaves one out). */
   readonly headers?: Record<string, string | null> | undefined
+  /** The JSON-RPC id (7 by default). */
+  readonly id?: string | number | undefined
 }
 
 /** The answer of a modern request: the HTTP status, the JSON-RPC response (the last of an event stream), every message, the headers. */
@@ -39,7 +41,7 @@ export interface ModernAnswer {
   readonly headers: Headers
 }
 
-/** Sends one modern JSON-RPC request with `params` (its `_meta` the envelope) to `url`. */
+/** Sends one modern JSON-RPC request with `params` (the envelope added to its `_meta`) to `url`. */
 export const modernRequest = async (url: string, method: string, params: Record<string, unknown> = {}, options: ModernRequestOptions = {}): Promise<ModernAnswer> => {
   const version = options.version ?? MODERN
   const name = [params["taskId"], params["name"], params["uri"]].find((v): v is string => typeof v === "string")
@@ -55,7 +57,8 @@ export const modernRequest = async (url: string, method: string, params: Record<
   const res = await fetch(url, {
     method: "POST",
     headers: Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== null)),
-    body: JSON.stringify({ jsonrpc: "2.0", id: 7, method, params: { ...params, _meta: modernEnvelope(version, options.capabilities) } })
+    // The params' own `_meta` (a trace context, a progress token) beside the envelope.
+    body: JSON.stringify({ jsonrpc: "2.0", id: options.id ?? 7, method, params: { ...params, _meta: { ...modernEnvelope(version, options.capabilities), ...(params["_meta"] as object | undefined) } } })
   })
   const text = await res.text()
   const messages = (res.headers.get("content-type") ?? "").startsWith("text/event-stream")
