@@ -98,6 +98,17 @@ const settle = (temporary: string, dir: string): void => {
 
 const common: BuildOptions = { ...bundleOptions, sourcemap: false, logLevel: "error" }
 
+/** A third-party program (an npm package's entry) as one ESM bundle for Node 20. */
+const PACKAGE_BUNDLE: BuildOptions = {
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  // CommonJS dependencies inside the bundle still call require().
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  logLevel: "error"
+}
+
 let fixtureDir: string | undefined
 
 /**
@@ -191,14 +202,8 @@ function o(...args) {
 `
       await build({
         stdin: { contents: source.replace("globSync as o,", "") + globSync, resolveDir: dirname(entry), sourcefile: entry, loader: "js" },
-        bundle: true,
-        platform: "node",
-        format: "esm",
-        target: "node20",
-        // CommonJS dependencies inside the bundle still call require().
-        banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-        outfile: join(temporary, "conformance.mjs"),
-        logLevel: "error"
+        ...PACKAGE_BUNDLE,
+        outfile: join(temporary, "conformance.mjs")
       })
       settle(temporary, dir)
       removeStale("conformance", name)
@@ -228,14 +233,8 @@ export const inspectorProgram = (): Promise<string> => {
     if (!existsSync(dir)) {
       await build({
         entryPoints: [join(ROOT, INSPECTOR_ENTRY)],
-        bundle: true,
-        platform: "node",
-        format: "esm",
-        target: "node20",
-        // CommonJS dependencies inside the bundle still call require().
-        banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-        outfile: join(temporary, "inspector.mjs"),
-        logLevel: "error"
+        ...PACKAGE_BUNDLE,
+        outfile: join(temporary, "inspector.mjs")
       })
       settle(temporary, dir)
       removeStale("inspector", name)
@@ -269,14 +268,8 @@ export const everythingProgram = (): string => {
   if (!existsSync(dir)) {
     buildSync({
       entryPoints: [EVERYTHING_ENTRY],
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node20",
-      // CommonJS dependencies inside the bundle still call require().
-      banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-      outfile: join(temporary, "dist", "index.mjs"),
-      logLevel: "error"
+      ...PACKAGE_BUNDLE,
+      outfile: join(temporary, "dist", "index.mjs")
     })
     cpSync(join(EVERYTHING_PACKAGE, "dist", "docs"), join(temporary, "docs"), { recursive: true })
     settle(temporary, dir)
