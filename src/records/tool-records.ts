@@ -127,7 +127,7 @@ export const scopeKey = (r: Pick<ToolRecord, "scope" | "agent_id">) => (r.scope 
  * Cuts a value (a call's parameters or result) to `limit` bytes of JSON: a longer one becomes the
  * start of its JSON text, cut on a character boundary, and is marked as cut by the caller.
  */
-const cutValue = (value: unknown, limit: number): { value: unknown; truncated: boolean } => {
+export const cutValue = (value: unknown, limit: number): { value: unknown; truncated: boolean } => {
   const text = JSON.stringify(value ?? null)
   // A UTF-16 unit is at most 3 bytes of UTF-8: short texts need no byte count.
   if (text.length <= limit / 3) return { value, truncated: false }

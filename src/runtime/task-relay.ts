@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { log } from "../logging/log.js"
-import type { Outcome, RecordsBackend } from "../records/tool-records.js"
+import { cutValue, DEFAULT_MAX_VALUE_BYTES, type Outcome, type RecordsBackend } from "../records/tool-records.js"
 import type { TraceContext } from "../domain/trace-context.js"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 
@@ -84,8 +84,12 @@ export class TaskRelays {
    * Starts following a task handed to a client: its id here (random, 128 bits), under which its
    * end is recorded. `ttlMs` is the upstream's time to live (null: unlimited), capped at a day.
    */
-  follow(call: RelayedCall, ttlMs: unknown): string {
+  follow(followed: RelayedCall, ttlMs: unknown): string {
     const id = randomBytes(16).toString("base64url")
+    // Kept no larger than a record keeps them (1,000 tasks of large arguments must not hold gigabytes);
+    // arguments cut here are recorded as the cut text.
+    const params = cutValue(followed.params, DEFAULT_MAX_VALUE_BYTES)
+    const call = params.truncated ? { ...followed, params: { truncated: params.value } } : followed
     const life = typeof ttlMs === "number" && ttlMs > 0 ? Math.min(ttlMs, MAX_TASK_LIFE_MS) : MAX_TASK_LIFE_MS
     const timer = setTimeout(() => this.#end(id, { outcome: "timeout", result: null, error: `the store saw no end of the task within its time to live (${Math.round(life / 1000)} s)` }), life)
     timer.unref()
