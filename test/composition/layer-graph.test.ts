@@ -2,7 +2,7 @@
 // that fails part-way releases what it had acquired, the store (its actors, its child processes)
 // before the records it writes to; a replica whose start fails leaves no Redis connection and no
 // registry entry behind; and a store built by `createStore` stops in the order of its layers.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import { rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Cause, Effect, Exit, Layer } from "effect"
@@ -118,7 +118,8 @@ describe.skipIf(!hasRedisServer)("the store's layers, a replica", { timeout: 30_
       const options = { mcpConfigFile: file, monitoring: FAST_MONITORING, cluster: { redisUrl: redis.url, name: "layers", leaseMs: 2000 } }
       // Through the layer graph itself, and through createStore.
       const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(storeLayer(options))))
-      expect(Exit.isFailure(exit) && Cause.squash(exit.cause) instanceof TokenKeyError).toBe(true)
+      // Said in full when it is not the expected refusal (seen once under a loaded full run).
+      expect(Exit.isFailure(exit) ? Cause.squash(exit.cause) : "the layer was built", Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "success").toBeInstanceOf(TokenKeyError)
       await expect(createStore(options)).rejects.toBeInstanceOf(TokenKeyError)
     } finally {
       if (before !== undefined) process.env["MCPSTORE_SECRET_KEY"] = before
@@ -135,6 +136,11 @@ describe.skipIf(!hasRedisServer)("the store's layers, a replica", { timeout: 30_
   it("a replica starts through createStore, registered while it runs, and leaves the cluster on stop()", async () => {
     const before = process.env["MCPSTORE_SECRET_KEY"]
     process.env["MCPSTORE_SECRET_KEY"] = "layers-test-shared-secret-0123456789"
+    // Given back however the test ends, a time-out included.
+    onTestFinished(() => {
+      if (before === undefined) delete process.env["MCPSTORE_SECRET_KEY"]
+      else process.env["MCPSTORE_SECRET_KEY"] = before
+    })
     redis.disconnectAll()
     const client = await redis.connect()
     const registered = async () => {
@@ -142,18 +148,13 @@ describe.skipIf(!hasRedisServer)("the store's layers, a replica", { timeout: 30_
       for await (const batch of client.scanIterator({ MATCH: clusterKey("running", "replica", "*") })) keys.push(...batch)
       return keys.length
     }
-    try {
-      const file = join(dir, "running.json")
-      writeFileSync(file, JSON.stringify({ mcpServers: {} }))
-      const store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING, cluster: { redisUrl: redis.url, name: "running", leaseMs: 2000 } })
-      expect(await registered()).toBe(1)
-      expect(store.replication.shared).toBe(true)
-      await store.stop()
-      expect(await registered()).toBe(0)
-      expect(await eventually(async () => (await client.clientList()).length === 1, 5000)).toBe(true)
-    } finally {
-      if (before === undefined) delete process.env["MCPSTORE_SECRET_KEY"]
-      else process.env["MCPSTORE_SECRET_KEY"] = before
-    }
+    const file = join(dir, "running.json")
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }))
+    const store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING, cluster: { redisUrl: redis.url, name: "running", leaseMs: 2000 } })
+    expect(await registered()).toBe(1)
+    expect(store.replication.shared).toBe(true)
+    await store.stop()
+    expect(await registered()).toBe(0)
+    expect(await eventually(async () => (await client.clientList()).length === 1, 5000)).toBe(true)
   })
 })
