@@ -165,11 +165,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       }
       // The asynchronous calls a previous run left following an upstream task: followed again,
       // now that their answers can be rendered as this API answers them.
-      store.asyncCalls.resume(
-        asyncAnswer,
-        (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))),
-        store.limits.maxCallSeconds
-      )
+      store.asyncCalls.resume(asyncAnswer, (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))))
       return state.app
     })
   ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))

@@ -13,6 +13,7 @@
  * never looser), and it is never opened through a symlink (O_NOFOLLOW). A symlink planted at its
  * path is refused with a logged error; the records are then kept in memory only.
  */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { randomUUID } from "node:crypto"
 import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
@@ -185,6 +186,23 @@ export const makeRecord = (input: NewRecord, maxValueBytes: number): { readonly 
     line = JSON.stringify(record)
   }
   return { record, line }
+}
+
+/** The text form of an MCP tool result (docs/api.md, call_tool `result`): a record's `result` too. */
+export const resultValue = (r: CallToolResult): unknown => {
+  if (r.structuredContent !== undefined) return r.structuredContent
+  const content = r.content ?? []
+  if (content.length > 0 && content.every((c) => c.type === "text")) {
+    const texts = content.map((c) => (c as { text: string }).text)
+    return texts.length === 1 ? texts[0] : texts
+  }
+  return content
+}
+
+/** The text a tool gave with `isError`, for a response's message and a record's error. */
+export const toolErrorMessage = (output: { readonly content: CallToolResult["content"] }): string => {
+  const texts = output.content.filter((c) => c.type === "text").map((c) => (c as { text: string }).text)
+  return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
 }
 
 /** Whether a record matches a query's filters (not its paging). */

@@ -219,17 +219,17 @@ export class AsyncCalls {
    * once the face that renders ends is up (the HTTP server). A task its server no longer knows ends
    * the call `failed`, with the server's words.
    */
-  resume(render: AsyncRender, scopeOf: (label: string) => ScopeContext | undefined, maxCallSeconds: number): void {
-    this.resumer = { render, scopeOf, maxCallSeconds }
+  resume(render: AsyncRender, scopeOf: (label: string) => ScopeContext | undefined): void {
+    this.resumer = { render, scopeOf }
     this.drainResumable()
   }
 
   /** How `resume` was asked to follow tasks again: calls found later (`recordInterrupted`) are followed at once. */
-  private resumer: { readonly render: AsyncRender; readonly scopeOf: (label: string) => ScopeContext | undefined; readonly maxCallSeconds: number } | undefined
+  private resumer: { readonly render: AsyncRender; readonly scopeOf: (label: string) => ScopeContext | undefined } | undefined
 
   private drainResumable(): void {
     if (this.resumer === undefined) return
-    const { render, scopeOf, maxCallSeconds } = this.resumer
+    const { render, scopeOf } = this.resumer
     const entries = this.toResume
     this.toResume = []
     for (const kept of entries) {
@@ -251,7 +251,8 @@ export class AsyncCalls {
         this.emit(entry)
         const args = (typeof entry.params === "object" && entry.params !== null ? entry.params : {}) as Record<string, unknown>
         // The name the call was made with (resolved again: the store may still be connecting the service).
-        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: maxCallSeconds }
+        // Its original time-out is not kept: as long as the store allows.
+        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: ctx.host.limits.maxCallSeconds }
         this.run(ctx, call, input, render)
       })
     }

@@ -15,7 +15,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
-import type { Outcome } from "../records/tool-records.js"
+import { resultValue, toolErrorMessage, type Outcome } from "../records/tool-records.js"
 import {
   AmbiguousTool,
   InvalidArguments,
@@ -113,13 +113,14 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
   const progress = ctx.host.progress
   const own = input.onProgress
   const onTask = input.onTask
-  const state = { followed: false }
+  let followed = false
   const hooks: CallHooks = {
+    // Only for a caller that follows tasks again (an asynchronous call): nothing added to other calls.
     ...(onTask === undefined
       ? {}
       : {
           onTask: (taskId: string) => {
-            state.followed = true
+            followed = true
             onTask(taskId)
           }
         }),
@@ -141,25 +142,10 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
       })
     }
   }
-  return { hooks, close: () => events?.close(), followedTask: () => state.followed }
+  return { hooks, close: () => events?.close(), followedTask: () => followed }
 }
 
-/** The text form of an MCP tool result (docs/api.md, call_tool `result`). */
-const resultValue = (r: CallToolResult): unknown => {
-  if (r.structuredContent !== undefined) return r.structuredContent
-  const content = r.content ?? []
-  if (content.length > 0 && content.every((c) => c.type === "text")) {
-    const texts = content.map((c) => (c as { text: string }).text)
-    return texts.length === 1 ? texts[0] : texts
-  }
-  return content
-}
-
-/** The text a tool gave with `isError`, for the response message. */
-export const toolErrorMessage = (output: Pick<CallToolOutput, "content">): string => {
-  const texts = output.content.filter((c) => c.type === "text").map((c) => (c as { text: string }).text)
-  return texts.length > 0 ? texts.join("\n") : "the tool reported an error"
-}
+export { toolErrorMessage }
 
 
 /**

@@ -11,12 +11,12 @@
 import { randomBytes } from "node:crypto"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { log } from "../logging/log.js"
-import { cutValue, DEFAULT_MAX_VALUE_BYTES, type Outcome, type RecordsBackend } from "../records/tool-records.js"
+import { cutValue, DEFAULT_MAX_VALUE_BYTES, resultValue, toolErrorMessage, type Outcome, type RecordsBackend } from "../records/tool-records.js"
 import type { TraceContext } from "../domain/trace-context.js"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 
 /** Tasks followed at once by clients through the store (past it, the store follows new ones itself). */
-export const MAX_RELAYED_TASKS = 1000
+const MAX_RELAYED_TASKS = 1000
 /** The longest the store waits to see a task end (an upstream's `ttlMs` null or longer): a day. */
 const MAX_TASK_LIFE_MS = 24 * 60 * 60 * 1000
 
@@ -43,9 +43,8 @@ const endingOf = (task: Readonly<Record<string, unknown>>): { readonly outcome: 
   switch (task["status"]) {
     case "completed": {
       const result = (typeof task["result"] === "object" && task["result"] !== null ? task["result"] : {}) as CallToolResult
-      const texts = (result.content ?? []).flatMap((c) => (c.type === "text" ? [c.text] : []))
-      if (result.isError === true) return { outcome: "tool_error", result: null, error: texts.join("\n") || "the tool reported an error" }
-      return { outcome: "success", result: result.structuredContent ?? (texts.length === 1 ? texts[0] : texts.length > 0 ? texts : (result.content ?? [])), error: null }
+      if (result.isError === true) return { outcome: "tool_error", result: null, error: toolErrorMessage({ content: result.content ?? [] }) }
+      return { outcome: "success", result: resultValue(result), error: null }
     }
     case "failed": {
       const error = task["error"] as { message?: unknown } | undefined
@@ -73,11 +72,6 @@ export class TaskRelays {
   /** Whether another task can be followed by a client (else the store follows it itself). */
   get room(): boolean {
     return this.#tasks.size < this.max
-  }
-
-  /** Tasks followed by clients now. */
-  get size(): number {
-    return this.#tasks.size
   }
 
   /**
