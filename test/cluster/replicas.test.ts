@@ -276,7 +276,14 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const client = await redis.connect()
     expect(await eventually(async () => (await client.hExists(clusterKey(CLUSTER, "defs"), "store/steady")) === 1, 15_000, 50)).toBe(true)
     expect(await eventually(async () => (await ownerOf("steady")) !== undefined && (await ownerOf("local")) !== undefined, 15_000, 50)).toBe(true)
-    expect((await r0.post("/for_store/add_service", { name: "after-outage", url: upstream.url, disabled: true })).status).toBe(200)
+    // A replica whose client is still between two reconnection attempts refuses the change (503, retry
+    // after a second) until it reaches Redis again: a client retries, and so does this test.
+    const added = async () => {
+      const answer = await r0.post("/for_store/add_service", { name: "after-outage", url: upstream.url, disabled: true })
+      if (answer.status !== 200) expect(answer.body.error.details.reason, answer.text).toBe("cluster_unavailable")
+      return answer.status === 200
+    }
+    expect(await eventually(added, 10_000, 200)).toBe(true)
     for (const r of live()) {
       expect(await eventually(async () => (await names(r)).includes("after-outage"), 5000, 20)).toBe(true)
       await call(r, "steady__echo", `back ${r.port}`)
