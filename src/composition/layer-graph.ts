@@ -6,7 +6,7 @@
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
-import { ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive, TracingLive } from "../runtime/store-layers.js"
+import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive, TracingLive } from "../runtime/store-layers.js"
 import type { AsyncResults, CreateStoreOptions, Definitions, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 
@@ -18,7 +18,7 @@ export type StoreLayerServices = StoreService | Definitions | Records | AsyncRes
  * `options.cluster` is set (`replica`, known before the graph is built).
  */
 export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
-  const base = Layer.merge(ServicesFileLive, TracingLive).pipe(Layer.provideMerge(config))
+  const base = Layer.mergeAll(ServicesFileLive, TracingLive, ProcessLedgerLive).pipe(Layer.provideMerge(config))
   const chosen = replica ? ReplicaLayer : StandaloneLayer
   const graph = StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
   // A replica's store runs: from now on a command to a Redis that stopped answering is refused at once.

@@ -64,6 +64,7 @@ import {
   type McpConnection,
   type InputRequestOptions,
   type ListTtl,
+  type ProcessLedger,
   type RequestOptions,
   type TaskMethod,
   type ToolInfo,
@@ -149,7 +150,7 @@ class ExitedOnProbe extends Error {}
 
 /** One connection attempt of `connect`, on a new transport, with the era of `prior` if given. */
 const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prior: EraVerdict | undefined, options: ConnectOptions): Promise<McpConnection> => {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth)
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.
   const connection = new UpstreamConnection(opened, {
     clientInfo: { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
@@ -714,11 +715,17 @@ class UpstreamConnection implements McpConnection {
   }
 }
 
-const openTransport = (def: ResolvedDefinition, maxMessageBytes: number, policy: UpstreamPolicy, auth: UpstreamAuth | undefined): Opened => {
+const openTransport = (
+  def: ResolvedDefinition,
+  maxMessageBytes: number,
+  policy: UpstreamPolicy,
+  auth: UpstreamAuth | undefined,
+  ledger: ProcessLedger | undefined
+): Opened => {
   if (def.kind === "local") {
     return {
       type: "stdio",
-      transport: new StdioProcessTransport({ command: def.command, args: def.args, env: def.env, cwd: def.cwd, maxMessageBytes })
+      transport: new StdioProcessTransport({ command: def.command, args: def.args, env: def.env, cwd: def.cwd, maxMessageBytes, ledger })
     }
   }
   const url = new URL(def.url)

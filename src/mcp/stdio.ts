@@ -13,7 +13,7 @@ import { StringDecoder } from "node:string_decoder"
 import { serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type ProcessLedger } from "./types.js"
 
 /** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */
 export const INHERITED_ENV_VARS: ReadonlyArray<string> = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
@@ -40,6 +40,8 @@ export interface StdioProcessOptions {
   readonly stderrLines?: number
   /** The longest stdout line (one message) read; default `DEFAULT_MAX_MESSAGE_BYTES`. */
   readonly maxMessageBytes?: number | undefined
+  /** Told of the child's process group when it starts and once it has ended. */
+  readonly ledger?: ProcessLedger | undefined
 }
 
 /** How the child ended: an exit code, a signal, or a failure to start. */
@@ -299,6 +301,7 @@ export class StdioProcessTransport implements Transport {
       let spawned = false
       child.once("spawn", () => {
         spawned = true
+        if (child.pid !== undefined) this.options.ledger?.started(child.pid, command)
         resolve()
       })
       child.on("error", (cause) => {
@@ -387,6 +390,7 @@ export class StdioProcessTransport implements Transport {
     signalGroup(pid, "SIGKILL")
     // kill() returns before the processes are gone: close() resolves only once the tree has ended.
     await groupGone(pid, this.graceMs)
+    this.options.ledger?.ended(pid)
     if (!(await this.waitFor(this.finishWaiters, 500, () => this.finished))) this.forceFinish()
   }
 
@@ -396,7 +400,10 @@ export class StdioProcessTransport implements Transport {
     if (pid === undefined) return
     signalGroup(pid, "SIGTERM")
     // Not cancelled by finish(): a straggler that ignores SIGTERM may have closed its pipes already.
-    setTimeout(() => signalGroup(pid, "SIGKILL"), this.graceMs).unref()
+    setTimeout(() => {
+      signalGroup(pid, "SIGKILL")
+      this.options.ledger?.ended(pid)
+    }, this.graceMs).unref()
     // A process that left the group could keep the pipes open: do not wait for it forever.
     this.later(this.graceMs + 500, () => this.forceFinish())
   }

@@ -339,6 +339,20 @@ export interface McpConnection {
 }
 
 /** Options for opening a connection. */
+/**
+ * Where the store notes the process groups it starts and ends, so that a store killed before it could
+ * end them has them ended by the next one (src/config/process-ledger.ts).
+ */
+export interface ProcessLedger {
+  /** A group the store started (its leader's pid is the group's id), with the command, for the log. */
+  started(pgid: number, command: string): void
+  /** A group that has ended (or that the store has ended). */
+  ended(pgid: number): void
+}
+
+/** A ledger that keeps nothing (a system without /proc, a connection opened outside a store). */
+export const noProcessLedger: ProcessLedger = { started: () => undefined, ended: () => undefined }
+
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
@@ -350,4 +364,6 @@ export interface ConnectOptions extends RequestOptions {
   readonly upstream?: UpstreamPolicy
   /** The era an earlier connection to the service found (`McpConnection.era`): no probe this time. */
   readonly prior?: EraVerdict | undefined
+  /** Told of a local service's process group (`noProcessLedger` when not given). */
+  readonly processes?: ProcessLedger | undefined
 }

@@ -15,7 +15,7 @@ import { scrubText, secretValues } from "../domain/secrets.js"
 import { resolveDefinition, scopeLabel, type ResolvedDefinition, type Scope } from "../domain/service-definition.js"
 import { connect, eraSuspect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
-import { Cancel, McpRequestError, type Catalog, type McpConnection, type ToolInfo } from "../mcp/types.js"
+import { Cancel, McpRequestError, type Catalog, type McpConnection, type ProcessLedger, type ToolInfo } from "../mcp/types.js"
 import { inService } from "./process-guard.js"
 import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
@@ -42,6 +42,8 @@ export interface ConnectionOptions {
   readonly upstream?: UpstreamPolicy | undefined
   /** The variables `${VAR}` references are expanded from (the store's environment by default). */
   readonly environment?: Variables | undefined
+  /** Where local services' process groups are noted, for the next store to end if this one is killed. */
+  readonly processes?: ProcessLedger | undefined
 }
 
 /** The largest `envFile` read: a services file cannot make the store read a huge file into memory. */
@@ -242,7 +244,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         hint: "fix the service's definition (update_service, or the services file)"
       })
     }
-    const { maxMessageBytes, upstream } = registry.options
+    const { maxMessageBytes, upstream, processes } = registry.options
     const givenOAuth = resolved.kind === "remote" ? oauthConfigOf((input.definition as Record<string, unknown>)["oauth"]) : undefined
     // Without references nothing is awaited: the connection's time-out starts in the same turn as the machine's (as before).
     const { def: target, oauth: oauthConfig } =
@@ -259,6 +261,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         clientName,
         auth,
         prior: input.prior,
+        processes,
         ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
         ...(upstream !== undefined ? { upstream } : {})
       })

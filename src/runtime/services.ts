@@ -18,6 +18,7 @@ import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
+import type { ProcessLedger } from "../mcp/types.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
 export interface AsyncStartInput {
@@ -61,6 +62,9 @@ export interface StoreSettings {
   readonly records: RecordsOptions
   readonly asyncResults: AsyncResultsOptions
 }
+
+/** Where the store notes its local services' process groups (src/config/process-ledger.ts). */
+export class Processes extends Context.Tag("mcp-store/Processes")<Processes, ProcessLedger>() {}
 
 /** The store's options, resolved once. */
 export class StoreConfig extends Context.Tag("mcp-store/StoreConfig")<StoreConfig, StoreSettings>() {}

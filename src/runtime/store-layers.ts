@@ -11,10 +11,12 @@ import { defaultMonitoring } from "../domain/settings.js"
 import { ToolRecords } from "../records/tool-records.js"
 import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
+import { ProcessLedgerFile } from "../config/process-ledger.js"
 import {
   AsyncResults,
   Definitions,
   noReplication,
+  Processes,
   Records,
   Replication,
   ServicesFileSource,
@@ -92,6 +94,20 @@ export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.sco
   )
 )
 
+/**
+ * The store's process ledger beside the services file, opened once the local services' processes a
+ * killed store left running there are ended; removed on release, after the store has ended its own.
+ */
+export const ProcessLedgerLive: Layer.Layer<Processes, never, StoreConfig> = Layer.scoped(
+  Processes,
+  Effect.flatMap(StoreConfig, (config) =>
+    Effect.acquireRelease(
+      Effect.promise(() => ProcessLedgerFile.open(config.options.mcpConfigFile)),
+      (ledger) => Effect.promise(() => ledger.close())
+    )
+  )
+)
+
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
   // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
@@ -130,7 +146,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication | Tracing> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication | Tracing | Processes> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -140,7 +156,8 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
       asyncResults: yield* AsyncResults,
       tokens: yield* Tokens,
       replication: yield* Replication,
-      tracer: yield* Tracing
+      tracer: yield* Tracing,
+      processes: yield* Processes
     }
     const store = yield* Effect.acquireRelease(
       Effect.sync(() => Store.start(parts)),

@@ -29,6 +29,7 @@ import type { AsyncResultsBackend } from "../records/async-results.js"
 import { AsyncCalls } from "./async-calls.js"
 import type { RecordsBackend } from "../records/tool-records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import type { ProcessLedger } from "../mcp/types.js"
 import { oauthFetch } from "../mcp/oauth-client.js"
 import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash } from "./adapter.js"
 import { Waiters } from "./bridge.js"
@@ -59,6 +60,8 @@ export interface StoreParts {
   readonly replication: ReplicationApi
   /** Where spans go (`noTracer` when tracing is off); absent: off. */
   readonly tracer?: Tracer | undefined
+  /** Where local services' process groups are noted (src/config/process-ledger.ts); absent: nowhere. */
+  readonly processes?: ProcessLedger | undefined
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -128,7 +131,7 @@ export class Store implements StoreHost {
     this.tasks = new TaskRelays(records)
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
-    this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream })
+    this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes: parts.processes })
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
     this.oauth = new OAuthManager(tokens, (scope, name) => this.serviceActor(scope, name), () => this.oauthCallbackUrl, oauthFetch(upstream))
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.

@@ -2,11 +2,13 @@
 // SIGKILL in the middle of a burst of concurrent add_service and delete_service requests, the
 // services file must still be valid JSON holding every acknowledged change (and the store must start
 // from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit
-// within 5 s with every child process (a stdio server and its grandchild) ended; with its stderr
-// closed (the reader went away), it neither spins nor hangs, and SIGTERM still ends it.
+// within 5 s with every child process (a stdio server and its grandchild) ended; killed with SIGKILL,
+// the stdio server's processes it leaves are ended by the next store on the folder (and only they);
+// with its stderr closed (the reader went away), it neither spins nor hangs, and SIGTERM still ends it.
 //
 // The tests run at the same time (describe.concurrent), each with its own folder and store
 // processes, ended when it finishes; they share the HTTP fixture their services connect to.
+import { spawn } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -249,6 +251,72 @@ describe.concurrent("SIGTERM with open wait_service requests and event streams",
     }
     // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
     expect(await eventually(() => processGone(store.pid), 1_000)).toBe(true)
+  })
+})
+
+describe.concurrent("a store killed before it could end its local services", () => {
+  /** The start time /proc gives a process (field 22 of its stat). */
+  const startOf = (pid: number): string => {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] as string
+  }
+  /** A `sleep` leading a process group of its own, as a stdio server's group is. */
+  const sleeper = (o: Own): number => {
+    const child = spawn("sleep", ["60"], { detached: true, stdio: "ignore" })
+    child.unref()
+    o.groups.add(child.pid as number)
+    return child.pid as number
+  }
+  const ledgers = (dir: string) => readdirSync(dir).filter((f) => /^\.mcp\.json\.processes\.\d+\.[0-9a-f]{12}\.json$/.test(f))
+
+  it("SIGKILL leaves the stdio server's group running; the next store on the folder ends it, and only the groups that are still the killed store's", { timeout: 40_000 }, async (context) => {
+    const o = own(context, "mcp-store-orphans-")
+    const file = join(o.dir, "mcp.json")
+    const gc = stdioFixture("--spawn-grandchild", "--grandchild-ignores-sigterm")
+    writeFileSync(file, JSON.stringify({ mcpServers: { gc: { command: gc.command, args: gc.args } } }))
+    const first = await start(o, file)
+    expect((await first.post("/for_store/wait_service", { client_id_or_service_name: "gc", status: "healthy", timeout: 20 })).body.data.result).toBe(true)
+    const serverPid = Number(firstText((await first.post("/for_store/call_tool", { tool_name: "gc__pid" })).body.content))
+    const grandchild = Number(firstText((await first.post("/for_store/call_tool", { tool_name: "gc__grandchild_pid" })).body.content))
+    o.groups.add(serverPid)
+    // The store noted the group in its ledger beside the services file.
+    const noted = async () => ledgers(o.dir).some((f) => readFileSync(join(o.dir, f), "utf8").includes(`"pgid":${serverPid}`))
+    expect(await eventually(noted, 5_000)).toBe(true)
+    const [killedLedger] = ledgers(o.dir)
+
+    // Beside it: the ledger of a store that still runs (this test's process) and one of a dead store
+    // whose group's id now belongs to another process (a start time that is not the one noted).
+    const alive = sleeper(o)
+    const reused = sleeper(o)
+    writeFileSync(join(o.dir, ".mcp.json.processes.1.aaaaaaaaaaaa.json"), JSON.stringify({ owner: { pid: process.pid, start: startOf(process.pid) }, groups: [{ pgid: alive, start: startOf(alive), command: "sleep" }] }))
+    writeFileSync(join(o.dir, ".mcp.json.processes.2.bbbbbbbbbbbb.json"), JSON.stringify({ owner: { pid: first.pid, start: "1" }, groups: [{ pgid: reused, start: "1", command: "sleep" }] }))
+
+    first.child.kill("SIGKILL")
+    await first.exited
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(processGone(grandchild), "the grandchild outlives the killed store").toBe(false)
+
+    const second = await spawnStore({ configFile: file, extraArgs: ["--log-level", "warn"] })
+    o.stores.push(second)
+    expect(second.output()).toMatch(/ended 1 local service process group\(s\) left running by a store that ended without stopping them \(pid \d+\): node \(pid \d+\)/)
+    expect(liveGroupMembers(serverPid)).toEqual([])
+    expect(processGone(grandchild)).toBe(true)
+    expect(processGone(alive) || processGone(reused)).toBe(false)
+    // The killed store's ledger and the dead one's are gone; the live one's is left, and the new store keeps its own.
+    const left = ledgers(o.dir)
+    expect(left).not.toContain(killedLedger)
+    expect(left).not.toContain(".mcp.json.processes.2.bbbbbbbbbbbb.json")
+    expect(left).toContain(".mcp.json.processes.1.aaaaaaaaaaaa.json")
+    expect((await second.post("/for_store/wait_service", { client_id_or_service_name: "gc", status: "healthy", timeout: 20 })).body.data.result).toBe(true)
+    const newPid = Number(firstText((await second.post("/for_store/call_tool", { tool_name: "gc__pid" })).body.content))
+    o.groups.add(newPid)
+    expect(await eventually(() => ledgers(o.dir).some((f) => readFileSync(join(o.dir, f), "utf8").includes(`"pgid":${newPid}`)), 5_000)).toBe(true)
+
+    // A store that stops as asked removes its ledger with its processes.
+    second.child.kill("SIGTERM")
+    await second.exited
+    expect(ledgers(o.dir)).toEqual([".mcp.json.processes.1.aaaaaaaaaaaa.json"])
+    expect(liveGroupMembers(newPid)).toEqual([])
   })
 })
 
