@@ -219,14 +219,15 @@ export const fromLoopbackClient = (request: HttpServerRequest.HttpServerRequest)
 
 /**
  * May this request define local (command) services? `disabled` with --no-local-services;
- * `remote-client` when the store has no API key and the client is not on loopback (it can only be
+ * `remote-client` when the store has no API key (nor --auth-issuer) and the client is not on loopback (it can only be
  * when the store listens on the network), unless --allow-remote-local-services.
  */
 export const localServicesPolicy = (
-  options: Pick<ServerOptions, "localServices" | "apiKey" | "allowRemoteLocalServices">,
+  options: Pick<ServerOptions, "localServices" | "apiKey" | "allowRemoteLocalServices" | "authIssuer">,
   request: HttpServerRequest.HttpServerRequest
 ): LocalServicesPolicy => {
   if (!options.localServices) return "disabled"
-  if (options.apiKey !== undefined || options.allowRemoteLocalServices || fromLoopbackClient(request)) return "allowed"
+  // With an authorization server trusted, every request carries a key or a token: the client is known.
+  if (options.apiKey !== undefined || options.authIssuer !== undefined || options.allowRemoteLocalServices || fromLoopbackClient(request)) return "allowed"
   return "remote-client"
 }
