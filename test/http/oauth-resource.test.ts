@@ -192,6 +192,29 @@ describe("the store as an OAuth protected resource (--auth-issuer)", () => {
     expect(wrong.status).toBe(401)
   })
 
+  it("builds resource URIs on --public-url (a proxy's prefix included), and needs a token even with no key at all", async () => {
+    const proxied = await startTestServer({ options: { auth_issuer: issuer.issuer, public_url: "https://store.example.com/base/" } })
+    try {
+      const open = api(proxied.url)
+      const meta = await open.get("/.well-known/oauth-protected-resource/base/mcp")
+      expect(meta.status, meta.text).toBe(200)
+      expect(meta.body.resource).toBe("https://store.example.com/base/mcp")
+      expect((await open.get("/.well-known/oauth-protected-resource/base")).body.resource).toBe("https://store.example.com/base")
+      const refused = await open.post("/mcp", { jsonrpc: "2.0", id: 1, method: "ping" })
+      expect(refused.status).toBe(401)
+      expect(refused.headers.get("www-authenticate")).toContain('resource_metadata="https://store.example.com/.well-known/oauth-protected-resource/base/mcp"')
+      const token = await issuer.token(CLIENTS.admin, "https://store.example.com/base/mcp")
+      const client = await connect(`${proxied.url}/mcp`, { token })
+      clients.push(client)
+      expect((await client.listTools()).tools).toEqual([])
+      // A token for the other store is for another resource here.
+      expect((await authedApi(proxied.url, tokens.admin).get("/for_store/list_services")).status).toBe(401)
+    } finally {
+      await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)))
+      await proxied.cleanup()
+    }
+  })
+
   it("lets the SDK v2 client find the authorization server from the 401 and get its own token (client_credentials)", async () => {
     const provider = new ClientCredentialsProvider({ clientId: CLIENTS.agentA.id, clientSecret: CLIENTS.agentA.secret, scope: "mcp-store:tools", expectedIssuer: issuer.issuer })
     const client = await connect(`${base}/for_agent/${A}/mcp`, { provider })
