@@ -6,7 +6,8 @@
  *
  * - `Host` must name the store: `localhost`, `127.0.0.1` or `[::1]` with the listen port, the
  *   listen address itself (when not a wildcard; with a wildcard, any address of this machine's
- *   interfaces: an IP literal cannot be rebound), or a name given with `--allowed-hosts`.
+ *   interfaces: an IP literal cannot be rebound), or a name given with `--allowed-hosts` (or the
+ *   host of `--public-url`).
  *   Otherwise 403 `FORBIDDEN_HOST`.
  * - `Origin`, when sent, must be the request's own origin (its authority equal to the allowed
  *   `Host`) or one given with `--allowed-origins`. Otherwise 403 `FORBIDDEN_ORIGIN`, with no CORS
@@ -76,9 +77,11 @@ export interface RequestPolicy {
 }
 
 /** The Host and Origin rules for a server; `port` is read per request (it is known once listening). */
-export const requestPolicy = (options: Pick<ServerOptions, "host" | "allowedHosts" | "allowedOrigins">, port: () => number): RequestPolicy => {
+export const requestPolicy = (options: Pick<ServerOptions, "host" | "allowedHosts" | "allowedOrigins" | "publicUrl">, port: () => number): RequestPolicy => {
   const anyHost = options.allowedHosts.includes("*")
-  const extraHosts = options.allowedHosts.map(splitAuthority).filter((a) => a !== undefined)
+  // The name of `--public-url` is the store's own (the proxy in front passes it on), as if given with --allowed-hosts.
+  const publicHost = options.publicUrl === undefined ? [] : [new URL(options.publicUrl).host]
+  const extraHosts = [...options.allowedHosts, ...publicHost].map(splitAuthority).filter((a) => a !== undefined)
   const anyOrigin = options.allowedOrigins.includes("*")
   const extraOrigins = new Set(options.allowedOrigins.filter((o) => o !== "*").map((o) => normalizeOrigin(o)))
   const listen = isWildcard(options.host) ? undefined : hostForm(options.host.replace(/^\[|\]$/g, ""))

@@ -10,7 +10,7 @@ import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from
 import { generateKeyPair, SignJWT } from "jose"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { startOidcIssuer, type IssuerClient, type OidcIssuer } from "../fixtures/oidc-issuer.js"
-import { addService, api, authedApi, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { addService, api, authedApi, rawRequest, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const A = "agent-a"
 const B = "agent-b"
@@ -200,6 +200,12 @@ describe("the store as an OAuth protected resource (--auth-issuer)", () => {
       expect(meta.status, meta.text).toBe(200)
       expect(meta.body.resource).toBe("https://store.example.com/base/mcp")
       expect((await open.get("/.well-known/oauth-protected-resource/base")).body.resource).toBe("https://store.example.com/base")
+      // The public URL's name is the store's own: a proxy passes it on as the Host.
+      const viaProxy = await rawRequest(`${proxied.url}/.well-known/oauth-protected-resource/base/mcp`, "GET", undefined, { host: "store.example.com" })
+      expect(viaProxy.status, viaProxy.text).toBe(200)
+      // No key at all, yet every route needs a token: the direct call route too.
+      const call = await open.post("/for_store/call_tool", { tool_name: "x__y", args: {} })
+      expect(call.status, call.text).toBe(401)
       const refused = await open.post("/mcp", { jsonrpc: "2.0", id: 1, method: "ping" })
       expect(refused.status).toBe(401)
       expect(refused.headers.get("www-authenticate")).toContain('resource_metadata="https://store.example.com/.well-known/oauth-protected-resource/base/mcp"')
