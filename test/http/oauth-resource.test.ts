@@ -20,6 +20,7 @@ const UPSTREAM_SECRET = "Bearer upstream-own-credential"
 const CLIENTS = {
   admin: { id: "admin-client", secret: "admin-secret-0123456789abcdef", claims: { role: "admin" } },
   agentA: { id: "agent-a-client", secret: "agent-a-secret-0123456789abcdef", claims: { role: "agent", agent_id: A, tools: ["up__echo"] } },
+  otherAdmin: { id: "other-admin-client", secret: "other-admin-secret-0123456789abcdef", claims: { role: "admin" } },
   noRole: { id: "no-role-client", secret: "no-role-secret-0123456789abcdef", claims: {} }
 } satisfies Record<string, IssuerClient>
 
@@ -180,6 +181,34 @@ describe("the store as an OAuth protected resource (--auth-issuer)", () => {
     const mcp = await connect(`${base}/mcp`, { token: tokens.toolsOnly })
     clients.push(mcp)
     expect(names((await mcp.listTools()).tools)).toContain("up__echo")
+  })
+
+  it("keeps an MCP session across a renewed token of the same subject, and refuses it to another subject", async () => {
+    const post = (token: string, body: unknown, session?: string) =>
+      fetch(`${base}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...(session === undefined ? {} : { "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" })
+        },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000)
+      })
+    const opened = await post(tokens.adminMcp, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "renewing", version: "1.0.0" } } })
+    expect(opened.status).toBe(200)
+    await opened.text()
+    const session = opened.headers.get("mcp-session-id")
+    expect(session).toBeTypeOf("string")
+    const renewed = await issuer.token(CLIENTS.admin, `${base}/mcp`)
+    expect(renewed).not.toBe(tokens.adminMcp)
+    const listed = await post(renewed, { jsonrpc: "2.0", id: 2, method: "tools/list" }, session!)
+    expect(listed.status).toBe(200)
+    expect(await listed.text()).toContain("up__echo")
+    const stranger = await post(await issuer.token(CLIENTS.otherAdmin, `${base}/mcp`), { jsonrpc: "2.0", id: 3, method: "tools/list" }, session!)
+    await stranger.text()
+    expect(stranger.status).toBe(404)
   })
 
   it("keeps API keys working beside tokens, on REST and on /mcp", async () => {
