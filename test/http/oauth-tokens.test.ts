@@ -78,6 +78,16 @@ describe("access tokens", () => {
       ["x".repeat(20_000), "malformed"]
     ]
     for (const [token, why] of cases) expect(refusal(await verifier.verify(token, [RESOURCE])), token.slice(0, 40)).toBe(why)
+    // An audience is compared with its scheme and host case-blind and without a trailing slash; a list needs one of them.
+    for (const [aud, why] of [
+      ["HTTP://127.0.0.1:18200/mcp", "admitted"],
+      [`${RESOURCE}/`, "admitted"],
+      [["https://elsewhere.example", RESOURCE], "admitted"],
+      ["http://127.0.0.1:18200/MCP", "audience"],
+      [["https://elsewhere.example"], "audience"]
+    ] as const) {
+      expect(refusal(await verifier.verify(await local({}, (j) => j.setAudience(aud as string | string[])), [RESOURCE])), JSON.stringify(aud)).toBe(why)
+    }
     // Within the clock tolerance (30 s), a token just expired still passes.
     expect(refusal(await verifier.verify(await local({}, (j) => j.setExpirationTime(now - 5)), [RESOURCE]))).toBe("admitted")
   })

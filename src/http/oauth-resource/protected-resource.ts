@@ -83,11 +83,11 @@ export class ProtectedResource {
     }
   }
 
-  /** The audiences a token may name for a request to `path`: the store, or the request's own endpoint. */
+  /** The audiences a token may name for a request to `path`: the store, or the request's own endpoint (a trailing slash is no other resource). */
   audiences(path: string): ReadonlyArray<string> {
     const base = this.publicBase()
     const own = resourcePathOf(path)
-    return own === "" ? [base, `${base}/`] : [base, `${base}/`, `${base}${own}`]
+    return own === "" ? [base] : [base, `${base}${own}`]
   }
 
   /** The `WWW-Authenticate` value of a refused request to `path` (RFC 6750, RFC 9728 section 5.1). */

@@ -2,7 +2,7 @@
  * Checks the JWT access tokens of the authorization servers the store trusts, locally: the issuer
  * must be one of them (its `iss`, exactly), the signature one of its keys' (asymmetric algorithms
  * only), the audience the resource the request is for (RFC 8707: a token for another resource is
- * refused), the token not expired nor not yet valid. Its claims then give the principal
+ * refused; scheme and host compared case-blind), the token not expired nor not yet valid. Its claims then give the principal
  * (src/http/oauth-resource/token-claims.ts). Each trusted issuer is `{ issuer, keys, claimMap }`:
  * an external one (src/http/oauth-resource/external-issuer.ts) or any other that can hand jose a key.
  */
@@ -80,7 +80,6 @@ export class TokenVerifier {
     try {
       ;({ payload } = await jwtVerify(token, trusted.keys, {
         issuer: trusted.issuer,
-        audience: [...audiences],
         algorithms: ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         requiredClaims: ["exp", "aud"]
@@ -88,17 +87,40 @@ export class TokenVerifier {
     } catch (e) {
       return refusal(e)
     }
+    if (!forAudience(payload.aud, audiences)) return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
     const outcome = principalOfClaims(payload, trusted.claimMap ?? claimMapOf(undefined), this.denyByDefault)
     if ("problem" in outcome) return { ok: false, why: "claims", message: `The access token gives no principal here: ${outcome.problem}` }
     return { ok: true, principal: outcome.principal, scopes: outcome.scopes, label: labelOf(payload) }
   }
 }
 
+const AUDIENCE_MESSAGE = "The access token is for another resource (its audience is not this endpoint)"
+
+/**
+ * A resource URI as compared: scheme and host lower-cased (the MCP authorization spec asks servers to
+ * accept upper-case ones), no trailing slash; undefined when it is no URL.
+ */
+const canonicalUri = (uri: string): string | undefined => {
+  try {
+    const url = new URL(uri)
+    return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, "")}${url.search}`
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether a token's `aud` (one URI or a list) names one of `audiences`. */
+const forAudience = (aud: string | ReadonlyArray<string> | undefined, audiences: ReadonlyArray<string>): boolean => {
+  const wanted = new Set(audiences.map(canonicalUri))
+  const named = typeof aud === "string" ? [aud] : (aud ?? [])
+  return named.slice(0, 100).some((a) => typeof a === "string" && wanted.has(canonicalUri(a) ?? "\0"))
+}
+
 /** A jose failure in the client's words. */
 const refusal = (e: unknown): TokenCheck & { ok: false } => {
   if (e instanceof errors.JWTExpired) return { ok: false, why: "expired", message: "The access token has expired" }
   if (e instanceof errors.JWTClaimValidationFailed) {
-    if (e.claim === "aud") return { ok: false, why: "audience", message: "The access token is for another resource (its audience is not this endpoint)" }
+    if (e.claim === "aud") return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
     if (e.claim === "iss") return { ok: false, why: "issuer", message: "The access token's issuer is not trusted by this store" }
     return { ok: false, why: "claims", message: `The access token's '${e.claim}' claim is refused (${e.reason})` }
   }
