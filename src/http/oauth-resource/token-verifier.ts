@@ -49,15 +49,24 @@ const labelOf = (payload: JWTPayload): string => {
   return `token of '${who.slice(0, 100)}' from ${String(payload.iss).slice(0, 200)}`
 }
 
-/** The verifier over a list of trusted issuers; `denyByDefault` as the keys' (an agent without `tools` sees none). */
+/**
+ * The verifier over a list of trusted issuers; `denyByDefault` as the keys' (an agent without
+ * `tools` sees none). An issuer known only once the server listens (one whose identifier is the
+ * store's own URL) is added then with `trust`.
+ */
 export class TokenVerifier {
-  readonly #issuers: ReadonlyMap<string, TrustedIssuer>
+  readonly #issuers = new Map<string, TrustedIssuer>()
 
   constructor(
     issuers: ReadonlyArray<TrustedIssuer>,
     private readonly denyByDefault = false
   ) {
-    this.#issuers = new Map(issuers.map((i) => [i.issuer, i]))
+    for (const issuer of issuers) this.trust(issuer)
+  }
+
+  /** Accepts the tokens of one more issuer (one identifier, one entry: a second one replaces the first). */
+  trust(issuer: TrustedIssuer): void {
+    this.#issuers.set(issuer.issuer, issuer)
   }
 
   /** The issuers' identifiers, for the protected resource metadata. */
