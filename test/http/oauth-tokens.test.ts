@@ -48,11 +48,10 @@ describe("access tokens", () => {
   })
 
   it("admits the tokens of each trusted issuer, each with its own keys and claim names", async () => {
-    const verifier = new TokenVerifier([
-      { issuer: LOCAL_ISSUER, keys: createLocalJWKSet({ keys: [localKeys] }), claimMap: claimMapOf({ role: "mcp_role", agent_id: "azp", tools: "mcp_tools", scope: "scp" }) },
-      external()
-    ])
-    expect(verifier.issuers).toEqual([LOCAL_ISSUER, provider.issuer])
+    const verifier = new TokenVerifier([external()])
+    // The local issuer is trusted after the start, as the built-in authorization server is.
+    verifier.trust({ issuer: LOCAL_ISSUER, keys: createLocalJWKSet({ keys: [localKeys] }), claimMap: claimMapOf({ role: "mcp_role", agent_id: "azp", tools: "mcp_tools", scope: "scp" }) })
+    expect(verifier.issuers).toEqual([provider.issuer, LOCAL_ISSUER])
     const fromProvider = await verifier.verify(await provider.token(AGENT, RESOURCE, "mcp-store:tools"), [RESOURCE])
     expect(fromProvider).toMatchObject({ ok: true, principal: { role: "agent", agentId: "agent-a", tools: ["svc__*"], subject: `${provider.issuer} ${AGENT.id}` }, label: `token of '${AGENT.id}' from ${provider.issuer}` })
     expect(fromProvider.ok && [...fromProvider.scopes]).toEqual(["mcp-store:tools"])
