@@ -13,6 +13,7 @@ import { UpstreamPolicy } from "../../src/mcp/upstream-policy.js"
 import { externalIssuer, type ExternalIssuer } from "../../src/http/oauth-resource/external-issuer.js"
 import { TokenVerifier, type TokenCheck } from "../../src/http/oauth-resource/token-verifier.js"
 import { startOidcIssuer, type IssuerClient, type OidcIssuer } from "../fixtures/oidc-issuer.js"
+import { eventually } from "../support/index.js"
 
 const RESOURCE = "http://127.0.0.1:18200/mcp"
 const LOCAL_ISSUER = "http://127.0.0.1:18200"
@@ -148,6 +149,25 @@ describe("access tokens", () => {
     const check = await new TokenVerifier([misnamed]).verify(await new SignJWT({ role: "admin" }).setProtectedHeader({ alg: "ES256" }).setIssuer(`${provider.issuer}/`).setAudience(RESOURCE).setExpirationTime("5m").sign(signing), [RESOURCE])
     expect(check).toMatchObject({ ok: false, why: "unavailable" })
     expect(!check.ok && check.detail).toMatch(/names the issuer/)
+  })
+
+  it("starts while the issuer is down, asks again at most once per cooldown, and takes its tokens once it is back", async () => {
+    const token = await provider.token(AGENT, RESOURCE)
+    const verifier = new TokenVerifier([external({ cooldownMs: 1_500 })])
+    await provider.pause()
+    try {
+      const down = await verifier.verify(token, [RESOURCE])
+      expect(down).toMatchObject({ ok: false, why: "unavailable" })
+      expect(!down.ok && down.detail).toMatch(/no metadata/)
+    } finally {
+      await provider.resume()
+    }
+    // Within the cooldown the failure stands, without a request to the issuer.
+    const asked = provider.fetches.discovery
+    expect(refusal(await verifier.verify(token, [RESOURCE]))).toBe("unavailable")
+    expect(provider.fetches.discovery).toBe(asked)
+    expect(await eventually(async () => refusal(await verifier.verify(token, [RESOURCE])) === "admitted", 5_000, 50)).toBe(true)
+    expect(provider.fetches.discovery).toBe(asked + 1)
   })
 
   it("checks --public-url, --auth-issuer and --auth-claim-map as options", () => {
