@@ -20,6 +20,7 @@ import { VERSION } from "./version.js"
 const localServicesLine = (server: Options["server"]): string => {
   if (!server.localServices) return "off (--no-local-services)"
   if (server.apiKey !== undefined) return "on, for callers with the API key"
+  if (server.authIssuer !== undefined) return "on, for admins (an admin key or access token)"
   if (isLoopback(server.host)) return "on (loopback clients only: the store listens on loopback)"
   if (server.allowRemoteLocalServices) return "on for every client (--allow-remote-local-services, no API key)"
   return "loopback clients only (no API key; set --api-key or --allow-remote-local-services)"
@@ -51,7 +52,10 @@ const logBanner = (options: Options, running: RunningServer): void => {
       "allowed hosts  ",
       `localhost, 127.0.0.1, [::1]${isWildcard(server.host) ? ", this machine's addresses" : isLoopback(server.host) ? "" : `, ${server.host}`}${extraHosts}`
     ],
-    ...(server.allowedOrigins.length > 0 ? [["allowed_origins", "allowed origins", server.allowedOrigins.join(", ")] as const] : [])
+    ...(server.allowedOrigins.length > 0 ? [["allowed_origins", "allowed origins", server.allowedOrigins.join(", ")] as const] : []),
+    ...(server.authIssuer === undefined
+      ? []
+      : [["auth_issuer", "OAuth tokens   ", `of ${server.authIssuer}, for ${server.publicUrl ?? running.url} (metadata: /.well-known/oauth-protected-resource)`] as const])
   ]
   const headline = `mcp-store ${VERSION} listening on ${listening}`
   if (loggingSettings().format === "json") {
@@ -136,7 +140,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 1
   }
   if (options.server.showStartupInfo) logBanner(options, running)
-  for (const warning of exposureWarnings(options.server, running.port, running.keys.required)) log.warn(warning, { event: "exposure" })
+  // A trusted authorization server makes every request need a key or a token, as a key does.
+  for (const warning of exposureWarnings(options.server, running.port, running.keys.required || options.server.authIssuer !== undefined)) log.warn(warning, { event: "exposure" })
   // Applied and refused reloads are logged by the store (Store.watchFile).
   if (options.server.reload && running.cluster !== undefined) {
     log.warn("--reload has no effect with --redis-url: the definitions live in Redis; change them through any replica", { event: "reload_ignored" })

@@ -110,6 +110,9 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
   // The OpenTelemetry standard's variable works too, as an exporter of the SDK reads it.
   { key: "otlp_endpoint", flag: "--otlp-endpoint", attribute: "otlpEndpoint", env: ["MCPSTORE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] },
+  { key: "public_url", flag: "--public-url", attribute: "publicUrl", env: ["MCPSTORE_PUBLIC_URL"] },
+  { key: "auth_issuer", flag: "--auth-issuer", attribute: "authIssuer", env: ["MCPSTORE_AUTH_ISSUER"] },
+  { key: "auth_claim_map", flag: "--auth-claim-map", attribute: "authClaimMap", env: ["MCPSTORE_AUTH_CLAIM_MAP"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
     flag,
@@ -157,6 +160,7 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_REDIS_URL, MCPSTORE_CLUSTER_NAME, MCPSTORE_ADVERTISE_URL, MCPSTORE_LEASE_MS,
   MCPSTORE_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
   OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* are read by the OpenTelemetry SDK),
+  MCPSTORE_PUBLIC_URL, MCPSTORE_AUTH_ISSUER, MCPSTORE_AUTH_CLAIM_MAP (JSON),
   MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
 Booleans accept true/false, 1/0, yes/no, on/off.
 
@@ -235,6 +239,9 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--advertise-url <url>", "replica mode: the base URL other replicas reach this one at (default: http://<host>:<port>)"))
     .addOption(new Option("--lease-ms <ms>", "replica mode: a service lease's time to live (default: 5000)"))
     .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
+    .addOption(new Option("--public-url <url>", "the store's public base URL behind a proxy: OAuth resource URIs are built on it (default: the listen URL)"))
+    .addOption(new Option("--auth-issuer <url>", "accept the JWT access tokens of this OAuth authorization server (OpenID Connect discovery) on every route"))
+    .addOption(new Option("--auth-claim-map <json>", 'the claims a token\'s role, agent_id, tools and scope are read from, e.g. {"role":"mcp_role"} (default: those names)'))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
     .addHelpText("after", ENV_HELP)

@@ -47,11 +47,14 @@ export interface KeysDocument {
   readonly keys: ReadonlyArray<KeyEntry>
 }
 
-/** The principal a request acts as (src/http/authorization.ts `Principal`). */
+/**
+ * The principal a request acts as (src/http/authorization.ts `Principal`). `subject` is set for an
+ * access token (src/http/oauth-resource/): its issuer and subject, which outlive the token itself.
+ */
 export type Principal =
-  | { readonly role: "admin" }
-  | { readonly role: "agent"; readonly agentId: string; readonly tools?: ReadonlyArray<string> | undefined }
-  | { readonly role: "reader" }
+  | { readonly role: "admin"; readonly subject?: string | undefined }
+  | { readonly role: "agent"; readonly agentId: string; readonly tools?: ReadonlyArray<string> | undefined; readonly subject?: string | undefined }
+  | { readonly role: "reader"; readonly subject?: string | undefined }
 
 /** A keys file that cannot be read or is not a keys file. */
 export class KeysFileError extends Error {

@@ -5,6 +5,7 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
+import { claimMapProblem, type ClaimMap } from "../domain/claim-map.js"
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
@@ -54,6 +55,15 @@ export interface ServerOptions {
   readonly maxBodyBytes: number
   /** Open client connections; a connection past the cap is answered 503 and closed. */
   readonly maxConnections: number
+  /**
+   * The store's public base URL (`--public-url`), when clients reach it through a proxy: the OAuth
+   * resource URIs and metadata URLs are built on it. Undefined: the URL the store listens at.
+   */
+  readonly publicUrl?: string | undefined
+  /** An external OAuth authorization server whose JWT access tokens the store accepts (`--auth-issuer`). */
+  readonly authIssuer?: string | undefined
+  /** Claim names other than the defaults for the tokens' role, agent_id, tools and scope (`--auth-claim-map`). */
+  readonly authClaimMap?: Partial<ClaimMap> | undefined
 }
 
 /** Caps the store itself enforces, whoever calls it (HTTP, `/mcp`, the library API). */
@@ -172,6 +182,9 @@ export interface OptionValues {
   advertise_url?: string
   lease_ms?: number
   otlp_endpoint?: string
+  public_url?: string
+  auth_issuer?: string
+  auth_claim_map?: Partial<ClaimMap>
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -232,6 +245,9 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "advertise_url",
   "lease_ms",
   "otlp_endpoint",
+  "public_url",
+  "auth_issuer",
+  "auth_claim_map",
   ...CAP_KEYS
 ]
 
@@ -515,6 +531,20 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         if (new URL(url).pathname !== "/") throw refuse(key, "must be a base URL with no path (http://10.0.0.5:18200)", value, source)
         return url.replace(/\/$/, "")
       }
+      case "public_url":
+        // A base URL: no trailing slash, so that resource URIs are `<public_url>/mcp`.
+        return checkUrl(key, value, ["https:", "http:"], source).replace(/\/+$/, "")
+      case "auth_issuer": {
+        const url = checkUrl(key, value, ["https:", "http:"], source)
+        if (new URL(url).username !== "" || new URL(url).password !== "") throw refuse(key, "must be an issuer URL with no credentials", "(a URL, not shown)", source)
+        // Kept exactly as given: a token's `iss` must be this very string.
+        return url
+      }
+      case "auth_claim_map": {
+        const problem = claimMapProblem(value)
+        if (problem !== undefined) throw refuse(key, problem, value, source)
+        return value
+      }
       case "otlp_endpoint":
         // The OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` is appended.
         return checkUrl(key, value, ["http:", "https:"], source).replace(/\/+$/, "")
@@ -570,15 +600,13 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
       if (FALSE_WORDS.includes(word)) return checkOption(key, false, source)
       throw refuse(key, "must be true or false (or 1/0, yes/no, on/off)", text, source)
     }
-    case "monitoring": {
+    case "monitoring":
+    case "auth_claim_map": {
       let parsed: unknown
       try {
         parsed = JSON.parse(text)
       } catch (e) {
-        throw new OptionsError(
-          "monitoring",
-          `${source === undefined ? "" : `${source}: `}monitoring must be a JSON object (${(e as Error).message})`
-        )
+        throw new OptionsError(key, `${source === undefined ? "" : `${source}: `}${key} must be a JSON object (${(e as Error).message})`)
       }
       return checkOption(key, parsed, source)
     }
@@ -647,7 +675,10 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   maxMcpSessions: given.max_mcp_sessions ?? OPTION_DEFAULTS.max_mcp_sessions,
   mcpSessionIdleSeconds: given.mcp_session_idle_seconds ?? OPTION_DEFAULTS.mcp_session_idle_seconds,
   maxBodyBytes: given.max_body_bytes ?? OPTION_DEFAULTS.max_body_bytes,
-  maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections
+  maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections,
+  ...(given.public_url === undefined ? {} : { publicUrl: given.public_url }),
+  ...(given.auth_issuer === undefined ? {} : { authIssuer: given.auth_issuer }),
+  ...(given.auth_claim_map === undefined ? {} : { authClaimMap: given.auth_claim_map })
 })
 
 /** The store's caps from checked values, defaults filled in. */

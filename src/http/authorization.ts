@@ -6,6 +6,12 @@
  * what it reaches (src/http/access.ts): a route outside it is answered 403 FORBIDDEN. The request's
  * principal is provided to every handler as `PrincipalTag`. Every refusal is a log line (never a key).
  *
+ * With `--auth-issuer` the store is also an OAuth protected resource (src/http/oauth-resource/): a bearer
+ * credential that is no key but a JWT is an access token, checked by `ProtectedResource` (issuer,
+ * signature, audience, expiry), its claims the principal; then its role (as a key's) and its scope
+ * (src/http/oauth-resource/scopes.ts: 403 with `error="insufficient_scope"`). Every route then needs
+ * a key or a token, keys file or not, and every 401 points at the protected resource metadata.
+ *
  * It is the contract's bearer security (the OpenAPI document's `bearer` scheme), applied to the
  * whole HttpApi (src/http/Api.ts). HttpApiBuilder runs an API-level middleware around the router
  * itself, before any route is looked up, so this one check also guards the routes mounted beside
@@ -24,6 +30,8 @@ import { log } from "../logging/log.js"
 import { ADMIN, currentPrincipal, PrincipalTag, routeAccess, type Principal } from "./access.js"
 import { pathOf, type RouteEntry } from "./contract-middleware.js"
 import { errorBody, Forbidden, Unauthorized } from "./contract-errors.js"
+import { METADATA_PATH, ProtectedResourceTag, type ProtectedResource } from "./oauth-resource/protected-resource.js"
+import { looksLikeJwt } from "./oauth-resource/token-verifier.js"
 
 /**
  * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that
@@ -48,38 +56,58 @@ export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("mcp-s
     bearer: HttpApiSecurity.annotate(
       HttpApiSecurity.bearer,
       OpenApi.Description,
-      "An API key: --api-key (admin), or one made by `mcp-store keys create` (admin, agent or reader). Needed only when the server has a key; GET /health, /ui, /docs and /openapi.json never need it."
+      "An API key: --api-key (admin), or one made by `mcp-store keys create` (admin, agent or reader); or, with --auth-issuer, an OAuth access token (a JWT) for this store. Needed only when the server has a key or trusts an authorization server; GET /health, /ui, /docs, /openapi.json and /.well-known/oauth-protected-resource never need it."
     )
   }
 }) {}
 
-/** A 401 names the scheme it wants (RFC 9110, 11.6.1); set as the response is written. */
-const challenge = HttpApp.appendPreResponseHandler((_request, response) =>
-  Effect.succeed(response.status === 401 ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="mcp-store"') : response)
-)
+/** The challenge of a store that takes keys only. */
+const KEY_CHALLENGE = 'Bearer realm="mcp-store"'
+
+/**
+ * A 401 names the scheme it wants (RFC 9110, 11.6.1), and a 403 for a missing scope the scope
+ * (RFC 6750, 3.1); set as the response is written.
+ */
+const challenge = (value: string) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(response.status === 401 || response.status === 403 ? HttpServerResponse.setHeader(response, "www-authenticate", value) : response)
+  )
+
+/** Whether a request needs no credentials: a GET of an open route or of the protected resource metadata. */
+const isOpen = (method: string, path: string): boolean =>
+  method === "GET" && (OPEN_ROUTES.some((route) => route.path === path) || path === METADATA_PATH || path.startsWith(`${METADATA_PATH}/`))
 
 /** The principal of an open route's request without a valid key: it reads static pages only. */
 const ANONYMOUS: Principal = { role: "reader" }
 
 /**
  * The principal a request acts as, or why it is refused: 401 (no key, an unknown, revoked or
- * expired key) or 403 (a route outside the key's role). Shared by the middleware and the direct
- * call route (src/http/call-route.ts).
+ * expired key) or 403 (a route outside the key's role); or, when the store trusts an authorization
+ * server (`resource` enabled), the bearer JWT that no key matches, for `checkToken`. Shared by the
+ * middleware and the direct call route (src/http/call-route.ts), which leaves a token to HttpApi.
  */
 export const authorize = (
   ring: KeyRing | undefined,
   method: string,
   url: string,
   header: string | undefined,
-  quiet = false
-): { readonly principal: Principal } | { readonly status: 401 | 403; readonly message: string } => {
-  if (ring === undefined || !ring.required) return { principal: ADMIN }
+  quiet = false,
+  resource?: ProtectedResource
+): { readonly principal: Principal } | { readonly status: 401 | 403; readonly message: string; readonly challenge?: string } | { readonly token: string } => {
+  const tokens = resource?.enabled === true
+  if (ring === undefined || (!ring.required && !tokens)) return { principal: ADMIN }
   const path = pathOf(url)
   const checked = ring.check(header)
-  if (method === "GET" && OPEN_ROUTES.some((route) => route.path === path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
+  if (isOpen(method, path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
   if (!checked.ok) {
+    const credential = header !== undefined && /^bearer /i.test(header) ? header.slice("Bearer ".length).trim() : ""
+    if (tokens && checked.why === "unknown" && looksLikeJwt(credential)) return { token: credential }
     if (!quiet) log.warn(`refused ${method} ${path}: ${checked.why === "missing" ? "no API key" : `${checked.why} API key`}`, { event: "auth_refused", method, path, why: checked.why })
-    return { status: 401, message: checked.why === "revoked" || checked.why === "expired" ? `The API key is ${checked.why}` : "Missing or wrong API key: send 'Authorization: Bearer <key>'" }
+    return {
+      status: 401,
+      message: checked.why === "revoked" || checked.why === "expired" ? `The API key is ${checked.why}` : `Missing or wrong API key${tokens ? " or access token" : ""}: send 'Authorization: Bearer <key>'`,
+      ...(tokens ? { challenge: resource.challenge(method, path) } : {})
+    }
   }
   const denied = routeAccess(checked.principal, method, path)
   if (denied !== undefined) {
@@ -89,18 +117,67 @@ export const authorize = (
   return { principal: checked.principal }
 }
 
+/**
+ * The principal of an access token, or why it is refused: 401 with `error="invalid_token"` (not for
+ * this store, expired, badly signed, no principal in its claims), 403 outside its role, 403 with
+ * `error="insufficient_scope"` without the route's scope. Each refusal is a log line naming who the
+ * token is for when it was valid, never the token.
+ */
+export const checkToken = async (
+  resource: ProtectedResource,
+  method: string,
+  url: string,
+  token: string
+): Promise<{ readonly principal: Principal } | { readonly status: 401 | 403; readonly message: string; readonly challenge?: string }> => {
+  const path = pathOf(url)
+  const checked = await resource.verify(token, path)
+  if (!checked.ok) {
+    const detail = checked.detail === undefined ? "" : ` (${checked.detail.slice(0, 300)})`
+    const line = `refused ${method} ${path}: access token refused (${checked.why}): ${checked.message}${detail}`
+    if (checked.why === "unavailable") log.error(line, { event: "auth_refused", method, path, why: `token_${checked.why}` })
+    else log.warn(line, { event: "auth_refused", method, path, why: `token_${checked.why}` })
+    return { status: 401, message: checked.message, challenge: resource.challenge(method, path, { error: "invalid_token", description: checked.message }) }
+  }
+  const denied = routeAccess(checked.principal, method, path)
+  if (denied !== undefined) {
+    log.warn(`refused ${method} ${path} to ${checked.label} (${checked.principal.role}): ${denied}`, { event: "forbidden", method, path, token: checked.label, role: checked.principal.role })
+    return { status: 403, message: denied }
+  }
+  const missing = resource.missingScope(checked.scopes, method, path)
+  if (missing !== undefined) {
+    const message = `insufficient_scope: this route needs the scope '${missing}', which the access token was not granted`
+    log.warn(`refused ${method} ${path} to ${checked.label}: ${message}`, { event: "forbidden", method, path, token: checked.label, why: "insufficient_scope", scope: missing })
+    return { status: 403, message, challenge: resource.challenge(method, path, { error: "insufficient_scope", description: message }, missing) }
+  }
+  return { principal: checked.principal }
+}
+
 /** The middleware's check: the principal, or 401 with the challenge, or 403. */
-const bearerCheck = (ring: KeyRing) => (_token: Redacted.Redacted<string>): Effect.Effect<Principal, Unauthorized | Forbidden, HttpServerRequest.HttpServerRequest> =>
+const bearerCheck = (ring: KeyRing, resource: ProtectedResource) => (_token: Redacted.Redacted<string>): Effect.Effect<Principal, Unauthorized | Forbidden, HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<Principal, Unauthorized | Forbidden> => {
-    const result = authorize(ring, request.method, request.url, request.headers["authorization"])
-    if ("principal" in result) return Effect.succeed(result.principal)
-    if (result.status === 403) return Effect.fail(new Forbidden(errorBody("FORBIDDEN", result.message, {})))
-    return Effect.zipRight(challenge, Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", result.message, {}))))
+    const first = authorize(ring, request.method, request.url, request.headers["authorization"], false, resource)
+    const answer = (result: Exclude<typeof first, { readonly token: string }>): Effect.Effect<Principal, Unauthorized | Forbidden> => {
+      if ("principal" in result) return Effect.succeed(result.principal)
+      const refused = result.status === 403 ? new Forbidden(errorBody("FORBIDDEN", result.message, {})) : new Unauthorized(errorBody("UNAUTHORIZED", result.message, {}))
+      const header = result.challenge ?? (result.status === 401 ? KEY_CHALLENGE : undefined)
+      return header === undefined ? Effect.fail(refused) : Effect.zipRight(challenge(header), Effect.fail(refused))
+    }
+    if (!("token" in first)) return answer(first)
+    return Effect.flatMap(
+      Effect.promise(() => checkToken(resource, request.method, request.url, first.token)),
+      answer
+    )
   })
 
-/** The check of the keys in `ring`; with none, every request is admitted as an admin. */
-export const authorizationLayer = (ring: KeyRing | undefined): Layer.Layer<Authorization> =>
-  Layer.succeed(Authorization, Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring) }))
+/**
+ * The check of the keys in `ring` and of the access tokens of the store's protected resource; with
+ * no key and no trusted authorization server, every request is admitted as an admin.
+ */
+export const authorizationLayer = (ring: KeyRing | undefined): Layer.Layer<Authorization, never, ProtectedResourceTag> =>
+  Layer.effect(
+    Authorization,
+    Effect.map(ProtectedResourceTag, (resource) => Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring, resource) }))
+  )
 
 /**
  * Whether a principal is allowed everything: clear secrets (`show_mcpconfig?reveal=true`) and

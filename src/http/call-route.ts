@@ -29,6 +29,7 @@ import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runt
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "./Api.js"
 import type { KeyRing } from "../config/api-keys.js"
+import type { ProtectedResource } from "./oauth-resource/protected-resource.js"
 import { authorize } from "./authorization.js"
 import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
@@ -50,6 +51,8 @@ export interface CallRouteOptions {
   readonly policy: RequestPolicy
   /** The keys (src/config/api-keys.ts); undefined: every request is an admin's. */
   readonly keys: KeyRing | undefined
+  /** The OAuth protected resource: with a trusted authorization server, no request passes here without a key (a token is HttpApi's to check). */
+  readonly resource?: ProtectedResource | undefined
   readonly maxBodyBytes: number
   /** Debug logging logs every request through HttpApi's logger: then nothing is taken here. */
   readonly debug: boolean
@@ -155,18 +158,18 @@ const send = (response: ServerResponse, status: number, body: string, value: unk
  * (src/http/access.ts), a JSON body with a Content-Length within the limit, and no debug logging.
  * Anything else is HttpApi's to answer (401 and 403 with their log lines included).
  */
-export const inOrder = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBytes" | "debug">) => {
+export const inOrder = (options: Pick<CallRouteOptions, "policy" | "keys" | "resource" | "maxBodyBytes" | "debug">) => {
   const admit = admitted(options)
   return (headers: IncomingHttpHeaders, url = ""): boolean => admit(headers, url) !== undefined
 }
 
 /** `inOrder`, giving the request's principal when it is in order (undefined when it is HttpApi's to answer). */
-const admitted = (options: Pick<CallRouteOptions, "policy" | "keys" | "maxBodyBytes" | "debug">) => {
+const admitted = (options: Pick<CallRouteOptions, "policy" | "keys" | "resource" | "maxBodyBytes" | "debug">) => {
   return (headers: IncomingHttpHeaders, url = ""): Principal | undefined => {
     if (options.debug || options.policy.hostProblem(headers.host) !== undefined) return undefined
     const site = headers["sec-fetch-site"]
     if (headers.origin !== undefined || site === "cross-site" || site === "same-site") return undefined
-    const auth = options.keys === undefined ? { principal: ADMIN } : authorize(options.keys, "POST", url, headers.authorization, true)
+    const auth = options.keys === undefined ? { principal: ADMIN } : authorize(options.keys, "POST", url, headers.authorization, true, options.resource)
     if (!("principal" in auth)) return undefined
     const type = headers["content-type"]
     const length = headers["content-length"]

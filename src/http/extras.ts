@@ -1,7 +1,8 @@
 /**
  * The routes beyond the 56 (docs/api.md, "Beyond the contract"), mounted on the same router and
  * behind the same API-level middleware (API key, body checks, errors; src/http/Api.ts): the live
- * event stream, Prometheus metrics, actor inspection, the MCP endpoint and the dashboard. Their
+ * event stream, Prometheus metrics, actor inspection, the MCP endpoint, the dashboard and the OAuth
+ * protected resource metadata (src/http/oauth-resource/protected-resource.ts). Their
  * resources (metrics registry, MCP sessions) are scoped to the server and released when it stops.
  *
  * The long-lived ones are capped: `/events` and `/inspect/events` streams together
@@ -30,6 +31,7 @@ import { McpGateway } from "./gateway/endpoint.js"
 import { ModernMcp } from "./gateway/modern.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
+import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
 export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
@@ -42,6 +44,9 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/inspect/events" },
   { method: "GET", path: "/ui" },
   { method: "GET", path: "/oauth/callback" },
+  { method: "GET", path: METADATA_PATH },
+  { method: "GET", path: `${METADATA_PATH}/mcp` },
+  { method: "GET", path: `${METADATA_PATH}/for_agent/:agent_id/mcp` },
   ...["GET", "POST", "DELETE"].flatMap((method) => [
     { method, path: "/mcp" },
     { method, path: "/for_agent/:agent_id/mcp" }
@@ -364,6 +369,31 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           : callbackPage(400, `The authorization did not finish: ${outcome}.`)
       })
     )
+
+    // The protected resource metadata (RFC 9728) of the store, of /mcp and of each agent's /mcp: where
+    // MCP clients learn which authorization server to ask for a token. With a public URL that has a
+    // path (a proxy's prefix), also under that path, as RFC 9728 builds the URL.
+    const resource = yield* ProtectedResourceTag
+    const metadataRoute = (resourcePath: (params: Readonly<Record<string, string | undefined>>) => string | { readonly problem: string }) =>
+      Effect.gen(function* () {
+        if (!resource.enabled) {
+          return HttpServerResponse.unsafeJson(errorBody("NOT_FOUND", "This store trusts no OAuth authorization server (--auth-issuer): it takes API keys only", {}), { status: 404 })
+        }
+        const path = resourcePath(yield* HttpRouter.params)
+        if (typeof path !== "string") return yield* Effect.fail(validationError(`Invalid request: agent_id ${path.problem}`, [{ field: "agent_id", problem: path.problem }]))
+        return HttpServerResponse.unsafeJson(resource.metadata(path), { headers: { "cache-control": "no-cache" } })
+      })
+    const agentResource = (params: Readonly<Record<string, string | undefined>>) => {
+      const id = params["agent_id"] ?? ""
+      const problem = agentIdProblem(id)
+      return problem === undefined ? `/for_agent/${encodeURIComponent(id)}/mcp` : { problem }
+    }
+    const prefixes = new Set(["", app.server.publicUrl === undefined ? "" : new URL(app.server.publicUrl).pathname.replace(/\/$/, "")])
+    for (const prefix of prefixes) {
+      yield* router.get(`${METADATA_PATH}${prefix}`, metadataRoute(() => ""))
+      yield* router.get(`${METADATA_PATH}${prefix}/mcp`, metadataRoute(() => "/mcp"))
+      yield* router.get(`${METADATA_PATH}${prefix}/for_agent/:agent_id/mcp`, metadataRoute(agentResource))
+    }
 
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,

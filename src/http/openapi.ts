@@ -104,6 +104,9 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   { method: "GET", path: "/inspect/events", summary: "Server-Sent Events: the actors' inspection events", type: "text/event-stream" },
   { method: "GET", path: "/ui", summary: "The dashboard page (it asks for the key itself)", type: "text/html", open: true },
   { method: "GET", path: "/oauth/callback", summary: "Where an upstream's OAuth authorization server sends the browser back (code and state, single use)", type: "text/html", open: true },
+  { method: "GET", path: "/.well-known/oauth-protected-resource", summary: "OAuth protected resource metadata of the store (RFC 9728): its authorization servers and scopes (404 without --auth-issuer)", type: "application/json", open: true },
+  { method: "GET", path: "/.well-known/oauth-protected-resource/mcp", summary: "OAuth protected resource metadata of /mcp", type: "application/json", open: true },
+  { method: "GET", path: "/.well-known/oauth-protected-resource/for_agent/:agent_id/mcp", summary: "OAuth protected resource metadata of an agent's /mcp", type: "application/json", open: true },
   ...mcp("/mcp", "the store's healthy tools"),
   ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools"),
   ...sse("", "the store's healthy tools"),
@@ -122,7 +125,7 @@ const withExtras = (spec: Json): Json => {
     description: [
       spec.info?.description ?? "",
       "",
-      "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs` and `GET /openapi.json`.",
+      "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs`, `GET /openapi.json` and the OAuth protected resource metadata. With `--auth-issuer`, an OAuth access token of that authorization server for this store is accepted as well.",
       "",
       "The operations below are the contract's 56 endpoints (counted by `GET /` under `endpoints`) and the routes added in the same groups (resources, prompts, `authorize_service`). These and the routes beside the operations are listed by `GET /` under `extra_routes`.",
       "",

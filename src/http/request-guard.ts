@@ -6,7 +6,8 @@
  *
  * - `Host` must name the store: `localhost`, `127.0.0.1` or `[::1]` with the listen port, the
  *   listen address itself (when not a wildcard; with a wildcard, any address of this machine's
- *   interfaces: an IP literal cannot be rebound), or a name given with `--allowed-hosts`.
+ *   interfaces: an IP literal cannot be rebound), or a name given with `--allowed-hosts` (or the
+ *   host of `--public-url`).
  *   Otherwise 403 `FORBIDDEN_HOST`.
  * - `Origin`, when sent, must be the request's own origin (its authority equal to the allowed
  *   `Host`) or one given with `--allowed-origins`. Otherwise 403 `FORBIDDEN_ORIGIN`, with no CORS
@@ -76,9 +77,11 @@ export interface RequestPolicy {
 }
 
 /** The Host and Origin rules for a server; `port` is read per request (it is known once listening). */
-export const requestPolicy = (options: Pick<ServerOptions, "host" | "allowedHosts" | "allowedOrigins">, port: () => number): RequestPolicy => {
+export const requestPolicy = (options: Pick<ServerOptions, "host" | "allowedHosts" | "allowedOrigins" | "publicUrl">, port: () => number): RequestPolicy => {
   const anyHost = options.allowedHosts.includes("*")
-  const extraHosts = options.allowedHosts.map(splitAuthority).filter((a) => a !== undefined)
+  // The name of `--public-url` is the store's own (the proxy in front passes it on), as if given with --allowed-hosts.
+  const publicHost = options.publicUrl === undefined ? [] : [new URL(options.publicUrl).host]
+  const extraHosts = [...options.allowedHosts, ...publicHost].map(splitAuthority).filter((a) => a !== undefined)
   const anyOrigin = options.allowedOrigins.includes("*")
   const extraOrigins = new Set(options.allowedOrigins.filter((o) => o !== "*").map((o) => normalizeOrigin(o)))
   const listen = isWildcard(options.host) ? undefined : hostForm(options.host.replace(/^\[|\]$/g, ""))
@@ -219,14 +222,15 @@ export const fromLoopbackClient = (request: HttpServerRequest.HttpServerRequest)
 
 /**
  * May this request define local (command) services? `disabled` with --no-local-services;
- * `remote-client` when the store has no API key and the client is not on loopback (it can only be
+ * `remote-client` when the store has no API key (nor --auth-issuer) and the client is not on loopback (it can only be
  * when the store listens on the network), unless --allow-remote-local-services.
  */
 export const localServicesPolicy = (
-  options: Pick<ServerOptions, "localServices" | "apiKey" | "allowRemoteLocalServices">,
+  options: Pick<ServerOptions, "localServices" | "apiKey" | "allowRemoteLocalServices" | "authIssuer">,
   request: HttpServerRequest.HttpServerRequest
 ): LocalServicesPolicy => {
   if (!options.localServices) return "disabled"
-  if (options.apiKey !== undefined || options.allowRemoteLocalServices || fromLoopbackClient(request)) return "allowed"
+  // With an authorization server trusted, every request carries a key or a token: the client is known.
+  if (options.apiKey !== undefined || options.authIssuer !== undefined || options.allowRemoteLocalServices || fromLoopbackClient(request)) return "allowed"
   return "remote-client"
 }

@@ -48,6 +48,11 @@ import * as NodeServer from "./node-server.js"
 import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
 import { readTraceContext } from "../domain/trace-context.js"
 import { StoreHttpLive } from "./store/Http.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import { claimMapOf } from "../domain/claim-map.js"
+import { externalIssuer, type ExternalIssuer } from "./oauth-resource/external-issuer.js"
+import { ProtectedResource, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
+import { TokenVerifier } from "./oauth-resource/token-verifier.js"
 
 /** A running server. */
 export interface RunningServer {
@@ -101,6 +106,26 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   keys.loadSync()
   keys.watch()
   const httpServer: Server = createServer()
+  // The OAuth protected resource (src/http/oauth-resource/): the authorization servers whose tokens
+  // are accepted, reached through the outbound policy; the public URL, once the port is known.
+  const issuers: Array<ExternalIssuer> =
+    options.server.authIssuer === undefined
+      ? []
+      : [
+          externalIssuer({
+            issuer: options.server.authIssuer,
+            claimMap: claimMapOf(options.server.authClaimMap),
+            policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata })
+          })
+        ]
+  const publicBase = () => {
+    if (options.server.publicUrl !== undefined) return options.server.publicUrl
+    const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
+    return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${currentPort()}`
+  }
+  const protectedResource = new ProtectedResource(publicBase, new TokenVerifier(issuers, options.server.denyByDefault))
+  const ProtectedResourceLive = Layer.succeed(ProtectedResourceTag, protectedResource)
+  for (const issuer of issuers) void issuer.warmUp()
   const state: { app?: AppState } = {}
   // Open client sockets, for monitoring (active_connections).
   const sockets = new Set<Socket>()
@@ -173,7 +198,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide([authorizationLayer(keys), requestBodyLayer(options.server.maxBodyBytes)]),
+    Layer.provide([authorizationLayer(keys).pipe(Layer.provide(ProtectedResourceLive)), requestBodyLayer(options.server.maxBodyBytes)]),
     Layer.provide(HttpApiBuilder.middleware(Api, errors))
   )
 
@@ -231,6 +256,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           {
             policy,
             keys,
+            resource: protectedResource,
             maxBodyBytes: options.server.maxBodyBytes,
             debug: access,
             contractErrors: errors,
@@ -255,6 +281,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provide(ExtrasLive),
+    Layer.provide(ProtectedResourceLive),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
@@ -274,6 +301,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   } catch (e) {
     await runtime.dispose().catch(() => undefined)
     await keys.close()
+    for (const issuer of issuers) issuer.close()
     throw unwrapStartError(e)
   } finally {
     started()
@@ -298,6 +326,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       httpServer.closeAllConnections()
       await runtime.dispose()
       await keys.close()
+      for (const issuer of issuers) issuer.close()
     })()
     return closing
   }

@@ -54,7 +54,8 @@ describe("with an API key", () => {
   // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
   // GET /oauth/callback is open too: the browser comes back from an authorization server with no
   // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts).
-  const open = (method: string, path: string) => method === "GET" && ["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path)
+  // So is the OAuth protected resource metadata (RFC 9728): how a client learns where to get a token.
+  const open = (method: string, path: string) => method === "GET" && (["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path) || path.startsWith("/.well-known/oauth-protected-resource"))
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = keyed

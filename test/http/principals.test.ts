@@ -35,7 +35,8 @@ const READER_REFUSED = /show_mcpconfig$|show_config$|^\/inspect\/|\/(mcp|sse|mes
 
 /** What `who` gets: "through" (past authorization: any answer but 401 and 403), 401 or 403. */
 const expected = (who: Who, method: string, path: string): "through" | 401 | 403 => {
-  if (OPEN.has(`${method} ${path}`)) return "through"
+  // The OAuth protected resource metadata (RFC 9728) is open too: where a client learns how to get a token.
+  if (OPEN.has(`${method} ${path}`) || (method === "GET" && path.startsWith("/.well-known/oauth-protected-resource"))) return "through"
   switch (who) {
     case "admin":
       return "through"

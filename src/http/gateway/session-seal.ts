@@ -105,10 +105,12 @@ export const clientFacts = (params: InitializeRequest["params"]): Pick<SessionCl
 /**
  * Who a session belongs to: a digest of the principal's role (and agent) and of the bearer key the
  * request carried (none when the server needs no key). A request of the session with another key
- * is refused as an unknown session. Only the digest is kept (and sealed), never the key.
+ * is refused as an unknown session. Only the digest is kept (and sealed), never the key. An access
+ * token is renewed while its session lasts: a session opened with one belongs to the token's issuer
+ * and subject (`Principal.subject`), not to the token.
  */
 export const sessionOwner = (principal: Principal, authorization: string | undefined): string => {
-  const key = /^Bearer\s+(.+)$/i.exec(authorization ?? "")?.[1]?.trim() ?? ""
+  const key = principal.subject !== undefined ? `token\0${principal.subject}` : (/^Bearer\s+(.+)$/i.exec(authorization ?? "")?.[1]?.trim() ?? "")
   const who = principal.role === "agent" ? `agent\0${principal.agentId}` : principal.role
   const text = `mcp-session-owner\0${who}\0${key}`
   // Most requests come with the key of the one before: its digest is kept (one entry, no table of keys).

@@ -1,0 +1,138 @@
+/**
+ * An external authorization server the store trusts (`--auth-issuer`): its OpenID Connect discovery
+ * document (or, failing that, its RFC 8414 metadata) names its JWKS, whose public keys check the
+ * signatures of the JWT access tokens it issues. Every request to it goes through the store's
+ * outbound policy (src/mcp/upstream-policy.ts) with a time-out, a size limit on the answer and no
+ * redirect followed (src/mcp/bounded-fetch.ts).
+ *
+ * Discovery is lazy and retried: a store that starts while the authorization server is down still
+ * starts, answers tokens 401 until it is reachable, and asks again at most once per `cooldownMs`.
+ * The keys are jose's remote key set: cached (`cacheMaxAgeMs`), fetched again on a token whose `kid`
+ * it does not know (a rotated key), at most once per `cooldownMs`. Nothing here holds a timer;
+ * `close` aborts the requests in flight.
+ */
+import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose"
+import { boundedFetch } from "../../mcp/bounded-fetch.js"
+import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
+import { log } from "../../logging/log.js"
+import type { ClaimMap } from "../../domain/claim-map.js"
+import type { TrustedIssuer } from "./token-verifier.js"
+
+export interface ExternalIssuerOptions {
+  /** The issuer identifier (`--auth-issuer`), exactly as its tokens' `iss`. */
+  readonly issuer: string
+  readonly claimMap: ClaimMap
+  readonly policy: UpstreamPolicy
+  /** Each request to the authorization server (ms). */
+  readonly timeoutMs?: number
+  /** The largest discovery document or JWKS read (bytes). */
+  readonly maxBytes?: number
+  /** The shortest time between two fetches of the keys, or two discovery attempts (ms). */
+  readonly cooldownMs?: number
+  /** How long fetched keys are used before they are fetched again (ms). */
+  readonly cacheMaxAgeMs?: number
+}
+
+const DEFAULTS = { timeoutMs: 5_000, maxBytes: 256 * 1024, cooldownMs: 10_000, cacheMaxAgeMs: 600_000 }
+
+/** A discovery or key request that failed: the message says which and why. */
+export class IssuerUnavailable extends Error {
+  override readonly name = "IssuerUnavailable"
+}
+
+/** An issuer the store trusts through its published metadata, with `close` for shutdown. */
+export interface ExternalIssuer extends TrustedIssuer {
+  /** Discovers the issuer now (at start-up); resolves whatever happens, having logged it. */
+  readonly warmUp: () => Promise<void>
+  readonly close: () => void
+}
+
+/** The well-known URLs of an issuer's metadata, in the order asked: OpenID Connect's, then RFC 8414's. */
+const metadataUrls = (issuer: string): ReadonlyArray<string> => {
+  const url = new URL(issuer)
+  const path = url.pathname === "/" ? "" : url.pathname.replace(/\/$/, "")
+  return [`${url.origin}${path}/.well-known/openid-configuration`, `${url.origin}/.well-known/oauth-authorization-server${path}`]
+}
+
+export const externalIssuer = (options: ExternalIssuerOptions): ExternalIssuer => {
+  const o = { ...DEFAULTS, ...options }
+  const closing = new AbortController()
+  const fetchBounded = boundedFetch({
+    maxMessageBytes: o.maxBytes,
+    errorBodyBytes: 1024,
+    onTooLarge: (e) => log.warn(`auth issuer ${o.issuer}: an answer was refused: ${e.message}`, { event: "auth_issuer", issuer: o.issuer }),
+    fetch: o.policy.fetch
+  })
+  /** A GET with the time-out, the store's closing signal, and the outbound policy. */
+  const get: typeof fetch = (input, init) =>
+    fetchBounded(input, { ...init, signal: AbortSignal.any([AbortSignal.timeout(o.timeoutMs), closing.signal, ...(init?.signal ? [init.signal] : [])]) })
+
+  const discover = async (): Promise<URL> => {
+    const problems: Array<string> = []
+    for (const url of metadataUrls(o.issuer)) {
+      let doc: unknown
+      try {
+        const response = await get(url, { headers: { accept: "application/json" } })
+        if (!response.ok) {
+          await response.body?.cancel().catch(() => undefined)
+          problems.push(`${url}: HTTP ${response.status}`)
+          continue
+        }
+        doc = await response.json()
+      } catch (e) {
+        problems.push(`${url}: ${(e as Error).message}`)
+        continue
+      }
+      const meta = (typeof doc === "object" && doc !== null ? doc : {}) as Record<string, unknown>
+      if (meta["issuer"] !== o.issuer) throw new IssuerUnavailable(`${url} names the issuer ${JSON.stringify(meta["issuer"])?.slice(0, 200)}, not ${o.issuer}`)
+      const jwks = meta["jwks_uri"]
+      let jwksUrl: URL | undefined
+      try {
+        jwksUrl = typeof jwks === "string" ? new URL(jwks) : undefined
+      } catch {
+        jwksUrl = undefined
+      }
+      if (jwksUrl === undefined || (jwksUrl.protocol !== "https:" && jwksUrl.protocol !== "http:")) throw new IssuerUnavailable(`${url} has no usable jwks_uri`)
+      return jwksUrl
+    }
+    throw new IssuerUnavailable(`no metadata: ${problems.join("; ")}`)
+  }
+
+  let keySet: JWTVerifyGetKey | undefined
+  let pending: Promise<JWTVerifyGetKey> | undefined
+  let failedAt = 0
+  let lastFailure: Error | undefined
+  /** The remote key set, discovering it first; a failed discovery is tried again only after the cooldown. */
+  const keysOf = (): Promise<JWTVerifyGetKey> => {
+    if (keySet !== undefined) return Promise.resolve(keySet)
+    if (pending !== undefined) return pending
+    if (lastFailure !== undefined && Date.now() - failedAt < o.cooldownMs) return Promise.reject(lastFailure)
+    pending = discover().then(
+      (jwksUrl) => {
+        keySet = createRemoteJWKSet(jwksUrl, { timeoutDuration: o.timeoutMs, cooldownDuration: o.cooldownMs, cacheMaxAge: o.cacheMaxAgeMs, [customFetch]: get })
+        pending = undefined
+        lastFailure = undefined
+        log.info(`auth issuer ${o.issuer}: discovered, keys at ${jwksUrl.href}`, { event: "auth_issuer", issuer: o.issuer, jwks_uri: jwksUrl.href })
+        return keySet
+      },
+      (e: unknown) => {
+        pending = undefined
+        failedAt = Date.now()
+        lastFailure = e instanceof IssuerUnavailable ? e : new IssuerUnavailable(String((e as Error)?.message ?? e))
+        log.warn(`auth issuer ${o.issuer}: discovery failed (tokens are refused until it succeeds): ${lastFailure.message}`, { event: "auth_issuer", issuer: o.issuer })
+        throw lastFailure
+      }
+    )
+    return pending
+  }
+
+  const keys: JWTVerifyGetKey = async (header, token) => (await keysOf())(header, token)
+
+  return {
+    issuer: o.issuer,
+    keys,
+    claimMap: o.claimMap,
+    warmUp: () => keysOf().then(() => undefined, () => undefined),
+    close: () => closing.abort()
+  }
+}
