@@ -94,6 +94,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
   // `mcp-store keys create|list|revoke`: edits the keys file (src/cli/keys-command.ts), then exits.
   if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
+  // `mcp-store auth approve-client <client_id>`: approves a client of the built-in authorization server (src/cli/approve-client-command.ts).
+  if (argv[0] === "auth" && argv[1] === "approve-client") return (await import("./cli/approve-client-command.js")).runApproveClient(argv.slice(2), process.env)
   // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/cli/auth-command.ts).
   if (argv[0] === "auth") return (await import("./cli/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options

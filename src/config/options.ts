@@ -54,6 +54,14 @@ export interface ServerOptions {
   readonly maxBodyBytes: number
   /** Open client connections; a connection past the cap is answered 503 and closed. */
   readonly maxConnections: number
+  /** The built-in OAuth 2.1 authorization server for the MCP endpoints (`--auth-server`, docs/oauth-server.md). */
+  readonly authServer?: boolean | undefined
+  /** Accept `http` client ids on a loopback address (`--auth-dev-loopback-clients`: tests and local development). */
+  readonly authDevLoopbackClients?: boolean | undefined
+  /** Dynamic Client Registration beside client metadata documents (on unless `--no-auth-dynamic-registration`). */
+  readonly authDynamicRegistration?: boolean | undefined
+  /** The store's public base URL (`--public-url`): the issuer of its tokens and the base of its endpoints' URLs. */
+  readonly publicUrl?: string | undefined
 }
 
 /** Caps the store itself enforces, whoever calls it (HTTP, `/mcp`, the library API). */
@@ -149,6 +157,10 @@ export interface OptionValues {
   allowed_origins?: ReadonlyArray<string>
   allow_remote_local_services?: boolean
   deny_by_default?: boolean
+  auth_server?: boolean
+  auth_dev_loopback_clients?: boolean
+  auth_dynamic_registration?: boolean
+  public_url?: string
   max_event_streams?: number
   max_mcp_sessions?: number
   mcp_session_idle_seconds?: number
@@ -225,6 +237,10 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_origins",
   "allow_remote_local_services",
   "deny_by_default",
+  "auth_server",
+  "auth_dev_loopback_clients",
+  "auth_dynamic_registration",
+  "public_url",
   "upstream_allow",
   "upstream_allow_metadata",
   "redis_url",
@@ -506,8 +522,17 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkList(key, value, source)
       case "allow_remote_local_services":
       case "deny_by_default":
+      case "auth_server":
+      case "auth_dev_loopback_clients":
+      case "auth_dynamic_registration":
       case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
+      case "public_url": {
+        const url = checkUrl(key, value, ["http:", "https:"], source)
+        const parsed = new URL(url)
+        if (parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" || parsed.password !== "") throw refuse(key, "must be a base URL without query, fragment or credentials (https://store.example.com)", value, source)
+        return url.replace(/\/+$/, "")
+      }
       case "redis_url":
         return checkUrl(key, value, ["redis:", "rediss:"], source)
       case "advertise_url": {
@@ -563,6 +588,9 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "local_services":
     case "allow_remote_local_services":
     case "deny_by_default":
+    case "auth_server":
+    case "auth_dev_loopback_clients":
+    case "auth_dynamic_registration":
     case "upstream_allow_metadata":
     case "debug": {
       const word = text.trim().toLowerCase()
@@ -647,7 +675,11 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   maxMcpSessions: given.max_mcp_sessions ?? OPTION_DEFAULTS.max_mcp_sessions,
   mcpSessionIdleSeconds: given.mcp_session_idle_seconds ?? OPTION_DEFAULTS.mcp_session_idle_seconds,
   maxBodyBytes: given.max_body_bytes ?? OPTION_DEFAULTS.max_body_bytes,
-  maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections
+  maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections,
+  ...(given.auth_server === undefined ? {} : { authServer: given.auth_server }),
+  ...(given.auth_dev_loopback_clients === undefined ? {} : { authDevLoopbackClients: given.auth_dev_loopback_clients }),
+  ...(given.auth_dynamic_registration === undefined ? {} : { authDynamicRegistration: given.auth_dynamic_registration }),
+  ...(given.public_url === undefined ? {} : { publicUrl: given.public_url })
 })
 
 /** The store's caps from checked values, defaults filled in. */

@@ -37,7 +37,15 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/docs" },
   { method: "GET", path: "/openapi.json" },
   // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
-  { method: "GET", path: "/oauth/callback" }
+  { method: "GET", path: "/oauth/callback" },
+  // The built-in authorization server (src/http/oauth-server/endpoints.ts): its clients have no API key;
+  // each endpoint checks its own proof (PKCE, client authentication, the admin key on the consent).
+  { method: "GET", path: "/.well-known/oauth-authorization-server" },
+  { method: "GET", path: "/oauth/jwks" },
+  { method: "GET", path: "/oauth/authorize" },
+  { method: "POST", path: "/oauth/token" },
+  { method: "POST", path: "/oauth/revoke" },
+  { method: "POST", path: "/oauth/register" }
 ]
 
 /** The API key check of every request (the contract's `bearer` security). */
@@ -76,7 +84,7 @@ export const authorize = (
   if (ring === undefined || !ring.required) return { principal: ADMIN }
   const path = pathOf(url)
   const checked = ring.check(header)
-  if (method === "GET" && OPEN_ROUTES.some((route) => route.path === path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
+  if (OPEN_ROUTES.some((route) => route.method === method && route.path === path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
   if (!checked.ok) {
     if (!quiet) log.warn(`refused ${method} ${path}: ${checked.why === "missing" ? "no API key" : `${checked.why} API key`}`, { event: "auth_refused", method, path, why: checked.why })
     return { status: 401, message: checked.why === "revoked" || checked.why === "expired" ? `The API key is ${checked.why}` : "Missing or wrong API key: send 'Authorization: Bearer <key>'" }
@@ -89,18 +97,46 @@ export const authorize = (
   return { principal: checked.principal }
 }
 
+/**
+ * The principal of a bearer token that is not an API key (the built-in authorization server's
+ * access tokens, src/http/oauth-server/grants.ts `principalOf`), for the request's path; undefined
+ * when it is none.
+ */
+export type TokenPrincipals = (token: string, path: string) => Promise<Principal | undefined>
+
 /** The middleware's check: the principal, or 401 with the challenge, or 403. */
-const bearerCheck = (ring: KeyRing) => (_token: Redacted.Redacted<string>): Effect.Effect<Principal, Unauthorized | Forbidden, HttpServerRequest.HttpServerRequest> =>
+const bearerCheck = (ring: KeyRing, tokens: TokenPrincipals | undefined) => (_token: Redacted.Redacted<string>): Effect.Effect<Principal, Unauthorized | Forbidden, HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<Principal, Unauthorized | Forbidden> => {
-    const result = authorize(ring, request.method, request.url, request.headers["authorization"])
+    const header = request.headers["authorization"]
+    // Glue until the resource server's issuer-list verifier: a JWT (three dot-separated parts) on an
+    // agent's MCP endpoint is tried as one of the built-in authorization server's access tokens.
+    const path = pathOf(request.url)
+    const jwt = tokens !== undefined && header !== undefined && /^bearer [\w-]+\.[\w-]+\.[\w-]+$/i.test(header) && /^\/for_agent\/[^/]+\/mcp$/.test(path)
+    const result = authorize(ring, request.method, request.url, header, jwt)
     if ("principal" in result) return Effect.succeed(result.principal)
-    if (result.status === 403) return Effect.fail(new Forbidden(errorBody("FORBIDDEN", result.message, {})))
-    return Effect.zipRight(challenge, Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", result.message, {}))))
+    const refuse = (r: { readonly status: 401 | 403; readonly message: string }): Effect.Effect<never, Unauthorized | Forbidden> =>
+      r.status === 403 ? Effect.fail(new Forbidden(errorBody("FORBIDDEN", r.message, {}))) : Effect.zipRight(challenge, Effect.fail(new Unauthorized(errorBody("UNAUTHORIZED", r.message, {}))))
+    if (!jwt || result.status !== 401) return refuse(result)
+    return Effect.flatMap(Effect.promise(() => tokens(header.slice(7).trim(), path)), (principal) => {
+      if (principal === undefined) {
+        log.warn(`refused ${request.method} ${path}: an access token that is not valid here (expired, revoked, or for another endpoint)`, { event: "auth_refused", method: request.method, path, why: "token" })
+        return refuse({ status: 401, message: "The access token is not valid for this endpoint (expired, revoked or for another resource)" })
+      }
+      const denied = routeAccess(principal, request.method, path)
+      if (denied !== undefined) {
+        log.warn(`refused ${request.method} ${path} to an OAuth access token: ${denied}`, { event: "forbidden", method: request.method, path, role: principal.role })
+        return refuse({ status: 403, message: denied })
+      }
+      return Effect.succeed(principal)
+    })
   })
 
-/** The check of the keys in `ring`; with none, every request is admitted as an admin. */
-export const authorizationLayer = (ring: KeyRing | undefined): Layer.Layer<Authorization> =>
-  Layer.succeed(Authorization, Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring) }))
+/**
+ * The check of the keys in `ring` (and, with `tokens`, of the built-in authorization server's
+ * access tokens on the agents' MCP endpoints); with no ring, every request is admitted as an admin.
+ */
+export const authorizationLayer = (ring: KeyRing | undefined, tokens?: TokenPrincipals): Layer.Layer<Authorization> =>
+  Layer.succeed(Authorization, Authorization.of({ bearer: ring === undefined ? () => Effect.succeed(ADMIN) : bearerCheck(ring, tokens) }))
 
 /**
  * Whether a principal is allowed everything: clear secrets (`show_mcpconfig?reveal=true`) and

@@ -48,6 +48,10 @@ import * as NodeServer from "./node-server.js"
 import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
 import { readTraceContext } from "../domain/trace-context.js"
 import { StoreHttpLive } from "./store/Http.js"
+import { loadSigningKey } from "../config/oauth-signing-key.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import { OAUTH_SERVER_ROUTES, oauthServerRoutes } from "./oauth-server/endpoints.js"
+import { AuthorizationServer } from "./oauth-server/grants.js"
 
 /** A running server. */
 export interface RunningServer {
@@ -61,6 +65,11 @@ export interface RunningServer {
   readonly monitor: Monitor
   /** The keys the server admits (the keys file, re-read on change). */
   readonly keys: KeyRing
+  /**
+   * With `--auth-server`: the built-in authorization server's issuer and the keys its access tokens
+   * are verified with (for the resource side's verifier), and the server itself.
+   */
+  readonly authServer: AuthorizationServer | undefined
   /** Graceful shutdown; resolves when every connection and child process is gone. Idempotent. */
   close(): Promise<void>
 }
@@ -100,6 +109,19 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   )
   keys.loadSync()
   keys.watch()
+  // The built-in authorization server (--auth-server, docs/oauth-server.md): its issuer is the public
+  // URL, else the URL the server listens at (known once it listens; no request is served before).
+  let issuerUrl: string | undefined
+  const authServer = options.server.authServer === true
+    ? new AuthorizationServer({
+        servicesFile: options.store.mcpConfigFile,
+        issuer: () => options.server.publicUrl ?? issuerUrl ?? `http://127.0.0.1:${options.server.port}`,
+        key: await loadSigningKey(options.store.mcpConfigFile),
+        policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata }),
+        devLoopbackClients: options.server.authDevLoopbackClients === true,
+        dynamicRegistration: options.server.authDynamicRegistration !== false
+      })
+    : undefined
   const httpServer: Server = createServer()
   const state: { app?: AppState } = {}
   // Open client sockets, for monitoring (active_connections).
@@ -170,10 +192,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     })
   ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))
 
-  const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
+  const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES, ...OAUTH_SERVER_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
-    Layer.provide([authorizationLayer(keys), requestBodyLayer(options.server.maxBodyBytes)]),
+    Layer.provide([authorizationLayer(keys, authServer === undefined ? undefined : (token, path) => authServer.principalOf(token, path)), requestBodyLayer(options.server.maxBodyBytes)]),
     Layer.provide(HttpApiBuilder.middleware(Api, errors))
   )
 
@@ -195,7 +217,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     log.debug(`${request.method} ${path} ${status} ${ms.toFixed(1)} ms${trace}`, { event: "access", method: request.method, path, status, duration_ms: Math.round(ms * 10) / 10, trace_id: traceId })
   }
   // Tracing on: every request's span, by its route template (src/http/request-span.ts).
-  const routeOf = routeTemplates([...routeTable(), ...EXTRA_ROUTES])
+  const routeOf = routeTemplates([...routeTable(), ...EXTRA_ROUTES, ...OAUTH_SERVER_ROUTES])
   const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
@@ -255,6 +277,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     // attribute) even with no tracer installed: nothing here reads spans, so it is switched off.
     HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provide(ExtrasLive),
+    Layer.provide(oauthServerRoutes(authServer)),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
@@ -297,16 +320,18 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       clearInterval(idle)
       httpServer.closeAllConnections()
       await runtime.dispose()
+      await authServer?.flush()
       await keys.close()
     })()
     return closing
   }
 
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+  issuerUrl = url
   // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
   app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
   cluster?.advertise(url)
-  return { url, port, store: app.store, cluster, monitor: app.monitor, keys, close }
+  return { url, port, store: app.store, cluster, monitor: app.monitor, keys, authServer, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */
