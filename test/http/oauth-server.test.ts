@@ -54,10 +54,13 @@ class TestProvider implements OAuthClientProvider {
   get clientMetadata() {
     return { redirect_uris: [this.callback], client_name: "test client", token_endpoint_auth_method: "none" }
   }
+  info: { client_id: string; issuer?: string } | undefined
   clientInformation() {
-    return { client_id: this.clientId }
+    return this.info ?? { client_id: this.clientId }
   }
-  saveClientInformation() {}
+  saveClientInformation(info: { client_id: string; issuer?: string }) {
+    this.info = info
+  }
   tokens() {
     return this.saved as never
   }
@@ -256,7 +259,8 @@ describe("the built-in authorization server", () => {
   it("refuses client ids that point at a metadata address, at http elsewhere, or whose document is too large or names another id", async () => {
     const page = (id: string) =>
       fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: id, redirect_uri: callback, response_type: "code", code_challenge: "a".repeat(43), code_challenge_method: "S256", resource: resourceA })}`, { redirect: "manual" })
-    for (const id of ["http://169.254.169.254/latest/meta-data", "http://example.com/client.json", `${site.base}/huge.json`, `${site.base}/`, `${site.base}/missing.json`]) {
+    // https://169.254.169.254: a well-formed id, refused by the outbound policy before any connection.
+    for (const id of ["https://169.254.169.254/latest/meta-data", "http://169.254.169.254/latest/meta-data", "http://example.com/client.json", `${site.base}/huge.json`, `${site.base}/`, `${site.base}/missing.json`]) {
       const answer = await page(id)
       expect(answer.status, id).toBe(400)
       expect(answer.headers.get("location"), id).toBeNull()
@@ -266,6 +270,13 @@ describe("the built-in authorization server", () => {
   })
 
   it("an operator's approval ahead of time (CLI) completes the flow without the page; client credentials with the printed secret", async () => {
+    const cliClient = `${site.base}/cli.json`
+    site.docs.set("/cli.json", { client_id: cliClient, client_name: "approved by the CLI", redirect_uris: [callback] })
+    expect(await runApproveClient([cliClient, "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(0)
+    const provider = new TestProvider(cliClient, callback, resourceA)
+    const straight = await fetch(await authorizationUrl(provider), { redirect: "manual" })
+    expect(straight.status).toBe(302)
+    expect(new URL(straight.headers.get("location") as string).searchParams.get("code")).toBeTruthy()
     const id = `${site.base}/machine.json`
     let out = ""
     const code = await runApproveClient([id, "--agent", A, "--tools", "svc__*", "--machine", "--config", server.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
