@@ -99,6 +99,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   if (options.store.cluster !== undefined && options.store.cluster.advertiseUrl === undefined && isWildcard(options.server.host)) {
     throw new Error(`--redis-url with --host ${options.server.host} needs --advertise-url (MCPSTORE_ADVERTISE_URL): the URL the other replicas reach this one at`)
   }
+  // The built-in authorization server keeps its codes and consents in one process's memory: not across replicas yet.
+  if (options.server.authServer === true && options.store.cluster !== undefined) {
+    throw new Error("--auth-server does not run in replica mode (--redis-url) yet: its authorization codes and consents live in one replica's memory")
+  }
   // The keys: --api-key and MCPSTORE_API_KEY_FILE (admins) and the keys file, watched from now on.
   const adminKeys = [options.server.apiKey, options.server.apiKeyFile === undefined ? undefined : readApiKeyFile(options.server.apiKeyFile)]
   const keys = new KeyRing(
