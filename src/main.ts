@@ -46,6 +46,9 @@ const logBanner = (options: Options, running: RunningServer): void => {
       ? []
       : [["cluster", "cluster        ", `${running.cluster.options.name}: replica ${running.cluster.replicaId}, reached at ${running.cluster.advertiseUrl}`] as const]),
     ["local_services", "local services ", localServicesLine(server)],
+    ...(running.authServer === undefined
+      ? []
+      : [["auth_server", "OAuth server   ", `${running.authServer.issuer}/.well-known/oauth-authorization-server (client metadata documents${server.authDynamicRegistration === false ? "" : ", dynamic registration"})`] as const]),
     [
       "allowed_hosts",
       "allowed hosts  ",
@@ -82,6 +85,9 @@ const exposureWarnings = (server: Options["server"], port: number, keyed: boolea
         : `listening on ${server.host} without an API key: anyone who reaches port ${port} can use and change the store's services ` +
             `(local command services are refused from non-loopback clients). Set --api-key (or MCPSTORE_API_KEY), or listen on 127.0.0.1.`
     )
+  }
+  if (server.authServer === true && !keyed) {
+    out.push("--auth-server without an API key: anyone who reaches the store can approve OAuth clients on the consent page. Set --api-key (or MCPSTORE_API_KEY).")
   }
   if (server.allowedHosts.includes("*")) out.push("--allowed-hosts '*': any Host is accepted, so a DNS-rebinding web page can reach the store.")
   if (server.allowedOrigins.includes("*")) out.push("--allowed-origins '*': any web page the user opens can use the store.")

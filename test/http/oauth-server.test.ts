@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { auth, Client, StreamableHTTPClientTransport, type OAuthClientProvider } from "@modelcontextprotocol/client"
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { runApproveClient } from "../../src/cli/approve-client-command.js"
+import { configureLogging } from "../../src/logging/log.js"
 import { addService, authedApi, fixtureService, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const ADMIN = "admin-key-for-oauth-server-test"
@@ -99,8 +100,13 @@ describe("the built-in authorization server", () => {
   let resourceA: string
   let clientId: string
   let callback: string
+  // Every log line of the file's store, and every secret the tests saw: none may be in a line.
+  const lines: string[] = []
+  const secrets: string[] = []
+  let restoreLogging: () => void = () => undefined
 
   beforeAll(async () => {
+    restoreLogging = configureLogging({ level: "info", write: (line) => void lines.push(line) })
     site = await startClientSite()
     server = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
     admin = authedApi(server.url, ADMIN)
@@ -112,6 +118,7 @@ describe("the built-in authorization server", () => {
   }, 60_000)
 
   afterAll(async () => {
+    restoreLogging()
     await server?.cleanup()
     await site?.close()
   })
@@ -167,8 +174,10 @@ describe("the built-in authorization server", () => {
     expect(back.origin + back.pathname).toBe(callback)
     expect(back.searchParams.get("iss")).toBe(server.url)
     const code = back.searchParams.get("code") as string
+    secrets.push(code)
     expect(await auth(provider, { serverUrl: resourceA, authorizationCode: code, iss: back.searchParams.get("iss") as string })).toBe("AUTHORIZED")
     const first = provider.saved!
+    secrets.push(first.access_token, first.refresh_token!)
     expect(first.refresh_token).toBeTruthy()
     // The access token: ES256, iss the store, aud the agent's endpoint, bound to the agent and its tools.
     const jwks = await json(await fetch(`${server.url}/oauth/jwks`))
@@ -208,6 +217,7 @@ describe("the built-in authorization server", () => {
     const before = provider.saved!
     expect(await auth(provider, { serverUrl: resourceA })).toBe("AUTHORIZED")
     const after = provider.saved!
+    secrets.push(after.access_token, after.refresh_token!)
     expect(after.refresh_token).not.toBe(before.refresh_token)
     const mcpStatus = async (token: string) =>
       (await fetch(resourceA, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } } }) })).status
@@ -282,6 +292,7 @@ describe("the built-in authorization server", () => {
     const code = await runApproveClient([id, "--agent", A, "--tools", "svc__*", "--machine", "--config", server.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
     expect(code).toBe(0)
     const secret = out.trim()
+    secrets.push(secret)
     expect(secret.length).toBeGreaterThan(40)
     const basic = `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString("base64")}`
     const token = await fetch(`${server.url}/oauth/token`, { ...form({ grant_type: "client_credentials", resource: resourceA }), headers: { "content-type": "application/x-www-form-urlencoded", authorization: basic } })
@@ -311,6 +322,16 @@ describe("the built-in authorization server", () => {
     expect((await fetch(`${server.url}/oauth/token`, form(fields))).status).toBe(401)
   })
 
+  it("logs approvals, tokens given and refusals, never a code, token or secret", () => {
+    const text = lines.join("")
+    expect(text).toMatch(/approved OAuth client .*consent/)
+    expect(text).toMatch(/issued an access token to OAuth client/)
+    expect(text).toMatch(/revoked a token family .*used again/)
+    expect(text).toMatch(/refused an authorization request of client .*redirect_uri/)
+    expect(secrets.length).toBeGreaterThanOrEqual(6)
+    for (const secret of secrets) expect(text).not.toContain(secret)
+  })
+
   it("Dynamic Client Registration: a public client, bad metadata refused", async () => {
     const ok = await fetch(`${server.url}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [callback], client_name: "dcr" }) })
     expect(ok.status).toBe(201)
@@ -319,5 +340,38 @@ describe("the built-in authorization server", () => {
     expect(bad.status).toBe(400)
     const secretClient = await fetch(`${server.url}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [callback], token_endpoint_auth_method: "client_secret_basic" }) })
     expect(secretClient.status).toBe(400)
+  })
+})
+
+describe("the built-in authorization server across a restart", () => {
+  it("keeps its signing key (sealed, 0600) and its approvals: a token given before still verifies", { timeout: 60_000 }, async () => {
+    const { statSync, readFileSync } = await import("node:fs")
+    const { createLocalJWKSet } = await import("jose")
+    const first = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
+    const dir = first.dir
+    let second: TestServer | undefined
+    try {
+      const id = "https://machine.example/client.json"
+      let out = ""
+      expect(await runApproveClient([id, "--agent", A, "--machine", "--config", first.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })).toBe(0)
+      const token = await json(await fetch(`${first.url}/oauth/token`, form({ grant_type: "client_credentials", client_id: id, client_secret: out.trim() })))
+      expect(token.access_token).toBeTruthy()
+      const keyFile = `${first.file}.oauth-server.key`
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600)
+      expect(statSync(`${first.file}.oauth-server.json`).mode & 0o777).toBe(0o600)
+      expect(readFileSync(keyFile, "utf8")).not.toContain('"d"')
+      const before = await json(await fetch(`${first.url}/oauth/jwks`))
+      await first.close()
+      second = await startTestServer({ dir, apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
+      const after = await json(await fetch(`${second.url}/oauth/jwks`))
+      expect(after).toEqual(before)
+      await jwtVerify(token.access_token, createLocalJWKSet(after), { audience: `${first.url}/for_agent/${A}/mcp` })
+      // The approval is still there: the secret still works on the new store.
+      const again = await fetch(`${second.url}/oauth/token`, form({ grant_type: "client_credentials", client_id: id, client_secret: out.trim() }))
+      expect(again.status).toBe(200)
+    } finally {
+      await second?.close()
+      await first.cleanup()
+    }
   })
 })

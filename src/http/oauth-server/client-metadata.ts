@@ -33,6 +33,8 @@ const MIN_TTL_MS = 60_000
 const MAX_TTL_MS = 60 * 60_000
 const MAX_REDIRECT_URIS = 20
 const MAX_KEYS = 10
+/** Documents fetched at once: a flood of made-up client ids cannot make the store open connections without end. */
+const MAX_IN_FLIGHT = 16
 
 /** Whether a host (as in a URL, IPv6 in brackets) is a loopback address. */
 export const isLoopbackHost = (hostname: string): boolean => {
@@ -140,6 +142,7 @@ export class ClientMetadataCache {
     if (hit !== undefined && hit.until > this.now()) return Promise.resolve(hit.doc)
     const running = this.inFlight.get(clientId)
     if (running !== undefined) return running
+    if (this.inFlight.size >= MAX_IN_FLIGHT) return Promise.reject(new ClientMetadataError(`${MAX_IN_FLIGHT} client metadata documents are being fetched already; try again shortly`))
     const fetched = this.load(clientId).finally(() => this.inFlight.delete(clientId))
     this.inFlight.set(clientId, fetched)
     return fetched

@@ -10,6 +10,7 @@
  * expired entries are dropped as new ones come.
  */
 import { randomBytes, timingSafeEqual, createHash } from "node:crypto"
+import { stat } from "node:fs/promises"
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, type JWTVerifyGetKey } from "jose"
 import {
   freshSecret,
@@ -195,7 +196,6 @@ export class AuthorizationServer {
   /** Reads the file again when it changed (the CLI approves clients beside the running store). */
   private async current(): Promise<OAuthServerDocument> {
     await this.writing
-    const { stat } = await import("node:fs/promises")
     const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
     if (mtime !== this.mtimeMs) {
       try {
@@ -213,7 +213,6 @@ export class AuthorizationServer {
   /** Changes the document and writes it; one change at a time, each on the file as it is then. */
   private mutate(change: (doc: OAuthServerDocument) => OAuthServerDocument): Promise<void> {
     const run = this.writing.then(async () => {
-      const { stat } = await import("node:fs/promises")
       const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
       if (mtime !== this.mtimeMs) {
         const read = await readOAuthServerFile(this.file).catch(() => undefined)
