@@ -133,6 +133,8 @@ describe.skipIf(!haveChromium)("the consent page in Chromium", () => {
     expect(await page.getByTestId("agent").textContent()).toBe(A)
     expect(await page.getByTestId("redirect").textContent()).toBe(`${site.base}/callback`)
     expect(await page.locator("img").count()).toBe(0)
+    // Its redirect URI is on loopback: the page says what that means.
+    expect(await page.getByTestId("loopback-warning").isVisible()).toBe(true)
     // A wrong key: refused on the page, nothing decided.
     await page.getByTestId("key").fill("not-the-key")
     await page.getByTestId("approve").click()

@@ -22,6 +22,9 @@ $("redirect").textContent = view.redirect_uri;
 $("agent").textContent = view.agent;
 $("scope").textContent = view.scope;
 $("tools").value = view.tools === null ? "" : view.tools.join(",");
+// A loopback redirect URI can be served by any program on the client's machine (the client id metadata document draft asks to say so).
+const host = new URL(view.redirect_uri).hostname.replace(/^\[|\]$/g, "");
+if (host === "localhost" || host === "::1" || /^127\./.test(host)) $("loopback-warning").hidden = false;
 const stored = sessionStorage.getItem(KEY);
 if (stored) $("key").value = stored;
 const say = (state, text) => { const out = $("outcome"); out.dataset.state = state; out.textContent = text; };
@@ -85,6 +88,7 @@ label { display: block; margin-top: 1rem; font-weight: 600; } input { width: 100
 <dt>Client</dt><dd id="client-name" data-testid="client-name"></dd>
 <dt>Client id (its metadata document)</dt><dd id="client-id" data-testid="client-id"></dd>
 <dt>Goes back to</dt><dd id="redirect" data-testid="redirect"></dd>
+<dd id="loopback-warning" data-testid="loopback-warning" hidden style="font-family: inherit; color: #8a5300">This address is on the client's own machine: any program running there could receive the authorization. Approve only a client you started yourself.</dd>
 <dt>Agent</dt><dd id="agent" data-testid="agent"></dd>
 <dt>Scope</dt><dd id="scope"></dd>
 </dl>
