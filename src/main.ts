@@ -100,8 +100,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
   // `mcp-store keys create|list|revoke`: edits the keys file (src/cli/keys-command.ts), then exits.
   if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
-  // `mcp-store auth approve-client <client_id>`: approves a client of the built-in authorization server (src/cli/approve-client-command.ts).
-  if (argv[0] === "auth" && argv[1] === "approve-client") return (await import("./cli/approve-client-command.js")).runApproveClient(argv.slice(2), process.env)
+  // `mcp-store auth approve-client|list-clients|revoke-client`: the built-in authorization server's clients (src/cli/oauth-clients-command.ts).
+  if (argv[0] === "auth" && argv[1] !== undefined && ["approve-client", "list-clients", "revoke-client"].includes(argv[1])) {
+    return (await import("./cli/oauth-clients-command.js")).runOAuthClients(argv.slice(1), process.env)
+  }
   // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/cli/auth-command.ts).
   if (argv[0] === "auth") return (await import("./cli/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options

@@ -199,7 +199,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   // Listed for the help only: src/main.ts hands `import` to src/cli/import-command.ts before parsing.
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
-  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help); auth approve-client <client_id> approves a client of the built-in authorization server")
+  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help); auth approve-client|list-clients|revoke-client manage the built-in authorization server's clients")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")

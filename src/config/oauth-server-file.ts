@@ -3,7 +3,7 @@
  * atomically): the clients an operator approved and the principal each is bound to, the clients
  * registered dynamically, and the refresh tokens, each kept as the SHA-256 of the token only. Both
  * the running store (src/http/oauth-server/grants.ts) and `mcp-store auth approve-client`
- * (src/cli/approve-client-command.ts) read and write it; the store re-reads it when it changed.
+ * (src/cli/oauth-clients-command.ts) read and write it; the store re-reads it when it changed.
  * Nothing here can be used as a credential: client secrets and tokens are hashes.
  */
 import { createHash, randomBytes } from "node:crypto"

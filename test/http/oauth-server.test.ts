@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { auth, Client, StreamableHTTPClientTransport, type OAuthClientProvider } from "@modelcontextprotocol/client"
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
-import { runApproveClient } from "../../src/cli/approve-client-command.js"
+import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { configureLogging } from "../../src/logging/log.js"
 import { addService, authedApi, fixtureService, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
@@ -229,6 +229,18 @@ describe("the built-in authorization server", () => {
     expect((await json(rotated)).error).toBe("invalid_grant")
   })
 
+  it("two refreshes racing with one token: one gets a new pair, and the family is revoked all the same", async () => {
+    const provider = new TestProvider(clientId, callback, resourceA)
+    const back = new URL((await fetch(await authorizationUrl(provider), { redirect: "manual" })).headers.get("location") as string)
+    expect(await auth(provider, { serverUrl: resourceA, authorizationCode: back.searchParams.get("code") as string, iss: server.url })).toBe("AUTHORIZED")
+    const refresh = provider.saved!.refresh_token!
+    const answers = await Promise.all([1, 2].map(() => fetch(`${server.url}/oauth/token`, form({ grant_type: "refresh_token", refresh_token: refresh, client_id: clientId }))))
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 400])
+    const won = await json(answers.find((a) => a.status === 200)!)
+    const next = await fetch(`${server.url}/oauth/token`, form({ grant_type: "refresh_token", refresh_token: won.refresh_token, client_id: clientId }))
+    expect((await json(next)).error).toBe("invalid_grant")
+  })
+
   it("revocation: a revoked refresh token refreshes nothing; the file keeps only hashes", async () => {
     const provider = new TestProvider(clientId, callback, resourceA)
     const url = await authorizationUrl(provider)
@@ -282,14 +294,14 @@ describe("the built-in authorization server", () => {
   it("an operator's approval ahead of time (CLI) completes the flow without the page; client credentials with the printed secret", async () => {
     const cliClient = `${site.base}/cli.json`
     site.docs.set("/cli.json", { client_id: cliClient, client_name: "approved by the CLI", redirect_uris: [callback] })
-    expect(await runApproveClient([cliClient, "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(0)
+    expect(await runOAuthClients(["approve-client", cliClient, "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(0)
     const provider = new TestProvider(cliClient, callback, resourceA)
     const straight = await fetch(await authorizationUrl(provider), { redirect: "manual" })
     expect(straight.status).toBe(302)
     expect(new URL(straight.headers.get("location") as string).searchParams.get("code")).toBeTruthy()
     const id = `${site.base}/machine.json`
     let out = ""
-    const code = await runApproveClient([id, "--agent", A, "--tools", "svc__*", "--machine", "--config", server.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
+    const code = await runOAuthClients(["approve-client", id, "--agent", A, "--tools", "svc__*", "--machine", "--config", server.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
     expect(code).toBe(0)
     const secret = out.trim()
     secrets.push(secret)
@@ -301,8 +313,18 @@ describe("the built-in authorization server", () => {
     expect(body.refresh_token).toBeUndefined()
     const wrong = await fetch(`${server.url}/oauth/token`, form({ grant_type: "client_credentials", client_id: id, client_secret: "nope" }))
     expect(wrong.status).toBe(401)
+    // list-clients shows the approvals, never a secret; revoke-client withdraws one: no more tokens.
+    let listed = ""
+    expect(await runOAuthClients(["list-clients", "--config", server.file], {}, { writeOut: (t) => void (listed += t), writeErr: () => undefined })).toBe(0)
+    expect(listed).toContain(id)
+    expect(listed).toContain("machine (secret)")
+    expect(listed).not.toContain(secret)
+    expect(await runOAuthClients(["revoke-client", id, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(0)
+    const afterRevoke = await fetch(`${server.url}/oauth/token`, { ...form({ grant_type: "client_credentials", resource: resourceA }), headers: { "content-type": "application/x-www-form-urlencoded", authorization: basic } })
+    expect(afterRevoke.status).toBe(401)
+    expect(await runOAuthClients(["revoke-client", id, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(2)
     // Bad input to the CLI: a usage error, nothing written.
-    expect(await runApproveClient(["not a url", "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(2)
+    expect(await runOAuthClients(["approve-client", "not a url", "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(2)
   })
 
   it("a machine client signing with a key of its metadata document (private_key_jwt), approved by the admin route", async () => {
@@ -353,7 +375,7 @@ describe("the built-in authorization server across a restart", () => {
     try {
       const id = "https://machine.example/client.json"
       let out = ""
-      expect(await runApproveClient([id, "--agent", A, "--machine", "--config", first.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })).toBe(0)
+      expect(await runOAuthClients(["approve-client", id, "--agent", A, "--machine", "--config", first.file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })).toBe(0)
       const token = await json(await fetch(`${first.url}/oauth/token`, form({ grant_type: "client_credentials", client_id: id, client_secret: out.trim() })))
       expect(token.access_token).toBeTruthy()
       const keyFile = `${first.file}.oauth-server.key`

@@ -600,6 +600,8 @@ export class AuthorizationServer {
       const key = sha256(refresh)
       const now = this.now()
       await this.mutate((d) => {
+        // A family revoked while this token was made (a racing reuse) gets no new refresh token.
+        if (this.revoked.has(`fam:${t.family}`)) return d
         const kept = Object.entries(d.refresh).filter(([, r]) => r.expires > now)
         // Past the cap the tokens closest to expiry go first.
         if (kept.length >= MAX_REFRESH) kept.sort(([, a], [, b]) => b.expires - a.expires).splice(MAX_REFRESH - 1)
