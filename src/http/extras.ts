@@ -30,6 +30,7 @@ import { McpGateway } from "./gateway/endpoint.js"
 import { ModernMcp } from "./gateway/modern.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
+import { OAUTH_SERVER_ROUTES } from "./oauth-server/endpoints.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
 export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
@@ -49,7 +50,9 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/sse" },
   { method: "POST", path: "/messages" },
   { method: "GET", path: "/for_agent/:agent_id/sse" },
-  { method: "POST", path: "/for_agent/:agent_id/messages" }
+  { method: "POST", path: "/for_agent/:agent_id/messages" },
+  // The built-in authorization server's (src/http/oauth-server/endpoints.ts), mounted by src/http/server.ts.
+  ...OAUTH_SERVER_ROUTES
 ]
 
 /** The OAuth callback's page: plain text in HTML, no script, nothing from the request. */

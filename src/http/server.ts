@@ -50,7 +50,7 @@ import { readTraceContext } from "../domain/trace-context.js"
 import { StoreHttpLive } from "./store/Http.js"
 import { loadSigningKey } from "../config/oauth-signing-key.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
-import { OAUTH_SERVER_ROUTES, oauthServerRoutes } from "./oauth-server/endpoints.js"
+import { oauthServerRoutes } from "./oauth-server/endpoints.js"
 import { AuthorizationServer } from "./oauth-server/grants.js"
 
 /** A running server. */
@@ -196,7 +196,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     })
   ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))
 
-  const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES, ...OAUTH_SERVER_ROUTES])
+  const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
     Layer.provide([authorizationLayer(keys, authServer === undefined ? undefined : (token, path) => authServer.principalOf(token, path)), requestBodyLayer(options.server.maxBodyBytes)]),
@@ -221,7 +221,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     log.debug(`${request.method} ${path} ${status} ${ms.toFixed(1)} ms${trace}`, { event: "access", method: request.method, path, status, duration_ms: Math.round(ms * 10) / 10, trace_id: traceId })
   }
   // Tracing on: every request's span, by its route template (src/http/request-span.ts).
-  const routeOf = routeTemplates([...routeTable(), ...EXTRA_ROUTES, ...OAUTH_SERVER_ROUTES])
+  const routeOf = routeTemplates([...routeTable(), ...EXTRA_ROUTES])
   const measured = (app: HttpApp.Default): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
