@@ -33,6 +33,7 @@ import { ClientMetadataCache, ClientMetadataError, clientIdProblem, redirectUriP
 
 export const ACCESS_TOKEN_SECONDS = 600
 const CODE_MS = 60_000
+const USED_CODE_MS = 10 * 60_000
 const CONSENT_MS = 10 * 60_000
 const REFRESH_MS = 30 * 24 * 3600_000
 const MAX_CODES = 1000
@@ -341,7 +342,8 @@ export class AuthorizationServer {
     if (clientId === undefined || clientId === "") return { kind: "page", status: 400, message: "The request names no client (client_id)." }
     const client = await this.clientOf(clientId)
     if ("error" in client) {
-      log.warn(`refused an authorization request of client ${clientId.slice(0, 200)}: ${client.description}`, { event: "oauth_authorize_refused", client_id: clientId.slice(0, 200) })
+      // The id is not known good: quoted, so a line break in it cannot forge a log line.
+      log.warn(`refused an authorization request of client ${JSON.stringify(clientId.slice(0, 200))}: ${client.description}`, { event: "oauth_authorize_refused", client_id: clientId.slice(0, 200) })
       return { kind: "page", status: 400, message: `The client cannot be used: ${client.description}.` }
     }
     // The redirect URI must be one of the document's, exactly: nothing is sent anywhere else.
@@ -419,7 +421,8 @@ export class AuthorizationServer {
   private sweep(): void {
     const now = this.now()
     for (const [k, v] of this.codes) if (v.expires <= now && !v.used) this.codes.delete(k)
-    for (const [k, v] of this.codes) if (v.used && v.expires + REFRESH_MS <= now) this.codes.delete(k)
+    // A used code is remembered a little longer, to see a second use (and revoke what it gave).
+    for (const [k, v] of this.codes) if (v.used && v.expires + USED_CODE_MS <= now) this.codes.delete(k)
     for (const [k, v] of this.consents) if (v.expires <= now) this.consents.delete(k)
     for (const [k, until] of this.revoked) if (until <= now) this.revoked.delete(k)
     for (const [k, until] of this.assertions) if (until <= now) this.assertions.delete(k)
@@ -429,10 +432,12 @@ export class AuthorizationServer {
 
   /** The token endpoint (POST /oauth/token, form-encoded). */
   async token(form: URLSearchParams, authorization: string | undefined): Promise<TokenAnswer> {
-    const grant = form.get("grant_type")
+    const raw = form.get("grant_type")
+    // Quoted in log lines: it is the caller's text.
+    const grant = raw === null ? null : raw.slice(0, 60)
     const client = await this.authenticate(form, authorization)
     if ("error" in client) {
-      log.warn(`refused a token request (${grant ?? "no grant_type"}): ${client.description}`, { event: "oauth_token_refused", grant_type: grant ?? undefined })
+      log.warn(`refused a token request (${grant === null ? "no grant_type" : JSON.stringify(grant)}): ${client.description}`, { event: "oauth_token_refused", grant_type: grant ?? undefined })
       return client
     }
     const answer = await (grant === "authorization_code"
@@ -442,7 +447,7 @@ export class AuthorizationServer {
         : grant === "client_credentials"
           ? this.clientCredentialsGrant(form, client)
           : Promise.resolve(oauthError(400, "unsupported_grant_type", "grant_type must be authorization_code, refresh_token or client_credentials")))
-    if ("error" in answer) log.warn(`refused a token request (${grant ?? "no grant_type"}) of client ${client.clientId}: ${answer.error}: ${answer.description}`, { event: "oauth_token_refused", client_id: client.clientId, grant_type: grant ?? undefined, error: answer.error })
+    if ("error" in answer) log.warn(`refused a token request (${grant === null ? "no grant_type" : JSON.stringify(grant)}) of client ${JSON.stringify(client.clientId.slice(0, 200))}: ${answer.error}: ${answer.description}`, { event: "oauth_token_refused", client_id: client.clientId, grant_type: grant ?? undefined, error: answer.error })
     return answer
   }
 
