@@ -48,10 +48,9 @@ import * as NodeServer from "./node-server.js"
 import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
 import { readTraceContext } from "../domain/trace-context.js"
 import { StoreHttpLive } from "./store/Http.js"
-import { loadSigningKey } from "../config/oauth-signing-key.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { oauthServerRoutes } from "./oauth-server/endpoints.js"
-import { AuthorizationServer } from "./oauth-server/grants.js"
+import type { AuthorizationServer } from "./oauth-server/grants.js"
 
 /** A running server. */
 export interface RunningServer {
@@ -116,11 +115,12 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   // The built-in authorization server (--auth-server, docs/oauth-server.md): its issuer is the public
   // URL, else the URL the server listens at (known once it listens; no request is served before).
   let issuerUrl: string | undefined
+  // Loaded on demand (jose with it): a store without --auth-server never loads them.
   const authServer = options.server.authServer === true
-    ? new AuthorizationServer({
+    ? new (await import("./oauth-server/grants.js")).AuthorizationServer({
         servicesFile: options.store.mcpConfigFile,
         issuer: () => options.server.publicUrl ?? issuerUrl ?? `http://127.0.0.1:${options.server.port}`,
-        key: await loadSigningKey(options.store.mcpConfigFile),
+        key: await (await import("../config/oauth-signing-key.js")).loadSigningKey(options.store.mcpConfigFile),
         policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata }),
         devLoopbackClients: options.server.authDevLoopbackClients === true,
         dynamicRegistration: options.server.authDynamicRegistration !== false
