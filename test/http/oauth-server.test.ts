@@ -366,7 +366,7 @@ describe("the built-in authorization server", () => {
 })
 
 describe("the built-in authorization server across a restart", () => {
-  it("keeps its signing key (sealed, 0600) and its approvals: a token given before still verifies", { timeout: 60_000 }, async () => {
+  it("keeps its signing key (sealed, 0600) and its approvals: a token given before still verifies; registration can be turned off", { timeout: 60_000 }, async () => {
     const { statSync, readFileSync } = await import("node:fs")
     const { createLocalJWKSet } = await import("jose")
     const first = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
@@ -384,7 +384,11 @@ describe("the built-in authorization server across a restart", () => {
       expect(readFileSync(keyFile, "utf8")).not.toContain('"d"')
       const before = await json(await fetch(`${first.url}/oauth/jwks`))
       await first.close()
-      second = await startTestServer({ dir, apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
+      // Started again with Dynamic Client Registration turned off: not advertised, and refused.
+      second = await startTestServer({ dir, apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true, auth_dynamic_registration: false } })
+      expect(await json(await fetch(`${second.url}/.well-known/oauth-authorization-server`))).not.toHaveProperty("registration_endpoint")
+      const register = await fetch(`${second.url}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: ["http://127.0.0.1:9/cb"] }) })
+      expect(register.status).toBe(404)
       const after = await json(await fetch(`${second.url}/oauth/jwks`))
       expect(after).toEqual(before)
       await jwtVerify(token.access_token, createLocalJWKSet(after), { audience: `${first.url}/for_agent/${A}/mcp` })
