@@ -287,6 +287,9 @@ describe("the built-in authorization server", () => {
       expect(answer.status, id).toBe(400)
       expect(answer.headers.get("location"), id).toBeNull()
     }
+    // The metadata address is refused by the outbound policy, before any connection; the oversize document by its limit.
+    expect(await (await page("https://169.254.169.254/latest/meta-data")).text()).toMatch(/metadata address/)
+    expect(await (await page(`${site.base}/huge.json`)).text()).toMatch(/not JSON of at most 16384 bytes|too large/)
     site.docs.set("/liar.json", { client_id: `${site.base}/other.json`, redirect_uris: [callback] })
     expect((await page(`${site.base}/liar.json`)).status).toBe(400)
   })
