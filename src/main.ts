@@ -47,6 +47,9 @@ const logBanner = (options: Options, running: RunningServer): void => {
       ? []
       : [["cluster", "cluster        ", `${running.cluster.options.name}: replica ${running.cluster.replicaId}, reached at ${running.cluster.advertiseUrl}`] as const]),
     ["local_services", "local services ", localServicesLine(server)],
+    ...(running.authServer === undefined
+      ? []
+      : [["auth_server", "OAuth server   ", `${running.authServer.issuer}/.well-known/oauth-authorization-server (client metadata documents${server.authDynamicRegistration === false ? "" : ", dynamic registration"})`] as const]),
     [
       "allowed_hosts",
       "allowed hosts  ",
@@ -87,6 +90,9 @@ const exposureWarnings = (server: Options["server"], port: number, keyed: boolea
             `(local command services are refused from non-loopback clients). Set --api-key (or MCPSTORE_API_KEY), or listen on 127.0.0.1.`
     )
   }
+  if (server.authServer === true && !keyed) {
+    out.push("--auth-server without an API key: anyone who reaches the store can approve OAuth clients on the consent page. Set --api-key (or MCPSTORE_API_KEY).")
+  }
   if (server.allowedHosts.includes("*")) out.push("--allowed-hosts '*': any Host is accepted, so a DNS-rebinding web page can reach the store.")
   if (server.allowedOrigins.includes("*")) out.push("--allowed-origins '*': any web page the user opens can use the store.")
   return out
@@ -98,6 +104,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (argv[0] === "import") return runImport(argv.slice(1), process.env)
   // `mcp-store keys create|list|revoke`: edits the keys file (src/cli/keys-command.ts), then exits.
   if (argv[0] === "keys") return runKeys(argv.slice(1), process.env)
+  // `mcp-store auth approve-client|list-clients|revoke-client`: the built-in authorization server's clients (src/cli/oauth-clients-command.ts).
+  if (argv[0] === "auth" && argv[1] !== undefined && ["approve-client", "list-clients", "revoke-client"].includes(argv[1])) {
+    return (await import("./cli/oauth-clients-command.js")).runOAuthClients(argv.slice(1), process.env)
+  }
   // `mcp-store auth <service>`: authorizes an OAuth upstream of a running store (src/cli/auth-command.ts).
   if (argv[0] === "auth") return (await import("./cli/auth-command.js")).runAuth(argv.slice(1), process.env)
   let options: Options

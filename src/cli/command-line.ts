@@ -97,6 +97,10 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
   },
   { key: "deny_by_default", flag: "--deny-by-default", attribute: "denyByDefault", env: ["MCPSTORE_DENY_BY_DEFAULT"] },
+  { key: "auth_server", flag: "--auth-server", attribute: "authServer", env: ["MCPSTORE_AUTH_SERVER"] },
+  { key: "auth_dev_loopback_clients", flag: "--auth-dev-loopback-clients", attribute: "authDevLoopbackClients", env: ["MCPSTORE_AUTH_DEV_LOOPBACK_CLIENTS"] },
+  { key: "auth_dynamic_registration", flag: "--no-auth-dynamic-registration", attribute: "authDynamicRegistration", env: ["MCPSTORE_AUTH_DYNAMIC_REGISTRATION"] },
+  { key: "public_url", flag: "--public-url", attribute: "publicUrl", env: ["MCPSTORE_PUBLIC_URL"] },
   { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
   {
     key: "upstream_allow_metadata",
@@ -110,7 +114,6 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
   // The OpenTelemetry standard's variable works too, as an exporter of the SDK reads it.
   { key: "otlp_endpoint", flag: "--otlp-endpoint", attribute: "otlpEndpoint", env: ["MCPSTORE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] },
-  { key: "public_url", flag: "--public-url", attribute: "publicUrl", env: ["MCPSTORE_PUBLIC_URL"] },
   { key: "auth_issuer", flag: "--auth-issuer", attribute: "authIssuer", env: ["MCPSTORE_AUTH_ISSUER"] },
   { key: "auth_claim_map", flag: "--auth-claim-map", attribute: "authClaimMap", env: ["MCPSTORE_AUTH_CLAIM_MAP"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
@@ -153,7 +156,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_MONITORING (JSON), MCPSTORE_API_KEY, MCPSTORE_API_KEY_FILE, MCPSTORE_KEYS_FILE,
   MCPSTORE_LOCAL_SERVICES,
   MCPSTORE_ALLOWED_HOSTS, MCPSTORE_ALLOWED_ORIGINS (comma lists), MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES,
-  MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
+  MCPSTORE_DENY_BY_DEFAULT, MCPSTORE_AUTH_SERVER, MCPSTORE_AUTH_DEV_LOOPBACK_CLIENTS,
+  MCPSTORE_AUTH_DYNAMIC_REGISTRATION, MCPSTORE_PUBLIC_URL, MCPSTORE_MAX_EVENT_STREAMS, MCPSTORE_MAX_MCP_SESSIONS, MCPSTORE_MCP_SESSION_IDLE_SECONDS,
   MCPSTORE_MAX_BODY_BYTES, MCPSTORE_MAX_CONNECTIONS, MCPSTORE_MAX_MESSAGE_BYTES,
   MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
   MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV},
@@ -198,7 +202,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   // Listed for the help only: src/main.ts hands `import` to src/cli/import-command.ts before parsing.
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
-  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help)")
+  program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help); auth approve-client|list-clients|revoke-client manage the built-in authorization server's clients")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")
@@ -231,6 +235,13 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--no-allow-remote-local-services").hideHelp())
     .addOption(new Option("--deny-by-default", "an agent key without a tools list (keys create --tools) sees and calls no tool (default: off)"))
     .addOption(new Option("--no-deny-by-default").hideHelp())
+    .addOption(new Option("--auth-server", "run the built-in OAuth 2.1 authorization server for the MCP endpoints (docs/oauth-server.md)"))
+    .addOption(new Option("--no-auth-server").hideHelp())
+    .addOption(new Option("--auth-dev-loopback-clients", "built-in authorization server: accept http client ids on a loopback address (tests, local development)"))
+    .addOption(new Option("--no-auth-dev-loopback-clients").hideHelp())
+    .addOption(new Option("--auth-dynamic-registration").hideHelp())
+    .addOption(new Option("--no-auth-dynamic-registration", "built-in authorization server: refuse Dynamic Client Registration (client metadata documents only)"))
+    .addOption(new Option("--public-url <url>", "the store's public base URL behind a proxy (https://store.example.com): OAuth resource URIs and the built-in authorization server's issuer are built on it (default: the listen URL)"))
     .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
     .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
     .addOption(new Option("--no-upstream-allow-metadata").hideHelp())
@@ -239,7 +250,6 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--advertise-url <url>", "replica mode: the base URL other replicas reach this one at (default: http://<host>:<port>)"))
     .addOption(new Option("--lease-ms <ms>", "replica mode: a service lease's time to live (default: 5000)"))
     .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
-    .addOption(new Option("--public-url <url>", "the store's public base URL behind a proxy: OAuth resource URIs are built on it (default: the listen URL)"))
     .addOption(new Option("--auth-issuer <url>", "accept the JWT access tokens of this OAuth authorization server (OpenID Connect discovery) on every route"))
     .addOption(new Option("--auth-claim-map <json>", 'the claims a token\'s role, agent_id, tools and scope are read from, e.g. {"role":"mcp_role"} (default: those names)'))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))

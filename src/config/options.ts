@@ -57,13 +57,20 @@ export interface ServerOptions {
   readonly maxConnections: number
   /**
    * The store's public base URL (`--public-url`), when clients reach it through a proxy: the OAuth
-   * resource URIs and metadata URLs are built on it. Undefined: the URL the store listens at.
+   * resource URIs, metadata URLs and the built-in authorization server's issuer are built on it.
+   * Undefined: the URL the store listens at.
    */
   readonly publicUrl?: string | undefined
   /** An external OAuth authorization server whose JWT access tokens the store accepts (`--auth-issuer`). */
   readonly authIssuer?: string | undefined
   /** Claim names other than the defaults for the tokens' role, agent_id, tools and scope (`--auth-claim-map`). */
   readonly authClaimMap?: Partial<ClaimMap> | undefined
+  /** The built-in OAuth 2.1 authorization server for the MCP endpoints (`--auth-server`, docs/oauth-server.md). */
+  readonly authServer?: boolean | undefined
+  /** Accept `http` client ids on a loopback address (`--auth-dev-loopback-clients`: tests and local development). */
+  readonly authDevLoopbackClients?: boolean | undefined
+  /** Dynamic Client Registration beside client metadata documents (on unless `--no-auth-dynamic-registration`). */
+  readonly authDynamicRegistration?: boolean | undefined
 }
 
 /** Caps the store itself enforces, whoever calls it (HTTP, `/mcp`, the library API). */
@@ -159,6 +166,10 @@ export interface OptionValues {
   allowed_origins?: ReadonlyArray<string>
   allow_remote_local_services?: boolean
   deny_by_default?: boolean
+  auth_server?: boolean
+  auth_dev_loopback_clients?: boolean
+  auth_dynamic_registration?: boolean
+  public_url?: string
   max_event_streams?: number
   max_mcp_sessions?: number
   mcp_session_idle_seconds?: number
@@ -182,7 +193,6 @@ export interface OptionValues {
   advertise_url?: string
   lease_ms?: number
   otlp_endpoint?: string
-  public_url?: string
   auth_issuer?: string
   auth_claim_map?: Partial<ClaimMap>
   mcp_config_file?: string
@@ -238,6 +248,10 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "allowed_origins",
   "allow_remote_local_services",
   "deny_by_default",
+  "auth_server",
+  "auth_dev_loopback_clients",
+  "auth_dynamic_registration",
+  "public_url",
   "upstream_allow",
   "upstream_allow_metadata",
   "redis_url",
@@ -245,7 +259,6 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "advertise_url",
   "lease_ms",
   "otlp_endpoint",
-  "public_url",
   "auth_issuer",
   "auth_claim_map",
   ...CAP_KEYS
@@ -522,8 +535,18 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         return checkList(key, value, source)
       case "allow_remote_local_services":
       case "deny_by_default":
+      case "auth_server":
+      case "auth_dev_loopback_clients":
+      case "auth_dynamic_registration":
       case "upstream_allow_metadata":
         return checkBoolean(key, value, source)
+      case "public_url": {
+        const url = checkUrl(key, value, ["http:", "https:"], source)
+        const parsed = new URL(url)
+        if (parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" || parsed.password !== "") throw refuse(key, "must be a base URL without query, fragment or credentials (https://store.example.com)", value, source)
+        // A base URL: no trailing slash, so that resource URIs are `<public_url>/mcp`.
+        return url.replace(/\/+$/, "")
+      }
       case "redis_url":
         return checkUrl(key, value, ["redis:", "rediss:"], source)
       case "advertise_url": {
@@ -531,9 +554,6 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         if (new URL(url).pathname !== "/") throw refuse(key, "must be a base URL with no path (http://10.0.0.5:18200)", value, source)
         return url.replace(/\/$/, "")
       }
-      case "public_url":
-        // A base URL: no trailing slash, so that resource URIs are `<public_url>/mcp`.
-        return checkUrl(key, value, ["https:", "http:"], source).replace(/\/+$/, "")
       case "auth_issuer": {
         const url = checkUrl(key, value, ["https:", "http:"], source)
         if (new URL(url).username !== "" || new URL(url).password !== "") throw refuse(key, "must be an issuer URL with no credentials", "(a URL, not shown)", source)
@@ -593,6 +613,9 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
     case "local_services":
     case "allow_remote_local_services":
     case "deny_by_default":
+    case "auth_server":
+    case "auth_dev_loopback_clients":
+    case "auth_dynamic_registration":
     case "upstream_allow_metadata":
     case "debug": {
       const word = text.trim().toLowerCase()
@@ -678,7 +701,10 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   maxConnections: given.max_connections ?? OPTION_DEFAULTS.max_connections,
   ...(given.public_url === undefined ? {} : { publicUrl: given.public_url }),
   ...(given.auth_issuer === undefined ? {} : { authIssuer: given.auth_issuer }),
-  ...(given.auth_claim_map === undefined ? {} : { authClaimMap: given.auth_claim_map })
+  ...(given.auth_claim_map === undefined ? {} : { authClaimMap: given.auth_claim_map }),
+  ...(given.auth_server === undefined ? {} : { authServer: given.auth_server }),
+  ...(given.auth_dev_loopback_clients === undefined ? {} : { authDevLoopbackClients: given.auth_dev_loopback_clients }),
+  ...(given.auth_dynamic_registration === undefined ? {} : { authDynamicRegistration: given.auth_dynamic_registration })
 })
 
 /** The store's caps from checked values, defaults filled in. */

@@ -6,7 +6,7 @@
  * what it reaches (src/http/access.ts): a route outside it is answered 403 FORBIDDEN. The request's
  * principal is provided to every handler as `PrincipalTag`. Every refusal is a log line (never a key).
  *
- * With `--auth-issuer` the store is also an OAuth protected resource (src/http/oauth-resource/): a bearer
+ * With `--auth-issuer` or `--auth-server` the store is also an OAuth protected resource (src/http/oauth-resource/): a bearer
  * credential that is no key but a JWT is an access token, checked by `ProtectedResource` (issuer,
  * signature, audience, expiry), its claims the principal; then its role (as a key's) and its scope
  * (src/http/oauth-resource/scopes.ts: 403 with `error="insufficient_scope"`). Every route then needs
@@ -45,7 +45,15 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/docs" },
   { method: "GET", path: "/openapi.json" },
   // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
-  { method: "GET", path: "/oauth/callback" }
+  { method: "GET", path: "/oauth/callback" },
+  // The built-in authorization server (src/http/oauth-server/endpoints.ts): its clients have no API key;
+  // each endpoint checks its own proof (PKCE, client authentication, the admin key on the consent).
+  { method: "GET", path: "/.well-known/oauth-authorization-server" },
+  { method: "GET", path: "/oauth/jwks" },
+  { method: "GET", path: "/oauth/authorize" },
+  { method: "POST", path: "/oauth/token" },
+  { method: "POST", path: "/oauth/revoke" },
+  { method: "POST", path: "/oauth/register" }
 ]
 
 /** The API key check of every request (the contract's `bearer` security). */
@@ -73,9 +81,9 @@ const challenge = (value: string) =>
     Effect.succeed(response.status === 401 || response.status === 403 ? HttpServerResponse.setHeader(response, "www-authenticate", value) : response)
   )
 
-/** Whether a request needs no credentials: a GET of an open route or of the protected resource metadata. */
+/** Whether a request needs no credentials: an open route, or a GET of the protected resource metadata. */
 const isOpen = (method: string, path: string): boolean =>
-  method === "GET" && (OPEN_ROUTES.some((route) => route.path === path) || path === METADATA_PATH || path.startsWith(`${METADATA_PATH}/`))
+  OPEN_ROUTES.some((route) => route.method === method && route.path === path) || (method === "GET" && (path === METADATA_PATH || path.startsWith(`${METADATA_PATH}/`)))
 
 /** The principal of an open route's request without a valid key: it reads static pages only. */
 const ANONYMOUS: Principal = { role: "reader" }

@@ -134,6 +134,14 @@ export const isJsonMediaType = (type: string): boolean => type.split(";", 1)[0]!
 const arrayBodyAllowed = (path: string): boolean => /\/add_service\/?$/.test(path) || /^(\/for_agent\/[^/]+)?\/mcp\/?$/.test(path)
 
 /**
+ * The built-in authorization server's token and revocation endpoints (src/http/oauth-server/endpoints.ts):
+ * OAuth sends their bodies form-encoded (RFC 6749, 4.1.3), so there, and only there, that type is
+ * read too (bounded the same), and left to the handler to parse.
+ */
+const FORM_ROUTES: ReadonlySet<string> = new Set(["/oauth/token", "/oauth/revoke"])
+const isFormMediaType = (type: string | undefined): boolean => type !== undefined && type.split(";", 1)[0]!.trim().toLowerCase() === "application/x-www-form-urlencoded"
+
+/**
  * The content type of a request that may carry a body: when a body is sent, or any content type
  * is named, it must be JSON (a web page can send any other type without a preflight).
  */
@@ -194,11 +202,13 @@ export const requestBodyLayer = (maxBodyBytes: number): Layer.Layer<RequestBody>
         const headers = request.headers
         const length = headers["content-length"]
         const chunked = headers["transfer-encoding"] !== undefined
-        const typeProblem = mediaTypeProblem(headers["content-type"], length, chunked)
+        const form = isFormMediaType(headers["content-type"]) && FORM_ROUTES.has(pathOf(request.url))
+        const typeProblem = form ? undefined : mediaTypeProblem(headers["content-type"], length, chunked)
         if (typeProblem !== undefined) return Effect.fail(typeProblem)
         if (Number(length ?? "0") > maxBodyBytes) return Effect.fail(tooLarge(maxBodyBytes))
         if (length === undefined && !chunked) return Effect.void
         const checked = (text: string): Effect.Effect<void, BadRequest> => {
+          if (form) return Effect.void
           const parsed = parseBody(text, pathOf(request.url))
           if ("problem" in parsed) return Effect.fail(parsed.problem)
           provideJson(request, parsed.json)

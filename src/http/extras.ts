@@ -32,6 +32,7 @@ import { ModernMcp } from "./gateway/modern.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
+import { OAUTH_SERVER_ROUTES } from "./oauth-server/endpoints.js"
 
 /** The extra routes, for the contract middleware's 405 answers. */
 export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
@@ -54,7 +55,9 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/sse" },
   { method: "POST", path: "/messages" },
   { method: "GET", path: "/for_agent/:agent_id/sse" },
-  { method: "POST", path: "/for_agent/:agent_id/messages" }
+  { method: "POST", path: "/for_agent/:agent_id/messages" },
+  // The built-in authorization server's (src/http/oauth-server/endpoints.ts), mounted by src/http/server.ts.
+  ...OAUTH_SERVER_ROUTES
 ]
 
 /** The OAuth callback's page: plain text in HTML, no script, nothing from the request. */

@@ -110,7 +110,16 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   ...mcp("/mcp", "the store's healthy tools"),
   ...mcp("/for_agent/:agent_id/mcp", "an agent's healthy tools"),
   ...sse("", "the store's healthy tools"),
-  ...sse("/for_agent/:agent_id", "an agent's healthy tools")
+  ...sse("/for_agent/:agent_id", "an agent's healthy tools"),
+  // The built-in authorization server (--auth-server; 404 without it).
+  { method: "GET", path: "/.well-known/oauth-authorization-server", summary: "The built-in authorization server's metadata (RFC 8414)", type: "application/json", open: true },
+  { method: "GET", path: "/oauth/jwks", summary: "The built-in authorization server's public signing key (JWKS)", type: "application/json", open: true },
+  { method: "GET", path: "/oauth/authorize", summary: "Authorization endpoint (code with PKCE S256, resource, iss): a code for an approved client, else the consent page", type: "text/html", open: true },
+  { method: "POST", path: "/oauth/consent", summary: "The consent page's decision: {request_id, decision: approve|deny, tools} (admin key)", type: "application/json" },
+  { method: "POST", path: "/oauth/token", summary: "Token endpoint (authorization_code, refresh_token, client_credentials; form-encoded)", type: "application/json", open: true },
+  { method: "POST", path: "/oauth/revoke", summary: "Revocation endpoint (RFC 7009; form-encoded)", type: "application/json", open: true },
+  { method: "POST", path: "/oauth/register", summary: "Dynamic Client Registration (RFC 7591), public clients; off with --no-auth-dynamic-registration", type: "application/json", open: true },
+  { method: "POST", path: "/oauth/approve_client", summary: "Approve a client ahead of time: {client_id, agent_id, tools, machine} (admin key)", type: "application/json" }
 ]
 
 /**
@@ -125,7 +134,7 @@ const withExtras = (spec: Json): Json => {
     description: [
       spec.info?.description ?? "",
       "",
-      "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs`, `GET /openapi.json` and the OAuth protected resource metadata. With `--auth-issuer`, an OAuth access token of that authorization server for this store is accepted as well.",
+      "With `--api-key`, every request needs `Authorization: Bearer <key>` (the Authorize button), except `GET /health`, `GET /ui`, `GET /docs`, `GET /openapi.json`, the OAuth protected resource metadata and the built-in authorization server's open endpoints (marked below). With `--auth-issuer` or `--auth-server`, an OAuth access token of that authorization server for this store is accepted as well.",
       "",
       "The operations below are the contract's 56 endpoints (counted by `GET /` under `endpoints`) and the routes added in the same groups (resources, prompts, `authorize_service`). These and the routes beside the operations are listed by `GET /` under `extra_routes`.",
       "",

@@ -53,6 +53,8 @@ import { claimMapOf } from "../domain/claim-map.js"
 import { externalIssuer, type ExternalIssuer } from "./oauth-resource/external-issuer.js"
 import { ProtectedResource, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
 import { TokenVerifier } from "./oauth-resource/token-verifier.js"
+import { oauthServerRoutes } from "./oauth-server/endpoints.js"
+import type { AuthorizationServer } from "./oauth-server/grants.js"
 
 /** A running server. */
 export interface RunningServer {
@@ -66,6 +68,11 @@ export interface RunningServer {
   readonly monitor: Monitor
   /** The keys the server admits (the keys file, re-read on change). */
   readonly keys: KeyRing
+  /**
+   * With `--auth-server`: the built-in authorization server's issuer and the keys its access tokens
+   * are verified with (for the resource side's verifier), and the server itself.
+   */
+  readonly authServer: AuthorizationServer | undefined
   /** Graceful shutdown; resolves when every connection and child process is gone. Idempotent. */
   close(): Promise<void>
 }
@@ -95,6 +102,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   if (options.store.cluster !== undefined && options.store.cluster.advertiseUrl === undefined && isWildcard(options.server.host)) {
     throw new Error(`--redis-url with --host ${options.server.host} needs --advertise-url (MCPSTORE_ADVERTISE_URL): the URL the other replicas reach this one at`)
   }
+  // The built-in authorization server keeps its codes and consents in one process's memory: not across replicas yet.
+  if (options.server.authServer === true && options.store.cluster !== undefined) {
+    throw new Error("--auth-server does not run in replica mode (--redis-url) yet: its authorization codes and consents live in one replica's memory")
+  }
   // The keys: --api-key and MCPSTORE_API_KEY_FILE (admins) and the keys file, watched from now on.
   const adminKeys = [options.server.apiKey, options.server.apiKeyFile === undefined ? undefined : readApiKeyFile(options.server.apiKeyFile)]
   const keys = new KeyRing(
@@ -106,8 +117,27 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   keys.loadSync()
   keys.watch()
   const httpServer: Server = createServer()
+  // The store's public base URL: --public-url, else the URL it listens at (known once it listens).
+  const publicBase = () => {
+    if (options.server.publicUrl !== undefined) return options.server.publicUrl
+    const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
+    return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${currentPort()}`
+  }
+  // The built-in authorization server (--auth-server, docs/oauth-server.md), its issuer the public base
+  // URL. Loaded on demand (jose with it): a store without --auth-server never loads them.
+  const authServer = options.server.authServer === true
+    ? new (await import("./oauth-server/grants.js")).AuthorizationServer({
+        servicesFile: options.store.mcpConfigFile,
+        issuer: publicBase,
+        key: await (await import("../config/oauth-signing-key.js")).loadSigningKey(options.store.mcpConfigFile),
+        policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata }),
+        devLoopbackClients: options.server.authDevLoopbackClients === true,
+        dynamicRegistration: options.server.authDynamicRegistration !== false
+      })
+    : undefined
   // The OAuth protected resource (src/http/oauth-resource/): the authorization servers whose tokens
-  // are accepted, reached through the outbound policy; the public URL, once the port is known.
+  // are accepted, reached through the outbound policy (the built-in one is trusted once the server
+  // listens: its issuer is the public URL).
   const issuers: Array<ExternalIssuer> =
     options.server.authIssuer === undefined
       ? []
@@ -118,11 +148,6 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
             policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata })
           })
         ]
-  const publicBase = () => {
-    if (options.server.publicUrl !== undefined) return options.server.publicUrl
-    const host = isWildcard(options.server.host) ? "127.0.0.1" : options.server.host
-    return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${currentPort()}`
-  }
   const protectedResource = new ProtectedResource(publicBase, new TokenVerifier(issuers, options.server.denyByDefault))
   const ProtectedResourceLive = Layer.succeed(ProtectedResourceTag, protectedResource)
   for (const issuer of issuers) void issuer.warmUp()
@@ -282,6 +307,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provide(ExtrasLive),
     Layer.provide(ProtectedResourceLive),
+    Layer.provide(oauthServerRoutes(authServer)),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
@@ -325,6 +351,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       clearInterval(idle)
       httpServer.closeAllConnections()
       await runtime.dispose()
+      await authServer?.flush()
       await keys.close()
       for (const issuer of issuers) issuer.close()
     })()
@@ -332,10 +359,12 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   }
 
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+  // The built-in authorization server's tokens are checked as any trusted issuer's (revocation included).
+  if (authServer !== undefined) protectedResource.verifier.trust(authServer.trustedIssuer())
   // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
   app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
   cluster?.advertise(url)
-  return { url, port, store: app.store, cluster, monitor: app.monitor, keys, close }
+  return { url, port, store: app.store, cluster, monitor: app.monitor, keys, authServer, close }
 }
 
 /** Seconds a client is asked to wait (Retry-After) when the connection cap is reached. */

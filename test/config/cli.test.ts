@@ -173,6 +173,15 @@ describe("parseCommandLine", () => {
     expect(store.monitoring.enable_reconnection).toBe(false)
   })
 
+  it("reads the built-in authorization server's flags and their variables", async () => {
+    const flags = await parse(["--auth-server", "--auth-dev-loopback-clients", "--no-auth-dynamic-registration", "--public-url", "https://store.example.com"])
+    expect(flags.server).toMatchObject({ authServer: true, authDevLoopbackClients: true, authDynamicRegistration: false, publicUrl: "https://store.example.com" })
+    const env = await parse([], { MCPSTORE_AUTH_SERVER: "on", MCPSTORE_PUBLIC_URL: "https://store.example.com/" })
+    expect(env.server).toMatchObject({ authServer: true, publicUrl: "https://store.example.com" })
+    expect((await parse([])).server.authServer).toBeUndefined()
+    await rejection(parse(["--public-url", "store.example.com"]))
+  })
+
   it("reads every option from its MCPSTORE_ environment variable", async () => {
     const { server, store } = await parse([], {
       MCPSTORE_HOST: "::1",

@@ -242,6 +242,16 @@ describe("safety options", () => {
     expect(() => checkOption("allowed_origins", ["https://app.example.com/path"])).toThrow(/allowed_origins/)
   })
 
+  it("reads the built-in authorization server's options; --public-url is a base URL without query or credentials", () => {
+    const { server } = resolveOptions({ auth_server: true, auth_dev_loopback_clients: true, auth_dynamic_registration: false, public_url: "https://store.example.com/" })
+    expect(server).toMatchObject({ authServer: true, authDevLoopbackClients: true, authDynamicRegistration: false, publicUrl: "https://store.example.com" })
+    expect(resolveOptions({}).server.authServer).toBeUndefined()
+    expect(optionFromText("auth_server", "yes")).toBe(true)
+    expect(refusal(() => checkOption("public_url", "ftp://store.example.com")).message).toMatch(/public_url/)
+    expect(refusal(() => checkOption("public_url", "https://u:p@store.example.com")).message).toMatch(/without query, fragment or credentials/)
+    expect(refusal(() => checkOption("public_url", "https://store.example.com/?a=1")).message).toMatch(/public_url/)
+  })
+
   it("checks every cap as a positive integer (the idle time may be fractional)", () => {
     for (const key of ["max_event_streams", "max_mcp_sessions", "max_body_bytes", "max_connections", "max_message_bytes", "max_services", "max_services_per_request", "max_waiters", "max_held_calls", "max_call_seconds"] as const) {
       expect(optionFromText(key, "7")).toBe(7)

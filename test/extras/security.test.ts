@@ -55,7 +55,13 @@ describe("with an API key", () => {
   // GET /oauth/callback is open too: the browser comes back from an authorization server with no
   // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts).
   // So is the OAuth protected resource metadata (RFC 9728): how a client learns where to get a token.
-  const open = (method: string, path: string) => method === "GET" && (["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback"].includes(path) || path.startsWith("/.well-known/oauth-protected-resource"))
+  // The built-in authorization server's endpoints are open too (each checks its own proof: PKCE, client
+  // authentication), and answer 404 when it is off (test/http/oauth-server.test.ts).
+  const open = (method: string, path: string) =>
+    (method === "GET" &&
+      (["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback", "/.well-known/oauth-authorization-server", "/oauth/jwks", "/oauth/authorize"].includes(path) ||
+        path.startsWith("/.well-known/oauth-protected-resource"))) ||
+    (method === "POST" && ["/oauth/token", "/oauth/revoke", "/oauth/register"].includes(path))
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = keyed

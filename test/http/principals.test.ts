@@ -29,7 +29,20 @@ const create = async (file: string, ...argv: string[]): Promise<string> => {
 }
 
 type Who = "admin" | "agentA" | "agentB" | "reader" | "revoked" | "expired" | "none"
-const OPEN = new Set(["GET /health", "GET /ui", "GET /docs", "GET /openapi.json", "GET /oauth/callback"])
+const OPEN = new Set([
+  "GET /health",
+  "GET /ui",
+  "GET /docs",
+  "GET /openapi.json",
+  "GET /oauth/callback",
+  // The built-in authorization server's open endpoints (each checks its own proof).
+  "GET /.well-known/oauth-authorization-server",
+  "GET /oauth/jwks",
+  "GET /oauth/authorize",
+  "POST /oauth/token",
+  "POST /oauth/revoke",
+  "POST /oauth/register"
+])
 const NARROWED = /^\/monitoring\/(agents_summary|services_status_distribution|tools_usage_stats|services_response_time|error_rate_stats|historical_stats|service_health_history|tool_call_history|alerts)$/
 const READER_REFUSED = /show_mcpconfig$|show_config$|^\/inspect\/|\/(mcp|sse|messages)$/
 

@@ -19,6 +19,8 @@ export interface TrustedIssuer {
   readonly keys: JWTVerifyGetKey
   /** Which claims give the principal (default: role, agent_id, tools, scope). */
   readonly claimMap?: ClaimMap | undefined
+  /** Whether a verified token was revoked before it expires (an issuer that keeps such a list: the built-in one). */
+  readonly revoked?: ((payload: JWTPayload) => boolean) | undefined
 }
 
 /** What a presented token is. `why` names the refusal for the log and the challenge; the message is for the client. */
@@ -26,7 +28,7 @@ export type TokenCheck =
   | { readonly ok: true; readonly principal: Principal; readonly scopes: ReadonlySet<string>; readonly label: string }
   | {
       readonly ok: false
-      readonly why: "malformed" | "issuer" | "signature" | "audience" | "expired" | "claims" | "unavailable"
+      readonly why: "malformed" | "issuer" | "signature" | "audience" | "expired" | "claims" | "revoked" | "unavailable"
       readonly message: string
       /** For the log only: what failed underneath (a key set that could not be fetched). */
       readonly detail?: string | undefined
@@ -97,6 +99,7 @@ export class TokenVerifier {
       return refusal(e)
     }
     if (!forAudience(payload.aud, audiences)) return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
+    if (trusted.revoked?.(payload) === true) return { ok: false, why: "revoked", message: "The access token was revoked" }
     const outcome = principalOfClaims(payload, trusted.claimMap ?? claimMapOf(undefined), this.denyByDefault)
     if ("problem" in outcome) return { ok: false, why: "claims", message: `The access token gives no principal here: ${outcome.problem}` }
     return { ok: true, principal: outcome.principal, scopes: outcome.scopes, label: labelOf(payload) }
