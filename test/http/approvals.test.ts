@@ -117,7 +117,7 @@ describe("approvals bound to the call", () => {
     expect((await decide(pending.approval_id, "deny")).status).toBe(404)
   })
 
-  it("denied, the call is 403 APPROVAL_DENIED and recorded `denied` with who denied it; the upstream never saw it", async () => {
+  it("denied, the call is 403 APPROVAL_DENIED and recorded `denied` with who denied it", async () => {
     const call = admin.post("/for_store/call_tool", { tool_name: "svc__add", args: { a: 1, b: 2 } })
     const pending = await pendingFor({ a: 1, b: 2 })
     expect((await decide(pending.approval_id, "deny")).body).toMatchObject({ decision: "denied", decided_by: "admin key 'admin'" })
