@@ -481,9 +481,10 @@ const approval = async (
   reminder.unref()
   if (input.approvalByUrl === true && view.approval_url !== null && hooks.relay !== undefined) {
     // The page's URL as the 2025-11-25 URL elicitation; its answer only says whether the person went
-    // there: a decline or cancel denies the call, an accept leaves the decision to the page.
+    // there: a decline or cancel denies the call, an accept leaves the decision to the page. It stays
+    // asked after the decision, until the call ends (the held call then forgets it): the client's
+    // retry answers it whenever it comes, and is never refused for answering a request withdrawn.
     const shown = new AbortController()
-    void asked.ended.then(() => shown.abort())
     hooks
       .relay(
         {

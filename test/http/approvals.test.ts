@@ -12,6 +12,7 @@ import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { runKeys } from "../../src/cli/keys-command.js"
+import { runApprovals } from "../../src/cli/approvals-command.js"
 import { addService, authedApi, eventually, fixtureService, freshDir, modernRequest, openSse, startTestServer, within, type Api, type Reply, type SseStream, type TestServer } from "../support/index.js"
 
 const A = "agent-a"
@@ -238,7 +239,7 @@ describe("approvals bound to the call", () => {
       10_000,
       "retry"
     )
-    expect(retry.response.result.content).toEqual([{ type: "text", text: "modern" }])
+    expect(retry.response, JSON.stringify(retry.messages)).toMatchObject({ result: { content: [{ type: "text", text: "modern" }] } })
 
     // Declining the page denies the call.
     const again = await within(modernRequest(url, "tools/call", { name: "svc__echo", arguments: { text: "declined" } }, options), 10_000, "declined round")
@@ -250,6 +251,30 @@ describe("approvals bound to the call", () => {
     )
     expect(end.response.result).toMatchObject({ isError: true })
     expect(end.response.result.content[0].text).toContain(`denied by the caller (decline of the approval page) (approval ${declined.approval_id})`)
+  })
+
+  it("the CLI lists the calls waiting and approves one, bound to the arguments it showed", async () => {
+    const cli = async (...argv: string[]) => {
+      let out = ""
+      let err = ""
+      const code = await runApprovals(["--url", server.url, "--api-key", keys.admin, ...argv], {}, { writeOut: (t) => void (out += t), writeErr: (t) => void (err += t) })
+      return { code, out, err }
+    }
+    const call = admin.post("/for_store/call_tool", { tool_name: "svc__echo", args: { text: "from the terminal" } })
+    const pending = await pendingFor({ text: "from the terminal" })
+    const listed = await cli("list")
+    expect(listed.code, listed.err).toBe(0)
+    expect(listed.out).toContain(`${pending.approval_id}  svc__echo (store) by admin key 'admin'`)
+    expect(listed.out).toContain(`sha256 ${pending.arguments_digest}`)
+    const approved = await cli("approve", pending.approval_id)
+    expect(approved.code, approved.err).toBe(0)
+    expect(approved.out).toContain("was approved by admin key 'admin'")
+    expect((await call).body.result).toBe("from the terminal")
+    const again = await cli("deny", pending.approval_id)
+    expect(again.code).toBe(1)
+    expect(again.err).toContain("No call waits for approval")
+    const agentCli = await runApprovals(["--url", server.url, "--api-key", keys.agent, "list"], {}, { writeOut: () => undefined, writeErr: () => undefined })
+    expect(agentCli).toBe(1)
   })
 
   it("a 2025 session waits with progress that names the approval, and gets the result once approved", async () => {
