@@ -7,15 +7,11 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, type Schema } from "effect"
 import { log } from "../../logging/log.js"
 import type { ApprovalView } from "../../runtime/approvals.js"
-import { currentPrincipal, type Principal } from "../access.js"
+import { callerWords, currentPrincipal, gateOf } from "../access.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
 import { errorBody, NotFound, validationError, type BadRequest } from "../contract-errors.js"
 import type { DecisionResponse } from "./Api.js"
-
-/** Who decides, as records and logs name it: the key's label (and role), or the open store's admin. */
-export const deciderOf = (principal: Principal): string =>
-  principal.label === undefined ? "the admin (no API key)" : `${principal.role} key '${principal.label}'`
 
 const notPending = (id: string) =>
   new NotFound(errorBody("NOT_FOUND", `No call waits for approval '${id}': it is unknown, already decided, timed out, or its caller went away`, { approval_id: id }))
@@ -33,14 +29,22 @@ export const ApprovalsHttpLive = HttpApiBuilder.group(Api, "approvals", (handler
     const approvals = store.approvals
     return handlers
       .handle("listApprovals", () => Effect.sync(() => listAnswer(approvals.list(), "the store and every agent")))
-      .handle("listAgentApprovals", ({ path }) => Effect.sync(() => listAnswer(approvals.list(path.agent_id), `agent '${path.agent_id}'`)))
+      .handle("listAgentApprovals", ({ path }) =>
+        Effect.map(currentPrincipal, (principal) => {
+          // An agent key's `tools` list: only the calls of tools it may see.
+          const gate = gateOf(principal)
+          const listed = approvals.list(path.agent_id).filter((a) => gate === undefined || gate.allows(a.tool_name))
+          return listAnswer(listed, `agent '${path.agent_id}'`)
+        })
+      )
       .handle("getApproval", ({ path }) => {
         const view = approvals.get(path.approval_id)
         return view === undefined ? Effect.fail(notPending(path.approval_id)) : Effect.succeed({ success: true, message: `The call of '${view.tool_name}' waits for an approval`, approval: view })
       })
       .handle("decideApproval", ({ path, payload }) =>
         Effect.flatMap(currentPrincipal, (principal): Effect.Effect<Schema.Schema.Type<typeof DecisionResponse>, NotFound | BadRequest> => {
-          const by = deciderOf(principal)
+          // Who decides, as records and logs name it: the key's role and label (never the key).
+          const by = callerWords(principal)
           const decided = approvals.decide(path.approval_id, payload.decision, by, payload.arguments_digest)
           if (decided === undefined || decided === "mismatch") {
             const why = decided === undefined ? "no call waits for it" : "the arguments digest given is not the call's"
