@@ -508,8 +508,8 @@ export class Store implements StoreHost {
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.replication.leaving() // no service is taken over while this replica stops
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
-      this.approvals.close(STORE_STOPPING) // the calls waiting for an approval end as interrupted
       await this.asyncCalls.close() // the calls running are kept interrupted, then cancelled
+      this.approvals.close(STORE_STOPPING) // the other calls waiting for an approval stop waiting (an asynchronous one already did, interrupted)
       this.held.close()
       this.tasks.close() // the tasks clients follow are recorded interrupted; their handles stay valid
       this.actor.stop()
