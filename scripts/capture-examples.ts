@@ -386,6 +386,22 @@ const capture = async () => {
     const sleeping = await store.post(`${STORE}/call_tool`, { tool_name: "fixture__sleep", args: { ms: 60_000 }, async: true })
     expectStatus("async sleep", sleeping, 202)
     keep("store.cancelCall", await store.post(`${STORE}/calls/${sleeping.body.call_id}/cancel`))
+    // Approvals: a call of a tool its service's require_approval names waits; listed, read, approved.
+    const guarded = { ...definition("guarded", demoServer), require_approval: ["add"] }
+    expectStatus("add guarded", await store.post(`${STORE}/add_service?wait=30`, guarded), 200)
+    const waiting = store.post(`${STORE}/call_tool`, { tool_name: "guarded__add", args: { a: 2, b: 3 } })
+    let approvals: Reply | undefined
+    for (let i = 0; i < 400 && (approvals?.body.total ?? 0) === 0; i++) {
+      approvals = await store.get(`${STORE}/approvals`)
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+    keep("approvals.listApprovals", approvals!)
+    keep("approvals.listAgentApprovals", await store.get(`${AGENT_PREFIX}/approvals`))
+    const approvalId = approvals!.body.approvals[0].approval_id as string
+    keep("approvals.getApproval", await store.get(`${STORE}/approvals/${approvalId}`))
+    const decision = { decision: "approve", arguments_digest: approvals!.body.approvals[0].arguments_digest as string }
+    keep("approvals.decideApproval", await store.post(`${STORE}/approvals/${approvalId}`, decision), decision)
+    expectStatus("approved call", await waiting, 200)
     const disconnect = { service_name: "demo" }
     keep("store.disconnectService", await store.post(`${STORE}/disconnect_service`, disconnect), disconnect)
     keepError(await rawRequest(`${store.url}${STORE}/call_tool`, "POST", JSON.stringify(add), { "content-type": "application/json" }), 503)

@@ -53,7 +53,10 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["max_async_calls", "--max-async-calls", "asynchronous calls (call_tool \"async\": true) running at once (default: 100)"],
   ["max_async_results", "--max-async-results", "finished asynchronous calls kept; the oldest are dropped beyond it (default: 1000)"],
   ["async_result_retention_seconds", "--async-result-retention-seconds", "seconds a finished asynchronous call is kept (default: 86400)"],
-  ["async_results_max_bytes", "--async-results-max-bytes", "bytes of the kept asynchronous answers together; the oldest are dropped beyond it (default: 67108864)"]
+  ["async_results_max_bytes", "--async-results-max-bytes", "bytes of the kept asynchronous answers together; the oldest are dropped beyond it (default: 67108864)"],
+  ["max_approvals", "--max-approvals", "calls waiting for an approval at once, require_approval (default: 100)"],
+  ["max_approvals_per_key", "--max-approvals-per-key", "calls one key may have waiting for an approval at once (default: 10)"],
+  ["approval_timeout_seconds", "--approval-timeout", "seconds a call waits for its approval before it ends approval_timeout (default: 300)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [

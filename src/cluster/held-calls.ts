@@ -25,6 +25,7 @@ import {
   TooMany,
   UpstreamError,
   ValidationError,
+  ApprovalRefused,
   type FieldProblem
 } from "../domain/errors.js"
 import { McpRequestError } from "../mcp/types.js"
@@ -52,7 +53,8 @@ const CALL_ERRORS: Readonly<Record<CallToolError["_tag"], new (fields: never) =>
   UpstreamError,
   ServiceUnavailable,
   ToolTimeout,
-  TooMany
+  TooMany,
+  ApprovalRefused
 }
 
 /** How a call ended, as it travels. */

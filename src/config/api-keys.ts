@@ -48,13 +48,18 @@ export interface KeysDocument {
 }
 
 /**
- * The principal a request acts as (src/http/authorization.ts `Principal`). `subject` is set for an
- * access token (src/http/oauth-resource/): its issuer and subject, which outlive the token itself.
+ * The principal a request acts as (src/http/authorization.ts `Principal`). `label` names it in log
+ * lines and records (a key's name or id, an access token's subject and client), never a secret;
+ * `subject` is set for an access token (src/http/oauth-resource/): its issuer and subject, which
+ * outlive the token itself.
  */
 export type Principal =
-  | { readonly role: "admin"; readonly subject?: string | undefined }
-  | { readonly role: "agent"; readonly agentId: string; readonly tools?: ReadonlyArray<string> | undefined; readonly subject?: string | undefined }
-  | { readonly role: "reader"; readonly subject?: string | undefined }
+  | { readonly role: "admin"; readonly label?: string | undefined; readonly subject?: string | undefined }
+  | { readonly role: "agent"; readonly agentId: string; readonly tools?: ReadonlyArray<string> | undefined; readonly label?: string | undefined; readonly subject?: string | undefined }
+  | { readonly role: "reader"; readonly label?: string | undefined; readonly subject?: string | undefined }
+
+/** The principal of `--api-key` (and MCPSTORE_API_KEY_FILE): one object, made once. */
+const ADMIN_KEY: Principal = { role: "admin", label: "--api-key" }
 
 /** A keys file that cannot be read or is not a keys file. */
 export class KeysFileError extends Error {
@@ -231,14 +236,14 @@ export class KeyRing {
       this.#touch(entry.id, now)
       const principal: Principal =
         entry.role === "agent"
-          ? { role: "agent", agentId: entry.agent!, ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}) }
-          : { role: entry.role }
+          ? { role: "agent", agentId: entry.agent!, label: entry.name, ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}) }
+          : { role: entry.role, label: entry.name }
       return { ok: true, principal, label: entry.name }
     }
     // Every admin key is compared, so the time taken does not tell which one matched.
     let match = false
     for (const admin of this.#admins) match = timingSafeEqual(digest, admin) || match
-    return match ? { ok: true, principal: { role: "admin" }, label: "--api-key" } : { ok: false, why: "unknown" }
+    return match ? { ok: true, principal: ADMIN_KEY, label: "--api-key" } : { ok: false, why: "unknown" }
   }
 
   /**

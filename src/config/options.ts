@@ -105,6 +105,12 @@ export interface StoreLimits {
   readonly upstreamAllow: ReadonlyArray<string>
   /** Let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254). */
   readonly upstreamAllowMetadata: boolean
+  /** Calls waiting for an approval at once (README, Approvals); beyond it a call that needs one is refused (429). */
+  readonly maxApprovals: number
+  /** Calls one key (one caller) may have waiting for an approval at once. */
+  readonly maxApprovalsPerKey: number
+  /** Seconds a call waits for its approval; then it ends `approval_timeout`. */
+  readonly approvalTimeoutSeconds: number
 }
 
 /** How the store keeps its data. */
@@ -186,6 +192,9 @@ export interface OptionValues {
   max_async_results?: number
   async_result_retention_seconds?: number
   async_results_max_bytes?: number
+  max_approvals?: number
+  max_approvals_per_key?: number
+  approval_timeout_seconds?: number
   upstream_allow?: ReadonlyArray<string>
   upstream_allow_metadata?: boolean
   redis_url?: string
@@ -221,7 +230,10 @@ const CAP_KEYS = [
   "max_async_calls",
   "max_async_results",
   "async_result_retention_seconds",
-  "async_results_max_bytes"
+  "async_results_max_bytes",
+  "max_approvals",
+  "max_approvals_per_key",
+  "approval_timeout_seconds"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -296,6 +308,9 @@ export const OPTION_DEFAULTS = {
   max_async_results: 1000,
   async_result_retention_seconds: 86_400,
   async_results_max_bytes: 64 * 1024 * 1024,
+  max_approvals: 100,
+  max_approvals_per_key: 10,
+  approval_timeout_seconds: 300,
   upstream_allow_metadata: false,
   cluster_name: "mcp-store",
   lease_ms: 5000
@@ -721,7 +736,10 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   asyncResultRetentionSeconds: given.async_result_retention_seconds ?? OPTION_DEFAULTS.async_result_retention_seconds,
   asyncResultsMaxBytes: given.async_results_max_bytes ?? OPTION_DEFAULTS.async_results_max_bytes,
   upstreamAllow: given.upstream_allow ?? [],
-  upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata
+  upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata,
+  maxApprovals: given.max_approvals ?? OPTION_DEFAULTS.max_approvals,
+  maxApprovalsPerKey: given.max_approvals_per_key ?? OPTION_DEFAULTS.max_approvals_per_key,
+  approvalTimeoutSeconds: given.approval_timeout_seconds ?? OPTION_DEFAULTS.approval_timeout_seconds
 })
 
 /**

@@ -132,6 +132,22 @@ export class TooMany extends Data.TaggedError("TooMany")<{
   readonly retryAfterSeconds: number
 }> {}
 
+/**
+ * A call that needed an approval (its service's `require_approval`, README "Approvals") and did not
+ * get one: denied by `by`, not decided within the approval time-out, or not asked at all because
+ * too many approvals are pending. Recorded with the outcome `denied` or `approval_timeout`.
+ */
+export class ApprovalRefused extends Data.TaggedError("ApprovalRefused")<{
+  readonly message: string
+  readonly reason: "denied" | "timeout"
+  readonly approvalId: string | null
+  /** The callable name `<service>__<tool>`. */
+  readonly toolName: string
+  readonly serviceName: string
+  /** Who denied it (a key's label); null for a time-out or a cap. */
+  readonly by: string | null
+}> {}
+
 /** The caller may not do this (a local service from a non-loopback client, ...); nothing changed. */
 export class Forbidden extends Data.TaggedError("Forbidden")<{
   readonly message: string
@@ -168,6 +184,7 @@ export type StoreError =
   | TooMany
   | Forbidden
   | ClusterUnavailable
+  | ApprovalRefused
 
 const TAGS = new Set([
   "ValidationError",
@@ -183,7 +200,8 @@ const TAGS = new Set([
   "ToolTimeout",
   "TooMany",
   "Forbidden",
-  "ClusterUnavailable"
+  "ClusterUnavailable",
+  "ApprovalRefused"
 ])
 
 /** True for the errors above (anything else is a bug or an abort). */

@@ -178,6 +178,7 @@ const ToolGlobs = (description: string) =>
     )
 
 const INCLUDE_TOOLS = "Globs over the service's tool names: only the tools they match are offered (listed and callable)"
+const REQUIRE_APPROVAL = "Globs over the service's tool names: a call of a tool they match waits for an approval of exactly that tool with exactly those arguments (README, Approvals)"
 const EXCLUDE_TOOLS = "Globs over the service's tool names: the tools they match are not offered (exclusion wins over include_tools)"
 /** The most `roots` a definition may list. */
 export const MAX_ROOTS = 100
@@ -335,6 +336,7 @@ const definitionFields = {
   exclude_tools: Schema.optionalWith(ToolGlobs(EXCLUDE_TOOLS), { exact: true }),
   includeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of include_tools (used when include_tools is absent)`), { exact: true }),
   excludeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of exclude_tools (used when exclude_tools is absent)`), { exact: true }),
+  require_approval: Schema.optionalWith(ToolGlobs(REQUIRE_APPROVAL), { exact: true }),
   oauth: Schema.optionalWith(OAuthSettings, { exact: true })
 }
 

@@ -115,7 +115,7 @@ export const maskArgs = (args: ReadonlyArray<unknown>): Array<string> => {
 }
 
 /** Fields of a definition whose values are shown as they are (none of them holds a secret by itself). */
-const PLAIN_FIELDS = new Set(["transport", "type", "command", "cwd", "disabled", "envFile", "name", "include_tools", "exclude_tools"])
+const PLAIN_FIELDS = new Set(["transport", "type", "command", "cwd", "disabled", "envFile", "name", "include_tools", "exclude_tools", "require_approval"])
 
 const maskRecord = (r: unknown): unknown =>
   typeof r === "object" && r !== null && !Array.isArray(r) ? Object.fromEntries(Object.keys(r).map((k) => [k, maskValue((r as Record<string, unknown>)[k])])) : MASK

@@ -7,6 +7,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Option } from "effect"
 import { AgentApi } from "./agent/Api.js"
+import { ApprovalsApi } from "./approvals/Api.js"
 import { ApplicationApi, SystemApi } from "./app/Api.js"
 import { Authorization, OPEN_ROUTES } from "./authorization.js"
 import { RequestBody, type RouteEntry } from "./contract-middleware.js"
@@ -62,6 +63,7 @@ export class Api extends HttpApi.make("mcp-store")
   .add(MonitoringApi)
   .add(ApplicationApi)
   .add(SystemApi)
+  .add(ApprovalsApi)
   .addError(E.BadRequest)
   .addError(E.Unauthorized)
   .addError(E.Forbidden)

@@ -39,6 +39,19 @@ export const currentPrincipal: Effect.Effect<Principal> = Effect.flatMap(Effect.
 export const gateOf = (principal: Principal): ToolGate | undefined =>
   principal.role === "agent" && principal.tools !== undefined ? toolGate(principal.tools) : undefined
 
+/** Who a principal is, in words an approver reads (`agent 'a1' key 'ci'`, `admin key 'ops'`); never the key. */
+export const callerWords = (principal: Principal): string => {
+  const key = principal.label === undefined ? "" : ` key '${principal.label}'`
+  switch (principal.role) {
+    case "admin":
+      return key === "" ? "the admin (no API key)" : `admin${key}`
+    case "agent":
+      return `agent '${principal.agentId}'${key}`
+    case "reader":
+      return `reader${key}`
+  }
+}
+
 /** Monitoring routes an agent key reaches, narrowed to its agent. */
 const NARROWED_MONITORING = new Set([
   "/monitoring/agents_summary",

@@ -38,7 +38,7 @@ import { openRequestSpan, recordHttpSpan } from "./request-span.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
-import { asyncCallAnswer, callInput, callToolAnswer, callToolBody, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
+import { asyncCallAnswer, callInput, callToolAnswer, callToolBody, restCaller, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
 import { callToolOutput, runCall } from "../runtime/calls.js"
@@ -314,14 +314,14 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       // A call that takes input in rounds, runs asynchronously (answered 202), or whose scope or payload needs the handler's Effect.
       if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right) || decoded.right.async === true) {
         if (Either.isRight(decoded) && decoded.right.async === true) success = 202
-        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held, async: current.asyncCalls }
+        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held, async: current.asyncCalls, caller: restCaller(principal, request.headers.authorization) }
         fiber = runFork(program(scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return
       }
       // The call's pipeline, run at once (src/runtime/calls.ts `runCall`); its failures rendered by the one HTTP mapping.
       cancel = new Cancel()
-      void runCall(ctx.gated(gate), callInput(decoded.right, trace), cancel).then((exit) => {
+      void runCall(ctx.gated(gate), callInput(decoded.right, trace, restCaller(principal, request.headers.authorization)), cancel).then((exit) => {
         if (closed) return // answered by the close: interrupted, nobody to answer
         if (Exit.isSuccess(exit)) return answer(Exit.succeed(callToolBody(callToolOutput(exit.value))))
         const failure = Cause.failureOption(exit.cause)

@@ -32,7 +32,7 @@ export const errorBody = <C extends string>(code: C, message: string, details: D
 
 export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
-export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN or TOOL_NOT_ALLOWED" })) {}
+export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED", "APPROVAL_DENIED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN, TOOL_NOT_ALLOWED or APPROVAL_DENIED" })) {}
 export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND", "RESOURCE_NOT_FOUND", "PROMPT_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND, TOOL_NOT_FOUND, RESOURCE_NOT_FOUND or PROMPT_NOT_FOUND" })) {}
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
 export class WaitTimeout extends Schema.Class<WaitTimeout>("WaitTimeout")(errorFields("WAIT_TIMEOUT"), HttpApiSchema.annotations({ status: 408, description: "WAIT_TIMEOUT" })) {}
@@ -42,7 +42,7 @@ export class TooMany extends Schema.Class<TooMany>("TooMany")(errorFields("TOO_M
 export class InternalError extends Schema.Class<InternalError>("InternalError")(errorFields("INTERNAL_ERROR"), HttpApiSchema.annotations({ status: 500, description: "INTERNAL_ERROR: a bug, never bad input" })) {}
 export class BadGateway extends Schema.Class<BadGateway>("BadGateway")(errorFields("UPSTREAM_ERROR"), HttpApiSchema.annotations({ status: 502, description: "UPSTREAM_ERROR" })) {}
 export class Unavailable extends Schema.Class<Unavailable>("Unavailable")(errorFields("SERVICE_UNAVAILABLE"), HttpApiSchema.annotations({ status: 503, description: "SERVICE_UNAVAILABLE" })) {}
-export class GatewayTimeout extends Schema.Class<GatewayTimeout>("GatewayTimeout")(errorFields("TOOL_TIMEOUT"), HttpApiSchema.annotations({ status: 504, description: "TOOL_TIMEOUT" })) {}
+export class GatewayTimeout extends Schema.Class<GatewayTimeout>("GatewayTimeout")(errorFields("TOOL_TIMEOUT", "APPROVAL_TIMEOUT"), HttpApiSchema.annotations({ status: 504, description: "TOOL_TIMEOUT or APPROVAL_TIMEOUT" })) {}
 
 /** Every error an endpoint can answer with. */
 export type ApiError =
@@ -105,6 +105,10 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new Forbidden(errorBody("FORBIDDEN", e.message))
     case "ClusterUnavailable":
       return new Unavailable(errorBody("SERVICE_UNAVAILABLE", e.message, { reason: "cluster_unavailable", retry_after_seconds: 1 }))
+    case "ApprovalRefused": {
+      const details = { tool_name: e.toolName, service_name: e.serviceName, approval_id: e.approvalId, decided_by: e.by }
+      return e.reason === "denied" ? new Forbidden(errorBody("APPROVAL_DENIED", e.message, details)) : new GatewayTimeout(errorBody("APPROVAL_TIMEOUT", e.message, details))
+    }
   }
 }
 

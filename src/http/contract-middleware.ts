@@ -254,6 +254,8 @@ const refusedParameter = (routes: ReadonlyArray<RouteEntry>, method: string, pat
   for (const route of routes) {
     const parts = route.path.split("/")
     if (route.method !== method || parts.length !== segments.length) continue
+    // Only a route whose fixed segments are the path's (`/for_store/calls/:call_id` is not `/for_store/approvals/...`).
+    if (parts.some((part, i) => !part.startsWith(":") && part !== segments[i])) continue
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i] as string
       if (!part.startsWith(":")) continue

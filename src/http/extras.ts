@@ -24,7 +24,7 @@ import { callableName, toolViewsFor } from "../runtime/service-views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { App, type AppState } from "./context.js"
 import type { RouteEntry } from "./contract-middleware.js"
-import { currentPrincipal, gateOf, narrowFor, type Principal } from "./access.js"
+import { callerWords, currentPrincipal, gateOf, narrowFor, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./contract-errors.js"
 import { McpGateway } from "./gateway/endpoint.js"
@@ -313,11 +313,16 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
             if (gate !== undefined && !(e.service_name === null || e.original_name === null ? gate.allows(e.tool_name) : seen(e.service_name, e.original_name))) return
             send("async_call", e)
           })
+          // Calls waiting for an approval, and how each wait ended (src/runtime/approvals.ts).
+          const offApprovals = store.approvals.on((e) => {
+            if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.original_name)) send("approval", e)
+          })
           return () => {
             offMonitor()
             offRecords()
             offProgress()
             offAsync()
+            offApprovals()
           }
         })
       })
@@ -403,7 +408,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined, principal: Principal) => Promise<void> = (scope, req, res, body, owner, gate, principal) =>
         // A 2025 request goes to its session; a 2026-07-28 one is answered without any (src/http/gateway/modern.ts).
         // Its answers are `private` when they depend on the key: an agent key's.
-        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public", owner, keyed: req.headers.authorization !== undefined }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
+        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public", owner, keyed: req.headers.authorization !== undefined, who: callerWords(principal) }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest

@@ -368,7 +368,12 @@ export const ToolRecord = Schema.Struct({
   error: Schema.NullOr(Schema.String),
   duration_ms: Schema.Number,
   trace_id: Schema.String,
-  span_id: Schema.optional(Schema.String)
+  span_id: Schema.optional(Schema.String),
+  approval: Schema.optional(
+    Schema.Struct({ approval_id: Schema.String, decided_by: Schema.NullOr(Schema.String) }).annotations({
+      description: "A call that needed an approval (README, Approvals): its id, and the label of the key that approved or denied it (null: nobody decided)"
+    })
+  )
 }).annotations({ identifier: "ToolRecord" })
 
 export const RecordsResponse = Schema.Struct({

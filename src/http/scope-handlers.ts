@@ -25,7 +25,7 @@ import { requestAllowedEverything } from "./authorization.js"
 import { answerOfError, contract, errorBody, fromStoreError, NotFound, waitTimeout } from "./contract-errors.js"
 import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
-import { currentPrincipal } from "./access.js"
+import { callerWords, currentPrincipal, type Principal } from "./access.js"
 import type { AsyncCallAccepted, AsyncCallResponse, AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
 import type { HeldCalls, HeldStep } from "../runtime/input-required.js"
 import type { AsyncCalls, AsyncRender } from "../runtime/async-calls.js"
@@ -76,10 +76,22 @@ const firstLine = (text: string): string => text.split("\n", 1)[0] as string
  * A decoded call_tool body as the call pipeline takes it (`arguments` is the alias of `args`; the
  * schema refuses a body with both), with the caller's trace context (its `traceparent` header).
  */
-export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined): calls.CallToolInput => {
+export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined, caller?: calls.ApprovalCaller): calls.CallToolInput => {
   const input = payload.arguments === undefined ? payload : { ...payload, args: payload.arguments }
-  return trace === undefined ? input : { ...input, trace }
+  const traced = trace === undefined ? input : { ...input, trace }
+  return caller === undefined ? traced : { ...traced, caller }
 }
+
+/** Who makes a REST call, for an approval it may need: the key in words, and its digest for the per-key cap. */
+export const restCaller = (principal: Principal, authorization: string | undefined): calls.ApprovalCaller => ({
+  // Read only by a call that needs an approval: nothing is computed for the others.
+  get words() {
+    return callerWords(principal)
+  },
+  get owner() {
+    return sessionOwner(principal, authorization)
+  }
+})
 
 /**
  * The body of call_tool and use_tool, built in this one place for every route: the contract's
@@ -103,6 +115,8 @@ export interface CallEdge {
   readonly held: HeldCalls
   /** The store's asynchronous calls (`"async": true`). */
   readonly async: AsyncCalls
+  /** Who makes the call, for an approval it may need. */
+  readonly caller?: calls.ApprovalCaller | undefined
 }
 
 /** A call_tool body that takes part in rounds of input (`accept_input_required`, or the retry of one). */
@@ -120,7 +134,7 @@ const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof Ca
       const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
       // Interrupted (the caller went away): the turn's signal cancels the call.
       const gone = new AbortController()
-      void edge.held.turn(calls.heldCallRun(ctx, callInput(payload, edge.trace)), owner, { retry, signal: gone.signal }).then((step) => resume(step instanceof ValidationError ? Effect.fail(step) : Effect.succeed(step)))
+      void edge.held.turn(calls.heldCallRun(ctx, callInput(payload, edge.trace, edge.caller)), owner, { retry, signal: gone.signal }).then((step) => resume(step instanceof ValidationError ? Effect.fail(step) : Effect.succeed(step)))
       return Effect.sync(() => gone.abort())
     }),
     (step): Effect.Effect<Schema.Schema.Encoded<typeof CallToolResponse> | Schema.Schema.Encoded<typeof InputRequiredResponse>, calls.CallToolError> =>
@@ -144,7 +158,7 @@ const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof Ca
 export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
   contract(
     Effect.flatMap(scope, (ctx) =>
-      takesInput(payload) ? heldCallAnswer(ctx, payload, edge) : Effect.map(calls.callTool(ctx, callInput(payload, edge.trace)), callToolBody)
+      takesInput(payload) ? heldCallAnswer(ctx, payload, edge) : Effect.map(calls.callTool(ctx, callInput(payload, edge.trace, edge.caller)), callToolBody)
     )
   )
 
@@ -152,7 +166,13 @@ export const callToolAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<type
 export const callTool = (scope: ScopeRef, payload: Schema.Schema.Type<typeof CallToolPayload>, headers: Headers.Headers, store: { readonly held: HeldCalls; readonly asyncCalls: AsyncCalls }) =>
   Effect.flatMap(Effect.zip(currentPrincipal, FiberRef.get(requestSpan)), ([principal, span]) => {
     // The request's span when tracing is on (the call's span is its child), else the caller's context.
-    const edge: CallEdge = { trace: span ?? readTraceContext(headers), owner: () => sessionOwner(principal, headers["authorization"]), held: store.held, async: store.asyncCalls }
+    const edge: CallEdge = {
+      trace: span ?? readTraceContext(headers),
+      owner: () => sessionOwner(principal, headers["authorization"]),
+      held: store.held,
+      async: store.asyncCalls,
+      caller: restCaller(principal, headers["authorization"])
+    }
     return payload.async === true
       ? Effect.map(asyncCallAnswer(scope, payload, edge), (accepted) => HttpServerResponse.unsafeJson(accepted, { status: 202 }))
       : Effect.map(callToolAnswer(scope, payload, edge), (answer) => HttpServerResponse.unsafeJson(answer))
@@ -184,7 +204,7 @@ export const asyncCallAnswer = (scope: ScopeRef, payload: Schema.Schema.Type<typ
   contract(
     Effect.flatMap(scope, (ctx) =>
       Effect.flatMap(
-        Effect.promise(() => edge.async.start(ctx, callInput(payload, edge.trace), edge.owner(), asyncAnswer)),
+        Effect.promise(() => edge.async.start(ctx, callInput(payload, edge.trace, edge.caller), edge.owner(), asyncAnswer)),
         (started): Effect.Effect<Schema.Schema.Encoded<typeof AsyncCallAccepted>, TooMany> => {
           if (started instanceof TooMany) return Effect.fail(started)
           const at = `${scopePrefix(ctx.label)}/calls/${started.call_id}`

@@ -32,6 +32,7 @@ import { storeSettings } from "../runtime/store-layers.js"
 import { StoreConfig } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 import { AgentHttpLive } from "./agent/Http.js"
+import { ApprovalsHttpLive } from "./approvals/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
@@ -222,7 +223,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
 
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(
-    Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive]),
+    Layer.provide([StoreHttpLive, AgentHttpLive, MonitoringHttpLive, ApplicationHttpLive, SystemHttpLive, ApprovalsHttpLive]),
     Layer.provide([authorizationLayer(keys).pipe(Layer.provide(ProtectedResourceLive)), requestBodyLayer(options.server.maxBodyBytes)]),
     Layer.provide(HttpApiBuilder.middleware(Api, errors))
   )
@@ -363,6 +364,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   if (authServer !== undefined) protectedResource.verifier.trust(authServer.trustedIssuer())
   // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
   app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
+  // The approval page a call's URL elicitation and progress point to (the dashboard's approvals panel).
+  app.store.approvals.pageUrl = `${options.server.publicUrl ?? (host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url)}/ui`
   cluster?.advertise(url)
   return { url, port, store: app.store, cluster, monitor: app.monitor, keys, authServer, close }
 }

@@ -37,6 +37,10 @@ export type Outcome =
   | "cancelled"
   /** An asynchronous call that was running when its store stopped (found at the next start). */
   | "interrupted"
+  /** The call needed an approval (README, Approvals) and was denied, or not asked (too many pending). */
+  | "denied"
+  /** The call needed an approval and nobody decided within the approval time-out. */
+  | "approval_timeout"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -48,11 +52,16 @@ export const OUTCOMES = [
   "unavailable",
   "tool_not_allowed",
   "cancelled",
-  "interrupted"
+  "interrupted",
+  "denied",
+  "approval_timeout"
 ] as const satisfies ReadonlyArray<Outcome>
 
-/** Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled does not. */
-export const isFailedOutcome = (o: Outcome): boolean => o !== "success" && o !== "cancelled"
+/**
+ * Whether an outcome counts as an error (in summaries, error rates): a call the caller cancelled
+ * does not, nor one a person denied or left undecided (the policy worked, nothing failed).
+ */
+export const isFailedOutcome = (o: Outcome): boolean => o !== "success" && o !== "cancelled" && o !== "denied" && o !== "approval_timeout"
 
 /** One tool call, as `tool_records` and the records file show it. */
 export interface ToolRecord {
@@ -74,6 +83,8 @@ export interface ToolRecord {
   readonly trace_id: string
   /** The store's span of the call (the parent the upstream was given); absent in records of older versions. */
   readonly span_id?: string
+  /** A call that needed an approval (README, Approvals): its id, and who approved or denied it (a key's label). */
+  readonly approval?: { readonly approval_id: string; readonly decided_by: string | null }
 }
 
 export type NewRecord = Omit<ToolRecord, "id" | "timestamp" | "result_truncated" | "params_truncated"> & { readonly timestamp?: string }
@@ -150,7 +161,7 @@ export const makeRecord = (input: NewRecord, maxValueBytes: number): { readonly 
   const id = randomUUID()
   const timestamp = input.timestamp ?? new Date().toISOString()
   const { scope, agent_id, service_name, tool_name, params, outcome, error, duration_ms, trace_id } = input
-  const span = input.span_id === undefined ? undefined : { span_id: input.span_id }
+  const span = input.span_id === undefined ? (input.approval === undefined ? undefined : { approval: input.approval }) : input.approval === undefined ? { span_id: input.span_id } : { span_id: input.span_id, approval: input.approval }
   let record: ToolRecord
   let line: string
   try {

@@ -14,6 +14,8 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
+import { approvalRequired } from "../domain/approval-policy.js"
+import { TooMany as TooManyError, ApprovalRefused } from "../domain/errors.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
 import { resultValue, toolErrorMessage, type Outcome } from "../records/tool-records.js"
 import {
@@ -24,8 +26,7 @@ import {
   ToolNotAllowed,
   ToolNotFound,
   ToolTimeout,
-  UpstreamError,
-  type TooMany
+  UpstreamError
 } from "../domain/errors.js"
 import { outcomeOf, requestFailure, serviceUnavailable as unavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
@@ -76,8 +77,25 @@ export interface CallToolInput {
   readonly onTask?: ((taskId: string) => void) | undefined
   /** The upstream task of an earlier call to follow again (its call resumed after a restart), instead of calling the tool. */
   readonly followTask?: string | undefined
+  /**
+   * Who makes the call, for an approval it may need (README, Approvals): in words for the approver
+   * (`agent 'a1' key 'ci'`), and the owner the per-key cap counts (a digest of the key). Without
+   * it, the scope's label stands for both.
+   */
+  readonly caller?: ApprovalCaller | undefined
+  /**
+   * The caller is shown an approval's page by a URL elicitation through its relay (a 2026-07-28
+   * client that answers input in rounds); others hear of it by progress only.
+   */
+  readonly approvalByUrl?: boolean | undefined
   /** Told where the call goes once its target is resolved (an asynchronous call keeps it). */
   readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
+}
+
+/** Who makes a call, for an approval (`CallToolInput.caller`). */
+export interface ApprovalCaller {
+  readonly words: string
+  readonly owner: string
 }
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
@@ -258,7 +276,8 @@ export type CallToolError =
   | UpstreamError
   | ServiceUnavailable
   | ToolTimeout
-  | TooMany
+  | TooManyError
+  | ApprovalRefused
 
 /** A task an upstream answered a call with, handed to a caller that follows it (`CallToolInput.keepTask`). */
 export interface TaskStarted {
@@ -364,7 +383,11 @@ interface CallTiming {
   readonly started: number
   readonly span: TraceContext
   readonly timeoutSeconds: number
+  /** When the call's time-out passes (moved on by the time an approval took: the wait is not the call's). */
+  deadline: number
   readonly remaining: () => number
+  /** The approval the call had (README, Approvals), for its record. */
+  approval?: { readonly approval_id: string; readonly decided_by: string | null } | undefined
   /** Where the call went, once resolved (for its span). */
   target?: { readonly actor: ServiceActorRef; readonly original: string } | undefined
 }
@@ -389,6 +412,11 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
       })
     )
   }
+  // A task followed again was approved (or needed none) when it was made.
+  if (input.followTask === undefined && approvalRequired(actor.getSnapshot().context.definition, original)) {
+    const refusal = await approval(ctx, input, actor.getSnapshot().context.name, original, args, call, hooks, signal)
+    if (refusal !== undefined) return refusal
+  }
   const keepTask = input.keepTask === true && ctx.host.tasks.room
   const sent = await requestOnService<CallToolResult | UpstreamTask>(
     actor,
@@ -411,6 +439,83 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
   if (!(e instanceof McpRequestError)) return Exit.fail(e)
   const classified = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
   return classified === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(classified)
+}
+
+/** How often a call waiting for its approval tells its caller so again (a progress: it keeps an MCP client's request alive). */
+const APPROVAL_REMINDER_MS = 10_000
+
+/**
+ * The wait of a call for its approval (src/runtime/approvals.ts): asked with the caller's words,
+ * announced as a progress (again every 10 s) and, to a caller that answers input in rounds, as a URL
+ * elicitation of the approval page; undefined once approved (the call's time-out then starts
+ * again: the wait is not the call's), else how the call ends: denied or timed out (ApprovalRefused),
+ * refused past a cap (TooMany), or cancelled with its caller. Bounded by `--approval-timeout` and
+ * `--max-call-seconds`.
+ */
+const approval = async (
+  ctx: ScopeContext,
+  input: CallToolInput,
+  serviceName: string,
+  original: string,
+  args: Record<string, unknown>,
+  call: CallTiming,
+  hooks: CallHooks,
+  signal: CancelSignal
+): Promise<Exit.Exit<never, CallToolError> | undefined> => {
+  const limits = ctx.host.limits
+  const timeoutMs = Math.min(limits.approvalTimeoutSeconds, limits.maxCallSeconds) * 1000
+  const toolName = callableName(serviceName, original)
+  const caller = input.caller ?? { words: ctx.label === "store" ? "a caller of the store" : `a caller of agent '${ctx.label}'`, owner: `scope\0${ctx.label}` }
+  const waitStart = performance.now()
+  const asked = ctx.host.approvals.ask(
+    { scope: ctx.label, serviceName, original, toolName, args, caller: caller.words, owner: caller.owner, traceId: call.span.traceId, callId: input.callId },
+    timeoutMs,
+    signal
+  )
+  if (asked instanceof TooManyError) return Exit.fail(asked)
+  const { view } = asked
+  const where = view.approval_url ?? `GET /for_store/approvals (approval ${view.approval_id})`
+  const tell = () => hooks.onProgress?.({ progress: 0, message: `waiting for approval ${view.approval_id}: ${where}` })
+  tell()
+  const reminder = setInterval(tell, APPROVAL_REMINDER_MS)
+  reminder.unref()
+  if (input.approvalByUrl === true && view.approval_url !== null && hooks.relay !== undefined) {
+    // The page's URL as the 2025-11-25 URL elicitation; its answer only says whether the person went
+    // there: a decline or cancel denies the call, an accept leaves the decision to the page. It stays
+    // asked after the decision, until the call ends (the held call then forgets it): the client's
+    // retry answers it whenever it comes, and is never refused for answering a request withdrawn.
+    const shown = new AbortController()
+    hooks
+      .relay(
+        {
+          method: "elicitation/create",
+          params: { mode: "url", elicitationId: view.approval_id, url: view.approval_url, message: `The call of ${toolName} waits for an approval: open the page to approve or deny it (arguments digest ${view.arguments_digest.slice(0, 12)})` }
+        },
+        { signal: shown.signal, timeoutMs }
+      )
+      .then(
+        (answer) => {
+          if (answer["action"] === "decline" || answer["action"] === "cancel") ctx.host.approvals.decide(view.approval_id, "deny", `the caller (${String(answer["action"])} of the approval page)`)
+        },
+        () => undefined
+      )
+  }
+  const end = await asked.ended.finally(() => clearInterval(reminder))
+  switch (end.decision) {
+    case "approved":
+      call.approval = { approval_id: view.approval_id, decided_by: end.by }
+      call.deadline += performance.now() - waitStart
+      return undefined
+    case "denied":
+      call.approval = { approval_id: view.approval_id, decided_by: end.by }
+      return Exit.fail(new ApprovalRefused({ message: `The call of '${toolName}' was denied by ${end.by} (approval ${view.approval_id})`, reason: "denied", approvalId: view.approval_id, toolName, serviceName, by: end.by }))
+    case "timeout":
+      call.approval = { approval_id: view.approval_id, decided_by: null }
+      return Exit.fail(new ApprovalRefused({ message: `The call of '${toolName}' was not approved within ${Math.round(timeoutMs / 1000)} s (approval ${view.approval_id})`, reason: "timeout", approvalId: view.approval_id, toolName, serviceName, by: null }))
+    case "cancelled":
+      call.approval = { approval_id: view.approval_id, decided_by: null }
+      return Exit.interrupt(FiberId.none)
+  }
 }
 
 /** How a call ended, in the record's words: its outcome and its error (null for a success). */
@@ -454,7 +559,8 @@ const record = (
       error,
       duration_ms: durationMs,
       trace_id: call.span.traceId,
-      span_id: call.span.spanId
+      span_id: call.span.spanId,
+      ...(call.approval === undefined ? {} : { approval: call.approval })
     })
     .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed", trace_id: call.span.traceId }))
 }
@@ -532,7 +638,7 @@ const pipeline = (ctx: ScopeContext, input: CallToolInput, signal: CancelSignal)
   const timeoutSeconds = callTimeoutSeconds(ctx, input)
   const started = performance.now()
   const deadline = started + timeoutSeconds * 1000
-  const call: CallTiming = { started, span: callSpan(input.trace), timeoutSeconds, remaining: () => Math.max(0, deadline - performance.now()) }
+  const call: CallTiming = { started, span: callSpan(input.trace), timeoutSeconds, deadline, remaining: () => Math.max(0, call.deadline - performance.now()) }
   const tracer = ctx.host.tracer
   // Tracing off: the steps' own promise, no layer added.
   if (!tracer.enabled) return steps(ctx, input, signal, call, undefined)

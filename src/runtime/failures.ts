@@ -121,6 +121,8 @@ export const outcomeOf = (e: unknown): Outcome => {
       return e.outcome
     case "ToolNotAllowed":
       return "tool_not_allowed"
+    case "ApprovalRefused":
+      return e.reason === "denied" ? "denied" : "approval_timeout"
     case "InvalidArguments":
       // Refused by the tool's schema here, or by the upstream (-32602): the caller's mistake.
       return "invalid_arguments"

@@ -19,6 +19,7 @@ import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "../domain/errors.js"
 import type { Tracer } from "../logging/tracing.js"
 import type { TaskRelays } from "./task-relay.js"
+import type { Approvals } from "./approvals.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -41,6 +42,8 @@ export interface StoreHost {
   readonly tracer: Tracer
   /** Upstream tasks MCP clients follow through the store (src/runtime/task-relay.ts). */
   readonly tasks: TaskRelays
+  /** Calls waiting for a person's approval (src/runtime/approvals.ts). */
+  readonly approvals: Approvals
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

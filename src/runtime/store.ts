@@ -38,6 +38,8 @@ import { ScopeContext, type StoreHost } from "./host.js"
 import { ProgressEvents } from "./progress.js"
 import { TaskRelays } from "./task-relay.js"
 import { HeldCalls } from "./input-required.js"
+import { Approvals } from "./approvals.js"
+import { STORE_STOPPING } from "../mcp/types.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
 import { LifecycleLog } from "./lifecycle-log.js"
@@ -91,6 +93,8 @@ export class Store implements StoreHost {
   readonly held: HeldCalls
   /** Upstream tasks MCP clients follow through the store, until their calls are recorded (src/runtime/task-relay.ts). */
   readonly tasks: TaskRelays
+  /** Calls waiting for a person's approval (a service's `require_approval`; src/runtime/approvals.ts). */
+  readonly approvals: Approvals
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
@@ -129,6 +133,7 @@ export class Store implements StoreHost {
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     this.tasks = new TaskRelays(records)
+    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey })
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes: parts.processes })
@@ -507,6 +512,7 @@ export class Store implements StoreHost {
       this.replication.leaving() // no service is taken over while this replica stops
       this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
       await this.asyncCalls.close() // the calls running are kept interrupted, then cancelled
+      this.approvals.close(STORE_STOPPING) // the other calls waiting for an approval stop waiting (an asynchronous one already did, interrupted)
       this.held.close()
       this.tasks.close() // the tasks clients follow are recorded interrupted; their handles stay valid
       this.actor.stop()

@@ -382,7 +382,8 @@ const EVENT_HANDLERS: Readonly<Record<string, (d: object) => void>> = {
   status: (d) => onStatusEvent(d as StatusEvent),
   tools_changed: (d) => onToolsChangedEvent(d as ToolsChangedEvent),
   tool_call: (d) => onToolCallEvent(d as CallRecord),
-  alert: () => refreshAlerts().catch(noteError)
+  alert: () => refreshAlerts().catch(noteError),
+  approval: () => refreshApprovalsSoon()
 }
 function dispatchEvent(type: string, text: string) {
   const handler = EVENT_HANDLERS[type]
@@ -1201,6 +1202,73 @@ function renderCalls() {
   if (!state.calls.length) list.append(el("li", { class: "empty", text: "No tool calls yet." }))
 }
 
+// ---------- approvals ----------
+/** A call waiting for an approval, as GET /for_store/approvals lists it (README, Approvals). */
+interface ApprovalItem {
+  readonly approval_id: string
+  readonly scope: string
+  readonly agent_id: string | null
+  readonly tool_name: string
+  readonly arguments: unknown
+  readonly arguments_truncated?: boolean
+  readonly arguments_digest: string
+  readonly caller: string
+  readonly expires_at: string
+}
+/** The approval a URL elicitation pointed here (`#approval=<id>`), shown first and outlined. */
+const approvalInHash = (): string | null => /^#approval=(apr_[A-Za-z0-9_-]{1,60})$/.exec(location.hash)?.[1] ?? null
+let approvalNote = ""
+async function refreshApprovals() {
+  const { status, body } = await api<ApiBody & { approvals?: ApprovalItem[] }>("/for_store/approvals")
+  if (status === 403) {
+    renderApprovals([], "This key does not see approvals: an admin key decides them.")
+    return
+  }
+  if (body && Array.isArray(body.approvals)) renderApprovals(body.approvals, approvalNote)
+}
+const refreshApprovalsSoon = debounce(() => refreshApprovals().catch(noteError), 150)
+function renderApprovals(items: ReadonlyArray<ApprovalItem>, note: string) {
+  const focus = approvalInHash()
+  const ordered = [...items].sort((a, b) => Number(b.approval_id === focus) - Number(a.approval_id === focus))
+  const list = $("approvals-list")
+  list.replaceChildren(
+    ...ordered.map((a) => {
+      const decide = (decision: "approve" | "deny", label: string) => {
+        const b = el("button", { type: "button", class: decision === "deny" ? "danger" : "solid", "data-testid": "approval-" + decision, text: label })
+        b.addEventListener("click", () => void decideApproval(a, decision, b))
+        return b
+      }
+      return el(
+        "li",
+        { class: "approval-item" + (a.approval_id === focus ? " focus" : ""), "data-testid": "approval-row", "data-approval": a.approval_id, "data-tool": a.tool_name },
+        el("span", {}, el("span", { class: "tool mono", text: a.tool_name }), " ", scopeBadge(scopeLabel(a.scope, a.agent_id))),
+        el("span", { class: "decide" }, decide("approve", "Approve"), decide("deny", "Deny")),
+        el("span", { class: "msg", text: `called by ${a.caller}; waits until ${fmtTime(a.expires_at)}` }),
+        el("pre", { class: "mono", "data-testid": "approval-arguments", text: JSON.stringify(a.arguments, null, 2) + (a.arguments_truncated ? "\n(cut: too long to show whole)" : "") }),
+        el("span", { class: "digest mono", title: a.arguments_digest, text: "arguments sha256 " + a.arguments_digest.slice(0, 16) + "…" })
+      )
+    })
+  )
+  if (!items.length) list.append(el("li", { class: "empty", text: note || "No call waits for an approval." }))
+  $("approvals-sub").textContent = items.length ? `${items.length} waiting; each bound to its tool and arguments` : note
+  if (focus !== null) list.querySelector(".focus")?.scrollIntoView({ block: "nearest" })
+}
+/** Decides one approval, bound to the arguments shown (their digest goes with the decision). */
+async function decideApproval(a: ApprovalItem, decision: "approve" | "deny", button: HTMLButtonElement) {
+  button.disabled = true
+  try {
+    const { ok, body } = await api(`/for_store/approvals/${encodeURIComponent(a.approval_id)}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ decision, arguments_digest: a.arguments_digest })
+    })
+    approvalNote = ok ? body?.message || "" : `Not decided: ${body?.message || "the store refused"}`
+  } finally {
+    await refreshApprovals().catch(noteError)
+  }
+}
+window.addEventListener("hashchange", () => refreshApprovalsSoon())
+
 // ---------- alerts ----------
 async function refreshAlerts() {
   const { body } = await api<ApiBody & { alerts?: ReadonlyArray<Alert> }>("/monitoring/alerts?limit=20")
@@ -1281,7 +1349,7 @@ async function refreshAll(force?: boolean) {
   if (refreshing && !force) return
   refreshing = true
   try {
-    await Promise.all([refreshServices(), refreshCalls(), refreshAlerts(), refreshChart(), refreshDetail()])
+    await Promise.all([refreshServices(), refreshCalls(), refreshAlerts(), refreshChart(), refreshDetail(), refreshApprovals()])
     if (state.authNeeded && state.apiKey) {
       $("auth-msg").textContent = "Key accepted."
     }

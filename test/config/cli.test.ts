@@ -125,6 +125,12 @@ describe("parseCommandLine", () => {
       "600",
       "--async-results-max-bytes",
       "100000",
+      "--max-approvals",
+      "17",
+      "--max-approvals-per-key",
+      "2",
+      "--approval-timeout",
+      "45",
       "--upstream-allow",
       "10.0.0.0/8, *.lan",
       "--upstream-allow-metadata"
@@ -162,7 +168,10 @@ describe("parseCommandLine", () => {
       asyncResultRetentionSeconds: 600,
       asyncResultsMaxBytes: 100000,
       upstreamAllow: ["10.0.0.0/8", "*.lan"],
-      upstreamAllowMetadata: true
+      upstreamAllowMetadata: true,
+      maxApprovals: 17,
+      maxApprovalsPerKey: 2,
+      approvalTimeoutSeconds: 45
     })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
@@ -215,7 +224,10 @@ describe("parseCommandLine", () => {
       MCPSTORE_MAX_ASYNC_CALLS: "13",
       MCPSTORE_MAX_ASYNC_RESULTS: "14",
       MCPSTORE_ASYNC_RESULT_RETENTION_SECONDS: "15",
-      MCPSTORE_ASYNC_RESULTS_MAX_BYTES: "16"
+      MCPSTORE_ASYNC_RESULTS_MAX_BYTES: "16",
+      MCPSTORE_MAX_APPROVALS: "18",
+      MCPSTORE_MAX_APPROVALS_PER_KEY: "19",
+      MCPSTORE_APPROVAL_TIMEOUT_SECONDS: "20"
     })
     expect(server).toEqual({
       host: "::1",
@@ -250,7 +262,10 @@ describe("parseCommandLine", () => {
       asyncResultRetentionSeconds: 15,
       asyncResultsMaxBytes: 16,
       upstreamAllow: [],
-      upstreamAllowMetadata: false
+      upstreamAllowMetadata: false,
+      maxApprovals: 18,
+      maxApprovalsPerKey: 19,
+      approvalTimeoutSeconds: 20
     })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",

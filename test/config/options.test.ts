@@ -210,7 +210,10 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       asyncResultRetentionSeconds: 86_400,
       asyncResultsMaxBytes: 64 * 1024 * 1024,
       upstreamAllow: [],
-      upstreamAllowMetadata: false
+      upstreamAllowMetadata: false,
+      maxApprovals: 100,
+      maxApprovalsPerKey: 10,
+      approvalTimeoutSeconds: 300
     })
     expect(() => resolveOptions({ upstream_allow: ["10.0.0.0/33"] })).toThrow(/upstream_allow/)
     expect(() => resolveOptions({ upstream_allow: ["a b"] })).toThrow(/upstream_allow/)

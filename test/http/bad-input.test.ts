@@ -62,6 +62,8 @@ const toolNotFound: Expect = { kind: "error", status: [404], codes: ["TOOL_NOT_F
 /** An asynchronous call's id of the right shape that names no call (of this scope and key). */
 const UNKNOWN_CALL = `call_${"A".repeat(32)}`
 const callNotFound: Expect = { kind: "error", status: [404], codes: ["NOT_FOUND"] }
+/** An approval's id of the right shape that names no pending approval. */
+const UNKNOWN_APPROVAL = `apr_${"A".repeat(22)}`
 /** A strange name: refused as malformed, or simply not found. */
 const strangeName = (notFound: string): Expect => ({ kind: "error", status: [400, 404], codes: ["VALIDATION_ERROR", notFound] })
 
@@ -204,6 +206,7 @@ const baseOf = (spec: EndpointSpec) => {
   for (const p of spec.pathParams) {
     if (p === "agent_id") pathValues[p] = AGENT
     else if (p === "call_id") pathValues[p] = UNKNOWN_CALL
+    else if (p === "approval_id") pathValues[p] = UNKNOWN_APPROVAL
     // A body describes the named service (update_service): name an existing one so the body is judged.
     else pathValues[p] = hasBody(spec.method) ? existingName(spec) : UNKNOWN
   }
@@ -399,7 +402,15 @@ const casesFor = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =>
                 ["a character outside the id's alphabet", encodeURIComponent(`call_${"A".repeat(31)}.`), invalid("call_id")],
                 ...STRANGE_SEGMENTS.map(([raw, label]): [string, string, Expect] => [`strange id: ${label}`, raw, invalid("call_id")])
               ]
-            : []
+            : p === "approval_id"
+              ? [
+                  ["unknown approval", UNKNOWN_APPROVAL.replace(/A$/, "B"), callNotFound],
+                  ["too short", "apr_abc", invalid("approval_id")],
+                  ["no prefix", "A".repeat(26), invalid("approval_id")],
+                  ["a character outside the id's alphabet", encodeURIComponent(`apr_${"A".repeat(21)}.`), invalid("approval_id")],
+                  ...STRANGE_SEGMENTS.map(([raw, label]): [string, string, Expect] => [`strange id: ${label}`, raw, invalid("approval_id")])
+                ]
+              : []
     if (values.length === 0) uncovered.push(`path parameter ${p}`)
     for (const [label, raw, expect] of values) {
       const url = fillPath(spec.path, { ...base.pathValues, [p]: raw }, [p]) + queryString(base.query)

@@ -125,7 +125,7 @@ describe("keys with roles", () => {
     const routes = new Map<string, { method: string; path: string }>()
     for (const r of [...specs, ...EXTRA_ROUTES]) routes.set(`${r.method} ${r.path}`, { method: r.method, path: r.path })
     const cases = [...routes.values()].flatMap((route) =>
-      (Object.keys(keys) as Who[]).map((who) => ({ who, ...route, url: fillPath(route.path, { agent_id: A, service_name: "no-such-svc", call_id: `call_${"A".repeat(32)}` }) }))
+      (Object.keys(keys) as Who[]).map((who) => ({ who, ...route, url: fillPath(route.path, { agent_id: A, service_name: "no-such-svc", call_id: `call_${"A".repeat(32)}`, approval_id: `apr_${"A".repeat(22)}` }) }))
     )
     const failures: string[] = []
     await Promise.all(

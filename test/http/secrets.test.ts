@@ -68,7 +68,7 @@ describe("a marker secret in every place of a definition appears nowhere", () =>
 
   it("every GET route, both event streams and the logs", async () => {
     const bodies: Array<[string, string]> = []
-    const values: Record<string, string> = { agent_id: AGENT, service_name: "down", name: "down", call_id: `call_${"A".repeat(32)}` }
+    const values: Record<string, string> = { agent_id: AGENT, service_name: "down", name: "down", call_id: `call_${"A".repeat(32)}`, approval_id: `apr_${"A".repeat(22)}` }
     for (const spec of await endpointSpecs()) {
       if (spec.method !== "GET") continue
       for (const service of ["good", "down", "local"]) {

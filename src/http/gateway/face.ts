@@ -128,6 +128,8 @@ export interface McpToolCall {
   readonly relay: UpstreamRequestRelay
   /** The client's trace context (the W3C keys of the request's `_meta`). */
   readonly trace?: TraceContext | undefined
+  /** Who makes the call, for an approval it may need (src/runtime/approvals.ts). */
+  readonly caller?: calls.ApprovalCaller | undefined
   /** The MCP session (2025 era) and the JSON-RPC request id, for the request's span. */
   readonly sessionId?: string | undefined
   readonly requestId?: string | number | undefined
@@ -209,6 +211,7 @@ const runOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined
         ...(progress !== undefined ? { onProgress: (p: CallProgress) => progress.push(p) } : {}),
         ...(trace !== undefined ? { trace } : {}),
         ...(keepTask ? { keepTask } : {}),
+        ...(call.caller !== undefined ? { caller: call.caller } : {}),
         relay: call.relay
       },
       signal
@@ -281,7 +284,10 @@ export const heldCallOverMcp = async (
     tool_name: call.name,
     args: call.arguments ?? {},
     timeout: store.limits.maxCallSeconds,
-    ...(trace !== undefined ? { trace } : {})
+    ...(trace !== undefined ? { trace } : {}),
+    ...(call.caller !== undefined ? { caller: call.caller } : {}),
+    // A call that waits for an approval shows its page to this client (it answers input in rounds).
+    approvalByUrl: true
   }
   const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
   try {

@@ -102,6 +102,8 @@ export interface ModernCaller {
   readonly owner: string
   /** The request carried an API key: its listen streams count against the key's share (`keyShare`). */
   readonly keyed: boolean
+  /** Who the caller is in words (its key's role, agent and label), shown to the approver of a call that needs one. */
+  readonly who?: string | undefined
   /** The resource URIs a `subscriptions/listen` request asks updates of. */
   readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
   /** The span of the request being served (tracing on only): the parent of its upstream requests' spans. */
@@ -732,6 +734,7 @@ export class ModernMcp {
       // The client's trace context (the W3C keys of the request's `_meta`).
       trace: readTraceContext(meta),
       requestId: x.requestId,
+      caller: { words: caller.who ?? "an MCP client", owner: caller.owner },
       ...(token !== undefined ? { progress: (p: CallProgress) => x.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
     }
     const wanted = x.envelope?.[LOG_LEVEL_META_KEY]

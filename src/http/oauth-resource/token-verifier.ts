@@ -102,7 +102,8 @@ export class TokenVerifier {
     if (trusted.revoked?.(payload) === true) return { ok: false, why: "revoked", message: "The access token was revoked" }
     const outcome = principalOfClaims(payload, trusted.claimMap ?? claimMapOf(undefined), this.denyByDefault)
     if ("problem" in outcome) return { ok: false, why: "claims", message: `The access token gives no principal here: ${outcome.problem}` }
-    return { ok: true, principal: outcome.principal, scopes: outcome.scopes, label: labelOf(payload) }
+    const label = labelOf(payload)
+    return { ok: true, principal: { ...outcome.principal, label }, scopes: outcome.scopes, label }
   }
 }
 
