@@ -97,6 +97,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     env: ["MCPSTORE_ALLOW_REMOTE_LOCAL_SERVICES"]
   },
   { key: "deny_by_default", flag: "--deny-by-default", attribute: "denyByDefault", env: ["MCPSTORE_DENY_BY_DEFAULT"] },
+  { key: "tool_search_scopes", flag: "--tool-search-scopes", attribute: "toolSearchScopes", env: ["MCPSTORE_TOOL_SEARCH_SCOPES"] },
+  { key: "always_visible_tools", flag: "--always-visible-tools", attribute: "alwaysVisibleTools", env: ["MCPSTORE_ALWAYS_VISIBLE_TOOLS"] },
   { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
   {
     key: "upstream_allow_metadata",
@@ -227,6 +229,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--no-allow-remote-local-services").hideHelp())
     .addOption(new Option("--deny-by-default", "an agent key without a tools list (keys create --tools) sees and calls no tool (default: off)"))
     .addOption(new Option("--no-deny-by-default").hideHelp())
+    .addOption(new Option("--tool-search-scopes <globs>", "search mode on /mcp for these scopes (store, agent ids; comma list of globs): clients see search_tools and call_tool (default: none; ?tools=search per connection)"))
+    .addOption(new Option("--always-visible-tools <globs>", "in search mode, also list these tools (comma list of globs over <service>__<tool>)"))
     .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
     .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
     .addOption(new Option("--no-upstream-allow-metadata").hideHelp())

@@ -45,6 +45,7 @@ import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./upstream-oauth.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
+import { ToolSearchIndex } from "./tool-search.js"
 
 export type { CreateStoreOptions } from "./services.js"
 
@@ -88,6 +89,8 @@ export class Store implements StoreHost {
   readonly held: HeldCalls
   /** Upstream tasks MCP clients follow through the store, until their calls are recorded (src/runtime/task-relay.ts). */
   readonly tasks: TaskRelays
+  /** The full-text index of the scopes' tools, for search mode (src/runtime/tool-search.ts). */
+  readonly toolSearch: ToolSearchIndex = new ToolSearchIndex(this)
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
