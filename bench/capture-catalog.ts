@@ -1,10 +1,10 @@
 /**
  * Records the `tools/list` of published MCP servers as the fixtures of the tool-search bench and
- * tests (bench/catalog/*.json). Run by hand, never by the bench or the tests, against servers
+ * tests (test/fixtures/tool-catalog/*.json). Run by hand, never by the bench or the tests, against servers
  * installed in a folder outside the repository:
  *
  *   mkdir /tmp/catalog && cd /tmp/catalog && npm install --ignore-scripts <the packages of SERVERS>
- *   npx tsx bench/catalog/capture.ts /tmp/catalog
+ *   npx tsx bench/capture-catalog.ts /tmp/catalog
  *
  * Each server runs over stdio with no credentials (those that need some to list their tools are
  * given a placeholder that is never used: listing sends nothing upstream).
@@ -42,7 +42,7 @@ const SERVERS: ReadonlyArray<Source> = [
 
 const folder = process.argv[2]
 if (folder === undefined) {
-  console.error("usage: tsx bench/catalog/capture.ts <folder where the servers are installed>")
+  console.error("usage: tsx bench/capture-catalog.ts <folder where the servers are installed>")
   process.exit(2)
 }
 const only = process.argv.slice(3)
@@ -67,7 +67,7 @@ for (const s of SERVERS) {
       cursor = page.nextCursor
     } while (cursor !== undefined)
     const doc = { source: `npm ${s.pkg}@${version}, tools/list over stdio (${s.bin}${s.args ? ` ${s.args.join(" ")}` : ""})`, package: s.pkg, version, tools }
-    writeFileSync(join(import.meta.dirname, `${s.file}.json`), `${JSON.stringify(doc, null, 1)}\n`)
+    writeFileSync(join(import.meta.dirname, "..", "test", "fixtures", "tool-catalog", `${s.file}.json`), `${JSON.stringify(doc, null, 1)}\n`)
     console.log(`${s.file}: ${tools.length} tools (${s.pkg}@${version})`)
   } catch (e) {
     console.log(`${s.file}: failed: ${e instanceof Error ? e.message : String(e)}`)
