@@ -1,7 +1,7 @@
 /**
  * Search over a large catalog of tools (README, "Large catalogs"; docs/tool-search.md): one
  * full-text index of every scope's offered tools, ranked by BM25+ (MiniSearch) over their names,
- * titles, descriptions and parameter names, and filtered per caller at query time (its scope, the
+ * titles, descriptions and parameter names (terms split at camelCase and `_`, stemmed), and filtered per caller at query time (its scope, the
  * services connected now, its key's allow-list). The index follows the catalog incrementally: a
  * query first compares each service of its scope with what was indexed (the tools list and the
  * definition, by identity: the actor replaces them only when they change) and re-indexes only the
@@ -10,6 +10,7 @@
  * callable name).
  */
 import MiniSearch, { type SearchResult } from "minisearch"
+import { stemmer } from "stemmer"
 import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
@@ -80,8 +81,8 @@ export const termsOf = (text: string): Array<string> =>
     .filter((t) => t !== "")
     .map((t) => t.toLowerCase())
 
-/** A term as indexed and searched: stop words and single characters dropped. */
-const processTerm = (term: string): string | null => (term.length < 2 || STOP_WORDS.has(term) ? null : term)
+/** A term as indexed and searched: stop words and single characters dropped, the rest stemmed (Porter: `issues`, `issuing` -> `issu`). */
+const processTerm = (term: string): string | null => (term.length < 2 || STOP_WORDS.has(term) ? null : stemmer(term))
 
 const paramNames = (schema: Record<string, unknown>): string => {
   const properties = schema["properties"]
@@ -105,7 +106,7 @@ export class ToolSearchIndex {
     autoVacuum: false,
     searchOptions: {
       boost: { words: 3, title: 2, params: 1.5, description: 1 },
-      prefix: (term) => term.length >= 4,
+      prefix: (term) => term.length >= 3,
       fuzzy: (term) => (term.length >= 5 ? 0.2 : false),
       combineWith: "OR"
     }
