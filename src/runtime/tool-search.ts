@@ -25,8 +25,9 @@ export const MAX_SEARCH_LIMIT = 50
 export const DEFAULT_SEARCH_LIMIT = 10
 /** The characters of a tool's description that are indexed (a description of a few KiB adds nothing to its ranking). */
 const MAX_INDEXED_DESCRIPTION = 2000
-/** The query terms used (the first ones). */
+/** The query terms used (the first distinct ones), and the longest term taken. */
 const MAX_QUERY_TERMS = 32
+const MAX_TERM_LENGTH = 64
 
 /** A tool found by a query, with its score (higher is better). */
 export interface ToolHit {
@@ -124,7 +125,8 @@ export class ToolSearchIndex {
     this.prune(ctx.label)
     const connected = new Set<string>()
     for (const [name, actor] of Object.entries(scope.record)) if (isConnected(statusOf(actor.getSnapshot()))) connected.add(name)
-    const terms = termsOf(query.slice(0, MAX_QUERY_LENGTH)).slice(0, MAX_QUERY_TERMS)
+    // Distinct terms, each at most MAX_TERM_LENGTH characters (a longer one is nobody's word): a hostile query costs little.
+    const terms = [...new Set(termsOf(query.slice(0, MAX_QUERY_LENGTH)).filter((t) => t.length <= MAX_TERM_LENGTH))].slice(0, MAX_QUERY_TERMS)
     if (terms.length === 0) return []
     const gate = ctx.gate
     const viewOf = (r: SearchResult) => scope.services.get(r["service"] as string)?.views.get(r["name"] as string)
@@ -174,6 +176,8 @@ export class ToolSearchIndex {
     }
     if (indexed.record !== record) this.dropGone(indexed, record)
     indexed.record = record
+    // A scope with no service is not kept (a query for any agent id holds nothing).
+    if (indexed.services.size === 0) this.scopes.delete(label)
     return indexed
   }
 

@@ -51,10 +51,15 @@ beforeAll(async () => {
   }
   server = await startTestServer({ dir, options: { always_visible_tools: ["memory__read_graph", "filesystem__list_allowed_directories"] } })
   const admin = authed(keys.admin)
-  await Promise.all([
-    ...Object.keys(CATALOGS).map((name) => addService(admin, "/for_store", { name, url: catalog.url(name) })),
-    ...AGENT_SERVICES.map((name) => addService(admin, `/for_agent/${A}`, { name, url: catalog.url(name) }))
-  ])
+  // One add_service per scope, every service in it (one write of the services file each).
+  const servers = (names: ReadonlyArray<string>) => ({ mcpServers: Object.fromEntries(names.map((name) => [name, { url: catalog.url(name) }])) })
+  for (const [prefix, names] of [
+    ["/for_store", Object.keys(CATALOGS)],
+    [`/for_agent/${A}`, AGENT_SERVICES]
+  ] as const) {
+    const r = await admin.post(`${prefix}/add_service?wait=10`, servers(names))
+    expect(r.status, r.text).toBe(200)
+  }
   for (const name of Object.keys(CATALOGS)) await waitStatus(admin, "/for_store", name, "healthy", 20)
   for (const name of AGENT_SERVICES) await waitStatus(admin, `/for_agent/${A}`, name, "healthy", 20)
 }, 90_000)
@@ -212,6 +217,18 @@ describe("GET search_tools (REST)", () => {
       expect(r.status, q).toBe(400)
       expect(r.body.error.code, q).toBe("VALIDATION_ERROR")
     }
+  })
+
+  it("answers hostile but valid queries (one long word, many terms, repeated terms) within the limit, and holds nothing for unknown agents", async () => {
+    const admin = authed(keys.admin)
+    for (const q of ["a".repeat(500), Array.from({ length: 100 }, (_, i) => `w${i}`).join(" "), "issue ".repeat(80), "éà".repeat(250)]) {
+      const r = await admin.get(`/for_store/search_tools?q=${encodeURIComponent(q)}&limit=3`)
+      expect(r.status, q.slice(0, 20)).toBe(200)
+      expect(r.body.tools.length).toBeLessThanOrEqual(3)
+    }
+    const before = server.running.store.toolSearch.stats().scopes
+    for (let i = 0; i < 20; i++) expect((await admin.get(`/for_agent/nobody-${i}/search_tools?q=issue`)).body.tools).toEqual([])
+    expect(server.running.store.toolSearch.stats().scopes).toBe(before)
   })
 
   it("follows the catalog: a removed service's tools leave the index, and come back with it", async () => {
