@@ -380,8 +380,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         listing
       ) =>
         // A 2025 request goes to its session; a 2026-07-28 one is answered without any (src/http/gateway/modern.ts).
-        // Its answers are `private` when they depend on the key: an agent key's.
-        modern.handle({ scope, gate, listing, cacheScope: principal.role === "agent" ? "private" : "public", owner, keyed: req.headers.authorization !== undefined }, req, res, body, (rq, rs, b) =>
+        // Its answers are `private` when they depend on the key: an agent key's, or a key whose tool_mode chose the listing.
+        modern.handle({ scope, gate, listing, cacheScope: principal.role === "agent" || ("toolMode" in principal && principal.toolMode !== undefined) ? "private" : "public", owner, keyed: req.headers.authorization !== undefined }, req, res, body, (rq, rs, b) =>
           gateway.handle(scope, rq, rs, b, owner, gate, listing)
         )
     ) =>

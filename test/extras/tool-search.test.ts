@@ -2,13 +2,15 @@
 // src/http/gateway/tool-search.ts) over the real store and 259 real tools: the recorded tools/list of
 // 14 published MCP servers (test/fixtures/tool-catalog), each served by the catalog fixture over
 // Streamable HTTP. Through /mcp with the SDK v2 client (2026-07-28) and the SDK 1.x client (a 2025
-// session): `?tools=search` lists search_tools, call_tool and the --always-visible-tools only;
+// session, and the legacy SSE transport): `?tools=search` lists search_tools, call_tool and the
+// --always-visible-tools only;
 // search_tools answers the best matches with their schemas in rank order, call_tool calls through the
 // one pipeline (recorded as the real tool); an agent key's tools list filters both; a key's tool_mode
 // picks the mode; the REST form answers the same ranking; bad input is 400 or an isError result and
 // changes nothing; the index follows a removed and re-added service.
 import { join } from "node:path"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -171,6 +173,15 @@ describe("search mode over /mcp", () => {
       expect(refused.isError).toBe(true)
       expect(refused.content[0]!.text).toMatch(/not allowed|not found/i)
     }
+  })
+
+  it("the legacy SSE transport: /sse?tools=search is a search-mode session too", async () => {
+    const client = new ClientV1({ name: "tool-search-test", version: "1.0.0" })
+    client.onerror = () => undefined
+    await within(client.connect(new SSEClientTransport(new URL(`${server.url}/sse?tools=search`), { requestInit: { headers: { authorization: `Bearer ${keys.admin}` } } })), 10_000, "connect sse")
+    closers.push(() => client.close())
+    expect(await listedNames(client)).toEqual(["search_tools", "call_tool", "filesystem__list_allowed_directories", "memory__read_graph"])
+    expect((await searchOver(client, "merge the pull request", 3))[0]!.name).toBe("github__merge_pull_request")
   })
 
   it("a key's tool_mode picks search mode; ?tools=full gives the whole list back", async () => {
