@@ -104,6 +104,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "auth_dev_loopback_clients", flag: "--auth-dev-loopback-clients", attribute: "authDevLoopbackClients", env: ["MCPSTORE_AUTH_DEV_LOOPBACK_CLIENTS"] },
   { key: "auth_dynamic_registration", flag: "--no-auth-dynamic-registration", attribute: "authDynamicRegistration", env: ["MCPSTORE_AUTH_DYNAMIC_REGISTRATION"] },
   { key: "public_url", flag: "--public-url", attribute: "publicUrl", env: ["MCPSTORE_PUBLIC_URL"] },
+  { key: "tool_search_scopes", flag: "--tool-search-scopes", attribute: "toolSearchScopes", env: ["MCPSTORE_TOOL_SEARCH_SCOPES"] },
+  { key: "always_visible_tools", flag: "--always-visible-tools", attribute: "alwaysVisibleTools", env: ["MCPSTORE_ALWAYS_VISIBLE_TOOLS"] },
   { key: "upstream_allow", flag: "--upstream-allow", attribute: "upstreamAllow", env: ["MCPSTORE_UPSTREAM_ALLOW"] },
   {
     key: "upstream_allow_metadata",
@@ -245,6 +247,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--auth-dynamic-registration").hideHelp())
     .addOption(new Option("--no-auth-dynamic-registration", "built-in authorization server: refuse Dynamic Client Registration (client metadata documents only)"))
     .addOption(new Option("--public-url <url>", "the store's public base URL behind a proxy (https://store.example.com): OAuth resource URIs and the built-in authorization server's issuer are built on it (default: the listen URL)"))
+    .addOption(new Option("--tool-search-scopes <globs>", "search mode on /mcp for these scopes (store, agent ids; comma list of globs): clients see search_tools and call_tool (default: none; ?tools=search per connection)"))
+    .addOption(new Option("--always-visible-tools <globs>", "in search mode, also list these tools (comma list of globs over <service>__<tool>)"))
     .addOption(new Option("--upstream-allow <list>", "where remote services may point: comma list of CIDRs, addresses and host globs (default: anywhere but metadata addresses)"))
     .addOption(new Option("--upstream-allow-metadata", "let remote services point at link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254)"))
     .addOption(new Option("--no-upstream-allow-metadata").hideHelp())

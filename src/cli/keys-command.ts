@@ -8,7 +8,7 @@ import { resolve as resolvePath } from "node:path"
 import { Command, CommanderError, Option } from "commander"
 import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service-definition.js"
-import { defaultKeysFile, KeysFileError, newKey, readKeys, ROLES, writeKeys, type KeyEntry, type Role } from "../config/api-keys.js"
+import { defaultKeysFile, KeysFileError, newKey, readKeys, ROLES, TOOL_MODES, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
 
 /** Where `runKeys` writes and what relative paths resolve against. */
 export interface KeysIo {
@@ -67,6 +67,7 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       .addOption(new Option("--name <label>", "a unique label (default: role, agent and the key's id)"))
       .addOption(new Option("--expires <days>", "days until the key expires (default: never)"))
       .addOption(new Option("--tools <globs>", "agent keys: comma list of globs over callable names <service>__<tool> the key may see and call"))
+      .addOption(new Option("--tool-mode <mode>", "how the key's MCP clients are listed tools: search (search_tools and call_tool) or full (default: the store's)").choices(TOOL_MODES))
   ).action((opts: Record<string, unknown>) => {
     action = async () => {
       const role = opts["role"] as Role
@@ -87,7 +88,9 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       if (name !== undefined && (name === "" || name.length > 100 || /[\s,]/.test(name))) throw new UsageError("--name must be 1 to 100 characters, no spaces or commas")
       const path = keysFileOf(opts, env, cwd)
       const doc = await readKeys(path)
-      const made = newKey({ name, role, agent, tools, expiresDays })
+      const toolMode = opts["toolMode"] as ToolMode | undefined
+      if (toolMode !== undefined && role === "reader") throw new UsageError("--tool-mode is for admin and agent keys (a reader key does not reach /mcp)")
+      const made = newKey({ name, role, agent, tools, toolMode, expiresDays })
       if (doc.keys.some((k) => k.name === made.entry.name)) throw new UsageError(`a key named '${made.entry.name}' exists already (keys list)`)
       await writeKeys(path, { version: 1, keys: [...doc.keys, made.entry] })
       err(`created key '${made.entry.name}' (${role}${agent === undefined ? "" : ` of agent ${agent}`}) in ${path}; it is shown once:\n`)

@@ -33,6 +33,8 @@ export interface KeyEntry {
   readonly agent?: string | undefined
   /** Globs over callable names (`<service>__<tool>`) an agent key may see and call. */
   readonly tools?: ReadonlyArray<string> | undefined
+  /** How the key's MCP requests list tools: `search` (search mode, README "Large catalogs") or `full`; absent: the store's default. */
+  readonly tool_mode?: ToolMode | undefined
   /** SHA-256 of the whole key, hex. */
   readonly sha256: string
   readonly created: string
@@ -47,15 +49,26 @@ export interface KeysDocument {
   readonly keys: ReadonlyArray<KeyEntry>
 }
 
+/** How an MCP client is listed tools: all of them, or search mode's `search_tools` and `call_tool`. */
+export type ToolMode = "search" | "full"
+export const TOOL_MODES: ReadonlyArray<ToolMode> = ["search", "full"]
+
 /**
  * The principal a request acts as (src/http/authorization.ts `Principal`). `label` names it in log
  * lines and records (a key's name or id, an access token's subject and client), never a secret;
  * `subject` is set for an access token (src/http/oauth-resource/): its issuer and subject, which
- * outlive the token itself.
+ * outlive the token itself; `toolMode` is its key's `tool_mode`.
  */
 export type Principal =
-  | { readonly role: "admin"; readonly label?: string | undefined; readonly subject?: string | undefined }
-  | { readonly role: "agent"; readonly agentId: string; readonly tools?: ReadonlyArray<string> | undefined; readonly label?: string | undefined; readonly subject?: string | undefined }
+  | { readonly role: "admin"; readonly label?: string | undefined; readonly subject?: string | undefined; readonly toolMode?: ToolMode | undefined }
+  | {
+      readonly role: "agent"
+      readonly agentId: string
+      readonly tools?: ReadonlyArray<string> | undefined
+      readonly label?: string | undefined
+      readonly subject?: string | undefined
+      readonly toolMode?: ToolMode | undefined
+    }
   | { readonly role: "reader"; readonly label?: string | undefined; readonly subject?: string | undefined }
 
 /** The principal of `--api-key` (and MCPSTORE_API_KEY_FILE): one object, made once. */
@@ -74,7 +87,10 @@ const KEY_PATTERN = /^mcps_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/
 const sha256 = (text: string): Buffer => createHash("sha256").update(text).digest()
 
 /** A new key and its entry (the key is shown once and never stored). */
-export const newKey = (fields: { name?: string | undefined; role: Role; agent?: string | undefined; tools?: ReadonlyArray<string> | undefined; expiresDays?: number | undefined }, now = Date.now()) => {
+export const newKey = (
+  fields: { name?: string | undefined; role: Role; agent?: string | undefined; tools?: ReadonlyArray<string> | undefined; toolMode?: ToolMode | undefined; expiresDays?: number | undefined },
+  now = Date.now()
+) => {
   const id = randomBytes(8).toString("hex")
   const key = `mcps_${id}_${randomBytes(32).toString("base64url")}`
   const entry: KeyEntry = {
@@ -83,6 +99,7 @@ export const newKey = (fields: { name?: string | undefined; role: Role; agent?: 
     role: fields.role,
     ...(fields.agent === undefined ? {} : { agent: fields.agent }),
     ...(fields.tools === undefined ? {} : { tools: [...fields.tools] }),
+    ...(fields.toolMode === undefined ? {} : { tool_mode: fields.toolMode }),
     sha256: sha256(key).toString("hex"),
     created: new Date(now).toISOString(),
     last_used: null,
@@ -107,12 +124,15 @@ const entryOf = (raw: unknown, at: number): KeyEntry | string => {
   if (role === "agent" && (typeof e["agent"] !== "string" || agentIdProblem(e["agent"]) !== undefined)) return `keys[${at}].agent must be an agent id`
   const tools = e["tools"]
   if (tools !== undefined && globsProblem(tools) !== undefined) return `keys[${at}].tools ${globsProblem(tools)}`
+  const toolMode = e["tool_mode"]
+  if (toolMode !== undefined && !TOOL_MODES.includes(toolMode as ToolMode)) return `keys[${at}].tool_mode must be one of ${TOOL_MODES.join(", ")}`
   return {
     id: e["id"],
     name: e["name"],
     role,
     ...(role === "agent" ? { agent: e["agent"] as string } : {}),
     ...(tools === undefined ? {} : { tools: tools as string[] }),
+    ...(toolMode === undefined ? {} : { tool_mode: toolMode as ToolMode }),
     sha256: e["sha256"],
     created: orNull(e["created"]) ?? new Date(0).toISOString(),
     last_used: orNull(e["last_used"]),
@@ -236,8 +256,16 @@ export class KeyRing {
       this.#touch(entry.id, now)
       const principal: Principal =
         entry.role === "agent"
-          ? { role: "agent", agentId: entry.agent!, label: entry.name, ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}) }
-          : { role: entry.role, label: entry.name }
+          ? {
+              role: "agent",
+              agentId: entry.agent!,
+              label: entry.name,
+              ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}),
+              ...(entry.tool_mode !== undefined ? { toolMode: entry.tool_mode } : {})
+            }
+          : entry.role === "admin" && entry.tool_mode !== undefined
+            ? { role: "admin", label: entry.name, toolMode: entry.tool_mode }
+            : { role: entry.role, label: entry.name }
       return { ok: true, principal, label: entry.name }
     }
     // Every admin key is compared, so the time taken does not tell which one matched.

@@ -7,6 +7,7 @@ import { resolve as resolvePath } from "node:path"
 import { defaultMonitoring, type MonitoringSettings } from "../domain/settings.js"
 import { claimMapProblem, type ClaimMap } from "../domain/claim-map.js"
 import { allowEntryProblem } from "../mcp/upstream-policy.js"
+import { globsProblem } from "../domain/tool-filter.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
 import { VERSION } from "../version.js"
@@ -45,6 +46,10 @@ export interface ServerOptions {
   readonly allowRemoteLocalServices: boolean
   /** An agent key without a `tools` list sees and calls no tool (README, Security: tool allow-lists). */
   readonly denyByDefault: boolean
+  /** Scopes (`store`, agent ids; globs) whose `/mcp` is in search mode unless a request or its key says otherwise (README, Large catalogs). */
+  readonly toolSearchScopes: ReadonlyArray<string>
+  /** Tools (globs over callable names) listed in search mode beside `search_tools` and `call_tool`. */
+  readonly alwaysVisibleTools: ReadonlyArray<string>
   /** Concurrent `/events` and `/inspect/events` streams. */
   readonly maxEventStreams: number
   /** Open MCP sessions on the `/mcp` endpoints; the oldest idle one is evicted at the cap. */
@@ -176,6 +181,8 @@ export interface OptionValues {
   auth_dev_loopback_clients?: boolean
   auth_dynamic_registration?: boolean
   public_url?: string
+  tool_search_scopes?: ReadonlyArray<string>
+  always_visible_tools?: ReadonlyArray<string>
   max_event_streams?: number
   max_mcp_sessions?: number
   mcp_session_idle_seconds?: number
@@ -264,6 +271,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "auth_dev_loopback_clients",
   "auth_dynamic_registration",
   "public_url",
+  "tool_search_scopes",
+  "always_visible_tools",
   "upstream_allow",
   "upstream_allow_metadata",
   "redis_url",
@@ -481,6 +490,11 @@ const checkList = (option: OptionKey, value: unknown, source: string | undefined
     throw refuse(option, "must be a list of strings (a comma list as text)", value, source)
   }
   const out = items.map((item: string) => item.trim()).filter((item) => item !== "")
+  if (option === "tool_search_scopes" || option === "always_visible_tools") {
+    const problem = globsProblem(out)
+    if (problem !== undefined) throw refuse(option, `must be a list of globs: ${problem}`, value, source)
+    return out
+  }
   for (const item of out) {
     if (option === "upstream_allow") {
       const problem = allowEntryProblem(item)
@@ -547,6 +561,8 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "allowed_hosts":
       case "allowed_origins":
       case "upstream_allow":
+      case "tool_search_scopes":
+      case "always_visible_tools":
         return checkList(key, value, source)
       case "allow_remote_local_services":
       case "deny_by_default":
@@ -709,6 +725,8 @@ export const resolveServerOptions = (given: OptionValues): ServerOptions => ({
   allowedOrigins: given.allowed_origins ?? [],
   allowRemoteLocalServices: given.allow_remote_local_services ?? OPTION_DEFAULTS.allow_remote_local_services,
   denyByDefault: given.deny_by_default ?? OPTION_DEFAULTS.deny_by_default,
+  toolSearchScopes: given.tool_search_scopes ?? [],
+  alwaysVisibleTools: given.always_visible_tools ?? [],
   maxEventStreams: given.max_event_streams ?? OPTION_DEFAULTS.max_event_streams,
   maxMcpSessions: given.max_mcp_sessions ?? OPTION_DEFAULTS.max_mcp_sessions,
   mcpSessionIdleSeconds: given.mcp_session_idle_seconds ?? OPTION_DEFAULTS.mcp_session_idle_seconds,

@@ -29,6 +29,7 @@ import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./contract-errors.js"
 import { McpGateway } from "./gateway/endpoint.js"
 import { ModernMcp } from "./gateway/modern.js"
+import { toolListingOf, type ToolListing } from "./gateway/tool-search.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
@@ -403,12 +404,28 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router.get(`${METADATA_PATH}${prefix}/for_agent/:agent_id/mcp`, metadataRoute(agentResource))
     }
 
+    const searchSettings = { scopes: app.server.toolSearchScopes, alwaysVisible: app.server.alwaysVisibleTools }
     const mcp = (
       scopeOf: (params: Readonly<Record<string, string | undefined>>) => Scope | string,
-      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined, principal: Principal) => Promise<void> = (scope, req, res, body, owner, gate, principal) =>
+      serve: (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate: ToolGate | undefined, principal: Principal, listing: ToolListing | undefined) => Promise<void> = (
+        scope,
+        req,
+        res,
+        body,
+        owner,
+        gate,
+        principal,
+        listing
+      ) =>
         // A 2025 request goes to its session; a 2026-07-28 one is answered without any (src/http/gateway/modern.ts).
-        // Its answers are `private` when they depend on the key: an agent key's.
-        modern.handle({ scope, gate, cacheScope: principal.role === "agent" ? "private" : "public", owner, keyed: req.headers.authorization !== undefined, who: callerWords(principal) }, req, res, body, (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate))
+        // Its answers are `private` when they depend on the key: an agent key's, or a key whose tool_mode chose the listing.
+        modern.handle(
+          { scope, gate, listing, cacheScope: principal.role === "agent" || ("toolMode" in principal && principal.toolMode !== undefined) ? "private" : "public", owner, keyed: req.headers.authorization !== undefined, who: callerWords(principal) },
+          req,
+          res,
+          body,
+          (rq, rs, b) => gateway.handle(scope, rq, rs, b, owner, gate, listing)
+        )
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -425,7 +442,13 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const res = NodeHttpServerRequest.toServerResponse(request)
         // A session keeps the tool allow-list of the key that opened it (src/http/gateway/endpoint.ts).
         const gate = gateOf(principal)
-        yield* Effect.promise(() => serve(scope, req, res, body, owner, gate, principal))
+        // Search mode (src/http/gateway/tool-search.ts): `?tools=search|full`, else the key's tool_mode, else --tool-search-scopes.
+        const query = yield* HttpServerRequest.ParsedSearchParams
+        const listing = toolListingOf(searchSettings, scope, principal, query["tools"])
+        if (listing !== undefined && "problem" in listing) {
+          return yield* Effect.fail(validationError(`Invalid request: tools ${listing.problem}`, [{ field: "tools", problem: listing.problem }]))
+        }
+        yield* Effect.promise(() => serve(scope, req, res, body, owner, gate, principal, listing))
         // The transport wrote the answer itself; the server sees the response ended and sends nothing more.
         return HttpServerResponse.empty()
       })
@@ -439,7 +462,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       yield* router[route]("/for_agent/:agent_id/mcp", mcp(agentFromPath))
     }
     // The legacy SSE transport (src/http/gateway/sse-endpoint.ts): the same sessions, in each scope.
-    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, owner: string, gate: ToolGate | undefined) => gateway.openSse(scope, req, res, owner, gate)
+    const sseStream = (scope: Scope, req: IncomingMessage, res: ServerResponse, _body: unknown, owner: string, gate: ToolGate | undefined, _principal: Principal, listing: ToolListing | undefined) =>
+      gateway.openSse(scope, req, res, owner, gate, listing)
     const sseMessage = (scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string) => gateway.postMessage(scope, req, res, body, owner)
     yield* router.get("/sse", mcp(storeScope, sseStream))
     yield* router.post("/messages", mcp(storeScope, sseMessage))

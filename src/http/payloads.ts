@@ -10,6 +10,7 @@ import { AddServiceBody, ServiceRef, STATUSES, Status, ToolName } from "../domai
 import { OUTCOMES } from "../records/tool-records.js"
 import { ASYNC_CALL_STATUSES } from "../records/async-results.js"
 import { WaitTimeout } from "./contract-errors.js"
+import { DEFAULT_SEARCH_LIMIT, MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT } from "../runtime/tool-search.js"
 
 export { Status }
 
@@ -470,6 +471,22 @@ export const AuthorizeResponse = Schema.Struct({
  */
 export class BeyondContract extends Context.Tag("mcp-store/BeyondContract")<BeyondContract, true>() {}
 
+/** `search_tools`' query (README, Large catalogs): what the tool should do, and how many tools to answer. */
+export const SearchToolsQuery = Schema.Struct({
+  q: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_QUERY_LENGTH), Schema.filter((s) => s.trim() !== "", { message: () => "must not be blank" })).annotations({
+    description: "what the tool should do, in a few words"
+  }),
+  limit: Schema.optional(IntFromString(1, MAX_SEARCH_LIMIT)).annotations({ description: `how many tools to answer (default ${DEFAULT_SEARCH_LIMIT})` })
+})
+
+export const SearchToolsResponse = Schema.Struct({
+  ...ok,
+  query: Schema.String,
+  tools: Schema.Array(Schema.Struct({ ...Tool.fields, score: Schema.Number.annotations({ description: "BM25+ relevance; higher is better" }) })).annotations({
+    description: "the tools the caller may call that match, best first (ties by name)"
+  })
+})
+
 /** The endpoints both scopes have, under a path prefix (`/for_store` or `/for_agent/:agent_id`). */
 export const scopeEndpoints = (prefix: string) => {
   const at = (path: string) => `${prefix}/${path}` as `/${string}`
@@ -498,6 +515,7 @@ export const scopeEndpoints = (prefix: string) => {
     listTools: HttpApiEndpoint.get("listTools", at("list_tools"))
       .setUrlParams(Schema.Struct({ service_name: Schema.optional(ServiceRef) }))
       .addSuccess(ListToolsResponse),
+    searchTools: HttpApiEndpoint.get("searchTools", at("search_tools")).setUrlParams(SearchToolsQuery).addSuccess(SearchToolsResponse).annotate(BeyondContract, true),
     checkServices: HttpApiEndpoint.get("checkServices", at("check_services")).addSuccess(CheckServicesResponse),
     deleteService: HttpApiEndpoint.del("deleteService", at("delete_service/:service_name")).addSuccess(DeleteResponse),
     showMcpConfig: HttpApiEndpoint.get("showMcpConfig", at("show_mcpconfig"))

@@ -19,6 +19,7 @@ import * as commands from "../runtime/commands.js"
 import { TooMany, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import * as queries from "../runtime/queries.js"
+import { DEFAULT_SEARCH_LIMIT, type ToolSearchIndex } from "../runtime/tool-search.js"
 import type { ServiceView } from "../runtime/service-views.js"
 import { VERSION } from "../version.js"
 import { requestAllowedEverything } from "./authorization.js"
@@ -319,6 +320,23 @@ export const getServiceInfo = (scope: ScopeRef, name: string) =>
       Effect.flatMap(scope, (ctx) => queries.getServiceInfo(ctx, name)),
       (info) => ({ success: true, message: `Service '${info.service.name}' is ${info.service.status}`, ...info })
     )
+  )
+
+/**
+ * search_tools (README, Large catalogs): the tools the caller may call that best match `q`, best
+ * first, from the store's one index (src/runtime/tool-search.ts), filtered by the caller's key.
+ */
+export const searchTools = (scope: ScopeRef, index: ToolSearchIndex, q: string, limit: number | undefined) =>
+  contract(
+    Effect.map(scope, (ctx) => {
+      const hits = index.search(ctx, q, limit ?? DEFAULT_SEARCH_LIMIT)
+      return {
+        success: true,
+        message: `${hits.length} tool(s) match`,
+        query: q,
+        tools: hits.map((h) => ({ ...h.tool, score: h.score }))
+      }
+    })
   )
 
 export const listTools = (scope: ScopeRef, serviceName: string | undefined) =>

@@ -48,6 +48,7 @@ import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./upstream-oauth.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
+import { ToolSearchIndex } from "./tool-search.js"
 
 export type { CreateStoreOptions } from "./services.js"
 
@@ -95,6 +96,8 @@ export class Store implements StoreHost {
   readonly tasks: TaskRelays
   /** Calls waiting for a person's approval (a service's `require_approval`; src/runtime/approvals.ts). */
   readonly approvals: Approvals
+  /** The full-text index of the scopes' tools, for search mode (src/runtime/tool-search.ts). */
+  readonly toolSearch: ToolSearchIndex = new ToolSearchIndex(this)
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
   oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */

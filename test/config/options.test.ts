@@ -191,6 +191,8 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       allowedOrigins: [],
       allowRemoteLocalServices: false,
       denyByDefault: false,
+      toolSearchScopes: [],
+      alwaysVisibleTools: [],
       maxEventStreams: 100,
       maxMcpSessions: 1000,
       mcpSessionIdleSeconds: 1800,

@@ -20,6 +20,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
+      .handle("searchTools", ({ path, urlParams }) => Shared.searchTools(scope(path.agent_id), store.toolSearch, urlParams.q, urlParams.limit))
       .handle("callTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
       .handle("useTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
       .handle("getCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, store.asyncCalls, false))

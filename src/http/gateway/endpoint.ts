@@ -56,8 +56,9 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, mcpTool, namesOf, offeredTools, scopeContext } from "./face.js"
+import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
+import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./tool-search.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -85,6 +86,8 @@ interface SessionState {
    * lists and calls only what it lets through, whoever sends its later requests.
    */
   readonly gate: ToolGate | undefined
+  /** Search mode (tool-search.ts), as the request that opened the session asked; undefined: the whole list. */
+  readonly listing: ToolListing | undefined
   /** Who opened it (`sessionOwner`, src/http/gateway/session-seal.ts): only the same key may use it. */
   readonly owner: string
   /** Names of the tools last announced, to tell whether the set changed. */
@@ -262,8 +265,8 @@ export class McpGateway {
     this.unsubscribeMonitor = monitor.subscribe((e) => this.onMonitorEvent(e))
   }
 
-  private toolNames(scope: Scope, gate: ToolGate | undefined): string {
-    return namesOf(offeredTools(this.store, scope, gate))
+  private toolNames(scope: Scope, gate: ToolGate | undefined, listing: ToolListing | undefined): string {
+    return listedNames(this.store, scope, gate, listing)
   }
 
   private scopeContext(scope: Scope): ScopeContext {
@@ -285,12 +288,14 @@ export class McpGateway {
 
   /** Sends list_changed to the sessions of a scope (a label) whose tool list is no longer the one they last got. */
   private announce(scope: string): void {
-    // One tool list per scope and allow-list for the event, however many of its sessions are open.
-    const lists = new Map<ToolGate | undefined, string>()
+    // One tool list per scope, allow-list and listing for the event, however many of its sessions are open.
+    const lists = new Map<ToolListing | undefined, Map<ToolGate | undefined, string>>()
     for (const session of this.sessions.values()) {
       if (scopeLabel(session.scope) !== scope) continue
-      let names = lists.get(session.gate)
-      if (names === undefined) lists.set(session.gate, (names = this.toolNames(session.scope, session.gate)))
+      let byGate = lists.get(session.listing)
+      if (byGate === undefined) lists.set(session.listing, (byGate = new Map()))
+      let names = byGate.get(session.gate)
+      if (names === undefined) byGate.set(session.gate, (names = this.toolNames(session.scope, session.gate, session.listing)))
       if (names === session.listed) continue
       session.listed = names
       session.server.sendToolListChanged().catch(() => undefined)
@@ -507,10 +512,10 @@ export class McpGateway {
    * cap): a new one, its id sealed from its initialize request's facts, or one rebuilt from the
    * claims of its sealed id, its transport and server initialized as they were (`replayInitialize`).
    */
-  private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
+  private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, listing: ToolListing | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
     const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => id })
     if (rebuilt !== undefined) markInitialized(transport, id)
-    const session = this.addSession<StreamableSession>(scope, owner, gate, { id, kind: "streamable", transport, ready: Promise.resolve() })
+    const session = this.addSession<StreamableSession>(scope, owner, gate, listing, { id, kind: "streamable", transport, ready: Promise.resolve() })
     if (session.spans !== undefined && rebuilt !== undefined) session.spans.protocolVersion = rebuilt.protocolVersion
     session.transport.onclose = () => this.forget(session)
     const connected = session.server.connect(transport)
@@ -519,13 +524,14 @@ export class McpGateway {
   }
 
   /** A session of either kind with its server, in the map at once. */
-  private addSession<S extends Session>(scope: Scope, owner: string, gate: ToolGate | undefined, parts: Pick<S, "id" | "kind" | "transport"> & Partial<S>): S {
+  private addSession<S extends Session>(scope: Scope, owner: string, gate: ToolGate | undefined, listing: ToolListing | undefined, parts: Pick<S, "id" | "kind" | "transport"> & Partial<S>): S {
     const offers = catalog.scopeCapabilities(this.scopeContext(scope))
     const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
     const state = {
       ...parts,
       scope,
       gate,
+      listing,
       owner,
       offers,
       catalogListed,
@@ -534,7 +540,7 @@ export class McpGateway {
       // Tracing on: the spans of its requests, watching its transport (before the SDK server connects to it).
       spans: this.store.tracer.enabled ? new SessionSpans(this.store.tracer, () => parts.id) : undefined,
       logLevel: undefined,
-      listed: this.toolNames(scope, gate),
+      listed: this.toolNames(scope, gate, listing),
       busy: 0,
       touchedAt: performance.now()
     }
@@ -561,11 +567,14 @@ export class McpGateway {
       return {}
     })
     server.setRequestHandler("tools/list", async () => {
-      const tools = offeredTools(this.store, scope, session.gate)
+      const tools = listedTools(this.store, scope, session.gate, session.listing)
       session.listed = namesOf(tools)
-      return { tools: tools.map(mcpTool) }
+      return { tools }
     })
     server.setRequestHandler("tools/call", async (request, c) => {
+      // Search mode: search_tools is answered here, call_tool calls the tool it names (tool-search.ts).
+      const route = session.listing === undefined ? request.params : routeSearchCall(this.store, scope, session.gate, request.params.name, request.params.arguments)
+      if ("answer" in route) return route.answer as never
       // The client's progressToken: each upstream progress comes back to it.
       const token = c.mcpReq._meta?.progressToken ?? request.params._meta?.progressToken
       // Its notifications/cancelled aborts `c.mcpReq.signal`.
@@ -575,8 +584,8 @@ export class McpGateway {
         scope,
         session.gate,
         {
-          name: request.params.name,
-          arguments: request.params.arguments,
+          name: route.name,
+          arguments: route.arguments,
           // The client's trace context (W3C keys of `_meta`): the call's span continues its trace.
           trace: readTraceContext(request.params._meta),
           sessionId: session.id,
@@ -596,7 +605,7 @@ export class McpGateway {
    * Handles one HTTP request of the MCP endpoint. `body` is the parsed JSON body (already read by
    * the HTTP layer). Resolves when the response is finished (a GET stream stays open until then).
    */
-  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate?: ToolGate): Promise<void> {
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, owner: string, gate?: ToolGate, listing?: ToolListing): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     const id = req.headers["mcp-session-id"]
     const sessionId = Array.isArray(id) ? id[0] : id
@@ -604,7 +613,7 @@ export class McpGateway {
     let created = false
     if (sessionId !== undefined) {
       // A session of another scope, transport or key is unknown here, as is an id no store made.
-      session = await this.findOrRebuild(scope, sessionId, owner, gate, req, res)
+      session = await this.findOrRebuild(scope, sessionId, owner, gate, listing, req, res)
       if (session === undefined) return
     } else {
       if (req.method !== "POST" || !initializes(body)) {
@@ -615,7 +624,7 @@ export class McpGateway {
       const seal = await this.sealOrFail(true, res)
       if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(req, res, owner)) return
       const facts = clientFacts(initializeParams(body))
-      session = this.streamableSession(scope, owner, gate, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
+      session = this.streamableSession(scope, owner, gate, listing, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
       created = true
     }
     this.begin(session)
@@ -646,7 +655,7 @@ export class McpGateway {
    * when it was answered (404 for an id that is unknown, changed, expired, ended here, of another
    * scope or of another key; 200 for a DELETE of a sealed id not in the map: nothing to end).
    */
-  private async findOrRebuild(scope: Scope, id: string, owner: string, gate: ToolGate | undefined, req: IncomingMessage, res: ServerResponse): Promise<StreamableSession | undefined> {
+  private async findOrRebuild(scope: Scope, id: string, owner: string, gate: ToolGate | undefined, listing: ToolListing | undefined, req: IncomingMessage, res: ServerResponse): Promise<StreamableSession | undefined> {
     const label = scopeLabel(scope)
     const refuse = (why: string, level: "info" | "warn" = "warn") => {
       log[level](`refused MCP session ${shortId(id)} on ${label}: ${why}`, { event: "mcp_session_refused", scope: label, reason: why })
@@ -686,7 +695,7 @@ export class McpGateway {
       event: "mcp_session_rebuilt",
       scope: label
     })
-    return this.streamableSession(scope, owner, gate, id, claims)
+    return this.streamableSession(scope, owner, gate, listing, id, claims)
   }
 
   /** The seal (creating the key when `create`); a key file that cannot be read is answered 500 and logged. */
@@ -716,12 +725,12 @@ export class McpGateway {
    * every answer and notification, its first event the URL to POST messages to. Resolves when the
    * stream ends (the client left, the session expired or was closed, shutdown).
    */
-  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate): Promise<void> {
+  async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate, listing?: ToolListing): Promise<void> {
     if (this.refusedWhileClosing(res)) return
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
     if (!this.admit(req, res, owner)) return
     const transport = new SSEServerTransport(messagesPath(scope), res)
-    const session = this.addSession<SseSession>(scope, owner, gate, { id: transport.sessionId, kind: "sse", transport })
+    const session = this.addSession<SseSession>(scope, owner, gate, listing, { id: transport.sessionId, kind: "sse", transport })
     transport.onclose = () => this.forget(session)
     watchRequests(transport, () => this.begin(session), () => this.end(session))
     const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))

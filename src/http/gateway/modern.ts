@@ -82,20 +82,21 @@ import {
   mcpServer,
   mcpResources,
   mcpResourceTemplates,
-  mcpTool,
-  namesOf,
   jsonRpcError,
   keyShare,
   offeredTools,
   scopeContext,
   serverInfoOf
 } from "./face.js"
+import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./tool-search.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
 export interface ModernCaller {
   readonly scope: Scope
   /** The key's tool allow-list (an agent key's `tools`). */
   readonly gate: ToolGate | undefined
+  /** Search mode (tool-search.ts); undefined: the whole list. */
+  readonly listing?: ToolListing | undefined
   /** `private` when the answers depend on the caller's key (an agent key), else `public`. */
   readonly cacheScope: "public" | "private"
   /** Who holds the caller's key (a digest): only the same key takes back a call held for its input. */
@@ -159,7 +160,7 @@ export class ListenBus implements ServerEventBus {
     const listener: Listener = {
       caller,
       label: scopeLabel(caller.scope),
-      listed: namesOf(offeredTools(this.store, caller.scope, caller.gate)),
+      listed: listedNames(this.store, caller.scope, caller.gate, caller.listing),
       catalogListed: catalog.catalogFingerprint(ctx),
       deliver
     }
@@ -175,11 +176,13 @@ export class ListenBus implements ServerEventBus {
 
   /** A scope's tool lists may have changed: tell each of its streams whose list did. */
   toolsChanged(label: string): void {
-    const lists = new Map<ToolGate | undefined, string>()
+    const lists = new Map<ToolListing | undefined, Map<ToolGate | undefined, string>>()
     for (const l of this.listeners) {
       if (l.label !== label) continue
-      let names = lists.get(l.caller.gate)
-      if (names === undefined) lists.set(l.caller.gate, (names = namesOf(offeredTools(this.store, l.caller.scope, l.caller.gate))))
+      let byGate = lists.get(l.caller.listing)
+      if (byGate === undefined) lists.set(l.caller.listing, (byGate = new Map()))
+      let names = byGate.get(l.caller.gate)
+      if (names === undefined) byGate.set(l.caller.gate, (names = listedNames(this.store, l.caller.scope, l.caller.gate, l.caller.listing)))
       if (names === l.listed) continue
       l.listed = names
       l.deliver({ kind: "tools_list_changed" })
@@ -726,7 +729,11 @@ export class ModernMcp {
    */
   private async callTool(caller: ModernCaller, x: ModernToolCall): Promise<Record<string, unknown>> {
     const { scope, gate } = caller
-    const { name, arguments: args, _meta: meta } = x.params
+    const { _meta: meta } = x.params
+    // Search mode: search_tools is answered here, call_tool calls the tool it names (tool-search.ts).
+    const route = caller.listing === undefined ? x.params : routeSearchCall(this.store, scope, gate, x.params.name, x.params.arguments)
+    if ("answer" in route) return modernCallResult(route.answer) as never
+    const { name, arguments: args } = route
     const token = meta?.["progressToken"] as string | number | undefined
     const call = {
       name,
@@ -880,7 +887,7 @@ export class ModernMcp {
         throw protocolErrorOf(e)
       })
 
-    server.setRequestHandler("tools/list", async () => ({ tools: offeredTools(this.store, scope, gate).map(mcpTool) }) as never)
+    server.setRequestHandler("tools/list", async () => ({ tools: listedTools(this.store, scope, gate, caller.listing) }) as never)
     server.setRequestHandler("tools/call", (request, c) =>
       this.callTool(caller, {
         params: request.params as ModernToolCall["params"],

@@ -31,6 +31,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       )
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
       .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
+      .handle("searchTools", ({ urlParams }) => Shared.searchTools(scope, store.toolSearch, urlParams.q, urlParams.limit))
       .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
       .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
       .handle("getCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, store.asyncCalls, false))
