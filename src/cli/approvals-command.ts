@@ -4,16 +4,14 @@
  * from a terminal, over the store's HTTP API with an admin key. A decision carries the digest of the
  * arguments the list showed, so it holds only for the call that was shown.
  */
-import { Command, CommanderError } from "commander"
+import { Command } from "commander"
+import { parseArguments, storeClient, withStoreOptions } from "./subcommand.js"
 
 /** Where the command writes (tests give their own). */
 export interface ApprovalsCommandIo {
   readonly writeOut?: (text: string) => void
   readonly writeErr?: (text: string) => void
 }
-
-/** Every request to the store is bounded: a store that does not answer fails the command. */
-const REQUEST_TIMEOUT_MS = 10_000
 
 interface Listed {
   readonly approval_id: string
@@ -31,10 +29,8 @@ export const runApprovals = async (argv: ReadonlyArray<string>, env: NodeJS.Proc
   const err = io.writeErr ?? ((text: string) => process.stderr.write(text))
   // Set by the subcommand commander runs (a holder: TypeScript does not see assignments in callbacks).
   const chosen: { action: { readonly kind: "list" } | { readonly kind: "approve" | "deny"; readonly id: string } } = { action: { kind: "list" } }
-  const program = new Command("mcp-store approvals")
+  const program = withStoreOptions(new Command("mcp-store approvals"))
     .description("list and decide the calls of a running store that wait for an approval (an admin key)")
-    .option("--url <url>", "the store's URL (default: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)")
-    .option("--api-key <key>", "the store's API key (default: MCPSTORE_API_KEY)")
     .exitOverride()
     .configureOutput({ writeOut: out, writeErr: err, outputError: () => undefined })
   program.command("list", { isDefault: true }).description("the calls waiting, with their arguments").action(() => {
@@ -47,28 +43,10 @@ export const runApprovals = async (argv: ReadonlyArray<string>, env: NodeJS.Proc
     chosen.action = { kind: "deny", id }
   })
   for (const sub of program.commands) sub.exitOverride().configureOutput({ writeOut: out, writeErr: err, outputError: () => undefined })
-  try {
-    await program.parseAsync([...argv], { from: "user" })
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.code !== "commander.helpDisplayed" && e.code !== "commander.help") err(`${e.message}\n`)
-      return e.exitCode
-    }
-    throw e
-  }
-  const options = program.opts<{ url?: string; apiKey?: string }>()
+  const parsed = await parseArguments(program, argv, err, "mcp-store approvals")
+  if (parsed !== undefined) return parsed
   const action = chosen.action
-  const base = (options.url ?? `http://${env["MCPSTORE_HOST"] ?? "127.0.0.1"}:${env["MCPSTORE_PORT"] ?? "18200"}`).replace(/\/+$/, "")
-  const key = options.apiKey ?? env["MCPSTORE_API_KEY"]
-  const request = async (method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; body: Record<string, any> }> => {
-    const answer = await fetch(`${base}${path}`, {
-      method,
-      headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...(key !== undefined && key !== "" ? { authorization: `Bearer ${key}` } : {}) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)
-    })
-    return { status: answer.status, body: (await answer.json().catch(() => ({}))) as Record<string, any> }
-  }
+  const { base, request } = storeClient(program.opts<{ url?: string; apiKey?: string }>(), env)
   try {
     if (action.kind === "list") {
       const listed = await request("GET", "/for_store/approvals")

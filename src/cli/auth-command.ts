@@ -5,7 +5,8 @@
  * finished the flow and the service is healthy. Nothing secret passes through it: the code goes
  * from the browser to the store's /oauth/callback.
  */
-import { Command, CommanderError } from "commander"
+import { Command } from "commander"
+import { parseArguments, storeClient, withStoreOptions } from "./subcommand.js"
 
 /** Where the command writes, and how it opens a browser (tests give their own). */
 export interface AuthCommandIo {
@@ -21,39 +22,23 @@ const WAIT_SECONDS = 600
 export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv, io: AuthCommandIo = {}): Promise<number> => {
   const out = io.writeOut ?? ((text: string) => process.stdout.write(text))
   const err = io.writeErr ?? ((text: string) => process.stderr.write(text))
-  const program = new Command("mcp-store auth")
+  const program = withStoreOptions(new Command("mcp-store auth"))
     .description("authorize an OAuth-protected upstream service of a running store")
     .argument("<service>", "the service's name")
     .option("--agent <id>", "the agent whose service it is (default: the store's)")
     .option("--open", "open the authorization URL in a browser")
-    .option("--url <url>", "the store's URL (default: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)")
-    .option("--api-key <key>", "the store's API key (default: MCPSTORE_API_KEY)")
     .option("--timeout <seconds>", `how long to wait for the authorization (default: ${WAIT_SECONDS})`)
     .exitOverride()
     .configureOutput({ writeOut: out, writeErr: err, outputError: () => undefined })
-  try {
-    await program.parseAsync([...argv], { from: "user" })
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.code !== "commander.helpDisplayed" && e.code !== "commander.help") err(`${e.message}\n`)
-      return e.exitCode
-    }
-    throw e
-  }
+  const parsed = await parseArguments(program, argv, err, "mcp-store auth")
+  if (parsed !== undefined) return parsed
   const service = program.args[0] as string
   const options = program.opts<{ agent?: string; open?: boolean; url?: string; apiKey?: string; timeout?: string }>()
-  const base = (options.url ?? `http://${env["MCPSTORE_HOST"] ?? "127.0.0.1"}:${env["MCPSTORE_PORT"] ?? "18200"}`).replace(/\/+$/, "")
+  const { base, request } = storeClient(options, env)
   const prefix = options.agent !== undefined ? `/for_agent/${encodeURIComponent(options.agent)}` : "/for_store"
-  const key = options.apiKey ?? env["MCPSTORE_API_KEY"]
   const timeout = Math.min(WAIT_SECONDS, Math.max(1, Number(options.timeout ?? WAIT_SECONDS) || WAIT_SECONDS))
-  const post = async (path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
-    const answer = await fetch(`${base}${prefix}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...(key !== undefined && key !== "" ? { authorization: `Bearer ${key}` } : {}) },
-      body: JSON.stringify(body)
-    })
-    return { status: answer.status, body: (await answer.json().catch(() => ({}))) as Record<string, unknown> }
-  }
+  // wait_service answers within its own time-out: the request may take that long, and a little more.
+  const post = (path: string, body: unknown, timeoutMs?: number) => request("POST", `${prefix}${path}`, body, timeoutMs)
   try {
     const started = await post("/authorize_service", { service_name: service })
     if (started.status !== 200) {
@@ -70,7 +55,7 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       const opener = io.openBrowser ?? (async (u: string) => void (await (await import("open")).default(u)))
       await opener(url).catch(() => err("could not open a browser: open the URL by hand\n"))
     }
-    const waited = await post("/wait_service", { client_id_or_service_name: service, status: "healthy", timeout })
+    const waited = await post("/wait_service", { client_id_or_service_name: service, status: "healthy", timeout }, (timeout + 10) * 1000)
     const data = waited.body["data"] as { result?: unknown; final_status?: unknown } | undefined
     if (waited.status === 200 && data?.result === true) {
       out(`${service}: authorized and healthy\n`)

@@ -5,9 +5,10 @@
  * `mcp-store.keys.json` beside the services file (`--config`, `MCPSTORE_CONFIG`, `./mcp.json`).
  */
 import { resolve as resolvePath } from "node:path"
-import { Command, CommanderError, Option } from "commander"
+import { Command, Option } from "commander"
 import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service-definition.js"
+import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
 import { defaultKeysFile, KeysFileError, newKey, readKeys, ROLES, TOOL_MODES, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
 
 /** Where `runKeys` writes and what relative paths resolve against. */
@@ -17,7 +18,6 @@ export interface KeysIo {
   readonly writeErr?: (text: string) => void
 }
 
-class UsageError extends Error {}
 
 /** The keys file the options name. */
 export const keysFileOf = (opts: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): string => {
@@ -117,32 +117,7 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       }
     }
   )
-  try {
-    await program.parseAsync([...argv], { from: "user" })
-  } catch (e) {
-    if (!(e instanceof CommanderError)) throw e
-    if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return 0
-    err(`mcp-store keys: ${e.message.replace(/^error: /, "")}\n`)
-    return 2
-  }
-  if (action === undefined) {
-    err(program.helpInformation())
-    return 2
-  }
-  try {
-    await action()
-    return 0
-  } catch (e) {
-    if (e instanceof UsageError) {
-      err(`mcp-store keys: ${e.message}\n`)
-      return 2
-    }
-    if (e instanceof KeysFileError || errnoOf(e) !== undefined) {
-      err(`mcp-store keys: ${(e as Error).message}\n`)
-      return 1
-    }
-    throw e
-  }
+  const parsed = await parseArguments(program, argv, err, "mcp-store keys")
+  if (parsed !== undefined) return parsed
+  return runFileAction(action, program, err, "mcp-store keys", (e) => e instanceof KeysFileError)
 }
-
-const errnoOf = (e: unknown) => (typeof e === "object" && e !== null && "code" in e ? (e as { code: unknown }).code : undefined)

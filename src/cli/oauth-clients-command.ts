@@ -13,9 +13,10 @@
  *   its access tokens end with their 10 minutes.
  */
 import { resolve as resolvePath } from "node:path"
-import { Command, CommanderError, Option } from "commander"
+import { Command, Option } from "commander"
 import { freshSecret, OAuthServerFileError, oauthServerFileOf, readOAuthServerFile, sha256, writeOAuthServerFile, type ApprovedClient, type OAuthServerDocument } from "../config/oauth-server-file.js"
 import { approvalProblem } from "../http/oauth-server/grants.js"
+import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
 
 /** The subcommands of `mcp-store auth` handled here (any other word is a service name: src/cli/auth-command.ts). */
 export const CLIENT_COMMANDS: ReadonlySet<string> = new Set(["approve-client", "list-clients", "revoke-client"])
@@ -27,7 +28,6 @@ export interface OAuthClientsIo {
   readonly writeErr?: (text: string) => void
 }
 
-class UsageError extends Error {}
 
 /** The table `list-clients` prints. */
 export const formatClients = (doc: OAuthServerDocument, now = Date.now()): string => {
@@ -113,30 +113,7 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
         out(`revoked client ${clientId} (${Object.keys(doc.refresh).length - Object.keys(refresh).length} refresh tokens deleted)\n`)
       }
     })
-  try {
-    await program.parseAsync([...argv], { from: "user" })
-  } catch (e) {
-    if (!(e instanceof CommanderError)) throw e
-    if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return 0
-    err(`mcp-store auth: ${e.message.replace(/^error: /, "")}\n`)
-    return 2
-  }
-  if (action === undefined) {
-    err(program.helpInformation())
-    return 2
-  }
-  try {
-    await action()
-    return 0
-  } catch (e) {
-    if (e instanceof UsageError) {
-      err(`mcp-store auth: ${e.message}\n`)
-      return 2
-    }
-    if (e instanceof OAuthServerFileError || (typeof e === "object" && e !== null && "code" in e)) {
-      err(`mcp-store auth: ${(e as Error).message}\n`)
-      return 1
-    }
-    throw e
-  }
+  const parsed = await parseArguments(program, argv, err, "mcp-store auth")
+  if (parsed !== undefined) return parsed
+  return runFileAction(action, program, err, "mcp-store auth", (e) => e instanceof OAuthServerFileError)
 }

@@ -1,0 +1,94 @@
+/**
+ * What the subcommands share: parsing their arguments with commander without letting it exit the
+ * process (a usage error is exit code 2, help 0), running the action chosen with the exit codes of
+ * the file-editing commands (a file that cannot be read or written is 1), and the bounded HTTP client
+ * of the commands that talk to a running store (`--url`, `--api-key`).
+ */
+import { type Command, CommanderError } from "commander"
+
+/** Raised by an action for a usage error it finds itself (exit code 2). */
+export class UsageError extends Error {
+  override readonly name = "UsageError"
+}
+
+/**
+ * Parses `argv` with `program` (and its subcommands, told to throw rather than exit): undefined
+ * when the command is to run, else its exit code (0 after help, the error's after a usage error,
+ * which is written to `err`).
+ */
+export const parseArguments = async (program: Command, argv: ReadonlyArray<string>, err: (text: string) => void, name: string): Promise<number | undefined> => {
+  try {
+    await program.parseAsync([...argv], { from: "user" })
+    return undefined
+  } catch (e) {
+    if (!(e instanceof CommanderError)) throw e
+    if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return 0
+    err(`${name}: ${e.message.replace(/^error: /, "")}\n`)
+    return 2
+  }
+}
+
+/**
+ * Runs the action a file-editing command chose: 0 done, 2 a usage error (or no action: the help is
+ * written), 1 when the file cannot be read or written (`fileError`, or any system error).
+ */
+export const runFileAction = async (
+  action: (() => Promise<void>) | undefined,
+  program: Command,
+  err: (text: string) => void,
+  name: string,
+  fileError: (e: unknown) => boolean
+): Promise<number> => {
+  if (action === undefined) {
+    err(program.helpInformation())
+    return 2
+  }
+  try {
+    await action()
+    return 0
+  } catch (e) {
+    if (e instanceof UsageError) {
+      err(`${name}: ${e.message}\n`)
+      return 2
+    }
+    if (fileError(e) || (typeof e === "object" && e !== null && "code" in e)) {
+      err(`${name}: ${(e as Error).message}\n`)
+      return 1
+    }
+    throw e
+  }
+}
+
+/** Every request to the store is bounded: a store that does not answer fails the command. */
+const REQUEST_TIMEOUT_MS = 10_000
+
+/** An answer of the store: its status and JSON body (empty when it is none). */
+export interface StoreAnswer {
+  readonly status: number
+  readonly body: Record<string, any>
+}
+
+/**
+ * A client of a running store: its URL (`--url`, else MCPSTORE_HOST and MCPSTORE_PORT) and key
+ * (`--api-key`, else MCPSTORE_API_KEY). A request's time-out is `timeoutMs` (default 10 s).
+ */
+export const storeClient = (options: { readonly url?: string | undefined; readonly apiKey?: string | undefined }, env: NodeJS.ProcessEnv) => {
+  const base = (options.url ?? `http://${env["MCPSTORE_HOST"] ?? "127.0.0.1"}:${env["MCPSTORE_PORT"] ?? "18200"}`).replace(/\/+$/, "")
+  const key = options.apiKey ?? env["MCPSTORE_API_KEY"]
+  const request = async (method: "GET" | "POST", path: string, body?: unknown, timeoutMs = REQUEST_TIMEOUT_MS): Promise<StoreAnswer> => {
+    const answer = await fetch(`${base}${path}`, {
+      method,
+      headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...(key !== undefined && key !== "" ? { authorization: `Bearer ${key}` } : {}) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(timeoutMs)
+    })
+    return { status: answer.status, body: (await answer.json().catch(() => ({}))) as Record<string, any> }
+  }
+  return { base, request }
+}
+
+/** The options of a command that talks to a running store. */
+export const withStoreOptions = (program: Command): Command =>
+  program
+    .option("--url <url>", "the store's URL (default: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)")
+    .option("--api-key <key>", "the store's API key (default: MCPSTORE_API_KEY)")
