@@ -103,6 +103,7 @@ const ERROR_CLASSES = [
   E.Forbidden,
   E.NotFound,
   E.MethodNotAllowed,
+  E.Conflict,
   E.WaitTimeout,
   E.PayloadTooLarge,
   E.UnsupportedMediaType,

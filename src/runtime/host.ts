@@ -19,6 +19,7 @@ import type { ProgressEvents } from "./progress.js"
 import { ServiceNotFound } from "../domain/errors.js"
 import type { Tracer } from "../logging/tracing.js"
 import type { TaskRelays } from "./task-relay.js"
+import type { ToolPins } from "./tool-pins.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -41,6 +42,10 @@ export interface StoreHost {
   readonly tracer: Tracer
   /** Upstream tasks MCP clients follow through the store (src/runtime/task-relay.ts). */
   readonly tasks: TaskRelays
+  /** The pinned tool definitions (src/runtime/tool-pins.ts); undefined: a store built without them. */
+  readonly pins: ToolPins | undefined
+  /** True when the definitions (and pins) are shared with other replicas (a failure to reach them is ClusterUnavailable). */
+  readonly replication: { readonly shared: boolean }
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

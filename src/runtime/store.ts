@@ -409,8 +409,9 @@ export class Store implements StoreHost {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
-    // Its OAuth tokens and registration go with it (never left behind in the token file).
+    // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
     void this.oauth.forget(scope, name)
+    void this.pins?.forget(scope, name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }
