@@ -159,6 +159,9 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             debug: app.storeOptions.debug,
             tool_record_max_file_size: app.storeOptions.toolRecordMaxFileSize,
             tool_record_retention_days: app.storeOptions.toolRecordRetentionDays,
+            // Pinned tool definitions (docs/tool-pins.md): the default of services without their own "pin".
+            pin_tools: store.pins?.settings.mode ?? "off",
+            pin_new_tools: store.pins?.settings.newTools ?? "hold",
             monitoring: store.settings,
             server: {
               host: app.server.host,
