@@ -198,6 +198,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
   program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help)")
+  program.command("pins <action> <service>").description("show or accept the held tools of a service of a running store: pins show|accept (see mcp-store pins --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")

@@ -13,6 +13,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
+import { runPins } from "../../src/cli/pins-command.js"
 import { addService, eventually, fixtureService, openSse, startTestServer, waitStatus, within, type SseStream, type TestServer } from "../support/index.js"
 
 const ORIGINAL = "Returns the text unchanged."
@@ -129,6 +130,15 @@ describe("a changed description, held then accepted", () => {
     expect(await heldNames("/for_store", "pinned")).toEqual(["echo"])
   })
 
+  it("the CLI shows the held tool with its diff", async () => {
+    let out = ""
+    expect(await runPins(["show", "pinned", "--url", server.url], {}, { writeOut: (t) => (out += t), writeErr: (t) => (out += t) })).toBe(0)
+    expect(out).toContain("pinned__echo: changed (description)")
+    expect(out).toContain(`- ${ORIGINAL}`)
+    expect(out).toContain(`+ ${EVIL}`)
+    expect(await runPins(["explode", "pinned", "--url", server.url], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(2)
+  })
+
   it("accepted, the tool is offered again with its new description and callable; the alert is resolved", async () => {
     const accepted = await server.post("/for_store/accept_tool_changes", { service_name: "pinned", tools: ["pinned__echo"] })
     expect(accepted.status).toBe(200)
@@ -172,8 +182,10 @@ describe("other modes and scopes", () => {
     expect((await call("/for_agent/a1", "mine__add", { a: 1, b: 2 })).status).toBe(409)
     expect((await server.post("/for_agent/a2/accept_tool_changes", { service_name: "mine" })).status).toBe(404)
     expect((await server.post("/for_agent/bad!id/accept_tool_changes", { service_name: "mine" })).status).toBe(400)
-    const accepted = await server.post("/for_agent/a1/accept_tool_changes", { service_name: "mine" })
-    expect(accepted.body).toMatchObject({ accepted: ["add"], still_held: [] })
+    // Accepted with the CLI, through the agent's route.
+    let out = ""
+    expect(await runPins(["accept", "mine", "add", "--agent", "a1", "--url", server.url], {}, { writeOut: (t) => (out += t), writeErr: (t) => (out += t) })).toBe(0)
+    expect(out).toBe("mine: accepted add; still held: none\n")
     expect((await call("/for_agent/a1", "mine__add", { a: 1, b: 2 })).body.result).toBe("3")
   })
 })
