@@ -7,8 +7,9 @@
  * again (src/runtime/commands.ts, `acceptToolChanges`). Each change found and each accept is a log
  * line here; the events and alerts come from the snapshots (src/monitoring/monitor.ts).
  */
+import { createHash } from "node:crypto"
 import { serviceField } from "../domain/replicas.js"
-import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
+import { canonicalJson, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { DEFAULT_PIN_SETTINGS, PIN_MODES, judgeTools, pinOf, type PinMode, type PinSettings, type PinnableTool, type PinnedTool, type ToolChange } from "../domain/tool-pins.js"
 import type { ToolPinsBackend } from "../config/tool-pins.js"
 import { log } from "../logging/log.js"
@@ -17,6 +18,19 @@ import { log } from "../logging/log.js"
 export interface PinOutcome {
   readonly held: ReadonlyArray<ToolChange>
   readonly noticed: ReadonlyArray<ToolChange>
+}
+
+/**
+ * The pin under which a service's pins keep the digest of the definition they were taken with (a
+ * name no listed tool has: a NUL). An operator's edit of the connection (update_service, the
+ * services file) is a new server as far as pins go: its tools are pinned afresh, nothing held.
+ */
+export const DEFINITION_PIN = "\u0000definition"
+
+/** The digest of what a definition connects to: everything but `disabled` and `pin`. */
+const definitionDigest = (definition: ServiceDefinition): string => {
+  const { disabled: _d, pin: _p, ...rest } = definition as Record<string, unknown>
+  return createHash("sha256").update(canonicalJson(rest)).digest("hex")
 }
 
 const where = (scope: Scope, name: string): string => (scope.kind === "store" ? `store service '${name}'` : `agent '${scope.agentId}' service '${name}'`)
@@ -42,11 +56,20 @@ export class ToolPins {
     const mode = pinModeOf(definition, this.settings)
     if (mode === "off") return { held: [], noticed: [] }
     const field = serviceField(scope, name)
-    const pins = await this.backend.read(field)
-    const verdict = judgeTools(mode, this.settings.newTools, pins, tools, before, new Date().toISOString())
+    const stored = await this.backend.read(field)
+    const at = new Date().toISOString()
+    const digest = definitionDigest(definition)
+    // Pins taken with another definition (or none): first sight, the old ones dropped.
+    const same = stored !== undefined && Object.hasOwn(stored, DEFINITION_PIN) && stored[DEFINITION_PIN]!.hash === digest
+    const pins = same ? Object.fromEntries(Object.entries(stored).filter(([tool]) => tool !== DEFINITION_PIN)) : undefined
+    const verdict = judgeTools(mode, this.settings.newTools, pins, tools, same ? before : [], at)
     const written = Object.keys(verdict.write).length
-    if (written > 0 || verdict.drop.length > 0) await this.backend.write(field, verdict.write, verdict.drop)
-    if (pins === undefined && written > 0) log.info(`pinned ${written} tool definition(s) of ${where(scope, name)} (first sight)`, { event: "tools_pinned", scope: scopeLabel(scope), service: name, count: written })
+    const firstSight = !same
+    if (firstSight) {
+      const drop = stored === undefined ? [] : Object.keys(stored).filter((tool) => !Object.hasOwn(verdict.write, tool))
+      await this.backend.write(field, { ...verdict.write, [DEFINITION_PIN]: { hash: digest, fields: {}, shown: {}, pinned_at: at } }, drop)
+    } else if (written > 0 || verdict.drop.length > 0) await this.backend.write(field, verdict.write, verdict.drop)
+    if (firstSight) log.info(`pinned ${written} tool definition(s) of ${where(scope, name)} (first sight${stored === undefined ? "" : ": its definition changed"})`, { event: "tools_pinned", scope: scopeLabel(scope), service: name, count: written })
     for (const c of verdict.noticed) {
       const what = c.change === "new" ? "a new tool" : `its definition changed (${c.changed_fields.join(", ")})`
       log.warn(`tool '${c.tool}' of ${where(scope, name)}: ${what}; ${c.held ? "held until accepted (accept_tool_changes)" : `taken (pin mode ${mode})`}`, {
