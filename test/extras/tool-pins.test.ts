@@ -202,4 +202,15 @@ describe("a restart", () => {
     const held = ((await info("/for_store", "pinned")).held_tools as Array<{ original_name: string; diff: unknown }>).find((t) => t.original_name === "echo")
     expect(held?.diff).toEqual({ description: { before: EVIL, after: ORIGINAL } })
   }, 30_000)
+
+  it("an operator's edit of the service's definition is a new server: pinned afresh, nothing held", async () => {
+    const updated = await server.request("PUT", "/for_store/update_service/pinned", {
+      body: JSON.stringify(fixtureService("pinned", "--redescribe-tool", "--name", "renamed")),
+      headers: { "content-type": "application/json" }
+    })
+    expect(updated.status, updated.text).toBe(200)
+    await waitStatus(server, "/for_store", "pinned", "healthy")
+    expect(await eventually(async () => (await heldNames("/for_store", "pinned")).length === 0, 10_000)).toBe(true)
+    expect(await toolNames("/for_store", "pinned")).toContain("pinned__echo")
+  }, 30_000)
 })
