@@ -112,6 +112,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   if (argv[0] === "auth") return (await import("./cli/auth-command.js")).runAuth(argv.slice(1), process.env)
   // `mcp-store approvals [list] | approve <id> | deny <id>`: the calls of a running store that wait for an approval (src/cli/approvals-command.ts).
   if (argv[0] === "approvals") return (await import("./cli/approvals-command.js")).runApprovals(argv.slice(1), process.env)
+  // `mcp-store pins show|accept <service>`: held tools of a running store (src/cli/pins-command.ts).
+  if (argv[0] === "pins") return (await import("./cli/pins-command.js")).runPins(argv.slice(1), process.env)
   let options: Options
   try {
     options = await parseCommandLine(argv, process.env)

@@ -118,6 +118,8 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "advertise_url", flag: "--advertise-url", attribute: "advertiseUrl", env: ["MCPSTORE_ADVERTISE_URL"] },
   { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
   // The OpenTelemetry standard's variable works too, as an exporter of the SDK reads it.
+  { key: "pin_tools", flag: "--pin-tools", attribute: "pinTools", env: ["MCPSTORE_PIN_TOOLS"] },
+  { key: "pin_new_tools", flag: "--pin-new-tools", attribute: "pinNewTools", env: ["MCPSTORE_PIN_NEW_TOOLS"] },
   { key: "otlp_endpoint", flag: "--otlp-endpoint", attribute: "otlpEndpoint", env: ["MCPSTORE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] },
   { key: "auth_issuer", flag: "--auth-issuer", attribute: "authIssuer", env: ["MCPSTORE_AUTH_ISSUER"] },
   { key: "auth_claim_map", flag: "--auth-claim-map", attribute: "authClaimMap", env: ["MCPSTORE_AUTH_CLAIM_MAP"] },
@@ -167,6 +169,7 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_MAX_SERVICES, MCPSTORE_MAX_SERVICES_PER_REQUEST, MCPSTORE_MAX_WAITERS,
   MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV},
   MCPSTORE_REDIS_URL, MCPSTORE_CLUSTER_NAME, MCPSTORE_ADVERTISE_URL, MCPSTORE_LEASE_MS,
+  MCPSTORE_PIN_TOOLS, MCPSTORE_PIN_NEW_TOOLS,
   MCPSTORE_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
   OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* are read by the OpenTelemetry SDK),
   MCPSTORE_PUBLIC_URL, MCPSTORE_AUTH_ISSUER, MCPSTORE_AUTH_CLAIM_MAP (JSON),
@@ -208,6 +211,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
   program.command("import <file>").description("merge another MCP client's config file into the services file (see mcp-store import --help)")
   program.command("keys <command>").description("create, list and revoke API keys: keys create|list|revoke (see mcp-store keys --help)")
   program.command("auth <service>").description("authorize an OAuth-protected upstream of a running store (see mcp-store auth --help); auth approve-client|list-clients|revoke-client manage the built-in authorization server's clients")
+  program.command("approvals [action]").description("list and decide the calls of a running store that wait for an approval: approvals list|approve|deny (see mcp-store approvals --help)")
+  program.command("pins <action> <service>").description("show or accept the held tools of a service of a running store: pins show|accept (see mcp-store pins --help)")
   const run = program.command("run").description("run a part of the store")
   const api = run
     .command("api")
@@ -256,6 +261,8 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--cluster-name <name>", "replica mode: the cluster's name, the prefix of its Redis keys (default: mcp-store)"))
     .addOption(new Option("--advertise-url <url>", "replica mode: the base URL other replicas reach this one at (default: http://<host>:<port>)"))
     .addOption(new Option("--lease-ms <ms>", "replica mode: a service lease's time to live (default: 5000)"))
+    .addOption(new Option("--pin-tools <mode>", "pinned tool definitions, for services without their own \"pin\": strict (a changed tool is held until accepted), warn, off (default: strict)"))
+    .addOption(new Option("--pin-new-tools <rule>", "a new tool of an already pinned service: hold (as a change) or accept (default: hold)"))
     .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
     .addOption(new Option("--auth-issuer <url>", "accept the JWT access tokens of this OAuth authorization server (OpenID Connect discovery) on every route"))
     .addOption(new Option("--auth-claim-map <json>", 'the claims a token\'s role, agent_id, tools and scope are read from, e.g. {"role":"mcp_role"} (default: those names)'))

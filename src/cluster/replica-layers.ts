@@ -14,6 +14,7 @@ import { logCrash } from "../runtime/adapter.js"
 import {
   AsyncResults,
   Definitions,
+  Pins,
   Records,
   Replication,
   ServicesFileSource,
@@ -28,6 +29,7 @@ import { NotDelivered } from "./forward.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
+import { RedisToolPins } from "../config/redis-tool-pins.js"
 import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
@@ -94,6 +96,12 @@ export const TokensFromRedis: Layer.Layer<Tokens, never, ClusterService> = Layer
   )
 )
 
+/** The pinned tool definitions in the cluster's Redis, shared by every replica. */
+export const PinsFromRedis: Layer.Layer<Pins, never, ClusterService> = Layer.effect(
+  Pins,
+  Effect.map(ClusterService, (cluster) => new RedisToolPins(clusterData(cluster)))
+)
+
 /** How long a replica has to start or cancel an asynchronous call it runs, when another replica asks. */
 const ASYNC_CANCEL_MS = 10_000
 
@@ -150,10 +158,11 @@ const replicatedMachine = (cluster: Cluster, live: LiveServiceMachine) =>
   })
 
 /** The capabilities of a replica: the cluster, and the definitions, records, tokens and replication on it. */
-export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Pins | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   DefinitionsFromCluster,
   RecordsFromRedis,
   AsyncResultsFromRedis,
   TokensFromRedis,
+  PinsFromRedis,
   ClusterReplication
 ).pipe(Layer.provideMerge(ClusterLive))

@@ -11,6 +11,7 @@ import { globsProblem } from "../domain/tool-filter.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
 import { VERSION } from "../version.js"
+import { DEFAULT_PIN_SETTINGS, NEW_TOOL_RULES, PIN_MODES, type PinSettings } from "../domain/tool-pins.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"
@@ -135,6 +136,8 @@ export interface StoreOptions {
   readonly cluster?: ClusterOptions | undefined
   /** OpenTelemetry traces over OTLP/HTTP (`--otlp-endpoint`); undefined: tracing off. */
   readonly tracing?: { readonly url: string; readonly serviceVersion?: string | undefined } | undefined
+  /** Pinned tool definitions (`--pin-tools`, `--pin-new-tools`; docs/tool-pins.md). */
+  readonly pinTools: PinSettings
 }
 
 /** The replica mode's options (`--redis-url`, `--cluster-name`, `--advertise-url`, `--lease-ms`, MCPSTORE_CLUSTER_SECRET). */
@@ -211,6 +214,8 @@ export interface OptionValues {
   otlp_endpoint?: string
   auth_issuer?: string
   auth_claim_map?: Partial<ClaimMap>
+  pin_tools?: PinSettings["mode"]
+  pin_new_tools?: PinSettings["newTools"]
   mcp_config_file?: string
   debug?: boolean
   tool_record_max_file_size?: number
@@ -282,6 +287,8 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "otlp_endpoint",
   "auth_issuer",
   "auth_claim_map",
+  "pin_tools",
+  "pin_new_tools",
   ...CAP_KEYS
 ]
 
@@ -596,6 +603,13 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         if (problem !== undefined) throw refuse(key, problem, value, source)
         return value
       }
+      case "pin_tools":
+      case "pin_new_tools": {
+        const allowed: ReadonlyArray<string> = key === "pin_tools" ? PIN_MODES : NEW_TOOL_RULES
+        const word = typeof value === "string" ? value.trim().toLowerCase() : undefined
+        if (word === undefined || !allowed.includes(word)) throw refuse(key, `must be one of ${allowed.join(", ")}`, value, source)
+        return word
+      }
       case "otlp_endpoint":
         // The OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` is appended.
         return checkUrl(key, value, ["http:", "https:"], source).replace(/\/+$/, "")
@@ -773,7 +787,8 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   monitoring: defaultMonitoring(given.monitoring ?? {}),
   limits: resolveStoreLimits(given),
   ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) }),
-  ...(given.otlp_endpoint === undefined ? {} : { tracing: { url: `${given.otlp_endpoint}/v1/traces`, serviceVersion: VERSION } })
+  ...(given.otlp_endpoint === undefined ? {} : { tracing: { url: `${given.otlp_endpoint}/v1/traces`, serviceVersion: VERSION } }),
+  pinTools: { mode: given.pin_tools ?? DEFAULT_PIN_SETTINGS.mode, newTools: given.pin_new_tools ?? DEFAULT_PIN_SETTINGS.newTools }
 })
 
 /** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/cli/command-line.ts). */

@@ -64,6 +64,22 @@ export class ToolNotAllowed extends Data.TaggedError("ToolNotAllowed")<{
   readonly scope: string
 }> {}
 
+/**
+ * A call to a tool held by its pins (docs/tool-pins.md): its definition changed since it was
+ * pinned (or it is new), and an operator has not accepted it yet. `changedFields` and `diff` say what changed.
+ */
+export class ToolChanged extends Data.TaggedError("ToolChanged")<{
+  readonly message: string
+  /** The callable name `<service>__<tool>`. */
+  readonly toolName: string
+  readonly serviceName: string
+  readonly original: string
+  readonly scope: string
+  readonly change: "changed" | "new"
+  readonly changedFields: ReadonlyArray<string>
+  readonly diff: Readonly<Record<string, { readonly before: string | null; readonly after: string | null } | undefined>>
+}> {}
+
 /** A resource (or resource template) URI that no connected service of the scope offers. */
 export class ResourceNotFound extends Data.TaggedError("ResourceNotFound")<{
   readonly message: string
@@ -174,6 +190,7 @@ export type StoreError =
   | ServiceNotFound
   | ToolNotFound
   | ToolNotAllowed
+  | ToolChanged
   | ResourceNotFound
   | PromptNotFound
   | AmbiguousTool
@@ -191,6 +208,7 @@ const TAGS = new Set([
   "ServiceNotFound",
   "ToolNotFound",
   "ToolNotAllowed",
+  "ToolChanged",
   "ResourceNotFound",
   "PromptNotFound",
   "AmbiguousTool",

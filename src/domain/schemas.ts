@@ -337,7 +337,15 @@ const definitionFields = {
   includeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of include_tools (used when include_tools is absent)`), { exact: true }),
   excludeTools: Schema.optionalWith(ToolGlobs(`The Gemini CLI's name of exclude_tools (used when exclude_tools is absent)`), { exact: true }),
   require_approval: Schema.optionalWith(ToolGlobs(REQUIRE_APPROVAL), { exact: true }),
-  oauth: Schema.optionalWith(OAuthSettings, { exact: true })
+  oauth: Schema.optionalWith(OAuthSettings, { exact: true }),
+  pin: Schema.optionalWith(
+    // The modes of src/domain/tool-pins.ts (PIN_MODES), spelled here: that module reads definitions.
+    Schema.Literal("strict", "warn", "off").annotations({
+      message: () => ({ message: 'must be one of "strict", "warn", "off"', override: true }),
+      description: "How the service's tool definitions are pinned (docs/tool-pins.md): strict holds a changed tool until accepted, warn tells and takes it, off pins nothing; --pin-tools when left out"
+    }),
+    { exact: true }
+  )
 }
 
 /** Unknown extra fields of a definition: kept as they are (a file written by another MCP client survives a round trip). */

@@ -106,6 +106,7 @@ const ERROR_CLASSES = [
   E.Forbidden,
   E.NotFound,
   E.MethodNotAllowed,
+  E.Conflict,
   E.WaitTimeout,
   E.PayloadTooLarge,
   E.UnsupportedMediaType,

@@ -34,6 +34,7 @@ export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFiel
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
 export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED", "APPROVAL_DENIED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN, TOOL_NOT_ALLOWED or APPROVAL_DENIED" })) {}
 export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND", "RESOURCE_NOT_FOUND", "PROMPT_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND, TOOL_NOT_FOUND, RESOURCE_NOT_FOUND or PROMPT_NOT_FOUND" })) {}
+export class Conflict extends Schema.Class<Conflict>("Conflict")(errorFields("TOOL_CHANGED"), HttpApiSchema.annotations({ status: 409, description: "TOOL_CHANGED: the tool's definition changed since it was pinned; held until an operator accepts it" })) {}
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
 export class WaitTimeout extends Schema.Class<WaitTimeout>("WaitTimeout")(errorFields("WAIT_TIMEOUT"), HttpApiSchema.annotations({ status: 408, description: "WAIT_TIMEOUT" })) {}
 export class PayloadTooLarge extends Schema.Class<PayloadTooLarge>("PayloadTooLarge")(errorFields("PAYLOAD_TOO_LARGE"), HttpApiSchema.annotations({ status: 413, description: "PAYLOAD_TOO_LARGE" })) {}
@@ -51,6 +52,7 @@ export type ApiError =
   | Forbidden
   | NotFound
   | MethodNotAllowed
+  | Conflict
   | WaitTimeout
   | PayloadTooLarge
   | UnsupportedMediaType
@@ -66,7 +68,7 @@ export const validationError = (message: string, fields: ReadonlyArray<{ field: 
 export const waitTimeout = (message: string, details: Details) => new WaitTimeout(errorBody("WAIT_TIMEOUT", message, details))
 
 /** Maps a store error to its contract error. */
-export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound | TooMany | BadGateway | Unavailable | GatewayTimeout => {
+export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound | Conflict | TooMany | BadGateway | Unavailable | GatewayTimeout => {
   switch (e._tag) {
     case "ValidationError":
       return validationError(e.message, e.problems)
@@ -76,6 +78,17 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new NotFound(errorBody("TOOL_NOT_FOUND", e.message, { tool_name: e.toolName, scope: e.scope, suggestions: e.suggestions }))
     case "ToolNotAllowed":
       return new Forbidden(errorBody("TOOL_NOT_ALLOWED", e.message, { tool_name: e.toolName, service_name: e.serviceName, scope: e.scope }))
+    case "ToolChanged":
+      return new Conflict(
+        errorBody("TOOL_CHANGED", e.message, {
+          tool_name: e.toolName,
+          service_name: e.serviceName,
+          scope: e.scope,
+          change: e.change,
+          changed_fields: e.changedFields,
+          diff: e.diff
+        })
+      )
     case "ResourceNotFound":
       return new NotFound(errorBody("RESOURCE_NOT_FOUND", e.message, { uri: e.uri, scope: e.scope }))
     case "PromptNotFound":

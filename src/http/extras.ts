@@ -187,6 +187,12 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
       return { event: "alert", scope: e.alert.scope, data: e.alert }
     case "auth":
       return { event: "auth", scope: e.scope, data: { scope: e.scope, service_name: e.service_name, ...e.auth } }
+    case "tool_changed":
+      return {
+        event: "tool_changed",
+        scope: e.scope,
+        data: { scope: e.scope, service_name: e.service_name, tool_name: callableName(e.service_name, e.change.tool), original_name: e.change.tool, change: e.change.change, held: e.change.held, changed_fields: e.change.changed_fields }
+      }
     case "check":
     case "removed":
     case "catalog_changed":
@@ -284,6 +290,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           const offMonitor = app.monitor.subscribe((e) => {
             const out = streamEvent(e)
             if (out === undefined || (filter !== undefined && out.scope !== filter)) return
+            if (e.type === "tool_changed" && !seen(e.service_name, e.change.tool)) return
             if (e.type === "tools_changed" && gate !== undefined) send(out.event, { ...(out.data as object), tool_count: gatedCount(e.scope, e.service_name, e.tool_count) })
             else send(out.event, out.data)
           })

@@ -71,6 +71,19 @@ export const HiddenTool = Schema.Struct({
   reason: Schema.String
 }).annotations({ identifier: "HiddenTool" })
 
+/** One field's change of a held tool: its text before and after (null: absent), each cut at 2000 characters. */
+const FieldChange = Schema.Struct({ before: Schema.NullOr(Schema.String), after: Schema.NullOr(Schema.String) })
+
+/** A tool held because its definition is not the pinned one (docs/tool-pins.md): what changed, old and new text. */
+export const HeldTool = Schema.Struct({
+  name: Schema.String,
+  original_name: Schema.String,
+  change: Schema.Literal("changed", "new"),
+  changed_fields: Schema.Array(Schema.String),
+  diff: Schema.Record({ key: Schema.String, value: FieldChange }),
+  seen_at: Schema.String
+}).annotations({ identifier: "HeldTool" })
+
 /** `success` and `message`, present in every success body. */
 export const ok = { success: Schema.Boolean, message: Schema.String }
 
@@ -271,6 +284,7 @@ export const ServiceInfoResponse = Schema.Struct({
   service: ServiceDetail,
   tools: Schema.Array(Tool),
   hidden_tools: Schema.Array(HiddenTool).annotations({ description: "The service's tools not offered to agents, and why" }),
+  held_tools: Schema.Array(HeldTool).annotations({ description: "The service's tools held by their pins until an operator accepts them (accept_tool_changes), with what changed" }),
   catalog: Schema.optional(Schema.Struct({ resources: Schema.Number, resource_templates: Schema.Number, prompts: Schema.Number })).annotations({
     description: "How many resources, resource templates and prompts the service offers (list_resources, list_resource_templates, list_prompts)"
   }),

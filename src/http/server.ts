@@ -185,7 +185,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
         limits: options.store.limits,
         inspect: monitor.inspect,
         cluster: options.store.cluster,
-        tracing: options.store.tracing
+        tracing: options.store.tracing,
+        pinTools: options.store.pinTools
       })
     )
   )

@@ -17,6 +17,7 @@ import type { EraVerdict } from "../mcp/era.js"
 import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
+import type { ToolChange } from "../domain/tool-pins.js"
 
 /** One recorded status change. `from` is null for the first status. */
 export interface Transition {
@@ -59,12 +60,21 @@ export interface ConnectOutput {
   readonly toolsTtlMs?: number | undefined
   /** The same of its resources, templates and prompts (the least of the three lists'). */
   readonly catalogTtlMs?: number | undefined
+  /** Its tools judged against their pins (src/runtime/tool-pins.ts); absent: nothing held. */
+  readonly pins?: PinOutcome | undefined
+}
+
+/** A tool list judged against the service's pins: the tools held, the changes seen for the first time. */
+export interface PinOutcome {
+  readonly held: ReadonlyArray<ToolChange>
+  readonly noticed: ReadonlyArray<ToolChange>
 }
 
 /** What a tool list refresh yields: the tools, and how long the server said they stay fresh. */
 export interface ListedTools {
   readonly tools: ReadonlyArray<ToolInfo>
   readonly ttlMs?: number | undefined
+  readonly pins?: PinOutcome | undefined
 }
 
 /** What a catalog refresh yields, with its freshness as for tools. */
@@ -80,6 +90,8 @@ export interface ConnectInput {
   readonly timeoutMs: number
   /** The era the last connection found: a reconnection asks nothing again (src/mcp/era.ts). */
   readonly prior?: EraVerdict | undefined
+  /** The tools the last list held (a change is told once). */
+  readonly heldTools?: ReadonlyArray<ToolChange> | undefined
 }
 
 export interface ConnectionInput {
@@ -90,6 +102,11 @@ export interface ConnectionInput {
 export interface CheckInput {
   readonly connection: McpConnection
   readonly timeoutMs: number
+  /** The service, for a tool list judged against its pins. */
+  readonly scope?: Scope | undefined
+  readonly name?: string | undefined
+  readonly definition?: ServiceDefinition | undefined
+  readonly heldTools?: ReadonlyArray<ToolChange> | undefined
 }
 
 /**
@@ -154,6 +171,13 @@ export interface ServiceContext {
   readonly toolsUpdatedAt: number | undefined
   /** Incremented on each tool list refresh, so a waiter can tell one happened. */
   readonly toolsVersion: number
+  /**
+   * Tools of `tools` whose definition is not the pinned one (docs/tool-pins.md): not offered, calls
+   * refused with TOOL_CHANGED, until an operator accepts them.
+   */
+  readonly heldTools: ReadonlyArray<ToolChange>
+  /** The changes the last list that found any saw for the first time (a new array each time: the monitor tells them). */
+  readonly toolChanges: ReadonlyArray<ToolChange>
   /** Resources, resource templates and prompts, refreshed as tools are (on connect, list_changed, the tools interval). */
   readonly catalog: Catalog
   /** Incremented on each catalog refresh (failed ones included). */
@@ -258,7 +282,8 @@ const connectInput = ({ context }: { context: ServiceContext }): ConnectInput =>
   name: context.name,
   definition: context.definition,
   timeoutMs: context.settings.initialization_timeout_seconds * 1000,
-  prior: context.era
+  prior: context.era,
+  heldTools: context.heldTools
 })
 
 /** A service actor's context before anything happened (the service machine's, and the replicated one's: src/machines/replicated.ts). */
@@ -277,6 +302,8 @@ export const initialServiceContext = (input: ServiceInput): ServiceContext => {
     tools: [],
     toolsUpdatedAt: undefined,
     toolsVersion: 0,
+    heldTools: [],
+    toolChanges: [],
     catalog: EMPTY_CATALOG,
     catalogVersion: 0,
     toolsTtlMs: undefined,
@@ -306,7 +333,17 @@ export const initialServiceContext = (input: ServiceInput): ServiceContext => {
 /** What a tool refresh gets: the live connection and the request time-out. */
 const checkInput = ({ context }: { context: ServiceContext }): CheckInput => ({
   connection: context.connection as McpConnection,
-  timeoutMs: context.settings.ping_timeout_seconds * 1000
+  timeoutMs: context.settings.ping_timeout_seconds * 1000,
+  scope: context.scope,
+  name: context.name,
+  definition: context.definition,
+  heldTools: context.heldTools
+})
+
+/** The pin fields of a context after a list judged as `pins` says (nothing held when it was not judged). */
+const pinned = (context: ServiceContext, pins: PinOutcome | undefined) => ({
+  heldTools: pins?.held ?? [],
+  toolChanges: pins !== undefined && pins.noticed.length > 0 ? pins.noticed : context.toolChanges
 })
 
 /**
@@ -442,6 +479,7 @@ export const serviceMachine = setup({
               tools: output.tools,
               toolsUpdatedAt: context.now(),
               toolsVersion: context.toolsVersion + 1,
+              ...pinned(context, output.pins),
               catalog: output.catalog ?? EMPTY_CATALOG,
               catalogVersion: context.catalogVersion + 1
             }),
@@ -529,7 +567,8 @@ export const serviceMachine = setup({
         toolsTtlMs: output.ttlMs,
         toolsUnchanged: unchanged ? context.toolsUnchanged + 1 : 0,
         toolsUpdatedAt: context.now(),
-        toolsVersion: context.toolsVersion + 1
+        toolsVersion: context.toolsVersion + 1,
+        ...pinned(context, output.pins)
       }
     }),
     toolsListFailed: assign(({ context, event }) => ({

@@ -94,6 +94,9 @@ interface Progress {
   auth?: ServiceContext["auth"]
   /** A replicated actor's last health check seen (its checks are read from its context). */
   lastCheckAt?: number | undefined
+  /** The tool changes last told (docs/tool-pins.md), and the held tools last seen. */
+  toolChanges?: ServiceContext["toolChanges"]
+  heldTools?: ServiceContext["heldTools"]
 }
 
 /** Something that happened, for live listeners (the event stream). */
@@ -107,6 +110,11 @@ export type MonitorEvent =
   /** A service left its scope (its tools with it: the MCP endpoints' lists change). */
   | { readonly type: "removed"; readonly scope: string; readonly service_name: string }
   | { readonly type: "auth"; readonly scope: string; readonly service_name: string; readonly auth: NonNullable<ServiceContext["auth"]> }
+  /** A tool's definition is not the pinned one (docs/tool-pins.md): held until accepted, or taken (`held` false). */
+  | { readonly type: "tool_changed"; readonly scope: string; readonly service_name: string; readonly change: ServiceContext["toolChanges"][number] }
+
+/** The title of the alert of a held tool (resolved when the service holds none, not by its health). */
+export const TOOL_HELD_ALERT = "Tool held"
 
 /** Whether a context is a replicated actor's (replica mode, src/machines/replicated.ts). */
 const isReplicated = (context: ServiceContext): boolean => (context as { role?: unknown }).role !== undefined
@@ -192,7 +200,9 @@ export class Monitor {
       progress.lastSeen === all[all.length - 1] &&
       progress.toolsVersion === context.toolsVersion &&
       progress.catalogVersion === context.catalogVersion &&
-      progress.auth === context.auth
+      progress.auth === context.auth &&
+      progress.toolChanges === context.toolChanges &&
+      progress.heldTools === context.heldTools
     ) {
       return
     }
@@ -218,6 +228,31 @@ export class Monitor {
       progress.auth = context.auth
       if (context.auth !== undefined) this.emit({ type: "auth", scope, service_name: context.name, auth: context.auth })
     }
+    this.observePins(progress, scope, context)
+  }
+
+  /**
+   * Tool changes (docs/tool-pins.md): each change a list saw for the first time is an event and an
+   * alert (raised where the service runs); the alerts of held tools are resolved once it holds none.
+   * The changes a context already showed when first observed (a replica that starts) are not told again.
+   */
+  private observePins(progress: Progress, scope: string, context: ServiceContext): void {
+    const changes = context.toolChanges
+    if (progress.toolChanges === undefined) progress.toolChanges = changes
+    else if (progress.toolChanges !== changes) {
+      progress.toolChanges = changes
+      const raising = this.alertsHere === undefined || this.alertsHere(scope, context.name)
+      for (const change of changes) {
+        this.emit({ type: "tool_changed", scope, service_name: context.name, change })
+        if (!raising) continue
+        const what = change.change === "new" ? "a new tool" : `its definition changed (${change.changed_fields.join(", ")})`
+        if (change.held) this.raise("warning", scope, context.name, TOOL_HELD_ALERT, `Tool '${change.tool}': ${what}; held until an operator accepts it (accept_tool_changes)`)
+        else this.raise("info", scope, context.name, "Tool changed", `Tool '${change.tool}': ${what}; taken (pin mode warn)`)
+      }
+    }
+    const hadHeld = (progress.heldTools?.length ?? 0) > 0
+    progress.heldTools = context.heldTools
+    if (hadHeld && context.heldTools.length === 0 && (this.alertsHere === undefined || this.alertsHere(scope, context.name))) this.resolve(scope, context.name, true)
   }
 
   private onTransition(scope: string, name: string, t: Transition): void {
@@ -226,7 +261,7 @@ export class Monitor {
     if (this.alertsHere !== undefined && !this.alertsHere(scope, name)) return
     if (t.to === "warning") this.raise("warning", scope, name, "Service degraded", t.reason)
     else if (t.to === "unreachable") this.raise("error", scope, name, "Service unreachable", t.reason)
-    else if (t.to === "healthy") this.resolve(scope, name)
+    else if (t.to === "healthy") this.resolve(scope, name, false)
   }
 
   private raise(level: Alert["level"], scope: string, name: string, title: string, message: string): void {
@@ -245,10 +280,12 @@ export class Monitor {
     this.emit({ type: "alert", alert })
   }
 
-  private resolve(scope: string, name: string): void {
+  /** Resolves a service's open alerts: those of held tools only (`held` true), all but those (false), or all (undefined). */
+  private resolve(scope: string, name: string, held?: boolean): void {
     const now = new Date().toISOString()
     for (const a of this.alertRing.toArray()) {
-      if (!a.resolved && a.scope === scope && a.service_name === name) {
+      const ofHeld = a.title.startsWith(`${TOOL_HELD_ALERT}:`)
+      if (!a.resolved && a.scope === scope && a.service_name === name && (held === undefined || held === ofHeld)) {
         a.resolved = true
         a.resolved_at = now
         this.emit({ type: "alert", alert: a })

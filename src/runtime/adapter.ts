@@ -20,6 +20,7 @@ import { inService } from "./process-guard.js"
 import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
 import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./upstream-oauth.js"
+import type { ToolPins } from "./tool-pins.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -29,6 +30,7 @@ import {
   type ConnectionInput,
   type ListedCatalog,
   type ListedTools,
+  type PinOutcome,
   type ServiceEvent
 } from "../machines/service.js"
 
@@ -230,8 +232,21 @@ export const connectionLabel = (scope: Scope, name: string): string => `${scopeL
 
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
+/**
+ * A tool list judged against the service's pins (src/runtime/tool-pins.ts); a failure to read or
+ * write them fails the list (never taken unjudged). Without pins (a store made without them) nothing is held.
+ */
+const judged = async (pins: ToolPins | undefined, input: Pick<CheckInput, "scope" | "name" | "definition" | "heldTools">, tools: ReadonlyArray<ToolInfo>): Promise<PinOutcome | undefined> => {
+  if (pins === undefined || input.scope === undefined || input.name === undefined || input.definition === undefined) return undefined
+  try {
+    return await pins.check(input.scope, input.name, input.definition, tools, input.heldTools ?? [])
+  } catch (e) {
+    throw new McpRequestError("transport", `the tool list could not be checked against its pins: ${describe(e)}`)
+  }
+}
+
 /** The service machine with real MCP side effects; every connection is tracked by `registry`. */
-export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager) => {
+export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "mcp-store", oauth?: OAuthManager, pins?: ToolPins) => {
   /** One connection attempt: the definition resolved and expanded, connected, its tools and catalog listed. */
   const connectOnce = async (input: ConnectInput, signal: AbortSignal): Promise<ConnectOutput> => {
     let resolved: ReturnType<typeof resolveDefinition>
@@ -272,6 +287,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
     try {
       if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
       const tools = await connection.listTools({ timeoutMs: input.timeoutMs, signal })
+      const pinOutcome = await judged(pins, input, tools)
       // Resources and prompts (only what the server declared). A server whose tools work is
       // connected even when these fail: the failure is noted, and the lists are asked again later.
       let catalog: Catalog | undefined
@@ -284,7 +300,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
       }
       // A result that arrives after the actor stopped is dropped by XState: release it here.
       if (signal.aborted) throw new McpRequestError("aborted", "connection attempt cancelled")
-      return { connection, tools, catalog, catalogError, toolsTtlMs: connection.listTtlMs?.tools, catalogTtlMs: connection.listTtlMs?.catalog }
+      return { connection, tools, catalog, catalogError, toolsTtlMs: connection.listTtlMs?.tools, catalogTtlMs: connection.listTtlMs?.catalog, pins: pinOutcome }
     } catch (e) {
       await registry.close(connection)
       throw e
@@ -354,7 +370,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
       }),
       listTools: fromPromise<ListedTools, CheckInput>(async ({ input, signal }) => {
         const tools = await input.connection.listTools({ timeoutMs: input.timeoutMs, signal })
-        return { tools, ttlMs: input.connection.listTtlMs?.tools }
+        return { tools, ttlMs: input.connection.listTtlMs?.tools, pins: await judged(pins, input, tools) }
       }),
       listCatalog: fromPromise<ListedCatalog, CheckInput>(async ({ input, signal }) => {
         const catalog = await input.connection.listCatalog({ timeoutMs: input.timeoutMs, signal })

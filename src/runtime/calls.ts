@@ -24,6 +24,7 @@ import {
   ServiceNotFound,
   ServiceUnavailable,
   ToolNotAllowed,
+  ToolChanged,
   ToolNotFound,
   ToolTimeout,
   UpstreamError
@@ -34,7 +35,7 @@ import type { HeldRun } from "./input-required.js"
 import { log } from "../logging/log.js"
 import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from "./progress.js"
 import { ownEntry } from "../machines/supervisor.js"
-import { TOOL_SEPARATOR, callableName, isConnected, offerReason } from "./service-views.js"
+import { TOOL_SEPARATOR, callableName, heldChange, isConnected, offerReason } from "./service-views.js"
 import { serviceToolFilter } from "../domain/tool-filter.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
@@ -209,9 +210,31 @@ function notAllowed(ctx: ScopeContext, actor: ServiceActorRef, original: string)
   })
 }
 
-/** Whether a tool is offered to this caller: listed by the views (not hidden) and allowed by the key's list. */
-const offered = (ctx: ScopeContext, name: string, definition: Parameters<typeof offerReason>[0], t: ToolInfo): boolean =>
-  offerReason(definition, t) === undefined && (ctx.gate === undefined || ctx.gate.allows(callableName(name, t.name)))
+/**
+ * The refusal of a call to a tool held by its pins (docs/tool-pins.md): 409 TOOL_CHANGED with what
+ * changed; undefined when the tool is not held.
+ */
+function heldRefusal(ctx: ScopeContext, actor: ServiceActorRef, original: string): ToolChanged | undefined {
+  const context = actor.getSnapshot().context
+  const held = heldChange(context, original)
+  if (held === undefined) return undefined
+  const toolName = callableName(context.name, original)
+  const what = held.change === "new" ? "it is a new tool of a pinned service" : `its definition changed since it was pinned (${held.changed_fields.join(", ")})`
+  return new ToolChanged({
+    message: `Tool '${toolName}' is held: ${what}; an operator must accept the change (accept_tool_changes) before it can be called`,
+    toolName,
+    serviceName: context.name,
+    original,
+    scope: ctx.label,
+    change: held.change,
+    changedFields: held.changed_fields,
+    diff: held.diff
+  })
+}
+
+/** Whether a tool is offered to this caller: listed by the views (not hidden nor held) and allowed by the key's list. */
+const offered = (ctx: ScopeContext, name: string, definition: Parameters<typeof offerReason>[0], t: ToolInfo, held: Parameters<typeof heldChange>[0]): boolean =>
+  offerReason(definition, t) === undefined && heldChange(held, t.name) === undefined && (ctx.gate === undefined || ctx.gate.allows(callableName(name, t.name)))
 
 /** A name not found, with "did you mean" (the closest names this caller may call). */
 function toolNotFound(ctx: ScopeContext, toolName: string): ToolNotFound {
@@ -237,23 +260,26 @@ function toolSuggestions(ctx: ScopeContext, toolName: string): Array<string> {
     const ordered = [...named, ...actors.filter((a) => !named.has(a))]
     function* callableNames() {
       for (const actor of ordered) {
-        const { name, tools, definition } = actor.getSnapshot().context
-        for (const t of tools) if (offered(ctx, name, definition, t)) yield callableName(name, t.name)
+        const context = actor.getSnapshot().context
+        const { name, tools, definition } = context
+        for (const t of tools) if (offered(ctx, name, definition, t, context)) yield callableName(name, t.name)
       }
     }
     return suggestions(toolName, callableNames())
   }
   function* originalNames() {
     for (const actor of actors) {
-      const { name, tools, definition } = actor.getSnapshot().context
-      for (const t of tools) if (offered(ctx, name, definition, t)) yield t.name
+      const context = actor.getSnapshot().context
+      const { name, tools, definition } = context
+      for (const t of tools) if (offered(ctx, name, definition, t, context)) yield t.name
     }
   }
   const close = new Set(suggestions(toolName, originalNames()))
   const out: Array<string> = []
   for (const actor of actors) {
-    const { name, tools, definition } = actor.getSnapshot().context
-    for (const t of tools) if (close.has(t.name) && offered(ctx, name, definition, t) && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
+    const context = actor.getSnapshot().context
+    const { name, tools, definition } = context
+    for (const t of tools) if (close.has(t.name) && offered(ctx, name, definition, t, context) && out.length < MAX_SUGGESTIONS) out.push(callableName(name, t.name))
   }
   return out
 }
@@ -271,6 +297,7 @@ export type CallToolError =
   | ServiceNotFound
   | ToolNotFound
   | ToolNotAllowed
+  | ToolChanged
   | AmbiguousTool
   | InvalidArguments
   | UpstreamError
@@ -334,7 +361,7 @@ export const resolveTarget = (ctx: ScopeContext, input: CallToolInput, options: 
     if (named.length > 0) {
       const hit = named.find(({ actor, original }) => hasTool(actor, original))
       if (hit !== undefined) {
-        const refusal = notAllowed(ctx, hit.actor, hit.original)
+        const refusal = notAllowed(ctx, hit.actor, hit.original) ?? heldRefusal(ctx, hit.actor, hit.original)
         return refusal === undefined ? found(hit.actor, hit.original) : refused(refusal)
       }
       const pending = named.map(({ actor }) => actor).filter(initializing)
@@ -354,8 +381,11 @@ export const resolveTarget = (ctx: ScopeContext, input: CallToolInput, options: 
   const offering = pool.filter((a) => hasTool(a, input.tool_name))
   // A service whose allow-list (or the caller's) leaves the tool out does not offer it: the name
   // resolves among the others, and is refused only when no other service has it.
-  const allowed = offering.filter((a) => notAllowed(ctx, a, input.tool_name) === undefined)
+  // A tool held by its pins (docs/tool-pins.md) is not offered either: refused TOOL_CHANGED only when no other service offers the name.
+  const allowedAll = offering.filter((a) => notAllowed(ctx, a, input.tool_name) === undefined)
+  const allowed = allowedAll.filter((a) => heldChange(a.getSnapshot().context, input.tool_name) === undefined)
   if (allowed.length === 1) return found(allowed[0]!, input.tool_name)
+  if (allowedAll.length > 0 && allowed.length === 0) return refused(heldRefusal(ctx, allowedAll[0]!, input.tool_name)!)
   if (allowed.length > 1) {
     const candidates = allowed.map((a) => callableName(a.getSnapshot().context.name, input.tool_name))
     return refused(
@@ -661,6 +691,15 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
   }
   if (target._tag === "Refused") {
     if (target.error instanceof ToolNotAllowed) await recordRefusal(ctx, input, target.error, call)
+    if (target.error instanceof ToolChanged) {
+      log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${target.error.message}`, {
+        event: "tool_changed_refused",
+        scope: ctx.label,
+        service: target.error.serviceName,
+        tool: target.error.original,
+        trace_id: call.span.traceId
+      })
+    }
     return Exit.fail(target.error)
   }
 

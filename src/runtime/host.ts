@@ -20,6 +20,7 @@ import { ServiceNotFound } from "../domain/errors.js"
 import type { Tracer } from "../logging/tracing.js"
 import type { TaskRelays } from "./task-relay.js"
 import type { Approvals } from "./approvals.js"
+import type { ToolPins } from "./tool-pins.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -44,6 +45,10 @@ export interface StoreHost {
   readonly tasks: TaskRelays
   /** Calls waiting for a person's approval (src/runtime/approvals.ts). */
   readonly approvals: Approvals
+  /** The pinned tool definitions (src/runtime/tool-pins.ts); undefined: a store built without them. */
+  readonly pins: ToolPins | undefined
+  /** True when the definitions (and pins) are shared with other replicas (a failure to reach them is ClusterUnavailable). */
+  readonly replication: { readonly shared: boolean }
   /**
    * Runs a change while no other change runs, so the file and the actors never disagree; a change
    * is never cut in half (uninterruptible once it runs).

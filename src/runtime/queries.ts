@@ -15,7 +15,7 @@ import type { RecordQuery } from "../records/tool-records.js"
 import { awaitSnapshot } from "./bridge.js"
 import type { ServiceNotFound, TooMany } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
-import { hiddenToolViews, isConnected, iso, serviceView, toolViews, toolViewsFor, transitionView, type ServiceView, type ToolView } from "./service-views.js"
+import { heldToolViews, hiddenToolViews, isConnected, iso, serviceView, toolViews, toolViewsFor, transitionView, type ServiceView, type ToolView } from "./service-views.js"
 
 export interface WaitServiceInput {
   readonly client_id_or_service_name: string
@@ -64,6 +64,8 @@ export const getServiceInfo = (ctx: ScopeContext, nameOrClientId: string) =>
                 .filter((t) => !ctx.gate!.allows(t.name))
                 .map((t) => ({ name: t.name, original_name: t.original_name, reason: KEY_LIST_REASON }))
             ],
+      // Tools held by their pins (docs/tool-pins.md), with their diffs; a key's list narrows them too.
+      held_tools: ctx.gate === undefined ? heldToolViews(snapshot) : heldToolViews(snapshot).filter((t) => ctx.gate!.allows(t.name)),
       // What it offers beside tools (src/runtime/catalog.ts lists them: list_resources, list_prompts).
       catalog: {
         resources: snapshot.context.catalog.resources.length,

@@ -8,6 +8,7 @@ import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type S
 import { statusOf, type AuthInfo, type ServiceSnapshot, type Transition } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { serviceToolFilter, type ToolGate } from "../domain/tool-filter.js"
+import type { FieldChange, PinnedField, ToolChange } from "../domain/tool-pins.js"
 
 /** A service in list form. */
 export interface ServiceView {
@@ -59,6 +60,33 @@ export interface HiddenToolView {
 }
 
 /**
+ * A tool held because its definition is not the pinned one (docs/tool-pins.md), as get_service_info
+ * shows it: what changed, old and new text of each changed field (bounded).
+ */
+export interface HeldToolView {
+  readonly name: string
+  readonly original_name: string
+  readonly change: "changed" | "new"
+  readonly changed_fields: ReadonlyArray<PinnedField>
+  readonly diff: Readonly<Partial<Record<PinnedField, FieldChange>>>
+  readonly seen_at: string
+}
+
+/** Why a held tool is hidden (get_service_info's `hidden_tools`). */
+export const heldReason = (change: ToolChange): string =>
+  change.change === "new"
+    ? "held: a new tool of a pinned service, not offered until an operator accepts it (accept_tool_changes)"
+    : `held: its definition changed since it was pinned (${change.changed_fields.join(", ")}), not offered until an operator accepts it (accept_tool_changes)`
+
+/** The held change of a tool of a service, or undefined when it is not held (a scan of the few held ones). */
+export const heldChange = (context: { readonly heldTools: ReadonlyArray<ToolChange> }, tool: string): ToolChange | undefined => {
+  const held = context.heldTools
+  if (held.length === 0) return undefined
+  for (const c of held) if (c.tool === tool) return c
+  return undefined
+}
+
+/**
  * Why an upstream tool is not offered to agents, or undefined when it is: its `_meta.ui.visibility`
  * (MCP Apps) leaves out "model": it is for the app's own UI. (A tool that requires tasks is offered:
  * its calls run as tasks, src/mcp/session.ts.)
@@ -77,9 +105,9 @@ export const hiddenReason = (tool: ToolInfo): string | undefined => {
 export const offerReason = (definition: ServiceDefinition, tool: ToolInfo): string | undefined =>
   hiddenReason(tool) ?? serviceToolFilter(definition)(tool.name)
 
-/** How many tools a service offers agents (`offerReason` lets them through): the count list_tools and tool_count give. */
-export const offeredToolCount = (context: { readonly definition: ServiceDefinition; readonly tools: ReadonlyArray<ToolInfo> }): number =>
-  context.tools.reduce((n, t) => (offerReason(context.definition, t) === undefined ? n + 1 : n), 0)
+/** How many tools a service offers agents (`offerReason` lets them through, not held): the count list_tools and tool_count give. */
+export const offeredToolCount = (context: { readonly definition: ServiceDefinition; readonly tools: ReadonlyArray<ToolInfo>; readonly heldTools: ReadonlyArray<ToolChange> }): number =>
+  context.tools.reduce((n, t) => (offerReason(context.definition, t) === undefined && heldChange(context, t.name) === undefined ? n + 1 : n), 0)
 
 export const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString())
 
@@ -106,6 +134,7 @@ const transportOf = (def: ServiceDefinition): TransportType => {
 const serviceViews = new WeakMap<ServiceSnapshot, ServiceView>()
 const toolViewLists = new WeakMap<ServiceSnapshot, ReadonlyArray<ToolView>>()
 const hiddenToolLists = new WeakMap<ServiceSnapshot, ReadonlyArray<HiddenToolView>>()
+const heldToolLists = new WeakMap<ServiceSnapshot, ReadonlyArray<HeldToolView>>()
 
 /** A service in list form (shared; never mutate it). */
 export const serviceView = (snapshot: ServiceSnapshot): ServiceView => {
@@ -152,7 +181,7 @@ export const toolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
 // The upstream's own objects, not copies: they are never mutated (see ToolInfo).
 const buildToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<ToolView> =>
   snapshot.context.tools
-    .filter((t) => offerReason(snapshot.context.definition, t) === undefined)
+    .filter((t) => offerReason(snapshot.context.definition, t) === undefined && heldChange(snapshot.context, t.name) === undefined)
     .map((t) => ({
       name: callableName(snapshot.context.name, t.name),
       original_name: t.name,
@@ -186,10 +215,29 @@ export const hiddenToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<Hidden
   let views = hiddenToolLists.get(snapshot)
   if (views === undefined) {
     views = snapshot.context.tools.flatMap((t) => {
-      const reason = offerReason(snapshot.context.definition, t)
+      const held = heldChange(snapshot.context, t.name)
+      const reason = offerReason(snapshot.context.definition, t) ?? (held === undefined ? undefined : heldReason(held))
       return reason === undefined ? [] : [{ name: callableName(snapshot.context.name, t.name), original_name: t.name, reason }]
     })
     hiddenToolLists.set(snapshot, views)
+  }
+  return views
+}
+
+/** The tools of a service held by their pins, with what changed (shared; never mutate them). */
+export const heldToolViews = (snapshot: ServiceSnapshot): ReadonlyArray<HeldToolView> => {
+  let views = heldToolLists.get(snapshot)
+  if (views === undefined) {
+    const name = snapshot.context.name
+    views = snapshot.context.heldTools.map((c) => ({
+      name: callableName(name, c.tool),
+      original_name: c.tool,
+      change: c.change,
+      changed_fields: c.changed_fields,
+      diff: c.diff,
+      seen_at: c.seen_at
+    }))
+    heldToolLists.set(snapshot, views)
   }
   return views
 }

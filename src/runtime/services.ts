@@ -19,6 +19,8 @@ import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
 import type { ProcessLedger } from "../mcp/types.js"
+import type { ToolPinsBackend } from "../config/tool-pins.js"
+import type { PinSettings } from "../domain/tool-pins.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
 export interface AsyncStartInput {
@@ -52,6 +54,8 @@ export interface CreateStoreOptions {
   readonly cluster?: ClusterOptions | undefined
   /** OpenTelemetry traces exported over OTLP/HTTP (docs/design.md, "Spans"); undefined: tracing off. */
   readonly tracing?: TracingOptions | undefined
+  /** Pinned tool definitions (`--pin-tools`, `--pin-new-tools`; docs/tool-pins.md); undefined: strict, new tools held. */
+  readonly pinTools?: PinSettings | undefined
 }
 
 /** The store's options with every default applied (what the layers read). */
@@ -83,6 +87,9 @@ export class AsyncResults extends Context.Tag("mcp-store/AsyncResults")<AsyncRes
 
 /** The upstreams' OAuth tokens (encrypted at rest): a file beside the services file, or the cluster's Redis. */
 export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>() {}
+
+/** The pinned tool definitions: a file beside the services file, or the cluster's Redis. */
+export class Pins extends Context.Tag("mcp-store/Pins")<Pins, ToolPinsBackend>() {}
 
 /** Where the store's spans go: the OTLP exporter, or nothing (`noTracer`). */
 export class Tracing extends Context.Tag("mcp-store/Tracing")<Tracing, Tracer>() {}

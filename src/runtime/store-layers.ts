@@ -12,10 +12,12 @@ import { ToolRecords } from "../records/tool-records.js"
 import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
 import { ProcessLedgerFile } from "../config/process-ledger.js"
+import { ToolPinsFile } from "../config/tool-pins.js"
 import {
   AsyncResults,
   Definitions,
   noReplication,
+  Pins,
   Processes,
   Records,
   Replication,
@@ -108,6 +110,17 @@ export const ProcessLedgerLive: Layer.Layer<Processes, never, StoreConfig> = Lay
   )
 )
 
+/** The pinned tool definitions in their file beside the services file; the last write awaited on release. */
+export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(
+  Pins,
+  Effect.flatMap(Definitions, (definitions) =>
+    Effect.acquireRelease(
+      Effect.promise(() => ToolPinsFile.open(definitions.path)),
+      (pins) => Effect.promise(() => pins.close())
+    )
+  )
+)
+
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
   // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
@@ -134,10 +147,11 @@ export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scope
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
 /** The capabilities of one store on its services file (the definitions, records, tokens and no replication). */
-export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   RecordsFromFile,
   AsyncResultsFromFile,
   TokensFromFile,
+  PinsFromFile,
   NoReplication
 ).pipe(Layer.provideMerge(DefinitionsFromFile))
 
@@ -146,7 +160,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Replication | Tracing | Processes> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing | Processes> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -155,6 +169,7 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
       records: yield* Records,
       asyncResults: yield* AsyncResults,
       tokens: yield* Tokens,
+      pins: yield* Pins,
       replication: yield* Replication,
       tracer: yield* Tracing,
       processes: yield* Processes

@@ -47,6 +47,9 @@ import { log } from "../logging/log.js"
 import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./upstream-oauth.js"
 import type { TokenStore } from "../config/token-vault.js"
+import type { ToolPinsBackend } from "../config/tool-pins.js"
+import { DEFAULT_PIN_SETTINGS } from "../domain/tool-pins.js"
+import { ToolPins } from "./tool-pins.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 import { ToolSearchIndex } from "./tool-search.js"
 
@@ -60,6 +63,8 @@ export interface StoreParts {
   readonly records: RecordsBackend
   readonly asyncResults: AsyncResultsBackend
   readonly tokens: TokenStore
+  /** The pinned tool definitions (docs/tool-pins.md); absent: kept in memory only (a store built by hand). */
+  readonly pins?: ToolPinsBackend | undefined
   readonly replication: ReplicationApi
   /** Where spans go (`noTracer` when tracing is off); absent: off. */
   readonly tracer?: Tracer | undefined
@@ -120,6 +125,8 @@ export class Store implements StoreHost {
   readonly replication: ReplicationApi
   /** Where the spans of calls and requests go (`noTracer`: tracing off). */
   readonly tracer: Tracer
+  /** The pinned tool definitions: every tool list judged against them (src/runtime/tool-pins.ts). */
+  readonly pins: ToolPins | undefined
   private readonly inspectors = new Set<(event: InspectionEvent) => void>()
   /** Status changes as log lines, watched from outside the machines. */
   private readonly lifecycle = new LifecycleLog()
@@ -143,7 +150,8 @@ export class Store implements StoreHost {
     // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
     this.oauth = new OAuthManager(tokens, (scope, name) => this.serviceActor(scope, name), () => this.oauthCallbackUrl, oauthFetch(upstream))
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
-    const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth))
+    this.pins = parts.pins === undefined ? undefined : new ToolPins(parts.pins, options.pinTools ?? DEFAULT_PIN_SETTINGS)
+    const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth, this.pins))
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
       actions: { reportCrash: logCrash }
@@ -412,8 +420,9 @@ export class Store implements StoreHost {
     if (!actor) return Promise.resolve()
     const connection = actor.getSnapshot().context.connection
     this.actor.send({ type: "REMOVE_SERVICE", scope, name })
-    // Its OAuth tokens and registration go with it (never left behind in the token file).
+    // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
     void this.oauth.forget(scope, name)
+    void this.pins?.forget(scope, name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }

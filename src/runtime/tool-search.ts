@@ -53,6 +53,8 @@ interface ToolDocument {
 interface IndexedService {
   readonly tools: ReadonlyArray<ToolInfo>
   readonly definition: ServiceDefinition
+  /** The tools held for a changed definition (src/runtime/tool-pins.ts): not searched until accepted. */
+  readonly held: ReadonlyArray<unknown>
   readonly documents: ReadonlyArray<ToolDocument>
   /** Callable name -> the tool as listed (the views of the snapshot it was indexed from). */
   readonly views: ReadonlyMap<string, ToolView>
@@ -161,9 +163,9 @@ export class ToolSearchIndex {
     if (indexed === undefined) this.scopes.set(label, (indexed = { scope, record, services: new Map() }))
     for (const [name, actor] of Object.entries(record)) {
       const snapshot = actor.getSnapshot()
-      const { tools, definition } = snapshot.context
+      const { tools, definition, heldTools: held } = snapshot.context
       const before = indexed.services.get(name)
-      if (before !== undefined && before.tools === tools && before.definition === definition) continue
+      if (before !== undefined && before.tools === tools && before.definition === definition && before.held === held) continue
       if (before !== undefined) this.index.removeAll(before.documents as Array<ToolDocument>)
       // A name listed twice by its server is indexed once (the first, as a call resolves it).
       const byName = new Map<string, ToolView>()
@@ -171,7 +173,7 @@ export class ToolSearchIndex {
       const views = [...byName.values()]
       const documents = views.map((t) => documentOf(label, t))
       this.index.addAll(documents)
-      indexed.services.set(name, { tools, definition, documents, views: byName })
+      indexed.services.set(name, { tools, definition, held, documents, views: byName })
       log.debug(`tool search: ${label}/${name} indexed (${documents.length} tools)`, { event: "tool_index_updated", scope: label, service_name: name })
     }
     if (indexed.record !== record) this.dropGone(indexed, record)

@@ -380,6 +380,7 @@ async function readEvents(body: ReadableStream<Uint8Array>, signal: AbortSignal)
 // Each handler takes the event's JSON object as the store sends it for that event type.
 const EVENT_HANDLERS: Readonly<Record<string, (d: object) => void>> = {
   status: (d) => onStatusEvent(d as StatusEvent),
+  tool_changed: (d) => onToolChangedEvent(d as { readonly scope?: string; readonly service_name?: string }),
   tools_changed: (d) => onToolsChangedEvent(d as ToolsChangedEvent),
   tool_call: (d) => onToolCallEvent(d as CallRecord),
   alert: () => refreshAlerts().catch(noteError),
@@ -778,6 +779,70 @@ interface ErrorRates extends ApiBody {
   readonly failed_calls: number
   readonly error_rate: number
 }
+/** A tool held by its pin (get_service_info's `held_tools`): what changed, old and new text. */
+interface HeldTool {
+  readonly name: string
+  readonly original_name: string
+  readonly change: "changed" | "new"
+  readonly changed_fields: ReadonlyArray<string>
+  readonly diff: Readonly<Record<string, { readonly before: string | null; readonly after: string | null }>>
+}
+interface ServiceInfo extends ApiBody {
+  readonly held_tools?: ReadonlyArray<HeldTool>
+}
+
+/** The held tools of the selected service, each with its diff and an Accept button (the text is the upstream's: never markup). */
+function renderHeld(scope: string, name: string, held: ReadonlyArray<HeldTool>) {
+  const list = $("d-held")
+  list.dataset["count"] = String(held.length)
+  if (!held.length) {
+    list.replaceChildren(el("li", { class: "empty", text: "None." }))
+    return
+  }
+  list.replaceChildren(
+    ...held.map((t) => {
+      const diff = el("pre", { class: "diff", "data-testid": "held-diff" })
+      for (const [field, d] of Object.entries(t.diff)) {
+        diff.append(field + ":\n", el("span", { class: "del", text: "- " + (d.before ?? "(absent)") + "\n" }), el("span", { class: "ins", text: "+ " + (d.after ?? "(absent)") + "\n" }))
+      }
+      if (!Object.keys(t.diff).length) diff.append("(the texts are too long to show)")
+      const accept = el("button", { type: "button", "data-testid": "accept-tool", "data-tool": t.original_name, text: "Accept" })
+      accept.addEventListener("click", () => acceptHeld(scope, name, t.original_name).catch(noteError))
+      return el(
+        "li",
+        { "data-testid": "held-tool", "data-tool": t.original_name },
+        el("span", { class: "tool", text: t.name }),
+        " ",
+        el("span", { class: "sub", text: (t.change === "new" ? "new tool" : "changed") + ": " + t.changed_fields.join(", ") }),
+        diff,
+        accept
+      )
+    })
+  )
+}
+
+/** Accepts one held tool (accept_tool_changes), then shows what the API reports. */
+async function acceptHeld(scope: string, name: string, tool: string) {
+  showOutcome("pending", `Accept ${tool} of ${name}…`, "accept", name)
+  try {
+    const { status, body } = await api<ActionBody>(scopePrefix(scope) + "/accept_tool_changes", postJson({ service_name: name, tools: [tool] }))
+    showOutcome(status < 400 && body && body.success !== false ? "ok" : "error", `Accept ${tool} of ${name}: ` + apiMessage(status, body), "accept", name)
+  } catch (e) {
+    showOutcome("error", `Accept ${tool} of ${name}: ` + (e instanceof AuthError ? "an API key is needed: enter it above." : "the request failed: " + messageOf(e)), "accept", name)
+  } finally {
+    refreshDetailSoon()
+    refreshServicesSoon()
+    refreshToolsSoon()
+  }
+}
+
+/** A pinned tool changed: the service's row and tools, and its held tools when it is the one shown. */
+function onToolChangedEvent(d: { readonly scope?: string; readonly service_name?: string }) {
+  refreshServicesSoon()
+  refreshToolsSoon()
+  if (state.selected && state.selected.scope === d.scope && state.selected.name === d.service_name) refreshDetailSoon()
+}
+
 let detailSeq = 0
 async function refreshDetail() {
   const sel = state.selected
@@ -785,11 +850,12 @@ async function refreshDetail() {
   const seq = ++detailSeq
   const { scope, name } = sel
   const q = scopeQuery(scope, name)
-  const [statusRes, history, times, rates] = await Promise.all([
+  const [statusRes, history, times, rates, info] = await Promise.all([
     scope === "store" ? api<ServiceStatus>("/for_store/service_status/" + encodeURIComponent(name)) : Promise.resolve(null),
     healthHistory(scope, name, 1),
     api<ResponseTimes>("/monitoring/services_response_time?" + q),
-    api<ErrorRates>("/monitoring/error_rate_stats?minutes=60&" + q)
+    api<ErrorRates>("/monitoring/error_rate_stats?minutes=60&" + q),
+    api<ServiceInfo>(scopePrefix(scope) + "/get_service_info?name=" + encodeURIComponent(name))
   ])
   if (seq !== detailSeq || !state.selected || state.selected.scope !== scope || state.selected.name !== name) return
   const listed = state.services.find((x) => x.scope === scope && x.name === name)
@@ -801,6 +867,7 @@ async function refreshDetail() {
     return
   }
   $("d-status").textContent = d.status
+  renderHeld(scope, name, info.body && info.body.success && Array.isArray(info.body.held_tools) ? info.body.held_tools : [])
   $("d-since").textContent = fmtWhen(st ? st.state_entered_at : listed?.last_state_change)
   $("d-reconnects").textContent = String(d.reconnect_attempts ?? 0)
   $("d-failures").textContent = String(d.consecutive_failures ?? 0)

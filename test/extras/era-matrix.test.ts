@@ -131,7 +131,8 @@ describe("every client era against every upstream era and transport, through /mc
       startEraHttpFixture({ legacy: "stateless" }),
       startHttpFixture({ server: { elicitTool: true, progressTool: true, structuredTool: true } }),
       // No health checks during the file (every 0.5 s by default here): the matrix does not test monitoring, and six upstreams checked twice a second cost CPU.
-      startTestServer({ monitoring: { health_check_seconds: 60 } })
+      // New tools are taken at once: the test adds one upstream on purpose (held by default: test/extras/tool-pins.test.ts).
+      startTestServer({ monitoring: { health_check_seconds: 60 }, options: { pin_new_tools: "accept" } })
     ])
     const added = await server.post("/for_store/add_service?wait=15", [
       { name: "modern-http", url: modern.url },

@@ -21,7 +21,8 @@ describe("a modern upstream's ttlMs bounds how long the store serves its tool li
   })
 
   it("a tool added without list_changed appears in list_tools after the ttl; the list is not asked in a loop", async () => {
-    const server = await servers.start({ monitoring: { health_check_seconds: 60 } })
+    // New tools are taken at once: the test adds one upstream on purpose (held by default: test/extras/tool-pins.test.ts).
+    const server = await servers.start({ monitoring: { health_check_seconds: 60 }, options: { pin_new_tools: "accept" } })
     const added = await server.post("/for_store/add_service?wait=15", [{ name: "modern", url: http.url }])
     expect(added.body.services.map((s: { status: string }) => s.status)).toEqual(["healthy"])
     const actor = server.running.store.forStore().findService("modern")!

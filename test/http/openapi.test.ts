@@ -146,7 +146,7 @@ describe("OpenAPI document and docs page", () => {
     expect([...new Set(dangling)]).toEqual([])
     // A definition: its fields, the rule that ties them, an example; extras allowed.
     const definition = schemas.ServiceDefinition
-    expect(Object.keys(definition.properties).sort()).toEqual(["args", "command", "cwd", "disabled", "env", "envFile", "excludeTools", "exclude_tools", "headers", "includeTools", "include_tools", "oauth", "protocol_version", "require_approval", "roots", "transport", "type", "url"])
+    expect(Object.keys(definition.properties).sort()).toEqual(["args", "command", "cwd", "disabled", "env", "envFile", "excludeTools", "exclude_tools", "headers", "includeTools", "include_tools", "oauth", "pin", "protocol_version", "require_approval", "roots", "transport", "type", "url"])
     expect(definition.description).toMatch(/exactly one of the two/)
     expect(definition.examples.length).toBeGreaterThan(0)
     expect(definition.additionalProperties).not.toBe(false)
@@ -220,7 +220,7 @@ describe("OpenAPI document and docs page", () => {
     const call = (Api.groups as any).store.endpoints.callTool
     expect(Either.isLeft(Schema.decodeUnknownEither(call.successSchema)({ ...(EXAMPLES["store.callTool"]!.response as object), extra: 1 }, strict))).toBe(true)
     // Every error answer has its status's example, which its error class decodes.
-    const classes = [E.BadRequest, E.Unauthorized, E.Forbidden, E.NotFound, E.MethodNotAllowed, E.WaitTimeout, E.PayloadTooLarge, E.UnsupportedMediaType, E.TooMany, E.InternalError, E.BadGateway, E.Unavailable, E.GatewayTimeout]
+    const classes = [E.BadRequest, E.Unauthorized, E.Forbidden, E.NotFound, E.MethodNotAllowed, E.Conflict, E.WaitTimeout, E.PayloadTooLarge, E.UnsupportedMediaType, E.TooMany, E.InternalError, E.BadGateway, E.Unavailable, E.GatewayTimeout]
     const byStatus = new Map(classes.map((cls) => [String(HttpApiSchema.getStatusError(cls)), cls as unknown as Schema.Schema<unknown, unknown>]))
     for (const { method, path, op } of operations) {
       for (const [status, response] of Object.entries(op.responses ?? {})) {

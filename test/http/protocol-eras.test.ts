@@ -29,7 +29,8 @@ describe("modern-only servers through the store", { timeout: 30_000 }, () => {
   })
 
   it("register, become healthy at 2026-07-28, list and call tools, see tool list changes; a 2025 server shows its version", async () => {
-    const server = await servers.start({ monitoring: { health_check_seconds: 60 } })
+    // New tools are taken at once: the test adds one upstream on purpose (held by default: test/extras/tool-pins.test.ts).
+    const server = await servers.start({ monitoring: { health_check_seconds: 60 }, options: { pin_new_tools: "accept" } })
     const log = join(dir, "stdio.log")
     const added = await server.post("/for_store/add_service?wait=15", [
       { name: "modern", url: http.url },

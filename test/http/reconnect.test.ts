@@ -102,7 +102,8 @@ describe("tool lists after a reconnection (update_tools_on_reconnection)", { tim
   /** Registers a service on fixture A, replaces A by B (tools prefixed `v2_`) on the same port, waits for the reconnection. */
   const reconnectToNewTools = async (updateTools: boolean) => {
     first = await startHttpFixture()
-    server = await startTestServer({ monitoring: { update_tools_on_reconnection: updateTools } })
+    // The new server's tools (other names) are taken at once: held by default (test/extras/tool-pins.test.ts).
+    server = await startTestServer({ monitoring: { update_tools_on_reconnection: updateTools }, options: { pin_new_tools: "accept" } })
     const added = await server.post("/for_store/add_service?wait=10", { name: "svc", url: first.url })
     expect(added.body.services[0]).toMatchObject({ status: "healthy", tool_count: 6 })
     const actor = server.running.store.forStore().findService("svc")!

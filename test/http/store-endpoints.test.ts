@@ -556,7 +556,9 @@ describe("tool lists: refresh_tools, and notifications/tools/list_changed", () =
   beforeAll(async () => {
     upstream = await startHttpFixture()
     // One store ignores list_changed (so only refresh_tools can show a new tool), one follows it.
-    ;[manual, automatic] = await Promise.all([startTestServer({ monitoring: { enable_tools_update: false } }), startTestServer()])
+    // New tools are taken at once: the tests add tools upstream on purpose (held by default: test/extras/tool-pins.test.ts).
+    const options = { pin_new_tools: "accept" } as const
+    ;[manual, automatic] = await Promise.all([startTestServer({ monitoring: { enable_tools_update: false }, options }), startTestServer({ options })])
     // The automatic one also has a local service: list_changed over stdio.
     for (const [server, defs] of [
       [manual, [{ name: "up", url: upstream.url }, { name: "up2", url: upstream.url }]],

@@ -68,7 +68,8 @@ describe("(new) -> initializing: added", () => {
       scope: STORE_SCOPE,
       name: "svc",
       definition: DEFINITION,
-      timeoutMs: 60 * SECOND
+      timeoutMs: 60 * SECOND,
+      heldTools: []
     })
     expect(h.errors).toEqual([])
   })
@@ -770,13 +771,31 @@ describe("tool list refresh", () => {
     await h.advance(5000)
     h.lastHold().sendBack({ type: "TOOLS_CHANGED" })
     expect(h.calls.list).toHaveLength(1)
-    expect(h.lastList().input).toEqual({ connection, timeoutMs: 5 * SECOND })
+    // The service goes with the list: the runtime judges it against the service's pins (docs/tool-pins.md).
+    expect(h.lastList().input).toEqual({ connection, timeoutMs: 5 * SECOND, scope: STORE_SCOPE, name: "svc", definition: DEFINITION, heldTools: [] })
     h.lastList().resolve([tool("b"), tool("c")])
     await h.advance(0)
     expect(h.ctx().tools.map((t) => t.name)).toEqual(["b", "c"])
     expect(h.ctx().toolsVersion).toBe(2)
     expect(h.ctx().toolsUpdatedAt).toBe(h.clock.now())
     expect(h.status()).toBe("healthy")
+  })
+
+  it("a list judged against the pins: its held tools and the changes it noticed are in the context; the next list that holds nothing clears them", async () => {
+    const h = await startHealthy()
+    const change = { tool: "b", change: "changed" as const, held: true, changed_fields: ["description" as const], diff: { description: { before: "old", after: "new" } }, hash: "h", seen_at: "t" }
+    h.lastHold().sendBack({ type: "TOOLS_CHANGED" })
+    h.lastList().resolve({ tools: [tool("b")], pins: { held: [change], noticed: [change] } })
+    await h.advance(0)
+    expect(h.ctx().heldTools).toEqual([change])
+    expect(h.ctx().toolChanges).toEqual([change])
+    h.lastHold().sendBack({ type: "TOOLS_CHANGED" })
+    expect(h.lastList().input.heldTools).toEqual([change])
+    h.lastList().resolve({ tools: [tool("b")], pins: { held: [], noticed: [] } })
+    await h.advance(0)
+    expect(h.ctx().heldTools).toEqual([])
+    // The last changes told stay as they were (a new array only when a list notices changes).
+    expect(h.ctx().toolChanges).toEqual([change])
   })
 
   it("a change announced during a refresh lists again", async () => {

@@ -8,6 +8,7 @@ import { App } from "../context.js"
 import { currentPrincipal, gateOf } from "../access.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
+import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
@@ -18,6 +19,7 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
       .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
+      .handle("acceptToolChanges", ({ path, payload }) => acceptToolChangesAnswer(scope(path.agent_id), payload))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("searchTools", ({ path, urlParams }) => Shared.searchTools(scope(path.agent_id), store.toolSearch, urlParams.q, urlParams.limit))

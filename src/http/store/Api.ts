@@ -20,6 +20,7 @@ import {
   optionalBody,
   scopeEndpoints
 } from "../payloads.js"
+import { acceptToolChangesEndpoint } from "../tool-pins-routes.js"
 
 const shared = scopeEndpoints("/for_store")
 
@@ -83,6 +84,7 @@ export class StoreApi extends HttpApiGroup.make("store")
   )
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
   .add(shared.authorizeService.annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an upstream"))
+  .add(acceptToolChangesEndpoint("/for_store").annotate(OpenApi.Summary, "Accept the changed definitions of a service's held tools (pinned tools)"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")

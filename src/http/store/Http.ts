@@ -12,6 +12,7 @@ import * as commands from "../../runtime/commands.js"
 import * as queries from "../../runtime/queries.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
+import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
@@ -22,6 +23,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
       .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, store.oauth, payload))
+      .handle("acceptToolChanges", ({ payload }) => acceptToolChangesAnswer(scope, payload))
       .handle("listServices", ({ urlParams }) =>
         urlParams.scope === "all"
           ? Effect.sync(() =>
@@ -158,6 +160,9 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             debug: app.storeOptions.debug,
             tool_record_max_file_size: app.storeOptions.toolRecordMaxFileSize,
             tool_record_retention_days: app.storeOptions.toolRecordRetentionDays,
+            // Pinned tool definitions (docs/tool-pins.md): the default of services without their own "pin".
+            pin_tools: store.pins?.settings.mode ?? "off",
+            pin_new_tools: store.pins?.settings.newTools ?? "hold",
             monitoring: store.settings,
             server: {
               host: app.server.host,

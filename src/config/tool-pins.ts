@@ -1,0 +1,150 @@
+/**
+ * Where the pinned tool definitions live (docs/tool-pins.md): the interface, and the file beside
+ * the services file (`mcp.json` -> `mcp.tool-pins.json`: one JSON document, replaced atomically,
+ * the writes of a burst coalesced). The cluster's Redis holds them in replica mode
+ * (src/config/redis-tool-pins.ts). A symlink at the file's path is never followed: the pins are then
+ * kept in memory only, and the refusal is logged.
+ */
+import { constants as fsConstants } from "node:fs"
+import { open } from "node:fs/promises"
+import { basename, dirname, extname, join } from "node:path"
+import { errnoCode, writeAtomically } from "./atomic-write.js"
+import { PINNED_FIELDS, type PinnedTool } from "../domain/tool-pins.js"
+import { log } from "../logging/log.js"
+
+/** The pins of one service: tool name -> pin. */
+export type ServicePins = Readonly<Record<string, PinnedTool>>
+
+/** Where pins are kept; a service is named by its `serviceField` (`store/<name>`, `agent/<id>/<name>`). */
+export interface ToolPinsBackend {
+  /** The pins of a service (undefined: none recorded yet, its first sight). */
+  read(field: string): Promise<ServicePins | undefined>
+  /** Adds or replaces pins of a service, and drops `drop`; on disk (or in Redis) when it resolves. */
+  write(field: string, pins: ServicePins, drop?: ReadonlyArray<string>): Promise<void>
+  /** Forgets a removed service's pins. */
+  forget(field: string): Promise<void>
+  close(): Promise<void>
+}
+
+/** The pins file of a services file: `mcp.json` -> `mcp.tool-pins.json`. */
+export const toolPinsFileFor = (servicesFile: string): string => {
+  const name = basename(servicesFile)
+  const ext = extname(name)
+  return join(dirname(servicesFile), `${name.slice(0, name.length - ext.length)}.tool-pins.json`)
+}
+
+/** Whether a value read from a file or Redis has the shape of a pin (a file edited by hand is read, not trusted). */
+export const isPin = (value: unknown): value is PinnedTool => {
+  if (typeof value !== "object" || value === null) return false
+  const p = value as Record<string, unknown>
+  const record = (v: unknown) => typeof v === "object" && v !== null && Object.entries(v).every(([k, s]) => (PINNED_FIELDS as ReadonlyArray<string>).includes(k) && typeof s === "string")
+  return typeof p["hash"] === "string" && typeof p["pinned_at"] === "string" && record(p["fields"]) && record(p["shown"])
+}
+
+/** The pins of one store in a file beside its services file, every pin in memory. */
+export class ToolPinsFile implements ToolPinsBackend {
+  private readonly services = new Map<string, Record<string, PinnedTool>>()
+  private writing: Promise<void> | undefined
+  private next: Promise<void> | undefined
+  private closed = false
+  /** A symlink stood at the file's path: nothing is read from or written to it. */
+  private refused = false
+
+  private constructor(readonly path: string) {}
+
+  /** Opens the pins of `servicesFile` (an absent file: no pins yet). */
+  static async open(servicesFile: string): Promise<ToolPinsFile> {
+    const file = new ToolPinsFile(toolPinsFileFor(servicesFile))
+    await file.load()
+    return file
+  }
+
+  private async load(): Promise<void> {
+    let text: string
+    try {
+      // Not through a symlink: one there could make the store read, and then replace, another file.
+      const handle = await open(this.path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW)
+      try {
+        text = await handle.readFile("utf8")
+      } finally {
+        await handle.close()
+      }
+    } catch (e) {
+      if (errnoCode(e) === "ENOENT") return
+      if (errnoCode(e) === "ELOOP") {
+        this.refused = true
+        log.error(`${this.path} is a symbolic link: refused (never followed). Tool pins are kept in memory only until it is replaced by a regular file and the store restarted.`, {
+          event: "tool_pins_file_refused",
+          file: this.path
+        })
+        return
+      }
+      throw e
+    }
+    let doc: unknown
+    try {
+      doc = JSON.parse(text)
+    } catch {
+      log.warn(`tool pins file ${this.path} is not JSON: every service's tools are pinned again at their next list`, { event: "tool_pins_file_unreadable", file: this.path })
+      return
+    }
+    const services = (doc as { services?: unknown } | null)?.services
+    if (typeof services !== "object" || services === null) return
+    for (const [field, pins] of Object.entries(services)) {
+      if (typeof pins !== "object" || pins === null) continue
+      const kept: Record<string, PinnedTool> = Object.create(null)
+      for (const [tool, pin] of Object.entries(pins)) if (isPin(pin)) kept[tool] = pin
+      this.services.set(field, kept)
+    }
+  }
+
+  /** Writes the file once more after the write under way (coalescing every change made meanwhile). */
+  private persist(): Promise<void> {
+    if (this.closed) return Promise.resolve()
+    if (this.writing === undefined) {
+      this.writing = this.writeFile().finally(() => {
+        this.writing = undefined
+      })
+      return this.writing
+    }
+    this.next ??= this.writing.then(() => {
+      this.next = undefined
+      return this.persist()
+    })
+    return this.next
+  }
+
+  private async writeFile(): Promise<void> {
+    if (this.refused) return
+    const text = JSON.stringify({ version: 1, services: Object.fromEntries(this.services) })
+    try {
+      await writeAtomically(this.path, text)
+    } catch (e) {
+      log.error(`tool pins file ${this.path} could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "tool_pins_write_failed", file: this.path })
+      throw e
+    }
+  }
+
+  read(field: string): Promise<ServicePins | undefined> {
+    return Promise.resolve(this.services.get(field))
+  }
+
+  write(field: string, pins: ServicePins, drop: ReadonlyArray<string> = []): Promise<void> {
+    const kept = this.services.get(field) ?? Object.create(null)
+    for (const name of drop) delete kept[name]
+    Object.assign(kept, pins)
+    this.services.set(field, kept)
+    return this.persist()
+  }
+
+  forget(field: string): Promise<void> {
+    if (!this.services.delete(field)) return Promise.resolve()
+    return this.persist()
+  }
+
+  async close(): Promise<void> {
+    await this.next?.catch(() => undefined)
+    await this.writing?.catch(() => undefined)
+    this.closed = true
+  }
+}
