@@ -2,11 +2,13 @@
  * Writing a file that holds secrets so that a crash never leaves it half written: the atomic
  * replace (a temporary file flushed and renamed over the old one), backups that never overwrite
  * and never follow a symlink, private file modes, and the clean-up of temporary files a killed
- * process left behind. Used for the services file (src/config/services-file.ts).
+ * process left behind; reading such a file back, never through a symlink. Used for the services file
+ * (src/config/services-file.ts) and the other files the store keeps beside it.
  */
 import { randomBytes } from "node:crypto"
 import { constants as fsConstants } from "node:fs"
 import { open as openFile, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises"
+import { log } from "../logging/log.js"
 import { basename, dirname, join } from "node:path"
 
 /** The `code` of a Node system error (`ENOENT`, `EEXIST`...), or undefined. */
@@ -132,5 +134,27 @@ const processRuns = (pid: number): boolean => {
     return true
   } catch (e) {
     return errnoCode(e) === "EPERM"
+  }
+}
+
+/**
+ * A file the store writes, read back at start, never through a symlink (one there could make the
+ * store read, and then replace, another file): its text, `undefined` when it is absent, or `"link"`
+ * when a symlink stands at its path (logged as an error with `event`: what it holds is then kept in
+ * memory only). Any other failure is thrown.
+ */
+export const readOwnFile = async (path: string, what: string, event: string): Promise<string | undefined | "link"> => {
+  try {
+    const handle = await openFile(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW)
+    try {
+      return await handle.readFile("utf8")
+    } finally {
+      await handle.close()
+    }
+  } catch (e) {
+    if (errnoCode(e) === "ENOENT") return undefined
+    if (errnoCode(e) !== "ELOOP") throw e
+    log.error(`${path} is a symbolic link: refused (never followed). ${what} are kept in memory only until it is replaced by a regular file and the store restarted.`, { event, file: path })
+    return "link"
   }
 }

@@ -5,10 +5,8 @@
  * (src/config/redis-tool-pins.ts). A symlink at the file's path is never followed: the pins are then
  * kept in memory only, and the refusal is logged.
  */
-import { constants as fsConstants } from "node:fs"
-import { open } from "node:fs/promises"
 import { basename, dirname, extname, join } from "node:path"
-import { errnoCode, writeAtomically } from "./atomic-write.js"
+import { readOwnFile, writeAtomically } from "./atomic-write.js"
 import { PINNED_FIELDS, type PinnedTool } from "../domain/tool-pins.js"
 import { log } from "../logging/log.js"
 
@@ -60,27 +58,9 @@ export class ToolPinsFile implements ToolPinsBackend {
   }
 
   private async load(): Promise<void> {
-    let text: string
-    try {
-      // Not through a symlink: one there could make the store read, and then replace, another file.
-      const handle = await open(this.path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW)
-      try {
-        text = await handle.readFile("utf8")
-      } finally {
-        await handle.close()
-      }
-    } catch (e) {
-      if (errnoCode(e) === "ENOENT") return
-      if (errnoCode(e) === "ELOOP") {
-        this.refused = true
-        log.error(`${this.path} is a symbolic link: refused (never followed). Tool pins are kept in memory only until it is replaced by a regular file and the store restarted.`, {
-          event: "tool_pins_file_refused",
-          file: this.path
-        })
-        return
-      }
-      throw e
-    }
+    const text = await readOwnFile(this.path, "Tool pins", "tool_pins_file_refused")
+    if (text === "link") this.refused = true
+    if (text === undefined || text === "link") return
     let doc: unknown
     try {
       doc = JSON.parse(text)
