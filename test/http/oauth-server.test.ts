@@ -7,86 +7,16 @@
 // Registration; and what an attacker tries: another redirect URI, a code used twice or with the
 // wrong verifier, client ids at a metadata address, over http elsewhere, or with an oversize or
 // lying document, a token for another agent's endpoint, a consent decided without the admin key.
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { auth, Client, StreamableHTTPClientTransport, type OAuthClientProvider } from "@modelcontextprotocol/client"
+import { auth, Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { configureLogging } from "../../src/logging/log.js"
-import { addService, authedApi, fixtureService, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { addService, authedApi, fixtureService, MemoryOAuthProvider, startClientSite, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const ADMIN = "admin-key-for-oauth-server-test"
 const A = "agent-a"
 const B = "agent-b"
-
-/** The test's client side: metadata documents and a callback that is never reached (the test reads the redirect). */
-const startClientSite = async () => {
-  const docs = new Map<string, unknown>()
-  const server: Server = createServer((req, res) => {
-    const doc = docs.get(req.url ?? "")
-    if (req.url === "/huge.json") {
-      res.writeHead(200, { "content-type": "application/json" })
-      return res.end(JSON.stringify({ client_id: "x", pad: "x".repeat(100_000) }))
-    }
-    if (doc === undefined) return res.writeHead(404).end()
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify(doc))
-  })
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  return { base, docs, close: () => new Promise<void>((r) => server.close(() => r())) }
-}
-
-/** An in-memory OAuthClientProvider of SDK v2 with a URL client id (http on loopback: the SDK itself only offers https ones, so the id is given as known client information). */
-class TestProvider implements OAuthClientProvider {
-  saved: { access_token: string; refresh_token?: string } | undefined
-  verifier = ""
-  lastUrl: URL | undefined
-  discovery: unknown
-  constructor(
-    readonly clientId: string,
-    readonly callback: string,
-    readonly resource: string
-  ) {}
-  get redirectUrl() {
-    return this.callback
-  }
-  get clientMetadata() {
-    return { redirect_uris: [this.callback], client_name: "test client", token_endpoint_auth_method: "none" }
-  }
-  info: { client_id: string; issuer?: string } | undefined
-  clientInformation() {
-    return this.info ?? { client_id: this.clientId }
-  }
-  saveClientInformation(info: { client_id: string; issuer?: string }) {
-    this.info = info
-  }
-  tokens() {
-    return this.saved as never
-  }
-  saveTokens(tokens: never) {
-    this.saved = tokens
-  }
-  redirectToAuthorization(url: URL) {
-    this.lastUrl = url
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v
-  }
-  codeVerifier() {
-    return this.verifier
-  }
-  saveDiscoveryState(state: unknown) {
-    this.discovery = state
-  }
-  discoveryState() {
-    return this.discovery as never
-  }
-  async validateResourceURL() {
-    return new URL(this.resource)
-  }
-}
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const json = (r: Response): Promise<any> => r.json()
@@ -108,6 +38,7 @@ describe("the built-in authorization server", () => {
   beforeAll(async () => {
     restoreLogging = configureLogging({ level: "info", write: (line) => void lines.push(line) })
     site = await startClientSite()
+    site.docs.set("/huge.json", { client_id: "x", pad: "x".repeat(100_000) })
     server = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
     admin = authedApi(server.url, ADMIN)
     resourceA = `${server.url}/for_agent/${A}/mcp`
@@ -124,7 +55,7 @@ describe("the built-in authorization server", () => {
   })
 
   /** The authorization URL the SDK makes (discovery, PKCE, resource), for `provider`. */
-  const authorizationUrl = async (provider: TestProvider) => {
+  const authorizationUrl = async (provider: MemoryOAuthProvider) => {
     expect(await auth(provider, { serverUrl: provider.resource })).toBe("REDIRECT")
     return provider.lastUrl as URL
   }
@@ -156,7 +87,7 @@ describe("the built-in authorization server", () => {
   })
 
   it("SDK v2 client: consent with the admin key, code with iss, token, a call, refresh rotated, reuse revokes the family", { timeout: 30_000 }, async () => {
-    const provider = new TestProvider(clientId, callback, resourceA)
+    const provider = new MemoryOAuthProvider(clientId, callback, resourceA)
     const url = await authorizationUrl(provider)
     expect(url.searchParams.get("code_challenge_method")).toBe("S256")
     expect(url.searchParams.get("resource")).toBe(resourceA)
@@ -230,7 +161,7 @@ describe("the built-in authorization server", () => {
   })
 
   it("two refreshes racing with one token: one gets a new pair, and the family is revoked all the same", async () => {
-    const provider = new TestProvider(clientId, callback, resourceA)
+    const provider = new MemoryOAuthProvider(clientId, callback, resourceA)
     const back = new URL((await fetch(await authorizationUrl(provider), { redirect: "manual" })).headers.get("location") as string)
     expect(await auth(provider, { serverUrl: resourceA, authorizationCode: back.searchParams.get("code") as string, iss: server.url })).toBe("AUTHORIZED")
     const refresh = provider.saved!.refresh_token!
@@ -242,7 +173,7 @@ describe("the built-in authorization server", () => {
   })
 
   it("revocation: a revoked refresh token refreshes nothing; the file keeps only hashes", async () => {
-    const provider = new TestProvider(clientId, callback, resourceA)
+    const provider = new MemoryOAuthProvider(clientId, callback, resourceA)
     const url = await authorizationUrl(provider)
     const back = new URL((await fetch(url, { redirect: "manual" })).headers.get("location") as string)
     expect(await auth(provider, { serverUrl: resourceA, authorizationCode: back.searchParams.get("code") as string, iss: server.url })).toBe("AUTHORIZED")
@@ -258,7 +189,7 @@ describe("the built-in authorization server", () => {
   })
 
   it("refuses another redirect URI (an error page, no redirect), no PKCE, a wrong verifier and a resource that is not an agent's endpoint", async () => {
-    const provider = new TestProvider(clientId, callback, resourceA)
+    const provider = new MemoryOAuthProvider(clientId, callback, resourceA)
     const url = await authorizationUrl(provider)
     const evil = new URL(url)
     evil.searchParams.set("redirect_uri", "https://attacker.example/cb")
@@ -298,7 +229,7 @@ describe("the built-in authorization server", () => {
     const cliClient = `${site.base}/cli.json`
     site.docs.set("/cli.json", { client_id: cliClient, client_name: "approved by the CLI", redirect_uris: [callback] })
     expect(await runOAuthClients(["approve-client", cliClient, "--agent", A, "--config", server.file], {}, { writeOut: () => undefined, writeErr: () => undefined })).toBe(0)
-    const provider = new TestProvider(cliClient, callback, resourceA)
+    const provider = new MemoryOAuthProvider(cliClient, callback, resourceA)
     const straight = await fetch(await authorizationUrl(provider), { redirect: "manual" })
     expect(straight.status).toBe(302)
     expect(new URL(straight.headers.get("location") as string).searchParams.get("code")).toBeTruthy()

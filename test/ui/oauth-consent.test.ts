@@ -8,90 +8,16 @@
  * The page's script runs under its Content-Security-Policy (it would do nothing if the hash were
  * wrong). Skipped, with a note, when Chromium is not installed.
  */
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { auth, type OAuthClientProvider } from "@modelcontextprotocol/client"
+import { auth } from "@modelcontextprotocol/client"
 import { decodeJwt } from "jose"
-import { haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
+import { haveChromium, launchChromium, MemoryOAuthProvider, noteMissingChromium, startClientSite, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("OAuth consent page test")
 
 const ADMIN = "admin-key-for-consent-page-test"
 const A = "agent-a"
-
-/** A client's site: its metadata documents and its callback, which records what it receives. */
-const startClientSite = async () => {
-  const docs = new Map<string, unknown>()
-  const callbacks: URL[] = []
-  let base = ""
-  const server: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? "/", base)
-    if (url.pathname === "/callback") {
-      callbacks.push(url)
-      res.writeHead(200, { "content-type": "text/plain" })
-      return res.end("back at the client")
-    }
-    const doc = docs.get(url.pathname)
-    if (doc === undefined) return res.writeHead(404).end()
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify(doc))
-  })
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  return { base, docs, callbacks, close: () => new Promise<void>((r) => server.close(() => r())) }
-}
-
-/** SDK v2's client side, in memory. */
-class Provider implements OAuthClientProvider {
-  saved: { access_token: string } | undefined
-  verifier = ""
-  lastUrl: URL | undefined
-  discovery: unknown
-  info: { client_id: string } | undefined
-  constructor(
-    readonly clientId: string,
-    readonly callback: string,
-    readonly resource: string
-  ) {}
-  get redirectUrl() {
-    return this.callback
-  }
-  get clientMetadata() {
-    return { redirect_uris: [this.callback] }
-  }
-  clientInformation() {
-    return this.info ?? { client_id: this.clientId }
-  }
-  saveClientInformation(info: { client_id: string }) {
-    this.info = info
-  }
-  tokens() {
-    return this.saved as never
-  }
-  saveTokens(t: never) {
-    this.saved = t
-  }
-  redirectToAuthorization(url: URL) {
-    this.lastUrl = url
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v
-  }
-  codeVerifier() {
-    return this.verifier
-  }
-  saveDiscoveryState(s: unknown) {
-    this.discovery = s
-  }
-  discoveryState() {
-    return this.discovery as never
-  }
-  async validateResourceURL() {
-    return new URL(this.resource)
-  }
-}
 
 describe.skipIf(!haveChromium)("the consent page in Chromium", () => {
   let server: TestServer
@@ -121,7 +47,7 @@ describe.skipIf(!haveChromium)("the consent page in Chromium", () => {
   const clientOf = async (name: string, label: string) => {
     const id = `${site.base}/${name}.json`
     site.docs.set(`/${name}.json`, { client_id: id, client_name: label, redirect_uris: [`${site.base}/callback`] })
-    const provider = new Provider(id, `${site.base}/callback`, resource)
+    const provider = new MemoryOAuthProvider(id, `${site.base}/callback`, resource)
     expect(await auth(provider, { serverUrl: resource })).toBe("REDIRECT")
     return provider
   }

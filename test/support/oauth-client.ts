@@ -1,0 +1,81 @@
+/**
+ * An OAuth client's side for the tests of the built-in authorization server: its site on loopback
+ * (the client metadata documents it serves, and its callback, which records what it receives) and
+ * SDK v2's `OAuthClientProvider` kept in memory, with a URL client id given as known client
+ * information (the SDK only makes https ones itself).
+ */
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import type { OAuthClientProvider } from "@modelcontextprotocol/client"
+
+/** The client's site: `docs` by path, and the callback's requests in `callbacks`. */
+export const startClientSite = async () => {
+  const docs = new Map<string, unknown>()
+  const callbacks: URL[] = []
+  let base = ""
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", base)
+    if (url.pathname === "/callback") {
+      callbacks.push(url)
+      res.writeHead(200, { "content-type": "text/plain" })
+      return res.end("back at the client")
+    }
+    const doc = docs.get(url.pathname)
+    if (doc === undefined) return res.writeHead(404).end()
+    res.writeHead(200, { "content-type": "application/json" })
+    res.end(JSON.stringify(doc))
+  })
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return { base, docs, callbacks, close: () => new Promise<void>((r) => server.close(() => r())) }
+}
+
+/** SDK v2's client side of the flow, in memory; `lastUrl` is where it would send the browser. */
+export class MemoryOAuthProvider implements OAuthClientProvider {
+  saved: { access_token: string; refresh_token?: string } | undefined
+  verifier = ""
+  lastUrl: URL | undefined
+  discovery: unknown
+  info: { client_id: string; issuer?: string } | undefined
+  constructor(
+    readonly clientId: string,
+    readonly callback: string,
+    readonly resource: string
+  ) {}
+  get redirectUrl() {
+    return this.callback
+  }
+  get clientMetadata() {
+    return { redirect_uris: [this.callback], client_name: "test client", token_endpoint_auth_method: "none" }
+  }
+  clientInformation() {
+    return this.info ?? { client_id: this.clientId }
+  }
+  saveClientInformation(info: { client_id: string; issuer?: string }) {
+    this.info = info
+  }
+  tokens() {
+    return this.saved as never
+  }
+  saveTokens(tokens: never) {
+    this.saved = tokens
+  }
+  redirectToAuthorization(url: URL) {
+    this.lastUrl = url
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v
+  }
+  codeVerifier() {
+    return this.verifier
+  }
+  saveDiscoveryState(state: unknown) {
+    this.discovery = state
+  }
+  discoveryState() {
+    return this.discovery as never
+  }
+  async validateResourceURL() {
+    return new URL(this.resource)
+  }
+}
