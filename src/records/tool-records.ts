@@ -41,6 +41,8 @@ export type Outcome =
   | "denied"
   /** The call needed an approval and nobody decided within the approval time-out. */
   | "approval_timeout"
+  /** The tool is held: its definition changed since it was pinned, and nobody accepted the change yet. */
+  | "tool_changed"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -54,7 +56,8 @@ export const OUTCOMES = [
   "cancelled",
   "interrupted",
   "denied",
-  "approval_timeout"
+  "approval_timeout",
+  "tool_changed"
 ] as const satisfies ReadonlyArray<Outcome>
 
 /**

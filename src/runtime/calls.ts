@@ -601,9 +601,9 @@ const durationSince = (started: number): number => Math.round((performance.now()
  * A call refused by an allow-list: a log line (the scope, the tool, the list that refused it; never
  * a key) and a record with the outcome `tool_not_allowed`, on disk before the refusal is answered.
  */
-const recordRefusal = async (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllowed, call: CallTiming): Promise<void> => {
+const recordRefusal = async (ctx: ScopeContext, input: CallToolInput, e: ToolNotAllowed | ToolChanged, call: CallTiming): Promise<void> => {
   log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${e.message}`, {
-    event: "tool_not_allowed",
+    event: e instanceof ToolChanged ? "tool_changed_refused" : "tool_not_allowed",
     scope: ctx.label,
     service: e.serviceName,
     tool: e.original,
@@ -690,16 +690,7 @@ const steps = async (ctx: ScopeContext, input: CallToolInput, signal: CancelSign
     target = resolveTarget(ctx, input, { expired: waited.value || call.remaining() <= 0, timeoutSeconds })
   }
   if (target._tag === "Refused") {
-    if (target.error instanceof ToolNotAllowed) await recordRefusal(ctx, input, target.error, call)
-    if (target.error instanceof ToolChanged) {
-      log.warn(`refused a call in ${ctx.label === "store" ? "the store" : `agent '${ctx.label}'`}: ${target.error.message}`, {
-        event: "tool_changed_refused",
-        scope: ctx.label,
-        service: target.error.serviceName,
-        tool: target.error.original,
-        trace_id: call.span.traceId
-      })
-    }
+    if (target.error instanceof ToolNotAllowed || target.error instanceof ToolChanged) await recordRefusal(ctx, input, target.error, call)
     return Exit.fail(target.error)
   }
 

@@ -121,6 +121,8 @@ export const outcomeOf = (e: unknown): Outcome => {
       return e.outcome
     case "ToolNotAllowed":
       return "tool_not_allowed"
+    case "ToolChanged":
+      return "tool_changed"
     case "ApprovalRefused":
       return e.reason === "denied" ? "denied" : "approval_timeout"
     case "InvalidArguments":

@@ -110,6 +110,9 @@ describe("a changed description, held then accepted", () => {
       expect(refused.body.error.code).toBe("TOOL_CHANGED")
       expect(refused.body.error.details).toMatchObject({ tool_name: "pinned__echo", service_name: "pinned", change: "changed", changed_fields: ["description"], diff: { description: { before: ORIGINAL, after: EVIL } } })
     }
+    // Each refusal is a record of its own outcome.
+    const refusedRecords = (await server.get("/for_store/tool_records?outcome=tool_changed&limit=10")).body.executions as Array<{ tool_name: string; service_name: string }>
+    expect(refusedRecords.filter((r) => r.service_name === "pinned").length).toBeGreaterThanOrEqual(2)
     // MCP: not listed, a call is the tool's failure saying why, and the list change was announced.
     expect((await mcp.listTools()).tools.map((t) => t.name)).not.toContain("pinned__echo")
     const viaMcp = await mcp.callTool({ name: "pinned__echo", arguments: { text: "hi" } })
