@@ -27,6 +27,7 @@ import {
   UpstreamError,
   ValidationError,
   ApprovalRefused,
+  CredentialsRequired,
   type FieldProblem
 } from "../domain/errors.js"
 import { McpRequestError } from "../mcp/types.js"
@@ -56,7 +57,8 @@ const CALL_ERRORS: Readonly<Record<CallToolError["_tag"], new (fields: never) =>
   ServiceUnavailable,
   ToolTimeout,
   TooMany,
-  ApprovalRefused
+  ApprovalRefused,
+  CredentialsRequired
 }
 
 /** How a call ended, as it travels. */

@@ -164,6 +164,19 @@ export class ApprovalRefused extends Data.TaggedError("ApprovalRefused")<{
   readonly by: string | null
 }> {}
 
+/**
+ * A call of a principal on a `per_user` service whose credential it has not given (README,
+ * Per-user credentials): `headers` and `env` name what it must give, `route` where to PUT it.
+ */
+export class CredentialsRequired extends Data.TaggedError("CredentialsRequired")<{
+  readonly message: string
+  readonly serviceName: string
+  readonly scope: string
+  readonly headers: ReadonlyArray<string>
+  readonly env: ReadonlyArray<string>
+  readonly route: string
+}> {}
+
 /** The caller may not do this (a local service from a non-loopback client, ...); nothing changed. */
 export class Forbidden extends Data.TaggedError("Forbidden")<{
   readonly message: string
@@ -202,6 +215,7 @@ export type StoreError =
   | Forbidden
   | ClusterUnavailable
   | ApprovalRefused
+  | CredentialsRequired
 
 const TAGS = new Set([
   "ValidationError",
@@ -219,7 +233,8 @@ const TAGS = new Set([
   "TooMany",
   "Forbidden",
   "ClusterUnavailable",
-  "ApprovalRefused"
+  "ApprovalRefused",
+  "CredentialsRequired"
 ])
 
 /** True for the errors above (anything else is a bug or an abort). */

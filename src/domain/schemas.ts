@@ -217,6 +217,52 @@ const Headers = StringRecord("HTTP headers sent with every request to the server
   )
 )
 
+/** The most header or environment names a definition's `per_user` may declare (each list). */
+export const MAX_PER_USER_NAMES = 16
+
+/** An environment variable's name, as `per_user.env` declares it. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/
+
+const perUserNames = (what: string, problem: (name: string) => string | undefined) =>
+  Schema.Array(Schema.String)
+    .annotations({ message: () => ({ message: `must be an array of ${what} names`, override: true }) })
+    .pipe(
+      Schema.filter(
+        (names): Array<Schema.FilterIssue> | boolean => {
+          if (names.length === 0 || names.length > MAX_PER_USER_NAMES) return [{ path: [], message: `must list 1 to ${MAX_PER_USER_NAMES} ${what} names` }]
+          const seen = new Set<string>()
+          const issues: Array<Schema.FilterIssue> = []
+          names.forEach((name, at) => {
+            const why = problem(name) ?? (seen.has(name.toLowerCase()) ? "is listed twice" : undefined)
+            seen.add(name.toLowerCase())
+            if (why !== undefined) issues.push({ path: [at], message: why })
+          })
+          return issues.length === 0 ? true : issues
+        },
+        { jsonSchema: { minItems: 1, maxItems: MAX_PER_USER_NAMES } }
+      )
+    )
+
+/**
+ * `per_user`: the header names (a remote service) or environment names (a local one) whose values
+ * each principal gives itself (PUT .../credentials/{service_name}); README, Per-user credentials.
+ */
+const PerUser = Schema.Struct({
+  headers: Schema.optionalWith(
+    perUserNames("header", (name) => headerProblem(name, "")).annotations({ description: "Headers each principal gives its own value of (a remote service)" }),
+    { exact: true }
+  ),
+  env: Schema.optionalWith(
+    perUserNames("environment variable", (name) => (ENV_NAME.test(name) ? undefined : "is not a valid environment variable name")).annotations({
+      description: "Environment variables each principal gives its own value of (a local service: one process per principal)"
+    }),
+    { exact: true }
+  )
+}).annotations({
+  message: () => "must be an object with `headers` and/or `env` (arrays of names)",
+  description: "Credentials each principal (a key, a token's subject) brings itself, given with PUT /for_store/credentials/{service_name}; never shown back"
+})
+
 /** The longest `oauth.client_id` / `oauth.client_secret`, and the most scopes a definition may ask for. */
 export const OAUTH_TEXT_MAX = 2_000
 export const OAUTH_SCOPES_MAX = 50
@@ -345,7 +391,8 @@ const definitionFields = {
       description: "How the service's tool definitions are pinned (docs/tool-pins.md): strict holds a changed tool until accepted, warn tells and takes it, off pins nothing; --pin-tools when left out"
     }),
     { exact: true }
-  )
+  ),
+  per_user: Schema.optionalWith(PerUser, { exact: true })
 }
 
 /** Unknown extra fields of a definition: kept as they are (a file written by another MCP client survives a round trip). */
@@ -358,12 +405,18 @@ const connectionProblems = (def: {
   readonly transport?: string
   readonly type?: string
   readonly oauth?: unknown
+  readonly per_user?: { readonly headers?: ReadonlyArray<string>; readonly env?: ReadonlyArray<string> }
 }): ReadonlyArray<Schema.FilterIssue> => {
   const problems: Array<Schema.FilterIssue> = []
   if ((def.url === undefined) === (def.command === undefined)) {
     problems.push({ path: ["url"], message: "exactly one of 'url' and 'command' is required" })
   }
   if (def.command !== undefined && def.oauth !== undefined) problems.push({ path: ["oauth"], message: "is for a remote ('url') service: a local one has no OAuth" })
+  if (def.per_user !== undefined) {
+    if (def.per_user.headers === undefined && def.per_user.env === undefined) problems.push({ path: ["per_user"], message: "must declare `headers` or `env`" })
+    if (def.per_user.headers !== undefined && def.command !== undefined) problems.push({ path: ["per_user", "headers"], message: "is for a remote ('url') service: a local one is given `env`" })
+    if (def.per_user.env !== undefined && def.url !== undefined) problems.push({ path: ["per_user", "env"], message: "is for a local ('command') service: a remote one is given `headers`" })
+  }
   const given = def.transport ?? def.type
   const transport = given === undefined ? undefined : normaliseTransport(given)
   if (def.url !== undefined && transport === "stdio") problems.push({ path: ["transport"], message: "stdio needs 'command', not 'url'" })

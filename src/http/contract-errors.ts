@@ -32,7 +32,7 @@ export const errorBody = <C extends string>(code: C, message: string, details: D
 
 export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(errorFields("VALIDATION_ERROR", "AMBIGUOUS_TOOL", "INVALID_ARGUMENTS"), HttpApiSchema.annotations({ status: 400, description: "VALIDATION_ERROR, AMBIGUOUS_TOOL or INVALID_ARGUMENTS" })) {}
 export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(errorFields("UNAUTHORIZED"), HttpApiSchema.annotations({ status: 401, description: "UNAUTHORIZED" })) {}
-export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED", "APPROVAL_DENIED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN, TOOL_NOT_ALLOWED or APPROVAL_DENIED" })) {}
+export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(errorFields("FORBIDDEN", "FORBIDDEN_HOST", "FORBIDDEN_ORIGIN", "TOOL_NOT_ALLOWED", "APPROVAL_DENIED", "CREDENTIALS_REQUIRED"), HttpApiSchema.annotations({ status: 403, description: "FORBIDDEN, FORBIDDEN_HOST, FORBIDDEN_ORIGIN, TOOL_NOT_ALLOWED, APPROVAL_DENIED or CREDENTIALS_REQUIRED" })) {}
 export class NotFound extends Schema.Class<NotFound>("NotFound")(errorFields("NOT_FOUND", "SERVICE_NOT_FOUND", "TOOL_NOT_FOUND", "RESOURCE_NOT_FOUND", "PROMPT_NOT_FOUND"), HttpApiSchema.annotations({ status: 404, description: "NOT_FOUND, SERVICE_NOT_FOUND, TOOL_NOT_FOUND, RESOURCE_NOT_FOUND or PROMPT_NOT_FOUND" })) {}
 export class Conflict extends Schema.Class<Conflict>("Conflict")(errorFields("TOOL_CHANGED"), HttpApiSchema.annotations({ status: 409, description: "TOOL_CHANGED: the tool's definition changed since it was pinned; held until an operator accepts it" })) {}
 export class MethodNotAllowed extends Schema.Class<MethodNotAllowed>("MethodNotAllowed")(errorFields("METHOD_NOT_ALLOWED"), HttpApiSchema.annotations({ status: 405, description: "METHOD_NOT_ALLOWED" })) {}
@@ -118,6 +118,8 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
       return new Forbidden(errorBody("FORBIDDEN", e.message))
     case "ClusterUnavailable":
       return new Unavailable(errorBody("SERVICE_UNAVAILABLE", e.message, { reason: "cluster_unavailable", retry_after_seconds: 1 }))
+    case "CredentialsRequired":
+      return new Forbidden(errorBody("CREDENTIALS_REQUIRED", e.message, { service_name: e.serviceName, scope: e.scope, headers: e.headers, env: e.env, route: e.route }))
     case "ApprovalRefused": {
       const details = { tool_name: e.toolName, service_name: e.serviceName, approval_id: e.approvalId, decided_by: e.by }
       return e.reason === "denied" ? new Forbidden(errorBody("APPROVAL_DENIED", e.message, details)) : new GatewayTimeout(errorBody("APPROVAL_TIMEOUT", e.message, details))

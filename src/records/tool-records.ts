@@ -43,6 +43,8 @@ export type Outcome =
   | "approval_timeout"
   /** The tool is held: its definition changed since it was pinned, and nobody accepted the change yet. */
   | "tool_changed"
+  /** The service takes per-user credentials and the caller has not given its own (README, Per-user credentials). */
+  | "credentials_required"
 export const OUTCOMES = [
   "success",
   "tool_error",
@@ -57,7 +59,8 @@ export const OUTCOMES = [
   "interrupted",
   "denied",
   "approval_timeout",
-  "tool_changed"
+  "tool_changed",
+  "credentials_required"
 ] as const satisfies ReadonlyArray<Outcome>
 
 /**

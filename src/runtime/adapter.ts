@@ -382,3 +382,45 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
     }
   })
 }
+
+/** One principal's own values over a `per_user` service's definition (README, Per-user credentials). */
+export interface PrincipalValues {
+  readonly headers: Readonly<Record<string, string>>
+  readonly env: Readonly<Record<string, string>>
+}
+
+/**
+ * A connection of a `per_user` service opened with one principal's values merged over the
+ * definition's (its headers on a remote service, its environment on a local one: a process of its
+ * own), tracked by `registry` under the service's label; no OAuth token of the service's own is
+ * sent on it. The principal's values are secrets: scrubbed from every failure and close reason.
+ */
+export const openPrincipalConnection = async (
+  registry: ConnectionRegistry,
+  target: { readonly scope: Scope; readonly name: string; readonly definition: Parameters<typeof resolveDefinition>[0] },
+  values: PrincipalValues,
+  options: { readonly clientName: string; readonly timeoutMs: number; readonly signal: AbortSignal }
+): Promise<McpConnection> => {
+  const resolved = resolveDefinition(target.definition)
+  const { def } = await expanded(resolved, undefined, registry.options)
+  const own: ResolvedDefinition = def.kind === "remote" ? { ...def, headers: { ...def.headers, ...values.headers } } : { ...def, env: { ...def.env, ...values.env } }
+  const secrets = secretValues(own)
+  const { maxMessageBytes, upstream, processes } = registry.options
+  const label = connectionLabel(target.scope, target.name)
+  const opened = await registry.attempting(
+    label,
+    inService({ name: target.name, scope: scopeLabel(target.scope) }, () =>
+      connect(own, {
+        timeoutMs: options.timeoutMs,
+        signal: options.signal,
+        clientName: options.clientName,
+        processes,
+        ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
+        ...(upstream !== undefined ? { upstream } : {})
+      })
+    ).catch((e: unknown) => {
+      throw scrubbed(e, secrets)
+    })
+  )
+  return registry.track(scrubbedConnection(opened, secrets), label)
+}

@@ -15,8 +15,9 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { approvalRequired } from "../domain/approval-policy.js"
-import { TooMany as TooManyError, ApprovalRefused } from "../domain/errors.js"
-import { NotConnected, notInitializing, requestOnService, waitUntil } from "./service-request.js"
+import { TooMany as TooManyError, ApprovalRefused, CredentialsRequired } from "../domain/errors.js"
+import { perUserOf, type PerUserNames } from "./user-credentials.js"
+import { NotConnected, notInitializing, requestOnService, waitUntil, type ServiceRequestFailure } from "./service-request.js"
 import { resultValue, toolErrorMessage, type Outcome } from "../records/tool-records.js"
 import {
   AmbiguousTool,
@@ -37,7 +38,7 @@ import { EVENTS_PROGRESS_INTERVAL_MS, LatestThrottle, type ProgressEvent } from 
 import { ownEntry } from "../machines/supervisor.js"
 import { TOOL_SEPARATOR, callableName, heldChange, isConnected, offerReason } from "./service-views.js"
 import { serviceToolFilter } from "../domain/tool-filter.js"
-import type { ToolInfo } from "../mcp/types.js"
+import type { McpConnection, ToolInfo } from "../mcp/types.js"
 import { didYouMean, MAX_SUGGESTIONS, suggestions } from "../domain/suggest.js"
 import { callSpan, newSpanId, traceMeta, type TraceContext } from "../domain/trace-context.js"
 import type { SpanAttributes, Tracer } from "../logging/tracing.js"
@@ -93,10 +94,15 @@ export interface CallToolInput {
   readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
 }
 
-/** Who makes a call, for an approval (`CallToolInput.caller`). */
+/** Who makes a call, for an approval (`CallToolInput.caller`), and whose per-user credential it uses. */
 export interface ApprovalCaller {
   readonly words: string
   readonly owner: string
+  /**
+   * The principal whose credential a call on a `per_user` service uses (src/config/api-keys.ts
+   * `credentialPrincipal`); absent: `admin` (the store's operator, or a store without keys).
+   */
+  readonly principal?: string | undefined
 }
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
@@ -305,6 +311,7 @@ export type CallToolError =
   | ToolTimeout
   | TooManyError
   | ApprovalRefused
+  | CredentialsRequired
 
 /** A task an upstream answered a call with, handed to a caller that follows it (`CallToolInput.keepTask`). */
 export interface TaskStarted {
@@ -448,19 +455,18 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
     if (refusal !== undefined) return refusal
   }
   const keepTask = input.keepTask === true && ctx.host.tasks.room
-  const sent = await requestOnService<CallToolResult | UpstreamTask>(
-    actor,
-    (connection) => {
-      const options = { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }
-      if (input.followTask !== undefined) return connection.followTask(input.followTask, options)
-      return keepTask ? connection.startToolCall(original, args, options) : connection.callTool(original, args, options)
-    },
-    {
-      remaining: call.remaining,
-      signal,
-      gate: ctx.host.waiters
-    }
-  )
+  const request = (connection: McpConnection) => {
+    const options = { timeoutMs: call.remaining(), signal, hooks, meta: traceMeta(call.span) }
+    if (input.followTask !== undefined) return connection.followTask(input.followTask, options)
+    return keepTask ? connection.startToolCall(original, args, options) : connection.callTool(original, args, options)
+  }
+  // The one place a call's connection is chosen: a `per_user` service's call goes through its caller's own.
+  const perUser = perUserOf(actor.getSnapshot().context.definition)
+  const sent =
+    perUser === undefined
+      ? await requestOnService<CallToolResult | UpstreamTask>(actor, request, { remaining: call.remaining, signal, gate: ctx.host.waiters })
+      : await perUserRequest(ctx, actor, input, perUser, call, request)
+  if (sent instanceof CredentialsRequired) return Exit.fail(sent)
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
@@ -470,6 +476,44 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
   const classified = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
   return classified === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(classified)
 }
+
+/**
+ * A call on a `per_user` service (README, Per-user credentials): sent on the caller's own connection
+ * (src/runtime/user-credentials.ts), opened with its own values; a caller that has given none is
+ * refused CredentialsRequired, told what to give and where. Refused in replica mode (not supported there).
+ */
+const perUserRequest = async <A>(
+  ctx: ScopeContext,
+  actor: ServiceActorRef,
+  input: CallToolInput,
+  names: PerUserNames,
+  call: CallTiming,
+  request: (connection: McpConnection) => Promise<A>
+): Promise<Exit.Exit<A, ServiceRequestFailure> | CredentialsRequired> => {
+  const { name, definition } = actor.getSnapshot().context
+  const principal = input.caller?.principal ?? "admin"
+  const route = `PUT ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
+  const required = (why: string) => {
+    log.warn(`call of '${input.tool_name}' refused: ${why}`, { event: "credentials_required", scope: ctx.label, service: name, tool: input.tool_name })
+    return new CredentialsRequired({
+      message: `Service '${name}' takes each caller's own credential, and ${why}: give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`,
+      serviceName: name,
+      scope: ctx.label,
+      headers: names.headers,
+      env: names.env,
+      route
+    })
+  }
+  const credentials = ctx.host.credentials
+  if (credentials === undefined || ctx.host.replication.shared) return required("per-user credentials are not supported in replica mode")
+  if (!isConnected(statusOf(actor.getSnapshot()))) return Exit.fail(new NotConnected(actor.getSnapshot()))
+  const own = await credentials.find(ctx.scope, name, principal)
+  if (own === undefined) return required("this caller has not given its own")
+  return credentials.request({ scope: ctx.scope, name, definition }, principal, own, { remaining: call.remaining }, request)
+}
+
+const describeNames = (names: PerUserNames): string =>
+  [...names.headers.map((h) => `header ${h}`), ...names.env.map((e) => `environment variable ${e}`)].join(", ")
 
 /** How often a call waiting for its approval tells its caller so again (a progress: it keeps an MCP client's request alive). */
 const APPROVAL_REMINDER_MS = 10_000

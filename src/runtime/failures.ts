@@ -123,6 +123,8 @@ export const outcomeOf = (e: unknown): Outcome => {
       return "tool_not_allowed"
     case "ToolChanged":
       return "tool_changed"
+    case "CredentialsRequired":
+      return "credentials_required"
     case "ApprovalRefused":
       return e.reason === "denied" ? "denied" : "approval_timeout"
     case "InvalidArguments":

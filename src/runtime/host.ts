@@ -21,6 +21,7 @@ import type { Tracer } from "../logging/tracing.js"
 import type { TaskRelays } from "./task-relay.js"
 import type { Approvals } from "./approvals.js"
 import type { ToolPins } from "./tool-pins.js"
+import type { UserCredentials } from "./user-credentials.js"
 
 /** The store as its scopes see it (implemented by `Store`). */
 export interface StoreHost {
@@ -47,6 +48,8 @@ export interface StoreHost {
   readonly approvals: Approvals
   /** The pinned tool definitions (src/runtime/tool-pins.ts); undefined: a store built without them. */
   readonly pins: ToolPins | undefined
+  /** Per-user credentials of `per_user` services and their connections (src/runtime/user-credentials.ts); absent: none kept. */
+  readonly credentials?: UserCredentials | undefined
   /** True when the definitions (and pins) are shared with other replicas (a failure to reach them is ClusterUnavailable). */
   readonly replication: { readonly shared: boolean }
   /**

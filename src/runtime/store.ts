@@ -31,7 +31,7 @@ import type { RecordsBackend } from "../records/tool-records.js"
 import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import type { ProcessLedger } from "../mcp/types.js"
 import { oauthFetch } from "../mcp/oauth-client.js"
-import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash } from "./adapter.js"
+import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash, openPrincipalConnection } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "../domain/errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
@@ -50,6 +50,9 @@ import type { TokenStore } from "../config/token-vault.js"
 import type { ToolPinsBackend } from "../config/tool-pins.js"
 import { DEFAULT_PIN_SETTINGS } from "../domain/tool-pins.js"
 import { ToolPins } from "./tool-pins.js"
+import { UserCredentials } from "./user-credentials.js"
+import { CredentialsFile } from "../config/credentials-file.js"
+import { DEFAULT_CLIENT_NAME } from "../mcp/connect.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 import { ToolSearchIndex } from "./tool-search.js"
 
@@ -127,6 +130,8 @@ export class Store implements StoreHost {
   readonly tracer: Tracer
   /** The pinned tool definitions: every tool list judged against them (src/runtime/tool-pins.ts). */
   readonly pins: ToolPins | undefined
+  /** Per-user credentials of `per_user` services and the connections opened with them (src/runtime/user-credentials.ts). */
+  readonly credentials: UserCredentials
   private readonly inspectors = new Set<(event: InspectionEvent) => void>()
   /** Status changes as log lines, watched from outside the machines. */
   private readonly lifecycle = new LifecycleLog()
@@ -152,6 +157,13 @@ export class Store implements StoreHost {
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
     this.pins = parts.pins === undefined ? undefined : new ToolPins(parts.pins, options.pinTools ?? DEFAULT_PIN_SETTINGS)
     const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth, this.pins))
+    // Replica mode keeps none (a `per_user` call is refused there): the file is one store's.
+    const connections = this.connections
+    this.credentials = new UserCredentials(
+      replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
+      (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
+      (connection) => connections.close(connection)
+    )
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
       actions: { reportCrash: logCrash }
@@ -423,6 +435,7 @@ export class Store implements StoreHost {
     // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
     void this.oauth.forget(scope, name)
     void this.pins?.forget(scope, name)
+    void this.credentials.forget(scope, name)
     if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
       this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
     }
@@ -528,6 +541,7 @@ export class Store implements StoreHost {
       this.held.close()
       this.tasks.close() // the tasks clients follow are recorded interrupted; their handles stay valid
       this.actor.stop()
+      await this.credentials.closeAll()
       await this.connections.closeAll()
       this.inspectors.clear()
     })()

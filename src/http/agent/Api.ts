@@ -6,6 +6,7 @@ import { Schema } from "effect"
 import { AgentId, ServiceRef } from "../../domain/schemas.js"
 import { CallId, ListServicesResponse, RecordsQuery, ResetResponse, scopeEndpoints } from "../payloads.js"
 import { acceptToolChangesEndpoint } from "../tool-pins-routes.js"
+import { AgentCredentialsPath, credentialsEndpoints } from "../credentials-routes.js"
 
 /** The agent id path parameter, decoded as the domain's `AgentId` (a malformed one is 400 naming `agent_id`). */
 export const AgentPath = Schema.Struct({ agent_id: AgentId })
@@ -36,6 +37,8 @@ export class AgentApi extends HttpApiGroup.make("agent")
   .add(shared.cancelCall.setPath(AgentCallPath).annotate(OpenApi.Summary, "Cancel an asynchronous call of the agent"))
   .add(shared.waitService.setPath(AgentPath).annotate(OpenApi.Summary, "Wait until an agent's service reaches a status"))
   .add(acceptToolChangesEndpoint("/for_agent/:agent_id").setPath(AgentPath).annotate(OpenApi.Summary, "Accept the changed definitions of an agent's service's held tools (pinned tools)"))
+  .add(credentialsEndpoints("/for_agent/:agent_id").put.setPath(AgentCredentialsPath).annotate(OpenApi.Summary, "Give your own credential for an agent's per_user service (write-only)"))
+  .add(credentialsEndpoints("/for_agent/:agent_id").del.setPath(AgentCredentialsPath).annotate(OpenApi.Summary, "Delete your own credential for an agent's per_user service"))
   .add(shared.authorizeService.setPath(AgentPath).annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an agent's upstream"))
   .add(shared.checkServices.setPath(AgentPath).annotate(OpenApi.Summary, "Health-check every service of the agent now"))
   .add(shared.deleteService.setPath(AgentServicePath).annotate(OpenApi.Summary, "Delete one of the agent's services"))

@@ -21,6 +21,7 @@ import {
   scopeEndpoints
 } from "../payloads.js"
 import { acceptToolChangesEndpoint } from "../tool-pins-routes.js"
+import { credentialsEndpoints, CredentialsPath } from "../credentials-routes.js"
 
 const shared = scopeEndpoints("/for_store")
 
@@ -85,6 +86,8 @@ export class StoreApi extends HttpApiGroup.make("store")
   .add(shared.waitService.annotate(OpenApi.Summary, "Wait until a store service reaches a status"))
   .add(shared.authorizeService.annotate(OpenApi.Summary, "Start (or finish with a pasted code) the OAuth authorization of an upstream"))
   .add(acceptToolChangesEndpoint("/for_store").annotate(OpenApi.Summary, "Accept the changed definitions of a service's held tools (pinned tools)"))
+  .add(credentialsEndpoints("/for_store").put.setPath(CredentialsPath).annotate(OpenApi.Summary, "Give your own credential for a per_user service (write-only)"))
+  .add(credentialsEndpoints("/for_store").del.setPath(CredentialsPath).annotate(OpenApi.Summary, "Delete your own credential for a per_user service"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")

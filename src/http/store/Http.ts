@@ -13,6 +13,7 @@ import * as queries from "../../runtime/queries.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
+import { credentialsAnswer } from "../credentials-routes.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
@@ -24,6 +25,8 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
       .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, store.oauth, payload))
       .handle("acceptToolChanges", ({ payload }) => acceptToolChangesAnswer(scope, payload))
+      .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope, path.service_name, payload))
+      .handle("deleteCredentials", ({ path }) => credentialsAnswer(scope, path.service_name, undefined))
       .handle("listServices", ({ urlParams }) =>
         urlParams.scope === "all"
           ? Effect.sync(() =>

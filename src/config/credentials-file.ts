@@ -1,0 +1,125 @@
+/**
+ * The per-user credentials of `per_user` services at rest (README, Per-user credentials): each
+ * principal's own header and environment values, in one file beside the services file
+ * (`<services file>.credentials`), encrypted with AES-256-GCM under a sub-key of the store's secret
+ * (src/config/token-vault.ts `storeSecret`), written atomically. Bounded: at most
+ * `MAX_PRINCIPALS_PER_SERVICE` principals per service and `MAX_CREDENTIAL_BYTES` per credential.
+ * Nothing here is ever logged: a file that cannot be read is named, never shown.
+ */
+import { hkdfSync } from "node:crypto"
+import { readFile } from "node:fs/promises"
+import { writeAtomically } from "./atomic-write.js"
+import { keyFileOf, seal, storeSecret, unseal } from "./token-vault.js"
+import { log } from "../logging/log.js"
+
+/** One principal's own values for one service. */
+export interface UserCredential {
+  readonly headers: Readonly<Record<string, string>>
+  readonly env: Readonly<Record<string, string>>
+}
+
+/** The most principals that may keep a credential for one service. */
+export const MAX_PRINCIPALS_PER_SERVICE = 1_000
+/** The largest credential (its names and values, as JSON). */
+export const MAX_CREDENTIAL_BYTES = 16 * 1024
+
+/** Where credentials are kept: the file of one store, or memory (a store built by hand). */
+export interface CredentialStore {
+  /** The credential of a principal for a service (`<scope label>/<service name>`), if any. */
+  find(service: string, principal: string): UserCredential | undefined
+  /** Keeps a principal's credential; false when the service already has the most principals. */
+  put(service: string, principal: string, credential: UserCredential): Promise<boolean>
+  /** Forgets a principal's credential; false when there was none. */
+  remove(service: string, principal: string): Promise<boolean>
+  /** Forgets every credential of a service (it was deleted). */
+  forget(service: string): Promise<void>
+}
+
+/** The sub-key the credentials are sealed with (apart from the OAuth file's and the sessions'). */
+const credentialsKey = (secret: Buffer): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "user-credentials", 32))
+
+/** Credentials in memory, optionally written to an encrypted file after each change. */
+export class CredentialsFile implements CredentialStore {
+  private readonly services = new Map<string, Map<string, UserCredential>>()
+  private key: Buffer | undefined
+  private writing: Promise<void> = Promise.resolve()
+
+  private constructor(
+    readonly path: string | undefined,
+    private readonly keyPath: string | undefined
+  ) {}
+
+  /** Credentials kept in memory only (nothing written). */
+  static inMemory(): CredentialsFile {
+    return new CredentialsFile(undefined, undefined)
+  }
+
+  /** Opens the credentials of a services file; an unreadable file starts empty (with a warning). */
+  static async open(servicesFile: string): Promise<CredentialsFile> {
+    const file = new CredentialsFile(`${servicesFile}.credentials`, keyFileOf(servicesFile))
+    let text: string
+    try {
+      text = await readFile(file.path as string, "utf8")
+    } catch {
+      return file
+    }
+    try {
+      const key = await file.secretKey(false)
+      if (key === undefined) throw new Error("no key (MCPSTORE_SECRET_KEY unset and no key file)")
+      const content = JSON.parse(unseal(key, text)) as Record<string, Record<string, UserCredential>>
+      for (const [service, principals] of Object.entries(content)) file.services.set(service, new Map(Object.entries(principals)))
+    } catch (e) {
+      log.warn(`Per-user credentials file ${file.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): principals must give their credentials again`, {
+        event: "credentials_file_unreadable",
+        file: file.path
+      })
+    }
+    return file
+  }
+
+  find(service: string, principal: string): UserCredential | undefined {
+    return this.services.get(service)?.get(principal)
+  }
+
+  put(service: string, principal: string, credential: UserCredential): Promise<boolean> {
+    let principals = this.services.get(service)
+    if (principals === undefined) this.services.set(service, (principals = new Map()))
+    if (!principals.has(principal) && principals.size >= MAX_PRINCIPALS_PER_SERVICE) return Promise.resolve(false)
+    principals.set(principal, credential)
+    return this.save().then(() => true)
+  }
+
+  remove(service: string, principal: string): Promise<boolean> {
+    const principals = this.services.get(service)
+    if (principals?.delete(principal) !== true) return Promise.resolve(false)
+    if (principals.size === 0) this.services.delete(service)
+    return this.save().then(() => true)
+  }
+
+  forget(service: string): Promise<void> {
+    return this.services.delete(service) ? this.save() : this.writing
+  }
+
+  private save(): Promise<void> {
+    if (this.path === undefined) return Promise.resolve()
+    const path = this.path
+    const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
+    this.writing = this.writing
+      .then(async () => {
+        const key = await this.secretKey(true)
+        await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
+      })
+      .catch((e: unknown) => {
+        log.error(`Per-user credentials file ${path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "credentials_file_write_failed", file: path })
+      })
+    return this.writing
+  }
+
+  private async secretKey(create: boolean): Promise<Buffer | undefined> {
+    if (this.key !== undefined || this.keyPath === undefined) return this.key
+    const secret = await storeSecret(this.keyPath, create)
+    if (secret === undefined) return undefined
+    this.key = credentialsKey(secret.secret)
+    return this.key
+  }
+}

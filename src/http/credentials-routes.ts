@@ -1,0 +1,111 @@
+/**
+ * The per-user credentials routes, beyond the contract (README, Per-user credentials): `PUT` and
+ * `DELETE .../credentials/{service_name}` for both scopes (`/for_store/...`: any admin key or token;
+ * `/for_agent/{agent_id}/...`: that agent's key too; never a reader key, src/http/access.ts). The
+ * principal gives (or forgets) its own credential, the one the request's key or token names:
+ * write-only, never shown back. Kept apart from the shared payloads so these routes read in one place.
+ */
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import { Effect, Schema } from "effect"
+import { credentialPrincipal } from "../config/api-keys.js"
+import { MAX_CREDENTIAL_BYTES, MAX_PRINCIPALS_PER_SERVICE } from "../config/credentials-file.js"
+import { Forbidden, TooMany, ValidationError, type FieldProblem } from "../domain/errors.js"
+import { AgentId, headerProblem, ServiceRef } from "../domain/schemas.js"
+import { log } from "../logging/log.js"
+import { perUserOf, principalWords } from "../runtime/user-credentials.js"
+import { currentPrincipal } from "./access.js"
+import { contract } from "./contract-errors.js"
+import { BeyondContract, closed, ok } from "./payloads.js"
+import type { ScopeRef } from "./scope-handlers.js"
+
+const Values = (what: string) =>
+  Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+    message: () => ({ message: `must be an object of strings (${what} names to values)`, override: true }),
+    description: `The principal's own ${what} values, by name (each name declared in the service's per_user.${what === "header" ? "headers" : "env"})`
+  })
+
+/** The principal's own values: `headers` for a remote service, `env` for a local one. */
+export const CredentialsPayload = closed({
+  headers: Schema.optional(Values("header")),
+  env: Schema.optional(Values("env"))
+})
+
+export const CredentialsResponse = Schema.Struct({
+  ...ok,
+  service_name: Schema.String,
+  headers: Schema.Array(Schema.String).annotations({ description: "The header names the principal has given (never their values)" }),
+  env: Schema.Array(Schema.String).annotations({ description: "The environment names the principal has given (never their values)" })
+})
+
+export const CredentialsPath = Schema.Struct({ service_name: ServiceRef })
+export const AgentCredentialsPath = Schema.Struct({ agent_id: AgentId, service_name: ServiceRef })
+
+/** PUT and DELETE under a scope's prefix (`/for_store` or `/for_agent/:agent_id`). */
+export const credentialsEndpoints = (prefix: string) => ({
+  put: HttpApiEndpoint.put("putCredentials", `${prefix}/credentials/:service_name` as `/${string}`)
+    .setPayload(CredentialsPayload)
+    .addSuccess(CredentialsResponse)
+    .annotate(BeyondContract, true),
+  del: HttpApiEndpoint.del("deleteCredentials", `${prefix}/credentials/:service_name` as `/${string}`)
+    .addSuccess(CredentialsResponse)
+    .annotate(BeyondContract, true)
+})
+
+/** The problems of a credential for a service's `per_user` names: every declared name given, nothing else. */
+const credentialProblems = (declared: { readonly headers: ReadonlyArray<string>; readonly env: ReadonlyArray<string> }, given: Schema.Schema.Type<typeof CredentialsPayload>): Array<FieldProblem> => {
+  const problems: Array<FieldProblem> = []
+  const check = (field: "headers" | "env", names: ReadonlyArray<string>, values: Readonly<Record<string, string>> | undefined, caseless: boolean) => {
+    const fold = (n: string) => (caseless ? n.toLowerCase() : n)
+    const wanted = new Set(names.map(fold))
+    const have = new Set(Object.keys(values ?? {}).map(fold))
+    for (const [name, value] of Object.entries(values ?? {})) {
+      if (!wanted.has(fold(name))) problems.push({ field: `${field}.${name}`, problem: `is not declared in the service's per_user.${field}` })
+      else if (value === "") problems.push({ field: `${field}.${name}`, problem: "must not be empty" })
+      else if (field === "headers" && headerProblem(name, value) !== undefined) problems.push({ field: `${field}.${name}`, problem: headerProblem(name, value) as string })
+      else if (field === "env" && value.includes("\0")) problems.push({ field: `${field}.${name}`, problem: "must not contain NUL" })
+    }
+    for (const name of names) if (!have.has(fold(name))) problems.push({ field: `${field}.${name}`, problem: "is required (declared in the service's per_user)" })
+  }
+  check("headers", declared.headers, given.headers, true)
+  check("env", declared.env, given.env, false)
+  if (problems.length === 0 && Buffer.byteLength(JSON.stringify(given)) > MAX_CREDENTIAL_BYTES) problems.push({ field: "body", problem: `must be at most ${MAX_CREDENTIAL_BYTES} bytes` })
+  return problems
+}
+
+/** The handlers of both scopes: the credential is the request's own principal's (its key or token), never another's. */
+export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: Schema.Schema.Type<typeof CredentialsPayload> | undefined) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const principal = credentialPrincipal(yield* currentPrincipal)
+      const actor = yield* ctx.service(serviceName)
+      const { name, definition } = actor.getSnapshot().context
+      const declared = perUserOf(definition)
+      if (declared === undefined) {
+        return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
+      }
+      const credentials = ctx.host.credentials
+      if (credentials === undefined || ctx.host.replication.shared) {
+        return yield* Effect.fail(new Forbidden({ message: "Per-user credentials are not supported in replica mode" }))
+      }
+      const where = { event: "", scope: ctx.label, service: name }
+      if (given === undefined) {
+        const removed = yield* Effect.promise(() => credentials.remove(ctx.scope, name, principal))
+        log.info(`${removed ? "deleted" : "found no"} per-user credential of principal ${principalWords(principal)} for service '${name}'`, { ...where, event: "credentials_deleted" })
+        return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
+      }
+      const problems = credentialProblems(declared, given)
+      if (problems.length > 0) {
+        log.warn(`refused a per-user credential for service '${name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`, { ...where, event: "credentials_refused" })
+        return yield* Effect.fail(ValidationError.of(problems))
+      }
+      const credential = { headers: { ...given.headers }, env: { ...given.env } }
+      const kept = yield* Effect.promise(() => credentials.set(ctx.scope, name, principal, credential))
+      if (!kept) {
+        log.warn(`refused a per-user credential for service '${name}': it has the most principals`, { ...where, event: "credentials_refused" })
+        return yield* Effect.fail(new TooMany({ message: `Service '${name}' has credentials of the most principals it may keep`, limit: "per_user_principals", max: MAX_PRINCIPALS_PER_SERVICE, retryAfterSeconds: 60 }))
+      }
+      log.info(`kept the per-user credential of principal ${principalWords(principal)} for service '${name}'`, { ...where, event: "credentials_set" })
+      return { success: true, message: `Your credential for '${name}' is kept; your calls of its tools use it`, service_name: name, headers: Object.keys(credential.headers), env: Object.keys(credential.env) }
+    })
+  )

@@ -1,0 +1,204 @@
+/**
+ * Per-user credentials of `per_user` services (README, Per-user credentials): each principal's own
+ * header or environment values (kept encrypted by a `CredentialStore`), and the connections opened
+ * with them. A call of a principal on such a service goes through its own connection, never the
+ * service's shared one (kept for listing tools and health): at most `maxConnections` per service,
+ * the least recently used idle one closed first, an idle one closed after `idleMs`. Each pooled
+ * connection is owned here: its timer cleared and the connection closed when the principal's
+ * credential changes, the service is deleted or redefined, or the store stops.
+ */
+import { Exit } from "effect"
+import type { CredentialStore, UserCredential } from "../config/credentials-file.js"
+import { TooMany } from "../domain/errors.js"
+import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
+import { log } from "../logging/log.js"
+import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import type { PrincipalValues } from "./adapter.js"
+
+/** The names a `per_user` definition asks each principal for. */
+export interface PerUserNames {
+  readonly headers: ReadonlyArray<string>
+  readonly env: ReadonlyArray<string>
+}
+
+/** The `per_user` names of a definition; undefined for a service every caller shares. */
+export const perUserOf = (definition: ServiceDefinition): PerUserNames | undefined => {
+  const p = definition.per_user
+  return p === undefined ? undefined : { headers: p.headers ?? [], env: p.env ?? [] }
+}
+
+/** A service a pooled connection is opened for. */
+export interface PerUserTarget {
+  readonly scope: Scope
+  readonly name: string
+  readonly definition: ServiceDefinition
+}
+
+/** Opens a connection of a service with a principal's values (src/runtime/adapter.ts `openPrincipalConnection`). */
+export type PrincipalOpener = (target: PerUserTarget, values: PrincipalValues, timeoutMs: number, signal: AbortSignal) => Promise<McpConnection>
+
+/** How many principals' connections a service keeps at most, and how long an idle one stays open. */
+export const DEFAULT_PER_USER_CONNECTIONS = 16
+export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
+
+interface Pooled {
+  readonly definition: ServiceDefinition
+  readonly opening: Promise<McpConnection>
+  readonly abort: AbortController
+  inUse: number
+  timer: NodeJS.Timeout | undefined
+}
+
+const key = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
+
+export class UserCredentials {
+  private readonly pools = new Map<string, Map<string, Pooled>>()
+  private closed = false
+
+  constructor(
+    private readonly store: Promise<CredentialStore>,
+    private readonly open: PrincipalOpener,
+    private readonly closeConnection: (connection: McpConnection) => Promise<void>,
+    private readonly limits: { readonly maxConnections: number; readonly idleMs: number } = { maxConnections: DEFAULT_PER_USER_CONNECTIONS, idleMs: DEFAULT_PER_USER_IDLE_MS }
+  ) {}
+
+  /** The principal's credential for a service, if it gave one. */
+  async find(scope: Scope, name: string, principal: string): Promise<UserCredential | undefined> {
+    return (await this.store).find(key(scope, name), principal)
+  }
+
+  /** Keeps a principal's credential (its open connection, if any, is closed: the next call uses the new values). */
+  async set(scope: Scope, name: string, principal: string, credential: UserCredential): Promise<boolean> {
+    const kept = await (await this.store).put(key(scope, name), principal, credential)
+    if (kept) this.drop(key(scope, name), principal, "its credential changed")
+    return kept
+  }
+
+  /** Forgets a principal's credential and closes its connection; false when it had none. */
+  async remove(scope: Scope, name: string, principal: string): Promise<boolean> {
+    const removed = await (await this.store).remove(key(scope, name), principal)
+    this.drop(key(scope, name), principal, "its credential was deleted")
+    return removed
+  }
+
+  /** A service was deleted: every credential of it forgotten, every connection of it closed. */
+  async forget(scope: Scope, name: string): Promise<void> {
+    const service = key(scope, name)
+    for (const principal of [...(this.pools.get(service)?.keys() ?? [])]) this.drop(service, principal, "its service was deleted")
+    await (await this.store).forget(service)
+  }
+
+  /**
+   * Runs `request` on the principal's own connection of the service (opened with `values` if it has
+   * none, or if the service was redefined since): an expired session is opened again and the request
+   * sent once more; a broken connection is closed. Refused TooMany when the service has
+   * `maxConnections` principals' connections all in use.
+   */
+  async request<A>(
+    target: PerUserTarget,
+    principal: string,
+    values: PrincipalValues,
+    options: { readonly remaining: () => number },
+    request: (connection: McpConnection) => Promise<A>
+  ): Promise<Exit.Exit<A, McpRequestError | TooMany>> {
+    const service = key(target.scope, target.name)
+    for (let retried = false; ; retried = true) {
+      const pooled = this.acquire(service, target, principal, values, options)
+      if (pooled instanceof TooMany) return Exit.fail(pooled)
+      try {
+        const connection = await pooled.opening
+        return Exit.succeed(await request(connection))
+      } catch (e) {
+        if (!(e instanceof McpRequestError)) return Exit.die(e)
+        const broken = e.kind === "session_expired" || e.kind === "transport"
+        if (broken) this.drop(service, principal, `its connection failed: ${e.kind}`)
+        if (e.kind === "session_expired" && !retried) continue
+        return Exit.fail(e)
+      } finally {
+        this.release(service, principal, pooled)
+      }
+    }
+  }
+
+  /** Closes every pooled connection (the store stops). */
+  async closeAll(): Promise<void> {
+    this.closed = true
+    const all = [...this.pools].flatMap(([service, pool]) => [...pool.keys()].map((principal) => ({ service, principal })))
+    await Promise.all(all.map(({ service, principal }) => this.drop(service, principal, "the store stops")))
+  }
+
+  /** How many principals' connections are open or opening (figures, tests). */
+  get size(): number {
+    let n = 0
+    for (const pool of this.pools.values()) n += pool.size
+    return n
+  }
+
+  private acquire(service: string, target: PerUserTarget, principal: string, values: PrincipalValues, options: { readonly remaining: () => number }): Pooled | TooMany {
+    let pool = this.pools.get(service)
+    if (pool === undefined) this.pools.set(service, (pool = new Map()))
+    const known = pool.get(principal)
+    if (known !== undefined && known.definition === target.definition) {
+      pool.delete(principal)
+      pool.set(principal, known) // most recently used last
+      clearTimeout(known.timer)
+      known.timer = undefined
+      known.inUse += 1
+      return known
+    }
+    if (known !== undefined) void this.drop(service, principal, "its service was redefined")
+    if (pool.size >= this.limits.maxConnections) {
+      const idle = [...pool].find(([, p]) => p.inUse === 0)
+      if (idle === undefined) {
+        return new TooMany({
+          message: `Service '${target.name}' already has ${this.limits.maxConnections} principals' connections in use; try again shortly`,
+          limit: "per_user_connections",
+          max: this.limits.maxConnections,
+          retryAfterSeconds: 1
+        })
+      }
+      void this.drop(service, idle[0], "more principals use the service (least recently used)")
+    }
+    const abort = new AbortController()
+    const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal)
+    const pooled: Pooled = { definition: target.definition, opening, abort, inUse: 1, timer: undefined }
+    pool.set(principal, pooled)
+    opening.then(
+      () => log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name }),
+      () => {
+        if (pool.get(principal) === pooled) pool.delete(principal)
+      }
+    )
+    return pooled
+  }
+
+  private release(service: string, principal: string, pooled: Pooled): void {
+    pooled.inUse -= 1
+    if (pooled.inUse > 0 || this.pools.get(service)?.get(principal) !== pooled || this.closed) return
+    pooled.timer = setTimeout(() => void this.drop(service, principal, "it was idle"), this.limits.idleMs)
+    pooled.timer.unref()
+  }
+
+  private drop(service: string, principal: string, why: string): Promise<void> {
+    const pool = this.pools.get(service)
+    const pooled = pool?.get(principal)
+    if (pool === undefined || pooled === undefined) return Promise.resolve()
+    pool.delete(principal)
+    if (pool.size === 0) this.pools.delete(service)
+    clearTimeout(pooled.timer)
+    pooled.abort.abort()
+    return pooled.opening.then(
+      (connection) => {
+        log.info(`closed the per-user connection of service '${service}' for principal ${principalWords(principal)}: ${why}`, { event: "per_user_connection_closed", service })
+        return this.closeConnection(connection)
+      },
+      () => undefined
+    )
+  }
+}
+
+/** A principal in a log line: its kind and a short prefix, never a token. */
+export const principalWords = (principal: string): string => {
+  const colon = principal.indexOf(":")
+  return colon < 0 ? `'${principal}'` : `'${principal.slice(0, colon)}:${principal.slice(colon + 1, colon + 9)}…'`
+}
