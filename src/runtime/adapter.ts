@@ -21,6 +21,7 @@ import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
 import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./upstream-oauth.js"
 import type { ToolPins } from "./tool-pins.js"
+import type { UserCredential } from "../config/credentials-file.js"
 import {
   serviceMachine,
   type CheckInput,
@@ -384,10 +385,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
 }
 
 /** One principal's own values over a `per_user` service's definition (README, Per-user credentials). */
-export interface PrincipalValues {
-  readonly headers: Readonly<Record<string, string>>
-  readonly env: Readonly<Record<string, string>>
-}
+export type PrincipalValues = UserCredential
 
 /**
  * A connection of a `per_user` service opened with one principal's values merged over the

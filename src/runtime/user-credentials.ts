@@ -13,7 +13,6 @@ import { TooMany } from "../domain/errors.js"
 import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
-import type { PrincipalValues } from "./adapter.js"
 
 /** The names a `per_user` definition asks each principal for. */
 export interface PerUserNames {
@@ -35,7 +34,7 @@ export interface PerUserTarget {
 }
 
 /** Opens a connection of a service with a principal's values (src/runtime/adapter.ts `openPrincipalConnection`). */
-export type PrincipalOpener = (target: PerUserTarget, values: PrincipalValues, timeoutMs: number, signal: AbortSignal) => Promise<McpConnection>
+export type PrincipalOpener = (target: PerUserTarget, values: UserCredential, timeoutMs: number, signal: AbortSignal) => Promise<McpConnection>
 
 /** How many principals' connections a service keeps at most, and how long an idle one stays open. */
 export const DEFAULT_PER_USER_CONNECTIONS = 16
@@ -97,7 +96,7 @@ export class UserCredentials {
   async request<A>(
     target: PerUserTarget,
     principal: string,
-    values: PrincipalValues,
+    values: UserCredential,
     options: { readonly remaining: () => number },
     request: (connection: McpConnection) => Promise<A>
   ): Promise<Exit.Exit<A, McpRequestError | TooMany>> {
@@ -134,7 +133,7 @@ export class UserCredentials {
     return n
   }
 
-  private acquire(service: string, target: PerUserTarget, principal: string, values: PrincipalValues, options: { readonly remaining: () => number }): Pooled | TooMany {
+  private acquire(service: string, target: PerUserTarget, principal: string, values: UserCredential, options: { readonly remaining: () => number }): Pooled | TooMany {
     let pool = this.pools.get(service)
     if (pool === undefined) this.pools.set(service, (pool = new Map()))
     const known = pool.get(principal)
