@@ -146,7 +146,7 @@ describe("OpenAPI document and docs page", () => {
     expect([...new Set(dangling)]).toEqual([])
     // A definition: its fields, the rule that ties them, an example; extras allowed.
     const definition = schemas.ServiceDefinition
-    expect(Object.keys(definition.properties).sort()).toEqual(["args", "command", "cwd", "disabled", "env", "envFile", "excludeTools", "exclude_tools", "headers", "includeTools", "include_tools", "oauth", "pin", "protocol_version", "require_approval", "roots", "transport", "type", "url"])
+    expect(Object.keys(definition.properties).sort()).toEqual(["args", "command", "cwd", "disabled", "env", "envFile", "excludeTools", "exclude_tools", "headers", "includeTools", "include_tools", "oauth", "per_user", "pin", "protocol_version", "require_approval", "roots", "transport", "type", "url"])
     expect(definition.description).toMatch(/exactly one of the two/)
     expect(definition.examples.length).toBeGreaterThan(0)
     expect(definition.additionalProperties).not.toBe(false)
