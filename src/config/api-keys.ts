@@ -57,11 +57,10 @@ export const TOOL_MODES: ReadonlyArray<ToolMode> = ["search", "full"]
  * The principal a request acts as (src/http/authorization.ts `Principal`). `label` names it in log
  * lines and records (a key's name or id, an access token's subject and client), never a secret;
  * `subject` is set for an access token (src/http/oauth-resource/): its issuer and subject, which
- * outlive the token itself; `toolMode` is its key's `tool_mode`; `keyId` the id of its key in the
- * keys file (`credentialPrincipal`).
+ * outlive the token itself; `toolMode` is its key's `tool_mode`.
  */
 export type Principal =
-  | { readonly role: "admin"; readonly label?: string | undefined; readonly subject?: string | undefined; readonly toolMode?: ToolMode | undefined; readonly keyId?: string | undefined }
+  | { readonly role: "admin"; readonly label?: string | undefined; readonly subject?: string | undefined; readonly toolMode?: ToolMode | undefined }
   | {
       readonly role: "agent"
       readonly agentId: string
@@ -69,17 +68,8 @@ export type Principal =
       readonly label?: string | undefined
       readonly subject?: string | undefined
       readonly toolMode?: ToolMode | undefined
-      readonly keyId?: string | undefined
     }
-  | { readonly role: "reader"; readonly label?: string | undefined; readonly subject?: string | undefined; readonly keyId?: string | undefined }
-
-/**
- * Who owns a per-user credential (README, Per-user credentials): `token:<issuer and subject>` for an
- * access token, `key:<id>` for a key of the keys file, `admin` for `--api-key` and for a store
- * without keys (where every caller is the same principal). Stable across a key's use, never a secret.
- */
-export const credentialPrincipal = (principal: Principal): string =>
-  principal.subject !== undefined ? `token:${principal.subject}` : principal.keyId !== undefined ? `key:${principal.keyId}` : "admin"
+  | { readonly role: "reader"; readonly label?: string | undefined; readonly subject?: string | undefined }
 
 /** The principal of `--api-key` (and MCPSTORE_API_KEY_FILE): one object, made once. */
 const ADMIN_KEY: Principal = { role: "admin", label: "--api-key" }
@@ -270,13 +260,12 @@ export class KeyRing {
               role: "agent",
               agentId: entry.agent!,
               label: entry.name,
-              keyId: entry.id,
               ...(entry.tools !== undefined ? { tools: entry.tools } : this.denyByDefault ? { tools: NO_TOOLS } : {}),
               ...(entry.tool_mode !== undefined ? { toolMode: entry.tool_mode } : {})
             }
           : entry.role === "admin" && entry.tool_mode !== undefined
-            ? { role: "admin", label: entry.name, toolMode: entry.tool_mode, keyId: entry.id }
-            : { role: entry.role, label: entry.name, keyId: entry.id }
+            ? { role: "admin", label: entry.name, toolMode: entry.tool_mode }
+            : { role: entry.role, label: entry.name }
       return { ok: true, principal, label: entry.name }
     }
     // Every admin key is compared, so the time taken does not tell which one matched.

@@ -7,13 +7,14 @@
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import { Effect, Schema } from "effect"
-import { credentialPrincipal } from "../config/api-keys.js"
 import { MAX_CREDENTIAL_BYTES, MAX_PRINCIPALS_PER_SERVICE } from "../config/credentials-file.js"
 import { Forbidden, TooMany, ValidationError, type FieldProblem } from "../domain/errors.js"
 import { AgentId, headerProblem, ServiceRef } from "../domain/schemas.js"
 import { log } from "../logging/log.js"
-import { perUserOf, principalWords } from "../runtime/user-credentials.js"
-import { currentPrincipal } from "./access.js"
+import { perUserOf } from "../runtime/user-credentials.js"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import { callerWords, currentPrincipal } from "./access.js"
+import { sessionOwner } from "./gateway/session-seal.js"
 import { contract } from "./contract-errors.js"
 import { BeyondContract, closed, ok } from "./payloads.js"
 import type { ScopeRef } from "./scope-handlers.js"
@@ -77,7 +78,11 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
   contract(
     Effect.gen(function* () {
       const ctx = yield* scope
-      const principal = credentialPrincipal(yield* currentPrincipal)
+      // The credential's owner is the caller's key (or token subject) as a digest, the same every face computes.
+      const who = yield* currentPrincipal
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const principal = sessionOwner(who, request.headers["authorization"])
+      const words = callerWords(who)
       const actor = yield* ctx.service(serviceName)
       const { name, definition } = actor.getSnapshot().context
       const declared = perUserOf(definition)
@@ -91,7 +96,7 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
       const where = { event: "", scope: ctx.label, service: name }
       if (given === undefined) {
         const removed = yield* Effect.promise(() => credentials.remove(ctx.scope, name, principal))
-        log.info(`${removed ? "deleted" : "found no"} per-user credential of principal ${principalWords(principal)} for service '${name}'`, { ...where, event: "credentials_deleted" })
+        log.info(`${removed ? "deleted" : "found no"} per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_deleted" })
         return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
       }
       const problems = credentialProblems(declared, given)
@@ -105,7 +110,7 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
         log.warn(`refused a per-user credential for service '${name}': it has the most principals`, { ...where, event: "credentials_refused" })
         return yield* Effect.fail(new TooMany({ message: `Service '${name}' has credentials of the most principals it may keep`, limit: "per_user_principals", max: MAX_PRINCIPALS_PER_SERVICE, retryAfterSeconds: 60 }))
       }
-      log.info(`kept the per-user credential of principal ${principalWords(principal)} for service '${name}'`, { ...where, event: "credentials_set" })
+      log.info(`kept the per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_set" })
       return { success: true, message: `Your credential for '${name}' is kept; your calls of its tools use it`, service_name: name, headers: Object.keys(credential.headers), env: Object.keys(credential.env) }
     })
   )

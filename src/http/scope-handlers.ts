@@ -27,7 +27,6 @@ import { answerOfError, contract, errorBody, fromStoreError, NotFound, waitTimeo
 import { localServicesPolicy } from "./request-guard.js"
 import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.js"
 import { callerWords, currentPrincipal, type Principal } from "./access.js"
-import { credentialPrincipal } from "../config/api-keys.js"
 import type { AsyncCallAccepted, AsyncCallResponse, AuthorizePayload, CallToolPayload, CallToolResponse, InputRequiredResponse, ListServicesResponse, RecordsQuery, WaitPayload, WaitResponse } from "./payloads.js"
 import type { HeldCalls, HeldStep } from "../runtime/input-required.js"
 import type { AsyncCalls, AsyncRender } from "../runtime/async-calls.js"
@@ -84,7 +83,7 @@ export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, t
   return caller === undefined ? traced : { ...traced, caller }
 }
 
-/** Who makes a REST call, for an approval it may need: the key in words, and its digest for the per-key cap; and whose credential it uses. */
+/** Who makes a REST call, for an approval it may need: the key in words, and its digest for the per-key cap (and whose per-user credential it uses). */
 export const restCaller = (principal: Principal, authorization: string | undefined): calls.ApprovalCaller => ({
   // Read only by a call that needs an approval: nothing is computed for the others.
   get words() {
@@ -92,10 +91,6 @@ export const restCaller = (principal: Principal, authorization: string | undefin
   },
   get owner() {
     return sessionOwner(principal, authorization)
-  },
-  // Whose credential a call on a `per_user` service uses (README, Per-user credentials).
-  get principal() {
-    return credentialPrincipal(principal)
   }
 })
 

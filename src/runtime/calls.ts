@@ -94,15 +94,13 @@ export interface CallToolInput {
   readonly onTarget?: ((target: { readonly serviceName: string; readonly original: string; readonly span: TraceContext }) => void) | undefined
 }
 
-/** Who makes a call, for an approval (`CallToolInput.caller`), and whose per-user credential it uses. */
+/**
+ * Who makes a call, for an approval (`CallToolInput.caller`); `owner` also names whose per-user
+ * credential a call on a `per_user` service uses (README, Per-user credentials).
+ */
 export interface ApprovalCaller {
   readonly words: string
   readonly owner: string
-  /**
-   * The principal whose credential a call on a `per_user` service uses (src/config/api-keys.ts
-   * `credentialPrincipal`); absent: `admin` (the store's operator, or a store without keys).
-   */
-  readonly principal?: string | undefined
 }
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
@@ -491,7 +489,9 @@ const perUserRequest = async <A>(
   request: (connection: McpConnection) => Promise<A>
 ): Promise<Exit.Exit<A, ServiceRequestFailure> | CredentialsRequired> => {
   const { name, definition } = actor.getSnapshot().context
-  const principal = input.caller?.principal ?? "admin"
+  // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
+  // `sessionOwner`); a call made without a caller (the library's) has no credential of its own.
+  const principal = input.caller?.owner
   const route = `PUT ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
   const required = (why: string) => {
     log.warn(`call of '${input.tool_name}' refused: ${why}`, { event: "credentials_required", scope: ctx.label, service: name, tool: input.tool_name })
@@ -507,8 +507,8 @@ const perUserRequest = async <A>(
   const credentials = ctx.host.credentials
   if (credentials === undefined || ctx.host.replication.shared) return required("per-user credentials are not supported in replica mode")
   if (!isConnected(statusOf(actor.getSnapshot()))) return Exit.fail(new NotConnected(actor.getSnapshot()))
-  const own = await credentials.find(ctx.scope, name, principal)
-  if (own === undefined) return required("this caller has not given its own")
+  const own = principal === undefined ? undefined : await credentials.find(ctx.scope, name, principal)
+  if (own === undefined || principal === undefined) return required("this caller has not given its own")
   return credentials.request({ scope: ctx.scope, name, definition }, principal, own, { remaining: call.remaining }, request)
 }
 

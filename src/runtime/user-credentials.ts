@@ -196,8 +196,5 @@ export class UserCredentials {
   }
 }
 
-/** A principal in a log line: its kind and a short prefix, never a token. */
-export const principalWords = (principal: string): string => {
-  const colon = principal.indexOf(":")
-  return colon < 0 ? `'${principal}'` : `'${principal.slice(0, colon)}:${principal.slice(colon + 1, colon + 9)}…'`
-}
+/** A principal in a log line: the first characters of its digest (never a key). */
+const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`

@@ -7,9 +7,11 @@
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { addService, authedApi, fixtureService, freshDir, startTestServer, type Api, type TestServer } from "../support/index.js"
+import { addService, authedApi, fixtureService, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
@@ -39,6 +41,7 @@ describe("per-user upstream credentials", () => {
   let bob: Api
   let reader: Api
   let other: Api
+  const keys: Record<string, string> = {}
 
   beforeAll(async () => {
     fixture = await startHttpFixture({ server: { whoamiTool: true } })
@@ -51,6 +54,7 @@ describe("per-user upstream credentials", () => {
       await createKey(keysFile, "--role", "reader", "--name", "dash"),
       await createKey(keysFile, "--role", "agent", "--agent", "other", "--name", "eve")
     ]
+    Object.assign(keys, { alice: k1!, bob: k2! })
     server = await startTestServer({ dir })
     ;[admin, alice, bob, reader, other] = [a, k1, k2, r, o].map((key) => authedApi(server.url, key!)) as [Api, Api, Api, Api, Api]
     await Promise.all([
@@ -129,6 +133,23 @@ describe("per-user upstream credentials", () => {
     for (const secret of ["alice-secret-token", "bob-secret-token", "FIXTURE_USER"]) expect(text).not.toContain(secret)
     const config = await admin.get(`${PREFIX}/show_mcpconfig?reveal=true`)
     expect(config.text).not.toContain("alice-secret-token")
+  })
+
+  it("over MCP (a 2025 session on the agent's endpoint), each key's calls use its own credential too", async () => {
+    const seen: Record<string, string> = {}
+    for (const who of ["alice", "bob"]) {
+      const transport = new StreamableHTTPClientTransport(new URL(`${server.url}${PREFIX}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keys[who]}` } } })
+      const client = new Client({ name: "per-user-test", version: "1.0.0" })
+      client.onerror = () => undefined
+      await within(client.connect(transport), 10_000, "connect")
+      try {
+        const result = (await client.callTool({ name: "remote__whoami", arguments: {} }, undefined, { timeout: 10_000 })) as { content: Array<{ text: string }> }
+        seen[who] = (JSON.parse(result.content[0]!.text) as { authorization: string }).authorization
+      } finally {
+        await client.close()
+      }
+    }
+    expect(seen).toEqual({ alice: "Bearer alice-secret-token", bob: "Bearer bob-secret-token" })
   })
 
   it("a principal deletes its own credential; the service's deletion forgets every one", async () => {
