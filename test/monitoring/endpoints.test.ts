@@ -24,7 +24,7 @@ const MONITORING: Partial<MonitoringSettings> = {
 }
 
 const STATUSES = ["initializing", "healthy", "warning", "reconnecting", "unreachable", "disconnecting", "disconnected"]
-const OUTCOMES = ["success", "tool_error", "invalid_arguments", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable", "tool_not_allowed", "cancelled", "interrupted", "denied", "approval_timeout", "tool_changed"]
+const OUTCOMES = ["success", "tool_error", "invalid_arguments", "protocol_error", "transport_error", "message_too_large", "timeout", "unavailable", "tool_not_allowed", "cancelled", "interrupted", "denied", "approval_timeout", "tool_changed", "credentials_required"]
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 
 const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)
@@ -115,7 +115,7 @@ describe("tool calls that succeed and fail", () => {
     expect(reply.status).toBe(200)
     expect(reply.body).toMatchObject({ success: true, minutes: 60, total_calls: 8, failed_calls: 3, error_rate: 0.38 })
     expect(Object.keys(reply.body.by_outcome).sort()).toEqual([...OUTCOMES].sort())
-    expect(reply.body.by_outcome).toEqual({ success: 5, tool_error: 1, invalid_arguments: 1, protocol_error: 0, transport_error: 0, message_too_large: 0, timeout: 0, unavailable: 1, tool_not_allowed: 0, cancelled: 0, interrupted: 0, denied: 0, approval_timeout: 0, tool_changed: 0 })
+    expect(reply.body.by_outcome).toEqual({ success: 5, tool_error: 1, invalid_arguments: 1, protocol_error: 0, transport_error: 0, message_too_large: 0, timeout: 0, unavailable: 1, tool_not_allowed: 0, cancelled: 0, interrupted: 0, denied: 0, approval_timeout: 0, tool_changed: 0, credentials_required: 0 })
     expect(reply.body.by_service).toEqual({
       calc: { calls: 7, errors: 2, error_rate: 0.29 },
       spare: { calls: 1, errors: 1, error_rate: 1 }
