@@ -1,0 +1,78 @@
+// The pool of per-user connections (src/runtime/user-credentials.ts) on real connections to the HTTP
+// fixture: bounded per service (the least recently used idle one closed first, TOO_MANY when all are
+// in use), an idle one closed by its timer, a changed credential's closed at once, and nothing left
+// open after closeAll. Credentials kept in memory (the encrypted file is covered over HTTP).
+import { Exit } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { CredentialsFile } from "../../src/config/credentials-file.js"
+import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
+import { UserCredentials } from "../../src/runtime/user-credentials.js"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { eventually } from "../support/index.js"
+
+const values = (who: string) => ({ headers: { Authorization: `Bearer ${who}-token` }, env: {} })
+
+describe("per-user connection pool", () => {
+  let fixture: HttpFixture
+  const registry = new ConnectionRegistry()
+  let pool: UserCredentials
+  let target: { scope: typeof STORE_SCOPE; name: string; definition: { url: string; per_user: { headers: string[] } } }
+
+  beforeAll(async () => {
+    fixture = await startHttpFixture({ server: { whoamiTool: true } })
+    target = { scope: STORE_SCOPE, name: "remote", definition: { url: fixture.url, per_user: { headers: ["Authorization"] } } }
+    pool = new UserCredentials(
+      Promise.resolve(CredentialsFile.inMemory()),
+      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      { maxConnections: 2, idleMs: 300 }
+    )
+  })
+  afterAll(async () => {
+    await pool.closeAll()
+    await registry.closeAll()
+    await fixture.stop()
+  })
+
+  /** The fixture's `whoami` through `who`'s pooled connection. */
+  const whoami = async (who: string, hold?: Promise<void>) => {
+    const exit = await pool.request(target, who, values(who), { remaining: () => 5_000 }, async (c) => {
+      const result = await c.callTool("whoami", {}, { timeoutMs: 5_000 })
+      await hold
+      return JSON.parse((result.content[0] as { text: string }).text) as { authorization: string }
+    })
+    return Exit.isSuccess(exit) ? exit.value.authorization : exit
+  }
+
+  it("keeps at most two principals' connections: the least recently used idle one is closed first", async () => {
+    expect(await whoami("a")).toBe("Bearer a-token")
+    expect(await whoami("b")).toBe("Bearer b-token")
+    expect(await whoami("a")).toBe("Bearer a-token") // b is now the least recently used
+    expect(await whoami("c")).toBe("Bearer c-token")
+    expect(pool.size).toBe(2)
+    expect(await eventually(() => registry.size === 2, 2_000)).toBe(true)
+  })
+
+  it("refuses TOO_MANY when every connection is in use, and closes idle ones by their timer", async () => {
+    let release = () => undefined as void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const first = whoami("a", held)
+    const second = whoami("c", held)
+    const third = await whoami("d")
+    expect(Exit.isExit(third) && Exit.isFailure(third) && JSON.stringify(third.cause)).toContain("per_user_connections")
+    release()
+    expect([await first, await second]).toEqual(["Bearer a-token", "Bearer c-token"])
+    expect(await eventually(() => pool.size === 0 && registry.size === 0, 3_000)).toBe(true)
+  })
+
+  it("a changed credential closes the principal's connection; the next call uses the new one", async () => {
+    expect(await whoami("a")).toBe("Bearer a-token")
+    await pool.set(STORE_SCOPE, "remote", "a", { headers: { Authorization: "Bearer new" }, env: {} })
+    expect(pool.size).toBe(0)
+    const exit = await pool.request(target, "a", { headers: { Authorization: "Bearer new" }, env: {} }, { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+    expect(Exit.isSuccess(exit) && JSON.stringify(exit.value)).toContain("Bearer new")
+    await pool.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+})
