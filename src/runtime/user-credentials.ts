@@ -101,6 +101,8 @@ export class UserCredentials {
     request: (connection: McpConnection) => Promise<A>
   ): Promise<Exit.Exit<A, McpRequestError | TooMany>> {
     const service = key(target.scope, target.name)
+    // The store stops: no connection is opened any more (nothing would own it).
+    if (this.closed) return Exit.fail(new McpRequestError("aborted", "the store is stopping"))
     for (let retried = false; ; retried = true) {
       const pooled = this.acquire(service, target, principal, values, options)
       if (pooled instanceof TooMany) return Exit.fail(pooled)
