@@ -84,6 +84,10 @@ describe("per-user upstream credentials", () => {
     expect(reply.body.error.code).toBe("CREDENTIALS_REQUIRED")
     expect(reply.body.error.details).toMatchObject({ service_name: "remote", headers: ["Authorization"], env: [], route: `PUT ${PREFIX}/credentials/remote` })
     expect(reply.body.message).toContain(`PUT ${PREFIX}/credentials/remote`)
+    // The refusal is a record of its own outcome.
+    const records = await admin.get(`${PREFIX}/tool_records?outcome=credentials_required`)
+    expect(records.status, records.text).toBe(200)
+    expect(records.body.executions).toEqual([expect.objectContaining({ service_name: "remote", tool_name: "whoami", outcome: "credentials_required" })])
   })
 
   it("two principals call one remote service, each seen by the upstream with its own header", async () => {
