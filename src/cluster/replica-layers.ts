@@ -29,7 +29,7 @@ import { NotDelivered } from "./forward.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
-import { RedisToolPins } from "../config/redis-tool-pins.js"
+import { RedisToolPins } from "../config/redis-pins.js"
 import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */

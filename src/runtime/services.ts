@@ -19,8 +19,8 @@ import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
 import type { ProcessLedger } from "../mcp/types.js"
-import type { ToolPinsBackend } from "../config/tool-pins.js"
-import type { PinSettings } from "../domain/tool-pins.js"
+import type { ToolPinsBackend } from "../config/pins-file.js"
+import type { PinSettings } from "../domain/pin-rules.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
 export interface AsyncStartInput {
