@@ -9,9 +9,9 @@
  * included (src/http/cluster-route.ts).
  *
  * Bounded: each replica shares at most its `max_approvals` (the views are those the list shows,
- * arguments already cut); an entry whose holder left the registry (a crash) or whose time passed is
- * not listed and is removed by the replica that reads it; the hash expires when its newest entry's
- * time has passed. Every Redis command has the connection's time-out, and a decision carried to a
+ * arguments already cut); an entry whose holder left the registry (a crash) is not listed, and one
+ * whose time passed is removed by the replica that reads it; the hash expires when its newest
+ * entry's time has passed. Every Redis command has the connection's time-out, and a decision carried to a
  * holder has `DECIDE_MS`.
  */
 import type { ApprovalEvent, ApprovalsReplica, ApprovalView, RemoteDecision, SharedApproval } from "../runtime/approvals.js"
@@ -114,8 +114,10 @@ export const sharedApprovals = (cluster: Cluster): ApprovalsReplica => {
       const stale: Array<string> = []
       for (const [id, json] of Object.entries(fields)) {
         const entry = parse<Entry>(json, `approval ${id}`)
-        if (!isEntry(entry) || entry.until < now || !alive.has(entry.holder)) stale.push(id)
-        else if (entry.holder !== cluster.replicaId && out.length < MAX_LISTED) out.push({ view: entry.view, holder: entry.holder })
+        // A holder missing from the registry is not listed but not deleted either: it may be back from
+        // a Redis outage (its registry entry renewed within ttl/3); its entries end at their `until`.
+        if (!isEntry(entry) || entry.until < now) stale.push(id)
+        else if (entry.holder !== cluster.replicaId && alive.has(entry.holder) && out.length < MAX_LISTED) out.push({ view: entry.view, holder: entry.holder })
       }
       drop(stale)
       return out
@@ -125,10 +127,11 @@ export const sharedApprovals = (cluster: Cluster): ApprovalsReplica => {
       const json = await client.hGet(hash, id)
       if (json === null || json === undefined) return undefined
       const entry = parse<Entry>(json, `approval ${id}`)
-      if (!isEntry(entry) || entry.until < Date.now() || !(await cluster.alive(entry.holder))) {
+      if (!isEntry(entry) || entry.until < Date.now()) {
         drop([id])
         return undefined
       }
+      if (!(await cluster.alive(entry.holder))) return undefined
       return { view: entry.view, holder: entry.holder }
     },
 

@@ -56,18 +56,17 @@ describe.skipIf(!hasRedisServer)("approvals across replicas", { timeout: 60_000 
   beforeAll(async () => {
     restoreSecret = useReplicaSecret()
     redis = await startRedisServer()
-    const started: StoreProcess[] = []
-    for (const _ of [0, 1]) {
-      const dir = freshDir()
-      writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
-      started.push(
-        await spawnStore({
+    const started = await Promise.all(
+      [0, 1].map(() => {
+        const dir = freshDir()
+        writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
+        return spawnStore({
           configFile: join(dir, "mcp.json"),
           extraArgs: ["--redis-url", redis.url, "--cluster-name", "approvals", "--lease-ms", String(LEASE_MS), "--approval-timeout", "30"],
           startTimeoutMs: 50_000
         })
-      )
-    }
+      })
+    )
     ;[a, b] = started as [StoreProcess, StoreProcess]
     const added = await a.post("/for_store/add_service?wait=30", { ...fixtureService("fx"), require_approval: ["echo", "add"] })
     expect(added.status, added.text).toBe(200)
