@@ -17,6 +17,7 @@ import type { AsyncCallEntry, AsyncResultsBackend, AsyncResultsOptions } from ".
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
+import type { ApprovalsReplica } from "./approvals.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
 import type { ProcessLedger } from "../mcp/types.js"
 import type { ToolPinsBackend } from "../config/pins-file.js"
@@ -142,6 +143,8 @@ export interface ReplicationApi {
     | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
+  /** Approvals listed and decided on any replica (src/runtime/approvals.ts); none for one store. */
+  readonly approvals?: ApprovalsReplica | undefined
   /**
    * Replica mode: tells the replica that handed a task to its client (src/runtime/task-relay.ts)
    * that the task was seen ended here, so that it records the task's call; best effort.

@@ -143,7 +143,7 @@ export class Store implements StoreHost {
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     this.tasks = new TaskRelays(records)
-    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey })
+    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey }, replication.approvals)
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes: parts.processes })
