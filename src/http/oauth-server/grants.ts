@@ -54,7 +54,8 @@ export type TokenAnswer = { readonly status: 200; readonly body: Record<string, 
 export interface AuthorizationServerOptions {
   readonly servicesFile: string
   readonly issuer: () => string
-  readonly key: SigningKey
+  /** The signing key; in replica mode given later with the cluster's state (`attach`). */
+  readonly key: SigningKey | undefined
   readonly policy: UpstreamPolicy
   readonly devLoopbackClients: boolean
   readonly dynamicRegistration: boolean
@@ -86,14 +87,33 @@ const one = (v: unknown): string | undefined => (typeof v === "string" && v.leng
 export class AuthorizationServer {
   private readonly metadataDocs: ClientMetadataCache
   private readonly now: () => number
-  private readonly state: GrantState
-  readonly keys: JWTVerifyGetKey
+  private state: GrantState
+  private key: SigningKey | undefined
+  private keySet: JWTVerifyGetKey | undefined
+  /** The public key set its tokens are verified with (the current key's, once there is one). */
+  readonly keys: JWTVerifyGetKey = (header, token) => {
+    if (this.keySet === undefined) return Promise.reject(new Error("the authorization server has no signing key yet"))
+    return (this.keySet as (h: typeof header, t: typeof token) => ReturnType<JWTVerifyGetKey>)(header, token)
+  }
 
   constructor(private readonly options: AuthorizationServerOptions) {
     this.now = options.now ?? Date.now
     this.state = options.state ?? new FileGrantState(options.servicesFile, this.now)
     this.metadataDocs = new ClientMetadataCache(options.policy, options.devLoopbackClients, this.now)
-    this.keys = createLocalJWKSet({ keys: [options.key.publicJwk] })
+    this.key = options.key
+    this.keySet = options.key === undefined ? undefined : createLocalJWKSet({ keys: [options.key.publicJwk] })
+  }
+
+  /**
+   * Replica mode: the cluster's state and signing key, once the cluster is joined (the routes are
+   * not served before). The state given before is let go.
+   */
+  async attach(state: GrantState, key: SigningKey): Promise<void> {
+    const before = this.state
+    this.state = state
+    this.key = key
+    this.keySet = createLocalJWKSet({ keys: [key.publicJwk] })
+    await before.close()
   }
 
   /** Resolves once the changes under way are written (shutdown). */
@@ -113,7 +133,7 @@ export class AuthorizationServer {
 
   /** The public keys, as served at /oauth/jwks. */
   get jwks(): { readonly keys: ReadonlyArray<unknown> } {
-    return { keys: [this.options.key.publicJwk] }
+    return { keys: this.key === undefined ? [] : [this.key.publicJwk] }
   }
 
   /** RFC 8414 metadata, served at /.well-known/oauth-authorization-server. */
@@ -501,17 +521,22 @@ export class AuthorizationServer {
     return this.issueTokens({ clientId: client.clientId, agent: approval.agent, tools: approval.tools, resource, scope: grantedScope(form.get("scope") ?? undefined).replace(/\s*offline_access/, "").trim(), family: randomBytes(12).toString("base64url"), sub: client.clientId, refresh: false })
   }
 
+  private signingKey(): SigningKey {
+    if (this.key === undefined) throw new Error("the authorization server has no signing key yet")
+    return this.key
+  }
+
   private async issueTokens(t: { readonly clientId: string; readonly agent: string; readonly tools: ReadonlyArray<string> | null; readonly resource: string; readonly scope: string; readonly family: string; readonly sub: string; readonly refresh: boolean }): Promise<TokenAnswer> {
     const now = Math.floor(this.now() / 1000)
     const access = await new SignJWT({ client_id: t.clientId, scope: t.scope, role: "agent", agent_id: t.agent, ...(t.tools === null ? {} : { tools: [...t.tools] }), fam: t.family })
-      .setProtectedHeader({ alg: "ES256", kid: this.options.key.kid, typ: "at+jwt" })
+      .setProtectedHeader({ alg: "ES256", kid: this.signingKey().kid, typ: "at+jwt" })
       .setIssuer(this.issuer)
       .setAudience(t.resource)
       .setSubject(t.sub)
       .setIssuedAt(now)
       .setExpirationTime(now + ACCESS_TOKEN_SECONDS)
       .setJti(randomBytes(16).toString("base64url"))
-      .sign(this.options.key.privateKey)
+      .sign(this.signingKey().privateKey)
     let refresh: string | undefined
     if (t.refresh) {
       refresh = freshSecret()
