@@ -44,8 +44,8 @@ return 1
 
 /** A new refresh token, unless its family was revoked: KEYS revoked, refresh index, the token's key, the family's set. */
 const PUT_REFRESH = `
-local until = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if until and tonumber(until) > tonumber(ARGV[5]) then return 0 end
+local lapses = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if lapses and tonumber(lapses) > tonumber(ARGV[5]) then return 0 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[5])
 while redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) do
   local oldest = redis.call('ZPOPMIN', KEYS[2])
