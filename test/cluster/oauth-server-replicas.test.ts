@@ -5,7 +5,8 @@
  * the same code exchanged again on B fails and revokes what it gave, which B then refuses; an
  * approval made on A lets B answer the authorization at once; a refresh on B of A's token rotates
  * it, and the old one presented again on A revokes the family; an access token revoked on A is
- * refused by B within the revocation copy's polling; one signing key for the cluster; a replica
+ * refused by B within the revocation copy's polling; a code or refresh token spent on both replicas
+ * at once is spent once; one signing key for the cluster; a replica
  * without --public-url is refused at start; Redis hung: the token endpoint answers 503, not a hang.
  */
 import { createHash, randomBytes } from "node:crypto"
@@ -142,6 +143,29 @@ describe.skipIf(!hasRedisServer)("the built-in authorization server across repli
     expect(await eventually(async () => (await mcpWith(b, tokens.body.access_token)) === 401, 3000, 50)).toBe(true)
     // The family was not revoked: its refresh token still works, anywhere.
     expect((await tokenOn(b, { grant_type: "refresh_token", refresh_token: tokens.body.refresh_token })).status).toBe(200)
+  })
+
+  it("one code exchanged on A and on B at the same moment, and one refresh token on both: one answer each wins", async () => {
+    const { verifier, challenge } = pkce()
+    const direct = await authorizeOn(a, challenge)
+    expect(direct.status).toBe(302)
+    const code = new URL(direct.headers.get("location") as string).searchParams.get("code") as string
+    const exchange = { grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: callback }
+    const both = await Promise.all([tokenOn(a, exchange), tokenOn(b, exchange)])
+    expect(both.map((t) => t.status).sort()).toEqual([200, 400])
+    const won = both.find((t) => t.status === 200)!
+    // The loser revoked what the winner got (a code used twice): the refresh token is dead too.
+    expect((await tokenOn(a, { grant_type: "refresh_token", refresh_token: won.body.refresh_token })).status).toBe(400)
+
+    const { verifier: v2, challenge: c2 } = pkce()
+    const code2 = new URL((await authorizeOn(b, c2)).headers.get("location") as string).searchParams.get("code") as string
+    const pair = await tokenOn(b, { grant_type: "authorization_code", code: code2, code_verifier: v2, redirect_uri: callback })
+    expect(pair.status).toBe(200)
+    const refreshes = await Promise.all([tokenOn(a, { grant_type: "refresh_token", refresh_token: pair.body.refresh_token }), tokenOn(b, { grant_type: "refresh_token", refresh_token: pair.body.refresh_token })])
+    expect(refreshes.filter((r) => r.status === 200)).toHaveLength(1)
+    // The racing reuse revoked the family: the new refresh token is refused as well.
+    const fresh = refreshes.find((r) => r.status === 200)!
+    expect((await tokenOn(b, { grant_type: "refresh_token", refresh_token: fresh.body.refresh_token })).status).toBe(400)
   })
 
   it("refuses a replica without --public-url at start", async () => {
