@@ -11,6 +11,7 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { loadClusterSigningKey } from "../../src/config/oauth-signing-key.js"
 import { eventually, hasRedisServer, startClientSite, useReplicaCluster, type TestServer } from "../support/index.js"
 
 const CLUSTER = "oauth-server"
@@ -84,6 +85,16 @@ describe.skipIf(!hasRedisServer)("the built-in authorization server across repli
     expect(jwksA.keys).toHaveLength(1)
     expect(jwksB.keys).toEqual(jwksA.keys)
     expect(jwksA.keys[0]).not.toHaveProperty("d")
+    // Sealed in Redis under MCPSTORE_SECRET_KEY: the same key read back with it, refused with another secret.
+    const client = await cluster.redis.connect()
+    try {
+      const stored = await client.get(`mcp-store:{${CLUSTER}}:oauth-server:key`)
+      expect(stored).not.toContain(`"d"`)
+      expect((await loadClusterSigningKey({ client, cluster: CLUSTER })).kid).toBe(jwksA.keys[0].kid)
+      await expect(loadClusterSigningKey({ client, cluster: CLUSTER }, "another secret")).rejects.toThrow(/MCPSTORE_SECRET_KEY/)
+    } finally {
+      client.destroy()
+    }
   })
 
   it("a consent asked on A is decided on B, its code exchanged on A; the same code again on B fails and revokes what it gave, on B too", async () => {
