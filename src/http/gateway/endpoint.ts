@@ -590,7 +590,7 @@ export class McpGateway {
           trace: readTraceContext(request.params._meta),
           sessionId: session.id,
           requestId: c.mcpReq.id,
-          caller: { words: `an MCP client (session of ${session.owner.slice(0, 8)})`, owner: session.owner },
+          caller: () => ({ words: `an MCP client (session of ${session.owner.slice(0, 8)})`, owner: session.owner }),
           ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
           relay: sessionRelay(server, c, "call")
         },

@@ -741,7 +741,7 @@ export class ModernMcp {
       // The client's trace context (the W3C keys of the request's `_meta`).
       trace: readTraceContext(meta),
       requestId: x.requestId,
-      caller: { words: caller.who ?? "an MCP client", owner: caller.owner },
+      caller: () => ({ words: caller.who ?? "an MCP client", owner: caller.owner }),
       ...(token !== undefined ? { progress: (p: CallProgress) => x.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
     }
     const wanted = x.envelope?.[LOG_LEVEL_META_KEY]
