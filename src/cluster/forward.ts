@@ -21,7 +21,8 @@
  * the owner as a request of its own (`answer`, naming the call's id and the request's key). A retry
  * of a held call that another replica holds goes to that replica (`held`, src/cluster/held-calls.ts),
  * which sends `{"a": 1}` every few seconds while the call's next step is not there yet, so a holder
- * that went silent is noticed within `HELD_SILENCE_MS`.
+ * that went silent is noticed within `HELD_SILENCE_MS`. A decision of an approval another replica
+ * holds goes to that replica too (`approval`, src/cluster/shared-approvals.ts).
  */
 import type { AsyncStartInput } from "../runtime/services.js"
 import { randomUUID } from "node:crypto"
@@ -88,6 +89,8 @@ export type ForwardRequest = { readonly id: string; readonly field: string; read
   | { readonly op: "held"; readonly retry: HeldRetry; readonly owner: HeldOwner }
   /** Cancel an asynchronous call the receiving replica runs (`field` is empty); answered with the call as it ended. */
   | { readonly op: "async_cancel"; readonly call: string; readonly scope: string; readonly owner: string }
+  /** A decision of an approval the receiving replica holds (`field` is empty; src/cluster/shared-approvals.ts): answered `RemoteDecision`. */
+  | { readonly op: "approval"; readonly approval: string; readonly decision: "approve" | "deny"; readonly by: string; readonly digest?: string | undefined }
   /** Start an asynchronous call on the replica that runs its service (`field` is the service's): answered with the call's entry. */
   | { readonly op: "async_start"; readonly scope: string; readonly owner: string; readonly input: AsyncStartInput }
 )

@@ -25,11 +25,12 @@ import {
 } from "../runtime/services.js"
 import { Cluster } from "./cluster.js"
 import { heldCallsOf } from "./held-calls.js"
+import { sharedApprovals } from "./shared-approvals.js"
 import { NotDelivered } from "./forward.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
-import { RedisToolPins } from "../config/redis-tool-pins.js"
+import { RedisToolPins } from "../config/redis-pins.js"
 import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
@@ -135,7 +136,8 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
     if (answer?.call !== undefined) return answer.call
     return { refused: answer?.refused ?? `replica ${replica} did not start the call` }
   },
-  held: heldCallsOf(cluster)
+  held: heldCallsOf(cluster),
+  approvals: sharedApprovals(cluster)
 })
 
 export const ClusterReplication: Layer.Layer<Replication, never, ClusterService> = Layer.effect(Replication, Effect.map(ClusterService, clusterReplication))

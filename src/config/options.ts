@@ -11,7 +11,7 @@ import { globsProblem } from "../domain/tool-filter.js"
 import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
 import { VERSION } from "../version.js"
-import { DEFAULT_PIN_SETTINGS, NEW_TOOL_RULES, PIN_MODES, type PinSettings } from "../domain/tool-pins.js"
+import { DEFAULT_PIN_SETTINGS, NEW_TOOL_RULES, PIN_MODES, type PinSettings } from "../domain/pin-rules.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"

@@ -385,7 +385,7 @@ const definitionFields = {
   require_approval: Schema.optionalWith(ToolGlobs(REQUIRE_APPROVAL), { exact: true }),
   oauth: Schema.optionalWith(OAuthSettings, { exact: true }),
   pin: Schema.optionalWith(
-    // The modes of src/domain/tool-pins.ts (PIN_MODES), spelled here: that module reads definitions.
+    // The modes of src/domain/pin-rules.ts (PIN_MODES), spelled here: that module reads definitions.
     Schema.Literal("strict", "warn", "off").annotations({
       message: () => ({ message: 'must be one of "strict", "warn", "off"', override: true }),
       description: "How the service's tool definitions are pinned (docs/tool-pins.md): strict holds a changed tool until accepted, warn tells and takes it, off pins nothing; --pin-tools when left out"

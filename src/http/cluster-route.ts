@@ -13,9 +13,10 @@
  * connecting is waited for, an expired session is reconnected once, and a transport failure counts
  * as a failed health check of the owner's actor. An upstream's elicitation or sampling request
  * during a forwarded call whose caller has a relay goes back on the answer (`q`), and waits for the
- * caller's answer (`answer`, a request of its own) or the call's end. Two requests name no service:
- * `answer`, and `held`, a retry of a call held here for its caller's input that reached another
- * replica (src/cluster/held-calls.ts), answered with the call's next step.
+ * caller's answer (`answer`, a request of its own) or the call's end. Some requests name no service:
+ * `answer`; `held`, a retry of a call held here for its caller's input that reached another
+ * replica (src/cluster/held-calls.ts), answered with the call's next step; and `approval`, a
+ * decision made on another replica of an approval whose call waits here (src/cluster/shared-approvals.ts).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
@@ -31,6 +32,7 @@ import { NotConnected, requestOnService } from "../runtime/service-request.js"
 import { log } from "../logging/log.js"
 import { traceMetaOf } from "../domain/trace-context.js"
 import type { Store } from "../runtime/store.js"
+import type { RemoteDecision } from "../runtime/approvals.js"
 import type { Cluster } from "../cluster/cluster.js"
 import { errorBody } from "./contract-errors.js"
 import type { DirectRoute } from "./call-route.js"
@@ -203,6 +205,26 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
   }
 }
 
+/** The longest approver's label taken from another replica (it is the key's role and label, in words). */
+const MAX_BY_CHARS = 500
+
+/** A decision carried from another replica, applied to an approval held here as a decision made here would be. */
+const decideHere = (store: Store, req: Extract<ForwardRequest, { op: "approval" }>): RemoteDecision => {
+  const digest = req.digest
+  if ((req.decision !== "approve" && req.decision !== "deny") || typeof req.by !== "string" || req.by.length > MAX_BY_CHARS || (digest !== undefined && typeof digest !== "string")) {
+    throw new McpRequestError("protocol", "not a decision of an approval", -32602)
+  }
+  const decided = store.approvals.decide(String(req.approval), req.decision, req.by, digest)
+  if (decided === undefined || decided === "mismatch") {
+    log.warn(`refused a decision (${req.decision}) of approval ${String(req.approval).slice(0, 64)} made on another replica by ${req.by}: ${decided === undefined ? "no call waits for it here" : "the arguments digest given is not the call's"}`, {
+      event: "approval_decision_refused",
+      approval_id: String(req.approval).slice(0, 64)
+    })
+    return decided === undefined ? { missing: true } : { mismatch: true }
+  }
+  return { decided }
+}
+
 /** Runs one forwarded request on the owned service's connection (or, for `answer` and `held`, on what it names). */
 const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
   if (req.op === "redis") return { up: cluster.connection.up }
@@ -219,6 +241,7 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     const started = await store.asyncCalls.start(scope.value, req.input, String(req.owner), asyncAnswer, { here: true })
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
+  if (req.op === "approval") return decideHere(store, req)
   if (req.op === "async_cancel") return { call: (await store.asyncCalls.cancel(String(req.call), String(req.scope), String(req.owner))) ?? null }
   if (req.op === "task_ended") {
     if (typeof req.task === "object" && req.task !== null) store.tasks.seen(String(req.relay), req.task)

@@ -29,7 +29,7 @@ import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./contract-errors.js"
 import { McpGateway } from "./gateway/endpoint.js"
 import { ModernMcp } from "./gateway/modern.js"
-import { toolListingOf, type ToolListing } from "./gateway/tool-search.js"
+import { toolListingOf, type ToolListing } from "./gateway/search-mode.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
@@ -449,7 +449,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const res = NodeHttpServerRequest.toServerResponse(request)
         // A session keeps the tool allow-list of the key that opened it (src/http/gateway/endpoint.ts).
         const gate = gateOf(principal)
-        // Search mode (src/http/gateway/tool-search.ts): `?tools=search|full`, else the key's tool_mode, else --tool-search-scopes.
+        // Search mode (src/http/gateway/search-mode.ts): `?tools=search|full`, else the key's tool_mode, else --tool-search-scopes.
         const query = yield* HttpServerRequest.ParsedSearchParams
         const listing = toolListingOf(searchSettings, scope, principal, query["tools"])
         if (listing !== undefined && "problem" in listing) {

@@ -77,22 +77,17 @@ const firstLine = (text: string): string => text.split("\n", 1)[0] as string
  * A decoded call_tool body as the call pipeline takes it (`arguments` is the alias of `args`; the
  * schema refuses a body with both), with the caller's trace context (its `traceparent` header).
  */
-export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined, caller?: calls.ApprovalCaller): calls.CallToolInput => {
+export const callInput = (payload: Schema.Schema.Type<typeof CallToolPayload>, trace: TraceContext | undefined, caller?: calls.CallerOf): calls.CallToolInput => {
   const input = payload.arguments === undefined ? payload : { ...payload, args: payload.arguments }
   const traced = trace === undefined ? input : { ...input, trace }
   return caller === undefined ? traced : { ...traced, caller }
 }
 
 /** Who makes a REST call, for an approval it may need: the key in words, and its digest for the per-key cap (and whose per-user credential it uses). */
-export const restCaller = (principal: Principal, authorization: string | undefined): calls.ApprovalCaller => ({
-  // Read only by a call that needs an approval: nothing is computed for the others.
-  get words() {
-    return callerWords(principal)
-  },
-  get owner() {
-    return sessionOwner(principal, authorization)
-  }
-})
+export const restCaller =
+  (principal: Principal, authorization: string | undefined): calls.CallerOf =>
+  // Asked only by a call that needs an approval: nothing is computed for the others.
+  () => ({ words: callerWords(principal), owner: sessionOwner(principal, authorization) })
 
 /**
  * The body of call_tool and use_tool, built in this one place for every route: the contract's
@@ -117,7 +112,7 @@ export interface CallEdge {
   /** The store's asynchronous calls (`"async": true`). */
   readonly async: AsyncCalls
   /** Who makes the call, for an approval it may need. */
-  readonly caller?: calls.ApprovalCaller | undefined
+  readonly caller?: calls.CallerOf | undefined
 }
 
 /** A call_tool body that takes part in rounds of input (`accept_input_required`, or the retry of one). */

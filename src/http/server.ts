@@ -103,9 +103,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   if (options.store.cluster !== undefined && options.store.cluster.advertiseUrl === undefined && isWildcard(options.server.host)) {
     throw new Error(`--redis-url with --host ${options.server.host} needs --advertise-url (MCPSTORE_ADVERTISE_URL): the URL the other replicas reach this one at`)
   }
-  // The built-in authorization server keeps its codes and consents in one process's memory: not across replicas yet.
-  if (options.server.authServer === true && options.store.cluster !== undefined) {
-    throw new Error("--auth-server does not run in replica mode (--redis-url) yet: its authorization codes and consents live in one replica's memory")
+  // The built-in authorization server across replicas: each must present the same issuer, so the public URL is required.
+  if (options.server.authServer === true && options.store.cluster !== undefined && options.server.publicUrl === undefined) {
+    throw new Error("--auth-server in replica mode (--redis-url) needs --public-url (MCPSTORE_PUBLIC_URL): every replica must present the same issuer, the URL clients reach the cluster at")
   }
   // The keys: --api-key and MCPSTORE_API_KEY_FILE (admins) and the keys file, watched from now on.
   const adminKeys = [options.server.apiKey, options.server.apiKeyFile === undefined ? undefined : readApiKeyFile(options.server.apiKeyFile)]
@@ -130,7 +130,8 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     ? new (await import("./oauth-server/grants.js")).AuthorizationServer({
         servicesFile: options.store.mcpConfigFile,
         issuer: publicBase,
-        key: await (await import("../config/oauth-signing-key.js")).loadSigningKey(options.store.mcpConfigFile),
+        // Replica mode: the cluster's key, given with its state once the cluster is joined (below).
+        key: options.store.cluster === undefined ? await (await import("../config/oauth-signing-key.js")).loadSigningKey(options.store.mcpConfigFile) : undefined,
         policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata }),
         devLoopbackClients: options.server.authDevLoopbackClients === true,
         dynamicRegistration: options.server.authDynamicRegistration !== false
@@ -202,6 +203,18 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       cluster = Option.getOrUndefined(yield* clusterOf)
       // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file.
       if (cluster !== undefined) keys.writeUsesTo(new RedisKeyUses({ client: cluster.connection.client, cluster: cluster.options.name }).write)
+      // Replica mode: the built-in authorization server's state and signing key are the cluster's; let go on release.
+      if (cluster !== undefined && authServer !== undefined) {
+        const data = { client: cluster.connection.client, cluster: cluster.options.name }
+        yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const [{ RedisGrantState }, { loadClusterSigningKey }] = await Promise.all([import("./oauth-server/redis-grant-state.js"), import("../config/oauth-signing-key.js")])
+            const key = await loadClusterSigningKey(data)
+            await authServer.attach(await RedisGrantState.open(data), key)
+          }),
+          () => Effect.promise(() => authServer.close())
+        )
+      }
       state.app = {
         store,
         monitor,

@@ -17,7 +17,7 @@ import type { EraVerdict } from "../mcp/era.js"
 import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import { STATUSES, type Scope, type ServiceDefinition, type Status } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
-import type { ToolChange } from "../domain/tool-pins.js"
+import type { ToolChange } from "../domain/pin-rules.js"
 
 /** One recorded status change. `from` is null for the first status. */
 export interface Transition {

@@ -9,7 +9,9 @@
  * either is a `TooMany`), each for at most its time-out (one unref'd timer, cleared when it ends);
  * the arguments a list shows are cut to the records' limit. Every change is a log line and an
  * event for `/events`. The approvals live in the process that runs the call: in replica mode the
- * replica the call reached (docs/approvals.md).
+ * replica the call reached (docs/approvals.md), which shares each pending one's view with the
+ * cluster (`ApprovalsReplica`, implemented in src/cluster/shared-approvals.ts): any replica lists
+ * it, and a decision made on another replica is carried to this one and applied here.
  */
 import { randomBytes } from "node:crypto"
 import { TooMany } from "../domain/errors.js"
@@ -72,6 +74,42 @@ export interface ApprovalEvent extends ApprovalView {
   readonly decided_by: string | null
 }
 
+/** A pending approval of another replica, as the cluster shares it. */
+export interface SharedApproval {
+  readonly view: ApprovalView
+  /** The id of the replica whose call waits for it. */
+  readonly holder: string
+}
+
+/** What a decision carried to the holder answers: the view it had, a digest mismatch, or nothing pending there. */
+export type RemoteDecision = { readonly decided: ApprovalView } | { readonly mismatch: true } | { readonly missing: true }
+
+/**
+ * The approvals of a cluster (replica mode; none for one store): what this replica shares of its
+ * own, and how it reaches the others'. Every call to it has a time-out (its Redis commands and
+ * forwarded requests); `put`/`remove`/`announce` are best effort (a failure is a log line).
+ */
+export interface ApprovalsReplica {
+  readonly replicaId: string
+  /** Shares a pending approval's view (until it ends, at most until `until`, epoch ms). */
+  put(view: ApprovalView, until: number): void
+  /** Stops sharing an approval that ended. */
+  remove(id: string): void
+  /** Tells the other replicas' `/events` of an approval's change. */
+  announce(event: ApprovalEvent): void
+  /** Hears the other replicas' approval changes; returns how to stop. */
+  follow(listener: (event: ApprovalEvent) => void): () => void
+  /** The pending approvals other live replicas hold (rejects when Redis cannot be reached). */
+  others(): Promise<ReadonlyArray<SharedApproval>>
+  /** One pending approval another live replica holds, or undefined (rejects when Redis cannot be reached). */
+  find(id: string): Promise<SharedApproval | undefined>
+  /** Carries a decision to the holder; `gone` when it is no longer in the cluster or cannot be reached. */
+  decideOn(holder: string, id: string, decision: "approve" | "deny", by: string, digest: string | undefined): Promise<RemoteDecision | { readonly gone: string }>
+}
+
+/** What deciding answers on any replica: the decided view, a digest mismatch, nothing pending, or the holder gone (why). */
+export type Decision = ApprovalView | "mismatch" | undefined | { readonly gone: string }
+
 /** A pending approval: its view, and how to end it. */
 interface Pending {
   readonly view: ApprovalView
@@ -101,7 +139,16 @@ export class Approvals {
   /** Where the approval page is (`<base>/ui`), set by the HTTP server once it listens. */
   pageUrl: string | undefined
 
-  constructor(private readonly limits: ApprovalLimits) {}
+  /** Stops hearing the other replicas' changes (replica mode). */
+  private readonly unfollow: (() => void) | undefined
+
+  constructor(
+    private readonly limits: ApprovalLimits,
+    private readonly replica?: ApprovalsReplica | undefined
+  ) {
+    // Another replica's approval changes reach this one's `/events` listeners (its own are emitted as they happen).
+    this.unfollow = replica?.follow((e) => this.emit(e))
+  }
 
   /** How many approvals are pending. */
   get size(): number {
@@ -169,11 +216,15 @@ export class Approvals {
       const fields = { event: "approval", approval_id: id, status, scope: ask.scope, service: ask.serviceName, tool: ask.original, trace_id: ask.traceId, ...(by === null ? {} : { decided_by: by }) }
       if (how.decision === "approved") log.info(line, fields)
       else log.warn(line, fields)
-      this.emit({ ...view, status, decided_by: by })
+      const event: ApprovalEvent = { ...view, status, decided_by: by }
+      this.emit(event)
+      this.replica?.remove(id)
+      this.replica?.announce(event)
       resolve(how)
     }
     this.pending.set(id, { view, owner: ask.owner, end })
     this.perOwner.set(ask.owner, mine + 1)
+    this.replica?.put(view, now + timeoutMs)
     if (signal.aborted) {
       onAbort()
       return { view, ended }
@@ -188,7 +239,9 @@ export class Approvals {
       tool: ask.original,
       trace_id: ask.traceId
     })
-    this.emit({ ...view, status: "pending", decided_by: null })
+    const pendingEvent: ApprovalEvent = { ...view, status: "pending", decided_by: null }
+    this.emit(pendingEvent)
+    this.replica?.announce(pendingEvent)
     return { view, ended }
   }
 
@@ -218,10 +271,60 @@ export class Approvals {
     return p.view
   }
 
+  /**
+   * The pending approvals of the whole cluster (replica mode; this store's otherwise), oldest first,
+   * of one scope when `scope` is given. When Redis cannot be reached, this replica's own (a warning).
+   */
+  async listAll(scope?: string): Promise<ReadonlyArray<ApprovalView>> {
+    const mine = this.list(scope)
+    if (this.replica === undefined) return mine
+    let others: ReadonlyArray<SharedApproval>
+    try {
+      others = await this.replica.others()
+    } catch (e) {
+      log.warn(`the cluster's approvals cannot be read (${(e as Error).message}): this replica lists its own`, { event: "cluster_approvals_failed" })
+      return mine
+    }
+    const seen = new Set(mine.map((v) => v.approval_id))
+    const out = [...mine]
+    for (const o of others) if (!seen.has(o.view.approval_id) && (scope === undefined || o.view.scope === scope)) out.push(o.view)
+    return out.sort((a, b) => a.requested_at.localeCompare(b.requested_at))
+  }
+
+  /** One pending approval of the cluster, or undefined (another replica's unseen when Redis cannot be reached). */
+  async find(id: string): Promise<ApprovalView | undefined> {
+    const here = this.get(id)
+    if (here !== undefined || this.replica === undefined || id.length > MAX_ID_LENGTH) return here
+    try {
+      return (await this.replica.find(id))?.view
+    } catch (e) {
+      log.warn(`approval ${id} cannot be looked up in the cluster (${(e as Error).message})`, { event: "cluster_approvals_failed", approval_id: id })
+      return undefined
+    }
+  }
+
+  /**
+   * Decides a pending approval of the cluster: here when this replica holds it, else carried to its
+   * holder (replica mode), which applies it as `decide` does. Rejects when Redis cannot be reached
+   * to find the holder (nothing was decided).
+   */
+  async decideAnywhere(id: string, decision: "approve" | "deny", by: string, digest?: string): Promise<Decision> {
+    const here = this.decide(id, decision, by, digest)
+    if (here !== undefined || this.replica === undefined || id.length > MAX_ID_LENGTH) return here
+    const shared = await this.replica.find(id)
+    if (shared === undefined || shared.holder === this.replica.replicaId) return undefined
+    const answer = await this.replica.decideOn(shared.holder, id, decision, by, digest)
+    if ("gone" in answer) return answer
+    if ("mismatch" in answer) return "mismatch"
+    if ("missing" in answer) return undefined
+    return answer.decided
+  }
+
   /** The store stops: every pending approval ends as its call's cancellation; no new one is asked. */
   close(reason: unknown): void {
     this.closed = true
     for (const p of [...this.pending.values()]) p.end({ decision: "cancelled", reason })
+    this.unfollow?.()
   }
 
   private emit(e: ApprovalEvent): void {

@@ -81,10 +81,10 @@ export interface CallToolInput {
   readonly followTask?: string | undefined
   /**
    * Who makes the call, for an approval it may need (README, Approvals): in words for the approver
-   * (`agent 'a1' key 'ci'`), and the owner the per-key cap counts (a digest of the key). Without
-   * it, the scope's label stands for both.
+   * (`agent 'a1' key 'ci'`), and the owner the per-key cap counts (a digest of the key), asked only
+   * then (a function: a call that needs none builds nothing). Without it, the scope's label stands for both.
    */
-  readonly caller?: ApprovalCaller | undefined
+  readonly caller?: CallerOf | undefined
   /**
    * The caller is shown an approval's page by a URL elicitation through its relay (a 2026-07-28
    * client that answers input in rounds); others hear of it by progress only.
@@ -95,13 +95,17 @@ export interface CallToolInput {
 }
 
 /**
- * Who makes a call, for an approval (`CallToolInput.caller`); `owner` also names whose per-user
- * credential a call on a `per_user` service uses (README, Per-user credentials).
+ * Who makes a call, for an approval: in words for the approver, and its owner (a key's digest) for
+ * the per-key cap; the owner also names whose per-user credential a call on a `per_user` service
+ * uses (README, Per-user credentials).
  */
 export interface ApprovalCaller {
   readonly words: string
   readonly owner: string
 }
+
+/** Who makes a call (`CallToolInput.caller`), asked only when the call needs an approval or a per-user credential. */
+export type CallerOf = () => ApprovalCaller
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
 const declinedOverRest: UpstreamRequestRelay = (request) =>
@@ -491,7 +495,7 @@ const perUserRequest = async <A>(
   const { name, definition } = actor.getSnapshot().context
   // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
   // `sessionOwner`); a call made without a caller (the library's) has no credential of its own.
-  const principal = input.caller?.owner
+  const principal = input.caller?.().owner
   const route = `PUT ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
   const required = (why: string) => {
     log.warn(`call of '${input.tool_name}' refused: ${why}`, { event: "credentials_required", scope: ctx.label, service: name, tool: input.tool_name })
@@ -539,7 +543,7 @@ const approval = async (
   const limits = ctx.host.limits
   const timeoutMs = Math.min(limits.approvalTimeoutSeconds, limits.maxCallSeconds) * 1000
   const toolName = callableName(serviceName, original)
-  const caller = input.caller ?? { words: ctx.label === "store" ? "a caller of the store" : `a caller of agent '${ctx.label}'`, owner: `scope\0${ctx.label}` }
+  const caller = input.caller?.() ?? { words: ctx.label === "store" ? "a caller of the store" : `a caller of agent '${ctx.label}'`, owner: `scope\0${ctx.label}` }
   const waitStart = performance.now()
   const asked = ctx.host.approvals.ask(
     { scope: ctx.label, serviceName, original, toolName, args, caller: caller.words, owner: caller.owner, traceId: call.span.traceId, callId: input.callId },

@@ -8,7 +8,7 @@ import { clientId, resolveDefinition, scopeLabel, type ServiceDefinition, type S
 import { statusOf, type AuthInfo, type ServiceSnapshot, type Transition } from "../machines/service.js"
 import type { ToolInfo } from "../mcp/types.js"
 import { serviceToolFilter, type ToolGate } from "../domain/tool-filter.js"
-import type { FieldChange, PinnedField, ToolChange } from "../domain/tool-pins.js"
+import type { FieldChange, PinnedField, ToolChange } from "../domain/pin-rules.js"
 
 /** A service in list form. */
 export interface ServiceView {

@@ -17,10 +17,11 @@ import type { AsyncCallEntry, AsyncResultsBackend, AsyncResultsOptions } from ".
 import type { liveServiceMachine } from "./adapter.js"
 import type { TokenStore } from "../config/token-vault.js"
 import type { HeldCallsReplica } from "./input-required.js"
+import type { ApprovalsReplica } from "./approvals.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
 import type { ProcessLedger } from "../mcp/types.js"
-import type { ToolPinsBackend } from "../config/tool-pins.js"
-import type { PinSettings } from "../domain/tool-pins.js"
+import type { ToolPinsBackend } from "../config/pins-file.js"
+import type { PinSettings } from "../domain/pin-rules.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
 export interface AsyncStartInput {
@@ -142,6 +143,8 @@ export interface ReplicationApi {
     | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined
+  /** Approvals listed and decided on any replica (src/runtime/approvals.ts); none for one store. */
+  readonly approvals?: ApprovalsReplica | undefined
   /**
    * Replica mode: tells the replica that handed a task to its client (src/runtime/task-relay.ts)
    * that the task was seen ended here, so that it records the task's call; best effort.

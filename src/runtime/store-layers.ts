@@ -12,7 +12,7 @@ import { ToolRecords } from "../records/tool-records.js"
 import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
 import { ProcessLedgerFile } from "../config/process-ledger.js"
-import { ToolPinsFile } from "../config/tool-pins.js"
+import { ToolPinsFile } from "../config/pins-file.js"
 import {
   AsyncResults,
   Definitions,

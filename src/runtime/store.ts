@@ -47,8 +47,8 @@ import { log } from "../logging/log.js"
 import { indexDelayedEvents } from "./timers.js"
 import { OAuthManager } from "./upstream-oauth.js"
 import type { TokenStore } from "../config/token-vault.js"
-import type { ToolPinsBackend } from "../config/tool-pins.js"
-import { DEFAULT_PIN_SETTINGS } from "../domain/tool-pins.js"
+import type { ToolPinsBackend } from "../config/pins-file.js"
+import { DEFAULT_PIN_SETTINGS } from "../domain/pin-rules.js"
 import { ToolPins } from "./tool-pins.js"
 import { UserCredentials } from "./user-credentials.js"
 import { CredentialsFile } from "../config/credentials-file.js"
@@ -148,7 +148,7 @@ export class Store implements StoreHost {
     this.waiters = new Waiters(limits.maxWaiters)
     this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
     this.tasks = new TaskRelays(records)
-    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey })
+    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey }, replication.approvals)
     this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
     const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
     this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes: parts.processes })

@@ -1,7 +1,7 @@
 /**
  * The store's pinned tool definitions at work (docs/tool-pins.md): each list of a service's tools
  * (at connect and at every refresh, src/runtime/adapter.ts) is judged against the service's pins
- * (src/domain/tool-pins.ts) before the service actor takes it, so the held tools are in the actor's
+ * (src/domain/pin-rules.ts) before the service actor takes it, so the held tools are in the actor's
  * snapshot and every face (REST lists, get_service_info, the MCP endpoints, calls) reads the same
  * answer from it. An accept writes the held definition's pin, then the service lists its tools
  * again (src/runtime/commands.ts, `acceptToolChanges`). Each change found and each accept is a log
@@ -10,8 +10,8 @@
 import { createHash } from "node:crypto"
 import { serviceField } from "../domain/replicas.js"
 import { canonicalJson, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
-import { DEFAULT_PIN_SETTINGS, PIN_MODES, judgeTools, pinOf, type PinMode, type PinSettings, type PinnableTool, type PinnedTool, type ToolChange } from "../domain/tool-pins.js"
-import type { ToolPinsBackend } from "../config/tool-pins.js"
+import { DEFAULT_PIN_SETTINGS, PIN_MODES, judgeTools, pinOf, type PinMode, type PinSettings, type PinnableTool, type PinnedTool, type ToolChange } from "../domain/pin-rules.js"
+import type { ToolPinsBackend } from "../config/pins-file.js"
 import { log } from "../logging/log.js"
 
 /** What a list brings once judged: the tools held, and the changes seen for the first time. */

@@ -1,5 +1,5 @@
 /**
- * Pinned tool definitions in replica mode (src/config/redis-tool-pins.ts, docs/tool-pins.md): two
+ * Pinned tool definitions in replica mode (src/config/redis-pins.ts, docs/tool-pins.md): two
  * real store processes on one real Redis. The replica that runs a service is the one that sees its
  * tool change first (the rug-pulling fixture, asked through the other replica): it holds the tool,
  * and the other replica shows the hold from its view (get_service_info's diff, list_tools, 409 on a

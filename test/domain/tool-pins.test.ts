@@ -1,10 +1,10 @@
-// The rules of pinned tool definitions (src/domain/tool-pins.ts), free of I/O: the digest is
+// The rules of pinned tool definitions (src/domain/pin-rules.ts), free of I/O: the digest is
 // canonical (a reordered but equal schema is no change; any pinned field's change is), the diff
 // names the fields with their old and new text (cut when long), and the verdicts of each mode and
 // of new tools: first sight pins without holding, strict holds, warn takes and tells, off does
 // nothing, a change is told once, and the pins stay bounded.
 import { describe, expect, it } from "vitest"
-import { MAX_PINNED_TOOLS, MAX_SHOWN_CHARS, judgeTools, pinOf, type PinnedTool } from "../../src/domain/tool-pins.js"
+import { MAX_PINNED_TOOLS, MAX_SHOWN_CHARS, judgeTools, pinOf, type PinnedTool } from "../../src/domain/pin-rules.js"
 
 const AT = "2026-01-01T00:00:00.000Z"
 const echo = { name: "echo", description: "Returns the text.", inputSchema: { type: "object", properties: { text: { type: "string" }, n: { type: "number" } }, required: ["text"] } }

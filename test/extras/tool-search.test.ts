@@ -1,5 +1,5 @@
 // Search mode for large catalogs (README, "Large catalogs"; src/runtime/tool-search.ts,
-// src/http/gateway/tool-search.ts) over the real store and 259 real tools: the recorded tools/list of
+// src/http/gateway/search-mode.ts) over the real store and 259 real tools: the recorded tools/list of
 // 14 published MCP servers (test/fixtures/tool-catalog), each served by the catalog fixture over
 // Streamable HTTP. Through /mcp with the SDK v2 client (2026-07-28) and the SDK 1.x client (a 2025
 // session, and the legacy SSE transport): `?tools=search` lists search_tools, call_tool and the

@@ -1,4 +1,4 @@
-// Which requests of /mcp are in search mode (src/http/gateway/tool-search.ts, README "Large
+// Which requests of /mcp are in search mode (src/http/gateway/search-mode.ts, README "Large
 // catalogs"): `?tools=` on the URL first, then the key's tool_mode, then --tool-search-scopes; the
 // options and the keys CLI that set them refuse bad values; a key's tool_mode reaches its principal.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -9,7 +9,7 @@ import { KeyRing, type Principal } from "../../src/config/api-keys.js"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { checkOption, optionFromText, OptionsError } from "../../src/config/options.js"
 import { agentScope, STORE_SCOPE } from "../../src/domain/service-definition.js"
-import { toolListingOf } from "../../src/http/gateway/tool-search.js"
+import { toolListingOf } from "../../src/http/gateway/search-mode.js"
 
 const settings = { scopes: ["store", "research-*"], alwaysVisible: ["memory__*"] }
 const admin: Principal = { role: "admin" }

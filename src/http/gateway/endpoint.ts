@@ -58,7 +58,7 @@ import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./
 import { LogRelay } from "./log-relay.js"
 import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
-import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./tool-search.js"
+import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
 /** A session of either transport; `kind` tells which. */
@@ -86,7 +86,7 @@ interface SessionState {
    * lists and calls only what it lets through, whoever sends its later requests.
    */
   readonly gate: ToolGate | undefined
-  /** Search mode (tool-search.ts), as the request that opened the session asked; undefined: the whole list. */
+  /** Search mode (search-mode.ts), as the request that opened the session asked; undefined: the whole list. */
   readonly listing: ToolListing | undefined
   /** Who opened it (`sessionOwner`, src/http/gateway/session-seal.ts): only the same key may use it. */
   readonly owner: string
@@ -572,7 +572,7 @@ export class McpGateway {
       return { tools }
     })
     server.setRequestHandler("tools/call", async (request, c) => {
-      // Search mode: search_tools is answered here, call_tool calls the tool it names (tool-search.ts).
+      // Search mode: search_tools is answered here, call_tool calls the tool it names (search-mode.ts).
       const route = session.listing === undefined ? request.params : routeSearchCall(this.store, scope, session.gate, request.params.name, request.params.arguments)
       if ("answer" in route) return route.answer as never
       // The client's progressToken: each upstream progress comes back to it.
@@ -590,7 +590,7 @@ export class McpGateway {
           trace: readTraceContext(request.params._meta),
           sessionId: session.id,
           requestId: c.mcpReq.id,
-          caller: { words: `an MCP client (session of ${session.owner.slice(0, 8)})`, owner: session.owner },
+          caller: () => ({ words: `an MCP client (session of ${session.owner.slice(0, 8)})`, owner: session.owner }),
           ...(token !== undefined ? { progress: (p: CallProgress) => c.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {}),
           relay: sessionRelay(server, c, "call")
         },

@@ -129,7 +129,7 @@ export interface McpToolCall {
   /** The client's trace context (the W3C keys of the request's `_meta`). */
   readonly trace?: TraceContext | undefined
   /** Who makes the call, for an approval it may need (src/runtime/approvals.ts). */
-  readonly caller?: calls.ApprovalCaller | undefined
+  readonly caller?: calls.CallerOf | undefined
   /** The MCP session (2025 era) and the JSON-RPC request id, for the request's span. */
   readonly sessionId?: string | undefined
   readonly requestId?: string | number | undefined

@@ -88,14 +88,14 @@ import {
   scopeContext,
   serverInfoOf
 } from "./face.js"
-import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./tool-search.js"
+import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 
 /** Who a modern request comes from: what its answers may show, and whether they depend on its key. */
 export interface ModernCaller {
   readonly scope: Scope
   /** The key's tool allow-list (an agent key's `tools`). */
   readonly gate: ToolGate | undefined
-  /** Search mode (tool-search.ts); undefined: the whole list. */
+  /** Search mode (search-mode.ts); undefined: the whole list. */
   readonly listing?: ToolListing | undefined
   /** `private` when the answers depend on the caller's key (an agent key), else `public`. */
   readonly cacheScope: "public" | "private"
@@ -730,7 +730,7 @@ export class ModernMcp {
   private async callTool(caller: ModernCaller, x: ModernToolCall): Promise<Record<string, unknown>> {
     const { scope, gate } = caller
     const { _meta: meta } = x.params
-    // Search mode: search_tools is answered here, call_tool calls the tool it names (tool-search.ts).
+    // Search mode: search_tools is answered here, call_tool calls the tool it names (search-mode.ts).
     const route = caller.listing === undefined ? x.params : routeSearchCall(this.store, scope, gate, x.params.name, x.params.arguments)
     if ("answer" in route) return modernCallResult(route.answer) as never
     const { name, arguments: args } = route
@@ -741,7 +741,7 @@ export class ModernMcp {
       // The client's trace context (the W3C keys of the request's `_meta`).
       trace: readTraceContext(meta),
       requestId: x.requestId,
-      caller: { words: caller.who ?? "an MCP client", owner: caller.owner },
+      caller: () => ({ words: caller.who ?? "an MCP client", owner: caller.owner }),
       ...(token !== undefined ? { progress: (p: CallProgress) => x.notify({ method: "notifications/progress", params: { progressToken: token, ...p } }) } : {})
     }
     const wanted = x.envelope?.[LOG_LEVEL_META_KEY]

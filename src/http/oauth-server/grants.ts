@@ -4,25 +4,13 @@
  * registration), the consent the operator gives, one-time PKCE-bound codes, ES256 access tokens for
  * one of the store's MCP endpoints, rotated refresh tokens, revocation and client credentials.
  *
- * What it keeps, and where: approvals, registrations and refresh tokens (hashed) in the file of
- * src/config/oauth-server-file.ts; codes, consents waiting for the operator, revoked access tokens
- * and used client assertions in memory, each capped (the oldest dropped) and short-lived. No timer:
- * expired entries are dropped as new ones come.
+ * What it keeps goes through a `GrantState` (src/http/oauth-server/grant-state.ts): one store's
+ * file and memory, or a cluster's Redis in replica mode. A state that cannot be reached (Redis away)
+ * makes the endpoints answer 503, never hang.
  */
 import { randomBytes, timingSafeEqual, createHash } from "node:crypto"
-import { stat } from "node:fs/promises"
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, type JWTVerifyGetKey } from "jose"
-import {
-  freshSecret,
-  oauthServerFileOf,
-  readOAuthServerFile,
-  sha256,
-  writeOAuthServerFile,
-  type ApprovedClient,
-  type OAuthServerDocument,
-  type RefreshRecord,
-  type RegisteredClient
-} from "../../config/oauth-server-file.js"
+import { freshSecret, sha256, type ApprovedClient, type RefreshRecord, type RegisteredClient } from "../../config/oauth-server-file.js"
 import type { SigningKey } from "../../config/oauth-signing-key.js"
 import { agentIdProblem } from "../../domain/service-definition.js"
 import { globsProblem } from "../../domain/tool-filter.js"
@@ -30,20 +18,13 @@ import { log } from "../../logging/log.js"
 import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
 import { TOOLS_SCOPE } from "../oauth-resource/scopes.js"
 import type { TrustedIssuer } from "../oauth-resource/token-verifier.js"
+import { FileGrantState, GRANT_LIMITS, type CheckedRequest, type ConsentView, type GrantState } from "./grant-state.js"
 import { ClientMetadataCache, ClientMetadataError, clientIdProblem, redirectUriProblem, type ClientMetadata } from "./client-metadata.js"
 
 export const ACCESS_TOKEN_SECONDS = 600
 const CODE_MS = 60_000
-const USED_CODE_MS = 10 * 60_000
 const CONSENT_MS = 10 * 60_000
 const REFRESH_MS = 30 * 24 * 3600_000
-const MAX_CODES = 1000
-const MAX_CONSENTS = 1000
-const MAX_REGISTERED = 1000
-const MAX_APPROVED = 10_000
-const MAX_REFRESH = 100_000
-const MAX_REVOKED = 10_000
-const MAX_ASSERTIONS = 10_000
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 /** The scopes it grants: the store's scope of the MCP endpoints (src/http/oauth-resource/scopes.ts), and refresh tokens. */
 const SCOPES = [TOOLS_SCOPE, "offline_access"] as const
@@ -58,49 +39,13 @@ export interface OAuthErrorAnswer {
 /** What the authorization endpoint does with a request. */
 export type AuthorizeOutcome =
   /** Nothing may be sent to the client (unknown client, bad redirect URI): a plain error page. */
-  | { readonly kind: "page"; readonly status: 400; readonly message: string }
+  | { readonly kind: "page"; readonly status: 400 | 503; readonly message: string }
   /** Back to the client's redirect URI, with a code or an error. */
   | { readonly kind: "redirect"; readonly location: string }
   /** The operator's consent is needed: the page for this request. */
   | { readonly kind: "consent"; readonly consent: ConsentView }
 
-/** What the consent page shows and posts back. */
-export interface ConsentView {
-  readonly request_id: string
-  readonly client_id: string
-  readonly client_name: string | null
-  readonly redirect_uri: string
-  readonly agent: string
-  readonly tools: ReadonlyArray<string> | null
-  readonly scope: string
-}
-
-/** A consent waiting for the operator. */
-interface PendingConsent {
-  readonly view: ConsentView
-  readonly request: CheckedRequest
-  readonly expires: number
-}
-
-/** A checked authorization request. */
-interface CheckedRequest {
-  readonly clientId: string
-  readonly redirectUri: string
-  readonly state: string | undefined
-  readonly challenge: string
-  readonly resource: string
-  readonly agent: string
-  readonly scope: string
-}
-
-/** A code given out, by the SHA-256 of the code. */
-interface CodeRecord extends CheckedRequest {
-  readonly tools: ReadonlyArray<string> | null
-  readonly expires: number
-  /** The refresh family the code was exchanged for: a second use revokes it. */
-  family: string | undefined
-  used: boolean
-}
+export type { ConsentView } from "./grant-state.js"
 
 /** The token endpoint's answer. */
 export type TokenAnswer = { readonly status: 200; readonly body: Record<string, unknown> } | OAuthErrorAnswer
@@ -109,10 +54,13 @@ export type TokenAnswer = { readonly status: 200; readonly body: Record<string, 
 export interface AuthorizationServerOptions {
   readonly servicesFile: string
   readonly issuer: () => string
-  readonly key: SigningKey
+  /** The signing key; in replica mode given later with the cluster's state (`attach`). */
+  readonly key: SigningKey | undefined
   readonly policy: UpstreamPolicy
   readonly devLoopbackClients: boolean
   readonly dynamicRegistration: boolean
+  /** Where its state is kept; default the services file's companion file and memory (`FileGrantState`). */
+  readonly state?: GrantState
   readonly now?: () => number
 }
 
@@ -127,9 +75,10 @@ const digestEqual = (a: string, b: string): boolean => {
 /** The PKCE S256 challenge of a verifier. */
 const s256 = (verifier: string): string => createHash("sha256").update(verifier, "ascii").digest("base64url")
 
-/** Drops the oldest entries of a map past `max`. */
-const capped = <K, V>(map: Map<K, V>, max: number): void => {
-  while (map.size > max) map.delete(map.keys().next().value as K)
+/** The answer when the state cannot be reached (Redis away or too slow). */
+const unavailable = (e: unknown): OAuthErrorAnswer => {
+  log.warn(`the authorization server's state cannot be reached: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_server_unavailable" })
+  return oauthError(503, "temporarily_unavailable", "the authorization server's state cannot be reached now; try again shortly")
 }
 
 const one = (v: unknown): string | undefined => (typeof v === "string" && v.length <= 4096 ? v : undefined)
@@ -138,27 +87,43 @@ const one = (v: unknown): string | undefined => (typeof v === "string" && v.leng
 export class AuthorizationServer {
   private readonly metadataDocs: ClientMetadataCache
   private readonly now: () => number
-  private readonly file: string
-  private doc: OAuthServerDocument = { version: 1, clients: {}, registered: {}, refresh: {} }
-  private mtimeMs = -1
-  private writing: Promise<void> = Promise.resolve()
-  private readonly codes = new Map<string, CodeRecord>()
-  private readonly consents = new Map<string, PendingConsent>()
-  /** Revoked access tokens' `jti` and revoked families, until the last token they cover expires. */
-  private readonly revoked = new Map<string, number>()
-  private readonly assertions = new Map<string, number>()
-  readonly keys: JWTVerifyGetKey
+  private state: GrantState
+  private key: SigningKey | undefined
+  private keySet: JWTVerifyGetKey | undefined
+  /** The public key set its tokens are verified with (the current key's, once there is one). */
+  readonly keys: JWTVerifyGetKey = (header, token) => {
+    if (this.keySet === undefined) return Promise.reject(new Error("the authorization server has no signing key yet"))
+    return (this.keySet as (h: typeof header, t: typeof token) => ReturnType<JWTVerifyGetKey>)(header, token)
+  }
 
   constructor(private readonly options: AuthorizationServerOptions) {
     this.now = options.now ?? Date.now
-    this.file = oauthServerFileOf(options.servicesFile)
+    this.state = options.state ?? new FileGrantState(options.servicesFile, this.now)
     this.metadataDocs = new ClientMetadataCache(options.policy, options.devLoopbackClients, this.now)
-    this.keys = createLocalJWKSet({ keys: [options.key.publicJwk] })
+    this.key = options.key
+    this.keySet = options.key === undefined ? undefined : createLocalJWKSet({ keys: [options.key.publicJwk] })
+  }
+
+  /**
+   * Replica mode: the cluster's state and signing key, once the cluster is joined (the routes are
+   * not served before). The state given before is let go.
+   */
+  async attach(state: GrantState, key: SigningKey): Promise<void> {
+    const before = this.state
+    this.state = state
+    this.key = key
+    this.keySet = createLocalJWKSet({ keys: [key.publicJwk] })
+    await before.close()
   }
 
   /** Resolves once the changes under way are written (shutdown). */
   flush(): Promise<void> {
-    return this.writing
+    return this.state.flush()
+  }
+
+  /** Flushes and lets go of the state (its timer and connection in replica mode). */
+  close(): Promise<void> {
+    return this.state.close()
   }
 
   /** The issuer (the store's public base URL). */
@@ -168,7 +133,7 @@ export class AuthorizationServer {
 
   /** The public keys, as served at /oauth/jwks. */
   get jwks(): { readonly keys: ReadonlyArray<unknown> } {
-    return { keys: [this.options.key.publicJwk] }
+    return { keys: this.key === undefined ? [] : [this.key.publicJwk] }
   }
 
   /** RFC 8414 metadata, served at /.well-known/oauth-authorization-server. */
@@ -194,47 +159,11 @@ export class AuthorizationServer {
     }
   }
 
-  // ---- the file --------------------------------------------------------------------------
-
-  /** Reads the file again when it changed (the CLI approves clients beside the running store). */
-  private async current(): Promise<OAuthServerDocument> {
-    await this.writing
-    const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
-    if (mtime !== this.mtimeMs) {
-      try {
-        const read = await readOAuthServerFile(this.file)
-        this.doc = read.doc
-        this.mtimeMs = read.mtimeMs
-      } catch (e) {
-        log.warn(`the authorization server file cannot be read, kept as it was: ${(e as Error).message}`, { event: "oauth_server_file" })
-        this.mtimeMs = mtime
-      }
-    }
-    return this.doc
-  }
-
-  /** Changes the document and writes it; one change at a time, each on the file as it is then. */
-  private mutate(change: (doc: OAuthServerDocument) => OAuthServerDocument): Promise<void> {
-    const run = this.writing.then(async () => {
-      const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
-      if (mtime !== this.mtimeMs) {
-        const read = await readOAuthServerFile(this.file).catch(() => undefined)
-        if (read !== undefined) this.doc = read.doc
-      }
-      this.doc = change(this.doc)
-      await writeOAuthServerFile(this.file, this.doc)
-      this.mtimeMs = await stat(this.file).then((s) => s.mtimeMs, () => 0)
-    })
-    this.writing = run.catch((e: unknown) => log.error(`the authorization server file cannot be written: ${String(e)}`, { event: "oauth_server_file" }))
-    return run
-  }
-
   // ---- clients ---------------------------------------------------------------------------
 
   /** The client as the server knows it: registered dynamically, or by its metadata document. */
   private async clientOf(clientId: string): Promise<ClientMetadata | OAuthErrorAnswer> {
-    const doc = await this.current()
-    const registered: RegisteredClient | undefined = Object.hasOwn(doc.registered, clientId) ? doc.registered[clientId] : undefined
+    const registered: RegisteredClient | undefined = await this.state.registered(clientId)
     if (registered !== undefined) {
       return { client_id: clientId, client_name: registered.client_name, redirect_uris: registered.redirect_uris, token_endpoint_auth_method: "none", jwks: null }
     }
@@ -246,10 +175,6 @@ export class AuthorizationServer {
     }
   }
 
-  private approvalOf(doc: OAuthServerDocument, clientId: string): ApprovedClient | undefined {
-    return Object.hasOwn(doc.clients, clientId) ? doc.clients[clientId] : undefined
-  }
-
   /**
    * Approves a client ahead of time (the admin route; the CLI writes the file itself) or from the
    * consent page, bound to `agent` and `tools`. A `machine` client approved without a metadata
@@ -258,10 +183,6 @@ export class AuthorizationServer {
   async approve(input: { readonly clientId: string; readonly agent: string; readonly tools: ReadonlyArray<string> | null; readonly machine: boolean; readonly by: ApprovedClient["approved_by"] }): Promise<{ readonly secret: string | undefined } | OAuthErrorAnswer> {
     const problem = approvalProblem(input.clientId, input.agent, input.tools, this.options.devLoopbackClients)
     if (problem !== undefined) return oauthError(400, "invalid_request", problem)
-    const doc = await this.current()
-    if (this.approvalOf(doc, input.clientId) === undefined && Object.keys(doc.clients).length >= MAX_APPROVED) {
-      return oauthError(400, "invalid_request", `at most ${MAX_APPROVED} clients may be approved`)
-    }
     const secret = input.machine ? freshSecret() : undefined
     const entry: ApprovedClient = {
       agent: input.agent,
@@ -271,7 +192,13 @@ export class AuthorizationServer {
       approved: new Date(this.now()).toISOString(),
       approved_by: input.by
     }
-    await this.mutate((d) => ({ ...d, clients: { ...d.clients, [input.clientId]: entry } }))
+    let stored: boolean
+    try {
+      stored = await this.state.putApproval(input.clientId, entry)
+    } catch (e) {
+      return unavailable(e)
+    }
+    if (!stored) return oauthError(400, "invalid_request", `at most ${GRANT_LIMITS.approved} clients may be approved`)
     log.info(`approved OAuth client ${input.clientId} for agent '${input.agent}' (${input.by}${input.machine ? ", machine" : ""})`, { event: "oauth_client_approved", client_id: input.clientId, agent: input.agent, by: input.by })
     return { secret }
   }
@@ -293,17 +220,11 @@ export class AuthorizationServer {
     if (name !== undefined && (typeof name !== "string" || name.length > 200)) return oauthError(400, "invalid_client_metadata", "client_name must be a string of at most 200 characters")
     const clientId = `dcr_${randomBytes(16).toString("hex")}`
     const entry: RegisteredClient = { redirect_uris: uris as ReadonlyArray<string>, client_name: typeof name === "string" ? name : null, created: new Date(this.now()).toISOString() }
-    await this.mutate((d) => {
-      const registered: Record<string, RegisteredClient> = Object.assign(Object.create(null) as Record<string, RegisteredClient>, d.registered)
-      registered[clientId] = entry
-      // Registration is open to anyone: past the cap the oldest registration not approved goes.
-      const ids = Object.keys(registered)
-      for (const id of ids) {
-        if (Object.keys(registered).length <= MAX_REGISTERED) break
-        if (!Object.hasOwn(d.clients, id)) delete registered[id]
-      }
-      return { ...d, registered }
-    })
+    try {
+      await this.state.putRegistration(clientId, entry)
+    } catch (e) {
+      return unavailable(e)
+    }
     log.info(`registered OAuth client ${clientId}${typeof name === "string" ? ` (${JSON.stringify(name.slice(0, 100))})` : ""}`, { event: "oauth_client_registered", client_id: clientId })
     return {
       status: 201,
@@ -339,6 +260,15 @@ export class AuthorizationServer {
 
   /** The authorization endpoint (GET /oauth/authorize): a code at once for an approved client, else the consent page. */
   async authorize(query: Readonly<Record<string, unknown>>): Promise<AuthorizeOutcome> {
+    try {
+      return await this.authorizeOn(query)
+    } catch (e) {
+      unavailable(e)
+      return { kind: "page", status: 503, message: "The authorization server cannot reach its state now; try again shortly." }
+    }
+  }
+
+  private async authorizeOn(query: Readonly<Record<string, unknown>>): Promise<AuthorizeOutcome> {
     const clientId = one(query["client_id"])
     const redirectUri = one(query["redirect_uri"])
     if (clientId === undefined || clientId === "") return { kind: "page", status: 400, message: "The request names no client (client_id)." }
@@ -369,23 +299,26 @@ export class AuthorizationServer {
     if ("problem" in target) return fail("invalid_target", target.problem)
     const scope = grantedScope(one(query["scope"]))
     const request: CheckedRequest = { clientId, redirectUri, state, challenge, resource, agent: target.agent, scope }
-    const doc = await this.current()
-    const approval = this.approvalOf(doc, clientId)
-    if (approval !== undefined && approval.agent === target.agent) return { kind: "redirect", location: this.issueCode(request, approval.tools) }
-    // The operator decides on the consent page.
-    const requestId = randomBytes(24).toString("base64url")
-    const view: ConsentView = { request_id: requestId, client_id: clientId, client_name: client.client_name, redirect_uri: redirectUri, agent: target.agent, tools: approval?.tools ?? null, scope }
-    this.sweep()
-    this.consents.set(requestId, { view, request, expires: this.now() + CONSENT_MS })
-    capped(this.consents, MAX_CONSENTS)
-    log.info(`OAuth client ${clientId} asks for agent '${target.agent}': waiting for the operator's consent`, { event: "oauth_consent_pending", client_id: clientId, agent: target.agent })
-    return { kind: "consent", consent: view }
+    try {
+      return await this.consentOrCode(request, client.client_name)
+    } catch (e) {
+      // The state is away: back to the client with the RFC 6749 error for it.
+      unavailable(e)
+      return fail("temporarily_unavailable", "the authorization server's state cannot be reached now; try again shortly")
+    }
   }
 
-  /** The consent waiting under `requestId`, if it has not expired. */
-  consent(requestId: string): ConsentView | undefined {
-    const found = this.consents.get(requestId)
-    return found !== undefined && found.expires > this.now() ? found.view : undefined
+  private async consentOrCode(request: CheckedRequest, clientName: string | null): Promise<AuthorizeOutcome> {
+    const { clientId, redirectUri, scope } = request
+    const target = { agent: request.agent }
+    const approval = await this.state.approval(clientId)
+    if (approval !== undefined && approval.agent === target.agent) return { kind: "redirect", location: await this.issueCode(request, approval.tools) }
+    // The operator decides on the consent page.
+    const requestId = randomBytes(24).toString("base64url")
+    const view: ConsentView = { request_id: requestId, client_id: clientId, client_name: clientName, redirect_uri: redirectUri, agent: target.agent, tools: approval?.tools ?? null, scope }
+    await this.state.putConsent(requestId, { view, request, expires: this.now() + CONSENT_MS })
+    log.info(`OAuth client ${clientId} asks for agent '${target.agent}': waiting for the operator's consent`, { event: "oauth_consent_pending", client_id: clientId, agent: target.agent })
+    return { kind: "consent", consent: view }
   }
 
   /**
@@ -393,13 +326,17 @@ export class AuthorizationServer {
    * request's agent with `tools` and sends a code; deny sends `access_denied`. Used once.
    */
   async decide(requestId: string, approve: boolean, tools: ReadonlyArray<string> | null): Promise<{ readonly location: string } | OAuthErrorAnswer> {
-    const pending = this.consents.get(requestId)
-    if (pending === undefined || pending.expires <= this.now()) return oauthError(404, "invalid_request", "No authorization request waits under this id (it expired or was decided)")
     if (tools !== null) {
       const problem = globsProblem(tools)
       if (problem !== undefined) return oauthError(400, "invalid_request", `tools ${problem}`)
     }
-    this.consents.delete(requestId)
+    let pending
+    try {
+      pending = await this.state.takeConsent(requestId)
+    } catch (e) {
+      return unavailable(e)
+    }
+    if (pending === undefined) return oauthError(404, "invalid_request", "No authorization request waits under this id (it expired or was decided)")
     const r = pending.request
     if (!approve) {
       log.info(`the operator denied OAuth client ${r.clientId} for agent '${r.agent}'`, { event: "oauth_consent_denied", client_id: r.clientId, agent: r.agent })
@@ -407,27 +344,18 @@ export class AuthorizationServer {
     }
     const approved = await this.approve({ clientId: r.clientId, agent: r.agent, tools, machine: false, by: "consent" })
     if ("error" in approved) return approved
-    return { location: this.issueCode(r, tools) }
+    try {
+      return { location: await this.issueCode(r, tools) }
+    } catch (e) {
+      return unavailable(e)
+    }
   }
 
-  private issueCode(request: CheckedRequest, tools: ReadonlyArray<string> | null): string {
+  private async issueCode(request: CheckedRequest, tools: ReadonlyArray<string> | null): Promise<string> {
     const code = freshSecret()
-    this.sweep()
-    this.codes.set(sha256(code), { ...request, tools, expires: this.now() + CODE_MS, family: undefined, used: false })
-    capped(this.codes, MAX_CODES)
+    await this.state.putCode(sha256(code), { ...request, tools, expires: this.now() + CODE_MS })
     log.info(`issued an authorization code to OAuth client ${request.clientId} for agent '${request.agent}'`, { event: "oauth_code_issued", client_id: request.clientId, agent: request.agent })
     return this.redirectWith(request.redirectUri, { code, state: request.state })
-  }
-
-  /** Drops what expired from the in-memory maps. */
-  private sweep(): void {
-    const now = this.now()
-    for (const [k, v] of this.codes) if (v.expires <= now && !v.used) this.codes.delete(k)
-    // A used code is remembered a little longer, to see a second use (and revoke what it gave).
-    for (const [k, v] of this.codes) if (v.used && v.expires + USED_CODE_MS <= now) this.codes.delete(k)
-    for (const [k, v] of this.consents) if (v.expires <= now) this.consents.delete(k)
-    for (const [k, until] of this.revoked) if (until <= now) this.revoked.delete(k)
-    for (const [k, until] of this.assertions) if (until <= now) this.assertions.delete(k)
   }
 
   // ---- token endpoint ---------------------------------------------------------------------
@@ -437,7 +365,12 @@ export class AuthorizationServer {
     const raw = form.get("grant_type")
     // Quoted in log lines: it is the caller's text.
     const grant = raw === null ? null : raw.slice(0, 60)
-    const client = await this.authenticate(form, authorization)
+    let client: { readonly clientId: string; readonly authenticated: boolean } | OAuthErrorAnswer
+    try {
+      client = await this.authenticate(form, authorization)
+    } catch (e) {
+      return unavailable(e)
+    }
     if ("error" in client) {
       log.warn(`refused a token request (${grant === null ? "no grant_type" : JSON.stringify(grant)}): ${client.description}`, { event: "oauth_token_refused", grant_type: grant ?? undefined })
       return client
@@ -448,7 +381,8 @@ export class AuthorizationServer {
         ? this.refreshGrant(form, client.clientId)
         : grant === "client_credentials"
           ? this.clientCredentialsGrant(form, client)
-          : Promise.resolve(oauthError(400, "unsupported_grant_type", "grant_type must be authorization_code, refresh_token or client_credentials")))
+          : Promise.resolve(oauthError(400, "unsupported_grant_type", "grant_type must be authorization_code, refresh_token or client_credentials"))
+    ).catch(unavailable)
     if ("error" in answer) log.warn(`refused a token request (${grant === null ? "no grant_type" : JSON.stringify(grant)}) of client ${JSON.stringify(client.clientId.slice(0, 200))}: ${answer.error}: ${answer.description}`, { event: "oauth_token_refused", client_id: client.clientId, grant_type: grant ?? undefined, error: answer.error })
     return answer
   }
@@ -478,7 +412,7 @@ export class AuthorizationServer {
     }
     if (clientId === undefined || clientId === "" || clientId.length > 2048) return oauthError(401, "invalid_client", "the request names no client (client_id)")
     if (secret !== undefined) {
-      const approval = this.approvalOf(await this.current(), clientId)
+      const approval = await this.state.approval(clientId)
       if (approval?.secret_sha256 === null || approval === undefined || !digestEqual(sha256(secret), approval.secret_sha256)) {
         return oauthError(401, "invalid_client", "unknown client or wrong client secret")
       }
@@ -500,8 +434,9 @@ export class AuthorizationServer {
     const client = await this.clientOf(clientId)
     if ("error" in client) return oauthError(401, "invalid_client", client.description)
     if (client.token_endpoint_auth_method !== "private_key_jwt" || client.jwks === null) return oauthError(401, "invalid_client", "the client's metadata document does not use private_key_jwt")
+    let verified
     try {
-      const { payload } = await jwtVerify(assertion, createLocalJWKSet({ keys: [...client.jwks] }), {
+      verified = await jwtVerify(assertion, createLocalJWKSet({ keys: [...client.jwks] }), {
         issuer: clientId,
         subject: clientId,
         audience: [this.issuer, `${this.issuer}/oauth/token`],
@@ -509,14 +444,11 @@ export class AuthorizationServer {
         maxTokenAge: "5m",
         requiredClaims: ["exp", "jti"]
       })
-      const jti = `${clientId} ${String(payload.jti)}`
-      this.sweep()
-      if (this.assertions.has(jti)) return oauthError(401, "invalid_client", "client_assertion was used already")
-      this.assertions.set(jti, (payload.exp as number) * 1000)
-      capped(this.assertions, MAX_ASSERTIONS)
     } catch (e) {
       return oauthError(401, "invalid_client", `client_assertion refused: ${e instanceof Error ? e.message.slice(0, 200) : "invalid"}`)
     }
+    const jti = `${clientId} ${String(verified.payload.jti)}`
+    if (!(await this.state.useAssertion(jti, (verified.payload.exp as number) * 1000))) return oauthError(401, "invalid_client", "client_assertion was used already")
     return { clientId, authenticated: true }
   }
 
@@ -525,24 +457,29 @@ export class AuthorizationServer {
     const verifier = form.get("code_verifier")
     if (code === null || verifier === null) return oauthError(400, "invalid_request", "code and code_verifier are required")
     const key = sha256(code)
-    const record = this.codes.get(key)
-    if (record === undefined || record.clientId !== clientId) return oauthError(400, "invalid_grant", "unknown or expired code")
-    if (record.used) {
+    const found = await this.state.code(key)
+    if (found === undefined || found.record.clientId !== clientId) return oauthError(400, "invalid_grant", "unknown or expired code")
+    const record = found.record
+    if (found.used) {
       // A code used twice: what it gave is revoked (OAuth 2.1, 4.1.3).
-      if (record.family !== undefined) await this.revokeFamily(record.family, "authorization code used twice")
+      if (found.family !== undefined) await this.revokeFamily(found.family, "authorization code used twice")
       return oauthError(400, "invalid_grant", "the code was used already; the tokens it gave are revoked")
     }
     if (record.expires <= this.now()) {
-      this.codes.delete(key)
+      await this.state.dropCode(key)
       return oauthError(400, "invalid_grant", "the code expired")
     }
     if (form.get("redirect_uri") !== record.redirectUri) return oauthError(400, "invalid_grant", "redirect_uri is not the authorization request's")
     if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || !digestEqual(s256(verifier), record.challenge)) return oauthError(400, "invalid_grant", "code_verifier does not match the code_challenge")
     const resource = form.get("resource")
     if (resource !== null && resource !== record.resource) return oauthError(400, "invalid_target", "resource is not the authorization request's")
-    record.used = true
+    // One exchange wins, on any replica: a second one at the same moment is a second use.
     const family = randomBytes(12).toString("base64url")
-    record.family = family
+    const claimed = await this.state.claimCode(key, family)
+    if (!claimed.first) {
+      if (claimed.family !== undefined) await this.revokeFamily(claimed.family, "authorization code used twice")
+      return oauthError(400, "invalid_grant", "the code was used already; the tokens it gave are revoked")
+    }
     return this.issueTokens({ clientId, agent: record.agent, tools: record.tools, resource: record.resource, scope: record.scope, family, sub: `agent:${record.agent}`, refresh: true })
   }
 
@@ -550,8 +487,7 @@ export class AuthorizationServer {
     const token = form.get("refresh_token")
     if (token === null) return oauthError(400, "invalid_request", "refresh_token is required")
     const key = sha256(token)
-    const doc = await this.current()
-    const record: RefreshRecord | undefined = Object.hasOwn(doc.refresh, key) ? doc.refresh[key] : undefined
+    const record: RefreshRecord | undefined = await this.state.refresh(key)
     if (record === undefined || record.client_id !== clientId) return oauthError(400, "invalid_grant", "unknown refresh token")
     if (record.used) {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
@@ -561,26 +497,22 @@ export class AuthorizationServer {
     const resource = form.get("resource")
     if (resource !== null && resource !== record.resource) return oauthError(400, "invalid_target", "resource is not the one the refresh token was given for")
     // The client's approval, as it is now: a client no longer approved for the agent gets nothing.
-    const approval = this.approvalOf(doc, clientId)
+    const approval = await this.state.approval(clientId)
     if (approval === undefined || approval.agent !== record.agent) {
       await this.revokeFamily(record.family, "the client is no longer approved for the agent")
       return oauthError(400, "invalid_grant", "the client is no longer approved for this agent")
     }
-    // Marked used before any wait: a second request with the same token, however close, is a reuse.
-    const live = Object.hasOwn(this.doc.refresh, key) ? this.doc.refresh[key] : undefined
-    if (live === undefined || live.used) {
+    // Rotated once, on any replica: a second request with the same token, however close, is a reuse.
+    if (!(await this.state.rotateRefresh(key))) {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
       return oauthError(400, "invalid_grant", "the refresh token was used already; its whole family is revoked")
     }
-    const markUsed = (d: OAuthServerDocument): OAuthServerDocument => (Object.hasOwn(d.refresh, key) ? { ...d, refresh: { ...d.refresh, [key]: { ...d.refresh[key]!, used: true } } } : d)
-    this.doc = markUsed(this.doc)
-    await this.mutate(markUsed)
     return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true })
   }
 
   private async clientCredentialsGrant(form: URLSearchParams, client: { readonly clientId: string; readonly authenticated: boolean }): Promise<TokenAnswer> {
     if (!client.authenticated) return oauthError(401, "invalid_client", "client credentials need the client's secret or a private_key_jwt assertion")
-    const approval = this.approvalOf(await this.current(), client.clientId)
+    const approval = await this.state.approval(client.clientId)
     if (approval === undefined || !approval.machine) return oauthError(400, "unauthorized_client", "the client is not approved as a machine client (approve-client --machine)")
     const resource = form.get("resource") ?? `${this.issuer}/for_agent/${encodeURIComponent(approval.agent)}/mcp`
     const target = this.resourceAgent(resource)
@@ -589,31 +521,27 @@ export class AuthorizationServer {
     return this.issueTokens({ clientId: client.clientId, agent: approval.agent, tools: approval.tools, resource, scope: grantedScope(form.get("scope") ?? undefined).replace(/\s*offline_access/, "").trim(), family: randomBytes(12).toString("base64url"), sub: client.clientId, refresh: false })
   }
 
+  private signingKey(): SigningKey {
+    if (this.key === undefined) throw new Error("the authorization server has no signing key yet")
+    return this.key
+  }
+
   private async issueTokens(t: { readonly clientId: string; readonly agent: string; readonly tools: ReadonlyArray<string> | null; readonly resource: string; readonly scope: string; readonly family: string; readonly sub: string; readonly refresh: boolean }): Promise<TokenAnswer> {
     const now = Math.floor(this.now() / 1000)
     const access = await new SignJWT({ client_id: t.clientId, scope: t.scope, role: "agent", agent_id: t.agent, ...(t.tools === null ? {} : { tools: [...t.tools] }), fam: t.family })
-      .setProtectedHeader({ alg: "ES256", kid: this.options.key.kid, typ: "at+jwt" })
+      .setProtectedHeader({ alg: "ES256", kid: this.signingKey().kid, typ: "at+jwt" })
       .setIssuer(this.issuer)
       .setAudience(t.resource)
       .setSubject(t.sub)
       .setIssuedAt(now)
       .setExpirationTime(now + ACCESS_TOKEN_SECONDS)
       .setJti(randomBytes(16).toString("base64url"))
-      .sign(this.options.key.privateKey)
+      .sign(this.signingKey().privateKey)
     let refresh: string | undefined
     if (t.refresh) {
       refresh = freshSecret()
       const record: RefreshRecord = { family: t.family, client_id: t.clientId, agent: t.agent, tools: t.tools, resource: t.resource, scope: t.scope, expires: this.now() + REFRESH_MS, used: false }
-      const key = sha256(refresh)
-      const now = this.now()
-      await this.mutate((d) => {
-        // A family revoked while this token was made (a racing reuse) gets no new refresh token.
-        if (this.revoked.has(`fam:${t.family}`)) return d
-        const kept = Object.entries(d.refresh).filter(([, r]) => r.expires > now)
-        // Past the cap the tokens closest to expiry go first.
-        if (kept.length >= MAX_REFRESH) kept.sort(([, a], [, b]) => b.expires - a.expires).splice(MAX_REFRESH - 1)
-        return { ...d, refresh: Object.fromEntries([...kept, [key, record]]) }
-      })
+      await this.state.putRefresh(sha256(refresh), record)
     }
     log.info(`issued an access token to OAuth client ${t.clientId} for agent '${t.agent}'${refresh === undefined ? "" : " (with a refresh token)"}`, { event: "oauth_token_issued", client_id: t.clientId, agent: t.agent })
     return {
@@ -623,18 +551,7 @@ export class AuthorizationServer {
   }
 
   private async revokeFamily(family: string, why: string): Promise<void> {
-    this.sweep()
-    this.revoked.set(`fam:${family}`, this.now() + ACCESS_TOKEN_SECONDS * 1000)
-    capped(this.revoked, MAX_REVOKED)
-    let client: string | undefined
-    await this.mutate((d) => {
-      const refresh = Object.fromEntries(Object.entries(d.refresh).filter(([, r]) => {
-        if (r.family !== family) return true
-        client = r.client_id
-        return false
-      }))
-      return { ...d, refresh }
-    })
+    const client = await this.state.revokeFamily(family, this.now() + ACCESS_TOKEN_SECONDS * 1000)
     log.warn(`revoked a token family${client === undefined ? "" : ` of OAuth client ${client}`}: ${why}`, { event: "oauth_family_revoked", client_id: client, why })
   }
 
@@ -642,27 +559,32 @@ export class AuthorizationServer {
 
   /** The revocation endpoint (RFC 7009): a refresh token revokes its family, an access token itself. Always 200 for a known client. */
   async revoke(form: URLSearchParams, authorization: string | undefined): Promise<{ readonly status: 200 } | OAuthErrorAnswer> {
+    return this.revokeOn(form, authorization).catch(unavailable)
+  }
+
+  private async revokeOn(form: URLSearchParams, authorization: string | undefined): Promise<{ readonly status: 200 } | OAuthErrorAnswer> {
     const client = await this.authenticate(form, authorization)
     if ("error" in client) return client
     const token = form.get("token")
     if (token === null) return oauthError(400, "invalid_request", "token is required")
-    const doc = await this.current()
     const key = sha256(token)
-    const record = Object.hasOwn(doc.refresh, key) ? doc.refresh[key] : undefined
+    const record = await this.state.refresh(key)
     if (record !== undefined && record.client_id === client.clientId) {
       await this.revokeFamily(record.family, "revoked by its client")
       return { status: 200 }
     }
+    let payload
     try {
-      const { payload } = await jwtVerify(token, this.keys, { issuer: this.issuer })
-      if (payload["client_id"] === client.clientId && typeof payload.jti === "string") {
-        this.sweep()
-        this.revoked.set(`jti:${payload.jti}`, (payload.exp ?? 0) * 1000)
-        capped(this.revoked, MAX_REVOKED)
-        log.info(`revoked an access token of OAuth client ${client.clientId}`, { event: "oauth_token_revoked", client_id: client.clientId })
-      }
+      payload = (await jwtVerify(token, this.keys, { issuer: this.issuer })).payload
     } catch {
       // An unknown or invalid token: nothing to revoke (RFC 7009, 2.2).
+      return { status: 200 }
+    }
+    {
+      if (payload["client_id"] === client.clientId && typeof payload.jti === "string") {
+        await this.state.revokeToken(payload.jti, (payload.exp ?? 0) * 1000)
+        log.info(`revoked an access token of OAuth client ${client.clientId}`, { event: "oauth_token_revoked", client_id: client.clientId })
+      }
     }
     return { status: 200 }
   }
@@ -671,10 +593,7 @@ export class AuthorizationServer {
 
   /** Whether a verified access token was revoked (its own `jti`, or its family). */
   isRevoked(payload: { readonly jti?: unknown; readonly fam?: unknown }): boolean {
-    const now = this.now()
-    const jti = this.revoked.get(`jti:${String(payload.jti)}`)
-    const fam = this.revoked.get(`fam:${String(payload.fam)}`)
-    return (jti !== undefined && jti > now) || (fam !== undefined && fam > now)
+    return this.state.isRevoked(String(payload.jti), String(payload.fam))
   }
 
   /**

@@ -8,8 +8,8 @@
  */
 import type { ClusterData } from "../records/redis-records.js"
 import { clusterKey } from "../redis/key-names.js"
-import { isPin, type ServicePins, type ToolPinsBackend } from "./tool-pins.js"
-import type { PinnedTool } from "../domain/tool-pins.js"
+import { isPin, type ServicePins, type ToolPinsBackend } from "./pins-file.js"
+import type { PinnedTool } from "../domain/pin-rules.js"
 
 export class RedisToolPins implements ToolPinsBackend {
   constructor(private readonly data: ClusterData) {}

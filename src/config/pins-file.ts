@@ -2,12 +2,12 @@
  * Where the pinned tool definitions live (docs/tool-pins.md): the interface, and the file beside
  * the services file (`mcp.json` -> `mcp.tool-pins.json`: one JSON document, replaced atomically,
  * the writes of a burst coalesced). The cluster's Redis holds them in replica mode
- * (src/config/redis-tool-pins.ts). A symlink at the file's path is never followed: the pins are then
+ * (src/config/redis-pins.ts). A symlink at the file's path is never followed: the pins are then
  * kept in memory only, and the refusal is logged.
  */
 import { basename, dirname, extname, join } from "node:path"
 import { readOwnFile, writeAtomically } from "./atomic-write.js"
-import { PINNED_FIELDS, type PinnedTool } from "../domain/tool-pins.js"
+import { PINNED_FIELDS, type PinnedTool } from "../domain/pin-rules.js"
 import { log } from "../logging/log.js"
 
 /** The pins of one service: tool name -> pin. */
