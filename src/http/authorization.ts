@@ -32,6 +32,7 @@ import { pathOf, type RouteEntry } from "./contract-middleware.js"
 import { errorBody, Forbidden, Unauthorized } from "./contract-errors.js"
 import { METADATA_PATH, ProtectedResourceTag, type ProtectedResource } from "./oauth-resource/protected-resource.js"
 import { looksLikeJwt } from "./oauth-resource/token-verifier.js"
+import { OAUTH_OPEN_ROUTES } from "./oauth-server/endpoints.js"
 
 /**
  * The routes that need no key: GET /health is for liveness probes; GET /ui is a static page that
@@ -46,14 +47,8 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/openapi.json" },
   // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
   { method: "GET", path: "/oauth/callback" },
-  // The built-in authorization server (src/http/oauth-server/endpoints.ts): its clients have no API key;
-  // each endpoint checks its own proof (PKCE, client authentication, the admin key on the consent).
-  { method: "GET", path: "/.well-known/oauth-authorization-server" },
-  { method: "GET", path: "/oauth/jwks" },
-  { method: "GET", path: "/oauth/authorize" },
-  { method: "POST", path: "/oauth/token" },
-  { method: "POST", path: "/oauth/revoke" },
-  { method: "POST", path: "/oauth/register" }
+  // The built-in authorization server's: its clients have no API key.
+  ...OAUTH_OPEN_ROUTES
 ]
 
 /** The API key check of every request (the contract's `bearer` security). */

@@ -19,15 +19,23 @@ import type { RouteEntry } from "../contract-middleware.js"
 import { CONSENT_PAGE_POLICY, consentPage, plainPage } from "./consent-page.js"
 import type { AuthorizationServer, OAuthErrorAnswer } from "./grants.js"
 
-/** The routes, for the contract middleware's 405 answers. */
-export const OAUTH_SERVER_ROUTES: ReadonlyArray<RouteEntry> = [
+/**
+ * The routes its clients reach without an API key (src/http/authorization.ts `OPEN_ROUTES`): each
+ * checks its own proof (PKCE, client authentication).
+ */
+export const OAUTH_OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/.well-known/oauth-authorization-server" },
   { method: "GET", path: "/oauth/jwks" },
   { method: "GET", path: "/oauth/authorize" },
-  { method: "POST", path: "/oauth/consent" },
   { method: "POST", path: "/oauth/token" },
   { method: "POST", path: "/oauth/revoke" },
-  { method: "POST", path: "/oauth/register" },
+  { method: "POST", path: "/oauth/register" }
+]
+
+/** Every route, for the contract middleware's 405 answers: the open ones, and the operator's (admin key). */
+export const OAUTH_SERVER_ROUTES: ReadonlyArray<RouteEntry> = [
+  ...OAUTH_OPEN_ROUTES,
+  { method: "POST", path: "/oauth/consent" },
   { method: "POST", path: "/oauth/approve_client" }
 ]
 
