@@ -12,8 +12,8 @@
  * Linux only (it reads /proc); elsewhere the ledger does nothing.
  */
 import { randomBytes } from "node:crypto"
-import { readFileSync } from "node:fs"
-import { readdir, readFile, rm } from "node:fs/promises"
+import { constants as fsConstants, readFileSync } from "node:fs"
+import { open, readdir, rm } from "node:fs/promises"
 import { basename, dirname, join } from "node:path"
 import { log } from "../logging/log.js"
 import { groupRunning, signalGroup } from "../mcp/stdio.js"
@@ -75,6 +75,25 @@ const ledgerName = (servicesFile: string) => {
   }
 }
 
+/** The largest ledger read: a store's groups take far less (about 100 bytes each). */
+const MAX_LEDGER_BYTES = 4 * 1024 * 1024
+
+/**
+ * A ledger's text, or undefined when it is no regular file of this process's user or is over
+ * `MAX_LEDGER_BYTES` (never through a symlink): in a folder others may write to, a planted file
+ * must not make a store (run as root, say) end another user's processes.
+ */
+const readLedger = async (path: string): Promise<string | undefined> => {
+  const handle = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW)
+  try {
+    const info = await handle.stat()
+    if (!info.isFile() || info.uid !== process.getuid?.() || info.size > MAX_LEDGER_BYTES) return undefined
+    return await handle.readFile("utf8")
+  } finally {
+    await handle.close()
+  }
+}
+
 /** How long ended groups get between SIGTERM and SIGKILL, and how long the start waits for them at most. */
 const REAP_GRACE_MS = 1_000
 
@@ -104,7 +123,12 @@ export const endOrphans = async (servicesFile: string): Promise<ReadonlyArray<Gr
     const path = join(dir, name)
     let doc: unknown
     try {
-      doc = JSON.parse(await readFile(path, "utf8"))
+      const text = await readLedger(path)
+      if (text === undefined) {
+        log.warn(`process ledger ${path} is not a file of this store's user (or is too large): left alone`, { event: "process_ledger_unreadable", file: path })
+        continue
+      }
+      doc = JSON.parse(text)
     } catch (e) {
       // Gone meanwhile (its store stopped), or half written by a store killed while writing it: a
       // half-written file is never renamed into place, so this one is not a ledger.

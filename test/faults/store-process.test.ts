@@ -9,7 +9,7 @@
 // The tests run at the same time (describe.concurrent), each with its own folder and store
 // processes, ended when it finishes; they share the HTTP fixture their services connect to.
 import { spawn } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from "vitest"
@@ -290,6 +290,10 @@ describe.concurrent("a store killed before it could end its local services", () 
     const reused = sleeper(o)
     writeFileSync(join(o.dir, ".mcp.json.processes.1.aaaaaaaaaaaa.json"), JSON.stringify({ owner: { pid: process.pid, start: startOf(process.pid) }, groups: [{ pgid: alive, start: startOf(alive), command: "sleep" }] }))
     writeFileSync(join(o.dir, ".mcp.json.processes.2.bbbbbbbbbbbb.json"), JSON.stringify({ owner: { pid: first.pid, start: "1" }, groups: [{ pgid: reused, start: "1", command: "sleep" }] }))
+    // And a symlink named as a ledger, to a dead store's ledger that names a live group: never followed.
+    const planted = sleeper(o)
+    writeFileSync(join(o.dir, "elsewhere.json"), JSON.stringify({ owner: { pid: first.pid, start: "1" }, groups: [{ pgid: planted, start: startOf(planted), command: "sleep" }] }))
+    symlinkSync(join(o.dir, "elsewhere.json"), join(o.dir, ".mcp.json.processes.3.cccccccccccc.json"))
 
     first.child.kill("SIGKILL")
     await first.exited
@@ -301,12 +305,14 @@ describe.concurrent("a store killed before it could end its local services", () 
     expect(second.output()).toMatch(/ended 1 local service process group\(s\) left running by a store that ended without stopping them \(pid \d+\): node \(pid \d+\)/)
     expect(liveGroupMembers(serverPid)).toEqual([])
     expect(processGone(grandchild)).toBe(true)
-    expect(processGone(alive) || processGone(reused)).toBe(false)
+    expect(processGone(alive) || processGone(reused) || processGone(planted)).toBe(false)
     // The killed store's ledger and the dead one's are gone; the live one's is left, and the new store keeps its own.
     const left = ledgers(o.dir)
     expect(left).not.toContain(killedLedger)
     expect(left).not.toContain(".mcp.json.processes.2.bbbbbbbbbbbb.json")
     expect(left).toContain(".mcp.json.processes.1.aaaaaaaaaaaa.json")
+    expect(left).toContain(".mcp.json.processes.3.cccccccccccc.json")
+    expect(second.output()).toMatch(/process ledger \S+cccccccccccc\.json cannot be read: left alone/)
     expect((await second.post("/for_store/wait_service", { client_id_or_service_name: "gc", status: "healthy", timeout: 20 })).body.data.result).toBe(true)
     const newPid = Number(firstText((await second.post("/for_store/call_tool", { tool_name: "gc__pid" })).body.content))
     o.groups.add(newPid)
@@ -315,7 +321,7 @@ describe.concurrent("a store killed before it could end its local services", () 
     // A store that stops as asked removes its ledger with its processes.
     second.child.kill("SIGTERM")
     await second.exited
-    expect(ledgers(o.dir)).toEqual([".mcp.json.processes.1.aaaaaaaaaaaa.json"])
+    expect(ledgers(o.dir).sort()).toEqual([".mcp.json.processes.1.aaaaaaaaaaaa.json", ".mcp.json.processes.3.cccccccccccc.json"])
     expect(liveGroupMembers(newPid)).toEqual([])
   })
 })
