@@ -323,7 +323,6 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Layer.provide(ExtrasLive),
     Layer.provide(ProtectedResourceLive),
     Layer.provide(oauthServerRoutes(authServer)),
-    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
     Layer.provide(AppLive),
     // No "Listening on" line of Effect's: the program's banner says it (src/main.ts).

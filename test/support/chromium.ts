@@ -1,9 +1,11 @@
 /**
  * Debian's Chromium for the browser tests, driven by playwright-core: whether the browser tests run
  * (a plain `npm test` without it skips them; .ci/run installs it and requires it, requirements.ts), and
- * one way to launch it headless with its background traffic (updates, sync) off.
+ * one way to launch it headless with its background traffic (updates, sync) off. A fork runs many
+ * files (vitest.config.ts), so the browser tests share one Chromium per fork (`openChromium`), each
+ * file in browser contexts of its own: a launch (browser, zygotes, GPU process) cost about 5 s of CPU.
  */
-import type { Browser } from "playwright-core"
+import type { Browser, BrowserContext } from "playwright-core"
 import { CHROMIUM, installed, missingError, runsWith } from "./requirements.js"
 
 /** True when the browser tests run: Chromium is installed, or the run requires it (then its absence fails them). */
@@ -33,4 +35,38 @@ export const launchChromium = async (extraArgs: ReadonlyArray<string> = []): Pro
       ...extraArgs
     ]
   })
+}
+
+/** A file's share of the fork's Chromium: the contexts it opens, all closed by `close`. */
+export interface ChromiumLease {
+  newContext(options?: Parameters<Browser["newContext"]>[0]): Promise<BrowserContext>
+  /** Closes every context of this lease (the browser stays for the fork's next file). */
+  close(): Promise<void>
+}
+
+// On globalThis: a file that resets the module cache still finds the fork's browser, not a second one.
+const SHARED = Symbol.for("mcp-store.test.chromium")
+type Holder = { [SHARED]?: Promise<Browser> }
+
+/**
+ * The fork's Chromium (launched on first use, launched again if it went away), as a lease whose
+ * contexts are the file's own. Playwright ends the browser when the fork exits (its exit handler, and
+ * the browser's pipe closing).
+ */
+export const openChromium = async (): Promise<ChromiumLease> => {
+  const holder = globalThis as Holder
+  let browser = await (holder[SHARED] ??= launchChromium())
+  if (!browser.isConnected()) browser = await (holder[SHARED] = launchChromium())
+  const contexts = new Set<BrowserContext>()
+  return {
+    newContext: async (options) => {
+      const context = await browser.newContext(options)
+      contexts.add(context)
+      return context
+    },
+    close: async () => {
+      await Promise.all([...contexts].map((context) => context.close().catch(() => undefined)))
+      contexts.clear()
+    }
+  }
 }

@@ -6,10 +6,10 @@
  * other call of the same tool keeps waiting); Deny ends the other one with 403; each decision names
  * the dashboard's key in the record. Skipped, with a note, when /usr/bin/chromium is not installed.
  */
-import type { Browser, Page } from "playwright-core"
+import type { Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stdioFixture } from "../fixtures/paths.js"
-import { authedApi, eventually, haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type Api, type Reply, type TestServer } from "../support/index.js"
+import { authedApi, eventually, haveChromium, openChromium, type ChromiumLease, noteMissingChromium, startTestServer, together, type Api, type Reply, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard approvals test")
 
@@ -20,7 +20,7 @@ const HOSTILE = `<img src=x data-testid=injected onerror="window.__pwned=1">`
 describe.skipIf(!haveChromium)("approving calls from /ui in Chromium", () => {
   let server: TestServer
   let admin: Api
-  let browser: Browser
+  let browser: ChromiumLease
   let page: Page
   const pageErrors: string[] = []
 
@@ -37,7 +37,7 @@ describe.skipIf(!haveChromium)("approving calls from /ui in Chromium", () => {
   beforeAll(async () => {
     await together(
       startTestServer({ apiKey: KEY, services: { mcpServers: { guarded: { ...stdioFixture(), require_approval: ["echo"] } } } }).then((s) => (server = s)),
-      launchChromium().then((b) => (browser = b))
+      openChromium().then((b) => (browser = b))
     )
     admin = authedApi(server.url, KEY)
     const waited = await admin.post("/for_store/wait_service", { client_id_or_service_name: "guarded", status: "healthy", timeout: 30 })

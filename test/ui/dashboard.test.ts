@@ -12,11 +12,12 @@
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import type { Browser, BrowserContext } from "playwright-core"
+import type { BrowserContext } from "playwright-core"
 import {
   authedApi,
   haveChromium,
-  launchChromium,
+  openChromium,
+  type ChromiumLease,
   noteMissingChromium,
   openSse,
   startTestServer,
@@ -44,7 +45,7 @@ const foreign = (urls: ReadonlyArray<string>): string[] =>
 // /docs, and the keyed test waits out a Retry-After; neither waits for the other.
 describe.skipIf(!haveChromium).concurrent("GET /ui in Chromium", () => {
   const demo = () => ({ mcpServers: { demo: { command: demoServer.command, args: [...demoServer.args] } } })
-  let browser: Browser | undefined
+  let browser: ChromiumLease | undefined
   /** The store without an API key (the first test, and /docs). */
   let open: TestServer | undefined
   /** The store with an API key and one event stream at most (the second test). */
@@ -53,7 +54,7 @@ describe.skipIf(!haveChromium).concurrent("GET /ui in Chromium", () => {
 
   beforeAll(async () => {
     await together(
-      launchChromium().then((b) => (browser = b)),
+      openChromium().then((b) => (browser = b)),
       startTestServer({ services: demo() }).then((s) => (open = s)),
       startTestServer({ apiKey: KEY, options: { max_event_streams: 1 }, services: demo() }).then((s) => (keyed = s))
     )

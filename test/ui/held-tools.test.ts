@@ -5,10 +5,10 @@
  * panel follows the `tool_changed` event, and its Accept button accepts it: checked against the
  * API (no held tool, the tool listed and callable). Skipped, with a note, without /usr/bin/chromium.
  */
-import type { Browser, Page } from "playwright-core"
+import type { Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stdioFixture } from "../fixtures/paths.js"
-import { eventually, haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
+import { eventually, haveChromium, openChromium, type ChromiumLease, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard held tools test")
 
@@ -16,14 +16,14 @@ const EVIL = `Returns the text. <img src=x data-testid=injected onerror="window.
 
 describe.skipIf(!haveChromium)("held tools on /ui in Chromium", () => {
   let server: TestServer
-  let browser: Browser
+  let browser: ChromiumLease
   let page: Page
   const pageErrors: string[] = []
 
   beforeAll(async () => {
     await together(
       startTestServer({ services: { mcpServers: { pinned: stdioFixture("--redescribe-tool") } } }).then((s) => (server = s)),
-      launchChromium().then((b) => (browser = b))
+      openChromium().then((b) => (browser = b))
     )
     page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 } })).newPage()
     page.on("pageerror", (e) => pageErrors.push(String(e)))

@@ -8,11 +8,11 @@
  * The page's script runs under its Content-Security-Policy (it would do nothing if the hash were
  * wrong). Skipped, with a note, when Chromium is not installed.
  */
-import type { Browser, Page } from "playwright-core"
+import type { Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { auth } from "@modelcontextprotocol/client"
 import { decodeJwt } from "jose"
-import { haveChromium, launchChromium, MemoryOAuthProvider, noteMissingChromium, startClientSite, startTestServer, together, type TestServer } from "../support/index.js"
+import { haveChromium, openChromium, type ChromiumLease, MemoryOAuthProvider, noteMissingChromium, startClientSite, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("OAuth consent page test")
 
@@ -22,7 +22,7 @@ const A = "agent-a"
 describe.skipIf(!haveChromium)("the consent page in Chromium", () => {
   let server: TestServer
   let site: Awaited<ReturnType<typeof startClientSite>>
-  let browser: Browser
+  let browser: ChromiumLease
   let page: Page
   let resource: string
 
@@ -32,7 +32,7 @@ describe.skipIf(!haveChromium)("the consent page in Chromium", () => {
         site = s
         server = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
       }),
-      launchChromium().then((b) => (browser = b))
+      openChromium().then((b) => (browser = b))
     )
     resource = `${server.url}/for_agent/${A}/mcp`
     page = await (await browser.newContext()).newPage()

@@ -6,17 +6,17 @@
  * authorized. Chromium is launched while the fixture and the store start. Skipped, with a note, when
  * /usr/bin/chromium is not installed.
  */
-import type { Browser, Locator, Page } from "playwright-core"
+import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { haveChromium, launchChromium, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
+import { haveChromium, openChromium, type ChromiumLease, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard OAuth test")
 
 describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
   let fixture: OAuthFixture
   let server: TestServer
-  let browser: Browser
+  let browser: ChromiumLease
   let page: Page
 
   const row = (name: string): Locator => page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="store"]`)
@@ -28,7 +28,7 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
         fixture = f
         server = await startTestServer({ services: { mcpServers: { secure: { url: f.url } } } })
       }),
-      launchChromium().then((b) => (browser = b))
+      openChromium().then((b) => (browser = b))
     )
     page = await (await browser.newContext()).newPage()
     await page.goto(`${server.url}/ui`)

@@ -14,10 +14,10 @@
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import type { Browser, Locator, Page } from "playwright-core"
+import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, it } from "vitest"
 import { REPO_ROOT, stdioFixture } from "../fixtures/paths.js"
-import { eventually, haveChromium, launchChromium, noteMissingChromium, processGone, startTestServer, together, type TestServer } from "../support/index.js"
+import { eventually, haveChromium, openChromium, type ChromiumLease, noteMissingChromium, processGone, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard operations test")
 
@@ -28,7 +28,7 @@ const HOSTILE = `<img src=x data-testid=injected onerror="window.__pwned=1"><b d
 
 describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () => {
   let server: TestServer
-  let browser: Browser
+  let browser: ChromiumLease
   let page: Page
   const pageErrors: string[] = []
   const violations: string[] = []
@@ -58,7 +58,7 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
           }
         }
       }).then((s) => (server = s)),
-      launchChromium().then((b) => (browser = b))
+      openChromium().then((b) => (browser = b))
     )
     page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 } })).newPage()
     page.on("pageerror", (e) => pageErrors.push(String(e)))
@@ -280,11 +280,12 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
         // Both status events of each connection (two per connection); "nonsense" is no event the page knows.
         await expect.poll(() => other.getByTestId("last-event").textContent(), { timeout: 10_000 }).toMatch(/^[2468] event\(s\); last alpha: warning → healthy$/)
         expect(await other.getByTestId("last-event").getAttribute("data-type")).toBe("status")
-        // Each stream ended at once: tried again after a growing delay (about 1 s, then about 2 s), not every second.
+        // Each stream ended at once: tried again after a growing delay (1 s, then 2 s), not every second.
+        // Each gap is at least its delay (a loaded machine may add to either, so they are not compared).
         await expect.poll(() => served.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3)
         const [a, b, c] = served as [number, number, number]
-        expect(c - b).toBeGreaterThan(b - a)
-        expect(c - b).toBeGreaterThanOrEqual(1500)
+        expect(b - a).toBeGreaterThanOrEqual(950)
+        expect(c - b).toBeGreaterThanOrEqual(1950)
       } finally {
         await other.close()
       }
