@@ -9,9 +9,10 @@ import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
 import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive, TracingLive } from "../runtime/store-layers.js"
 import type { AsyncResults, CreateStoreOptions, Definitions, Pins, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
+import type { StorePartServices } from "../runtime/store-parts.js"
 
-/** What the store's layer graph provides (the `ClusterService` only in replica mode). */
-export type StoreLayerServices = StoreService | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
+/** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts and the store. */
+export type StoreLayerServices = StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
