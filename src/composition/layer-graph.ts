@@ -10,9 +10,10 @@ import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, 
 import type { AsyncResults, CreateStoreOptions, Definitions, Pins, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 import type { StorePartServices } from "../runtime/store-parts.js"
+import { OperationsLive, type OperationServices } from "../runtime/operations.js"
 
-/** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts and the store. */
-export type StoreLayerServices = StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
+/** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts, the store and its operations. */
+export type StoreLayerServices = OperationServices | StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
@@ -21,7 +22,7 @@ export type StoreLayerServices = StoreService | StorePartServices | Definitions 
 export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
   const base = Layer.mergeAll(ServicesFileLive, TracingLive, ProcessLedgerLive).pipe(Layer.provideMerge(config))
   const chosen = replica ? ReplicaLayer : StandaloneLayer
-  const graph = StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
+  const graph = OperationsLive.pipe(Layer.provideMerge(StoreLive), Layer.provideMerge(chosen), Layer.provideMerge(base))
   // A replica's store runs: from now on a command to a Redis that stopped answering is refused at once.
   return replica ? Layer.tap(graph, (context) => Effect.sync(() => Option.map(Context.getOption(context, ClusterService), (cluster) => cluster.connection.started()))) : graph
 }

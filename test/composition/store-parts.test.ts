@@ -22,6 +22,7 @@ import {
   UserCredentialsService
 } from "../../src/runtime/store-parts.js"
 import { StoreService } from "../../src/runtime/store.js"
+import { Calls, Queries } from "../../src/runtime/operations.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, processGone } from "../support/index.js"
 
 /** Wraps `object[method]` so that each call first notes `label` in `events`. */
@@ -109,6 +110,16 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
     const records = Context.get(context, Records)
     const written = await records.append({ scope: "store", agent_id: null, service_name: "svc", tool_name: "echo", params: {}, result: 1, outcome: "success", error: null, duration_ms: 1, trace_id: "t1" })
     expect((await records.query({ limit: 10 })).executions.map((r) => r.id)).toContain(written.id)
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+
+  it("the graph's operations act on the store's scopes: a query lists the service, a call reaches it", async () => {
+    const { scope, context, store } = await build("operations")
+    const ctx = store.forStore().effects
+    const listed = await Effect.runPromise(Context.get(context, Queries).listServices(ctx))
+    expect(listed.map((s) => [s.name, s.status])).toEqual([["svc", "healthy"]])
+    const output = await Effect.runPromise(Context.get(context, Calls).callTool(ctx, { tool_name: "echo", args: { text: "hi" } }))
+    expect(JSON.stringify(output)).toContain("hi")
     await Effect.runPromise(Scope.close(scope, Exit.void))
   })
 })
