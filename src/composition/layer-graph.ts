@@ -1,8 +1,10 @@
 /**
  * The composition root of the store: one layer graph, the store on the capabilities of one store
  * on its services file (src/runtime/store-layers.ts) or of a replica (src/cluster/replica-layers.ts), chosen here
- * once. Shutdown follows the layers: the store (actors, connections) first, then the records and
- * tokens, then the cluster, whatever the mode; a failed start releases what it had acquired.
+ * once, then the store's parts (src/runtime/store-parts.ts), the store and its operations
+ * (src/runtime/operations.ts) on them. Shutdown follows the layers: the store and its parts
+ * (actors, connections) first, then the records and tokens, then the cluster, whatever the mode; a
+ * failed start releases what it had acquired.
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"

@@ -21,8 +21,7 @@ import {
   TaskRelaysService,
   UserCredentialsService
 } from "../../src/runtime/store-parts.js"
-import { StoreService } from "../../src/runtime/store.js"
-import { Calls, Queries } from "../../src/runtime/operations.js"
+import { Calls, Queries, StoreService } from "../../src/index.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, processGone } from "../support/index.js"
 
 /** Wraps `object[method]` so that each call first notes `label` in `events`. */
@@ -113,13 +112,25 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
     await Effect.runPromise(Scope.close(scope, Exit.void))
   })
 
-  it("the graph's operations act on the store's scopes: a query lists the service, a call reaches it", async () => {
-    const { scope, context, store } = await build("operations")
-    const ctx = store.forStore().effects
-    const listed = await Effect.runPromise(Context.get(context, Queries).listServices(ctx))
+  it("the graph's operations act on the store's scopes: a program given the graph lists the service and calls it, and the store stops with it", async () => {
+    const { name: _, ...definition } = fixtureService("svc")
+    const file = join(dir, "operations.json")
+    writeFileSync(file, JSON.stringify({ mcpServers: { svc: definition } }))
+    // As README "As a library" shows it, from the library's entry point.
+    const program = Effect.gen(function* () {
+      const store = yield* StoreService
+      const queries = yield* Queries
+      const calls = yield* Calls
+      const scope = store.forStore().effects
+      yield* queries.waitService(scope, { client_id_or_service_name: "svc", status: "healthy", timeout: 15 })
+      const listed = yield* queries.listServices(scope)
+      const output = yield* calls.callTool(scope, { tool_name: "echo", args: { text: "hi" } })
+      return { store, listed, output }
+    })
+    const { store, listed, output } = await Effect.runPromise(program.pipe(Effect.provide(storeLayer({ mcpConfigFile: file, monitoring: FAST_MONITORING }))))
     expect(listed.map((s) => [s.name, s.status])).toEqual([["svc", "healthy"]])
-    const output = await Effect.runPromise(Context.get(context, Calls).callTool(ctx, { tool_name: "echo", args: { text: "hi" } }))
     expect(JSON.stringify(output)).toContain("hi")
-    await Effect.runPromise(Scope.close(scope, Exit.void))
+    expect(store.stopped).toBe(true)
+    expect(store.actor.getSnapshot().status).toBe("stopped")
   })
 })
