@@ -173,23 +173,25 @@ export const ActorSystemLive: Layer.Layer<ActorSystemService, never, StoreConfig
     const pins = yield* ToolPinsService
     const inspection = yield* InspectionService
     const acquire = Effect.sync((): ActorSystem => {
-      // The OAuth manager tells the service actors of this system: looked up once the root exists.
-      let root: StoreActorRef | undefined
-      const upstream = connections.options.upstream ?? new UpstreamPolicy({})
-      const system: { -readonly [K in keyof ActorSystem]: ActorSystem[K] } = {
-        root: undefined as unknown as StoreActorRef,
-        oauth: undefined as unknown as OAuthManager,
-        callbackUrl: undefined
-      }
-      system.oauth = new OAuthManager(tokens, (scope, name) => (root === undefined ? undefined : serviceActorOf(root, scope, name)), () => system.callbackUrl, oauthFetch(upstream))
+      // The OAuth manager tells the service actors of this system (looked up once the root exists)
+      // and reads the callback URL the HTTP server sets once it listens: both called after this returns.
+      const oauth = new OAuthManager(
+        tokens,
+        (scope, name) => serviceActorOf(system.root, scope, name),
+        () => system.callbackUrl,
+        oauthFetch(connections.options.upstream ?? new UpstreamPolicy())
+      )
       // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
-      const service = replication.serviceMachine(liveServiceMachine(connections, options.clientName, system.oauth, pins))
+      const service = replication.serviceMachine(liveServiceMachine(connections, options.clientName, oauth, pins))
       const machine = storeMachine.provide({
         actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
         actions: { reportCrash: logCrash }
       })
-      root = createActor(machine, { input: { settings }, systemId: STORE_SYSTEM_ID, inspect: inspection.inspect })
-      system.root = root
+      const system: ActorSystem = {
+        root: createActor(machine, { input: { settings }, systemId: STORE_SYSTEM_ID, inspect: inspection.inspect }),
+        oauth,
+        callbackUrl: undefined
+      }
       return system
     })
     return yield* Effect.acquireRelease(acquire, (system) => Effect.sync(() => system.root.stop()))
