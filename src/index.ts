@@ -11,6 +11,9 @@ export * as calls from "./runtime/calls.js"
 export * as commands from "./runtime/commands.js"
 export * as queries from "./runtime/queries.js"
 export { ScopeContext, type StoreHost } from "./runtime/host.js"
+// The store's layer graph as services (`storeLayer(options)` provides them): the store and its operations.
+export { StoreService } from "./runtime/store.js"
+export { Calls, Catalog, Commands, Queries } from "./runtime/operations.js"
 export type {
   AddServiceResult,
   CallToolInput,

@@ -1,17 +1,21 @@
 /**
  * The composition root of the store: one layer graph, the store on the capabilities of one store
  * on its services file (src/runtime/store-layers.ts) or of a replica (src/cluster/replica-layers.ts), chosen here
- * once. Shutdown follows the layers: the store (actors, connections) first, then the records and
- * tokens, then the cluster, whatever the mode; a failed start releases what it had acquired.
+ * once, then the store's parts (src/runtime/store-parts.ts), the store and its operations
+ * (src/runtime/operations.ts) on them. Shutdown follows the layers: the store and its parts
+ * (actors, connections) first, then the records and tokens, then the cluster, whatever the mode; a
+ * failed start releases what it had acquired.
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
 import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, StoreLive, TracingLive } from "../runtime/store-layers.js"
 import type { AsyncResults, CreateStoreOptions, Definitions, Pins, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
+import type { StorePartServices } from "../runtime/store-parts.js"
+import { OperationsLive, type OperationServices } from "../runtime/operations.js"
 
-/** What the store's layer graph provides (the `ClusterService` only in replica mode). */
-export type StoreLayerServices = StoreService | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
+/** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts, the store and its operations. */
+export type StoreLayerServices = OperationServices | StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
@@ -20,7 +24,7 @@ export type StoreLayerServices = StoreService | Definitions | Records | AsyncRes
 export const storeLayerOn = <E, R>(config: Layer.Layer<StoreConfig, E, R>, replica: boolean): Layer.Layer<StoreLayerServices | StoreConfig, E, R> => {
   const base = Layer.mergeAll(ServicesFileLive, TracingLive, ProcessLedgerLive).pipe(Layer.provideMerge(config))
   const chosen = replica ? ReplicaLayer : StandaloneLayer
-  const graph = StoreLive.pipe(Layer.provideMerge(chosen), Layer.provideMerge(base))
+  const graph = OperationsLive.pipe(Layer.provideMerge(StoreLive), Layer.provideMerge(chosen), Layer.provideMerge(base))
   // A replica's store runs: from now on a command to a Redis that stopped answering is refused at once.
   return replica ? Layer.tap(graph, (context) => Effect.sync(() => Option.map(Context.getOption(context, ClusterService), (cluster) => cluster.connection.started()))) : graph
 }

@@ -25,6 +25,7 @@ import { callableName, toolViewsFor } from "../runtime/service-views.js"
 import { dashboardHtml } from "../ui/page.js"
 import { Api } from "./Api.js"
 import { App, type AppState } from "./context.js"
+import { ActorSystemService, ApprovalsService, AsyncCallsService } from "../runtime/store-parts.js"
 import type { RouteEntry } from "./contract-middleware.js"
 import { callerWords, currentPrincipal, gateOf, narrowFor, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
@@ -215,6 +216,10 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     const app = yield* App
     const { store } = app
     const { metrics } = app
+    // The parts these routes use, from the store's layer graph.
+    const asyncCalls = yield* AsyncCallsService
+    const approvals = yield* ApprovalsService
+    const { oauth } = yield* ActorSystemService
     // Sealed session and task ids (src/http/gateway/session-seal.ts): the cluster's secret, else the store's own.
     const seal = app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
     const gateway = yield* Effect.acquireRelease(
@@ -326,14 +331,14 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
             if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.tool_name)) send("progress", e)
           })
           // Asynchronous calls' starts and ends (their progress is `progress`, with their call_id).
-          const offAsync = store.asyncCalls.on((e) => {
+          const offAsync = asyncCalls.on((e) => {
             if (filter !== undefined && e.scope !== filter) return
             // A key's tools list: judged on the call's callable name once its target is known, on the name asked before.
             if (gate !== undefined && !(e.service_name === null || e.original_name === null ? gate.allows(e.tool_name) : seen(e.service_name, e.original_name))) return
             send("async_call", e)
           })
           // Calls waiting for an approval, and how each wait ended (src/runtime/approvals.ts).
-          const offApprovals = store.approvals.on((e) => {
+          const offApprovals = approvals.on((e) => {
             if ((filter === undefined || e.scope === filter) && seen(e.service_name, e.original_name)) send("approval", e)
           })
           return () => {
@@ -382,11 +387,11 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const code = one(query["code"])
         const state = one(query["state"])
         if (state === undefined || code === undefined) {
-          if (state !== undefined) store.oauth.takeState(state)
+          if (state !== undefined) oauth.takeState(state)
           return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
         }
         const outcome = yield* Effect.promise(() =>
-          store.oauth.finish(code, state).then(
+          oauth.finish(code, state).then(
             () => undefined,
             (e: unknown) => (e instanceof OAuthFlowError ? e.message : "the authorization could not be finished")
           )

@@ -233,7 +233,10 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       store.asyncCalls.resume(asyncAnswer, (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))))
       return state.app
     })
-  ).pipe(Layer.provide(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive))))
+  ).pipe(
+    // The store's graph stays visible to the handlers' layers: they take the operations and parts from it.
+    Layer.provideMerge(MetricsLive.pipe(Layer.provideMerge(StoreGraphLive)))
+  )
 
   const errors = contractErrors([...routeTable(), ...EXTRA_ROUTES])
   const ApiLive = HttpApiBuilder.api(Api).pipe(

@@ -4,7 +4,7 @@
  * with its release, so a failed start releases what was acquired, in reverse order, and a stop
  * releases the store (actors, connections) before the records and tokens it writes to.
  */
-import { Effect, Layer } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, Layer, Scope } from "effect"
 import { resolveStoreLimits, type StoreLimits } from "../config/options.js"
 import { ServicesFile } from "../config/services-file.js"
 import { defaultMonitoring } from "../domain/settings.js"
@@ -29,6 +29,20 @@ import {
   type StoreSettings
 } from "./services.js"
 import { Store, StoreService } from "./store.js"
+import {
+  ActorSystemService,
+  ApprovalsService,
+  AsyncCallsService,
+  ConnectionsService,
+  HeldCallsService,
+  InspectionService,
+  LifecycleLogService,
+  StorePartsLive,
+  TaskRelaysService,
+  ToolPinsService,
+  UserCredentialsService,
+  type StorePartServices
+} from "./store-parts.js"
 import { noTracer, type Tracer, type TracingOptions } from "../logging/tracing.js"
 
 /** The options of `createStore` with every default applied. */
@@ -156,27 +170,34 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
 ).pipe(Layer.provideMerge(DefinitionsFromFile))
 
 /**
- * The store: its actors started on the capabilities, every service of the definitions loaded,
- * the replication attached; on release (or when the attach fails), every actor stopped and every
- * connection closed.
+ * The store itself, once its parts are acquired: its actors started, every service of the
+ * definitions loaded, the replication attached (replica mode); on release (or when the attach
+ * fails), the change under way ended and the replication told it is leaving, before the parts are
+ * released.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing | Processes> = Layer.scoped(
+const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Replication | Tracing | StorePartServices> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
       config: yield* StoreConfig,
       definitions: yield* Definitions,
       records: yield* Records,
-      asyncResults: yield* AsyncResults,
-      tokens: yield* Tokens,
-      pins: yield* Pins,
       replication: yield* Replication,
       tracer: yield* Tracing,
-      processes: yield* Processes
+      inspection: yield* InspectionService,
+      connections: yield* ConnectionsService,
+      credentials: yield* UserCredentialsService,
+      pins: yield* ToolPinsService,
+      system: yield* ActorSystemService,
+      tasks: yield* TaskRelaysService,
+      held: yield* HeldCallsService,
+      approvals: yield* ApprovalsService,
+      asyncCalls: yield* AsyncCallsService
     }
+    yield* LifecycleLogService // listening before the actors start
     const store = yield* Effect.acquireRelease(
       Effect.sync(() => Store.start(parts)),
-      (store) => Effect.promise(() => store.shutdown())
+      (store) => Effect.promise(() => store.release())
     )
     if (parts.replication.shared) {
       // Replica mode: the changes made through the other replicas are applied as a reload is, and
@@ -187,3 +208,18 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
     return store
   })
 )
+
+/**
+ * The store and its parts (src/runtime/store-parts.ts), built in a scope of their own within the
+ * graph's: released in the graph's order (before the records, tokens and cluster they use), or
+ * alone by `store.stop()` when the graph belongs to someone else (the HTTP server's).
+ */
+export const StoreLive: Layer.Layer<StoreService | StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing | Processes> =
+  Layer.scopedContext(
+    Effect.gen(function* () {
+      const own = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+      const context = yield* Layer.buildWithScope(StoreCoreLive.pipe(Layer.provideMerge(StorePartsLive)), own)
+      Context.get(context, StoreService).releaseWith(() => Effect.runPromise(Scope.close(own, Exit.void)))
+      return context
+    })
+  )

@@ -1,19 +1,22 @@
 /**
- * The store: the actor system (store, agent and service actors) on the store's capabilities (the
- * definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts), and the
- * operations on them. It is the `StoreService` of the layer graph (src/composition/layer-graph.ts builds it, with
- * `createStore` for the library) and the only thing the HTTP handlers call: they decode, call a
- * `ScopeApi` operation, encode.
+ * The store: the actor system (store, agent and service actors) and its parts (connections,
+ * approvals, held and asynchronous calls...: src/runtime/store-parts.ts) on the store's capabilities
+ * (the definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts), and
+ * the operations on them. It is the `StoreService` of the layer graph (src/composition/layer-graph.ts
+ * builds it, with `createStore` for the library); each part is acquired and released by its own
+ * layer, the store only starts the actors and, on release, ends the change under way first.
  *
  * Every change is written to the definitions (the services file, or the cluster's Redis:
  * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
  * and the actors always agree.
  */
 import { noTracer, type Tracer } from "../logging/tracing.js"
-import { dirname } from "node:path"
 import { Context, Effect } from "effect"
-import { createActor, type InspectionEvent } from "xstate"
-import { dict } from "../domain/dict.js"
+import type { InspectionEvent } from "xstate"
+import type { AgentActorRef } from "../machines/agent.js"
+import type { StoreActorRef } from "../machines/root.js"
+import { ownEntry } from "../machines/supervisor.js"
+import { connectionLabel, type ConnectionRegistry } from "./adapter.js"
 import { parseServiceField, serviceField } from "../domain/replicas.js"
 import { STORE_SCOPE, agentIdProblem, agentScope, resolveDefinition, sameDefinition, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
@@ -21,62 +24,49 @@ import { describeProblem, type EntryProblem, type ServicesConfig } from "../conf
 import type { StoreLimits } from "../config/options.js"
 import type { DefinitionsStore } from "../config/definitions-store.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
-import { agentMachine, type AgentActorRef } from "../machines/agent.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
-import { storeMachine, type StoreActorRef } from "../machines/root.js"
-import { STORE_SYSTEM_ID, ownEntry } from "../machines/supervisor.js"
-import type { AsyncResultsBackend } from "../records/async-results.js"
-import { AsyncCalls } from "./async-calls.js"
+import type { AsyncCalls } from "./async-calls.js"
 import type { RecordsBackend } from "../records/tool-records.js"
-import { UpstreamPolicy } from "../mcp/upstream-policy.js"
-import type { ProcessLedger } from "../mcp/types.js"
-import { oauthFetch } from "../mcp/oauth-client.js"
-import { ConnectionRegistry, connectionLabel, liveServiceMachine, logCrash, openPrincipalConnection } from "./adapter.js"
 import { Waiters } from "./bridge.js"
 import { ValidationError } from "../domain/errors.js"
 import { ScopeContext, type StoreHost } from "./host.js"
 import { ProgressEvents } from "./progress.js"
-import { TaskRelays } from "./task-relay.js"
-import { HeldCalls } from "./input-required.js"
-import { Approvals } from "./approvals.js"
-import { STORE_STOPPING } from "../mcp/types.js"
+import type { TaskRelays } from "./task-relay.js"
+import type { HeldCalls } from "./input-required.js"
+import type { Approvals } from "./approvals.js"
 import { runToPromise } from "./run.js"
 import { ScopeApi } from "./scope.js"
-import { LifecycleLog } from "./lifecycle-log.js"
 import { log } from "../logging/log.js"
 import { indexDelayedEvents } from "./timers.js"
-import { OAuthManager } from "./upstream-oauth.js"
-import type { TokenStore } from "../config/token-vault.js"
-import type { ToolPinsBackend } from "../config/pins-file.js"
-import { DEFAULT_PIN_SETTINGS } from "../domain/pin-rules.js"
-import { ToolPins } from "./tool-pins.js"
-import { UserCredentials } from "./user-credentials.js"
-import { CredentialsFile } from "../config/credentials-file.js"
-import { DEFAULT_CLIENT_NAME } from "../mcp/connect.js"
+import type { OAuthManager } from "./upstream-oauth.js"
+import type { ToolPins } from "./tool-pins.js"
+import type { UserCredentials } from "./user-credentials.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 import { ToolSearchIndex } from "./tool-search.js"
+import type { ActorSystem, InspectionHub } from "./store-parts.js"
+import { agentActorOf, agentIdsOf, allServiceActorsOf, serviceActorOf, serviceActorsOf } from "./service-actors.js"
 
 export type { CreateStoreOptions } from "./services.js"
 
-/** What the store is built on: the services of the layer graph. */
+/** What the store is built on: the services of the layer graph, its parts acquired (src/runtime/store-parts.ts). */
 export interface StoreParts {
   readonly config: StoreSettings
   /** The live definitions: the services file, or the cluster's Redis in replica mode. */
   readonly definitions: DefinitionsStore
   readonly records: RecordsBackend
-  readonly asyncResults: AsyncResultsBackend
-  readonly tokens: TokenStore
-  /** The pinned tool definitions (docs/tool-pins.md); absent: kept in memory only (a store built by hand). */
-  readonly pins?: ToolPinsBackend | undefined
   readonly replication: ReplicationApi
   /** Where spans go (`noTracer` when tracing is off); absent: off. */
   readonly tracer?: Tracer | undefined
-  /** Where local services' process groups are noted (src/config/process-ledger.ts); absent: nowhere. */
-  readonly processes?: ProcessLedger | undefined
+  readonly inspection: InspectionHub
+  readonly connections: ConnectionRegistry
+  readonly credentials: UserCredentials
+  readonly pins: ToolPins | undefined
+  readonly system: ActorSystem
+  readonly tasks: TaskRelays
+  readonly held: HeldCalls
+  readonly approvals: Approvals
+  readonly asyncCalls: AsyncCalls
 }
-
-/** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
-const NO_SERVICES: Readonly<Record<string, ServiceActorRef>> = Object.freeze(dict<ServiceActorRef>())
 
 /** The store: actors, services file and operations. Create it with `createStore`. */
 export { ScopeApi }
@@ -87,8 +77,8 @@ export class Store implements StoreHost {
   /** One change at a time (`serialized`). */
   private readonly lock = Effect.unsafeMakeSemaphore(1)
   private stopping: Promise<void> | undefined
-  private shuttingDown: Promise<void> | undefined
-  /** Releases the layers the store was built on (set by `createStore`); `stop` calls it. */
+  private releasing: Promise<void> | undefined
+  /** Releases the layers the store was built on (set by its layer, then by `createStore` for the whole graph); `stop` calls it. */
   private releaseLayers: (() => Promise<void>) | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
@@ -106,8 +96,6 @@ export class Store implements StoreHost {
   readonly approvals: Approvals
   /** The full-text index of the scopes' tools, for search mode (src/runtime/tool-search.ts). */
   readonly toolSearch: ToolSearchIndex = new ToolSearchIndex(this)
-  /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
-  oauthCallbackUrl: string | undefined
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
   /** The live definitions: the services file, or the cluster's Redis in replica mode. */
@@ -132,13 +120,13 @@ export class Store implements StoreHost {
   readonly pins: ToolPins | undefined
   /** Per-user credentials of `per_user` services and the connections opened with them (src/runtime/user-credentials.ts). */
   readonly credentials: UserCredentials
-  private readonly inspectors = new Set<(event: InspectionEvent) => void>()
-  /** Status changes as log lines, watched from outside the machines. */
-  private readonly lifecycle = new LifecycleLog()
+  /** The actor system's inspection listeners (cleared by their layer's release). */
+  private readonly inspectors: Set<(event: InspectionEvent) => void>
+  private readonly system: ActorSystem
 
   private constructor(parts: StoreParts) {
-    const { config, definitions, records, tokens, replication } = parts
-    const { settings, limits, options } = config
+    const { config, definitions, records, replication } = parts
+    const { settings, limits } = config
     this.file = definitions
     this.records = records
     this.settings = settings
@@ -146,48 +134,34 @@ export class Store implements StoreHost {
     this.replication = replication
     this.tracer = parts.tracer ?? noTracer
     this.waiters = new Waiters(limits.maxWaiters)
-    this.held = new HeldCalls(limits.maxHeldCalls, replication.held)
-    this.tasks = new TaskRelays(records)
-    this.approvals = new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey }, replication.approvals)
-    this.asyncCalls = new AsyncCalls(parts.asyncResults, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)
-    const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
-    this.connections = new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes: parts.processes })
-    // OAuth of upstreams (src/runtime/upstream-oauth.ts): it tells the service actors of this store.
-    this.oauth = new OAuthManager(tokens, (scope, name) => this.serviceActor(scope, name), () => this.oauthCallbackUrl, oauthFetch(upstream))
-    // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
-    this.pins = parts.pins === undefined ? undefined : new ToolPins(parts.pins, options.pinTools ?? DEFAULT_PIN_SETTINGS)
-    const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth, this.pins))
-    // Replica mode keeps none (a `per_user` call is refused there): the file is one store's.
-    const connections = this.connections
-    this.credentials = new UserCredentials(
-      replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
-      (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
-      (connection) => connections.close(connection)
-    )
-    const machine = storeMachine.provide({
-      actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
-      actions: { reportCrash: logCrash }
-    })
-    const user = options.inspect
-    this.actor = createActor(machine, {
-      input: { settings },
-      systemId: STORE_SYSTEM_ID,
-      inspect: (event: InspectionEvent) => {
-        this.tellAdded(event)
-        this.lifecycle.inspect(event)
-        for (const listener of this.inspectors) listener(event)
-        if (typeof user === "function") user(event)
-        else user?.next?.(event)
-      }
-    })
+    this.held = parts.held
+    this.tasks = parts.tasks
+    this.approvals = parts.approvals
+    this.asyncCalls = parts.asyncCalls
+    this.connections = parts.connections
+    this.system = parts.system
+    this.oauth = parts.system.oauth
+    this.pins = parts.pins
+    this.credentials = parts.credentials
+    this.actor = parts.system.root
+    this.inspectors = parts.inspection.listeners
     // Retention is enforced at start (by the records' open) and every `cleanup_hours`.
     this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
     this.cleanupTimer.unref()
   }
 
+  /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
+  get oauthCallbackUrl(): string | undefined {
+    return this.system.callbackUrl
+  }
+
+  set oauthCallbackUrl(url: string | undefined) {
+    this.system.callbackUrl = url
+  }
+
   /**
    * Starts the actor system on `parts` and every service of the definitions. The replication is
-   * attached by the caller (the store layer, src/runtime/store-layers.ts), which also owns `shutdown`.
+   * attached by the caller (the store layer, src/runtime/store-layers.ts), which also owns `release`.
    */
   static start(parts: StoreParts): Store {
     const store = new Store(parts)
@@ -197,14 +171,6 @@ export class Store implements StoreHost {
     // The asynchronous calls a previous run left running: recorded `interrupted`.
     void store.asyncCalls.recordInterrupted()
     return store
-  }
-
-  /** Tells the replication of each service added to the store (the root's ADD_SERVICE names its scope), once the actor exists. */
-  private tellAdded(event: InspectionEvent): void {
-    if (!this.replication.shared || event.type !== "@xstate.event" || event.event.type !== "ADD_SERVICE") return
-    const added = event.event as unknown as { scope?: Scope; name: string }
-    const scope = added.scope
-    if (scope !== undefined) queueMicrotask(() => this.replication.added(scope, added.name))
   }
 
   /** Starts every service of the file, up to `maxServices` (the rest are left out, with a warning). */
@@ -281,7 +247,7 @@ export class Store implements StoreHost {
 
   /** The agent actor of an agent, if it has any service. */
   agentActor(agentId: string): AgentActorRef | undefined {
-    return ownEntry(this.actor.getSnapshot().context.agents, agentId)
+    return agentActorOf(this.actor, agentId)
   }
 
   /** Receives every XState inspection event of the actor system (for `/inspect/events`). */
@@ -292,18 +258,17 @@ export class Store implements StoreHost {
 
   /** Ids of the agents that have services. */
   agentIds(): ReadonlyArray<string> {
-    return Object.keys(this.actor.getSnapshot().context.agents)
+    return agentIdsOf(this.actor)
   }
 
   /** The service actors of a scope, by name (a null-prototype record). */
   serviceActors(scope: Scope): Readonly<Record<string, ServiceActorRef>> {
-    if (scope.kind === "store") return this.actor.getSnapshot().context.services
-    return this.agentActor(scope.agentId)?.getSnapshot().context.services ?? NO_SERVICES
+    return serviceActorsOf(this.actor, scope)
   }
 
   /** The service actor of a name in a scope, if registered. */
   serviceActor(scope: Scope, name: string): ServiceActorRef | undefined {
-    return ownEntry(this.serviceActors(scope), name)
+    return serviceActorOf(this.actor, scope, name)
   }
 
   /** How many services there are, in the store and every agent (what `maxServices` caps). */
@@ -315,9 +280,7 @@ export class Store implements StoreHost {
 
   /** Every service actor of every scope. */
   allServiceActors(): ReadonlyArray<ServiceActorRef> {
-    const out = [...Object.values(this.serviceActors(STORE_SCOPE))]
-    for (const id of this.agentIds()) out.push(...Object.values(this.serviceActors(agentScope(id))))
-    return out
+    return allServiceActorsOf(this.actor)
   }
 
   /**
@@ -511,46 +474,39 @@ export class Store implements StoreHost {
   }
 
   /**
-   * Stops the store: with `createStore`, every layer it was built on (the actors, then the tokens
-   * and records, then the cluster); otherwise (the server's layer graph releases the rest) the
-   * actors and connections. Idempotent.
+   * Stops the store: with `createStore`, every layer it was built on (the store and its parts, then
+   * the tokens and records, then the cluster); otherwise (the server's layer graph releases the
+   * rest) the store and its parts (src/runtime/store-parts.ts): actors and connections. Idempotent.
    */
   stop(): Promise<void> {
-    this.stopping ??= this.releaseLayers?.() ?? this.shutdown()
+    this.stopping ??= this.releaseLayers?.() ?? this.release()
     return this.stopping
   }
 
-  /** `stop` releases the layers with `release` (which runs `shutdown` as the store layer's finalizer). */
+  /** `stop` releases the layers with `release` (the store layer sets its own; `createStore` the whole graph's). */
   releaseWith(release: () => Promise<void>): void {
     this.releaseLayers = release
   }
 
   /**
-   * The store layer's finalizer: every actor stopped and every connection closed (local process
-   * trees ended). The records, tokens and cluster it used are released after it, by their layers. Idempotent.
+   * The store layer's finalizer, run before its parts are released (they are, in the reverse order
+   * of their layers): the reload watch and retention timer stopped, the change under way ended
+   * first, then the replication told that this replica is leaving, so that no service is taken
+   * over while it stops. Idempotent.
    */
-  shutdown(): Promise<void> {
-    this.shuttingDown ??= (async () => {
+  release(): Promise<void> {
+    this.releasing ??= (async () => {
       this.unwatch?.()
       clearInterval(this.cleanupTimer)
       await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
       this.replication.leaving() // no service is taken over while this replica stops
-      this.lifecycle.stop() // the stopping actors' last changes are the shutdown's, not news
-      await this.asyncCalls.close() // the calls running are kept interrupted, then cancelled
-      this.approvals.close(STORE_STOPPING) // the other calls waiting for an approval stop waiting (an asynchronous one already did, interrupted)
-      this.held.close()
-      this.tasks.close() // the tasks clients follow are recorded interrupted; their handles stay valid
-      this.actor.stop()
-      await this.credentials.closeAll()
-      await this.connections.closeAll()
-      this.inspectors.clear()
     })()
-    return this.shuttingDown
+    return this.releasing
   }
 
   /** True once `stop()` (or the store layer's release) was called. */
   get stopped(): boolean {
-    return this.stopping !== undefined || this.shuttingDown !== undefined
+    return this.stopping !== undefined || this.releasing !== undefined
   }
 }
 

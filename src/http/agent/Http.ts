@@ -1,8 +1,8 @@
 /** The agent group's handlers: the agent id is checked first (400 when malformed). */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import * as commands from "../../runtime/commands.js"
-import * as queries from "../../runtime/queries.js"
+import { Commands, Queries } from "../../runtime/operations.js"
+import { ActorSystemService, AsyncCallsService, HeldCallsService } from "../../runtime/store-parts.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
 import { currentPrincipal, gateOf } from "../access.js"
@@ -14,22 +14,28 @@ import { credentialsAnswer } from "../credentials-routes.js"
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const { store, server } = yield* App
+    // The operations and parts this group uses, from the store's layer graph (once, not per request).
+    const commands = yield* Commands
+    const queries = yield* Queries
+    const asyncCalls = yield* AsyncCallsService
+    const { oauth } = yield* ActorSystemService
+    const calls = { held: yield* HeldCallsService, asyncCalls }
     // The agent's scope as the caller sees it: an agent key's tool allow-list applies (src/http/access.ts).
     const scope = (agentId: string) => Effect.zipWith(store.agentContext(agentId), currentPrincipal, (ctx, principal) => ctx.gated(gateOf(principal)))
     return handlers
       .handle("addService", ({ path, payload, urlParams }) => Shared.addService(scope(path.agent_id), payload, urlParams.wait, server))
       .handle("listServices", ({ path }) => Shared.listServices(scope(path.agent_id)))
-      .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), store.oauth, payload))
+      .handle("authorizeService", ({ path, payload }) => Shared.authorizeService(scope(path.agent_id), oauth, payload))
       .handle("acceptToolChanges", ({ path, payload }) => acceptToolChangesAnswer(scope(path.agent_id), payload))
       .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope(path.agent_id), path.service_name, payload))
       .handle("deleteCredentials", ({ path }) => credentialsAnswer(scope(path.agent_id), path.service_name, undefined))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("searchTools", ({ path, urlParams }) => Shared.searchTools(scope(path.agent_id), store.toolSearch, urlParams.q, urlParams.limit))
-      .handle("callTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
-      .handle("useTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, store))
-      .handle("getCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, store.asyncCalls, false))
-      .handle("cancelCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, store.asyncCalls, true))
+      .handle("callTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, calls))
+      .handle("useTool", ({ path, payload, request }) => Shared.callTool(scope(path.agent_id), payload, request.headers, calls))
+      .handle("getCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, asyncCalls, false))
+      .handle("cancelCall", ({ path, request }) => Shared.asyncCall(path.agent_id, path.call_id, request.headers, asyncCalls, true))
       .handle("waitService", ({ path, payload }) =>
         Shared.waitService(scope(path.agent_id), payload, { context: "agent", agent_id: path.agent_id })
       )

@@ -10,7 +10,7 @@ import { log } from "../../logging/log.js"
 import type { ApprovalView, Decision } from "../../runtime/approvals.js"
 import { callerWords, currentPrincipal, gateOf } from "../access.js"
 import { Api } from "../Api.js"
-import { App } from "../context.js"
+import { ApprovalsService } from "../../runtime/store-parts.js"
 import { ClusterUnavailable } from "../../domain/errors.js"
 import { errorBody, fromStoreError, NotFound, validationError, type BadRequest, type Unavailable } from "../contract-errors.js"
 import type { DecisionResponse } from "./Api.js"
@@ -31,8 +31,7 @@ const listAnswer = (approvals: ReadonlyArray<ApprovalView>, where: string) => ({
 
 export const ApprovalsHttpLive = HttpApiBuilder.group(Api, "approvals", (handlers) =>
   Effect.gen(function* () {
-    const { store } = yield* App
-    const approvals = store.approvals
+    const approvals = yield* ApprovalsService
     return handlers
       .handle("listApprovals", () => Effect.map(Effect.promise(() => approvals.listAll()), (all) => listAnswer(all, "the store and every agent")))
       .handle("listAgentApprovals", ({ path }) =>

@@ -8,8 +8,8 @@ import { systemResources } from "../../monitoring/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import * as commands from "../../runtime/commands.js"
-import * as queries from "../../runtime/queries.js"
+import { Commands, Queries } from "../../runtime/operations.js"
+import { ActorSystemService, AsyncCallsService, ConnectionsService, HeldCallsService } from "../../runtime/store-parts.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
@@ -19,11 +19,18 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store } = app
+    // The operations and parts this group uses, from the store's layer graph (once, not per request).
+    const commands = yield* Commands
+    const queries = yield* Queries
+    const asyncCalls = yield* AsyncCallsService
+    const { oauth } = yield* ActorSystemService
+    const calls = { held: yield* HeldCallsService, asyncCalls }
+    const connections = yield* ConnectionsService
     const scope: Shared.ScopeRef = Effect.succeed(store.forStore().effects)
     const ctx = store.forStore().effects
     return handlers
       .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
-      .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, store.oauth, payload))
+      .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, oauth, payload))
       .handle("acceptToolChanges", ({ payload }) => acceptToolChangesAnswer(scope, payload))
       .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope, path.service_name, payload))
       .handle("deleteCredentials", ({ path }) => credentialsAnswer(scope, path.service_name, undefined))
@@ -37,10 +44,10 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
       .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
       .handle("searchTools", ({ urlParams }) => Shared.searchTools(scope, store.toolSearch, urlParams.q, urlParams.limit))
-      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
-      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, store))
-      .handle("getCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, store.asyncCalls, false))
-      .handle("cancelCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, store.asyncCalls, true))
+      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, calls))
+      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, calls))
+      .handle("getCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, asyncCalls, false))
+      .handle("cancelCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, asyncCalls, true))
       .handle("checkServices", () => Shared.checkServices(scope))
       .handle("health", () => Shared.health(scope))
       .handle("getStats", () =>
@@ -96,7 +103,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             networkCheck(payload.endpoints, {
               // Only a request allowed everything may probe a URL that no service of the scope has.
               registered: admin ? undefined : new Set(Object.values(store.serviceActors(STORE_SCOPE)).map((a) => String(a.getSnapshot().context.definition.url ?? ""))),
-              policy: store.connections.options.upstream
+              policy: connections.options.upstream
             })
           ).pipe(Effect.map((results) => {
             const reachable = results.filter((r) => r.reachable).length

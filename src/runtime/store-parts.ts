@@ -1,0 +1,303 @@
+/**
+ * The store's parts that own a resource (connections, pooled per-user connections, the actor
+ * system, followed tasks, held calls, approvals, asynchronous calls, the lifecycle log, the
+ * inspection listeners), each an Effect service whose layer acquires it with its release. The layers
+ * are chained in `StorePartsLive` so that the release order is the one a stopping store needs: what
+ * depends on a part, or must end before it, is acquired after it and so released before it.
+ */
+import { dirname } from "node:path"
+import { Context, Effect, Layer } from "effect"
+import { createActor, type InspectionEvent } from "xstate"
+import type { Scope } from "../domain/service-definition.js"
+import { DEFAULT_PIN_SETTINGS } from "../domain/pin-rules.js"
+import { CredentialsFile } from "../config/credentials-file.js"
+import { agentMachine } from "../machines/agent.js"
+import { storeMachine, type StoreActorRef } from "../machines/root.js"
+import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
+import { oauthFetch } from "../mcp/oauth-client.js"
+import { DEFAULT_CLIENT_NAME } from "../mcp/connect.js"
+import { STORE_STOPPING } from "../mcp/types.js"
+import { UpstreamPolicy } from "../mcp/upstream-policy.js"
+import { ConnectionRegistry, liveServiceMachine, logCrash, openPrincipalConnection } from "./adapter.js"
+import { Approvals } from "./approvals.js"
+import { AsyncCalls } from "./async-calls.js"
+import { HeldCalls } from "./input-required.js"
+import { LifecycleLog } from "./lifecycle-log.js"
+import { serviceActorOf } from "./service-actors.js"
+import { AsyncResults, Definitions, Pins, Processes, Records, Replication, StoreConfig, Tokens } from "./services.js"
+import { TaskRelays } from "./task-relay.js"
+import { ToolPins } from "./tool-pins.js"
+import { OAuthManager } from "./upstream-oauth.js"
+import { UserCredentials } from "./user-credentials.js"
+
+/** Every XState inspection event of the store's actor system, handed to its listeners. */
+export interface InspectionHub {
+  /** The listeners (`/inspect/events`, the lifecycle log); cleared when the store is released. */
+  readonly listeners: Set<(event: InspectionEvent) => void>
+  /** The actor system's `inspect` option. */
+  readonly inspect: (event: InspectionEvent) => void
+}
+
+/** The inspection of the store's actors: listeners, the options' `inspect`, the replication told of added services. */
+export class InspectionService extends Context.Tag("mcp-store/Inspection")<InspectionService, InspectionHub>() {}
+
+/** Every MCP connection the store has open (local process trees included). */
+export class ConnectionsService extends Context.Tag("mcp-store/Connections")<ConnectionsService, ConnectionRegistry>() {}
+
+/** Per-user credentials of `per_user` services and the connections opened with them. */
+export class UserCredentialsService extends Context.Tag("mcp-store/UserCredentials")<UserCredentialsService, UserCredentials>() {}
+
+/** The pinned tool definitions: every tool list judged against them (undefined: a store built without pins). */
+export class ToolPinsService extends Context.Tag("mcp-store/ToolPins")<ToolPinsService, ToolPins | undefined>() {}
+
+/** The actor system (created, started by the store) and the OAuth of upstreams that tells its service actors. */
+export interface ActorSystem {
+  /** The root actor: owns the store's services and every agent. */
+  readonly root: StoreActorRef
+  /** OAuth of upstream services: tokens (encrypted at rest) and authorizations under way. */
+  readonly oauth: OAuthManager
+  /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
+  callbackUrl: string | undefined
+}
+
+/** The store's actors and the upstream OAuth that reaches them. */
+export class ActorSystemService extends Context.Tag("mcp-store/ActorSystem")<ActorSystemService, ActorSystem>() {}
+
+/** Upstream tasks MCP clients follow through the store, until their calls are recorded. */
+export class TaskRelaysService extends Context.Tag("mcp-store/TaskRelays")<TaskRelaysService, TaskRelays>() {}
+
+/** Calls whose callers answer their servers' requests for input in rounds. */
+export class HeldCallsService extends Context.Tag("mcp-store/HeldCalls")<HeldCallsService, HeldCalls>() {}
+
+/** Calls waiting for a person's approval. */
+export class ApprovalsService extends Context.Tag("mcp-store/Approvals")<ApprovalsService, Approvals>() {}
+
+/** Asynchronous calls: run detached, their answers kept. */
+export class AsyncCallsService extends Context.Tag("mcp-store/AsyncCalls")<AsyncCallsService, AsyncCalls>() {}
+
+/** The services' status changes as log lines. */
+export class LifecycleLogService extends Context.Tag("mcp-store/LifecycleLog")<LifecycleLogService, LifecycleLog>() {}
+
+/**
+ * The inspection hub: each event goes to the replication (a service added, once its actor exists,
+ * replica mode), the listeners, then the options' `inspect`. Its listeners are cleared last of all.
+ */
+export const InspectionLive: Layer.Layer<InspectionService, never, StoreConfig | Replication> = Layer.scoped(
+  InspectionService,
+  Effect.gen(function* () {
+    const { options } = yield* StoreConfig
+    const replication = yield* Replication
+    const listeners = new Set<(event: InspectionEvent) => void>()
+    const user = options.inspect
+    const tellAdded = (event: InspectionEvent): void => {
+      if (!replication.shared || event.type !== "@xstate.event" || event.event.type !== "ADD_SERVICE") return
+      const added = event.event as unknown as { scope?: Scope; name: string }
+      const scope = added.scope
+      if (scope !== undefined) queueMicrotask(() => replication.added(scope, added.name))
+    }
+    const inspect = (event: InspectionEvent): void => {
+      tellAdded(event)
+      for (const listener of listeners) listener(event)
+      if (typeof user === "function") user(event)
+      else user?.next?.(event)
+    }
+    return yield* Effect.acquireRelease(
+      Effect.succeed({ listeners, inspect }),
+      (hub) => Effect.sync(() => hub.listeners.clear())
+    )
+  })
+)
+
+/** The connections the store opens, under the outbound policy; every one still open closed on release. */
+export const ConnectionsLive: Layer.Layer<ConnectionsService, never, StoreConfig | Definitions | Processes> = Layer.scoped(
+  ConnectionsService,
+  Effect.gen(function* () {
+    const { limits } = yield* StoreConfig
+    const definitions = yield* Definitions
+    const processes = yield* Processes
+    const upstream = new UpstreamPolicy({ allow: limits.upstreamAllow, allowMetadata: limits.upstreamAllowMetadata })
+    return yield* Effect.acquireRelease(
+      Effect.sync(() => new ConnectionRegistry({ maxMessageBytes: limits.maxMessageBytes, servicesDir: dirname(definitions.path), upstream, processes })),
+      (connections) => Effect.promise(() => connections.closeAll())
+    )
+  })
+)
+
+/**
+ * The per-user credentials beside the services file (replica mode keeps none: a `per_user` call is
+ * refused there) and their pooled connections; each pooled connection closed on release, before the
+ * connections registry closes the rest.
+ */
+export const UserCredentialsLive: Layer.Layer<UserCredentialsService, never, StoreConfig | Definitions | Replication | ConnectionsService> = Layer.scoped(
+  UserCredentialsService,
+  Effect.gen(function* () {
+    const { options } = yield* StoreConfig
+    const definitions = yield* Definitions
+    const replication = yield* Replication
+    const connections = yield* ConnectionsService
+    return yield* Effect.acquireRelease(
+      Effect.sync(
+        () =>
+          new UserCredentials(
+            replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
+            (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
+            (connection) => connections.close(connection)
+          )
+      ),
+      (credentials) => Effect.promise(() => credentials.closeAll())
+    )
+  })
+)
+
+/** The pinned tool definitions on their backend, judged with the options' settings (nothing to release). */
+export const ToolPinsLive: Layer.Layer<ToolPinsService, never, StoreConfig | Pins> = Layer.effect(
+  ToolPinsService,
+  Effect.gen(function* () {
+    const { options } = yield* StoreConfig
+    const pins = yield* Pins
+    return new ToolPins(pins, options.pinTools ?? DEFAULT_PIN_SETTINGS)
+  })
+)
+
+/**
+ * The actor system, created (the store starts it once every part is acquired) on the live service
+ * machine, or the replicated one in replica mode; every actor stopped on release.
+ */
+export const ActorSystemLive: Layer.Layer<ActorSystemService, never, StoreConfig | Tokens | Replication | ConnectionsService | ToolPinsService | InspectionService> = Layer.scoped(
+  ActorSystemService,
+  Effect.gen(function* () {
+    const { options, settings } = yield* StoreConfig
+    const tokens = yield* Tokens
+    const replication = yield* Replication
+    const connections = yield* ConnectionsService
+    const pins = yield* ToolPinsService
+    const inspection = yield* InspectionService
+    const acquire = Effect.sync((): ActorSystem => {
+      // The OAuth manager tells the service actors of this system (looked up once the root exists)
+      // and reads the callback URL the HTTP server sets once it listens: both called after this returns.
+      const oauth = new OAuthManager(
+        tokens,
+        (scope, name) => serviceActorOf(system.root, scope, name),
+        () => system.callbackUrl,
+        oauthFetch(connections.options.upstream ?? new UpstreamPolicy())
+      )
+      // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
+      const service = replication.serviceMachine(liveServiceMachine(connections, options.clientName, oauth, pins))
+      const machine = storeMachine.provide({
+        actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
+        actions: { reportCrash: logCrash }
+      })
+      const system: ActorSystem = {
+        root: createActor(machine, { input: { settings }, systemId: STORE_SYSTEM_ID, inspect: inspection.inspect }),
+        oauth,
+        callbackUrl: undefined
+      }
+      return system
+    })
+    return yield* Effect.acquireRelease(acquire, (system) => Effect.sync(() => system.root.stop()))
+  })
+)
+
+/** The tasks clients follow; on release, each recorded `interrupted` (their handles stay valid). */
+export const TaskRelaysLive: Layer.Layer<TaskRelaysService, never, Records> = Layer.scoped(
+  TaskRelaysService,
+  Effect.flatMap(Records, (records) =>
+    Effect.acquireRelease(
+      Effect.sync(() => new TaskRelays(records)),
+      (tasks) => Effect.sync(() => tasks.close())
+    )
+  )
+)
+
+/** The calls held for their callers' input (capped by `maxHeldCalls`); on release, each ends. */
+export const HeldCallsLive: Layer.Layer<HeldCallsService, never, StoreConfig | Replication> = Layer.scoped(
+  HeldCallsService,
+  Effect.gen(function* () {
+    const { limits } = yield* StoreConfig
+    const replication = yield* Replication
+    return yield* Effect.acquireRelease(
+      Effect.sync(() => new HeldCalls(limits.maxHeldCalls, replication.held)),
+      (held) => Effect.sync(() => held.close())
+    )
+  })
+)
+
+/** The approvals (shared by the replicas in replica mode); on release, the calls waiting stop waiting. */
+export const ApprovalsLive: Layer.Layer<ApprovalsService, never, StoreConfig | Replication> = Layer.scoped(
+  ApprovalsService,
+  Effect.gen(function* () {
+    const { limits } = yield* StoreConfig
+    const replication = yield* Replication
+    return yield* Effect.acquireRelease(
+      Effect.sync(() => new Approvals({ max: limits.maxApprovals, perKey: limits.maxApprovalsPerKey }, replication.approvals)),
+      (approvals) => Effect.sync(() => approvals.close(STORE_STOPPING))
+    )
+  })
+)
+
+/**
+ * The asynchronous calls on their backend; on release, the calls running are kept `interrupted`
+ * (or, following an upstream task, left to the next start), then cancelled.
+ */
+export const AsyncCallsLive: Layer.Layer<AsyncCallsService, never, StoreConfig | AsyncResults | Records | Replication> = Layer.scoped(
+  AsyncCallsService,
+  Effect.gen(function* () {
+    const { limits } = yield* StoreConfig
+    const results = yield* AsyncResults
+    const records = yield* Records
+    const replication = yield* Replication
+    return yield* Effect.acquireRelease(
+      Effect.sync(() => new AsyncCalls(results, records, limits.maxAsyncCalls, replication.shared ? replication : undefined)),
+      (calls) => Effect.promise(() => calls.close())
+    )
+  })
+)
+
+/**
+ * The lifecycle log, listening to the actor system before it starts; stopped on release, first of
+ * the parts, so that the stopping actors' last changes are the shutdown's, not news.
+ */
+export const LifecycleLogLive: Layer.Layer<LifecycleLogService, never, InspectionService> = Layer.scoped(
+  LifecycleLogService,
+  Effect.flatMap(InspectionService, (inspection) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const lifecycle = new LifecycleLog()
+        inspection.listeners.add(lifecycle.inspect)
+        return lifecycle
+      }),
+      (lifecycle) => Effect.sync(() => lifecycle.stop())
+    )
+  )
+)
+
+/** Every part of the store. */
+export type StorePartServices =
+  | InspectionService
+  | ConnectionsService
+  | UserCredentialsService
+  | ToolPinsService
+  | ActorSystemService
+  | TaskRelaysService
+  | HeldCallsService
+  | ApprovalsService
+  | AsyncCallsService
+  | LifecycleLogService
+
+/**
+ * The parts, acquired in this order and released in the reverse one: the lifecycle log stopped,
+ * the asynchronous calls kept interrupted then cancelled, the approvals, held calls and followed
+ * tasks closed, the actors stopped, the per-user connections then every connection closed, the
+ * inspection listeners cleared.
+ */
+export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Processes> = LifecycleLogLive.pipe(
+  Layer.provideMerge(AsyncCallsLive),
+  Layer.provideMerge(ApprovalsLive),
+  Layer.provideMerge(HeldCallsLive),
+  Layer.provideMerge(TaskRelaysLive),
+  Layer.provideMerge(ActorSystemLive),
+  Layer.provideMerge(ToolPinsLive),
+  Layer.provideMerge(UserCredentialsLive),
+  Layer.provideMerge(ConnectionsLive),
+  Layer.provideMerge(InspectionLive)
+)
