@@ -24,11 +24,13 @@ import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, toWire, ty
 import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
-import { TooMany } from "../domain/errors.js"
+import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
 import { asyncAnswer } from "./scope-handlers.js"
-import { statusOf } from "../machines/service.js"
+import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, TASK_METHODS, UpstreamTask, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
+import { PrincipalRefused, requestAsPrincipal } from "../runtime/per-user-request.js"
+import { perUserOf } from "../runtime/user-credentials.js"
 import { log } from "../logging/log.js"
 import { traceMetaOf } from "../domain/trace-context.js"
 import type { Store } from "../runtime/store.js"
@@ -289,6 +291,9 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
         return Promise.reject(new McpRequestError("protocol", `unknown forwarded operation`, -32601))
     }
   }
+  // A `per_user` service: the request runs on the principal's own connection, never the shared one.
+  const principal = typeof req.principal === "string" && req.principal.length > 0 && req.principal.length <= MAX_PRINCIPAL_CHARS ? req.principal : undefined
+  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return asPrincipal(store, face, req, principal, run, remaining)
   // The same step as a call made here: the connection waited for, an expired session reconnected once.
   const sent = await requestOnService(face, run, { remaining, signal })
   if (Exit.isSuccess(sent)) return sent.value
@@ -297,6 +302,34 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
   const e = failure.value
   if (e instanceof NotConnected) {
     if (e.stillConnecting) throw new McpRequestError("timeout", "the service is still connecting on the replica that runs it")
+    const { lastError } = e.snapshot.context
+    throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
+  }
+  throw e
+}
+
+/** The longest principal (an owner digest) taken from another replica. */
+const MAX_PRINCIPAL_CHARS = 200
+/** The requests of a `per_user` service that are made for a principal (a `task` is when it names one). */
+const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "read", "prompt", "complete"])
+
+/**
+ * A request forwarded for a principal (src/runtime/per-user-request.ts): run on its own connection
+ * here; a refusal (no credential, the pool full, Redis away) goes back as `PrincipalRefused`, which
+ * the replica asked turns into the same error a request made here gets.
+ */
+const asPrincipal = async (store: Store, face: ServiceActorRef, req: ForwardRequest, principal: string | undefined, run: (connection: McpConnection) => Promise<unknown>, remaining: () => number): Promise<unknown> => {
+  // The service moved away meanwhile: sent again to its owner by the replica asked, never on from here.
+  if (face.getSnapshot().context.connection?.forPrincipal !== undefined) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
+  const sent = await requestAsPrincipal(store.credentials, face, principal, { remaining, subject: `a forwarded ${req.op} of ${req.field}` }, run)
+  if (Exit.isSuccess(sent)) return sent.value
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
+  const e = failure.value
+  if (e instanceof CredentialsRequired) throw new PrincipalRefused("credentials_required", e.message)
+  if (e instanceof TooMany) throw new PrincipalRefused("too_many", e.message, e.max)
+  if (e instanceof ServiceUnavailable) throw new PrincipalRefused("unavailable", e.message)
+  if (e instanceof NotConnected) {
     const { lastError } = e.snapshot.context
     throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
   }

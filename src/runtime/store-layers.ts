@@ -13,8 +13,10 @@ import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
 import { ProcessLedgerFile } from "../config/process-ledger.js"
 import { ToolPinsFile } from "../config/pins-file.js"
+import { CredentialsFile } from "../config/credentials-file.js"
 import {
   AsyncResults,
+  Credentials,
   Definitions,
   noReplication,
   Pins,
@@ -121,6 +123,12 @@ export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(
   )
 )
 
+/** The per-user credentials in their encrypted file beside the services file (each change written as it is made). */
+export const CredentialsFromFile: Layer.Layer<Credentials, never, Definitions> = Layer.effect(
+  Credentials,
+  Effect.flatMap(Definitions, (definitions) => Effect.promise(() => CredentialsFile.open(definitions.path)))
+)
+
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
   // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
@@ -146,12 +154,13 @@ export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scope
 /** One store on its own: nothing is replicated. */
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
-/** The capabilities of one store on its services file (the definitions, records, tokens and no replication). */
-export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+/** The capabilities of one store on its services file (the definitions, records, tokens, credentials and no replication). */
+export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   RecordsFromFile,
   AsyncResultsFromFile,
   TokensFromFile,
   PinsFromFile,
+  CredentialsFromFile,
   NoReplication
 ).pipe(Layer.provideMerge(DefinitionsFromFile))
 
@@ -160,7 +169,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
  * the replication attached; on release (or when the attach fails), every actor stopped and every
  * connection closed.
  */
-export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing | Processes> = Layer.scoped(
+export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing | Processes> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -170,6 +179,7 @@ export const StoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitio
       asyncResults: yield* AsyncResults,
       tokens: yield* Tokens,
       pins: yield* Pins,
+      credentials: yield* Credentials,
       replication: yield* Replication,
       tracer: yield* Tracing,
       processes: yield* Processes

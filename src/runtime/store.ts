@@ -51,7 +51,7 @@ import type { ToolPinsBackend } from "../config/pins-file.js"
 import { DEFAULT_PIN_SETTINGS } from "../domain/pin-rules.js"
 import { ToolPins } from "./tool-pins.js"
 import { UserCredentials } from "./user-credentials.js"
-import { CredentialsFile } from "../config/credentials-file.js"
+import { CredentialsFile, type CredentialStore } from "../config/credentials-file.js"
 import { DEFAULT_CLIENT_NAME } from "../mcp/connect.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
 import { ToolSearchIndex } from "./tool-search.js"
@@ -73,6 +73,8 @@ export interface StoreParts {
   readonly tracer?: Tracer | undefined
   /** Where local services' process groups are noted (src/config/process-ledger.ts); absent: nowhere. */
   readonly processes?: ProcessLedger | undefined
+  /** The per-user credentials (the file, or the cluster's Redis); absent: kept in memory only (a store built by hand). */
+  readonly credentials?: CredentialStore | undefined
 }
 
 /** The services of an agent that has none (a frozen null-prototype record, like the machines' own). */
@@ -157,12 +159,13 @@ export class Store implements StoreHost {
     // Replica mode: each service is a replicated actor, running the live machine only while this replica owns it.
     this.pins = parts.pins === undefined ? undefined : new ToolPins(parts.pins, options.pinTools ?? DEFAULT_PIN_SETTINGS)
     const service = replication.serviceMachine(liveServiceMachine(this.connections, options.clientName, this.oauth, this.pins))
-    // Replica mode keeps none (a `per_user` call is refused there): the file is one store's.
+    // The credentials are the layer's (the file, or the cluster's Redis); the pool's bounds are options.
     const connections = this.connections
     this.credentials = new UserCredentials(
-      replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
+      Promise.resolve(parts.credentials ?? CredentialsFile.inMemory()),
       (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
-      (connection) => connections.close(connection)
+      (connection) => connections.close(connection),
+      { maxConnections: limits.perUserConnections, idleMs: limits.perUserIdleSeconds * 1000 }
     )
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
