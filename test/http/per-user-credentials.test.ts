@@ -15,7 +15,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
-import { addService, authedApi, eventually, fixtureService, freshDir, modernRequest, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, fixtureService, freshDir, modernRequest, startTestServer, within, type Api, type Reply, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
@@ -135,7 +135,7 @@ describe("per-user upstream credentials", () => {
     expect((await put(carol, `${PREFIX}/credentials/remote`, { headers: { Authorization: "Bearer carol-secret-token" } })).status).toBe(200)
     // Alice's and bob's connections both in use (a slow call each): a third principal is refused.
     const held = [alice, bob].map((who) => who.post(`${PREFIX}/call_tool`, { tool_name: "remote__sleep", args: { ms: 2500 } }))
-    let refused: Awaited<ReturnType<Api["post"]>> | undefined
+    let refused: Reply | undefined
     const seen = await eventually(async () => {
       refused = await carol.post(`${PREFIX}/call_tool`, { tool_name: "remote__whoami", args: {} })
       return refused.status === 429
