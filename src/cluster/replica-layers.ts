@@ -106,14 +106,14 @@ export const PinsFromRedis: Layer.Layer<Pins, never, ClusterService> = Layer.eff
 )
 
 /**
- * The per-user credentials in the cluster's Redis, sealed under a sub-key of the cluster secret and
+ * The per-user credentials in the cluster's Redis, sealed under a sub-key of MCPSTORE_SECRET_KEY and
  * shared by every replica; stops following their changes on release (before the cluster's clients close).
  */
 export const CredentialsFromRedis: Layer.Layer<Credentials, never, ClusterService> = Layer.scoped(
   Credentials,
   Effect.flatMap(ClusterService, (cluster) =>
     Effect.acquireRelease(
-      Effect.promise(() => RedisCredentials.open(cluster.connection, cluster.options.name, cluster.secret)),
+      Effect.promise(() => RedisCredentials.open(cluster.connection, cluster.options.name)),
       (credentials) => Effect.promise(() => credentials.close())
     )
   )

@@ -2,7 +2,10 @@
  * The per-user credentials of `per_user` services shared by the replicas of a cluster (README,
  * Per-user credentials; docs/per-user-credentials.md, "Replica mode"): one Redis hash per service,
  * `credentials:<scope label>/<service name>`, one field per principal (its owner digest), each value
- * sealed with AES-256-GCM under an HKDF sub-key (`user-credentials`) of the cluster secret. The same
+ * sealed with AES-256-GCM under an HKDF sub-key (`user-credentials`) of MCPSTORE_SECRET_KEY, the
+ * secret every replica has (the OAuth tokens' too, src/config/redis-token-vault.ts, which checks at
+ * start that it is the cluster's): not the replicas' internal secret, which may be kept in Redis
+ * itself, and whose rotation must not make every credential unreadable. The same
  * caps as the file: `MAX_PRINCIPALS_PER_SERVICE` per service (checked in Redis, in the script that
  * writes), `MAX_CREDENTIAL_BYTES` per credential (checked by the route).
  *
@@ -24,8 +27,13 @@ import { MAX_PRINCIPALS_PER_SERVICE, type CredentialStore, type UserCredential }
 import { CHANGE_BUDGET_MS } from "./redis-definitions.js"
 import { seal, unseal } from "./token-vault.js"
 
-/** The sub-key the credentials are sealed with (apart from the cluster's other uses of its secret). */
+/** The sub-key the credentials are sealed with (the credentials file's derivation, apart from the tokens' and the sessions'). */
 const credentialsKey = (secret: string): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "user-credentials", 32))
+
+/** MCPSTORE_SECRET_KEY is missing (the replica does not start). */
+export class CredentialsKeyError extends Error {
+  override readonly name = "CredentialsKeyError"
+}
 
 /** Runs only before its deadline (Redis's clock, ms): -3 past it. */
 const BEFORE_DEADLINE = `
@@ -73,8 +81,11 @@ export class RedisCredentials implements CredentialStore {
     this.channel = clusterKey(cluster, "credentials", "changed")
   }
 
-  /** Follows the cluster's changes of credentials on the replica's subscriber connection. */
-  static async open(connection: ClusterConnection, cluster: string, secret: string): Promise<RedisCredentials> {
+  /** Follows the cluster's changes of credentials on the replica's subscriber connection; `secret` defaults to MCPSTORE_SECRET_KEY. */
+  static async open(connection: ClusterConnection, cluster: string, secret: string | undefined = process.env["MCPSTORE_SECRET_KEY"]): Promise<RedisCredentials> {
+    if (secret === undefined || secret === "") {
+      throw new CredentialsKeyError("replicas share the per-user credentials, encrypted: set MCPSTORE_SECRET_KEY to the same secret on every replica")
+    }
     const store = new RedisCredentials(connection, cluster, credentialsKey(secret))
     await connection.subscriber.subscribe(store.channel, store.heard)
     return store
