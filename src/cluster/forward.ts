@@ -5,7 +5,9 @@
  * keep-alive agent, signed with the cluster secret: src/cluster/signature.ts), so calls, resource
  * reads, prompts and completions on any replica go through the very code a local service takes
  * (src/runtime/calls.ts, catalog.ts): records, allow-lists, progress and time-outs stay where the
- * request arrived, only the MCP request itself runs on the owner. Never request/response over
+ * request arrived, only the MCP request itself runs on the owner. A request of a `per_user` service
+ * names the caller's principal (`forPrincipal`), and the owner runs it on that principal's own
+ * connection; its refusals come back as `PrincipalRefused`. Never request/response over
  * pub/sub.
  *
  * The answer is a stream of JSON lines: `{"p": progress}` while a tool call runs (each restarts the

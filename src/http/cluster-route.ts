@@ -11,7 +11,9 @@
  * The request runs on the service's live connection only if this replica still owns the service,
  * through the step a call made here takes (src/runtime/service-request.ts): a service still
  * connecting is waited for, an expired session is reconnected once, and a transport failure counts
- * as a failed health check of the owner's actor. An upstream's elicitation or sampling request
+ * as a failed health check of the owner's actor. A request of a `per_user` service runs on its
+ * caller's own connection instead (the `principal` it names; src/runtime/per-user-request.ts), and
+ * one that names none is refused. An upstream's elicitation or sampling request
  * during a forwarded call whose caller has a relay goes back on the answer (`q`), and waits for the
  * caller's answer (`answer`, a request of its own) or the call's end. Some requests name no service:
  * `answer`; `held`, a retry of a call held here for its caller's input that reached another
