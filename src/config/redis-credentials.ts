@@ -21,7 +21,7 @@
 import { hkdfSync } from "node:crypto"
 import { ClusterUnavailable } from "../domain/errors.js"
 import { log } from "../logging/log.js"
-import { RedisAway, timed, type ClusterConnection } from "../redis/connection.js"
+import { COMMAND_TIMEOUT_MS, RedisAway, timed, type ClusterConnection } from "../redis/connection.js"
 import { clusterKey } from "../redis/key-names.js"
 import { MAX_PRINCIPALS_PER_SERVICE, type CredentialStore, type UserCredential } from "./credentials-file.js"
 import { CHANGE_BUDGET_MS } from "./redis-definitions.js"
@@ -87,7 +87,7 @@ export class RedisCredentials implements CredentialStore {
       throw new CredentialsKeyError("replicas share the per-user credentials, encrypted: set MCPSTORE_SECRET_KEY to the same secret on every replica")
     }
     const store = new RedisCredentials(connection, cluster, credentialsKey(secret))
-    await connection.subscriber.subscribe(store.channel, store.heard)
+    await timed(connection.subscriber.subscribe(store.channel, store.heard), COMMAND_TIMEOUT_MS, "following the per-user credentials' changes")
     return store
   }
 

@@ -5,7 +5,8 @@
  * used by calls and reads through the other, each principal seen by the upstream as itself; a
  * credential changed or deleted on one replica is used (or refused CREDENTIALS_REQUIRED) at once on
  * the other; Redis holds only sealed values; Redis frozen, a PUT is 503 `cluster_unavailable` within
- * the change's budget and never lands after SIGCONT.
+ * the change's budget and never lands after SIGCONT, and a call of the service is 503 (no credential
+ * it cannot check is used).
  */
 import { join } from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
@@ -67,7 +68,9 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
       const prompt = await on[replica].alice.post("/for_store/get_prompt", { name: "remote__whoami" })
       expect(JSON.parse(prompt.body.messages[0].content.text).authorization).toBe("Bearer alice-secret-token")
     }
-    // Redis holds one sealed value per principal, never the secret itself.
+    // One connection per principal, kept (on the replica that runs the service), beside the shared one.
+    expect(cluster.upstream.sessions()).toBe(3)
+        // Redis holds one sealed value per principal, never the secret itself.
     const client = await cluster.redis.connect()
     const stored = await client.hGetAll(clusterKey(CLUSTER, "credentials", "store/remote"))
     expect(Object.keys(stored)).toHaveLength(2)
@@ -100,6 +103,10 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
       expect(refused.status, refused.text).toBe(503)
       expect(refused.body.error.details.reason).toBe("cluster_unavailable")
       expect(Date.now() - started).toBeLessThan(3_000)
+      // No credential can be checked: a call of the service is refused (never made with one that may be deleted).
+      const call = await within(on.b.bob.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {} }), 5_000, "a call while Redis is frozen")
+      expect(call.status, call.text).toBe(503)
+      expect(call.body.error.code).toBe("SERVICE_UNAVAILABLE")
     } finally {
       cluster.redis.thaw()
     }
