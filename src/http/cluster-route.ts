@@ -242,7 +242,10 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     const label = String(req.scope)
     const scope = label === "store" ? Exit.succeed(store.forStore().effects) : Effect.runSyncExit(store.agentContext(label))
     if (Exit.isFailure(scope)) throw new McpRequestError("protocol", `not a scope: ${label}`, -32602)
-    const started = await store.asyncCalls.start(scope.value, req.input, String(req.owner), asyncAnswer, { here: true })
+    // The call's owner (its caller's digest, signed with the request) names whose per-user credential it uses.
+    const owner = String(req.owner)
+    const caller = () => ({ words: label === "store" ? "a caller of the store" : `a caller of agent '${label}'`, owner })
+    const started = await store.asyncCalls.start(scope.value, { ...req.input, caller }, owner, asyncAnswer, { here: true })
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
   if (req.op === "approval") return decideHere(store, req)

@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { authedApi, freshDir, hasRedisServer, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
+import { authedApi, eventually, freshDir, hasRedisServer, useReplicaCluster, within, type Api, type Reply, type TestServer } from "../support/index.js"
 
 const CLUSTER = "per-user"
 const ROUTE = "/for_store/credentials/remote"
@@ -68,6 +68,19 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
       const prompt = await on[replica].alice.post("/for_store/get_prompt", { name: "remote__whoami" })
       expect(JSON.parse(prompt.body.messages[0].content.text).authorization).toBe("Bearer alice-secret-token")
     }
+    // An asynchronous call through either replica (started on the one that runs the service) is the caller's too.
+    for (const replica of ["a", "b"] as const) {
+      const started = await on[replica].bob.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {}, async: true })
+      expect(started.status, started.text).toBe(202)
+      let seen: Reply | undefined
+      const done = await eventually(async () => {
+        seen = await on[replica].bob.get(`/for_store/calls/${started.body.call_id}`)
+        return seen.status === 200 && seen.body.status !== "running"
+      }, 10_000, 50)
+      expect(done, seen?.text).toBe(true)
+      expect(seen?.body.answer?.http_status, seen?.text).toBe(200)
+      expect(JSON.parse(seen?.body.answer.body.content[0].text).authorization).toBe("Bearer bob-secret-token")
+    }
     // One connection per principal, kept (on the replica that runs the service), beside the shared one.
     expect(cluster.upstream.sessions()).toBe(3)
         // Redis holds one sealed value per principal, never the secret itself.
@@ -83,6 +96,8 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
     expect(await whoami(on.b.alice)).toBe("Bearer alice-new-token")
     const deleted = await on.b.alice.del(ROUTE)
     expect(deleted.status, deleted.text).toBe(200)
+    // Every replica closes alice's connection at once (the change message), before any call of hers.
+    expect(await eventually(() => cluster.upstream.sessions() === 2, 5_000, 25), `sessions: ${cluster.upstream.sessions()}`).toBe(true)
     for (const replica of ["a", "b"] as const) {
       const refused = await on[replica].alice.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {} })
       expect(refused.status, `${replica}: ${refused.text}`).toBe(403)
