@@ -302,18 +302,16 @@ const upstream = <A>(
   owner?: string | undefined
 ): Effect.Effect<A, CatalogError> =>
   Effect.suspend(() => {
-    // A `per_user` service: the caller's own connection (src/runtime/per-user-request.ts), never the shared one.
-    let target: ServiceActorRef
+    let actor: ServiceActorRef
     try {
-      target = resolve().actor
+      actor = resolve().actor
     } catch (e) {
       return Effect.fail(e as CatalogError)
     }
-    if (perUserOf(target.getSnapshot().context.definition) !== undefined) return asPrincipal(ctx, target, run, subject, owner)
-    let actor: ServiceActorRef
+    // A `per_user` service: the caller's own connection (src/runtime/per-user-request.ts), never the shared one.
+    if (perUserOf(actor.getSnapshot().context.definition) !== undefined) return asPrincipal(ctx, actor, run, subject, owner)
     let connection: McpConnection
     try {
-      actor = resolve().actor
       connection = connectionOf(actor)
     } catch (e) {
       return Effect.fail(e as CatalogError)

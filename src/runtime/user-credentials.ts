@@ -10,6 +10,7 @@
  * connection is kept with the values it was opened with: a call with other values (a credential
  * changed elsewhere, read before the change was heard of) opens a new one.
  */
+import { createHash } from "node:crypto"
 import { Exit } from "effect"
 import type { CredentialStore, UserCredential } from "../config/credentials-file.js"
 import { TooMany } from "../domain/errors.js"
@@ -45,7 +46,7 @@ export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
 
 interface Pooled {
   readonly definition: ServiceDefinition
-  /** The values it was opened with, as JSON. */
+  /** A digest of the values it was opened with (no second copy of a secret kept). */
   readonly values: string
   readonly opening: Promise<McpConnection>
   readonly abort: AbortController
@@ -170,7 +171,7 @@ export class UserCredentials {
     let pool = this.pools.get(service)
     if (pool === undefined) this.pools.set(service, (pool = new Map()))
     const known = pool.get(principal)
-    const given = JSON.stringify(values)
+    const given = createHash("sha256").update(JSON.stringify(values)).digest("base64url")
     if (known !== undefined && known.definition === target.definition && known.values === given) {
       pool.delete(principal)
       pool.set(principal, known) // most recently used last
