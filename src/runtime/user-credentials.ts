@@ -193,6 +193,8 @@ export class UserCredentials {
       }
       void this.drop(service, idle[0], "more principals use the service (least recently used)")
     }
+    // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
+    this.pools.set(service, pool)
     const abort = new AbortController()
     const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal)
     const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, timer: undefined }
