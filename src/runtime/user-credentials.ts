@@ -104,8 +104,8 @@ export class UserCredentials {
 
   /**
    * A service was deleted: every credential of it forgotten, every connection of it closed. Never
-   * rejects: credentials that could not be forgotten (Redis away) are a log line, and unreachable
-   * anyway (a service added again under the name is another definition).
+   * rejects: credentials that could not be forgotten are a log line (replica mode: Redis lost just
+   * after the deletion was written there; every replica that applies the deletion forgets them too).
    */
   async forget(scope: Scope, name: string): Promise<void> {
     const service = key(scope, name)
