@@ -105,7 +105,9 @@ export const requestAsPrincipal = async <A>(
     own = await credentials.find(scope, name, principal)
   } catch (e) {
     // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
-    return Exit.fail(unavailable(actor, `the per-user credential cannot be read now (${e instanceof Error ? e.message : String(e)})`))
+    const refusal = unavailable(actor, `the per-user credential cannot be read now (${e instanceof Error ? e.message : String(e)})`)
+    log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
+    return Exit.fail(refusal)
   }
   if (own === undefined) return required("this caller has not given its own")
   return credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
