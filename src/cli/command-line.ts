@@ -56,7 +56,9 @@ const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
   ["async_results_max_bytes", "--async-results-max-bytes", "bytes of the kept asynchronous answers together; the oldest are dropped beyond it (default: 67108864)"],
   ["max_approvals", "--max-approvals", "calls waiting for an approval at once, require_approval (default: 100)"],
   ["max_approvals_per_key", "--max-approvals-per-key", "calls one key may have waiting for an approval at once (default: 10)"],
-  ["approval_timeout_seconds", "--approval-timeout", "seconds a call waits for its approval before it ends approval_timeout (default: 300)"]
+  ["approval_timeout_seconds", "--approval-timeout", "seconds a call waits for its approval before it ends approval_timeout (default: 300)"],
+  ["per_user_connections", "--per-user-connections", "principals' own connections one per_user service keeps open at once (default: 16)"],
+  ["per_user_idle_seconds", "--per-user-idle-seconds", "close a principal's own connection idle this long (default: 300)"]
 ]
 
 const SOURCES: ReadonlyArray<OptionSource> = [

@@ -5,7 +5,9 @@
  * keep-alive agent, signed with the cluster secret: src/cluster/signature.ts), so calls, resource
  * reads, prompts and completions on any replica go through the very code a local service takes
  * (src/runtime/calls.ts, catalog.ts): records, allow-lists, progress and time-outs stay where the
- * request arrived, only the MCP request itself runs on the owner. Never request/response over
+ * request arrived, only the MCP request itself runs on the owner. A request of a `per_user` service
+ * names the caller's principal (`forPrincipal`), and the owner runs it on that principal's own
+ * connection; its refusals come back as `PrincipalRefused`. Never request/response over
  * pub/sub.
  *
  * The answer is a stream of JSON lines: `{"p": progress}` while a tool call runs (each restarts the
@@ -49,6 +51,7 @@ import {
 } from "../mcp/types.js"
 import { log } from "../logging/log.js"
 import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"
+import { PrincipalRefused, type PrincipalRefusal } from "../runtime/per-user-request.js"
 import { sign, SIGNATURE_HEADER } from "./signature.js"
 import type { ConnectionFacts } from "./shared-views.js"
 
@@ -59,7 +62,16 @@ export const FORWARD_PATH = "/_cluster/v1/forward"
 export const FORWARDED_EVENTS: ReadonlySet<string> = new Set(["RESTART", "REFRESH_TOOLS", "AUTHORIZED"])
 
 /** One forwarded request, as it travels. `id` is unique per request (the owner refuses a replay). */
-export type ForwardRequest = { readonly id: string; readonly field: string; readonly timeoutMs: number } & (
+export type ForwardRequest = {
+  readonly id: string
+  readonly field: string
+  readonly timeoutMs: number
+  /**
+   * A `call`, `read`, `prompt` or `complete` of a `per_user` service: the caller's principal (its
+   * owner digest), whose own credential the owner uses (src/runtime/per-user-request.ts).
+   */
+  readonly principal?: string | undefined
+} & (
   | {
       readonly op: "call"
       readonly tool: string
@@ -118,6 +130,9 @@ export interface WireFailure {
   readonly httpStatus?: number | undefined
   /** The owner did not run it (it no longer owns the service): it may be sent to the next owner. */
   readonly notRun?: boolean | undefined
+  /** The owner refused a request made for a principal (src/runtime/per-user-request.ts), and the pool's bound for `too_many`. */
+  readonly refusal?: PrincipalRefusal | undefined
+  readonly max?: number | undefined
 }
 
 /** A request that did not reach a replica that runs the service: safe to send again. */
@@ -150,6 +165,7 @@ export type ForwardLine =
 
 export const toWire = (e: McpRequestError): WireFailure => ({
   ...(e instanceof NotDelivered ? { notRun: true } : {}),
+  ...(e instanceof PrincipalRefused ? { refusal: e.refusal, max: e.max } : {}),
   kind: e.kind,
   message: e.message,
   code: e.code,
@@ -159,8 +175,12 @@ export const toWire = (e: McpRequestError): WireFailure => ({
   httpStatus: e.httpStatus
 })
 
+const REFUSALS: ReadonlySet<string> = new Set<PrincipalRefusal>(["credentials_required", "too_many", "unavailable"])
+
 const fromWire = (f: WireFailure): McpRequestError =>
-  new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
+  typeof f.refusal === "string" && REFUSALS.has(f.refusal)
+    ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined)
+    : new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
 
 /** A relay's refusal as the upstream gets it: the error's code and message (an McpError's, as a session sends it). */
 const refusalOf = (e: unknown): RelayAnswer => {
@@ -369,8 +389,20 @@ export class RemoteConnection implements McpConnection {
   constructor(
     readonly field: string,
     private readonly forwarder: Forwarder,
-    private readonly facts: () => ConnectionFacts | undefined
+    private readonly facts: () => ConnectionFacts | undefined,
+    /** The principal its requests are made for (a `per_user` service's caller); undefined: the service's own. */
+    private readonly principal?: string | undefined
   ) {}
+
+  /** The same connection, each request naming `principal` (signed with the rest of the request). */
+  forPrincipal(principal: string): McpConnection {
+    return new RemoteConnection(this.field, this.forwarder, this.facts, principal)
+  }
+
+  /** The principal field of a forwarded request, when there is one. */
+  private get who(): { readonly principal?: string } {
+    return this.principal === undefined ? {} : { principal: this.principal }
+  }
 
   get transportType(): McpConnection["transportType"] {
     return this.facts()?.transportType ?? "streamable_http"
@@ -411,7 +443,7 @@ export class RemoteConnection implements McpConnection {
     const maxTotalMs = options.hooks?.maxTotalMs
     const relay = options.hooks?.relay
     return this.forwarder.send(
-      { op: "call", field: this.field, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta, relay: relay !== undefined, ...(keepTask ? { keepTask } : {}) },
+      { op: "call", field: this.field, ...this.who, tool: name, args, timeoutMs: options.timeoutMs, maxTotalMs, meta: options.meta, relay: relay !== undefined, ...(keepTask ? { keepTask } : {}) },
       { signal: options.signal, onProgress: options.hooks?.onProgress, maxTotalMs, relay }
     )
   }
@@ -422,19 +454,19 @@ export class RemoteConnection implements McpConnection {
   }
 
   taskRequest(method: TaskMethod, params: Record<string, unknown>, options: RequestOptions): Promise<Record<string, unknown>> {
-    return this.forwarder.send({ op: "task", field: this.field, method, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<Record<string, unknown>>
+    return this.forwarder.send({ op: "task", field: this.field, ...this.who, method, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<Record<string, unknown>>
   }
 
   readResource(uri: string, options: RequestOptions): Promise<ReadResourceResult> {
-    return this.forwarder.send({ op: "read", field: this.field, uri, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<ReadResourceResult>
+    return this.forwarder.send({ op: "read", field: this.field, ...this.who, uri, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<ReadResourceResult>
   }
 
   getPrompt(name: string, args: Record<string, string>, options: RequestOptions): Promise<GetPromptResult> {
-    return this.forwarder.send({ op: "prompt", field: this.field, name, args, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<GetPromptResult>
+    return this.forwarder.send({ op: "prompt", field: this.field, ...this.who, name, args, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<GetPromptResult>
   }
 
   complete(params: CompleteParams, options: RequestOptions): Promise<CompleteResult> {
-    return this.forwarder.send({ op: "complete", field: this.field, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<CompleteResult>
+    return this.forwarder.send({ op: "complete", field: this.field, ...this.who, params, timeoutMs: options.timeoutMs }, { signal: options.signal }) as Promise<CompleteResult>
   }
 
   /** The lists are the owner's, from its views: a mirror never lists. */

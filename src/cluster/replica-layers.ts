@@ -13,6 +13,7 @@ import type { ServiceEvent } from "../machines/service.js"
 import { logCrash } from "../runtime/adapter.js"
 import {
   AsyncResults,
+  Credentials,
   Definitions,
   Pins,
   Records,
@@ -31,6 +32,7 @@ import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
 import { RedisToolPins } from "../config/redis-pins.js"
+import { RedisCredentials } from "../config/redis-credentials.js"
 import type { AsyncCallEntry } from "../records/async-results.js"
 
 /** The cluster this store is a replica of (present only in replica mode). */
@@ -103,6 +105,20 @@ export const PinsFromRedis: Layer.Layer<Pins, never, ClusterService> = Layer.eff
   Effect.map(ClusterService, (cluster) => new RedisToolPins(clusterData(cluster)))
 )
 
+/**
+ * The per-user credentials in the cluster's Redis, sealed under a sub-key of MCPSTORE_SECRET_KEY and
+ * shared by every replica; stops following their changes on release (before the cluster's clients close).
+ */
+export const CredentialsFromRedis: Layer.Layer<Credentials, never, ClusterService> = Layer.scoped(
+  Credentials,
+  Effect.flatMap(ClusterService, (cluster) =>
+    Effect.acquireRelease(
+      Effect.promise(() => RedisCredentials.open(cluster.connection, cluster.options.name)),
+      (credentials) => Effect.promise(() => credentials.close())
+    )
+  )
+)
+
 /** How long a replica has to start or cancel an asynchronous call it runs, when another replica asks. */
 const ASYNC_CANCEL_MS = 10_000
 
@@ -160,11 +176,12 @@ const replicatedMachine = (cluster: Cluster, live: LiveServiceMachine) =>
   })
 
 /** The capabilities of a replica: the cluster, and the definitions, records, tokens and replication on it. */
-export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Pins | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+export const ReplicaLayer: Layer.Layer<ClusterService | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   DefinitionsFromCluster,
   RecordsFromRedis,
   AsyncResultsFromRedis,
   TokensFromRedis,
   PinsFromRedis,
+  CredentialsFromRedis,
   ClusterReplication
 ).pipe(Layer.provideMerge(ClusterLive))

@@ -23,16 +23,26 @@ export const MAX_PRINCIPALS_PER_SERVICE = 1_000
 /** The largest credential (its names and values, as JSON). */
 export const MAX_CREDENTIAL_BYTES = 16 * 1024
 
-/** Where credentials are kept: the file of one store, or memory (a store built by hand). */
+/**
+ * Where credentials are kept: the file of one store, memory (a store built by hand), or the
+ * cluster's Redis in replica mode (src/config/redis-credentials.ts). In replica mode a method may
+ * fail with `ClusterUnavailable` (Redis away or hung: nothing changed).
+ */
 export interface CredentialStore {
   /** The credential of a principal for a service (`<scope label>/<service name>`), if any. */
-  find(service: string, principal: string): UserCredential | undefined
+  find(service: string, principal: string): Promise<UserCredential | undefined>
   /** Keeps a principal's credential; false when the service already has the most principals. */
   put(service: string, principal: string, credential: UserCredential): Promise<boolean>
   /** Forgets a principal's credential; false when there was none. */
   remove(service: string, principal: string): Promise<boolean>
   /** Forgets every credential of a service (it was deleted). */
   forget(service: string): Promise<void>
+  /**
+   * Calls `listener` when another store (a replica) changed a principal's credential of a service
+   * (`principal` undefined: every credential of the service); returns the unsubscribe. Absent: no
+   * other store shares these credentials.
+   */
+  onChange?(listener: (service: string, principal: string | undefined) => void): () => void
 }
 
 /** The sub-key the credentials are sealed with (apart from the OAuth file's and the sessions'). */
@@ -77,8 +87,8 @@ export class CredentialsFile implements CredentialStore {
     return file
   }
 
-  find(service: string, principal: string): UserCredential | undefined {
-    return this.services.get(service)?.get(principal)
+  find(service: string, principal: string): Promise<UserCredential | undefined> {
+    return Promise.resolve(this.services.get(service)?.get(principal))
   }
 
   put(service: string, principal: string, credential: UserCredential): Promise<boolean> {

@@ -117,6 +117,10 @@ export interface StoreLimits {
   readonly maxApprovalsPerKey: number
   /** Seconds a call waits for its approval; then it ends `approval_timeout`. */
   readonly approvalTimeoutSeconds: number
+  /** Principals' own connections one `per_user` service keeps open at once (README, Per-user credentials). */
+  readonly perUserConnections: number
+  /** Seconds an idle principal's connection stays open (fractions allowed). */
+  readonly perUserIdleSeconds: number
 }
 
 /** How the store keeps its data. */
@@ -205,6 +209,8 @@ export interface OptionValues {
   max_approvals?: number
   max_approvals_per_key?: number
   approval_timeout_seconds?: number
+  per_user_connections?: number
+  per_user_idle_seconds?: number
   upstream_allow?: ReadonlyArray<string>
   upstream_allow_metadata?: boolean
   redis_url?: string
@@ -225,7 +231,7 @@ export interface OptionValues {
 
 export type OptionKey = keyof OptionValues
 
-/** The caps: each an integer >= 1 (`mcp_session_idle_seconds` may be fractional). */
+/** The caps: each an integer >= 1 (`mcp_session_idle_seconds` and `per_user_idle_seconds` may be fractional). */
 const CAP_KEYS = [
   "max_event_streams",
   "max_mcp_sessions",
@@ -245,7 +251,9 @@ const CAP_KEYS = [
   "async_results_max_bytes",
   "max_approvals",
   "max_approvals_per_key",
-  "approval_timeout_seconds"
+  "approval_timeout_seconds",
+  "per_user_connections",
+  "per_user_idle_seconds"
 ] as const
 type CapKey = (typeof CAP_KEYS)[number]
 const isCapKey = (key: string): key is CapKey => (CAP_KEYS as ReadonlyArray<string>).includes(key)
@@ -327,6 +335,8 @@ export const OPTION_DEFAULTS = {
   max_approvals: 100,
   max_approvals_per_key: 10,
   approval_timeout_seconds: 300,
+  per_user_connections: 16,
+  per_user_idle_seconds: 300,
   upstream_allow_metadata: false,
   cluster_name: "mcp-store",
   lease_ms: 5000
@@ -477,7 +487,7 @@ const checkBoolean = (option: OptionKey, value: unknown, source: string | undefi
 }
 
 const checkCap = (option: CapKey, value: unknown, source: string | undefined): number => {
-  if (option === "mcp_session_idle_seconds") {
+  if (option === "mcp_session_idle_seconds" || option === "per_user_idle_seconds") {
     if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > Math.floor(MAX_TIMER_MS / 1000)) {
       throw refuse(option, `must be a number of seconds > 0 and <= ${Math.floor(MAX_TIMER_MS / 1000)}`, value, source)
     }
@@ -771,7 +781,9 @@ export const resolveStoreLimits = (given: OptionValues): StoreLimits => ({
   upstreamAllowMetadata: given.upstream_allow_metadata ?? OPTION_DEFAULTS.upstream_allow_metadata,
   maxApprovals: given.max_approvals ?? OPTION_DEFAULTS.max_approvals,
   maxApprovalsPerKey: given.max_approvals_per_key ?? OPTION_DEFAULTS.max_approvals_per_key,
-  approvalTimeoutSeconds: given.approval_timeout_seconds ?? OPTION_DEFAULTS.approval_timeout_seconds
+  approvalTimeoutSeconds: given.approval_timeout_seconds ?? OPTION_DEFAULTS.approval_timeout_seconds,
+  perUserConnections: given.per_user_connections ?? OPTION_DEFAULTS.per_user_connections,
+  perUserIdleSeconds: given.per_user_idle_seconds ?? OPTION_DEFAULTS.per_user_idle_seconds
 })
 
 /**

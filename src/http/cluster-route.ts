@@ -11,7 +11,9 @@
  * The request runs on the service's live connection only if this replica still owns the service,
  * through the step a call made here takes (src/runtime/service-request.ts): a service still
  * connecting is waited for, an expired session is reconnected once, and a transport failure counts
- * as a failed health check of the owner's actor. An upstream's elicitation or sampling request
+ * as a failed health check of the owner's actor. A request of a `per_user` service runs on its
+ * caller's own connection instead (the `principal` it names; src/runtime/per-user-request.ts), and
+ * one that names none is refused. An upstream's elicitation or sampling request
  * during a forwarded call whose caller has a relay goes back on the answer (`q`), and waits for the
  * caller's answer (`answer`, a request of its own) or the call's end. Some requests name no service:
  * `answer`; `held`, a retry of a call held here for its caller's input that reached another
@@ -24,11 +26,13 @@ import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, toWire, ty
 import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
-import { TooMany } from "../domain/errors.js"
+import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
 import { asyncAnswer } from "./scope-handlers.js"
-import { statusOf } from "../machines/service.js"
+import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, TASK_METHODS, UpstreamTask, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
+import { PrincipalRefused, requestAsPrincipal } from "../runtime/per-user-request.js"
+import { perUserOf } from "../runtime/user-credentials.js"
 import { log } from "../logging/log.js"
 import { traceMetaOf } from "../domain/trace-context.js"
 import type { Store } from "../runtime/store.js"
@@ -238,7 +242,10 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
     const label = String(req.scope)
     const scope = label === "store" ? Exit.succeed(store.forStore().effects) : Effect.runSyncExit(store.agentContext(label))
     if (Exit.isFailure(scope)) throw new McpRequestError("protocol", `not a scope: ${label}`, -32602)
-    const started = await store.asyncCalls.start(scope.value, req.input, String(req.owner), asyncAnswer, { here: true })
+    // The call's owner (its caller's digest, signed with the request) names whose per-user credential it uses.
+    const owner = String(req.owner)
+    const caller = () => ({ words: label === "store" ? "a caller of the store" : `a caller of agent '${label}'`, owner })
+    const started = await store.asyncCalls.start(scope.value, { ...req.input, caller }, owner, asyncAnswer, { here: true })
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
   if (req.op === "approval") return decideHere(store, req)
@@ -289,6 +296,9 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
         return Promise.reject(new McpRequestError("protocol", `unknown forwarded operation`, -32601))
     }
   }
+  // A `per_user` service: the request runs on the principal's own connection, never the shared one.
+  const principal = typeof req.principal === "string" && req.principal.length > 0 && req.principal.length <= MAX_PRINCIPAL_CHARS ? req.principal : undefined
+  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return asPrincipal(store, face, req, principal, run, remaining)
   // The same step as a call made here: the connection waited for, an expired session reconnected once.
   const sent = await requestOnService(face, run, { remaining, signal })
   if (Exit.isSuccess(sent)) return sent.value
@@ -297,6 +307,34 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
   const e = failure.value
   if (e instanceof NotConnected) {
     if (e.stillConnecting) throw new McpRequestError("timeout", "the service is still connecting on the replica that runs it")
+    const { lastError } = e.snapshot.context
+    throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
+  }
+  throw e
+}
+
+/** The longest principal (an owner digest) taken from another replica. */
+const MAX_PRINCIPAL_CHARS = 200
+/** The requests of a `per_user` service that are made for a principal (a `task` is when it names one). */
+const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "read", "prompt", "complete"])
+
+/**
+ * A request forwarded for a principal (src/runtime/per-user-request.ts): run on its own connection
+ * here; a refusal (no credential, the pool full, Redis away) goes back as `PrincipalRefused`, which
+ * the replica asked turns into the same error a request made here gets.
+ */
+const asPrincipal = async (store: Store, face: ServiceActorRef, req: ForwardRequest, principal: string | undefined, run: (connection: McpConnection) => Promise<unknown>, remaining: () => number): Promise<unknown> => {
+  // The service moved away meanwhile: sent again to its owner by the replica asked, never on from here.
+  if (face.getSnapshot().context.connection?.forPrincipal !== undefined) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
+  const sent = await requestAsPrincipal(store.credentials, face, principal, { remaining, subject: `a forwarded ${req.op} of ${req.field}` }, run)
+  if (Exit.isSuccess(sent)) return sent.value
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
+  const e = failure.value
+  if (e instanceof CredentialsRequired) throw new PrincipalRefused("credentials_required", e.message)
+  if (e instanceof TooMany) throw new PrincipalRefused("too_many", e.message, e.max)
+  if (e instanceof ServiceUnavailable) throw new PrincipalRefused("unavailable", e.message)
+  if (e instanceof NotConnected) {
     const { lastError } = e.snapshot.context
     throw new McpRequestError("transport", `the service is ${statusOf(e.snapshot)} on the replica that runs it${lastError ? `: ${lastError}` : ""}`)
   }

@@ -12,6 +12,7 @@ import { Forbidden, TooMany, ValidationError, type FieldProblem } from "../domai
 import { AgentId, headerProblem, ServiceRef } from "../domain/schemas.js"
 import { log } from "../logging/log.js"
 import { perUserOf } from "../runtime/user-credentials.js"
+import { definitionsChange } from "../runtime/commands.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { callerWords, currentPrincipal } from "./access.js"
 import { sessionOwner } from "./gateway/session-seal.js"
@@ -73,6 +74,14 @@ const credentialProblems = (declared: { readonly headers: ReadonlyArray<string>;
   return problems
 }
 
+/**
+ * A change of a credential: replica mode, Redis away or hung, it is refused `ClusterUnavailable`
+ * (503 `cluster_unavailable`) within the change's budget and never applied later
+ * (src/config/redis-credentials.ts); a log line says so.
+ */
+const change = <A>(task: () => Promise<A>) =>
+  Effect.tapError(definitionsChange(task), (e) => Effect.sync(() => log.warn(`a per-user credential change was refused: ${e.message}`, { event: "credentials_refused" })))
+
 /** The handlers of both scopes: the credential is the request's own principal's (its key or token), never another's. */
 export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: Schema.Schema.Type<typeof CredentialsPayload> | undefined) =>
   contract(
@@ -90,12 +99,10 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
         return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
       }
       const credentials = ctx.host.credentials
-      if (credentials === undefined || ctx.host.replication.shared) {
-        return yield* Effect.fail(new Forbidden({ message: "Per-user credentials are not supported in replica mode" }))
-      }
+      if (credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
       const where = { event: "", scope: ctx.label, service: name }
       if (given === undefined) {
-        const removed = yield* Effect.promise(() => credentials.remove(ctx.scope, name, principal))
+        const removed = yield* change(() => credentials.remove(ctx.scope, name, principal))
         log.info(`${removed ? "deleted" : "found no"} per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_deleted" })
         return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
       }
@@ -105,7 +112,7 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
         return yield* Effect.fail(ValidationError.of(problems))
       }
       const credential = { headers: { ...given.headers }, env: { ...given.env } }
-      const kept = yield* Effect.promise(() => credentials.set(ctx.scope, name, principal, credential))
+      const kept = yield* change(() => credentials.set(ctx.scope, name, principal, credential))
       if (!kept) {
         log.warn(`refused a per-user credential for service '${name}': it has the most principals`, { ...where, event: "credentials_refused" })
         return yield* Effect.fail(new TooMany({ message: `Service '${name}' has credentials of the most principals it may keep`, limit: "per_user_principals", max: MAX_PRINCIPALS_PER_SERVICE, retryAfterSeconds: 60 }))

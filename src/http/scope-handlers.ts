@@ -453,10 +453,13 @@ export const listPrompts = (scope: ScopeRef, serviceName: string | undefined) =>
     prompts
   }))
 
+/** The REST caller's owner digest (its key's or token's), the same every face computes: whose own connection a `per_user` service's request uses. */
+const restOwner = Effect.map(Effect.zip(currentPrincipal, HttpServerRequest.HttpServerRequest), ([principal, request]) => sessionOwner(principal, request.headers["authorization"]))
+
 export const readResource = (scope: ScopeRef, uri: string) =>
   contract(
-    Effect.flatMap(scope, (ctx) =>
-      Effect.map(catalog.readResource(ctx, uri), (result) => ({
+    Effect.flatMap(Effect.zip(scope, restOwner), ([ctx, owner]) =>
+      Effect.map(catalog.readResource(ctx, uri, { owner }), (result) => ({
         success: true,
         message: `Resource '${uri}' read`,
         uri,
@@ -468,8 +471,8 @@ export const readResource = (scope: ScopeRef, uri: string) =>
 
 export const getPrompt = (scope: ScopeRef, name: string, args: Readonly<Record<string, string>> | undefined) =>
   contract(
-    Effect.flatMap(scope, (ctx) =>
-      Effect.map(catalog.getPrompt(ctx, name, args), (result) => ({
+    Effect.flatMap(Effect.zip(scope, restOwner), ([ctx, owner]) =>
+      Effect.map(catalog.getPrompt(ctx, name, args, { owner }), (result) => ({
         success: true,
         message: `Prompt '${name}' got`,
         name,

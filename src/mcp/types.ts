@@ -266,6 +266,12 @@ export interface McpConnection {
   readonly era: EraVerdict | undefined
   /** The health check: MCP ping (2025 era) or server/discover (modern era); resolves with the round-trip time in milliseconds. */
   ping(options: CallOptions): Promise<number>
+  /**
+   * Replica mode, a connection to the replica that runs the service (src/cluster/forward.ts): the
+   * same connection, its requests made for a principal (a `per_user` service's caller), which that
+   * replica runs on the principal's own connection. Absent on a connection to the upstream itself.
+   */
+  forPrincipal?(principal: string): McpConnection
   /** Lists every tool (follows pagination cursors). */
   listTools(options: RequestOptions): Promise<ReadonlyArray<ToolInfo>>
   /**

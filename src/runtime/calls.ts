@@ -16,7 +16,8 @@ import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod,
 import { argumentProblems } from "./arguments.js"
 import { approvalRequired } from "../domain/approval-policy.js"
 import { TooMany as TooManyError, ApprovalRefused, CredentialsRequired } from "../domain/errors.js"
-import { perUserOf, type PerUserNames } from "./user-credentials.js"
+import { perUserOf } from "./user-credentials.js"
+import { requestAsPrincipal } from "./per-user-request.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil, type ServiceRequestFailure } from "./service-request.js"
 import { resultValue, toolErrorMessage, type Outcome } from "../records/tool-records.js"
 import {
@@ -463,12 +464,11 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
     return keepTask ? connection.startToolCall(original, args, options) : connection.callTool(original, args, options)
   }
   // The one place a call's connection is chosen: a `per_user` service's call goes through its caller's own.
-  const perUser = perUserOf(actor.getSnapshot().context.definition)
+  // (src/runtime/per-user-request.ts: the caller's owner digest names it, here or on the replica that runs the service).
   const sent =
-    perUser === undefined
+    perUserOf(actor.getSnapshot().context.definition) === undefined
       ? await requestOnService<CallToolResult | UpstreamTask>(actor, request, { remaining: call.remaining, signal, gate: ctx.host.waiters })
-      : await perUserRequest(ctx, actor, input, perUser, call, request)
-  if (sent instanceof CredentialsRequired) return Exit.fail(sent)
+      : await requestAsPrincipal(ctx.host.credentials, actor, input.caller?.().owner, { remaining: call.remaining, subject: `call of '${input.tool_name}'` }, request)
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
@@ -478,46 +478,6 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
   const classified = requestFailure(e, { kind: "call", toolName: input.tool_name, serviceName: actor.getSnapshot().context.name, timeoutSeconds: call.timeoutSeconds })
   return classified === undefined ? Exit.interrupt(FiberId.none) : Exit.fail(classified)
 }
-
-/**
- * A call on a `per_user` service (README, Per-user credentials): sent on the caller's own connection
- * (src/runtime/user-credentials.ts), opened with its own values; a caller that has given none is
- * refused CredentialsRequired, told what to give and where. Refused in replica mode (not supported there).
- */
-const perUserRequest = async <A>(
-  ctx: ScopeContext,
-  actor: ServiceActorRef,
-  input: CallToolInput,
-  names: PerUserNames,
-  call: CallTiming,
-  request: (connection: McpConnection) => Promise<A>
-): Promise<Exit.Exit<A, ServiceRequestFailure> | CredentialsRequired> => {
-  const { name, definition } = actor.getSnapshot().context
-  // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
-  // `sessionOwner`); a call made without a caller (the library's) has no credential of its own.
-  const principal = input.caller?.().owner
-  const route = `PUT ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
-  const required = (why: string) => {
-    log.warn(`call of '${input.tool_name}' refused: ${why}`, { event: "credentials_required", scope: ctx.label, service: name, tool: input.tool_name })
-    return new CredentialsRequired({
-      message: `Service '${name}' takes each caller's own credential, and ${why}: give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`,
-      serviceName: name,
-      scope: ctx.label,
-      headers: names.headers,
-      env: names.env,
-      route
-    })
-  }
-  const credentials = ctx.host.credentials
-  if (credentials === undefined || ctx.host.replication.shared) return required("per-user credentials are not supported in replica mode")
-  if (!isConnected(statusOf(actor.getSnapshot()))) return Exit.fail(new NotConnected(actor.getSnapshot()))
-  const own = principal === undefined ? undefined : await credentials.find(ctx.scope, name, principal)
-  if (own === undefined || principal === undefined) return required("this caller has not given its own")
-  return credentials.request({ scope: ctx.scope, name, definition }, principal, own, { remaining: call.remaining }, request)
-}
-
-const describeNames = (names: PerUserNames): string =>
-  [...names.headers.map((h) => `header ${h}`), ...names.env.map((e) => `environment variable ${e}`)].join(", ")
 
 /** How often a call waiting for its approval tells its caller so again (a progress: it keeps an MCP client's request alive). */
 const APPROVAL_REMINDER_MS = 10_000

@@ -12,13 +12,13 @@
  * the next `/`, the original is the rest, verbatim). The prefixed form is accepted for any
  * resource, colliding or not.
  */
-import { Effect, FiberRef, type Exit } from "effect"
+import { Cause, Effect, Exit, FiberRef, Option } from "effect"
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
 import { ErrorCode, McpError, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
-import { PromptNotFound, ValidationError, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type UpstreamError } from "../domain/errors.js"
+import { PromptNotFound, ValidationError, type CredentialsRequired, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type TooMany, type UpstreamError } from "../domain/errors.js"
 import { requestFailure, resourceNotFound, serviceUnavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
 import type { HeldRun } from "./input-required.js"
@@ -26,6 +26,9 @@ import { runToExit } from "./run.js"
 import { callableName, isConnected } from "./service-views.js"
 import { requestSpan, type SpanAttributes } from "../logging/tracing.js"
 import { openUpstreamSpan } from "./upstream-span.js"
+import { requestAsPrincipal } from "./per-user-request.js"
+import { NotConnected } from "./service-request.js"
+import { perUserOf } from "./user-credentials.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
 export const PREFIX_SCHEME = "mcp-store://"
@@ -271,7 +274,7 @@ const connectionOf = (actor: ServiceActorRef): McpConnection => {
   throw serviceUnavailable(snapshot)
 }
 
-export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout
+export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout | CredentialsRequired | TooMany
 
 /** What an upstream request is, for its failures and its span. */
 interface Subject {
@@ -295,13 +298,20 @@ const upstream = <A>(
   ctx: ScopeContext,
   resolve: () => { readonly actor: ServiceActorRef },
   run: (connection: McpConnection, signal: AbortSignal, meta: Record<string, string> | undefined) => Promise<A>,
-  subject: Subject
+  subject: Subject,
+  owner?: string | undefined
 ): Effect.Effect<A, CatalogError> =>
   Effect.suspend(() => {
     let actor: ServiceActorRef
-    let connection: McpConnection
     try {
       actor = resolve().actor
+    } catch (e) {
+      return Effect.fail(e as CatalogError)
+    }
+    // A `per_user` service: the caller's own connection (src/runtime/per-user-request.ts), never the shared one.
+    if (perUserOf(actor.getSnapshot().context.definition) !== undefined) return asPrincipal(ctx, actor, run, subject, owner)
+    let connection: McpConnection
+    try {
       connection = connectionOf(actor)
     } catch (e) {
       return Effect.fail(e as CatalogError)
@@ -322,6 +332,35 @@ const upstream = <A>(
     })
   })
 
+/**
+ * The request of `upstream` on a `per_user` service, for the caller's principal: its own connection
+ * (here, or on the replica that runs the service), refused CredentialsRequired without a credential.
+ * Not traced as a span of its own (the request's span covers it).
+ */
+const asPrincipal = <A>(
+  ctx: ScopeContext,
+  actor: ServiceActorRef,
+  run: (connection: McpConnection, signal: AbortSignal, meta: Record<string, string> | undefined) => Promise<A>,
+  subject: Subject,
+  owner: string | undefined
+): Effect.Effect<A, CatalogError> =>
+  Effect.flatMap(
+    Effect.promise((signal) => {
+      const deadline = performance.now() + CATALOG_REQUEST_TIMEOUT_MS
+      const what = `${subject.method} ${subject.name.slice(0, 200)}`
+      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), subject: what }, (c) => run(c, signal, undefined))
+    }),
+    (exit): Effect.Effect<A, CatalogError> => {
+      if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isNone(failure)) return Effect.failCause(exit.cause as Cause.Cause<never>)
+      const e = failure.value
+      if (e instanceof NotConnected) return Effect.fail(serviceUnavailable(e.snapshot))
+      if (e instanceof McpRequestError) return classified(ctx, actor, e, subject)
+      return Effect.fail(e)
+    }
+  )
+
 /** The request of `upstream`, sent on `connection`, its failures classified once. */
 const sent = <A>(
   ctx: ScopeContext,
@@ -337,22 +376,27 @@ const sent = <A>(
     Effect.catchAll((e) => {
       if (!(e instanceof McpRequestError)) return Effect.die(e)
       if (answered !== undefined && e.kind === "protocol") answered.code = e.code
-      // A broken connection counts as a failed health check; the failure is classified once (src/runtime/failures.ts).
+      // A broken connection counts as a failed health check.
       if (e.kind === "transport") actor.send({ type: "HEALTH_REPORT", ok: false, error: e.message })
-      const serviceName = actor.getSnapshot().context.name
-      const failure = requestFailure(e, {
-        kind: "catalog",
-        serviceName,
-        name: subject.name,
-        field: subject.field,
-        uri: subject.uri,
-        sentUri: subject.sentUri,
-        scope: ctx.label,
-        timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
-      })
-      return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+      return classified(ctx, actor, e, subject)
     })
   )
+
+/** A request's failure, classified once (src/runtime/failures.ts); interrupted when it was aborted. */
+const classified = (ctx: ScopeContext, actor: ServiceActorRef, e: McpRequestError, subject: Subject): Effect.Effect<never, CatalogError> => {
+  const serviceName = actor.getSnapshot().context.name
+  const failure = requestFailure(e, {
+    kind: "catalog",
+    serviceName,
+    name: subject.name,
+    field: subject.field,
+    uri: subject.uri,
+    sentUri: subject.sentUri,
+    scope: ctx.label,
+    timeoutSeconds: CATALOG_REQUEST_TIMEOUT_MS / 1000
+  })
+  return failure === undefined ? Effect.interrupt : Effect.fail(failure)
+}
 
 const checkUri = (uri: string): Effect.Effect<void, ValidationError> =>
   uri.length === 0 || uri.length > MAX_URI_LENGTH
@@ -366,6 +410,8 @@ const checkUri = (uri: string): Effect.Effect<void, ValidationError> =>
  */
 export interface CatalogInput {
   readonly relay?: UpstreamRequestRelay | undefined
+  /** The caller's owner digest: whose own connection a `per_user` service's request uses (none: refused CredentialsRequired). */
+  readonly owner?: string | undefined
 }
 
 /** The relay of a read or prompt whose caller cannot answer (REST, the library). */
@@ -397,7 +443,7 @@ export const readResource = (ctx: ScopeContext, uri: string, input: CatalogInput
         sentUri: target.uri,
         method: "resources/read",
         attributes: { "mcp.resource.uri": target.uri }
-      })
+      }, input.owner)
     })
   )
 
@@ -406,9 +452,9 @@ export const readResource = (ctx: ScopeContext, uri: string, input: CatalogInput
  * requests for input go to the held call's relay; how it ended is the held call's end.
  */
 export const heldCatalogRun =
-  <A>(request: (input: CatalogInput) => Effect.Effect<A, CatalogError>): HeldRun<Exit.Exit<A, CatalogError>> =>
+  <A>(request: (input: CatalogInput) => Effect.Effect<A, CatalogError>, owner?: string | undefined): HeldRun<Exit.Exit<A, CatalogError>> =>
   (hooks, signal) =>
-    runToExit(request({ relay: hooks.relay }), signal)
+    runToExit(request({ relay: hooks.relay, owner }), signal)
 
 /** prompts/get, routed to the prompt's service; input as for readResource. */
 export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record<string, string>> = {}, input: CatalogInput = {}): Effect.Effect<GetPromptResult, CatalogError> =>
@@ -426,14 +472,14 @@ export const getPrompt = (ctx: ScopeContext, name: string, args: Readonly<Record
       method: "prompts/get",
       target: target.name,
       attributes: { "gen_ai.prompt.name": target.name }
-    })
+    }, input.owner)
   })
 
 /**
  * completion/complete, routed by its reference: `ref/prompt` by prompt name, `ref/resource` by
  * template URI (the exposed one, prefixed or not); the upstream gets its own names.
  */
-export const complete = (ctx: ScopeContext, params: CompleteParams): Effect.Effect<CompleteResult, CatalogError> =>
+export const complete = (ctx: ScopeContext, params: CompleteParams, owner?: string | undefined): Effect.Effect<CompleteResult, CatalogError> =>
   Effect.suspend(() => {
     const ref = params.ref
     let actor: ServiceActorRef
@@ -456,5 +502,5 @@ export const complete = (ctx: ScopeContext, params: CompleteParams): Effect.Effe
       name: ref.type === "ref/prompt" ? ref.name : ref.uri,
       field: "argument",
       method: "completion/complete"
-    })
+    }, owner)
   })

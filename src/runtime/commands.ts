@@ -121,17 +121,6 @@ const refuseLocal = (entries: ReadonlyArray<NamedDefinition>, policy: LocalServi
 }
 
 /**
- * Replica mode does not keep per-user credentials yet (docs/per-user-credentials.md): a `per_user`
- * definition is refused there, with the field named; nothing is changed.
- */
-const refusePerUser = (ctx: ScopeContext, entries: ReadonlyArray<NamedDefinition>): void => {
-  if (!ctx.host.replication.shared) return
-  const perUser = entries.filter((e) => e.definition.per_user !== undefined)
-  if (perUser.length === 0) return
-  throw ValidationError.of(perUser.map((e) => ({ field: `${e.name}.per_user`, problem: "per-user credentials are not supported in replica mode yet" })))
-}
-
-/**
  * A step that changes the definitions: the services file (its failure is a bug or a broken disk: a
  * defect), or in replica mode the cluster's Redis, which may be away (`ClusterUnavailable`, 503).
  */
@@ -159,7 +148,6 @@ export const addService = (
   Effect.gen(function* () {
     const entries = namedDefinitions(body)
     yield* attempt(() => refuseLocal(entries, options.local), isRefusal)
-    yield* attempt(() => refusePerUser(ctx, entries), isRefusal)
     const { maxServices, maxServicesPerRequest } = ctx.host.limits
     if (entries.length > maxServicesPerRequest) {
       return yield* new TooMany({
@@ -354,7 +342,6 @@ export const updateService = (
         return yield* ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
       }
       yield* attempt(() => refuseLocal([{ name: name as ServiceName, definition }], options.local), isRefusal)
-      yield* attempt(() => refusePerUser(ctx, [{ name: name as ServiceName, definition }]), isRefusal)
       const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
       if (changed) {
         yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, definition))

@@ -21,6 +21,7 @@ import type { ApprovalsReplica } from "./approvals.js"
 import type { Tracer, TracingOptions } from "../logging/tracing.js"
 import type { ProcessLedger } from "../mcp/types.js"
 import type { ToolPinsBackend } from "../config/pins-file.js"
+import type { CredentialStore } from "../config/credentials-file.js"
 import type { PinSettings } from "../domain/pin-rules.js"
 
 /** What an asynchronous call's start carries to the replica that runs its service. */
@@ -91,6 +92,9 @@ export class Tokens extends Context.Tag("mcp-store/Tokens")<Tokens, TokenStore>(
 
 /** The pinned tool definitions: a file beside the services file, or the cluster's Redis. */
 export class Pins extends Context.Tag("mcp-store/Pins")<Pins, ToolPinsBackend>() {}
+
+/** The per-user credentials of `per_user` services (encrypted at rest): a file beside the services file, or the cluster's Redis. */
+export class Credentials extends Context.Tag("mcp-store/Credentials")<Credentials, CredentialStore>() {}
 
 /** Where the store's spans go: the OTLP exporter, or nothing (`noTracer`). */
 export class Tracing extends Context.Tag("mcp-store/Tracing")<Tracing, Tracer>() {}

@@ -13,8 +13,10 @@ import { AsyncResultsFile } from "../records/async-results.js"
 import { TokenVault, type TokenStore } from "../config/token-vault.js"
 import { ProcessLedgerFile } from "../config/process-ledger.js"
 import { ToolPinsFile } from "../config/pins-file.js"
+import { CredentialsFile } from "../config/credentials-file.js"
 import {
   AsyncResults,
+  Credentials,
   Definitions,
   noReplication,
   Pins,
@@ -135,6 +137,12 @@ export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(
   )
 )
 
+/** The per-user credentials in their encrypted file beside the services file (each change written as it is made). */
+export const CredentialsFromFile: Layer.Layer<Credentials, never, Definitions> = Layer.effect(
+  Credentials,
+  Effect.flatMap(Definitions, (definitions) => Effect.promise(() => CredentialsFile.open(definitions.path)))
+)
+
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
   // OTEL_SDK_DISABLED=true turns the SDK off, as the OpenTelemetry configuration says.
@@ -160,12 +168,13 @@ export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scope
 /** One store on its own: nothing is replicated. */
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
-/** The capabilities of one store on its services file (the definitions, records, tokens and no replication). */
-export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
+/** The capabilities of one store on its services file (the definitions, records, tokens, credentials and no replication). */
+export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
   RecordsFromFile,
   AsyncResultsFromFile,
   TokensFromFile,
   PinsFromFile,
+  CredentialsFromFile,
   NoReplication
 ).pipe(Layer.provideMerge(DefinitionsFromFile))
 
@@ -214,7 +223,7 @@ const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions 
  * graph's: released in the graph's order (before the records, tokens and cluster they use), or
  * alone by `store.stop()` when the graph belongs to someone else (the HTTP server's).
  */
-export const StoreLive: Layer.Layer<StoreService | StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Tracing | Processes> =
+export const StoreLive: Layer.Layer<StoreService | StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing | Processes> =
   Layer.scopedContext(
     Effect.gen(function* () {
       const own = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)

@@ -10,7 +10,6 @@ import { Context, Effect, Layer } from "effect"
 import { createActor, type InspectionEvent } from "xstate"
 import type { Scope } from "../domain/service-definition.js"
 import { DEFAULT_PIN_SETTINGS } from "../domain/pin-rules.js"
-import { CredentialsFile } from "../config/credentials-file.js"
 import { agentMachine } from "../machines/agent.js"
 import { storeMachine, type StoreActorRef } from "../machines/root.js"
 import { STORE_SYSTEM_ID } from "../machines/supervisor.js"
@@ -24,7 +23,7 @@ import { AsyncCalls } from "./async-calls.js"
 import { HeldCalls } from "./input-required.js"
 import { LifecycleLog } from "./lifecycle-log.js"
 import { serviceActorOf } from "./service-actors.js"
-import { AsyncResults, Definitions, Pins, Processes, Records, Replication, StoreConfig, Tokens } from "./services.js"
+import { AsyncResults, Credentials, Definitions, Pins, Processes, Records, Replication, StoreConfig, Tokens } from "./services.js"
 import { TaskRelays } from "./task-relay.js"
 import { ToolPins } from "./tool-pins.js"
 import { OAuthManager } from "./upstream-oauth.js"
@@ -124,24 +123,24 @@ export const ConnectionsLive: Layer.Layer<ConnectionsService, never, StoreConfig
 )
 
 /**
- * The per-user credentials beside the services file (replica mode keeps none: a `per_user` call is
- * refused there) and their pooled connections; each pooled connection closed on release, before the
- * connections registry closes the rest.
+ * The per-user credentials on their backend (the file beside the services file, or the cluster's
+ * Redis: the `Credentials` layer) and their pooled connections, bounded by the options; each pooled
+ * connection closed on release, before the connections registry closes the rest.
  */
-export const UserCredentialsLive: Layer.Layer<UserCredentialsService, never, StoreConfig | Definitions | Replication | ConnectionsService> = Layer.scoped(
+export const UserCredentialsLive: Layer.Layer<UserCredentialsService, never, StoreConfig | Credentials | ConnectionsService> = Layer.scoped(
   UserCredentialsService,
   Effect.gen(function* () {
-    const { options } = yield* StoreConfig
-    const definitions = yield* Definitions
-    const replication = yield* Replication
+    const { options, limits } = yield* StoreConfig
+    const credentials = yield* Credentials
     const connections = yield* ConnectionsService
     return yield* Effect.acquireRelease(
       Effect.sync(
         () =>
           new UserCredentials(
-            replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
+            Promise.resolve(credentials),
             (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
-            (connection) => connections.close(connection)
+            (connection) => connections.close(connection),
+            { maxConnections: limits.perUserConnections, idleMs: limits.perUserIdleSeconds * 1000 }
           )
       ),
       (credentials) => Effect.promise(() => credentials.closeAll())
@@ -290,7 +289,7 @@ export type StorePartServices =
  * tasks closed, the actors stopped, the per-user connections then every connection closed, the
  * inspection listeners cleared.
  */
-export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Replication | Processes> = LifecycleLogLive.pipe(
+export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Processes> = LifecycleLogLive.pipe(
   Layer.provideMerge(AsyncCallsLive),
   Layer.provideMerge(ApprovalsLive),
   Layer.provideMerge(HeldCallsLive),

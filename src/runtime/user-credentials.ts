@@ -2,11 +2,15 @@
  * Per-user credentials of `per_user` services (README, Per-user credentials): each principal's own
  * header or environment values (kept encrypted by a `CredentialStore`), and the connections opened
  * with them. A call of a principal on such a service goes through its own connection, never the
- * service's shared one (kept for listing tools and health): at most `maxConnections` per service,
- * the least recently used idle one closed first, an idle one closed after `idleMs`. Each pooled
- * connection is owned here: its timer cleared and the connection closed when the principal's
- * credential changes, the service is deleted or redefined, or the store stops.
+ * service's shared one (kept for listing tools and health): at most `maxConnections` per service
+ * (`--per-user-connections`), the least recently used idle one closed first, an idle one closed
+ * after `idleMs` (`--per-user-idle-seconds`). Each pooled connection is owned here: its timer
+ * cleared and the connection closed when the principal's credential changes (here, or on another
+ * replica: the store's `onChange`), the service is deleted or redefined, or the store stops. A
+ * connection is kept with the values it was opened with: a call with other values (a credential
+ * changed elsewhere, read before the change was heard of) opens a new one.
  */
+import { createHash } from "node:crypto"
 import { Exit } from "effect"
 import type { CredentialStore, UserCredential } from "../config/credentials-file.js"
 import { TooMany } from "../domain/errors.js"
@@ -42,6 +46,8 @@ export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
 
 interface Pooled {
   readonly definition: ServiceDefinition
+  /** A digest of the values it was opened with (no second copy of a secret kept). */
+  readonly values: string
   readonly opening: Promise<McpConnection>
   readonly abort: AbortController
   inUse: number
@@ -50,16 +56,32 @@ interface Pooled {
 
 const key = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
 
+/** The pool's bounds. */
+export interface PerUserLimits {
+  readonly maxConnections: number
+  readonly idleMs: number
+}
+
 export class UserCredentials {
   private readonly pools = new Map<string, Map<string, Pooled>>()
   private closed = false
+  private unlisten: (() => void) | undefined
 
   constructor(
     private readonly store: Promise<CredentialStore>,
     private readonly open: PrincipalOpener,
     private readonly closeConnection: (connection: McpConnection) => Promise<void>,
-    private readonly limits: { readonly maxConnections: number; readonly idleMs: number } = { maxConnections: DEFAULT_PER_USER_CONNECTIONS, idleMs: DEFAULT_PER_USER_IDLE_MS }
-  ) {}
+    private readonly limits: PerUserLimits = { maxConnections: DEFAULT_PER_USER_CONNECTIONS, idleMs: DEFAULT_PER_USER_IDLE_MS }
+  ) {
+    // Another replica changed a credential: this replica's connections of that principal close too.
+    void store.then((s) => {
+      if (this.closed) return
+      this.unlisten = s.onChange?.((service, principal) => {
+        const principals = principal === undefined ? [...(this.pools.get(service)?.keys() ?? [])] : [principal]
+        for (const p of principals) void this.drop(service, p, "its credential changed on another replica")
+      })
+    }, () => undefined)
+  }
 
   /** The principal's credential for a service, if it gave one. */
   async find(scope: Scope, name: string, principal: string): Promise<UserCredential | undefined> {
@@ -80,11 +102,19 @@ export class UserCredentials {
     return removed
   }
 
-  /** A service was deleted: every credential of it forgotten, every connection of it closed. */
+  /**
+   * A service was deleted: every credential of it forgotten, every connection of it closed. Never
+   * rejects: credentials that could not be forgotten are a log line (replica mode: Redis lost just
+   * after the deletion was written there; every replica that applies the deletion forgets them too).
+   */
   async forget(scope: Scope, name: string): Promise<void> {
     const service = key(scope, name)
-    for (const principal of [...(this.pools.get(service)?.keys() ?? [])]) this.drop(service, principal, "its service was deleted")
-    await (await this.store).forget(service)
+    for (const principal of [...(this.pools.get(service)?.keys() ?? [])]) void this.drop(service, principal, "its service was deleted")
+    try {
+      await (await this.store).forget(service)
+    } catch (e) {
+      log.warn(`the per-user credentials of deleted service '${name}' could not be forgotten: ${e instanceof Error ? e.message : String(e)}`, { event: "credentials_forget_failed", service: name })
+    }
   }
 
   /**
@@ -124,6 +154,8 @@ export class UserCredentials {
   /** Closes every pooled connection (the store stops). */
   async closeAll(): Promise<void> {
     this.closed = true
+    this.unlisten?.()
+    this.unlisten = undefined
     const all = [...this.pools].flatMap(([service, pool]) => [...pool.keys()].map((principal) => ({ service, principal })))
     await Promise.all(all.map(({ service, principal }) => this.drop(service, principal, "the store stops")))
   }
@@ -139,7 +171,8 @@ export class UserCredentials {
     let pool = this.pools.get(service)
     if (pool === undefined) this.pools.set(service, (pool = new Map()))
     const known = pool.get(principal)
-    if (known !== undefined && known.definition === target.definition) {
+    const given = createHash("sha256").update(JSON.stringify(values)).digest("base64url")
+    if (known !== undefined && known.definition === target.definition && known.values === given) {
       pool.delete(principal)
       pool.set(principal, known) // most recently used last
       clearTimeout(known.timer)
@@ -147,7 +180,7 @@ export class UserCredentials {
       known.inUse += 1
       return known
     }
-    if (known !== undefined) void this.drop(service, principal, "its service was redefined")
+    if (known !== undefined) void this.drop(service, principal, known.definition === target.definition ? "its credential changed" : "its service was redefined")
     if (pool.size >= this.limits.maxConnections) {
       const idle = [...pool].find(([, p]) => p.inUse === 0)
       if (idle === undefined) {
@@ -160,9 +193,11 @@ export class UserCredentials {
       }
       void this.drop(service, idle[0], "more principals use the service (least recently used)")
     }
+    // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
+    this.pools.set(service, pool)
     const abort = new AbortController()
     const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal)
-    const pooled: Pooled = { definition: target.definition, opening, abort, inUse: 1, timer: undefined }
+    const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, timer: undefined }
     pool.set(principal, pooled)
     opening.then(
       () => log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name }),

@@ -1,35 +1,133 @@
 /**
- * Per-user credentials in replica mode (docs/per-user-credentials.md): not supported there yet, so a
- * `per_user` definition is refused with a 400 naming the field, and nothing is added. One real
- * store process on a real Redis.
+ * Per-user credentials in replica mode (docs/per-user-credentials.md, src/config/redis-credentials.ts):
+ * two replicas on one real Redis, a `per_user` service on the Streamable HTTP fixture (run by either
+ * replica, the other forwarding with the caller's principal). A credential given on one replica is
+ * used by calls and reads through the other, each principal seen by the upstream as itself; a
+ * credential changed or deleted on one replica is used (or refused CREDENTIALS_REQUIRED) at once on
+ * the other; Redis holds only sealed values; Redis frozen, a PUT is 503 `cluster_unavailable` within
+ * the change's budget and never lands after SIGCONT, and a call of the service is 503 (no credential
+ * it cannot check is used).
  */
-import { writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { fixtureService, freshDir, hasRedisServer, spawnStore, startRedisServer, useReplicaSecret, type RedisServer, type StoreProcess } from "../support/index.js"
+import { beforeAll, describe, expect, it } from "vitest"
+import { runKeys } from "../../src/cli/keys-command.js"
+import { clusterKey } from "../../src/redis/key-names.js"
+import { authedApi, eventually, freshDir, hasRedisServer, useReplicaCluster, within, type Api, type Reply, type TestServer } from "../support/index.js"
 
-describe.skipIf(!hasRedisServer)("per-user credentials in replica mode", { timeout: 60_000 }, () => {
-  let redis: RedisServer
-  let replica: StoreProcess
-  let restoreSecret: (() => void) | undefined
+const CLUSTER = "per-user"
+const ROUTE = "/for_store/credentials/remote"
+
+const createKey = async (file: string, name: string): Promise<string> => {
+  let out = ""
+  const code = await runKeys(["create", "--role", "admin", "--name", name, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
+  expect(code).toBe(0)
+  return out.trim()
+}
+
+const put = (client: Api, body: unknown) => client.request("PUT", ROUTE, { body: JSON.stringify(body), headers: { "content-type": "application/json" } })
+
+/** The upstream's `whoami` of a call through `client`: the authorization header it was sent. */
+const whoami = async (client: Api): Promise<string | null> => {
+  const reply = await client.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {} })
+  expect(reply.status, reply.text).toBe(200)
+  return (JSON.parse(reply.body.content[0].text) as { authorization: string | null }).authorization
+}
+
+describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeout: 90_000 }, () => {
+  const cluster = useReplicaCluster({ upstream: { whoamiTool: true, catalog: true } })
+  let a: TestServer
+  let b: TestServer
+  /** Each principal (an admin key) through each replica. */
+  const on: Record<"a" | "b", Record<"alice" | "bob", Api>> = { a: {} as never, b: {} as never }
 
   beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    redis = await startRedisServer()
-    const dir = freshDir()
-    writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
-    replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs: ["--redis-url", redis.url, "--cluster-name", "per-user"], startTimeoutMs: 50_000 })
+    const keysFile = join(freshDir(), "mcp-store.keys.json")
+    const keys = { alice: await createKey(keysFile, "alice"), bob: await createKey(keysFile, "bob"), ops: await createKey(keysFile, "ops") }
+    const options = { keys_file: keysFile, lease_ms: 3000 }
+    ;[a, b] = await Promise.all([cluster.replica(CLUSTER, { mcpServers: {} }, options), cluster.replica(CLUSTER, undefined, options)])
+    for (const [name, replica] of [["a", a], ["b", b]] as const) on[name] = { alice: authedApi(replica.url, keys.alice), bob: authedApi(replica.url, keys.bob) }
+    const ops = authedApi(a.url, keys.ops)
+    const added = await ops.post("/for_store/add_service", { name: "remote", url: cluster.upstream.url, per_user: { headers: ["Authorization"] } })
+    expect(added.status, added.text).toBe(200)
+    for (const replica of [a, b]) {
+      const ready = await authedApi(replica.url, keys.ops).post("/for_store/wait_service", { client_id_or_service_name: "remote", status: "healthy", timeout: 30 })
+      expect(ready.body.data?.final_status, ready.text).toBe("healthy")
+    }
   }, 60_000)
-  afterAll(async () => {
-    await replica?.kill()
-    await redis?.stop()
-    restoreSecret?.()
-  }, 30_000)
 
-  it("a per_user definition is refused (400, the field named), and nothing is added", async () => {
-    const reply = await replica.post("/for_store/add_service", { ...fixtureService("mine"), per_user: { env: ["API_TOKEN"] } })
-    expect(reply.status, reply.text).toBe(400)
-    expect(reply.body.error.details.fields).toEqual([{ field: "mine.per_user", problem: "per-user credentials are not supported in replica mode yet" }])
-    expect((await replica.get("/for_store/list_services")).body.services).toEqual([])
+  it("a credential given on one replica is used through the other: each principal seen by the upstream as itself, in calls and reads", async () => {
+    expect((await put(on.a.alice, { headers: { Authorization: "Bearer alice-secret-token" } })).status).toBe(200)
+    expect((await put(on.b.bob, { headers: { Authorization: "Bearer bob-secret-token" } })).status).toBe(200)
+    // Through both replicas: one runs the service, the other forwards each request with its principal.
+    for (const replica of ["a", "b"] as const) {
+      const [alice, bob] = await Promise.all([whoami(on[replica].alice), whoami(on[replica].bob)])
+      expect({ replica, alice, bob }).toEqual({ replica, alice: "Bearer alice-secret-token", bob: "Bearer bob-secret-token" })
+      const read = await on[replica].bob.post("/for_store/read_resource", { uri: "mem://whoami" })
+      expect(read.status, read.text).toBe(200)
+      expect(JSON.parse(read.body.contents[0].text).authorization).toBe("Bearer bob-secret-token")
+      const prompt = await on[replica].alice.post("/for_store/get_prompt", { name: "remote__whoami" })
+      expect(JSON.parse(prompt.body.messages[0].content.text).authorization).toBe("Bearer alice-secret-token")
+    }
+    // An asynchronous call through either replica (started on the one that runs the service) is the caller's too.
+    for (const replica of ["a", "b"] as const) {
+      const started = await on[replica].bob.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {}, async: true })
+      expect(started.status, started.text).toBe(202)
+      let seen: Reply | undefined
+      const done = await eventually(async () => {
+        seen = await on[replica].bob.get(`/for_store/calls/${started.body.call_id}`)
+        return seen.status === 200 && seen.body.status !== "running"
+      }, 10_000, 50)
+      expect(done, seen?.text).toBe(true)
+      expect(seen?.body.answer?.http_status, seen?.text).toBe(200)
+      expect(JSON.parse(seen?.body.answer.body.content[0].text).authorization).toBe("Bearer bob-secret-token")
+    }
+    // One connection per principal, kept (on the replica that runs the service), beside the shared one.
+    expect(cluster.upstream.sessions()).toBe(3)
+        // Redis holds one sealed value per principal, never the secret itself.
+    const client = await cluster.redis.connect()
+    const stored = await client.hGetAll(clusterKey(CLUSTER, "credentials", "store/remote"))
+    expect(Object.keys(stored)).toHaveLength(2)
+    expect(JSON.stringify(stored)).not.toContain("secret-token")
+  })
+
+  it("a credential changed, then deleted, on one replica is used, then refused CREDENTIALS_REQUIRED, at once on the other", async () => {
+    expect((await put(on.b.alice, { headers: { Authorization: "Bearer alice-new-token" } })).status).toBe(200)
+    expect(await whoami(on.a.alice)).toBe("Bearer alice-new-token")
+    expect(await whoami(on.b.alice)).toBe("Bearer alice-new-token")
+    const deleted = await on.b.alice.del(ROUTE)
+    expect(deleted.status, deleted.text).toBe(200)
+    // Every replica closes alice's connection at once (the change message), before any call of hers.
+    expect(await eventually(() => cluster.upstream.sessions() === 2, 5_000, 25), `sessions: ${cluster.upstream.sessions()}`).toBe(true)
+    for (const replica of ["a", "b"] as const) {
+      const refused = await on[replica].alice.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {} })
+      expect(refused.status, `${replica}: ${refused.text}`).toBe(403)
+      expect(refused.body.error.code).toBe("CREDENTIALS_REQUIRED")
+      expect(refused.body.error.details.route).toBe(`PUT ${ROUTE}`)
+      const read = await on[replica].alice.post("/for_store/read_resource", { uri: "mem://whoami" })
+      expect(read.body.error?.code, read.text).toBe("CREDENTIALS_REQUIRED")
+    }
+    // Bob is still himself.
+    expect(await whoami(on.a.bob)).toBe("Bearer bob-secret-token")
+  })
+
+  it("Redis frozen: a PUT is 503 cluster_unavailable within the change's budget, and never lands after SIGCONT", async () => {
+    cluster.redis.freeze()
+    try {
+      const started = Date.now()
+      const refused = await within(put(on.a.alice, { headers: { Authorization: "Bearer frozen-token" } }), 5_000, "a PUT while Redis is frozen")
+      expect(refused.status, refused.text).toBe(503)
+      expect(refused.body.error.details.reason).toBe("cluster_unavailable")
+      expect(Date.now() - started).toBeLessThan(3_000)
+      // No credential can be checked: a call of the service is refused (never made with one that may be deleted).
+      const call = await within(on.b.bob.post("/for_store/call_tool", { tool_name: "remote__whoami", args: {} }), 5_000, "a call while Redis is frozen")
+      expect(call.status, call.text).toBe(503)
+      expect(call.body.error.code).toBe("SERVICE_UNAVAILABLE")
+    } finally {
+      cluster.redis.thaw()
+    }
+    // Redis runs what it had queued once thawed (before a new connection's commands), and the script refuses it: past its deadline.
+    const client = await cluster.redis.connect()
+    const fields = await client.hKeys(clusterKey(CLUSTER, "credentials", "store/remote"))
+    expect(fields).toHaveLength(1) // bob's only: alice's was deleted, the refused PUT never landed
   })
 })

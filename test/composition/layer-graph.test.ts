@@ -10,7 +10,7 @@ import { clusterKey } from "../../src/redis/key-names.js"
 import { TokenKeyError } from "../../src/config/redis-token-vault.js"
 import { createStore, storeLayer } from "../../src/composition/layer-graph.js"
 import { statusOf, type ServiceActorRef } from "../../src/machines/service.js"
-import { AsyncResultsFromFile, DefinitionsFromFile, PinsFromFile, ProcessLedgerLive, RecordsFromFile, ServicesFileLive, StoreConfigLive, StoreLive, TokensFromFile, TracingLive } from "../../src/runtime/store-layers.js"
+import { AsyncResultsFromFile, CredentialsFromFile, DefinitionsFromFile, PinsFromFile, ProcessLedgerLive, RecordsFromFile, ServicesFileLive, StoreConfigLive, StoreLive, TokensFromFile, TracingLive } from "../../src/runtime/store-layers.js"
 import { noReplication, Records, Replication } from "../../src/runtime/services.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, hasRedisServer, processGone, startRedisServer, type RedisServer } from "../support/index.js"
 
@@ -57,7 +57,7 @@ describe("the store's layers, one store on its file", { timeout: 30_000 }, () =>
       }
     })
     const graph = StoreLive.pipe(
-      Layer.provideMerge(Layer.mergeAll(RecordsSpy, AsyncResultsFromFile, TokensFromFile, PinsFromFile, Failing, TracingLive, ProcessLedgerLive)),
+      Layer.provideMerge(Layer.mergeAll(RecordsSpy, AsyncResultsFromFile, TokensFromFile, PinsFromFile, CredentialsFromFile, Failing, TracingLive, ProcessLedgerLive)),
       Layer.provideMerge(DefinitionsFromFile),
       Layer.provideMerge(ServicesFileLive),
       Layer.provideMerge(StoreConfigLive({ mcpConfigFile: file, monitoring: FAST_MONITORING }))

@@ -133,6 +133,10 @@ describe("parseCommandLine", () => {
       "2",
       "--approval-timeout",
       "45",
+      "--per-user-connections",
+      "3",
+      "--per-user-idle-seconds",
+      "0.5",
       "--upstream-allow",
       "10.0.0.0/8, *.lan",
       "--upstream-allow-metadata"
@@ -175,7 +179,9 @@ describe("parseCommandLine", () => {
       upstreamAllowMetadata: true,
       maxApprovals: 17,
       maxApprovalsPerKey: 2,
-      approvalTimeoutSeconds: 45
+      approvalTimeoutSeconds: 45,
+      perUserConnections: 3,
+      perUserIdleSeconds: 0.5
     })
     expect(store.mcpConfigFile).toBe(join(dir, "data", "services.json"))
     expect(store.debug).toBe(true)
@@ -231,7 +237,9 @@ describe("parseCommandLine", () => {
       MCPSTORE_ASYNC_RESULTS_MAX_BYTES: "16",
       MCPSTORE_MAX_APPROVALS: "18",
       MCPSTORE_MAX_APPROVALS_PER_KEY: "19",
-      MCPSTORE_APPROVAL_TIMEOUT_SECONDS: "20"
+      MCPSTORE_APPROVAL_TIMEOUT_SECONDS: "20",
+      MCPSTORE_PER_USER_CONNECTIONS: "21",
+      MCPSTORE_PER_USER_IDLE_SECONDS: "22"
     })
     expect(server).toEqual({
       host: "::1",
@@ -271,7 +279,9 @@ describe("parseCommandLine", () => {
       upstreamAllowMetadata: false,
       maxApprovals: 18,
       maxApprovalsPerKey: 19,
-      approvalTimeoutSeconds: 20
+      approvalTimeoutSeconds: 20,
+      perUserConnections: 21,
+      perUserIdleSeconds: 22
     })
     expect(store).toMatchObject({
       mcpConfigFile: "/etc/mcp/services.json",

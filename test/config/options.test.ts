@@ -215,7 +215,9 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
       upstreamAllowMetadata: false,
       maxApprovals: 100,
       maxApprovalsPerKey: 10,
-      approvalTimeoutSeconds: 300
+      approvalTimeoutSeconds: 300,
+      perUserConnections: 16,
+      perUserIdleSeconds: 300
     })
     expect(() => resolveOptions({ upstream_allow: ["10.0.0.0/33"] })).toThrow(/upstream_allow/)
     expect(() => resolveOptions({ upstream_allow: ["a b"] })).toThrow(/upstream_allow/)

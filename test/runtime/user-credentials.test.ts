@@ -1,10 +1,12 @@
 // The pool of per-user connections (src/runtime/user-credentials.ts) on real connections to the HTTP
 // fixture: bounded per service (the least recently used idle one closed first, TOO_MANY when all are
-// in use), an idle one closed by its timer, a changed credential's closed at once, and nothing left
-// open after closeAll. Credentials kept in memory (the encrypted file is covered over HTTP).
+// in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
+// values at the next use, or on a change heard from another replica), and nothing left open after
+// closeAll. Credentials kept in memory (the encrypted file is covered over HTTP, Redis by
+// test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { CredentialsFile } from "../../src/config/credentials-file.js"
+import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { UserCredentials } from "../../src/runtime/user-credentials.js"
@@ -73,6 +75,52 @@ describe("per-user connection pool", () => {
     const exit = await pool.request(target, "a", { headers: { Authorization: "Bearer new" }, env: {} }, { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
     expect(Exit.isSuccess(exit) && JSON.stringify(exit.value)).toContain("Bearer new")
     await pool.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a connection opened with other values is replaced at its next use; a change heard from another replica closes it at once", async () => {
+    const listeners = new Set<(service: string, principal: string | undefined) => void>()
+    const shared: CredentialStore = Object.assign(CredentialsFile.inMemory(), {
+      onChange: (listener: (service: string, principal: string | undefined) => void) => {
+        listeners.add(listener)
+        return () => void listeners.delete(listener)
+      }
+    })
+    const local = new UserCredentials(
+      Promise.resolve(shared),
+      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      { maxConnections: 2, idleMs: 60_000 }
+    )
+    const ask = async (values: { headers: Record<string, string>; env: Record<string, string> }) => {
+      const exit = await local.request(target, "x", values, { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+      return Exit.isSuccess(exit) ? JSON.parse((exit.value.content[0] as { text: string }).text).authorization : exit
+    }
+    expect(await ask(values("x"))).toBe("Bearer x-token")
+    // Read after another replica changed it: the old connection is not used.
+    expect(await ask({ headers: { Authorization: "Bearer changed" }, env: {} })).toBe("Bearer changed")
+    expect(local.size).toBe(1)
+    expect(await eventually(() => registry.size === 1, 2_000)).toBe(true)
+    await eventually(() => listeners.size === 1, 1_000)
+    for (const listener of listeners) listener("store/remote", "x")
+    expect(await eventually(() => local.size === 0 && registry.size === 0, 2_000)).toBe(true)
+    await local.closeAll()
+    expect(listeners.size).toBe(0)
+  })
+
+  it("with room for one principal, the next one's connection replaces the idle one (still owned by the pool)", async () => {
+    const single = new UserCredentials(
+      Promise.resolve(CredentialsFile.inMemory()),
+      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      { maxConnections: 1, idleMs: 60_000 }
+    )
+    for (const who of ["a", "b"]) {
+      const exit = await single.request(target, who, values(who), { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+      expect(Exit.isSuccess(exit) && JSON.stringify(exit.value)).toContain(`Bearer ${who}-token`)
+    }
+    expect(single.size).toBe(1)
+    await single.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
   })
 })

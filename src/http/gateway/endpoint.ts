@@ -56,7 +56,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
+import { callOverMcp, credentialsData, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
@@ -174,6 +174,9 @@ const mcpErrorOf = (e: unknown): unknown => {
     case "PromptNotFound":
     case "ValidationError":
       return new McpError(ErrorCode.InvalidParams, e.message)
+    case "CredentialsRequired":
+      // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
+      return new McpError(ErrorCode.InvalidRequest, e.message, credentialsData(e))
     default:
       return new McpError(ErrorCode.InternalError, e.message)
   }
@@ -337,7 +340,7 @@ export class McpGateway {
    * Serves resources, resource templates, prompts and completion to a session, for what its scope's
    * services offer (`offers`, fixed at initialize). Any transport's session may use it.
    */
-  private serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions" | "notFound" | "spans">): void {
+  private serveCatalog(server: Server, session: Pick<Session, "id" | "scope" | "offers" | "catalogListed" | "subscriptions" | "notFound" | "spans" | "owner">): void {
     const { scope, offers } = session
     const ctx = () => this.scopeContext(scope)
     /** A failure as the session's MCP error; a "resource not found" is noted for `restoreNotFound`. */
@@ -359,7 +362,7 @@ export class McpGateway {
         resourceTemplates: mcpResourceTemplates(ctx())
       }))
       server.setRequestHandler("resources/read", (request, c) =>
-        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, c, "read") }), c) as never
+        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, c, "read"), owner: session.owner }), c) as never
       )
       if (offers.subscribe) {
         server.setRequestHandler("resources/subscribe", async (request, c) => {
@@ -378,11 +381,11 @@ export class McpGateway {
         return { prompts: mcpPrompts(ctx()) }
       })
       server.setRequestHandler("prompts/get", (request, c) =>
-        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, c, "prompt request") }), c) as never
+        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, c, "prompt request"), owner: session.owner }), c) as never
       )
     }
     if (offers.completions) {
-      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never), c) as never)
+      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never, session.owner), c) as never)
     }
   }
 

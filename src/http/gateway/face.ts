@@ -14,7 +14,7 @@ import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
-import { ValidationError } from "../../domain/errors.js"
+import { ValidationError, type CredentialsRequired } from "../../domain/errors.js"
 import type { AnyExit, HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
@@ -222,6 +222,15 @@ const runOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined
     progress?.close()
   }
 }
+
+/** The data of a CREDENTIALS_REQUIRED protocol error (a `per_user` service's read or prompt): what to give, and where; never a value. */
+export const credentialsData = (e: CredentialsRequired): Record<string, unknown> => ({
+  code: "CREDENTIALS_REQUIRED",
+  service_name: e.serviceName,
+  headers: e.headers,
+  env: e.env,
+  route: e.route
+})
 
 /** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */
 const mcpResultOf = (exit: calls.CallExit): CallToolResult => {

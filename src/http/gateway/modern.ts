@@ -72,6 +72,7 @@ import type { SealSource, SessionSeal } from "./session-seal.js"
 import { openMethodSpan, tapAnswer, underSpan } from "./method-spans.js"
 import {
   callOverMcp,
+  credentialsData,
   heldCallOverMcp,
   heldOverMcp,
   startOverMcp,
@@ -225,6 +226,9 @@ const protocolErrorOf = (e: unknown): unknown => {
     case "PromptNotFound":
     case "ValidationError":
       return new ProtocolError(-32602, e.message)
+    case "CredentialsRequired":
+      // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
+      return new ProtocolError(-32600, e.message, credentialsData(e))
     default:
       return new ProtocolError(-32603, e.message)
   }
@@ -905,10 +909,11 @@ export class ModernMcp {
      */
     const withInput = async <A>(c: ServerContext, subject: string, what: string, request: (input: catalog.CatalogInput) => Effect.Effect<A, catalog.CatalogError>): Promise<A> => {
       const turn = inputTurnOf(c)
-      if (turn === undefined) return run(request({ relay: declinedOnModern(what) }), c.mcpReq.signal)
+      // The caller's owner digest: a `per_user` service's read or prompt goes through its own connection.
+      if (turn === undefined) return run(request({ relay: declinedOnModern(what), owner: caller.owner }), c.mcpReq.signal)
       const owner = { scope: ctx().label, owner: caller.owner, subject }
       const spanned = caller.span === undefined ? request : (input: catalog.CatalogInput) => underSpan(request(input), caller.span)
-      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(spanned), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
+      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(spanned, caller.owner), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
         throw retryRefused(e)
       })
       return roundResult(held, (exit) => {
@@ -932,7 +937,7 @@ export class ModernMcp {
       })
     }
     if (offers.completions) {
-      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never), c.mcpReq.signal) as never)
+      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never, caller.owner), c.mcpReq.signal) as never)
     }
     return server
   }

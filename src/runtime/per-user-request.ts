@@ -1,0 +1,133 @@
+/**
+ * The one step of a request on a `per_user` service (README, Per-user credentials): a tool call
+ * (src/runtime/calls.ts), a resource read, a prompt or a completion (src/runtime/catalog.ts), and
+ * the owner's end of such a request forwarded by another replica (src/http/cluster-route.ts). The
+ * request goes through the caller's own connection (src/runtime/user-credentials.ts), opened with
+ * its own credential, never through the service's shared one; a caller with none is refused
+ * `CredentialsRequired`, told what to give and where.
+ *
+ * In replica mode a replica that does not run the service sends the request to the one that does
+ * (the mirror's connection's `forPrincipal`, src/cluster/forward.ts), naming the principal; that
+ * replica reads the principal's credential (shared in Redis) and uses its own pool. Its refusals
+ * come back as `PrincipalRefused` and are made the same errors here.
+ */
+import { Exit } from "effect"
+import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
+import { scopeLabel, type Scope } from "../domain/service-definition.js"
+import { log } from "../logging/log.js"
+import { statusOf, type ServiceActorRef } from "../machines/service.js"
+import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import { NotConnected, type ServiceRequestFailure } from "./service-request.js"
+import { isConnected } from "./service-views.js"
+import { perUserOf, type PerUserNames, type UserCredentials } from "./user-credentials.js"
+
+/** Why the replica that runs a service refused a request forwarded for a principal. */
+export type PrincipalRefusal = "credentials_required" | "too_many" | "unavailable"
+
+/** A refusal by the replica that runs the service, as it travels back to the replica asked (src/cluster/forward.ts). */
+export class PrincipalRefused extends McpRequestError {
+  constructor(
+    readonly refusal: PrincipalRefusal,
+    message: string,
+    /** The pool's bound (`too_many`). */
+    readonly max?: number | undefined
+  ) {
+    super("protocol", message)
+  }
+}
+
+/** Where a principal gives its credential for a service. */
+export const credentialsRoute = (scope: Scope, name: string): string =>
+  `PUT ${scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
+
+const describeNames = (names: PerUserNames): string => [...names.headers.map((h) => `header ${h}`), ...names.env.map((e) => `environment variable ${e}`)].join(", ")
+
+/** The refusal of `subject` (a call of a tool, a read of a resource...) for want of the caller's own credential; a log line. */
+export const credentialsRequired = (scope: Scope, name: string, names: PerUserNames, subject: string, why: string): CredentialsRequired => {
+  const route = credentialsRoute(scope, name)
+  const label = scopeLabel(scope)
+  log.warn(`${subject} refused: ${why}`, { event: "credentials_required", scope: label, service: name })
+  return new CredentialsRequired({
+    message: `Service '${name}' takes each caller's own credential, and ${why}: give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`,
+    serviceName: name,
+    scope: label,
+    headers: names.headers,
+    env: names.env,
+    route
+  })
+}
+
+/** What a per-user request fails with besides its connection's failures. */
+export type PerUserFailure = ServiceRequestFailure | CredentialsRequired | ServiceUnavailable
+
+export interface PerUserRequestOptions {
+  /** Milliseconds left to the request's deadline. */
+  readonly remaining: () => number
+  /** What the request is, for a refusal's log line ("call of 'x__y'", "read of resource 'u'"). */
+  readonly subject: string
+}
+
+/**
+ * Runs `request` for `principal` on a `per_user` service (see the top of this file): through the
+ * replica that runs it when that is another one, else on the principal's own pooled connection.
+ */
+export const requestAsPrincipal = async <A>(
+  credentials: UserCredentials | undefined,
+  actor: ServiceActorRef,
+  principal: string | undefined,
+  options: PerUserRequestOptions,
+  request: (connection: McpConnection) => Promise<A>
+): Promise<Exit.Exit<A, PerUserFailure>> => {
+  const snapshot = actor.getSnapshot()
+  const { scope, name, definition } = snapshot.context
+  const names = perUserOf(definition) ?? { headers: [], env: [] }
+  const required = (why: string) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why))
+  // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
+  // `sessionOwner`); a request made without a caller (the library's) has no credential of its own.
+  if (principal === undefined || credentials === undefined) return required("this caller has not given its own")
+  const connection = snapshot.context.connection
+  if (!isConnected(statusOf(snapshot)) || connection === undefined) return Exit.fail(new NotConnected(snapshot))
+  // Another replica runs the service: the request goes there, for this principal.
+  if (connection.forPrincipal !== undefined) {
+    try {
+      return Exit.succeed(await request(connection.forPrincipal(principal)))
+    } catch (e) {
+      if (e instanceof PrincipalRefused) {
+        if (e.refusal === "credentials_required") return required("this caller has not given its own")
+        if (e.refusal === "too_many") return Exit.fail(tooMany(name, e.max ?? 0))
+        return Exit.fail(unavailable(actor, e.message))
+      }
+      return e instanceof McpRequestError ? Exit.fail(e) : Exit.die(e)
+    }
+  }
+  let own
+  try {
+    own = await credentials.find(scope, name, principal)
+  } catch (e) {
+    // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
+    const refusal = unavailable(actor, `the per-user credential cannot be read now (${e instanceof Error ? e.message : String(e)})`)
+    log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
+    return Exit.fail(refusal)
+  }
+  if (own === undefined) return required("this caller has not given its own")
+  return credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
+}
+
+const tooMany = (name: string, max: number): TooMany =>
+  new TooMany({
+    message: `Service '${name}' already has ${max} principals' connections in use; try again shortly`,
+    limit: "per_user_connections",
+    max,
+    retryAfterSeconds: 1
+  })
+
+const unavailable = (actor: ServiceActorRef, why: string): ServiceUnavailable => {
+  const snapshot = actor.getSnapshot()
+  return new ServiceUnavailable({
+    message: `Service '${snapshot.context.name}' cannot be used by this caller now: ${why}; try again shortly`,
+    serviceName: snapshot.context.name,
+    status: statusOf(snapshot),
+    nextRetryAt: null,
+    lastError: null
+  })
+}
