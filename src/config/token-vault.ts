@@ -39,6 +39,8 @@ export interface PendingRecord {
   readonly service: string
   readonly scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }
   readonly name: string
+  /** The principal a `per_user` authorization is for (src/runtime/upstream-oauth.ts `principalKey`); absent: the service's own. */
+  readonly principal?: string | undefined
   readonly verifier: string
   readonly redirectUri: string
   /** Epoch milliseconds. */
@@ -73,6 +75,8 @@ export const unseal = (key: Buffer, text: string): string => {
 export interface TokenStore {
   /** The entry of a service, if any. */
   find(service: string): VaultEntry | undefined
+  /** The entries whose key starts with `prefix` (a `per_user` service's principals' own: `<service>\u0000`). */
+  entriesUnder(prefix: string): ReadonlyArray<VaultEntry>
   /** Replaces the service's entry (any other issuer or scope of it is dropped). */
   put(entry: VaultEntry): Promise<void>
   /** Forgets everything of a service. */
@@ -137,6 +141,10 @@ export class TokenVault implements TokenStore {
   find(service: string): VaultEntry | undefined {
     for (const entry of this.entries.values()) if (entry.service === service) return entry
     return undefined
+  }
+
+  entriesUnder(prefix: string): ReadonlyArray<VaultEntry> {
+    return [...this.entries.values()].filter((e) => e.service.startsWith(prefix))
   }
 
   /** Replaces the service's entry (any other issuer or scope of it is dropped) and writes the file. */

@@ -496,24 +496,40 @@ const perUserRequest = async <A>(
   // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
   // `sessionOwner`); a call made without a caller (the library's) has no credential of its own.
   const principal = input.caller?.().owner
-  const route = `PUT ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
-  const required = (why: string) => {
+  const base = `${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
+  const takesValues = names.headers.length > 0 || names.env.length > 0
+  const required = (why: string, authorize = false) => {
     log.warn(`call of '${input.tool_name}' refused: ${why}`, { event: "credentials_required", scope: ctx.label, service: name, tool: input.tool_name })
+    // What the caller does next: give its values (PUT), or authorize the upstream for itself (POST .../authorize, `per_user.oauth`).
+    const route = authorize ? `POST ${base}/authorize` : `PUT ${base}`
+    const todo = authorize
+      ? `authorize the upstream for yourself with ${route} (answers an authorization_url to open in a browser)`
+      : `give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`
     return new CredentialsRequired({
-      message: `Service '${name}' takes each caller's own credential, and ${why}: give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`,
+      message: `Service '${name}' takes each caller's own ${authorize ? "OAuth authorization" : "credential"}, and ${why}: ${todo}`,
       serviceName: name,
       scope: ctx.label,
       headers: names.headers,
       env: names.env,
+      oauth: names.oauth,
       route
     })
   }
   const credentials = ctx.host.credentials
-  if (credentials === undefined || ctx.host.replication.shared) return required("per-user credentials are not supported in replica mode")
+  if (credentials === undefined || ctx.host.replication.shared) return required("per-user credentials are not supported in replica mode", !takesValues)
   if (!isConnected(statusOf(actor.getSnapshot()))) return Exit.fail(new NotConnected(actor.getSnapshot()))
-  const own = principal === undefined ? undefined : await credentials.find(ctx.scope, name, principal)
-  if (own === undefined || principal === undefined) return required("this caller has not given its own")
-  return credentials.request({ scope: ctx.scope, name, definition }, principal, own, { remaining: call.remaining }, request)
+  // A service that takes only an OAuth authorization has no values to give: the connection adds nothing but the token.
+  const own = principal === undefined ? undefined : takesValues ? await credentials.find(ctx.scope, name, principal) : { headers: {}, env: {} }
+  if (own === undefined || principal === undefined) return required(takesValues ? "this caller has not given its own" : "this caller has not authorized it", !takesValues)
+  if (names.oauth && !credentials.authorized(ctx.scope, name, principal)) return required("this caller has not authorized it (or its authorization was refused since)", true)
+  const sent = await credentials.request({ scope: ctx.scope, name, definition }, principal, own, { remaining: call.remaining }, request)
+  // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
+  const failure = Exit.isFailure(sent) ? Cause.failureOption(sent.cause) : Option.none()
+  if (names.oauth && Option.isSome(failure) && failure.value instanceof McpRequestError && failure.value.authorizationRequired) {
+    void credentials.reset(ctx.scope, name, principal, "the upstream refused its authorization")
+    return required("the upstream refused this caller's authorization", true)
+  }
+  return sent
 }
 
 const describeNames = (names: PerUserNames): string =>

@@ -161,8 +161,11 @@ export class Store implements StoreHost {
     const connections = this.connections
     this.credentials = new UserCredentials(
       replication.shared ? Promise.resolve(CredentialsFile.inMemory()) : CredentialsFile.open(definitions.path),
-      (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
-      (connection) => connections.close(connection)
+      (target, values, timeoutMs, signal, principal) =>
+        openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal, oauth: { manager: this.oauth, principal } }),
+      (connection) => connections.close(connection),
+      undefined,
+      this.oauth
     )
     const machine = storeMachine.provide({
       actors: { service, agent: agentMachine.provide({ actors: { service }, actions: { reportCrash: logCrash } }) },
