@@ -134,6 +134,16 @@ describe("per-principal upstream OAuth", () => {
     expect(put.body.message).toContain("/credentials/secure/authorize")
   })
 
+  it("without the service-wide authorization the service lists no tools: a call is answered 503 naming the authorization it waits for", async () => {
+    expect(keep(await admin.post(`${PREFIX}/add_service`, { name: "waiting", url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
+    expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "waiting", status: "unreachable", timeout: 15 })).status).toBe(200)
+    const reply = keep(await alice.post(`${PREFIX}/call_tool`, { tool_name: "waiting__whoami", args: {} }))
+    expect(reply.status, reply.text).toBe(503)
+    expect(reply.body.error.code).toBe("SERVICE_UNAVAILABLE")
+    expect(reply.text).toContain("authorize_service")
+    keep(await admin.del(`${PREFIX}/delete_service/waiting`))
+  })
+
   it("a principal authorizes for itself through the browser: its calls are its own user's upstream", async () => {
     await authorizeInBrowser(alice, "alice")
     expect(await whoami(alice)).toBe("alice")
