@@ -529,6 +529,8 @@ const perUserRequest = async <A>(
     void credentials.reset(ctx.scope, name, principal, "the upstream refused its authorization")
     return required("the upstream refused this caller's authorization", true)
   }
+  // Its tokens were deleted (or refused) while the call ran: the caller is told to authorize again.
+  if (names.oauth && Option.isSome(failure) && !credentials.authorized(ctx.scope, name, principal)) return required("this caller's authorization was deleted during the call", true)
   return sent
 }
 

@@ -121,7 +121,7 @@ export class OAuthManager {
     // The principals' own tokens of the service (per_user oauth) never follow it to another origin either.
     for (const entry of this.vault.entriesUnder(`${key}\u0000`)) {
       if (entry.origin === origin) continue
-      this.principals.get(entry.service)?.drop()
+      this.principals.get(entry.service)?.retire()
       this.principals.delete(entry.service)
       void this.vault.remove(entry.service)
       log.info(`a principal's OAuth tokens of ${key} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: key })
@@ -138,7 +138,7 @@ export class OAuthManager {
     let auth = this.principals.get(key)
     const stored = this.vault.find(key)
     if (stored !== undefined && stored.origin !== new URL(url).origin) {
-      auth?.drop()
+      auth?.retire()
       auth = undefined
       this.principals.delete(key)
       void this.vault.remove(key)
@@ -170,7 +170,7 @@ export class OAuthManager {
   async forgetPrincipal(scope: Scope, name: string, principal: string): Promise<boolean> {
     const key = principalKey(scope, name, principal)
     const had = this.vault.find(key)?.tokens !== undefined
-    this.principals.get(key)?.drop()
+    this.principals.get(key)?.retire()
     this.principals.delete(key)
     for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
     if (this.vault.find(key) !== undefined) await this.vault.remove(key)
@@ -191,7 +191,7 @@ export class OAuthManager {
     const principals = `${key}\u0000`
     for (const [k, auth] of this.principals) {
       if (!k.startsWith(principals)) continue
-      auth.drop()
+      auth.retire()
       this.principals.delete(k)
     }
     for (const [state, p] of this.pending) if (p.service === key || p.service.startsWith(principals)) this.dropState(state)
@@ -345,6 +345,8 @@ export class ServiceAuth implements UpstreamAuth {
   private entry: VaultEntry | undefined
   /** How log lines name it: the service's key, with the principal's first characters when it is one's. */
   readonly label: string
+  /** Taken out of use (`retire`): nothing is kept any more. */
+  private retired = false
 
   constructor(
     private readonly manager: OAuthManager,
@@ -441,7 +443,7 @@ export class ServiceAuth implements UpstreamAuth {
     } catch (e) {
       if (e instanceof InvalidGrantError) {
         this.tokens = undefined
-        await this.manager.vault.put({ ...entry, tokens: undefined })
+        if (!this.retired) await this.manager.vault.put({ ...entry, tokens: undefined })
         if (this.principal !== undefined) {
           log.warn(`OAuth token refresh of ${this.label} refused (invalid_grant): the principal must authorize again`, { event: "oauth_refresh_failed", service: serviceKey(this.scope, this.name) })
         }
@@ -520,6 +522,15 @@ export class ServiceAuth implements UpstreamAuth {
     this.publish(undefined)
   }
 
+  /**
+   * A principal's token source taken out of use (its tokens deleted, its service deleted or moved):
+   * a refresh or authorization still under way on it keeps nothing (a deleted token never comes back).
+   */
+  retire(): void {
+    this.retired = true
+    this.drop()
+  }
+
   private authOptions() {
     const url = this.challenge?.resourceMetadataUrl
     let resourceMetadataUrl: URL | undefined
@@ -567,6 +578,7 @@ export class ServiceAuth implements UpstreamAuth {
         return Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri) ? (this.entry?.client as OAuthClientInformationMixed) : undefined
       },
       saveClientInformation: async (client) => {
+        if (this.retired) return
         this.entry = { ...(this.entry ?? this.entryWith(undefined)), client }
         await this.manager.vault.put(this.entry)
       },
@@ -578,6 +590,7 @@ export class ServiceAuth implements UpstreamAuth {
         state !== undefined ? this.manager.attachVerifier(state, verifier) : undefined,
       codeVerifier: () => flow.verifier ?? "",
       saveDiscoveryState: async (discovery) => {
+        if (this.retired) return
         this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: discovery.authorizationServerUrl }
         await this.manager.vault.put(this.entry)
       },
@@ -598,6 +611,7 @@ export class ServiceAuth implements UpstreamAuth {
 
   /** Keeps new tokens (memory and vault) and shows the service authorized. */
   private async keep(tokens: OAuthTokens): Promise<void> {
+    if (this.retired) return
     this.tokens = { ...tokens, obtained_at: Date.now() }
     this.entry = { ...(this.entry ?? this.entryWith(undefined)), tokens: this.tokens }
     await this.manager.vault.put(this.entry)

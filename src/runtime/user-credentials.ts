@@ -135,6 +135,11 @@ export class UserCredentials {
         return Exit.succeed(await request(connection))
       } catch (e) {
         if (!(e instanceof McpRequestError)) return Exit.die(e)
+        // Closed under the call (its credential changed or was deleted, the service went, the store stops):
+        // a failure of the call, not the caller's own cancellation.
+        if (e.kind === "aborted" && this.pools.get(service)?.get(principal) !== pooled) {
+          return Exit.fail(new McpRequestError("transport", "the principal's connection was closed during the call (its credential changed or was deleted)"))
+        }
         const broken = e.kind === "session_expired" || e.kind === "transport"
         if (broken) this.drop(service, principal, `its connection failed: ${e.kind}`)
         if (e.kind === "session_expired" && !retried) continue

@@ -226,16 +226,6 @@ describe("per-principal upstream OAuth", () => {
     expect(await whoami(bob)).toBe("bob")
   })
 
-  it("never shows a token in an answer, a log line or a file of the store", async () => {
-    const files = readdirSync(dir)
-      .map((f) => join(dir, f))
-      .filter((f) => statSync(f).isFile())
-      .map((f) => readFileSync(f, "utf8"))
-    const haystacks = [...answers, ...logs.lines, ...files]
-    expect(fixture.issued.length).toBeGreaterThan(6)
-    for (const token of fixture.issued) expect(haystacks.filter((h) => h.includes(token)).map((h) => h.slice(0, 300))).toEqual([])
-  })
-
   it("a URL moved to another origin drops every principal's tokens (a store service, authorized by an admin key for itself)", async () => {
     const vault = server.running.store.oauth.vault
     const under = `${serviceKey({ kind: "store" }, "moving")}\u0000`
@@ -258,6 +248,32 @@ describe("per-principal upstream OAuth", () => {
     keep(await admin.del("/for_store/delete_service/moving"))
   })
 
+  it("a DELETE while the principal's refresh is under way: the refreshed token is not kept, the call is sent back to authorizing", async () => {
+    const vault = server.running.store.oauth.vault
+    const under = `${serviceKey(SCOPE, "secure")}\u0000`
+    await authorizeInBrowser(alice, "alice")
+    expect(vault.entriesUnder(under)).toHaveLength(2)
+    const refreshes = fixture.refreshesOf["alice"] ?? 0
+    const release = fixture.holdRefreshes()
+    try {
+      fixture.expireAll()
+      const refusedBefore = fixture.counts.unauthorized
+      const call = alice.post(`${PREFIX}/call_tool`, { tool_name: "secure__whoami", args: {} })
+      // The upstream refused the call's token: its refresh is now held at the token endpoint.
+      expect(await eventually(() => fixture.counts.unauthorized > refusedBefore, 5_000)).toBe(true)
+      expect(keep(await alice.del(`${PREFIX}/credentials/secure`)).status).toBe(200)
+      release()
+      const reply = keep(await call)
+      expect(reply.status, reply.text).toBe(403)
+      expect(reply.body.error.code).toBe("CREDENTIALS_REQUIRED")
+    } finally {
+      release()
+    }
+    expect(await eventually(() => (fixture.refreshesOf["alice"] ?? 0) > refreshes, 5_000)).toBe(true)
+    expect(vault.entriesUnder(under)).toHaveLength(1)
+    await refused(alice)
+  })
+
   it("the service's deletion drops every principal's tokens", async () => {
     const vault = server.running.store.oauth.vault
     const under = `${serviceKey(SCOPE, "secure")}\u0000`
@@ -265,5 +281,15 @@ describe("per-principal upstream OAuth", () => {
     expect(vault.entriesUnder(under)).toHaveLength(2)
     expect(keep(await admin.del(`${PREFIX}/delete_service/secure`)).status).toBe(200)
     expect(await eventually(() => vault.entriesUnder(under).length === 0 && vault.find(serviceKey(SCOPE, "secure")) === undefined, 5_000)).toBe(true)
+  })
+
+  it("never shows a token in an answer, a log line or a file of the store", async () => {
+    const files = readdirSync(dir)
+      .map((f) => join(dir, f))
+      .filter((f) => statSync(f).isFile())
+      .map((f) => readFileSync(f, "utf8"))
+    const haystacks = [...answers, ...logs.lines, ...files]
+    expect(fixture.issued.length).toBeGreaterThan(6)
+    for (const token of fixture.issued) expect(haystacks.filter((h) => h.includes(token)).map((h) => h.slice(0, 300))).toEqual([])
   })
 })
