@@ -52,6 +52,20 @@ export const CredentialsAuthorizePayload = Schema.NullOr(
   })
 )
 
+/** What the principal has given and authorized for a service (names and dates only, never a value or a token). */
+export const CredentialsStatusResponse = Schema.Struct({
+  ...ok,
+  service_name: Schema.String,
+  headers: Schema.Array(Schema.String).annotations({ description: "The header names you have given (never their values)" }),
+  env: Schema.Array(Schema.String).annotations({ description: "The environment names you have given (never their values)" }),
+  oauth: Schema.Struct({
+    required: Schema.Boolean.annotations({ description: "Whether the service takes each caller's own OAuth authorization (per_user.oauth)" }),
+    authorized: Schema.Boolean.annotations({ description: "Whether you hold your own token of it" }),
+    expires_at: Schema.NullOr(Schema.String).annotations({ description: "When your access token expires (it is refreshed before then); null when unknown or not authorized" })
+  }),
+  ready: Schema.Boolean.annotations({ description: "Whether your calls of the service's tools can go through: every declared value given, and authorized when it takes OAuth" })
+})
+
 export const CredentialsPath = Schema.Struct({ service_name: ServiceRef })
 export const AgentCredentialsPath = Schema.Struct({ agent_id: AgentId, service_name: ServiceRef })
 
@@ -63,6 +77,9 @@ export const credentialsEndpoints = (prefix: string) => ({
     .annotate(BeyondContract, true),
   del: HttpApiEndpoint.del("deleteCredentials", `${prefix}/credentials/:service_name` as `/${string}`)
     .addSuccess(CredentialsResponse)
+    .annotate(BeyondContract, true),
+  get: HttpApiEndpoint.get("getCredentials", `${prefix}/credentials/:service_name` as `/${string}`)
+    .addSuccess(CredentialsStatusResponse)
     .annotate(BeyondContract, true),
   authorize: HttpApiEndpoint.post("authorizeCredentials", `${prefix}/credentials/:service_name/authorize` as `/${string}`)
     .setPayload(CredentialsAuthorizePayload)
@@ -169,6 +186,44 @@ export const authorizeCredentialsAnswer = (scope: ScopeRef, oauth: OAuthManager,
         success: true,
         message: result.authorization_url !== undefined ? `Open the authorization URL to authorize '${result.service_name}' for yourself` : `You authorized '${result.service_name}': your calls of its tools carry your own token`,
         ...result
+      }
+    })
+  )
+
+/**
+ * `GET .../credentials/{service_name}`: what the request's own principal has given (names) and
+ * whether it has authorized the upstream for itself (`per_user.oauth`), never a value or a token;
+ * `ready` tells whether its calls can go through. Nothing of another principal's is read.
+ */
+export const credentialsStatusAnswer = (scope: ScopeRef, oauth: OAuthManager, serviceName: string) =>
+  contract(
+    Effect.gen(function* () {
+      const ctx = yield* scope
+      const who = yield* currentPrincipal
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const principal = sessionOwner(who, request.headers["authorization"])
+      const actor = yield* ctx.service(serviceName)
+      const { name, definition } = actor.getSnapshot().context
+      const declared = perUserOf(definition)
+      if (declared === undefined) {
+        return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
+      }
+      const credentials = ctx.host.credentials
+      if (credentials === undefined || ctx.host.replication.shared) {
+        return yield* Effect.fail(new Forbidden({ message: "Per-user credentials are not supported in replica mode" }))
+      }
+      const given = yield* Effect.promise(() => credentials.find(ctx.scope, name, principal))
+      const status = declared.oauth ? oauth.principalStatus(ctx.scope, name, principal) : { authorized: false, expires_at: null }
+      const valuesGiven = (declared.headers.length === 0 && declared.env.length === 0) || given !== undefined
+      const ready = valuesGiven && (!declared.oauth || status.authorized)
+      return {
+        success: true,
+        message: ready ? `Your calls of '${name}' carry your own credentials` : `Your calls of '${name}' are refused until you ${valuesGiven ? "authorize it for yourself (POST .../authorize)" : "give your values (PUT)"}`,
+        service_name: name,
+        headers: Object.keys(given?.headers ?? {}),
+        env: Object.keys(given?.env ?? {}),
+        oauth: { required: declared.oauth, ...status },
+        ready
       }
     })
   )

@@ -161,6 +161,13 @@ export class OAuthManager {
     return this.vault.find(principalKey(scope, name, principal))?.tokens !== undefined
   }
 
+  /** What a principal may see of its own authorization of a service: whether it holds a token, and until when (never the token). */
+  principalStatus(scope: Scope, name: string, principal: string): { readonly authorized: boolean; readonly expires_at: string | null } {
+    const tokens = this.vault.find(principalKey(scope, name, principal))?.tokens
+    if (tokens === undefined) return { authorized: false, expires_at: null }
+    return { authorized: true, expires_at: tokens.expires_in === undefined ? null : new Date(tokens.obtained_at + tokens.expires_in * 1000).toISOString() }
+  }
+
   /** How many principals keep their own OAuth entry of a service (for the cap). */
   principalCount(scope: Scope, name: string): number {
     return this.vault.entriesUnder(`${serviceKey(scope, name)}\u0000`).length

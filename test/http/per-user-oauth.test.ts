@@ -145,8 +145,16 @@ describe("per-principal upstream OAuth", () => {
   })
 
   it("a principal authorizes for itself through the browser: its calls are its own user's upstream", async () => {
+    const before = keep(await alice.get(`${PREFIX}/credentials/secure`))
+    expect(before.status, before.text).toBe(200)
+    expect(before.body).toMatchObject({ service_name: "secure", ready: false, oauth: { required: true, authorized: false, expires_at: null } })
     await authorizeInBrowser(alice, "alice")
     expect(await whoami(alice)).toBe("alice")
+    // Her own status says so (a date, never a token); bob's (asked with his key) does not.
+    const after = keep(await alice.get(`${PREFIX}/credentials/secure`))
+    expect(after.body).toMatchObject({ ready: true, oauth: { required: true, authorized: true } })
+    expect(Date.parse(after.body.oauth.expires_at)).toBeGreaterThan(Date.now())
+    expect(keep(await bob.get(`${PREFIX}/credentials/secure`)).body).toMatchObject({ ready: false, oauth: { authorized: false } })
     // Bob has not: still refused, never given alice's (nor the operator's) token.
     await refused(bob)
     expect(logs.lines.some((l) => l.includes('"event":"credentials_authorizing"'))).toBe(true)
@@ -202,6 +210,7 @@ describe("per-principal upstream OAuth", () => {
     expect(keep(await eve.post(`${PREFIX}/credentials/secure/authorize`)).status).toBe(403)
     expect(keep(await reader.post(`${PREFIX}/credentials/secure/authorize`)).status).toBe(403)
     expect(keep(await eve.del(`${PREFIX}/credentials/secure`)).status).toBe(403)
+    expect(keep(await eve.get(`${PREFIX}/credentials/secure`)).status).toBe(403)
     // A service not taken per user: its own authorize route is authorize_service.
     expect(keep(await admin.post(`${PREFIX}/add_service`, { name: "plain", url: fixture.url })).status).toBe(200)
     const plain = keep(await alice.post(`${PREFIX}/credentials/plain/authorize`))
@@ -223,6 +232,7 @@ describe("per-principal upstream OAuth", () => {
     expect(deleted.body.message).toContain("deleted")
     await refused(alice)
     expect(vault.entriesUnder(under)).toHaveLength(1)
+    expect(keep(await alice.get(`${PREFIX}/credentials/secure`)).body).toMatchObject({ ready: false, oauth: { authorized: false } })
     expect(await whoami(bob)).toBe("bob")
   })
 
