@@ -9,6 +9,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runAuth } from "../../src/cli/auth-command.js"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { serviceKey } from "../../src/runtime/upstream-oauth.js"
@@ -37,6 +38,7 @@ describe("per-principal upstream OAuth", () => {
   let reader: Api
   const dir = freshDir()
   const answers: string[] = []
+  const keys: Record<string, string> = {}
 
   /** Every answer's text is kept, to grep it for tokens at the end. */
   const keep = <T extends { text: string }>(reply: T): T => {
@@ -93,6 +95,7 @@ describe("per-principal upstream OAuth", () => {
       await createKey(keysFile, "--role", "agent", "--agent", "other", "--name", "eve"),
       await createKey(keysFile, "--role", "reader", "--name", "dash")
     ]
+    keys["alice"] = made[1] as string
     server = await startTestServer({ dir })
     ;[admin, alice, bob, eve, reader] = made.map((key) => authedApi(server.url, key)) as [Api, Api, Api, Api, Api]
     // The operator authorizes the service's shared connection (its tool list and health), as for any OAuth upstream.
@@ -284,10 +287,20 @@ describe("per-principal upstream OAuth", () => {
     await refused(alice)
   })
 
-  it("the service's deletion drops every principal's tokens", async () => {
+  it("the service's deletion drops every principal's tokens (alice authorized from a terminal: mcp-store auth --mine)", async () => {
     const vault = server.running.store.oauth.vault
     const under = `${serviceKey(SCOPE, "secure")}\u0000`
-    await authorizeInBrowser(alice, "alice")
+    const out: string[] = []
+    const code = await runAuth(["secure", "--agent", AGENT, "--mine", "--url", server.url, "--api-key", keys["alice"] as string, "--open", "--timeout", "10"], {}, {
+      writeOut: (t) => void out.push(t),
+      writeErr: (t) => void out.push(t),
+      // The "browser": alice agrees, and the authorization server sends it back to the store's callback.
+      openBrowser: async (url) => void (await (await fetch(await approveAs(url, "alice"))).text())
+    })
+    answers.push(out.join(""))
+    expect(out.join("")).toContain("authorized for your key")
+    expect(code).toBe(0)
+    expect(await whoami(alice)).toBe("alice")
     expect(vault.entriesUnder(under)).toHaveLength(2)
     expect(keep(await admin.del(`${PREFIX}/delete_service/secure`)).status).toBe(200)
     expect(await eventually(() => vault.entriesUnder(under).length === 0 && vault.find(serviceKey(SCOPE, "secure")) === undefined, 5_000)).toBe(true)
