@@ -269,7 +269,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         : await expanded(resolved, givenOAuth, registry.options)
     const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
     // A remote service's token source (src/runtime/upstream-oauth.ts): idle until an upstream asks for OAuth.
-    const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
+    const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig, input.definition.per_user?.oauth === true) : undefined
     const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
       connect(target, {
         timeoutMs: input.timeoutMs,

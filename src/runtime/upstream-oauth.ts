@@ -103,8 +103,11 @@ export class OAuthManager {
     }
   }
 
-  /** The token source of a remote service (created on first use; a new origin drops old tokens). */
-  forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined): ServiceAuth {
+  /**
+   * The token source of a remote service (created on first use; a new origin drops old tokens, and
+   * the principals' own ones too, as does a definition that no longer has `per_user.oauth`).
+   */
+  forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined, perUserOAuth = true): ServiceAuth {
     const key = `${scopeLabel(scope)}/${name}`
     let service = this.services.get(key)
     const origin = new URL(url).origin
@@ -120,11 +123,12 @@ export class OAuthManager {
     }
     // The principals' own tokens of the service (per_user oauth) never follow it to another origin either.
     for (const entry of this.vault.entriesUnder(`${key}\u0000`)) {
-      if (entry.origin === origin) continue
+      if (entry.origin === origin && perUserOAuth) continue
       this.principals.get(entry.service)?.retire()
       this.principals.delete(entry.service)
       void this.vault.remove(entry.service)
-      log.info(`a principal's OAuth tokens of ${key} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: key })
+      const why = perUserOAuth ? "its URL moved to another origin" : "its definition no longer has per_user.oauth"
+      log.info(`a principal's OAuth tokens of ${key} dropped: ${why}`, { event: "oauth_tokens_dropped", service: key })
     }
     return service
   }
@@ -292,17 +296,16 @@ export class OAuthManager {
   }
 
   /**
-   * A principal's token source, for an authorization started before (maybe before a restart): the
-   * one in memory, else one made from the service's own (its references expanded by its last
-   * connect), else from its definition as written. Undefined when the service is gone or not remote.
+   * A principal's token source for an authorization (started now, or before, maybe before a
+   * restart), as the service is now: at the URL and with the settings of the service's own token
+   * source (its references expanded by its last connect), else of its definition as written.
+   * Undefined when the service is gone, not remote, or no longer takes each caller's own OAuth.
    */
   principalOf(scope: Scope, name: string, principal: string): ServiceAuth | undefined {
-    const known = this.principals.get(principalKey(scope, name, principal))
-    if (known !== undefined) return known
+    const definition = this.lookup(scope, name)?.getSnapshot().context.definition
+    if (definition?.per_user?.oauth !== true) return undefined
     const shared = this.services.get(serviceKey(scope, name))
     if (shared !== undefined) return this.forPrincipal(scope, name, shared.url, shared.config, principal)
-    const definition = this.lookup(scope, name)?.getSnapshot().context.definition
-    if (definition === undefined) return undefined
     try {
       const resolved = resolveDefinition(definition)
       if (resolved.kind !== "remote") return undefined
@@ -721,7 +724,7 @@ export const authorizeUpstream = (
     const service =
       principal !== undefined
         ? oauth.principalOf(ctx.scope, name, principal)
-        : (oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"])))
+        : (oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true))
     if (service === undefined) return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: "the service's definition is not usable: fix it first" }]))
     if (input.code !== undefined && input.state !== undefined) {
       const { code, state } = input

@@ -239,7 +239,7 @@ describe("per-principal upstream OAuth", () => {
     expect(await whoami(bob)).toBe("bob")
   })
 
-  it("a URL moved to another origin drops every principal's tokens (a store service, authorized by an admin key for itself)", async () => {
+  it("a definition without per_user.oauth, or a URL moved to another origin, drops every principal's tokens (a store service, authorized by an admin key for itself)", async () => {
     const vault = server.running.store.oauth.vault
     const under = `${serviceKey({ kind: "store" }, "moving")}\u0000`
     expect(keep(await admin.post("/for_store/add_service", { name: "moving", url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
@@ -252,6 +252,16 @@ describe("per-principal upstream OAuth", () => {
     const call = keep(await admin.post("/for_store/call_tool", { tool_name: "moving__whoami", args: {} }))
     expect(call.status, call.text).toBe(200)
     expect(JSON.parse(call.body.content[0].text).user).toBe("ops")
+    expect(vault.entriesUnder(under)).toHaveLength(1)
+    const update = async (definition: Record<string, unknown>) =>
+      keep(await admin.request("PUT", "/for_store/update_service/moving", { body: JSON.stringify(definition), headers: { "content-type": "application/json" } }))
+    // Shared by everybody now: the principals' own tokens have no use left, and are dropped at its next connect.
+    expect((await update({ url: fixture.url })).status).toBe(200)
+    expect(await eventually(() => vault.entriesUnder(under).length === 0, 10_000)).toBe(true)
+    expect((await update({ url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
+    expect(keep(await admin.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })).status).toBe(200)
+    const again = keep(await admin.post("/for_store/credentials/moving/authorize"))
+    expect((await fetch(await approveAs(again.body.authorization_url as string, "ops"))).status).toBe(200)
     expect(vault.entriesUnder(under)).toHaveLength(1)
     const moved = keep(
       await admin.request("PUT", "/for_store/update_service/moving", { body: JSON.stringify({ url: fixture.otherOriginUrl }), headers: { "content-type": "application/json" } })
