@@ -2,19 +2,21 @@
 // file and an OAuth-protected MCP fixture whose authorization server issues each user's own tokens
 // (test/fixtures/oauth-server.ts, `login_hint`) and whose `whoami` tool answers the token's user. The
 // operator authorizes the service's shared connection; two agent keys each authorize for themselves
-// (browser callback, pasted code) and each call is seen upstream as its own user; a caller without an
+// (browser callback, pasted code, the CLI) and each call, over REST or MCP, is seen upstream as its own user; a caller without an
 // authorization is told the route; a state of one principal presented by another does nothing; tokens
 // are refreshed per principal, refused refresh tokens and DELETE send the caller back to authorizing,
 // and a URL moved to another origin or the service's deletion drops every principal's tokens.
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { runAuth } from "../../src/cli/auth-command.js"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { authedApi, eventually, freshDir, startTestServer, type Api, type TestServer } from "../support/index.js"
+import { authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
@@ -96,6 +98,7 @@ describe("per-principal upstream OAuth", () => {
       await createKey(keysFile, "--role", "reader", "--name", "dash")
     ]
     keys["alice"] = made[1] as string
+    keys["bob"] = made[2] as string
     server = await startTestServer({ dir })
     ;[admin, alice, bob, eve, reader] = made.map((key) => authedApi(server.url, key)) as [Api, Api, Api, Api, Api]
     // The operator authorizes the service's shared connection (its tool list and health), as for any OAuth upstream.
@@ -187,6 +190,24 @@ describe("per-principal upstream OAuth", () => {
     expect(done.status, done.text).toBe(200)
     const users = await Promise.all([whoami(alice), whoami(bob), whoami(alice), whoami(bob)])
     expect(users).toEqual(["alice", "bob", "alice", "bob"])
+  })
+
+  it("over MCP (the agent's endpoint), each key's calls carry its own token too", async () => {
+    const seen: Record<string, string | null> = {}
+    for (const who of ["alice", "bob"]) {
+      const transport = new StreamableHTTPClientTransport(new URL(`${server.url}${PREFIX}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keys[who]}` } } })
+      const client = new Client({ name: "per-user-oauth-test", version: "1.0.0" })
+      client.onerror = () => undefined
+      await within(client.connect(transport), 10_000, "connect")
+      try {
+        const result = (await client.callTool({ name: "secure__whoami", arguments: {} }, undefined, { timeout: 10_000 })) as { content: Array<{ text: string }> }
+        answers.push(JSON.stringify(result))
+        seen[who] = (JSON.parse(result.content[0]!.text) as { user: string | null }).user
+      } finally {
+        await client.close()
+      }
+    }
+    expect(seen).toEqual({ alice: "alice", bob: "bob" })
   })
 
   it("refreshes each principal's token on its own when the upstream refuses it (one refresh per principal)", async () => {
