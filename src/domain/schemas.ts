@@ -415,6 +415,7 @@ const connectionProblems = (def: {
   readonly type?: string
   readonly oauth?: unknown
   readonly per_user?: { readonly headers?: ReadonlyArray<string>; readonly env?: ReadonlyArray<string>; readonly oauth?: true }
+  readonly headers?: Readonly<Record<string, string>>
 }): ReadonlyArray<Schema.FilterIssue> => {
   const problems: Array<Schema.FilterIssue> = []
   if ((def.url === undefined) === (def.command === undefined)) {
@@ -430,6 +431,9 @@ const connectionProblems = (def: {
     if (def.per_user.oauth !== undefined && def.per_user.headers?.some((h) => h.toLowerCase() === "authorization") === true) {
       problems.push({ path: ["per_user", "headers"], message: "must not list Authorization beside `oauth`: the principal's bearer token is that header" })
     }
+    // A shared Authorization header would be every caller's identity, the very thing per_user.oauth replaces.
+    const shared = def.per_user.oauth !== undefined ? Object.keys(def.headers ?? {}).find((h) => h.toLowerCase() === "authorization") : undefined
+    if (shared !== undefined) problems.push({ path: ["headers", shared], message: "must not be given beside per_user.oauth: each caller's own bearer token is that header" })
     if (def.per_user.headers !== undefined && def.command !== undefined) problems.push({ path: ["per_user", "headers"], message: "is for a remote ('url') service: a local one is given `env`" })
     if (def.per_user.env !== undefined && def.url !== undefined) problems.push({ path: ["per_user", "env"], message: "is for a local ('command') service: a remote one is given `headers`" })
   }

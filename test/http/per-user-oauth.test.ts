@@ -127,6 +127,9 @@ describe("per-principal upstream OAuth", () => {
     expect(machine.status).toBe(400)
     const header = keep(await admin.post(`${PREFIX}/add_service`, { name: "bad", url: fixture.url, per_user: { oauth: true, headers: ["Authorization"] } }))
     expect(header.status).toBe(400)
+    const shared = keep(await admin.post(`${PREFIX}/add_service`, { name: "bad", url: fixture.url, headers: { Authorization: "Bearer everybody" }, per_user: { oauth: true } }))
+    expect(shared.status).toBe(400)
+    expect(shared.body.error.details.fields).toEqual([{ field: "headers.Authorization", problem: "must not be given beside per_user.oauth: each caller's own bearer token is that header" }])
     expect((await admin.get(`${PREFIX}/get_service_info?name=bad`)).status).toBe(404)
   })
 
