@@ -2,9 +2,12 @@
  * `mcp-store auth <service> [--agent <id>] [--open]`: authorizes an OAuth-protected upstream from a
  * terminal, against a running store over its HTTP API: asks authorize_service for the URL, prints
  * it (opens a browser with `--open`), then waits (wait_service) until the store's callback has
- * finished the flow and the service is healthy. Nothing secret passes through it: the code goes
- * from the browser to the store's /oauth/callback.
+ * finished the flow and the service is healthy. With `--mine` (a `per_user.oauth` service), the key's
+ * own authorization instead: POST .../credentials/<service>/authorize, then GET .../credentials/<service>
+ * every second until it says authorized. Nothing secret passes through it: the code goes from the
+ * browser to the store's /oauth/callback.
  */
+import { setTimeout as sleep } from "node:timers/promises"
 import { Command } from "commander"
 import { parseArguments, storeClient, withStoreOptions } from "./subcommand.js"
 
@@ -27,20 +30,22 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
     .argument("<service>", "the service's name")
     .option("--agent <id>", "the agent whose service it is (default: the store's)")
     .option("--open", "open the authorization URL in a browser")
+    .option("--mine", "authorize the service for your own key only (a service with per_user.oauth)")
     .option("--timeout <seconds>", `how long to wait for the authorization (default: ${WAIT_SECONDS})`)
     .exitOverride()
     .configureOutput({ writeOut: out, writeErr: err, outputError: () => undefined })
   const parsed = await parseArguments(program, argv, err, "mcp-store auth")
   if (parsed !== undefined) return parsed
   const service = program.args[0] as string
-  const options = program.opts<{ agent?: string; open?: boolean; url?: string; apiKey?: string; timeout?: string }>()
+  const options = program.opts<{ agent?: string; open?: boolean; mine?: boolean; url?: string; apiKey?: string; timeout?: string }>()
   const { base, request } = storeClient(options, env)
   const prefix = options.agent !== undefined ? `/for_agent/${encodeURIComponent(options.agent)}` : "/for_store"
   const timeout = Math.min(WAIT_SECONDS, Math.max(1, Number(options.timeout ?? WAIT_SECONDS) || WAIT_SECONDS))
   // wait_service answers within its own time-out: the request may take that long, and a little more.
   const post = (path: string, body: unknown, timeoutMs?: number) => request("POST", `${prefix}${path}`, body, timeoutMs)
   try {
-    const started = await post("/authorize_service", { service_name: service })
+    const own = `/credentials/${encodeURIComponent(service)}`
+    const started = options.mine === true ? await post(`${own}/authorize`, {}) : await post("/authorize_service", { service_name: service })
     if (started.status !== 200) {
       err(`mcp-store auth: ${String(started.body["message"] ?? `HTTP ${started.status}`)}\n`)
       return 1
@@ -54,6 +59,18 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
     if (options.open === true) {
       const opener = io.openBrowser ?? (async (u: string) => void (await (await import("open")).default(u)))
       await opener(url).catch(() => err("could not open a browser: open the URL by hand\n"))
+    }
+    if (options.mine === true) {
+      // The store's callback finishes it: its status is asked every second until then (each request has its own time-out).
+      for (const end = Date.now() + timeout * 1000; Date.now() < end; await sleep(1_000)) {
+        const status = await request("GET", `${prefix}${own}`)
+        if (status.status === 200 && (status.body["oauth"] as { authorized?: unknown } | undefined)?.authorized === true) {
+          out(`${service}: authorized for your key\n`)
+          return 0
+        }
+      }
+      err(`mcp-store auth: ${service} is not authorized for your key after ${timeout} s\n`)
+      return 1
     }
     const waited = await post("/wait_service", { client_id_or_service_name: service, status: "healthy", timeout }, (timeout + 10) * 1000)
     const data = waited.body["data"] as { result?: unknown; final_status?: unknown } | undefined

@@ -123,6 +123,10 @@ export class RedisTokenStore implements TokenStore {
     return this.entries.get(service)
   }
 
+  entriesUnder(prefix: string): ReadonlyArray<VaultEntry> {
+    return [...this.entries.values()].filter((e) => e.service.startsWith(prefix))
+  }
+
   async put(entry: VaultEntry): Promise<void> {
     this.entries.set(entry.service, entry)
     await this.data.client.multi().hSet(this.hash, entry.service, seal(this.key, JSON.stringify(entry))).publish(this.channel, entry.service).exec()

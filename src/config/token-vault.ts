@@ -2,8 +2,9 @@
  * The OAuth secrets of upstream services at rest: tokens, client registrations and discovery
  * state, in one file beside the services file (`<services file>.oauth`), encrypted with AES-256-GCM
  * (node:crypto). The key comes from MCPSTORE_SECRET_KEY (any text, stretched with HKDF) or from a
- * key file created 0600 beside the services file on first use (`<services file>.key`). Entries are
- * keyed by (authorization server issuer, scope, service); the file is written atomically. Nothing
+ * key file created 0600 beside the services file on first use (`<services file>.key`). One entry
+ * per service key (a service's own, or one principal's of a `per_user` service), holding its
+ * authorization server issuer and scope; the file is written atomically. Nothing
  * here is ever logged: a file that cannot be read is named, never shown.
  *
  * Beside them, the authorizations under way (`PendingRecord`: state, PKCE verifier, redirect URI,
@@ -39,6 +40,8 @@ export interface PendingRecord {
   readonly service: string
   readonly scope: { readonly kind: "store" } | { readonly kind: "agent"; readonly agentId: string }
   readonly name: string
+  /** The principal a `per_user` authorization is for (src/runtime/upstream-oauth.ts `principalKey`); absent: the service's own. */
+  readonly principal?: string | undefined
   readonly verifier: string
   readonly redirectUri: string
   /** Epoch milliseconds. */
@@ -73,6 +76,8 @@ export const unseal = (key: Buffer, text: string): string => {
 export interface TokenStore {
   /** The entry of a service, if any. */
   find(service: string): VaultEntry | undefined
+  /** The entries whose key starts with `prefix` (a `per_user` service's principals' own: `<service>\u0000`). */
+  entriesUnder(prefix: string): ReadonlyArray<VaultEntry>
   /** Replaces the service's entry (any other issuer or scope of it is dropped). */
   put(entry: VaultEntry): Promise<void>
   /** Forgets everything of a service. */
@@ -94,6 +99,7 @@ export interface TokenStore {
 }
 
 export class TokenVault implements TokenStore {
+  /** The entries by service key (one per service: a `put` replaces any other issuer or scope of it), so a look-up is not a scan. */
   private entries = new Map<string, VaultEntry>()
   /** Authorizations under way by state (bounded by their owner, src/runtime/upstream-oauth.ts). */
   private readonly pending = new Map<string, PendingRecord>()
@@ -121,7 +127,7 @@ export class TokenVault implements TokenStore {
       const plain = unseal(key, text)
       // Version 1 held the entries alone; version 2 holds them and the authorizations under way.
       const content = JSON.parse(plain) as Array<VaultEntry> | { entries: Array<VaultEntry>; pending?: Array<PendingRecord> }
-      for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(keyOf(entry), entry)
+      for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(entry.service, entry)
       const now = Date.now()
       for (const p of Array.isArray(content) ? [] : (content.pending ?? [])) if (p.expiresAt > now) vault.pending.set(p.state, p)
     } catch (e) {
@@ -135,14 +141,17 @@ export class TokenVault implements TokenStore {
 
   /** The entry of a service, if any. */
   find(service: string): VaultEntry | undefined {
-    for (const entry of this.entries.values()) if (entry.service === service) return entry
-    return undefined
+    return this.entries.get(service)
+  }
+
+  /** The entries whose key starts with `prefix` (a service's principals'). */
+  entriesUnder(prefix: string): ReadonlyArray<VaultEntry> {
+    return [...this.entries.values()].filter((e) => e.service.startsWith(prefix))
   }
 
   /** Replaces the service's entry (any other issuer or scope of it is dropped) and writes the file. */
   put(entry: VaultEntry): Promise<void> {
-    for (const [key, e] of this.entries) if (e.service === entry.service) this.entries.delete(key)
-    this.entries.set(keyOf(entry), entry)
+    this.entries.set(entry.service, entry)
     return this.save()
   }
 
@@ -153,14 +162,7 @@ export class TokenVault implements TokenStore {
 
   /** Forgets everything of a service (delete_service, a new origin). */
   remove(service: string): Promise<void> {
-    let removed = false
-    for (const [key, e] of this.entries) {
-      if (e.service === service) {
-        this.entries.delete(key)
-        removed = true
-      }
-    }
-    return removed ? this.save() : this.writing
+    return this.entries.delete(service) ? this.save() : this.writing
   }
 
   /** The authorizations under way that have not expired, oldest first. */
@@ -230,4 +232,3 @@ export const storeSecret = async (keyPath: string, create: boolean): Promise<{ r
 /** The key file of a services file. */
 export const keyFileOf = (servicesFile: string): string => `${servicesFile}.key`
 
-const keyOf = (entry: VaultEntry): string => JSON.stringify([entry.issuer, entry.scope, entry.service])

@@ -166,7 +166,8 @@ export class ApprovalRefused extends Data.TaggedError("ApprovalRefused")<{
 
 /**
  * A call of a principal on a `per_user` service whose credential it has not given (README,
- * Per-user credentials): `headers` and `env` name what it must give, `route` where to PUT it.
+ * Per-user credentials): `headers` and `env` name what it must give, `oauth` whether it must
+ * authorize the upstream for itself, `route` where (PUT its values, or POST .../authorize).
  */
 export class CredentialsRequired extends Data.TaggedError("CredentialsRequired")<{
   readonly message: string
@@ -174,6 +175,8 @@ export class CredentialsRequired extends Data.TaggedError("CredentialsRequired")
   readonly scope: string
   readonly headers: ReadonlyArray<string>
   readonly env: ReadonlyArray<string>
+  /** Whether each caller authorizes the upstream's OAuth itself (`per_user.oauth`). */
+  readonly oauth: boolean
   readonly route: string
 }> {}
 

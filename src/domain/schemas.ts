@@ -245,7 +245,9 @@ const perUserNames = (what: string, problem: (name: string) => string | undefine
 
 /**
  * `per_user`: the header names (a remote service) or environment names (a local one) whose values
- * each principal gives itself (PUT .../credentials/{service_name}); README, Per-user credentials.
+ * each principal gives itself (PUT .../credentials/{service_name}), and/or `oauth: true` (a remote
+ * service whose upstream each principal authorizes for itself: POST .../credentials/{service_name}/authorize);
+ * README, Per-user credentials.
  */
 const PerUser = Schema.Struct({
   headers: Schema.optionalWith(
@@ -257,9 +259,16 @@ const PerUser = Schema.Struct({
       description: "Environment variables each principal gives its own value of (a local service: one process per principal)"
     }),
     { exact: true }
+  ),
+  oauth: Schema.optionalWith(
+    Schema.Literal(true).annotations({
+      message: () => ({ message: "must be true (each principal authorizes the upstream's OAuth for itself), or left out", override: true }),
+      description: "Each principal authorizes the remote upstream's OAuth for itself (POST /for_store/credentials/{service_name}/authorize); its calls carry its own bearer token"
+    }),
+    { exact: true }
   )
 }).annotations({
-  message: () => "must be an object with `headers` and/or `env` (arrays of names)",
+  message: () => "must be an object with `headers`, `env` (arrays of names) and/or `oauth` (true)",
   description: "Credentials each principal (a key, a token's subject) brings itself, given with PUT /for_store/credentials/{service_name}; never shown back"
 })
 
@@ -405,7 +414,8 @@ const connectionProblems = (def: {
   readonly transport?: string
   readonly type?: string
   readonly oauth?: unknown
-  readonly per_user?: { readonly headers?: ReadonlyArray<string>; readonly env?: ReadonlyArray<string> }
+  readonly per_user?: { readonly headers?: ReadonlyArray<string>; readonly env?: ReadonlyArray<string>; readonly oauth?: true }
+  readonly headers?: Readonly<Record<string, string>>
 }): ReadonlyArray<Schema.FilterIssue> => {
   const problems: Array<Schema.FilterIssue> = []
   if ((def.url === undefined) === (def.command === undefined)) {
@@ -413,7 +423,17 @@ const connectionProblems = (def: {
   }
   if (def.command !== undefined && def.oauth !== undefined) problems.push({ path: ["oauth"], message: "is for a remote ('url') service: a local one has no OAuth" })
   if (def.per_user !== undefined) {
-    if (def.per_user.headers === undefined && def.per_user.env === undefined) problems.push({ path: ["per_user"], message: "must declare `headers` or `env`" })
+    if (def.per_user.headers === undefined && def.per_user.env === undefined && def.per_user.oauth === undefined) problems.push({ path: ["per_user"], message: "must declare `headers`, `env` or `oauth`" })
+    if (def.per_user.oauth !== undefined && def.command !== undefined) problems.push({ path: ["per_user", "oauth"], message: "is for a remote ('url') service: a local one has no OAuth" })
+    if (def.per_user.oauth !== undefined && (def.oauth as { grant_type?: unknown } | undefined)?.grant_type === "client_credentials") {
+      problems.push({ path: ["per_user", "oauth"], message: "needs the authorization code flow: a client_credentials service has one identity for every caller" })
+    }
+    if (def.per_user.oauth !== undefined && def.per_user.headers?.some((h) => h.toLowerCase() === "authorization") === true) {
+      problems.push({ path: ["per_user", "headers"], message: "must not list Authorization beside `oauth`: the principal's bearer token is that header" })
+    }
+    // A shared Authorization header would be every caller's identity, the very thing per_user.oauth replaces.
+    const shared = def.per_user.oauth !== undefined ? Object.keys(def.headers ?? {}).find((h) => h.toLowerCase() === "authorization") : undefined
+    if (shared !== undefined) problems.push({ path: ["headers", shared], message: "must not be given beside per_user.oauth: each caller's own bearer token is that header" })
     if (def.per_user.headers !== undefined && def.command !== undefined) problems.push({ path: ["per_user", "headers"], message: "is for a remote ('url') service: a local one is given `env`" })
     if (def.per_user.env !== undefined && def.url !== undefined) problems.push({ path: ["per_user", "env"], message: "is for a local ('command') service: a remote one is given `headers`" })
   }

@@ -390,14 +390,15 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           if (state !== undefined) oauth.takeState(state)
           return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
         }
+        // A principal's own authorization (per_user oauth) is finished for the principal that started it, bound to its state.
         const outcome = yield* Effect.promise(() =>
           oauth.finish(code, state).then(
-            () => undefined,
+            (key) => ({ own: key.includes("\u0000") }),
             (e: unknown) => (e instanceof OAuthFlowError ? e.message : "the authorization could not be finished")
           )
         )
-        return outcome === undefined
-          ? callbackPage(200, "Authorized: the store now connects to the service. You can close this page.")
+        return typeof outcome !== "string"
+          ? callbackPage(200, outcome.own ? "Authorized: your calls of the service now carry your own token. You can close this page." : "Authorized: the store now connects to the service. You can close this page.")
           : callbackPage(400, `The authorization did not finish: ${outcome}.`)
       })
     )

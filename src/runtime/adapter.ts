@@ -269,7 +269,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         : await expanded(resolved, givenOAuth, registry.options)
     const secrets = secretValues({ ...target, oauth_client_secret: oauthConfig?.client_secret })
     // A remote service's token source (src/runtime/upstream-oauth.ts): idle until an upstream asks for OAuth.
-    const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig) : undefined
+    const auth = target.kind === "remote" && oauth !== undefined ? oauth.forService(input.scope, input.name, target.url, oauthConfig, input.definition.per_user?.oauth === true) : undefined
     const opened = await inService({ name: input.name, scope: scopeLabel(input.scope) }, () =>
       connect(target, {
         timeoutMs: input.timeoutMs,
@@ -391,18 +391,23 @@ export type PrincipalValues = UserCredential
  * A connection of a `per_user` service opened with one principal's values merged over the
  * definition's (its headers on a remote service, its environment on a local one: a process of its
  * own), tracked by `registry` under the service's label; no OAuth token of the service's own is
- * sent on it. The principal's values are secrets: scrubbed from every failure and close reason.
+ * sent on it. A service with `per_user.oauth` sends the principal's own bearer token instead (its
+ * token source from `oauth`, refreshed before expiry and on a 401). The principal's values are
+ * secrets: scrubbed from every failure and close reason.
  */
 export const openPrincipalConnection = async (
   registry: ConnectionRegistry,
   target: { readonly scope: Scope; readonly name: string; readonly definition: Parameters<typeof resolveDefinition>[0] },
   values: PrincipalValues,
-  options: { readonly clientName: string; readonly timeoutMs: number; readonly signal: AbortSignal }
+  options: { readonly clientName: string; readonly timeoutMs: number; readonly signal: AbortSignal; readonly oauth?: { readonly manager: OAuthManager; readonly principal: string } | undefined }
 ): Promise<McpConnection> => {
   const resolved = resolveDefinition(target.definition)
-  const { def } = await expanded(resolved, undefined, registry.options)
+  const ownOAuth = resolved.kind === "remote" && target.definition.per_user?.oauth === true
+  const { def, oauth: oauthConfig } = await expanded(resolved, ownOAuth ? oauthConfigOf((target.definition as Record<string, unknown>)["oauth"]) : undefined, registry.options)
+  // The principal's own token source (never the service's, never another principal's).
+  const auth = ownOAuth && def.kind === "remote" && options.oauth !== undefined ? options.oauth.manager.forPrincipal(target.scope, target.name, def.url, oauthConfig, options.oauth.principal) : undefined
   const own: ResolvedDefinition = def.kind === "remote" ? { ...def, headers: { ...def.headers, ...values.headers } } : { ...def, env: { ...def.env, ...values.env } }
-  const secrets = secretValues(own)
+  const secrets = secretValues({ ...own, oauth_client_secret: oauthConfig?.client_secret })
   const { maxMessageBytes, upstream, processes } = registry.options
   const label = connectionLabel(target.scope, target.name)
   const opened = await registry.attempting(
@@ -412,6 +417,7 @@ export const openPrincipalConnection = async (
         timeoutMs: options.timeoutMs,
         signal: options.signal,
         clientName: options.clientName,
+        auth,
         processes,
         ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),
         ...(upstream !== undefined ? { upstream } : {})

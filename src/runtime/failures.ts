@@ -8,6 +8,7 @@
  */
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import type { McpRequestError } from "../mcp/types.js"
+import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import type { Outcome } from "../records/tool-records.js"
 import { InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
 import { iso } from "./service-views.js"
@@ -55,8 +56,12 @@ const isResourceNotFound = (e: McpRequestError, sentUri: string): boolean => {
 /** The refusal of a request to a service that is not connected: its status and next retry. */
 export const serviceUnavailable = (snapshot: ServiceSnapshot): ServiceUnavailable => {
   const status = statusOf(snapshot)
+  // A service waiting for its OAuth authorization is not mended by time: the message says who acts.
+  const waiting = snapshot.context.auth?.state === "needs_authorization" || snapshot.context.auth?.state === "authorizing"
   return new ServiceUnavailable({
-    message: `Service '${snapshot.context.name}' is ${status}; try again later`,
+    message: waiting
+      ? `Service '${snapshot.context.name}' is ${status}: it waits for its OAuth authorization (${AUTHORIZE_HINT})`
+      : `Service '${snapshot.context.name}' is ${status}; try again later`,
     serviceName: snapshot.context.name,
     status,
     nextRetryAt: iso(snapshot.context.nextRetryAt),

@@ -11,7 +11,7 @@
  * replica reads the principal's credential (shared in Redis) and uses its own pool. Its refusals
  * come back as `PrincipalRefused` and are made the same errors here.
  */
-import { Exit } from "effect"
+import { Cause, Exit, Option } from "effect"
 import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
@@ -36,23 +36,34 @@ export class PrincipalRefused extends McpRequestError {
   }
 }
 
-/** Where a principal gives its credential for a service. */
-export const credentialsRoute = (scope: Scope, name: string): string =>
-  `PUT ${scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
+/** The routes of a principal's credential for a service: PUT gives its values, POST `/authorize` its own upstream OAuth authorization. */
+const credentialsPath = (scope: Scope, name: string): string =>
+  `${scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(scope.agentId)}`}/credentials/${encodeURIComponent(name)}`
+
+/** Where a principal gives its credential for a service (`authorize`: authorizes the upstream for itself, `per_user.oauth`). */
+export const credentialsRoute = (scope: Scope, name: string, authorize = false): string =>
+  authorize ? `POST ${credentialsPath(scope, name)}/authorize` : `PUT ${credentialsPath(scope, name)}`
 
 const describeNames = (names: PerUserNames): string => [...names.headers.map((h) => `header ${h}`), ...names.env.map((e) => `environment variable ${e}`)].join(", ")
 
-/** The refusal of `subject` (a call of a tool, a read of a resource...) for want of the caller's own credential; a log line. */
-export const credentialsRequired = (scope: Scope, name: string, names: PerUserNames, subject: string, why: string): CredentialsRequired => {
-  const route = credentialsRoute(scope, name)
+/**
+ * The refusal of `subject` (a call of a tool, a read of a resource...) for want of the caller's own
+ * credential (`authorize`: its own OAuth authorization of the upstream); a log line.
+ */
+export const credentialsRequired = (scope: Scope, name: string, names: PerUserNames, subject: string, why: string, authorize = false): CredentialsRequired => {
+  const route = credentialsRoute(scope, name, authorize)
   const label = scopeLabel(scope)
   log.warn(`${subject} refused: ${why}`, { event: "credentials_required", scope: label, service: name })
+  const todo = authorize
+    ? `authorize the upstream for yourself with ${route} (answers an authorization_url to open in a browser)`
+    : `give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`
   return new CredentialsRequired({
-    message: `Service '${name}' takes each caller's own credential, and ${why}: give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`,
+    message: `Service '${name}' takes each caller's own ${authorize ? "OAuth authorization" : "credential"}, and ${why}: ${todo}`,
     serviceName: name,
     scope: label,
     headers: names.headers,
     env: names.env,
+    oauth: names.oauth,
     route
   })
 }
@@ -80,11 +91,14 @@ export const requestAsPrincipal = async <A>(
 ): Promise<Exit.Exit<A, PerUserFailure>> => {
   const snapshot = actor.getSnapshot()
   const { scope, name, definition } = snapshot.context
-  const names = perUserOf(definition) ?? { headers: [], env: [] }
-  const required = (why: string) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why))
+  const names = perUserOf(definition) ?? { headers: [], env: [], oauth: false }
+  // A service that takes only an OAuth authorization has no values to give: the connection adds nothing but the token.
+  const takesValues = names.headers.length > 0 || names.env.length > 0
+  const required = (why: string, authorize = false) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why, authorize))
+  const notGiven = () => required(takesValues ? "this caller has not given its own" : "this caller has not authorized it", !takesValues)
   // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
   // `sessionOwner`); a request made without a caller (the library's) has no credential of its own.
-  if (principal === undefined || credentials === undefined) return required("this caller has not given its own")
+  if (principal === undefined || credentials === undefined) return notGiven()
   const connection = snapshot.context.connection
   if (!isConnected(statusOf(snapshot)) || connection === undefined) return Exit.fail(new NotConnected(snapshot))
   // Another replica runs the service: the request goes there, for this principal.
@@ -93,7 +107,7 @@ export const requestAsPrincipal = async <A>(
       return Exit.succeed(await request(connection.forPrincipal(principal)))
     } catch (e) {
       if (e instanceof PrincipalRefused) {
-        if (e.refusal === "credentials_required") return required("this caller has not given its own")
+        if (e.refusal === "credentials_required") return notGiven()
         if (e.refusal === "too_many") return Exit.fail(tooMany(name, e.max ?? 0))
         return Exit.fail(unavailable(actor, e.message))
       }
@@ -102,15 +116,26 @@ export const requestAsPrincipal = async <A>(
   }
   let own
   try {
-    own = await credentials.find(scope, name, principal)
+    own = takesValues ? await credentials.find(scope, name, principal) : { headers: {}, env: {} }
   } catch (e) {
     // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
     const refusal = unavailable(actor, `the per-user credential cannot be read now (${e instanceof Error ? e.message : String(e)})`)
     log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
     return Exit.fail(refusal)
   }
-  if (own === undefined) return required("this caller has not given its own")
-  return credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
+  if (own === undefined) return notGiven()
+  if (names.oauth && !credentials.authorized(scope, name, principal)) return required("this caller has not authorized it (or its authorization was refused since)", true)
+  const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
+  if (!names.oauth || Exit.isSuccess(sent)) return sent
+  // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
+  const failure = Cause.failureOption(sent.cause)
+  if (Option.isSome(failure) && failure.value instanceof McpRequestError && failure.value.authorizationRequired) {
+    void credentials.reset(scope, name, principal, "the upstream refused its authorization")
+    return required("the upstream refused this caller's authorization", true)
+  }
+  // Its tokens were deleted (or refused) while the request ran: the caller is told to authorize again.
+  if (Option.isSome(failure) && !credentials.authorized(scope, name, principal)) return required("this caller's authorization was deleted during the request", true)
+  return sent
 }
 
 const tooMany = (name: string, max: number): TooMany =>

@@ -127,20 +127,24 @@ export const ConnectionsLive: Layer.Layer<ConnectionsService, never, StoreConfig
  * Redis: the `Credentials` layer) and their pooled connections, bounded by the options; each pooled
  * connection closed on release, before the connections registry closes the rest.
  */
-export const UserCredentialsLive: Layer.Layer<UserCredentialsService, never, StoreConfig | Credentials | ConnectionsService> = Layer.scoped(
+export const UserCredentialsLive: Layer.Layer<UserCredentialsService, never, StoreConfig | Credentials | ConnectionsService | ActorSystemService> = Layer.scoped(
   UserCredentialsService,
   Effect.gen(function* () {
     const { options, limits } = yield* StoreConfig
     const credentials = yield* Credentials
     const connections = yield* ConnectionsService
+    // The principals' own upstream OAuth tokens (`per_user.oauth`) are the OAuth manager's.
+    const { oauth } = yield* ActorSystemService
     return yield* Effect.acquireRelease(
       Effect.sync(
         () =>
           new UserCredentials(
             Promise.resolve(credentials),
-            (target, values, timeoutMs, signal) => openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal }),
+            (target, values, timeoutMs, signal, principal) =>
+              openPrincipalConnection(connections, target, values, { clientName: options.clientName ?? DEFAULT_CLIENT_NAME, timeoutMs, signal, oauth: { manager: oauth, principal } }),
             (connection) => connections.close(connection),
-            { maxConnections: limits.perUserConnections, idleMs: limits.perUserIdleSeconds * 1000 }
+            { maxConnections: limits.perUserConnections, idleMs: limits.perUserIdleSeconds * 1000 },
+            oauth
           )
       ),
       (credentials) => Effect.promise(() => credentials.closeAll())
@@ -286,17 +290,18 @@ export type StorePartServices =
 /**
  * The parts, acquired in this order and released in the reverse one: the lifecycle log stopped,
  * the asynchronous calls kept interrupted then cancelled, the approvals, held calls and followed
- * tasks closed, the actors stopped, the per-user connections then every connection closed, the
- * inspection listeners cleared.
+ * tasks closed, the per-user connections closed (they take their OAuth tokens from the actor
+ * system's OAuth manager, so they are acquired after it), the actors stopped, every other
+ * connection closed, the inspection listeners cleared.
  */
 export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Processes> = LifecycleLogLive.pipe(
   Layer.provideMerge(AsyncCallsLive),
   Layer.provideMerge(ApprovalsLive),
   Layer.provideMerge(HeldCallsLive),
   Layer.provideMerge(TaskRelaysLive),
+  Layer.provideMerge(UserCredentialsLive),
   Layer.provideMerge(ActorSystemLive),
   Layer.provideMerge(ToolPinsLive),
-  Layer.provideMerge(UserCredentialsLive),
   Layer.provideMerge(ConnectionsLive),
   Layer.provideMerge(InspectionLive)
 )

@@ -13,6 +13,12 @@
  * to the service, single use, expiring after 10 minutes, at most `MAX_PENDING` at once per scope. Every OAuth request
  * goes through the manager's `fetch` (bounded, timed, under the outbound policy). The service actor is told the
  * public side of it all (`AuthInfo`: never a token) for the views and events.
+ *
+ * A `per_user` service with `oauth: true` (README, Per-user credentials) also has one `ServiceAuth` per
+ * principal (the caller's owner digest), the token source of that principal's own connections: its
+ * entry in the same vault under `principalKey` (scope, service, principal), its authorizations under way
+ * bound to the principal too (a state started by one principal never stores a token for another), and
+ * nothing of it told to the service's actor (the shared connection keeps the service-wide authorization).
  */
 import { randomBytes } from "node:crypto"
 import { auth, refreshAuthorization, type OAuthClientProvider, type OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
@@ -25,7 +31,7 @@ import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } f
 import { Effect, Option, Schema } from "effect"
 import { OAuthSettings } from "../domain/schemas.js"
 import { resolveDefinition } from "../domain/service-definition.js"
-import { UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
+import { TooMany, UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
 import type { TokenStore, VaultEntry } from "../config/token-vault.js"
@@ -38,6 +44,17 @@ export const MAX_PENDING = 100
 export const MAX_PENDING_TOTAL = 10_000
 /** A token is refreshed when less than this much of its life is left (or half its life, if shorter). */
 const REFRESH_MARGIN_MS = 60_000
+/** The most principals whose own OAuth entries one service keeps (beyond: 429, as per-user credentials). */
+export const MAX_PRINCIPAL_AUTHORIZATIONS = 1_000
+
+/** The vault key of a service's own entry: `<scope label>/<service name>`. */
+export const serviceKey = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
+
+/** The vault key of one principal's own entry of a `per_user` service (a NUL never appears in a name or a digest). */
+export const principalKey = (scope: Scope, name: string, principal: string): string => `${serviceKey(scope, name)}\u0000${principal}`
+
+/** A principal in a log line or a message: the first characters of its digest (never a key). */
+export const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`
 
 /** A definition's `oauth` object (pre-registered client, machine credentials, scopes): src/domain/schemas.ts. */
 export type OAuthConfig = OAuthSettings
@@ -52,6 +69,8 @@ interface Pending {
   readonly service: string
   readonly scope: Scope
   readonly name: string
+  /** The principal a `per_user` authorization is for (its tokens are kept for it alone); absent: the service's own. */
+  readonly principal?: string | undefined
   verifier: string
   readonly redirectUri: string
   readonly expiresAt: number
@@ -62,6 +81,8 @@ export type ActorLookup = (scope: Scope, name: string) => ServiceActorRef | unde
 
 export class OAuthManager {
   private readonly services = new Map<string, ServiceAuth>()
+  /** The principals' own token sources of `per_user` OAuth services, by `principalKey`. */
+  private readonly principals = new Map<string, ServiceAuth>()
   private readonly pending = new Map<string, Pending>()
   /** The states of `pending` by scope label, oldest first (for the per-scope cap). */
   private readonly pendingByScope = new Map<string, Set<string>>()
@@ -82,8 +103,11 @@ export class OAuthManager {
     }
   }
 
-  /** The token source of a remote service (created on first use; a new origin drops old tokens). */
-  forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined): ServiceAuth {
+  /**
+   * The token source of a remote service (created on first use; a new origin drops old tokens, and
+   * the principals' own ones too, as does a definition that no longer has `per_user.oauth`).
+   */
+  forService(scope: Scope, name: string, url: string, config: OAuthConfig | undefined, perUserOAuth = true): ServiceAuth {
     const key = `${scopeLabel(scope)}/${name}`
     let service = this.services.get(key)
     const origin = new URL(url).origin
@@ -97,7 +121,72 @@ export class OAuthManager {
       void this.vault.remove(key)
       log.info(`OAuth tokens of ${key} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: key })
     }
+    // The principals' own tokens of the service (per_user oauth) never follow it to another origin either.
+    for (const entry of this.vault.entriesUnder(`${key}\u0000`)) {
+      if (entry.origin === origin && perUserOAuth) continue
+      this.principals.get(entry.service)?.retire()
+      this.principals.delete(entry.service)
+      void this.vault.remove(entry.service)
+      const why = perUserOAuth ? "its URL moved to another origin" : "its definition no longer has per_user.oauth"
+      log.info(`a principal's OAuth tokens of ${key} dropped: ${why}`, { event: "oauth_tokens_dropped", service: key })
+    }
     return service
+  }
+
+  /**
+   * A principal's own token source of a `per_user` OAuth service (created on first use; kept while
+   * the URL and settings stay; a token kept for another origin is dropped, never sent).
+   */
+  forPrincipal(scope: Scope, name: string, url: string, config: OAuthConfig | undefined, principal: string): ServiceAuth {
+    const key = principalKey(scope, name, principal)
+    let auth = this.principals.get(key)
+    const stored = this.vault.find(key)
+    if (stored !== undefined && stored.origin !== new URL(url).origin) {
+      auth?.retire()
+      auth = undefined
+      this.principals.delete(key)
+      void this.vault.remove(key)
+      log.info(`OAuth tokens of principal ${principalWords(principal)} for ${serviceKey(scope, name)} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: serviceKey(scope, name) })
+    }
+    if (auth === undefined || auth.url !== url || JSON.stringify(auth.config) !== JSON.stringify(config)) {
+      // Bounded: past the cap, the token sources not in the vault (authorizations never finished) go first, then the oldest.
+      if (this.principals.size >= MAX_PENDING_TOTAL) {
+        const idle = [...this.principals].find(([k]) => this.vault.find(k)?.tokens === undefined) ?? this.principals.entries().next().value
+        if (idle !== undefined) this.principals.delete(idle[0])
+      }
+      auth = new ServiceAuth(this, scope, name, key, url, config, principal)
+      this.principals.set(key, auth)
+    }
+    return auth
+  }
+
+  /** Whether a principal holds its own token of a service (a call of it can go through). */
+  hasToken(scope: Scope, name: string, principal: string): boolean {
+    return this.vault.find(principalKey(scope, name, principal))?.tokens !== undefined
+  }
+
+  /** What a principal may see of its own authorization of a service: whether it holds a token, and until when (never the token). */
+  principalStatus(scope: Scope, name: string, principal: string): { readonly authorized: boolean; readonly expires_at: string | null } {
+    const tokens = this.vault.find(principalKey(scope, name, principal))?.tokens
+    if (tokens === undefined) return { authorized: false, expires_at: null }
+    return { authorized: true, expires_at: tokens.expires_in === undefined ? null : new Date(tokens.obtained_at + tokens.expires_in * 1000).toISOString() }
+  }
+
+  /** How many principals keep their own OAuth entry of a service (for the cap). */
+  principalCount(scope: Scope, name: string): number {
+    return this.vault.entriesUnder(`${serviceKey(scope, name)}\u0000`).length
+  }
+
+  /** Forgets a principal's own tokens of a service and its authorizations under way; false when it had none. */
+  async forgetPrincipal(scope: Scope, name: string, principal: string): Promise<boolean> {
+    const key = principalKey(scope, name, principal)
+    const had = this.vault.find(key)?.tokens !== undefined
+    this.principals.get(key)?.retire()
+    this.principals.delete(key)
+    for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
+    if (this.vault.find(key) !== undefined) await this.vault.remove(key)
+    if (had) log.info(`OAuth tokens of principal ${principalWords(principal)} for ${serviceKey(scope, name)} deleted`, { event: "oauth_tokens_dropped", service: serviceKey(scope, name) })
+    return had
   }
 
   /** The token source a connect of the service made, if any. */
@@ -110,12 +199,22 @@ export class OAuthManager {
     const key = `${scopeLabel(scope)}/${name}`
     this.services.get(key)?.drop()
     this.services.delete(key)
-    for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
+    const principals = `${key}\u0000`
+    for (const [k, auth] of this.principals) {
+      if (!k.startsWith(principals)) continue
+      auth.retire()
+      this.principals.delete(k)
+    }
+    for (const [state, p] of this.pending) if (p.service === key || p.service.startsWith(principals)) this.dropState(state)
     await this.vault.remove(key)
+    // Each principal's own tokens of it (per_user oauth) go with it too.
+    for (const entry of this.vault.entriesUnder(principals)) await this.vault.remove(entry.service)
   }
 
   /** Tells the service's actor something (the public side only). */
   tell(service: ServiceAuth, event: { type: "AUTH_CHANGED"; auth: AuthInfo | undefined } | { type: "AUTH_REQUIRED"; reason: string } | { type: "AUTHORIZED" }): void {
+    // A principal's own authorization is its own: the service (its shared connection, its views) is not told.
+    if (service.principal !== undefined) return
     this.lookup(service.scope, service.name)?.send(event)
   }
 
@@ -169,21 +268,51 @@ export class OAuthManager {
    * state is used once; when `expected` is given (a pasted code), it must belong to that service.
    * Resolves with the service's key; rejects with a message safe to show (no input echoed).
    */
-  async finish(code: string, state: string, expected?: { readonly scope: Scope; readonly name: string }): Promise<string> {
+  async finish(code: string, state: string, expected?: { readonly scope: Scope; readonly name: string; readonly principal?: string | undefined }): Promise<string> {
+    // A pasted state is checked before it is taken: another principal (or the service's own flow)
+    // presenting it changes nothing, not even the state's owner's chance to finish.
+    const peek = this.pending.get(state)
+    if (expected !== undefined && peek !== undefined && peek.principal !== expected.principal) {
+      log.warn(`OAuth authorization refused: a state was presented by ${expected.principal === undefined ? "the service's own flow" : `principal ${principalWords(expected.principal)}`}, not the one that started it`, {
+        event: "oauth_failed",
+        service: serviceKey(expected.scope, expected.name)
+      })
+      throw new OAuthFlowError("this state was not started by you for this service: start the authorization again")
+    }
     const pending = this.takeState(state)
     if (pending === undefined) throw new OAuthFlowError("unknown or expired state: start the authorization again")
     if (expected !== undefined && (scopeLabel(expected.scope) !== scopeLabel(pending.scope) || expected.name !== pending.name)) {
       throw new OAuthFlowError("this state belongs to another service: start the authorization again")
     }
-    const service = this.services.get(pending.service)
+    const service = pending.principal === undefined ? this.services.get(pending.service) : this.principalOf(pending.scope, pending.name, pending.principal)
     if (service === undefined) throw new OAuthFlowError("the service is gone: start the authorization again")
     try {
       await service.complete(code, pending)
     } catch (e) {
-      log.warn(`OAuth authorization of ${pending.service} failed: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_failed", service: pending.service })
+      log.warn(`OAuth authorization of ${service.label} failed: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
       throw new OAuthFlowError(`the authorization server refused the code: ${e instanceof Error ? e.message.slice(0, 300) : "unknown error"}`)
     }
     return pending.service
+  }
+
+  /**
+   * A principal's token source for an authorization (started now, or before, maybe before a
+   * restart), as the service is now: at the URL and with the settings of the service's own token
+   * source (its references expanded by its last connect), else of its definition as written.
+   * Undefined when the service is gone, not remote, or no longer takes each caller's own OAuth.
+   */
+  principalOf(scope: Scope, name: string, principal: string): ServiceAuth | undefined {
+    const definition = this.lookup(scope, name)?.getSnapshot().context.definition
+    if (definition?.per_user?.oauth !== true) return undefined
+    const shared = this.services.get(serviceKey(scope, name))
+    if (shared !== undefined) return this.forPrincipal(scope, name, shared.url, shared.config, principal)
+    try {
+      const resolved = resolveDefinition(definition)
+      if (resolved.kind !== "remote") return undefined
+      return this.forPrincipal(scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), principal)
+    } catch {
+      return undefined
+    }
   }
 
   /** Takes an authorization under way by its `state` (once), if it is still valid. */
@@ -224,6 +353,10 @@ export class ServiceAuth implements UpstreamAuth {
   private info: AuthInfo | undefined
   /** The issuer and scope the stored entry is under. */
   private entry: VaultEntry | undefined
+  /** How log lines name it: the service's key, with the principal's first characters when it is one's. */
+  readonly label: string
+  /** Taken out of use (`retire`): nothing is kept any more. */
+  private retired = false
 
   constructor(
     private readonly manager: OAuthManager,
@@ -231,8 +364,11 @@ export class ServiceAuth implements UpstreamAuth {
     readonly name: string,
     readonly key: string,
     readonly url: string,
-    readonly config: OAuthConfig | undefined
+    readonly config: OAuthConfig | undefined,
+    /** The principal whose own token source this is (a `per_user` OAuth service); absent: the service's. */
+    readonly principal?: string | undefined
   ) {
+    this.label = principal === undefined ? key : `${serviceKey(scope, name)} for principal ${principalWords(principal)}`
     this.entry = manager.vault.find(key)
     this.tokens = this.entry?.tokens
     if (this.tokens !== undefined) this.publish({ required: true, state: "authorized", ...this.expiry() })
@@ -313,16 +449,23 @@ export class ServiceAuth implements UpstreamAuth {
       })
       // A server may keep the refresh token the same and leave it out of the answer.
       await this.keep({ ...fresh, refresh_token: fresh.refresh_token ?? held.refresh_token })
-      log.info(`OAuth token of ${this.key} refreshed`, { event: "oauth_refreshed", service: this.key })
+      log.info(`OAuth token of ${this.label} refreshed`, { event: "oauth_refreshed", service: serviceKey(this.scope, this.name) })
     } catch (e) {
       if (e instanceof InvalidGrantError) {
         this.tokens = undefined
-        await this.manager.vault.put({ ...entry, tokens: undefined })
-        throw this.needsAuthorization("the authorization server refused the refresh token (invalid_grant): authorize the store again")
+        if (!this.retired) await this.manager.vault.put({ ...entry, tokens: undefined })
+        if (this.principal !== undefined) {
+          log.warn(`OAuth token refresh of ${this.label} refused (invalid_grant): the principal must authorize again`, { event: "oauth_refresh_failed", service: serviceKey(this.scope, this.name) })
+        }
+        throw this.needsAuthorization(
+          this.principal === undefined
+            ? "the authorization server refused the refresh token (invalid_grant): authorize the store again"
+            : "the authorization server refused your refresh token (invalid_grant): authorize again"
+        )
       }
       const message = `OAuth token refresh failed: ${e instanceof Error ? e.message : String(e)}`
       this.publish({ required: true, state: "refresh_failed", scopes: this.scopeList() })
-      log.warn(`${this.key}: ${message}`, { event: "oauth_refresh_failed", service: this.key })
+      log.warn(`${this.label}: ${message}`, { event: "oauth_refresh_failed", service: serviceKey(this.scope, this.name) })
       throw new Error(message)
     }
   }
@@ -363,14 +506,14 @@ export class ServiceAuth implements UpstreamAuth {
     }
     let url: URL | undefined
     const provider = this.provider(redirectUri, {
-      state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, verifier: "", redirectUri }),
+      state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri }),
       redirect: (u) => void (url = u)
     })
     await auth(provider, { serverUrl: this.url, ...this.authOptions() })
     if (url === undefined) throw new Error("the authorization server gave no authorization URL")
     const authorizationUrl = url.href
     this.publish({ required: true, state: "authorizing", authorization_url: authorizationUrl, scopes: this.scopeList() })
-    log.info(`OAuth authorization of ${this.key} started`, { event: "oauth_authorizing", service: this.key })
+    log.info(`OAuth authorization of ${this.label} started`, { event: "oauth_authorizing", service: serviceKey(this.scope, this.name) })
     return { authorization_url: authorizationUrl }
   }
 
@@ -378,7 +521,7 @@ export class ServiceAuth implements UpstreamAuth {
   async complete(code: string, pending: { readonly verifier: string; readonly redirectUri: string }): Promise<void> {
     const provider = this.provider(pending.redirectUri, { verifier: pending.verifier })
     await auth(provider, { serverUrl: this.url, authorizationCode: code, ...this.authOptions() })
-    log.info(`OAuth authorization of ${this.key} done`, { event: "oauth_authorized", service: this.key })
+    log.info(`OAuth authorization of ${this.label} done`, { event: "oauth_authorized", service: serviceKey(this.scope, this.name) })
     this.manager.tell(this, { type: "AUTHORIZED" })
   }
 
@@ -387,6 +530,15 @@ export class ServiceAuth implements UpstreamAuth {
     this.tokens = undefined
     this.entry = undefined
     this.publish(undefined)
+  }
+
+  /**
+   * A principal's token source taken out of use (its tokens deleted, its service deleted or moved):
+   * a refresh or authorization still under way on it keeps nothing (a deleted token never comes back).
+   */
+  retire(): void {
+    this.retired = true
+    this.drop()
   }
 
   private authOptions() {
@@ -436,6 +588,7 @@ export class ServiceAuth implements UpstreamAuth {
         return Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri) ? (this.entry?.client as OAuthClientInformationMixed) : undefined
       },
       saveClientInformation: async (client) => {
+        if (this.retired) return
         this.entry = { ...(this.entry ?? this.entryWith(undefined)), client }
         await this.manager.vault.put(this.entry)
       },
@@ -447,6 +600,7 @@ export class ServiceAuth implements UpstreamAuth {
         state !== undefined ? this.manager.attachVerifier(state, verifier) : undefined,
       codeVerifier: () => flow.verifier ?? "",
       saveDiscoveryState: async (discovery) => {
+        if (this.retired) return
         this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: discovery.authorizationServerUrl }
         await this.manager.vault.put(this.entry)
       },
@@ -467,6 +621,7 @@ export class ServiceAuth implements UpstreamAuth {
 
   /** Keeps new tokens (memory and vault) and shows the service authorized. */
   private async keep(tokens: OAuthTokens): Promise<void> {
+    if (this.retired) return
     this.tokens = { ...tokens, obtained_at: Date.now() }
     this.entry = { ...(this.entry ?? this.entryWith(undefined)), tokens: this.tokens }
     await this.manager.vault.put(this.entry)
@@ -538,15 +693,23 @@ export interface AuthorizeInput {
 /**
  * authorize_service: with `code` and `state`, finishes the service's authorization (paste-the-code);
  * otherwise starts it and answers the URL to open (or `authorized` at once for machine credentials).
+ * With `principal` (POST .../credentials/{service_name}/authorize of a `per_user` OAuth service), the
+ * same for that principal alone: its state bound to it, its tokens kept for it.
  */
 export const authorizeUpstream = (
   ctx: ScopeContext,
   oauth: OAuthManager,
-  input: AuthorizeInput
-): Effect.Effect<{ readonly service_name: string; readonly state: "authorizing" | "authorized"; readonly authorization_url?: string }, ServiceNotFound | ValidationError | UpstreamError> =>
+  input: AuthorizeInput,
+  principal?: string
+): Effect.Effect<{ readonly service_name: string; readonly state: "authorizing" | "authorized"; readonly authorization_url?: string }, ServiceNotFound | ValidationError | UpstreamError | TooMany> =>
   Effect.gen(function* () {
     const actor = yield* ctx.service(input.service_name)
     const { name, definition } = actor.getSnapshot().context
+    if (principal !== undefined && definition.per_user?.oauth !== true) {
+      return yield* Effect.fail(
+        ValidationError.of([{ field: "service_name", problem: `service '${name}' is not authorized by each caller (its definition has no per_user.oauth): POST authorize_service authorizes it for everyone` }])
+      )
+    }
     const resolved = yield* Effect.try({
       try: () => resolveDefinition(definition),
       catch: () => ValidationError.of([{ field: "service_name", problem: "the service's definition is not usable: fix it first" }])
@@ -558,12 +721,20 @@ export const authorizeUpstream = (
       return yield* Effect.fail(ValidationError.of([{ field: input.code === undefined ? "code" : "state", problem: "give both code and state (paste-the-code), or neither" }]))
     }
     // The token source its last connect made (with its references expanded), else one from the definition as written.
-    const service = oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]))
+    const service =
+      principal !== undefined
+        ? oauth.principalOf(ctx.scope, name, principal)
+        : (oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true))
+    if (service === undefined) return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: "the service's definition is not usable: fix it first" }]))
     if (input.code !== undefined && input.state !== undefined) {
       const { code, state } = input
       yield* Effect.tryPromise({
-        try: () => oauth.finish(code, state, { scope: ctx.scope, name }),
-        catch: (e) => ValidationError.of([{ field: "state", problem: e instanceof OAuthFlowError ? e.message : "the authorization could not be finished" }])
+        try: () => oauth.finish(code, state, { scope: ctx.scope, name, principal }),
+        catch: (e) => {
+          const problem = e instanceof OAuthFlowError ? e.message : "the authorization could not be finished"
+          log.warn(`pasted OAuth code for ${service.label} refused: ${problem}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
+          return ValidationError.of([{ field: "state", problem }])
+        }
       })
       return { service_name: name, state: "authorized" as const }
     }
@@ -571,15 +742,24 @@ export const authorizeUpstream = (
     const redirect = input.redirect_uri ?? callback
     const problem = redirect === undefined ? "the store has no callback URL yet: give one" : redirectProblem(redirect, callback)
     if (redirect === undefined || problem !== undefined) return yield* Effect.fail(ValidationError.of([{ field: "redirect_uri", problem: problem as string }]))
+    // Bounded: a service keeps the own tokens of at most so many principals (an authorized one may always authorize again).
+    if (principal !== undefined && oauth.vault.find(principalKey(ctx.scope, name, principal)) === undefined && oauth.principalCount(ctx.scope, name) >= MAX_PRINCIPAL_AUTHORIZATIONS) {
+      log.warn(`refused an OAuth authorization of ${service.label}: the service has the most principals' authorizations`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
+      return yield* Effect.fail(
+        new TooMany({ message: `Service '${name}' keeps the authorizations of the most principals it may`, limit: "per_user_principals", max: MAX_PRINCIPAL_AUTHORIZATIONS, retryAfterSeconds: 60 })
+      )
+    }
     const started = yield* Effect.tryPromise({
       try: () => service.begin(redirect),
-      catch: (e) =>
-        new UpstreamError({
+      catch: (e) => {
+        log.warn(`OAuth authorization of ${service.label} could not start: ${e instanceof Error ? e.message.slice(0, 500) : "unknown error"}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
+        return new UpstreamError({
           message: `the OAuth authorization of '${name}' could not start: ${e instanceof Error ? e.message.slice(0, 500) : "unknown error"}`,
           outcome: "transport_error",
           serviceName: name,
           code: undefined
         })
+      }
     })
     return "authorization_url" in started
       ? { service_name: name, state: "authorizing" as const, authorization_url: started.authorization_url }

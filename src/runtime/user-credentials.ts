@@ -9,6 +9,8 @@
  * replica: the store's `onChange`), the service is deleted or redefined, or the store stops. A
  * connection is kept with the values it was opened with: a call with other values (a credential
  * changed elsewhere, read before the change was heard of) opens a new one.
+ * A service with `per_user.oauth` carries each principal's own bearer token on its connection (kept
+ * by the store's OAuth manager, src/runtime/upstream-oauth.ts, seen here as `PrincipalAuthorizations`).
  */
 import { createHash } from "node:crypto"
 import { Exit } from "effect"
@@ -18,16 +20,25 @@ import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/servic
 import { log } from "../logging/log.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
 
-/** The names a `per_user` definition asks each principal for. */
+/** The names a `per_user` definition asks each principal for, and whether each authorizes the upstream's OAuth itself. */
 export interface PerUserNames {
   readonly headers: ReadonlyArray<string>
   readonly env: ReadonlyArray<string>
+  readonly oauth: boolean
 }
 
 /** The `per_user` names of a definition; undefined for a service every caller shares. */
 export const perUserOf = (definition: ServiceDefinition): PerUserNames | undefined => {
   const p = definition.per_user
-  return p === undefined ? undefined : { headers: p.headers ?? [], env: p.env ?? [] }
+  return p === undefined ? undefined : { headers: p.headers ?? [], env: p.env ?? [], oauth: p.oauth === true }
+}
+
+/** The principals' own upstream OAuth tokens, as this module needs them (the store's `OAuthManager`). */
+export interface PrincipalAuthorizations {
+  /** Whether the principal holds its own token of the service. */
+  hasToken(scope: Scope, name: string, principal: string): boolean
+  /** Forgets the principal's own tokens of the service; false when it had none. */
+  forgetPrincipal(scope: Scope, name: string, principal: string): Promise<boolean>
 }
 
 /** A service a pooled connection is opened for. */
@@ -38,7 +49,7 @@ export interface PerUserTarget {
 }
 
 /** Opens a connection of a service with a principal's values (src/runtime/adapter.ts `openPrincipalConnection`). */
-export type PrincipalOpener = (target: PerUserTarget, values: UserCredential, timeoutMs: number, signal: AbortSignal) => Promise<McpConnection>
+export type PrincipalOpener = (target: PerUserTarget, values: UserCredential, timeoutMs: number, signal: AbortSignal, principal: string) => Promise<McpConnection>
 
 /** How many principals' connections a service keeps at most, and how long an idle one stays open. */
 export const DEFAULT_PER_USER_CONNECTIONS = 16
@@ -71,7 +82,9 @@ export class UserCredentials {
     private readonly store: Promise<CredentialStore>,
     private readonly open: PrincipalOpener,
     private readonly closeConnection: (connection: McpConnection) => Promise<void>,
-    private readonly limits: PerUserLimits = { maxConnections: DEFAULT_PER_USER_CONNECTIONS, idleMs: DEFAULT_PER_USER_IDLE_MS }
+    private readonly limits: PerUserLimits = { maxConnections: DEFAULT_PER_USER_CONNECTIONS, idleMs: DEFAULT_PER_USER_IDLE_MS },
+    /** The principals' own OAuth tokens (`per_user.oauth`); absent: such a service has none to give. */
+    readonly authorizations?: PrincipalAuthorizations | undefined
   ) {
     // Another replica changed a credential: this replica's connections of that principal close too.
     void store.then((s) => {
@@ -81,6 +94,16 @@ export class UserCredentials {
         for (const p of principals) void this.drop(service, p, "its credential changed on another replica")
       })
     }, () => undefined)
+  }
+
+  /** Whether the principal holds its own OAuth token of the service (`per_user.oauth`). */
+  authorized(scope: Scope, name: string, principal: string): boolean {
+    return this.authorizations?.hasToken(scope, name, principal) === true
+  }
+
+  /** A principal's connection of the service is closed (its authorization changed: the next call opens a new one). */
+  reset(scope: Scope, name: string, principal: string, why: string): Promise<void> {
+    return this.drop(key(scope, name), principal, why)
   }
 
   /** The principal's credential for a service, if it gave one. */
@@ -95,11 +118,12 @@ export class UserCredentials {
     return kept
   }
 
-  /** Forgets a principal's credential and closes its connection; false when it had none. */
+  /** Forgets a principal's credential and its own OAuth tokens, and closes its connection; false when it had neither. */
   async remove(scope: Scope, name: string, principal: string): Promise<boolean> {
     const removed = await (await this.store).remove(key(scope, name), principal)
-    this.drop(key(scope, name), principal, "its credential was deleted")
-    return removed
+    const forgotten = (await this.authorizations?.forgetPrincipal(scope, name, principal)) === true
+    void this.drop(key(scope, name), principal, "its credential was deleted")
+    return removed || forgotten
   }
 
   /**
@@ -141,6 +165,11 @@ export class UserCredentials {
         return Exit.succeed(await request(connection))
       } catch (e) {
         if (!(e instanceof McpRequestError)) return Exit.die(e)
+        // Closed under the call (its credential changed or was deleted, the service went, the store stops):
+        // a failure of the call, not the caller's own cancellation.
+        if (e.kind === "aborted" && this.pools.get(service)?.get(principal) !== pooled) {
+          return Exit.fail(new McpRequestError("transport", "the principal's connection was closed during the call (its credential changed or was deleted)"))
+        }
         const broken = e.kind === "session_expired" || e.kind === "transport"
         if (broken) this.drop(service, principal, `its connection failed: ${e.kind}`)
         if (e.kind === "session_expired" && !retried) continue
@@ -196,7 +225,7 @@ export class UserCredentials {
     // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
     this.pools.set(service, pool)
     const abort = new AbortController()
-    const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal)
+    const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal, principal)
     const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, timer: undefined }
     pool.set(principal, pooled)
     opening.then(

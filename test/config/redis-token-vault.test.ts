@@ -1,13 +1,15 @@
 // OAuth entries shared by replicas in Redis (RedisTokenStore) against a real redis-server: an entry
 // put by one replica is read by another, encrypted at rest; no secret, or another secret, is a clear
 // start-up error; the refresh lock lets one replica at a time refresh a service and gives the
-// waiter the tokens the first got; a holder whose lock expired never releases its successor's.
+// waiter the tokens the first got; a holder whose lock expired never releases its successor's; each
+// principal's own entry of a per_user service is kept apart and listed by the service's prefix.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { withLock } from "../../src/redis/lock.js"
 import type { Redis } from "../../src/redis/connection.js"
 import { RedisTokenStore, TokenKeyError } from "../../src/config/redis-token-vault.js"
 import type { VaultEntry } from "../../src/config/token-vault.js"
+import { principalKey, serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 let redis: RedisServer
@@ -64,6 +66,29 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
     await gone
     expect(c.find("store/svc")).toBeUndefined()
     expect(await redis.clients[0]!.hExists(clusterKey(cluster, "oauth"), "store/svc")).toBe(0)
+  })
+
+  it("keeps each principal's own entry of a per_user service apart, lists them by the service's prefix, and shares them", async () => {
+    const cluster = `tokens-${seq++}`
+    const a = await open(cluster)
+    const b = await open(cluster)
+    const alice = principalKey({ kind: "store" }, "svc", "alice-digest")
+    const bob = principalKey({ kind: "store" }, "svc", "bob-digest")
+    const heard = new Promise<void>((resolve) => b.onChange((s) => s === bob && resolve()))
+    await a.put(entry("store/svc", "shared"))
+    await a.put(entry(alice, "alice-token"))
+    await a.put(entry(bob, "bob-token"))
+    await a.put(entry("store/svc-other", "other"))
+    await heard
+    const under = `${serviceKey({ kind: "store" }, "svc")}\u0000`
+    expect(b.entriesUnder(under).map((e) => e.tokens?.access_token).sort()).toEqual(["alice-token", "bob-token"])
+    expect(b.find("store/svc")?.tokens?.access_token).toBe("shared")
+    // A replica started later reads them (the NUL of the key survives Redis), and removing one leaves the others.
+    const c = await open(cluster)
+    expect(c.find(alice)?.tokens?.access_token).toBe("alice-token")
+    await c.remove(alice)
+    expect(c.entriesUnder(under).map((e) => e.service)).toEqual([bob])
+    expect(a.find("store/svc")?.tokens?.access_token).toBe("shared")
   })
 
   it("refuses to start without MCPSTORE_SECRET_KEY, or with another secret than the cluster's", async () => {

@@ -9,7 +9,7 @@ import { currentPrincipal, gateOf } from "../access.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
-import { credentialsAnswer } from "../credentials-routes.js"
+import { authorizeCredentialsAnswer, credentialsAnswer, credentialsStatusAnswer } from "../credentials-routes.js"
 
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
@@ -29,6 +29,8 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("acceptToolChanges", ({ path, payload }) => acceptToolChangesAnswer(scope(path.agent_id), payload))
       .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope(path.agent_id), path.service_name, payload))
       .handle("deleteCredentials", ({ path }) => credentialsAnswer(scope(path.agent_id), path.service_name, undefined))
+      .handle("authorizeCredentials", ({ path, payload }) => authorizeCredentialsAnswer(scope(path.agent_id), store.oauth, path.service_name, payload ?? {}))
+      .handle("getCredentials", ({ path }) => credentialsStatusAnswer(scope(path.agent_id), store.oauth, path.service_name))
       .handle("getServiceInfo", ({ path, urlParams }) => Shared.getServiceInfo(scope(path.agent_id), urlParams.name))
       .handle("listTools", ({ path, urlParams }) => Shared.listTools(scope(path.agent_id), urlParams.service_name))
       .handle("searchTools", ({ path, urlParams }) => Shared.searchTools(scope(path.agent_id), store.toolSearch, urlParams.q, urlParams.limit))

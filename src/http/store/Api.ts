@@ -88,6 +88,8 @@ export class StoreApi extends HttpApiGroup.make("store")
   .add(acceptToolChangesEndpoint("/for_store").annotate(OpenApi.Summary, "Accept the changed definitions of a service's held tools (pinned tools)"))
   .add(credentialsEndpoints("/for_store").put.setPath(CredentialsPath).annotate(OpenApi.Summary, "Give your own credential for a per_user service (write-only)"))
   .add(credentialsEndpoints("/for_store").del.setPath(CredentialsPath).annotate(OpenApi.Summary, "Delete your own credential for a per_user service"))
+  .add(credentialsEndpoints("/for_store").authorize.setPath(CredentialsPath).annotate(OpenApi.Summary, "Authorize a per_user OAuth service's upstream for yourself (your own token)"))
+  .add(credentialsEndpoints("/for_store").get.setPath(CredentialsPath).annotate(OpenApi.Summary, "What you have given and authorized for a per_user service (names only)"))
   .add(shared.deleteService.setPath(ServicePath).annotate(OpenApi.Summary, "Delete a service (config entry and actor)"))
   .add(
     HttpApiEndpoint.post("deleteServiceTwoStep", "/for_store/delete_service_two_step")

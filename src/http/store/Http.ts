@@ -13,7 +13,7 @@ import { ActorSystemService, AsyncCallsService, ConnectionsService, HeldCallsSer
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
-import { credentialsAnswer } from "../credentials-routes.js"
+import { authorizeCredentialsAnswer, credentialsAnswer, credentialsStatusAnswer } from "../credentials-routes.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
@@ -34,6 +34,8 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
       .handle("acceptToolChanges", ({ payload }) => acceptToolChangesAnswer(scope, payload))
       .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope, path.service_name, payload))
       .handle("deleteCredentials", ({ path }) => credentialsAnswer(scope, path.service_name, undefined))
+      .handle("authorizeCredentials", ({ path, payload }) => authorizeCredentialsAnswer(scope, store.oauth, path.service_name, payload ?? {}))
+      .handle("getCredentials", ({ path }) => credentialsStatusAnswer(scope, store.oauth, path.service_name))
       .handle("listServices", ({ urlParams }) =>
         urlParams.scope === "all"
           ? Effect.sync(() =>
