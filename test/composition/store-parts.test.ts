@@ -91,8 +91,8 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
       "approvals closed",
       "held calls closed",
       "tasks closed",
-      "actors stopped",
       "per-user connections closed",
+      "actors stopped",
       "connections closed",
       "records closed"
     ])
