@@ -68,7 +68,9 @@ describe("held calls across replicas", () => {
     const state = await started(a.held, "tools/call svc__ask")
     const [prefix, holder, random, seal] = state.split(".")
     const forged = [prefix, Buffer.from("replica-c").toString("base64url"), random, seal].join(".")
-    for (const bad of [forged, `${state.slice(0, -2)}AA`, `h2.${holder}`]) {
+    // Edited: one character of the seal changed (to another one, whatever it was).
+    const edited = `${state.slice(0, -3)}${state.at(-3) === "A" ? "B" : "A"}${state.slice(-2)}`
+    for (const bad of [forged, edited, `h2.${holder}`]) {
       const refused = await b.held.turn(asking, { scope: "store", owner: "key", subject: "tools/call svc__ask" }, { retry: { state: bad, responses: {} }, signal: new AbortController().signal })
       expect(refused, bad).toBeInstanceOf(ValidationError)
       expect((refused as ValidationError).problems[0]?.problem).toMatch(/names no call/)
