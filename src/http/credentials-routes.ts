@@ -17,6 +17,7 @@ import { authorizeUpstream, type OAuthManager } from "../runtime/upstream-oauth.
 import { AuthorizePayload, AuthorizeResponse } from "./payloads.js"
 import { log } from "../logging/log.js"
 import { perUserOf } from "../runtime/user-credentials.js"
+import { credentialsRoute } from "../runtime/per-user-request.js"
 import { definitionsChange } from "../runtime/commands.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { callerWords, currentPrincipal } from "./access.js"
@@ -118,23 +119,33 @@ const change = <A>(task: () => Promise<A>) =>
   Effect.tapError(definitionsChange(task), (e) => Effect.sync(() => log.warn(`a per-user credential change was refused: ${e.message}`, { event: "credentials_refused" })))
 
 /** The handlers of both scopes: the credential is the request's own principal's (its key or token), never another's. */
+/**
+ * What every credentials route starts from: the scope, the request's own principal (the caller's key
+ * or token subject as a digest, the same every face computes), the `per_user` service named (400 when
+ * it is not one) and the store's credentials.
+ */
+const ownCredentials = (scope: ScopeRef, serviceName: string) =>
+  Effect.gen(function* () {
+    const ctx = yield* scope
+    const who = yield* currentPrincipal
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const principal = sessionOwner(who, request.headers["authorization"])
+    const actor = yield* ctx.service(serviceName)
+    const { name, definition } = actor.getSnapshot().context
+    const declared = perUserOf(definition)
+    if (declared === undefined) {
+      return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
+    }
+    const credentials = ctx.host.credentials
+    if (credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
+    return { ctx, who, principal, name, declared, credentials }
+  })
+
 export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: Schema.Schema.Type<typeof CredentialsPayload> | undefined) =>
   contract(
     Effect.gen(function* () {
-      const ctx = yield* scope
-      // The credential's owner is the caller's key (or token subject) as a digest, the same every face computes.
-      const who = yield* currentPrincipal
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const principal = sessionOwner(who, request.headers["authorization"])
+      const { ctx, who, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
       const words = callerWords(who)
-      const actor = yield* ctx.service(serviceName)
-      const { name, definition } = actor.getSnapshot().context
-      const declared = perUserOf(definition)
-      if (declared === undefined) {
-        return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
-      }
-      const credentials = ctx.host.credentials
-      if (credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
       const where = { event: "", scope: ctx.label, service: name }
       if (given === undefined) {
         // Its values and its own OAuth tokens (per_user.oauth) alike.
@@ -143,7 +154,7 @@ export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: S
         return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
       }
       if (declared.headers.length === 0 && declared.env.length === 0) {
-        const route = `POST ${ctx.scope.kind === "store" ? "/for_store" : `/for_agent/${encodeURIComponent(ctx.scope.agentId)}`}/credentials/${encodeURIComponent(name)}/authorize`
+        const route = credentialsRoute(ctx.scope, name, true)
         log.warn(`refused a per-user credential for service '${name}': it takes an OAuth authorization only`, { ...where, event: "credentials_refused" })
         return yield* Effect.fail(ValidationError.of([{ field: "body", problem: `service '${name}' takes no header or environment values, only each caller's own OAuth authorization: ${route}` }]))
       }
@@ -205,19 +216,9 @@ export const authorizeCredentialsAnswer = (scope: ScopeRef, oauth: OAuthManager,
 export const credentialsStatusAnswer = (scope: ScopeRef, oauth: OAuthManager, serviceName: string) =>
   contract(
     Effect.gen(function* () {
-      const ctx = yield* scope
-      const who = yield* currentPrincipal
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const principal = sessionOwner(who, request.headers["authorization"])
-      const actor = yield* ctx.service(serviceName)
-      const { name, definition } = actor.getSnapshot().context
-      const declared = perUserOf(definition)
-      if (declared === undefined) {
-        return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: `service '${name}' does not take per-user credentials (its definition has no per_user)` }]))
-      }
-      const credentials = ctx.host.credentials
-      if (credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
-      const given = yield* Effect.promise(() => credentials.find(ctx.scope, name, principal))
+      const { ctx, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
+      // Replica mode, Redis away: 503 cluster_unavailable, as a change would be.
+      const given = yield* definitionsChange(() => credentials.find(ctx.scope, name, principal))
       const status = declared.oauth ? oauth.principalStatus(ctx.scope, name, principal) : { authorized: false, expires_at: null }
       const valuesGiven = (declared.headers.length === 0 && declared.env.length === 0) || given !== undefined
       const ready = valuesGiven && (!declared.oauth || status.authorized)
