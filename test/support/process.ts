@@ -117,6 +117,11 @@ export interface StoreProcessOptions {
 }
 
 /** Starts `node <mcp-store> run api --host 127.0.0.1 --port <free> --config <file> --no-startup-info` (`storeScript`); resolves once /health answers 200. */
+/** The store processes started in this fork and still running (on globalThis: file-setup.ts reads it without loading this module). */
+const liveStoreProcesses = (): Set<ChildProcess> =>
+  ((globalThis as { [LIVE_STORES]?: Set<ChildProcess> })[LIVE_STORES] ??= new Set<ChildProcess>())
+const LIVE_STORES = Symbol.for("mcp-store.test.live-store-processes")
+
 export async function spawnStore(options: StoreProcessOptions): Promise<StoreProcess> {
   const script = await storeScript()
   const port = await closedPort()
@@ -145,7 +150,14 @@ export async function spawnStore(options: StoreProcessOptions): Promise<StorePro
     child.once("exit", (code, signal) => resolve({ code, signal, at: performance.now() }))
   )
   let running = true
-  void exited.then(() => (running = false))
+  // Known to the file's end (file-setup.ts) until it exits: a test that timed out while this start
+  // was still waiting never got its handle to end it.
+  const live = liveStoreProcesses()
+  live.add(child)
+  void exited.then(() => {
+    running = false
+    live.delete(child)
+  })
   const url = `http://127.0.0.1:${port}`
   const kill = async () => {
     if (running) child.kill("SIGKILL")
