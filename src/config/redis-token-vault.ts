@@ -11,6 +11,10 @@
  * an older token: a refresh re-reads the entry under the lock before spending anything).
  * Refreshes are single-flight across replicas: `exclusive` holds the lock `oauth:lock:<service>`
  * (src/redis/lock.ts) and gives the task the entry as stored at that moment.
+ *
+ * The authorizations under way are shared too (hash `oauth:pending`, sealed): a state started on one
+ * replica is finished by a callback or a pasted code on any other, taken once (`takePending`: HGET
+ * and HDEL in one MULTI).
  */
 import { keyOfSecret, seal, unseal, type PendingRecord, type TokenStore, type VaultEntry } from "./token-vault.js"
 import { log } from "../logging/log.js"
@@ -76,7 +80,9 @@ export class RedisTokenStore implements TokenStore {
     await subscriber.connect()
     await subscriber.subscribe(store.channel, (service) => void store.reload(service).catch(() => undefined))
     store.subscriber = subscriber
-    for (const [service, sealed] of Object.entries(await data.client.hGetAll(store.hash))) if (service !== CHECK_FIELD) store.adopt(service, sealed)
+    await store.reloadAll()
+    // Messages sent while the listener was away are lost: once it is back, every entry is read again.
+    subscriber.on("ready", () => void store.reloadAll().catch(() => undefined))
     const now = Date.now()
     for (const [state, sealed] of Object.entries(await data.client.hGetAll(store.pendingHash))) {
       const plain = store.open(sealed)
@@ -110,6 +116,13 @@ export class RedisTokenStore implements TokenStore {
     const entry = JSON.parse(plain) as VaultEntry
     this.entries.set(service, entry)
     return entry
+  }
+
+  /** Every entry as stored now (at start, and when the change listener reconnects). */
+  private async reloadAll(): Promise<void> {
+    const stored = await this.data.client.hGetAll(this.hash)
+    for (const service of this.entries.keys()) if (!Object.hasOwn(stored, service)) this.entries.delete(service)
+    for (const [service, sealed] of Object.entries(stored)) if (service !== CHECK_FIELD) this.adopt(service, sealed)
   }
 
   /** The entry of a service as stored now. */
@@ -166,6 +179,38 @@ export class RedisTokenStore implements TokenStore {
   async removePending(state: string): Promise<void> {
     this.pending.delete(state)
     await this.data.client.hDel(this.pendingHash, state)
+  }
+
+  /** Any replica's authorization under way, as stored now (an expired or unreadable one is none). */
+  async findPending(state: string): Promise<PendingRecord | undefined> {
+    return this.pendingOf(await this.data.client.hGet(this.pendingHash, state))
+  }
+
+  /**
+   * Takes any replica's authorization under way, once across the cluster: HGET and HDEL in one
+   * MULTI, so of two replicas finishing one state at the same moment only one reads it.
+   */
+  async takePending(state: string): Promise<PendingRecord | undefined> {
+    this.pending.delete(state)
+    const [sealed] = (await this.data.client.multi().hGet(this.pendingHash, state).hDel(this.pendingHash, state).exec()) as unknown as [string | null, number]
+    return this.pendingOf(sealed)
+  }
+
+  private pendingOf(sealed: string | null | undefined): PendingRecord | undefined {
+    if (sealed === null || sealed === undefined) return undefined
+    const plain = this.open(sealed)
+    if (plain === undefined) return undefined
+    const record = JSON.parse(plain) as PendingRecord
+    return record.expiresAt > Date.now() ? record : undefined
+  }
+
+  /**
+   * Reads a service's entry from Redis now (its copy here follows the change messages, which a
+   * listener reconnecting may miss): a request of a principal's own authorization reads it first,
+   * so a token given or deleted on another replica is seen at once. Bounded by the client's time-out.
+   */
+  async readThrough(service: string): Promise<void> {
+    await this.reload(service)
   }
 
   /** Called after each change of any replica is read (tests wait on it). Returns the unsubscribe. */

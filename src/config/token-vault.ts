@@ -96,6 +96,18 @@ export interface TokenStore {
   putPending(record: PendingRecord): Promise<void>
   /** Forgets an authorization under way; `write` false may defer the write to the next one. */
   removePending(state: string, write: boolean): Promise<void>
+  /** An authorization under way as kept now (any replica's, in a cluster), without taking it. */
+  findPending(state: string): Promise<PendingRecord | undefined>
+  /**
+   * Takes an authorization under way, once: of two takers at the same moment (two replicas of a
+   * cluster), one gets it and the other nothing.
+   */
+  takePending(state: string): Promise<PendingRecord | undefined>
+  /**
+   * Reads a service's entry from where it is shared (a cluster's Redis) into `find`'s copy, when
+   * the copy may be stale; absent: `find` is always current (the file of one store).
+   */
+  readThrough?(service: string): Promise<void>
 }
 
 export class TokenVault implements TokenStore {
@@ -180,6 +192,20 @@ export class TokenVault implements TokenStore {
   /** Forgets an authorization under way; writes the file when `write` (else with the next write). */
   removePending(state: string, write: boolean): Promise<void> {
     return this.pending.delete(state) && write ? this.save() : this.writing
+  }
+
+  /** An authorization under way, without taking it. */
+  findPending(state: string): Promise<PendingRecord | undefined> {
+    return Promise.resolve(this.pending.get(state))
+  }
+
+  /** Takes an authorization under way (one process: the map is the only copy in use), and writes the file. */
+  async takePending(state: string): Promise<PendingRecord | undefined> {
+    const record = this.pending.get(state)
+    if (record === undefined) return undefined
+    this.pending.delete(state)
+    await this.save()
+    return record
   }
 
   private save(): Promise<void> {

@@ -187,9 +187,7 @@ export const authorizeCredentialsAnswer = (scope: ScopeRef, oauth: OAuthManager,
       const who = yield* currentPrincipal
       const request = yield* HttpServerRequest.HttpServerRequest
       const principal = sessionOwner(who, request.headers["authorization"])
-      if (ctx.host.credentials === undefined || ctx.host.replication.shared) {
-        return yield* Effect.fail(new Forbidden({ message: "Each principal's own upstream OAuth is not supported in replica mode yet" }))
-      }
+      if (ctx.host.credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
       const result = yield* authorizeUpstream(ctx, oauth, { service_name: serviceName, ...given }, principal)
       if (result.state === "authorized") {
         // A connection opened before (with a token since refused) is not kept: the next call opens one with the new token.
@@ -219,6 +217,8 @@ export const credentialsStatusAnswer = (scope: ScopeRef, oauth: OAuthManager, se
       const { ctx, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
       // Replica mode, Redis away: 503 cluster_unavailable, as a change would be.
       const given = yield* definitionsChange(() => credentials.find(ctx.scope, name, principal))
+      // Replica mode: the principal's OAuth entry is read from Redis too (an authorization finished or deleted on another replica shows at once).
+      if (declared.oauth) yield* definitionsChange(() => oauth.readPrincipal(ctx.scope, name, principal))
       const status = declared.oauth ? oauth.principalStatus(ctx.scope, name, principal) : { authorized: false, expires_at: null }
       const valuesGiven = (declared.headers.length === 0 && declared.env.length === 0) || given !== undefined
       const ready = valuesGiven && (!declared.oauth || status.authorized)

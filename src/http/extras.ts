@@ -35,6 +35,8 @@ import { ModernMcp } from "./gateway/modern.js"
 import { toolListingOf, type ToolListing } from "./gateway/search-mode.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
+import { ClusterUnavailable } from "../domain/errors.js"
+import { log } from "../logging/log.js"
 import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
 import { OAUTH_SERVER_ROUTES } from "./oauth-server/endpoints.js"
 
@@ -387,16 +389,21 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const code = one(query["code"])
         const state = one(query["state"])
         if (state === undefined || code === undefined) {
-          if (state !== undefined) oauth.takeState(state)
+          if (state !== undefined) yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
           return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
         }
         // A principal's own authorization (per_user oauth) is finished for the principal that started it, bound to its state.
         const outcome = yield* Effect.promise(() =>
           oauth.finish(code, state).then(
             (key) => ({ own: key.includes("\u0000") }),
-            (e: unknown) => (e instanceof OAuthFlowError ? e.message : "the authorization could not be finished")
+            (e: unknown) => (e instanceof OAuthFlowError ? e.message : e instanceof ClusterUnavailable ? { unavailable: true as const } : "the authorization could not be finished")
           )
         )
+        // Replica mode, Redis away: the state was not taken (or not known to be): the same URL may be tried again.
+        if (typeof outcome !== "string" && "unavailable" in outcome) {
+          log.warn("an OAuth callback could not be finished: the cluster's Redis does not answer", { event: "oauth_failed" })
+          return callbackPage(503, "The authorization could not be finished now: the store's shared storage does not answer. Reload this page in a moment.")
+        }
         return typeof outcome !== "string"
           ? callbackPage(200, outcome.own ? "Authorized: your calls of the service now carry your own token. You can close this page." : "Authorized: the store now connects to the service. You can close this page.")
           : callbackPage(400, `The authorization did not finish: ${outcome}.`)

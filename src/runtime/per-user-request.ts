@@ -124,7 +124,22 @@ export const requestAsPrincipal = async <A>(
     return Exit.fail(refusal)
   }
   if (own === undefined) return notGiven()
-  if (names.oauth && !credentials.authorized(scope, name, principal)) return required("this caller has not authorized it (or its authorization was refused since)", true)
+  if (names.oauth) {
+    // Read where it is shared (replica mode: Redis, bounded): an authorization finished, or deleted, on any replica counts at once.
+    let authorized: boolean
+    try {
+      authorized = await credentials.authorizedNow(scope, name, principal)
+    } catch (e) {
+      const refusal = unavailable(actor, `the caller's OAuth authorization cannot be read now (${e instanceof Error ? e.message : String(e)})`)
+      log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
+      return Exit.fail(refusal)
+    }
+    if (!authorized) {
+      // A connection it kept (its tokens deleted on another replica) is closed too.
+      void credentials.reset(scope, name, principal, "its authorization is gone")
+      return required("this caller has not authorized it (or its authorization was refused or deleted since)", true)
+    }
+  }
   const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
   if (!names.oauth || Exit.isSuccess(sent)) return sent
   // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.

@@ -31,7 +31,7 @@ import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } f
 import { Effect, Option, Schema } from "effect"
 import { OAuthSettings } from "../domain/schemas.js"
 import { resolveDefinition } from "../domain/service-definition.js"
-import { TooMany, UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
+import { ClusterUnavailable, TooMany, UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
 import type { TokenStore, VaultEntry } from "../config/token-vault.js"
@@ -160,6 +160,15 @@ export class OAuthManager {
     return auth
   }
 
+  /**
+   * Reads a principal's own entry of a service from where it is shared (replica mode: Redis), so
+   * that `hasToken` and `principalStatus` tell what any replica did up to now (an authorization
+   * finished, its tokens deleted). Rejects `ClusterUnavailable` when Redis does not answer in time.
+   */
+  async readPrincipal(scope: Scope, name: string, principal: string): Promise<void> {
+    await shared(`reading the OAuth authorization of principal ${principalWords(principal)}`, () => this.vault.readThrough?.(principalKey(scope, name, principal)) ?? Promise.resolve())
+  }
+
   /** Whether a principal holds its own token of a service (a call of it can go through). */
   hasToken(scope: Scope, name: string, principal: string): boolean {
     return this.vault.find(principalKey(scope, name, principal))?.tokens !== undefined
@@ -180,11 +189,16 @@ export class OAuthManager {
   /** Forgets a principal's own tokens of a service and its authorizations under way; false when it had none. */
   async forgetPrincipal(scope: Scope, name: string, principal: string): Promise<boolean> {
     const key = principalKey(scope, name, principal)
+    await this.readPrincipal(scope, name, principal)
     const had = this.vault.find(key)?.tokens !== undefined
     this.principals.get(key)?.retire()
     this.principals.delete(key)
     for (const [state, p] of this.pending) if (p.service === key) this.dropState(state)
-    if (this.vault.find(key) !== undefined) await this.vault.remove(key)
+    // Under the refresh lock (replica mode: across replicas): a refresh under way elsewhere ends
+    // first, and one that starts after finds no entry and refreshes nothing (a deleted token never comes back).
+    if (this.vault.find(key) !== undefined) {
+      await shared(`deleting the OAuth tokens of principal ${principalWords(principal)}`, () => this.vault.exclusive(key, () => this.vault.remove(key)))
+    }
     if (had) log.info(`OAuth tokens of principal ${principalWords(principal)} for ${serviceKey(scope, name)} deleted`, { event: "oauth_tokens_dropped", service: serviceKey(scope, name) })
     return had
   }
@@ -243,16 +257,24 @@ export class OAuthManager {
     return state
   }
 
-  /** Forgets an authorization under way (taken, expired, crowded out, its service deleted). */
+  /** Forgets an authorization under way (expired, crowded out, its service deleted), here and where it is kept. */
   private dropState(state: string): void {
+    if (!this.forgetState(state)) return
+    void this.vault.removePending(state, false).catch((e: unknown) =>
+      log.warn(`an expired OAuth authorization could not be removed from the token store: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_vault_write_failed" })
+    )
+  }
+
+  /** Forgets an authorization under way in this process's memory; false when it knew none. */
+  private forgetState(state: string): boolean {
     const p = this.pending.get(state)
-    if (p === undefined) return
+    if (p === undefined) return false
     this.pending.delete(state)
-    void this.vault.removePending(state, false)
     const label = scopeLabel(p.scope)
     const mine = this.pendingByScope.get(label)
     mine?.delete(state)
     if (mine?.size === 0) this.pendingByScope.delete(label)
+    return true
   }
 
   /** The PKCE verifier of an authorization under way: kept with its state, and in the vault (encrypted) for a restart. */
@@ -260,7 +282,7 @@ export class OAuthManager {
     const p = this.pending.get(state)
     if (p === undefined) return Promise.resolve()
     p.verifier = verifier
-    return this.vault.putPending({ state, ...p })
+    return shared("keeping the authorization under way", () => this.vault.putPending({ state, ...p }))
   }
 
   /**
@@ -270,8 +292,9 @@ export class OAuthManager {
    */
   async finish(code: string, state: string, expected?: { readonly scope: Scope; readonly name: string; readonly principal?: string | undefined }): Promise<string> {
     // A pasted state is checked before it is taken: another principal (or the service's own flow)
-    // presenting it changes nothing, not even the state's owner's chance to finish.
-    const peek = this.pending.get(state)
+    // presenting it changes nothing, not even the state's owner's chance to finish. It may have been
+    // started on another replica: then it is read from the shared token store.
+    const peek = this.pending.get(state) ?? (expected === undefined ? undefined : await shared("reading the authorization under way", () => this.vault.findPending(state)))
     if (expected !== undefined && peek !== undefined && peek.principal !== expected.principal) {
       log.warn(`OAuth authorization refused: a state was presented by ${expected.principal === undefined ? "the service's own flow" : `principal ${principalWords(expected.principal)}`}, not the one that started it`, {
         event: "oauth_failed",
@@ -279,12 +302,12 @@ export class OAuthManager {
       })
       throw new OAuthFlowError("this state was not started by you for this service: start the authorization again")
     }
-    const pending = this.takeState(state)
-    if (pending === undefined) throw new OAuthFlowError("unknown or expired state: start the authorization again")
+    const pending = await this.takeState(state)
+    if (pending === undefined) throw new OAuthFlowError("unknown, expired or already used state: start the authorization again")
     if (expected !== undefined && (scopeLabel(expected.scope) !== scopeLabel(pending.scope) || expected.name !== pending.name)) {
       throw new OAuthFlowError("this state belongs to another service: start the authorization again")
     }
-    const service = pending.principal === undefined ? this.services.get(pending.service) : this.principalOf(pending.scope, pending.name, pending.principal)
+    const service = pending.principal === undefined ? this.serviceOf(pending.scope, pending.name) : this.principalOf(pending.scope, pending.name, pending.principal)
     if (service === undefined) throw new OAuthFlowError("the service is gone: start the authorization again")
     try {
       await service.complete(code, pending)
@@ -315,14 +338,39 @@ export class OAuthManager {
     }
   }
 
-  /** Takes an authorization under way by its `state` (once), if it is still valid. */
-  takeState(state: string): Pending | undefined {
-    const p = this.pending.get(state)
-    if (p === undefined) return undefined
-    this.dropState(state)
-    // Single use across a restart too.
-    void this.vault.removePending(state, true)
-    return p.expiresAt > Date.now() ? p : undefined
+  /**
+   * The service's own token source for an authorization: the one its last connect made, else one
+   * from its definition as written (a replica that does not run the service finishes a flow too).
+   */
+  private serviceOf(scope: Scope, name: string): ServiceAuth | undefined {
+    const known = this.services.get(serviceKey(scope, name))
+    if (known !== undefined) return known
+    const definition = this.lookup(scope, name)?.getSnapshot().context.definition
+    if (definition === undefined) return undefined
+    try {
+      const resolved = resolveDefinition(definition)
+      if (resolved.kind !== "remote") return undefined
+      return this.forService(scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true)
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * Takes an authorization under way by its `state` (once), if it is still valid: from the token
+   * store, which decides who takes it (in replica mode, one replica of any number finishing it at
+   * the same moment; a state started on another replica is found there). Rejects
+   * `ClusterUnavailable` when the store does not answer.
+   */
+  async takeState(state: string): Promise<Pending | undefined> {
+    const local = this.pending.get(state)
+    this.forgetState(state)
+    const record = await shared("taking the authorization under way", () => this.vault.takePending(state))
+    // One store (a token store with nothing to read through): its memory is the copy in use, even
+    // before the verifier was kept; shared ones (replica mode): only what the store gave counts.
+    const taken = record ?? (this.vault.readThrough === undefined ? local : undefined)
+    if (taken === undefined || taken.expiresAt <= Date.now()) return undefined
+    return { service: taken.service, scope: taken.scope, name: taken.name, principal: taken.principal, verifier: taken.verifier, redirectUri: taken.redirectUri, expiresAt: taken.expiresAt }
   }
 
   /** The service of a key, when known. */
@@ -335,6 +383,15 @@ export class OAuthManager {
     return this.pending.size
   }
 }
+
+/**
+ * A step on the shared token store (replica mode: Redis, each command bounded by the client's
+ * time-out): its failure is `ClusterUnavailable` (503), never taken for a refused state.
+ */
+const shared = <A>(what: string, step: () => Promise<A>): Promise<A> =>
+  step().catch((e: unknown) => {
+    throw e instanceof ClusterUnavailable ? e : ClusterUnavailable.of(what, e)
+  })
 
 /** A failed step of an authorization, with a message safe to show to the user. */
 export class OAuthFlowError extends Error {
@@ -387,7 +444,22 @@ export class ServiceAuth implements UpstreamAuth {
     return this.config?.scopes?.join(" ") || this.challenge?.scope || undefined
   }
 
+  /**
+   * Takes the entry the token store holds when it is not the one this source last saw (another
+   * replica authorized, refreshed or deleted it; its copy follows the change messages).
+   */
+  private sync(): void {
+    if (this.retired) return
+    const stored = this.manager.vault.find(this.key)
+    if (stored === this.entry) return
+    const had = this.tokens !== undefined
+    this.entry = stored
+    this.tokens = stored?.tokens
+    if (this.tokens !== undefined && (!had || this.info?.state !== "authorized")) this.publish({ required: true, state: "authorized", scopes: this.scopeList(), ...this.expiry() })
+  }
+
   async accessToken(): Promise<string | undefined> {
+    this.sync()
     const held = this.tokens
     if (held === undefined) return undefined
     if (held.expires_in !== undefined) {
@@ -403,6 +475,11 @@ export class ServiceAuth implements UpstreamAuth {
   async unauthorized(challenge: BearerChallenge, rejected: string | undefined, last: boolean): Promise<void> {
     this.challenge = challenge
     if (!last) {
+      // Another replica may have authorized (or refreshed) since this one's copy was read: read it now.
+      if (this.manager.vault.readThrough !== undefined) {
+        await this.manager.vault.readThrough(this.key).catch(() => undefined)
+        this.sync()
+      }
       // A concurrent request already replaced the refused token: retry with the new one.
       if (this.tokens !== undefined && this.tokens.access_token !== rejected) return
       if (this.tokens?.refresh_token !== undefined || this.config?.grant_type === "client_credentials") return this.renew()
@@ -419,6 +496,12 @@ export class ServiceAuth implements UpstreamAuth {
     const held = this.tokens?.access_token
     this.refreshing ??= this.manager.vault
       .exclusive(this.key, async (latest) => {
+        // A principal's tokens deleted meanwhile (on any replica) are not refreshed back into existence.
+        if (this.principal !== undefined && latest?.tokens === undefined) {
+          this.entry = latest
+          this.tokens = undefined
+          throw this.needsAuthorization("your authorization was deleted: authorize again")
+        }
         if (latest?.tokens !== undefined && latest.tokens.access_token !== held) {
           this.entry = latest
           this.tokens = latest.tokens
@@ -701,7 +784,10 @@ export const authorizeUpstream = (
   oauth: OAuthManager,
   input: AuthorizeInput,
   principal?: string
-): Effect.Effect<{ readonly service_name: string; readonly state: "authorizing" | "authorized"; readonly authorization_url?: string }, ServiceNotFound | ValidationError | UpstreamError | TooMany> =>
+): Effect.Effect<
+  { readonly service_name: string; readonly state: "authorizing" | "authorized"; readonly authorization_url?: string },
+  ServiceNotFound | ValidationError | UpstreamError | TooMany | ClusterUnavailable
+> =>
   Effect.gen(function* () {
     const actor = yield* ctx.service(input.service_name)
     const { name, definition } = actor.getSnapshot().context
@@ -731,6 +817,10 @@ export const authorizeUpstream = (
       yield* Effect.tryPromise({
         try: () => oauth.finish(code, state, { scope: ctx.scope, name, principal }),
         catch: (e) => {
+          if (e instanceof ClusterUnavailable) {
+            log.warn(`pasted OAuth code for ${service.label} not taken: ${e.message}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
+            return e
+          }
           const problem = e instanceof OAuthFlowError ? e.message : "the authorization could not be finished"
           log.warn(`pasted OAuth code for ${service.label} refused: ${problem}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
           return ValidationError.of([{ field: "state", problem }])
@@ -752,6 +842,10 @@ export const authorizeUpstream = (
     const started = yield* Effect.tryPromise({
       try: () => service.begin(redirect),
       catch: (e) => {
+        if (e instanceof ClusterUnavailable) {
+          log.warn(`OAuth authorization of ${service.label} could not start: ${e.message}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
+          return e
+        }
         log.warn(`OAuth authorization of ${service.label} could not start: ${e instanceof Error ? e.message.slice(0, 500) : "unknown error"}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
         return new UpstreamError({
           message: `the OAuth authorization of '${name}' could not start: ${e instanceof Error ? e.message.slice(0, 500) : "unknown error"}`,

@@ -37,6 +37,8 @@ export const perUserOf = (definition: ServiceDefinition): PerUserNames | undefin
 export interface PrincipalAuthorizations {
   /** Whether the principal holds its own token of the service. */
   hasToken(scope: Scope, name: string, principal: string): boolean
+  /** Reads the principal's own entry where it is shared (replica mode), so `hasToken` tells what any replica did; rejects `ClusterUnavailable`. */
+  readPrincipal(scope: Scope, name: string, principal: string): Promise<void>
   /** Forgets the principal's own tokens of the service; false when it had none. */
   forgetPrincipal(scope: Scope, name: string, principal: string): Promise<boolean>
 }
@@ -99,6 +101,12 @@ export class UserCredentials {
   /** Whether the principal holds its own OAuth token of the service (`per_user.oauth`). */
   authorized(scope: Scope, name: string, principal: string): boolean {
     return this.authorizations?.hasToken(scope, name, principal) === true
+  }
+
+  /** Whether it does as the shared token store says now (replica mode: read from Redis; rejects when it does not answer). */
+  async authorizedNow(scope: Scope, name: string, principal: string): Promise<boolean> {
+    await this.authorizations?.readPrincipal(scope, name, principal)
+    return this.authorized(scope, name, principal)
   }
 
   /** A principal's connection of the service is closed (its authorization changed: the next call opens a new one). */

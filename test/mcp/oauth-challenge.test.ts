@@ -44,14 +44,14 @@ describe("authorizations under way", () => {
     expect(m.takeState(first)).toBeUndefined()
   })
 
-  it("are bounded per scope: an agent that fills its cap drops only its own oldest states", () => {
+  it("are bounded per scope: an agent that fills its cap drops only its own oldest states", async () => {
     const m = manager()
     const other = m.newState({ ...pending, scope: agentScope("b"), service: "b/a" })
     const mine = m.newState({ ...pending, scope: agentScope("a"), service: "a/a" })
     for (let i = 0; i < MAX_PENDING + 50; i++) m.newState({ ...pending, scope: agentScope("a"), service: "a/a" })
     expect(m.pendingCount).toBe(MAX_PENDING + 1)
-    expect(m.takeState(mine)).toBeUndefined()
-    expect(m.takeState(other)?.service).toBe("b/a")
+    expect(await m.takeState(mine)).toBeUndefined()
+    expect((await m.takeState(other))?.service).toBe("b/a")
   })
 
   it("are bounded store-wide, however many scopes there are", () => {
@@ -60,11 +60,11 @@ describe("authorizations under way", () => {
     expect(m.pendingCount).toBe(MAX_PENDING_TOTAL)
   })
 
-  it("use a state once", () => {
+  it("use a state once", async () => {
     const m = manager()
     const state = m.newState(pending)
-    expect(m.takeState(state)?.name).toBe("a")
-    expect(m.takeState(state)).toBeUndefined()
+    expect((await m.takeState(state))?.name).toBe("a")
+    expect(await m.takeState(state)).toBeUndefined()
   })
 })
 
