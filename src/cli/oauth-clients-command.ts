@@ -8,6 +8,9 @@
  *   client to an agent ahead of time: its authorization then completes without the consent page.
  *   `--machine` makes a client-credentials client and prints its secret once (the file keeps its
  *   hash); with `--no-secret` it signs with a key of its metadata document (`private_key_jwt`).
+ *   With `--url` (or MCPSTORE_REDIS_URL set: the store is a replica, whose approvals live in Redis
+ *   and which never reads the file), the approval is made by the running store instead, through its
+ *   admin route `POST /oauth/approve_client` with `--api-key` (an admin key).
  * - `list-clients`: the approvals (never a secret or a token).
  * - `revoke-client <client_id>`: withdraws the approval and deletes the client's refresh tokens;
  *   its access tokens end with their 10 minutes.
@@ -16,7 +19,12 @@ import { resolve as resolvePath } from "node:path"
 import { Command, Option } from "commander"
 import { freshSecret, OAuthServerFileError, oauthServerFileOf, readOAuthServerFile, sha256, writeOAuthServerFile, type ApprovedClient, type OAuthServerDocument } from "../config/oauth-server-file.js"
 import { approvalProblem } from "../http/oauth-server/grants.js"
-import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
+import { parseArguments, runFileAction, storeClient, UsageError } from "./subcommand.js"
+
+/** The running store refused the approval, or could not be reached (exit code 1). */
+class StoreRefused extends Error {
+  readonly code = "store_refused"
+}
 
 /** The subcommands of `mcp-store auth` handled here (any other word is a service name: src/cli/auth-command.ts). */
 export const CLIENT_COMMANDS: ReadonlySet<string> = new Set(["approve-client", "list-clients", "revoke-client"])
@@ -71,13 +79,17 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
     .addOption(new Option("--machine", "a machine client (client credentials grant): prints a client secret once"))
     .addOption(new Option("--no-secret", "with --machine: no secret; the client signs with a key of its metadata document (private_key_jwt)"))
     .addOption(configOption())
-    .action((clientId: string, opts: { agent: string; tools?: string; machine?: boolean; secret: boolean; config?: string }) => {
+    .addOption(new Option("--url <url>", "approve through this running store (POST /oauth/approve_client): what replicas need (default with MCPSTORE_REDIS_URL set: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)"))
+    .addOption(new Option("--api-key <key>", "with --url: an admin key of the store (default: MCPSTORE_API_KEY)"))
+    .action((clientId: string, opts: { agent: string; tools?: string; machine?: boolean; secret: boolean; config?: string; url?: string; apiKey?: string }) => {
       action = async () => {
         const tools = opts.tools === undefined ? null : opts.tools.split(",").map((t) => t.trim()).filter((t) => t !== "")
         // http client ids on loopback are accepted here; the server takes them only with --auth-dev-loopback-clients.
         const problem = approvalProblem(clientId, opts.agent, tools, true)
         if (problem !== undefined) throw new UsageError(problem)
         const machine = opts.machine === true
+        const replica = env["MCPSTORE_REDIS_URL"] !== undefined && env["MCPSTORE_REDIS_URL"] !== ""
+        if (opts.url !== undefined || replica) return approveThroughStore(clientId, opts.agent, tools, machine, opts)
         const secret = machine && opts.secret ? freshSecret() : undefined
         const path = fileOf(opts)
         const { doc } = await readOAuthServerFile(path)
@@ -113,7 +125,22 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
         out(`revoked client ${clientId} (${Object.keys(doc.refresh).length - Object.keys(refresh).length} refresh tokens deleted)\n`)
       }
     })
+  /** The approval made by the running store (its file, or its cluster's Redis): the same checks, once, there. */
+  const approveThroughStore = async (clientId: string, agent: string, tools: ReadonlyArray<string> | null, machine: boolean, opts: { secret: boolean; url?: string; apiKey?: string }) => {
+    if (machine && !opts.secret) throw new UsageError("--no-secret is not taken by the store's route: approve a private_key_jwt client in the store's file (without --url) or on the consent page")
+    const { base, request } = storeClient(opts, env)
+    const answer = await request("POST", "/oauth/approve_client", { client_id: clientId, agent_id: agent, tools, machine }).catch((e: unknown) => {
+      throw new StoreRefused(`the store at ${base} cannot be reached: ${e instanceof Error ? e.message : String(e)}`)
+    })
+    if (answer.status !== 200) throw new StoreRefused(`the store at ${base} refused the approval (HTTP ${answer.status}): ${String(answer.body["message"] ?? "")}`)
+    err(`approved ${clientId} for agent '${agent}'${tools === null ? "" : ` (tools ${tools.join(",")})`}${machine ? " as a machine client" : ""} by the store at ${base}\n`)
+    const secret = answer.body["client_secret"]
+    if (typeof secret === "string") {
+      err("its client secret is shown once:\n")
+      out(`${secret}\n`)
+    }
+  }
   const parsed = await parseArguments(program, argv, err, "mcp-store auth")
   if (parsed !== undefined) return parsed
-  return runFileAction(action, program, err, "mcp-store auth", (e) => e instanceof OAuthServerFileError)
+  return runFileAction(action, program, err, "mcp-store auth", (e) => e instanceof OAuthServerFileError || e instanceof StoreRefused)
 }

@@ -587,6 +587,7 @@ export class ServiceAuth implements UpstreamAuth {
       this.manager.tell(this, { type: "AUTHORIZED" })
       return { authorized: true }
     }
+    this.sync()
     let url: URL | undefined
     const provider = this.provider(redirectUri, {
       state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri }),
@@ -602,6 +603,9 @@ export class ServiceAuth implements UpstreamAuth {
 
   /** Finishes the flow with the code the authorization server sent back (callback or pasted). */
   async complete(code: string, pending: { readonly verifier: string; readonly redirectUri: string }): Promise<void> {
+    // Started maybe on another replica: its registration and discovery are read as that one kept them.
+    await shared("reading the service's OAuth entry", () => this.manager.vault.readThrough?.(this.key) ?? Promise.resolve())
+    this.sync()
     const provider = this.provider(pending.redirectUri, { verifier: pending.verifier })
     await auth(provider, { serverUrl: this.url, authorizationCode: code, ...this.authOptions() })
     log.info(`OAuth authorization of ${this.label} done`, { event: "oauth_authorized", service: serviceKey(this.scope, this.name) })

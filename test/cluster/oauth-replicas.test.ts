@@ -1,0 +1,182 @@
+/**
+ * Upstream OAuth across replicas (docs/oauth.md, "Replica mode"): two replicas on one real Redis, an
+ * OAuth-protected MCP fixture whose authorization server issues each user's own tokens
+ * (test/fixtures/oauth-server.ts, `login_hint`; `whoami` answers the token's user). A service-wide
+ * authorization started on A is finished by the browser's callback on B and the service becomes
+ * healthy; the same callback replayed is refused; a principal's own authorization started on one
+ * replica is finished on the other (callback or pasted code) and its calls through either replica
+ * are seen upstream as its own user; one state finished on both replicas at once is taken once;
+ * DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; `mcp-store auth approve-client
+ * --url` against a replica lets the built-in authorization server answer without its consent page.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runKeys } from "../../src/cli/keys-command.js"
+import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
+import { clusterKey } from "../../src/redis/key-names.js"
+import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
+import { authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, type Api, type TestServer } from "../support/index.js"
+
+const CLUSTER = "oauth-upstream"
+const PUBLIC = "http://store.replicas.test"
+const ROUTE = "/for_store/credentials/secure"
+
+const createKey = async (file: string, name: string): Promise<string> => {
+  let out = ""
+  const code = await runKeys(["create", "--role", "admin", "--name", name, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
+  expect(code).toBe(0)
+  return out.trim()
+}
+
+describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30_000 }, () => {
+  const cluster = useReplicaCluster()
+  let fixture: OAuthFixture
+  let a: TestServer
+  let b: TestServer
+  const keys: Record<"ops" | "alice" | "bob", string> = { ops: "", alice: "", bob: "" }
+  const on: Record<"a" | "b", Record<"ops" | "alice" | "bob", Api>> = { a: {} as never, b: {} as never }
+
+  beforeAll(async () => {
+    fixture = await startOAuthFixture()
+    const keysFile = join(freshDir(), "mcp-store.keys.json")
+    for (const name of ["ops", "alice", "bob"] as const) keys[name] = await createKey(keysFile, name)
+    const options = { keys_file: keysFile, lease_ms: 3000, auth_server: true, auth_dev_loopback_clients: true, public_url: PUBLIC }
+    ;[a, b] = await Promise.all([cluster.replica(CLUSTER, { mcpServers: {} }, options), cluster.replica(CLUSTER, undefined, options)])
+    for (const [name, replica] of [["a", a], ["b", b]] as const) {
+      on[name] = { ops: authedApi(replica.url, keys.ops), alice: authedApi(replica.url, keys.alice), bob: authedApi(replica.url, keys.bob) }
+    }
+    // Taken in replica mode now (it was refused with a 400 before).
+    const added = await on.a.ops.post("/for_store/add_service", { name: "secure", url: fixture.url, per_user: { oauth: true } })
+    expect(added.status, added.text).toBe(200)
+    const waited = await on.a.ops.post("/for_store/wait_service", { client_id_or_service_name: "secure", status: "unreachable", timeout: 15 })
+    expect(waited.body.data?.final_status, waited.text).toBe("unreachable")
+  }, 30_000)
+
+  afterAll(async () => {
+    await fixture?.stop()
+  })
+
+  /** Follows an authorization URL as a browser of `user` would, up to the redirect back to the store. */
+  const approveAs = async (authorizationUrl: string, user: string): Promise<URL> => {
+    const url = new URL(authorizationUrl)
+    url.searchParams.set("login_hint", user)
+    const answer = await fetch(url, { redirect: "manual" })
+    expect(answer.status).toBe(302)
+    return new URL(answer.headers.get("location") as string)
+  }
+
+  /** The store's callback (its public URL, behind which any replica answers) reached on `replica`. */
+  const callbackOn = async (replica: TestServer, back: URL): Promise<{ status: number; text: string }> => {
+    expect(back.origin + back.pathname).toBe(`${PUBLIC}/oauth/callback`)
+    const page = await fetch(`${replica.url}/oauth/callback${back.search}`, { redirect: "manual" })
+    return { status: page.status, text: await page.text() }
+  }
+
+  /** A principal's own authorization started on a replica: the URL to open. */
+  const start = async (client: Api): Promise<string> => {
+    const started = await client.post(`${ROUTE}/authorize`)
+    expect(started.status, started.text).toBe(200)
+    expect(started.body.state).toBe("authorizing")
+    return started.body.authorization_url as string
+  }
+
+  const whoami = async (client: Api): Promise<string | null> => {
+    const reply = await client.post("/for_store/call_tool", { tool_name: "secure__whoami", args: {} })
+    expect(reply.status, reply.text).toBe(200)
+    return (JSON.parse(reply.body.content[0].text) as { user: string | null }).user
+  }
+
+  it("a service-wide authorization started on A is finished by the callback on B: the service becomes healthy; the callback replayed on A is refused", async () => {
+    const started = await on.a.ops.post("/for_store/authorize_service", { service_name: "secure" })
+    expect(started.status, started.text).toBe(200)
+    const back = await approveAs(started.body.authorization_url as string, "operator")
+    const page = await callbackOn(b, back)
+    expect(page.status, page.text).toBe(200)
+    expect(page.text).toContain("the store now connects to the service")
+    for (const replica of ["a", "b"] as const) {
+      const ready = await on[replica].ops.post("/for_store/wait_service", { client_id_or_service_name: "secure", status: "healthy", timeout: 15 })
+      expect(ready.body.data?.final_status, `${replica}: ${ready.text}`).toBe("healthy")
+    }
+    const replayed = await callbackOn(a, back)
+    expect(replayed.status).toBe(400)
+    expect(replayed.text).toContain("already used state")
+    // Redis holds the state no more, and never a token in clear.
+    const client = await cluster.redis.connect()
+    expect(await client.hLen(clusterKey(CLUSTER, "oauth", "pending"))).toBe(0)
+    expect(JSON.stringify(await client.hGetAll(clusterKey(CLUSTER, "oauth")))).not.toContain("access_token")
+  })
+
+  it("a principal's own authorization started on one replica is finished on the other (callback, pasted code): its calls through both are its own user's", async () => {
+    // Alice starts on A, her browser comes back to B.
+    const alicePage = await callbackOn(b, await approveAs(await start(on.a.alice), "alice"))
+    expect(alicePage.status, alicePage.text).toBe(200)
+    expect(alicePage.text).toContain("your own token")
+    // Bob starts on B and pastes his code and state on A.
+    const bobBack = await approveAs(await start(on.b.bob), "bob")
+    // Alice presenting Bob's state changes nothing (read from Redis on the replica that did not start it).
+    const stolen = await on.a.alice.post(`${ROUTE}/authorize`, { code: bobBack.searchParams.get("code"), state: bobBack.searchParams.get("state") })
+    expect(stolen.status, stolen.text).toBe(400)
+    const pasted = await on.a.bob.post(`${ROUTE}/authorize`, { code: bobBack.searchParams.get("code"), state: bobBack.searchParams.get("state") })
+    expect(pasted.status, pasted.text).toBe(200)
+    expect(pasted.body.state).toBe("authorized")
+    for (const replica of ["a", "b"] as const) {
+      expect({ replica, alice: await whoami(on[replica].alice), bob: await whoami(on[replica].bob) }).toEqual({ replica, alice: "alice", bob: "bob" })
+      const status = await on[replica].alice.get(ROUTE)
+      expect(status.body.oauth, status.text).toMatchObject({ required: true, authorized: true })
+    }
+  })
+
+  it("one state finished on both replicas at the same moment is taken once: one page says authorized, the other refuses it", async () => {
+    const back = await approveAs(await start(on.b.alice), "alice")
+    const pages = await Promise.all([callbackOn(a, back), callbackOn(b, back)])
+    expect(pages.map((p) => p.status).sort()).toEqual([200, 400])
+    expect(await whoami(on.a.alice)).toBe("alice")
+  })
+
+  it("DELETE on B drops the principal's tokens everywhere: the next call through A is refused CREDENTIALS_REQUIRED; the other principal is untouched", async () => {
+    const deleted = await on.b.alice.del(ROUTE)
+    expect(deleted.status, deleted.text).toBe(200)
+    for (const replica of ["a", "b"] as const) {
+      const refused = await on[replica].alice.post("/for_store/call_tool", { tool_name: "secure__whoami", args: {} })
+      expect(refused.status, `${replica}: ${refused.text}`).toBe(403)
+      expect(refused.body.error.code).toBe("CREDENTIALS_REQUIRED")
+      expect(refused.body.error.details.route).toBe(`POST ${ROUTE}/authorize`)
+      expect((await on[replica].alice.get(ROUTE)).body.oauth.authorized).toBe(false)
+    }
+    expect(await whoami(on.a.bob)).toBe("bob")
+  })
+
+  it("auth approve-client --url against a replica approves in Redis: another replica's authorization endpoint answers without the consent page", async () => {
+    const site = await startClientSite()
+    try {
+      const clientId = `${site.base}/client.json`
+      const callback = `${site.base}/callback`
+      site.docs.set("/client.json", { client_id: clientId, client_name: "approved by the cli", redirect_uris: [callback] })
+      const verifier = randomBytes(32).toString("base64url")
+      const challenge = createHash("sha256").update(verifier, "ascii").digest("base64url")
+      const authorize = () =>
+        fetch(
+          `${a.url}/oauth/authorize?${new URLSearchParams({ response_type: "code", client_id: clientId, redirect_uri: callback, code_challenge: challenge, code_challenge_method: "S256", resource: `${PUBLIC}/for_agent/team/mcp`, state: "st", scope: "mcp-store:tools" })}`,
+          { redirect: "manual" }
+        )
+      const before = await authorize()
+      await before.body?.cancel()
+      expect(before.status).toBe(200) // the consent page
+      let err = ""
+      const code = await runOAuthClients(["approve-client", clientId, "--agent", "team", "--url", b.url, "--api-key", keys.ops], {}, { writeErr: (t) => void (err += t), writeOut: () => undefined })
+      expect(code, err).toBe(0)
+      expect(err).toContain(`by the store at ${b.url}`)
+      const after = await authorize()
+      expect(after.status).toBe(302)
+      expect(new URL(after.headers.get("location") as string).searchParams.get("code")).toBeTruthy()
+      // A key that is not the store's is refused by the store, and the command says so (exit 1).
+      let refusedErr = ""
+      const refused = await runOAuthClients(["approve-client", clientId, "--agent", "team", "--url", b.url, "--api-key", "not-a-key"], {}, { writeErr: (t) => void (refusedErr += t), writeOut: () => undefined })
+      expect(refused, refusedErr).toBe(1)
+      expect(refusedErr).toContain("HTTP 401")
+    } finally {
+      await site.close()
+    }
+  })
+})
