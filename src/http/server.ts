@@ -378,8 +378,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
   // The built-in authorization server's tokens are checked as any trusted issuer's (revocation included).
   if (authServer !== undefined) protectedResource.verifier.trust(authServer.trustedIssuer())
-  // The redirect URI of upstream OAuth authorizations (a wildcard address is reached as localhost).
-  app.store.oauthCallbackUrl = `${host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url}/oauth/callback`
+  // The redirect URI of upstream OAuth authorizations: under the public URL when one is given (behind
+  // a proxy, or replicas: any of them finishes an authorization), else the listen URL (a wildcard address is reached as localhost).
+  app.store.oauthCallbackUrl = `${options.server.publicUrl ?? (host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url)}/oauth/callback`
   // The approval page a call's URL elicitation and progress point to (the dashboard's approvals panel).
   app.store.approvals.pageUrl = `${options.server.publicUrl ?? (host === "0.0.0.0" || host === "::" ? `http://localhost:${port}` : url)}/ui`
   cluster?.advertise(url)
