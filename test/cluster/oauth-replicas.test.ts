@@ -7,7 +7,8 @@
  * replica is finished on the other (callback or pasted code) and its calls through either replica
  * are seen upstream as its own user; one state finished on both replicas at once is taken once;
  * DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; `mcp-store auth approve-client
- * --url` against a replica lets the built-in authorization server answer without its consent page.
+ * --url` against a replica lets the built-in authorization server answer without its consent page;
+ * Redis frozen, a principal's call, its status and a callback answer 503, never hang.
  */
 import { createHash, randomBytes } from "node:crypto"
 import { join } from "node:path"
@@ -16,7 +17,7 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, type Api, type TestServer } from "../support/index.js"
+import { authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
 
 const CLUSTER = "oauth-upstream"
 const PUBLIC = "http://store.replicas.test"
@@ -177,6 +178,22 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
       expect(refusedErr).toContain("HTTP 401")
     } finally {
       await site.close()
+    }
+  })
+
+  it("Redis frozen: a principal's call, its status and a callback answer 503 within their bounds, never hang", async () => {
+    const back = await approveAs(await start(on.a.alice), "alice")
+    cluster.redis.freeze()
+    try {
+      const call = await within(on.b.bob.post("/for_store/call_tool", { tool_name: "secure__whoami", args: {} }), 8_000, "a call while Redis is frozen")
+      expect(call.status, call.text).toBe(503)
+      const status = await within(on.a.bob.get(ROUTE), 8_000, "a status while Redis is frozen")
+      expect(status.status, status.text).toBe(503)
+      expect(status.body.error.details.reason).toBe("cluster_unavailable")
+      const page = await within(callbackOn(b, back), 8_000, "a callback while Redis is frozen")
+      expect(page.status, page.text).toBe(503)
+    } finally {
+      cluster.redis.thaw()
     }
   })
 })

@@ -33,15 +33,15 @@ describe("parseBearerChallenge", () => {
 
 describe("authorizations under way", () => {
   const manager = () => new OAuthManager(
-      { find: () => undefined, pendingRecords: () => [], putPending: async () => {}, removePending: async () => {} } as unknown as TokenVault, () => undefined, () => undefined, fetch)
+      { find: () => undefined, pendingRecords: () => [], putPending: async () => {}, removePending: async () => {}, findPending: async () => undefined, takePending: async () => undefined } as unknown as TokenVault, () => undefined, () => undefined, fetch)
   const pending = { service: "store/a", scope: STORE_SCOPE, name: "a", verifier: "", redirectUri: "http://127.0.0.1/oauth/callback" }
 
-  it("are bounded: the oldest states are dropped past MAX_PENDING", () => {
+  it("are bounded: the oldest states are dropped past MAX_PENDING", async () => {
     const m = manager()
     const first = m.newState(pending)
     for (let i = 0; i < MAX_PENDING + 50; i++) m.newState(pending)
     expect(m.pendingCount).toBe(MAX_PENDING)
-    expect(m.takeState(first)).toBeUndefined()
+    expect(await m.takeState(first)).toBeUndefined()
   })
 
   it("are bounded per scope: an agent that fills its cap drops only its own oldest states", async () => {
