@@ -165,12 +165,19 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
       await before.body?.cancel()
       expect(before.status).toBe(200) // the consent page
       let err = ""
-      const code = await runOAuthClients(["approve-client", clientId, "--agent", "team", "--url", b.url, "--api-key", keys.ops], {}, { writeErr: (t) => void (err += t), writeOut: () => undefined })
-      expect(code, err).toBe(0)
+      const exit = await runOAuthClients(["approve-client", clientId, "--agent", "team", "--url", b.url, "--api-key", keys.ops], {}, { writeErr: (t) => void (err += t), writeOut: () => undefined })
+      expect(exit, err).toBe(0)
       expect(err).toContain(`by the store at ${b.url}`)
       const after = await authorize()
       expect(after.status).toBe(302)
-      expect(new URL(after.headers.get("location") as string).searchParams.get("code")).toBeTruthy()
+      const code = new URL(after.headers.get("location") as string).searchParams.get("code") as string
+      const tokens = await fetch(`${b.url}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "authorization_code", client_id: clientId, code, code_verifier: verifier, redirect_uri: callback }).toString()
+      })
+      expect(tokens.status).toBe(200)
+      expect(((await tokens.json()) as { access_token?: unknown }).access_token).toEqual(expect.any(String))
       // A key that is not the store's is refused by the store, and the command says so (exit 1).
       let refusedErr = ""
       const refused = await runOAuthClients(["approve-client", clientId, "--agent", "team", "--url", b.url, "--api-key", "not-a-key"], {}, { writeErr: (t) => void (refusedErr += t), writeOut: () => undefined })
@@ -190,6 +197,9 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
       const status = await within(on.a.bob.get(ROUTE), 8_000, "a status while Redis is frozen")
       expect(status.status, status.text).toBe(503)
       expect(status.body.error.details.reason).toBe("cluster_unavailable")
+      const pasted = await within(on.a.alice.post(`${ROUTE}/authorize`, { code: back.searchParams.get("code"), state: back.searchParams.get("state") }), 8_000, "a pasted code while Redis is frozen")
+      expect(pasted.status, pasted.text).toBe(503)
+      expect(pasted.body.error.details.reason).toBe("cluster_unavailable")
       const page = await within(callbackOn(b, back), 8_000, "a callback while Redis is frozen")
       expect(page.status, page.text).toBe(503)
     } finally {
