@@ -26,6 +26,8 @@ import type { ClusterData } from "../records/redis-records.js"
 /** The hash field of the check value (no service key starts with a NUL). */
 const CHECK_FIELD = "\u0000check"
 const CHECK_TEXT = "mcp-store oauth key check"
+/** Expired authorizations under way (any replica's) removed with each new one kept: the hash stays bounded by the live ones. */
+const PENDING_SWEEP = 100
 /** A refresh holds the lock at most this long (the token endpoint's answer included). */
 export const REFRESH_LOCK_TTL_MS = 30_000
 
@@ -47,6 +49,8 @@ export class RedisTokenStore implements TokenStore {
   private readonly pending = new Map<string, PendingRecord>()
   private readonly hash: string
   private readonly pendingHash: string
+  /** The states of `pendingHash` by expiry (ms), so that any replica removes expired ones (a replica gone never does). */
+  private readonly pendingExpiry: string
   private readonly channel: string
   private readonly listeners = new Set<(service: string) => void>()
   private subscriber: Redis | undefined
@@ -58,6 +62,7 @@ export class RedisTokenStore implements TokenStore {
   ) {
     this.hash = clusterKey(data.cluster, "oauth")
     this.pendingHash = clusterKey(data.cluster, "oauth", "pending")
+    this.pendingExpiry = clusterKey(data.cluster, "oauth", "pending", "expiry")
     this.channel = clusterKey(data.cluster, "oauth", "changed")
   }
 
@@ -171,14 +176,21 @@ export class RedisTokenStore implements TokenStore {
     return [...this.pending.values()].filter((p) => p.expiresAt > now).sort((a, b) => a.expiresAt - b.expiresAt)
   }
 
+  /** Keeps an authorization under way, and removes up to `PENDING_SWEEP` expired ones of any replica. */
   async putPending(record: PendingRecord): Promise<void> {
     this.pending.set(record.state, record)
-    await this.data.client.hSet(this.pendingHash, record.state, seal(this.key, JSON.stringify(record)))
+    const expired = await this.data.client.zRangeByScore(this.pendingExpiry, 0, Date.now(), { LIMIT: { offset: 0, count: PENDING_SWEEP } })
+    const change = this.data.client
+      .multi()
+      .hSet(this.pendingHash, record.state, seal(this.key, JSON.stringify(record)))
+      .zAdd(this.pendingExpiry, { score: record.expiresAt, value: record.state })
+    if (expired.length > 0) change.hDel(this.pendingHash, expired).zRem(this.pendingExpiry, expired)
+    await change.exec()
   }
 
   async removePending(state: string): Promise<void> {
     this.pending.delete(state)
-    await this.data.client.hDel(this.pendingHash, state)
+    await this.data.client.multi().hDel(this.pendingHash, state).zRem(this.pendingExpiry, state).exec()
   }
 
   /** Any replica's authorization under way, as stored now (an expired or unreadable one is none). */
@@ -192,7 +204,7 @@ export class RedisTokenStore implements TokenStore {
    */
   async takePending(state: string): Promise<PendingRecord | undefined> {
     this.pending.delete(state)
-    const [sealed] = (await this.data.client.multi().hGet(this.pendingHash, state).hDel(this.pendingHash, state).exec()) as unknown as [string | null, number]
+    const [sealed] = (await this.data.client.multi().hGet(this.pendingHash, state).hDel(this.pendingHash, state).zRem(this.pendingExpiry, state).exec()) as unknown as [string | null, number, number]
     return this.pendingOf(sealed)
   }
 

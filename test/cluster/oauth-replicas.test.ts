@@ -6,7 +6,7 @@
  * healthy; the same callback replayed is refused; a principal's own authorization started on one
  * replica is finished on the other (callback or pasted code) and its calls through either replica
  * are seen upstream as its own user; one state finished on both replicas at once is taken once;
- * DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; `mcp-store auth approve-client
+ * expired states of any replica are swept; DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; `mcp-store auth approve-client
  * --url` against a replica lets the built-in authorization server answer without its consent page;
  * Redis frozen, a principal's call, its status and a callback answer 503, never hang.
  */
@@ -105,6 +105,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     // Redis holds the state no more, and never a token in clear.
     const client = await cluster.redis.connect()
     expect(await client.hLen(clusterKey(CLUSTER, "oauth", "pending"))).toBe(0)
+    expect(await client.zCard(clusterKey(CLUSTER, "oauth", "pending", "expiry"))).toBe(0)
     expect(JSON.stringify(await client.hGetAll(clusterKey(CLUSTER, "oauth")))).not.toContain("access_token")
   })
 
@@ -129,7 +130,11 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
   })
 
   it("one state finished on both replicas at the same moment is taken once: one page says authorized, the other refuses it", async () => {
+    // An expired state a replica gone left behind is removed by the next one kept, on any replica.
+    const client = await cluster.redis.connect()
+    await client.multi().hSet(clusterKey(CLUSTER, "oauth", "pending"), "left-behind", "sealed").zAdd(clusterKey(CLUSTER, "oauth", "pending", "expiry"), { score: 1, value: "left-behind" }).exec()
     const back = await approveAs(await start(on.b.alice), "alice")
+    expect(Number(await client.hExists(clusterKey(CLUSTER, "oauth", "pending"), "left-behind"))).toBe(0)
     const pages = await Promise.all([callbackOn(a, back), callbackOn(b, back)])
     expect(pages.map((p) => p.status).sort()).toEqual([200, 400])
     expect(await whoami(on.a.alice)).toBe("alice")
