@@ -2,7 +2,8 @@
  * `mcp-store auth approve-client | list-clients | revoke-client`: the clients of the built-in
  * authorization server, managed without a server, as `keys create|list|revoke` manage keys. They
  * edit the file beside the services file (src/config/oauth-server-file.ts); a running store reads
- * it again on its next request.
+ * it again on its next request. Replicas keep their approvals in Redis: `approve-client` then goes
+ * through a running store (below).
  *
  * - `approve-client <client_id> --agent <id> [--tools <globs>] [--machine [--no-secret]]` binds a
  *   client to an agent ahead of time: its authorization then completes without the consent page.
