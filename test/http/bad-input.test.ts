@@ -34,6 +34,8 @@ const AGENT_SERVICE = "agent-only"
 const UNKNOWN = "no-such-svc"
 const DEAD_URL = "http://127.0.0.1:9/mcp"
 const LONG = "x".repeat(10_000)
+/** A JSON body over the 1 MiB limit, made once (every endpoint that takes a body gets it). */
+const OVERSIZED_BODY = JSON.stringify({ padding: "x".repeat(MIB + 16) })
 
 /** What a case must answer. */
 type Expect =
@@ -359,8 +361,15 @@ const badFieldValues = (field: Field, spec: EndpointSpec): Array<[string, string
   return out
 }
 
-/** Every case of one endpoint, and the inputs for which no case could be derived. */
+/** Every case of one endpoint, and the inputs for which no case could be derived (made once per endpoint). */
 const casesFor = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } => {
+  let made = madeCases.get(spec)
+  if (made === undefined) madeCases.set(spec, (made = makeCases(spec)))
+  return made
+}
+const madeCases = new Map<EndpointSpec, { cases: Case[]; uncovered: string[] }>()
+
+const makeCases = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } => {
   const cases: Case[] = []
   const uncovered: string[] = []
   const base = baseOf(spec)
@@ -490,7 +499,7 @@ const casesFor = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =>
         expect: { kind: "error", status: [415], codes: ["UNSUPPORTED_MEDIA_TYPE"] }
       })
     }
-    const big = JSON.stringify({ padding: "x".repeat(MIB + 16) })
+    const big = OVERSIZED_BODY
     add({
       label: "body over 1 MiB",
       part: "transport",
