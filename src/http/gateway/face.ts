@@ -229,6 +229,7 @@ export const credentialsData = (e: CredentialsRequired): Record<string, unknown>
   service_name: e.serviceName,
   headers: e.headers,
   env: e.env,
+  oauth: e.oauth,
   route: e.route
 })
 
