@@ -53,6 +53,14 @@ module.exports = {
       to: { path: "^node_modules/@effect/platform/dist/(esm|cjs)/index\\.js$" }
     },
     {
+      name: "no-effect-platform-node-index",
+      comment:
+        "import @effect/platform-node's modules by path (@effect/platform-node/NodeHttpServer): its index brings NodeHttpClient and with it undici, a megabyte of JavaScript every start compiled for nothing",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^node_modules/@effect/platform-node/dist/(esm|cjs)/index\\.js$" }
+    },
+    {
       name: "redis-client-on-demand",
       comment: "the Redis client is loaded by src/redis/connection.ts with import(), in replica mode only: a store on its services file never loads it",
       severity: "error",
@@ -68,6 +76,6 @@ module.exports = {
     // node_modules may be a link (a git worktree sharing another checkout's): its modules keep their paths under it.
     preserveSymlinks: true,
     // src/, and the dependencies the rules above are about (not followed further).
-    includeOnly: ["^src/", "^node_modules/@effect/platform/dist/(esm|cjs)/index\\.js$", "^node_modules/(redis|@redis/[^/]+)/"]
+    includeOnly: ["^src/", "^node_modules/@effect/platform(-node)?/dist/(esm|cjs)/index\\.js$", "^node_modules/(redis|@redis/[^/]+)/"]
   }
 }

@@ -12,7 +12,7 @@ import * as HttpMethod from "@effect/platform/HttpMethod"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
 import { fieldProblems, MAX_FIELD_PROBLEMS, problemsMessage, type FieldProblem } from "../domain/schemas.js"
 import {

@@ -57,6 +57,7 @@ describe("import rules", { timeout: 120_000 }, () => {
         "src/domain/value.ts": 'export const value = "x"\n',
         // @effect/platform's index, and the Redis client loaded at start.
         "src/http/index-user.ts": 'import { HttpRouter } from "@effect/platform"\nexport const router = HttpRouter\n',
+        "src/http/node-index-user.ts": 'import { NodeHttpServer } from "@effect/platform-node"\nexport const server = NodeHttpServer\n',
         "src/redis/eager.ts": 'import { createClient } from "redis"\nexport const make = createClient\n',
         "src/redis/lazy.ts": 'import type { RedisClientType } from "redis"\nexport const make = async (): Promise<RedisClientType | undefined> => (await import("redis")) && undefined\n'
       })
@@ -80,9 +81,10 @@ describe("import rules", { timeout: 120_000 }, () => {
     expect(output).toMatch(/no-circular: src\/runtime\/(a|b)\.ts → /)
   })
 
-  it("refuses an import of @effect/platform's index, and the Redis client loaded at start (not by import(), not for its types)", async () => {
+  it("refuses an import of @effect/platform's or @effect/platform-node's index, and the Redis client loaded at start (not by import(), not for its types)", async () => {
     const { output } = await broken
     expect(output).toMatch(/no-effect-platform-index: src\/http\/index-user\.ts → node_modules\/@effect\/platform\/dist\/(esm|cjs)\/index\.js/)
+    expect(output).toMatch(/no-effect-platform-node-index: src\/http\/node-index-user\.ts → node_modules\/@effect\/platform-node\/dist\/(esm|cjs)\/index\.js/)
     expect(output).toMatch(/redis-client-on-demand: src\/redis\/eager\.ts → node_modules\/redis\//)
     expect(output).not.toContain("src/redis/lazy.ts")
   })
