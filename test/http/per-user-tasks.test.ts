@@ -6,6 +6,7 @@
 // REST call is followed by the store, and the upstream sees every task request of a principal with
 // that principal's own credential, never the shared connection's (none). A task asked after its
 // caller deleted its credential is refused CREDENTIALS_REQUIRED, and changes nothing upstream.
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
@@ -124,6 +125,37 @@ describe("tasks of a per_user service go through the caller's own connection", {
     const polls = upstreamTasks("tasks/get").slice(before)
     expect(polls.length).toBeGreaterThan(0)
     expect(polls.every((h) => h.authorization === "Bearer alice-own")).toBe(true)
+  })
+
+  it("an asynchronous call's task followed again after a restart of the store is followed on its caller's own connection", async () => {
+    const reply = await bob.post(`${PREFIX}/call_tool`, { tool_name: "jobs__job", args: { steps: 8, step_ms: 100, poll_ms: 20 }, async: true })
+    expect(reply.status, reply.text).toBe(202)
+    const callId = reply.body.call_id as string
+    // The call keeps its upstream task (in the file of asynchronous calls beside the services file) before the stop.
+    const kept = () => {
+      try {
+        return (JSON.parse(readFileSync(join(server.dir, "mcp.async-calls.json"), "utf8")) as { calls: Array<{ call_id: string; upstream_task?: string }> }).calls.find((c) => c.call_id === callId)?.upstream_task
+      } catch {
+        return undefined
+      }
+    }
+    expect(await eventually(() => kept() !== undefined, 5000, 20)).toBe(true)
+    await server.close()
+    const before = upstreamTasks("tasks/get").length
+    server = await startTestServer({ dir: server.dir })
+    alice = authedApi(server.url, keys.alice)
+    bob = authedApi(server.url, keys.bob)
+    let last: Reply | undefined
+    const done = await eventually(async () => {
+      last = await bob.get(`${PREFIX}/calls/${callId}`)
+      return last.status === 200 && last.body.status !== "running"
+    }, 8000, 50)
+    expect(done, last?.text).toBe(true)
+    expect(last!.body).toMatchObject({ status: "completed", answer: { body: { structured_content: { steps: 8 } } } })
+    // Followed again by the new store, on bob's own connection (his credential kept encrypted beside the services file).
+    const polls = upstreamTasks("tasks/get").slice(before)
+    expect(polls.length).toBeGreaterThan(0)
+    expect(polls.every((h) => h.name === kept() && h.authorization === "Bearer bob-own")).toBe(true)
   })
 
   it("a task asked after its caller deleted its credential is refused CREDENTIALS_REQUIRED; nothing reaches the upstream", async () => {
