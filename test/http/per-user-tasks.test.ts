@@ -3,12 +3,15 @@
 // call. One store, the era fixture's task tools over Streamable HTTP as a `per_user` (Authorization
 // header) service of an agent, two keys with their own credential: each one's 2026-07-28 client
 // follows its task through the store (tasks/get relayed, and tasks/cancel), each one's asynchronous
-// REST call is followed by the store, and the upstream sees every task request of a principal with
+// REST call is followed by the store (again after a restart of the store), and the upstream sees every task request of a principal with
 // that principal's own credential, never the shared connection's (none). A task asked after its
-// caller deleted its credential is refused CREDENTIALS_REQUIRED, and changes nothing upstream.
+// caller deleted its credential, or by a library caller (no principal), is refused
+// CREDENTIALS_REQUIRED, and reaches nothing upstream.
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Cause, Exit, Option } from "effect"
+import { relayTaskRequest } from "../../src/runtime/calls.js"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { addService, authedApi, eventually, freshDir, modernRequest, startTestServer, withTasks, type Api, type Reply, type TestServer } from "../support/index.js"
@@ -156,6 +159,15 @@ describe("tasks of a per_user service go through the caller's own connection", {
     const polls = upstreamTasks("tasks/get").slice(before)
     expect(polls.length).toBeGreaterThan(0)
     expect(polls.every((h) => h.name === kept() && h.authorization === "Bearer bob-own")).toBe(true)
+  })
+
+  it("a library caller (no principal) is refused CREDENTIALS_REQUIRED, never sent on the shared connection", async () => {
+    const before = era.requests().length
+    const exit = await relayTaskRequest(server.running.store.forAgent(AGENT).effects, "jobs", "tasks/get", { taskId: "00000000-0000-0000-0000-000000000000" }, new AbortController().signal)
+    expect(Exit.isFailure(exit)).toBe(true)
+    const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+    expect(Option.getOrUndefined(failure)).toMatchObject({ _tag: "CredentialsRequired", serviceName: "jobs", route: `PUT ${PREFIX}/credentials/jobs` })
+    expect(era.requests().length).toBe(before)
   })
 
   it("a task asked after its caller deleted its credential is refused CREDENTIALS_REQUIRED; nothing reaches the upstream", async () => {
