@@ -3,10 +3,10 @@
 // call. One store, the era fixture's task tools over Streamable HTTP as a `per_user` (Authorization
 // header) service of an agent, two keys with their own credential: each one's 2026-07-28 client
 // follows its task through the store (tasks/get relayed, and tasks/cancel), each one's asynchronous
-// REST call is followed by the store (again after a restart of the store), and the upstream sees every task request of a principal with
-// that principal's own credential, never the shared connection's (none). A task asked after its
-// caller deleted its credential, or by a library caller (no principal), is refused
-// CREDENTIALS_REQUIRED, and reaches nothing upstream.
+// REST call is followed by the store (again after a restart of the store), and the upstream sees
+// every task request of a principal with that principal's own credential, never the shared
+// connection's (none). A task asked after its caller deleted its credential, or by a library caller
+// (no principal), is refused CREDENTIALS_REQUIRED, and reaches nothing upstream.
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
