@@ -67,7 +67,7 @@ export type ForwardRequest = {
   readonly field: string
   readonly timeoutMs: number
   /**
-   * A `call`, `read`, `prompt` or `complete` of a `per_user` service: the caller's principal (its
+   * A `call`, `task`, `read`, `prompt` or `complete` of a `per_user` service: the caller's principal (its
    * owner digest), whose own credential the owner uses (src/runtime/per-user-request.ts).
    */
   readonly principal?: string | undefined

@@ -315,8 +315,8 @@ const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, wr
 
 /** The longest principal (an owner digest) taken from another replica. */
 const MAX_PRINCIPAL_CHARS = 200
-/** The requests of a `per_user` service that are made for a principal (a `task` is when it names one). */
-const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "read", "prompt", "complete"])
+/** The requests of a `per_user` service that are made for a principal (a `task` too: its call's, never the shared connection's). */
+const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "task", "read", "prompt", "complete"])
 
 /**
  * A request forwarded for a principal (src/runtime/per-user-request.ts): run on its own connection

@@ -252,7 +252,9 @@ export class AsyncCalls {
         const args = (typeof entry.params === "object" && entry.params !== null ? entry.params : {}) as Record<string, unknown>
         // The name the call was made with (resolved again: the store may still be connecting the service).
         // Its original time-out is not kept: as long as the store allows.
-        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: ctx.host.limits.maxCallSeconds }
+        // Its kept owner (its caller's digest) names whose own connection a `per_user` service's task is followed on, as the call was made.
+        const caller = () => ({ words: entry.scope === "store" ? "a caller of the store" : `a caller of agent '${entry.scope}'`, owner: entry.owner })
+        const input: CallToolInput = { tool_name: entry.tool_name, args, followTask: kept.upstream_task, timeout: ctx.host.limits.maxCallSeconds, caller }
         this.run(ctx, call, input, render)
       })
     }

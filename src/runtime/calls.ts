@@ -797,7 +797,11 @@ const TASK_REQUEST_TIMEOUT_MS = 30_000
  * One request of the tasks extension, relayed to the upstream of service `serviceName` of the
  * scope (its connection waited for as a call's is): the upstream's answer, or the failure as the
  * store's error (the upstream's own JSON-RPC error kept in `UpstreamError.code`: a task it does not
- * know is its -32602).
+ * know is its -32602). A `per_user` service's task request goes, as its call did, through the
+ * connection of `principal` (the caller's owner digest the task handle keeps; in replica mode
+ * through the replica that runs the service, naming it): an upstream that keeps tasks per
+ * connection or per user knows the task there only. Without a principal it is refused
+ * `CredentialsRequired`, as a call is.
  */
 export const relayTaskRequest = async (
   ctx: ScopeContext,
@@ -805,8 +809,9 @@ export const relayTaskRequest = async (
   method: TaskMethod,
   params: Record<string, unknown>,
   signal: AbortSignal,
-  trace?: TraceContext
-): Promise<Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable>> => {
+  trace?: TraceContext,
+  principal?: string
+): Promise<Exit.Exit<Record<string, unknown>, TaskRequestError>> => {
   const actor = ctx.findService(serviceName)
   if (actor === undefined) return Exit.fail(new UpstreamError({ message: `the service '${serviceName}' of the task is gone`, outcome: "protocol_error", serviceName, code: -32602 }))
   const deadline = performance.now() + TASK_REQUEST_TIMEOUT_MS
@@ -814,25 +819,30 @@ export const relayTaskRequest = async (
   const tracer = ctx.host.tracer
   // Tracing on: the request's client span under the served request's (`trace`), its context in the upstream's `_meta`.
   let traced: UpstreamSpan | undefined
-  const sent = await requestOnService(
-    actor,
-    (connection) => {
-      traced ??= tracer.enabled ? openUpstreamSpan(tracer, trace, { method, scope: ctx.label, serviceName, connection }) : undefined
-      return connection.taskRequest(method, params, { timeoutMs: remaining(), signal, meta: traced?.meta })
-    },
-    { remaining, signal, gate: ctx.host.waiters }
-  )
+  const request = (connection: McpConnection) => {
+    traced ??= tracer.enabled ? openUpstreamSpan(tracer, trace, { method, scope: ctx.label, serviceName, connection }) : undefined
+    return connection.taskRequest(method, params, { timeoutMs: remaining(), signal, meta: traced?.meta })
+  }
+  // The same choice of connection as the task's call (`send`): a `per_user` service's, the caller's own.
+  const sent =
+    perUserOf(actor.getSnapshot().context.definition) === undefined
+      ? await requestOnService(actor, request, { remaining, signal, gate: ctx.host.waiters })
+      : await requestAsPrincipal(ctx.host.credentials, actor, principal, { remaining, subject: `${method} of a task of '${serviceName}'` }, request)
   const exit = taskExit(sent, serviceName)
   traced?.end(exit)
   return exit
 }
 
+/** How a relayed task request fails: a `per_user` service's may also be refused for want of the caller's credential, or past its pool's bound. */
+export type TaskRequestError = UpstreamError | ServiceUnavailable | CredentialsRequired | TooManyError
+
 /** How a relayed task request ended, as the store's error. */
-const taskExit = (sent: Exit.Exit<Record<string, unknown>, unknown>, serviceName: string): Exit.Exit<Record<string, unknown>, UpstreamError | ServiceUnavailable> => {
+const taskExit = (sent: Exit.Exit<Record<string, unknown>, unknown>, serviceName: string): Exit.Exit<Record<string, unknown>, TaskRequestError> => {
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
   const e = failure.value
+  if (e instanceof CredentialsRequired || e instanceof TooManyError || e instanceof ServiceUnavailable) return Exit.fail(e)
   if (e instanceof NotConnected) return Exit.fail(unavailable(e.snapshot))
   if (e instanceof McpRequestError) return Exit.fail(new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code }))
   return Exit.fail(new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined }))

@@ -1,6 +1,7 @@
 /**
  * The one step of a request on a `per_user` service (README, Per-user credentials): a tool call
- * (src/runtime/calls.ts), a resource read, a prompt or a completion (src/runtime/catalog.ts), and
+ * (src/runtime/calls.ts), a request on a task such a call started (`relayTaskRequest`, and a task
+ * followed again after a restart), a resource read, a prompt or a completion (src/runtime/catalog.ts), and
  * the owner's end of such a request forwarded by another replica (src/http/cluster-route.ts). The
  * request goes through the caller's own connection (src/runtime/user-credentials.ts), opened with
  * its own credential, never through the service's shared one; a caller with none is refused

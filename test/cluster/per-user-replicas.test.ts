@@ -2,17 +2,20 @@
  * Per-user credentials in replica mode (docs/per-user-credentials.md, src/config/redis-credentials.ts):
  * two replicas on one real Redis, a `per_user` service on the Streamable HTTP fixture (run by either
  * replica, the other forwarding with the caller's principal). A credential given on one replica is
- * used by calls and reads through the other, each principal seen by the upstream as itself; a
+ * used by calls and reads through the other, each principal seen by the upstream as itself; a task
+ * of a second `per_user` service (the era fixture's task tools) is followed with tasks/get through
+ * either replica, every relayed request on its caller's own connection; a
  * credential changed or deleted on one replica is used (or refused CREDENTIALS_REQUIRED) at once on
  * the other; Redis holds only sealed values; Redis frozen, a PUT is 503 `cluster_unavailable` within
  * the change's budget and never lands after SIGCONT, and a call of the service is 503 (no credential
  * it cannot check is used).
  */
 import { join } from "node:path"
-import { beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { authedApi, eventually, freshDir, hasRedisServer, useReplicaCluster, within, type Api, type Reply, type TestServer } from "../support/index.js"
+import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
+import { authedApi, eventually, freshDir, hasRedisServer, modernRequest, useReplicaCluster, withTasks, within, type Api, type Reply, type TestServer } from "../support/index.js"
 
 const CLUSTER = "per-user"
 const ROUTE = "/for_store/credentials/remote"
@@ -39,10 +42,16 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
   let b: TestServer
   /** Each principal (an admin key) through each replica. */
   const on: Record<"a" | "b", Record<"alice" | "bob", Api>> = { a: {} as never, b: {} as never }
+  const keys = { alice: "", bob: "", ops: "" }
+  /** The era fixture's task tools, a second `per_user` service (`jobs`). */
+  let era: EraHttpFixture | undefined
+  afterAll(async () => {
+    await era?.stop()
+  })
 
   beforeAll(async () => {
     const keysFile = join(freshDir(), "mcp-store.keys.json")
-    const keys = { alice: await createKey(keysFile, "alice"), bob: await createKey(keysFile, "bob"), ops: await createKey(keysFile, "ops") }
+    Object.assign(keys, { alice: await createKey(keysFile, "alice"), bob: await createKey(keysFile, "bob"), ops: await createKey(keysFile, "ops") })
     const options = { keys_file: keysFile, lease_ms: 3000 }
     ;[a, b] = await Promise.all([cluster.replica(CLUSTER, { mcpServers: {} }, options), cluster.replica(CLUSTER, undefined, options)])
     for (const [name, replica] of [["a", a], ["b", b]] as const) on[name] = { alice: authedApi(replica.url, keys.alice), bob: authedApi(replica.url, keys.bob) }
@@ -88,6 +97,48 @@ describe.skipIf(!hasRedisServer)("per-user credentials across replicas", { timeo
     const stored = await client.hGetAll(clusterKey(CLUSTER, "credentials", "store/remote"))
     expect(Object.keys(stored)).toHaveLength(2)
     expect(JSON.stringify(stored)).not.toContain("secret-token")
+  })
+
+  it("a task of a per_user service is followed through either replica on its caller's own connection (a forwarded `task` names the principal)", async () => {
+    era = await startEraHttpFixture()
+    const added = await authedApi(a.url, keys.ops).post("/for_store/add_service", { name: "jobs", url: era.url, per_user: { headers: ["Authorization"] } })
+    expect(added.status, added.text).toBe(200)
+    for (const replica of [a, b]) {
+      const ready = await authedApi(replica.url, keys.ops).post("/for_store/wait_service", { client_id_or_service_name: "jobs", status: "healthy", timeout: 30 })
+      expect(ready.body.data?.final_status, ready.text).toBe("healthy")
+    }
+    // Each principal's own credential for `jobs`, given on either replica.
+    for (const [client, token] of [
+      [on.a.alice, "Bearer alice-secret-token"],
+      [on.b.bob, "Bearer bob-secret-token"]
+    ] as const) {
+      const given = await client.request("PUT", "/for_store/credentials/jobs", { body: JSON.stringify({ headers: { Authorization: token } }), headers: { "content-type": "application/json" } })
+      expect(given.status, given.text).toBe(200)
+    }
+    const modern = async (replica: TestServer, key: string, method: string, params: Record<string, unknown>) => (await modernRequest(replica.url + "/mcp", method, params, { key, capabilities: withTasks })).response!
+    // Through both replicas: one runs the service, the other forwards the call and each tasks/get with the principal.
+    for (const replica of [a, b]) {
+      for (const [who, token] of [
+        ["alice", "Bearer alice-secret-token"],
+        ["bob", "Bearer bob-secret-token"]
+      ] as const) {
+        const started = await modern(replica, keys[who], "tools/call", { name: "jobs__job", arguments: { steps: 2, step_ms: 30, poll_ms: 10 } })
+        expect(started.result, JSON.stringify(started)).toMatchObject({ resultType: "task", status: "working" })
+        const before = era.headers().length
+        let last: Record<string, any> | undefined
+        const ended = await eventually(async () => {
+          const got = await modern(replica, keys[who], "tasks/get", { taskId: started.result["taskId"] })
+          expect(got.error, JSON.stringify(got)).toBeUndefined()
+          last = got.result
+          return last!["status"] !== "working"
+        }, 5_000, 20)
+        expect(ended, JSON.stringify(last)).toBe(true)
+        expect(last).toMatchObject({ status: "completed", result: { structuredContent: { steps: 2 } } })
+        const gets = era.headers().slice(before).filter((h) => h.method === "tasks/get")
+        expect(gets.length).toBeGreaterThan(0)
+        expect(gets.map((h) => h.authorization)).toEqual(gets.map(() => token))
+      }
+    }
   })
 
   it("a credential changed, then deleted, on one replica is used, then refused CREDENTIALS_REQUIRED, at once on the other", async () => {

@@ -830,7 +830,8 @@ export class ModernMcp {
     this.inflight.add(abort)
     let exit: Awaited<ReturnType<typeof relayTaskRequest>>
     try {
-      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal, caller.span)
+      // The caller's owner digest (the handle's, checked above): a `per_user` service's task is asked on the caller's own connection, as its call was.
+      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal, caller.span, claims.owner)
     } finally {
       this.inflight.delete(abort)
       finished = true
@@ -839,6 +840,8 @@ export class ModernMcp {
     if (Exit.isFailure(exit)) {
       const failure = Cause.failureOption(exit.cause)
       const e = failure._tag === "Some" ? failure.value : undefined
+      // A `per_user` service's task asked without the caller's own credential (deleted since the call): what to give, and where.
+      if (e?._tag === "CredentialsRequired") return answer({ error: { code: -32600, message: e.message, data: credentialsData(e) } })
       const code = e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code) ? e.code : -32603
       return answer({ error: { code, message: e?.message ?? "Internal error" } })
     }
