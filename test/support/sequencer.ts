@@ -9,28 +9,30 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 /** The slowest files, slowest first (per-file durations of a full run: .tmp/vitest-results.json). */
 export const SLOWEST: ReadonlyArray<string> = [
-  "test/faults/fuzz.test.ts",
-  "test/extras/caps-resources.test.ts",
   "test/cluster/replicas.test.ts",
-  "test/http/bad-input.test.ts",
+  "test/faults/fuzz.test.ts",
   "test/faults/store-process.test.ts",
-  "test/http/store-endpoints.test.ts",
-  "test/package/package.test.ts",
-  "test/ui/dashboard.test.ts",
   "test/extras/tracing.test.ts",
-  "test/extras/security.test.ts",
-  "test/extras/era-matrix.test.ts",
-  "test/http/oauth.test.ts",
-  "test/ui/operate.test.ts",
-  "test/extras/mcp-calls.test.ts",
-  "test/runtime/logging.test.ts",
+  "test/ui/dashboard.test.ts",
+  "test/http/bad-input.test.ts",
   "test/extras/input-required.test.ts",
+  "test/package/package.test.ts",
+  "test/extras/caps-resources.test.ts",
+  "test/ui/operate.test.ts",
+  "test/extras/era-matrix.test.ts",
   "test/faults/async-calls-restart.test.ts",
-  "test/http/protocol-eras.test.ts",
   "test/config/client-formats.test.ts",
-  "test/faults/hostile-upstream.test.ts",
+  "test/architecture/import-rules.test.ts",
+  "test/extras/security.test.ts",
+  "test/extras/mcp-calls.test.ts",
+  "test/http/oauth.test.ts",
   "test/faults/process-groups.test.ts",
-  "test/faults/upstream.test.ts"
+  "test/faults/upstream.test.ts",
+  "test/monitoring/endpoints.test.ts",
+  "test/http/store-endpoints.test.ts",
+  "test/monitoring/bounded.test.ts",
+  "test/extras/mcp-sessions.test.ts",
+  "test/http/protocol-eras.test.ts"
 ]
 
 export default class SlowestFirst extends BaseSequencer {
