@@ -100,10 +100,15 @@ describe.concurrent("a standing stream that ends: reconnecting at once", () => {
 
     await everything.stop() // SIGKILL
     expect(await log.waitFor("reconnecting", 10_000)).toBe(true)
-    expect(log.statuses()[0]).toBe("reconnecting")
+    // At once, by the stream's end (no health check runs here). A loaded machine may first see a
+    // request of the store's fail on the dead server (warning; seen once in a fresh clone's run):
+    // then the stream's end still makes it reconnecting, and nothing else comes between.
+    const statuses = log.statuses()
+    expect(statuses[0] === "reconnecting" || (statuses[0] === "warning" && statuses[1] === "reconnecting"), statuses.join(" → ")).toBe(true)
+    const reconnecting = log.transitions.find((t) => t.to === "reconnecting")!
     // Refused; or reset, when the resumption reached the listening socket of the killed process
     // before the kernel closed it (seen in about one run in eight on a loaded machine).
-    expect(log.transitions[0]!.reason).toMatch(/^transport closed: the event stream ended and could not be resumed: .*(ECONNREFUSED|ECONNRESET)/)
+    expect(reconnecting.reason).toMatch(/^transport closed: the event stream ended and could not be resumed: .*(ECONNREFUSED|ECONNRESET)/)
     expect(illegalTransitions(log.transitions)).toEqual([])
 
     await mcp.changedAfter(seen)
