@@ -17,7 +17,7 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
+import { approveAsUser, authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
 
 const CLUSTER = "oauth-upstream"
 const PUBLIC = "http://store.replicas.test"
@@ -58,14 +58,6 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     await fixture?.stop()
   })
 
-  /** Follows an authorization URL as a browser of `user` would, up to the redirect back to the store. */
-  const approveAs = async (authorizationUrl: string, user: string): Promise<URL> => {
-    const url = new URL(authorizationUrl)
-    url.searchParams.set("login_hint", user)
-    const answer = await fetch(url, { redirect: "manual" })
-    expect(answer.status).toBe(302)
-    return new URL(answer.headers.get("location") as string)
-  }
 
   /** The store's callback (its public URL, behind which any replica answers) reached on `replica`. */
   const callbackOn = async (replica: TestServer, back: URL): Promise<{ status: number; text: string }> => {
@@ -91,7 +83,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
   it("a service-wide authorization started on A is finished by the callback on B: the service becomes healthy; the callback replayed on A is refused", async () => {
     const started = await on.a.ops.post("/for_store/authorize_service", { service_name: "secure" })
     expect(started.status, started.text).toBe(200)
-    const back = await approveAs(started.body.authorization_url as string, "operator")
+    const back = await approveAsUser(started.body.authorization_url as string, "operator")
     const page = await callbackOn(b, back)
     expect(page.status, page.text).toBe(200)
     expect(page.text).toContain("the store now connects to the service")
@@ -111,11 +103,11 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
 
   it("a principal's own authorization started on one replica is finished on the other (callback, pasted code): its calls through both are its own user's", async () => {
     // Alice starts on A, her browser comes back to B.
-    const alicePage = await callbackOn(b, await approveAs(await start(on.a.alice), "alice"))
+    const alicePage = await callbackOn(b, await approveAsUser(await start(on.a.alice), "alice"))
     expect(alicePage.status, alicePage.text).toBe(200)
     expect(alicePage.text).toContain("your own token")
     // Bob starts on B and pastes his code and state on A.
-    const bobBack = await approveAs(await start(on.b.bob), "bob")
+    const bobBack = await approveAsUser(await start(on.b.bob), "bob")
     // Alice presenting Bob's state changes nothing (read from Redis on the replica that did not start it).
     const stolen = await on.a.alice.post(`${ROUTE}/authorize`, { code: bobBack.searchParams.get("code"), state: bobBack.searchParams.get("state") })
     expect(stolen.status, stolen.text).toBe(400)
@@ -133,7 +125,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     // An expired state a replica gone left behind is removed by the next one kept, on any replica.
     const client = await cluster.redis.connect()
     await client.multi().hSet(clusterKey(CLUSTER, "oauth", "pending"), "left-behind", "sealed").zAdd(clusterKey(CLUSTER, "oauth", "pending", "expiry"), { score: 1, value: "left-behind" }).exec()
-    const back = await approveAs(await start(on.b.alice), "alice")
+    const back = await approveAsUser(await start(on.b.alice), "alice")
     expect(Number(await client.hExists(clusterKey(CLUSTER, "oauth", "pending"), "left-behind"))).toBe(0)
     const pages = await Promise.all([callbackOn(a, back), callbackOn(b, back)])
     expect(pages.map((p) => p.status).sort()).toEqual([200, 400])
@@ -195,7 +187,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
 
   // Bounded, not timed (each Redis command has a 2 s time-out; a loaded machine stretches the answers): `within` only catches a hang.
   it("Redis frozen: a principal's call, its status and a callback answer 503 within their bounds, never hang", { timeout: 75_000 }, async () => {
-    const back = await approveAs(await start(on.a.alice), "alice")
+    const back = await approveAsUser(await start(on.a.alice), "alice")
     cluster.redis.freeze()
     try {
       const call = await within(on.b.bob.post("/for_store/call_tool", { tool_name: "secure__whoami", args: {} }), 15_000, "a call while Redis is frozen")

@@ -16,7 +16,7 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { approveAsUser, authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
@@ -48,14 +48,6 @@ describe("per-principal upstream OAuth", () => {
     return reply
   }
 
-  /** Follows an authorization URL as a browser of `user` would, up to the redirect back to the store. */
-  const approveAs = async (authorizationUrl: string, user: string): Promise<URL> => {
-    const url = new URL(authorizationUrl)
-    url.searchParams.set("login_hint", user)
-    const answer = await fetch(url, { redirect: "manual" })
-    expect(answer.status).toBe(302)
-    return new URL(answer.headers.get("location") as string)
-  }
 
   /** The principal's own authorize route: the authorization URL it answers. */
   const start = async (client: Api, service = "secure"): Promise<string> => {
@@ -67,7 +59,7 @@ describe("per-principal upstream OAuth", () => {
 
   /** The whole browser flow: the URL, the authorization server's redirect, the store's callback page. */
   const authorizeInBrowser = async (client: Api, user: string): Promise<void> => {
-    const page = await fetch(await approveAs(await start(client), user), { redirect: "manual" })
+    const page = await fetch(await approveAsUser(await start(client), user), { redirect: "manual" })
     expect(page.status).toBe(200)
     expect(await page.text()).toContain("your own token")
   }
@@ -106,7 +98,7 @@ describe("per-principal upstream OAuth", () => {
     expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "secure", status: "unreachable", timeout: 15 })).status).toBe(200)
     const shared = keep(await admin.post(`${PREFIX}/authorize_service`, { service_name: "secure" }))
     expect(shared.status, shared.text).toBe(200)
-    await (await fetch(await approveAs(shared.body.authorization_url as string, "operator"))).text()
+    await (await fetch(await approveAsUser(shared.body.authorization_url as string, "operator"))).text()
     expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "secure", status: "healthy", timeout: 15 })).status).toBe(200)
   }, 30_000)
 
@@ -171,7 +163,7 @@ describe("per-principal upstream OAuth", () => {
   })
 
   it("a state one principal started does nothing for another (nor for the service), and stays the starter's", async () => {
-    const back = await approveAs(await start(alice), "alice")
+    const back = await approveAsUser(await start(alice), "alice")
     const pasted = { code: back.searchParams.get("code"), state: back.searchParams.get("state") }
     const stolen = keep(await bob.post(`${PREFIX}/credentials/secure/authorize`, pasted))
     expect(stolen.status).toBe(400)
@@ -188,7 +180,7 @@ describe("per-principal upstream OAuth", () => {
   })
 
   it("two principals authorized (browser and pasted code) call the same service at once, each as its own user", async () => {
-    const back = await approveAs(await start(bob), "bob")
+    const back = await approveAsUser(await start(bob), "bob")
     const done = keep(await bob.post(`${PREFIX}/credentials/secure/authorize`, { code: back.searchParams.get("code"), state: back.searchParams.get("state") }))
     expect(done.status, done.text).toBe(200)
     const users = await Promise.all([whoami(alice), whoami(bob), whoami(alice), whoami(bob)])
@@ -268,11 +260,11 @@ describe("per-principal upstream OAuth", () => {
     const under = `${serviceKey({ kind: "store" }, "moving")}\u0000`
     expect(keep(await admin.post("/for_store/add_service", { name: "moving", url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
     const shared = keep(await admin.post("/for_store/authorize_service", { service_name: "moving" }))
-    await (await fetch(await approveAs(shared.body.authorization_url as string, "operator"))).text()
+    await (await fetch(await approveAsUser(shared.body.authorization_url as string, "operator"))).text()
     expect(keep(await admin.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })).status).toBe(200)
     const own = keep(await admin.post("/for_store/credentials/moving/authorize"))
     expect(own.status, own.text).toBe(200)
-    expect((await fetch(await approveAs(own.body.authorization_url as string, "ops"))).status).toBe(200)
+    expect((await fetch(await approveAsUser(own.body.authorization_url as string, "ops"))).status).toBe(200)
     const call = keep(await admin.post("/for_store/call_tool", { tool_name: "moving__whoami", args: {} }))
     expect(call.status, call.text).toBe(200)
     expect(JSON.parse(call.body.content[0].text).user).toBe("ops")
@@ -285,7 +277,7 @@ describe("per-principal upstream OAuth", () => {
     expect((await update({ url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
     expect(keep(await admin.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })).status).toBe(200)
     const again = keep(await admin.post("/for_store/credentials/moving/authorize"))
-    expect((await fetch(await approveAs(again.body.authorization_url as string, "ops"))).status).toBe(200)
+    expect((await fetch(await approveAsUser(again.body.authorization_url as string, "ops"))).status).toBe(200)
     expect(vault.entriesUnder(under)).toHaveLength(1)
     const moved = keep(
       await admin.request("PUT", "/for_store/update_service/moving", { body: JSON.stringify({ url: fixture.otherOriginUrl }), headers: { "content-type": "application/json" } })
@@ -329,7 +321,7 @@ describe("per-principal upstream OAuth", () => {
       writeOut: (t) => void out.push(t),
       writeErr: (t) => void out.push(t),
       // The "browser": alice agrees, and the authorization server sends it back to the store's callback.
-      openBrowser: async (url) => void (await (await fetch(await approveAs(url, "alice"))).text())
+      openBrowser: async (url) => void (await (await fetch(await approveAsUser(url, "alice"))).text())
     })
     answers.push(out.join(""))
     expect(out.join("")).toContain("authorized for your key")

@@ -14,7 +14,7 @@
  *   lifecycle.ts   the allowed status changes, a recorder of a service actor's statuses
  *   mcp.ts         fixture definitions, tool result text, the failure of an MCP request
  *   modern-request.ts one MCP 2026-07-28 request over raw HTTP (envelope and headers), its answer
- *   oauth-client.ts an OAuth client's site (metadata documents, callback) and SDK v2's provider in memory
+ *   oauth-client.ts an OAuth client's site (metadata documents, callback) and SDK v2's provider in memory; a browser of a user at the OAuth fixture
  *   sse.ts         a Server-Sent Events reader (/events, /inspect/events)
  *   prometheus.ts  GET /metrics parsed into samples
  *   records.ts     tool-call records as ToolRecords.record takes them (newRecord)

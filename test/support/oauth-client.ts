@@ -2,7 +2,8 @@
  * An OAuth client's side for the tests of the built-in authorization server: its site on loopback
  * (the client metadata documents it serves, and its callback, which records what it receives) and
  * SDK v2's `OAuthClientProvider` kept in memory, with a URL client id given as known client
- * information (the SDK only makes https ones itself).
+ * information (the SDK only makes https ones itself); and a browser of a given user at the OAuth
+ * fixture's authorization page (test/fixtures/oauth-server.ts), for the upstream OAuth tests.
  */
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -78,4 +79,17 @@ export class MemoryOAuthProvider implements OAuthClientProvider {
   async validateResourceURL() {
     return new URL(this.resource)
   }
+}
+
+/**
+ * Follows an authorization URL of the OAuth fixture as a browser of `user` would (its `login_hint`),
+ * up to the redirect back to the store: the URL the browser is sent to.
+ */
+export const approveAsUser = async (authorizationUrl: string, user: string): Promise<URL> => {
+  const url = new URL(authorizationUrl)
+  url.searchParams.set("login_hint", user)
+  const answer = await fetch(url, { redirect: "manual" })
+  const location = answer.headers.get("location")
+  if (answer.status !== 302 || location === null) throw new Error(`the authorization page answered ${answer.status}, not a redirect`)
+  return new URL(location)
 }
