@@ -158,3 +158,59 @@ export const readOwnFile = async (path: string, what: string, event: string): Pr
     return "link"
   }
 }
+
+/**
+ * `readOwnFile`, parsed: the file's JSON value, `undefined` when it is absent or not JSON (then a
+ * warning with `unreadable`: what the store does without it), or `"link"` as `readOwnFile` says.
+ */
+export const readOwnJson = async (
+  path: string,
+  what: string,
+  events: { readonly refused: string; readonly unreadable: string },
+  unreadable: string
+): Promise<unknown> => {
+  const text = await readOwnFile(path, what, events.refused)
+  if (text === undefined || text === "link") return text
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    log.warn(`${path} is not JSON: ${unreadable}`, { event: events.unreadable, file: path })
+    return undefined
+  }
+}
+
+/**
+ * The writes of a file kept in memory, coalesced: `persist` starts a write, or, while one runs,
+ * queues one more (one at most), which takes every change made meanwhile, and runs even when the
+ * write before it failed. After `close` (which waits for both) nothing is written any more.
+ */
+export class CoalescedWrites {
+  private writing: Promise<void> | undefined
+  private next: Promise<void> | undefined
+  private closed = false
+
+  constructor(private readonly write: () => Promise<void>) {}
+
+  persist(): Promise<void> {
+    if (this.closed) return Promise.resolve()
+    if (this.writing === undefined) {
+      this.writing = this.write().finally(() => {
+        this.writing = undefined
+      })
+      return this.writing
+    }
+    this.next ??= this.writing
+      .catch(() => undefined)
+      .then(() => {
+        this.next = undefined
+        return this.persist()
+      })
+    return this.next
+  }
+
+  async close(): Promise<void> {
+    await this.next?.catch(() => undefined)
+    await this.writing?.catch(() => undefined)
+    this.closed = true
+  }
+}

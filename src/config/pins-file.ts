@@ -6,7 +6,7 @@
  * kept in memory only, and the refusal is logged.
  */
 import { basename, dirname, extname, join } from "node:path"
-import { readOwnFile, writeAtomically } from "./atomic-write.js"
+import { CoalescedWrites, readOwnJson, writeAtomically } from "./atomic-write.js"
 import { PINNED_FIELDS, type PinnedTool } from "../domain/pin-rules.js"
 import { log } from "../logging/log.js"
 
@@ -42,11 +42,9 @@ export const isPin = (value: unknown): value is PinnedTool => {
 /** The pins of one store in a file beside its services file, every pin in memory. */
 export class ToolPinsFile implements ToolPinsBackend {
   private readonly services = new Map<string, Record<string, PinnedTool>>()
-  private writing: Promise<void> | undefined
-  private next: Promise<void> | undefined
-  private closed = false
   /** A symlink stood at the file's path: nothing is read from or written to it. */
   private refused = false
+  private readonly writes = new CoalescedWrites(() => this.writeFile())
 
   private constructor(readonly path: string) {}
 
@@ -58,16 +56,14 @@ export class ToolPinsFile implements ToolPinsBackend {
   }
 
   private async load(): Promise<void> {
-    const text = await readOwnFile(this.path, "Tool pins", "tool_pins_file_refused")
-    if (text === "link") this.refused = true
-    if (text === undefined || text === "link") return
-    let doc: unknown
-    try {
-      doc = JSON.parse(text)
-    } catch {
-      log.warn(`tool pins file ${this.path} is not JSON: every service's tools are pinned again at their next list`, { event: "tool_pins_file_unreadable", file: this.path })
-      return
-    }
+    const doc = await readOwnJson(
+      this.path,
+      "Tool pins",
+      { refused: "tool_pins_file_refused", unreadable: "tool_pins_file_unreadable" },
+      "every service's tools are pinned again at their next list"
+    )
+    if (doc === "link") this.refused = true
+    if (doc === undefined || doc === "link") return
     const services = (doc as { services?: unknown } | null)?.services
     if (typeof services !== "object" || services === null) return
     for (const [field, pins] of Object.entries(services)) {
@@ -78,20 +74,9 @@ export class ToolPinsFile implements ToolPinsBackend {
     }
   }
 
-  /** Writes the file once more after the write under way (coalescing every change made meanwhile). */
+  /** Writes the file after the write under way, if any (the changes made meanwhile, coalesced). */
   private persist(): Promise<void> {
-    if (this.closed) return Promise.resolve()
-    if (this.writing === undefined) {
-      this.writing = this.writeFile().finally(() => {
-        this.writing = undefined
-      })
-      return this.writing
-    }
-    this.next ??= this.writing.then(() => {
-      this.next = undefined
-      return this.persist()
-    })
-    return this.next
+    return this.writes.persist()
   }
 
   private async writeFile(): Promise<void> {
@@ -122,9 +107,7 @@ export class ToolPinsFile implements ToolPinsBackend {
     return this.persist()
   }
 
-  async close(): Promise<void> {
-    await this.next?.catch(() => undefined)
-    await this.writing?.catch(() => undefined)
-    this.closed = true
+  close(): Promise<void> {
+    return this.writes.close()
   }
 }

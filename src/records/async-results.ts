@@ -8,7 +8,7 @@
  * refusal is logged.
  */
 import { basename, dirname, extname, join } from "node:path"
-import { readOwnFile, writeAtomically } from "../config/atomic-write.js"
+import { CoalescedWrites, readOwnJson, writeAtomically } from "../config/atomic-write.js"
 import { log } from "../logging/log.js"
 
 /** Where an asynchronous call is. `running` until it ends; `interrupted`: its store stopped while it ran. */
@@ -135,12 +135,9 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   private readonly finished = new Map<string, number>()
   private finishedBytes = 0
   private interrupted: Array<AsyncCallEntry> = []
-  private writing: Promise<void> | undefined
-  private dirty = false
-  private next: Promise<void> | undefined
-  private closed = false
   /** A symlink stood at the file's path: nothing is read from or written to it. */
   private refused = false
+  private readonly writes = new CoalescedWrites(() => this.write())
 
   private constructor(
     readonly path: string,
@@ -155,16 +152,9 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   }
 
   private async load(): Promise<void> {
-    const text = await readOwnFile(this.path, "Asynchronous calls", "async_calls_file_refused")
-    if (text === "link") this.refused = true
-    if (text === undefined || text === "link") return
-    let doc: unknown
-    try {
-      doc = JSON.parse(text)
-    } catch {
-      log.warn(`asynchronous calls file ${this.path} is not JSON: its calls are forgotten`, { event: "async_calls_file_unreadable", file: this.path })
-      return
-    }
+    const doc = await readOwnJson(this.path, "Asynchronous calls", { refused: "async_calls_file_refused", unreadable: "async_calls_file_unreadable" }, "its calls are forgotten")
+    if (doc === "link") this.refused = true
+    if (doc === undefined || doc === "link") return
     const calls = (doc as { calls?: unknown } | null)?.calls
     if (!Array.isArray(calls)) return
     const now = new Date().toISOString()
@@ -211,22 +201,9 @@ export class AsyncResultsFile implements AsyncResultsBackend {
     return dropped
   }
 
-  /** Writes the file once more after the write under way (coalescing every change made meanwhile). */
+  /** Writes the file after the write under way, if any (the changes made meanwhile, coalesced). */
   private persist(): Promise<void> {
-    if (this.closed) return Promise.resolve()
-    if (this.writing === undefined) {
-      this.writing = this.write().finally(() => {
-        this.writing = undefined
-      })
-      return this.writing
-    }
-    this.dirty = true
-    this.next ??= this.writing.then(() => {
-      this.next = undefined
-      this.dirty = false
-      return this.persist()
-    })
-    return this.next
+    return this.writes.persist()
   }
 
   private async write(): Promise<void> {
@@ -294,9 +271,7 @@ export class AsyncResultsFile implements AsyncResultsBackend {
     return this.finished.size
   }
 
-  async close(): Promise<void> {
-    await this.next
-    await this.writing
-    this.closed = true
+  close(): Promise<void> {
+    return this.writes.close()
   }
 }
