@@ -45,8 +45,8 @@ export interface CredentialStore {
   onChange?(listener: (service: string, principal: string | undefined) => void): () => void
 }
 
-/** The sub-key the credentials are sealed with (apart from the OAuth file's and the sessions'). */
-const credentialsKey = (secret: Buffer): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "user-credentials", 32))
+/** The sub-key the credentials are sealed with, in the file and in a cluster's Redis (apart from the OAuth file's and the sessions'). */
+export const credentialsKey = (secret: Buffer | string): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "user-credentials", 32))
 
 /** Credentials in memory, optionally written to an encrypted file after each change. */
 export class CredentialsFile implements CredentialStore {

@@ -18,27 +18,23 @@
  * `ClusterUnavailable` (503), and a change refused is never applied later (its script checks a
  * deadline in Redis's clock, as the definitions' commits do). Nothing here is ever logged but names.
  */
-import { hkdfSync } from "node:crypto"
 import { ClusterUnavailable } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 import { COMMAND_TIMEOUT_MS, RedisAway, timed, type ClusterConnection } from "../redis/connection.js"
 import { clusterKey } from "../redis/key-names.js"
-import { MAX_PRINCIPALS_PER_SERVICE, type CredentialStore, type UserCredential } from "./credentials-file.js"
-import { CHANGE_BUDGET_MS } from "./redis-definitions.js"
+import { credentialsKey, MAX_PRINCIPALS_PER_SERVICE, type CredentialStore, type UserCredential } from "./credentials-file.js"
+import { CHANGE_BUDGET_MS, PAST_DEADLINE } from "./redis-definitions.js"
 import { seal, unseal } from "./token-vault.js"
 
-/** The sub-key the credentials are sealed with (the credentials file's derivation, apart from the tokens' and the sessions'). */
-const credentialsKey = (secret: string): Buffer => Buffer.from(hkdfSync("sha256", secret, "mcp-store", "user-credentials", 32))
 
 /** MCPSTORE_SECRET_KEY is missing (the replica does not start). */
 export class CredentialsKeyError extends Error {
   override readonly name = "CredentialsKeyError"
 }
 
-/** Runs only before its deadline (Redis's clock, ms): -3 past it. */
-const BEFORE_DEADLINE = `
-local now = redis.call('TIME')
-if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[1]) then return -3 end
+/** Runs only before its deadline (ARGV[1]): -3 past it. */
+const BEFORE_DEADLINE = `${PAST_DEADLINE}
+if past_deadline then return -3 end
 `
 
 /**

@@ -43,15 +43,23 @@ interface Change {
 }
 
 /**
+ * The start of a script that runs only before a change's deadline (ARGV[1], ms in Redis's clock, the
+ * one every replica shares): sets `past_deadline`, for the script to refuse with its own answer.
+ */
+export const PAST_DEADLINE = `
+local now = redis.call('TIME')
+local past_deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[1])
+`
+
+/**
  * KEYS: defs, rev, changes, epoch. ARGV: deadline (Redis's clock, ms), expected rev, expected epoch,
  * change JSON, count of sets, then field/value pairs, then the fields to delete. Returns {0, rev}
  * when written, {-1, rev} when the revision moved, {-2, 0} when the epoch is not the expected one
  * (Redis restarted or re-seeded), {-3, 0} when Redis runs it past its deadline (the change was
  * answered 503 already, or is about to be).
  */
-const COMMIT = `
-local now = redis.call('TIME')
-if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[1]) then return {-3, 0} end
+const COMMIT = `${PAST_DEADLINE}
+if past_deadline then return {-3, 0} end
 if redis.call('GET', KEYS[4]) ~= ARGV[3] then return {-2, 0} end
 local rev = tonumber(redis.call('GET', KEYS[2]) or '0')
 if rev ~= tonumber(ARGV[2]) then return {-1, rev} end

@@ -120,6 +120,13 @@ export interface GrantState {
 }
 
 /** Drops the oldest entries of a map past `max`. */
+/** Whether a token's `jti` or its family is revoked at `now`, in a map of `jti:`/`fam:` keys to the end of their revocation. */
+export const revokedIn = (revoked: ReadonlyMap<string, number>, jti: string, family: string, now: number): boolean => {
+  const a = revoked.get(`jti:${jti}`)
+  const b = revoked.get(`fam:${family}`)
+  return (a !== undefined && a > now) || (b !== undefined && b > now)
+}
+
 const capped = <K, V>(map: Map<K, V>, max: number): void => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
@@ -316,10 +323,7 @@ export class FileGrantState implements GrantState {
   }
 
   isRevoked(jti: string, family: string): boolean {
-    const now = this.now()
-    const a = this.revoked.get(`jti:${jti}`)
-    const b = this.revoked.get(`fam:${family}`)
-    return (a !== undefined && a > now) || (b !== undefined && b > now)
+    return revokedIn(this.revoked, jti, family, this.now())
   }
 
   async useAssertion(id: string, until: number): Promise<boolean> {

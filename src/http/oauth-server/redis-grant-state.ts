@@ -25,7 +25,7 @@ import type { ApprovedClient, RefreshRecord, RegisteredClient } from "../../conf
 import { log } from "../../logging/log.js"
 import { clusterKey } from "../../redis/key-names.js"
 import type { ClusterData } from "../../records/redis-records.js"
-import { GRANT_LIMITS, type CodeRecord, type FoundCode, type GrantState, type PendingConsent } from "./grant-state.js"
+import { GRANT_LIMITS, revokedIn, type CodeRecord, type FoundCode, type GrantState, type PendingConsent } from "./grant-state.js"
 
 /** How often a replica reads the cluster's revocations again: the bound on how long another replica's revocation takes to apply here (ms). */
 export const REVOKED_POLL_MS = 1000
@@ -263,10 +263,7 @@ export class RedisGrantState implements GrantState {
   }
 
   isRevoked(jti: string, family: string): boolean {
-    const now = this.now()
-    const a = this.revoked.get(`jti:${jti}`)
-    const b = this.revoked.get(`fam:${family}`)
-    return (a !== undefined && a > now) || (b !== undefined && b > now)
+    return revokedIn(this.revoked, jti, family, this.now())
   }
 
   async useAssertion(id: string, until: number): Promise<boolean> {
