@@ -97,6 +97,12 @@ export const requestAsPrincipal = async <A>(
   const takesValues = names.headers.length > 0 || names.env.length > 0
   const required = (why: string, authorize = false) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why, authorize))
   const notGiven = () => required(takesValues ? "this caller has not given its own" : "this caller has not authorized it", !takesValues)
+  // What the caller's request needs cannot be read (replica mode, Redis away): refused 503, a log line.
+  const unreadable = (what: string, e: unknown) => {
+    const refusal = unavailable(actor, `${what} cannot be read now (${e instanceof Error ? e.message : String(e)})`)
+    log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
+    return Exit.fail(refusal)
+  }
   // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
   // `sessionOwner`); a request made without a caller (the library's) has no credential of its own.
   if (principal === undefined || credentials === undefined) return notGiven()
@@ -120,9 +126,7 @@ export const requestAsPrincipal = async <A>(
     own = takesValues ? await credentials.find(scope, name, principal) : { headers: {}, env: {} }
   } catch (e) {
     // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
-    const refusal = unavailable(actor, `the per-user credential cannot be read now (${e instanceof Error ? e.message : String(e)})`)
-    log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
-    return Exit.fail(refusal)
+    return unreadable("the per-user credential", e)
   }
   if (own === undefined) return notGiven()
   if (names.oauth) {
@@ -131,9 +135,7 @@ export const requestAsPrincipal = async <A>(
     try {
       authorized = await credentials.authorizedNow(scope, name, principal)
     } catch (e) {
-      const refusal = unavailable(actor, `the caller's OAuth authorization cannot be read now (${e instanceof Error ? e.message : String(e)})`)
-      log.warn(`${options.subject} refused: ${refusal.message}`, { event: "credentials_unavailable", scope: scopeLabel(scope), service: name })
-      return Exit.fail(refusal)
+      return unreadable("the caller's OAuth authorization", e)
     }
     if (!authorized) {
       // A connection it kept (its tokens deleted on another replica) is closed too.
