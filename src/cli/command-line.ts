@@ -119,10 +119,16 @@ const SOURCES: ReadonlyArray<OptionSource> = [
   { key: "cluster_name", flag: "--cluster-name", attribute: "clusterName", env: ["MCPSTORE_CLUSTER_NAME"] },
   { key: "advertise_url", flag: "--advertise-url", attribute: "advertiseUrl", env: ["MCPSTORE_ADVERTISE_URL"] },
   { key: "lease_ms", flag: "--lease-ms", attribute: "leaseMs", env: ["MCPSTORE_LEASE_MS"] },
-  // The OpenTelemetry standard's variable works too, as an exporter of the SDK reads it.
   { key: "pin_tools", flag: "--pin-tools", attribute: "pinTools", env: ["MCPSTORE_PIN_TOOLS"] },
   { key: "pin_new_tools", flag: "--pin-new-tools", attribute: "pinNewTools", env: ["MCPSTORE_PIN_NEW_TOOLS"] },
+  // The OpenTelemetry standard's variables work too, with the meaning they have for its exporters.
   { key: "otlp_endpoint", flag: "--otlp-endpoint", attribute: "otlpEndpoint", env: ["MCPSTORE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] },
+  {
+    key: "otlp_traces_endpoint",
+    flag: "--otlp-traces-endpoint",
+    attribute: "otlpTracesEndpoint",
+    env: ["MCPSTORE_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+  },
   { key: "auth_issuer", flag: "--auth-issuer", attribute: "authIssuer", env: ["MCPSTORE_AUTH_ISSUER"] },
   { key: "auth_claim_map", flag: "--auth-claim-map", attribute: "authClaimMap", env: ["MCPSTORE_AUTH_CLAIM_MAP"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
@@ -172,7 +178,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   MCPSTORE_MAX_CALL_SECONDS, ${STANDALONE_CONFIG_ENV},
   MCPSTORE_REDIS_URL, MCPSTORE_CLUSTER_NAME, MCPSTORE_ADVERTISE_URL, MCPSTORE_LEASE_MS,
   MCPSTORE_PIN_TOOLS, MCPSTORE_PIN_NEW_TOOLS,
-  MCPSTORE_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+  MCPSTORE_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT), MCPSTORE_OTLP_TRACES_ENDPOINT (or
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
   OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* are read by the OpenTelemetry SDK),
   MCPSTORE_PUBLIC_URL, MCPSTORE_AUTH_ISSUER, MCPSTORE_AUTH_CLAIM_MAP (JSON),
   MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
@@ -266,6 +273,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--pin-tools <mode>", "pinned tool definitions, for services without their own \"pin\": strict (a changed tool is held until accepted), warn, off (default: strict)"))
     .addOption(new Option("--pin-new-tools <rule>", "a new tool of an already pinned service: hold (as a change) or accept (default: hold)"))
     .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
+    .addOption(new Option("--otlp-traces-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url> itself (over --otlp-endpoint; default: off)"))
     .addOption(new Option("--auth-issuer <url>", "accept the JWT access tokens of this OAuth authorization server (OpenID Connect discovery) on every route"))
     .addOption(new Option("--auth-claim-map <json>", 'the claims a token\'s role, agent_id, tools and scope are read from, e.g. {"role":"mcp_role"} (default: those names)'))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))

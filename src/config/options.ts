@@ -138,7 +138,7 @@ export interface StoreOptions {
   readonly limits: StoreLimits
   /** Replica mode (docs/replicas.md): set by `--redis-url`; undefined: one store on its services file. */
   readonly cluster?: ClusterOptions | undefined
-  /** OpenTelemetry traces over OTLP/HTTP (`--otlp-endpoint`); undefined: tracing off. */
+  /** OpenTelemetry traces over OTLP/HTTP (`--otlp-endpoint`, `--otlp-traces-endpoint`); undefined: tracing off. */
   readonly tracing?: { readonly url: string; readonly serviceVersion?: string | undefined } | undefined
   /** Pinned tool definitions (`--pin-tools`, `--pin-new-tools`; docs/tool-pins.md). */
   readonly pinTools: PinSettings
@@ -218,6 +218,7 @@ export interface OptionValues {
   advertise_url?: string
   lease_ms?: number
   otlp_endpoint?: string
+  otlp_traces_endpoint?: string
   auth_issuer?: string
   auth_claim_map?: Partial<ClaimMap>
   pin_tools?: PinSettings["mode"]
@@ -293,6 +294,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "advertise_url",
   "lease_ms",
   "otlp_endpoint",
+  "otlp_traces_endpoint",
   "auth_issuer",
   "auth_claim_map",
   "pin_tools",
@@ -623,6 +625,9 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
       case "otlp_endpoint":
         // The OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` is appended.
         return checkUrl(key, value, ["http:", "https:"], source).replace(/\/+$/, "")
+      case "otlp_traces_endpoint":
+        // The traces URL itself, as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: used as given.
+        return checkUrl(key, value, ["http:", "https:"], source)
       case "cluster_name":
         if (typeof value !== "string" || !CLUSTER_NAME_PATTERN.test(value)) {
           throw refuse(key, "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", value, source)
@@ -799,9 +804,18 @@ export const resolveStoreOptions = (given: OptionValues, cwd: string = process.c
   monitoring: defaultMonitoring(given.monitoring ?? {}),
   limits: resolveStoreLimits(given),
   ...(given.redis_url === undefined ? {} : { cluster: resolveClusterOptions(given, given.redis_url) }),
-  ...(given.otlp_endpoint === undefined ? {} : { tracing: { url: `${given.otlp_endpoint}/v1/traces`, serviceVersion: VERSION } }),
+  ...tracingOf(given),
   pinTools: { mode: given.pin_tools ?? DEFAULT_PIN_SETTINGS.mode, newTools: given.pin_new_tools ?? DEFAULT_PIN_SETTINGS.newTools }
 })
+
+/**
+ * Where traces go, if anywhere: the traces URL as given (`otlp_traces_endpoint`), else the base URL's
+ * `/v1/traces` (`otlp_endpoint`); as in OpenTelemetry's own variables, the signal's URL wins.
+ */
+const tracingOf = (given: OptionValues): Pick<StoreOptions, "tracing"> => {
+  const url = given.otlp_traces_endpoint ?? (given.otlp_endpoint === undefined ? undefined : `${given.otlp_endpoint}/v1/traces`)
+  return url === undefined ? {} : { tracing: { url, serviceVersion: VERSION } }
+}
 
 /** The replica mode's options when `redis_url` is given (the secret comes from the environment, see src/cli/command-line.ts). */
 const resolveClusterOptions = (given: OptionValues, redisUrl: string): ClusterOptions => ({

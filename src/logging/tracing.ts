@@ -47,7 +47,7 @@ export const noTracer: Tracer = { enabled: false, record: () => undefined, shutd
 
 /** Where spans are exported: OTLP/HTTP to `url` (the exporter reads the standard environment when it is undefined). */
 export interface TracingOptions {
-  /** The traces URL (`<--otlp-endpoint>/v1/traces`). */
+  /** The traces URL (`--otlp-traces-endpoint`, else `<--otlp-endpoint>/v1/traces`). */
   readonly url?: string | undefined
   /** `service.version` of the resource. */
   readonly serviceVersion?: string | undefined

@@ -230,6 +230,17 @@ describe("checkOptionValues, mergeOptionValues and resolveOptions", () => {
   })
 })
 
+describe("tracing options", () => {
+  it("sends traces to the base URL's /v1/traces, or to the traces URL as given, which wins; tracing is off without either", () => {
+    expect(resolveOptions({}).store.tracing).toBeUndefined()
+    expect(resolveOptions({ otlp_endpoint: "http://collector:4318/" }).store.tracing?.url).toBe("http://collector:4318/v1/traces")
+    expect(resolveOptions({ otlp_traces_endpoint: "https://collector/otlp/traces" }).store.tracing?.url).toBe("https://collector/otlp/traces")
+    expect(resolveOptions({ otlp_endpoint: "http://base:4318", otlp_traces_endpoint: "http://traces:4318/custom" }).store.tracing?.url).toBe("http://traces:4318/custom")
+    expect(refusal(() => resolveOptions({ otlp_traces_endpoint: "collector:4318" })).message).toMatch(/otlp_traces_endpoint/)
+    expect(refusal(() => resolveOptions({ otlp_traces_endpoint: "ftp://collector/traces" })).message).toMatch(/otlp_traces_endpoint/)
+  })
+})
+
 describe("safety options", () => {
   it("reads host and origin lists from arrays and comma lists", () => {
     expect(checkOption("allowed_hosts", ["store.lan", " box:8080 "])).toEqual(["store.lan", "box:8080"])

@@ -9,7 +9,8 @@
 // request's resources/read and prompts/get: the server span, the upstream request's client span
 // under it, the context the upstream saw; a failing read's error.type; initialize and
 // server/discover under the HTTP traceparent header), the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
-// OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, and a collector that never answers leaving
+// OTEL_EXPORTER_OTLP_ENDPOINT alone turning tracing on, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT taken as
+// the whole traces URL and over the base one, and a collector that never answers leaving
 // every call and the store's stop unharmed (the stop held at most until the exporter's time-out,
 // which OTEL_EXPORTER_OTLP_TIMEOUT sets shorter than the default 10 s here).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -26,7 +27,7 @@ import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
 import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
-import { addService, eventually, modernEnvelope, modernRequest, spawnStore, within, type StoreProcess } from "../support/index.js"
+import { addService, closedPort, eventually, modernEnvelope, modernRequest, spawnStore, within, type StoreProcess } from "../support/index.js"
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const PARENT = "00f067aa0ba902b7"
@@ -524,6 +525,18 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(request.parentSpanId).toBeUndefined()
     expect(request.resource["service.name"]).toBe("mcp-store")
     expect(only(spans, "tools/call meta")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
+  })
+
+  it("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL as given (nothing appended), over OTEL_EXPORTER_OTLP_ENDPOINT", async () => {
+    const { receiver, fixture } = await setup()
+    const nobody = `http://127.0.0.1:${await closedPort()}`
+    // The base URL names a port nobody listens on: only the traces URL, taken whole, reaches the receiver.
+    const server = await store("traces-env", { env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`, OTEL_EXPORTER_OTLP_ENDPOINT: nobody } })
+    await addService(server, "/for_store", { name: "fx", url: fixture.url })
+    const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
+    expect(reply.status).toBe(200)
+    const spans = await spansOf(receiver, reply.body.trace_id as string, 2)
+    expect(only(spans, "tools/call meta").spanId).toBe(reply.body.span_id)
   })
 
   it("a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0, held no longer than the exporter's time-out from OTEL_EXPORTER_OTLP_TIMEOUT", async () => {
