@@ -16,6 +16,7 @@ import {
   OPTION_KEYS,
   OptionsError,
   resolveServerOptions,
+  type ServerOptions,
   resolveStoreOptions,
   type OptionKey,
   type Options,
@@ -35,6 +36,9 @@ export const STANDALONE_CONFIG_ENV = "MCPSTORE_STANDALONE_CONFIG"
 
 /** The environment variable holding the cluster secret (replica mode). */
 export const CLUSTER_SECRET_ENV = "MCPSTORE_CLUSTER_SECRET"
+
+/** The environment variable holding the secret of the store's introspection client (`--auth-introspection-client-id`). */
+export const INTROSPECTION_SECRET_ENV = "MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET"
 
 /** The caps (each `--max-...`, `MCPSTORE_MAX_...`), with their help text. */
 const CAP_FLAGS: ReadonlyArray<readonly [OptionKey, string, string]> = [
@@ -130,6 +134,12 @@ const SOURCES: ReadonlyArray<OptionSource> = [
     env: ["MCPSTORE_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
   },
   { key: "auth_issuer", flag: "--auth-issuer", attribute: "authIssuer", env: ["MCPSTORE_AUTH_ISSUER"] },
+  {
+    key: "auth_introspection_client_id",
+    flag: "--auth-introspection-client-id",
+    attribute: "authIntrospectionClientId",
+    env: ["MCPSTORE_AUTH_INTROSPECTION_CLIENT_ID"]
+  },
   { key: "auth_claim_map", flag: "--auth-claim-map", attribute: "authClaimMap", env: ["MCPSTORE_AUTH_CLAIM_MAP"] },
   ...CAP_FLAGS.map(([key, flag]) => ({
     key,
@@ -182,7 +192,8 @@ Every option can also be set with an environment variable MCPSTORE_<NAME>:
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
   OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* are read by the OpenTelemetry SDK),
   MCPSTORE_PUBLIC_URL, MCPSTORE_AUTH_ISSUER, MCPSTORE_AUTH_CLAIM_MAP (JSON),
-  MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
+  MCPSTORE_AUTH_INTROSPECTION_CLIENT_ID, MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET (its secret;
+  environment only), MCPSTORE_CLUSTER_SECRET (replica mode; environment only, never on the command line).
 Booleans accept true/false, 1/0, yes/no, on/off.
 
 Precedence: command line > standalone config file (or, without one, environment) > defaults.
@@ -275,6 +286,7 @@ const buildProgram = (io: CommandLineIo, onApi: (command: Command) => void): Com
     .addOption(new Option("--otlp-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url>/v1/traces (default: off)"))
     .addOption(new Option("--otlp-traces-endpoint <url>", "export OpenTelemetry traces over OTLP/HTTP to <url> itself (over --otlp-endpoint; default: off)"))
     .addOption(new Option("--auth-issuer <url>", "accept the JWT access tokens of this OAuth authorization server (OpenID Connect discovery) on every route"))
+    .addOption(new Option("--auth-introspection-client-id <id>", `accept the --auth-issuer's opaque access tokens too, asking its introspection endpoint as this client (its secret in ${"$"}MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET)`))
     .addOption(new Option("--auth-claim-map <json>", 'the claims a token\'s role, agent_id, tools and scope are read from, e.g. {"role":"mcp_role"} (default: those names)'))
   for (const [, flag, help] of CAP_FLAGS) api.addOption(new Option(`${flag} <n>`, help))
   api
@@ -317,6 +329,19 @@ const environmentValues = (env: NodeJS.ProcessEnv): OptionValues => {
     if (found !== undefined) out[source.key] = found.value
   }
   return out as OptionValues
+}
+
+/**
+ * The server options with the introspection client's secret, read from the environment only (a
+ * command line is visible to every local user): required with `--auth-introspection-client-id`,
+ * which is refused without `--auth-issuer`.
+ */
+const withIntrospection = (server: ServerOptions, clientId: string | undefined, env: NodeJS.ProcessEnv): ServerOptions => {
+  if (clientId === undefined) return server
+  if (server.authIssuer === undefined) throw new OptionsError("auth_introspection_client_id", "needs --auth-issuer: the authorization server whose introspection endpoint is asked")
+  const clientSecret = env[INTROSPECTION_SECRET_ENV]
+  if (clientSecret === undefined || clientSecret === "") throw new OptionsError("auth_introspection_client_id", `needs the client's secret in ${INTROSPECTION_SECRET_ENV}`)
+  return { ...server, authIntrospection: { clientId, clientSecret } }
 }
 
 /** The options of a standalone config file, checked. */
@@ -393,5 +418,5 @@ export const parseCommandLine = async (
     throw new OptionsError("cluster_secret", `${CLUSTER_SECRET_ENV} must be at least 16 characters (got ${secret.length})`)
   }
   const withSecret = store.cluster !== undefined && secret !== undefined && secret !== "" ? { ...store, cluster: { ...store.cluster, secret } } : store
-  return { server: resolveServerOptions(values), store: withSecret }
+  return { server: withIntrospection(resolveServerOptions(values), values.auth_introspection_client_id, env), store: withSecret }
 }

@@ -71,6 +71,13 @@ export interface ServerOptions {
   readonly authIssuer?: string | undefined
   /** Claim names other than the defaults for the tokens' role, agent_id, tools and scope (`--auth-claim-map`). */
   readonly authClaimMap?: Partial<ClaimMap> | undefined
+  /**
+   * The store's own client at `authIssuer`, with which it asks the issuer's introspection endpoint
+   * (RFC 7662) about an opaque access token (`--auth-introspection-client-id`, whose secret the
+   * command line reads from MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET; a library caller sets this
+   * itself). Undefined: only JWT access tokens are accepted.
+   */
+  readonly authIntrospection?: { readonly clientId: string; readonly clientSecret: string } | undefined
   /** The built-in OAuth 2.1 authorization server for the MCP endpoints (`--auth-server`, docs/oauth-server.md). */
   readonly authServer?: boolean | undefined
   /** Accept `http` client ids on a loopback address (`--auth-dev-loopback-clients`: tests and local development). */
@@ -221,6 +228,7 @@ export interface OptionValues {
   otlp_traces_endpoint?: string
   auth_issuer?: string
   auth_claim_map?: Partial<ClaimMap>
+  auth_introspection_client_id?: string
   pin_tools?: PinSettings["mode"]
   pin_new_tools?: PinSettings["newTools"]
   mcp_config_file?: string
@@ -297,6 +305,7 @@ export const OPTION_KEYS: ReadonlyArray<OptionKey> = [
   "otlp_traces_endpoint",
   "auth_issuer",
   "auth_claim_map",
+  "auth_introspection_client_id",
   "pin_tools",
   "pin_new_tools",
   ...CAP_KEYS
@@ -610,6 +619,10 @@ export const checkOption = <K extends OptionKey>(key: K, value: unknown, source?
         // Kept exactly as given: a token's `iss` must be this very string.
         return url
       }
+      case "auth_introspection_client_id":
+        // A client id goes into a Basic authorization header: printable ASCII, bounded.
+        if (typeof value !== "string" || !/^[\x21-\x7e]{1,255}$/.test(value)) throw refuse(key, "must be a client id of 1 to 255 printable characters, no spaces", value, source)
+        return value
       case "auth_claim_map": {
         const problem = claimMapProblem(value)
         if (problem !== undefined) throw refuse(key, problem, value, source)

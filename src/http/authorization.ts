@@ -31,7 +31,7 @@ import { ADMIN, currentPrincipal, PrincipalTag, routeAccess, type Principal } fr
 import { pathOf, type RouteEntry } from "./contract-middleware.js"
 import { errorBody, Forbidden, Unauthorized } from "./contract-errors.js"
 import { METADATA_PATH, ProtectedResourceTag, type ProtectedResource } from "./oauth-resource/protected-resource.js"
-import { looksLikeJwt } from "./oauth-resource/token-verifier.js"
+import { looksLikeJwt, looksLikeOpaque } from "./oauth-resource/token-verifier.js"
 import { OAUTH_OPEN_ROUTES } from "./oauth-server/endpoints.js"
 
 /**
@@ -86,7 +86,8 @@ const ANONYMOUS: Principal = { role: "reader" }
 /**
  * The principal a request acts as, or why it is refused: 401 (no key, an unknown, revoked or
  * expired key) or 403 (a route outside the key's role); or, when the store trusts an authorization
- * server (`resource` enabled), the bearer JWT that no key matches, for `checkToken`. Shared by the
+ * server (`resource` enabled), the bearer token that no key matches (a JWT, or an opaque token
+ * when the issuer introspects them), for `checkToken`. Shared by the
  * middleware and the direct call route (src/http/call-route.ts), which leaves a token to HttpApi.
  */
 export const authorize = (
@@ -104,7 +105,9 @@ export const authorize = (
   if (isOpen(method, path)) return { principal: checked.ok ? checked.principal : ANONYMOUS }
   if (!checked.ok) {
     const credential = header !== undefined && /^bearer /i.test(header) ? header.slice("Bearer ".length).trim() : ""
-    if (tokens && checked.why === "unknown" && looksLikeJwt(credential)) return { token: credential }
+    // A bearer no key matches is a token's to check: a JWT, or an opaque token when an issuer introspects
+    // them (an API key's shape never is: a mistyped key is still told so).
+    if (tokens && checked.why === "unknown" && (looksLikeJwt(credential) || (resource.introspects && looksLikeOpaque(credential) && !credential.startsWith("mcps_")))) return { token: credential }
     if (!quiet) log.warn(`refused ${method} ${path}: ${checked.why === "missing" ? "no API key" : `${checked.why} API key`}`, { event: "auth_refused", method, path, why: checked.why })
     return {
       status: 401,

@@ -147,6 +147,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
           externalIssuer({
             issuer: options.server.authIssuer,
             claimMap: claimMapOf(options.server.authClaimMap),
+            introspection: options.server.authIntrospection,
             policy: new UpstreamPolicy({ allow: options.store.limits.upstreamAllow, allowMetadata: options.store.limits.upstreamAllowMetadata })
           })
         ]

@@ -201,6 +201,19 @@ describe("parseCommandLine", () => {
     await rejection(parse(["--public-url", "store.example.com"]))
   })
 
+  it("takes the introspection client's id from the command line or the environment and its secret from the environment only", async () => {
+    const issuer = "https://login.example.com"
+    const secret = { MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET: "store-client-secret" }
+    const flags = await parse(["--auth-issuer", issuer, "--auth-introspection-client-id", "mcp-store"], secret)
+    expect(flags.server.authIntrospection).toEqual({ clientId: "mcp-store", clientSecret: "store-client-secret" })
+    const env = await parse([], { ...secret, MCPSTORE_AUTH_ISSUER: issuer, MCPSTORE_AUTH_INTROSPECTION_CLIENT_ID: "mcp-store" })
+    expect(env.server.authIntrospection).toEqual({ clientId: "mcp-store", clientSecret: "store-client-secret" })
+    expect((await parse(["--auth-issuer", issuer], secret)).server.authIntrospection).toBeUndefined()
+    expect((await rejection(parse(["--auth-issuer", issuer, "--auth-introspection-client-id", "mcp-store"]))).message).toMatch(/MCPSTORE_AUTH_INTROSPECTION_CLIENT_SECRET/)
+    expect((await rejection(parse(["--auth-introspection-client-id", "mcp-store"], secret))).message).toMatch(/needs --auth-issuer/)
+    await rejection(parse(["--auth-issuer", issuer, "--auth-introspection-client-id", "two words"], secret))
+  })
+
   it("reads every option from its MCPSTORE_ environment variable", async () => {
     const { server, store } = await parse([], {
       MCPSTORE_HOST: "::1",

@@ -4,7 +4,8 @@
 // with a tools list) on REST and on the MCP endpoints, with the SDK v2 client (a bearer token it is
 // given, and its own client_credentials flow from the 401 on); tokens for another resource, of
 // another issuer, badly signed, without a role or without the scope refused; API keys beside tokens;
-// the client's token never sent upstream (the upstream needs its own credential).
+// the client's token never sent upstream (the upstream needs its own credential); opaque tokens of
+// an issuer that introspects them, on REST and /mcp, and a made-up one refused.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { generateKeyPair, SignJWT } from "jose"
@@ -257,5 +258,57 @@ describe("the store as an OAuth protected resource (--auth-issuer)", () => {
     expect(names((await client.listTools()).tools)).toEqual(["up__echo"])
     const tokens = await provider.tokens()
     expect(tokens?.access_token).toBeTypeOf("string")
+  })
+})
+
+describe("opaque access tokens of an --auth-issuer that introspects them", () => {
+  const STORE_CLIENT: IssuerClient = { id: "mcp-store-rs", secret: "store-rs-secret-0123456789abcdef", claims: {} }
+  let issuer: OidcIssuer
+  let upstream: HttpFixture
+  let server: TestServer
+  const clients: Client[] = []
+
+  beforeAll(async () => {
+    ;[issuer, upstream] = await Promise.all([startOidcIssuer([CLIENTS.admin, CLIENTS.agentA, STORE_CLIENT], 300, { opaque: true }), startHttpFixture()])
+    server = await startTestServer({
+      apiKey: ADMIN_KEY,
+      options: { auth_issuer: issuer.issuer },
+      server: { authIntrospection: { clientId: STORE_CLIENT.id, clientSecret: STORE_CLIENT.secret } }
+    })
+    await addService(authedApi(server.url, ADMIN_KEY), `/for_agent/${A}`, { name: "up", url: upstream.url })
+  }, 60_000)
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close().catch(() => undefined)))
+    await server?.cleanup()
+    await Promise.all([issuer?.close(), upstream?.stop()])
+  })
+
+  it("takes them on REST and on an agent's /mcp, with the principal and scopes the issuer's answer gives", async () => {
+    const admin = await issuer.token(CLIENTS.admin, server.url)
+    expect(admin.split(".")).toHaveLength(1)
+    const listed = await authedApi(server.url, admin).get(`/for_agent/${A}/list_services`)
+    expect(listed.status, listed.text).toBe(200)
+    expect(listed.body.services.map((s: { name: string }) => s.name)).toEqual(["up"])
+    const agent = await issuer.token(CLIENTS.agentA, `${server.url}/for_agent/${A}/mcp`, "mcp-store:tools")
+    const client = await connect(`${server.url}/for_agent/${A}/mcp`, { token: agent })
+    clients.push(client)
+    expect(names((await client.listTools()).tools)).toEqual(["up__echo"])
+    // A tools-only grant does not reach the admin routes.
+    const refused = await authedApi(server.url, await issuer.token(CLIENTS.admin, server.url, "mcp-store:tools")).post("/for_store/add_service", { name: "x", url: upstream.url })
+    expect(refused.status, refused.text).toBe(403)
+    expect(refused.headers.get("www-authenticate")).toContain('error="insufficient_scope"')
+  })
+
+  it("refuses a token the issuer does not know with invalid_token; a mistyped API key is still told it is one, unasked", async () => {
+    const asked = issuer.fetches.introspection
+    const madeUp = await authedApi(server.url, "an-opaque-token-nobody-issued-0123456789").get("/for_store/list_services")
+    expect(madeUp.status).toBe(401)
+    expect(madeUp.body.message).toMatch(/not active/)
+    expect(madeUp.headers.get("www-authenticate")).toContain('error="invalid_token"')
+    expect(issuer.fetches.introspection).toBe(asked + 1)
+    const typo = await authedApi(server.url, `mcps_0123456789abcdef_${"x".repeat(43)}`).get("/for_store/list_services")
+    expect(typo.status).toBe(401)
+    expect(typo.body.message).toMatch(/Missing or wrong API key/)
+    expect(issuer.fetches.introspection).toBe(asked + 1)
   })
 })

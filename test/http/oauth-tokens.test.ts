@@ -4,7 +4,8 @@
 // refusal (expired, not yet valid, another audience, another issuer, an algorithm not allowed, an
 // unsigned token, claims that give no principal), claim maps, the JWKS cache (fetched once,
 // fetched again on a rotated key, at most once per cooldown), the outbound policy in front of the
-// issuer, and the options that configure it all.
+// issuer, and the options that configure it all; and opaque tokens asked about at the provider's
+// introspection endpoint (admitted, kept, refused, bounded).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type CryptoKey, type JWK } from "jose"
 import { checkOption, optionFromText, OptionsError } from "../../src/config/options.js"
@@ -187,5 +188,82 @@ describe("access tokens", () => {
       expect(() => checkOption(key, value), `${key} ${JSON.stringify(value)}`).toThrow(OptionsError)
     }
     expect(() => optionFromText("auth_claim_map", "{not json")).toThrow(/auth_claim_map must be a JSON object/)
+  })
+})
+
+describe("opaque access tokens, introspected (RFC 7662)", () => {
+  const STORE: IssuerClient = { id: "mcp-store-rs", secret: "store-rs-secret-0123456789abcdef", claims: {} }
+  let provider: OidcIssuer
+  const issuers: ExternalIssuer[] = []
+  /** A verifier of the provider's tokens, asking its introspection endpoint as the store's client (or not at all). */
+  const verifierOf = (introspection: IssuerClient | null = STORE) => {
+    const made = externalIssuer({
+      issuer: provider.issuer,
+      claimMap: claimMapOf(undefined),
+      policy: new UpstreamPolicy(),
+      ...(introspection === null ? {} : { introspection: { clientId: introspection.id, clientSecret: introspection.secret } })
+    })
+    issuers.push(made)
+    return new TokenVerifier([made])
+  }
+
+  beforeAll(async () => {
+    provider = await startOidcIssuer([AGENT, STORE], 300, { opaque: true })
+  })
+  afterAll(async () => {
+    for (const i of issuers) i.close()
+    await provider?.close()
+  })
+
+  it("admits an active token for this resource with the principal of its claims, asking the issuer once for many requests", async () => {
+    const token = await provider.token(AGENT, RESOURCE, "mcp-store:tools")
+    expect(token.split(".")).toHaveLength(1)
+    const verifier = verifierOf()
+    expect(verifier.introspects).toBe(true)
+    const before = provider.fetches.introspection
+    const [first, second] = await Promise.all([verifier.verify(token, [RESOURCE]), verifier.verify(token, [RESOURCE])])
+    expect(first).toMatchObject({ ok: true, principal: { role: "agent", agentId: "agent-a", tools: ["svc__*"], subject: `${provider.issuer} ${AGENT.id}` }, label: `token of '${AGENT.id}' from ${provider.issuer}` })
+    expect(first.ok && [...first.scopes]).toEqual(["mcp-store:tools"])
+    expect(second).toEqual(first)
+    expect(refusal(await verifier.verify(token, [RESOURCE]))).toBe("admitted")
+    expect(provider.fetches.introspection - before).toBe(1)
+    // Its answer names the resource it is for: another resource's request refuses it, without asking again.
+    expect(refusal(await verifier.verify(token, ["http://127.0.0.1:18200/for_agent/x/mcp"]))).toBe("audience")
+    expect(provider.fetches.introspection - before).toBe(1)
+  })
+
+  it("refuses a token the issuer does not know (asked once a minute at most), one for another resource, and a bad client's questions", async () => {
+    const verifier = verifierOf()
+    const before = provider.fetches.introspection
+    const madeUp = "opaque-token-the-issuer-never-issued-0123456789"
+    expect(await verifier.verify(madeUp, [RESOURCE])).toMatchObject({ ok: false, why: "inactive" })
+    expect(refusal(await verifier.verify(madeUp, [RESOURCE]))).toBe("inactive")
+    expect(provider.fetches.introspection - before).toBe(1)
+    expect(refusal(await verifier.verify(await provider.token(AGENT, "http://other.example/mcp"), [RESOURCE]))).toBe("audience")
+    // The store's client with a wrong secret: the endpoint refuses to answer, and so is the token refused (not kept).
+    const wrong = verifierOf({ ...STORE, secret: "not-the-secret-of-the-store-rs" })
+    const token = await provider.token(AGENT, RESOURCE)
+    const refused = await wrong.verify(token, [RESOURCE])
+    expect(refused).toMatchObject({ ok: false, why: "unavailable" })
+    expect(!refused.ok && refused.detail).toMatch(/HTTP 401/)
+    expect(refusal(await wrong.verify(token, [RESOURCE]))).toBe("unavailable")
+  })
+
+  it("asks at most 32 questions at once: made-up tokens past that are refused, not queued", async () => {
+    const verifier = verifierOf()
+    const before = provider.fetches.introspection
+    const checks = await Promise.all(Array.from({ length: 40 }, (_, i) => verifier.verify(`made-up-opaque-token-${i}-0123456789`, [RESOURCE])))
+    const whys = checks.map(refusal)
+    expect(whys.filter((w) => w === "inactive")).toHaveLength(32)
+    expect(whys.filter((w) => w === "unavailable")).toHaveLength(8)
+    expect(provider.fetches.introspection - before).toBe(32)
+  })
+
+  it("without the store's client at the issuer, an opaque token is refused unasked", async () => {
+    const verifier = verifierOf(null)
+    expect(verifier.introspects).toBe(false)
+    const before = provider.fetches.introspection
+    expect(refusal(await verifier.verify(await provider.token(AGENT, RESOURCE), [RESOURCE]))).toBe("malformed")
+    expect(provider.fetches.introspection).toBe(before)
   })
 })

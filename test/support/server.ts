@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { resolveOptions, type OptionValues } from "../../src/config/options.js"
+import { resolveOptions, type OptionValues, type ServerOptions } from "../../src/config/options.js"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import type { RunningServer } from "../../src/http/server.js"
 import { api, type Api } from "./client.js"
@@ -55,6 +55,8 @@ export interface TestServerOptions {
   readonly options?: OptionValues
   /** The secret of sealed MCP session ids (`StartServerOptions.sessionSecret`, as a cluster passes it). */
   readonly sessionSecret?: string
+  /** Server options no option name carries (a secret the command line reads from the environment). */
+  readonly server?: Partial<ServerOptions>
 }
 
 /** A running server with its services file and a JSON client. */
@@ -94,7 +96,7 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
   // Loaded here, on first use: a test that starts no server does not pay for loading it.
   const [{ startServer }, { typedApi }] = await Promise.all([import("../../src/http/server.js"), import("./typed.js")])
   const running = await startServer({
-    server: resolved.server,
+    server: { ...resolved.server, ...options.server },
     store: resolved.store,
     graceMs: options.graceMs ?? 200,
     ...(options.sessionSecret !== undefined ? { sessionSecret: options.sessionSecret } : {})

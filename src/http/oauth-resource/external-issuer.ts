@@ -8,8 +8,10 @@
  * Discovery is lazy and retried: a store that starts while the authorization server is down still
  * starts, answers tokens 401 until it is reachable, and asks again at most once per `cooldownMs`.
  * The keys are jose's remote key set: cached (`cacheMaxAgeMs`), fetched again on a token whose `kid`
- * it does not know (a rotated key), at most once per `cooldownMs`. Nothing here holds a timer;
- * `close` aborts the requests in flight.
+ * it does not know (a rotated key), at most once per `cooldownMs`. With the store's own client at
+ * the issuer (`introspection`), an opaque access token is asked about at the metadata's
+ * `introspection_endpoint` (RFC 7662), the client authenticated with HTTP Basic. Nothing here holds
+ * a timer; `close` aborts the requests in flight.
  */
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose"
 import { boundedFetch } from "../../mcp/bounded-fetch.js"
@@ -31,6 +33,8 @@ export interface ExternalIssuerOptions {
   readonly cooldownMs?: number
   /** How long fetched keys are used before they are fetched again (ms). */
   readonly cacheMaxAgeMs?: number
+  /** The store's client at the issuer, for its introspection endpoint; without it opaque tokens are not asked about. */
+  readonly introspection?: { readonly clientId: string; readonly clientSecret: string } | undefined
 }
 
 const DEFAULTS = { timeoutMs: 5_000, maxBytes: 256 * 1024, cooldownMs: 10_000, cacheMaxAgeMs: 600_000 }
@@ -67,6 +71,17 @@ export const externalIssuer = (options: ExternalIssuerOptions): ExternalIssuer =
   const get: typeof fetch = (input, init) =>
     fetchBounded(input, { ...init, signal: AbortSignal.any([AbortSignal.timeout(o.timeoutMs), closing.signal, ...(init?.signal ? [init.signal] : [])]) })
 
+  /** The metadata's http(s) URL named `name`, or undefined. */
+  const urlIn = (meta: Record<string, unknown>, name: string): URL | undefined => {
+    try {
+      const url = typeof meta[name] === "string" ? new URL(meta[name] as string) : undefined
+      return url !== undefined && (url.protocol === "https:" || url.protocol === "http:") ? url : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  let introspectionUrl: URL | undefined
   const discover = async (): Promise<URL> => {
     const problems: Array<string> = []
     for (const url of metadataUrls(o.issuer)) {
@@ -85,14 +100,12 @@ export const externalIssuer = (options: ExternalIssuerOptions): ExternalIssuer =
       }
       const meta = (typeof doc === "object" && doc !== null ? doc : {}) as Record<string, unknown>
       if (meta["issuer"] !== o.issuer) throw new IssuerUnavailable(`${url} names the issuer ${JSON.stringify(meta["issuer"])?.slice(0, 200)}, not ${o.issuer}`)
-      const jwks = meta["jwks_uri"]
-      let jwksUrl: URL | undefined
-      try {
-        jwksUrl = typeof jwks === "string" ? new URL(jwks) : undefined
-      } catch {
-        jwksUrl = undefined
+      const jwksUrl = urlIn(meta, "jwks_uri")
+      if (jwksUrl === undefined) throw new IssuerUnavailable(`${url} has no usable jwks_uri`)
+      introspectionUrl = urlIn(meta, "introspection_endpoint")
+      if (o.introspection !== undefined && introspectionUrl === undefined) {
+        log.warn(`auth issuer ${o.issuer}: its metadata names no introspection_endpoint: opaque access tokens are refused`, { event: "auth_issuer", issuer: o.issuer })
       }
-      if (jwksUrl === undefined || (jwksUrl.protocol !== "https:" && jwksUrl.protocol !== "http:")) throw new IssuerUnavailable(`${url} has no usable jwks_uri`)
       return jwksUrl
     }
     throw new IssuerUnavailable(`no metadata: ${problems.join("; ")}`)
@@ -128,11 +141,36 @@ export const externalIssuer = (options: ExternalIssuerOptions): ExternalIssuer =
 
   const keys: JWTVerifyGetKey = async (header, token) => (await keysOf())(header, token)
 
+  const client = o.introspection
+  /** The issuer's answer about an opaque token (RFC 7662 section 2.2): its JSON object, whatever `active` says. */
+  const introspect = async (token: string): Promise<Record<string, unknown>> => {
+    await keysOf()
+    if (client === undefined || introspectionUrl === undefined) throw new IssuerUnavailable("its metadata names no introspection_endpoint")
+    // RFC 6749 section 2.3.1: each part form-encoded before they are joined and base64-encoded.
+    const basic = Buffer.from(`${formEncoded(client.clientId)}:${formEncoded(client.clientSecret)}`).toString("base64")
+    const response = await get(introspectionUrl, {
+      method: "POST",
+      headers: { authorization: `Basic ${basic}`, "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+      body: new URLSearchParams({ token, token_type_hint: "access_token" }).toString()
+    })
+    if (!response.ok) {
+      await response.body?.cancel().catch(() => undefined)
+      throw new IssuerUnavailable(`its introspection endpoint answered HTTP ${response.status}`)
+    }
+    const answer: unknown = await response.json().catch(() => undefined)
+    if (typeof answer !== "object" || answer === null || Array.isArray(answer)) throw new IssuerUnavailable("its introspection endpoint answered no JSON object")
+    return answer as Record<string, unknown>
+  }
+
   return {
     issuer: o.issuer,
     keys,
     claimMap: o.claimMap,
+    ...(client === undefined ? {} : { introspect }),
     warmUp: () => keysOf().then(() => undefined, () => undefined),
     close: () => closing.abort()
   }
 }
+
+/** `application/x-www-form-urlencoded` encoding of one value. */
+const formEncoded = (value: string): string => new URLSearchParams({ v: value }).toString().slice(2)

@@ -60,6 +60,11 @@ export class ProtectedResource {
     return this.verifier.issuers.length > 0
   }
 
+  /** Whether opaque access tokens are accepted too (an issuer introspects them). */
+  get introspects(): boolean {
+    return this.verifier.introspects
+  }
+
   /** The resource URI of a resource path. */
   resourceUri(resourcePath: string): string {
     return `${this.publicBase()}${resourcePath}`

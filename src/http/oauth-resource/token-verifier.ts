@@ -5,7 +5,15 @@
  * refused; scheme and host compared case-blind), the token not expired nor not yet valid. Its claims then give the principal
  * (src/http/oauth-resource/token-claims.ts). Each trusted issuer is `{ issuer, keys, claimMap }`:
  * an external one (src/http/oauth-resource/external-issuer.ts) or any other that can hand jose a key.
+ *
+ * An opaque access token (not a JWT) is asked about at the issuer that introspects (RFC 7662), and
+ * held to the same rules: active, its issuer's, for this resource, not expired. Its answer is kept
+ * by the token's hash, at most a minute and never past its expiry (an inactive answer a minute too),
+ * at most 10,000 answers of at most 16 KiB; the same token asked twice at once is one question, and at most 32
+ * questions are under way (more are refused as unavailable, not queued: a flood of made-up tokens
+ * does not become a flood at the issuer).
  */
+import { createHash } from "node:crypto"
 import { decodeJwt, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose"
 import type { Principal } from "../../config/api-keys.js"
 import { claimMapOf, type ClaimMap } from "../../domain/claim-map.js"
@@ -21,6 +29,8 @@ export interface TrustedIssuer {
   readonly claimMap?: ClaimMap | undefined
   /** Whether a verified token was revoked before it expires (an issuer that keeps such a list: the built-in one). */
   readonly revoked?: ((payload: JWTPayload) => boolean) | undefined
+  /** Its introspection endpoint's answer about an opaque token (RFC 7662), when the store may ask it. */
+  readonly introspect?: ((token: string) => Promise<Record<string, unknown>>) | undefined
 }
 
 /** What a presented token is. `why` names the refusal for the log and the challenge; the message is for the client. */
@@ -28,7 +38,7 @@ export type TokenCheck =
   | { readonly ok: true; readonly principal: Principal; readonly scopes: ReadonlySet<string>; readonly label: string }
   | {
       readonly ok: false
-      readonly why: "malformed" | "issuer" | "signature" | "audience" | "expired" | "claims" | "revoked" | "unavailable"
+      readonly why: "malformed" | "issuer" | "signature" | "audience" | "expired" | "claims" | "revoked" | "inactive" | "unavailable"
       readonly message: string
       /** For the log only: what failed underneath (a key set that could not be fetched). */
       readonly detail?: string | undefined
@@ -45,6 +55,17 @@ const CLOCK_TOLERANCE_SECONDS = 30
 export const looksLikeJwt = (credential: string): boolean =>
   credential.length <= MAX_TOKEN_LENGTH && /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(credential)
 
+/** Whether a bearer credential could be an opaque access token (RFC 6750's token68 characters, bounded). */
+export const looksLikeOpaque = (credential: string): boolean => credential.length >= 8 && credential.length <= 4096 && /^[A-Za-z0-9._~+/-]+=*$/.test(credential)
+
+/** Opaque tokens' answers kept, questions under way at most, and how long an answer is kept (ms). */
+const INTROSPECTED_KEPT = 10_000
+const INTROSPECTIONS_AT_ONCE = 32
+const INTROSPECTED_MAX_AGE_MS = 60_000
+
+/** An issuer's answer about an opaque token, as kept: its claims (active), or inactive. */
+type Introspected = { readonly claims: JWTPayload | undefined; readonly until: number }
+
 /** The label of a token in log lines: who it names, never the token. */
 const labelOf = (payload: JWTPayload): string => {
   const who = typeof payload.sub === "string" ? payload.sub : typeof payload["client_id"] === "string" ? (payload["client_id"] as string) : "?"
@@ -58,6 +79,9 @@ const labelOf = (payload: JWTPayload): string => {
  */
 export class TokenVerifier {
   readonly #issuers = new Map<string, TrustedIssuer>()
+  /** Answers about opaque tokens by the token's SHA-256 (oldest first), and the questions under way. */
+  readonly #introspected = new Map<string, Introspected>()
+  readonly #asking = new Map<string, Promise<Introspected>>()
 
   constructor(
     issuers: ReadonlyArray<TrustedIssuer>,
@@ -76,9 +100,24 @@ export class TokenVerifier {
     return [...this.#issuers.keys()]
   }
 
+  /** The issuer asked about opaque tokens, if any. */
+  get #introspector(): TrustedIssuer | undefined {
+    for (const issuer of this.#issuers.values()) if (issuer.introspect !== undefined) return issuer
+    return undefined
+  }
+
+  /** Whether opaque access tokens are accepted (an issuer introspects them). */
+  get introspects(): boolean {
+    return this.#introspector !== undefined
+  }
+
   /** Checks `token` for a request to one of `audiences` (the resource URIs it may be for). */
   async verify(token: string, audiences: ReadonlyArray<string>): Promise<TokenCheck> {
-    if (!looksLikeJwt(token)) return { ok: false, why: "malformed", message: "The access token is not a JWT" }
+    if (!looksLikeJwt(token)) {
+      const introspector = this.#introspector
+      if (introspector !== undefined && looksLikeOpaque(token)) return this.#verifyOpaque(introspector, token, audiences)
+      return { ok: false, why: "malformed", message: "The access token is not a JWT" }
+    }
     let unverified: JWTPayload
     try {
       unverified = decodeJwt(token)
@@ -100,10 +139,72 @@ export class TokenVerifier {
     }
     if (!forAudience(payload.aud, audiences)) return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
     if (trusted.revoked?.(payload) === true) return { ok: false, why: "revoked", message: "The access token was revoked" }
+    return this.#principal(trusted, payload)
+  }
+
+  /** The principal of a token's checked claims. */
+  #principal(trusted: TrustedIssuer, payload: JWTPayload): TokenCheck {
     const outcome = principalOfClaims(payload, trusted.claimMap ?? claimMapOf(undefined), this.denyByDefault)
     if ("problem" in outcome) return { ok: false, why: "claims", message: `The access token gives no principal here: ${outcome.problem}` }
     const label = labelOf(payload)
     return { ok: true, principal: { ...outcome.principal, label }, scopes: outcome.scopes, label }
+  }
+
+  /** An opaque token: the issuer's answer (kept, or asked now), held to a JWT's rules. */
+  async #verifyOpaque(trusted: TrustedIssuer, token: string, audiences: ReadonlyArray<string>): Promise<TokenCheck> {
+    const hash = createHash("sha256").update(token).digest("base64url")
+    let answer = this.#introspected.get(hash)
+    if (answer !== undefined && answer.until <= Date.now()) {
+      this.#introspected.delete(hash)
+      answer = undefined
+    }
+    if (answer === undefined) {
+      let asking = this.#asking.get(hash)
+      if (asking === undefined) {
+        if (this.#asking.size >= INTROSPECTIONS_AT_ONCE) {
+          return { ok: false, why: "unavailable", message: "The access token could not be checked now: too many tokens are being checked; try again", detail: `${INTROSPECTIONS_AT_ONCE} introspections under way` }
+        }
+        asking = this.#introspect(trusted, token, hash)
+        this.#asking.set(hash, asking)
+        void asking.finally(() => this.#asking.delete(hash)).catch(() => undefined)
+      }
+      try {
+        answer = await asking
+      } catch (e) {
+        return { ok: false, why: "unavailable", message: "The access token could not be checked: its issuer's introspection endpoint is unavailable", detail: e instanceof Error ? e.message : String(e) }
+      }
+    }
+    const payload = answer.claims
+    if (payload === undefined) return { ok: false, why: "inactive", message: "The access token is not active (its issuer does not know it, or it expired or was revoked)" }
+    if (payload.iss !== undefined && payload.iss !== trusted.issuer) return { ok: false, why: "issuer", message: "The access token's issuer is not trusted by this store" }
+    const now = Date.now() / 1000
+    if (typeof payload.exp === "number" && payload.exp + CLOCK_TOLERANCE_SECONDS < now) return { ok: false, why: "expired", message: "The access token has expired" }
+    if (typeof payload.nbf === "number" && payload.nbf - CLOCK_TOLERANCE_SECONDS > now) return { ok: false, why: "claims", message: "The access token's 'nbf' claim is refused (not yet valid)" }
+    if (!forAudience(payload.aud, audiences)) return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
+    // A token bound to a key (DPoP, mutual TLS) is good only with a proof of it, which this store does not check.
+    if (payload["cnf"] !== undefined) return { ok: false, why: "claims", message: "The access token is bound to a key ('cnf'), which this store cannot check" }
+    return this.#principal(trusted, { iss: trusted.issuer, ...payload })
+  }
+
+  /** Asks the issuer about a token and keeps the answer (an active one never past its `exp`). */
+  async #introspect(trusted: TrustedIssuer, token: string, hash: string): Promise<Introspected> {
+    const body = await trusted.introspect!(token)
+    // Kept answers are bounded as tokens are: 16 KiB each at most.
+    if (JSON.stringify(body).length > MAX_TOKEN_LENGTH) throw new Error(`the introspection answer is over ${MAX_TOKEN_LENGTH} characters`)
+    const now = Date.now()
+    const tokenType = typeof body["token_type"] === "string" ? body["token_type"].toLowerCase() : undefined
+    // Only a bearer access token is one: a refresh token's answer is no grant to act, and a DPoP token
+    // is good only with a proof of its key (below, `cnf`).
+    const active = body["active"] === true && (tokenType === undefined || tokenType === "bearer" || tokenType === "access_token")
+    const exp = typeof body["exp"] === "number" ? body["exp"] * 1000 : undefined
+    const { active: _active, ...claims } = body
+    const answer: Introspected = { claims: active ? (claims as JWTPayload) : undefined, until: Math.min(now + INTROSPECTED_MAX_AGE_MS, active && exp !== undefined ? exp : Infinity) }
+    if (this.#introspected.size >= INTROSPECTED_KEPT) {
+      const oldest = this.#introspected.keys().next()
+      if (oldest.done !== true) this.#introspected.delete(oldest.value)
+    }
+    this.#introspected.set(hash, answer)
+    return answer
   }
 }
 
