@@ -12,9 +12,11 @@
  *   With `--url` (or MCPSTORE_REDIS_URL set: the store is a replica, whose approvals live in Redis
  *   and which never reads the file), the approval is made by the running store instead, through its
  *   admin route `POST /oauth/approve_client` with `--api-key` (an admin key).
- * - `list-clients`: the approvals (never a secret or a token).
+ * - `list-clients`: the approvals (never a secret or a token); through the store (`GET
+ *   /oauth/clients`) in the same cases.
  * - `revoke-client <client_id>`: withdraws the approval and deletes the client's refresh tokens;
- *   its access tokens end with their 10 minutes.
+ *   its access tokens end with their 10 minutes. Through the store (`POST /oauth/revoke_client`) in
+ *   the same cases: there the families of its refresh tokens are revoked, their access tokens at once.
  */
 import { resolve as resolvePath } from "node:path"
 import { Command, Option } from "commander"
@@ -38,21 +40,47 @@ export interface OAuthClientsIo {
 }
 
 
+/** Rows as a table of aligned columns. */
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n") + "\n"
+}
+
+const kindOf = (machine: boolean, hasSecret: boolean): string => (machine ? (hasSecret ? "machine (secret)" : "machine (private_key_jwt)") : "user")
+
 /** The table `list-clients` prints. */
 export const formatClients = (doc: OAuthServerDocument, now = Date.now()): string => {
   const ids = Object.keys(doc.clients)
   if (ids.length === 0) return "no approved clients\n"
   const refreshOf = (id: string) => Object.values(doc.refresh).filter((r) => r.client_id === id && !r.used && r.expires > now).length
-  const rows = [
+  return table([
     ["CLIENT", "AGENT", "TOOLS", "KIND", "APPROVED", "BY", "REFRESH TOKENS"],
     ...ids.map((id) => {
       const c = doc.clients[id]!
-      return [id, c.agent, c.tools?.join(",") ?? "-", c.machine ? (c.secret_sha256 === null ? "machine (private_key_jwt)" : "machine (secret)") : "user", c.approved, c.approved_by, String(refreshOf(id))]
+      return [id, c.agent, c.tools?.join(",") ?? "-", kindOf(c.machine, c.secret_sha256 !== null), c.approved, c.approved_by, String(refreshOf(id))]
     })
-  ]
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n") + "\n"
+  ])
 }
+
+/** A client as `GET /oauth/clients` lists it. */
+interface ListedClient {
+  readonly client_id: string
+  readonly agent_id: string
+  readonly tools: ReadonlyArray<string> | null
+  readonly machine: boolean
+  readonly has_secret: boolean
+  readonly approved: string
+  readonly approved_by: string
+}
+
+/** The table `list-clients` prints from a running store's list (refresh tokens are not counted there). */
+const formatListed = (clients: ReadonlyArray<ListedClient>): string =>
+  clients.length === 0
+    ? "no approved clients\n"
+    : table([
+        ["CLIENT", "AGENT", "TOOLS", "KIND", "APPROVED", "BY"],
+        ...clients.map((c) => [String(c.client_id), String(c.agent_id), c.tools?.join(",") ?? "-", kindOf(c.machine === true, c.has_secret === true), String(c.approved), String(c.approved_by)])
+      ])
 
 /**
  * Runs `mcp-store auth <command>` for the commands of CLIENT_COMMANDS (argv starts with the
@@ -67,6 +95,20 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
   const fileOf = (opts: { config?: string }) =>
     oauthServerFileOf(resolvePath(cwd, opts.config ?? ([env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "") || "mcp.json")))
   const configOption = () => new Option("--config <file>", "the services file, beside which the authorization server's file is (default: MCPSTORE_CONFIG or ./mcp.json)")
+  const urlOption = (route: string) =>
+    new Option("--url <url>", `do it through this running store (${route}): what replicas need (default with MCPSTORE_REDIS_URL set: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)`)
+  const apiKeyOption = () => new Option("--api-key <key>", "with --url: an admin key of the store (default: MCPSTORE_API_KEY)")
+  /** Whether a command goes through a running store: `--url` given, or the store is a replica (its state is in Redis). */
+  const throughStore = (opts: { url?: string }) => opts.url !== undefined || (env["MCPSTORE_REDIS_URL"] !== undefined && env["MCPSTORE_REDIS_URL"] !== "")
+  /** A request to the running store; its refusal or absence as a StoreRefused naming `what`. */
+  const askStore = async (opts: { url?: string; apiKey?: string }, what: string, method: "GET" | "POST", path: string, body?: unknown) => {
+    const { base, request } = storeClient(opts, env)
+    const answer = await request(method, path, body).catch((e: unknown) => {
+      throw new StoreRefused(`the store at ${base} cannot be reached: ${e instanceof Error ? e.message : String(e)}`)
+    })
+    if (answer.status !== 200) throw new StoreRefused(`the store at ${base} refused ${what} (HTTP ${answer.status}): ${String(answer.body["message"] ?? "")}`)
+    return { base, body: answer.body }
+  }
   const program = new Command("mcp-store auth")
     .description("the clients of the built-in authorization server (--auth-server)")
     .exitOverride()
@@ -80,8 +122,8 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
     .addOption(new Option("--machine", "a machine client (client credentials grant): prints a client secret once"))
     .addOption(new Option("--no-secret", "with --machine: no secret; the client signs with a key of its metadata document (private_key_jwt)"))
     .addOption(configOption())
-    .addOption(new Option("--url <url>", "approve through this running store (POST /oauth/approve_client): what replicas need (default with MCPSTORE_REDIS_URL set: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)"))
-    .addOption(new Option("--api-key <key>", "with --url: an admin key of the store (default: MCPSTORE_API_KEY)"))
+    .addOption(urlOption("POST /oauth/approve_client"))
+    .addOption(apiKeyOption())
     .action((clientId: string, opts: { agent: string; tools?: string; machine?: boolean; secret: boolean; config?: string; url?: string; apiKey?: string }) => {
       action = async () => {
         const tools = opts.tools === undefined ? null : opts.tools.split(",").map((t) => t.trim()).filter((t) => t !== "")
@@ -89,8 +131,7 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
         const problem = approvalProblem(clientId, opts.agent, tools, true)
         if (problem !== undefined) throw new UsageError(problem)
         const machine = opts.machine === true
-        const replica = env["MCPSTORE_REDIS_URL"] !== undefined && env["MCPSTORE_REDIS_URL"] !== ""
-        if (opts.url !== undefined || replica) return approveThroughStore(clientId, opts.agent, tools, machine, opts)
+        if (throughStore(opts)) return approveThroughStore(clientId, opts.agent, tools, machine, opts)
         const secret = machine && opts.secret ? freshSecret() : undefined
         const path = fileOf(opts)
         const { doc } = await readOAuthServerFile(path)
@@ -107,16 +148,28 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
     .command("list-clients")
     .description("list the approved clients: agents, tools, kinds, dates (never a secret or a token)")
     .addOption(configOption())
-    .action((opts: { config?: string }) => {
-      action = async () => out(formatClients((await readOAuthServerFile(fileOf(opts))).doc))
+    .addOption(urlOption("GET /oauth/clients"))
+    .addOption(apiKeyOption())
+    .action((opts: { config?: string; url?: string; apiKey?: string }) => {
+      action = async () => {
+        if (!throughStore(opts)) return out(formatClients((await readOAuthServerFile(fileOf(opts))).doc))
+        const { body } = await askStore(opts, "the list", "GET", "/oauth/clients")
+        out(formatListed(Array.isArray(body["clients"]) ? (body["clients"] as ReadonlyArray<ListedClient>) : []))
+      }
     })
   program
     .command("revoke-client")
     .description("withdraw a client's approval and delete its refresh tokens (its access tokens end within 10 minutes)")
     .argument("<client_id>", "the client's id")
     .addOption(configOption())
-    .action((clientId: string, opts: { config?: string }) => {
+    .addOption(urlOption("POST /oauth/revoke_client"))
+    .addOption(apiKeyOption())
+    .action((clientId: string, opts: { config?: string; url?: string; apiKey?: string }) => {
       action = async () => {
+        if (throughStore(opts)) {
+          const { base, body } = await askStore(opts, "the revocation", "POST", "/oauth/revoke_client", { client_id: clientId })
+          return out(`revoked client ${clientId} through the store at ${base} (${String(body["families_revoked"])} token families revoked)\n`)
+        }
         const path = fileOf(opts)
         const { doc } = await readOAuthServerFile(path)
         if (!Object.hasOwn(doc.clients, clientId)) throw new UsageError(`no approved client ${clientId} (auth list-clients)`)
@@ -129,13 +182,9 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
   /** The approval made by the running store (its file, or its cluster's Redis): the same checks, once, there. */
   const approveThroughStore = async (clientId: string, agent: string, tools: ReadonlyArray<string> | null, machine: boolean, opts: { secret: boolean; url?: string; apiKey?: string }) => {
     if (machine && !opts.secret) throw new UsageError("--no-secret is not taken by the store's route: approve a private_key_jwt client in the store's file (without --url) or on the consent page")
-    const { base, request } = storeClient(opts, env)
-    const answer = await request("POST", "/oauth/approve_client", { client_id: clientId, agent_id: agent, tools, machine }).catch((e: unknown) => {
-      throw new StoreRefused(`the store at ${base} cannot be reached: ${e instanceof Error ? e.message : String(e)}`)
-    })
-    if (answer.status !== 200) throw new StoreRefused(`the store at ${base} refused the approval (HTTP ${answer.status}): ${String(answer.body["message"] ?? "")}`)
+    const { base, body } = await askStore(opts, "the approval", "POST", "/oauth/approve_client", { client_id: clientId, agent_id: agent, tools, machine })
     err(`approved ${clientId} for agent '${agent}'${tools === null ? "" : ` (tools ${tools.join(",")})`}${machine ? " as a machine client" : ""} by the store at ${base}\n`)
-    const secret = answer.body["client_secret"]
+    const secret = body["client_secret"]
     if (typeof secret === "string") {
       err("its client secret is shown once:\n")
       out(`${secret}\n`)

@@ -119,7 +119,9 @@ export const EXTRA_DOCS: ReadonlyArray<ExtraRoute> = [
   { method: "POST", path: "/oauth/token", summary: "Token endpoint (authorization_code, refresh_token, client_credentials; form-encoded)", type: "application/json", open: true },
   { method: "POST", path: "/oauth/revoke", summary: "Revocation endpoint (RFC 7009; form-encoded)", type: "application/json", open: true },
   { method: "POST", path: "/oauth/register", summary: "Dynamic Client Registration (RFC 7591), public clients; off with --no-auth-dynamic-registration", type: "application/json", open: true },
-  { method: "POST", path: "/oauth/approve_client", summary: "Approve a client ahead of time: {client_id, agent_id, tools, machine} (admin key)", type: "application/json" }
+  { method: "POST", path: "/oauth/approve_client", summary: "Approve a client ahead of time: {client_id, agent_id, tools, machine} (admin key)", type: "application/json" },
+  { method: "GET", path: "/oauth/clients", summary: "The approved clients: agent, tools, kind, when and by whom (admin key; never a secret)", type: "application/json" },
+  { method: "POST", path: "/oauth/revoke_client", summary: "Withdraw a client's approval and revoke its refresh tokens' families: {client_id} (admin key)", type: "application/json" }
 ]
 
 /**

@@ -6,11 +6,13 @@
  * approval made on A lets B answer the authorization at once; a refresh on B of A's token rotates
  * it, and the old one presented again on A revokes the family; an access token revoked on A is
  * refused by B within the revocation copy's polling; a code or refresh token spent on both replicas
- * at once is spent once; one signing key for the cluster; a replica
+ * at once is spent once; a client approved, listed and withdrawn through the CLI's --url on either
+ * replica (its tokens then refused on the other); one signing key for the cluster; a replica
  * without --public-url is refused at start; Redis hung: the token endpoint answers 503, not a hang.
  */
 import { createHash, randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { loadClusterSigningKey } from "../../src/config/oauth-signing-key.js"
 import { eventually, hasRedisServer, startClientSite, useReplicaCluster, type TestServer } from "../support/index.js"
 
@@ -177,6 +179,40 @@ describe.skipIf(!hasRedisServer)("the built-in authorization server across repli
     // The racing reuse revoked the family: the new refresh token is refused as well.
     const fresh = refreshes.find((r) => r.status === 200)!
     expect((await tokenOn(b, { grant_type: "refresh_token", refresh_token: fresh.body.refresh_token })).status).toBe(400)
+  })
+
+  it("the CLI through a replica (--url): a client approved on A is listed on B and withdrawn there; A refuses its tokens at once", async () => {
+    const id = `${site.base}/withdrawn.json`
+    site.docs.set("/withdrawn.json", { client_id: id, redirect_uris: [callback] })
+    const run = async (argv: ReadonlyArray<string>) => {
+      let out = ""
+      let err = ""
+      const code = await runOAuthClients(argv, {}, { writeOut: (t) => void (out += t), writeErr: (t) => void (err += t) })
+      return { code, out, err }
+    }
+    expect((await run(["approve-client", id, "--agent", AGENT, "--url", a.url, "--api-key", ADMIN])).code).toBe(0)
+    const listed = await run(["list-clients", "--url", b.url, "--api-key", ADMIN])
+    expect(listed.code, listed.err).toBe(0)
+    expect(listed.out).toMatch(new RegExp(`^${id.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\s+${AGENT}\\s+-\\s+user\\s`, "m"))
+    const { verifier, challenge } = pkce()
+    const direct = await fetch(`${a.url}/oauth/authorize?${new URLSearchParams({ response_type: "code", client_id: id, redirect_uri: callback, code_challenge: challenge, code_challenge_method: "S256", resource: RESOURCE, state: "st", scope: "mcp-store:tools offline_access" })}`, { redirect: "manual" })
+    expect(direct.status).toBe(302)
+    const code = new URL(direct.headers.get("location") as string).searchParams.get("code") as string
+    const tokens = await fetch(`${a.url}/oauth/token`, form({ client_id: id, grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: callback }))
+    const body = (await tokens.json()) as Json
+    expect(tokens.status, JSON.stringify(body)).toBe(200)
+    expect(await mcpWith(a, body.access_token)).toBe(200)
+    const revoked = await run(["revoke-client", id, "--url", b.url, "--api-key", ADMIN])
+    expect(revoked.code, revoked.err).toBe(0)
+    expect(revoked.out).toMatch(/revoked client .* through the store at .* \(1 token families revoked\)/)
+    expect(await eventually(async () => (await mcpWith(a, body.access_token)) === 401, 3000, 50)).toBe(true)
+    const refreshed = await fetch(`${a.url}/oauth/token`, form({ client_id: id, grant_type: "refresh_token", refresh_token: body.refresh_token }))
+    expect(((await refreshed.json()) as Json).error).toBe("invalid_grant")
+    expect((await run(["list-clients", "--url", a.url, "--api-key", ADMIN])).out).not.toContain(id)
+    // Nothing left to withdraw: the store's 404, told as such (exit code 1).
+    const again = await run(["revoke-client", id, "--url", a.url, "--api-key", ADMIN])
+    expect(again.code).toBe(1)
+    expect(again.err).toMatch(/HTTP 404/)
   })
 
   it("refuses a replica without --public-url at start", async () => {

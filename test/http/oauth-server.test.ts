@@ -12,7 +12,7 @@ import { auth, Client, StreamableHTTPClientTransport } from "@modelcontextprotoc
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { configureLogging } from "../../src/logging/log.js"
-import { addService, authedApi, fixtureService, MemoryOAuthProvider, startClientSite, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { addService, api, authedApi, fixtureService, MemoryOAuthProvider, startClientSite, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const ADMIN = "admin-key-for-oauth-server-test"
 const A = "agent-a"
@@ -278,11 +278,48 @@ describe("the built-in authorization server", () => {
     expect((await fetch(`${server.url}/oauth/token`, form(fields))).status).toBe(401)
   })
 
+  it("the admin routes list the approved clients and withdraw one: its refresh tokens' families revoked, its access token refused at once", async () => {
+    const id = `${site.base}/withdrawn.json`
+    site.docs.set("/withdrawn.json", { client_id: id, redirect_uris: [callback] })
+    expect((await admin.post("/oauth/approve_client", { client_id: id, agent_id: A, tools: ["svc__*"] })).status).toBe(200)
+    const listed = await admin.get("/oauth/clients")
+    expect(listed.status, listed.text).toBe(200)
+    expect(listed.body.clients).toContainEqual({ client_id: id, agent_id: A, tools: ["svc__*"], machine: false, has_secret: false, approved: expect.any(String), approved_by: "api" })
+    expect(listed.text).not.toMatch(/secret_sha256/)
+    // Approved ahead of time: the flow completes without the page.
+    const provider = new MemoryOAuthProvider(id, callback, resourceA)
+    const back = new URL((await fetch(await authorizationUrl(provider), { redirect: "manual" })).headers.get("location") as string)
+    expect(await auth(provider, { serverUrl: resourceA, authorizationCode: back.searchParams.get("code") as string, iss: server.url })).toBe("AUTHORIZED")
+    const { access_token, refresh_token } = provider.saved!
+    secrets.push(access_token, refresh_token!)
+    const initialize = async () =>
+      (await fetch(resourceA, { method: "POST", headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } } }) })).status
+    expect(await initialize()).toBe(200)
+
+    const revoked = await admin.post("/oauth/revoke_client", { client_id: id })
+    expect(revoked.status, revoked.text).toBe(200)
+    expect(revoked.body).toEqual({ success: true, client_id: id, families_revoked: 1 })
+    expect(await initialize()).toBe(401)
+    expect((await json(await fetch(`${server.url}/oauth/token`, form({ grant_type: "refresh_token", refresh_token: refresh_token!, client_id: id })))).error).toBe("invalid_grant")
+    expect(((await admin.get("/oauth/clients")).body.clients as Array<{ client_id: string }>).map((c) => c.client_id)).not.toContain(id)
+    // Again: nothing to withdraw. Bad input and no key: refused, nothing changed.
+    const again = await admin.post("/oauth/revoke_client", { client_id: id })
+    expect(again.status).toBe(404)
+    expect(again.body.error.code).toBe("NOT_FOUND")
+    const bad = await admin.post("/oauth/revoke_client", { client_id: 42 })
+    expect(bad.status).toBe(400)
+    expect(bad.body.error.code).toBe("VALIDATION_ERROR")
+    expect((await api(server.url).get("/oauth/clients")).status).toBe(401)
+    expect((await api(server.url).post("/oauth/revoke_client", { client_id: clientId })).status).toBe(401)
+    expect(((await admin.get("/oauth/clients")).body.clients as Array<{ client_id: string }>).map((c) => c.client_id)).toContain(clientId)
+  })
+
   it("logs approvals, tokens given and refusals, never a code, token or secret", () => {
     const text = lines.join("")
     expect(text).toMatch(/approved OAuth client .*consent/)
     expect(text).toMatch(/issued an access token to OAuth client/)
     expect(text).toMatch(/revoked a token family .*used again/)
+    expect(text).toMatch(/withdrew the approval of OAuth client .*withdrawn\.json \(1 token families revoked\)/)
     expect(text).toMatch(/refused an authorization request of client .*redirect_uri/)
     expect(secrets.length).toBeGreaterThanOrEqual(6)
     for (const secret of secrets) expect(text).not.toContain(secret)

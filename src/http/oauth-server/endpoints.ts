@@ -6,7 +6,7 @@
  * `--auth-server` each answers 404 saying how to turn it on.
  *
  * The OAuth endpoints answer in OAuth's words (`error`, `error_description`, RFC 6749 5.2); the
- * store's own JSON routes (consent, approve_client) in the contract's error body. Every refusal is a
+ * store's own JSON routes (consent, approve_client, clients, revoke_client) in the contract's error body. Every refusal is a
  * log line (grants.ts), never with a token, code or secret in it.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -14,7 +14,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { currentPrincipal } from "../access.js"
-import { errorBody, Forbidden, validationError } from "../contract-errors.js"
+import { errorBody, Forbidden, NotFound, Unavailable, validationError } from "../contract-errors.js"
 import type { RouteEntry } from "../contract-middleware.js"
 import { CONSENT_PAGE_POLICY, consentPage, plainPage } from "./consent-page.js"
 import type { AuthorizationServer, OAuthErrorAnswer } from "./grants.js"
@@ -36,7 +36,9 @@ export const OAUTH_OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
 export const OAUTH_SERVER_ROUTES: ReadonlyArray<RouteEntry> = [
   ...OAUTH_OPEN_ROUTES,
   { method: "POST", path: "/oauth/consent" },
-  { method: "POST", path: "/oauth/approve_client" }
+  { method: "POST", path: "/oauth/approve_client" },
+  { method: "GET", path: "/oauth/clients" },
+  { method: "POST", path: "/oauth/revoke_client" }
 ]
 
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache", "referrer-policy": "no-referrer" }
@@ -71,6 +73,13 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 const toolsOf = (v: unknown): ReadonlyArray<string> | null | "bad" =>
   v === undefined || v === null ? null : Array.isArray(v) && v.every((t) => typeof t === "string") ? (v as ReadonlyArray<string>) : "bad"
 
+/** 403 unless the request is an admin's. */
+const adminOnly = (what: string) =>
+  Effect.flatMap(currentPrincipal, (principal) => (principal.role === "admin" ? Effect.void : Effect.fail(new Forbidden(errorBody("FORBIDDEN", `Only an admin key may ${what}`, {})))))
+
+/** The authorization server's state (Redis) could not be reached: 503, in the contract's body. */
+const stateUnavailable = (e: OAuthErrorAnswer) => new Unavailable(errorBody("SERVICE_UNAVAILABLE", e.description, {}))
+
 /** The routes, served by `server` (undefined: the store runs without `--auth-server`). */
 export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
   HttpApiBuilder.Router.use((router) =>
@@ -101,8 +110,7 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
         "/oauth/consent",
         Effect.gen(function* () {
           if (server === undefined) return off
-          const principal = yield* currentPrincipal
-          if (principal.role !== "admin") return yield* Effect.fail(new Forbidden(errorBody("FORBIDDEN", "Only an admin key may approve an OAuth client", {})))
+          yield* adminOnly("approve an OAuth client")
           const body = yield* jsonOf
           if (!isRecord(body)) return yield* Effect.fail(validationError("Invalid request: body", [{ field: "body", problem: "must be a JSON object with request_id and decision" }]))
           const requestId = body["request_id"]
@@ -156,8 +164,7 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
         "/oauth/approve_client",
         Effect.gen(function* () {
           if (server === undefined) return off
-          const principal = yield* currentPrincipal
-          if (principal.role !== "admin") return yield* Effect.fail(new Forbidden(errorBody("FORBIDDEN", "Only an admin key may approve an OAuth client", {})))
+          yield* adminOnly("approve an OAuth client")
           const body = yield* jsonOf
           if (!isRecord(body)) return yield* Effect.fail(validationError("Invalid request: body", [{ field: "body", problem: "must be a JSON object with client_id and agent_id" }]))
           const clientId = body["client_id"]
@@ -171,11 +178,48 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
           if (typeof machine !== "boolean") fields.push({ field: "machine", problem: "must be true or false" })
           if (fields.length > 0) return yield* Effect.fail(validationError(`Invalid request: ${fields.map((f) => f.field).join(", ")}`, fields))
           const approved = yield* Effect.promise(() => server.approve({ clientId: clientId as string, agent: agent as string, tools: tools as ReadonlyArray<string> | null, machine: machine as boolean, by: "api" }))
+          if ("error" in approved && approved.status === 503) return yield* Effect.fail(stateUnavailable(approved))
           if ("error" in approved) return yield* Effect.fail(validationError(`Invalid request: ${approved.description}`, [{ field: "client_id", problem: approved.description }]))
           return HttpServerResponse.unsafeJson(
             { success: true, client_id: clientId, agent_id: agent, ...(approved.secret === undefined ? {} : { client_secret: approved.secret }) },
             { headers: NO_STORE }
           )
+        })
+      )
+
+      // The approved clients (admin key): what `mcp-store auth list-clients` shows, never a secret.
+      yield* router.get(
+        "/oauth/clients",
+        Effect.gen(function* () {
+          if (server === undefined) return off
+          yield* adminOnly("list the OAuth clients")
+          const clients = yield* Effect.promise(() => server.clients())
+          if ("error" in clients) return yield* Effect.fail(stateUnavailable(clients))
+          return HttpServerResponse.unsafeJson(
+            {
+              success: true,
+              clients: clients.map(([id, c]) => ({ client_id: id, agent_id: c.agent, tools: c.tools, machine: c.machine, has_secret: c.secret_sha256 !== null, approved: c.approved, approved_by: c.approved_by }))
+            },
+            { headers: NO_STORE }
+          )
+        })
+      )
+
+      // An operator withdraws a client's approval (admin key): its refresh tokens' families are revoked.
+      yield* router.post(
+        "/oauth/revoke_client",
+        Effect.gen(function* () {
+          if (server === undefined) return off
+          yield* adminOnly("revoke an OAuth client")
+          const body = yield* jsonOf
+          const clientId = isRecord(body) ? body["client_id"] : undefined
+          if (typeof clientId !== "string" || clientId === "" || clientId.length > 2048) {
+            return yield* Effect.fail(validationError("Invalid request: client_id", [{ field: "client_id", problem: "must be the id of an approved client" }]))
+          }
+          const withdrawn = yield* Effect.promise(() => server.withdraw(clientId))
+          if (withdrawn !== undefined && "error" in withdrawn) return yield* Effect.fail(stateUnavailable(withdrawn))
+          if (withdrawn === undefined) return yield* Effect.fail(new NotFound(errorBody("NOT_FOUND", `No approved OAuth client ${clientId.slice(0, 200)}`, {})))
+          return HttpServerResponse.unsafeJson({ success: true, client_id: clientId, families_revoked: withdrawn.families }, { headers: NO_STORE })
         })
       )
     })

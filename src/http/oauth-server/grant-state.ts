@@ -96,6 +96,13 @@ export interface GrantState {
   putRefresh(hash: string, record: RefreshRecord): Promise<void>
   /** Deletes a family's refresh tokens and refuses its access tokens until `until`; the client it was of. */
   revokeFamily(family: string, until: number): Promise<string | undefined>
+  /** Every approved client, by id (at most `GRANT_LIMITS.approved`). */
+  approvals(): Promise<ReadonlyArray<readonly [string, ApprovedClient]>>
+  /**
+   * Withdraws a client's approval and revokes every family of its refresh tokens (their access tokens
+   * refused until `until`): how many families, or undefined when the client was not approved.
+   */
+  withdraw(clientId: string, until: number): Promise<{ readonly families: number } | undefined>
 
   putCode(hash: string, record: CodeRecord): Promise<void>
   code(hash: string): Promise<FoundCode | undefined>
@@ -213,6 +220,19 @@ export class FileGrantState implements GrantState {
     if (!Object.hasOwn(doc.clients, clientId) && Object.keys(doc.clients).length >= GRANT_LIMITS.approved) return false
     await this.mutate((d) => ({ ...d, clients: { ...d.clients, [clientId]: entry } }))
     return true
+  }
+
+  async approvals(): Promise<ReadonlyArray<readonly [string, ApprovedClient]>> {
+    return Object.entries((await this.current()).clients)
+  }
+
+  async withdraw(clientId: string, until: number): Promise<{ readonly families: number } | undefined> {
+    const doc = await this.current()
+    if (!Object.hasOwn(doc.clients, clientId)) return undefined
+    const families = [...new Set(Object.values(doc.refresh).filter((r) => r.client_id === clientId).map((r) => r.family))]
+    await this.mutate((d) => ({ ...d, clients: Object.fromEntries(Object.entries(d.clients).filter(([id]) => id !== clientId)) }))
+    for (const family of families) await this.revokeFamily(family, until)
+    return { families: families.length }
   }
 
   async registered(clientId: string): Promise<RegisteredClient | undefined> {

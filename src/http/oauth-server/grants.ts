@@ -203,6 +203,33 @@ export class AuthorizationServer {
     return { secret }
   }
 
+  /** The approved clients (the admin route; never a secret: only whether one is kept). */
+  async clients(): Promise<ReadonlyArray<readonly [string, ApprovedClient]> | OAuthErrorAnswer> {
+    try {
+      return [...(await this.state.approvals())].sort(([a], [b]) => a.localeCompare(b))
+    } catch (e) {
+      return unavailable(e)
+    }
+  }
+
+  /**
+   * Withdraws a client's approval (the admin route): its refresh tokens' families are revoked, so
+   * their access tokens are refused at once; an access token of a family with no refresh token (a
+   * machine client's) ends with its 10 minutes. Undefined when the client was not approved.
+   */
+  async withdraw(clientId: string): Promise<{ readonly families: number } | undefined | OAuthErrorAnswer> {
+    let withdrawn: { readonly families: number } | undefined
+    try {
+      withdrawn = await this.state.withdraw(clientId, this.now() + ACCESS_TOKEN_SECONDS * 1000)
+    } catch (e) {
+      return unavailable(e)
+    }
+    if (withdrawn !== undefined) {
+      log.warn(`withdrew the approval of OAuth client ${clientId} (${withdrawn.families} token families revoked)`, { event: "oauth_client_withdrawn", client_id: clientId, families: withdrawn.families })
+    }
+    return withdrawn
+  }
+
   /** Dynamic Client Registration (RFC 7591), public clients only. */
   async register(body: unknown): Promise<{ readonly status: 201; readonly body: Record<string, unknown> } | OAuthErrorAnswer> {
     if (!this.options.dynamicRegistration) return oauthError(404, "invalid_request", "Dynamic Client Registration is turned off on this server (use a client metadata document)")

@@ -160,6 +160,27 @@ export class RedisGrantState implements GrantState {
     return true
   }
 
+  async approvals(): Promise<ReadonlyArray<readonly [string, ApprovedClient]>> {
+    return Object.entries(await this.data.client.hGetAll(this.k("clients"))).map(([id, text]) => [id, JSON.parse(text) as ApprovedClient] as const)
+  }
+
+  async withdraw(clientId: string, until: number): Promise<{ readonly families: number } | undefined> {
+    if (Number(await this.data.client.hDel(this.k("clients"), clientId)) === 0) return undefined
+    // The client's refresh tokens, read from the index in slices (at most GRANT_LIMITS.refresh of them).
+    const hashes = await this.data.client.zRange(this.k("refresh"), 0, -1)
+    const families = new Set<string>()
+    for (let i = 0; i < hashes.length; i += 500) {
+      const texts = (await this.data.client.mGet(hashes.slice(i, i + 500).map((h) => this.k("refresh", h)))) as Array<string | null>
+      for (const text of texts) {
+        if (text === null) continue
+        const record = JSON.parse(text) as RefreshRecord
+        if (record.client_id === clientId) families.add(record.family)
+      }
+    }
+    for (const family of families) await this.revokeFamily(family, until)
+    return { families: families.size }
+  }
+
   async registered(clientId: string): Promise<RegisteredClient | undefined> {
     const text = await this.data.client.hGet(this.k("registered"), clientId)
     return text === null || text === undefined ? undefined : (JSON.parse(text) as RegisteredClient)
