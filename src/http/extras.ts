@@ -8,6 +8,9 @@
  * The long-lived ones are capped: `/events` and `/inspect/events` streams together
  * (`maxEventStreams`) and MCP sessions (`maxMcpSessions`, closed after `mcpSessionIdleSeconds`
  * idle). A request past a cap is answered 429 TOO_MANY with Retry-After.
+ *
+ * The MCP endpoint's faces are built here, given the operations they run (the `Calls` and `Catalog`
+ * services) taken from the layer graph once.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"

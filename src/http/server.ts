@@ -9,6 +9,9 @@
  *
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
+ *
+ * The faces built outside Effect (the direct call route, the cluster's internal route) are given
+ * the call path (the `Calls` service) and the answers built on it, taken once by the `App` layer.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"

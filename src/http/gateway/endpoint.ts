@@ -4,7 +4,9 @@
  * Inspector) can use them. This file serves the 2025 era's sessions; 2026-07-28 requests on the
  * same URLs, which need none, are answered by modern.ts. Tools keep their callable names (`<service>__<tool>`); only services
  * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
- * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
+ * changes; calls go through the same operation as HTTP calls, so they are recorded the same way:
+ * the call path and the catalog are the `Calls` and `Catalog` services, given to the constructor by
+ * the layer that builds the endpoint (src/http/extras.ts), taken once.
  *
  * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
  * and when every session is busy the new one is refused with 429 and Retry-After; one API key holds
