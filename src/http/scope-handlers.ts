@@ -130,7 +130,7 @@ export const callAnswers = (calls: CallOperations) => {
     )
 
   /**
-   * call_tool and use_tool as an Effect: the call pipeline (src/runtime/calls.ts) on the scope, its
+   * call_tool and use_tool as an Effect: the call pipeline (`callTool` of `Calls`) on the scope, its
    * failures mapped by `contract`. The HttpApi handlers run it, and the direct route of
    * src/http/call-route.ts for a call whose scope is not known at once or that takes input in rounds.
    */
