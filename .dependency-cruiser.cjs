@@ -67,6 +67,14 @@ module.exports = {
       from: { path: "^src/" },
       to: { path: "^node_modules/(redis|@redis/[^/]+)/", dependencyTypesNot: ["type-only", "dynamic-import"] }
     },
+    {
+      name: "faces-through-operations",
+      comment:
+        "a face (src/http) reaches the store's operations only through the four services of src/runtime/operations.ts (Calls, Catalog, Commands, Queries), taken once when it is built: never the rooms' modules themselves (their types are fine)",
+      severity: "error",
+      from: { path: "^src/http/" },
+      to: { path: "^src/runtime/(calls|catalog|commands|queries)\\.ts$", dependencyTypesNot: ["type-only"] }
+    },
     ...upward
   ],
   options: {

@@ -3,9 +3,11 @@
  * router. Through HttpApi a call cost about twice what the rest of the store spends on it (a fiber
  * per request with its middleware chain, the router, the platform's request object, re-reading
  * headers, the body read as a stream); here a call whose scope is known at once (the store's, an
- * existing agent's) runs the call pipeline (`runCall` of src/runtime/calls.ts) without a fiber, and
+ * existing agent's) runs the call pipeline (`runCall` of the `Calls` service) without a fiber, and
  * its failure is rendered by the one HTTP mapping (`fromStoreError`); any other call runs the
- * handler's Effect (`callToolAnswer`), the same pipeline.
+ * handler's Effect (`callToolAnswer`), the same pipeline. The call path and the answers built on it
+ * are taken once, with the store, by the server's layer (`DirectCallParts`): nothing is looked up
+ * per call.
  *
  * Nothing else changes: the contract stays the one source. The routes, the payload and path
  * schemas are the contract's endpoints (src/http/*\/Api.ts), decoded once with decoders compiled
@@ -38,10 +40,10 @@ import { openRequestSpan, recordHttpSpan } from "./request-span.js"
 import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
-import { asyncCallAnswer, callInput, callToolAnswer, callToolBody, restCaller, takesInput, type CallEdge, type ScopeRef } from "./scope-handlers.js"
+import { callInput, callToolBody, restCaller, takesInput, type CallAnswers, type CallEdge, type ScopeRef } from "./scope-handlers.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
-import { callToolOutput, runCall } from "../runtime/calls.js"
+import type { CallOperations } from "../runtime/operations.js"
 import { Cancel } from "../mcp/types.js"
 import type { ScopeContext } from "../runtime/host.js"
 import type { Store } from "../runtime/store.js"
@@ -60,6 +62,16 @@ export interface CallRouteOptions {
   readonly contractErrors: <A, R>(app: Effect.Effect<A, unknown, R>) => Effect.Effect<A, E.ApiError, R>
   /** Every answered request, as the HttpApi path measures it (monitor and metrics). */
   readonly observe: (method: string, status: number, ms: number) => void
+}
+
+/**
+ * What the route serves calls with, once the store is running: the store, its call path (the
+ * `Calls` service, taken from the layer graph once) and the REST call answers built on it.
+ */
+export interface DirectCallParts {
+  readonly store: Store
+  readonly calls: CallOperations
+  readonly answers: CallAnswers
 }
 
 /** A request listener that answers what it takes and returns false for what it leaves to HttpApi. */
@@ -180,8 +192,8 @@ const admitted = (options: Pick<CallRouteOptions, "policy" | "keys" | "resource"
   }
 }
 
-/** Builds the direct route; `runtime` runs the handler Effects (the server's), `store` is read per request. */
-export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<never>, store: () => Store | undefined): DirectRoute => {
+/** Builds the direct route; `runtime` runs the handler Effects (the server's), `running` is read per request (undefined until the store runs). */
+export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<never>, running: () => DirectCallParts | undefined): DirectRoute => {
   const { storePaths, agentPaths, payloadSchema, pathSchema } = routes()
   const decodePayload = Schema.decodeUnknownEither(payloadSchema)
   const decodePath = Schema.decodeUnknownEither(pathSchema)
@@ -210,13 +222,13 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
    * payload or path the contract refused: the handler's Effect (`callToolAnswer`, the same pipeline
    * as an Effect), in the contract middleware.
    */
-  const program = (scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>, edge: CallEdge) =>
+  const program = (answers: CallAnswers, scope: Either.Either<ScopeRef, ParseResult.ParseError>, gate: ToolGate | undefined, decoded: Either.Either<Payload, ParseResult.ParseError>, edge: CallEdge) =>
     options.contractErrors(
       Effect.suspend((): Effect.Effect<unknown, unknown> => {
         if (Either.isLeft(scope)) return HttpApiError.HttpApiDecodeError.refailParseError(scope.left)
         if (Either.isLeft(decoded)) return HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
         const gated = gate === undefined ? scope.right : Effect.map(scope.right, (ctx) => ctx.gated(gate))
-        return decoded.right.async === true ? asyncCallAnswer(gated, decoded.right, edge) : callToolAnswer(gated, decoded.right, edge)
+        return decoded.right.async === true ? answers.asyncCallAnswer(gated, decoded.right, edge) : answers.callToolAnswer(gated, decoded.right, edge)
       })
     )
 
@@ -249,8 +261,9 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
 
   return (request, response) => {
     const url = request.url ?? ""
-    const current = store()
-    if (current === undefined || request.method !== "POST") return false
+    const parts = running()
+    if (parts === undefined || request.method !== "POST") return false
+    const current = parts.store
     const scope = scopeOf(url, current)
     if (scope === undefined) return false
     const principal = takes(request.headers, url)
@@ -316,15 +329,16 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right) || decoded.right.async === true) {
         if (Either.isRight(decoded) && decoded.right.async === true) success = 202
         const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held, async: current.asyncCalls, caller: restCaller(principal, request.headers.authorization) }
-        fiber = runFork(program(scope, gate, decoded, edge))
+        fiber = runFork(program(parts.answers, scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return
       }
-      // The call's pipeline, run at once (src/runtime/calls.ts `runCall`); its failures rendered by the one HTTP mapping.
+      // The call's pipeline, run at once (`runCall` of the call path); its failures rendered by the one HTTP mapping.
+      const calls = parts.calls
       cancel = new Cancel()
-      void runCall(ctx.gated(gate), callInput(decoded.right, trace, restCaller(principal, request.headers.authorization)), cancel).then((exit) => {
+      void calls.runCall(ctx.gated(gate), callInput(decoded.right, trace, restCaller(principal, request.headers.authorization)), cancel).then((exit) => {
         if (closed) return // answered by the close: interrupted, nobody to answer
-        if (Exit.isSuccess(exit)) return answer(Exit.succeed(callToolBody(callToolOutput(exit.value))))
+        if (Exit.isSuccess(exit)) return answer(Exit.succeed(callToolBody(calls.callToolOutput(exit.value))))
         const failure = Cause.failureOption(exit.cause)
         if (Option.isSome(failure)) return answer(Exit.fail(E.fromStoreError(failure.value)))
         // A defect (a bug): logged and answered 500 with a trace id by the contract middleware.

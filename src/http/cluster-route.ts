@@ -19,6 +19,8 @@
  * `answer`; `held`, a retry of a call held here for its caller's input that reached another
  * replica (src/cluster/held-calls.ts), answered with the call's next step; and `approval`, a
  * decision made on another replica of an approval whose call waits here (src/cluster/shared-approvals.ts).
+ * An asynchronous call started here for another replica is rendered by the REST call answers the
+ * server built once on the `Calls` service (`ReplicaParts.asyncAnswer`).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
@@ -27,7 +29,6 @@ import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
 import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
-import { asyncAnswer } from "./scope-handlers.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, TASK_METHODS, UpstreamTask, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
@@ -36,6 +37,7 @@ import { perUserOf } from "../runtime/user-credentials.js"
 import { log } from "../logging/log.js"
 import { traceMetaOf } from "../domain/trace-context.js"
 import type { Store } from "../runtime/store.js"
+import type { AsyncRender } from "../runtime/async-calls.js"
 import type { RemoteDecision } from "../runtime/approvals.js"
 import type { Cluster } from "../cluster/cluster.js"
 import { errorBody } from "./contract-errors.js"
@@ -131,6 +133,8 @@ class Relayed {
 export interface ReplicaParts {
   readonly store: Store
   readonly cluster: Cluster
+  /** How an asynchronous call's answer is rendered: the REST call answers' (`callAnswers`), built once on the `Calls` service. */
+  readonly asyncAnswer: AsyncRender
 }
 
 /**
@@ -230,7 +234,7 @@ const decideHere = (store: Store, req: Extract<ForwardRequest, { op: "approval" 
 }
 
 /** Runs one forwarded request on the owned service's connection (or, for `answer` and `held`, on what it names). */
-const execute = async ({ store, cluster }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
+const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
   if (req.op === "redis") return { up: cluster.connection.up }
   if (req.op === "answer") {
     const answer = req.answer as RelayAnswer | undefined

@@ -6,7 +6,8 @@
  * write-only, never shown back. `POST .../credentials/{service_name}/authorize` (a `per_user.oauth`
  * service) starts or finishes the principal's own OAuth authorization of the upstream, as
  * authorize_service does the service's (src/runtime/upstream-oauth.ts); `DELETE` forgets its tokens too.
- * Kept apart from the shared payloads so these routes read in one place.
+ * Kept apart from the shared payloads so these routes read in one place. A change goes through the
+ * `Commands` service (`credentialsHandlers`, built once by each group).
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import { Effect, Schema } from "effect"
@@ -18,7 +19,7 @@ import { AuthorizePayload, AuthorizeResponse } from "./payloads.js"
 import { log } from "../logging/log.js"
 import { perUserOf } from "../runtime/user-credentials.js"
 import { credentialsRoute } from "../runtime/per-user-request.js"
-import { definitionsChange } from "../runtime/commands.js"
+import type { CommandOperations } from "../runtime/operations.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { callerWords, currentPrincipal } from "./access.js"
 import { sessionOwner } from "./gateway/session-seal.js"
@@ -110,14 +111,6 @@ const credentialProblems = (declared: { readonly headers: ReadonlyArray<string>;
   return problems
 }
 
-/**
- * A change of a credential: replica mode, Redis away or hung, it is refused `ClusterUnavailable`
- * (503 `cluster_unavailable`) within the change's budget and never applied later
- * (src/config/redis-credentials.ts); a log line says so.
- */
-const change = <A>(task: () => Promise<A>) =>
-  Effect.tapError(definitionsChange(task), (e) => Effect.sync(() => log.warn(`a per-user credential change was refused: ${e.message}`, { event: "credentials_refused" })))
-
 /** The handlers of both scopes: the credential is the request's own principal's (its key or token), never another's. */
 /**
  * What every credentials route starts from: the scope, the request's own principal (the caller's key
@@ -140,39 +133,6 @@ const ownCredentials = (scope: ScopeRef, serviceName: string) =>
     if (credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
     return { ctx, who, principal, name, declared, credentials }
   })
-
-export const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: Schema.Schema.Type<typeof CredentialsPayload> | undefined) =>
-  contract(
-    Effect.gen(function* () {
-      const { ctx, who, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
-      const words = callerWords(who)
-      const where = { event: "", scope: ctx.label, service: name }
-      if (given === undefined) {
-        // Its values and its own OAuth tokens (per_user.oauth) alike.
-        const removed = yield* change(() => credentials.remove(ctx.scope, name, principal))
-        log.info(`${removed ? "deleted" : "found no"} per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_deleted" })
-        return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
-      }
-      if (declared.headers.length === 0 && declared.env.length === 0) {
-        const route = credentialsRoute(ctx.scope, name, true)
-        log.warn(`refused a per-user credential for service '${name}': it takes an OAuth authorization only`, { ...where, event: "credentials_refused" })
-        return yield* Effect.fail(ValidationError.of([{ field: "body", problem: `service '${name}' takes no header or environment values, only each caller's own OAuth authorization: ${route}` }]))
-      }
-      const problems = credentialProblems(declared, given)
-      if (problems.length > 0) {
-        log.warn(`refused a per-user credential for service '${name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`, { ...where, event: "credentials_refused" })
-        return yield* Effect.fail(ValidationError.of(problems))
-      }
-      const credential = { headers: { ...given.headers }, env: { ...given.env } }
-      const kept = yield* change(() => credentials.set(ctx.scope, name, principal, credential))
-      if (!kept) {
-        log.warn(`refused a per-user credential for service '${name}': it has the most principals`, { ...where, event: "credentials_refused" })
-        return yield* Effect.fail(new TooMany({ message: `Service '${name}' has credentials of the most principals it may keep`, limit: "per_user_principals", max: MAX_PRINCIPALS_PER_SERVICE, retryAfterSeconds: 60 }))
-      }
-      log.info(`kept the per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_set" })
-      return { success: true, message: `Your credential for '${name}' is kept; your calls of its tools use it`, service_name: name, headers: Object.keys(credential.headers), env: Object.keys(credential.env) }
-    })
-  )
 
 /**
  * `POST .../credentials/{service_name}/authorize`: the request's own principal authorizes a
@@ -207,29 +167,78 @@ export const authorizeCredentialsAnswer = (scope: ScopeRef, oauth: OAuthManager,
   )
 
 /**
- * `GET .../credentials/{service_name}`: what the request's own principal has given (names) and
- * whether it has authorized the upstream for itself (`per_user.oauth`), never a value or a token;
- * `ready` tells whether its calls can go through. Nothing of another principal's is read.
+ * The credentials routes' handlers on the changes of the operations (`Commands`, the one way a
+ * change is written), built once when a group is built.
  */
-export const credentialsStatusAnswer = (scope: ScopeRef, oauth: OAuthManager, serviceName: string) =>
-  contract(
-    Effect.gen(function* () {
-      const { ctx, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
-      // Replica mode, Redis away: 503 cluster_unavailable, as a change would be.
-      const given = yield* definitionsChange(() => credentials.find(ctx.scope, name, principal))
-      // Replica mode: the principal's OAuth entry is read from Redis too (an authorization finished or deleted on another replica shows at once).
-      if (declared.oauth) yield* definitionsChange(() => oauth.readPrincipal(ctx.scope, name, principal))
-      const status = declared.oauth ? oauth.principalStatus(ctx.scope, name, principal) : { authorized: false, expires_at: null }
-      const valuesGiven = (declared.headers.length === 0 && declared.env.length === 0) || given !== undefined
-      const ready = valuesGiven && (!declared.oauth || status.authorized)
-      return {
-        success: true,
-        message: ready ? `Your calls of '${name}' carry your own credentials` : `Your calls of '${name}' are refused until you ${valuesGiven ? "authorize it for yourself (POST .../authorize)" : "give your values (PUT)"}`,
-        service_name: name,
-        headers: Object.keys(given?.headers ?? {}),
-        env: Object.keys(given?.env ?? {}),
-        oauth: { required: declared.oauth, ...status },
-        ready
-      }
-    })
-  )
+export const credentialsHandlers = (commands: CommandOperations) => {
+  /**
+   * A change of a credential: replica mode, Redis away or hung, it is refused `ClusterUnavailable`
+   * (503 `cluster_unavailable`) within the change's budget and never applied later
+   * (src/config/redis-credentials.ts); a log line says so.
+   */
+  const change = <A>(task: () => Promise<A>) =>
+    Effect.tapError(commands.definitionsChange(task), (e) => Effect.sync(() => log.warn(`a per-user credential change was refused: ${e.message}`, { event: "credentials_refused" })))
+
+  const credentialsAnswer = (scope: ScopeRef, serviceName: string, given: Schema.Schema.Type<typeof CredentialsPayload> | undefined) =>
+    contract(
+      Effect.gen(function* () {
+        const { ctx, who, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
+        const words = callerWords(who)
+        const where = { event: "", scope: ctx.label, service: name }
+        if (given === undefined) {
+          // Its values and its own OAuth tokens (per_user.oauth) alike.
+          const removed = yield* change(() => credentials.remove(ctx.scope, name, principal))
+          log.info(`${removed ? "deleted" : "found no"} per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_deleted" })
+          return { success: true, message: removed ? `Your credential for '${name}' was deleted` : `You had no credential for '${name}'`, service_name: name, headers: [], env: [] }
+        }
+        if (declared.headers.length === 0 && declared.env.length === 0) {
+          const route = credentialsRoute(ctx.scope, name, true)
+          log.warn(`refused a per-user credential for service '${name}': it takes an OAuth authorization only`, { ...where, event: "credentials_refused" })
+          return yield* Effect.fail(ValidationError.of([{ field: "body", problem: `service '${name}' takes no header or environment values, only each caller's own OAuth authorization: ${route}` }]))
+        }
+        const problems = credentialProblems(declared, given)
+        if (problems.length > 0) {
+          log.warn(`refused a per-user credential for service '${name}': ${problems.map((p) => `${p.field} ${p.problem}`).join("; ")}`, { ...where, event: "credentials_refused" })
+          return yield* Effect.fail(ValidationError.of(problems))
+        }
+        const credential = { headers: { ...given.headers }, env: { ...given.env } }
+        const kept = yield* change(() => credentials.set(ctx.scope, name, principal, credential))
+        if (!kept) {
+          log.warn(`refused a per-user credential for service '${name}': it has the most principals`, { ...where, event: "credentials_refused" })
+          return yield* Effect.fail(new TooMany({ message: `Service '${name}' has credentials of the most principals it may keep`, limit: "per_user_principals", max: MAX_PRINCIPALS_PER_SERVICE, retryAfterSeconds: 60 }))
+        }
+        log.info(`kept the per-user credential of ${words} for service '${name}'`, { ...where, event: "credentials_set" })
+        return { success: true, message: `Your credential for '${name}' is kept; your calls of its tools use it`, service_name: name, headers: Object.keys(credential.headers), env: Object.keys(credential.env) }
+      })
+    )
+
+  /**
+   * `GET .../credentials/{service_name}`: what the request's own principal has given (names) and
+   * whether it has authorized the upstream for itself (`per_user.oauth`), never a value or a token;
+   * `ready` tells whether its calls can go through. Nothing of another principal's is read.
+   */
+  const credentialsStatusAnswer = (scope: ScopeRef, oauth: OAuthManager, serviceName: string) =>
+    contract(
+      Effect.gen(function* () {
+        const { ctx, principal, name, declared, credentials } = yield* ownCredentials(scope, serviceName)
+        // Replica mode, Redis away: 503 cluster_unavailable, as a change would be.
+        const given = yield* commands.definitionsChange(() => credentials.find(ctx.scope, name, principal))
+        // Replica mode: the principal's OAuth entry is read from Redis too (an authorization finished or deleted on another replica shows at once).
+        if (declared.oauth) yield* commands.definitionsChange(() => oauth.readPrincipal(ctx.scope, name, principal))
+        const status = declared.oauth ? oauth.principalStatus(ctx.scope, name, principal) : { authorized: false, expires_at: null }
+        const valuesGiven = (declared.headers.length === 0 && declared.env.length === 0) || given !== undefined
+        const ready = valuesGiven && (!declared.oauth || status.authorized)
+        return {
+          success: true,
+          message: ready ? `Your calls of '${name}' carry your own credentials` : `Your calls of '${name}' are refused until you ${valuesGiven ? "authorize it for yourself (POST .../authorize)" : "give your values (PUT)"}`,
+          service_name: name,
+          headers: Object.keys(given?.headers ?? {}),
+          env: Object.keys(given?.env ?? {}),
+          oauth: { required: declared.oauth, ...status },
+          ready
+        }
+      })
+    )
+
+  return { credentialsAnswer, authorizeCredentialsAnswer, credentialsStatusAnswer }
+}

@@ -8,6 +8,9 @@
  * The long-lived ones are capped: `/events` and `/inspect/events` streams together
  * (`maxEventStreams`) and MCP sessions (`maxMcpSessions`, closed after `mcpSessionIdleSeconds`
  * idle). A request past a cap is answered 429 TOO_MANY with Retry-After.
+ *
+ * The MCP endpoint's faces are built here, given the operations they run (the `Calls` and `Catalog`
+ * services) taken from the layer graph once.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
@@ -32,6 +35,8 @@ import type { ToolGate } from "../domain/tool-filter.js"
 import { errorBody, Forbidden, validationError } from "./contract-errors.js"
 import { McpGateway } from "./gateway/endpoint.js"
 import { ModernMcp } from "./gateway/modern.js"
+import type { McpOperations } from "./gateway/face.js"
+import { Calls, Catalog } from "../runtime/operations.js"
 import { toolListingOf, type ToolListing } from "./gateway/search-mode.js"
 import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/session-seal.js"
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
@@ -222,12 +227,14 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     const asyncCalls = yield* AsyncCallsService
     const approvals = yield* ApprovalsService
     const { oauth } = yield* ActorSystemService
+    // The operations both MCP faces run (`/mcp`, `/sse` and their agent forms): taken once, here.
+    const mcpOperations: McpOperations = { calls: yield* Calls, catalog: yield* Catalog }
     // Sealed session and task ids (src/http/gateway/session-seal.ts): the cluster's secret, else the store's own.
     const seal = app.sessionSecret !== undefined ? fixedSealSource(app.sessionSecret) : storeSealSource(app.storeOptions.mcpConfigFile)
     const gateway = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
-          new McpGateway(store, app.monitor, {
+          new McpGateway(store, app.monitor, mcpOperations, {
             maxSessions: app.server.maxMcpSessions,
             idleSeconds: app.server.mcpSessionIdleSeconds,
             seal
@@ -238,7 +245,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     // The 2026-07-28 face of the same endpoints (src/http/gateway/modern.ts): its listen streams
     // share the sessions' cap.
     const modern = yield* Effect.acquireRelease(
-      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, { maxListenStreams: app.server.maxMcpSessions, seal })),
+      Effect.sync(() => new ModernMcp(store, app.monitor, gateway, mcpOperations, { maxListenStreams: app.server.maxMcpSessions, seal })),
       (m) => Effect.promise(() => m.close())
     )
     onShutdown(app, () => {

@@ -9,6 +9,9 @@
  *
  * Shutdown: stop accepting, let requests in flight finish for a short grace period, then cut every
  * connection (open waits are interrupted), then stop the store (every child process ended).
+ *
+ * The faces built outside Effect (the direct call route, the cluster's internal route) are given
+ * the call path (the `Calls` service) and the answers built on it, taken once by the `App` layer.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
@@ -31,19 +34,20 @@ import { log, logEnabled, StoreLoggerLive } from "../logging/log.js"
 import { storeSettings } from "../runtime/store-layers.js"
 import { StoreConfig } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
+import { Calls } from "../runtime/operations.js"
 import { AgentHttpLive } from "./agent/Http.js"
 import { ApprovalsHttpLive } from "./approvals/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
-import { callRoute, retryAfterHeader, type DirectRoute } from "./call-route.js"
-import { clusterRoute } from "./cluster-route.js"
+import { callRoute, retryAfterHeader, type DirectCallParts, type DirectRoute } from "./call-route.js"
+import { clusterRoute, type ReplicaParts } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
 import { errorBody } from "./contract-errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
-import { asyncAnswer } from "./scope-handlers.js"
+import { callAnswers } from "./scope-handlers.js"
 import { MonitoringHttpLive } from "./monitoring/Http.js"
 import * as NodeServer from "./node-server.js"
 import { openRequestSpan, recordHttpSpan, requestSpan, routeTemplates } from "./request-span.js"
@@ -154,7 +158,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const protectedResource = new ProtectedResource(publicBase, new TokenVerifier(issuers, options.server.denyByDefault))
   const ProtectedResourceLive = Layer.succeed(ProtectedResourceTag, protectedResource)
   for (const issuer of issuers) void issuer.warmUp()
-  const state: { app?: AppState } = {}
+  // The app's state once the store runs; and what the faces built outside Effect (the direct call
+  // route, the cluster's internal route) serve with, taken from the layer graph at the same time.
+  const state: { app?: AppState; direct?: DirectCallParts; replica?: ReplicaParts } = {}
   // Open client sockets, for monitoring (active_connections).
   const sockets = new Set<Socket>()
   const countSockets = () => {
@@ -202,6 +208,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       const monitor = yield* MonitorService
       const metrics = yield* MetricsService
       cluster = Option.getOrUndefined(yield* clusterOf)
+      // The call path, taken once for the faces built outside Effect, with the REST call answers on it.
+      const calls = yield* Calls
+      const answers = callAnswers(calls)
       // Replica mode: the keys' last uses go to the cluster's Redis, so replicas never rewrite one keys file.
       if (cluster !== undefined) keys.writeUsesTo(new RedisKeyUses({ client: cluster.connection.client, cluster: cluster.options.name }).write)
       // Replica mode: the built-in authorization server's state and signing key are the cluster's; let go on release.
@@ -231,7 +240,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       }
       // The asynchronous calls a previous run left following an upstream task: followed again,
       // now that their answers can be rendered as this API answers them.
-      store.asyncCalls.resume(asyncAnswer, (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))))
+      state.direct = { store, calls, answers }
+      if (cluster !== undefined) state.replica = { store, cluster, asyncAnswer: answers.asyncAnswer }
+      store.asyncCalls.resume(answers.asyncAnswer, (label) => (label === "store" ? store.forStore().effects : Option.getOrUndefined(Effect.runSync(Effect.option(store.agentContext(label))))))
       return state.app
     })
   ).pipe(
@@ -291,7 +302,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const policy = requestPolicy(options.server, currentPort)
   const guarded = guardRequests(policy)
   // Replica mode: the replicas' internal route (src/http/cluster-route.ts), before anything else.
-  const internal = clusterRoute(() => (state.app === undefined || cluster === undefined ? undefined : { store: state.app.store, cluster }), options.server.maxBodyBytes)
+  const internal = clusterRoute(() => state.replica, options.server.maxBodyBytes)
   // call_tool and use_tool go straight to their handler (src/http/call-route.ts); the rest to HttpApi.
   const calls = (runtime: Runtime.Runtime<never>) =>
     options.directCalls === false
@@ -307,7 +318,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
             observe
           },
           runtime,
-          () => state.app?.store
+          () => state.direct
         )
   const direct = (runtime: Runtime.Runtime<never>): DirectRoute => {
     const call = calls(runtime)

@@ -29,15 +29,13 @@ import { openUpstreamSpan } from "./upstream-span.js"
 import { requestAsPrincipal } from "./per-user-request.js"
 import { NotConnected } from "./service-request.js"
 import { perUserOf } from "./user-credentials.js"
+import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "./catalog-limits.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
 export const PREFIX_SCHEME = "mcp-store://"
 
-/** How long a read, a prompt or a completion may take (the default of a tool call). */
-export const CATALOG_REQUEST_TIMEOUT_MS = 60_000
-
-/** The longest URI or prompt name taken from a client (longer ones cannot be anybody's). */
-export const MAX_URI_LENGTH = 8192
+/** The bounds of the catalog's requests, kept apart (src/runtime/catalog-limits.ts) for the faces. */
+export { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH }
 
 /** A resource as a scope offers it: the upstream's fields, its exposed `uri`, its service and original URI. */
 export type ResourceView = Resource & { readonly service_name: string; readonly original_uri: string }

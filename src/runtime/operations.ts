@@ -2,10 +2,12 @@
  * The operations of a scope as services of the layer graph, one per room: `Calls` (the call path,
  * src/runtime/calls.ts), `Catalog` (resources, prompts, completion), `Commands` (changes) and
  * `Queries` (reads and waits). Each operation takes the scope it acts on (a `ScopeContext`, which
- * reaches the store's parts through `StoreHost`); the HTTP handlers take these services from the
- * context once, when their layer is built, so a request costs no more than a direct call.
+ * reaches the store's parts through `StoreHost`). Every face (the REST handlers, the direct call
+ * route, the MCP endpoint's two eras, the cluster's internal route) takes these services from the
+ * context once, when it is built, so a request costs no more than a direct call; src/http may not
+ * import the four rooms themselves (an import rule of .dependency-cruiser.cjs), only their types.
  */
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as calls from "./calls.js"
 import * as catalog from "./catalog.js"
 import * as commands from "./commands.js"
@@ -87,6 +89,17 @@ export class Queries extends Context.Tag("mcp-store/Queries")<Queries, QueryOper
 
 /** Every room of the operations. */
 export type OperationServices = Calls | Catalog | Commands | Queries
+
+/** The four rooms' operations, as a face holds them once it is built. */
+export interface Operations {
+  readonly calls: CallOperations
+  readonly catalog: CatalogOperations
+  readonly commands: CommandOperations
+  readonly queries: QueryOperations
+}
+
+/** The four rooms, taken from the context at once (by a face, when it is built). */
+export const operations: Effect.Effect<Operations, never, OperationServices> = Effect.all({ calls: Calls, catalog: Catalog, commands: Commands, queries: Queries })
 
 /**
  * The operations, on the running store: built after it (they act on its scopes), released before

@@ -1,6 +1,7 @@
 // The import rules of .dependency-cruiser.cjs, which `npm test` runs over src/: the real tree keeps
 // them, and a tree that breaks them (a cycle, an arrow up the layers, an unknown folder, an import of
-// @effect/platform's index, the Redis client loaded at start) is refused.
+// @effect/platform's index, the Redis client loaded at start, a face importing a room of the
+// operations instead of taking its service) is refused.
 import { execFile } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -59,7 +60,12 @@ describe("import rules", { timeout: 120_000 }, () => {
         "src/http/index-user.ts": 'import { HttpRouter } from "@effect/platform"\nexport const router = HttpRouter\n',
         "src/http/node-index-user.ts": 'import { NodeHttpServer } from "@effect/platform-node"\nexport const server = NodeHttpServer\n',
         "src/redis/eager.ts": 'import { createClient } from "redis"\nexport const make = createClient\n',
-        "src/redis/lazy.ts": 'import type { RedisClientType } from "redis"\nexport const make = async (): Promise<RedisClientType | undefined> => (await import("redis")) && undefined\n'
+        "src/redis/lazy.ts": 'import type { RedisClientType } from "redis"\nexport const make = async (): Promise<RedisClientType | undefined> => (await import("redis")) && undefined\n',
+        // A face calling a room of the operations directly, and one that only names its types.
+        "src/runtime/calls.ts": 'export interface CallExit { readonly ok: boolean }\nexport const runCall = (): CallExit => ({ ok: true })\n',
+        "src/runtime/queries.ts": 'export const listServices = (): ReadonlyArray<string> => []\n',
+        "src/http/direct-face.ts": 'import { runCall } from "../runtime/calls.js"\nimport * as queries from "../runtime/queries.js"\nexport const face = () => [runCall(), queries.listServices()]\n',
+        "src/http/typed-face.ts": 'import type { CallExit } from "../runtime/calls.js"\nexport const ok = (exit: CallExit): boolean => exit.ok\n'
       })
     )
   })
@@ -87,6 +93,13 @@ describe("import rules", { timeout: 120_000 }, () => {
     expect(output).toMatch(/no-effect-platform-node-index: src\/http\/node-index-user\.ts → node_modules\/@effect\/platform-node\/dist\/(esm|cjs)\/index\.js/)
     expect(output).toMatch(/redis-client-on-demand: src\/redis\/eager\.ts → node_modules\/redis\//)
     expect(output).not.toContain("src/redis/lazy.ts")
+  })
+
+  it("refuses a face (src/http) importing a room of the operations (calls, catalog, commands, queries), not for its types", async () => {
+    const { output } = await broken
+    expect(output).toContain("faces-through-operations: src/http/direct-face.ts → src/runtime/calls.ts")
+    expect(output).toContain("faces-through-operations: src/http/direct-face.ts → src/runtime/queries.ts")
+    expect(output).not.toContain("src/http/typed-face.ts")
   })
 
   it("refuses a folder that has no place in the layers", async () => {

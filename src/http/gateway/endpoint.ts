@@ -4,7 +4,9 @@
  * Inspector) can use them. This file serves the 2025 era's sessions; 2026-07-28 requests on the
  * same URLs, which need none, are answered by modern.ts. Tools keep their callable names (`<service>__<tool>`); only services
  * that are healthy or warning are listed; `notifications/tools/list_changed` goes out when that set
- * changes; calls go through the same operation as HTTP calls, so they are recorded the same way.
+ * changes; calls go through the same operation as HTTP calls, so they are recorded the same way:
+ * the call path and the catalog are the `Calls` and `Catalog` services, given to the constructor by
+ * the layer that builds the endpoint (src/http/extras.ts), taken once.
  *
  * Sessions are capped (`maxSessions`): at the cap the oldest idle session is closed to make room,
  * and when every session is busy the new one is refused with 429 and Retry-After; one API key holds
@@ -45,7 +47,9 @@ import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
-import * as catalog from "../../runtime/catalog.js"
+import type { ResourceTarget } from "../../runtime/catalog.js"
+import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
+import type { CatalogOperations } from "../../runtime/operations.js"
 import { isStoreError } from "../../domain/errors.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
@@ -56,7 +60,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, credentialsData, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
+import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
@@ -93,8 +97,8 @@ interface SessionState {
   /** Names of the tools last announced, to tell whether the set changed. */
   listed: string
   /** What the session was told at initialize it may ask beyond tools (fixed for the session's life). */
-  readonly offers: ReturnType<typeof catalog.scopeCapabilities>
-  /** The resource and prompt lists last announced (`catalog.catalogFingerprint`). */
+  readonly offers: ReturnType<CatalogOperations["scopeCapabilities"]>
+  /** The resource and prompt lists last announced (`catalogFingerprint` of the `Catalog` service). */
   catalogListed: { readonly resources: string; readonly prompts: string }
   /** Resource subscriptions of the session: key (see `subscriptionKey`) -> the URI as the client gave it. */
   readonly subscriptions: Map<string, string>
@@ -259,9 +263,14 @@ export class McpGateway {
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
   private readonly logs = new LogRelay((scope) => [...this.sessions.values()].filter((s) => scopeLabel(s.scope) === scope))
 
+  /**
+   * `ops`: the call path and the catalog (the `Calls` and `Catalog` services), taken once by the
+   * layer that builds the endpoint (src/http/extras.ts).
+   */
   constructor(
     private readonly store: Store,
     monitor: Monitor,
+    private readonly ops: McpOperations,
     private readonly options: McpGatewayOptions
   ) {
     this.idleMs = options.idleSeconds * 1000
@@ -310,11 +319,11 @@ export class McpGateway {
    * them and whose list differs from the one it was last told; subscribe again on a new connection.
    */
   private onCatalogEvent(scopeLabelOfEvent: string, serviceName: string): void {
-    let lists: ReturnType<typeof catalog.catalogFingerprint> | undefined
+    let lists: ReturnType<CatalogOperations["catalogFingerprint"]> | undefined
     for (const session of this.sessions.values()) {
       if (scopeLabel(session.scope) !== scopeLabelOfEvent) continue
       if (!session.offers.resources && !session.offers.prompts) continue
-      lists ??= catalog.catalogFingerprint(this.scopeContext(session.scope))
+      lists ??= this.ops.catalog.catalogFingerprint(this.scopeContext(session.scope))
       if (session.offers.resources && lists.resources !== session.catalogListed.resources) session.server.sendResourceListChanged().catch(() => undefined)
       if (session.offers.prompts && lists.prompts !== session.catalogListed.prompts) session.server.sendPromptListChanged().catch(() => undefined)
       session.catalogListed = lists
@@ -355,14 +364,14 @@ export class McpGateway {
     if (offers.resources) {
       // The lists are read from the actors' snapshots (no upstream request): nothing to fail but a bug.
       server.setRequestHandler("resources/list", async () => {
-        session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { resources: mcpResources(ctx()) }
+        session.catalogListed = this.ops.catalog.catalogFingerprint(ctx())
+        return { resources: mcpResources(this.ops.catalog, ctx()) }
       })
       server.setRequestHandler("resources/templates/list", async () => ({
-        resourceTemplates: mcpResourceTemplates(ctx())
+        resourceTemplates: mcpResourceTemplates(this.ops.catalog, ctx())
       }))
       server.setRequestHandler("resources/read", (request, c) =>
-        run(catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, c, "read"), owner: session.owner }), c) as never
+        run(this.ops.catalog.readResource(ctx(), request.params.uri, { relay: sessionRelay(server, c, "read"), owner: session.owner }), c) as never
       )
       if (offers.subscribe) {
         server.setRequestHandler("resources/subscribe", async (request, c) => {
@@ -377,24 +386,24 @@ export class McpGateway {
     }
     if (offers.prompts) {
       server.setRequestHandler("prompts/list", async () => {
-        session.catalogListed = catalog.catalogFingerprint(ctx())
-        return { prompts: mcpPrompts(ctx()) }
+        session.catalogListed = this.ops.catalog.catalogFingerprint(ctx())
+        return { prompts: mcpPrompts(this.ops.catalog, ctx()) }
       })
       server.setRequestHandler("prompts/get", (request, c) =>
-        run(catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, c, "prompt request"), owner: session.owner }), c) as never
+        run(this.ops.catalog.getPrompt(ctx(), request.params.name, request.params.arguments ?? {}, { relay: sessionRelay(server, c, "prompt request"), owner: session.owner }), c) as never
       )
     }
     if (offers.completions) {
-      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never, session.owner), c) as never)
+      server.setRequestHandler("completion/complete", (request, c) => run(this.ops.catalog.complete(ctx(), request.params as never, session.owner), c) as never)
     }
   }
 
   /** Subscribes a session to a resource: one upstream subscription per (scope, service, URI), shared. */
   private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): Promise<void> {
-    let target: catalog.ResourceTarget
+    let target: ResourceTarget
     try {
-      if (uri.length > catalog.MAX_URI_LENGTH) throw new McpError(ErrorCode.InvalidParams, `uri is longer than ${catalog.MAX_URI_LENGTH} characters`)
-      target = catalog.resolveResource(this.scopeContext(session.scope), uri)
+      if (uri.length > MAX_URI_LENGTH) throw new McpError(ErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
+      target = this.ops.catalog.resolveResource(this.scopeContext(session.scope), uri)
     } catch (e) {
       throw mcpErrorOf(e)
     }
@@ -483,7 +492,7 @@ export class McpGateway {
       this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
     }
     try {
-      await connection.subscribeResource(sub.uri, { timeoutMs: catalog.CATALOG_REQUEST_TIMEOUT_MS })
+      await connection.subscribeResource(sub.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS })
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e)
       log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri)} failed: ${message}`, { event: "subscribe_failed" })
@@ -528,8 +537,8 @@ export class McpGateway {
 
   /** A session of either kind with its server, in the map at once. */
   private addSession<S extends Session>(scope: Scope, owner: string, gate: ToolGate | undefined, listing: ToolListing | undefined, parts: Pick<S, "id" | "kind" | "transport"> & Partial<S>): S {
-    const offers = catalog.scopeCapabilities(this.scopeContext(scope))
-    const catalogListed = offers.resources || offers.prompts ? catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
+    const offers = this.ops.catalog.scopeCapabilities(this.scopeContext(scope))
+    const catalogListed = offers.resources || offers.prompts ? this.ops.catalog.catalogFingerprint(this.scopeContext(scope)) : { resources: "", prompts: "" }
     const state = {
       ...parts,
       scope,
@@ -583,6 +592,7 @@ export class McpGateway {
       // Its notifications/cancelled aborts `c.mcpReq.signal`.
       // The upstream's result as it came (the SDK checks its shape).
       const result = await callOverMcp(
+        this.ops.calls,
         this.store,
         scope,
         session.gate,

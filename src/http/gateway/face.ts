@@ -1,10 +1,11 @@
 /**
  * What both faces of the MCP endpoint say: the 2025 sessions (endpoint.ts) and the 2026-07-28
  * per-request face (modern.ts). One list of a scope's tools as a key sees it, in one deterministic
- * order (by callable name), one way to call a tool over MCP (the store's call pipeline,
- * src/runtime/calls.ts, its failures mapped once), one way to hold a call, read or prompt for a
- * client that answers input in rounds, and the resource and prompt lists as MCP shows them, so the
- * two eras cannot drift.
+ * order (by callable name), one way to call a tool over MCP (the store's call pipeline, the `Calls`
+ * service, its failures mapped once), one way to hold a call, read or prompt for a client that
+ * answers input in rounds, and the resource and prompt lists as MCP shows them (the `Catalog`
+ * service), so the two eras cannot drift. The operations are given by the faces, which take them
+ * once when they are built (`McpOperations`).
  */
 import type { ServerResponse } from "node:http"
 import { Server, type ServerOptions } from "@modelcontextprotocol/server"
@@ -18,14 +19,18 @@ import { ValidationError, type CredentialsRequired } from "../../domain/errors.j
 import type { AnyExit, HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
-import * as calls from "../../runtime/calls.js"
-import * as catalog from "../../runtime/catalog.js"
+import type { CallerOf, CallExit, CallToolInput, TaskStarted } from "../../runtime/calls.js"
+import type { CallOperations, CatalogOperations, Operations } from "../../runtime/operations.js"
+import { toolErrorMessage } from "../../records/tool-records.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { LatestThrottle } from "../../runtime/progress.js"
 import { openRequestSpan, recordMcpSpan } from "../request-span.js"
 import { toolViewsFor } from "../../runtime/service-views.js"
 import type { Store } from "../../runtime/store.js"
 import { VERSION } from "../../version.js"
+
+/** The operations the MCP faces run (the call path and the catalog), taken once when the endpoint is built (src/http/extras.ts). */
+export type McpOperations = Pick<Operations, "calls" | "catalog">
 
 /** The effects of a scope of the store. */
 export const scopeContext = (store: Store, scope: Scope): ScopeContext => (scope.kind === "store" ? store.forStore() : store.forAgent(scope.agentId)).effects
@@ -43,7 +48,7 @@ export const offeredTools = (store: Store, scope: Scope, gate: ToolGate | undefi
     .flatMap((s) => toolViewsFor(s, gate))
 
 /** What the MCP endpoint declares in either era, from what the scope offers: tools, logging, and the catalog's parts it has. */
-const mcpCapabilities = (offers: ReturnType<typeof catalog.scopeCapabilities>) => ({
+const mcpCapabilities = (offers: ReturnType<CatalogOperations["scopeCapabilities"]>) => ({
   tools: { listChanged: true },
   logging: {},
   ...(offers.resources ? { resources: { listChanged: true, ...(offers.subscribe ? { subscribe: true } : {}) } } : {}),
@@ -63,7 +68,7 @@ const validator = new AjvJsonSchemaValidator()
  */
 export const mcpServer = (
   scope: Scope,
-  offers: ReturnType<typeof catalog.scopeCapabilities>,
+  offers: ReturnType<CatalogOperations["scopeCapabilities"]>,
   options: Omit<ServerOptions, "capabilities" | "jsonSchemaValidator"> = {},
   extensions?: Record<string, Record<string, never>>
 ): Server => new Server(serverInfoOf(scope), { ...options, capabilities: { ...mcpCapabilities(offers), ...(extensions !== undefined ? { extensions } : {}) }, jsonSchemaValidator: validator })
@@ -129,7 +134,7 @@ export interface McpToolCall {
   /** The client's trace context (the W3C keys of the request's `_meta`). */
   readonly trace?: TraceContext | undefined
   /** Who makes the call, for an approval it may need (src/runtime/approvals.ts). */
-  readonly caller?: calls.CallerOf | undefined
+  readonly caller?: CallerOf | undefined
   /** The MCP session (2025 era) and the JSON-RPC request id, for the request's span. */
   readonly sessionId?: string | undefined
   readonly requestId?: string | number | undefined
@@ -160,8 +165,8 @@ const toolsCallSpan = (store: Store, call: Omit<McpToolCall, "relay">) => {
 }
 
 /** How a call's MCP answer failed, for its span: `tool_error` (the tool's own `isError`, as the conventions say), the store's error class, or a defect. */
-const spanError = (exit: calls.CallExit): { readonly type: string; readonly message: string } | undefined => {
-  if (Exit.isSuccess(exit)) return exit.value.result.isError === true ? { type: "tool_error", message: calls.toolErrorMessage({ content: exit.value.result.content ?? [] }) } : undefined
+const spanError = (exit: CallExit): { readonly type: string; readonly message: string } | undefined => {
+  if (Exit.isSuccess(exit)) return exit.value.result.isError === true ? { type: "tool_error", message: toolErrorMessage({ content: exit.value.result.content ?? [] }) } : undefined
   const failure = Cause.failureOption(exit.cause)
   if (Option.isSome(failure)) return { type: failure.value._tag, message: failure.value.message }
   return Cause.isInterruptedOnly(exit.cause) ? { type: "cancelled", message: "the client cancelled the call or went away" } : { type: "_OTHER", message: "a defect" }
@@ -173,13 +178,13 @@ const spanError = (exit: calls.CallExit): { readonly type: string; readonly mess
  * comes back as it came; the store's refusals and failures (unknown tool, bad arguments, service
  * down) are the tool's failure (`isError`); a defect is thrown.
  */
-export const callOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult> =>
-  mcpResultOf(await runOverMcp(store, scope, gate, call, signal, false))
+export const callOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult> =>
+  mcpResultOf(await runOverMcp(calls, store, scope, gate, call, signal, false))
 
 /** A task an upstream answered a call with, for the client that follows it through the store: the task, and the service it is of. */
 export class McpTaskStarted {
   constructor(
-    readonly started: calls.TaskStarted,
+    readonly started: TaskStarted,
     readonly serviceName: string
   ) {}
 }
@@ -188,13 +193,13 @@ export class McpTaskStarted {
  * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
  * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
  */
-export const startOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult | McpTaskStarted> => {
-  const exit = await runOverMcp(store, scope, gate, call, signal, true)
+export const startOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult | McpTaskStarted> => {
+  const exit = await runOverMcp(calls, store, scope, gate, call, signal, true)
   if (Exit.isSuccess(exit) && exit.value.task !== undefined) return new McpTaskStarted(exit.value.task, exit.value.serviceName)
   return mcpResultOf(exit)
 }
 
-const runOverMcp = async (store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal, keepTask: boolean): Promise<calls.CallExit> => {
+const runOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal, keepTask: boolean): Promise<CallExit> => {
   const ctx = scopeContext(store, scope).gated(gate)
   // Each upstream progress goes back, the latest only while one is still being sent (a flood is
   // coalesced, src/runtime/progress.ts).
@@ -234,7 +239,7 @@ export const credentialsData = (e: CredentialsRequired): Record<string, unknown>
 })
 
 /** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */
-const mcpResultOf = (exit: calls.CallExit): CallToolResult => {
+const mcpResultOf = (exit: CallExit): CallToolResult => {
   if (Exit.isSuccess(exit)) return exit.value.result
   const failure = Cause.failureOption(exit.cause)
   if (Option.isSome(failure)) return { content: [{ type: "text", text: failure.value.message }], isError: true }
@@ -279,6 +284,7 @@ export const heldOverMcp = async <A extends AnyExit>(
 
 /** A tool call held for its client's input (`heldOverMcp`): the call's result as an MCP client gets it, or the round's requests. */
 export const heldCallOverMcp = async (
+  calls: CallOperations,
   store: Store,
   scope: Scope,
   gate: ToolGate | undefined,
@@ -290,7 +296,7 @@ export const heldCallOverMcp = async (
   const ctx = scopeContext(store, scope).gated(gate)
   const traced = toolsCallSpan(store, call)
   const trace = traced?.span ?? call.trace
-  const input: calls.CallToolInput = {
+  const input: CallToolInput = {
     tool_name: call.name,
     args: call.arguments ?? {},
     timeout: store.limits.maxCallSeconds,
@@ -315,6 +321,6 @@ const strip = <T extends { service_name: string }>(v: T, ...keys: Array<string>)
   Object.fromEntries(Object.entries(v).filter(([k]) => k !== "service_name" && !keys.includes(k)))
 
 /** A scope's resources, resource templates and prompts as MCP lists them (read from the actors' snapshots: no upstream request). */
-export const mcpResources = (ctx: ScopeContext) => catalog.resourceViews(ctx).map((r) => strip(r, "original_uri")) as never
-export const mcpResourceTemplates = (ctx: ScopeContext) => catalog.resourceTemplateViews(ctx).map((t) => strip(t, "original_uri_template")) as never
-export const mcpPrompts = (ctx: ScopeContext) => catalog.promptViews(ctx).map((p) => strip(p, "original_name")) as never
+export const mcpResources = (catalog: CatalogOperations, ctx: ScopeContext) => catalog.resourceViews(ctx).map((r) => strip(r, "original_uri")) as never
+export const mcpResourceTemplates = (catalog: CatalogOperations, ctx: ScopeContext) => catalog.resourceTemplateViews(ctx).map((t) => strip(t, "original_uri_template")) as never
+export const mcpPrompts = (catalog: CatalogOperations, ctx: ScopeContext) => catalog.promptViews(ctx).map((p) => strip(p, "original_name")) as never

@@ -17,7 +17,8 @@
  * SDK's `tools/call` handler also runs) and writes the answer as the SDK does (`resultType`, the
  * server's identity in `_meta`, an event stream from the first notification); any other request,
  * and any call that is not plain, is the handler's. Calls go through the same pipeline as every
- * other call (face.ts).
+ * other call (face.ts), on the `Calls` and `Catalog` services the endpoint's layer takes once
+ * (`McpOperations`, given to the constructor).
  * A call, read or prompt whose upstream asks for input is held by the store for a client that
  * declared the capability, answered `input_required` and taken back by its retry (`inputTurnOf`).
  * `subscriptions/listen` streams are fed by the store's own events, per scope and per key
@@ -63,10 +64,10 @@ import { log } from "../../logging/log.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import { TASK_METHODS, TASKS_EXTENSION, type CallProgress, type TaskMethod, type UpstreamRequestRelay } from "../../mcp/types.js"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import * as catalog from "../../runtime/catalog.js"
+import type { CatalogError, CatalogInput } from "../../runtime/catalog.js"
+import type { CatalogOperations } from "../../runtime/operations.js"
 import { runToPromise } from "../../runtime/run.js"
 import type { Store } from "../../runtime/store.js"
-import { relayTaskRequest } from "../../runtime/calls.js"
 import { taskEnded } from "../../runtime/task-relay.js"
 import type { SealSource, SessionSeal } from "./session-seal.js"
 import { openMethodSpan, tapAnswer, underSpan } from "./method-spans.js"
@@ -78,6 +79,7 @@ import {
   startOverMcp,
   McpTaskStarted,
   type HeldAnswer,
+  type McpOperations,
   type InputTurn,
   mcpPrompts,
   mcpServer,
@@ -140,6 +142,7 @@ export class ListenBus implements ServerEventBus {
 
   constructor(
     private readonly store: Store,
+    private readonly catalog: CatalogOperations,
     private readonly callers: AsyncLocalStorage<ModernCaller>,
     private readonly resources: SessionSide
   ) {}
@@ -162,13 +165,13 @@ export class ListenBus implements ServerEventBus {
       caller,
       label: scopeLabel(caller.scope),
       listed: listedNames(this.store, caller.scope, caller.gate, caller.listing),
-      catalogListed: catalog.catalogFingerprint(ctx),
+      catalogListed: this.catalog.catalogFingerprint(ctx),
       deliver
     }
     this.listeners.add(listener)
     // The SDK delivers an update only to a stream that asked for its URI (and only when `subscribe` is offered).
     const uris = caller.resourceSubscriptions ?? []
-    const unsubscribe = uris.length > 0 && catalog.scopeCapabilities(ctx).subscribe ? this.resources.subscribeStream(caller.scope, uris, (uri) => deliver({ kind: "resource_updated", uri })) : undefined
+    const unsubscribe = uris.length > 0 && this.catalog.scopeCapabilities(ctx).subscribe ? this.resources.subscribeStream(caller.scope, uris, (uri) => deliver({ kind: "resource_updated", uri })) : undefined
     return () => {
       this.listeners.delete(listener)
       unsubscribe?.()
@@ -192,10 +195,10 @@ export class ListenBus implements ServerEventBus {
 
   /** A scope's resource or prompt lists may have changed: tell each of its streams whose list did. */
   catalogChanged(label: string): void {
-    let lists: ReturnType<typeof catalog.catalogFingerprint> | undefined
+    let lists: ReturnType<CatalogOperations["catalogFingerprint"]> | undefined
     for (const l of this.listeners) {
       if (l.label !== label) continue
-      lists ??= catalog.catalogFingerprint(scopeContext(this.store, l.caller.scope))
+      lists ??= this.catalog.catalogFingerprint(scopeContext(this.store, l.caller.scope))
       if (lists.resources !== l.catalogListed.resources) l.deliver({ kind: "resources_list_changed" })
       if (lists.prompts !== l.catalogListed.prompts) l.deliver({ kind: "prompts_list_changed" })
       l.catalogListed = lists
@@ -603,15 +606,20 @@ export class ModernMcp {
 
   private readonly seal: SealSource
 
+  /**
+   * `ops`: the call path and the catalog (the `Calls` and `Catalog` services), taken once by the
+   * layer that builds the endpoint (src/http/extras.ts).
+   */
   constructor(
     private readonly store: Store,
     monitor: Monitor,
     private readonly resources: SessionSide,
+    private readonly ops: McpOperations,
     options: ModernOptions
   ) {
     this.seal = options.seal
     this.maxListensPerKey = keyShare(options.maxListenStreams)
-    this.bus = new ListenBus(store, this.callers, resources)
+    this.bus = new ListenBus(store, ops.catalog, this.callers, resources)
     const factory = () => {
       const caller = this.callers.getStore()
       if (caller === undefined) throw new Error("a modern MCP request outside the endpoint's routing")
@@ -760,14 +768,14 @@ export class ModernMcp {
         // A client that follows tasks: an upstream's task is handed over as a task of the store's, its id sealed.
         const seal = await this.sealOrUndefined()
         if (seal !== undefined) {
-          const answer = await startOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)
+          const answer = await startOverMcp(this.ops.calls, this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)
           if (answer instanceof McpTaskStarted) return this.taskResult(caller, seal, answer)
           return modernCallResult(answer) as never
         }
       }
-      if (x.turn === undefined) return modernCallResult(await callOverMcp(this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)) as never
+      if (x.turn === undefined) return modernCallResult(await callOverMcp(this.ops.calls, this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)) as never
       // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
-      const held = await heldCallOverMcp(this.store, scope, gate, call, caller.owner, x.turn, x.signal).catch((e: unknown) => {
+      const held = await heldCallOverMcp(this.ops.calls, this.store, scope, gate, call, caller.owner, x.turn, x.signal).catch((e: unknown) => {
         throw retryRefused(e)
       })
       return roundResult(held, modernCallResult) as never
@@ -828,10 +836,10 @@ export class ModernMcp {
       if (!finished) abort.abort()
     })
     this.inflight.add(abort)
-    let exit: Awaited<ReturnType<typeof relayTaskRequest>>
+    let exit: Awaited<ReturnType<McpOperations["calls"]["relayTaskRequest"]>>
     try {
       // The caller's owner digest (the handle's, checked above): a `per_user` service's task is asked on the caller's own connection, as its call was.
-      exit = await relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal, caller.span, claims.owner)
+      exit = await this.ops.calls.relayTaskRequest(scopeContext(this.store, caller.scope), claims.service, method, upstream, abort.signal, caller.span, claims.owner)
     } finally {
       this.inflight.delete(abort)
       finished = true
@@ -874,7 +882,7 @@ export class ModernMcp {
   private buildServer(caller: ModernCaller): Server {
     const { scope, gate, cacheScope } = caller
     const ctx = () => scopeContext(this.store, scope)
-    const offers = catalog.scopeCapabilities(ctx())
+    const offers = this.ops.catalog.scopeCapabilities(ctx())
     const list: CacheHint = { ttlMs: LIST_TTL_MS, cacheScope }
     const server = mcpServer(scope, offers, {
       cacheHints: {
@@ -910,13 +918,13 @@ export class ModernMcp {
      * that can answer (its round's `input_required`, taken back by its retry for the same
      * `subject`), declined for any other.
      */
-    const withInput = async <A>(c: ServerContext, subject: string, what: string, request: (input: catalog.CatalogInput) => Effect.Effect<A, catalog.CatalogError>): Promise<A> => {
+    const withInput = async <A>(c: ServerContext, subject: string, what: string, request: (input: CatalogInput) => Effect.Effect<A, CatalogError>): Promise<A> => {
       const turn = inputTurnOf(c)
       // The caller's owner digest: a `per_user` service's read or prompt goes through its own connection.
       if (turn === undefined) return run(request({ relay: declinedOnModern(what), owner: caller.owner }), c.mcpReq.signal)
       const owner = { scope: ctx().label, owner: caller.owner, subject }
-      const spanned = caller.span === undefined ? request : (input: catalog.CatalogInput) => underSpan(request(input), caller.span)
-      const held = await heldOverMcp(this.store, catalog.heldCatalogRun(spanned, caller.owner), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
+      const spanned = caller.span === undefined ? request : (input: CatalogInput) => underSpan(request(input), caller.span)
+      const held = await heldOverMcp(this.store, this.ops.catalog.heldCatalogRun(spanned, caller.owner), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
         throw retryRefused(e)
       })
       return roundResult(held, (exit) => {
@@ -925,22 +933,22 @@ export class ModernMcp {
       })
     }
     if (offers.resources) {
-      server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(ctx()) }))
-      server.setRequestHandler("resources/templates/list", async () => ({ resourceTemplates: mcpResourceTemplates(ctx()) }))
+      server.setRequestHandler("resources/list", async () => ({ resources: mcpResources(this.ops.catalog, ctx()) }))
+      server.setRequestHandler("resources/templates/list", async () => ({ resourceTemplates: mcpResourceTemplates(this.ops.catalog, ctx()) }))
       server.setRequestHandler("resources/read", (request, c) => {
         const uri = request.params.uri
-        return withInput(c, `resources/read ${uri}`, "read", (input) => catalog.readResource(ctx(), uri, input)) as never
+        return withInput(c, `resources/read ${uri}`, "read", (input) => this.ops.catalog.readResource(ctx(), uri, input)) as never
       })
     }
     if (offers.prompts) {
-      server.setRequestHandler("prompts/list", async () => ({ prompts: mcpPrompts(ctx()) }))
+      server.setRequestHandler("prompts/list", async () => ({ prompts: mcpPrompts(this.ops.catalog, ctx()) }))
       server.setRequestHandler("prompts/get", (request, c) => {
         const { name, arguments: args } = request.params
-        return withInput(c, `prompts/get ${name}`, "prompt request", (input) => catalog.getPrompt(ctx(), name, args ?? {}, input)) as never
+        return withInput(c, `prompts/get ${name}`, "prompt request", (input) => this.ops.catalog.getPrompt(ctx(), name, args ?? {}, input)) as never
       })
     }
     if (offers.completions) {
-      server.setRequestHandler("completion/complete", (request, c) => run(catalog.complete(ctx(), request.params as never, caller.owner), c.mcpReq.signal) as never)
+      server.setRequestHandler("completion/complete", (request, c) => run(this.ops.catalog.complete(ctx(), request.params as never, caller.owner), c.mcpReq.signal) as never)
     }
     return server
   }

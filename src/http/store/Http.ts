@@ -1,4 +1,4 @@
-/** The store group's handlers: decode (done by the contract), call the store, encode. */
+/** The store group's handlers: decode (done by the contract), run an operation of the four services (taken once), encode. */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { STORE_SCOPE } from "../../domain/service-definition.js"
@@ -8,20 +8,23 @@ import { systemResources } from "../../monitoring/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { Commands, Queries } from "../../runtime/operations.js"
+import { operations } from "../../runtime/operations.js"
 import { ActorSystemService, AsyncCallsService, ConnectionsService, HeldCallsService } from "../../runtime/store-parts.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
-import { authorizeCredentialsAnswer, credentialsAnswer, credentialsStatusAnswer } from "../credentials-routes.js"
+import { credentialsHandlers } from "../credentials-routes.js"
 
 export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store } = app
     // The operations and parts this group uses, from the store's layer graph (once, not per request).
-    const commands = yield* Commands
-    const queries = yield* Queries
+    const ops = yield* operations
+    const { commands, queries } = ops
+    // The shared handlers, on those operations.
+    const scoped = Shared.scopeHandlers(ops)
+    const { credentialsAnswer, authorizeCredentialsAnswer, credentialsStatusAnswer } = credentialsHandlers(commands)
     const asyncCalls = yield* AsyncCallsService
     const { oauth } = yield* ActorSystemService
     const calls = { held: yield* HeldCallsService, asyncCalls }
@@ -29,7 +32,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
     const scope: Shared.ScopeRef = Effect.succeed(store.forStore().effects)
     const ctx = store.forStore().effects
     return handlers
-      .handle("addService", ({ payload, urlParams }) => Shared.addService(scope, payload, urlParams.wait, app.server))
+      .handle("addService", ({ payload, urlParams }) => scoped.addService(scope, payload, urlParams.wait, app.server))
       .handle("authorizeService", ({ payload }) => Shared.authorizeService(scope, oauth, payload))
       .handle("acceptToolChanges", ({ payload }) => acceptToolChangesAnswer(scope, payload))
       .handle("putCredentials", ({ path, payload }) => credentialsAnswer(scope, path.service_name, payload))
@@ -41,17 +44,17 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           ? Effect.sync(() =>
               Shared.listServicesAnswer([store.forStore(), ...store.agentIds().map((id) => store.forAgent(id))].flatMap((s) => s.listServices()))
             )
-          : Shared.listServices(scope)
+          : scoped.listServices(scope)
       )
-      .handle("getServiceInfo", ({ urlParams }) => Shared.getServiceInfo(scope, urlParams.name))
-      .handle("listTools", ({ urlParams }) => Shared.listTools(scope, urlParams.service_name))
+      .handle("getServiceInfo", ({ urlParams }) => scoped.getServiceInfo(scope, urlParams.name))
+      .handle("listTools", ({ urlParams }) => scoped.listTools(scope, urlParams.service_name))
       .handle("searchTools", ({ urlParams }) => Shared.searchTools(scope, store.toolSearch, urlParams.q, urlParams.limit))
-      .handle("callTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, calls))
-      .handle("useTool", ({ payload, request }) => Shared.callTool(scope, payload, request.headers, calls))
+      .handle("callTool", ({ payload, request }) => scoped.callTool(scope, payload, request.headers, calls))
+      .handle("useTool", ({ payload, request }) => scoped.callTool(scope, payload, request.headers, calls))
       .handle("getCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, asyncCalls, false))
       .handle("cancelCall", ({ path, request }) => Shared.asyncCall("store", path.call_id, request.headers, asyncCalls, true))
-      .handle("checkServices", () => Shared.checkServices(scope))
-      .handle("health", () => Shared.health(scope))
+      .handle("checkServices", () => scoped.checkServices(scope))
+      .handle("health", () => scoped.health(scope))
       .handle("getStats", () =>
         Effect.map(queries.stats(ctx), (stats) => ({
           success: true,
@@ -61,7 +64,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           context_type: "store" as const
         }))
       )
-      .handle("showMcpConfig", ({ urlParams }) => Shared.showMcpConfig(scope, store.file.path, urlParams.reveal))
+      .handle("showMcpConfig", ({ urlParams }) => scoped.showMcpConfig(scope, store.file.path, urlParams.reveal))
       .handle("resetConfig", ({ payload, urlParams }) =>
         Effect.suspend(() => {
           const which = payload?.scope ?? urlParams.scope ?? "store"
@@ -82,8 +85,8 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           ...result
         })))
       )
-      .handle("waitService", ({ payload }) => Shared.waitService(scope, payload, { context: "store" }))
-      .handle("deleteService", ({ path }) => Shared.deleteService(scope, path.service_name))
+      .handle("waitService", ({ payload }) => scoped.waitService(scope, payload, { context: "store" }))
+      .handle("deleteService", ({ path }) => scoped.deleteService(scope, path.service_name))
       .handle("deleteServiceTwoStep", ({ payload }) =>
         contract(Effect.map(commands.deleteServiceTwoStep(ctx, payload.service_name), (result) => ({
             success: result.overall_success,
@@ -93,12 +96,12 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
             ...result
         })))
       )
-      .handle("listResources", ({ urlParams }) => Shared.listResources(scope, urlParams.service_name))
-      .handle("listResourceTemplates", ({ urlParams }) => Shared.listResourceTemplates(scope, urlParams.service_name))
-      .handle("listPrompts", ({ urlParams }) => Shared.listPrompts(scope, urlParams.service_name))
-      .handle("readResource", ({ payload }) => Shared.readResource(scope, payload.uri))
-      .handle("getPrompt", ({ payload }) => Shared.getPrompt(scope, payload.name, payload.arguments))
-      .handle("toolRecords", ({ urlParams }) => Shared.toolRecords(scope, urlParams, urlParams.scope === "all"))
+      .handle("listResources", ({ urlParams }) => scoped.listResources(scope, urlParams.service_name))
+      .handle("listResourceTemplates", ({ urlParams }) => scoped.listResourceTemplates(scope, urlParams.service_name))
+      .handle("listPrompts", ({ urlParams }) => scoped.listPrompts(scope, urlParams.service_name))
+      .handle("readResource", ({ payload }) => scoped.readResource(scope, payload.uri))
+      .handle("getPrompt", ({ payload }) => scoped.getPrompt(scope, payload.name, payload.arguments))
+      .handle("toolRecords", ({ urlParams }) => scoped.toolRecords(scope, urlParams, urlParams.scope === "all"))
       .handle("networkCheck", ({ payload }) =>
         contract(
           Effect.flatMap(requestAllowedEverything, (admin) =>
