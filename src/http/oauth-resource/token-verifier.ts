@@ -194,7 +194,7 @@ export class TokenVerifier {
     const now = Date.now()
     const tokenType = typeof body["token_type"] === "string" ? body["token_type"].toLowerCase() : undefined
     // Only a bearer access token is one: a refresh token's answer is no grant to act, and a DPoP token
-    // is good only with a proof of its key (below, `cnf`).
+    // is good only with a proof of its key (as any token with `cnf`, refused with the claims' checks).
     const active = body["active"] === true && (tokenType === undefined || tokenType === "bearer" || tokenType === "access_token")
     const exp = typeof body["exp"] === "number" ? body["exp"] * 1000 : undefined
     const { active: _active, ...claims } = body
