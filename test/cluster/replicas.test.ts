@@ -381,8 +381,13 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     expect((await first.post("/for_store/add_service?wait=15", fixtureService("handed", "--name", marker))).body.connected).toEqual(["handed"])
     // The snapshot is written by the leader, beside its own services file.
     const client = await redis.connect()
-    const leader = await client.get(clusterKey(CLUSTER, "lease", "leader"))
-    const index = replicas.findIndex((r) => r !== undefined && leader?.includes(`-${r.pid}-`) === true)
+    // A replica SIGKILLed by the test before may hold the leader's lease until it expires: then another takes it.
+    const leaderIndex = async () => {
+      const leader = await client.get(clusterKey(CLUSTER, "lease", "leader"))
+      return { leader, index: replicas.findIndex((r) => r !== undefined && leader?.includes(`-${r.pid}-`) === true) }
+    }
+    await eventually(async () => (await leaderIndex()).index !== -1, LEASE_MS + 5000, 50)
+    const { leader, index } = await leaderIndex()
     expect(index, `the leader ${String(leader)} is one of the replicas`).not.toBe(-1)
     const snapshot = join(dirs[index] as string, "mcp.json.cluster-snapshot.json")
     expect(await eventually(() => existsSync(snapshot) && readFileSync(snapshot, "utf8").includes('"handed"'), 5000, 20)).toBe(true)

@@ -144,9 +144,10 @@ describe("an OAuth-protected upstream", () => {
       fixture.expireAll()
       const calls = Array.from({ length: 6 }, (_, i) => server.post("/for_store/call_tool", { tool_name: "secure__echo", arguments: { text: `p${i}` } }))
       // Every call is in the store while the one refresh is held at the token endpoint: refused by the
-      // upstream, or waiting for the refresh a health check's refused ping started first (on a loaded
-      // machine a ping can come first).
-      expect(await eventually(() => fixture.counts.unauthorized > refused && server.running.store.inFlightCalls >= 6, 10_000)).toBe(true)
+      // upstream, or waiting for the refresh a health check's refused ping started first, or waiting for
+      // the service that ping left reconnecting (on a loaded machine a ping can come first).
+      const store = server.running.store
+      expect(await eventually(() => fixture.counts.unauthorized > refused && store.inFlightCalls + store.waiters.active >= 6, 20_000)).toBe(true)
       release()
       for (const call of await Promise.all(calls)) expect(keep(call).status).toBe(200)
       expect(fixture.counts.refresh_token).toBe(refreshes + 1)
