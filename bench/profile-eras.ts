@@ -5,10 +5,15 @@
  * `calls` REST calls to each, alternating (2025, 2026-07-28, 2025, ...), and the samples of each era's
  * windows summed: busy µs per call, and the functions whose self time per call differs most between
  * the eras. It exists to say where the modern path costs the store more, if it does (bench/ab.ts eras
- * with `rawio,rawmodernio --within` measures whether it does).
+ * with `rawio,rawmodernio --within` measures whether it does). With `--face mcp` the two ways are the
+ * store's `/mcp` instead: a 2025 client on a session (SDK 1.x) and a 2026-07-28 client without one
+ * (SDK v2, pinned), both calling the 2025 raw upstream.
  *
- *   npx tsx bench/profile-eras.ts [--c 32] [--calls 3000] [--windows 4]
+ *   npx tsx bench/profile-eras.ts [--c 32] [--calls 3000] [--windows 4] [--face rest|mcp]
  */
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -18,7 +23,7 @@ import { readProfile, type CpuProfile } from "./profile.js"
 import { ROOT, SOURCES_SCRIPT, TSX_IMPORT, startStore, stopAll, stopChild } from "./procs.js"
 
 const { values } = parseArgs({
-  options: { c: { type: "string", default: "32" }, calls: { type: "string", default: "3000" }, windows: { type: "string", default: "4" } },
+  options: { c: { type: "string", default: "32" }, calls: { type: "string", default: "3000" }, windows: { type: "string", default: "4" }, face: { type: "string", default: "rest" } },
   strict: true
 })
 const log = (line: string) => process.stdout.write(`${line}\n`)
@@ -72,11 +77,25 @@ const main = async () => {
     const res = await http.post("/for_store/wait_service", { client_id_or_service_name: service, status: "healthy", timeout: 30 }, 35_000)
     if ((res.body as { data?: { result?: boolean } } | undefined)?.data?.result !== true) throw new Error(`${service} not healthy`)
   }
-  const call = (service: string) => async (i: number) => {
+  const rest = (service: string) => async (i: number) => {
     const text = `${service}-${i}`
     const res = await http.post("/for_store/call_tool", { tool_name: `${service}__echo`, args: { text } })
     if (res.status !== 200 || (res.body as { result?: unknown }).result !== text) throw new Error(`${service}: HTTP ${res.status} ${res.text.slice(0, 200)}`)
   }
+  // --face mcp: each era's client on /mcp, both calling the 2025 raw upstream.
+  const v1 = new ClientV1({ name: "profile-2025", version: "1.0.0" })
+  const v2 = new Client({ name: "profile-2026", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } })
+  if (values.face === "mcp") {
+    await v1.connect(new TransportV1(new URL(`${store.url}/mcp`)))
+    await v2.connect(new StreamableHTTPClientTransport(new URL(`${store.url}/mcp`)))
+  }
+  const mcp = (client: ClientV1 | Client) => async (i: number) => {
+    const text = `mcp-${i}`
+    const result = await client.callTool({ name: "rawio__echo", arguments: { text } })
+    const first = (result.content as Array<{ text?: string }> | undefined)?.[0]
+    if (first?.text !== text) throw new Error(`/mcp: ${JSON.stringify(result).slice(0, 200)}`)
+  }
+  const call = (service: string) => (values.face === "mcp" ? mcp(service === "rawio" ? v1 : v2) : rest(service))
   const spans: Record<string, Array<readonly [number, number]>> = { "2025": [], "2026-07-28": [] }
   try {
     for (const [, service] of ERAS) await closedLoop(call(service), { concurrency: c, calls: 0, warmup: calls, maxSeconds: 120 })
@@ -90,13 +109,14 @@ const main = async () => {
     }
   } finally {
     http.close()
+    await Promise.all([v1.close(), v2.close()]).catch(() => undefined)
     await stopChild(store.child, 15_000)
   }
   const { file, profile } = readProfile(profDir)
   // The profile starts a moment after the spawn (its clock: microseconds from startTime).
   const per = ERAS.map(([era]) => selfTimes(profile, spans[era]!))
   const n = windows * calls
-  log(`profile ${file}; c=${c}, ${windows} windows of ${calls} calls per era`)
+  log(`profile ${file}; ${values.face === "mcp" ? "/mcp" : "REST"}; c=${c}, ${windows} windows of ${calls} calls per era`)
   log(`busy µs per call: 2025 ${((per[0]!.busy * 1000) / n).toFixed(1)}, 2026-07-28 ${((per[1]!.busy * 1000) / n).toFixed(1)}`)
   const keys = new Set([...per[0]!.self.keys(), ...per[1]!.self.keys()])
   const rows = [...keys].map((k) => ({ k, a: ((per[0]!.self.get(k) ?? 0) * 1000) / n, b: ((per[1]!.self.get(k) ?? 0) * 1000) / n }))
