@@ -61,6 +61,8 @@ import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_E
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
+/** How long a close lets the cancellations under way leave before the transport is closed under them. */
+const CLOSE_FLUSH_MS = 500
 
 /** Upstream requests tied to calls and not handled yet, at most (more are not tied: declined). */
 const MAX_TIES = 64
@@ -277,6 +279,8 @@ export class Session {
   /** Upstream request id -> the id of the call it is tied to. */
   private readonly ties = new Map<string | number, number>()
   private closed = false
+  /** Cancellations being sent (notifications/cancelled): a close lets them leave first. */
+  private readonly cancelling = new Set<Promise<void>>()
   serverCapabilities: ServerCapabilities | undefined
   serverInfo: { readonly name: string; readonly version: string } | undefined
   /** The protocol revision spoken, once the handshake (2025) or the discovery (modern) is done. */
@@ -376,7 +380,18 @@ export class Session {
   }
 
   /** Closes the transport (its close fails every request in flight). */
+  /**
+   * Closes the connection. A cancellation under way (a caller that went away just before, as at a
+   * store's stop) gets up to CLOSE_FLUSH_MS to leave first, so the server hears of it and may stop
+   * the work, instead of the transport being closed under it.
+   */
   async close(): Promise<void> {
+    // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
+    if (this.cancelling.size > 0 && this.protocolVersion !== undefined) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([Promise.allSettled([...this.cancelling]), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS)))])
+      clearTimeout(timer)
+    }
     await this.transport.close()
   }
 
@@ -857,9 +872,11 @@ export class Session {
   private cancel(id: number, reason: unknown, error: unknown): void {
     const entry = this.settle(id)
     if (entry === undefined) return
-    this.transport
+    const sent = this.transport
       .send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: String(reason) } })
       .catch((e: unknown) => this.events.onError(new Error(`Failed to send cancellation: ${String(e)}`)))
+    this.cancelling.add(sent)
+    void sent.finally(() => this.cancelling.delete(sent))
     entry.reject(error)
   }
 
