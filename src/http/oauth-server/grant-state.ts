@@ -134,7 +134,7 @@ export const revokedIn = (revoked: ReadonlyMap<string, number>, jti: string, fam
   return (a !== undefined && a > now) || (b !== undefined && b > now)
 }
 
-const capped = <K, V>(map: Map<K, V>, max: number): void => {
+export const capped = <K, V>(map: Map<K, V>, max: number): void => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
 

@@ -13,8 +13,9 @@
  * family revoked meanwhile.
  *
  * `isRevoked` is synchronous (the protected resource asks on every request): each replica keeps a
- * copy of the revocations, read again every `REVOKED_POLL_MS` (and its own added at once). So an
- * access token revoked on another replica is refused here within that time plus one Redis answer.
+ * copy of the revocations, read again every `REVOKED_POLL_MS` (and its own added at once, and kept
+ * through a copy read before Redis had them). So an access token revoked on another replica is
+ * refused here within that time plus one Redis answer, and one revoked here at once.
  * While Redis is away the copy is kept as it was (the revocations known stay in force).
  *
  * Every command goes through the cluster's client, which bounds each in time and fails at once
@@ -25,7 +26,7 @@ import type { ApprovedClient, RefreshRecord, RegisteredClient } from "../../conf
 import { log } from "../../logging/log.js"
 import { clusterKey } from "../../redis/key-names.js"
 import type { ClusterData } from "../../records/redis-records.js"
-import { GRANT_LIMITS, revokedIn, type CodeRecord, type FoundCode, type GrantState, type PendingConsent } from "./grant-state.js"
+import { capped, GRANT_LIMITS, revokedIn, type CodeRecord, type FoundCode, type GrantState, type PendingConsent } from "./grant-state.js"
 
 /** How often a replica reads the cluster's revocations again: the bound on how long another replica's revocation takes to apply here (ms). */
 export const REVOKED_POLL_MS = 1000
@@ -95,6 +96,11 @@ const hashOf = (text: string): string => createHash("sha256").update(text, "utf8
 export class RedisGrantState implements GrantState {
   private readonly k: (...parts: ReadonlyArray<string>) => string
   private revoked = new Map<string, number>()
+  /**
+   * Revocations made here that no copy read from Redis has shown yet: a read that began before one of
+   * them was written would otherwise drop it from `revoked` until the next read.
+   */
+  private readonly unseen = new Map<string, number>()
   private timer: NodeJS.Timeout | undefined
   private reading: Promise<void> | undefined
   private failing = false
@@ -121,6 +127,11 @@ export class RedisGrantState implements GrantState {
         const flat = (await this.data.client.eval(REVOKED_NOW, { keys: [this.k("revoked")], arguments: [String(this.now())] })) as string[]
         const next = new Map<string, number>()
         for (let i = 0; i + 1 < flat.length; i += 2) next.set(flat[i]!, Number(flat[i + 1]))
+        const now = this.now()
+        for (const [key, until] of this.unseen) {
+          if (next.has(key) || until <= now) this.unseen.delete(key)
+          else next.set(key, until)
+        }
         this.revoked = next
         if (this.failing) log.info("the cluster's OAuth revocations are read again", { event: "oauth_server_revocations_read" })
         this.failing = false
@@ -226,6 +237,8 @@ export class RedisGrantState implements GrantState {
 
   async revokeFamily(family: string, until: number): Promise<string | undefined> {
     this.revoked.set(`fam:${family}`, until)
+    this.unseen.set(`fam:${family}`, until)
+    capped(this.unseen, GRANT_LIMITS.revoked)
     const client = await this.data.client.eval(REVOKE_FAMILY, {
       keys: [this.k("revoked"), this.k("family", family), this.k("refresh")],
       arguments: [`fam:${family}`, String(until), `${this.k("refresh")}:`, String(this.now()), String(GRANT_LIMITS.revoked)]
@@ -280,6 +293,8 @@ export class RedisGrantState implements GrantState {
 
   async revokeToken(jti: string, until: number): Promise<void> {
     this.revoked.set(`jti:${jti}`, until)
+    this.unseen.set(`jti:${jti}`, until)
+    capped(this.unseen, GRANT_LIMITS.revoked)
     await this.data.client.eval(REVOKE, { keys: [this.k("revoked")], arguments: [`jti:${jti}`, String(until), String(this.now()), String(GRANT_LIMITS.revoked)] })
   }
 
