@@ -100,7 +100,7 @@ export interface StoreProcess extends Api {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>
   /** What it wrote to stdout and stderr so far. */
   output(): string
-  /** SIGKILL if still running (cleanup), and waits for the exit. */
+  /** SIGKILL if still running (cleanup), then SIGKILL to the process groups of its local services; waits for the exit. */
   kill(): Promise<void>
 }
 
@@ -159,9 +159,14 @@ export async function spawnStore(options: StoreProcessOptions): Promise<StorePro
     live.delete(child)
   })
   const url = `http://127.0.0.1:${port}`
+  // Its local services run in process groups of their own, which a SIGKILLed store cannot end (a
+  // `sleep` call kept one running two minutes past the suite): ended here with it. A test that wants
+  // them left behind kills `child` itself.
   const kill = async () => {
+    const groups = running ? childrenOf(child.pid as number).flatMap((pid) => processGroupOf(pid) ?? []).filter((g) => g !== child.pid) : []
     if (running) child.kill("SIGKILL")
     await exited
+    for (const pgid of new Set(groups)) killGroup(pgid)
   }
   const healthy = () =>
     fetch(`${url}/health`, { signal: AbortSignal.timeout(1_000) }).then(
