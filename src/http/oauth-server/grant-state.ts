@@ -230,8 +230,9 @@ export class FileGrantState implements GrantState {
     const doc = await this.current()
     if (!Object.hasOwn(doc.clients, clientId)) return undefined
     const families = [...new Set(Object.values(doc.refresh).filter((r) => r.client_id === clientId).map((r) => r.family))]
-    await this.mutate((d) => ({ ...d, clients: Object.fromEntries(Object.entries(d.clients).filter(([id]) => id !== clientId)) }))
+    // The families first: a withdrawal that fails half-way can be asked again (the approval is still there).
     for (const family of families) await this.revokeFamily(family, until)
+    await this.mutate((d) => ({ ...d, clients: Object.fromEntries(Object.entries(d.clients).filter(([id]) => id !== clientId)) }))
     return { families: families.length }
   }
 

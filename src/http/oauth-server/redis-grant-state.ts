@@ -176,7 +176,7 @@ export class RedisGrantState implements GrantState {
   }
 
   async withdraw(clientId: string, until: number): Promise<{ readonly families: number } | undefined> {
-    if (Number(await this.data.client.hDel(this.k("clients"), clientId)) === 0) return undefined
+    if (!(await this.data.client.hExists(this.k("clients"), clientId))) return undefined
     // The client's refresh tokens, read from the index in slices (at most GRANT_LIMITS.refresh of them).
     const hashes = await this.data.client.zRange(this.k("refresh"), 0, -1)
     const families = new Set<string>()
@@ -188,7 +188,9 @@ export class RedisGrantState implements GrantState {
         if (record.client_id === clientId) families.add(record.family)
       }
     }
+    // The families first, the approval last: a withdrawal that fails half-way can be asked again.
     for (const family of families) await this.revokeFamily(family, until)
+    await this.data.client.hDel(this.k("clients"), clientId)
     return { families: families.size }
   }
 
