@@ -13,11 +13,15 @@ interface Answer {
   readonly status: number
   readonly headers: Record<string, string | string[] | undefined>
   readonly body: any
+  /** When the request was sent and its answer read (epoch ms). */
+  readonly sentAt: number
+  readonly receivedAt: number
 }
 
 /** One request on its own connection; rejects if it is not answered within `ms`. */
 const ask = (port: number, method: string, path: string, body?: string, ms = 10_000): Promise<Answer> =>
   new Promise((resolve, reject) => {
+    const sentAt = Date.now()
     const req = httpRequest(
       { host: "127.0.0.1", port, method, path, agent: false, headers: body === undefined ? {} : { "content-type": "application/json" } },
       (res) => {
@@ -26,7 +30,7 @@ const ask = (port: number, method: string, path: string, body?: string, ms = 10_
         res.on("data", (c: string) => (text += c))
         res.on("end", () => {
           clearTimeout(timer)
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === "" ? undefined : JSON.parse(text) })
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === "" ? undefined : JSON.parse(text), sentAt, receivedAt: Date.now() })
         })
       }
     )
@@ -47,7 +51,10 @@ const expectStarting = (answer: Answer) => {
   expect(answer.headers["content-type"]).toMatch(/application\/json/)
   expect(answer.body).toMatchObject({ success: false, error: { code: "SERVICE_UNAVAILABLE", details: { status: "starting" } } })
   expect(answer.body.error.message).toBe(answer.body.message)
-  expect(Date.parse(answer.body.error.details.next_retry_at)).toBeGreaterThan(Date.now() - 5_000)
+  // One second (the Retry-After) after the moment the answer was made, which lies between the request and its answer.
+  const retryAt = Date.parse(answer.body.error.details.next_retry_at)
+  expect(retryAt).toBeGreaterThanOrEqual(answer.sentAt + 1_000)
+  expect(retryAt).toBeLessThanOrEqual(answer.receivedAt + 1_000)
 }
 
 describe("start-up gap", () => {
