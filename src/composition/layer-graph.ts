@@ -12,10 +12,11 @@ import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, 
 import type { AsyncResults, CreateStoreOptions, Credentials, Definitions, Pins, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 import type { StorePartServices } from "../runtime/store-parts.js"
+import type { StoreHostService } from "../runtime/store-host.js"
 import { OperationsLive, type OperationServices } from "../runtime/operations.js"
 
 /** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts, the store and its operations. */
-export type StoreLayerServices = OperationServices | StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing
+export type StoreLayerServices = OperationServices | StoreService | StoreHostService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'
