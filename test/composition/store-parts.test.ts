@@ -27,6 +27,7 @@ import {
   WaitersService
 } from "../../src/runtime/store-parts.js"
 import { StoreHostService } from "../../src/runtime/store-host.js"
+import * as library from "../../src/index.js"
 import { Calls, Queries, StoreService } from "../../src/index.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, processGone } from "../support/index.js"
 
@@ -161,5 +162,11 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
     expect(JSON.stringify(output)).toContain("hi")
     expect(store.stopped).toBe(true)
     expect(store.actor.getSnapshot().status).toBe("stopped")
+  })
+
+  it("the library's entry gives the operations one way: the operation services (or a scope's ScopeApi), not the rooms' modules", () => {
+    const exported = Object.keys(library)
+    expect(exported).toEqual(expect.arrayContaining(["Calls", "Catalog", "Commands", "Queries", "StoreService", "storeLayer", "createStore", "Store", "ScopeApi"]))
+    for (const room of ["calls", "catalog", "commands", "queries"]) expect(exported).not.toContain(room)
   })
 })
