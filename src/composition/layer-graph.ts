@@ -1,10 +1,11 @@
 /**
  * The composition root of the store: one layer graph, the store on the capabilities of one store
- * on its services file (src/runtime/store-layers.ts) or of a replica (src/cluster/replica-layers.ts), chosen here
- * once, then the store's parts (src/runtime/store-parts.ts), the store and its operations
- * (src/runtime/operations.ts) on them. Shutdown follows the layers: the store and its parts
- * (actors, connections) first, then the records and tokens, then the cluster, whatever the mode; a
- * failed start releases what it had acquired.
+ * on its services file (src/runtime/store-layers.ts) or of a replica
+ * (src/cluster/replica-layers.ts), chosen here once, then the store's parts
+ * (src/runtime/store-parts.ts), the host its operations see on them (src/runtime/store-host.ts),
+ * the store and its operations (src/runtime/operations.ts). Shutdown follows the layers: the store
+ * and its parts (actors, connections) first, then the records and tokens, then the cluster,
+ * whatever the mode; a failed start releases what it had acquired.
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
