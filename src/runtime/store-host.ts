@@ -11,7 +11,6 @@ import type { StoreLimits } from "../config/options.js"
 import { STORE_SCOPE, agentScope, type Scope } from "../domain/service-definition.js"
 import type { MonitoringSettings } from "../domain/settings.js"
 import type { Tracer } from "../logging/tracing.js"
-import type { StoreActorRef } from "../machines/root.js"
 import type { ServiceActorRef } from "../machines/service.js"
 import type { RecordsBackend } from "../records/tool-records.js"
 import type { ConnectionRegistry } from "./adapter.js"
@@ -37,7 +36,7 @@ import type { TaskRelays } from "./task-relay.js"
 import type { ToolPins } from "./tool-pins.js"
 import type { UserCredentials } from "./user-credentials.js"
 
-/** What the host is made of: the store's settings, capabilities and parts. */
+/** The parts the host hands to the operations as they are (the actors through `system.root`). */
 interface HostParts {
   readonly settings: MonitoringSettings
   readonly limits: StoreLimits
@@ -45,8 +44,6 @@ interface HostParts {
   readonly records: RecordsBackend
   readonly replication: ReplicationApi
   readonly tracer: Tracer
-  readonly system: ActorSystem
-  readonly connections: ConnectionRegistry
   readonly credentials: UserCredentials
   readonly pins: ToolPins | undefined
   readonly tasks: TaskRelays
@@ -55,111 +52,61 @@ interface HostParts {
   readonly progress: ProgressEvents
 }
 
-/** `StoreHost` on the store's parts (one per store: the `StoreHostService`). */
-export class PartsHost implements StoreHost {
-  /** When the store started (epoch ms). */
-  readonly startedAt = Date.now()
-  /** Tool calls in progress. */
-  inFlightCalls = 0
-  /** One change at a time (`serialized`). */
-  private readonly lock = Effect.unsafeMakeSemaphore(1)
-  readonly settings: MonitoringSettings
-  readonly limits: StoreLimits
-  readonly file: DefinitionsStore
-  readonly records: RecordsBackend
-  readonly replication: ReplicationApi
-  readonly tracer: Tracer
-  readonly actor: StoreActorRef
-  readonly credentials: UserCredentials
-  readonly pins: ToolPins | undefined
-  readonly tasks: TaskRelays
-  readonly approvals: Approvals
-  readonly waiters: Waiters
-  readonly progress: ProgressEvents
-  private readonly system: ActorSystem
-  private readonly connections: ConnectionRegistry
-
-  constructor(parts: HostParts) {
-    this.settings = parts.settings
-    this.limits = parts.limits
-    this.file = parts.file
-    this.records = parts.records
-    this.replication = parts.replication
-    this.tracer = parts.tracer
-    this.system = parts.system
-    this.connections = parts.connections
-    this.credentials = parts.credentials
-    this.pins = parts.pins
-    this.tasks = parts.tasks
-    this.approvals = parts.approvals
-    this.waiters = parts.waiters
-    this.progress = parts.progress
-    this.actor = parts.system.root
-  }
-
-  /**
-   * Runs a change while no other change runs, so the file and the actors never disagree; a change
-   * is never cut in half (uninterruptible once it runs).
-   */
-  serialized<A, E>(change: Effect.Effect<A, E>): Effect.Effect<A, E> {
-    return Effect.uninterruptible(this.lock.withPermits(1)(change))
-  }
-
+/** `StoreHost` on the store's parts (one per store: the `StoreHostService`), with what the store itself uses of it. */
+export interface PartsHost extends StoreHost {
   /** `serialized` for a change written as a Promise. */
-  serialize<A>(task: () => Promise<A>): Promise<A> {
-    return runToPromise(this.serialized(Effect.tryPromise({ try: task, catch: (e) => e })))
-  }
-
-  serviceActors(scope: Scope): Readonly<Record<string, ServiceActorRef>> {
-    return serviceActorsOf(this.actor, scope)
-  }
-
+  serialize<A>(task: () => Promise<A>): Promise<A>
   /** Ids of the agents that have services. */
-  agentIds(): ReadonlyArray<string> {
-    return agentIdsOf(this.actor)
-  }
+  agentIds(): ReadonlyArray<string>
+}
 
-  /** How many services there are, in the store and every agent (what `maxServices` caps). */
-  serviceCount(): number {
-    let n = Object.keys(this.serviceActors(STORE_SCOPE)).length
-    for (const id of this.agentIds()) n += Object.keys(this.serviceActors(agentScope(id))).length
-    return n
-  }
-
-  /** Stops a service actor and resolves when its connection (and process tree) is closed. */
-  removeActor(scope: Scope, name: string): Promise<void> {
-    const actor = serviceActorOf(this.actor, scope, name)
-    if (!actor) return Promise.resolve()
-    const connection = actor.getSnapshot().context.connection
-    this.actor.send({ type: "REMOVE_SERVICE", scope, name })
-    // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
-    void this.system.oauth.forget(scope, name)
-    void this.pins?.forget(scope, name)
-    void this.credentials.forget(scope, name)
-    if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
-      this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
-    }
-    const closed = this.connections.close(connection)
-    // Replica mode: the owner gives its lease and view up once the connection is closed.
-    return closed.then(() => this.replication.removed(scope, name))
-  }
-
-  /**
-   * Removes every service of the scopes (`store` only, or `all`: the store and every agent) from the
-   * services file and stops them. Resolves with how many were removed.
-   */
-  resetConfig(which: "store" | "all"): Promise<number> {
-    return this.serialize(async () => {
-      const scopes: Scope[] = [STORE_SCOPE, ...(which === "all" ? this.agentIds().map(agentScope) : [])]
-      const names = scopes.flatMap((scope) => Object.keys(this.serviceActors(scope)).map((name) => ({ scope, name })))
-      await this.file.update((draft) => {
-        if (which === "all") draft.clearAll()
-        else draft.clearStore()
+/** The host on `parts`: its own are the lock of changes, the count of calls in progress and the start time. */
+export const partsHost = (parts: HostParts, system: ActorSystem, connections: ConnectionRegistry): PartsHost => {
+  const lock = Effect.unsafeMakeSemaphore(1)
+  const root = system.root
+  const host: PartsHost = {
+    ...parts,
+    startedAt: Date.now(),
+    inFlightCalls: 0,
+    actor: root,
+    serialized: <A, E>(change: Effect.Effect<A, E>) => Effect.uninterruptible(lock.withPermits(1)(change)),
+    serialize: <A>(task: () => Promise<A>) => runToPromise(host.serialized(Effect.tryPromise({ try: task, catch: (e) => e }))),
+    serviceActors: (scope: Scope): Readonly<Record<string, ServiceActorRef>> => serviceActorsOf(root, scope),
+    agentIds: () => agentIdsOf(root),
+    serviceCount: () => {
+      let n = Object.keys(host.serviceActors(STORE_SCOPE)).length
+      for (const id of host.agentIds()) n += Object.keys(host.serviceActors(agentScope(id))).length
+      return n
+    },
+    removeActor: (scope: Scope, name: string): Promise<void> => {
+      const actor = serviceActorOf(root, scope, name)
+      if (!actor) return Promise.resolve()
+      const connection = actor.getSnapshot().context.connection
+      root.send({ type: "REMOVE_SERVICE", scope, name })
+      // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
+      void system.oauth.forget(scope, name)
+      void parts.pins?.forget(scope, name)
+      void parts.credentials.forget(scope, name)
+      if (scope.kind === "agent" && Object.keys(host.serviceActors(scope)).length === 0) {
+        root.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
+      }
+      const closed = connections.close(connection)
+      // Replica mode: the owner gives its lease and view up once the connection is closed.
+      return closed.then(() => parts.replication.removed(scope, name))
+    },
+    resetConfig: (which: "store" | "all"): Promise<number> =>
+      host.serialize(async () => {
+        const scopes: Scope[] = [STORE_SCOPE, ...(which === "all" ? host.agentIds().map(agentScope) : [])]
+        const names = scopes.flatMap((scope) => Object.keys(host.serviceActors(scope)).map((name) => ({ scope, name })))
+        await parts.file.update((draft) => {
+          if (which === "all") draft.clearAll()
+          else draft.clearStore()
+        })
+        await Promise.all(names.map(({ scope, name }) => host.removeActor(scope, name)))
+        return names.length
       })
-      await Promise.all(names.map(({ scope, name }) => this.removeActor(scope, name)))
-      return names.length
-    })
   }
+  return host
 }
 
 /** The store as its scopes' operations see it. */
@@ -186,21 +133,20 @@ export const StoreHostLive: Layer.Layer<
   StoreHostService,
   Effect.gen(function* () {
     const { settings, limits } = yield* StoreConfig
-    return new PartsHost({
+    const parts: HostParts = {
       settings,
       limits,
       file: yield* Definitions,
       records: yield* Records,
       replication: yield* Replication,
       tracer: yield* Tracing,
-      system: yield* ActorSystemService,
-      connections: yield* ConnectionsService,
       credentials: yield* UserCredentialsService,
       pins: yield* ToolPinsService,
       tasks: yield* TaskRelaysService,
       approvals: yield* ApprovalsService,
       waiters: yield* WaitersService,
       progress: yield* ProgressEventsService
-    })
+    }
+    return partsHost(parts, yield* ActorSystemService, yield* ConnectionsService)
   })
 )
