@@ -115,10 +115,10 @@ try {
 
   // The index alone, and its memory: a fresh index of the whole catalog, built by its first query.
   const store = server.running.store
-  const ctx = new ScopeContext(store, STORE_SCOPE)
+  const ctx = new ScopeContext(store.host, STORE_SCOPE)
   gc()
   const before = process.memoryUsage().heapUsed
-  const fresh = new ToolSearchIndex(store)
+  const fresh = new ToolSearchIndex(store.host)
   const t0 = performance.now()
   fresh.search(ctx, "warm", 1)
   const buildMs = performance.now() - t0

@@ -1,19 +1,17 @@
 /**
  * The library entry point: create a store in-process, use the same operations the HTTP layer
- * uses, and reach the store, agent and service actors directly (send events, read snapshots,
- * subscribe). Or start the whole HTTP server.
+ * uses (as Promises through a scope's `ScopeApi`, or as Effects through the operation services
+ * of the layer graph), and reach the store, agent and service actors directly (send events, read
+ * snapshots, subscribe). Or start the whole HTTP server.
  */
 export { Store, type CreateStoreOptions } from "./runtime/store.js"
 export { createStore, storeLayer } from "./composition/layer-graph.js"
 export { ScopeApi, parseDefinitions, toolErrorMessage } from "./runtime/scope.js"
-// The same operations as Effects with typed failures: each takes a scope (`store.forStore().effects`).
-export * as calls from "./runtime/calls.js"
-export * as commands from "./runtime/commands.js"
-export * as queries from "./runtime/queries.js"
-export { ScopeContext, type StoreHost } from "./runtime/host.js"
-// The store's layer graph as services (`storeLayer(options)` provides them): the store and its operations.
+// The store's layer graph as services (`storeLayer(options)` provides them): the store and its
+// operations as Effects with typed failures, each taking a scope (`store.forStore().effects`).
 export { StoreService } from "./runtime/store.js"
-export { Calls, Catalog, Commands, Queries } from "./runtime/operations.js"
+export { Calls, Catalog, Commands, Queries, type CallOperations, type CatalogOperations, type CommandOperations, type QueryOperations } from "./runtime/operations.js"
+export { ScopeContext, type StoreHost } from "./runtime/host.js"
 export type {
   AddServiceResult,
   CallToolInput,

@@ -1,10 +1,11 @@
 /**
  * The composition root of the store: one layer graph, the store on the capabilities of one store
- * on its services file (src/runtime/store-layers.ts) or of a replica (src/cluster/replica-layers.ts), chosen here
- * once, then the store's parts (src/runtime/store-parts.ts), the store and its operations
- * (src/runtime/operations.ts) on them. Shutdown follows the layers: the store and its parts
- * (actors, connections) first, then the records and tokens, then the cluster, whatever the mode; a
- * failed start releases what it had acquired.
+ * on its services file (src/runtime/store-layers.ts) or of a replica
+ * (src/cluster/replica-layers.ts), chosen here once, then the store's parts
+ * (src/runtime/store-parts.ts), the host its operations see on them (src/runtime/store-host.ts),
+ * the store and its operations (src/runtime/operations.ts). Shutdown follows the layers: the store
+ * and its parts (actors, connections) first, then the records and tokens, then the cluster,
+ * whatever the mode; a failed start releases what it had acquired.
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { ClusterService, ReplicaLayer } from "../cluster/replica-layers.js"
@@ -12,10 +13,11 @@ import { ProcessLedgerLive, ServicesFileLive, StandaloneLayer, StoreConfigLive, 
 import type { AsyncResults, CreateStoreOptions, Credentials, Definitions, Pins, Records, Replication, StoreConfig, Tokens, Tracing } from "../runtime/services.js"
 import { StoreService, type Store } from "../runtime/store.js"
 import type { StorePartServices } from "../runtime/store-parts.js"
+import type { StoreHostService } from "../runtime/store-host.js"
 import { OperationsLive, type OperationServices } from "../runtime/operations.js"
 
 /** What the store's layer graph provides (the `ClusterService` only in replica mode): the capabilities, the store's parts, the store and its operations. */
-export type StoreLayerServices = OperationServices | StoreService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing
+export type StoreLayerServices = OperationServices | StoreService | StoreHostService | StorePartServices | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing
 
 /**
  * The store's layer graph on a layer of its settings: standalone, or a replica when the settings'

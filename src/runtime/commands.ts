@@ -1,6 +1,6 @@
 /**
  * The commands of a scope: what changes its services. Each change goes to the services file
- * first, then to the actors, one at a time (`StoreHost.serialize`), so the file and the actors
+ * first, then to the actors, one at a time (`StoreHost.serialized`), so the file and the actors
  * always agree; a refused change (bad definition, a cap, a local service the caller may not add)
  * changes nothing.
  */

@@ -1,8 +1,8 @@
 /**
  * What the operations of a scope need from the store, as an interface: the scope's rooms (calls,
- * commands, queries) depend on this, not on the `Store` class, so src/runtime/store.ts (which hands
- * out scopes) and the rooms do not import each other. `ScopeContext` is one scope seen through it,
- * with the service look-ups every room uses.
+ * commands, queries) depend on this, not on the `Store` class. Its one implementation is built by a
+ * layer from the store's parts (`PartsHost`, src/runtime/store-host.ts). `ScopeContext` is one scope
+ * seen through it, with the service look-ups every room uses.
  */
 import { Effect } from "effect"
 import type { DefinitionsStore } from "../config/definitions-store.js"
@@ -23,7 +23,7 @@ import type { Approvals } from "./approvals.js"
 import type { ToolPins } from "./tool-pins.js"
 import type { UserCredentials } from "./user-credentials.js"
 
-/** The store as its scopes see it (implemented by `Store`). */
+/** The store as its scopes see it (implemented on the store's parts by `PartsHost`). */
 export interface StoreHost {
   /** When the store started (epoch ms). */
   readonly startedAt: number

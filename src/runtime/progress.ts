@@ -100,4 +100,9 @@ export class ProgressEvents {
   emit(e: ProgressEvent): void {
     for (const listener of this.listeners) listener(e)
   }
+
+  /** Drops every listener (the store's release: no progress comes after it). */
+  clear(): void {
+    this.listeners.clear()
+  }
 }

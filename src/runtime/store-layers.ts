@@ -40,11 +40,15 @@ import {
   InspectionService,
   LifecycleLogService,
   StorePartsLive,
+  ProgressEventsService,
   TaskRelaysService,
   ToolPinsService,
+  ToolSearchService,
   UserCredentialsService,
+  WaitersService,
   type StorePartServices
 } from "./store-parts.js"
+import { StoreHostLive, StoreHostService } from "./store-host.js"
 import { noTracer, type Tracer, type TracingOptions } from "../logging/tracing.js"
 
 /** The options of `createStore` with every default applied. */
@@ -184,7 +188,7 @@ export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults |
  * fails), the change under way ended and the replication told it is leaving, before the parts are
  * released.
  */
-const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Replication | Tracing | StorePartServices> = Layer.scoped(
+const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions | Records | Replication | Tracing | StorePartServices | StoreHostService> = Layer.scoped(
   StoreService,
   Effect.gen(function* () {
     const parts = {
@@ -201,7 +205,11 @@ const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions 
       tasks: yield* TaskRelaysService,
       held: yield* HeldCallsService,
       approvals: yield* ApprovalsService,
-      asyncCalls: yield* AsyncCallsService
+      asyncCalls: yield* AsyncCallsService,
+      waiters: yield* WaitersService,
+      progress: yield* ProgressEventsService,
+      toolSearch: yield* ToolSearchService,
+      host: yield* StoreHostService
     }
     yield* LifecycleLogService // listening before the actors start
     const store = yield* Effect.acquireRelease(
@@ -219,15 +227,16 @@ const StoreCoreLive: Layer.Layer<StoreService, never, StoreConfig | Definitions 
 )
 
 /**
- * The store and its parts (src/runtime/store-parts.ts), built in a scope of their own within the
- * graph's: released in the graph's order (before the records, tokens and cluster they use), or
- * alone by `store.stop()` when the graph belongs to someone else (the HTTP server's).
+ * The store, its parts (src/runtime/store-parts.ts) and the host its operations see on them
+ * (src/runtime/store-host.ts), built in a scope of their own within the graph's: released in the
+ * graph's order (before the records, tokens and cluster they use), or alone by `store.stop()` when
+ * the graph belongs to someone else (the HTTP server's).
  */
-export const StoreLive: Layer.Layer<StoreService | StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing | Processes> =
+export const StoreLive: Layer.Layer<StoreService | StoreHostService | StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Tracing | Processes> =
   Layer.scopedContext(
     Effect.gen(function* () {
       const own = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-      const context = yield* Layer.buildWithScope(StoreCoreLive.pipe(Layer.provideMerge(StorePartsLive)), own)
+      const context = yield* Layer.buildWithScope(StoreCoreLive.pipe(Layer.provideMerge(StoreHostLive), Layer.provideMerge(StorePartsLive)), own)
       Context.get(context, StoreService).releaseWith(() => Effect.runPromise(Scope.close(own, Exit.void)))
       return context
     })

@@ -1,9 +1,10 @@
 /**
- * The store's parts that own a resource (connections, pooled per-user connections, the actor
- * system, followed tasks, held calls, approvals, asynchronous calls, the lifecycle log, the
- * inspection listeners), each an Effect service whose layer acquires it with its release. The layers
- * are chained in `StorePartsLive` so that the release order is the one a stopping store needs: what
- * depends on a part, or must end before it, is acquired after it and so released before it.
+ * The store's parts (connections, pooled per-user connections, the actor system, followed tasks,
+ * held calls, approvals, asynchronous calls, the lifecycle log, the inspection and progress
+ * listeners, the cap on waits, the tool-search index), each an Effect service whose layer acquires
+ * it, with its release when it holds anything. The layers are chained in `StorePartsLive` so that
+ * the release order is the one a stopping store needs: what depends on a part, or must end before
+ * it, is acquired after it and so released before it.
  */
 import { dirname } from "node:path"
 import { Context, Effect, Layer } from "effect"
@@ -20,12 +21,15 @@ import { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { ConnectionRegistry, liveServiceMachine, logCrash, openPrincipalConnection } from "./adapter.js"
 import { Approvals } from "./approvals.js"
 import { AsyncCalls } from "./async-calls.js"
+import { Waiters } from "./bridge.js"
 import { HeldCalls } from "./input-required.js"
 import { LifecycleLog } from "./lifecycle-log.js"
-import { serviceActorOf } from "./service-actors.js"
+import { ProgressEvents } from "./progress.js"
+import { serviceActorOf, serviceActorsOf } from "./service-actors.js"
 import { AsyncResults, Credentials, Definitions, Pins, Processes, Records, Replication, StoreConfig, Tokens } from "./services.js"
 import { TaskRelays } from "./task-relay.js"
 import { ToolPins } from "./tool-pins.js"
+import { ToolSearchIndex } from "./tool-search.js"
 import { OAuthManager } from "./upstream-oauth.js"
 import { UserCredentials } from "./user-credentials.js"
 
@@ -74,6 +78,15 @@ export class ApprovalsService extends Context.Tag("mcp-store/Approvals")<Approva
 /** Asynchronous calls: run detached, their answers kept. */
 export class AsyncCallsService extends Context.Tag("mcp-store/AsyncCalls")<AsyncCallsService, AsyncCalls>() {}
 
+/** The count of waits on services in progress (wait_service, add_service `?wait`, calls) and its cap. */
+export class WaitersService extends Context.Tag("mcp-store/Waiters")<WaitersService, Waiters>() {}
+
+/** Every call's progress, for the `/events` streams. */
+export class ProgressEventsService extends Context.Tag("mcp-store/ProgressEvents")<ProgressEventsService, ProgressEvents>() {}
+
+/** The full-text index of the scopes' tools, for search mode (src/runtime/tool-search.ts). */
+export class ToolSearchService extends Context.Tag("mcp-store/ToolSearch")<ToolSearchService, ToolSearchIndex>() {}
+
 /** The services' status changes as log lines. */
 export class LifecycleLogService extends Context.Tag("mcp-store/LifecycleLog")<LifecycleLogService, LifecycleLog>() {}
 
@@ -105,6 +118,33 @@ export const InspectionLive: Layer.Layer<InspectionService, never, StoreConfig |
       (hub) => Effect.sync(() => hub.listeners.clear())
     )
   })
+)
+
+/** The listeners of every call's progress (the `/events` streams); cleared on release. */
+export const ProgressEventsLive: Layer.Layer<ProgressEventsService> = Layer.scoped(
+  ProgressEventsService,
+  Effect.acquireRelease(
+    Effect.sync(() => new ProgressEvents()),
+    (progress) => Effect.sync(() => progress.clear())
+  )
+)
+
+/**
+ * The cap on waits (`maxWaiters`). Nothing to release: a wait holds its place only while its fiber
+ * runs, and every wait ends when its actor stops or its caller goes away.
+ */
+export const WaitersLive: Layer.Layer<WaitersService, never, StoreConfig> = Layer.effect(
+  WaitersService,
+  Effect.map(StoreConfig, ({ limits }) => new Waiters(limits.maxWaiters))
+)
+
+/**
+ * The tool-search index over the actor system's services (synced when a query comes, no timer):
+ * nothing to release, its memory goes with the store.
+ */
+export const ToolSearchLive: Layer.Layer<ToolSearchService, never, ActorSystemService> = Layer.effect(
+  ToolSearchService,
+  Effect.map(ActorSystemService, ({ root }) => new ToolSearchIndex({ serviceActors: (scope) => serviceActorsOf(root, scope) }))
 )
 
 /** The connections the store opens, under the outbound policy; every one still open closed on release. */
@@ -286,13 +326,17 @@ export type StorePartServices =
   | ApprovalsService
   | AsyncCallsService
   | LifecycleLogService
+  | WaitersService
+  | ProgressEventsService
+  | ToolSearchService
 
 /**
  * The parts, acquired in this order and released in the reverse one: the lifecycle log stopped,
  * the asynchronous calls kept interrupted then cancelled, the approvals, held calls and followed
  * tasks closed, the per-user connections closed (they take their OAuth tokens from the actor
  * system's OAuth manager, so they are acquired after it), the actors stopped, every other
- * connection closed, the inspection listeners cleared.
+ * connection closed, the progress listeners cleared (after every call has ended), the inspection
+ * listeners cleared. The cap on waits and the tool-search index hold nothing to release.
  */
 export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig | Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication | Processes> = LifecycleLogLive.pipe(
   Layer.provideMerge(AsyncCallsLive),
@@ -300,8 +344,11 @@ export const StorePartsLive: Layer.Layer<StorePartServices, never, StoreConfig |
   Layer.provideMerge(HeldCallsLive),
   Layer.provideMerge(TaskRelaysLive),
   Layer.provideMerge(UserCredentialsLive),
+  Layer.provideMerge(ToolSearchLive),
   Layer.provideMerge(ActorSystemLive),
   Layer.provideMerge(ToolPinsLive),
   Layer.provideMerge(ConnectionsLive),
+  Layer.provideMerge(WaitersLive),
+  Layer.provideMerge(ProgressEventsLive),
   Layer.provideMerge(InspectionLive)
 )

@@ -1,16 +1,18 @@
 /**
  * The store: the actor system (store, agent and service actors) and its parts (connections,
  * approvals, held and asynchronous calls...: src/runtime/store-parts.ts) on the store's capabilities
- * (the definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts), and
- * the operations on them. It is the `StoreService` of the layer graph (src/composition/layer-graph.ts
- * builds it, with `createStore` for the library); each part is acquired and released by its own
- * layer, the store only starts the actors and, on release, ends the change under way first.
+ * (the definitions, the records, the OAuth tokens, the replication: src/runtime/services.ts). It is
+ * the `StoreService` of the layer graph (src/composition/layer-graph.ts builds it, with
+ * `createStore` for the library); each part is acquired and released by its own layer, the store
+ * only starts the actors, loads and reloads the definitions and, on release, ends the change under
+ * way first. It hands out the scopes; their operations reach the parts through the host built on
+ * them (src/runtime/store-host.ts), not through this class.
  *
  * Every change is written to the definitions (the services file, or the cluster's Redis:
  * docs/replicas.md) before the operation resolves, and changes are serialized so the definitions
  * and the actors always agree.
  */
-import { noTracer, type Tracer } from "../logging/tracing.js"
+import type { Tracer } from "../logging/tracing.js"
 import { Context, Effect } from "effect"
 import type { InspectionEvent } from "xstate"
 import type { AgentActorRef } from "../machines/agent.js"
@@ -27,10 +29,10 @@ import type { ReplicatedActorRef } from "../machines/replicated.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import type { AsyncCalls } from "./async-calls.js"
 import type { RecordsBackend } from "../records/tool-records.js"
-import { Waiters } from "./bridge.js"
+import type { Waiters } from "./bridge.js"
 import { ValidationError } from "../domain/errors.js"
-import { ScopeContext, type StoreHost } from "./host.js"
-import { ProgressEvents } from "./progress.js"
+import { ScopeContext } from "./host.js"
+import type { ProgressEvents } from "./progress.js"
 import type { TaskRelays } from "./task-relay.js"
 import type { HeldCalls } from "./input-required.js"
 import type { Approvals } from "./approvals.js"
@@ -42,9 +44,10 @@ import type { OAuthManager } from "./upstream-oauth.js"
 import type { ToolPins } from "./tool-pins.js"
 import type { UserCredentials } from "./user-credentials.js"
 import type { ReplicaHost, ReplicationApi, StoreSettings } from "./services.js"
-import { ToolSearchIndex } from "./tool-search.js"
+import type { ToolSearchIndex } from "./tool-search.js"
 import type { ActorSystem, InspectionHub } from "./store-parts.js"
-import { agentActorOf, agentIdsOf, allServiceActorsOf, serviceActorOf, serviceActorsOf } from "./service-actors.js"
+import type { PartsHost } from "./store-host.js"
+import { agentActorOf, allServiceActorsOf, serviceActorOf } from "./service-actors.js"
 
 export type { CreateStoreOptions } from "./services.js"
 
@@ -55,8 +58,8 @@ export interface StoreParts {
   readonly definitions: DefinitionsStore
   readonly records: RecordsBackend
   readonly replication: ReplicationApi
-  /** Where spans go (`noTracer` when tracing is off); absent: off. */
-  readonly tracer?: Tracer | undefined
+  /** Where spans go (`noTracer` when tracing is off). */
+  readonly tracer: Tracer
   readonly inspection: InspectionHub
   readonly connections: ConnectionRegistry
   readonly credentials: UserCredentials
@@ -66,26 +69,25 @@ export interface StoreParts {
   readonly held: HeldCalls
   readonly approvals: Approvals
   readonly asyncCalls: AsyncCalls
+  readonly waiters: Waiters
+  readonly progress: ProgressEvents
+  readonly toolSearch: ToolSearchIndex
+  /** The store as its scopes' operations see it, on these parts (src/runtime/store-host.ts). */
+  readonly host: PartsHost
 }
 
 /** The store: actors, services file and operations. Create it with `createStore`. */
 export { ScopeApi }
 
-export class Store implements StoreHost {
-  /** When the store started (epoch ms). */
-  readonly startedAt = Date.now()
-  /** One change at a time (`serialized`). */
-  private readonly lock = Effect.unsafeMakeSemaphore(1)
+export class Store {
   private stopping: Promise<void> | undefined
   private releasing: Promise<void> | undefined
   /** Releases the layers the store was built on (set by its layer, then by `createStore` for the whole graph); `stop` calls it. */
   private releaseLayers: (() => Promise<void>) | undefined
   private unwatch: (() => void) | undefined
   private readonly cleanupTimer: NodeJS.Timeout
-  /** Tool calls in progress. */
-  inFlightCalls = 0
   /** Every call's progress, for the `/events` streams. */
-  readonly progress = new ProgressEvents()
+  readonly progress: ProgressEvents
   /** Asynchronous calls (`"async": true`): run detached, their answers kept (src/runtime/async-calls.ts). */
   readonly asyncCalls: AsyncCalls
   /** Calls whose callers answer their servers' requests for input in rounds (capped by `maxHeldCalls`). */
@@ -95,7 +97,7 @@ export class Store implements StoreHost {
   /** Calls waiting for a person's approval (a service's `require_approval`; src/runtime/approvals.ts). */
   readonly approvals: Approvals
   /** The full-text index of the scopes' tools, for search mode (src/runtime/tool-search.ts). */
-  readonly toolSearch: ToolSearchIndex = new ToolSearchIndex(this)
+  readonly toolSearch: ToolSearchIndex
   /** Waits on services in progress (wait_service, add_service `?wait`, calls), capped by `maxWaiters`. */
   readonly waiters: Waiters
   /** The live definitions: the services file, or the cluster's Redis in replica mode. */
@@ -120,6 +122,8 @@ export class Store implements StoreHost {
   readonly pins: ToolPins | undefined
   /** Per-user credentials of `per_user` services and the connections opened with them (src/runtime/user-credentials.ts). */
   readonly credentials: UserCredentials
+  /** The store as its scopes' operations see it: the parts they reach, the lock of changes, the calls in progress (src/runtime/store-host.ts). */
+  readonly host: PartsHost
   /** The actor system's inspection listeners (cleared by their layer's release). */
   private readonly inspectors: Set<(event: InspectionEvent) => void>
   private readonly system: ActorSystem
@@ -132,8 +136,11 @@ export class Store implements StoreHost {
     this.settings = settings
     this.limits = limits
     this.replication = replication
-    this.tracer = parts.tracer ?? noTracer
-    this.waiters = new Waiters(limits.maxWaiters)
+    this.tracer = parts.tracer
+    this.waiters = parts.waiters
+    this.progress = parts.progress
+    this.toolSearch = parts.toolSearch
+    this.host = parts.host
     this.held = parts.held
     this.tasks = parts.tasks
     this.approvals = parts.approvals
@@ -148,6 +155,16 @@ export class Store implements StoreHost {
     // Retention is enforced at start (by the records' open) and every `cleanup_hours`.
     this.cleanupTimer = setInterval(() => void this.records.cleanup().catch(() => undefined), settings.cleanup_hours * 3_600_000)
     this.cleanupTimer.unref()
+  }
+
+  /** When the store started (epoch ms). */
+  get startedAt(): number {
+    return this.host.startedAt
+  }
+
+  /** Tool calls in progress. */
+  get inFlightCalls(): number {
+    return this.host.inFlightCalls
   }
 
   /** The store's OAuth callback URL (`<base>/oauth/callback`), set by the HTTP server once it listens. */
@@ -223,7 +240,7 @@ export class Store implements StoreHost {
 
   /** Operations on the store scope (one object for the store's life). */
   forStore(): ScopeApi {
-    this.storeApi ??= new ScopeApi(this, STORE_SCOPE)
+    this.storeApi ??= new ScopeApi(this.host, STORE_SCOPE)
     return this.storeApi
   }
   private storeApi: ScopeApi | undefined
@@ -232,7 +249,7 @@ export class Store implements StoreHost {
   forAgent(agentId: string): ScopeApi {
     const problem = agentIdProblem(agentId)
     if (problem) throw ValidationError.of([{ field: "agent_id", problem }])
-    return new ScopeApi(this, agentScope(agentId))
+    return new ScopeApi(this.host, agentScope(agentId))
   }
 
   /**
@@ -242,7 +259,7 @@ export class Store implements StoreHost {
    */
   agentContext(agentId: string): Effect.Effect<ScopeContext, ValidationError> {
     const problem = agentIdProblem(agentId)
-    return problem ? Effect.fail(ValidationError.of([{ field: "agent_id", problem }])) : Effect.succeed(new ScopeContext(this, agentScope(agentId)))
+    return problem ? Effect.fail(ValidationError.of([{ field: "agent_id", problem }])) : Effect.succeed(new ScopeContext(this.host, agentScope(agentId)))
   }
 
   /** The agent actor of an agent, if it has any service. */
@@ -258,12 +275,12 @@ export class Store implements StoreHost {
 
   /** Ids of the agents that have services. */
   agentIds(): ReadonlyArray<string> {
-    return agentIdsOf(this.actor)
+    return this.host.agentIds()
   }
 
   /** The service actors of a scope, by name (a null-prototype record). */
   serviceActors(scope: Scope): Readonly<Record<string, ServiceActorRef>> {
-    return serviceActorsOf(this.actor, scope)
+    return this.host.serviceActors(scope)
   }
 
   /** The service actor of a name in a scope, if registered. */
@@ -271,29 +288,9 @@ export class Store implements StoreHost {
     return serviceActorOf(this.actor, scope, name)
   }
 
-  /** How many services there are, in the store and every agent (what `maxServices` caps). */
-  serviceCount(): number {
-    let n = Object.keys(this.serviceActors(STORE_SCOPE)).length
-    for (const id of this.agentIds()) n += Object.keys(this.serviceActors(agentScope(id))).length
-    return n
-  }
-
   /** Every service actor of every scope. */
   allServiceActors(): ReadonlyArray<ServiceActorRef> {
     return allServiceActorsOf(this.actor)
-  }
-
-  /**
-   * Runs a change while no other change runs, so the file and the actors never disagree; a change
-   * is never cut in half (uninterruptible once it runs).
-   */
-  serialized<A, E>(change: Effect.Effect<A, E>): Effect.Effect<A, E> {
-    return Effect.uninterruptible(this.lock.withPermits(1)(change))
-  }
-
-  /** `serialized` for a change written as a Promise. */
-  serialize<A>(task: () => Promise<A>): Promise<A> {
-    return runToPromise(this.serialized(Effect.tryPromise({ try: task, catch: (e) => e })))
   }
 
   /**
@@ -305,7 +302,7 @@ export class Store implements StoreHost {
     this.unwatch?.()
     this.unwatch = this.file.watch(
       (next) => {
-        void this.serialize(async () => {
+        void this.host.serialize(async () => {
           // Replica mode: the definitions as they are when this runs (a change made here meanwhile included).
           const summary = this.applyConfig(this.replication.shared ? this.file.read() : next)
           const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
@@ -337,7 +334,7 @@ export class Store implements StoreHost {
     for (const [scope, wanted] of scopes) {
       for (const name of Object.keys(this.serviceActors(scope))) {
         if (!Object.hasOwn(wanted, name) && !heldBack.has(labelIn(scope)(name))) {
-          this.removeActor(scope, name)
+          void this.host.removeActor(scope, name)
           summary.removed.push(labelIn(scope)(name))
         }
       }
@@ -362,7 +359,7 @@ export class Store implements StoreHost {
           }
         }
         if (!actor) {
-          if (this.serviceCount() >= this.limits.maxServices) {
+          if (this.host.serviceCount() >= this.limits.maxServices) {
             skipped.push(label(name))
             continue
           }
@@ -389,24 +386,6 @@ export class Store implements StoreHost {
     return summary
   }
 
-  /** Stops a service actor and resolves when its connection (and process tree) is closed. */
-  removeActor(scope: Scope, name: string): Promise<void> {
-    const actor = this.serviceActor(scope, name)
-    if (!actor) return Promise.resolve()
-    const connection = actor.getSnapshot().context.connection
-    this.actor.send({ type: "REMOVE_SERVICE", scope, name })
-    // Its OAuth tokens and registration go with it (never left behind in the token file), and its tool pins.
-    void this.oauth.forget(scope, name)
-    void this.pins?.forget(scope, name)
-    void this.credentials.forget(scope, name)
-    if (scope.kind === "agent" && Object.keys(this.serviceActors(scope)).length === 0) {
-      this.actor.send({ type: "REMOVE_AGENT", agentId: scope.agentId })
-    }
-    const closed = this.connections.close(connection)
-    // Replica mode: the owner gives its lease and view up once the connection is closed.
-    return closed.then(() => this.replication.removed(scope, name))
-  }
-
   /** The store's actors as the replication sees them (replica mode). */
   replicaHost(): ReplicaHost {
     const face = (field: string) => {
@@ -424,34 +403,17 @@ export class Store implements StoreHost {
   }
 
   /**
-   * Removes every service of the scopes (`store` only, or `all`: the store and every agent) from the
-   * services file and stops them. Resolves with how many were removed.
-   */
-  resetConfig(which: "store" | "all"): Promise<number> {
-    return this.serialize(async () => {
-      const scopes: Scope[] = [STORE_SCOPE, ...(which === "all" ? this.agentIds().map(agentScope) : [])]
-      const names = scopes.flatMap((scope) => Object.keys(this.serviceActors(scope)).map((name) => ({ scope, name })))
-      await this.file.update((draft) => {
-        if (which === "all") draft.clearAll()
-        else draft.clearStore()
-      })
-      await Promise.all(names.map(({ scope, name }) => this.removeActor(scope, name)))
-      return names.length
-    })
-  }
-
-  /**
    * Backs the services file up (`<file>.bak`, or a unique name beside it when that is taken; never
    * through a symlink; mode 0600), empties it, and stops every service of every scope.
    */
   resetServicesFile(): Promise<{ readonly backup_path: string; readonly removed: number }> {
-    return this.serialize(async () => {
+    return this.host.serialize(async () => {
       const backup = await this.file.backup()
       const names = [STORE_SCOPE, ...this.agentIds().map(agentScope)].flatMap((scope) =>
         Object.keys(this.serviceActors(scope)).map((name) => ({ scope, name }))
       )
       await this.file.update((draft) => draft.replaceDocument({ mcpServers: {} }))
-      await Promise.all(names.map(({ scope, name }) => this.removeActor(scope, name)))
+      await Promise.all(names.map(({ scope, name }) => this.host.removeActor(scope, name)))
       return { backup_path: backup, removed: names.length }
     })
   }
@@ -498,7 +460,7 @@ export class Store implements StoreHost {
     this.releasing ??= (async () => {
       this.unwatch?.()
       clearInterval(this.cleanupTimer)
-      await runToPromise(this.serialized(Effect.void)) // the change under way, if any, ends first
+      await runToPromise(this.host.serialized(Effect.void)) // the change under way, if any, ends first
       this.replication.leaving() // no service is taken over while this replica stops
     })()
     return this.releasing

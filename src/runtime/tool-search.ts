@@ -96,8 +96,9 @@ const paramNames = (schema: Record<string, unknown>): string => {
 const rounded = (score: number): number => Math.round(score * 1e6) / 1e6
 
 /**
- * The store's tool index (one per store: `Store.toolSearch`). Not shared between processes: in
- * replica mode each replica indexes the scopes its callers search, from the views it has.
+ * The store's tool index (one per store: the `ToolSearchService` part, src/runtime/store-parts.ts).
+ * Not shared between processes: in replica mode each replica indexes the scopes its callers
+ * search, from the views it has.
  */
 export class ToolSearchIndex {
   private readonly index = new MiniSearch<ToolDocument>({

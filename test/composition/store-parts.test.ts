@@ -1,8 +1,10 @@
 // The store's parts as layers (src/runtime/store-parts.ts): released in the reverse order of their
 // layers, which is the order a stopping store needs (the change under way ends first, then the
-// lifecycle log, the asynchronous calls, approvals, held calls and tasks, the actors, the per-user
-// connections, the connections, the inspection listeners), then the records; and `store.stop()` on
-// a store whose graph belongs to someone else releases the store and its parts only.
+// lifecycle log, the asynchronous calls, approvals, held calls and tasks, the per-user connections,
+// the actors, the connections, the progress and inspection listeners), then the records; the
+// operations see the parts through the host built on them (src/runtime/store-host.ts), not the
+// store; and `store.stop()` on a store whose graph belongs to someone else releases the store and
+// its parts only.
 import { afterAll, describe, expect, it } from "vitest"
 import { rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -18,9 +20,14 @@ import {
   HeldCallsService,
   InspectionService,
   LifecycleLogService,
+  ProgressEventsService,
   TaskRelaysService,
-  UserCredentialsService
+  ToolSearchService,
+  UserCredentialsService,
+  WaitersService
 } from "../../src/runtime/store-parts.js"
+import { StoreHostService } from "../../src/runtime/store-host.js"
+import * as library from "../../src/index.js"
 import { Calls, Queries, StoreService } from "../../src/index.js"
 import { eventually, FAST_MONITORING, fixtureService, freshDir, processGone } from "../support/index.js"
 
@@ -63,12 +70,15 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
     spy(events, "actors stopped", Context.get(context, ActorSystemService).root, "stop")
     spy(events, "per-user connections closed", Context.get(context, UserCredentialsService), "closeAll")
     spy(events, "connections closed", Context.get(context, ConnectionsService), "closeAll")
+    spy(events, "progress listeners cleared", Context.get(context, ProgressEventsService), "clear")
     spy(events, "records closed", Context.get(context, Records), "close")
     const inspection = Context.get(context, InspectionService)
     inspection.listeners.add(() => undefined)
+    const progress = Context.get(context, ProgressEventsService)
+    progress.on(() => undefined)
     // A change under way when the release starts: it ends before any part is released.
     let letGo!: () => void
-    const change = store.serialize(
+    const change = store.host.serialize(
       () =>
         new Promise<void>((resolve) => {
           letGo = () => {
@@ -94,10 +104,30 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
       "per-user connections closed",
       "actors stopped",
       "connections closed",
+      "progress listeners cleared",
       "records closed"
     ])
     expect(inspection.listeners.size).toBe(0)
+    expect(progress.listening).toBe(false)
     expect(processGone(pid)).toBe(true)
+  })
+
+  it("the scopes' operations reach the parts through the host built on them, and the store holds the same parts", async () => {
+    const { scope, context, store } = await build("host")
+    const host = Context.get(context, StoreHostService)
+    expect(store.forStore().effects.host).toBe(host)
+    expect(Effect.runSync(store.agentContext("agent-1")).host).toBe(host)
+    expect(host).not.toBe(store)
+    expect(host.waiters).toBe(Context.get(context, WaitersService))
+    expect(store.waiters).toBe(host.waiters)
+    expect(host.progress).toBe(Context.get(context, ProgressEventsService))
+    expect(store.progress).toBe(host.progress)
+    expect(store.toolSearch).toBe(Context.get(context, ToolSearchService))
+    expect(host.actor).toBe(Context.get(context, ActorSystemService).root)
+    // The index reads the actor system's services: the one service of the file is found.
+    const hits = store.toolSearch.search(store.forStore().effects, "echo", 5)
+    expect(hits.map((h) => h.tool.name)).toContain("svc__echo")
+    await Effect.runPromise(Scope.close(scope, Exit.void))
   })
 
   it("store.stop() on a graph owned elsewhere releases the store and its parts, not the records; the graph's release after it is clean", async () => {
@@ -132,5 +162,11 @@ describe("the store's parts, as layers", { timeout: 30_000 }, () => {
     expect(JSON.stringify(output)).toContain("hi")
     expect(store.stopped).toBe(true)
     expect(store.actor.getSnapshot().status).toBe("stopped")
+  })
+
+  it("the library's entry gives the operations one way: the operation services (or a scope's ScopeApi), not the rooms' modules", () => {
+    const exported = Object.keys(library)
+    expect(exported).toEqual(expect.arrayContaining(["Calls", "Catalog", "Commands", "Queries", "StoreService", "storeLayer", "createStore", "Store", "ScopeApi"]))
+    for (const room of ["calls", "catalog", "commands", "queries"]) expect(exported).not.toContain(room)
   })
 })

@@ -70,7 +70,7 @@ export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
           const which = payload?.scope ?? urlParams.scope ?? "store"
           // A failure here is the file system's, not the client's: a defect, answered 500 with a trace id
           // (in replica mode, Redis away: 503).
-          return contract(Effect.map(commands.definitionsChange(() => store.resetConfig(which)), (removed) => ({
+          return contract(Effect.map(commands.definitionsChange(() => store.host.resetConfig(which)), (removed) => ({
             success: true,
             message: `Removed ${removed} service(s) (${which})`,
             scope: which,
