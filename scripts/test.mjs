@@ -6,7 +6,6 @@
 import { spawn } from "node:child_process"
 import { createRequire } from "node:module"
 import { rmSync } from "node:fs"
-import { setPriority } from "node:os"
 
 const require = createRequire(import.meta.url)
 const tsc = require.resolve("typescript/bin/tsc")
@@ -26,13 +25,6 @@ const CHECKS = [
 const run = (args) =>
   new Promise((resolve) => {
     const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] })
-    // At the lowest priority: a check takes the cores' idle moments (the tests spend about a fifth of
-    // the run waiting on timers and processes), not the tests' time.
-    try {
-      if (child.pid !== undefined) setPriority(child.pid, 19)
-    } catch {
-      // not allowed here: the check runs at the tests' priority
-    }
     let output = ""
     child.stdout.on("data", (b) => (output += b))
     child.stderr.on("data", (b) => (output += b))
