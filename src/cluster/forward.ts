@@ -30,7 +30,7 @@ import type { AsyncStartInput } from "../runtime/services.js"
 import { randomUUID } from "node:crypto"
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
-import type { CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/client"
 import type { ServiceEvent } from "../machines/service.js"
 import {
   EMPTY_CATALOG,
@@ -182,7 +182,7 @@ const fromWire = (f: WireFailure): McpRequestError =>
     ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined)
     : new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
 
-/** A relay's refusal as the upstream gets it: the error's code and message (an McpError's, as a session sends it). */
+/** A relay's refusal as the upstream gets it: the error's code and message (a `ProtocolError`'s, as a session sends it). */
 const refusalOf = (e: unknown): RelayAnswer => {
   const error = e as { code?: unknown; message?: unknown; data?: unknown } | null
   const code = typeof error?.code === "number" && Number.isSafeInteger(error.code) ? error.code : -32603

@@ -23,17 +23,17 @@
  * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
  * `permanent`, with a hint for the user (`permanentFailure`).
  */
-import { SseError, SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js"
-import type {
-  CallToolResult,
-  CompleteResult,
-  GetPromptResult,
-  LoggingLevel,
-  LoggingMessageNotification,
-  ReadResourceResult
-} from "@modelcontextprotocol/sdk/types.js"
+import {
+  LATEST_PROTOCOL_VERSION,
+  SseError,
+  SSEClientTransport,
+  type CallToolResult,
+  type CompleteResult,
+  type GetPromptResult,
+  type LoggingLevel,
+  type LoggingMessageNotification,
+  type ReadResourceResult
+} from "@modelcontextprotocol/client"
 import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service-definition.js"
 import { boundedFetch } from "./bounded-fetch.js"
@@ -46,13 +46,15 @@ import { log } from "../logging/log.js"
 import { probeTransport } from "./probe.js"
 import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth-client.js"
 import { upstreamSchemaValidator } from "./json-schema.js"
-import { classifyFailure, isConnectionClosed, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
+import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError, SdkError } from "./protocol-error.js"
+import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   McpRequestError,
   MessageTooLargeError,
+  StreamableHttpError,
   EMPTY_CATALOG,
   type CallOptions,
   type CancelSignal,
@@ -275,7 +277,7 @@ const handshake = async (session: Session, pin: string | undefined, controls: Re
       throw mismatch(error.message, mismatchHint([error.answered], pin))
     }
     // A modern-only server's refusal: in-band (stdio), or the JSON-RPC error of an HTTP 400.
-    const refusal = error instanceof McpError ? error : error instanceof HttpAnswerError ? error.rpcError : undefined
+    const refusal = error instanceof ProtocolError ? error : error instanceof HttpAnswerError ? error.rpcError : undefined
     if (refusal === undefined || refusal.code !== UNSUPPORTED_PROTOCOL_VERSION) throw error
     const supported = supportedList(refusal.data) ?? []
     if (pin === undefined && supported.includes(MODERN_PROTOCOL_VERSION)) {
@@ -283,7 +285,7 @@ const handshake = async (session: Session, pin: string | undefined, controls: Re
       if (facts !== undefined) return session.adopt(MODERN_PROTOCOL_VERSION, facts)
     }
     throw mismatch(
-      `the server refused the initialize handshake (offered ${pin ?? LATEST_PROTOCOL_VERSION}): ${refusal.message.replace(/^MCP error -?\d+: /, "").slice(0, 200)}`,
+      `the server refused the initialize handshake (offered ${pin ?? LATEST_PROTOCOL_VERSION}): ${bareMessage(refusal).slice(0, 200)}`,
       mismatchHint(supported, pin),
       refusal
     )
@@ -296,9 +298,9 @@ const mismatch = (message: string, hint: string, cause?: { readonly code: number
 
 /** What a failed probe tells of the era, or undefined when it says nothing (rethrown as it is). */
 const probeOutcome = (error: unknown): ProbeOutcome | undefined => {
-  if (error instanceof McpError) {
-    if (error.code === ErrorCode.RequestTimeout) return { kind: "timeout" }
-    if (isConnectionClosed(error)) return { kind: "closed" }
+  if (isRequestTimeout(error)) return { kind: "timeout" }
+  if (isConnectionClosed(error)) return { kind: "closed" }
+  if (error instanceof ProtocolError) {
     return { kind: "rpc_error", code: error.code, message: error.message, data: error.data }
   }
   if (error instanceof HttpAnswerError) {
@@ -308,7 +310,7 @@ const probeOutcome = (error: unknown): ProbeOutcome | undefined => {
     if (rpc !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403) return { kind: "rpc_error", code: rpc.code, message: rpc.message, data: rpc.data }
     return { kind: "http_error", status, body: error.body }
   }
-  if (error instanceof StreamableHTTPError && error.code !== undefined && error.code > 0) return { kind: "http_error", status: error.code, body: undefined }
+  if (error instanceof StreamableHttpError && error.code > 0) return { kind: "http_error", status: error.code, body: undefined }
   return undefined
 }
 
@@ -464,10 +466,8 @@ class UpstreamConnection implements McpConnection {
     }
     this.session.listen(filter, cancel).then(again, (error: unknown) => {
       if (this.closedByUs || this.selfCloseReason !== undefined || cancel.aborted) return
-      if (error instanceof McpError) {
-        if (isConnectionClosed(error)) again()
-        return
-      }
+      if (isConnectionClosed(error)) return again()
+      if (error instanceof ProtocolError || error instanceof SdkError) return
       if (error instanceof McpRequestError) return
       this.listenLost = `the subscriptions/listen stream could not be opened: ${error instanceof Error ? error.message : String(error)}`
       void this.session.close()

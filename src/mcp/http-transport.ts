@@ -8,9 +8,8 @@
  *
  * Why: the SDK's transport runs on fetch and web streams; in the benchmark it was 40 % of the
  * store's CPU per tool call, and fetch leaves an abort listener per request on the transport's one
- * signal. The SDK's `Client` runs on top of this unchanged (it validates every message it is given),
- * and failures keep the SDK's shapes (`StreamableHTTPError` with the HTTP status, Node's socket
- * errors), so `mcpRequest` classifies them as before.
+ * signal. An HTTP failure is a `StreamableHttpError` with the status (types.ts), a socket failure
+ * Node's own error; `mcpRequest` classifies both.
  *
  * Hostile or broken servers: every read is bounded. One message (a JSON answer, one event of an
  * event stream) over `maxMessageBytes` stops the reading at once (the response is destroyed),
@@ -39,15 +38,13 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type In
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import type { LookupFunction } from "node:net"
 import { urlToHttpOptions } from "node:url"
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
-import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
+import type { JSONRPCMessage, MessageExtraInfo, Transport, TransportSendOptions } from "@modelcontextprotocol/client"
 import { isModernVersion } from "../domain/protocol-versions.js"
 import { PROTOCOL_VERSION_META_KEY } from "./era.js"
 import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, TASK_METHODS, type CarriedBy } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, StreamableHttpError, TASK_METHODS, type CarriedBy } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
@@ -203,7 +200,7 @@ export class EventStreamParser {
  * An HTTP error answer to a POST, with the start of its body (at most 200 characters): what the era
  * probe reads when the body is not the request's own JSON-RPC error.
  */
-export class HttpAnswerError extends StreamableHTTPError {
+export class HttpAnswerError extends StreamableHttpError {
   constructor(
     status: number,
     message: string,
@@ -446,7 +443,7 @@ export class HttpClientTransport implements Transport {
         for (const m of Array.isArray(data) ? data : [data]) this.deliver(this.asMessage(m))
       } else {
         this.drain(response)
-        throw new StreamableHTTPError(-1, `Unexpected content type: ${response.headers["content-type"] ?? "(none)"}`)
+        throw new StreamableHttpError(-1, `Unexpected content type: ${response.headers["content-type"] ?? "(none)"}`)
       }
     } catch (error) {
       // Destroyed because the SDK cancelled it: the SDK has already answered its caller.
@@ -469,7 +466,7 @@ export class HttpClientTransport implements Transport {
     this.drain(response)
     const status = response.statusCode ?? 0
     if ((status < 200 || status >= 300) && status !== 405) {
-      throw new StreamableHTTPError(status, `Failed to terminate session: ${response.statusMessage ?? status}`)
+      throw new StreamableHttpError(status, `Failed to terminate session: ${response.statusMessage ?? status}`)
     }
     this.session = undefined
   }
@@ -548,7 +545,7 @@ export class HttpClientTransport implements Transport {
           if (status >= 300 && status < 400) {
             this.drain(res)
             const location = res.headers.location
-            reject(new StreamableHTTPError(status, `the server redirects${location !== undefined ? ` to ${location.slice(0, 200)}` : ""}; redirects are not followed`))
+            reject(new StreamableHttpError(status, `the server redirects${location !== undefined ? ` to ${location.slice(0, 200)}` : ""}; redirects are not followed`))
             return
           }
           resolve(res)
@@ -645,7 +642,7 @@ export class HttpClientTransport implements Transport {
           // The server is there and holds a stream of the session still: try again later.
           if (resuming && status === 409) return this.reopen(lastEventId, attempt + 1)
           if (resuming) return this.streamLost(`the event stream ended and its resumption was answered HTTP ${status}`)
-          this.onerror?.(new StreamableHTTPError(status, `Failed to open SSE stream: ${response.statusMessage ?? status}`))
+          this.onerror?.(new StreamableHttpError(status, `Failed to open SSE stream: ${response.statusMessage ?? status}`))
           return
         }
         const parser = new EventStreamParser((event) => {

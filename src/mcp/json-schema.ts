@@ -14,7 +14,7 @@
 import { Ajv, type CodeOptions, type ErrorObject, type Options, type ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import addFormatsModule from "ajv-formats"
-import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
+import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/client"
 import { RE2JS } from "re2js"
 
 // ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.

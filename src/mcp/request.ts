@@ -4,12 +4,10 @@
  * stream that never sends its endpoint), and turns whatever the SDK, the transport or fetch threw
  * into an `McpRequestError` with a kind the service actors can act on and a message a person can read.
  */
-import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
-import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
+import { SseError, UnauthorizedError } from "@modelcontextprotocol/client"
+import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError } from "./protocol-error.js"
 import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth-client.js"
-import { McpRequestError, MessageTooLargeError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
+import { McpRequestError, MessageTooLargeError, StreamableHttpError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
 
 /** What the SDK call receives: pass both on as its request options. */
 export interface RequestControls {
@@ -115,21 +113,16 @@ export function classifyFailure(what: string, error: unknown, options: RequestOp
   if (error instanceof DeadlineExceeded) {
     return new McpRequestError("timeout", `${what}: ${error.message}`)
   }
-  if (error instanceof McpError) {
-    if (error.code === ErrorCode.RequestTimeout) {
-      return new McpRequestError("timeout", `${what}: no answer within ${options.timeoutMs} ms`)
-    }
-    if (isConnectionClosed(error)) {
-      return new McpRequestError("transport", `${what}: the connection closed before the answer came`)
-    }
-    return new McpRequestError(
-      "protocol",
-      `${what}: the server answered with error ${error.code}: ${stripMcpPrefix(error)}`,
-      error.code,
-      error.data
-    )
+  if (isRequestTimeout(error)) {
+    return new McpRequestError("timeout", `${what}: no answer within ${options.timeoutMs} ms`)
   }
-  if (error instanceof StreamableHTTPError) {
+  if (isConnectionClosed(error)) {
+    return new McpRequestError("transport", `${what}: the connection closed before the answer came`)
+  }
+  if (error instanceof ProtocolError) {
+    return new McpRequestError("protocol", `${what}: the server answered with error ${error.code}: ${bareMessage(error)}`, error.code, error.data)
+  }
+  if (error instanceof StreamableHttpError) {
     if (error.code === 404) {
       return new McpRequestError(
         "session_expired",
@@ -188,17 +181,5 @@ const abortedError = (what: string, reason: unknown): McpRequestError => {
   const why = reason === undefined ? "" : `: ${reason instanceof Error ? reason.message : String(reason)}`
   return new McpRequestError("aborted", `${what}: aborted by the caller${why}`)
 }
-
-/**
- * The SDK fails pending requests with ConnectionClosed (-32000) when its transport closes. Servers
- * may use -32000 for their own errors too (it opens the "server error" range), so only the SDK's own
- * errors count as a transport failure; a server's -32000 answer stays a protocol error.
- */
-export const isConnectionClosed = (error: McpError): boolean =>
-  error.code === ErrorCode.ConnectionClosed &&
-  error.data === undefined &&
-  /^MCP error -32000: (Connection closed|Request was cancelled)$/.test(error.message)
-
-const stripMcpPrefix = (error: McpError): string => error.message.replace(/^MCP error -?\d+: /, "")
 
 const isSchemaError = (error: unknown): boolean => error instanceof Error && /ZodError$/.test(error.name)

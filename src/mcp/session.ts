@@ -13,13 +13,12 @@
  *
  * Why not the SDK's `Client`: its per-request machinery cost 13 to 22 % more of the store's CPU per
  * tool call than this engine (zod parses of every message, closures and timers per request), and it
- * dispatches a progress a turn after it reads it, so a progress read with the answer was lost. The
- * SDK 1.x is used here for what does not cost per call: its types, its result schemas (lists,
+ * dispatches a progress a turn after it reads it, so a progress read with the answer was lost. SDK
+ * v2 is used here for what does not cost per call: its types, its result schemas (lists,
  * resources, prompts, initialize; a tool result's common shape is checked by hand first) and its
- * `McpError`, which the failure classification reads. This module is the only one of src/mcp that
- * speaks MCP messages, so a move to another SDK (v2's client) replaces it behind the same class.
+ * error classes (`ProtocolError`, `SdkError`: ./protocol-error.ts), which the failure
+ * classification reads. This module is the only one of src/mcp that speaks MCP messages.
  */
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import {
   CallToolResultSchema,
   CompleteResultSchema,
@@ -29,24 +28,28 @@ import {
   ElicitRequestSchema,
   ElicitResultSchema,
   EmptyResultSchema,
-  ErrorCode,
   GetPromptResultSchema,
   InitializeResultSchema,
-  LATEST_PROTOCOL_VERSION,
   ListPromptsResultSchema,
   ListResourcesResultSchema,
   ListResourceTemplatesResultSchema,
   ListToolsResultSchema,
   LoggingMessageNotificationSchema,
-  McpError,
   ReadResourceResultSchema,
-  ResourceUpdatedNotificationSchema,
+  ResourceUpdatedNotificationSchema
+} from "@modelcontextprotocol/core"
+import {
+  LATEST_PROTOCOL_VERSION,
   SUPPORTED_PROTOCOL_VERSIONS,
   type CallToolResult,
   type ClientCapabilities,
   type CompleteResult,
   type GetPromptResult,
   type JSONRPCMessage,
+  type JsonSchemaType,
+  type JsonSchemaValidator,
+  type JsonSchemaValidatorResult,
+  type jsonSchemaValidator,
   type ListPromptsResult,
   type ListResourcesResult,
   type ListResourceTemplatesResult,
@@ -54,9 +57,10 @@ import {
   type LoggingLevel,
   type LoggingMessageNotification,
   type ReadResourceResult,
-  type ServerCapabilities
-} from "@modelcontextprotocol/sdk/types.js"
-import type { JsonSchemaType, JsonSchemaValidator, JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
+  type ServerCapabilities,
+  type Transport
+} from "@modelcontextprotocol/client"
+import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
 import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
@@ -157,7 +161,7 @@ const taskOf = (value: unknown, what: string): UpstreamTask["task"] => {
   if (isRecord(value) && typeof value["taskId"] === "string" && value["taskId"].length > 0 && value["taskId"].length <= MAX_TASK_ID && typeof value["status"] === "string") {
     return value as UpstreamTask["task"]
   }
-  throw new McpRequestError("protocol", `${what}: the server's task has no taskId (at most ${MAX_TASK_ID} characters) or status`, ErrorCode.InvalidRequest)
+  throw new McpRequestError("protocol", `${what}: the server's task has no taskId (at most ${MAX_TASK_ID} characters) or status`, ProtocolErrorCode.InvalidRequest)
 }
 
 /** Waits `ms`, or rejects with the signal's reason when it fires first. */
@@ -243,7 +247,7 @@ const emptyResult = (value: unknown): void => {
 /** An error as a JSON-RPC error answer carries it (as the SDK answers a failed handler). */
 const errorBody = (error: unknown): { code: number; message: string; data?: unknown } => {
   const e = error as { code?: unknown; message?: unknown; data?: unknown }
-  const code = typeof e?.code === "number" && Number.isSafeInteger(e.code) ? e.code : ErrorCode.InternalError
+  const code = typeof e?.code === "number" && Number.isSafeInteger(e.code) ? e.code : ProtocolErrorCode.InternalError
   const message = typeof e?.message === "string" ? e.message : "Internal error"
   return e?.data !== undefined ? { code, message, data: e.data } : { code, message }
 }
@@ -252,11 +256,11 @@ const errorBody = (error: unknown): { code: number; message: string; data?: unkn
  * A failed task's error: the JSON-RPC error it carries (modern era; kept with its code and data, as
  * an error answer is), or its status message (2025-11-25's tasks carry none).
  */
-const taskFailure = (task: Readonly<Record<string, unknown>>, modern: boolean): McpError => {
+const taskFailure = (task: Readonly<Record<string, unknown>>, modern: boolean): ProtocolError => {
   const error = task["error"]
   const message = typeof task["statusMessage"] === "string" ? task["statusMessage"] : undefined
-  if (modern && isRecord(error) && typeof error["code"] === "number" && typeof error["message"] === "string") return McpError.fromError(error["code"], error["message"], error["data"])
-  return new McpError(ErrorCode.InternalError, `the server's task failed${message === undefined ? "" : `: ${message}`}`)
+  if (modern && isRecord(error) && typeof error["code"] === "number" && typeof error["message"] === "string") return answerError(error["code"], error["message"], error["data"])
+  return mcpError(ProtocolErrorCode.InternalError, `the server's task failed${message === undefined ? "" : `: ${message}`}`)
 }
 
 /** A server answered the initialize handshake with a revision the store does not speak. */
@@ -334,7 +338,7 @@ export class Session {
   /**
    * `server/discover` with the modern envelope of `version` (the era probe, and the modern era's
    * health check): resolves with the raw result; rejects as every request does (a JSON-RPC error is
-   * an McpError with its code and data).
+   * a `ProtocolError` with its code and data).
    */
   async discover(version: string, controls: Controls): Promise<unknown> {
     if (this.envelope !== undefined) return this.request("server/discover", undefined, controls)
@@ -436,16 +440,16 @@ export class Session {
     const check = terms?.check
     if (check === undefined) return result
     if (!result.structuredContent && !result.isError) {
-      throw new McpError(ErrorCode.InvalidRequest, `Tool ${name} has an output schema but did not return structured content`)
+      throw mcpError(ProtocolErrorCode.InvalidRequest, `Tool ${name} has an output schema but did not return structured content`)
     }
     if (result.structuredContent) {
       let outcome: JsonSchemaValidatorResult<unknown>
       try {
         outcome = check(result.structuredContent)
       } catch (error) {
-        throw new McpError(ErrorCode.InvalidParams, `Failed to validate structured content: ${error instanceof Error ? error.message : String(error)}`)
+        throw mcpError(ProtocolErrorCode.InvalidParams, `Failed to validate structured content: ${error instanceof Error ? error.message : String(error)}`)
       }
-      if (!outcome.valid) throw new McpError(ErrorCode.InvalidParams, `Structured content does not match the tool's output schema: ${outcome.errorMessage}`)
+      if (!outcome.valid) throw mcpError(ProtocolErrorCode.InvalidParams, `Structured content does not match the tool's output schema: ${outcome.errorMessage}`)
     }
     return result
   }
@@ -482,23 +486,23 @@ export class Session {
           hooks?.onProgress?.({ progress: changes, message: message === undefined ? `task ${status}` : `task ${status}: ${message}` })
         }
         if (status === "failed") throw taskFailure(task, modern)
-        if (status === "cancelled") throw new McpError(ErrorCode.InternalError, `the server cancelled the task${message === undefined ? "" : `: ${message}`}`)
+        if (status === "cancelled") throw mcpError(ProtocolErrorCode.InternalError, `the server cancelled the task${message === undefined ? "" : `: ${message}`}`)
         if (!modern && (status === "completed" || status === "input_required")) return await this.request("tasks/result", { taskId }, left(), hooks)
         if (status === "completed") {
-          if (!isRecord(task["result"])) throw new McpRequestError("protocol", "tasks/get: the server's completed task has no result", ErrorCode.InvalidRequest)
+          if (!isRecord(task["result"])) throw new McpRequestError("protocol", "tasks/get: the server's completed task has no result", ProtocolErrorCode.InvalidRequest)
           return task["result"]
         }
         if (status === "input_required") await this.answerTask(task, answered, hooks, left())
-        else if (status !== "working") throw new McpRequestError("protocol", `tasks/get: the server's task has an unknown status ${JSON.stringify(status).slice(0, 100)}`, ErrorCode.InvalidRequest)
+        else if (status !== "working") throw new McpRequestError("protocol", `tasks/get: the server's task has an unknown status ${JSON.stringify(status).slice(0, 100)}`, ProtocolErrorCode.InvalidRequest)
         const suggested = task[modern ? "pollIntervalMs" : "pollInterval"]
         const wait = Math.min(Math.max(typeof suggested === "number" && suggested > 0 ? suggested : MIN_POLL_MS * 4, MIN_POLL_MS), MAX_POLL_MS)
         if (performance.now() + wait >= deadline) {
           await pause(Math.max(0, deadline - performance.now()), controls.signal)
-          throw McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout: controls.timeout })
+          throw requestTimedOut(controls.timeout)
         }
         await pause(wait, controls.signal)
         task = taskOf(await this.request("tasks/get", { taskId }, left()), "tasks/get")
-        if (task.taskId !== taskId) throw new McpRequestError("protocol", "tasks/get: the server answered with another task", ErrorCode.InvalidRequest)
+        if (task.taskId !== taskId) throw new McpRequestError("protocol", "tasks/get: the server answered with another task", ProtocolErrorCode.InvalidRequest)
       }
     } catch (error) {
       // A store that stops leaves the task to the caller that follows it again after the restart.
@@ -516,7 +520,7 @@ export class Session {
     if (requests.length === 0) return
     const wellFormed = requests.every(([, r]) => isRecord(r) && typeof r["method"] === "string" && (r["params"] === undefined || isRecord(r["params"])))
     if (!wellFormed || requests.length > MAX_INPUT_REQUESTS || answered.size + requests.length > MAX_TASK_INPUTS) {
-      throw new McpRequestError("protocol", `tasks/get: the server's input requests are not well formed (at most ${MAX_INPUT_REQUESTS} at once and ${MAX_TASK_INPUTS} per task, each with its method)`, ErrorCode.InvalidRequest)
+      throw new McpRequestError("protocol", `tasks/get: the server's input requests are not well formed (at most ${MAX_INPUT_REQUESTS} at once and ${MAX_TASK_INPUTS} per task, each with its method)`, ProtocolErrorCode.InvalidRequest)
     }
     const inputResponses = await this.inputResponses("tools/call", new InputRequired(requests as Array<[string, { method: string; params?: Record<string, unknown> }]>, undefined), hooks, controls)
     for (const [key] of requests) answered.add(key)
@@ -541,7 +545,7 @@ export class Session {
    */
   async taskRequest(method: TaskMethod, params: Record<string, unknown>, controls: Controls, meta?: Readonly<Record<string, string>>): Promise<Record<string, unknown>> {
     const answer = await this.request(method, withMeta(params, meta), controls)
-    if (!isRecord(answer)) throw new McpRequestError("protocol", `${method}: the server's answer is not an object`, ErrorCode.InvalidRequest)
+    if (!isRecord(answer)) throw new McpRequestError("protocol", `${method}: the server's answer is not an object`, ProtocolErrorCode.InvalidRequest)
     return answer
   }
 
@@ -606,7 +610,7 @@ export class Session {
     const left = (): Controls => ({ timeout: Math.max(0, controls.timeout - (performance.now() - started)), signal: controls.signal })
     let answer = await this.request(method, params, controls, hooks)
     for (let round = 1; answer instanceof InputRequired; round++) {
-      if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one ${INPUT_METHODS.get(method)}`, ErrorCode.InvalidRequest)
+      if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one ${INPUT_METHODS.get(method)}`, ProtocolErrorCode.InvalidRequest)
       const inputResponses = await this.inputResponses(method, answer, hooks, left())
       answer = await this.request(method, { ...params, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooks)
     }
@@ -638,9 +642,9 @@ export class Session {
   }
 
   /**
-   * One request: resolves with its `result`; rejects with an McpError for a JSON-RPC error, a
-   * time-out (`RequestTimeout`, after `notifications/cancelled`) or a closed connection
-   * (`ConnectionClosed`), with the signal's reason when the caller aborts, or with the transport's
+   * One request: resolves with its `result`; rejects with a `ProtocolError` for a JSON-RPC error, an
+   * `SdkError` for a time-out (`RequestTimeout`, after `notifications/cancelled`) or a closed
+   * connection (`ConnectionClosed`), with the signal's reason when the caller aborts, or with the transport's
    * send error.
    */
   private request(method: string, params: Record<string, unknown> | undefined, controls: Controls, hooks?: CallHooks): Promise<unknown> {
@@ -684,7 +688,7 @@ export class Session {
 
   private timedOut(id: number): void {
     const timeout = this.pending.get(id)?.timeoutMs
-    this.cancel(id, "Request timed out", McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout }))
+    this.cancel(id, "Request timed out", requestTimedOut(timeout))
   }
 
   /**
@@ -699,7 +703,7 @@ export class Session {
       const requestId = params?.["requestId"]
       if (typeof requestId === "string" || typeof requestId === "number") this.handling.get(requestId)?.abort(params?.["reason"])
       // The modern era: a server ends a subscriptions/listen of ours so (no answer follows).
-      if (this.envelope !== undefined && typeof requestId === "number") this.settle(requestId)?.reject(McpError.fromError(ErrorCode.ConnectionClosed, "Request was cancelled"))
+      if (this.envelope !== undefined && typeof requestId === "number") this.settle(requestId)?.reject(connectionClosed("Request was cancelled"))
       return
     }
     let notification: SessionNotification | undefined
@@ -775,22 +779,22 @@ export class Session {
     if (method === "roots/list" && roots !== undefined) return { roots: roots.map((uri) => ({ uri })) }
     if (method === "elicitation/create") {
       const request = ElicitRequestSchema.safeParse({ method, params })
-      if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation request: ${request.error.message}`)
-      if ((request.data.params.mode ?? "form") !== "form") throw new McpError(ErrorCode.InvalidParams, "Client does not support URL-mode elicitation requests")
+      if (!request.success) throw mcpError(ProtocolErrorCode.InvalidParams, `Invalid elicitation request: ${request.error.message}`)
+      if ((request.data.params.mode ?? "form") !== "form") throw mcpError(ProtocolErrorCode.InvalidParams, "Client does not support URL-mode elicitation requests")
       const result = ElicitResultSchema.safeParse(await ask(request.data))
-      if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid elicitation result: ${result.error.message}`)
+      if (!result.success) throw mcpError(ProtocolErrorCode.InvalidParams, `Invalid elicitation result: ${result.error.message}`)
       return result.data
     }
     if (method === "sampling/createMessage") {
       const request = CreateMessageRequestSchema.safeParse({ method, params })
-      if (!request.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling request: ${request.error.message}`)
+      if (!request.success) throw mcpError(ProtocolErrorCode.InvalidParams, `Invalid sampling request: ${request.error.message}`)
       const withTools = request.data.params.tools !== undefined || request.data.params.toolChoice !== undefined
       const answer = await ask(request.data)
       const result = withTools ? CreateMessageResultWithToolsSchema.safeParse(answer) : CreateMessageResultSchema.safeParse(answer)
-      if (!result.success) throw new McpError(ErrorCode.InvalidParams, `Invalid sampling result: ${result.error.message}`)
+      if (!result.success) throw mcpError(ProtocolErrorCode.InvalidParams, `Invalid sampling result: ${result.error.message}`)
       return result.data
     }
-    throw new McpError(ErrorCode.MethodNotFound, "Method not found")
+    throw mcpError(ProtocolErrorCode.MethodNotFound, "Method not found")
   }
 
   /**
@@ -822,11 +826,11 @@ export class Session {
     const aborts = new AbortController()
     const onAbort = () => aborts.abort(controls.signal?.reason)
     controls.signal?.addEventListener("abort", onAbort, { once: true })
-    const timer = setTimeout(() => aborts.abort(McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout: controls.timeout })), Math.min(controls.timeout, MAX_TIMER_MS))
+    const timer = setTimeout(() => aborts.abort(requestTimedOut(controls.timeout)), Math.min(controls.timeout, MAX_TIMER_MS))
     const relay = hooks?.relay
     const ask = (request: { method: string; params?: Record<string, unknown> }) =>
       relay === undefined
-        ? Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this ${INPUT_METHODS.get(method)} cannot answer it`))
+        ? Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this ${INPUT_METHODS.get(method)} cannot answer it`))
         : relay(request, { signal: aborts.signal, timeoutMs: controls.timeout })
     const aborted = new Promise<never>((_, reject) => aborts.signal.addEventListener("abort", () => reject(aborts.signal.reason), { once: true }))
     try {
@@ -842,16 +846,16 @@ export class Session {
   /**
    * Answers an upstream request (elicitation, sampling) through the caller of the call it is tied
    * to (a tool call, resource read or prompt), within the call's time left; aborted when the
-   * upstream cancels it or the call ends. Declined (an McpError) when it is tied to no call in
+   * upstream cancels it or the call ends. Declined (a `ProtocolError`) when it is tied to no call in
    * flight or the caller cannot answer it.
    */
   private async relay(requestId: string | number, request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal): Promise<Record<string, unknown>> {
     const call = this.ties.get(requestId)
     this.ties.delete(requestId)
     const entry = call === undefined ? undefined : this.pending.get(call)
-    if (entry === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call, resource read or prompt request in flight`)
+    if (entry === undefined) throw mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call, resource read or prompt request in flight`)
     const relay = entry.hooks?.relay
-    if (relay === undefined) throw new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this request cannot answer it`)
+    if (relay === undefined) throw mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this request cannot answer it`)
     entry.relays ??= new AbortController()
     return relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
   }
@@ -891,7 +895,7 @@ export class Session {
     }
     const error = m.error
     if (isRecord(error) && typeof error.code === "number" && typeof error.message === "string") {
-      entry.reject(McpError.fromError(error.code, error.message, error.data))
+      entry.reject(answerError(error.code, error.message, error.data))
     } else {
       entry.reject(new McpRequestError("protocol", `the server answered with a message that is neither a result nor an error: ${JSON.stringify(message).slice(0, 200)}`))
     }
@@ -931,7 +935,7 @@ export class Session {
       if (wellFormed && requests.length <= MAX_INPUT_REQUESTS && (requests.length > 0 || typeof state === "string") && (state === undefined || typeof state === "string")) {
         return entry.resolve(new InputRequired(requests as Array<[string, { method: string; params?: Record<string, unknown> }]>, state))
       }
-      return entry.reject(new McpRequestError("protocol", `the server answered input_required with requests that are not well formed (at most ${MAX_INPUT_REQUESTS}, each with its method)`, ErrorCode.InvalidRequest))
+      return entry.reject(new McpRequestError("protocol", `the server answered input_required with requests that are not well formed (at most ${MAX_INPUT_REQUESTS}, each with its method)`, ProtocolErrorCode.InvalidRequest))
     }
     if (type === "input_required") {
       const requests = isRecord(result["inputRequests"]) ? Object.values(result["inputRequests"]) : []
@@ -940,7 +944,7 @@ export class Session {
         new McpRequestError(
           "protocol",
           `the server asks for input before it completes (input_required${methods.length > 0 ? `: ${methods.join(", ")}` : ""}); mcp-store answers input requests of tools/call, resources/read and prompts/get only, so it declined`,
-          ErrorCode.InvalidRequest
+          ProtocolErrorCode.InvalidRequest
         )
       )
     }
@@ -950,7 +954,7 @@ export class Session {
   private onClosed(): void {
     if (this.closed) return
     this.closed = true
-    const error = McpError.fromError(ErrorCode.ConnectionClosed, "Connection closed")
+    const error = connectionClosed("Connection closed")
     for (const id of [...this.pending.keys()]) this.settle(id)?.reject(error)
     for (const controller of this.handling.values()) controller.abort()
     this.handling.clear()

@@ -10,9 +10,8 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
-import { serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
-import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import { serializeMessage, type JSONRPCMessage, type Transport } from "@modelcontextprotocol/client"
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/core"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type ProcessLedger } from "./types.js"
 
 /** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */

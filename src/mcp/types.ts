@@ -12,8 +12,8 @@ import type {
   Prompt,
   ReadResourceResult,
   Resource,
-  ResourceTemplate
-} from "@modelcontextprotocol/sdk/types.js"
+  ResourceTemplateType as ResourceTemplate
+} from "@modelcontextprotocol/client"
 import type { EraVerdict } from "./era.js"
 import type { UpstreamAuth } from "./oauth-client.js"
 import type { UpstreamPolicy } from "./upstream-policy.js"
@@ -217,6 +217,22 @@ export class Cancel implements CancelSignal {
 export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted" | "message_too_large"
 
 export { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./message-limit.js"
+
+/**
+ * An HTTP failure of the store's Streamable HTTP transport (src/mcp/http-transport.ts): `code` is the
+ * answer's status, or -1 when the answer was not one the transport can read. Its message reads as
+ * SDK 1.x's `StreamableHTTPError` wrote it, which the failures the store reports have quoted since
+ * its first release.
+ */
+export class StreamableHttpError extends Error {
+  readonly _tag = "StreamableHttpError"
+  constructor(
+    readonly code: number,
+    message: string
+  ) {
+    super(`Streamable HTTP error: ${message}`)
+  }
+}
 
 /** What more is known about a failure than its kind. */
 export interface FailureDetails {

@@ -13,7 +13,7 @@
  * never looser), and it is never opened through a symlink (O_NOFOLLOW). A symlink planted at its
  * path is refused with a logged error; the records are then kept in memory only.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/client"
 import { randomUUID } from "node:crypto"
 import { constants as fsConstants, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"

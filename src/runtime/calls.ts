@@ -8,10 +8,10 @@
  * and the upstream's result handed back. Written as plain steps over promises (`runCall`), so the
  * common call runs without a fiber; `callTool` is the same pipeline as an Effect.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/client"
 import { Cause, Effect, Exit, FiberId, Option } from "effect"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { approvalRequired } from "../domain/approval-policy.js"
@@ -110,7 +110,7 @@ export type CallerOf = () => ApprovalCaller
 
 /** The relay of a REST call: nobody can answer an upstream's request, declined in words that say why. */
 const declinedOverRest: UpstreamRequestRelay = (request) =>
-  Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the tool call was made through the REST API, which cannot answer it; call the tool from an MCP client that declares the capability`))
+  Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the tool call was made through the REST API, which cannot answer it; call the tool from an MCP client that declares the capability`))
 
 export interface CallToolOutput {
   readonly result: unknown

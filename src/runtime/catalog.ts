@@ -13,8 +13,8 @@
  * resource, colliding or not.
  */
 import { Cause, Effect, Exit, FiberRef, Option } from "effect"
-import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js"
-import { ErrorCode, McpError, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplate } from "@modelcontextprotocol/sdk/types.js"
+import { UriTemplate, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplateType as ResourceTemplate } from "@modelcontextprotocol/client"
+import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
@@ -417,7 +417,7 @@ const declinedHere =
   (done: string): UpstreamRequestRelay =>
   (request) =>
     Promise.reject(
-      new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the ${done} through the REST API, which cannot answer it; use an MCP client that declares the capability`)
+      mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the ${done} through the REST API, which cannot answer it; use an MCP client that declares the capability`)
     )
 const declinedRead = declinedHere("resource was read")
 const declinedPrompt = declinedHere("prompt was asked for")

@@ -25,7 +25,7 @@
  * another replica is refused, with a message that says so.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
-import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js"
+import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { Cause, Exit } from "effect"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
@@ -186,10 +186,10 @@ class HeldCall<A extends AnyExit> {
 
   private readonly relay: UpstreamRequestRelay = (request, { signal }) => {
     if (!this.accepts(request.method)) {
-      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the client that made this call did not declare the capability to answer it`))
+      return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the client that made this call did not declare the capability to answer it`))
     }
     if (this.#asked.size === 0 && !this.mayHold()) {
-      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${request.method}: too many calls are waiting for their callers' input`))
+      return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: too many calls are waiting for their callers' input`))
     }
     return new Promise((resolve, reject) => {
       const key = `input_${++this.#next}`

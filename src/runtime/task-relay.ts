@@ -9,7 +9,7 @@
  * new task itself and answers its call's result (a client must take either).
  */
 import { randomBytes } from "node:crypto"
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/client"
 import { log } from "../logging/log.js"
 import { cutValue, DEFAULT_MAX_VALUE_BYTES, resultValue, toolErrorMessage, type Outcome, type RecordsBackend } from "../records/tool-records.js"
 import type { TraceContext } from "../domain/trace-context.js"

@@ -42,11 +42,13 @@ import {
   type Transport
 } from "@modelcontextprotocol/server"
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
-import { ErrorCode, JSONRPCMessageSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
+// The /sse transport is SDK 1.x's (SDK v2 has none); its POST body is checked as it then parses it.
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
+import { mcpError, ProtocolError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import type { ResourceTarget } from "../../runtime/catalog.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
@@ -174,15 +176,15 @@ const mcpErrorOf = (e: unknown): unknown => {
   if (!isStoreError(e)) return e
   switch (e._tag) {
     case "ResourceNotFound":
-      return new McpError(RESOURCE_NOT_FOUND, e.message, { uri: e.uri })
+      return mcpError(RESOURCE_NOT_FOUND, e.message, { uri: e.uri })
     case "PromptNotFound":
     case "ValidationError":
-      return new McpError(ErrorCode.InvalidParams, e.message)
+      return mcpError(ProtocolErrorCode.InvalidParams, e.message)
     case "CredentialsRequired":
       // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
-      return new McpError(ErrorCode.InvalidRequest, e.message, credentialsData(e))
+      return mcpError(ProtocolErrorCode.InvalidRequest, e.message, credentialsData(e))
     default:
-      return new McpError(ErrorCode.InternalError, e.message)
+      return mcpError(ProtocolErrorCode.InternalError, e.message)
   }
 }
 
@@ -196,7 +198,7 @@ const sessionRelay =
   (req, { signal, timeoutMs }) => {
     const capability = req.method === "elicitation/create" ? "elicitation" : "sampling"
     if (server.getClientCapabilities()?.[capability] === undefined) {
-      return Promise.reject(new McpError(ErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this ${what} did not declare the ${capability} capability`))
+      return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${req.method}: the MCP client that made this ${what} did not declare the ${capability} capability`))
     }
     // The SDK checks the answer against the method's result schema.
     return ctx.mcpReq.send(req as never, { signal, timeout: timeoutMs }) as Promise<Record<string, unknown>>
@@ -355,7 +357,7 @@ export class McpGateway {
     /** A failure as the session's MCP error; a "resource not found" is noted for `restoreNotFound`. */
     const failed = (c: ServerContext, e: unknown): never => {
       const error = mcpErrorOf(e)
-      if (error instanceof McpError && error.code === RESOURCE_NOT_FOUND) session.notFound.add(c.mcpReq.id)
+      if (error instanceof ProtocolError && error.code === RESOURCE_NOT_FOUND) session.notFound.add(c.mcpReq.id)
       throw error
     }
     // Tracing on: the request's span (method-spans.ts) is the parent of its upstream request's.
@@ -402,7 +404,7 @@ export class McpGateway {
   private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): Promise<void> {
     let target: ResourceTarget
     try {
-      if (uri.length > MAX_URI_LENGTH) throw new McpError(ErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
+      if (uri.length > MAX_URI_LENGTH) throw mcpError(ProtocolErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
       target = this.ops.catalog.resolveResource(this.scopeContext(session.scope), uri)
     } catch (e) {
       throw mcpErrorOf(e)
@@ -411,7 +413,7 @@ export class McpGateway {
     const key = `${scopeLabel(session.scope)}\n${service}\n${target.uri}`
     if (session.subscriptions.has(key)) return
     if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
-      throw new McpError(ErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
+      throw mcpError(ProtocolErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
     }
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
@@ -496,7 +498,7 @@ export class McpGateway {
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e)
       log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri)} failed: ${message}`, { event: "subscribe_failed" })
-      if (strict) throw new McpError(ErrorCode.InternalError, message)
+      if (strict) throw mcpError(ProtocolErrorCode.InternalError, message)
     }
   }
 

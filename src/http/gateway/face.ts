@@ -8,9 +8,8 @@
  * once when they are built (`McpOperations`).
  */
 import type { ServerResponse } from "node:http"
-import { Server, type ServerOptions } from "@modelcontextprotocol/server"
+import { Server, type CallToolResult, type ServerOptions } from "@modelcontextprotocol/server"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"

@@ -46,6 +46,7 @@ import {
   ResourceNotFoundError,
   Server,
   type CacheHint,
+  type CallToolResult,
   type LoggingLevel,
   type LoggingMessageNotification,
   type ServerContext,
@@ -54,8 +55,8 @@ import {
   type ServerEventBus
 } from "@modelcontextprotocol/server"
 import { LoggingLevelSchema } from "@modelcontextprotocol/core"
-// The engine's error currency (src/mcp/session.ts): a declined upstream request travels back to it as one.
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+// The engine's errors (src/mcp/protocol-error.ts): a declined upstream request travels back to it as one.
+import { mcpError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { readTraceContext, type TraceContext } from "../../domain/trace-context.js"
@@ -63,7 +64,6 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import { TASK_METHODS, TASKS_EXTENSION, type CallProgress, type TaskMethod, type UpstreamRequestRelay } from "../../mcp/types.js"
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type { CatalogError, CatalogInput } from "../../runtime/catalog.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
 import { runToPromise } from "../../runtime/run.js"
@@ -246,8 +246,7 @@ const declinedOnModern =
   (what: string): UpstreamRequestRelay =>
   (request) =>
     Promise.reject(
-      new McpError(
-        ErrorCode.InvalidRequest,
+      mcpError(ProtocolErrorCode.InvalidRequest,
         `mcp-store declined ${request.method}: the MCP 2026-07-28 client that made this ${what} did not declare the capability to answer it`
       )
     )
@@ -276,7 +275,7 @@ const roundResult = <A, R>(held: HeldAnswer<A>, ended: (a: A) => R): R => {
 }
 
 /** A retry whose state does not fit its call, as the client's invalid params (-32602); anything else as it is. */
-const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? new ProtocolError(ErrorCode.InvalidParams, e.message) : e)
+const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? new ProtocolError(ProtocolErrorCode.InvalidParams, e.message) : e)
 
 
 /**

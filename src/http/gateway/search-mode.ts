@@ -7,7 +7,7 @@
  * here, so they cannot drift. Which requests are in search mode: `?tools=search` on the URL, else
  * the key's `tool_mode`, else `--tool-search-scopes`; `?tools=full` asks for the whole list.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/server"
 import type { Scope } from "../../domain/service-definition.js"
 import { scopeLabel } from "../../domain/service-definition.js"
 import { toolGate, type ToolGate } from "../../domain/tool-filter.js"
