@@ -44,7 +44,7 @@ import { PROTOCOL_VERSION_META_KEY } from "./era.js"
 import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
 import { describeError } from "./request.js"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, StreamableHttpError, TASK_METHODS, type CarriedBy } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, StreamableHttpError, TASK_METHODS, type AnswerLost, type CarriedBy } from "./types.js"
 
 /** Reconnection of the GET event stream, as the SDK's defaults: 1 s, x1.5, at most 30 s, 2 retries. */
 const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 } as const
@@ -609,7 +609,7 @@ export class HttpClientTransport implements Transport {
       }
       if (error !== undefined) this.onerror?.(error)
       for (const id of requests) {
-        this.onmessage?.({ jsonrpc: "2.0", id, error: { code: -32000, message: "Connection closed" } })
+        this.deliver({ jsonrpc: "2.0", id, error: { code: -32000, message: "Connection closed" } }, { lost: true })
       }
     })
   }
@@ -752,7 +752,7 @@ export class HttpClientTransport implements Transport {
     return undefined
   }
 
-  private deliver(message: JSONRPCMessage | undefined, extra?: CarriedBy): void {
+  private deliver(message: JSONRPCMessage | undefined, extra?: CarriedBy | AnswerLost): void {
     if (message !== undefined) this.onmessage?.(message, extra as MessageExtraInfo | undefined)
   }
 }

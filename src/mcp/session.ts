@@ -60,8 +60,9 @@ import {
   type ServerCapabilities,
   type Transport
 } from "@modelcontextprotocol/client"
+import { z } from "zod"
 import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
-import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
@@ -221,10 +222,17 @@ const RESULT_KEYS: ReadonlySet<string> = new Set(["content", "structuredContent"
 const TEXT_KEYS: ReadonlySet<string> = new Set(["type", "text"])
 
 /**
- * A tool result as the SDK's CallToolResultSchema reads it. The common shape (text blocks with
- * nothing else, a plain object of structured content without an own `__proto__` key, a boolean
- * isError, no _meta) is what the schema returns unchanged (content defaulting to []): checked by
- * hand. Anything else goes through the schema itself (which drops an own `__proto__` key).
+ * The schema of a tool result: SDK v2's, with structured content an object, as the 2025 revisions
+ * have it and as the store relays it to every face and keeps it in its records (v2 takes any JSON
+ * value there, as 2026-07-28 allows).
+ */
+const ToolResultSchema = CallToolResultSchema.extend({ structuredContent: z.record(z.string(), z.unknown()).optional() })
+
+/**
+ * A tool result as `ToolResultSchema` reads it. The common shape (text blocks with nothing else, a
+ * plain object of structured content without an own `__proto__` key, a boolean isError, no _meta)
+ * is what the schema returns unchanged (content defaulting to []): checked by hand. Anything else
+ * goes through the schema itself (which drops an own `__proto__` key).
  */
 export const callToolResult = (value: unknown): CallToolResult => {
   if (isRecord(value) && onlyKeys(value, RESULT_KEYS)) {
@@ -235,7 +243,7 @@ export const callToolResult = (value: unknown): CallToolResult => {
       (isError === undefined || typeof isError === "boolean")
     if (plain) return (content === undefined ? { ...value, content: [] } : value) as CallToolResult
   }
-  return CallToolResultSchema.parse(value)
+  return ToolResultSchema.parse(value)
 }
 
 /** A ping's answer: an empty result (only `_meta` allowed, as EmptyResultSchema reads it). */
@@ -300,7 +308,7 @@ export class Session {
     private readonly options: SessionOptions,
     private readonly events: SessionEvents
   ) {
-    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.read(message, extra as Partial<CarriedBy> | undefined)
+    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.read(message, extra as Partial<CarriedBy & AnswerLost> | undefined)
     transport.onerror = (error: Error) => events.onError(error)
     transport.onclose = () => this.onClosed()
   }
@@ -673,14 +681,14 @@ export class Session {
   }
 
   /** Every message the transport reads. */
-  private read(message: JSONRPCMessage, extra: Partial<CarriedBy> | undefined): void {
+  private read(message: JSONRPCMessage, extra: Partial<CarriedBy & AnswerLost> | undefined): void {
     const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
     const withId = typeof id === "string" || typeof id === "number"
     if (typeof method === "string") {
       if (withId) this.serve(id, method, isRecord(params) ? params : undefined, extra)
       else this.notified(method, isRecord(params) ? params : undefined)
     } else if (withId) {
-      this.answer(id, message)
+      this.answer(id, message, extra?.lost === true)
     } else {
       this.events.onError(new Error(`Unknown message type: ${JSON.stringify(message).slice(0, 200)}`))
     }
@@ -884,9 +892,10 @@ export class Session {
     entry.reject(error)
   }
 
-  private answer(id: string | number, message: JSONRPCMessage): void {
+  private answer(id: string | number, message: JSONRPCMessage, lost: boolean): void {
     const entry = this.settle(typeof id === "number" ? id : Number(id))
     if (entry === undefined) return // answered after its time-out or abort, or never asked: dropped
+    if (lost) return entry.reject(connectionClosed("Connection closed"))
     const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } }
     if ("result" in m) {
       if (this.envelope !== undefined) return this.modernResult(entry, m.result)

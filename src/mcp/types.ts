@@ -151,6 +151,15 @@ export interface CarriedBy {
   readonly carriedBy: ReadonlySet<string | number>
 }
 
+/**
+ * What a transport tells of an answer it lost: the stream that was to carry it ended first (a
+ * Streamable HTTP POST's event stream that cannot be resumed). The message it comes with is an error
+ * answer in the request's name; the engine fails the request as on a closed connection.
+ */
+export interface AnswerLost {
+  readonly lost: true
+}
+
 /** The options of a tool call: a time-out and an optional signal, an AbortSignal or a `Cancel`. */
 export interface CallOptions {
   readonly timeoutMs: number

@@ -1,8 +1,9 @@
-// The one protocol engine of an upstream connection (src/mcp/session.ts): a tool result
-// and a stdio message are read exactly as the SDK reads them (the same value, or a refusal), and
+// The one protocol engine of an upstream connection (src/mcp/session.ts): a tool result is read
+// exactly as SDK 1.x's CallToolResultSchema read it (structured content an object), a stdio message
+// as SDK v2's deserializeMessage reads it (the same value, or a refusal), and
 // against a real server a call's cancellation and time-out reach the upstream as
 // notifications/cancelled, each progress restarts the time-out, never past the call's total cap.
-import { deserializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import { deserializeMessage } from "@modelcontextprotocol/client"
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js"
 import { getEventListeners } from "node:events"
 import fc from "fast-check"

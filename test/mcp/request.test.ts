@@ -1,37 +1,39 @@
-// mcpRequest and its classification, on the errors the SDK, its transports and fetch really throw.
-import { SseError } from "@modelcontextprotocol/sdk/client/sse.js"
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+// mcpRequest and its classification, on the errors the engine, its transports and fetch really throw.
+import { SseError } from "@modelcontextprotocol/client"
 import { describe, expect, it } from "vitest"
 import { z } from "zod"
 import { classifyFailure, describeError, mcpRequest } from "../../src/mcp/request.js"
-import { McpRequestError } from "../../src/mcp/types.js"
+import { connectionClosed, mcpError, requestTimedOut } from "../../src/mcp/protocol-error.js"
+import { McpRequestError, StreamableHttpError } from "../../src/mcp/types.js"
 
 const options = { timeoutMs: 1_000 }
 const classify = (error: unknown) => classifyFailure("tools/call", error, options)
 
 describe("classifyFailure", () => {
-  it("maps the SDK's time-out to timeout", () => {
-    const error = classify(McpError.fromError(ErrorCode.RequestTimeout, "Request timed out", { timeout: 1_000 }))
+  it("maps the engine's time-out to timeout", () => {
+    const error = classify(requestTimedOut(1_000))
     expect(error.kind).toBe("timeout")
     expect(error.message).toBe("tools/call: no answer within 1000 ms")
   })
 
-  it("maps the SDK's closed connection to transport, but a server's own -32000 answer to protocol", () => {
-    expect(classify(McpError.fromError(ErrorCode.ConnectionClosed, "Connection closed")).kind).toBe("transport")
-    const server = classify(new McpError(-32000, "Database unavailable", { retry: true }))
+  it("maps the engine's closed connection to transport, but a server's own -32000 answer to protocol", () => {
+    expect(classify(connectionClosed("Connection closed")).kind).toBe("transport")
+    expect(classify(connectionClosed("Request was cancelled")).kind).toBe("transport")
+    const server = classify(mcpError(-32000, "Database unavailable", { retry: true }))
     expect([server.kind, server.code, server.data]).toEqual(["protocol", -32000, { retry: true }])
+    // Even in the words of a closed connection: only the engine's own SdkError is one.
+    expect(classify(mcpError(-32000, "Connection closed")).kind).toBe("protocol")
   })
 
   it("maps other JSON-RPC errors to protocol, keeping code and data", () => {
-    const error = classify(new McpError(ErrorCode.InvalidParams, "Invalid arguments", { field: "a" }))
+    const error = classify(mcpError(-32602, "Invalid arguments", { field: "a" }))
     expect(error).toMatchObject({ kind: "protocol", code: -32602, data: { field: "a" } })
     expect(error.message).toBe("tools/call: the server answered with error -32602: Invalid arguments")
   })
 
   it("maps Streamable HTTP 404 to session_expired and other statuses to transport", () => {
-    expect(classify(new StreamableHTTPError(404, "Error POSTing to endpoint: Session not found")).kind).toBe("session_expired")
-    const error = classify(new StreamableHTTPError(502, "Error POSTing to endpoint: Bad Gateway"))
+    expect(classify(new StreamableHttpError(404, "Error POSTing to endpoint: Session not found")).kind).toBe("session_expired")
+    const error = classify(new StreamableHttpError(502, "Error POSTing to endpoint: Bad Gateway"))
     expect(error.kind).toBe("transport")
     expect(error.message).toMatch(/HTTP 502.*Bad Gateway/)
     expect(classify(new SseError(500, "boom", new Event("error") as ConstructorParameters<typeof SseError>[2])).kind).toBe("transport")
@@ -69,7 +71,7 @@ describe("classifyFailure", () => {
   it("says aborted whenever the caller's signal fired, whatever the SDK threw", () => {
     const controller = new AbortController()
     controller.abort(new Error("shutting down"))
-    const error = classifyFailure("ping", new McpError(ErrorCode.RequestTimeout, "Error: shutting down"), {
+    const error = classifyFailure("ping", requestTimedOut(1_000), {
       timeoutMs: 1_000,
       signal: controller.signal
     })
