@@ -20,7 +20,6 @@
  * classification reads. This module is the only one of src/mcp that speaks MCP messages.
  */
 import {
-  CallToolResultSchema,
   CompleteResultSchema,
   CreateMessageRequestSchema,
   CreateMessageResultSchema,
@@ -33,7 +32,6 @@ import {
   ListPromptsResultSchema,
   ListResourcesResultSchema,
   ListResourceTemplatesResultSchema,
-  ListToolsResultSchema,
   LoggingMessageNotificationSchema,
   ReadResourceResultSchema,
   ResourceUpdatedNotificationSchema
@@ -60,7 +58,7 @@ import {
   type ServerCapabilities,
   type Transport
 } from "@modelcontextprotocol/client"
-import { z } from "zod"
+import { ToolResultSchema, ToolsListSchema } from "./result-schemas.js"
 import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
 import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
@@ -220,13 +218,6 @@ const onlyKeys = (value: Record<string, unknown>, allowed: ReadonlySet<string>):
 
 const RESULT_KEYS: ReadonlySet<string> = new Set(["content", "structuredContent", "isError"])
 const TEXT_KEYS: ReadonlySet<string> = new Set(["type", "text"])
-
-/**
- * The schema of a tool result: SDK v2's, with structured content an object, as the 2025 revisions
- * have it and as the store relays it to every face and keeps it in its records (v2 takes any JSON
- * value there, as 2026-07-28 allows).
- */
-const ToolResultSchema = CallToolResultSchema.extend({ structuredContent: z.record(z.string(), z.unknown()).optional() })
 
 /**
  * A tool result as `ToolResultSchema` reads it. The common shape (text blocks with nothing else, a
@@ -569,7 +560,7 @@ export class Session {
 
   /** One page of tools/list; `setTools` takes the whole list's terms once every page is in. */
   async listTools(params: { cursor?: string }, controls: Controls): Promise<ListToolsResult> {
-    return ListToolsResultSchema.parse(await this.request("tools/list", params, controls))
+    return ToolsListSchema.parse(await this.request("tools/list", params, controls))
   }
 
   /** The tools' terms (task support, output schema) from the whole tools/list. */
