@@ -193,7 +193,10 @@ const RESULT_KEYS: ReadonlySet<string> = new Set(["jsonrpc", "id", "result"])
 /**
  * A result's `_meta` the schema keeps as it is: a plain object (no own `__proto__` key) whose
  * `progressToken`, if any, is a string or a number, without the related-task key (its shape is
- * the schema's to check). A 2026-07-28 server puts its identity in every result's `_meta`.
+ * the schema's to read). A 2026-07-28 server puts its identity in every result's `_meta`: kept as
+ * sent, where SDK v2's schema would drop its unknown keys (or all of it, when malformed): the
+ * engine takes the era's keys off every result (session.ts), and the era probe reads the identity
+ * with checks of its own (era.ts).
  */
 const plainMeta = (meta: unknown): boolean => {
   if (typeof meta !== "object" || meta === null || Array.isArray(meta) || Object.getPrototypeOf(meta) !== Object.prototype || Object.hasOwn(meta, "__proto__")) return false

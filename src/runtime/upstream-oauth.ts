@@ -1,10 +1,12 @@
 /**
- * OAuth for upstream MCP servers that require it (the MCP authorization spec), on the SDK's client
+ * OAuth for upstream MCP servers that require it (the MCP authorization spec), on SDK 1.x's client
  * auth: `auth()` runs discovery (RFC 9728 resource metadata, authorization server metadata), dynamic
  * registration, PKCE S256 and the `resource` parameter for the authorization code flow, and
  * `ClientCredentialsProvider` the machine flow; refreshes use the SDK's `refreshAuthorization`
  * directly, so that an `invalid_grant` (a user must authorize again) is told apart from any other
- * failure (shown in last_error, never turned into a silent new redirect).
+ * failure (shown in last_error, never turned into a silent new redirect). SDK v2's `auth` is another
+ * flow (RFC 9207's `iss` on the code exchange, registrations bound to the metadata's issuer:
+ * docs/design.md, "The two MCP SDKs"), so this stays on SDK 1.x.
  *
  * One `ServiceAuth` per service is the token source of its connections (src/mcp/oauth-client.ts): the
  * token is refreshed shortly before it expires and on a 401, one refresh at a time per service.
