@@ -23,17 +23,8 @@
  * 404 or 405, the URL speaks the other HTTP transport: asked once, src/mcp/probe.ts) is marked
  * `permanent`, with a hint for the user (`permanentFailure`).
  */
-import {
-  LATEST_PROTOCOL_VERSION,
-  SseError,
-  SSEClientTransport,
-  type CallToolResult,
-  type CompleteResult,
-  type GetPromptResult,
-  type LoggingLevel,
-  type LoggingMessageNotification,
-  type ReadResourceResult
-} from "@modelcontextprotocol/client"
+import type { CallToolResult, CompleteResult, GetPromptResult, LoggingLevel, LoggingMessageNotification, ReadResourceResult } from "@modelcontextprotocol/client"
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/server"
 import { maskArgs, maskUrl } from "../domain/secrets.js"
 import type { ResolvedDefinition } from "../domain/service-definition.js"
 import { boundedFetch } from "./bounded-fetch.js"
@@ -48,6 +39,7 @@ import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } fro
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError, SdkError } from "./protocol-error.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
+import { isSseError, sseClient, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./sse-client.js"
 import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
@@ -152,7 +144,8 @@ class ExitedOnProbe extends Error {}
 
 /** One connection attempt of `connect`, on a new transport, with the era of `prior` if given. */
 const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prior: EraVerdict | undefined, options: ConnectOptions): Promise<McpConnection> => {
-  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes)
+  const sse = def.kind === "remote" && def.transport === "sse" ? (await sseClient()).SSEClientTransport : undefined
+  const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes, sse)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.
   const connection = new UpstreamConnection(opened, {
     clientInfo: { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
@@ -360,7 +353,7 @@ class UpstreamConnection implements McpConnection {
       // SSE service's stream ends its session: the connection closes (`sseEnded`).
       onError: (error) => {
         if (error instanceof MessageTooLargeError) this.tooLarge ??= error
-        else if (error instanceof SseError && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
+        else if (isSseError(error) && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
       },
       onNotification: (notification) => this.notified(notification)
     })
@@ -720,7 +713,9 @@ const openTransport = (
   maxMessageBytes: number,
   policy: UpstreamPolicy,
   auth: UpstreamAuth | undefined,
-  ledger: ProcessLedger | undefined
+  ledger: ProcessLedger | undefined,
+  /** SDK v2's SSE client transport, loaded for an SSE service (`sseClient`). */
+  sse: SSEClientTransportClass | undefined
 ): Opened => {
   if (def.kind === "local") {
     return {
@@ -729,7 +724,7 @@ const openTransport = (
     }
   }
   const url = new URL(def.url)
-  if (def.transport !== "sse") {
+  if (def.transport !== "sse" || sse === undefined) {
     return { type: "streamable_http", transport: new HttpClientTransport(url, def.headers, { maxMessageBytes, auth, lookup: policy.lookup }) }
   }
   let authorizationRequired: AuthorizationRequiredError | undefined
@@ -745,7 +740,7 @@ const openTransport = (
       setImmediate(() => void transport.close())
     }
   })
-  const transport: SSEClientTransport = new SSEClientTransport(url, { requestInit: { headers: { ...def.headers } }, fetch })
+  const transport: SSEClientTransport = new sse(url, { requestInit: { headers: { ...def.headers } }, fetch })
   return { type: "sse", transport, authorizationRequired: () => authorizationRequired }
 }
 

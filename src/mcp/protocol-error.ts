@@ -7,7 +7,7 @@
  * classification (request.ts) reads one pair of classes, whichever SDK bundle made an instance (v2
  * matches its error classes across bundles by brand).
  */
-import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from "@modelcontextprotocol/client"
+import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from "@modelcontextprotocol/server"
 
 export { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode }
 

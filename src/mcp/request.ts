@@ -4,8 +4,8 @@
  * stream that never sends its endpoint), and turns whatever the SDK, the transport or fetch threw
  * into an `McpRequestError` with a kind the service actors can act on and a message a person can read.
  */
-import { SseError, UnauthorizedError } from "@modelcontextprotocol/client"
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError } from "./protocol-error.js"
+import { isSseError, isUnauthorizedError } from "./sse-client.js"
 import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth-client.js"
 import { McpRequestError, MessageTooLargeError, StreamableHttpError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
 
@@ -101,7 +101,7 @@ export function classifyFailure(what: string, error: unknown, options: RequestOp
   if (error instanceof MessageTooLargeError) {
     return new McpRequestError("message_too_large", `${what}: ${error.message}`)
   }
-  if (error instanceof AuthorizationRequiredError || error instanceof UnauthorizedError) {
+  if (error instanceof AuthorizationRequiredError || isUnauthorizedError(error)) {
     // Only a user can help (src/mcp/oauth-client.ts): no retry until authorize_service.
     return new McpRequestError("transport", `${what}: ${error.message}`, undefined, undefined, {
       permanent: true,
@@ -137,7 +137,7 @@ export function classifyFailure(what: string, error: unknown, options: RequestOp
       httpStatus: error.code !== undefined && error.code > 0 ? error.code : undefined
     })
   }
-  if (error instanceof SseError) {
+  if (isSseError(error)) {
     const status = error.code !== undefined ? ` (HTTP ${error.code})` : ""
     return new McpRequestError("transport", `${what}: SSE stream failed${status}: ${describeError(error)}`, undefined, undefined, {
       httpStatus: error.code !== undefined && error.code > 0 ? error.code : undefined

@@ -36,27 +36,26 @@ import {
   ReadResourceResultSchema,
   ResourceUpdatedNotificationSchema
 } from "@modelcontextprotocol/core"
-import {
-  LATEST_PROTOCOL_VERSION,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  type CallToolResult,
-  type ClientCapabilities,
-  type CompleteResult,
-  type GetPromptResult,
-  type JSONRPCMessage,
-  type JsonSchemaType,
-  type JsonSchemaValidator,
-  type JsonSchemaValidatorResult,
-  type jsonSchemaValidator,
-  type ListPromptsResult,
-  type ListResourcesResult,
-  type ListResourceTemplatesResult,
-  type ListToolsResult,
-  type LoggingLevel,
-  type LoggingMessageNotification,
-  type ReadResourceResult,
-  type ServerCapabilities,
-  type Transport
+import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server"
+import type {
+  CallToolResult,
+  ClientCapabilities,
+  CompleteResult,
+  GetPromptResult,
+  JSONRPCMessage,
+  JsonSchemaType,
+  JsonSchemaValidator,
+  JsonSchemaValidatorResult,
+  jsonSchemaValidator,
+  ListPromptsResult,
+  ListResourcesResult,
+  ListResourceTemplatesResult,
+  ListToolsResult,
+  LoggingLevel,
+  LoggingMessageNotification,
+  ReadResourceResult,
+  ServerCapabilities,
+  Transport
 } from "@modelcontextprotocol/client"
 import { ToolResultSchema, ToolsListSchema } from "./result-schemas.js"
 import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"

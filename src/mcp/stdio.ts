@@ -10,7 +10,8 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
-import { serializeMessage, type JSONRPCMessage, type Transport } from "@modelcontextprotocol/client"
+import type { JSONRPCMessage, Transport } from "@modelcontextprotocol/client"
+import { serializeMessage } from "@modelcontextprotocol/server"
 import { JSONRPCMessageSchema } from "@modelcontextprotocol/core"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type ProcessLedger } from "./types.js"
 

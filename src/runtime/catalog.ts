@@ -13,7 +13,8 @@
  * resource, colliding or not.
  */
 import { Cause, Effect, Exit, FiberRef, Option } from "effect"
-import { UriTemplate, type CompleteResult, type GetPromptResult, type Prompt, type ReadResourceResult, type Resource, type ResourceTemplateType as ResourceTemplate } from "@modelcontextprotocol/client"
+import type { CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplateType as ResourceTemplate } from "@modelcontextprotocol/client"
+import { UriTemplate } from "@modelcontextprotocol/server"
 import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
