@@ -8,7 +8,7 @@
  */
 import { CallToolResultSchema, ListToolsResultSchema, ToolSchema } from "@modelcontextprotocol/core"
 import type { JSONObject } from "@modelcontextprotocol/client"
-import { z } from "zod"
+import * as z from "zod/v4"
 
 /** An object (a property's JSON Schema, read from JSON), checked no deeper. */
 const objectValue = z.custom<JSONObject>((v) => v !== null && (typeof v === "object" || typeof v === "function"))
