@@ -9,7 +9,7 @@
  */
 import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from "@modelcontextprotocol/server"
 
-export { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode }
+export { ProtocolError, ProtocolErrorCode, SdkError }
 
 /**
  * A JSON-RPC error of the store's own making, or an upstream's answer as the engine keeps it: its
