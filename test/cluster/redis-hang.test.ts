@@ -7,6 +7,7 @@
  * them: past their deadline), and the records of the calls made while frozen are written.
  */
 import { describe, expect, it } from "vitest"
+import { COMMAND_TIMEOUT_MS } from "../../src/redis/connection.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { eventually, hasRedisServer, useReplicaCluster, within, type TestServer } from "../support/index.js"
 
@@ -82,5 +83,58 @@ describe.skipIf(!hasRedisServer)("replica mode: a hung Redis (SIGSTOP)", { timeo
     }
     const stream = await client.xRange(clusterKey(CLUSTER, "records"), "-", "+")
     expect((stream ?? []).filter((e) => expected.some((t) => (e.message["r"] ?? "").includes(t)))).toHaveLength(2)
+  })
+})
+
+/**
+ * How long Redis stays frozen while calls are made: past the probe's verdict (about 1 s) and past
+ * every lease's deadline (the lease time, 3 s, less its margin), so a call that waited on Redis, or
+ * on an owner that gave its lease up, shows.
+ */
+const FROZEN_MS = 4000
+
+describe.skipIf(!hasRedisServer)("replica mode: calls never wait on a frozen Redis", { timeout: 90_000 }, () => {
+  const cluster = useReplicaCluster()
+
+  it("a call of a service this replica runs (recorded) and one forwarded to its owner answer within half a command's time-out, from the freeze on; their records are written after SIGCONT", async () => {
+    const a = await cluster.replica("calls", { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 3000 })
+    const b = await cluster.replica("calls", undefined, { lease_ms: 3000 })
+    for (const r of [a, b]) {
+      const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
+      expect(waited.body.data?.final_status).toBe("healthy")
+    }
+    const owner = a.running.cluster?.owns("store/kit") === true ? a : b
+    const mirror = owner === a ? b : a
+    const call = (r: TestServer, text: string) => r.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text } })
+    for (const r of [owner, mirror]) expect((await call(r, "before the freeze")).status).toBe(200)
+
+    // A bound on a hang, not a speed measure: a call that waits on a Redis command meets its time-out.
+    const bound = COMMAND_TIMEOUT_MS / 2
+    const made: string[] = []
+    cluster.redis.freeze()
+    try {
+      const until = Date.now() + FROZEN_MS
+      for (let i = 0; Date.now() < until; i++) {
+        for (const [kind, r] of [["local", owner], ["forwarded", mirror]] as const) {
+          const text = `frozen ${kind} ${i}`
+          const reply = await within(call(r, text), bound, `a ${kind} call while frozen (${i})`)
+          expect(reply.status, reply.text).toBe(200)
+          expect(reply.body.result).toBe(text)
+          made.push(text)
+        }
+      }
+    } finally {
+      cluster.redis.thaw()
+    }
+
+    // Every call made while frozen is recorded once, by the replica that took it, once Redis answers.
+    const client = await cluster.redis.connect()
+    const frozenTexts = async (): Promise<string[]> =>
+      ((await client.xRange(clusterKey("calls", "records"), "-", "+")) ?? []).flatMap((e) => {
+        const text = (JSON.parse(e.message["r"] ?? "{}") as { params?: { text?: string } }).params?.text
+        return text?.startsWith("frozen ") === true ? [text] : []
+      })
+    const written = await eventually(async () => (await frozenTexts()).length >= made.length, 10_000, 100)
+    expect(written ? (await frozenTexts()).sort() : await frozenTexts()).toEqual([...made].sort())
   })
 })
