@@ -50,6 +50,7 @@ import {
   UpstreamTask
 } from "../mcp/types.js"
 import { log } from "../logging/log.js"
+import type { CredentialPart } from "../domain/errors.js"
 import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"
 import { PrincipalRefused, type PrincipalRefusal } from "../runtime/per-user-request.js"
 import { sign, SIGNATURE_HEADER } from "./signature.js"
@@ -133,6 +134,8 @@ export interface WireFailure {
   /** The owner refused a request made for a principal (src/runtime/per-user-request.ts), and the pool's bound for `too_many`. */
   readonly refusal?: PrincipalRefusal | undefined
   readonly max?: number | undefined
+  /** What the principal lacks, for `credentials_required` (its values, its authorization, or both). */
+  readonly missing?: ReadonlyArray<string> | undefined
 }
 
 /** A request that did not reach a replica that runs the service: safe to send again. */
@@ -165,7 +168,7 @@ export type ForwardLine =
 
 export const toWire = (e: McpRequestError): WireFailure => ({
   ...(e instanceof NotDelivered ? { notRun: true } : {}),
-  ...(e instanceof PrincipalRefused ? { refusal: e.refusal, max: e.max } : {}),
+  ...(e instanceof PrincipalRefused ? { refusal: e.refusal, max: e.max, missing: e.missing } : {}),
   kind: e.kind,
   message: e.message,
   code: e.code,
@@ -179,7 +182,7 @@ const REFUSALS: ReadonlySet<string> = new Set<PrincipalRefusal>(["credentials_re
 
 const fromWire = (f: WireFailure): McpRequestError =>
   typeof f.refusal === "string" && REFUSALS.has(f.refusal)
-    ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined)
+    ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined, Array.isArray(f.missing) ? (f.missing as ReadonlyArray<CredentialPart>) : undefined)
     : new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
 
 /** A relay's refusal as the upstream gets it: the error's code and message (an McpError's, as a session sends it). */
