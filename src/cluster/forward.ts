@@ -13,7 +13,8 @@
  * The answer is a stream of JSON lines: `{"p": progress}` while a tool call runs (each restarts the
  * time-out here too, as it does on the owner), then one `{"r": result}` or `{"e": failure}`, a
  * failure keeping its `McpRequestError` kind. A request that no owner ran (the owner gone or moving)
- * is sent again to the next owner, within its time-out. Cancelling the request (the caller went away)
+ * is sent again to the next owner, within its time-out, unless this replica knows Redis does not
+ * answer (no owner can change then: it fails at once). Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
  * subscriptions, logging levels) is refused.
  *
@@ -212,6 +213,11 @@ export interface ForwardTarget {
   ownerUrl(field: string): Promise<string | undefined>
   /** The largest answer read (bytes): the store's message cap, twice, for the JSON framing. */
   readonly maxAnswerBytes: number
+  /**
+   * Whether this replica knows Redis does not answer now: then no other replica can take a service
+   * over and no new owner can be learnt, so a request no owner ran is not sent again.
+   */
+  readonly redisAway?: (() => boolean) | undefined
 }
 
 /** Sends forwarded requests to owners, on one keep-alive agent. */
@@ -237,6 +243,7 @@ export class Forwarder {
         return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)
       } catch (e) {
         if (!(e instanceof NotDelivered)) throw e
+        if (this.target.redisAway?.() === true) throw new McpRequestError("transport", `${e.message}, and the cluster's Redis does not answer, so no replica can take it over now; try again once it does`)
         if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("transport", `${e.message}; try again shortly`)
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS))
       }

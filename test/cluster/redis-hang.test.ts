@@ -4,7 +4,11 @@
  * does not show. Two replicas: calls and reads are answered from what each knows, changes answer
  * 503 `cluster_unavailable` (a client-side time-out of a few seconds turns a hang into a failure);
  * after SIGCONT a refused change never lands (Redis runs the commits it had queued, and refuses
- * them: past their deadline), and the records of the calls made while frozen are written.
+ * them: past their deadline), and the records of the calls made while frozen are written. Calls
+ * never wait on the frozen Redis (docs/replicas.md, "A call while Redis hangs"): a recorded call of a
+ * service the replica runs and a forwarded one, from the freeze on, each answer within half a
+ * command's time-out; with the owner gone meanwhile, a call through the other replica is refused at
+ * once instead of being sent again until its time-out.
  */
 import { describe, expect, it } from "vitest"
 import { COMMAND_TIMEOUT_MS } from "../../src/redis/connection.js"
@@ -136,5 +140,28 @@ describe.skipIf(!hasRedisServer)("replica mode: calls never wait on a frozen Red
       })
     const written = await eventually(async () => (await frozenTexts()).length >= made.length, 10_000, 100)
     expect(written ? (await frozenTexts()).sort() : await frozenTexts()).toEqual([...made].sort())
+  })
+
+  it("the owner gone while Redis is frozen: a call through the other replica is refused at once, not sent again until its time-out (no replica can take the service over)", async () => {
+    const a = await cluster.replica("gone", { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 3000 })
+    const b = await cluster.replica("gone", undefined, { lease_ms: 3000 })
+    for (const r of [a, b]) {
+      const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
+      expect(waited.body.data?.final_status).toBe("healthy")
+    }
+    const owner = a.running.cluster?.owns("store/kit") === true ? a : b
+    const mirror = owner === a ? b : a
+    cluster.redis.freeze()
+    try {
+      // Once the mirror knows Redis does not answer (its probe's verdict), the owner stops: its lease stays in Redis.
+      expect(await eventually(() => mirror.running.cluster?.connection.up === false, 10_000, 25)).toBe(true)
+      await within(owner.close(), 30_000, "the owner's stop while Redis is frozen")
+      const reply = await within(mirror.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text: "nobody runs it" }, timeout: 30 }), COMMAND_TIMEOUT_MS / 2, "a call whose owner is gone")
+      expect(reply.status, reply.text).toBe(502)
+      expect(reply.body.error.code).toBe("UPSTREAM_ERROR")
+      expect(reply.body.message).toContain("Redis does not answer")
+    } finally {
+      cluster.redis.thaw()
+    }
   })
 })
