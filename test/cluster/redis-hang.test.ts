@@ -100,15 +100,19 @@ const FROZEN_MS = 4000
 describe.skipIf(!hasRedisServer)("replica mode: calls never wait on a frozen Redis", { timeout: 90_000 }, () => {
   const cluster = useReplicaCluster()
 
-  it("a call of a service this replica runs (recorded) and one forwarded to its owner answer within half a command's time-out, from the freeze on; their records are written after SIGCONT", async () => {
-    const a = await cluster.replica("calls", { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 3000 })
-    const b = await cluster.replica("calls", undefined, { lease_ms: 3000 })
+  /** Two replicas of cluster `name` with `kit` healthy on both: the one that runs it, and the other. */
+  const twoReplicas = async (name: string): Promise<{ readonly owner: TestServer; readonly mirror: TestServer }> => {
+    const a = await cluster.replica(name, { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 3000 })
+    const b = await cluster.replica(name, undefined, { lease_ms: 3000 })
     for (const r of [a, b]) {
       const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
       expect(waited.body.data?.final_status).toBe("healthy")
     }
-    const owner = a.running.cluster?.owns("store/kit") === true ? a : b
-    const mirror = owner === a ? b : a
+    return a.running.cluster?.owns("store/kit") === true ? { owner: a, mirror: b } : { owner: b, mirror: a }
+  }
+
+  it("a call of a service this replica runs (recorded) and one forwarded to its owner answer within half a command's time-out, from the freeze on; their records are written after SIGCONT", async () => {
+    const { owner, mirror } = await twoReplicas("calls")
     const call = (r: TestServer, text: string) => r.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text } })
     for (const r of [owner, mirror]) expect((await call(r, "before the freeze")).status).toBe(200)
 
@@ -143,14 +147,7 @@ describe.skipIf(!hasRedisServer)("replica mode: calls never wait on a frozen Red
   })
 
   it("the owner gone while Redis is frozen: a call through the other replica is refused at once, not sent again until its time-out (no replica can take the service over)", async () => {
-    const a = await cluster.replica("gone", { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 3000 })
-    const b = await cluster.replica("gone", undefined, { lease_ms: 3000 })
-    for (const r of [a, b]) {
-      const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
-      expect(waited.body.data?.final_status).toBe("healthy")
-    }
-    const owner = a.running.cluster?.owns("store/kit") === true ? a : b
-    const mirror = owner === a ? b : a
+    const { owner, mirror } = await twoReplicas("gone")
     cluster.redis.freeze()
     try {
       // Once the mirror knows Redis does not answer (its probe's verdict), the owner stops: its lease stays in Redis.
