@@ -113,7 +113,8 @@ export class Cluster {
     this.#forwarder = new Forwarder({
       secret,
       maxAnswerBytes: 2 * maxMessageBytes + 64 * 1024,
-      ownerUrl: (field) => this.#ownerUrl(field)
+      ownerUrl: (field) => this.#ownerUrl(field),
+      redisAway: () => !this.connection.up
     })
   }
 

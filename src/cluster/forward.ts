@@ -13,7 +13,8 @@
  * The answer is a stream of JSON lines: `{"p": progress}` while a tool call runs (each restarts the
  * time-out here too, as it does on the owner), then one `{"r": result}` or `{"e": failure}`, a
  * failure keeping its `McpRequestError` kind. A request that no owner ran (the owner gone or moving)
- * is sent again to the next owner, within its time-out. Cancelling the request (the caller went away)
+ * is sent again to the next owner, within its time-out, unless this replica knows Redis does not
+ * answer (no owner can change then: it fails at once). Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
  * subscriptions, logging levels) is refused.
  *
@@ -50,6 +51,7 @@ import {
   UpstreamTask
 } from "../mcp/types.js"
 import { log } from "../logging/log.js"
+import type { CredentialPart } from "../domain/errors.js"
 import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"
 import { PrincipalRefused, type PrincipalRefusal } from "../runtime/per-user-request.js"
 import { sign, SIGNATURE_HEADER } from "./signature.js"
@@ -133,6 +135,8 @@ export interface WireFailure {
   /** The owner refused a request made for a principal (src/runtime/per-user-request.ts), and the pool's bound for `too_many`. */
   readonly refusal?: PrincipalRefusal | undefined
   readonly max?: number | undefined
+  /** What the principal lacks, for `credentials_required` (its values, its authorization, or both). */
+  readonly missing?: ReadonlyArray<string> | undefined
 }
 
 /** A request that did not reach a replica that runs the service: safe to send again. */
@@ -165,7 +169,7 @@ export type ForwardLine =
 
 export const toWire = (e: McpRequestError): WireFailure => ({
   ...(e instanceof NotDelivered ? { notRun: true } : {}),
-  ...(e instanceof PrincipalRefused ? { refusal: e.refusal, max: e.max } : {}),
+  ...(e instanceof PrincipalRefused ? { refusal: e.refusal, max: e.max, missing: e.missing } : {}),
   kind: e.kind,
   message: e.message,
   code: e.code,
@@ -179,7 +183,7 @@ const REFUSALS: ReadonlySet<string> = new Set<PrincipalRefusal>(["credentials_re
 
 const fromWire = (f: WireFailure): McpRequestError =>
   typeof f.refusal === "string" && REFUSALS.has(f.refusal)
-    ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined)
+    ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined, Array.isArray(f.missing) ? (f.missing as ReadonlyArray<CredentialPart>) : undefined)
     : new McpRequestError(f.kind, String(f.message), f.code, f.data, { permanent: f.permanent, hint: f.hint, httpStatus: f.httpStatus })
 
 /** A relay's refusal as the upstream gets it: the error's code and message (a `ProtocolError`'s, as a session sends it). */
@@ -209,6 +213,11 @@ export interface ForwardTarget {
   ownerUrl(field: string): Promise<string | undefined>
   /** The largest answer read (bytes): the store's message cap, twice, for the JSON framing. */
   readonly maxAnswerBytes: number
+  /**
+   * Whether this replica knows Redis does not answer now: then no other replica can take a service
+   * over and no new owner can be learnt, so a request no owner ran is not sent again.
+   */
+  readonly redisAway?: (() => boolean) | undefined
 }
 
 /** Sends forwarded requests to owners, on one keep-alive agent. */
@@ -234,6 +243,7 @@ export class Forwarder {
         return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)
       } catch (e) {
         if (!(e instanceof NotDelivered)) throw e
+        if (this.target.redisAway?.() === true) throw new McpRequestError("transport", `${e.message}, and the cluster's Redis does not answer, so no replica can take it over now; try again once it does`)
         if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("transport", `${e.message}; try again shortly`)
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS))
       }

@@ -177,8 +177,14 @@ export class CredentialsRequired extends Data.TaggedError("CredentialsRequired")
   readonly env: ReadonlyArray<string>
   /** Whether each caller authorizes the upstream's OAuth itself (`per_user.oauth`). */
   readonly oauth: boolean
+  /** What this caller lacks: its values (PUT), its own authorization (POST .../authorize), or both. */
+  readonly missing: ReadonlyArray<CredentialPart>
+  /** Where it gives the first thing missing. */
   readonly route: string
 }> {}
+
+/** The parts of a principal's own credential for a `per_user` service: header or environment values, and its own OAuth authorization. */
+export type CredentialPart = "values" | "authorization"
 
 /** The caller may not do this (a local service from a non-loopback client, ...); nothing changed. */
 export class Forbidden extends Data.TaggedError("Forbidden")<{

@@ -335,7 +335,7 @@ const asPrincipal = async (store: Store, face: ServiceActorRef, req: ForwardRequ
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
   const e = failure.value
-  if (e instanceof CredentialsRequired) throw new PrincipalRefused("credentials_required", e.message)
+  if (e instanceof CredentialsRequired) throw new PrincipalRefused("credentials_required", e.message, undefined, e.missing)
   if (e instanceof TooMany) throw new PrincipalRefused("too_many", e.message, e.max)
   if (e instanceof ServiceUnavailable) throw new PrincipalRefused("unavailable", e.message)
   if (e instanceof NotConnected) {

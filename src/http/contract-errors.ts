@@ -119,7 +119,7 @@ export const fromStoreError = (e: StoreError): BadRequest | Forbidden | NotFound
     case "ClusterUnavailable":
       return new Unavailable(errorBody("SERVICE_UNAVAILABLE", e.message, { reason: "cluster_unavailable", retry_after_seconds: 1 }))
     case "CredentialsRequired":
-      return new Forbidden(errorBody("CREDENTIALS_REQUIRED", e.message, { service_name: e.serviceName, scope: e.scope, headers: e.headers, env: e.env, oauth: e.oauth, route: e.route }))
+      return new Forbidden(errorBody("CREDENTIALS_REQUIRED", e.message, { service_name: e.serviceName, scope: e.scope, headers: e.headers, env: e.env, oauth: e.oauth, missing: e.missing, route: e.route }))
     case "ApprovalRefused": {
       const details = { tool_name: e.toolName, service_name: e.serviceName, approval_id: e.approvalId, decided_by: e.by }
       return e.reason === "denied" ? new Forbidden(errorBody("APPROVAL_DENIED", e.message, details)) : new GatewayTimeout(errorBody("APPROVAL_TIMEOUT", e.message, details))

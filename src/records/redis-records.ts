@@ -17,9 +17,10 @@
  *   newest records, and is given to `onRecord` listeners: records of every replica. A replica's
  *   copy is rebuilt from the counts hash (one script: hash and stream position at one instant)
  *   when it drifts from the hash's total, which trims by other replicas cause; at most once a second.
- * - A record counts as written once this replica's reader has read it back, so a summary or a query
- *   right after a call sees it, as with the file; but a call never waits on a hung or lost Redis
- *   for it (at most `WRITE_WAIT_MS`, not at all while writes fail).
+ * - A call's record is taken into the buffer and the call answered: a call never waits on Redis,
+ *   which may be hung or away. The record shows in this replica's queries and summaries once its
+ *   reader has read it back (a few milliseconds while Redis answers). `append` waits for that
+ *   (at most `WRITE_WAIT_MS`, not at all while writes fail).
  * - Records go through a bounded buffer, written in batches by one writer at a time. A batch not
  *   answered (Redis hung or away) is sent again, with the same number, until Redis answers: the
  *   script skips a batch number it already wrote, so a copy Redis runs late is not written twice.
@@ -74,7 +75,7 @@ export const BUFFER_LIMIT = 10_000
 const FLUSH_BATCH = 200
 /** A write not answered is sent again after this long (ms). */
 const RETRY_MS = 500
-/** A call waits at most this long (ms) for its record to be read back, then is answered anyway. */
+/** `append` waits at most this long (ms) for its record to be read back. */
 const WRITE_WAIT_MS = 1000
 /** How long Redis keeps a writer's last batch number (ms). */
 const WRITER_TTL_MS = DAY_MS
@@ -168,6 +169,9 @@ interface Pending {
   readonly entry: ReadonlyArray<string>
   readonly done: () => void
 }
+
+const noop = (): void => undefined
+const CLOSED = (): Error => new Error("the cluster's records are closed")
 
 /** The counts hash as aggregates. */
 const talliesOf = (flat: ReadonlyArray<string>): RecordTallies => {
@@ -341,20 +345,41 @@ export class RedisRecords implements RecordsBackend {
     this.resyncTimer.unref()
   }
 
+  /**
+   * Takes a record and resolves once this replica's reader has read it back, or after
+   * `WRITE_WAIT_MS`, or at once while writes fail (tests and tools that want to read it next; a
+   * call's record is `record`'s, which waits for nothing).
+   */
   append(input: NewRecord): Promise<ToolRecord> {
-    const { record, written } = this.record(input)
+    let readBack!: () => void
+    const written = new Promise<void>((resolve) => (readBack = resolve))
+    const { record, taken } = this.enqueue(input, readBack)
+    if (!taken) return Promise.reject(CLOSED())
+    if (this.stalled) readBack()
+    else {
+      const timer = setTimeout(readBack, WRITE_WAIT_MS)
+      timer.unref()
+      void written.then(() => clearTimeout(timer))
+    }
     return written.then(() => record)
   }
 
   /**
-   * Takes a record: buffered, then written to the stream; `written` resolves once this replica's
-   * reader has read it back, or after `WRITE_WAIT_MS`, or at once while writes fail (Redis hung or
-   * away: the record waits in the buffer and is written when Redis answers again).
+   * Takes a call's record: into the bounded buffer, written to the stream by the writer, and shown
+   * (queries, summaries, every replica's listeners) once read back. `written` is undefined: a call is
+   * answered without waiting on Redis, which may be hung or away (the record waits in the buffer and
+   * is written when Redis answers again).
    */
-  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> } {
+  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> | undefined } {
+    const { record, taken } = this.enqueue(input, noop)
+    return { record, written: taken ? undefined : Promise.reject(CLOSED()) }
+  }
+
+  /** Buffers a record for the writer (`done` told once it is read back, dropped or given up); not once closed. */
+  private enqueue(input: NewRecord, done: () => void): { readonly record: ToolRecord; readonly taken: boolean } {
     const { record, line } = makeRecord(input, this.options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES)
     for (const l of this.ownListeners) l(record)
-    if (this.closed) return { record, written: Promise.reject(new Error("the cluster's records are closed")) }
+    if (this.closed) return { record, taken: false }
     const entry = [
       scopeKey(record),
       record.service_name,
@@ -366,18 +391,10 @@ export class RedisRecords implements RecordsBackend {
       String(Date.parse(record.timestamp)),
       line
     ]
-    let resolveWritten!: () => void
-    const written = new Promise<void>((resolve) => (resolveWritten = resolve))
-    if (this.stalled) resolveWritten()
-    else {
-      const timer = setTimeout(resolveWritten, WRITE_WAIT_MS)
-      timer.unref()
-      void written.then(() => clearTimeout(timer))
-    }
     if (this.buffer.length >= BUFFER_LIMIT) this.drop()
-    this.buffer.push({ entry, done: resolveWritten })
+    this.buffer.push({ entry, done })
     this.flush()
-    return { record, written }
+    return { record, taken: true }
   }
 
   /** The oldest buffered record goes (the buffer is full). */

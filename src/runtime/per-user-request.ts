@@ -13,7 +13,7 @@
  * come back as `PrincipalRefused` and are made the same errors here.
  */
 import { Cause, Exit, Option } from "effect"
-import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
+import { CredentialsRequired, ServiceUnavailable, TooMany, type CredentialPart } from "../domain/errors.js"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
@@ -31,7 +31,9 @@ export class PrincipalRefused extends McpRequestError {
     readonly refusal: PrincipalRefusal,
     message: string,
     /** The pool's bound (`too_many`). */
-    readonly max?: number | undefined
+    readonly max?: number | undefined,
+    /** What the caller lacks (`credentials_required`), as the replica that runs the service found it. */
+    readonly missing?: ReadonlyArray<CredentialPart> | undefined
   ) {
     super("protocol", message)
   }
@@ -49,24 +51,37 @@ const describeNames = (names: PerUserNames): string => [...names.headers.map((h)
 
 /**
  * The refusal of `subject` (a call of a tool, a read of a resource...) for want of the caller's own
- * credential (`authorize`: its own OAuth authorization of the upstream); a log line.
+ * credential: its values, its own OAuth authorization of the upstream, or both (`missing`), each
+ * with the route that gives it; a log line. `message`: the refusal's words as the replica that runs
+ * the service put them (a forwarded request's), kept as they are.
  */
-export const credentialsRequired = (scope: Scope, name: string, names: PerUserNames, subject: string, why: string, authorize = false): CredentialsRequired => {
-  const route = credentialsRoute(scope, name, authorize)
+export const credentialsRequired = (scope: Scope, name: string, names: PerUserNames, subject: string, why: string, missing: ReadonlyArray<CredentialPart>, message?: string): CredentialsRequired => {
+  const values = missing.includes("values")
+  const authorize = missing.includes("authorization")
   const label = scopeLabel(scope)
   log.warn(`${subject} refused: ${why}`, { event: "credentials_required", scope: label, service: name })
-  const todo = authorize
-    ? `authorize the upstream for yourself with ${route} (answers an authorization_url to open in a browser)`
-    : `give ${describeNames(names)} with ${route} {"headers": {...}, "env": {...}}`
+  const steps = [
+    ...(values ? [`give ${describeNames(names)} with ${credentialsRoute(scope, name)} {"headers": {...}, "env": {...}}`] : []),
+    ...(authorize ? [`authorize the upstream for yourself with ${credentialsRoute(scope, name, true)} (answers an authorization_url to open in a browser)`] : [])
+  ]
+  const what = values && authorize ? "credential and OAuth authorization" : authorize ? "OAuth authorization" : "credential"
   return new CredentialsRequired({
-    message: `Service '${name}' takes each caller's own ${authorize ? "OAuth authorization" : "credential"}, and ${why}: ${todo}`,
+    message: message ?? `Service '${name}' takes each caller's own ${what}, and ${why}: ${steps.join(", then ")}`,
     serviceName: name,
     scope: label,
     headers: names.headers,
     env: names.env,
     oauth: names.oauth,
-    route
+    missing,
+    route: credentialsRoute(scope, name, !values)
   })
+}
+
+/** What a forwarded refusal says is missing, when it says it in terms known here. */
+const missingOf = (parts: unknown): ReadonlyArray<CredentialPart> | undefined => {
+  if (!Array.isArray(parts) || parts.length === 0) return undefined
+  const known = parts.filter((p): p is CredentialPart => p === "values" || p === "authorization")
+  return known.length === parts.length ? [...new Set(known)] : undefined
 }
 
 /** What a per-user request fails with besides its connection's failures. */
@@ -95,8 +110,8 @@ export const requestAsPrincipal = async <A>(
   const names = perUserOf(definition) ?? { headers: [], env: [], oauth: false }
   // A service that takes only an OAuth authorization has no values to give: the connection adds nothing but the token.
   const takesValues = names.headers.length > 0 || names.env.length > 0
-  const required = (why: string, authorize = false) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why, authorize))
-  const notGiven = () => required(takesValues ? "this caller has not given its own" : "this caller has not authorized it", !takesValues)
+  const required = (why: string, missing: ReadonlyArray<CredentialPart>) => Exit.fail(credentialsRequired(scope, name, names, options.subject, why, missing))
+  const notGiven = () => required(takesValues ? "this caller has not given its own" : "this caller has not authorized it", [takesValues ? "values" : "authorization"])
   // What the caller's request needs cannot be read (replica mode, Redis away): refused 503, a log line.
   const unreadable = (what: string, e: unknown) => {
     const refusal = unavailable(actor, `${what} cannot be read now (${e instanceof Error ? e.message : String(e)})`)
@@ -114,7 +129,10 @@ export const requestAsPrincipal = async <A>(
       return Exit.succeed(await request(connection.forPrincipal(principal)))
     } catch (e) {
       if (e instanceof PrincipalRefused) {
-        if (e.refusal === "credentials_required") return notGiven()
+        // As the replica that runs the service found it (values, authorization or both), in its words;
+        // a replica that does not say what is missing is answered as a caller with nothing given.
+        const missing = missingOf(e.missing)
+        if (e.refusal === "credentials_required") return missing === undefined ? notGiven() : Exit.fail(credentialsRequired(scope, name, names, options.subject, "the replica that runs it refused the caller", missing, e.message))
         if (e.refusal === "too_many") return Exit.fail(tooMany(name, e.max ?? 0))
         return Exit.fail(unavailable(actor, e.message))
       }
@@ -128,31 +146,31 @@ export const requestAsPrincipal = async <A>(
     // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
     return unreadable("the per-user credential", e)
   }
-  if (own === undefined) return notGiven()
+  let authorized = true
   if (names.oauth) {
     // Read where it is shared (replica mode: Redis, bounded): an authorization finished, or deleted, on any replica counts at once.
-    let authorized: boolean
     try {
       authorized = await credentials.authorizedNow(scope, name, principal)
     } catch (e) {
       return unreadable("the caller's OAuth authorization", e)
     }
-    if (!authorized) {
-      // A connection it kept (its tokens deleted on another replica) is closed too.
-      void credentials.reset(scope, name, principal, "its authorization is gone")
-      return required("this caller has not authorized it (or its authorization was refused or deleted since)", true)
-    }
+    // A connection it kept (its tokens deleted on another replica) is closed too.
+    if (!authorized) void credentials.reset(scope, name, principal, "its authorization is gone")
   }
+  // The refusal says everything the caller lacks (a service with `headers` and `oauth` needs both).
+  if (own === undefined && !authorized) return required("this caller has given neither its values nor its authorization", ["values", "authorization"])
+  if (own === undefined) return notGiven()
+  if (!authorized) return required("this caller has not authorized it (or its authorization was refused or deleted since)", ["authorization"])
   const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
   if (!names.oauth || Exit.isSuccess(sent)) return sent
   // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
   const failure = Cause.failureOption(sent.cause)
   if (Option.isSome(failure) && failure.value instanceof McpRequestError && failure.value.authorizationRequired) {
     void credentials.reset(scope, name, principal, "the upstream refused its authorization")
-    return required("the upstream refused this caller's authorization", true)
+    return required("the upstream refused this caller's authorization", ["authorization"])
   }
   // Its tokens were deleted (or refused) while the request ran: the caller is told to authorize again.
-  if (Option.isSome(failure) && !credentials.authorized(scope, name, principal)) return required("this caller's authorization was deleted during the request", true)
+  if (Option.isSome(failure) && !credentials.authorized(scope, name, principal)) return required("this caller's authorization was deleted during the request", ["authorization"])
   return sent
 }
 

@@ -126,12 +126,21 @@ export class UserCredentials {
     return kept
   }
 
-  /** Forgets a principal's credential and its own OAuth tokens, and closes its connection; false when it had neither. */
+  /**
+   * Forgets a principal's own OAuth tokens, then its credential, and closes its connection; false
+   * when it had neither. In that order so that a removal that fails half-way (replica mode: Redis
+   * lost between the two) can simply be asked again: what is left is the credential, which the
+   * retry finds and removes, answering as the first would have. (The other way round, a retry found
+   * no credential and answered that there was none.) The connection is closed either way.
+   */
   async remove(scope: Scope, name: string, principal: string): Promise<boolean> {
-    const removed = await (await this.store).remove(key(scope, name), principal)
-    const forgotten = (await this.authorizations?.forgetPrincipal(scope, name, principal)) === true
-    void this.drop(key(scope, name), principal, "its credential was deleted")
-    return removed || forgotten
+    try {
+      const forgotten = (await this.authorizations?.forgetPrincipal(scope, name, principal)) === true
+      const removed = await (await this.store).remove(key(scope, name), principal)
+      return removed || forgotten
+    } finally {
+      void this.drop(key(scope, name), principal, "its credential was deleted")
+    }
   }
 
   /**

@@ -6,7 +6,9 @@
  * healthy; the same callback replayed is refused; a principal's own authorization started on one
  * replica is finished on the other (callback or pasted code) and its calls through either replica
  * are seen upstream as its own user; one state finished on both replicas at once is taken once;
- * expired states of any replica are swept; DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; `mcp-store auth approve-client
+ * expired states of any replica are swept; DELETE on B refuses the next call through A CREDENTIALS_REQUIRED; a
+ * service that takes values and an authorization is refused through either replica saying which the
+ * caller lacks (the forwarded refusal as its owner made it); `mcp-store auth approve-client
  * --url` against a replica lets the built-in authorization server answer without its consent page;
  * Redis frozen, a principal's call, its status and a callback answer 503, never hang.
  */
@@ -143,6 +145,37 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
       expect((await on[replica].alice.get(ROUTE)).body.oauth.authorized).toBe(false)
     }
     expect(await whoami(on.a.bob)).toBe("bob")
+  })
+
+  it("a service that takes values and an authorization: the refusal says which the caller lacks through either replica, the forwarded one as the one that runs it said it", async () => {
+    const added = await on.a.ops.post("/for_store/add_service", { name: "mixed", url: fixture.url, per_user: { headers: ["X-Tenant"], oauth: true } })
+    expect(added.status, added.text).toBe(200)
+    expect((await on.a.ops.post("/for_store/wait_service", { client_id_or_service_name: "mixed", status: "unreachable", timeout: 15 })).status).toBe(200)
+    const shared = await on.a.ops.post("/for_store/authorize_service", { service_name: "mixed" })
+    expect((await callbackOn(a, await approveAsUser(shared.body.authorization_url as string, "operator"))).status).toBe(200)
+    for (const replica of ["a", "b"] as const) {
+      const ready = await on[replica].ops.post("/for_store/wait_service", { client_id_or_service_name: "mixed", status: "healthy", timeout: 15 })
+      expect(ready.body.data?.final_status, `${replica}: ${ready.text}`).toBe("healthy")
+    }
+    const values = "PUT /for_store/credentials/mixed"
+    const authorize = "POST /for_store/credentials/mixed/authorize"
+    const refusal = async (replica: "a" | "b") => {
+      const reply = await on[replica].alice.post("/for_store/call_tool", { tool_name: "mixed__whoami", args: {} })
+      expect(reply.status, `${replica}: ${reply.text}`).toBe(403)
+      expect(reply.body.error.code).toBe("CREDENTIALS_REQUIRED")
+      return { replica, missing: reply.body.error.details.missing, route: reply.body.error.details.route, putWords: reply.body.message.includes(values) }
+    }
+    // One replica runs the service, the other forwards the call with alice's principal.
+    for (const replica of ["a", "b"] as const) expect(await refusal(replica)).toEqual({ replica, missing: ["values", "authorization"], route: values, putWords: true })
+    const put = await on.a.alice.request("PUT", "/for_store/credentials/mixed", { body: JSON.stringify({ headers: { "X-Tenant": "acme" } }), headers: { "content-type": "application/json" } })
+    expect(put.status, put.text).toBe(200)
+    for (const replica of ["a", "b"] as const) expect(await refusal(replica)).toEqual({ replica, missing: ["authorization"], route: authorize, putWords: false })
+    const page = await callbackOn(b, await approveAsUser((await on.b.alice.post("/for_store/credentials/mixed/authorize")).body.authorization_url as string, "alice"))
+    expect(page.status, page.text).toBe(200)
+    for (const replica of ["a", "b"] as const) {
+      const reply = await on[replica].alice.post("/for_store/call_tool", { tool_name: "mixed__whoami", args: {} })
+      expect(reply.status, `${replica}: ${reply.text}`).toBe(200)
+    }
   })
 
   it("auth approve-client --url against a replica approves in Redis: another replica's authorization endpoint answers without the consent page", async () => {

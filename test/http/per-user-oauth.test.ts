@@ -3,7 +3,7 @@
 // (test/fixtures/oauth-server.ts, `login_hint`) and whose `whoami` tool answers the token's user. The
 // operator authorizes the service's shared connection; two agent keys each authorize for themselves
 // (browser callback, pasted code, the CLI) and each call, over REST or MCP, is seen upstream as its own user; a caller without an
-// authorization is told the route; a state of one principal presented by another does nothing; tokens
+// authorization is told the route (a service that also takes values: which of the two it lacks); a state of one principal presented by another does nothing; tokens
 // are refreshed per principal, refused refresh tokens and DELETE send the caller back to authorizing,
 // and a URL moved to another origin or the service's deletion drops every principal's tokens.
 import { readdirSync, readFileSync, statSync } from "node:fs"
@@ -240,6 +240,37 @@ describe("per-principal upstream OAuth", () => {
     expect(keep(await alice.post(`${PREFIX}/credentials/secure/authorize`, { code: "x" })).status).toBe(400)
     expect(keep(await alice.post(`${PREFIX}/credentials/secure/authorize`, { nope: 1 })).status).toBe(400)
     expect(await whoami(alice)).toBe("alice")
+  })
+
+  it("a service that takes values and an authorization says which the caller lacks: both, then the authorization once the values are given", async () => {
+    expect(keep(await admin.post(`${PREFIX}/add_service`, { name: "mixed", url: fixture.url, per_user: { headers: ["X-Tenant"], oauth: true } })).status).toBe(200)
+    expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "mixed", status: "unreachable", timeout: 15 })).status).toBe(200)
+    const shared = keep(await admin.post(`${PREFIX}/authorize_service`, { service_name: "mixed" }))
+    await (await fetch(await approveAsUser(shared.body.authorization_url as string, "operator"))).text()
+    expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "mixed", status: "healthy", timeout: 15 })).status).toBe(200)
+    const call = async () => keep(await alice.post(`${PREFIX}/call_tool`, { tool_name: "mixed__whoami", args: {} }))
+    const values = `PUT ${PREFIX}/credentials/mixed`
+    const authorize = `POST ${PREFIX}/credentials/mixed/authorize`
+
+    const neither = await call()
+    expect(neither.status, neither.text).toBe(403)
+    expect(neither.body.error.details).toMatchObject({ oauth: true, headers: ["X-Tenant"], missing: ["values", "authorization"], route: values })
+    expect(neither.body.message).toContain(values)
+    expect(neither.body.message).toContain(authorize)
+
+    const put = keep(await alice.request("PUT", `${PREFIX}/credentials/mixed`, { body: JSON.stringify({ headers: { "X-Tenant": "acme" } }), headers: { "content-type": "application/json" } }))
+    expect(put.status, put.text).toBe(200)
+    const unauthorized = await call()
+    expect(unauthorized.status, unauthorized.text).toBe(403)
+    expect(unauthorized.body.error.details).toMatchObject({ missing: ["authorization"], route: authorize })
+    expect(unauthorized.body.message).toContain(authorize)
+    expect(unauthorized.body.message).not.toContain(values)
+
+    const page = await fetch(await approveAsUser(await start(alice, "mixed"), "alice"), { redirect: "manual" })
+    expect(page.status).toBe(200)
+    const answered = await call()
+    expect(answered.status, answered.text).toBe(200)
+    expect(JSON.parse(answered.body.content[0].text).user).toBe("alice")
   })
 
   it("DELETE drops the principal's tokens: its next call must authorize again", async () => {

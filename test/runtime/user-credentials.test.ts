@@ -2,11 +2,13 @@
 // fixture: bounded per service (the least recently used idle one closed first, TOO_MANY when all are
 // in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
 // values at the next use, or on a change heard from another replica), and nothing left open after
-// closeAll. Credentials kept in memory (the encrypted file is covered over HTTP, Redis by
-// test/config/redis-credentials.test.ts).
+// closeAll; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
+// over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
+import { ClusterUnavailable } from "../../src/domain/errors.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { UserCredentials } from "../../src/runtime/user-credentials.js"
@@ -122,5 +124,41 @@ describe("per-user connection pool", () => {
     expect(single.size).toBe(1)
     await single.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a DELETE that fails half-way (Redis lost between its two parts) is asked again and ends as one that succeeded: nothing left, answered 'deleted'", async () => {
+    // Each part fails once, as Redis away fails it (ClusterUnavailable), then works: the principal's
+    // tokens (the OAuth manager's part) and its credential (the credential store's).
+    const cases = [
+      { failing: "tokens", hasTokens: false },
+      { failing: "tokens", hasTokens: true },
+      { failing: "credential", hasTokens: true }
+    ] as const
+    for (const { failing, hasTokens } of cases) {
+      const label = `${failing} failing, tokens held: ${hasTokens}`
+      const store = CredentialsFile.inMemory()
+      const tokens = new Set(hasTokens ? ["x"] : [])
+      let fail = true
+      const away = () => {
+        fail = false
+        return Promise.reject(new ClusterUnavailable({ message: "the cluster's Redis does not answer" }))
+      }
+      const flaky: CredentialStore = Object.assign(Object.create(store) as CredentialsFile, {
+        remove: (service: string, principal: string) => (failing === "credential" && fail ? away() : store.remove(service, principal))
+      })
+      const authorizations = {
+        hasToken: (_s: unknown, _n: string, principal: string) => tokens.has(principal),
+        readPrincipal: async () => undefined,
+        forgetPrincipal: (_s: unknown, _n: string, principal: string) => (failing === "tokens" && fail ? away() : Promise.resolve(tokens.delete(principal)))
+      }
+      const credentials = new UserCredentials(Promise.resolve(flaky), () => Promise.reject(new Error("not opened here")), async () => undefined, undefined, authorizations)
+      await credentials.set(STORE_SCOPE, "remote", "x", values("x"))
+      await expect(credentials.remove(STORE_SCOPE, "remote", "x"), label).rejects.toBeInstanceOf(ClusterUnavailable)
+      // Asked again: it finds what is left and removes it, answering as a removal that worked at once.
+      expect(await credentials.remove(STORE_SCOPE, "remote", "x"), label).toBe(true)
+      expect({ label, credential: await credentials.find(STORE_SCOPE, "remote", "x"), tokens: tokens.size }).toEqual({ label, credential: undefined, tokens: 0 })
+      // A third time: nothing to remove.
+      expect(await credentials.remove(STORE_SCOPE, "remote", "x"), label).toBe(false)
+    }
   })
 })

@@ -234,6 +234,7 @@ export const credentialsData = (e: CredentialsRequired): Record<string, unknown>
   headers: e.headers,
   env: e.env,
   oauth: e.oauth,
+  missing: e.missing,
   route: e.route
 })
 
