@@ -17,10 +17,10 @@
  *   newest records, and is given to `onRecord` listeners: records of every replica. A replica's
  *   copy is rebuilt from the counts hash (one script: hash and stream position at one instant)
  *   when it drifts from the hash's total, which trims by other replicas cause; at most once a second.
- * - A call's record is taken into the buffer and the call answered: a call never waits on Redis,
- *   which may be hung or away. The record shows in this replica's queries and summaries once its
- *   reader has read it back (a few milliseconds while Redis answers). `append` waits for that
- *   (at most `WRITE_WAIT_MS`, not at all while writes fail).
+ * - A record counts as written once this replica's reader has read it back (a few milliseconds
+ *   while Redis answers), so a summary or a query right after a call sees it, as with the file; but
+ *   a call waits for that at most `CALL_WAIT_MS`, and not at all while writes fail: a call never
+ *   waits long on a Redis that is hung or away (its record waits in the buffer).
  * - Records go through a bounded buffer, written in batches by one writer at a time. A batch not
  *   answered (Redis hung or away) is sent again, with the same number, until Redis answers: the
  *   script skips a batch number it already wrote, so a copy Redis runs late is not written twice.
@@ -77,6 +77,8 @@ const FLUSH_BATCH = 200
 const RETRY_MS = 500
 /** `append` waits at most this long (ms) for its record to be read back. */
 const WRITE_WAIT_MS = 1000
+/** A call waits at most this long (ms) for its record to be read back, then is answered anyway. */
+const CALL_WAIT_MS = 200
 /** How long Redis keeps a writer's last batch number (ms). */
 const WRITER_TTL_MS = DAY_MS
 
@@ -170,7 +172,6 @@ interface Pending {
   readonly done: () => void
 }
 
-const noop = (): void => undefined
 const CLOSED = (): Error => new Error("the cluster's records are closed")
 
 /** The counts hash as aggregates. */
@@ -347,32 +348,38 @@ export class RedisRecords implements RecordsBackend {
 
   /**
    * Takes a record and resolves once this replica's reader has read it back, or after
-   * `WRITE_WAIT_MS`, or at once while writes fail (tests and tools that want to read it next; a
-   * call's record is `record`'s, which waits for nothing).
+   * `WRITE_WAIT_MS`, or at once while writes fail (tests and tools that want to read it next).
    */
   append(input: NewRecord): Promise<ToolRecord> {
-    let readBack!: () => void
-    const written = new Promise<void>((resolve) => (readBack = resolve))
-    const { record, taken } = this.enqueue(input, readBack)
-    if (!taken) return Promise.reject(CLOSED())
-    if (this.stalled) readBack()
-    else {
-      const timer = setTimeout(readBack, WRITE_WAIT_MS)
-      timer.unref()
-      void written.then(() => clearTimeout(timer))
-    }
+    const { record, written } = this.buffered(input, WRITE_WAIT_MS)
     return written.then(() => record)
   }
 
   /**
    * Takes a call's record: into the bounded buffer, written to the stream by the writer, and shown
-   * (queries, summaries, every replica's listeners) once read back. `written` is undefined: a call is
-   * answered without waiting on Redis, which may be hung or away (the record waits in the buffer and
-   * is written when Redis answers again).
+   * (queries, summaries, every replica's listeners) once read back. `written` resolves once this
+   * replica's reader has read it back (a few milliseconds while Redis answers, so a query right
+   * after the call sees it, as with the file), but after `CALL_WAIT_MS` at most, and at once while
+   * writes fail: a call never waits long on a Redis that is hung and not yet known to be (the record
+   * waits in the buffer and is written when Redis answers again).
    */
-  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> | undefined } {
-    const { record, taken } = this.enqueue(input, noop)
-    return { record, written: taken ? undefined : Promise.reject(CLOSED()) }
+  record(input: NewRecord): { readonly record: ToolRecord; readonly written: Promise<void> } {
+    return this.buffered(input, CALL_WAIT_MS)
+  }
+
+  /** Buffers a record; `written` as `record` says, waiting `ms` at most. */
+  private buffered(input: NewRecord, ms: number): { readonly record: ToolRecord; readonly written: Promise<void> } {
+    let readBack!: () => void
+    const written = new Promise<void>((resolve) => (readBack = resolve))
+    const { record, taken } = this.enqueue(input, readBack)
+    if (!taken) return { record, written: Promise.reject(CLOSED()) }
+    if (this.stalled) readBack()
+    else {
+      const timer = setTimeout(readBack, ms)
+      timer.unref()
+      void written.then(() => clearTimeout(timer))
+    }
+    return { record, written }
   }
 
   /** Buffers a record for the writer (`done` told once it is read back, dropped or given up); not once closed. */

@@ -86,6 +86,18 @@ describe.skipIf(!hasRedisServer).each(backends)("%s", (_name, open) => {
     expect(records.inMemory()).toHaveLength(4)
   })
 
+  it("a call's record is in the next query and summary once the call is answered (its `written` settled)", async () => {
+    const records = await open()
+    for (let i = 1; i <= 20; i++) {
+      const { record, written } = records.record(rec({ service_name: "rw", tool_name: `t${i}` }))
+      await written
+      const newest = await records.query({ service_name: "rw", limit: 1 })
+      expect(newest.total).toBe(i)
+      expect(newest.executions[0]).toEqual(record)
+      expect(records.summary().total_executions).toBe(i)
+    }
+  })
+
   it("pages past the in-memory window with the same totals", async () => {
     const records = await open({ memoryLimit: 3 })
     for (let i = 0; i < 12; i++) await records.append(rec({ tool_name: i % 3 === 0 ? "rare" : "common", params: { i } }))
