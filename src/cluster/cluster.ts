@@ -38,7 +38,7 @@ const DRAIN_MS = 15_000
  * How long a replica asked whether it reaches Redis waits for the answer to a command it sends then
  * (ms): an answer from before the question could predate an outage.
  */
-const CONFIRM_MS = 500
+const CONFIRM_MS = 250
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"

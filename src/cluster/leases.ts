@@ -7,7 +7,9 @@
  * No two owners: the holder's deadline is measured from BEFORE the renewal that set it (the key's
  * expiry in Redis is later: it counts from the script's arrival), and a timer at the earliest
  * deadline drops every lease not renewed by then, even while Redis does not answer. Another replica
- * can only take the key once Redis expired it, after that deadline.
+ * can only take the key once Redis expired it, after that deadline. The one exception, an outage of
+ * Redis for every replica, keeps leases past their deadlines only while the others have promised
+ * to take none (`vouchedUntil`, `quietUntil`; docs/replicas.md, "Leases").
  *
  * A replica takes free leases only while it holds fewer than its fair share; an orderly shutdown
  * releases its leases and publishes `lease-released`, which makes the others look at once.
