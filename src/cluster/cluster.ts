@@ -24,7 +24,7 @@ import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import type { McpConnection } from "../mcp/types.js"
-import { ClusterConnection, showRedisUrl } from "../redis/connection.js"
+import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, type SendOptions } from "./forward.js"
 import { clusterKey } from "../redis/key-names.js"
@@ -34,6 +34,12 @@ import { SharedViews, type WireView } from "./shared-views.js"
 /** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
 const DRAIN_MS = 15_000
 
+/**
+ * How long a replica asked whether it reaches Redis waits for the answer to a command it sends then
+ * (ms): an answer from before the question could predate an outage.
+ */
+const CONFIRM_MS = 250
+
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
 
@@ -42,6 +48,12 @@ export const snapshotPath = (servicesFile: string): string => `${servicesFile}.c
 
 /** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
 export type { ReplicaHost }
+
+/** The answer to a `redis` request: `quietMs` with a no, how long the answering replica takes no lease from then. */
+export interface RedisAnswer {
+  readonly up: boolean
+  readonly quietMs?: number | undefined
+}
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
@@ -77,6 +89,10 @@ export class Cluster {
   #peers: ReadonlyArray<ReplicaEntry> = []
   /** Redis is unreachable for every replica that answered (an outage, not a partition of this one): leases are kept. */
   #vouched = false
+  /** Until when (epoch ms) leases past their deadlines are kept: what the replicas that vouched promised (`#checkOutage`). */
+  #vouchedUntil = 0
+  /** Until when (epoch ms) this replica takes no lease: it told a replica that lost Redis that it does not reach it either. */
+  #quietUntil = 0
   #outageTimer: NodeJS.Timeout | undefined
   /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
   #claimAfter = 0
@@ -99,7 +115,13 @@ export class Cluster {
     maxMessageBytes: number
   ) {
     this.#advertiseUrl = options.advertiseUrl ?? ""
-    const leaseOptions = { cluster: options.name, replicaId: this.replicaId, ttlMs: this.leaseMs, vouched: () => this.#vouched }
+    const leaseOptions = {
+      cluster: options.name,
+      replicaId: this.replicaId,
+      ttlMs: this.leaseMs,
+      vouchedUntil: () => this.#vouchedUntil,
+      quietUntil: () => this.#quietUntil
+    }
     this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
     this.leases = new Leases(connection.client, leaseOptions, {
       taken: (field) => this.#own(field),
@@ -317,28 +339,47 @@ export class Cluster {
    * when the others that answer cannot reach Redis either (an outage: nobody can take a lease, so
    * the services keep running); no when another reaches it (this replica is cut off: it lets its
    * leases expire and stops their services, so that one of those takes over with never two
-   * owners) or when none answers.
+   * owners) or when none answers. A "no Redis here" answer is a promise to take no lease for the
+   * answering replica's lease time (`reachesRedis`), so the leases are kept until that time from
+   * this question, less the lease margin (the service's process ends before anyone may take over);
+   * the next question (every ttl/4) extends it.
    */
   async #checkOutage(): Promise<void> {
     if (this.connection.up || this.#stopping !== undefined) return
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
-    let vouched = peers.length === 0
-    if (!vouched) {
+    const asked = Date.now()
+    let promised = peers.length === 0 ? this.leaseMs : 0
+    if (peers.length > 0) {
       const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: 1000 }, {})))
-      const up = answers.flatMap((a) => (a.status === "fulfilled" ? [(a.value as { up?: unknown } | null)?.up === true] : []))
-      vouched = up.length > 0 && up.every((u) => !u)
+      const said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
+      // An answer without a promise (a replica of an earlier version) vouches for nothing.
+      const quiet = said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0))
+      promised = said.length > 0 ? Math.min(...quiet) : 0
     }
     if (this.connection.up) return
+    const vouched = promised > 0
     if (vouched !== this.#vouched) {
       if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
       else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
     }
     this.#vouched = vouched
-    // No longer vouched for (another replica reaches Redis again): leases past their deadline go now.
-    if (!vouched) {
-      this.leases.expire()
-      this.leader.expire()
-    }
+    this.#vouchedUntil = vouched ? Math.max(this.#vouchedUntil, asked + promised - this.leases.margin) : 0
+    // Acted on now: no longer vouched for (another replica reaches Redis again), leases past their deadline go at once.
+    this.leases.expire()
+    this.leader.expire()
+  }
+
+  /**
+   * Asked by a replica that lost Redis (the `redis` request): whether this one reaches it now. Yes
+   * only when a command sent now is answered within `CONFIRM_MS`, so that a reply from before an
+   * outage, which this replica's probe has not noticed yet, never makes the asker think it alone is
+   * cut off. A no is a promise: this replica takes no lease for its lease time from now (a claim
+   * already sent is given back, src/cluster/leases.ts), so the asker may keep its leases meanwhile.
+   */
+  async reachesRedis(): Promise<RedisAnswer> {
+    if (this.connection.up && (await timed(this.connection.client.sendCommand(["TIME"]), CONFIRM_MS).then(() => true, () => false))) return { up: true }
+    this.#quietUntil = Math.max(this.#quietUntil, Date.now() + this.leaseMs)
+    return { up: false, quietMs: this.leaseMs }
   }
 
   /** A service's lease was taken: run it here (a lease of a service not defined here is given back). */
@@ -466,6 +507,7 @@ export class Cluster {
     await this.leases.renew().catch(() => undefined)
     await this.leader.renew().catch(() => undefined)
     this.#vouched = false
+    this.#vouchedUntil = 0
     await this.#resync().catch(() => undefined)
     for (const field of this.leases.owned()) {
       const face = this.#host?.face(field)

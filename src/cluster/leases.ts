@@ -7,7 +7,9 @@
  * No two owners: the holder's deadline is measured from BEFORE the renewal that set it (the key's
  * expiry in Redis is later: it counts from the script's arrival), and a timer at the earliest
  * deadline drops every lease not renewed by then, even while Redis does not answer. Another replica
- * can only take the key once Redis expired it, after that deadline.
+ * can only take the key once Redis expired it, after that deadline. The one exception, an outage of
+ * Redis for every replica, keeps leases past their deadlines only while the others have promised
+ * to take none (`vouchedUntil`, `quietUntil`; docs/replicas.md, "Leases").
  *
  * A replica takes free leases only while it holds fewer than its fair share; an orderly shutdown
  * releases its leases and publishes `lease-released`, which makes the others look at once.
@@ -20,7 +22,7 @@ import { RELEASE } from "../redis/lock.js"
 /**
  * KEYS: lease keys. ARGV: replica id, ttl ms. Renews each key this replica holds, and takes back a
  * key that is gone (Redis lost it: restarted empty, or it expired while every replica kept its
- * services through an outage, see `LeasesOptions.vouched`); returns 1 per key held now, 0 per key
+ * services through an outage, see `LeasesOptions.vouchedUntil`); returns 1 per key held now, 0 per key
  * another replica holds.
  */
 export const RENEW = `
@@ -54,11 +56,19 @@ export interface LeasesOptions {
   /** The clock (tests); Date.now by default. */
   readonly now?: () => number
   /**
-   * Asked when deadlines pass without a renewal: true when Redis is known to be unreachable for
-   * every replica (an outage, not a partition of this one), so no other replica can take a lease
-   * meanwhile: the leases are kept, and renewed (or taken back) as soon as Redis returns.
+   * Until when (epoch ms) no other replica can take a lease although Redis does not answer here:
+   * every other replica that answered said it does not reach Redis either, and promised to take no
+   * lease until later than this (an outage, not a partition of this one; src/cluster/cluster.ts).
+   * Deadlines passed before then are not acted on; the leases are renewed (or taken back) as soon as
+   * Redis returns. 0 or absent: nobody vouched.
    */
-  readonly vouched?: (() => boolean) | undefined
+  readonly vouchedUntil?: (() => number) | undefined
+  /**
+   * Until when (epoch ms) this replica takes no lease: it promised so to a replica cut off from
+   * Redis (which keeps its own leases past their deadlines meanwhile). A `SET NX` sent before that
+   * promise and answered after it is given back at once. 0 or absent: no promise.
+   */
+  readonly quietUntil?: (() => number) | undefined
 }
 
 /** The pub/sub channel that says leases were released (the message is the releasing replica's id). */
@@ -108,7 +118,7 @@ export class Leases {
   async claim(candidates: Iterable<string>, share: number): Promise<ReadonlyArray<string>> {
     const wanted = [...candidates].filter((l) => !this.#owned.has(l))
     const taken: string[] = []
-    if (this.#closed || this.#owned.size >= share || wanted.length === 0) return taken
+    if (this.#closed || this.#owned.size >= share || wanted.length === 0 || this.#quiet(this.#now())) return taken
     const holders = await this.client.mGet(wanted.map((l) => this.key(l)))
     const free = wanted.filter((_, i) => holders[i] === null)
     while (free.length > 0 && !this.#closed && this.#owned.size < share) {
@@ -119,8 +129,8 @@ export class Leases {
       )
       batch.forEach((label, i) => {
         if (replies[i] !== "OK") return
-        if (this.#closed) {
-          // Closed meanwhile: give it back at once rather than hold it until it expires.
+        if (this.#closed || this.#quiet(started)) {
+          // Closed, or promised to take none, meanwhile: give it back at once rather than hold it until it expires.
           void this.client.eval(RELEASE, { keys: [this.key(label)], arguments: [this.options.replicaId] }).catch(() => undefined)
           return
         }
@@ -152,7 +162,7 @@ export class Leases {
   expire(): void {
     const now = this.#now()
     // Nobody can take them while Redis is away for everyone: kept (and looked at again) until that changes.
-    if (this.options.vouched?.() === true) return this.#schedule()
+    if (now < (this.options.vouchedUntil?.() ?? 0)) return this.#schedule()
     for (const [label, deadline] of [...this.#owned]) {
       if (now >= deadline) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
     }
@@ -197,10 +207,21 @@ export class Leases {
     this.#expiry = undefined
     if (this.#closed || this.#owned.size === 0) return
     const earliest = Math.min(...this.#owned.values())
-    // A deadline already past (kept while vouched for) is looked at again every margin.
-    const wait = earliest - this.#now()
-    this.#expiry = setTimeout(() => this.expire(), wait > 0 ? wait : this.#margin)
+    // A deadline already past (kept while vouched for) is looked at again when the vouching ends.
+    const now = this.#now()
+    const at = earliest > now ? earliest : Math.max(earliest, this.options.vouchedUntil?.() ?? 0)
+    this.#expiry = setTimeout(() => this.expire(), Math.max(0, at - now))
     this.#expiry.unref()
+  }
+
+  /** Whether a lease taken by a `SET NX` sent at `since` must be given back (a promise to take none made since). */
+  #quiet(since: number): boolean {
+    return (this.options.quietUntil?.() ?? 0) > since
+  }
+
+  /** How long before its deadline (as renewed) a lease is dropped here (ms). */
+  get margin(): number {
+    return this.#margin
   }
 }
 

@@ -235,7 +235,7 @@ const decideHere = (store: Store, req: Extract<ForwardRequest, { op: "approval" 
 
 /** Runs one forwarded request on the owned service's connection (or, for `answer` and `held`, on what it names). */
 const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
-  if (req.op === "redis") return { up: cluster.connection.up }
+  if (req.op === "redis") return cluster.reachesRedis()
   if (req.op === "answer") {
     const answer = req.answer as RelayAnswer | undefined
     if (typeof answer !== "object" || answer === null || !("result" in answer || "error" in answer)) throw new McpRequestError("protocol", "not an answer to a relayed request", -32602)

@@ -6,16 +6,16 @@
 import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Redis } from "../../src/redis/connection.js"
-import { fairShare, Leases, releasedChannel, RENEW } from "../../src/cluster/leases.js"
+import { fairShare, Leases, releasedChannel, RENEW, type LeasesOptions } from "../../src/cluster/leases.js"
 import { RELEASE } from "../../src/redis/lock.js"
-import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
+import { eventually, hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 describe.skipIf(!hasRedisServer)("leases", () => {
   let redis: RedisServer
   let client: Redis
   const tables: Leases[] = []
-  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined, vouched?: () => boolean) => {
-    const t = new Leases(client, { cluster, replicaId, ttlMs, vouched }, { taken: () => undefined, lost })
+  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined, more: Pick<LeasesOptions, "vouchedUntil" | "quietUntil"> = {}) => {
+    const t = new Leases(client, { cluster, replicaId, ttlMs, ...more }, { taken: () => undefined, lost })
     tables.push(t)
     return t
   }
@@ -96,17 +96,43 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     expect(lostAt - started).toBeLessThan(600)
   })
 
-  it("keeps a lease past its deadline while vouched for (Redis away for everyone), and drops it at once when that ends", async () => {
-    let vouched = true
+  it("keeps a lease past its deadline while vouched for (Redis away for everyone), and drops it when the vouching ends, or at once when it is withdrawn", async () => {
+    let vouchedUntil = Date.now() + 60_000
     const lost: string[] = []
-    const t = table("vouched", "replica-a", 300, (label) => lost.push(label), () => vouched)
-    expect(await t.claim(["store/v"], 1)).toEqual(["store/v"])
+    const t = table("vouched", "replica-a", 300, (label) => lost.push(label), { vouchedUntil: () => vouchedUntil })
+    expect(await t.claim(["store/v", "store/w"], 2)).toEqual(["store/v", "store/w"])
     await new Promise((resolve) => setTimeout(resolve, 600))
     expect(lost).toEqual([])
     expect(t.owns("store/v")).toBe(true)
-    vouched = false
+    // Withdrawn (another replica reaches Redis): dropped when looked at.
+    vouchedUntil = 0
     t.expire()
-    expect(lost).toEqual(["store/v"])
+    expect(lost.sort()).toEqual(["store/v", "store/w"])
     expect(t.owns("store/v")).toBe(false)
+
+    // Lapsed (no new promise came): dropped by the timer set at its end, without a call.
+    const ended: string[] = []
+    let until = Date.now() + 60_000
+    const u = table("vouched-lapse", "replica-a", 300, (label) => ended.push(label), { vouchedUntil: () => until })
+    expect(await u.claim(["store/x"], 1)).toEqual(["store/x"])
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    until = Date.now() + 200
+    u.expire()
+    expect(ended).toEqual([])
+    expect(await eventually(() => ended.length === 1, 2000, 10)).toBe(true)
+  })
+
+  it("takes no lease while it promised to take none, and gives back one whose SET NX was answered after the promise", async () => {
+    let quietUntil = Date.now() + 60_000
+    const t = table("quiet", "replica-b", 5000, undefined, { quietUntil: () => quietUntil })
+    expect(await t.claim(["store/q"], 1)).toEqual([])
+    expect(await client.get("mcp-store:{quiet}:lease:store/q")).toBeNull()
+    // Not promised when the claim starts, promised by the time its SET NX is answered.
+    quietUntil = 0
+    let asked = 0
+    const u = table("quiet", "replica-b", 5000, undefined, { quietUntil: () => (++asked > 1 ? Date.now() + 60_000 : 0) })
+    expect(await u.claim(["store/q"], 1)).toEqual([])
+    expect(asked).toBeGreaterThan(1)
+    expect(await eventually(async () => (await client.get("mcp-store:{quiet}:lease:store/q")) === null, 2000, 10)).toBe(true)
   })
 })

@@ -1,0 +1,114 @@
+/**
+ * A true Redis outage seen first by the replica that runs a service (docs/replicas.md, "Failure
+ * modes"): two store processes on one real redis-server, frozen with SIGSTOP for longer than the
+ * lease time. The other replica is starved of CPU meanwhile (SIGSTOP/SIGCONT in turn: it runs
+ * 50 ms of every 500), so its probe never reaches a verdict (a turn that comes late gives none) and
+ * it still counts Redis as up when the owner asks. Its answer must come from a command sent after
+ * the question: it does not reach Redis, so the owner keeps its leases past their deadlines, no
+ * lease is lost, and calls through either replica are answered by the owner all along.
+ */
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { COMMAND_TIMEOUT_MS } from "../../src/redis/connection.js"
+import { clusterKey } from "../../src/redis/key-names.js"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
+import { eventually, freshDir, hasRedisServer, spawnStore, startRedisServer, useReplicaSecret, within, type RedisServer, type StoreProcess } from "../support/index.js"
+
+const CLUSTER = "vouch"
+const LEASE_MS = 6000
+/** Longer than the lease time: every deadline of a lease renewed before the freeze passes meanwhile. */
+const FROZEN_MS = LEASE_MS + 2000
+/** How long the starved replica runs, and stays stopped, in turn (ms): each turn of its 250 ms probe comes late. */
+const RUNS_MS = 50
+const STOPPED_MS = 450
+
+describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica has not noticed yet", { timeout: 120_000 }, () => {
+  let redis: RedisServer
+  let upstream: HttpFixture
+  let restoreSecret: (() => void) | undefined
+  const replicas: StoreProcess[] = []
+
+  const start = (services: object) => {
+    const dir = freshDir()
+    writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
+    return spawnStore({ configFile: join(dir, "mcp.json"), extraArgs: ["--redis-url", redis.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS), "--log-level", "info"] })
+  }
+
+  beforeAll(async () => {
+    restoreSecret = useReplicaSecret()
+    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
+  })
+  afterAll(async () => {
+    for (const r of replicas) r.child.kill("SIGCONT")
+    redis?.thaw()
+    redis?.disconnectAll()
+    restoreSecret?.()
+    await Promise.all(replicas.map((r) => r.kill()))
+    await Promise.all([redis?.stop(), upstream?.stop()])
+  })
+
+  it("the owner keeps its leases while the replica it asks still counts Redis as up: no lease lost, calls through both answered by the owner", async () => {
+    // The owner starts first with the service, so it takes its lease (and the leader's) alone.
+    const owner = await start({ mcpServers: { kit: { url: upstream.url } } })
+    replicas.push(owner)
+    const client = await redis.connect()
+    const leaseKey = clusterKey(CLUSTER, "lease", "store/kit")
+    expect(await eventually(async () => (await client.get(leaseKey))?.includes(`-${owner.pid}-`) === true, 15_000, 50)).toBe(true)
+    const other = await start({ mcpServers: {} })
+    replicas.push(other)
+    for (const r of [owner, other]) {
+      const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
+      expect(waited.body.data?.final_status).toBe("healthy")
+    }
+    // The owner asks the replicas its keeper last read (every ttl/3): both registered with their URLs, then one keeper turn.
+    const registered = async () => {
+      const keys = await client.keys(clusterKey(CLUSTER, "replica", "*"))
+      const entries = keys.length === 0 ? [] : await client.mGet(keys)
+      return entries.filter((e) => e !== null && (JSON.parse(e) as { url: string }).url !== "").length === 2
+    }
+    expect(await eventually(registered, 15_000, 50)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 3 + 500))
+
+    const call = (r: StoreProcess, text: string) => r.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text } })
+    for (const r of [owner, other]) expect((await call(r, "before")).body.result).toBe("before")
+
+    // Starved: its pending timers run late on each resume, and it answers what reaches it.
+    let starving = true
+    const starve = (async () => {
+      while (starving) {
+        other.child.kill("SIGSTOP")
+        await new Promise((resolve) => setTimeout(resolve, STOPPED_MS))
+        other.child.kill("SIGCONT")
+        await new Promise((resolve) => setTimeout(resolve, RUNS_MS))
+      }
+    })()
+    const bound = COMMAND_TIMEOUT_MS / 2
+    redis.freeze()
+    try {
+      try {
+        const until = Date.now() + FROZEN_MS
+        for (let i = 0; Date.now() < until; i++) {
+          const reply = await within(call(owner, `frozen ${i}`), bound, `a call through the owner while frozen (${i})`)
+          expect(reply.body.result, reply.text).toBe(`frozen ${i}`)
+          await new Promise((resolve) => setTimeout(resolve, 250))
+        }
+      } finally {
+        starving = false
+        await starve
+        other.child.kill("SIGCONT")
+      }
+      // Still frozen: the other replica forwards to the owner, which still runs the service.
+      const forwarded = await eventually(async () => (await within(call(other, "forwarded"), COMMAND_TIMEOUT_MS, "a call through the other replica while frozen")).body.result === "forwarded", 5000, 100)
+      expect(forwarded ? "forwarded" : (await call(other, "forwarded")).text).toBe("forwarded")
+    } finally {
+      redis.thaw()
+    }
+
+    expect(owner.output()).toContain("Redis is unreachable for every replica")
+    expect(owner.output()).not.toMatch(/lease \S+ lost by replica/)
+    // Back: the owner renews its lease; it never had to take it back from anyone.
+    expect(await eventually(async () => (await client.pTTL(leaseKey)) > LEASE_MS / 2 && (await client.get(leaseKey))?.includes(`-${owner.pid}-`) === true, 10_000, 50)).toBe(true)
+    expect((await call(other, "after")).body.result).toBe("after")
+  })
+})
