@@ -1,0 +1,188 @@
+// Resource subscriptions of a `per_user` service (README, Per-user credentials): each caller's is
+// its own, made on its own connection. One store with keys, the era fixture over Streamable HTTP as
+// a `per_user` (Authorization header) service of an agent, its updates announced per caller (a
+// `touch` reaches only the listen streams opened with the toucher's own Authorization, as an
+// upstream that keeps subscriptions per user). Two keys subscribe to the same URI, from a 2025
+// session and from a 2026-07-28 listen stream: the upstream sees one subscription on each
+// principal's connection (none on the shared one), an update on one principal's connection reaches
+// that principal's session or stream only; a key without a credential is refused
+// CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a changed
+// credential makes the subscription again on the new connection, a deleted one drops it.
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
+import { runKeys } from "../../src/cli/keys-command.js"
+import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
+import { addService, authedApi, eventually, freshDir, MODERN, modernRequest, quietFor, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+
+const AGENT = "crew"
+const PREFIX = `/for_agent/${AGENT}`
+const MCP = `${PREFIX}/mcp`
+const URI = "mem://note"
+
+const createKey = async (file: string, ...argv: string[]): Promise<string> => {
+  let out = ""
+  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
+  expect(code).toBe(0)
+  return out.trim()
+}
+
+const put = (who: Api, token: string) =>
+  who.request("PUT", `${PREFIX}/credentials/notes`, { body: JSON.stringify({ headers: { Authorization: token } }), headers: { "content-type": "application/json" } })
+
+describe("resource subscriptions of a per_user service are each caller's own", { timeout: 30_000 }, () => {
+  let era: EraHttpFixture
+  let server: TestServer
+  const keys = { admin: "", alice: "", bob: "", carol: "" }
+  let alice: Api
+  let bob: Api
+  const closers: Array<() => Promise<unknown>> = []
+
+  beforeAll(async () => {
+    era = await startEraHttpFixture({ updatesPerCaller: true })
+    const dir = freshDir()
+    const keysFile = join(dir, "mcp-store.keys.json")
+    keys.admin = await createKey(keysFile, "--role", "admin", "--name", "ops")
+    keys.alice = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "alice")
+    keys.bob = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "bob")
+    keys.carol = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "carol")
+    // Idle principals' connections closed after half a second: a subscription's must outlive it.
+    server = await startTestServer({ dir, options: { per_user_idle_seconds: 0.5 } })
+    alice = authedApi(server.url, keys.alice)
+    bob = authedApi(server.url, keys.bob)
+    const added = await addService(authedApi(server.url, keys.admin), PREFIX, { name: "notes", url: era.url, per_user: { headers: ["Authorization"] } })
+    expect(added.status, added.text).toBe(200)
+    for (const [who, token] of [
+      [alice, "Bearer alice-own"],
+      [bob, "Bearer bob-own"]
+    ] as const) {
+      const given = await put(who, token)
+      expect(given.status, given.text).toBe(200)
+    }
+  }, 30_000)
+
+  afterAll(async () => {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined)
+    await server?.cleanup()
+    await era?.stop()
+  }, 15_000)
+
+  /** A 2025 session of `key` on the agent's endpoint, noting the resource updates it hears. */
+  const session = async (key: string) => {
+    const client = new ClientV1({ name: "per-user-subscriptions", version: "1.0.0" })
+    client.onerror = () => undefined
+    const heard: Array<string> = []
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void heard.push(n.params.uri))
+    await within(client.connect(new TransportV1(new URL(server.url + MCP), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+    closers.push(() => client.close())
+    return { client, heard }
+  }
+
+  /** A 2026-07-28 client of `key`, noting the resource updates its listen streams hear. */
+  const modernClient = async (key: string) => {
+    const client = new Client({ name: "per-user-subscriptions", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+    client.onerror = () => undefined
+    const heard: Array<string> = []
+    client.setNotificationHandler("notifications/resources/updated", (n) => void heard.push(n.params.uri))
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(server.url + MCP), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+    closers.push(() => client.close())
+    return { client, heard }
+  }
+
+  /** A `touch` of the resource through `who`'s own connection: the upstream announces it to that principal's subscriptions. */
+  const touch = async (who: Api) => {
+    const reply = await who.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
+    expect(reply.status, reply.text).toBe(200)
+  }
+
+  /** The Authorization headers of the upstream's listen streams that asked updates of the URI, in order. */
+  const subscribedAs = () => era.listens().filter((l) => l.uris.includes(URI)).map((l) => l.authorization)
+
+  let aliceSession: Awaited<ReturnType<typeof session>>
+  let bobSession: Awaited<ReturnType<typeof session>>
+
+  it("two principals' 2025 sessions subscribe to one URI: one upstream subscription on each one's own connection, none on the shared one", async () => {
+    aliceSession = await session(keys.alice)
+    bobSession = await session(keys.bob)
+    await within(aliceSession.client.subscribeResource({ uri: URI }), 10_000, "alice subscribes")
+    await within(bobSession.client.subscribeResource({ uri: URI }), 10_000, "bob subscribes")
+    expect(await eventually(() => subscribedAs().includes("Bearer alice-own") && subscribedAs().includes("Bearer bob-own"), 5_000), JSON.stringify(era.listens())).toBe(true)
+    expect(subscribedAs()).not.toContain(undefined)
+  })
+
+  it("an update on one principal's connection reaches that principal's session only", async () => {
+    await touch(alice)
+    expect(await eventually(() => aliceSession.heard.length === 1, 5_000), "alice hears her update").toBe(true)
+    await touch(bob)
+    expect(await eventually(() => bobSession.heard.length === 1, 5_000), "bob hears his update").toBe(true)
+    expect(aliceSession.heard).toEqual([URI])
+    expect(bobSession.heard).toEqual([URI])
+  })
+
+  it("a principal's subscribed connection outlives the pool's idle time-out: updates still reach it", async () => {
+    const listens = subscribedAs().length
+    // Well past the half-second idle time-out of the principals' connections.
+    await quietFor(1_500)
+    await touch(alice)
+    expect(await eventually(() => aliceSession.heard.length === 2, 5_000), "alice hears her update after the idle time-out").toBe(true)
+    // The same subscription: the upstream was not asked again.
+    expect(subscribedAs()).toHaveLength(listens)
+  })
+
+  it("a caller without its own credential is refused CREDENTIALS_REQUIRED, in a 2025 session and on a 2026-07-28 listen", async () => {
+    const route = `PUT ${PREFIX}/credentials/notes`
+    const carol = await session(keys.carol)
+    const refused = await carol.client.subscribeResource({ uri: URI }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect(refused).toBeInstanceOf(McpError)
+    expect((refused as McpError).code).toBe(-32600)
+    expect((refused as McpError).data).toMatchObject({ code: "CREDENTIALS_REQUIRED", service_name: "notes", headers: ["Authorization"], route })
+    const listen = await modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI] } }, { key: keys.carol })
+    expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32600, data: { code: "CREDENTIALS_REQUIRED", service_name: "notes", route } })
+    // Nothing reached the upstream for her.
+    expect(subscribedAs().filter((a) => a !== "Bearer alice-own" && a !== "Bearer bob-own")).toEqual([])
+  })
+
+  it("2026-07-28 listen streams: each principal's on its own connection, an update reaching only that principal's stream", async () => {
+    const a = await modernClient(keys.alice)
+    const b = await modernClient(keys.bob)
+    const subA = await within(a.client.listen({ resourceSubscriptions: [URI] }), 5_000, "alice listens")
+    closers.push(() => subA.close())
+    const subB = await within(b.client.listen({ resourceSubscriptions: [URI] }), 5_000, "bob listens")
+    closers.push(() => subB.close())
+    expect(subA.honoredFilter).toEqual({ resourceSubscriptions: [URI] })
+    await touch(bob)
+    expect(await eventually(() => b.heard.length === 1 && bobSession.heard.length === 2, 5_000), "bob's stream and session hear his update").toBe(true)
+    await touch(alice)
+    expect(await eventually(() => a.heard.length === 1 && aliceSession.heard.length === 3, 5_000), "alice's stream and session hear hers").toBe(true)
+    expect(b.heard).toEqual([URI])
+    expect(bobSession.heard).toHaveLength(2)
+    expect(subscribedAs()).not.toContain(undefined)
+  })
+
+  it("a changed credential makes the subscription again on the principal's new connection; a deleted one drops it", async () => {
+    const given = await put(bob, "Bearer bob-renewed")
+    expect(given.status, given.text).toBe(200)
+    expect(await eventually(() => subscribedAs().includes("Bearer bob-renewed"), 5_000), JSON.stringify(era.listens())).toBe(true)
+    const before = bobSession.heard.length
+    await touch(bob)
+    expect(await eventually(() => bobSession.heard.length === before + 1, 5_000), "bob hears his update on the new connection").toBe(true)
+    // Alice deletes her credential: her subscription is dropped, so her session may subscribe again, and is refused.
+    expect((await alice.del(`${PREFIX}/credentials/notes`)).status).toBe(200)
+    let refusal: unknown
+    const refused = await eventually(async () => {
+      refusal = await aliceSession.client.subscribeResource({ uri: URI }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      return refusal instanceof McpError
+    }, 5_000)
+    expect(refused, String(refusal)).toBe(true)
+    expect((refusal as McpError).data).toMatchObject({ code: "CREDENTIALS_REQUIRED" })
+  })
+})
