@@ -6,8 +6,9 @@
 // session and from a 2026-07-28 listen stream: the upstream sees one subscription on each
 // principal's connection (none on the shared one), an update on one principal's connection reaches
 // that principal's session or stream only; a key without a credential is refused
-// CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a changed
-// credential makes the subscription again on the new connection, a deleted one drops it.
+// CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
+// redefined service or a changed credential makes the subscription again on the new connection, a
+// deleted credential drops it.
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
@@ -16,7 +17,7 @@ import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotoc
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
-import { addService, authedApi, eventually, freshDir, MODERN, modernRequest, quietFor, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, freshDir, MODERN, modernRequest, quietFor, startTestServer, waitStatus, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "crew"
 const PREFIX = `/for_agent/${AGENT}`
@@ -70,13 +71,13 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     await era?.stop()
   }, 15_000)
 
-  /** A 2025 session of `key` on the agent's endpoint, noting the resource updates it hears. */
-  const session = async (key: string) => {
+  /** A 2025 session of `key` on the agent's endpoint (or `path`), noting the resource updates it hears. */
+  const session = async (key: string, path = MCP) => {
     const client = new ClientV1({ name: "per-user-subscriptions", version: "1.0.0" })
     client.onerror = () => undefined
     const heard: Array<string> = []
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void heard.push(n.params.uri))
-    await within(client.connect(new TransportV1(new URL(server.url + MCP), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+    await within(client.connect(new TransportV1(new URL(server.url + path), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
     closers.push(() => client.close())
     return { client, heard }
   }
@@ -163,6 +164,29 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     expect(b.heard).toEqual([URI])
     expect(bobSession.heard).toHaveLength(2)
     expect(subscribedAs()).not.toContain(undefined)
+  })
+
+  it("a redefined service: a principal's subscription is made again on a connection of the new definition once it is connected", async () => {
+    // In the store's scope (an agent has no update_service): the admin key is the principal.
+    const admin = authedApi(server.url, keys.admin)
+    const definition = { name: "shelf", url: era.url, per_user: { headers: ["Authorization"] } }
+    expect((await addService(admin, "/for_store", definition)).status).toBe(200)
+    const given = await admin.request("PUT", "/for_store/credentials/shelf", { body: JSON.stringify({ headers: { Authorization: "Bearer admin-own" } }), headers: { "content-type": "application/json" } })
+    expect(given.status, given.text).toBe(200)
+    const own = await session(keys.admin, "/mcp")
+    await within(own.client.subscribeResource({ uri: URI }), 10_000, "the admin subscribes")
+    const admins = () => subscribedAs().filter((a) => a === "Bearer admin-own").length
+    expect(await eventually(() => admins() === 1, 5_000), JSON.stringify(era.listens())).toBe(true)
+    const updated = await admin.request("PUT", "/for_store/update_service/shelf", {
+      body: JSON.stringify({ ...definition, headers: { "X-Definition": "2" } }),
+      headers: { "content-type": "application/json" }
+    })
+    expect(updated.status, updated.text).toBe(200)
+    await waitStatus(admin, "/for_store", "shelf", "healthy")
+    expect(await eventually(() => admins() === 2, 5_000), JSON.stringify(era.listens())).toBe(true)
+    const touched = await admin.post("/for_store/call_tool", { tool_name: "shelf__touch", args: {} })
+    expect(touched.status, touched.text).toBe(200)
+    expect(await eventually(() => own.heard.length === 1, 5_000), "the admin hears its update after the redefinition").toBe(true)
   })
 
   it("a changed credential makes the subscription again on the principal's new connection; a deleted one drops it", async () => {

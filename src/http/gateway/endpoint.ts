@@ -165,6 +165,8 @@ interface Subscription {
   hold: ConnectionHold | undefined
   /** A principal's: the service's definition it was made under (a redefined service: made again). */
   definition: unknown
+  /** A principal's: settles when its first making ends (rejects as the client's subscribe does), for the subscribers that join meanwhile. */
+  made: Promise<void> | undefined
 }
 
 /** A subscription's key: the shared one's (scope, service, URI), a principal's with the principal's digest too. */
@@ -354,7 +356,7 @@ export class McpGateway {
     for (const sub of this.subscriptions.values()) {
       if (scopeLabel(sub.scope) !== scopeLabelOfEvent || sub.service !== serviceName) continue
       if (sub.principal === undefined) void this.subscribeUpstream(sub)
-      else this.renewIfRedefined(sub)
+      else this.renewPrincipal(sub)
     }
   }
 
@@ -446,14 +448,16 @@ export class McpGateway {
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
     if (sub === undefined) {
-      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined }
+      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined }
       this.subscriptions.set(key, sub)
     }
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
-    if (!fresh) return
+    // The same principal's subscription being made: answered as it is (a refusal refuses both).
+    if (!fresh) return sub.made
     if (principal === undefined) return this.subscribeUpstream(sub, true)
-    await this.subscribeAsPrincipal(sub, true)
+    sub.made = this.subscribeAsPrincipal(sub, true)
+    await sub.made
   }
 
   /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
@@ -578,7 +582,17 @@ export class McpGateway {
         this.discard(sub)
         throw mcpErrorOf(e)
       }
-      return this.discard(sub, `it could not be made again: ${e instanceof Error ? e.message : String(e)}`)
+      const why = e instanceof Error ? e.message : String(e)
+      // The service is not connected (reconnecting, redefined): made again once it is (`renewPrincipal`).
+      if (isStoreError(e) && e._tag === "ServiceUnavailable" && this.subscriptions.get(sub.key) === sub) {
+        log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' waits for its service: ${why}`, {
+          event: "subscription_waiting",
+          scope: scopeLabel(sub.scope),
+          service: sub.service
+        })
+        return
+      }
+      return this.discard(sub, `it could not be made again: ${why}`)
     }
     // The last subscriber left meanwhile, or its connection closed under it (made again since): undone here.
     if (this.subscriptions.get(sub.key) !== sub || sub.hold !== hold) {
@@ -612,17 +626,26 @@ export class McpGateway {
     void this.subscribeAsPrincipal(sub, false)
   }
 
-  /** A principal's subscription of a service redefined since it was made: made again (the pool closes the old connection at its next use). */
-  private renewIfRedefined(sub: Subscription): void {
-    const actor = this.scopeContext(sub.scope).findService(sub.service)
-    // Being made (no connection yet), or the service gone (the pool closes its connections: made again, then dropped).
-    if (sub.connection === undefined || actor === undefined || actor.getSnapshot().context.definition === sub.definition) return
+  /**
+   * A principal's subscription as its service's status or catalog changes: once the service is
+   * connected, one waiting for it is made, and one made under an earlier definition (the service was
+   * redefined) is made again (the pool closes the old connection at its next use).
+   */
+  private renewPrincipal(sub: Subscription): void {
+    const snapshot = this.scopeContext(sub.scope).findService(sub.service)?.getSnapshot()
+    // The service gone (the pool closes its connections: the subscription is dropped), not connected, or it is being made.
+    if (snapshot === undefined || (statusOf(snapshot) !== "healthy" && statusOf(snapshot) !== "warning")) return
+    if (sub.hold !== undefined && sub.connection === undefined) return
     const connection = sub.connection
-    sub.connection = undefined
-    connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
-    this.releaseListener(connection)
-    sub.hold?.release()
-    sub.hold = undefined
+    if (connection !== undefined) {
+      if (snapshot.context.definition === sub.definition) return
+      sub.connection = undefined
+      connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+      this.releaseListener(connection)
+      const hold = sub.hold
+      sub.hold = undefined
+      hold?.release()
+    }
     void this.subscribeAsPrincipal(sub, false)
   }
 
