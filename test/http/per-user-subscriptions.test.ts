@@ -9,30 +9,18 @@
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
 // redefined service or a changed credential makes the subscription again on the new connection, a
 // deleted credential drops it.
-import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
-import { runKeys } from "../../src/cli/keys-command.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
-import { addService, authedApi, eventually, freshDir, MODERN, modernRequest, quietFor, startTestServer, waitStatus, within, type Api, type TestServer } from "../support/index.js"
+import { addService, authedApi, eventually, giveCredential, MODERN, modernRequest, quietFor, startPerUserStore, waitStatus, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "crew"
 const PREFIX = `/for_agent/${AGENT}`
 const MCP = `${PREFIX}/mcp`
 const URI = "mem://note"
-
-const createKey = async (file: string, ...argv: string[]): Promise<string> => {
-  let out = ""
-  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
-  expect(code).toBe(0)
-  return out.trim()
-}
-
-const put = (who: Api, token: string) =>
-  who.request("PUT", `${PREFIX}/credentials/notes`, { body: JSON.stringify({ headers: { Authorization: token } }), headers: { "content-type": "application/json" } })
 
 describe("resource subscriptions of a per_user service are each caller's own", { timeout: 30_000 }, () => {
   let era: EraHttpFixture
@@ -44,25 +32,10 @@ describe("resource subscriptions of a per_user service are each caller's own", {
 
   beforeAll(async () => {
     era = await startEraHttpFixture({ updatesPerCaller: true })
-    const dir = freshDir()
-    const keysFile = join(dir, "mcp-store.keys.json")
-    keys.admin = await createKey(keysFile, "--role", "admin", "--name", "ops")
-    keys.alice = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "alice")
-    keys.bob = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "bob")
-    keys.carol = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "carol")
     // Idle principals' connections closed after half a second: a subscription's must outlive it.
-    server = await startTestServer({ dir, options: { per_user_idle_seconds: 0.5 } })
-    alice = authedApi(server.url, keys.alice)
-    bob = authedApi(server.url, keys.bob)
-    const added = await addService(authedApi(server.url, keys.admin), PREFIX, { name: "notes", url: era.url, per_user: { headers: ["Authorization"] } })
-    expect(added.status, added.text).toBe(200)
-    for (const [who, token] of [
-      [alice, "Bearer alice-own"],
-      [bob, "Bearer bob-own"]
-    ] as const) {
-      const given = await put(who, token)
-      expect(given.status, given.text).toBe(200)
-    }
+    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "notes", principals: ["alice", "bob"], without: ["carol"], options: { per_user_idle_seconds: 0.5 } })
+    ;[server, alice, bob] = [store.server, store.as("alice"), store.as("bob")]
+    Object.assign(keys, store.keys)
   }, 30_000)
 
   afterAll(async () => {
@@ -171,8 +144,7 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     const admin = authedApi(server.url, keys.admin)
     const definition = { name: "shelf", url: era.url, per_user: { headers: ["Authorization"] } }
     expect((await addService(admin, "/for_store", definition)).status).toBe(200)
-    const given = await admin.request("PUT", "/for_store/credentials/shelf", { body: JSON.stringify({ headers: { Authorization: "Bearer admin-own" } }), headers: { "content-type": "application/json" } })
-    expect(given.status, given.text).toBe(200)
+    await giveCredential(admin, "/for_store", "shelf", { headers: { Authorization: "Bearer admin-own" } })
     const own = await session(keys.admin, "/mcp")
     await within(own.client.subscribeResource({ uri: URI }), 10_000, "the admin subscribes")
     const admins = () => subscribedAs().filter((a) => a === "Bearer admin-own").length
@@ -190,8 +162,7 @@ describe("resource subscriptions of a per_user service are each caller's own", {
   })
 
   it("a changed credential makes the subscription again on the principal's new connection; a deleted one drops it", async () => {
-    const given = await put(bob, "Bearer bob-renewed")
-    expect(given.status, given.text).toBe(200)
+    await giveCredential(bob, PREFIX, "notes", { headers: { Authorization: "Bearer bob-renewed" } })
     expect(await eventually(() => subscribedAs().includes("Bearer bob-renewed"), 5_000), JSON.stringify(era.listens())).toBe(true)
     const before = bobSession.heard.length
     await touch(bob)

@@ -23,16 +23,19 @@ describe("per-user connection pool", () => {
   const registry = new ConnectionRegistry()
   let pool: UserCredentials
   let target: { scope: typeof STORE_SCOPE; name: string; definition: { url: string; per_user: { headers: string[] } } }
+  /** A pool of real connections to the fixture, each tracked in `registry`, with these bounds. */
+  const poolOf = (limits: { maxConnections: number; idleMs: number }, store: CredentialStore = CredentialsFile.inMemory()) =>
+    new UserCredentials(
+      Promise.resolve(store),
+      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      limits
+    )
 
   beforeAll(async () => {
     fixture = await startHttpFixture({ server: { whoamiTool: true } })
     target = { scope: STORE_SCOPE, name: "remote", definition: { url: fixture.url, per_user: { headers: ["Authorization"] } } }
-    pool = new UserCredentials(
-      Promise.resolve(CredentialsFile.inMemory()),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 2, idleMs: 300 }
-    )
+    pool = poolOf({ maxConnections: 2, idleMs: 300 })
   })
   afterAll(async () => {
     await pool.closeAll()
@@ -89,12 +92,7 @@ describe("per-user connection pool", () => {
         return () => void listeners.delete(listener)
       }
     })
-    const local = new UserCredentials(
-      Promise.resolve(shared),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 2, idleMs: 60_000 }
-    )
+    const local = poolOf({ maxConnections: 2, idleMs: 60_000 }, shared)
     const ask = async (values: { headers: Record<string, string>; env: Record<string, string> }) => {
       const exit = await local.request(target, "x", values, { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
       return Exit.isSuccess(exit) ? JSON.parse((exit.value.content[0] as { text: string }).text).authorization : exit
@@ -112,12 +110,7 @@ describe("per-user connection pool", () => {
   })
 
   it("with room for one principal, the next one's connection replaces the idle one (still owned by the pool)", async () => {
-    const single = new UserCredentials(
-      Promise.resolve(CredentialsFile.inMemory()),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 1, idleMs: 60_000 }
-    )
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
     for (const who of ["a", "b"]) {
       const exit = await single.request(target, who, values(who), { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
       expect(Exit.isSuccess(exit) && JSON.stringify(exit.value)).toContain(`Bearer ${who}-token`)
@@ -128,12 +121,7 @@ describe("per-user connection pool", () => {
   })
 
   it("a held connection (a subscription's) is not closed idle, makes room only after every unheld idle one, and tells its hold why it closed", async () => {
-    const held = new UserCredentials(
-      Promise.resolve(CredentialsFile.inMemory()),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 2, idleMs: 200 }
-    )
+    const held = poolOf({ maxConnections: 2, idleMs: 200 })
     const told: Array<{ who: string; why: string; again: boolean }> = []
     const holdOf = (who: string) => new ConnectionHold((why, again) => void told.push({ who, why, again }))
     const ask = async (who: string, hold?: ConnectionHold) => {
