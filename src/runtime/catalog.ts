@@ -1,7 +1,8 @@
 /**
  * Resources, resource templates and prompts of a scope, aggregated from its connected services
  * (docs/resources-and-prompts.md), and the operations that reach them: resources/read,
- * prompts/get, completion/complete, routed to the owning service. One room beside calls, commands
+ * prompts/get, completion/complete, routed to the owning service, and a `per_user` service's
+ * resources/subscribe on the caller's own connection. One room beside calls, commands
  * and queries, used by the HTTP handlers, the MCP endpoint (src/http/gateway/endpoint.ts) and ScopeApi.
  * A read or a prompt may need its caller's input, as a tool call may: the face that can answer gives
  * its relay (`CatalogInput`), or runs it as a held call (`heldCatalogRun`).

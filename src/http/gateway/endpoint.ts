@@ -13,6 +13,11 @@
  * at most its share (`keyShare`), its own oldest idle session closed first. A session with no
  * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
  *
+ * Resource subscriptions (of the sessions and of modern.ts's listen streams) are made upstream once
+ * per (scope, service, URI) and shared; a `per_user` service's once per principal too, on the
+ * principal's own connection, so each caller hears only its own updates
+ * (docs/per-user-credentials.md, "Resource subscriptions").
+ *
  * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/gateway/sse-endpoint.ts) is a second
  * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
  * list_changed fan-out and shutdown.
