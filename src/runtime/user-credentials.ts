@@ -6,7 +6,8 @@
  * (`--per-user-connections`), the least recently used idle one closed first, an idle one closed
  * after `idleMs` (`--per-user-idle-seconds`). Each pooled connection is owned here: its timer
  * cleared and the connection closed when the principal's credential changes (here, or on another
- * replica: the store's `onChange`), the service is deleted or redefined, or the store stops. A
+ * replica: the store's `onChange`), the service is deleted or redefined, or the store stops; one
+ * that closes by itself (a process that exited) leaves the pool at once. A
  * connection is kept with the values it was opened with: a call with other values (a credential
  * changed elsewhere, read before the change was heard of) opens a new one.
  * A service with `per_user.oauth` carries each principal's own bearer token on its connection (kept
@@ -305,7 +306,13 @@ export class UserCredentials {
     const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, holds: new Set(), timer: undefined }
     pool.set(principal, pooled)
     opening.then(
-      () => log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name }),
+      (connection) => {
+        log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name })
+        // Closed by itself (its process exited, its stream ended): out of the pool at once, its holds told.
+        connection.onClose((reason) => {
+          if (this.pools.get(service)?.get(principal) === pooled) void this.drop(service, principal, `it closed by itself (${reason})`)
+        })
+      },
       () => {
         if (pool.get(principal) === pooled) pool.delete(principal)
       }

@@ -3,7 +3,7 @@
 // in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
 // values at the next use, or on a change heard from another replica), and nothing left open after
 // closeAll; a connection held by a subscription is not closed idle, makes room last and tells its
-// hold why it closed; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// hold why it closed, also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
@@ -14,7 +14,7 @@ import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { ConnectionHold, UserCredentials } from "../../src/runtime/user-credentials.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, quietFor } from "../support/index.js"
+import { eventually, fixtureService, quietFor } from "../support/index.js"
 
 const values = (who: string) => ({ headers: { Authorization: `Bearer ${who}-token` }, env: {} })
 
@@ -153,6 +153,22 @@ describe("per-user connection pool", () => {
     e.release()
     expect(await eventually(() => held.size === 0, 2_000)).toBe(true)
     expect(told).toHaveLength(2)
+    await held.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a principal's connection that closes by itself (its process exited) leaves the pool at once, its hold told to subscribe again", async () => {
+    const local = { scope: STORE_SCOPE, name: "local", definition: { ...fixtureService("local"), per_user: { env: ["FIXTURE_USER"] } } }
+    const held = poolOf({ maxConnections: 2, idleMs: 60_000 })
+    const told: Array<{ why: string; again: boolean }> = []
+    const exit = await held.request(local, "p", { headers: {}, env: { FIXTURE_USER: "p" } }, { remaining: () => 10_000, hold: new ConnectionHold((why, again) => void told.push({ why, again })) }, async (c) => c.pid)
+    const pid = Exit.isSuccess(exit) ? exit.value : undefined
+    expect(pid).toBeGreaterThan(0)
+    expect(held.size).toBe(1)
+    process.kill(pid!, "SIGKILL")
+    expect(await eventually(() => told.length === 1 && held.size === 0, 5_000), JSON.stringify(told)).toBe(true)
+    expect(told[0]).toMatchObject({ again: true })
+    expect(told[0]!.why).toContain("closed by itself")
     await held.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
   })

@@ -172,7 +172,13 @@ interface Subscription {
   definition: unknown
   /** A principal's: settles when its first making ends (rejects as the client's subscribe does), for the subscribers that join meanwhile. */
   made: Promise<void> | undefined
+  /** A principal's: when it was last made again (performance.now(), the latest MAX_RENEWALS), so that a connection that keeps closing does not make it forever. */
+  readonly renewals: Array<number>
 }
+
+/** A principal's subscription is made again at most this many times in RENEWAL_WINDOW_MS; once more, it is dropped. */
+const MAX_RENEWALS = 5
+const RENEWAL_WINDOW_MS = 60_000
 
 /** A subscription's key: the shared one's (scope, service, URI), a principal's with the principal's digest too. */
 const subscriptionKey = (scope: Scope, service: string, uri: string, principal: string | undefined): string =>
@@ -453,7 +459,7 @@ export class McpGateway {
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
     if (sub === undefined) {
-      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined }
+      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined, renewals: [] }
       this.subscriptions.set(key, sub)
     }
     sub.sessions.set(session.id, uri)
@@ -623,6 +629,12 @@ export class McpGateway {
     if (connection !== undefined) this.releaseListener(connection)
     if (this.subscriptions.get(sub.key) !== sub) return
     if (!again || this.shuttingDown) return this.discard(sub, `the principal's connection was closed (${why})`)
+    const now = performance.now()
+    if (sub.renewals.length >= MAX_RENEWALS && now - sub.renewals[0]! < RENEWAL_WINDOW_MS) {
+      return this.discard(sub, `the principal's connection was closed (${why}), the ${MAX_RENEWALS + 1}th time within ${RENEWAL_WINDOW_MS / 1000} s`)
+    }
+    sub.renewals.push(now)
+    if (sub.renewals.length > MAX_RENEWALS) sub.renewals.shift()
     log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' made again: its connection was closed (${why})`, {
       event: "subscription_renewed",
       scope: scopeLabel(sub.scope),
