@@ -1,7 +1,8 @@
 /**
  * Resources, resource templates and prompts of a scope, aggregated from its connected services
  * (docs/resources-and-prompts.md), and the operations that reach them: resources/read,
- * prompts/get, completion/complete, routed to the owning service. One room beside calls, commands
+ * prompts/get, completion/complete, routed to the owning service, and a `per_user` service's
+ * resources/subscribe on the caller's own connection. One room beside calls, commands
  * and queries, used by the HTTP handlers, the MCP endpoint (src/http/gateway/endpoint.ts) and ScopeApi.
  * A read or a prompt may need its caller's input, as a tool call may: the face that can answer gives
  * its relay (`CatalogInput`), or runs it as a held call (`heldCatalogRun`).
@@ -29,7 +30,7 @@ import { requestSpan, type SpanAttributes } from "../logging/tracing.js"
 import { openUpstreamSpan } from "./upstream-span.js"
 import { requestAsPrincipal } from "./per-user-request.js"
 import { NotConnected } from "./service-request.js"
-import { perUserOf } from "./user-credentials.js"
+import { perUserOf, type ConnectionHold } from "./user-credentials.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "./catalog-limits.js"
 
 /** The scheme of a prefixed URI: `mcp-store://<service>/<original URI>`. */
@@ -341,13 +342,15 @@ const asPrincipal = <A>(
   actor: ServiceActorRef,
   run: (connection: McpConnection, signal: AbortSignal, meta: Record<string, string> | undefined) => Promise<A>,
   subject: Subject,
-  owner: string | undefined
+  owner: string | undefined,
+  /** A subscription: holds the connection once the request succeeded (src/runtime/user-credentials.ts). */
+  hold?: ConnectionHold | undefined
 ): Effect.Effect<A, CatalogError> =>
   Effect.flatMap(
     Effect.promise((signal) => {
       const deadline = performance.now() + CATALOG_REQUEST_TIMEOUT_MS
       const what = `${subject.method} ${subject.name.slice(0, 200)}`
-      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), subject: what }, (c) => run(c, signal, undefined))
+      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), subject: what, hold }, (c) => run(c, signal, undefined))
     }),
     (exit): Effect.Effect<A, CatalogError> => {
       if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)
@@ -444,6 +447,26 @@ export const readResource = (ctx: ScopeContext, uri: string, input: CatalogInput
         attributes: { "mcp.resource.uri": target.uri }
       }, input.owner)
     })
+  )
+
+/** Whether a service takes each caller's own credential (`per_user`): its subscriptions are then each principal's. */
+export const isPerUser = (actor: ServiceActorRef): boolean => perUserOf(actor.getSnapshot().context.definition) !== undefined
+
+/**
+ * resources/subscribe on a `per_user` service for the caller's principal (`owner`: a 2025
+ * session's, a listen stream's): sent on the principal's own connection, refused
+ * CredentialsRequired without a credential as a read is, and `hold` then holds that connection
+ * (src/runtime/user-credentials.ts `ConnectionHold`). Answers the connection, whose
+ * `notifications/resources/updated` are that principal's alone.
+ */
+export const subscribeAsPrincipal = (ctx: ScopeContext, target: ResourceTarget, owner: string | undefined, hold: ConnectionHold): Effect.Effect<McpConnection, CatalogError> =>
+  asPrincipal(
+    ctx,
+    target.actor,
+    (c, signal) => c.subscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }).then(() => c),
+    { name: target.uri, field: "uri", uri: target.uri, method: "resources/subscribe" },
+    owner,
+    hold
   )
 
 /**

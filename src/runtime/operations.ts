@@ -33,6 +33,8 @@ const catalogOperations = {
   scopeCapabilities: catalog.scopeCapabilities,
   catalogFingerprint: catalog.catalogFingerprint,
   resolveResource: catalog.resolveResource,
+  isPerUser: catalog.isPerUser,
+  subscribeAsPrincipal: catalog.subscribeAsPrincipal,
   resolvePrompt: catalog.resolvePrompt,
   readResource: catalog.readResource,
   heldCatalogRun: catalog.heldCatalogRun,

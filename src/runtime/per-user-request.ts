@@ -1,7 +1,8 @@
 /**
  * The one step of a request on a `per_user` service (README, Per-user credentials): a tool call
  * (src/runtime/calls.ts), a request on a task such a call started (`relayTaskRequest`, and a task
- * followed again after a restart), a resource read, a prompt or a completion (src/runtime/catalog.ts), and
+ * followed again after a restart), a resource read, a prompt, a completion or a resource
+ * subscription (src/runtime/catalog.ts), and
  * the owner's end of such a request forwarded by another replica (src/http/cluster-route.ts). The
  * request goes through the caller's own connection (src/runtime/user-credentials.ts), opened with
  * its own credential, never through the service's shared one; a caller with none is refused
@@ -20,7 +21,7 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
 import { NotConnected, type ServiceRequestFailure } from "./service-request.js"
 import { isConnected } from "./service-views.js"
-import { perUserOf, type PerUserNames, type UserCredentials } from "./user-credentials.js"
+import { perUserOf, type ConnectionHold, type PerUserNames, type UserCredentials } from "./user-credentials.js"
 
 /** Why the replica that runs a service refused a request forwarded for a principal. */
 export type PrincipalRefusal = "credentials_required" | "too_many" | "unavailable"
@@ -92,6 +93,8 @@ export interface PerUserRequestOptions {
   readonly remaining: () => number
   /** What the request is, for a refusal's log line ("call of 'x__y'", "read of resource 'u'"). */
   readonly subject: string
+  /** A resource subscription: holds the principal's connection once the request succeeded (user-credentials.ts). */
+  readonly hold?: ConnectionHold | undefined
 }
 
 /**
@@ -161,7 +164,7 @@ export const requestAsPrincipal = async <A>(
   if (own === undefined && !authorized) return required("this caller has given neither its values nor its authorization", ["values", "authorization"])
   if (own === undefined) return notGiven()
   if (!authorized) return required("this caller has not authorized it (or its authorization was refused or deleted since)", ["authorization"])
-  const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining }, request)
+  const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining, hold: options.hold }, request)
   if (!names.oauth || Exit.isSuccess(sent)) return sent
   // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
   const failure = Cause.failureOption(sent.cause)

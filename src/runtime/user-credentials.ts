@@ -6,11 +6,15 @@
  * (`--per-user-connections`), the least recently used idle one closed first, an idle one closed
  * after `idleMs` (`--per-user-idle-seconds`). Each pooled connection is owned here: its timer
  * cleared and the connection closed when the principal's credential changes (here, or on another
- * replica: the store's `onChange`), the service is deleted or redefined, or the store stops. A
+ * replica: the store's `onChange`), the service is deleted or redefined, or the store stops; one
+ * that closes by itself (a process that exited) leaves the pool at once. A
  * connection is kept with the values it was opened with: a call with other values (a credential
  * changed elsewhere, read before the change was heard of) opens a new one.
  * A service with `per_user.oauth` carries each principal's own bearer token on its connection (kept
  * by the store's OAuth manager, src/runtime/upstream-oauth.ts, seen here as `PrincipalAuthorizations`).
+ * A resource subscription holds its principal's connection (`ConnectionHold`): not closed for
+ * idleness while held, closed to make room only after every connection without a hold, and its
+ * holds told whenever it closes, so that they subscribe again on the next one or are dropped.
  */
 import { createHash } from "node:crypto"
 import { Exit } from "effect"
@@ -57,6 +61,43 @@ export type PrincipalOpener = (target: PerUserTarget, values: UserCredential, ti
 export const DEFAULT_PER_USER_CONNECTIONS = 16
 export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
 
+/**
+ * A long use of a principal's connection beyond one request (a resource subscription, which hears
+ * the upstream's updates on it): given to `request`, it holds the connection the request ran on
+ * once the request succeeded, until `release()`. `onClosed` hears the connection close under it
+ * (`why`, for a log line; `again`: whether subscribing again on a new connection makes sense, false
+ * when it was closed to make room for another principal or the store stops). Told once.
+ */
+export class ConnectionHold {
+  private releaseHere: (() => void) | undefined
+  private released = false
+
+  constructor(readonly onClosed: (why: string, again: boolean) => void) {}
+
+  /** The hold ends (the subscription is gone): the connection may be closed for idleness again. */
+  release(): void {
+    this.released = true
+    const release = this.releaseHere
+    this.releaseHere = undefined
+    release?.()
+  }
+
+  /** The pool holds the connection for it; false when it was released before its request ended. */
+  attach(release: () => void): boolean {
+    if (this.released) return false
+    this.releaseHere = release
+    return true
+  }
+
+  /** The connection closed: the hold is over, `onClosed` told. */
+  closed(why: string, again: boolean): void {
+    if (this.released) return
+    this.released = true
+    this.releaseHere = undefined
+    this.onClosed(why, again)
+  }
+}
+
 interface Pooled {
   readonly definition: ServiceDefinition
   /** A digest of the values it was opened with (no second copy of a secret kept). */
@@ -64,6 +105,8 @@ interface Pooled {
   readonly opening: Promise<McpConnection>
   readonly abort: AbortController
   inUse: number
+  /** The holds on it (resource subscriptions): while any, it is not closed for idleness. */
+  readonly holds: Set<ConnectionHold>
   timer: NodeJS.Timeout | undefined
 }
 
@@ -162,13 +205,14 @@ export class UserCredentials {
    * Runs `request` on the principal's own connection of the service (opened with `values` if it has
    * none, or if the service was redefined since): an expired session is opened again and the request
    * sent once more; a broken connection is closed. Refused TooMany when the service has
-   * `maxConnections` principals' connections all in use.
+   * `maxConnections` principals' connections all in use. `hold`: once the request succeeded, the
+   * connection it ran on is held for it (see `ConnectionHold`).
    */
   async request<A>(
     target: PerUserTarget,
     principal: string,
     values: UserCredential,
-    options: { readonly remaining: () => number },
+    options: { readonly remaining: () => number; readonly hold?: ConnectionHold | undefined },
     request: (connection: McpConnection) => Promise<A>
   ): Promise<Exit.Exit<A, McpRequestError | TooMany>> {
     const service = key(target.scope, target.name)
@@ -179,7 +223,9 @@ export class UserCredentials {
       if (pooled instanceof TooMany) return Exit.fail(pooled)
       try {
         const connection = await pooled.opening
-        return Exit.succeed(await request(connection))
+        const answer = await request(connection)
+        if (options.hold !== undefined) this.hold(service, principal, pooled, options.hold)
+        return Exit.succeed(answer)
       } catch (e) {
         if (!(e instanceof McpRequestError)) return Exit.die(e)
         // Closed under the call (its credential changed or was deleted, the service went, the store stops):
@@ -206,6 +252,19 @@ export class UserCredentials {
     await Promise.all(all.map(({ service, principal }) => this.drop(service, principal, "the store stops")))
   }
 
+  /** Holds `pooled` for `hold`, if it is still the principal's connection (else the hold hears it closed). */
+  private hold(service: string, principal: string, pooled: Pooled, hold: ConnectionHold): void {
+    if (this.pools.get(service)?.get(principal) !== pooled) return hold.closed("its connection was closed during the subscription", true)
+    if (!hold.attach(() => this.unhold(service, principal, pooled, hold))) return
+    pooled.holds.add(hold)
+  }
+
+  private unhold(service: string, principal: string, pooled: Pooled, hold: ConnectionHold): void {
+    if (!pooled.holds.delete(hold)) return
+    // The last hold gone with no request in flight: idle from now on.
+    if (pooled.inUse === 0 && pooled.holds.size === 0) this.armIdle(service, principal, pooled)
+  }
+
   /** How many principals' connections are open or opening (figures, tests). */
   get size(): number {
     let n = 0
@@ -228,7 +287,8 @@ export class UserCredentials {
     }
     if (known !== undefined) void this.drop(service, principal, known.definition === target.definition ? "its credential changed" : "its service was redefined")
     if (pool.size >= this.limits.maxConnections) {
-      const idle = [...pool].find(([, p]) => p.inUse === 0)
+      // The least recently used idle one; one held by subscriptions only when every idle one is (they are told, and dropped).
+      const idle = [...pool].find(([, p]) => p.inUse === 0 && p.holds.size === 0) ?? [...pool].find(([, p]) => p.inUse === 0)
       if (idle === undefined) {
         return new TooMany({
           message: `Service '${target.name}' already has ${this.limits.maxConnections} principals' connections in use; try again shortly`,
@@ -237,16 +297,22 @@ export class UserCredentials {
           retryAfterSeconds: 1
         })
       }
-      void this.drop(service, idle[0], "more principals use the service (least recently used)")
+      void this.drop(service, idle[0], "more principals use the service (least recently used)", false)
     }
     // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
     this.pools.set(service, pool)
     const abort = new AbortController()
     const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal, principal)
-    const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, timer: undefined }
+    const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, holds: new Set(), timer: undefined }
     pool.set(principal, pooled)
     opening.then(
-      () => log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name }),
+      (connection) => {
+        log.info(`opened a per-user connection of service '${target.name}' for principal ${principalWords(principal)}`, { event: "per_user_connection_opened", service: target.name })
+        // Closed by itself (its process exited, its stream ended): out of the pool at once, its holds told.
+        connection.onClose((reason) => {
+          if (this.pools.get(service)?.get(principal) === pooled) void this.drop(service, principal, `it closed by itself (${reason})`)
+        })
+      },
       () => {
         if (pool.get(principal) === pooled) pool.delete(principal)
       }
@@ -256,12 +322,20 @@ export class UserCredentials {
 
   private release(service: string, principal: string, pooled: Pooled): void {
     pooled.inUse -= 1
-    if (pooled.inUse > 0 || this.pools.get(service)?.get(principal) !== pooled || this.closed) return
+    // Held by a subscription: not idle while it lasts.
+    if (pooled.inUse > 0 || pooled.holds.size > 0) return
+    this.armIdle(service, principal, pooled)
+  }
+
+  private armIdle(service: string, principal: string, pooled: Pooled): void {
+    if (this.pools.get(service)?.get(principal) !== pooled || this.closed) return
+    clearTimeout(pooled.timer)
     pooled.timer = setTimeout(() => void this.drop(service, principal, "it was idle"), this.limits.idleMs)
     pooled.timer.unref()
   }
 
-  private drop(service: string, principal: string, why: string): Promise<void> {
+  /** Closes a principal's connection; its holds are told (`again`: whether a new connection may take them). */
+  private drop(service: string, principal: string, why: string, again = !this.closed): Promise<void> {
     const pool = this.pools.get(service)
     const pooled = pool?.get(principal)
     if (pool === undefined || pooled === undefined) return Promise.resolve()
@@ -269,6 +343,9 @@ export class UserCredentials {
     if (pool.size === 0) this.pools.delete(service)
     clearTimeout(pooled.timer)
     pooled.abort.abort()
+    const holds = [...pooled.holds]
+    pooled.holds.clear()
+    for (const hold of holds) hold.closed(why, again)
     return pooled.opening.then(
       (connection) => {
         log.info(`closed the per-user connection of service '${service}' for principal ${principalWords(principal)}: ${why}`, { event: "per_user_connection_closed", service })

@@ -12,20 +12,12 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Cause, Exit, Option } from "effect"
 import { relayTaskRequest } from "../../src/runtime/calls.js"
-import { runKeys } from "../../src/cli/keys-command.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
-import { addService, authedApi, eventually, freshDir, modernRequest, startTestServer, withTasks, type Api, type Reply, type TestServer } from "../support/index.js"
+import { authedApi, eventually, modernRequest, startPerUserStore, startTestServer, withTasks, type Api, type Reply, type TestServer } from "../support/index.js"
 
 const AGENT = "crew"
 const PREFIX = `/for_agent/${AGENT}`
 const MCP = `${PREFIX}/mcp`
-
-const createKey = async (file: string, ...argv: string[]): Promise<string> => {
-  let out = ""
-  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
-  expect(code).toBe(0)
-  return out.trim()
-}
 
 describe("tasks of a per_user service go through the caller's own connection", { timeout: 20_000 }, () => {
   let era: EraHttpFixture
@@ -36,23 +28,11 @@ describe("tasks of a per_user service go through the caller's own connection", {
 
   beforeAll(async () => {
     era = await startEraHttpFixture()
-    const dir = freshDir()
-    const keysFile = join(dir, "mcp-store.keys.json")
-    keys.admin = await createKey(keysFile, "--role", "admin", "--name", "ops")
-    keys.alice = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "alice")
-    keys.bob = await createKey(keysFile, "--role", "agent", "--agent", AGENT, "--name", "bob")
-    server = await startTestServer({ dir })
-    alice = authedApi(server.url, keys.alice)
-    bob = authedApi(server.url, keys.bob)
-    const added = await addService(authedApi(server.url, keys.admin), PREFIX, { name: "jobs", url: era.url, per_user: { headers: ["Authorization"] } })
-    expect(added.status, added.text).toBe(200)
-    for (const [who, token] of [
-      [alice, "Bearer alice-own"],
-      [bob, "Bearer bob-own"]
-    ] as const) {
-      const given = await who.request("PUT", `${PREFIX}/credentials/jobs`, { body: JSON.stringify({ headers: { Authorization: token } }), headers: { "content-type": "application/json" } })
-      expect(given.status, given.text).toBe(200)
-    }
+    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "jobs", principals: ["alice", "bob"] })
+    server = store.server
+    Object.assign(keys, store.keys)
+    alice = store.as("alice")
+    bob = store.as("bob")
   }, 30_000)
 
   afterAll(async () => {

@@ -2,7 +2,8 @@
 // fixture: bounded per service (the least recently used idle one closed first, TOO_MANY when all are
 // in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
 // values at the next use, or on a change heard from another replica), and nothing left open after
-// closeAll; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// closeAll; a connection held by a subscription is not closed idle, makes room last and tells its
+// hold why it closed, also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
@@ -11,9 +12,9 @@ import { CredentialsFile, type CredentialStore } from "../../src/config/credenti
 import { ClusterUnavailable } from "../../src/domain/errors.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
-import { UserCredentials } from "../../src/runtime/user-credentials.js"
+import { ConnectionHold, UserCredentials } from "../../src/runtime/user-credentials.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually } from "../support/index.js"
+import { eventually, fixtureService, quietFor } from "../support/index.js"
 
 const values = (who: string) => ({ headers: { Authorization: `Bearer ${who}-token` }, env: {} })
 
@@ -22,16 +23,19 @@ describe("per-user connection pool", () => {
   const registry = new ConnectionRegistry()
   let pool: UserCredentials
   let target: { scope: typeof STORE_SCOPE; name: string; definition: { url: string; per_user: { headers: string[] } } }
+  /** A pool of real connections to the fixture, each tracked in `registry`, with these bounds. */
+  const poolOf = (limits: { maxConnections: number; idleMs: number }, store: CredentialStore = CredentialsFile.inMemory()) =>
+    new UserCredentials(
+      Promise.resolve(store),
+      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      limits
+    )
 
   beforeAll(async () => {
     fixture = await startHttpFixture({ server: { whoamiTool: true } })
     target = { scope: STORE_SCOPE, name: "remote", definition: { url: fixture.url, per_user: { headers: ["Authorization"] } } }
-    pool = new UserCredentials(
-      Promise.resolve(CredentialsFile.inMemory()),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 2, idleMs: 300 }
-    )
+    pool = poolOf({ maxConnections: 2, idleMs: 300 })
   })
   afterAll(async () => {
     await pool.closeAll()
@@ -88,12 +92,7 @@ describe("per-user connection pool", () => {
         return () => void listeners.delete(listener)
       }
     })
-    const local = new UserCredentials(
-      Promise.resolve(shared),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 2, idleMs: 60_000 }
-    )
+    const local = poolOf({ maxConnections: 2, idleMs: 60_000 }, shared)
     const ask = async (values: { headers: Record<string, string>; env: Record<string, string> }) => {
       const exit = await local.request(target, "x", values, { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
       return Exit.isSuccess(exit) ? JSON.parse((exit.value.content[0] as { text: string }).text).authorization : exit
@@ -111,18 +110,66 @@ describe("per-user connection pool", () => {
   })
 
   it("with room for one principal, the next one's connection replaces the idle one (still owned by the pool)", async () => {
-    const single = new UserCredentials(
-      Promise.resolve(CredentialsFile.inMemory()),
-      (t, v, timeoutMs, signal) => openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
-      (c) => registry.close(c),
-      { maxConnections: 1, idleMs: 60_000 }
-    )
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
     for (const who of ["a", "b"]) {
       const exit = await single.request(target, who, values(who), { remaining: () => 5_000 }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
       expect(Exit.isSuccess(exit) && JSON.stringify(exit.value)).toContain(`Bearer ${who}-token`)
     }
     expect(single.size).toBe(1)
     await single.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a held connection (a subscription's) is not closed idle, makes room only after every unheld idle one, and tells its hold why it closed", async () => {
+    const held = poolOf({ maxConnections: 2, idleMs: 200 })
+    const told: Array<{ who: string; why: string; again: boolean }> = []
+    const holdOf = (who: string) => new ConnectionHold((why, again) => void told.push({ who, why, again }))
+    const ask = async (who: string, hold?: ConnectionHold) => {
+      const exit = await held.request(target, who, values(who), { remaining: () => 5_000, hold }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+      expect(Exit.isSuccess(exit), who).toBe(true)
+    }
+    await ask("a", holdOf("a"))
+    await ask("b")
+    // x needs room: b goes, idle and unheld, though a is the least recently used.
+    await ask("x")
+    expect(told).toEqual([])
+    // x closes idle; a, held, stays open well past its idle time (four idle periods).
+    expect(await eventually(() => held.size === 1, 2_000)).toBe(true)
+    await quietFor(800)
+    expect(held.size).toBe(1)
+    // A second holder, c; then d needs room: every idle one is held, so the least recently used, a, goes.
+    await ask("c", holdOf("c"))
+    await ask("d")
+    expect(held.size).toBe(2)
+    expect(told.map((t) => t.who)).toEqual(["a"])
+    expect(told[0]).toMatchObject({ again: false })
+    expect(told[0]!.why).toContain("least recently used")
+    // A changed credential closes c's connection: its hold is told, to subscribe again on the next one.
+    await held.set(STORE_SCOPE, "remote", "c", values("c2"))
+    expect(told[1]).toMatchObject({ who: "c", again: true })
+    // A released hold lets its connection close idle again.
+    const e = holdOf("e")
+    await ask("e", e)
+    e.release()
+    expect(await eventually(() => held.size === 0, 2_000)).toBe(true)
+    expect(told).toHaveLength(2)
+    await held.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a principal's connection that closes by itself (its process exited) leaves the pool at once, its hold told to subscribe again", async () => {
+    const local = { scope: STORE_SCOPE, name: "local", definition: { ...fixtureService("local"), per_user: { env: ["FIXTURE_USER"] } } }
+    const held = poolOf({ maxConnections: 2, idleMs: 60_000 })
+    const told: Array<{ why: string; again: boolean }> = []
+    const exit = await held.request(local, "p", { headers: {}, env: { FIXTURE_USER: "p" } }, { remaining: () => 10_000, hold: new ConnectionHold((why, again) => void told.push({ why, again })) }, async (c) => c.pid)
+    const pid = Exit.isSuccess(exit) ? exit.value : undefined
+    expect(pid).toBeGreaterThan(0)
+    expect(held.size).toBe(1)
+    process.kill(pid!, "SIGKILL")
+    expect(await eventually(() => told.length === 1 && held.size === 0, 5_000), JSON.stringify(told)).toBe(true)
+    expect(told[0]).toMatchObject({ again: true })
+    expect(told[0]!.why).toContain("closed by itself")
+    await held.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
   })
 

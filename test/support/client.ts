@@ -129,6 +129,13 @@ export const addService = async (client: Api, prefix: string, definition: Record
   return reply
 }
 
+/** A principal gives its own credential of a `per_user` service (PUT .../credentials/{service}); throws unless it is kept. */
+export const giveCredential = async (client: Api, prefix: string, service: string, values: { readonly headers?: Record<string, string>; readonly env?: Record<string, string> }): Promise<Reply> => {
+  const reply = await client.request("PUT", `${prefix}/credentials/${encodeURIComponent(service)}`, { body: JSON.stringify(values), headers: { "content-type": "application/json" } })
+  if (reply.status !== 200) throw new Error(`PUT credentials of ${service}: ${reply.status} ${reply.text}`)
+  return reply
+}
+
 /** wait_service for a status; throws when it is not reached within `timeout` seconds. */
 export const waitStatus = async (client: Api, prefix: string, name: string, status: string | string[], timeout = 10): Promise<void> => {
   const reply = await client.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status, timeout })

@@ -3,10 +3,11 @@
  * MCP servers tests run against are fixtures, in test/fixtures; what helps a test drive and observe
  * the store is here, one concern a file:
  *
- *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports
+ *   server.ts      a store in the test's process (startTestServer), monitoring settings, free ports, keys (createKey)
+ *   per-user.ts    a store with keys whose agent has one `per_user` service, its principals' credentials given (startPerUserStore)
  *   stores.ts      the hooks of a file that starts stores and the HTTP fixture (useTestServers)
  *   conformance.ts the MCP conformance suite run against a URL: one server scenario, or all of them
- *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service
+ *   client.ts      JSON and raw HTTP clients, a request left open, add_service / wait_service, a principal's credential
  *   typed.ts       the typed client of the contract (HttpApiClient), as `TestServer.typed` or `connectTyped`
  *   wait.ts        eventually, within, flush, quietFor (the one deliberate pause), sampleEvery, together (set-up steps at once)
  *   process.ts     /proc checks (processGone, groupRunning, liveGroupMembers, ...), a store process
@@ -38,6 +39,7 @@ export * from "./process.js"
 export * from "./prometheus.js"
 export * from "./records.js"
 export * from "./routes.js"
+export * from "./per-user.js"
 export * from "./server.js"
 export * from "./stores.js"
 export * from "./sse.js"

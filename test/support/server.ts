@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { resolveOptions, type OptionValues, type ServerOptions } from "../../src/config/options.js"
 import type { MonitoringSettings } from "../../src/domain/settings.js"
 import type { RunningServer } from "../../src/http/server.js"
+import { runKeys } from "../../src/cli/keys-command.js"
 import { api, type Api } from "./client.js"
 import type { TypedApi } from "./typed.js"
 
@@ -144,3 +145,12 @@ export const uptimeRange = (startedAt: number, from: number, to: number): { read
   min: Math.floor((from - startedAt) / 10) / 100,
   max: Math.ceil((to - startedAt) / 10) / 100
 })
+
+/** Creates a key in a keys file with `mcp-store keys create` (`argv`: `--role`, `--agent`, `--name`...); its secret. */
+export const createKey = async (keysFile: string, ...argv: string[]): Promise<string> => {
+  let out = ""
+  let err = ""
+  const code = await runKeys(["create", ...argv, "--keys-file", keysFile], {}, { writeOut: (t) => void (out += t), writeErr: (t) => void (err += t) })
+  if (code !== 0) throw new Error(`keys create ${argv.join(" ")}: exit ${code}: ${err}`)
+  return out.trim()
+}

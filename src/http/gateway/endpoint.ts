@@ -13,6 +13,11 @@
  * at most its share (`keyShare`), its own oldest idle session closed first. A session with no
  * request for `idleSeconds` is closed. One timer (unref'd) serves every session's expiry.
  *
+ * Resource subscriptions (of the sessions and of modern.ts's listen streams) are made upstream once
+ * per (scope, service, URI) and shared; a `per_user` service's once per principal too, on the
+ * principal's own connection, so each caller hears only its own updates
+ * (docs/per-user-credentials.md, "Resource subscriptions").
+ *
  * The legacy SSE transport (`GET /sse` + `POST /messages`, src/http/gateway/sse-endpoint.ts) is a second
  * kind of session in the same map: the same SDK server and handlers (`buildServer`), cap, expiry,
  * list_changed fan-out and shutdown.
@@ -50,6 +55,7 @@ import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
 import { mcpError, ProtocolError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import type { ResourceTarget } from "../../runtime/catalog.js"
+import { ConnectionHold } from "../../runtime/user-credentials.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
 import { isStoreError } from "../../domain/errors.js"
@@ -64,6 +70,7 @@ import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./
 import { LogRelay } from "./log-relay.js"
 import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
+import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
 
@@ -102,7 +109,7 @@ interface SessionState {
   readonly offers: ReturnType<CatalogOperations["scopeCapabilities"]>
   /** The resource and prompt lists last announced (`catalogFingerprint` of the `Catalog` service). */
   catalogListed: { readonly resources: string; readonly prompts: string }
-  /** Resource subscriptions of the session: key (see `subscriptionKey`) -> the URI as the client gave it. */
+  /** Resource subscriptions of the session: key (`subscriptionKey`) -> the URI as the client gave it. */
   readonly subscriptions: Map<string, string>
   /** The level the session asked for with logging/setLevel (src/http/gateway/log-relay.ts); none: every level. */
   logLevel: LoggingLevel | undefined
@@ -142,16 +149,43 @@ const CLOCK_SKEW_MS = 5 * 60_000
 /** Resource subscriptions one session may hold. */
 export const MAX_SUBSCRIPTIONS_PER_SESSION = 100
 
-/** One upstream subscription (scope, service, original URI), shared by every session that asked for it. */
+/**
+ * One upstream subscription (scope, service, original URI), shared by every session that asked for
+ * it; of a `per_user` service, one per (scope, service, principal, URI), on that principal's own
+ * connection, shared by that principal's sessions and listen streams only.
+ */
 interface Subscription {
+  /** Its key in the gateway's map (`subscriptionKey`). */
+  readonly key: string
   readonly scope: Scope
   readonly service: string
   readonly uri: string
+  /** A `per_user` service's: the principal (owner digest) whose own connection carries it; undefined: the shared connection's. */
+  readonly principal: string | undefined
   /** Session id -> the URI the session subscribed with (what its updates name). */
   readonly sessions: Map<string, string>
   /** The connection subscribed on (a reconnection subscribes again on the new one). */
   connection: McpConnection | undefined
+  /** A principal's: its hold on the principal's pooled connection, from the moment it is being made (src/runtime/user-credentials.ts). */
+  hold: ConnectionHold | undefined
+  /** A principal's: the service's definition it was made under (a redefined service: made again). */
+  definition: unknown
+  /** A principal's: settles when its first making ends (rejects as the client's subscribe does), for the subscribers that join meanwhile. */
+  made: Promise<void> | undefined
+  /** A principal's: when it was last made again (performance.now(), the latest MAX_RENEWALS), so that a connection that keeps closing does not make it forever. */
+  readonly renewals: Array<number>
 }
+
+/** A principal's subscription is made again at most this many times in RENEWAL_WINDOW_MS; once more, it is dropped. */
+const MAX_RENEWALS = 5
+const RENEWAL_WINDOW_MS = 60_000
+
+/** A subscription's key: the shared one's (scope, service, URI), a principal's with the principal's digest too. */
+const subscriptionKey = (scope: Scope, service: string, uri: string, principal: string | undefined): string =>
+  `${scopeLabel(scope)}\n${service}\n${uri}${principal === undefined ? "" : `\n${principal}`}`
+
+/** Whether an MCP error is the refusal of a caller without its own credential (`mcpErrorOf` of CredentialsRequired). */
+const refusesCredentials = (e: unknown): e is ProtocolError => e instanceof ProtocolError && (e.data as { code?: unknown } | undefined)?.code === "CREDENTIALS_REQUIRED"
 
 /** The 2025 revisions' code of "resource not found" (the 2026-07-28 one says -32602). */
 const RESOURCE_NOT_FOUND = -32002
@@ -331,7 +365,9 @@ export class McpGateway {
       session.catalogListed = lists
     }
     for (const sub of this.subscriptions.values()) {
-      if (scopeLabel(sub.scope) === scopeLabelOfEvent && sub.service === serviceName) this.subscribeUpstream(sub)
+      if (scopeLabel(sub.scope) !== scopeLabelOfEvent || sub.service !== serviceName) continue
+      if (sub.principal === undefined) void this.subscribeUpstream(sub)
+      else this.renewPrincipal(sub)
     }
   }
 
@@ -400,8 +436,12 @@ export class McpGateway {
     }
   }
 
-  /** Subscribes a session to a resource: one upstream subscription per (scope, service, URI), shared. */
-  private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): Promise<void> {
+  /**
+   * Subscribes a session (or a listen stream) to a resource: one upstream subscription per (scope,
+   * service, URI), shared; of a `per_user` service, one per principal too, made on the principal's
+   * own connection, and refused (CREDENTIALS_REQUIRED, as a read) to a caller without a credential.
+   */
+  private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions" | "owner">, uri: string): Promise<void> {
     let target: ResourceTarget
     try {
       if (uri.length > MAX_URI_LENGTH) throw mcpError(ProtocolErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
@@ -410,25 +450,27 @@ export class McpGateway {
       throw mcpErrorOf(e)
     }
     const service = target.actor.getSnapshot().context.name
-    const key = `${scopeLabel(session.scope)}\n${service}\n${target.uri}`
+    const principal = this.ops.catalog.isPerUser(target.actor) ? session.owner : undefined
+    const key = subscriptionKey(session.scope, service, target.uri, principal)
     if (session.subscriptions.has(key)) return
     if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
       throw mcpError(ProtocolErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
     }
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
-    if (sub === undefined) this.subscriptions.set(key, (sub = { scope: session.scope, service, uri: target.uri, sessions: new Map(), connection: undefined }))
+    if (sub === undefined) {
+      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined, renewals: [] }
+      this.subscriptions.set(key, sub)
+    }
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
-    if (fresh) await this.subscribeUpstream(sub, true)
+    // The same principal's subscription being made: answered as it is (a refusal refuses both).
+    if (!fresh) return sub.made
+    if (principal === undefined) return this.subscribeUpstream(sub, true)
+    sub.made = this.subscribeAsPrincipal(sub, true)
+    await sub.made
   }
 
-  /**
-   * Subscribes a 2026-07-28 listen stream (not a session) to resources of a scope, sharing the
-   * upstream subscriptions with the sessions and their cap (MAX_SUBSCRIPTIONS_PER_SESSION):
-   * `onUpdate` hears each update with the URI as the stream gave it. A URI that cannot be subscribed
-   * (unknown, past the cap, the upstream refused) is logged and left out. Returns the unsubscribe.
-   */
   /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
   hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void {
     const label = scopeLabel(scope)
@@ -438,28 +480,44 @@ export class McpGateway {
     return this.logs.hear(label, service, level, send)
   }
 
-  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void {
-    const subscriber = { id: `listen/${randomUUID()}`, scope, subscriptions: new Map<string, string>() }
-    let open = true
-    this.streamSubscribers.set(subscriber.id, onUpdate)
-    void (async () => {
-      for (const uri of uris) {
-        if (!open) return
-        try {
-          await this.subscribe(subscriber, uri)
-        } catch (e) {
-          const message = e instanceof Error ? e.message : String(e)
-          log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
-        }
-      }
-    })()
-    return () => {
-      open = false
+  /**
+   * Subscribes a 2026-07-28 listen stream (not a session) of `owner` to resources of a scope, before
+   * the stream opens, sharing the upstream subscriptions with the sessions (a `per_user` service's:
+   * with the same principal's) and their cap (MAX_SUBSCRIPTIONS_PER_SESSION). A URI that cannot be
+   * subscribed (unknown, past the cap, the upstream refused) is logged and left out; a URI of a
+   * `per_user` service whose credential the caller has not given rejects, with the MCP error a read
+   * gets (every subscription made dropped), and the listen is refused with it.
+   */
+  async subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>): Promise<ResourceStream> {
+    const subscriber = { id: `listen/${randomUUID()}`, scope, owner, subscriptions: new Map<string, string>() }
+    let onUpdate: ((uri: string) => void) | undefined
+    this.streamSubscribers.set(subscriber.id, (uri) => onUpdate?.(uri))
+    const close = () => {
+      onUpdate = undefined
       // A subscription still being made is already in the map: it is dropped with the rest.
       for (const key of subscriber.subscriptions.keys()) this.dropSubscriber(key, subscriber.id)
       subscriber.subscriptions.clear()
       this.streamSubscribers.delete(subscriber.id)
     }
+    const refusals = await Promise.all(
+      uris.map((uri) =>
+        this.subscribe(subscriber, uri).then(
+          () => undefined,
+          (e: unknown) => {
+            if (refusesCredentials(e)) return e
+            const message = e instanceof Error ? e.message : String(e)
+            log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
+            return undefined
+          }
+        )
+      )
+    )
+    const refused = refusals.find((e) => e !== undefined)
+    if (refused !== undefined) {
+      close()
+      throw refused
+    }
+    return { deliverTo: (f) => void (onUpdate = f), close }
   }
 
   private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
@@ -477,9 +535,148 @@ export class McpGateway {
     if (sub.sessions.size > 0) return
     this.subscriptions.delete(key)
     const connection = sub.connection
-    if (connection === undefined) return
-    connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
-    this.releaseListener(connection)
+    sub.connection = undefined
+    if (connection !== undefined) {
+      connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+      this.releaseListener(connection)
+    }
+    // A principal's connection is no longer held for it (idle from now on, unless something else holds it).
+    const hold = sub.hold
+    sub.hold = undefined
+    hold?.release()
+  }
+
+  /**
+   * Drops a subscription with every session and stream on it (a principal's that cannot be made,
+   * or made again); `why`: its log line. A session may subscribe again.
+   */
+  private discard(sub: Subscription, why?: string): void {
+    if (this.subscriptions.get(sub.key) === sub) this.subscriptions.delete(sub.key)
+    for (const id of sub.sessions.keys()) this.sessions.get(id)?.subscriptions.delete(sub.key)
+    sub.sessions.clear()
+    const connection = sub.connection
+    sub.connection = undefined
+    if (connection !== undefined) this.releaseListener(connection)
+    const hold = sub.hold
+    sub.hold = undefined
+    hold?.release()
+    if (why !== undefined) {
+      log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' dropped: ${why}`, {
+        event: "subscription_dropped",
+        scope: scopeLabel(sub.scope),
+        service: sub.service
+      })
+    }
+  }
+
+  /**
+   * Makes a principal's subscription on its own connection (`subscribeAsPrincipal` of the catalog:
+   * the caller's credential read, the connection opened or taken from the pool and held). `strict`
+   * (a client's subscribe): a failure drops it and rejects with the MCP error a read gets; else
+   * (made again) a failure drops it with a log line.
+   */
+  private async subscribeAsPrincipal(sub: Subscription, strict: boolean): Promise<void> {
+    const ctx = this.scopeContext(sub.scope)
+    const actor = ctx.findService(sub.service)
+    const hold = new ConnectionHold((why, again) => this.principalConnectionClosed(sub, hold, why, again))
+    sub.hold = hold
+    let connection: McpConnection
+    try {
+      if (actor === undefined) throw mcpError(ProtocolErrorCode.InvalidParams, `the service '${sub.service}' is gone`)
+      sub.definition = actor.getSnapshot().context.definition
+      connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold))
+    } catch (e) {
+      hold.release()
+      if (sub.hold !== hold) return
+      sub.hold = undefined
+      if (strict) {
+        this.discard(sub)
+        throw mcpErrorOf(e)
+      }
+      const why = e instanceof Error ? e.message : String(e)
+      // The service is not connected (reconnecting, redefined): made again once it is (`renewPrincipal`).
+      if (isStoreError(e) && e._tag === "ServiceUnavailable" && this.subscriptions.get(sub.key) === sub) {
+        log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' waits for its service: ${why}`, {
+          event: "subscription_waiting",
+          scope: scopeLabel(sub.scope),
+          service: sub.service
+        })
+        return
+      }
+      return this.discard(sub, `it could not be made again: ${why}`)
+    }
+    // The last subscriber left meanwhile, or its connection closed under it (made again since): undone here.
+    if (this.subscriptions.get(sub.key) !== sub || sub.hold !== hold) {
+      hold.release()
+      if (!this.subscribedOn(connection, sub.uri)) connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+      return
+    }
+    sub.connection = connection
+    this.listenTo(connection)
+  }
+
+  /**
+   * A principal's connection closed under its subscription (idle or evicted by the pool, its
+   * credential changed or deleted, broken, its service redefined or deleted, the store stopping):
+   * the listener of the dead connection goes, and the subscription is made again on a new
+   * connection (`again`), or dropped with a log line.
+   */
+  private principalConnectionClosed(sub: Subscription, hold: ConnectionHold, why: string, again: boolean): void {
+    if (sub.hold !== hold) return
+    sub.hold = undefined
+    const connection = sub.connection
+    sub.connection = undefined
+    if (connection !== undefined) this.releaseListener(connection)
+    if (this.subscriptions.get(sub.key) !== sub) return
+    if (!again || this.shuttingDown) return this.discard(sub, `the principal's connection was closed (${why})`)
+    const now = performance.now()
+    if (sub.renewals.length >= MAX_RENEWALS && now - sub.renewals[0]! < RENEWAL_WINDOW_MS) {
+      return this.discard(sub, `the principal's connection was closed (${why}), the ${MAX_RENEWALS + 1}th time within ${RENEWAL_WINDOW_MS / 1000} s`)
+    }
+    sub.renewals.push(now)
+    if (sub.renewals.length > MAX_RENEWALS) sub.renewals.shift()
+    log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' made again: its connection was closed (${why})`, {
+      event: "subscription_renewed",
+      scope: scopeLabel(sub.scope),
+      service: sub.service
+    })
+    void this.subscribeAsPrincipal(sub, false)
+  }
+
+  /**
+   * A principal's subscription as its service's status or catalog changes: once the service is
+   * connected, one waiting for it is made, and one made under an earlier definition (the service was
+   * redefined) is made again (the pool closes the old connection at its next use).
+   */
+  private renewPrincipal(sub: Subscription): void {
+    const snapshot = this.scopeContext(sub.scope).findService(sub.service)?.getSnapshot()
+    // The service gone (the pool closes its connections: the subscription is dropped), not connected, or it is being made.
+    if (snapshot === undefined || (statusOf(snapshot) !== "healthy" && statusOf(snapshot) !== "warning")) return
+    if (sub.hold !== undefined && sub.connection === undefined) return
+    const connection = sub.connection
+    if (connection !== undefined) {
+      if (snapshot.context.definition === sub.definition) return
+      sub.connection = undefined
+      connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+      this.releaseListener(connection)
+      const hold = sub.hold
+      sub.hold = undefined
+      hold?.release()
+    }
+    void this.subscribeAsPrincipal(sub, false)
+  }
+
+  /** Whether a subscription in the map is made on `connection` for `uri`. */
+  private subscribedOn(connection: McpConnection, uri: string): boolean {
+    for (const sub of this.subscriptions.values()) if (sub.connection === connection && sub.uri === uri) return true
+    return false
+  }
+
+  /** Relays a connection's resource updates (one listener per connection, while a subscription uses it). */
+  private listenTo(connection: McpConnection): void {
+    if (!this.updateListeners.has(connection)) {
+      this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
+    }
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
@@ -490,9 +687,7 @@ export class McpGateway {
     const previous = sub.connection
     sub.connection = connection
     if (previous !== undefined) this.releaseListener(previous)
-    if (!this.updateListeners.has(connection)) {
-      this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
-    }
+    this.listenTo(connection)
     try {
       await connection.subscribeResource(sub.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS })
     } catch (e) {
@@ -509,7 +704,10 @@ export class McpGateway {
     this.updateListeners.delete(connection)
   }
 
-  /** An upstream's `notifications/resources/updated`: to every session subscribed to that URI of that service. */
+  /**
+   * An upstream's `notifications/resources/updated`: to every session subscribed to that URI on
+   * that connection (a principal's own connection: that principal's sessions and streams only).
+   */
   private relayUpdate(connection: McpConnection, uri: string): void {
     for (const sub of this.subscriptions.values()) {
       if (sub.connection !== connection || sub.uri !== uri) continue
@@ -926,6 +1124,12 @@ export class McpGateway {
     this.logs.close()
     for (const off of this.updateListeners.values()) off()
     this.updateListeners.clear()
+    // The principals' connections are no longer held (the pool closes them as the store stops).
+    for (const sub of this.subscriptions.values()) {
+      const hold = sub.hold
+      sub.hold = undefined
+      hold?.release()
+    }
     this.subscriptions.clear()
     this.clearSweep()
     const sessions = [...this.sessions.values()]

@@ -108,15 +108,23 @@ export interface ModernCaller {
   readonly keyed: boolean
   /** Who the caller is in words (its key's role, agent and label), shown to the approver of a call that needs one. */
   readonly who?: string | undefined
-  /** The resource URIs a `subscriptions/listen` request asks updates of. */
-  readonly resourceSubscriptions?: ReadonlyArray<string> | undefined
+  /** The resources a `subscriptions/listen` request asks updates of, subscribed before its stream opens. */
+  readonly resourceStream?: ResourceStream | undefined
   /** The span of the request being served (tracing on only): the parent of its upstream requests' spans. */
   readonly span?: TraceContext | undefined
 }
 
+/** The resource URIs of a listen stream, subscribed before the stream opens (`McpGateway.subscribeStream`). */
+export interface ResourceStream {
+  /** Where the stream's updates go once it is open (undefined: nowhere, it closed). */
+  deliverTo(onUpdate: ((uri: string) => void) | undefined): void
+  /** Drops the stream's subscriptions. */
+  close(): void
+}
+
 /** What the modern face shares with the 2025 sessions (`McpGateway`): the upstream resource subscriptions and the log relay. */
 export interface SessionSide {
-  subscribeStream(scope: Scope, uris: ReadonlyArray<string>, onUpdate: (uri: string) => void): () => void
+  subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>): Promise<ResourceStream>
   hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void
 }
 
@@ -143,8 +151,7 @@ export class ListenBus implements ServerEventBus {
   constructor(
     private readonly store: Store,
     private readonly catalog: CatalogOperations,
-    private readonly callers: AsyncLocalStorage<ModernCaller>,
-    private readonly resources: SessionSide
+    private readonly callers: AsyncLocalStorage<ModernCaller>
   ) {}
 
   /**
@@ -170,11 +177,11 @@ export class ListenBus implements ServerEventBus {
     }
     this.listeners.add(listener)
     // The SDK delivers an update only to a stream that asked for its URI (and only when `subscribe` is offered).
-    const uris = caller.resourceSubscriptions ?? []
-    const unsubscribe = uris.length > 0 && this.catalog.scopeCapabilities(ctx).subscribe ? this.resources.subscribeStream(caller.scope, uris, (uri) => deliver({ kind: "resource_updated", uri })) : undefined
+    const stream = caller.resourceStream
+    stream?.deliverTo((uri) => deliver({ kind: "resource_updated", uri }))
     return () => {
       this.listeners.delete(listener)
-      unsubscribe?.()
+      stream?.deliverTo(undefined)
     }
   }
 
@@ -618,7 +625,7 @@ export class ModernMcp {
   ) {
     this.seal = options.seal
     this.maxListensPerKey = keyShare(options.maxListenStreams)
-    this.bus = new ListenBus(store, ops.catalog, this.callers, resources)
+    this.bus = new ListenBus(store, ops.catalog, this.callers)
     const factory = () => {
       const caller = this.callers.getStore()
       if (caller === undefined) throw new Error("a modern MCP request outside the endpoint's routing")
@@ -679,9 +686,22 @@ export class ModernMcp {
     }
     // Counted from before the stream opens to its end, so that listens sent at once cannot pass the cap together.
     this.listensByOwner.set(caller.owner, held + 1)
+    let resourceStream: ResourceStream | undefined
     try {
-      await this.callers.run({ ...caller, resourceSubscriptions: listen.resourceSubscriptions }, () => serveNode(this.listens, req, res, body, this.onerror))
+      // Its resources are subscribed first (a `per_user` service's on the caller's own connection):
+      // a caller without its credential is refused as a read is, and no stream opens.
+      const uris = listen.resourceSubscriptions ?? []
+      if (uris.length > 0 && this.ops.catalog.scopeCapabilities(scopeContext(this.store, caller.scope)).subscribe) {
+        try {
+          resourceStream = await this.resources.subscribeStream(caller.scope, caller.owner, uris)
+        } catch (e) {
+          const refusal = e as ProtocolError
+          return jsonRpcError(res, 200, refusal.code, refusal.message, { id: (body as { id?: unknown }).id, data: refusal.data })
+        }
+      }
+      await this.callers.run({ ...caller, resourceStream }, () => serveNode(this.listens, req, res, body, this.onerror))
     } finally {
+      resourceStream?.close()
       const left = (this.listensByOwner.get(caller.owner) ?? 1) - 1
       if (left > 0) this.listensByOwner.set(caller.owner, left)
       else this.listensByOwner.delete(caller.owner)

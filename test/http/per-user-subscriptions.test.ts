@@ -1,0 +1,183 @@
+// Resource subscriptions of a `per_user` service (README, Per-user credentials): each caller's is
+// its own, made on its own connection. One store with keys, the era fixture over Streamable HTTP as
+// a `per_user` (Authorization header) service of an agent, its updates announced per caller (a
+// `touch` reaches only the listen streams opened with the toucher's own Authorization, as an
+// upstream that keeps subscriptions per user). Two keys subscribe to the same URI, from a 2025
+// session and from a 2026-07-28 listen stream: the upstream sees one subscription on each
+// principal's connection (none on the shared one), an update on one principal's connection reaches
+// that principal's session or stream only; a key without a credential is refused
+// CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
+// redefined service or a changed credential makes the subscription again on the new connection, a
+// deleted credential drops it.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
+import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
+import { addService, authedApi, eventually, giveCredential, MODERN, modernRequest, quietFor, startPerUserStore, waitStatus, within, type Api, type TestServer } from "../support/index.js"
+
+const AGENT = "crew"
+const PREFIX = `/for_agent/${AGENT}`
+const MCP = `${PREFIX}/mcp`
+const URI = "mem://note"
+
+describe("resource subscriptions of a per_user service are each caller's own", { timeout: 30_000 }, () => {
+  let era: EraHttpFixture
+  let server: TestServer
+  const keys = { admin: "", alice: "", bob: "", carol: "" }
+  let alice: Api
+  let bob: Api
+  const closers: Array<() => Promise<unknown>> = []
+
+  beforeAll(async () => {
+    era = await startEraHttpFixture({ updatesPerCaller: true })
+    // Idle principals' connections closed after half a second: a subscription's must outlive it.
+    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "notes", principals: ["alice", "bob"], without: ["carol"], options: { per_user_idle_seconds: 0.5 } })
+    ;[server, alice, bob] = [store.server, store.as("alice"), store.as("bob")]
+    Object.assign(keys, store.keys)
+  }, 30_000)
+
+  afterAll(async () => {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined)
+    await server?.cleanup()
+    await era?.stop()
+  }, 15_000)
+
+  /** A 2025 session of `key` on the agent's endpoint (or `path`), noting the resource updates it hears. */
+  const session = async (key: string, path = MCP) => {
+    const client = new ClientV1({ name: "per-user-subscriptions", version: "1.0.0" })
+    client.onerror = () => undefined
+    const heard: Array<string> = []
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void heard.push(n.params.uri))
+    await within(client.connect(new TransportV1(new URL(server.url + path), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+    closers.push(() => client.close())
+    return { client, heard }
+  }
+
+  /** A 2026-07-28 client of `key`, noting the resource updates its listen streams hear. */
+  const modernClient = async (key: string) => {
+    const client = new Client({ name: "per-user-subscriptions", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+    client.onerror = () => undefined
+    const heard: Array<string> = []
+    client.setNotificationHandler("notifications/resources/updated", (n) => void heard.push(n.params.uri))
+    await within(client.connect(new StreamableHTTPClientTransport(new URL(server.url + MCP), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+    closers.push(() => client.close())
+    return { client, heard }
+  }
+
+  /** A `touch` of the resource through `who`'s own connection: the upstream announces it to that principal's subscriptions. */
+  const touch = async (who: Api) => {
+    const reply = await who.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
+    expect(reply.status, reply.text).toBe(200)
+  }
+
+  /** The Authorization headers of the upstream's listen streams that asked updates of the URI, in order. */
+  const subscribedAs = () => era.listens().filter((l) => l.uris.includes(URI)).map((l) => l.authorization)
+
+  let aliceSession: Awaited<ReturnType<typeof session>>
+  let bobSession: Awaited<ReturnType<typeof session>>
+
+  it("two principals' 2025 sessions subscribe to one URI: one upstream subscription on each one's own connection, none on the shared one", async () => {
+    aliceSession = await session(keys.alice)
+    bobSession = await session(keys.bob)
+    await within(aliceSession.client.subscribeResource({ uri: URI }), 10_000, "alice subscribes")
+    await within(bobSession.client.subscribeResource({ uri: URI }), 10_000, "bob subscribes")
+    expect(await eventually(() => subscribedAs().includes("Bearer alice-own") && subscribedAs().includes("Bearer bob-own"), 5_000), JSON.stringify(era.listens())).toBe(true)
+    expect(subscribedAs()).not.toContain(undefined)
+  })
+
+  it("an update on one principal's connection reaches that principal's session only", async () => {
+    await touch(alice)
+    expect(await eventually(() => aliceSession.heard.length === 1, 5_000), "alice hears her update").toBe(true)
+    await touch(bob)
+    expect(await eventually(() => bobSession.heard.length === 1, 5_000), "bob hears his update").toBe(true)
+    expect(aliceSession.heard).toEqual([URI])
+    expect(bobSession.heard).toEqual([URI])
+  })
+
+  it("a principal's subscribed connection outlives the pool's idle time-out: updates still reach it", async () => {
+    const listens = subscribedAs().length
+    // Well past the half-second idle time-out of the principals' connections.
+    await quietFor(1_500)
+    await touch(alice)
+    expect(await eventually(() => aliceSession.heard.length === 2, 5_000), "alice hears her update after the idle time-out").toBe(true)
+    // The same subscription: the upstream was not asked again.
+    expect(subscribedAs()).toHaveLength(listens)
+  })
+
+  it("a caller without its own credential is refused CREDENTIALS_REQUIRED, in a 2025 session and on a 2026-07-28 listen", async () => {
+    const route = `PUT ${PREFIX}/credentials/notes`
+    const carol = await session(keys.carol)
+    const refused = await carol.client.subscribeResource({ uri: URI }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect(refused).toBeInstanceOf(McpError)
+    expect((refused as McpError).code).toBe(-32600)
+    expect((refused as McpError).data).toMatchObject({ code: "CREDENTIALS_REQUIRED", service_name: "notes", headers: ["Authorization"], route })
+    const listen = await modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI] } }, { key: keys.carol })
+    expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32600, data: { code: "CREDENTIALS_REQUIRED", service_name: "notes", route } })
+    // Nothing reached the upstream for her.
+    expect(subscribedAs().filter((a) => a !== "Bearer alice-own" && a !== "Bearer bob-own")).toEqual([])
+  })
+
+  it("2026-07-28 listen streams: each principal's on its own connection, an update reaching only that principal's stream", async () => {
+    const a = await modernClient(keys.alice)
+    const b = await modernClient(keys.bob)
+    const subA = await within(a.client.listen({ resourceSubscriptions: [URI] }), 5_000, "alice listens")
+    closers.push(() => subA.close())
+    const subB = await within(b.client.listen({ resourceSubscriptions: [URI] }), 5_000, "bob listens")
+    closers.push(() => subB.close())
+    expect(subA.honoredFilter).toEqual({ resourceSubscriptions: [URI] })
+    await touch(bob)
+    expect(await eventually(() => b.heard.length === 1 && bobSession.heard.length === 2, 5_000), "bob's stream and session hear his update").toBe(true)
+    await touch(alice)
+    expect(await eventually(() => a.heard.length === 1 && aliceSession.heard.length === 3, 5_000), "alice's stream and session hear hers").toBe(true)
+    expect(b.heard).toEqual([URI])
+    expect(bobSession.heard).toHaveLength(2)
+    expect(subscribedAs()).not.toContain(undefined)
+  })
+
+  it("a redefined service: a principal's subscription is made again on a connection of the new definition once it is connected", async () => {
+    // In the store's scope (an agent has no update_service): the admin key is the principal.
+    const admin = authedApi(server.url, keys.admin)
+    const definition = { name: "shelf", url: era.url, per_user: { headers: ["Authorization"] } }
+    expect((await addService(admin, "/for_store", definition)).status).toBe(200)
+    await giveCredential(admin, "/for_store", "shelf", { headers: { Authorization: "Bearer admin-own" } })
+    const own = await session(keys.admin, "/mcp")
+    await within(own.client.subscribeResource({ uri: URI }), 10_000, "the admin subscribes")
+    const admins = () => subscribedAs().filter((a) => a === "Bearer admin-own").length
+    expect(await eventually(() => admins() === 1, 5_000), JSON.stringify(era.listens())).toBe(true)
+    const updated = await admin.request("PUT", "/for_store/update_service/shelf", {
+      body: JSON.stringify({ ...definition, headers: { "X-Definition": "2" } }),
+      headers: { "content-type": "application/json" }
+    })
+    expect(updated.status, updated.text).toBe(200)
+    await waitStatus(admin, "/for_store", "shelf", "healthy")
+    expect(await eventually(() => admins() === 2, 5_000), JSON.stringify(era.listens())).toBe(true)
+    const touched = await admin.post("/for_store/call_tool", { tool_name: "shelf__touch", args: {} })
+    expect(touched.status, touched.text).toBe(200)
+    expect(await eventually(() => own.heard.length === 1, 5_000), "the admin hears its update after the redefinition").toBe(true)
+  })
+
+  it("a changed credential makes the subscription again on the principal's new connection; a deleted one drops it", async () => {
+    await giveCredential(bob, PREFIX, "notes", { headers: { Authorization: "Bearer bob-renewed" } })
+    expect(await eventually(() => subscribedAs().includes("Bearer bob-renewed"), 5_000), JSON.stringify(era.listens())).toBe(true)
+    const before = bobSession.heard.length
+    await touch(bob)
+    expect(await eventually(() => bobSession.heard.length === before + 1, 5_000), "bob hears his update on the new connection").toBe(true)
+    // Alice deletes her credential: her subscription is dropped, so her session may subscribe again, and is refused.
+    expect((await alice.del(`${PREFIX}/credentials/notes`)).status).toBe(200)
+    let refusal: unknown
+    const refused = await eventually(async () => {
+      refusal = await aliceSession.client.subscribeResource({ uri: URI }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      return refusal instanceof McpError
+    }, 5_000)
+    expect(refused, String(refusal)).toBe(true)
+    expect((refusal as McpError).data).toMatchObject({ code: "CREDENTIALS_REQUIRED" })
+  })
+})
