@@ -5,7 +5,9 @@
  * finished the flow and the service is healthy. With `--mine` (a `per_user.oauth` service), the key's
  * own authorization instead: POST .../credentials/<service>/authorize, then GET .../credentials/<service>
  * every second until it says authorized. Nothing secret passes through it: the code goes from the
- * browser to the store's /oauth/callback.
+ * browser to the store's /oauth/callback. When the browser cannot reach that callback, `--code` and
+ * `--state` (and `--iss`, which an authorization server that sends it requires: RFC 9207) paste
+ * what the address it was sent back to holds, and finish the flow the same way.
  */
 import { setTimeout as sleep } from "node:timers/promises"
 import { Command } from "commander"
@@ -31,13 +33,21 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
     .option("--agent <id>", "the agent whose service it is (default: the store's)")
     .option("--open", "open the authorization URL in a browser")
     .option("--mine", "authorize the service for your own key only (a service with per_user.oauth)")
+    .option("--code <code>", "paste-the-code: the code of the address the browser was sent back to (with --state)")
+    .option("--state <state>", "paste-the-code: the state that came with the code")
+    .option("--iss <issuer>", "paste-the-code: the iss that came with the code, when there is one (RFC 9207)")
     .option("--timeout <seconds>", `how long to wait for the authorization (default: ${WAIT_SECONDS})`)
     .exitOverride()
     .configureOutput({ writeOut: out, writeErr: err, outputError: () => undefined })
   const parsed = await parseArguments(program, argv, err, "mcp-store auth")
   if (parsed !== undefined) return parsed
   const service = program.args[0] as string
-  const options = program.opts<{ agent?: string; open?: boolean; mine?: boolean; url?: string; apiKey?: string; timeout?: string }>()
+  const options = program.opts<{ agent?: string; open?: boolean; mine?: boolean; url?: string; apiKey?: string; timeout?: string; code?: string; state?: string; iss?: string }>()
+  if ((options.code === undefined) !== (options.state === undefined) || (options.iss !== undefined && options.code === undefined)) {
+    err("mcp-store auth: give --code and --state together (and --iss with them), or none of them\n")
+    return 2
+  }
+  const pasted = options.code !== undefined ? { code: options.code, state: options.state, ...(options.iss !== undefined ? { iss: options.iss } : {}) } : {}
   const { base, request } = storeClient(options, env)
   const prefix = options.agent !== undefined ? `/for_agent/${encodeURIComponent(options.agent)}` : "/for_store"
   const timeout = Math.min(WAIT_SECONDS, Math.max(1, Number(options.timeout ?? WAIT_SECONDS) || WAIT_SECONDS))
@@ -45,10 +55,16 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
   const post = (path: string, body: unknown, timeoutMs?: number) => request("POST", `${prefix}${path}`, body, timeoutMs)
   try {
     const own = `/credentials/${encodeURIComponent(service)}`
-    const started = options.mine === true ? await post(`${own}/authorize`, {}) : await post("/authorize_service", { service_name: service })
+    const started = options.mine === true ? await post(`${own}/authorize`, pasted) : await post("/authorize_service", { service_name: service, ...pasted })
     if (started.status !== 200) {
-      err(`mcp-store auth: ${String(started.body["message"] ?? `HTTP ${started.status}`)}\n`)
+      // A refused field (a pasted code without the iss its authorization server sends) is named with its problem.
+      const fields = (started.body["error"] as { details?: { fields?: Array<{ field?: string; problem?: string }> } } | undefined)?.details?.fields ?? []
+      err(`mcp-store auth: ${[String(started.body["message"] ?? `HTTP ${started.status}`), ...fields.map((f) => `${f.field ?? ""}: ${f.problem ?? ""}`)].join("\n  ")}\n`)
       return 1
+    }
+    if (options.mine === true && options.code !== undefined) {
+      out(`${service}: authorized for your key\n`)
+      return 0
     }
     const url = started.body["authorization_url"]
     if (typeof url !== "string") {

@@ -16,7 +16,7 @@
  * replica is finished by a callback or a pasted code on any other, taken once (`takePending`: HGET
  * and HDEL in one MULTI).
  */
-import { keyOfSecret, seal, unseal, type PendingRecord, type TokenStore, type VaultEntry } from "./token-vault.js"
+import { keyOfSecret, reboundEntry, seal, unseal, type PendingRecord, type TokenStore, type VaultEntry } from "./token-vault.js"
 import { log } from "../logging/log.js"
 import { clusterKey } from "../redis/key-names.js"
 import { withLock } from "../redis/lock.js"
@@ -118,7 +118,9 @@ export class RedisTokenStore implements TokenStore {
       log.warn(`the OAuth entry of ${service} in Redis cannot be read: the service must be authorized again`, { event: "oauth_vault_unreadable", service })
       return undefined
     }
-    const entry = JSON.parse(plain) as VaultEntry
+    // An entry written on SDK 1.x is bound as SDK v2 binds it (src/config/token-vault.ts `reboundEntry`);
+    // it is stored so by its next write (a refresh, an authorization), never by a read racing another replica's.
+    const entry = reboundEntry(JSON.parse(plain) as VaultEntry)
     this.entries.set(service, entry)
     return entry
   }

@@ -7,20 +7,27 @@
  * authorization server issuer and scope; the file is written atomically. Nothing
  * here is ever logged: a file that cannot be read is named, never shown.
  *
+ * Entries are bound as SDK v2 binds them (`reboundEntry`): to the authorization server's `issuer`
+ * as its metadata states it. Entries written by the store on SDK 1.x, bound to the URL discovery
+ * used, are rebound when read (the file is written again once), so no upgrade asks for a new
+ * authorization.
+ *
  * Beside them, the authorizations under way (`PendingRecord`: state, PKCE verifier, redirect URI,
  * expiry), so that a store restarted while a user authorizes still finishes the flow; expired ones
  * are left out when the file is read and written.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto"
 import { readFile, writeFile } from "node:fs/promises"
-import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
-import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
+import type { OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from "@modelcontextprotocol/client"
 import { writeAtomically } from "./atomic-write.js"
 import { log } from "../logging/log.js"
 
 /** What is kept for one service of one authorization server. */
 export interface VaultEntry {
-  /** The authorization server's URL (the SDK's binding key for tokens and registrations). */
+  /**
+   * The authorization server's issuer (the SDK's binding key for tokens and registrations): its
+   * metadata's `issuer`, else the URL discovery used ("" before any discovery).
+   */
   readonly issuer: string
   /** The scopes asked for (space-separated; "" when none). */
   readonly scope: string
@@ -28,8 +35,8 @@ export interface VaultEntry {
   readonly service: string
   /** The origin of the service's URL when the tokens were obtained: another origin drops them. */
   readonly origin: string
-  readonly tokens?: (OAuthTokens & { readonly obtained_at: number }) | undefined
-  readonly client?: OAuthClientInformationMixed | undefined
+  readonly tokens?: (StoredOAuthTokens & { readonly obtained_at: number }) | undefined
+  readonly client?: StoredOAuthClientInformation | undefined
   readonly discovery?: OAuthDiscoveryState | undefined
 }
 
@@ -46,6 +53,31 @@ export interface PendingRecord {
   readonly redirectUri: string
   /** Epoch milliseconds. */
   readonly expiresAt: number
+}
+
+/** Whether two issuers name the same authorization server (SDK v2's rule: one trailing `/` of difference is tolerated). */
+export const sameIssuer = (a: string, b: string): boolean => a === b || (a.endsWith("/") && a.slice(0, -1) === b) || (b.endsWith("/") && b.slice(0, -1) === a)
+
+/**
+ * An entry bound as SDK v2 binds it: to the issuer its authorization server's metadata states
+ * (else to the URL discovery used, as SDK 1.x bound everything). SDK v2 presents a registration
+ * only to the issuer it is stamped with, so an entry written on SDK 1.x (stamped with the
+ * discovery URL, or not stamped at all by its older versions) is rebound: the entry's `issuer`,
+ * and the registration's and tokens' stamps that named the old binding or none. A stamp naming
+ * another issuer is left as it is (never presented elsewhere). The same object when nothing
+ * changes, so reading it twice changes nothing.
+ */
+export const reboundEntry = (entry: VaultEntry): VaultEntry => {
+  const discovery = entry.discovery
+  if (discovery === undefined) return entry
+  const bound = discovery.authorizationServerMetadata?.issuer ?? String(discovery.authorizationServerUrl)
+  const old = [String(discovery.authorizationServerUrl), entry.issuer].filter((i) => i !== "")
+  const stale = (issuer: unknown): boolean => issuer !== bound && (typeof issuer !== "string" || old.some((o) => sameIssuer(o, issuer)))
+  const client = entry.client !== undefined && stale(entry.client.issuer) ? { ...entry.client, issuer: bound } : entry.client
+  const tokens = entry.tokens !== undefined && stale(entry.tokens.issuer) ? { ...entry.tokens, issuer: bound } : entry.tokens
+  const issuer = entry.issuer === "" || stale(entry.issuer) ? bound : entry.issuer
+  if (client === entry.client && tokens === entry.tokens && issuer === entry.issuer) return entry
+  return { ...entry, issuer, ...(client !== undefined ? { client } : {}), ...(tokens !== undefined ? { tokens } : {}) }
 }
 
 const ALGORITHM = "aes-256-gcm"
@@ -139,9 +171,19 @@ export class TokenVault implements TokenStore {
       const plain = unseal(key, text)
       // Version 1 held the entries alone; version 2 holds them and the authorizations under way.
       const content = JSON.parse(plain) as Array<VaultEntry> | { entries: Array<VaultEntry>; pending?: Array<PendingRecord> }
-      for (const entry of Array.isArray(content) ? content : content.entries) vault.entries.set(entry.service, entry)
+      let rebound = false
+      for (const stored of Array.isArray(content) ? content : content.entries) {
+        const entry = reboundEntry(stored)
+        rebound ||= entry !== stored
+        vault.entries.set(entry.service, entry)
+      }
       const now = Date.now()
       for (const p of Array.isArray(content) ? [] : (content.pending ?? [])) if (p.expiresAt > now) vault.pending.set(p.state, p)
+      // Entries of SDK 1.x rebound: written so once (a later read finds them bound).
+      if (rebound) {
+        await vault.save()
+        log.info(`OAuth token file ${vault.path}: entries rebound to their authorization server's issuer`, { event: "oauth_vault_migrated", file: vault.path })
+      }
     } catch (e) {
       log.warn(`OAuth token file ${vault.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): upstream services that need OAuth must be authorized again`, {
         event: "oauth_vault_unreadable",

@@ -46,12 +46,13 @@ export const CredentialsResponse = Schema.Struct({
   env: Schema.Array(Schema.String).annotations({ description: "The environment names the principal has given (never their values)" })
 })
 
-/** The principal's own authorization: start it (nothing, or `redirect_uri`), or finish it with a pasted `code` and `state`. */
+/** The principal's own authorization: start it (nothing, or `redirect_uri`), or finish it with a pasted `code` and `state` (and `iss`). */
 export const CredentialsAuthorizePayload = Schema.NullOr(
   closed({
     redirect_uri: AuthorizePayload.fields.redirect_uri,
     code: AuthorizePayload.fields.code,
-    state: AuthorizePayload.fields.state
+    state: AuthorizePayload.fields.state,
+    iss: AuthorizePayload.fields.iss
   })
 )
 

@@ -395,13 +395,15 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const one = (v: string | ReadonlyArray<string> | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
         const code = one(query["code"])
         const state = one(query["state"])
+        // RFC 9207: the authorization server's issuer, checked against the one the flow started with (mix-up attacks).
+        const iss = one(query["iss"])
         if (state === undefined || code === undefined) {
           if (state !== undefined) yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
           return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
         }
         // A principal's own authorization (per_user oauth) is finished for the principal that started it, bound to its state.
         const outcome = yield* Effect.promise(() =>
-          oauth.finish(code, state).then(
+          oauth.finish({ code, state, iss }).then(
             (key) => ({ own: key.includes("\u0000") }),
             (e: unknown) => (e instanceof OAuthFlowError ? e.message : e instanceof ClusterUnavailable ? { unavailable: true as const } : "the authorization could not be finished")
           )

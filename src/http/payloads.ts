@@ -469,7 +469,11 @@ export const AuthorizePayload = closed({
     description: "where the authorization server sends the browser back: the store's own /oauth/callback (the default) or a loopback http(s) URL (127.0.0.1, [::1], localhost)"
   }),
   code: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))).annotations({ description: "paste-the-code: the code the authorization server gave" }),
-  state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({ description: "paste-the-code: the state that came with it" })
+  state: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))).annotations({ description: "paste-the-code: the state that came with it" }),
+  iss: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2048))).annotations({
+    description:
+      "paste-the-code: the iss that came with the code (RFC 9207), when the authorization server sends one; required then: it is checked against the service's authorization server (mix-up attacks)"
+  })
 })
 
 export const AuthorizeResponse = Schema.Struct({

@@ -1,8 +1,9 @@
 /**
  * SDK v2's SSE client transport (`@modelcontextprotocol/client`), for services on the 2024-11-05
- * HTTP+SSE transport: loaded when the first of them is opened. The client package is the one part
- * of SDK v2 the store needs only for them (the engine's errors, types and schemas come with the
- * server package, which the faces load anyway), and it adds 50 ms and 700 KB of code to a start.
+ * HTTP+SSE transport: loaded when the first of them is opened. The engine needs the client package
+ * only for them (its errors, types and schemas come with the server package, which the faces load
+ * anyway), and it adds 50 ms and 700 KB of code to a start; upstream OAuth loads the same package
+ * with its first step (src/runtime/upstream-oauth.ts).
  */
 import type * as Client from "@modelcontextprotocol/client"
 

@@ -1,12 +1,13 @@
 /**
- * OAuth for upstream MCP servers that require it (the MCP authorization spec), on SDK 1.x's client
- * auth: `auth()` runs discovery (RFC 9728 resource metadata, authorization server metadata), dynamic
- * registration, PKCE S256 and the `resource` parameter for the authorization code flow, and
- * `ClientCredentialsProvider` the machine flow; refreshes use the SDK's `refreshAuthorization`
+ * OAuth for upstream MCP servers that require it (the MCP authorization spec), on SDK v2's client
+ * auth (`@modelcontextprotocol/client`, loaded with the first OAuth step: the package costs a start
+ * 50 ms): `auth()` runs discovery (RFC 9728 resource metadata, authorization server metadata, whose
+ * `issuer` must echo its URL), dynamic registration, PKCE S256, the `resource` parameter and RFC
+ * 9207's `iss` check on the code exchange; machine credentials run through the same `auth()` with a
+ * client-credentials provider of the store's; refreshes use the SDK's `refreshAuthorization`
  * directly, so that an `invalid_grant` (a user must authorize again) is told apart from any other
- * failure (shown in last_error, never turned into a silent new redirect). SDK v2's `auth` is another
- * flow (RFC 9207's `iss` on the code exchange, registrations bound to the metadata's issuer:
- * docs/design.md, "The two MCP SDKs"), so this stays on SDK 1.x.
+ * failure (shown in last_error, never turned into a silent new redirect). The SDK's console
+ * warnings during these steps go to the store's log (`quietly`).
  *
  * One `ServiceAuth` per service is the token source of its connections (src/mcp/oauth-client.ts): the
  * token is refreshed shortly before it expires and on a 401, one refresh at a time per service.
@@ -22,11 +23,10 @@
  * bound to the principal too (a state started by one principal never stores a token for another), and
  * nothing of it told to the service's actor (the shared connection keeps the service-wide authorization).
  */
+import { AsyncLocalStorage } from "node:async_hooks"
 import { randomBytes } from "node:crypto"
-import { auth, refreshAuthorization, type OAuthClientProvider, type OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js"
-import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js"
-import { InvalidGrantError } from "@modelcontextprotocol/sdk/server/auth/errors.js"
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
+import type * as Client from "@modelcontextprotocol/client"
+import type { OAuthClientMetadata, OAuthClientProvider, OAuthDiscoveryState, OAuthTokens, StoredOAuthClientInformation } from "@modelcontextprotocol/client"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import type { AuthInfo, ServiceActorRef } from "../machines/service.js"
 import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } from "../mcp/oauth-client.js"
@@ -37,6 +37,45 @@ import { ClusterUnavailable, TooMany, UpstreamError, ValidationError, type Servi
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
 import type { TokenStore, VaultEntry } from "../config/token-vault.js"
+
+let loaded: typeof Client | undefined
+
+/** SDK v2's client package, loaded once, with the first OAuth step (src/mcp/sse-client.ts loads the same chunk). */
+const clientSdk = async (): Promise<typeof Client> => (loaded ??= await import("@modelcontextprotocol/client"))
+
+/** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
+const sdkStep = new AsyncLocalStorage<string>()
+let warningsRouted = false
+
+/**
+ * Runs an OAuth step of the SDK with its console warnings (`[mcp-sdk] ...`) written to the store's
+ * log instead, as warnings about `label`; a warning that the authorization server refused a
+ * credential (its `OAuth "invalid_grant"`, `"invalid_client"`) is a debug line: the store logs the
+ * refusal itself. Warnings of anything else, at the same moment, are left as they are.
+ */
+const quietly = <A>(label: string, step: () => Promise<A>): Promise<A> => {
+  if (!warningsRouted) {
+    warningsRouted = true
+    const warn = console.warn
+    console.warn = (...args: Array<unknown>) => {
+      const service = sdkStep.getStore()
+      const text = args[0]
+      if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return warn.apply(console, args)
+      const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
+      if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
+      else log.warn(message, { event: "oauth_sdk_warning" })
+    }
+  }
+  return sdkStep.run(label, step)
+}
+
+/** What the callback or a pasted answer of the authorization server brings back (RFC 6749 4.1.2, RFC 9207). */
+export interface AuthorizationResponse {
+  readonly code: string
+  readonly state: string
+  /** The authorization server's issuer (RFC 9207): sent by one that advertises `authorization_response_iss_parameter_supported`. */
+  readonly iss?: string | undefined
+}
 
 /** How long an authorization's `state` stays usable. */
 export const STATE_TTL_MS = 10 * 60_000
@@ -288,11 +327,14 @@ export class OAuthManager {
   }
 
   /**
-   * Finishes an authorization with the code and state the authorization server sent back. The
-   * state is used once; when `expected` is given (a pasted code), it must belong to that service.
-   * Resolves with the service's key; rejects with a message safe to show (no input echoed).
+   * Finishes an authorization with what the authorization server sent back (callback or pasted).
+   * The state is used once; when `expected` is given (a pasted code), it must belong to that service.
+   * A code without the `iss` its authorization server advertises is refused before the state is
+   * taken (the same state may be pasted again, with `iss`). Resolves with the service's key;
+   * rejects with a message safe to show (no input echoed).
    */
-  async finish(code: string, state: string, expected?: { readonly scope: Scope; readonly name: string; readonly principal?: string | undefined }): Promise<string> {
+  async finish(response: AuthorizationResponse, expected?: { readonly scope: Scope; readonly name: string; readonly principal?: string | undefined }): Promise<string> {
+    const { code, state, iss } = response
     // A pasted state is checked before it is taken: another principal (or the service's own flow)
     // presenting it changes nothing, not even the state's owner's chance to finish. It may have been
     // started on another replica: then it is read from the shared token store.
@@ -304,20 +346,43 @@ export class OAuthManager {
       })
       throw new OAuthFlowError("this state was not started by you for this service: start the authorization again")
     }
+    if (iss === undefined && peek !== undefined && (expected === undefined || (scopeLabel(expected.scope) === scopeLabel(peek.scope) && expected.name === peek.name))) {
+      const service = this.authOf(peek)
+      if (service !== undefined && (await service.sendsIss())) {
+        log.warn(`OAuth authorization of ${service.label} refused: the code came without the iss its authorization server sends (RFC 9207)`, { event: "oauth_failed", service: serviceKey(peek.scope, peek.name) })
+        throw new OAuthFlowError(
+          "the service's authorization server sends the issuer with the code (RFC 9207, against mix-up attacks): give `iss` too, the iss parameter of the address the browser was sent back to, with the same code and state",
+          "iss"
+        )
+      }
+    }
     const pending = await this.takeState(state)
     if (pending === undefined) throw new OAuthFlowError("unknown, expired or already used state: start the authorization again")
     if (expected !== undefined && (scopeLabel(expected.scope) !== scopeLabel(pending.scope) || expected.name !== pending.name)) {
       throw new OAuthFlowError("this state belongs to another service: start the authorization again")
     }
-    const service = pending.principal === undefined ? this.serviceOf(pending.scope, pending.name) : this.principalOf(pending.scope, pending.name, pending.principal)
+    const service = this.authOf(pending)
     if (service === undefined) throw new OAuthFlowError("the service is gone: start the authorization again")
     try {
-      await service.complete(code, pending)
+      await service.complete(code, iss, pending)
     } catch (e) {
+      // The `iss` received is the attacker's choice in a mix-up: never shown, nor logged.
+      if (loaded !== undefined && e instanceof loaded.IssuerMismatchError && e.kind === "authorization_response") {
+        log.warn(`OAuth authorization of ${service.label} refused: the iss given is not its authorization server's issuer (RFC 9207)`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
+        throw new OAuthFlowError(
+          "the iss given is not the issuer of the service's authorization server (RFC 9207): the code may come from another authorization server (a mix-up); start the authorization again",
+          "iss"
+        )
+      }
       log.warn(`OAuth authorization of ${service.label} failed: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
       throw new OAuthFlowError(`the authorization server refused the code: ${e instanceof Error ? e.message.slice(0, 300) : "unknown error"}`)
     }
     return pending.service
+  }
+
+  /** The token source an authorization under way is for: the service's own, or its principal's. */
+  private authOf(p: Pick<Pending, "scope" | "name" | "principal">): ServiceAuth | undefined {
+    return p.principal === undefined ? this.serviceOf(p.scope, p.name) : this.principalOf(p.scope, p.name, p.principal)
   }
 
   /**
@@ -398,6 +463,13 @@ const shared = <A>(what: string, step: () => Promise<A>): Promise<A> =>
 /** A failed step of an authorization, with a message safe to show to the user. */
 export class OAuthFlowError extends Error {
   readonly _tag = "OAuthFlowError"
+  constructor(
+    message: string,
+    /** The field of a pasted answer the problem is about. */
+    readonly field: "state" | "iss" = "state"
+  ) {
+    super(message)
+  }
 }
 
 /** A token as kept, with when it was obtained. */
@@ -523,9 +595,10 @@ export class ServiceAuth implements UpstreamAuth {
     if (held?.refresh_token === undefined || entry?.client === undefined || entry.discovery === undefined) {
       throw this.needsAuthorization("no refresh token: the upstream requires an OAuth authorization")
     }
+    const sdk = await clientSdk()
     try {
       const { authorizationServerMetadata: metadata, resourceMetadata } = entry.discovery
-      const fresh = await refreshAuthorization(entry.discovery.authorizationServerUrl, {
+      const fresh = await sdk.refreshAuthorization(entry.discovery.authorizationServerUrl, {
         fetchFn: this.manager.fetch,
         ...(metadata !== undefined ? { metadata } : {}),
         clientInformation: entry.client,
@@ -536,7 +609,8 @@ export class ServiceAuth implements UpstreamAuth {
       await this.keep({ ...fresh, refresh_token: fresh.refresh_token ?? held.refresh_token })
       log.info(`OAuth token of ${this.label} refreshed`, { event: "oauth_refreshed", service: serviceKey(this.scope, this.name) })
     } catch (e) {
-      if (e instanceof InvalidGrantError) {
+      // SDK v2 reports the authorization server's refusal as an OAuthError with its code.
+      if (e instanceof sdk.OAuthError && e.code === sdk.OAuthErrorCode.InvalidGrant) {
         this.tokens = undefined
         if (!this.retired) await this.manager.vault.put({ ...entry, tokens: undefined })
         if (this.principal !== undefined) {
@@ -555,31 +629,54 @@ export class ServiceAuth implements UpstreamAuth {
     }
   }
 
-  /** Machine credentials: a new token from the token endpoint (the SDK's ClientCredentialsProvider). */
+  /**
+   * Machine credentials: a new token from the token endpoint, through the SDK's `auth()` with a
+   * provider of the store's (the SDK's `ClientCredentialsProvider` writes a console warning when no
+   * issuer is known yet, which here is the first run: it binds to the one found).
+   */
   private async clientCredentials(): Promise<void> {
     const config = this.config
     if (config?.client_id === undefined || config.client_secret === undefined) {
       throw this.needsAuthorization('"oauth" with "grant_type": "client_credentials" needs "client_id" and "client_secret"')
     }
     const issuer = this.expectedIssuer
-    const provider = new ClientCredentialsProvider({
-      clientId: config.client_id,
-      clientSecret: config.client_secret,
-      clientName: "mcp-store",
-      ...(issuer !== undefined ? { expectedIssuer: issuer } : {}),
-      ...(this.scopes !== undefined ? { scope: this.scopes } : {})
-    })
-    const discovery = new DiscoveryCache()
-    const withDiscovery = Object.assign(provider, { saveDiscoveryState: discovery.save, discoveryState: discovery.load })
-    try {
-      await auth(withDiscovery, { serverUrl: this.url, ...this.authOptions() })
-    } catch (e) {
-      const message = `OAuth client credentials refused: ${e instanceof Error ? e.message : String(e)}`
-      this.publish({ required: true, state: "refresh_failed", scopes: this.scopeList() })
-      throw new Error(message)
+    const client: StoredOAuthClientInformation = { client_id: config.client_id, client_secret: config.client_secret, ...(issuer !== undefined ? { issuer } : {}) }
+    const scope = this.scopes
+    let discovery: OAuthDiscoveryState | undefined
+    let tokens: OAuthTokens | undefined
+    const provider: OAuthClientProvider = {
+      get redirectUrl() {
+        return undefined
+      },
+      get clientMetadata(): OAuthClientMetadata {
+        return { client_name: "mcp-store", redirect_uris: [], grant_types: ["client_credentials"], token_endpoint_auth_method: "client_secret_basic", ...(scope !== undefined ? { scope } : {}) }
+      },
+      clientInformation: () => client,
+      tokens: () => tokens,
+      saveTokens: (t) => void (tokens = t),
+      redirectToAuthorization: () => undefined,
+      saveCodeVerifier: () => undefined,
+      codeVerifier: () => "",
+      prepareTokenRequest: (s) => new URLSearchParams({ grant_type: "client_credentials", ...(s !== undefined && s !== "" ? { scope: s } : {}) }),
+      saveDiscoveryState: (state) => void (discovery = state),
+      discoveryState: () => discovery
     }
-    this.entry = this.entryWith(discovery.state)
-    await this.keep(provider.tokens() as OAuthTokens)
+    const sdk = await clientSdk()
+    try {
+      await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions() }))
+    } catch (e) {
+      // Worded as the store always did: whom the client is bound to, and whom it was not presented to.
+      const why =
+        e instanceof sdk.AuthorizationServerMismatchError
+          ? `OAuth client information is bound to authorization server ${issuer ?? "another one"} and is not presented to ${discovery !== undefined ? issuerOf(discovery) : "the one the service names"}`
+          : e instanceof Error
+            ? e.message
+            : String(e)
+      this.publish({ required: true, state: "refresh_failed", scopes: this.scopeList() })
+      throw new Error(`OAuth client credentials refused: ${why}`)
+    }
+    this.entry = this.entryWith(discovery)
+    await this.keep(tokens as OAuthTokens)
   }
 
   /** Starts the authorization code flow: the URL a user opens, or already authorized. */
@@ -595,7 +692,8 @@ export class ServiceAuth implements UpstreamAuth {
       state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri }),
       redirect: (u) => void (url = u)
     })
-    await auth(provider, { serverUrl: this.url, ...this.authOptions() })
+    const sdk = await clientSdk()
+    await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions() }))
     if (url === undefined) throw new Error("the authorization server gave no authorization URL")
     const authorizationUrl = url.href
     this.publish({ required: true, state: "authorizing", authorization_url: authorizationUrl, scopes: this.scopeList() })
@@ -603,13 +701,27 @@ export class ServiceAuth implements UpstreamAuth {
     return { authorization_url: authorizationUrl }
   }
 
-  /** Finishes the flow with the code the authorization server sent back (callback or pasted). */
-  async complete(code: string, pending: { readonly verifier: string; readonly redirectUri: string }): Promise<void> {
+  /**
+   * Whether the service's authorization server advertises RFC 9207's `iss` on its authorization
+   * responses (as its metadata, kept when the authorization started, says): a code must come with it.
+   */
+  async sendsIss(): Promise<boolean> {
+    await shared("reading the service's OAuth entry", () => this.manager.vault.readThrough?.(this.key) ?? Promise.resolve())
+    this.sync()
+    return this.entry?.discovery?.authorizationServerMetadata?.authorization_response_iss_parameter_supported === true
+  }
+
+  /**
+   * Finishes the flow with the code the authorization server sent back (callback or pasted), and its
+   * `iss`: SDK v2 checks it against the issuer of the authorization server the flow started with.
+   */
+  async complete(code: string, iss: string | undefined, pending: { readonly verifier: string; readonly redirectUri: string }): Promise<void> {
     // Started maybe on another replica: its registration and discovery are read as that one kept them.
     await shared("reading the service's OAuth entry", () => this.manager.vault.readThrough?.(this.key) ?? Promise.resolve())
     this.sync()
     const provider = this.provider(pending.redirectUri, { verifier: pending.verifier })
-    await auth(provider, { serverUrl: this.url, authorizationCode: code, ...this.authOptions() })
+    const sdk = await clientSdk()
+    await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, authorizationCode: code, ...(iss !== undefined ? { iss } : {}), ...this.authOptions() }))
     log.info(`OAuth authorization of ${this.label} done`, { event: "oauth_authorized", service: serviceKey(this.scope, this.name) })
     this.manager.tell(this, { type: "AUTHORIZED" })
   }
@@ -657,7 +769,7 @@ export class ServiceAuth implements UpstreamAuth {
       ...(this.scopes !== undefined ? { scope: this.scopes } : {})
     }
     const issuer = this.expectedIssuer
-    const preRegistered: OAuthClientInformationMixed | undefined =
+    const preRegistered: StoredOAuthClientInformation | undefined =
       config?.client_id !== undefined
         ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}), ...(issuer !== undefined ? { issuer } : {}) }
         : undefined
@@ -674,7 +786,7 @@ export class ServiceAuth implements UpstreamAuth {
         if (preRegistered !== undefined) return preRegistered
         const client = this.entry?.client as { redirect_uris?: unknown } | undefined
         // A registration made for another redirect URI cannot be used with this one.
-        return Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri) ? (this.entry?.client as OAuthClientInformationMixed) : undefined
+        return Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri) ? this.entry?.client : undefined
       },
       saveClientInformation: async (client) => {
         if (this.retired) return
@@ -690,7 +802,7 @@ export class ServiceAuth implements UpstreamAuth {
       codeVerifier: () => flow.verifier ?? "",
       saveDiscoveryState: async (discovery) => {
         if (this.retired) return
-        this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: discovery.authorizationServerUrl }
+        this.entry = { ...(this.entry ?? this.entryWith(discovery)), discovery, issuer: issuerOf(discovery) }
         await this.manager.vault.put(this.entry)
       },
       discoveryState: () => this.entry?.discovery
@@ -699,7 +811,7 @@ export class ServiceAuth implements UpstreamAuth {
 
   private entryWith(discovery: OAuthDiscoveryState | undefined): VaultEntry {
     return {
-      issuer: discovery?.authorizationServerUrl ?? this.entry?.issuer ?? "",
+      issuer: discovery !== undefined ? issuerOf(discovery) : (this.entry?.issuer ?? ""),
       scope: this.scopes ?? "",
       service: this.key,
       origin: new URL(this.url).origin,
@@ -745,14 +857,8 @@ export class ServiceAuth implements UpstreamAuth {
   }
 }
 
-/** The discovery state of one client-credentials run (kept in the vault by the caller). */
-class DiscoveryCache {
-  state: OAuthDiscoveryState | undefined
-  readonly save = (state: OAuthDiscoveryState): void => {
-    this.state = state
-  }
-  readonly load = (): OAuthDiscoveryState | undefined => this.state
-}
+/** The issuer SDK v2 binds a flow's registrations and tokens to: the metadata's, else the URL discovery used. */
+const issuerOf = (discovery: OAuthDiscoveryState): string => discovery.authorizationServerMetadata?.issuer ?? String(discovery.authorizationServerUrl)
 
 /**
  * Why a `redirect_uri` is refused, or undefined. The authorization server sends the user's code
@@ -777,6 +883,8 @@ export interface AuthorizeInput {
   readonly redirect_uri?: string | undefined
   readonly code?: string | undefined
   readonly state?: string | undefined
+  /** With a pasted code: the `iss` that came with it (RFC 9207), required when the authorization server sends it. */
+  readonly iss?: string | undefined
 }
 
 /**
@@ -812,6 +920,9 @@ export const authorizeUpstream = (
     if ((input.code === undefined) !== (input.state === undefined)) {
       return yield* Effect.fail(ValidationError.of([{ field: input.code === undefined ? "code" : "state", problem: "give both code and state (paste-the-code), or neither" }]))
     }
+    if (input.iss !== undefined && input.code === undefined) {
+      return yield* Effect.fail(ValidationError.of([{ field: "iss", problem: "iss comes with a pasted code and state" }]))
+    }
     // The token source its last connect made (with its references expanded), else one from the definition as written.
     const service =
       principal !== undefined
@@ -819,9 +930,9 @@ export const authorizeUpstream = (
         : (oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true))
     if (service === undefined) return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: "the service's definition is not usable: fix it first" }]))
     if (input.code !== undefined && input.state !== undefined) {
-      const { code, state } = input
+      const { code, state, iss } = input
       yield* Effect.tryPromise({
-        try: () => oauth.finish(code, state, { scope: ctx.scope, name, principal }),
+        try: () => oauth.finish({ code, state, iss }, { scope: ctx.scope, name, principal }),
         catch: (e) => {
           if (e instanceof ClusterUnavailable) {
             log.warn(`pasted OAuth code for ${service.label} not taken: ${e.message}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
@@ -829,7 +940,7 @@ export const authorizeUpstream = (
           }
           const problem = e instanceof OAuthFlowError ? e.message : "the authorization could not be finished"
           log.warn(`pasted OAuth code for ${service.label} refused: ${problem}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })
-          return ValidationError.of([{ field: "state", problem }])
+          return ValidationError.of([{ field: e instanceof OAuthFlowError ? e.field : "state", problem }])
         }
       })
       return { service_name: name, state: "authorized" as const }

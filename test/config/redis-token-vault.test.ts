@@ -2,13 +2,14 @@
 // put by one replica is read by another, encrypted at rest; no secret, or another secret, is a clear
 // start-up error; the refresh lock lets one replica at a time refresh a service and gives the
 // waiter the tokens the first got; a holder whose lock expired never releases its successor's; each
-// principal's own entry of a per_user service is kept apart and listed by the service's prefix.
+// principal's own entry of a per_user service is kept apart and listed by the service's prefix; an
+// entry written on SDK 1.x (bound to the discovery URL, or unstamped) is read bound as SDK v2 binds it.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { withLock } from "../../src/redis/lock.js"
 import type { Redis } from "../../src/redis/connection.js"
 import { RedisTokenStore, TokenKeyError } from "../../src/config/redis-token-vault.js"
-import type { VaultEntry } from "../../src/config/token-vault.js"
+import { keyOfSecret, seal, type VaultEntry } from "../../src/config/token-vault.js"
 import { principalKey, serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
@@ -163,5 +164,24 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
     expect(await first).toBe("a")
     expect(await second).not.toBeNull()
     expect(await client.get(key)).toBeNull()
+  })
+
+  it("reads an entry written on SDK 1.x bound to its authorization server's issuer", async () => {
+    const cluster = `tokens-${seq++}`
+    // As a replica on SDK 1.x kept it: bound to the URL discovery used, the registration unstamped.
+    const old = {
+      ...entry("store/old", "access-old"),
+      issuer: "https://auth.example/",
+      client: { client_id: "registered", redirect_uris: ["https://store.example/oauth/callback"] },
+      discovery: { authorizationServerUrl: "https://auth.example/", authorizationServerMetadata: { issuer: "https://auth.example/tenant", authorization_endpoint: "https://auth.example/a", token_endpoint: "https://auth.example/t", response_types_supported: ["code"] } }
+    }
+    const a = await open(cluster)
+    await redis.clients[0]!.hSet(clusterKey(cluster, "oauth"), "store/old", seal(keyOfSecret("s3cret"), JSON.stringify(old)))
+    const b = await open(cluster)
+    const read = b.find("store/old")
+    expect([read?.issuer, read?.client?.issuer, read?.tokens?.issuer]).toEqual(["https://auth.example/tenant", "https://auth.example/tenant", "https://auth.example/tenant"])
+    expect(read?.tokens?.access_token).toBe("access-old")
+    // Read under the refresh lock (what a refresh is given): bound too.
+    expect(await a.exclusive("store/old", async (latest) => latest?.client?.issuer)).toBe("https://auth.example/tenant")
   })
 })
