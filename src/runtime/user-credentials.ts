@@ -110,6 +110,9 @@ interface Pooled {
   timer: NodeJS.Timeout | undefined
 }
 
+/** What a connection was opened with, to tell whether a credential changed since (values are never kept in clear). */
+const digestOf = (values: UserCredential): string => createHash("sha256").update(JSON.stringify(values)).digest("base64url")
+
 const key = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
 
 /** The pool's bounds. */
@@ -136,7 +139,7 @@ export class UserCredentials {
       if (this.closed) return
       this.unlisten = s.onChange?.((service, principal) => {
         const principals = principal === undefined ? [...(this.pools.get(service)?.keys() ?? [])] : [principal]
-        for (const p of principals) void this.drop(service, p, "its credential changed on another replica")
+        for (const p of principals) void this.dropStale(service, p, () => s.find(service, p), "its credential changed on another replica")
       })
     }, () => undefined)
   }
@@ -165,7 +168,7 @@ export class UserCredentials {
   /** Keeps a principal's credential (its open connection, if any, is closed: the next call uses the new values). */
   async set(scope: Scope, name: string, principal: string, credential: UserCredential): Promise<boolean> {
     const kept = await (await this.store).put(key(scope, name), principal, credential)
-    if (kept) this.drop(key(scope, name), principal, "its credential changed")
+    if (kept) await this.dropStale(key(scope, name), principal, async () => credential, "its credential changed")
     return kept
   }
 
@@ -276,7 +279,7 @@ export class UserCredentials {
     let pool = this.pools.get(service)
     if (pool === undefined) this.pools.set(service, (pool = new Map()))
     const known = pool.get(principal)
-    const given = createHash("sha256").update(JSON.stringify(values)).digest("base64url")
+    const given = digestOf(values)
     if (known !== undefined && known.definition === target.definition && known.values === given) {
       pool.delete(principal)
       pool.set(principal, known) // most recently used last
@@ -335,6 +338,19 @@ export class UserCredentials {
   }
 
   /** Closes a principal's connection; its holds are told (`again`: whether a new connection may take them). */
+  /**
+   * Closes the principal's connection of the service unless it was opened with the credential held
+   * now (`current`): a change heard after a call read the new credential and opened its connection
+   * with it must not close that connection under the call. Unreadable (Redis away): closed.
+   */
+  private async dropStale(service: string, principal: string, current: () => Promise<UserCredential | undefined>, why: string): Promise<void> {
+    if (this.pools.get(service)?.get(principal) === undefined) return
+    const now = await current().then((c) => (c === undefined ? undefined : digestOf(c)), () => undefined)
+    const pooled = this.pools.get(service)?.get(principal)
+    // Out of the pool now; its close goes on in the background.
+    if (pooled !== undefined && (now === undefined || pooled.values !== now)) void this.drop(service, principal, why)
+  }
+
   private drop(service: string, principal: string, why: string, again = !this.closed): Promise<void> {
     const pool = this.pools.get(service)
     const pooled = pool?.get(principal)

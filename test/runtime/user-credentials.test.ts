@@ -84,7 +84,7 @@ describe("per-user connection pool", () => {
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
   })
 
-  it("a connection opened with other values is replaced at its next use; a change heard from another replica closes it at once", async () => {
+  it("a connection opened with other values is replaced at its next use; a change heard from another replica closes it at once, unless it was opened with the credential held now", async () => {
     const listeners = new Set<(service: string, principal: string | undefined) => void>()
     const shared: CredentialStore = Object.assign(CredentialsFile.inMemory(), {
       onChange: (listener: (service: string, principal: string | undefined) => void) => {
@@ -103,6 +103,14 @@ describe("per-user connection pool", () => {
     expect(local.size).toBe(1)
     expect(await eventually(() => registry.size === 1, 2_000)).toBe(true)
     await eventually(() => listeners.size === 1, 1_000)
+    // The change heard late, after the connection was opened with the credential held now: it stays.
+    await shared.put("store/remote", "x", { headers: { Authorization: "Bearer changed" }, env: {} })
+    for (const listener of listeners) listener("store/remote", "x")
+    await quietFor(300)
+    expect(local.size).toBe(1)
+    expect(registry.size).toBe(1)
+    // Changed again there: closed at once.
+    await shared.put("store/remote", "x", { headers: { Authorization: "Bearer newer" }, env: {} })
     for (const listener of listeners) listener("store/remote", "x")
     expect(await eventually(() => local.size === 0 && registry.size === 0, 2_000)).toBe(true)
     await local.closeAll()
