@@ -45,7 +45,29 @@ const clientSdk = async (): Promise<typeof Client> => (loaded ??= await import("
 
 /** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
 const sdkStep = new AsyncLocalStorage<string>()
-let warningsRouted = false
+/** Marks the store's `console.warn` (`routeWarnings`). */
+const ROUTED = Symbol.for("mcp-store.sdk-warnings")
+
+/**
+ * Puts the store's `console.warn` in front of whatever `console.warn` is now, unless it is there
+ * already: a program (or a test) that replaced `console.warn` after the store did would otherwise
+ * get the SDK's warnings again.
+ */
+const routeWarnings = (): void => {
+  const current = console.warn as typeof console.warn & { [ROUTED]?: true }
+  if (current[ROUTED] === true) return
+  console.warn = Object.assign(
+    (...args: Array<unknown>) => {
+      const service = sdkStep.getStore()
+      const text = args[0]
+      if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return current.apply(console, args)
+      const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
+      if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
+      else log.warn(message, { event: "oauth_sdk_warning" })
+    },
+    { [ROUTED]: true as const }
+  )
+}
 
 /**
  * Runs an OAuth step of the SDK with its console warnings (`[mcp-sdk] ...`) written to the store's
@@ -54,18 +76,7 @@ let warningsRouted = false
  * refusal itself. Warnings of anything else, at the same moment, are left as they are.
  */
 const quietly = <A>(label: string, step: () => Promise<A>): Promise<A> => {
-  if (!warningsRouted) {
-    warningsRouted = true
-    const warn = console.warn
-    console.warn = (...args: Array<unknown>) => {
-      const service = sdkStep.getStore()
-      const text = args[0]
-      if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return warn.apply(console, args)
-      const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
-      if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
-      else log.warn(message, { event: "oauth_sdk_warning" })
-    }
-  }
+  routeWarnings()
   return sdkStep.run(label, step)
 }
 
