@@ -44,7 +44,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     fixture = await startOAuthFixture()
     const keysFile = join(freshDir(), "mcp-store.keys.json")
     for (const name of ["ops", "alice", "bob"] as const) keys[name] = await createKey(keysFile, name)
-    const options = { keys_file: keysFile, lease_ms: 5000, auth_server: true, auth_dev_loopback_clients: true, public_url: PUBLIC }
+    const options = { keys_file: keysFile, lease_ms: 10000, auth_server: true, auth_dev_loopback_clients: true, public_url: PUBLIC }
     ;[a, b] = await Promise.all([cluster.replica(CLUSTER, { mcpServers: {} }, options), cluster.replica(CLUSTER, undefined, options)])
     for (const [name, replica] of [["a", a], ["b", b]] as const) {
       on[name] = { ops: authedApi(replica.url, keys.ops), alice: authedApi(replica.url, keys.alice), bob: authedApi(replica.url, keys.bob) }

@@ -28,7 +28,7 @@ const names = async (server: TestServer): Promise<string[]> => {
 
 describe.skipIf(!hasRedisServer)("replica mode: a hung Redis (SIGSTOP)", { timeout: 90_000 }, () => {
   const cluster = useReplicaCluster()
-  const replica = (services?: unknown) => cluster.replica(CLUSTER, services, { lease_ms: 5000 })
+  const replica = (services?: unknown) => cluster.replica(CLUSTER, services, { lease_ms: 10000 })
 
   it("answers calls and reads while frozen, refuses changes with 503 that never land after SIGCONT, and writes the frozen calls' records", async () => {
     const a = await replica({ mcpServers: { kit: { url: cluster.upstream.url } } })
@@ -102,8 +102,8 @@ describe.skipIf(!hasRedisServer)("replica mode: calls never wait on a frozen Red
 
   /** Two replicas of cluster `name` with `kit` healthy on both: the one that runs it, and the other. */
   const twoReplicas = async (name: string): Promise<{ readonly owner: TestServer; readonly mirror: TestServer }> => {
-    const a = await cluster.replica(name, { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 5000 })
-    const b = await cluster.replica(name, undefined, { lease_ms: 5000 })
+    const a = await cluster.replica(name, { mcpServers: { kit: { url: cluster.upstream.url } } }, { lease_ms: 10000 })
+    const b = await cluster.replica(name, undefined, { lease_ms: 10000 })
     for (const r of [a, b]) {
       const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
       expect(waited.body.data?.final_status).toBe("healthy")
