@@ -45,8 +45,8 @@ const clientSdk = async (): Promise<typeof Client> => (loaded ??= await import("
 
 /** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
 const sdkStep = new AsyncLocalStorage<string>()
-/** Marks the store's `console.warn` (`routeWarnings`). */
-const ROUTED = Symbol.for("mcp-store.sdk-warnings")
+/** Marks this module's `console.warn` (`routeWarnings`): its own, so that another copy of the module (loaded afresh in the same process) puts its own in front, with its own `sdkStep`. */
+const ROUTED = Symbol("mcp-store.sdk-warnings")
 
 /**
  * Puts the store's `console.warn` in front of whatever `console.warn` is now, unless it is there
