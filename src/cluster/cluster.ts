@@ -131,7 +131,7 @@ export class Cluster {
         this.#host?.face(field)?.send({ type: "DISOWN" })
       }
     })
-    this.views = new SharedViews(connection.client, connection.subscriber, options.name, this.replicaId)
+    this.views = new SharedViews(connection.client, connection.subscriber, options.name, this.replicaId, () => this.#advertiseUrl)
     this.#forwarder = new Forwarder({
       secret,
       maxAnswerBytes: 2 * maxMessageBytes + 64 * 1024,
@@ -529,7 +529,10 @@ export class Cluster {
   }
 
   async #ownerUrl(field: string): Promise<string | undefined> {
-    let owner = this.#latest.get(field)?.owner
+    const latest = this.#latest.get(field)
+    // The owner's URL as its view gave it: known without Redis, also before the registry was read again since it listened.
+    if (latest !== undefined && latest.owner !== this.replicaId && latest.url !== undefined && latest.url !== "") return latest.url
+    let owner = latest?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
     if (owner === undefined || owner === this.replicaId) return undefined
     return this.#urlOf(owner)

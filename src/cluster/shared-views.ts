@@ -34,6 +34,8 @@ export interface ConnectionFacts {
 export interface WireView {
   readonly view: Omit<PublishedView, "tools" | "catalog">
   readonly owner: string
+  /** Where the owner is reached, as it advertised itself when it published the view ("" before it listened). */
+  readonly url?: string | undefined
   readonly facts: ConnectionFacts | undefined
   /** Changes whenever the tools or the catalog do (owner and versions). */
   readonly catalogTag: string
@@ -115,7 +117,9 @@ export class SharedViews {
     private readonly client: Redis,
     private readonly subscriber: Redis,
     cluster: string,
-    private readonly replicaId: string
+    private readonly replicaId: string,
+    /** This replica's advertised URL, written into each view it publishes. */
+    private readonly url: () => string = () => ""
   ) {
     this.#views = clusterKey(cluster, "views")
     this.#catalogs = clusterKey(cluster, "catalogs")
@@ -155,7 +159,7 @@ export class SharedViews {
         multi.hSet(this.#catalogs, field, JSON.stringify(catalog))
         tags.push([field, catalogTag])
       }
-      const wire: WireView = { view: lightView(view), owner: this.replicaId, facts, catalogTag }
+      const wire: WireView = { view: lightView(view), owner: this.replicaId, url: this.url(), facts, catalogTag }
       const json = JSON.stringify(wire)
       multi.hSet(this.#views, field, json)
       multi.publish(this.#channel, `{"field":${JSON.stringify(field)},"view":${json}}`)

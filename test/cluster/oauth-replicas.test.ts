@@ -19,7 +19,7 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { approveAsUser, authedApi, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
+import { approveAsUser, authedApi, eventually, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
 
 const CLUSTER = "oauth-upstream"
 const PUBLIC = "http://store.replicas.test"
@@ -44,7 +44,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     fixture = await startOAuthFixture()
     const keysFile = join(freshDir(), "mcp-store.keys.json")
     for (const name of ["ops", "alice", "bob"] as const) keys[name] = await createKey(keysFile, name)
-    const options = { keys_file: keysFile, lease_ms: 10000, auth_server: true, auth_dev_loopback_clients: true, public_url: PUBLIC }
+    const options = { keys_file: keysFile, lease_ms: 5000, auth_server: true, auth_dev_loopback_clients: true, public_url: PUBLIC }
     ;[a, b] = await Promise.all([cluster.replica(CLUSTER, { mcpServers: {} }, options), cluster.replica(CLUSTER, undefined, options)])
     for (const [name, replica] of [["a", a], ["b", b]] as const) {
       on[name] = { ops: authedApi(replica.url, keys.ops), alice: authedApi(replica.url, keys.alice), bob: authedApi(replica.url, keys.bob) }
@@ -221,6 +221,15 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
   // Bounded, not timed (each Redis command has a 2 s time-out; a loaded machine stretches the answers): `within` only catches a hang.
   it("Redis frozen: a principal's call, its status and a callback answer 503 within their bounds, never hang", { timeout: 75_000 }, async () => {
     const back = await approveAsUser(await start(on.a.alice), "alice")
+    // The two services balanced, one a replica, before the freeze: a hand-over under way when Redis
+    // stops answering leaves its service with no owner until it answers again (a 502 saying so).
+    const fields = ["store/secure", "store/mixed"]
+    const owned = (r: TestServer) => fields.filter((f) => r.running.cluster?.owns(f) === true).length
+    expect(await eventually(() => owned(a) === 1 && owned(b) === 1, 30_000)).toBe(true)
+    for (const replica of ["a", "b"] as const) {
+      const settled = await on[replica].ops.post("/for_store/wait_service", { client_id_or_service_name: "secure", status: "healthy", timeout: 15 })
+      expect(settled.body.data?.final_status, settled.text).toBe("healthy")
+    }
     cluster.redis.freeze()
     try {
       const call = await within(on.b.bob.post("/for_store/call_tool", { tool_name: "secure__whoami", args: {} }), 15_000, "a call while Redis is frozen")
