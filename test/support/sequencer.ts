@@ -15,6 +15,7 @@ export const SLOWEST: ReadonlyArray<string> = [
   "test/extras/tracing.test.ts",
   "test/ui/dashboard.test.ts",
   "test/http/bad-input.test.ts",
+  "test/cluster/outage-vouching.test.ts",
   "test/extras/input-required.test.ts",
   "test/package/package.test.ts",
   "test/extras/caps-resources.test.ts",
