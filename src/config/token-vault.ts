@@ -56,7 +56,10 @@ export interface PendingRecord {
 }
 
 /** Whether two issuers name the same authorization server (SDK v2's rule: one trailing `/` of difference is tolerated). */
-export const sameIssuer = (a: string, b: string): boolean => a === b || (a.endsWith("/") && a.slice(0, -1) === b) || (b.endsWith("/") && b.slice(0, -1) === a)
+const sameIssuer = (a: string, b: string): boolean => a === b || (a.endsWith("/") && a.slice(0, -1) === b) || (b.endsWith("/") && b.slice(0, -1) === a)
+
+/** The issuer SDK v2 binds a flow's registrations and tokens to: the metadata's, else the URL discovery used. */
+export const issuerOf = (discovery: OAuthDiscoveryState): string => discovery.authorizationServerMetadata?.issuer ?? String(discovery.authorizationServerUrl)
 
 /**
  * An entry bound as SDK v2 binds it: to the issuer its authorization server's metadata states
@@ -70,7 +73,7 @@ export const sameIssuer = (a: string, b: string): boolean => a === b || (a.endsW
 export const reboundEntry = (entry: VaultEntry): VaultEntry => {
   const discovery = entry.discovery
   if (discovery === undefined) return entry
-  const bound = discovery.authorizationServerMetadata?.issuer ?? String(discovery.authorizationServerUrl)
+  const bound = issuerOf(discovery)
   const old = [String(discovery.authorizationServerUrl), entry.issuer].filter((i) => i !== "")
   const stale = (issuer: unknown): boolean => issuer !== bound && (typeof issuer !== "string" || old.some((o) => sameIssuer(o, issuer)))
   const client = entry.client !== undefined && stale(entry.client.issuer) ? { ...entry.client, issuer: bound } : entry.client

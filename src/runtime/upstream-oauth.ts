@@ -36,7 +36,7 @@ import { resolveDefinition } from "../domain/service-definition.js"
 import { ClusterUnavailable, TooMany, UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
-import type { TokenStore, VaultEntry } from "../config/token-vault.js"
+import { issuerOf, type TokenStore, type VaultEntry } from "../config/token-vault.js"
 
 let loaded: typeof Client | undefined
 
@@ -868,8 +868,6 @@ export class ServiceAuth implements UpstreamAuth {
   }
 }
 
-/** The issuer SDK v2 binds a flow's registrations and tokens to: the metadata's, else the URL discovery used. */
-const issuerOf = (discovery: OAuthDiscoveryState): string => discovery.authorizationServerMetadata?.issuer ?? String(discovery.authorizationServerUrl)
 
 /**
  * Why a `redirect_uri` is refused, or undefined. The authorization server sends the user's code
