@@ -14,6 +14,7 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { demoServer, everythingStdio } from "../fixtures/paths.js"
 import { addService, authedApi, eventually, freshDir, modernEnvelope, modernRequest, MODERN, parsePrometheus, quietFor, rawRequest, sampleValue, localService, startTestServer, waitStatus, within, type TestServer } from "../support/index.js"
@@ -413,6 +414,23 @@ describe("resources, prompts and completion over 2026-07-28 (server-everything)"
       expect(await eventually(() => updated === uri, 15_000)).toBe(true)
     } finally {
       await c.callTool({ name: "solo__toggle-subscriber-updates", arguments: {} })
+    }
+  })
+
+  it("subscriptions/listen naming more resource URIs than the cap: the stream opens, no more than the cap are tried, the rest is one log line", async () => {
+    const logs = captureLogs({ level: "info" })
+    try {
+      const c = await client()
+      // The URI twice and 150 others: 151 distinct, of which 100 are tried.
+      const many = [uri, uri, ...Array.from({ length: 150 }, (_, i) => `mem://nothing/${i}`)]
+      const sub = await within(c.listen({ resourceSubscriptions: many }), 10_000, "listen")
+      closers.push(() => sub.close())
+      const lines = logs.lines.filter((l) => l.includes("subscriptions/listen"))
+      expect(lines.filter((l) => l.includes("past the cap"))).toEqual([expect.stringContaining("51 resource URIs past the cap of 100 not subscribed")])
+      // None of the URIs past the cap was tried (each would have been refused, one line each).
+      expect(lines.filter((l) => l.includes("may hold at most"))).toEqual([])
+    } finally {
+      logs.restore()
     }
   })
 })

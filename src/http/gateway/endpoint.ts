@@ -499,8 +499,14 @@ export class McpGateway {
       subscriber.subscriptions.clear()
       this.streamSubscribers.delete(subscriber.id)
     }
+    // No more than the cap is even tried: a listen naming thousands of URIs costs a hundred subscribes and one line.
+    const wanted = [...new Set(uris)]
+    const tried = wanted.slice(0, MAX_SUBSCRIPTIONS_PER_SESSION)
+    if (wanted.length > tried.length) {
+      log.info(`${scopeLabel(scope)} subscriptions/listen: ${wanted.length - tried.length} resource URIs past the cap of ${MAX_SUBSCRIPTIONS_PER_SESSION} not subscribed`, { event: "subscribe_failed" })
+    }
     const refusals = await Promise.all(
-      uris.map((uri) =>
+      tried.map((uri) =>
         this.subscribe(subscriber, uri).then(
           () => undefined,
           (e: unknown) => {
