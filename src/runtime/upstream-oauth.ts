@@ -45,8 +45,13 @@ const clientSdk = async (): Promise<typeof Client> => (loaded ??= await import("
 
 /** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
 const sdkStep = new AsyncLocalStorage<string>()
-/** Marks this module's `console.warn` (`routeWarnings`): its own, so that another copy of the module (loaded afresh in the same process) puts its own in front, with its own `sdkStep`. */
-const ROUTED = Symbol("mcp-store.sdk-warnings")
+/**
+ * The `console.warn` this copy of the module put in front last (`routeWarnings`). Known by identity,
+ * not by a mark on the function: a spy (vitest's `vi.spyOn`) copies a function's own properties, so
+ * a mark would survive the function being replaced. Another copy of the module (loaded afresh in
+ * the same process) has its own, and puts it in front with its own `sdkStep`.
+ */
+let installed: typeof console.warn | undefined
 
 /**
  * Puts the store's `console.warn` in front of whatever `console.warn` is now, unless it is there
@@ -54,19 +59,17 @@ const ROUTED = Symbol("mcp-store.sdk-warnings")
  * get the SDK's warnings again.
  */
 const routeWarnings = (): void => {
-  const current = console.warn as typeof console.warn & { [ROUTED]?: true }
-  if (current[ROUTED] === true) return
-  console.warn = Object.assign(
-    (...args: Array<unknown>) => {
-      const service = sdkStep.getStore()
-      const text = args[0]
-      if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return current.apply(console, args)
-      const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
-      if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
-      else log.warn(message, { event: "oauth_sdk_warning" })
-    },
-    { [ROUTED]: true as const }
-  )
+  const current = console.warn
+  if (current === installed) return
+  installed = (...args: Array<unknown>) => {
+    const service = sdkStep.getStore()
+    const text = args[0]
+    if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return current.apply(console, args)
+    const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
+    if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
+    else log.warn(message, { event: "oauth_sdk_warning" })
+  }
+  console.warn = installed
 }
 
 /**

@@ -139,4 +139,21 @@ describe("an authorization server that sends iss (RFC 9207)", () => {
     expect(logs.lines.filter((l) => l.includes("the SDK says")), JSON.stringify(refused.body)).toEqual([expect.stringContaining('the SDK says: OAuth "invalid_grant"')])
     expect(warned.mock.calls.filter((c) => String(c[0]).includes("[mcp-sdk]"))).toEqual([])
   })
+
+  it("still does when console.warn was replaced after the store routed it (a spy copies the replaced function's properties)", { timeout: 30_000 }, async () => {
+    // The tests above ran OAuth steps: the store's console.warn is in front now; a spy replaces it.
+    const later = vi.spyOn(console, "warn").mockImplementation(() => undefined)
+    try {
+      await add("replaced")
+      const back = await approve("replaced")
+      const bad = new URL(back)
+      bad.searchParams.set("code", "not-a-code")
+      const before = logs.lines.length
+      expect((await paste("replaced", bad, back.searchParams.get("iss") as string)).status).toBe(400)
+      expect(logs.lines.slice(before).filter((l) => l.includes("the SDK says"))).toEqual([expect.stringContaining('OAuth of store/replaced: the SDK says: OAuth "invalid_grant"')])
+      expect(later.mock.calls.filter((c) => String(c[0]).includes("[mcp-sdk]"))).toEqual([])
+    } finally {
+      later.mockRestore()
+    }
+  })
 })
