@@ -150,7 +150,9 @@ describe("an OAuth-protected upstream", () => {
       // upstream, or waiting for the refresh a health check's refused ping started first, or waiting for
       // the service that ping left reconnecting (on a loaded machine a ping can come first).
       const store = server.running.store
-      expect(await eventually(() => fixture.counts.unauthorized > refused && store.inFlightCalls + store.waiters.active >= 6, 20_000)).toBe(true)
+      const held = await eventually(() => fixture.counts.unauthorized > refused && store.inFlightCalls + store.waiters.active >= 6, 20_000)
+      const status = (await serviceOf(server, "secure"))?.status
+      expect(held, JSON.stringify({ refused: fixture.counts.unauthorized - refused, inFlight: store.inFlightCalls, waiting: store.waiters.active, status })).toBe(true)
       release()
       for (const call of await Promise.all(calls)) expect(keep(call).status).toBe(200)
       expect(fixture.counts.refresh_token).toBe(refreshes + 1)

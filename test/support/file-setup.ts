@@ -8,13 +8,14 @@
  *   environment variable changed fails, instead of changing the files after it.
  * - A store process a file started and did not end (a test that timed out while the start was
  *   still waiting never got its handle: test/support/process.ts) is ended at the file's end, with a
- *   warning, so it never outlives the run.
- * - With MCPSTORE_TEST_CPU=<file>, each file appends a line to that file: its name and the CPU time
- *   the test process spent on it (ms; the processes it starts are not counted), to find the files
- *   that cost the suite most (docs/testing.md).
+ *   warning, so it never outlives the run; the temporary folders `freshDir` made are removed.
+ * - With MCPSTORE_TEST_CPU=<file>, each file appends a line to that file: the CPU time (ms) the test
+ *   process spent on it, that of the processes it started and that ended during it (on Linux; a
+ *   process still running at the file's end is not counted), and its name, to find the files that
+ *   cost the suite most (docs/testing.md).
  */
 import type { ChildProcess } from "node:child_process"
-import { appendFileSync } from "node:fs"
+import { appendFileSync, readFileSync, rmSync } from "node:fs"
 import { afterAll, beforeAll, expect } from "vitest"
 import { configureLogging } from "../../src/logging/log.js"
 
@@ -23,11 +24,25 @@ configureLogging({ level: wanted === "debug" || wanted === "info" || wanted === 
 
 const cpuFile = process.env.MCPSTORE_TEST_CPU
 if (cpuFile !== undefined) {
+  /** CPU time (ms) of the processes this one started and that ended (Linux: /proc/self/stat's cutime and cstime; elsewhere 0). */
+  const children = (): number => {
+    try {
+      const stat = readFileSync("/proc/self/stat", "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      return ((Number(fields[13]) + Number(fields[14])) * 1000) / 100
+    } catch {
+      return 0
+    }
+  }
   let started = process.cpuUsage()
-  beforeAll(() => void (started = process.cpuUsage()))
+  let startedChildren = children()
+  beforeAll(() => {
+    started = process.cpuUsage()
+    startedChildren = children()
+  })
   afterAll(() => {
     const used = process.cpuUsage(started)
-    appendFileSync(cpuFile, `${Math.round((used.user + used.system) / 1000)}\t${expect.getState().testPath ?? "?"}\n`)
+    appendFileSync(cpuFile, `${Math.round((used.user + used.system) / 1000)}\t${Math.round(children() - startedChildren)}\t${expect.getState().testPath ?? "?"}\n`)
   })
 }
 
@@ -44,4 +59,7 @@ afterAll(() => {
     child.kill("SIGKILL")
   }
   live?.clear()
+  const dirs = (globalThis as { [key: symbol]: Set<string> | undefined })[Symbol.for("mcp-store.test.fresh-dirs")]
+  for (const dir of dirs ?? []) rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+  dirs?.clear()
 })

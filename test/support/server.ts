@@ -36,8 +36,15 @@ export const FAULT_MONITORING: Partial<MonitoringSettings> = {
   disconnection_timeout_seconds: 3
 }
 
-/** A fresh temporary folder; removed by `cleanup()` of the server that uses it (or by hand). */
-export const freshDir = (): string => mkdtempSync(join(tmpdir(), "mcp-store-it-"))
+/** The folders `freshDir` made in this process that may still exist: test/support/file-setup.ts removes them at each file's end. */
+const FRESH_DIRS = Symbol.for("mcp-store.test.fresh-dirs")
+
+/** A fresh temporary folder; removed by `cleanup()` of the server that uses it, and in any case at the end of the file. */
+export const freshDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), "mcp-store-it-"))
+  ;((globalThis as { [FRESH_DIRS]?: Set<string> })[FRESH_DIRS] ??= new Set()).add(dir)
+  return dir
+}
 
 export interface TestServerOptions {
   /** The services file's content (`{mcpServers, agents}`); written before the server starts. */
