@@ -468,7 +468,7 @@ const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string,
   const sent =
     perUserOf(actor.getSnapshot().context.definition) === undefined
       ? await requestOnService<CallToolResult | UpstreamTask>(actor, request, { remaining: call.remaining, signal, gate: ctx.host.waiters })
-      : await requestAsPrincipal(ctx.host.credentials, actor, input.caller?.().owner, { remaining: call.remaining, subject: `call of '${input.tool_name}'` }, request)
+      : await requestAsPrincipal(ctx.host.credentials, actor, input.caller?.().owner, { remaining: call.remaining, signal, gate: ctx.host.waiters, subject: `call of '${input.tool_name}'` }, request)
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
@@ -827,7 +827,7 @@ export const relayTaskRequest = async (
   const sent =
     perUserOf(actor.getSnapshot().context.definition) === undefined
       ? await requestOnService(actor, request, { remaining, signal, gate: ctx.host.waiters })
-      : await requestAsPrincipal(ctx.host.credentials, actor, principal, { remaining, subject: `${method} of a task of '${serviceName}'` }, request)
+      : await requestAsPrincipal(ctx.host.credentials, actor, principal, { remaining, signal, gate: ctx.host.waiters, subject: `${method} of a task of '${serviceName}'` }, request)
   const exit = taskExit(sent, serviceName)
   traced?.end(exit)
   return exit

@@ -350,7 +350,7 @@ const asPrincipal = <A>(
     Effect.promise((signal) => {
       const deadline = performance.now() + CATALOG_REQUEST_TIMEOUT_MS
       const what = `${subject.method} ${subject.name.slice(0, 200)}`
-      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), subject: what, hold }, (c) => run(c, signal, undefined))
+      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), signal, gate: ctx.host.waiters, subject: what, hold }, (c) => run(c, signal, undefined))
     }),
     (exit): Effect.Effect<A, CatalogError> => {
       if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)

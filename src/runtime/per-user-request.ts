@@ -18,8 +18,9 @@ import { CredentialsRequired, ServiceUnavailable, TooMany, type CredentialPart }
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
-import { McpRequestError, type McpConnection } from "../mcp/types.js"
-import { NotConnected, type ServiceRequestFailure } from "./service-request.js"
+import { Cancel, McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
+import type { WaitGate } from "./bridge.js"
+import { NotConnected, notInitializing, waitUntil, type ServiceRequestFailure } from "./service-request.js"
 import { isConnected } from "./service-views.js"
 import { perUserOf, type ConnectionHold, type PerUserNames, type UserCredentials } from "./user-credentials.js"
 
@@ -95,7 +96,13 @@ export interface PerUserRequestOptions {
   readonly subject: string
   /** A resource subscription: holds the principal's connection once the request succeeded (user-credentials.ts). */
   readonly hold?: ConnectionHold | undefined
+  /** Ends a wait for the service still connecting (`waitUntil`), and the gate that wait enters. */
+  readonly signal?: CancelSignal | undefined
+  readonly gate?: WaitGate | undefined
 }
+
+/** A request's signal that never ends: a request given none waits for its deadline only. */
+const NEVER: CancelSignal = new Cancel()
 
 /**
  * Runs `request` for `principal` on a `per_user` service (see the top of this file): through the
@@ -108,7 +115,7 @@ export const requestAsPrincipal = async <A>(
   options: PerUserRequestOptions,
   request: (connection: McpConnection) => Promise<A>
 ): Promise<Exit.Exit<A, PerUserFailure>> => {
-  const snapshot = actor.getSnapshot()
+  let snapshot = actor.getSnapshot()
   const { scope, name, definition } = snapshot.context
   const names = perUserOf(definition) ?? { headers: [], env: [], oauth: false }
   // A service that takes only an OAuth authorization has no values to give: the connection adds nothing but the token.
@@ -124,6 +131,12 @@ export const requestAsPrincipal = async <A>(
   // The key's (or token subject's) digest, the same on every face (src/http/gateway/session-seal.ts
   // `sessionOwner`); a request made without a caller (the library's) has no credential of its own.
   if (principal === undefined || credentials === undefined) return notGiven()
+  // Still connecting (a start, or a move between replicas): waited for, as a request on the shared connection is.
+  if (statusOf(snapshot) === "initializing") {
+    const waited = await waitUntil([actor], notInitializing, { timeoutMs: options.remaining(), gate: options.gate }, options.signal ?? NEVER)
+    if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
+    snapshot = actor.getSnapshot()
+  }
   const connection = snapshot.context.connection
   if (!isConnected(statusOf(snapshot)) || connection === undefined) return Exit.fail(new NotConnected(snapshot))
   // Another replica runs the service: the request goes there, for this principal.

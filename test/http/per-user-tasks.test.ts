@@ -3,7 +3,8 @@
 // call. One store, the era fixture's task tools over Streamable HTTP as a `per_user` (Authorization
 // header) service of an agent, two keys with their own credential: each one's 2026-07-28 client
 // follows its task through the store (tasks/get relayed, and tasks/cancel), each one's asynchronous
-// REST call is followed by the store (again after a restart of the store), and the upstream sees
+// REST call is followed by the store (again after a restart of the store), a task request while the
+// service reconnects waits for it as a call does, and the upstream sees
 // every task request of a principal with that principal's own credential, never the shared
 // connection's (none). A task asked after its caller deleted its credential, or by a library caller
 // (no principal), is refused CREDENTIALS_REQUIRED, and reaches nothing upstream.
@@ -11,6 +12,8 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Cause, Exit, Option } from "effect"
+import { sessionOwner } from "../../src/http/gateway/session-seal.js"
+import { statusOf } from "../../src/machines/service.js"
 import { relayTaskRequest } from "../../src/runtime/calls.js"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { authedApi, eventually, modernRequest, startPerUserStore, startTestServer, withTasks, type Api, type Reply, type TestServer } from "../support/index.js"
@@ -144,6 +147,23 @@ describe("tasks of a per_user service go through the caller's own connection", {
     const polls = upstreamTasks("tasks/get").slice(before)
     expect(polls.length).toBeGreaterThan(0)
     expect(polls.every((h) => h.name === kept() && h.authorization === "Bearer bob-own")).toBe(true)
+  })
+
+  it("a task request while the service reconnects waits for it, as a call does, instead of being refused as 'initializing'", async () => {
+    const started = await modern(keys.bob, "tools/call", { name: "jobs__forever", arguments: {} })
+    expect(started.result, JSON.stringify(started)).toMatchObject({ resultType: "task", status: "working" })
+    expect((await modern(keys.bob, "tasks/get", { taskId: started.result["taskId"] })).result).toMatchObject({ status: "working" })
+    const upstreamId = upstreamTasks("tasks/get").at(-1)!.name!
+    const effects = server.running.store.forAgent(AGENT).effects
+    const actor = effects.findService("jobs")!
+    actor.send({ type: "RESTART" })
+    expect(statusOf(actor.getSnapshot())).toBe("initializing")
+    const bobs = sessionOwner({ role: "agent", agentId: AGENT }, `Bearer ${keys.bob}`)
+    const exit = await relayTaskRequest(effects, "jobs", "tasks/get", { taskId: upstreamId }, new AbortController().signal, undefined, bobs)
+    expect(Exit.isSuccess(exit) ? exit.value : Cause.pretty(exit.cause)).toMatchObject({ status: "working" })
+    expect(statusOf(actor.getSnapshot())).toBe("healthy")
+    expect(upstreamTasks("tasks/get").at(-1)).toMatchObject({ name: upstreamId, authorization: "Bearer bob-own" })
+    expect((await modern(keys.bob, "tasks/cancel", { taskId: started.result["taskId"] })).error).toBeUndefined()
   })
 
   it("a library caller (no principal) is refused CREDENTIALS_REQUIRED, never sent on the shared connection", async () => {
