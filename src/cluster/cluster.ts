@@ -39,6 +39,8 @@ const DRAIN_MS = 15_000
  * (ms): an answer from before the question could predate an outage.
  */
 const CONFIRM_MS = 250
+/** The shortest time between two questions to the others that none answered (`#checkOutage`). */
+const SILENT_PAUSE_MS = 250
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
@@ -329,44 +331,73 @@ export class Cluster {
   /** Redis was lost: until it is back, ask the other replicas whether they reach it (outage or partition?). */
   #lost(): void {
     clearInterval(this.#outageTimer)
-    this.#outageTimer = setInterval(() => void this.#checkOutage(), Math.max(100, Math.floor(this.leaseMs / 4)))
+    this.#outageTimer = setInterval(() => void this.#checkOutage(), this.#questionMs)
     this.#outageTimer.unref()
     void this.#checkOutage()
   }
+
+  /** How often the others are asked during an outage, and how long an answer is waited for (ms). */
+  get #questionMs(): number {
+    return Math.max(1000, Math.floor(this.leaseMs / 4))
+  }
+
+  /** A question to the others is under way (`#checkOutage`): one at a time, its answers applied in order. */
+  #asking = false
 
   /**
    * Whether the leases may be kept while Redis is away: yes when no other replica was alive, or
    * when the others that answer cannot reach Redis either (an outage: nobody can take a lease, so
    * the services keep running); no when another reaches it (this replica is cut off: it lets its
    * leases expire and stops their services, so that one of those takes over with never two
-   * owners) or when none answers. A "no Redis here" answer is a promise to take no lease for the
-   * answering replica's lease time (`reachesRedis`), so the leases are kept until that time from
-   * this question, less the lease margin (the service's process ends before anyone may take over);
-   * the next question (every ttl/4) extends it.
+   * owners). A "no Redis here" answer is a promise to take no lease for the answering replica's
+   * lease time (`reachesRedis`), so the leases are kept until that time from this question, less
+   * the lease margin; the next question (every ttl/4) extends it. When none answers (a starved or
+   * unreachable replica), the question is asked again at once and the promises already given still
+   * hold until they run out; then leases past their deadlines go (the safe side).
    */
   async #checkOutage(): Promise<void> {
-    if (this.connection.up || this.#stopping !== undefined) return
+    if (this.#asking) return
+    this.#asking = true
+    try {
+      for (let silent = true; silent && !this.connection.up && this.#stopping === undefined; ) {
+        const asked = Date.now()
+        silent = await this.#ask()
+        // Replicas that refuse at once are not asked more often than every SILENT_PAUSE_MS.
+        if (silent) await new Promise((resolve) => setTimeout(resolve, Math.max(0, asked + SILENT_PAUSE_MS - Date.now())).unref())
+      }
+    } finally {
+      this.#asking = false
+    }
+  }
+
+  /** One question to the others (see `#checkOutage`): true when none of them answered. */
+  async #ask(): Promise<boolean> {
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
     const asked = Date.now()
-    let promised = peers.length === 0 ? this.leaseMs : 0
+    let said: ReadonlyArray<RedisAnswer | null> = []
     if (peers.length > 0) {
-      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: 1000 }, {})))
-      const said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
+      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs }, {})))
+      said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
+    }
+    if (this.connection.up) return false
+    const silent = peers.length > 0 && said.length === 0
+    if (silent) {
+      log.debug(`replica ${this.replicaId} asked ${peers.length} replica(s) whether they reach Redis: none answered within ${this.#questionMs} ms`, { event: "cluster_question_unanswered" })
+    } else {
       // An answer without a promise (a replica of an earlier version) vouches for nothing.
-      const quiet = said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0))
-      promised = said.length > 0 ? Math.min(...quiet) : 0
+      const promised = peers.length === 0 ? this.leaseMs : Math.min(...said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0)))
+      const vouched = promised > 0
+      if (vouched !== this.#vouched) {
+        if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
+        else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
+      }
+      this.#vouched = vouched
+      this.#vouchedUntil = vouched ? Math.max(this.#vouchedUntil, asked + promised - this.leases.margin) : 0
     }
-    if (this.connection.up) return
-    const vouched = promised > 0
-    if (vouched !== this.#vouched) {
-      if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
-      else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
-    }
-    this.#vouched = vouched
-    this.#vouchedUntil = vouched ? Math.max(this.#vouchedUntil, asked + promised - this.leases.margin) : 0
-    // Acted on now: no longer vouched for (another replica reaches Redis again), leases past their deadline go at once.
+    // Acted on now: no longer vouched for (another replica reaches Redis again, or the promises ran out), leases past their deadline go at once.
     this.leases.expire()
     this.leader.expire()
+    return silent
   }
 
   /**

@@ -90,7 +90,7 @@ describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica
         const until = Date.now() + FROZEN_MS
         for (let i = 0; Date.now() < until; i++) {
           const reply = await within(call(owner, `frozen ${i}`), bound, `a call through the owner while frozen (${i})`)
-          expect(reply.body.result, reply.text).toBe(`frozen ${i}`)
+          expect(reply.body.result, `${reply.text}\nthe owner's last lines:\n${owner.output().split("\n").slice(-25).join("\n")}`).toBe(`frozen ${i}`)
           await new Promise((resolve) => setTimeout(resolve, 250))
         }
       } finally {
