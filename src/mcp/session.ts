@@ -381,9 +381,8 @@ export class Session {
     return this.request("subscriptions/listen", { notifications: filter }, { timeout: MAX_TIMER_MS, signal })
   }
 
-  /** Closes the transport (its close fails every request in flight). */
   /**
-   * Closes the connection. A cancellation under way (a caller that went away just before, as at a
+   * Closes the connection (its close fails every request in flight). A cancellation under way (a caller that went away just before, as at a
    * store's stop) gets up to CLOSE_FLUSH_MS to leave first, so the server hears of it and may stop
    * the work, instead of the transport being closed under it.
    */
