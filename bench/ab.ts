@@ -39,14 +39,12 @@ import { build } from "esbuild"
 import { eraStdio, stdioFixture } from "../test/fixtures/paths.js"
 import { bundleOptions } from "../scripts/bundle-options.mjs"
 import { copyFileSync, mkdirSync, symlinkSync, existsSync, writeFileSync } from "node:fs"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { startStoreWithFixtures } from "./calls.js"
 import { HttpClient, closedLoop } from "./load.js"
 import { readServices } from "./resources.js"
-import { ROOT, TSX_IMPORT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, type StoreProcess } from "./procs.js"
+import { ROOT, TSX_IMPORT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, workFolder, type StoreProcess } from "./procs.js"
 import { readFileSync, readdirSync } from "node:fs"
 
 const { positionals, values } = parseArgs({
@@ -156,7 +154,7 @@ const abCalls = async (a: string, b: string) => {
   const c = Number(values.c)
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
-  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-"))
+  const work = workFolder("mcp-store-ab-")
   const fixtures = await startFixtures(1)
   const url = fixtures.urls[0]!
   const sink = values["b-traced"] ? await otlpSink() : undefined
@@ -212,7 +210,7 @@ const abReads = async (a: string, b: string) => {
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
   const neighbours = Number(values.neighbours)
-  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-reads-"))
+  const work = workFolder("mcp-store-ab-reads-")
   const { names, mcpServers } = readServices(neighbours)
   const sides: Side[] = []
   const clients: HttpClient[] = []
@@ -248,7 +246,7 @@ const abIdle = async (a: string, b: string) => {
   const seconds = Number(values.seconds)
   const perAgent = 10
   const agents = Math.ceil(total / perAgent)
-  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-idle-"))
+  const work = workFolder("mcp-store-ab-idle-")
   const fixtureProcs = await Promise.all(Array.from({ length: 4 }, (_, i) => startFixtures(1, `fixtures-${i}`)))
   const urls = fixtureProcs.flatMap((f) => f.urls)
   const stores: Array<{ label: string; store: StoreProcess; percents: number[] }> = []
@@ -327,7 +325,7 @@ const abEras = async (a: string, b: string) => {
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
   const ways = new Set(String(values.ways).split(","))
-  const work = mkdtempSync(join(tmpdir(), "mcp-store-ab-eras-"))
+  const work = workFolder("mcp-store-ab-eras-")
   const [oldFixture, modernFixture] = await Promise.all([startFixtures(1, "fixtures (2025)"), startFixtures(1, "fixtures (2026-07-28)", ["--modern"])])
   const oldStdio = stdioFixture()
   const modernStdio = eraStdio("reject")

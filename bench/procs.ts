@@ -8,9 +8,10 @@
  * resident memory and CPU time of a process read from /proc.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { request as httpRequest, type ClientRequest } from "node:http"
 import { createServer } from "node:net"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { createRequire } from "node:module"
@@ -120,12 +121,28 @@ export const onCleanup = (release: () => Promise<void> | void): (() => void) => 
   return () => cleanups.delete(release)
 }
 
-/** Releases every registered resource, then ends every child still running (in parallel). */
+/** The temporary folders of `workFolder`: removed by `stopAll` (and `killAllNow`) once the processes using them ended. */
+const folders = new Set<string>()
+
+/** A fresh temporary folder (services files, records of the stores a benchmark starts), removed at its end. */
+export const workFolder = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  folders.add(dir)
+  return dir
+}
+
+const removeFolders = (): void => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+  folders.clear()
+}
+
+/** Releases every registered resource, then ends every child still running (in parallel), then removes the work folders. */
 export const stopAll = async (): Promise<void> => {
   const pending = [...cleanups]
   cleanups.clear()
   await Promise.all(pending.map(async (release) => { try { await release() } catch { /* best effort */ } }))
   await Promise.all([...children].map((c) => stopChild(c)))
+  removeFolders()
 }
 
 /** Last resort when the process is exiting synchronously: SIGKILL every tracked group. */
@@ -138,6 +155,7 @@ export const killAllNow = (): void => {
       // gone
     }
   }
+  removeFolders()
 }
 
 const extraPids = new Set<number>()

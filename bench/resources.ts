@@ -15,11 +15,10 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { HttpClient, closedLoop, type RunResult } from "./load.js"
-import { ROOT, TSX_IMPORT, buildStore, cpuSeconds, onCleanup, startStore, stopAll, stopChild, trackPid } from "./procs.js"
+import { ROOT, TSX_IMPORT, buildStore, cpuSeconds, onCleanup, startStore, stopAll, stopChild, trackPid, workFolder } from "./procs.js"
 
 export type ReadWay = "direct" | "store-rest" | "store-mcp"
 export const READ_WAYS: ReadonlyArray<ReadWay> = ["direct", "store-rest", "store-mcp"]
@@ -140,7 +139,7 @@ if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].sp
   const numbers = (v: string | undefined, d: ReadonlyArray<number>) => (v === undefined ? d : v.split(",").map(Number))
   buildStore()
   try {
-    await runResourceReads(mkdtempSync(join(tmpdir(), "mcp-store-bench-resources-")), {
+    await runResourceReads(workFolder("mcp-store-bench-resources-"), {
       concurrencies: numbers(process.env.BENCH_CONCURRENCY, [1, 8, 32]),
       calls: Number(process.env.BENCH_CALLS ?? 2000),
       warmup: Number(process.env.BENCH_WARMUP ?? 300),
