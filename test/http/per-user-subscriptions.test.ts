@@ -7,14 +7,15 @@
 // principal's connection (none on the shared one), an update on one principal's connection reaches
 // that principal's session or stream only; a key without a credential is refused
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
-// redefined service or a changed credential makes the subscription again on the new connection, a
-// deleted credential drops it.
+// redefined service or a changed credential makes the subscription again on the new connection (at
+// most five times a minute: a connection that keeps closing drops it), a deleted credential drops it.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { addService, authedApi, eventually, giveCredential, MODERN, modernRequest, quietFor, startPerUserStore, waitStatus, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "crew"
@@ -179,5 +180,32 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     }, 5_000)
     expect(refused, String(refusal)).toBe(true)
     expect((refusal as McpError).data).toMatchObject({ code: "CREDENTIALS_REQUIRED" })
+  })
+
+  it("a principal's connection that keeps closing does not make its subscription forever: the sixth close within a minute drops it, with a line", async () => {
+    const logs = captureLogs({ level: "info" })
+    try {
+      // A URI of its own: a subscription of its own, made again only by the changes below.
+      const uri = "mem://notes/renewals"
+      const made = () => era.listens().filter((l) => l.uris.includes(uri)).map((l) => l.authorization)
+      const own = await session(keys.bob)
+      await own.client.subscribeResource({ uri })
+      // Each change of bob's credential closes his connection: the subscription is made again, five times.
+      for (let i = 1; i <= 6; i++) {
+        await giveCredential(bob, PREFIX, "notes", { headers: { Authorization: `Bearer bob-${i}` } })
+        if (i <= 5) expect(await eventually(() => made().includes(`Bearer bob-${i}`), 5_000), `made again on bob-${i}'s connection`).toBe(true)
+      }
+      const dropped = () => logs.lines.filter((l) => l.includes(uri) && l.includes("dropped") && l.includes("the 6th time within 60 s"))
+      expect(await eventually(() => dropped().length === 1, 5_000), logs.lines.filter((l) => l.includes("subscribe")).join("\n")).toBe(true)
+      expect(logs.lines.filter((l) => l.includes(uri) && l.includes("made again: its connection was closed"))).toHaveLength(5)
+      // Not made on the sixth connection, and not again later.
+      await quietFor(300)
+      expect(made()).not.toContain("Bearer bob-6")
+      // Dropped for the session too: it may subscribe again, on the connection of the credential it has now.
+      await own.client.subscribeResource({ uri })
+      expect(await eventually(() => made().includes("Bearer bob-6"), 5_000)).toBe(true)
+    } finally {
+      logs.restore()
+    }
   })
 })
