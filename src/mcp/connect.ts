@@ -669,6 +669,8 @@ class UpstreamConnection implements McpConnection {
     clearTimeout(this.listenTimer)
     this.listening?.abort()
     this.closeListeners.clear()
+    // The requests in flight given up, the server told, while its session still exists.
+    await this.session.abandon().catch(() => {})
     if (this.opened.type === "streamable_http") {
       // Closing the transport sends no DELETE; ending the session is our job, and must not hold up the close.
       await withTimeout(this.opened.transport.terminateSession(), TERMINATE_SESSION_TIMEOUT_MS)

@@ -382,17 +382,26 @@ export class Session {
   }
 
   /**
-   * Closes the connection (its close fails every request in flight). A cancellation under way (a caller that went away just before, as at a
-   * store's stop) gets up to CLOSE_FLUSH_MS to leave first, so the server hears of it and may stop
-   * the work, instead of the transport being closed under it.
+   * Gives up every request still in flight, the server told (`notifications/cancelled`) as it is
+   * when a caller goes away, each caller failed as a close fails it; then lets the cancellations
+   * under way leave, for up to CLOSE_FLUSH_MS. Before a close (and before a Streamable HTTP
+   * session's DELETE): at a store's stop the callers' own aborts may reach the session only after
+   * its close, and an upstream never told would go on with work nobody waits for.
    */
-  async close(): Promise<void> {
+  async abandon(): Promise<void> {
     // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
-    if (this.cancelling.size > 0 && this.protocolVersion !== undefined) {
+    if (this.protocolVersion === undefined) return
+    if (!this.closed) for (const id of [...this.pending.keys()]) this.cancel(id, "the connection is closing", connectionClosed("Connection closed"))
+    if (this.cancelling.size > 0) {
       let timer: NodeJS.Timeout | undefined
       await Promise.race([Promise.allSettled([...this.cancelling]), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS)))])
       clearTimeout(timer)
     }
+  }
+
+  /** Closes the connection, its requests in flight given up first (`abandon`). */
+  async close(): Promise<void> {
+    await this.abandon()
     await this.transport.close()
   }
 

@@ -165,6 +165,18 @@ describe("tools/call on the session's engine, against the HTTP fixture", () => {
     expect(await eventually(() => cancelled() === before + 1, 5_000)).toBe(true)
   })
 
+  it("a close with a call in flight tells the upstream (notifications/cancelled) before the connection goes, and fails the call as closed", async () => {
+    const own = await connect(remoteDef(fixture.url), T)
+    const before = cancelled()
+    const sent = calls()
+    const call = failureOf(own.callTool("sleep", { ms: 30_000 }, { timeoutMs: 30_000 }))
+    expect(await eventually(() => calls() === sent + 1, 5_000)).toBe(true)
+    await own.close()
+    expect((await call).kind).toBe("transport")
+    // Received before the close returned: the close let it leave first, before the session's DELETE.
+    expect(cancelled()).toBe(before + 1)
+  })
+
   it("a time-out fails the call as timeout and reaches the upstream as notifications/cancelled", async () => {
     const before = cancelled()
     const failure = await failureOf(conn.callTool("sleep", { ms: 30_000 }, { timeoutMs: 300 }))
