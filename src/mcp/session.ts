@@ -101,6 +101,8 @@ export interface SessionOptions {
 }
 
 interface Pending {
+  /** The request's method: a `ping` in flight at a close is failed, not cancelled (`abandon`). */
+  readonly method: string
   readonly resolve: (result: unknown) => void
   readonly reject: (error: unknown) => void
   timer: NodeJS.Timeout
@@ -382,7 +384,7 @@ export class Session {
   }
 
   /**
-   * Gives up every request still in flight, the server told (`notifications/cancelled`) as it is
+   * Gives up every request still in flight but a ping, the server told (`notifications/cancelled`) as it is
    * when a caller goes away, each caller failed as a close fails it; then lets the cancellations
    * under way leave, for up to CLOSE_FLUSH_MS. Before a close (and before a Streamable HTTP
    * session's DELETE): at a store's stop the callers' own aborts may reach the session only after
@@ -391,7 +393,8 @@ export class Session {
   async abandon(): Promise<void> {
     // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
     if (this.protocolVersion === undefined) return
-    if (!this.closed) for (const id of [...this.pending.keys()]) this.cancel(id, "the connection is closing", connectionClosed("Connection closed"))
+    // A ping has no work to stop: it fails with the close, as before.
+    if (!this.closed) for (const [id, entry] of [...this.pending]) if (entry.method !== "ping") this.cancel(id, "the connection is closing", connectionClosed("Connection closed"))
     if (this.cancelling.size > 0) {
       let timer: NodeJS.Timeout | undefined
       await Promise.race([Promise.allSettled([...this.cancelling]), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_FLUSH_MS)))])
@@ -663,7 +666,7 @@ export class Session {
       const onAbort = signal === undefined ? undefined : () => this.cancel(id, signal.reason, signal.reason)
       const timer = setTimeout(() => this.timedOut(id), timeout)
       const deadline = hooks?.maxTotalMs === undefined ? performance.now() + timeout : performance.now() + hooks.maxTotalMs
-      this.pending.set(id, { resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: INPUT_METHODS.has(method), taskResult: method === "tools/call" ? "handle" : TASK_METHODS.has(method) ? "plain" : undefined })
+      this.pending.set(id, { method, resolve, reject, timer, signal, onAbort, hooks, timeoutMs: timeout, deadline, takesInput: INPUT_METHODS.has(method), taskResult: method === "tools/call" ? "handle" : TASK_METHODS.has(method) ? "plain" : undefined })
       if (onAbort !== undefined) signal?.addEventListener("abort", onAbort, { once: true })
       let sent = hooks?.onProgress === undefined || params === undefined ? params : { ...params, _meta: { ...(params["_meta"] as object | undefined), progressToken: id } }
       // The modern era: every request carries the envelope (beside its progress token and trace context).
