@@ -180,11 +180,12 @@ describe("stdio connection lifecycle", () => {
 
   it("fails pending requests with transport when closed under them", async () => {
     const conn = await open()
-    const pending = conn.callTool("sleep", { ms: 10_000 }, T)
+    // Its failure taken at once: the close fails it before the close itself ends.
+    const pending = failureOf(conn.callTool("sleep", { ms: 10_000 }, T))
     // The server reads its requests in order: once a ping sent after the call is answered, the call is running there.
     await conn.ping(T)
     await conn.close()
-    expect((await failureOf(pending)).kind).toBe("transport")
+    expect((await pending).kind).toBe("transport")
   })
 
   it("follows nextCursor through every page of tools", async () => {
