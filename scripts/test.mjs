@@ -5,7 +5,7 @@
 // go to vitest (`npm test -- test/http/system.test.ts`).
 import { spawn } from "node:child_process"
 import { createRequire } from "node:module"
-import { mkdtempSync, readdirSync, rmSync, statfsSync } from "node:fs"
+import { mkdtempSync, readdirSync, rmSync, statfsSync, statSync } from "node:fs"
 import { join } from "node:path"
 
 const require = createRequire(import.meta.url)
@@ -59,10 +59,11 @@ const checks = (async () => {
  * the package's 18,000; every store writes and syncs its services and records files, every browser
  * its profile): on a disk that cost the run about 30 s of CPU (sys) of 330. One folder per run,
  * removed at its end with whatever the tests' processes left in it; a run that was killed leaves
- * its folder, removed by the next run.
+ * its folder, removed by a run an hour later.
  */
 const MEMORY_FS = "/dev/shm"
 const ROOM = 2 * 1024 ** 3
+const STALE_MS = 3_600_000
 const tmpFolder = (() => {
   if (process.env.TMPDIR || process.platform !== "linux") return undefined
   try {
@@ -70,7 +71,14 @@ const tmpFolder = (() => {
     if (bavail * bsize < ROOM) return undefined
     for (const name of readdirSync(MEMORY_FS)) {
       const owner = /^mcp-store-test-(\d+)-/.exec(name)?.[1]
-      if (owner !== undefined && !alive(Number(owner))) rmSync(join(MEMORY_FS, name), { recursive: true, force: true })
+      if (owner === undefined || alive(Number(owner))) continue
+      try {
+        // Unchanged for an hour too: /dev/shm may be shared with another PID namespace (a container), where a live run's pid is not seen here.
+        if (statSync(join(MEMORY_FS, name)).mtimeMs > Date.now() - STALE_MS) continue
+        rmSync(join(MEMORY_FS, name), { recursive: true, force: true })
+      } catch {
+        // another user's (/dev/shm is shared): not ours to remove
+      }
     }
     return mkdtempSync(join(MEMORY_FS, `mcp-store-test-${process.pid}-`))
   } catch {
@@ -95,12 +103,19 @@ const tests = new Promise((resolve) => {
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"])
     process.on(signal, () => {
       stopping = true
-      for (const process of [child, ...running]) process.kill(signal)
+      for (const each of [child, ...running]) each.kill(signal)
     })
 })
 
 const [results, tested] = await Promise.all([checks, tests])
-if (tmpFolder !== undefined) rmSync(tmpFolder, { recursive: true, force: true, maxRetries: 3 })
+if (tmpFolder !== undefined) {
+  try {
+    rmSync(tmpFolder, { recursive: true, force: true, maxRetries: 3 })
+  } catch (e) {
+    // A process of the tests still writing there (a run ended by a signal): the next run removes it.
+    console.warn(`could not remove ${tmpFolder}: ${e.message}`)
+  }
+}
 let failed = 0
 for (const { name, code, output } of results) {
   if (code !== 0) {

@@ -14,6 +14,7 @@
  */
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
+import { setTimeout as sleep } from "node:timers/promises"
 import type { ClusterOptions } from "../config/options.js"
 import type { ReplicaHost } from "../runtime/services.js"
 import { writeAtomically } from "../config/atomic-write.js"
@@ -89,9 +90,7 @@ export class Cluster {
   readonly #remotes = new Map<string, RemoteConnection>()
   /** Live replicas as last read (the fair share, and whom to ask during an outage). */
   #peers: ReadonlyArray<ReplicaEntry> = []
-  /** Redis is unreachable for every replica that answered (an outage, not a partition of this one): leases are kept. */
-  #vouched = false
-  /** Until when (epoch ms) leases past their deadlines are kept: what the replicas that vouched promised (`#checkOutage`). */
+  /** Until when (epoch ms) leases past their deadlines are kept: what the replicas that vouched promised (`#checkOutage`); 0: nobody vouches (not an outage, or a partition of this one). */
   #vouchedUntil = 0
   /** Until when (epoch ms) this replica takes no lease: it told a replica that lost Redis that it does not reach it either. */
   #quietUntil = 0
@@ -363,7 +362,7 @@ export class Cluster {
         const asked = Date.now()
         silent = await this.#ask()
         // Replicas that refuse at once are not asked more often than every SILENT_PAUSE_MS.
-        if (silent) await new Promise((resolve) => setTimeout(resolve, Math.max(0, asked + SILENT_PAUSE_MS - Date.now())).unref())
+        if (silent) await sleep(Math.max(0, asked + SILENT_PAUSE_MS - Date.now()), undefined, { ref: false })
       }
     } finally {
       this.#asking = false
@@ -387,11 +386,10 @@ export class Cluster {
       // An answer without a promise (a replica of an earlier version) vouches for nothing.
       const promised = peers.length === 0 ? this.leaseMs : Math.min(...said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0)))
       const vouched = promised > 0
-      if (vouched !== this.#vouched) {
+      if (vouched !== this.#vouchedUntil > 0) {
         if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
         else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
       }
-      this.#vouched = vouched
       this.#vouchedUntil = vouched ? Math.max(this.#vouchedUntil, asked + promised - this.leases.margin) : 0
     }
     // Acted on now: no longer vouched for (another replica reaches Redis again, or the promises ran out), leases past their deadline go at once.
@@ -537,7 +535,6 @@ export class Cluster {
     if (this.options.secret === undefined) await this.connection.client.set(clusterKey(this.options.name, "secret"), this.secret, { condition: "NX" }).catch(() => undefined)
     await this.leases.renew().catch(() => undefined)
     await this.leader.renew().catch(() => undefined)
-    this.#vouched = false
     this.#vouchedUntil = 0
     await this.#resync().catch(() => undefined)
     for (const field of this.leases.owned()) {

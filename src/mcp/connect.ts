@@ -39,7 +39,7 @@ import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } fro
 import { upstreamSchemaValidator } from "./json-schema.js"
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError, SdkError } from "./protocol-error.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
-import { isSseError, sseClient, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./sse-client.js"
+import { isSseError, clientPackage, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./client-package.js"
 import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import {
@@ -144,7 +144,7 @@ class ExitedOnProbe extends Error {}
 
 /** One connection attempt of `connect`, on a new transport, with the era of `prior` if given. */
 const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prior: EraVerdict | undefined, options: ConnectOptions): Promise<McpConnection> => {
-  const sse = def.kind === "remote" && def.transport === "sse" ? (await sseClient()).SSEClientTransport : undefined
+  const sse = def.kind === "remote" && def.transport === "sse" ? (await clientPackage()).SSEClientTransport : undefined
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes, sse)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.
   const connection = new UpstreamConnection(opened, {
@@ -716,7 +716,7 @@ const openTransport = (
   policy: UpstreamPolicy,
   auth: UpstreamAuth | undefined,
   ledger: ProcessLedger | undefined,
-  /** SDK v2's SSE client transport, loaded for an SSE service (`sseClient`). */
+  /** SDK v2's SSE client transport, loaded for an SSE service (`clientPackage`). */
   sse: SSEClientTransportClass | undefined
 ): Opened => {
   if (def.kind === "local") {

@@ -5,7 +5,7 @@
  * into an `McpRequestError` with a kind the service actors can act on and a message a person can read.
  */
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError } from "./protocol-error.js"
-import { isSseError, isUnauthorizedError } from "./sse-client.js"
+import { isSseError, isUnauthorizedError } from "./client-package.js"
 import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth-client.js"
 import { McpRequestError, MessageTooLargeError, StreamableHttpError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
 

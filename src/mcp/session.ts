@@ -390,7 +390,14 @@ export class Session {
    * session's DELETE): at a store's stop the callers' own aborts may reach the session only after
    * its close, and an upstream never told would go on with work nobody waits for.
    */
-  async abandon(): Promise<void> {
+  abandon(): Promise<void> {
+    // Once: a close after it (the connection's shutdown abandons before its session's DELETE) waits no more.
+    return (this.abandoning ??= this.giveUp())
+  }
+
+  private abandoning: Promise<void> | undefined
+
+  private async giveUp(): Promise<void> {
     // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
     if (this.protocolVersion === undefined) return
     // A ping has no work to stop: it fails with the close, as before.

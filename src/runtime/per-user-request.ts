@@ -20,8 +20,7 @@ import { log } from "../logging/log.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { Cancel, McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
 import type { WaitGate } from "./bridge.js"
-import { NotConnected, notInitializing, waitUntil, type ServiceRequestFailure } from "./service-request.js"
-import { isConnected } from "./service-views.js"
+import { readyConnection, type ServiceRequestFailure } from "./service-request.js"
 import { perUserOf, type ConnectionHold, type PerUserNames, type UserCredentials } from "./user-credentials.js"
 
 /** Why the replica that runs a service refused a request forwarded for a principal. */
@@ -96,7 +95,7 @@ export interface PerUserRequestOptions {
   readonly subject: string
   /** A resource subscription: holds the principal's connection once the request succeeded (user-credentials.ts). */
   readonly hold?: ConnectionHold | undefined
-  /** Ends a wait for the service still connecting (`waitUntil`), and the gate that wait enters. */
+  /** Ends a wait for the service still connecting (`readyConnection`), and the gate that wait enters. */
   readonly signal?: CancelSignal | undefined
   readonly gate?: WaitGate | undefined
 }
@@ -115,8 +114,7 @@ export const requestAsPrincipal = async <A>(
   options: PerUserRequestOptions,
   request: (connection: McpConnection) => Promise<A>
 ): Promise<Exit.Exit<A, PerUserFailure>> => {
-  let snapshot = actor.getSnapshot()
-  const { scope, name, definition } = snapshot.context
+  const { scope, name, definition } = actor.getSnapshot().context
   const names = perUserOf(definition) ?? { headers: [], env: [], oauth: false }
   // A service that takes only an OAuth authorization has no values to give: the connection adds nothing but the token.
   const takesValues = names.headers.length > 0 || names.env.length > 0
@@ -132,13 +130,8 @@ export const requestAsPrincipal = async <A>(
   // `sessionOwner`); a request made without a caller (the library's) has no credential of its own.
   if (principal === undefined || credentials === undefined) return notGiven()
   // Still connecting (a start, or a move between replicas): waited for, as a request on the shared connection is.
-  if (statusOf(snapshot) === "initializing") {
-    const waited = await waitUntil([actor], notInitializing, { timeoutMs: options.remaining(), gate: options.gate }, options.signal ?? NEVER)
-    if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)
-    snapshot = actor.getSnapshot()
-  }
-  const connection = snapshot.context.connection
-  if (!isConnected(statusOf(snapshot)) || connection === undefined) return Exit.fail(new NotConnected(snapshot))
+  const connection = await readyConnection(actor, { remaining: options.remaining, signal: options.signal ?? NEVER, gate: options.gate }, false)
+  if (Exit.isExit(connection)) return connection
   // Another replica runs the service: the request goes there, for this principal.
   if (connection.forPrincipal !== undefined) {
     try {

@@ -64,7 +64,7 @@ const liveConnection = (actor: ServiceActorRef): McpConnection | undefined => {
 }
 
 /** The connection of a service not connected now: waited for (after an expired session, until it is connected again). */
-const readyConnection = async (actor: ServiceActorRef, options: ServiceRequestOptions, reconnecting: boolean): Promise<McpConnection | Exit.Exit<never, ServiceRequestFailure>> => {
+export const readyConnection = async (actor: ServiceActorRef, options: ServiceRequestOptions, reconnecting: boolean): Promise<McpConnection | Exit.Exit<never, ServiceRequestFailure>> => {
   if (reconnecting || statusOf(actor.getSnapshot()) === "initializing") {
     const waited = await waitUntil([actor], reconnecting ? connectedNow : notInitializing, { timeoutMs: options.remaining(), gate: reconnecting ? undefined : options.gate }, options.signal)
     if (Exit.isFailure(waited)) return Exit.failCause(waited.cause)

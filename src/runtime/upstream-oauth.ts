@@ -37,11 +37,9 @@ import { ClusterUnavailable, TooMany, UpstreamError, ValidationError, type Servi
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
 import { issuerOf, type TokenStore, type VaultEntry } from "../config/token-vault.js"
+import { clientPackage, loadedClientPackage } from "../mcp/client-package.js"
+import { principalWords } from "./user-credentials.js"
 
-let loaded: typeof Client | undefined
-
-/** SDK v2's client package, loaded once, with the first OAuth step (src/mcp/sse-client.ts loads the same chunk). */
-const clientSdk = async (): Promise<typeof Client> => (loaded ??= await import("@modelcontextprotocol/client"))
 
 /** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
 const sdkStep = new AsyncLocalStorage<string>()
@@ -65,7 +63,8 @@ const routeWarnings = (): void => {
     const service = sdkStep.getStore()
     const text = args[0]
     if (service === undefined || typeof text !== "string" || !text.startsWith("[mcp-sdk] ")) return current.apply(console, args)
-    const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length)}`
+    // An authorization server's error text comes in it (up to 64 KB): one line of bounded length.
+    const message = `OAuth of ${service}: the SDK says: ${text.slice("[mcp-sdk] ".length, "[mcp-sdk] ".length + 500)}`
     if (text.startsWith('[mcp-sdk] OAuth "')) log.debug(message, { event: "oauth_sdk_warning" })
     else log.warn(message, { event: "oauth_sdk_warning" })
   }
@@ -108,8 +107,6 @@ export const serviceKey = (scope: Scope, name: string): string => `${scopeLabel(
 /** The vault key of one principal's own entry of a `per_user` service (a NUL never appears in a name or a digest). */
 export const principalKey = (scope: Scope, name: string, principal: string): string => `${serviceKey(scope, name)}\u0000${principal}`
 
-/** A principal in a log line or a message: the first characters of its digest (never a key). */
-export const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`
 
 /** A definition's `oauth` object (pre-registered client, machine credentials, scopes): src/domain/schemas.ts. */
 export type OAuthConfig = OAuthSettings
@@ -381,7 +378,8 @@ export class OAuthManager {
       await service.complete(code, iss, pending)
     } catch (e) {
       // The `iss` received is the attacker's choice in a mix-up: never shown, nor logged.
-      if (loaded !== undefined && e instanceof loaded.IssuerMismatchError && e.kind === "authorization_response") {
+      const sdk = loadedClientPackage()
+      if (sdk !== undefined && e instanceof sdk.IssuerMismatchError && e.kind === "authorization_response") {
         log.warn(`OAuth authorization of ${service.label} refused: the iss given is not its authorization server's issuer (RFC 9207)`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
         throw new OAuthFlowError(
           "the iss given is not the issuer of the service's authorization server (RFC 9207): the code may come from another authorization server (a mix-up); start the authorization again",
@@ -609,7 +607,7 @@ export class ServiceAuth implements UpstreamAuth {
     if (held?.refresh_token === undefined || entry?.client === undefined || entry.discovery === undefined) {
       throw this.needsAuthorization("no refresh token: the upstream requires an OAuth authorization")
     }
-    const sdk = await clientSdk()
+    const sdk = await clientPackage()
     try {
       const { authorizationServerMetadata: metadata, resourceMetadata } = entry.discovery
       const fresh = await sdk.refreshAuthorization(entry.discovery.authorizationServerUrl, {
@@ -675,7 +673,7 @@ export class ServiceAuth implements UpstreamAuth {
       saveDiscoveryState: (state) => void (discovery = state),
       discoveryState: () => discovery
     }
-    const sdk = await clientSdk()
+    const sdk = await clientPackage()
     try {
       await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions() }))
     } catch (e) {
@@ -706,7 +704,7 @@ export class ServiceAuth implements UpstreamAuth {
       state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri }),
       redirect: (u) => void (url = u)
     })
-    const sdk = await clientSdk()
+    const sdk = await clientPackage()
     await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions() }))
     if (url === undefined) throw new Error("the authorization server gave no authorization URL")
     const authorizationUrl = url.href
@@ -734,7 +732,7 @@ export class ServiceAuth implements UpstreamAuth {
     await shared("reading the service's OAuth entry", () => this.manager.vault.readThrough?.(this.key) ?? Promise.resolve())
     this.sync()
     const provider = this.provider(pending.redirectUri, { verifier: pending.verifier })
-    const sdk = await clientSdk()
+    const sdk = await clientPackage()
     await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, authorizationCode: code, ...(iss !== undefined ? { iss } : {}), ...this.authOptions() }))
     log.info(`OAuth authorization of ${this.label} done`, { event: "oauth_authorized", service: serviceKey(this.scope, this.name) })
     this.manager.tell(this, { type: "AUTHORIZED" })

@@ -337,7 +337,6 @@ export class UserCredentials {
     pooled.timer.unref()
   }
 
-  /** Closes a principal's connection; its holds are told (`again`: whether a new connection may take them). */
   /**
    * Closes the principal's connection of the service unless it was opened with the credential held
    * now (`current`): a change heard after a call read the new credential and opened its connection
@@ -351,6 +350,7 @@ export class UserCredentials {
     if (pooled !== undefined && (now === undefined || pooled.values !== now)) void this.drop(service, principal, why)
   }
 
+  /** Closes a principal's connection; its holds are told (`again`: whether a new connection may take them). */
   private drop(service: string, principal: string, why: string, again = !this.closed): Promise<void> {
     const pool = this.pools.get(service)
     const pooled = pool?.get(principal)
@@ -372,5 +372,5 @@ export class UserCredentials {
   }
 }
 
-/** A principal in a log line: the first characters of its digest (never a key). */
-const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`
+/** A principal in a log line or a message: the first characters of its digest (never a key). */
+export const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`

@@ -12,20 +12,12 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { runKeys } from "../../src/cli/keys-command.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
-import { addService, authedApi, eventually, fixtureService, freshDir, modernRequest, startTestServer, within, type Api, type Reply, type TestServer } from "../support/index.js"
+import { createKey, addService, authedApi, eventually, fixtureService, freshDir, modernRequest, startTestServer, within, type Api, type Reply, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
-
-const createKey = async (file: string, ...argv: string[]): Promise<string> => {
-  let out = ""
-  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
-  expect(code).toBe(0)
-  return out.trim()
-}
 
 /** A PUT with a JSON body. */
 const put = (client: Api, path: string, body: unknown) => client.request("PUT", path, { body: JSON.stringify(body), headers: { "content-type": "application/json" } })

@@ -12,22 +12,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { runAuth } from "../../src/cli/auth-command.js"
-import { runKeys } from "../../src/cli/keys-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { approveAsUser, authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { createKey, approveAsUser, authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
 const SCOPE = { kind: "agent", agentId: AGENT } as const
-
-const createKey = async (file: string, ...argv: string[]): Promise<string> => {
-  let out = ""
-  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
-  expect(code).toBe(0)
-  return out.trim()
-}
 
 describe("per-principal upstream OAuth", () => {
   let fixture: OAuthFixture

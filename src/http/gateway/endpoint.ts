@@ -55,7 +55,7 @@ import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
 import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
 import { mcpError, ProtocolError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import type { ResourceTarget } from "../../runtime/catalog.js"
-import { ConnectionHold } from "../../runtime/user-credentials.js"
+import { ConnectionHold, principalWords } from "../../runtime/user-credentials.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
 import { isStoreError } from "../../domain/errors.js"
@@ -567,7 +567,7 @@ export class McpGateway {
     sub.hold = undefined
     hold?.release()
     if (why !== undefined) {
-      log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' dropped: ${why}`, {
+      log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal ${principalWords(sub.principal ?? "")} dropped: ${why}`, {
         event: "subscription_dropped",
         scope: scopeLabel(sub.scope),
         service: sub.service
@@ -602,7 +602,7 @@ export class McpGateway {
       const why = e instanceof Error ? e.message : String(e)
       // The service is not connected (reconnecting, redefined): made again once it is (`renewPrincipal`).
       if (isStoreError(e) && e._tag === "ServiceUnavailable" && this.subscriptions.get(sub.key) === sub) {
-        log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' waits for its service: ${why}`, {
+        log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal ${principalWords(sub.principal ?? "")} waits for its service: ${why}`, {
           event: "subscription_waiting",
           scope: scopeLabel(sub.scope),
           service: sub.service
@@ -641,7 +641,7 @@ export class McpGateway {
     }
     sub.renewals.push(now)
     if (sub.renewals.length > MAX_RENEWALS) sub.renewals.shift()
-    log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal '${(sub.principal ?? "").slice(0, 8)}' made again: its connection was closed (${why})`, {
+    log.info(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal ${principalWords(sub.principal ?? "")} made again: its connection was closed (${why})`, {
       event: "subscription_renewed",
       scope: scopeLabel(sub.scope),
       service: sub.service
