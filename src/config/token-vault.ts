@@ -67,12 +67,20 @@ export const issuerOf = (discovery: OAuthDiscoveryState): string => discovery.au
  * only to the issuer it is stamped with, so an entry written on SDK 1.x (stamped with the
  * discovery URL, or not stamped at all by its older versions) is rebound: the entry's `issuer`,
  * and the registration's and tokens' stamps that named the old binding or none. A stamp naming
- * another issuer is left as it is (never presented elsewhere). The same object when nothing
- * changes, so reading it twice changes nothing.
+ * another issuer is left as it is (never presented elsewhere). Metadata whose `issuer` is not the
+ * URL it was discovered at (SDK 1.x took it; SDK v2 refuses it on discovery, RFC 8414, but trusts
+ * what it is given back) is dropped instead, stamps as they are: the next flow discovers and
+ * checks it again, so an authorization server never keeps an issuer of its own choosing. The same
+ * object when nothing changes, so reading it twice changes nothing.
  */
 export const reboundEntry = (entry: VaultEntry): VaultEntry => {
   const discovery = entry.discovery
   if (discovery === undefined) return entry
+  const claimed = discovery.authorizationServerMetadata?.issuer
+  if (claimed !== undefined && !sameIssuer(claimed, String(discovery.authorizationServerUrl))) {
+    const { discovery: _unchecked, ...kept } = entry
+    return kept
+  }
   const bound = issuerOf(discovery)
   const old = [String(discovery.authorizationServerUrl), entry.issuer].filter((i) => i !== "")
   const stale = (issuer: unknown): boolean => issuer !== bound && (typeof issuer !== "string" || old.some((o) => sameIssuer(o, issuer)))

@@ -173,15 +173,15 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
       ...entry("store/old", "access-old"),
       issuer: "https://auth.example/",
       client: { client_id: "registered", redirect_uris: ["https://store.example/oauth/callback"] },
-      discovery: { authorizationServerUrl: "https://auth.example/", authorizationServerMetadata: { issuer: "https://auth.example/tenant", authorization_endpoint: "https://auth.example/a", token_endpoint: "https://auth.example/t", response_types_supported: ["code"] } }
+      discovery: { authorizationServerUrl: "https://auth.example/", authorizationServerMetadata: { issuer: "https://auth.example", authorization_endpoint: "https://auth.example/a", token_endpoint: "https://auth.example/t", response_types_supported: ["code"] } }
     }
     const a = await open(cluster)
     await redis.clients[0]!.hSet(clusterKey(cluster, "oauth"), "store/old", seal(keyOfSecret("s3cret"), JSON.stringify(old)))
     const b = await open(cluster)
     const read = b.find("store/old")
-    expect([read?.issuer, read?.client?.issuer, read?.tokens?.issuer]).toEqual(["https://auth.example/tenant", "https://auth.example/tenant", "https://auth.example/tenant"])
+    expect([read?.issuer, read?.client?.issuer, read?.tokens?.issuer]).toEqual(["https://auth.example", "https://auth.example", "https://auth.example"])
     expect(read?.tokens?.access_token).toBe("access-old")
     // Read under the refresh lock (what a refresh is given): bound too.
-    expect(await a.exclusive("store/old", async (latest) => latest?.client?.issuer)).toBe("https://auth.example/tenant")
+    expect(await a.exclusive("store/old", async (latest) => latest?.client?.issuer)).toBe("https://auth.example")
   })
 })

@@ -15,7 +15,8 @@ import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.j
 import { eventually, freshDir, startTestServer } from "../support/index.js"
 
 const AS_URL = "https://auth.example/"
-const ISSUER = "https://auth.example/tenant-1"
+/** The issuer the metadata states: the URL but for its trailing `/` (SDK v2 takes one as the other). */
+const ISSUER = "https://auth.example"
 const discovery = (issuer: string) => ({
   authorizationServerUrl: AS_URL,
   authorizationServerMetadata: { issuer, authorization_endpoint: `${AS_URL}authorize`, token_endpoint: `${AS_URL}token`, response_types_supported: ["code"] }
@@ -51,6 +52,12 @@ describe("an entry written on SDK 1.x", () => {
     const same = written("store/b", AS_URL)
     expect(reboundEntry(same)).toBe(same)
     expect(reboundEntry(rebound)).toBe(rebound)
+    // Metadata stating another issuer than the URL it came from (SDK v2 refuses it when it discovers):
+    // dropped, to be discovered and checked again; the stamps stay the URL's.
+    const claimed = reboundEntry(written("store/d", "https://auth.example/tenant-1"))
+    expect(claimed.discovery).toBeUndefined()
+    expect([claimed.issuer, claimed.client?.issuer, claimed.tokens?.issuer]).toEqual([AS_URL, AS_URL, AS_URL])
+    expect(reboundEntry(claimed)).toBe(claimed)
     // No discovery yet (an entry of a pre-registered client before its first flow): as it is.
     const early: VaultEntry = { issuer: "", scope: "", service: "store/c", origin: "https://api.example" }
     expect(reboundEntry(early)).toBe(early)
