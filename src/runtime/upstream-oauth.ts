@@ -379,6 +379,11 @@ export class OAuthManager {
     } catch (e) {
       // The `iss` received is the attacker's choice in a mix-up: never shown, nor logged.
       const sdk = loadedClientPackage()
+      if (sdk !== undefined && e instanceof sdk.IssuerMismatchError && e.kind === "authorization_response" && iss === undefined) {
+        // Missed by the check above: a callback whose state was started on another replica (only this one's are looked at).
+        log.warn(`OAuth authorization of ${service.label} refused: the code came without the iss its authorization server sends (RFC 9207)`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
+        throw new OAuthFlowError("the service's authorization server sends the issuer with the code (RFC 9207, against mix-up attacks), and none came: start the authorization again", "iss")
+      }
       if (sdk !== undefined && e instanceof sdk.IssuerMismatchError && e.kind === "authorization_response") {
         log.warn(`OAuth authorization of ${service.label} refused: the iss given is not its authorization server's issuer (RFC 9207)`, { event: "oauth_failed", service: serviceKey(pending.scope, pending.name) })
         throw new OAuthFlowError(

@@ -103,6 +103,28 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     expect(JSON.stringify(await client.hGetAll(clusterKey(CLUSTER, "oauth")))).not.toContain("access_token")
   })
 
+  it("a callback on B without the iss the authorization server sends, for a state started on A, is refused saying so (not as a mix-up)", async () => {
+    const issuing = await startOAuthFixture({ iss: true })
+    try {
+      expect((await on.a.ops.post("/for_store/add_service", { name: "issuing", url: issuing.url })).status).toBe(200)
+      const waited = await on.a.ops.post("/for_store/wait_service", { client_id_or_service_name: "issuing", status: "unreachable", timeout: 15 })
+      expect(waited.body.data?.final_status, waited.text).toBe("unreachable")
+      const started = await on.a.ops.post("/for_store/authorize_service", { service_name: "issuing" })
+      expect(started.status, started.text).toBe(200)
+      const back = await approveAsUser(started.body.authorization_url as string, "operator")
+      expect(back.searchParams.get("iss")).toBe(issuing.issuer)
+      back.searchParams.delete("iss")
+      const page = await callbackOn(b, back)
+      expect(page.status, page.text).toBe(400)
+      expect(page.text).toContain("and none came: start the authorization again")
+      expect(page.text).not.toContain("may come from another authorization server")
+    } finally {
+      // Gone before the tests after it, which count on "secure" alone.
+      expect((await on.a.ops.del("/for_store/delete_service/issuing")).status).toBe(200)
+      await issuing.stop()
+    }
+  })
+
   it("a principal's own authorization started on one replica is finished on the other (callback, pasted code): its calls through both are its own user's", async () => {
     // Alice starts on A, her browser comes back to B.
     const alicePage = await callbackOn(b, await approveAsUser(await start(on.a.alice), "alice"))
