@@ -13,7 +13,7 @@
 // The build goes to a temporary folder that then replaces dist/ whole, so a half-built dist/ is never
 // seen by a store running from it. Tests and development run the sources (scripts/dev.mjs, tsx).
 import { build } from "esbuild"
-import { execFileSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
@@ -28,7 +28,16 @@ rmSync(out, { recursive: true, force: true })
 mkdirSync(`${out}/ui`, { recursive: true })
 try {
   const common = bundleOptions
-  await Promise.all([
+  // The library (JavaScript and declarations of src/, beside the bundles) by tsc, while esbuild
+  // bundles: tsc keeps one core busy for most of the build, esbuild the other.
+  const library = new Promise((resolve, reject) => {
+    const tsc = spawn(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", `${root}tsconfig.build.json`, "--outDir", out], { cwd: root, stdio: "inherit" })
+    tsc.on("error", reject)
+    tsc.on("close", (code, signal) => (code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json ended with ${signal ?? `exit code ${code}`}`))))
+  })
+  // Every part ends (a failed one fails the build) before the folder is used or removed.
+  const parts = await Promise.allSettled([
+    library,
     // Split at the entry's dynamic imports, so `--version` reads a few kilobytes, not the program.
     // The chunks stay beside the entry: src/version.ts reads ../package.json from its own module.
     build({
@@ -41,11 +50,7 @@ try {
     }),
     build({ ...common, entryPoints: [`${root}examples/demo-server.ts`], outfile: `${out}/demo-server.mjs` })
   ])
-  // The library: JavaScript and declarations of src/, beside the bundles.
-  execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", `${root}tsconfig.build.json`, "--outDir", out], {
-    cwd: root,
-    stdio: "inherit"
-  })
+  for (const part of parts) if (part.status === "rejected") throw part.reason
   // esbuild writes 0644: the program (package.json `bin`) keeps its run bit, so `npx mcp-store` and
   // `./dist/mcp-store.mjs` in a clone run it (npm sets the bit only on install).
   chmodSync(`${out}/mcp-store.mjs`, 0o755)
