@@ -28,7 +28,7 @@ import { runToExit } from "./run.js"
 import { callableName, isConnected } from "./service-views.js"
 import { requestSpan, type SpanAttributes } from "../logging/tracing.js"
 import { openUpstreamSpan } from "./upstream-span.js"
-import { requestAsPrincipal } from "./per-user-request.js"
+import { requestAsPrincipal, type CredentialChecks } from "./per-user-request.js"
 import { NotConnected } from "./service-request.js"
 import { perUserOf, type ConnectionHold } from "./user-credentials.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "./catalog-limits.js"
@@ -344,13 +344,15 @@ const asPrincipal = <A>(
   subject: Subject,
   owner: string | undefined,
   /** A subscription: holds the connection once the request succeeded (src/runtime/user-credentials.ts). */
-  hold?: ConnectionHold | undefined
+  hold?: ConnectionHold | undefined,
+  /** The caller's credential check shared with its other requests made together (a listen's URIs). */
+  checks?: CredentialChecks | undefined
 ): Effect.Effect<A, CatalogError> =>
   Effect.flatMap(
     Effect.promise((signal) => {
       const deadline = performance.now() + CATALOG_REQUEST_TIMEOUT_MS
       const what = `${subject.method} ${subject.name.slice(0, 200)}`
-      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), signal, gate: ctx.host.waiters, subject: what, hold }, (c) => run(c, signal, undefined))
+      return requestAsPrincipal(ctx.host.credentials, actor, owner, { remaining: () => Math.max(0, deadline - performance.now()), signal, gate: ctx.host.waiters, subject: what, hold, checks }, (c) => run(c, signal, undefined))
     }),
     (exit): Effect.Effect<A, CatalogError> => {
       if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)
@@ -457,16 +459,24 @@ export const isPerUser = (actor: ServiceActorRef): boolean => perUserOf(actor.ge
  * session's, a listen stream's): sent on the principal's own connection, refused
  * CredentialsRequired without a credential as a read is, and `hold` then holds that connection
  * (src/runtime/user-credentials.ts `ConnectionHold`). Answers the connection, whose
- * `notifications/resources/updated` are that principal's alone.
+ * `notifications/resources/updated` are that principal's alone. `checks`: the credential check
+ * shared by the subscriptions a listen makes together (src/runtime/per-user-request.ts).
  */
-export const subscribeAsPrincipal = (ctx: ScopeContext, target: ResourceTarget, owner: string | undefined, hold: ConnectionHold): Effect.Effect<McpConnection, CatalogError> =>
+export const subscribeAsPrincipal = (
+  ctx: ScopeContext,
+  target: ResourceTarget,
+  owner: string | undefined,
+  hold: ConnectionHold,
+  checks?: CredentialChecks | undefined
+): Effect.Effect<McpConnection, CatalogError> =>
   asPrincipal(
     ctx,
     target.actor,
     (c, signal) => c.subscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }).then(() => c),
     { name: target.uri, field: "uri", uri: target.uri, method: "resources/subscribe" },
     owner,
-    hold
+    hold,
+    checks
   )
 
 /**

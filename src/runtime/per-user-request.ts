@@ -14,14 +14,15 @@
  * come back as `PrincipalRefused` and are made the same errors here.
  */
 import { Cause, Exit, Option } from "effect"
-import { CredentialsRequired, ServiceUnavailable, TooMany, type CredentialPart } from "../domain/errors.js"
+import { CredentialsRequired, ServiceUnavailable, type CredentialPart } from "../domain/errors.js"
 import { scopeLabel, type Scope } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { Cancel, McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
 import type { WaitGate } from "./bridge.js"
 import { readyConnection, type ServiceRequestFailure } from "./service-request.js"
-import { perUserOf, type ConnectionHold, type PerUserNames, type UserCredentials } from "./user-credentials.js"
+import type { UserCredential } from "../config/credentials-file.js"
+import { perUserOf, perUserTooMany, type ConnectionHold, type PerUserNames, type UserCredentials } from "./user-credentials.js"
 
 /** Why the replica that runs a service refused a request forwarded for a principal. */
 export type PrincipalRefusal = "credentials_required" | "too_many" | "unavailable"
@@ -98,6 +99,28 @@ export interface PerUserRequestOptions {
   /** Ends a wait for the service still connecting (`readyConnection`), and the gate that wait enters. */
   readonly signal?: CancelSignal | undefined
   readonly gate?: WaitGate | undefined
+  /** Shares the caller's credential check with the requests made with it (a listen's resource URIs). */
+  readonly checks?: CredentialChecks | undefined
+}
+
+/** How a principal's credential check ended: the values to open its connection with, or the refusal. */
+type Checked = Exit.Exit<UserCredential, PerUserFailure>
+
+/**
+ * The credential checks of several requests of one caller made together (a 2026-07-28 listen
+ * naming many resource URIs): each service's credential (and OAuth authorization) is read once,
+ * and a refusal logged once, however many of its URIs are named. Kept for those requests only: a
+ * later request reads the credential again.
+ */
+export class CredentialChecks {
+  private readonly checked = new Map<string, Promise<Checked>>()
+
+  /** The check of `key` (a service and principal), run by the first request that needs it. */
+  of(key: string, check: () => Promise<Checked>): Promise<Checked> {
+    let known = this.checked.get(key)
+    if (known === undefined) this.checked.set(key, (known = check()))
+    return known
+  }
 }
 
 /** A request's signal that never ends: a request given none waits for its deadline only. */
@@ -142,35 +165,40 @@ export const requestAsPrincipal = async <A>(
         // a replica that does not say what is missing is answered as a caller with nothing given.
         const missing = missingOf(e.missing)
         if (e.refusal === "credentials_required") return missing === undefined ? notGiven() : Exit.fail(credentialsRequired(scope, name, names, options.subject, "the replica that runs it refused the caller", missing, e.message))
-        if (e.refusal === "too_many") return Exit.fail(tooMany(name, e.max ?? 0))
+        if (e.refusal === "too_many") return Exit.fail(perUserTooMany(name, e.max ?? 0))
         return Exit.fail(unavailable(actor, e.message))
       }
       return e instanceof McpRequestError ? Exit.fail(e) : Exit.die(e)
     }
   }
-  let own
-  try {
-    own = takesValues ? await credentials.find(scope, name, principal) : { headers: {}, env: {} }
-  } catch (e) {
-    // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
-    return unreadable("the per-user credential", e)
-  }
-  let authorized = true
-  if (names.oauth) {
-    // Read where it is shared (replica mode: Redis, bounded): an authorization finished, or deleted, on any replica counts at once.
+  const check = async (): Promise<Checked> => {
+    let own
     try {
-      authorized = await credentials.authorizedNow(scope, name, principal)
+      own = takesValues ? await credentials.find(scope, name, principal) : { headers: {}, env: {} }
     } catch (e) {
-      return unreadable("the caller's OAuth authorization", e)
+      // Replica mode, Redis away: no credential can be read, so none is used (a deleted one never is).
+      return unreadable("the per-user credential", e)
     }
-    // A connection it kept (its tokens deleted on another replica) is closed too.
-    if (!authorized) void credentials.reset(scope, name, principal, "its authorization is gone")
+    let authorized = true
+    if (names.oauth) {
+      // Read where it is shared (replica mode: Redis, bounded): an authorization finished, or deleted, on any replica counts at once.
+      try {
+        authorized = await credentials.authorizedNow(scope, name, principal)
+      } catch (e) {
+        return unreadable("the caller's OAuth authorization", e)
+      }
+      // A connection it kept (its tokens deleted on another replica) is closed too.
+      if (!authorized) void credentials.reset(scope, name, principal, "its authorization is gone")
+    }
+    // The refusal says everything the caller lacks (a service with `headers` and `oauth` needs both).
+    if (own === undefined && !authorized) return required("this caller has given neither its values nor its authorization", ["values", "authorization"])
+    if (own === undefined) return notGiven()
+    if (!authorized) return required("this caller has not authorized it (or its authorization was refused or deleted since)", ["authorization"])
+    return Exit.succeed(own)
   }
-  // The refusal says everything the caller lacks (a service with `headers` and `oauth` needs both).
-  if (own === undefined && !authorized) return required("this caller has given neither its values nor its authorization", ["values", "authorization"])
-  if (own === undefined) return notGiven()
-  if (!authorized) return required("this caller has not authorized it (or its authorization was refused or deleted since)", ["authorization"])
-  const sent = await credentials.request({ scope, name, definition }, principal, own, { remaining: options.remaining, hold: options.hold }, request)
+  const checked = await (options.checks?.of(`${scopeLabel(scope)}\n${name}\n${principal}`, check) ?? check())
+  if (Exit.isFailure(checked)) return Exit.failCause(checked.cause)
+  const sent = await credentials.request({ scope, name, definition }, principal, checked.value, { remaining: options.remaining, hold: options.hold }, request)
   if (!names.oauth || Exit.isSuccess(sent)) return sent
   // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
   const failure = Cause.failureOption(sent.cause)
@@ -182,14 +210,6 @@ export const requestAsPrincipal = async <A>(
   if (Option.isSome(failure) && !credentials.authorized(scope, name, principal)) return required("this caller's authorization was deleted during the request", ["authorization"])
   return sent
 }
-
-const tooMany = (name: string, max: number): TooMany =>
-  new TooMany({
-    message: `Service '${name}' already has ${max} principals' connections in use; try again shortly`,
-    limit: "per_user_connections",
-    max,
-    retryAfterSeconds: 1
-  })
 
 const unavailable = (actor: ServiceActorRef, why: string): ServiceUnavailable => {
   const snapshot = actor.getSnapshot()

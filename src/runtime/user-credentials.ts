@@ -13,8 +13,10 @@
  * A service with `per_user.oauth` carries each principal's own bearer token on its connection (kept
  * by the store's OAuth manager, src/runtime/upstream-oauth.ts, seen here as `PrincipalAuthorizations`).
  * A resource subscription holds its principal's connection (`ConnectionHold`): not closed for
- * idleness while held, closed to make room only after every connection without a hold, and its
- * holds told whenever it closes, so that they subscribe again on the next one or are dropped.
+ * idleness while held, never closed to make room for another principal (it is in use: its
+ * principal's updates come on it; at the bound with every connection busy or held, the newcomer is
+ * refused TooMany), and its holds told whenever it closes, so that they subscribe again on the
+ * next one or are dropped.
  */
 import { createHash } from "node:crypto"
 import { Exit } from "effect"
@@ -66,7 +68,7 @@ export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
  * the upstream's updates on it): given to `request`, it holds the connection the request ran on
  * once the request succeeded, until `release()`. `onClosed` hears the connection close under it
  * (`why`, for a log line; `again`: whether subscribing again on a new connection makes sense, false
- * when it was closed to make room for another principal or the store stops). Told once.
+ * when the store stops). Told once.
  */
 export class ConnectionHold {
   private releaseHere: (() => void) | undefined
@@ -207,8 +209,9 @@ export class UserCredentials {
   /**
    * Runs `request` on the principal's own connection of the service (opened with `values` if it has
    * none, or if the service was redefined since): an expired session is opened again and the request
-   * sent once more; a broken connection is closed. Refused TooMany when the service has
-   * `maxConnections` principals' connections all in use. `hold`: once the request succeeded, the
+   * sent once more; a broken connection is closed. Refused TooMany (with a log line) when the
+   * service has `maxConnections` principals' connections, each in use by a request or held by a
+   * subscription. `hold`: once the request succeeded, the
    * connection it ran on is held for it (see `ConnectionHold`).
    */
   async request<A>(
@@ -290,17 +293,18 @@ export class UserCredentials {
     }
     if (known !== undefined) void this.drop(service, principal, known.definition === target.definition ? "its credential changed" : "its service was redefined")
     if (pool.size >= this.limits.maxConnections) {
-      // The least recently used idle one; one held by subscriptions only when every idle one is (they are told, and dropped).
-      const idle = [...pool].find(([, p]) => p.inUse === 0 && p.holds.size === 0) ?? [...pool].find(([, p]) => p.inUse === 0)
+      // The least recently used idle one. One held by a subscription is in use: closing it would end
+      // another principal's subscriptions without its client hearing of it.
+      const idle = [...pool].find(([, p]) => p.inUse === 0 && p.holds.size === 0)
       if (idle === undefined) {
-        return new TooMany({
-          message: `Service '${target.name}' already has ${this.limits.maxConnections} principals' connections in use; try again shortly`,
-          limit: "per_user_connections",
-          max: this.limits.maxConnections,
-          retryAfterSeconds: 1
-        })
+        const held = [...pool.values()].filter((p) => p.inUse === 0).length
+        log.warn(
+          `a per-user connection of service '${target.name}' for principal ${principalWords(principal)} refused: its ${this.limits.maxConnections} principals' connections are all in use (${held} held by resource subscriptions)`,
+          { event: "per_user_connections_full", service: target.name }
+        )
+        return perUserTooMany(target.name, this.limits.maxConnections)
       }
-      void this.drop(service, idle[0], "more principals use the service (least recently used)", false)
+      void this.drop(service, idle[0], "more principals use the service (least recently used)")
     }
     // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
     this.pools.set(service, pool)
@@ -350,8 +354,9 @@ export class UserCredentials {
     if (pooled !== undefined && (now === undefined || pooled.values !== now)) void this.drop(service, principal, why)
   }
 
-  /** Closes a principal's connection; its holds are told (`again`: whether a new connection may take them). */
-  private drop(service: string, principal: string, why: string, again = !this.closed): Promise<void> {
+  /** Closes a principal's connection; its holds are told, to subscribe again on a new one unless the store stops. */
+  private drop(service: string, principal: string, why: string): Promise<void> {
+    const again = !this.closed
     const pool = this.pools.get(service)
     const pooled = pool?.get(principal)
     if (pool === undefined || pooled === undefined) return Promise.resolve()
@@ -371,6 +376,15 @@ export class UserCredentials {
     )
   }
 }
+
+/** The refusal of a request on a `per_user` service whose `max` principals' connections are all in use (HTTP 429, Retry-After). */
+export const perUserTooMany = (name: string, max: number): TooMany =>
+  new TooMany({
+    message: `Service '${name}' already has ${max} principals' connections in use; try again shortly`,
+    limit: "per_user_connections",
+    max,
+    retryAfterSeconds: 1
+  })
 
 /** A principal in a log line or a message: the first characters of its digest (never a key). */
 export const principalWords = (principal: string): string => `'${principal.slice(0, 8)}'`

@@ -9,12 +9,18 @@
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
 // redefined service or a changed credential makes the subscription again on the new connection (at
 // most five times a minute: a connection that keeps closing drops it), a deleted credential drops it.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+// With room for one principal's connection, the subscriber's held connection is never taken by
+// another principal (refused TOO_MANY on REST and /mcp, the subscriber still hearing its updates); a
+// listen naming many URIs reads the caller's credential once; a listen waits for no shared
+// service's subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and
+// stops waiting for a principal's when its client goes away.
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
+import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { captureLogs } from "../../src/logging/log.js"
 import { addService, authedApi, eventually, giveCredential, MODERN, modernRequest, quietFor, startPerUserStore, waitStatus, within, type Api, type TestServer } from "../support/index.js"
 
@@ -22,6 +28,37 @@ const AGENT = "crew"
 const PREFIX = `/for_agent/${AGENT}`
 const MCP = `${PREFIX}/mcp`
 const URI = "mem://note"
+
+/** A 2025 session of `key` at `url`, noting the resource updates it hears; closed by `closers`. */
+const sessionOf = async (url: string, key: string, closers: Array<() => Promise<unknown>>) => {
+  const client = new ClientV1({ name: "per-user-subscriptions", version: "1.0.0" })
+  client.onerror = () => undefined
+  const heard: Array<string> = []
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void heard.push(n.params.uri))
+  await within(client.connect(new TransportV1(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+  closers.push(() => client.close())
+  return { client, heard }
+}
+
+/** A 2026-07-28 client of `key` at `url`, noting the resource updates its listen streams hear; closed by `closers`. */
+const modernClientOf = async (url: string, key: string, closers: Array<() => Promise<unknown>>) => {
+  const client = new Client({ name: "per-user-subscriptions", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+  client.onerror = () => undefined
+  const heard: Array<string> = []
+  client.setNotificationHandler("notifications/resources/updated", (n) => void heard.push(n.params.uri))
+  await within(client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
+  closers.push(() => client.close())
+  return { client, heard }
+}
+
+/** A `touch` of the resource through `who`'s own connection: the upstream announces it to that principal's subscriptions. */
+const touch = async (who: Api) => {
+  const reply = await who.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
+  expect(reply.status, reply.text).toBe(200)
+}
+
+/** The Authorization headers of the upstream's listen streams that asked updates of the URI, in order. */
+const subscribedWith = (era: EraHttpFixture) => era.listens().filter((l) => l.uris.includes(URI)).map((l) => l.authorization)
 
 describe("resource subscriptions of a per_user service are each caller's own", { timeout: 30_000 }, () => {
   let era: EraHttpFixture
@@ -45,36 +82,9 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     await era?.stop()
   }, 15_000)
 
-  /** A 2025 session of `key` on the agent's endpoint (or `path`), noting the resource updates it hears. */
-  const session = async (key: string, path = MCP) => {
-    const client = new ClientV1({ name: "per-user-subscriptions", version: "1.0.0" })
-    client.onerror = () => undefined
-    const heard: Array<string> = []
-    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void heard.push(n.params.uri))
-    await within(client.connect(new TransportV1(new URL(server.url + path), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
-    closers.push(() => client.close())
-    return { client, heard }
-  }
-
-  /** A 2026-07-28 client of `key`, noting the resource updates its listen streams hear. */
-  const modernClient = async (key: string) => {
-    const client = new Client({ name: "per-user-subscriptions", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
-    client.onerror = () => undefined
-    const heard: Array<string> = []
-    client.setNotificationHandler("notifications/resources/updated", (n) => void heard.push(n.params.uri))
-    await within(client.connect(new StreamableHTTPClientTransport(new URL(server.url + MCP), { requestInit: { headers: { authorization: `Bearer ${key}` } } })), 10_000, "connect")
-    closers.push(() => client.close())
-    return { client, heard }
-  }
-
-  /** A `touch` of the resource through `who`'s own connection: the upstream announces it to that principal's subscriptions. */
-  const touch = async (who: Api) => {
-    const reply = await who.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
-    expect(reply.status, reply.text).toBe(200)
-  }
-
-  /** The Authorization headers of the upstream's listen streams that asked updates of the URI, in order. */
-  const subscribedAs = () => era.listens().filter((l) => l.uris.includes(URI)).map((l) => l.authorization)
+  const session = (key: string, path = MCP) => sessionOf(server.url + path, key, closers)
+  const modernClient = (key: string) => modernClientOf(server.url + MCP, key, closers)
+  const subscribedAs = () => subscribedWith(era)
 
   let aliceSession: Awaited<ReturnType<typeof session>>
   let bobSession: Awaited<ReturnType<typeof session>>
@@ -207,5 +217,126 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     } finally {
       logs.restore()
     }
+  })
+})
+
+describe("a per_user service's connections held by subscriptions, and listens naming many resources", { timeout: 30_000 }, () => {
+  let era: EraHttpFixture
+  /** Answers every request but `resources/subscribe`, which it never answers. */
+  let hung: HttpFixture
+  let server: TestServer
+  let keys: Readonly<Record<string, string>>
+  let alice: Api
+  const closers: Array<() => Promise<unknown>> = []
+  /** A store-scope URI of the shared service `hung` (the one a subscribe of is never answered), and of its `per_user` twin `private`. */
+  const hungUri = (n: number) => `mcp-store://hung/mem://notes/${n}`
+  const privateUri = (n: number) => `mcp-store://private/mem://notes/${n}`
+  const subscribesReceived = () => hung.requests().filter((r) => r === "POST resources/subscribe").length
+
+  beforeAll(async () => {
+    ;[era, hung] = await Promise.all([startEraHttpFixture({ updatesPerCaller: true }), startHttpFixture({ server: { catalog: true, unansweredSubscribe: true } })])
+    // Room for one principal's connection per service; a key's share of listen streams is one (4 / 4).
+    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "notes", principals: ["alice", "bob"], without: ["carol"], options: { per_user_connections: 1, max_mcp_sessions: 4 } })
+    ;({ server, keys } = store)
+    alice = store.as("alice")
+    const admin = store.as("admin")
+    await addService(admin, "/for_store", { name: "hung", url: hung.url })
+    await addService(admin, "/for_store", { name: "private", url: hung.url, per_user: { headers: ["Authorization"] } })
+    await giveCredential(admin, "/for_store", "private", { headers: { Authorization: "Bearer admin-own" } })
+  }, 30_000)
+
+  afterAll(async () => {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined)
+    await server?.cleanup()
+    await Promise.all([era?.stop(), hung?.stop()])
+  }, 15_000)
+
+  it("with room for one principal's connection, held by another's subscription, a newcomer is refused TOO_MANY (REST 429, /mcp), with a line, and the subscriber still hears its updates", async () => {
+    const logs = captureLogs({ level: "warning" })
+    try {
+      const own = await sessionOf(server.url + MCP, keys.alice!, closers)
+      await within(own.client.subscribeResource({ uri: URI }), 10_000, "alice subscribes")
+      expect(await eventually(() => subscribedWith(era).includes("Bearer alice-own"), 5_000), JSON.stringify(era.listens())).toBe(true)
+      // Bob, with his own credential, needs a connection: alice's is the only one, and it is in use.
+      const refused = await authedApi(server.url, keys.bob!).post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
+      expect(refused.status, refused.text).toBe(429)
+      expect(refused.body.error).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 1 } })
+      expect(refused.body.error.message).toContain("already has 1 principals' connections in use; try again shortly")
+      // On /mcp: the call is the tool's failure, in those words; a subscribe is the contract's TOO_MANY (never an internal error).
+      const bob = await sessionOf(server.url + MCP, keys.bob!, closers)
+      const called = await bob.client.callTool({ name: "notes__touch", arguments: {} })
+      expect(called.isError).toBe(true)
+      expect(JSON.stringify(called.content)).toContain("principals' connections in use")
+      const subscribe = await bob.client.subscribeResource({ uri: URI }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(subscribe).toBeInstanceOf(McpError)
+      expect((subscribe as McpError).code).toBe(-32000)
+      expect((subscribe as McpError).data).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 1, retry_after_seconds: 1 } })
+      expect(logs.lines.filter((l) => l.includes("refused: its 1 principals' connections are all in use (1 held by resource subscriptions)"))).toHaveLength(3)
+      // Alice's subscription was left alone: her update still reaches her session.
+      await touch(alice)
+      expect(await eventually(() => own.heard.length === 1, 5_000), "alice hears her update").toBe(true)
+      expect(logs.lines.filter((l) => l.includes("dropped"))).toEqual([])
+    } finally {
+      logs.restore()
+    }
+  })
+
+  it("a listen naming a hundred URIs of a per_user service reads the caller's credential once: without one, one refusal line and CREDENTIALS_REQUIRED", async () => {
+    const credentials = server.running.store.credentials
+    const reads = vi.spyOn(credentials, "find")
+    const logs = captureLogs({ level: "warning" })
+    try {
+      const uris = Array.from({ length: 100 }, (_, i) => `mem://notes/many-${i}`)
+      const listen = await modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: uris } }, { key: keys.carol })
+      expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32600, data: { code: "CREDENTIALS_REQUIRED", service_name: "notes" } })
+      expect(reads).toHaveBeenCalledTimes(1)
+      expect(logs.lines.filter((l) => l.includes("refused: this caller has not given its own"))).toHaveLength(1)
+      // With a credential: read once too, every URI subscribed on the caller's own connection.
+      reads.mockClear()
+      const own = await modernClientOf(server.url + MCP, keys.alice!, closers)
+      const few = uris.slice(0, 5)
+      const sub = await within(own.client.listen({ resourceSubscriptions: few }), 10_000, "alice listens")
+      closers.push(() => sub.close())
+      expect(reads).toHaveBeenCalledTimes(1)
+      const made = () => few.filter((u) => era.listens().some((l) => l.authorization === "Bearer alice-own" && l.uris.includes(u)))
+      expect(await eventually(() => made().length === few.length, 5_000), JSON.stringify(era.listens())).toBe(true)
+      await sub.close()
+    } finally {
+      reads.mockRestore()
+      logs.restore()
+    }
+  })
+
+  it("a listen whose shared upstream never answers its subscribe opens its stream at once", async () => {
+    const before = subscribesReceived()
+    const admin = await modernClientOf(server.url + "/mcp", keys.admin!, closers)
+    const sub = await within(admin.client.listen({ resourceSubscriptions: [hungUri(1)] }), 5_000, "the listen opens")
+    expect(sub.honoredFilter).toEqual({ resourceSubscriptions: [hungUri(1)] })
+    // The subscribe was sent, and is still unanswered.
+    expect(await eventually(() => subscribesReceived() === before + 1, 5_000)).toBe(true)
+    await sub.close()
+  })
+
+  it("a listen waiting for a per_user subscribe its upstream never answers stops waiting when its client goes away: the key's listen slot is free again", async () => {
+    const before = subscribesReceived()
+    const gone = new AbortController()
+    const waiting = modernRequest(server.url + "/mcp", "subscriptions/listen", { notifications: { resourceSubscriptions: [privateUri(1)] } }, { key: keys.admin, signal: gone.signal }).then(
+      () => "answered",
+      () => "aborted"
+    )
+    expect(await eventually(() => subscribesReceived() === before + 1, 5_000), "the subscribe reached the upstream").toBe(true)
+    gone.abort()
+    expect(await waiting).toBe("aborted")
+    // The key's only listen slot is taken until the store stops waiting (else for the catalog's 60 s).
+    const admin = await modernClientOf(server.url + "/mcp", keys.admin!, closers)
+    const opened = await eventually(async () => {
+      const sub = await within(admin.client.listen({ toolsListChanged: true }), 5_000, "listen").catch(() => undefined)
+      await sub?.close()
+      return sub !== undefined
+    }, 5_000, 100)
+    expect(opened, "a new listen of the key opens").toBe(true)
   })
 })

@@ -30,6 +30,8 @@ export interface ModernRequestOptions {
   readonly headers?: Record<string, string | null> | undefined
   /** The JSON-RPC id (7 by default). */
   readonly id?: string | number | undefined
+  /** Ends the request (the client goes away): the answer's promise rejects. */
+  readonly signal?: AbortSignal | undefined
 }
 
 /** The answer of a modern request: the HTTP status, the JSON-RPC response (the last of an event stream), every message, the headers. */
@@ -56,6 +58,7 @@ export const modernRequest = async (url: string, method: string, params: Record<
   }
   const res = await fetch(url, {
     method: "POST",
+    ...(options.signal !== undefined ? { signal: options.signal } : {}),
     headers: Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== null)),
     // The params' own `_meta` (a trace context, a progress token) beside the envelope.
     body: JSON.stringify({ jsonrpc: "2.0", id: options.id ?? 7, method, params: { ...params, _meta: { ...modernEnvelope(version, options.capabilities), ...(params["_meta"] as object | undefined) } } })

@@ -56,6 +56,7 @@ import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
 import { mcpError, ProtocolError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import type { ResourceTarget } from "../../runtime/catalog.js"
 import { ConnectionHold, principalWords } from "../../runtime/user-credentials.js"
+import { CredentialChecks } from "../../runtime/per-user-request.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
 import { isStoreError } from "../../domain/errors.js"
@@ -68,7 +69,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext } from "./face.js"
+import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
@@ -217,6 +218,9 @@ const mcpErrorOf = (e: unknown): unknown => {
     case "CredentialsRequired":
       // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
       return mcpError(ProtocolErrorCode.InvalidRequest, e.message, credentialsData(e))
+    case "TooMany":
+      // A cap (a `per_user` service's connections all in use): try again later, as the session cap says it.
+      return mcpError(TOO_MANY_CODE, e.message, tooManyData(e))
     default:
       return mcpError(ProtocolErrorCode.InternalError, e.message)
   }
@@ -272,10 +276,18 @@ export const markInitialized = (transport: NodeStreamableHTTPServerTransport, id
 
 /** 429 for a session that does not fit under `max` (the cap, or a key's share), with Retry-After and the contract's TOO_MANY. */
 const tooManySessions = (res: ServerResponse, message: string, max: number) =>
-  jsonRpcError(res, 429, -32000, message, {
+  jsonRpcError(res, 429, TOO_MANY_CODE, message, {
     headers: { "retry-after": String(MCP_RETRY_AFTER_SECONDS) },
-    data: { code: "TOO_MANY", details: { limit: "max_mcp_sessions", max, retry_after_seconds: MCP_RETRY_AFTER_SECONDS } }
+    data: tooManyData({ limit: "max_mcp_sessions", max, retryAfterSeconds: MCP_RETRY_AFTER_SECONDS })
   })
+
+/** Resolves as `promise` does, or undefined once `signal` aborts (the listener removed either way). */
+const untilAborted = <A>(promise: Promise<A>, signal: AbortSignal): Promise<A | undefined> => {
+  if (signal.aborted) return Promise.resolve(undefined)
+  let onAbort = () => undefined as void
+  const aborted = new Promise<undefined>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(undefined)), { once: true }))
+  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener("abort", onAbort))
+}
 
 /**
  * The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them.
@@ -437,11 +449,26 @@ export class McpGateway {
   }
 
   /**
-   * Subscribes a session (or a listen stream) to a resource: one upstream subscription per (scope,
-   * service, URI), shared; of a `per_user` service, one per principal too, made on the principal's
-   * own connection, and refused (CREDENTIALS_REQUIRED, as a read) to a caller without a credential.
+   * Subscribes a session to a resource: one upstream subscription per (scope, service, URI),
+   * shared; of a `per_user` service, one per principal too, made on the principal's own
+   * connection, and refused (CREDENTIALS_REQUIRED, as a read) to a caller without a credential.
    */
   private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions" | "owner">, uri: string): Promise<void> {
+    await this.join(session, uri).made
+  }
+
+  /**
+   * Puts a session or a listen stream on the subscription of `uri` (`subscribe`), making it when it
+   * is the first: `made` settles as the upstream subscribe ends (rejecting as the client's
+   * subscribe is refused), `perUser` tells a principal's. Throws the MCP error of a URI that cannot
+   * be subscribed (too long, unknown, past the cap). `checks`: a listen's credential checks, shared
+   * by its URIs.
+   */
+  private join(
+    session: Pick<Session, "id" | "scope" | "subscriptions" | "owner">,
+    uri: string,
+    checks?: CredentialChecks | undefined
+  ): { readonly perUser: boolean; readonly made: Promise<void> } {
     let target: ResourceTarget
     try {
       if (uri.length > MAX_URI_LENGTH) throw mcpError(ProtocolErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
@@ -452,7 +479,8 @@ export class McpGateway {
     const service = target.actor.getSnapshot().context.name
     const principal = this.ops.catalog.isPerUser(target.actor) ? session.owner : undefined
     const key = subscriptionKey(session.scope, service, target.uri, principal)
-    if (session.subscriptions.has(key)) return
+    const perUser = principal !== undefined
+    if (session.subscriptions.has(key)) return { perUser, made: Promise.resolve() }
     if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
       throw mcpError(ProtocolErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
     }
@@ -465,10 +493,10 @@ export class McpGateway {
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
     // The same principal's subscription being made: answered as it is (a refusal refuses both).
-    if (!fresh) return sub.made
-    if (principal === undefined) return this.subscribeUpstream(sub, true)
-    sub.made = this.subscribeAsPrincipal(sub, true)
-    await sub.made
+    if (!fresh) return { perUser, made: sub.made ?? Promise.resolve() }
+    if (principal === undefined) return { perUser, made: this.subscribeUpstream(sub, true) }
+    sub.made = this.subscribeAsPrincipal(sub, true, checks)
+    return { perUser, made: sub.made }
   }
 
   /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
@@ -486,9 +514,14 @@ export class McpGateway {
    * with the same principal's) and their cap (MAX_SUBSCRIPTIONS_PER_SESSION). A URI that cannot be
    * subscribed (unknown, past the cap, the upstream refused) is logged and left out; a URI of a
    * `per_user` service whose credential the caller has not given rejects, with the MCP error a read
-   * gets (every subscription made dropped), and the listen is refused with it.
+   * gets (every subscription made dropped), and the listen is refused with it. The caller's
+   * credential is checked once per service however many of its URIs are named (one read, one
+   * refusal line). Only the `per_user` subscribes are waited for (their refusal refuses the
+   * listen); a shared service's goes on behind the open stream (a failure is a log line), and the
+   * wait ends, every subscription dropped, when `signal` aborts (the client went away): rejects
+   * with `signal.reason` then.
    */
-  async subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>): Promise<ResourceStream> {
+  async subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>, signal: AbortSignal): Promise<ResourceStream> {
     const subscriber = { id: `listen/${randomUUID()}`, scope, owner, subscriptions: new Map<string, string>() }
     let onUpdate: ((uri: string) => void) | undefined
     this.streamSubscribers.set(subscriber.id, (uri) => onUpdate?.(uri))
@@ -505,23 +538,32 @@ export class McpGateway {
     if (wanted.length > tried.length) {
       log.info(`${scopeLabel(scope)} subscriptions/listen: ${wanted.length - tried.length} resource URIs past the cap of ${MAX_SUBSCRIPTIONS_PER_SESSION} not subscribed`, { event: "subscribe_failed" })
     }
-    const refusals = await Promise.all(
-      tried.map((uri) =>
-        this.subscribe(subscriber, uri).then(
-          () => undefined,
-          (e: unknown) => {
-            if (refusesCredentials(e)) return e
-            const message = e instanceof Error ? e.message : String(e)
-            log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
-            return undefined
-          }
-        )
+    const notSubscribed = (uri: string, e: unknown) => {
+      const message = e instanceof Error ? e.message : String(e)
+      log.info(`${scopeLabel(scope)} subscriptions/listen: ${JSON.stringify(uri.slice(0, 200))} not subscribed: ${message}`, { event: "subscribe_failed" })
+      return undefined
+    }
+    const checks = new CredentialChecks()
+    const waited: Array<Promise<ProtocolError | undefined>> = []
+    for (const uri of tried) {
+      let joined: ReturnType<McpGateway["join"]>
+      try {
+        joined = this.join(subscriber, uri, checks)
+      } catch (e) {
+        notSubscribed(uri, e)
+        continue
+      }
+      const outcome = joined.made.then(
+        () => undefined,
+        (e: unknown) => (refusesCredentials(e) ? e : notSubscribed(uri, e))
       )
-    )
-    const refused = refusals.find((e) => e !== undefined)
-    if (refused !== undefined) {
+      if (joined.perUser) waited.push(outcome)
+    }
+    const refusals = await untilAborted(Promise.all(waited), signal)
+    const refused = refusals?.find((e) => e !== undefined)
+    if (refusals === undefined || refused !== undefined) {
       close()
-      throw refused
+      throw refused ?? signal.reason
     }
     return { deliverTo: (f) => void (onUpdate = f), close }
   }
@@ -581,7 +623,7 @@ export class McpGateway {
    * (a client's subscribe): a failure drops it and rejects with the MCP error a read gets; else
    * (made again) a failure drops it with a log line.
    */
-  private async subscribeAsPrincipal(sub: Subscription, strict: boolean): Promise<void> {
+  private async subscribeAsPrincipal(sub: Subscription, strict: boolean, checks?: CredentialChecks | undefined): Promise<void> {
     const ctx = this.scopeContext(sub.scope)
     const actor = ctx.findService(sub.service)
     const hold = new ConnectionHold((why, again) => this.principalConnectionClosed(sub, hold, why, again))
@@ -590,7 +632,7 @@ export class McpGateway {
     try {
       if (actor === undefined) throw mcpError(ProtocolErrorCode.InvalidParams, `the service '${sub.service}' is gone`)
       sub.definition = actor.getSnapshot().context.definition
-      connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold))
+      connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold, checks))
     } catch (e) {
       hold.release()
       if (sub.hold !== hold) return

@@ -14,7 +14,7 @@ import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
-import { ValidationError, type CredentialsRequired } from "../../domain/errors.js"
+import { ValidationError, type CredentialsRequired, type TooMany } from "../../domain/errors.js"
 import type { AnyExit, HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
@@ -236,6 +236,15 @@ export const credentialsData = (e: CredentialsRequired): Record<string, unknown>
   oauth: e.oauth,
   missing: e.missing,
   route: e.route
+})
+
+/** The JSON-RPC code of a refusal at a cap (TOO_MANY: the session cap, a `per_user` service's connections all in use). */
+export const TOO_MANY_CODE = -32000
+
+/** The data of a TOO_MANY protocol error: which cap, its bound, and when to try again (the REST body's details). */
+export const tooManyData = (e: Pick<TooMany, "limit" | "max" | "retryAfterSeconds">): Record<string, unknown> => ({
+  code: "TOO_MANY",
+  details: { limit: e.limit, max: e.max, retry_after_seconds: e.retryAfterSeconds }
 })
 
 /** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */

@@ -89,7 +89,9 @@ import {
   keyShare,
   offeredTools,
   scopeContext,
-  serverInfoOf
+  serverInfoOf,
+  TOO_MANY_CODE,
+  tooManyData
 } from "./face.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 
@@ -124,7 +126,8 @@ export interface ResourceStream {
 
 /** What the modern face shares with the 2025 sessions (`McpGateway`): the upstream resource subscriptions and the log relay. */
 export interface SessionSide {
-  subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>): Promise<ResourceStream>
+  /** `signal`: the client went away (its request closed): the subscribes are no longer waited for, and it rejects. */
+  subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>, signal: AbortSignal): Promise<ResourceStream>
   hearLogs(scope: Scope, service: string, level: LoggingLevel, send: (message: LoggingMessageNotification["params"]) => void): () => void
 }
 
@@ -239,6 +242,9 @@ const protocolErrorOf = (e: unknown): unknown => {
     case "CredentialsRequired":
       // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
       return new ProtocolError(-32600, e.message, credentialsData(e))
+    case "TooMany":
+      // A `per_user` service's connections all in use: try again later.
+      return new ProtocolError(TOO_MANY_CODE, e.message, tooManyData(e))
     default:
       return new ProtocolError(-32603, e.message)
   }
@@ -692,11 +698,19 @@ export class ModernMcp {
       // a caller without its credential is refused as a read is, and no stream opens.
       const uris = listen.resourceSubscriptions ?? []
       if (uris.length > 0 && this.ops.catalog.scopeCapabilities(scopeContext(this.store, caller.scope)).subscribe) {
+        // The client gone before its stream opens: its subscribes are not waited for (nobody to answer).
+        const gone = new AbortController()
+        const onClose = () => gone.abort(new Error("the client closed its subscriptions/listen request"))
+        res.once("close", onClose)
+        if (res.destroyed) onClose()
         try {
-          resourceStream = await this.resources.subscribeStream(caller.scope, caller.owner, uris)
+          resourceStream = await this.resources.subscribeStream(caller.scope, caller.owner, uris, gone.signal)
         } catch (e) {
+          if (gone.signal.aborted) return
           const refusal = e as ProtocolError
           return jsonRpcError(res, 200, refusal.code, refusal.message, { id: (body as { id?: unknown }).id, data: refusal.data })
+        } finally {
+          res.off("close", onClose)
         }
       }
       await this.callers.run({ ...caller, resourceStream }, () => serveNode(this.listens, req, res, body, this.onerror))
@@ -869,6 +883,8 @@ export class ModernMcp {
       const e = failure._tag === "Some" ? failure.value : undefined
       // A `per_user` service's task asked without the caller's own credential (deleted since the call): what to give, and where.
       if (e?._tag === "CredentialsRequired") return answer({ error: { code: -32600, message: e.message, data: credentialsData(e) } })
+      // Its connections all in use (held by other principals' subscriptions, or busy): try again later.
+      if (e?._tag === "TooMany") return answer({ error: { code: TOO_MANY_CODE, message: e.message, data: tooManyData(e) } })
       const code = e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code) ? e.code : -32603
       return answer({ error: { code, message: e?.message ?? "Internal error" } })
     }
