@@ -181,9 +181,12 @@ interface Subscription {
 const MAX_RENEWALS = 5
 const RENEWAL_WINDOW_MS = 60_000
 
-/** A subscription's key: the shared one's (scope, service, URI), a principal's with the principal's digest too. */
+/**
+ * A subscription's key: the shared one's (scope, service, URI), a principal's with the principal's
+ * digest too. The URI, the one free text, comes last: no URI makes another principal's key.
+ */
 const subscriptionKey = (scope: Scope, service: string, uri: string, principal: string | undefined): string =>
-  `${scopeLabel(scope)}\n${service}\n${uri}${principal === undefined ? "" : `\n${principal}`}`
+  `${scopeLabel(scope)}\n${service}\n${principal ?? ""}\n${uri}`
 
 /** Whether an MCP error is the refusal of a caller without its own credential (`mcpErrorOf` of CredentialsRequired). */
 const refusesCredentials = (e: unknown): e is ProtocolError => e instanceof ProtocolError && (e.data as { code?: unknown } | undefined)?.code === "CREDENTIALS_REQUIRED"
@@ -303,9 +306,10 @@ export class McpGateway {
   private sweepTimer: NodeJS.Timeout | undefined
   private sweepAt = Number.POSITIVE_INFINITY
   private shuttingDown = false
-  /** Upstream resource subscriptions by key, and the update listener of each connection that has some. */
+  /** Upstream resource subscriptions by key. */
   private readonly subscriptions = new Map<string, Subscription>()
-  private readonly updateListeners = new Map<McpConnection, () => void>()
+  /** The subscriptions made on each connection (`place`), and the connection's update listener, there while any is. */
+  private readonly onConnection = new Map<McpConnection, { readonly subs: Set<Subscription>; readonly off: () => void }>()
   /** Subscribers beside the sessions: 2026-07-28 listen streams (modern.ts), by id -> how each hears an update. */
   private readonly streamSubscribers = new Map<string, (uri: string) => void>()
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
@@ -582,16 +586,36 @@ export class McpGateway {
     sub.sessions.delete(sessionId)
     if (sub.sessions.size > 0) return
     this.subscriptions.delete(key)
+    this.detach(sub, true)
+  }
+
+  /**
+   * Takes a subscription off its connection (unsubscribed there upstream when `unsubscribe`), and
+   * a principal's connection is no longer held for it (idle from now on, unless something else holds it).
+   */
+  private detach(sub: Subscription, unsubscribe: boolean): void {
     const connection = sub.connection
-    sub.connection = undefined
-    if (connection !== undefined) {
-      connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
-      this.releaseListener(connection)
-    }
-    // A principal's connection is no longer held for it (idle from now on, unless something else holds it).
+    this.place(sub, undefined)
+    if (unsubscribe) connection?.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
     const hold = sub.hold
     sub.hold = undefined
     hold?.release()
+  }
+
+  /** Moves a subscription onto `connection`, or off any: a connection's update listener is there while a subscription is. */
+  private place(sub: Subscription, connection: McpConnection | undefined): void {
+    const previous = sub.connection
+    if (previous === connection) return
+    sub.connection = connection
+    const before = previous === undefined ? undefined : this.onConnection.get(previous)
+    if (previous !== undefined && before !== undefined && before.subs.delete(sub) && before.subs.size === 0) {
+      this.onConnection.delete(previous)
+      before.off()
+    }
+    if (connection === undefined) return
+    const now = this.onConnection.get(connection)
+    if (now !== undefined) now.subs.add(sub)
+    else this.onConnection.set(connection, { subs: new Set([sub]), off: connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)) })
   }
 
   /**
@@ -602,12 +626,7 @@ export class McpGateway {
     if (this.subscriptions.get(sub.key) === sub) this.subscriptions.delete(sub.key)
     for (const id of sub.sessions.keys()) this.sessions.get(id)?.subscriptions.delete(sub.key)
     sub.sessions.clear()
-    const connection = sub.connection
-    sub.connection = undefined
-    if (connection !== undefined) this.releaseListener(connection)
-    const hold = sub.hold
-    sub.hold = undefined
-    hold?.release()
+    this.detach(sub, false)
     if (why !== undefined) {
       log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri.slice(0, 200))} of principal ${principalWords(sub.principal ?? "")} dropped: ${why}`, {
         event: "subscription_dropped",
@@ -659,8 +678,7 @@ export class McpGateway {
       if (!this.subscribedOn(connection, sub.uri)) connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
       return
     }
-    sub.connection = connection
-    this.listenTo(connection)
+    this.place(sub, connection)
   }
 
   /**
@@ -671,10 +689,8 @@ export class McpGateway {
    */
   private principalConnectionClosed(sub: Subscription, hold: ConnectionHold, why: string, again: boolean): void {
     if (sub.hold !== hold) return
-    sub.hold = undefined
-    const connection = sub.connection
-    sub.connection = undefined
-    if (connection !== undefined) this.releaseListener(connection)
+    // The hold is over already (its connection closed): nothing to release, nothing to unsubscribe.
+    this.detach(sub, false)
     if (this.subscriptions.get(sub.key) !== sub) return
     if (!again || this.shuttingDown) return this.discard(sub, `the principal's connection was closed (${why})`)
     const now = performance.now()
@@ -701,30 +717,17 @@ export class McpGateway {
     // The service gone (the pool closes its connections: the subscription is dropped), not connected, or it is being made.
     if (snapshot === undefined || (statusOf(snapshot) !== "healthy" && statusOf(snapshot) !== "warning")) return
     if (sub.hold !== undefined && sub.connection === undefined) return
-    const connection = sub.connection
-    if (connection !== undefined) {
+    if (sub.connection !== undefined) {
       if (snapshot.context.definition === sub.definition) return
-      sub.connection = undefined
-      connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
-      this.releaseListener(connection)
-      const hold = sub.hold
-      sub.hold = undefined
-      hold?.release()
+      this.detach(sub, true)
     }
     void this.subscribeAsPrincipal(sub, false)
   }
 
-  /** Whether a subscription in the map is made on `connection` for `uri`. */
+  /** Whether a subscription is made on `connection` for `uri`. */
   private subscribedOn(connection: McpConnection, uri: string): boolean {
-    for (const sub of this.subscriptions.values()) if (sub.connection === connection && sub.uri === uri) return true
+    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) return true
     return false
-  }
-
-  /** Relays a connection's resource updates (one listener per connection, while a subscription uses it). */
-  private listenTo(connection: McpConnection): void {
-    if (!this.updateListeners.has(connection)) {
-      this.updateListeners.set(connection, connection.onResourceUpdated((uri) => this.relayUpdate(connection, uri)))
-    }
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
@@ -732,10 +735,7 @@ export class McpGateway {
     const actor = this.scopeContext(sub.scope).findService(sub.service)
     const connection = actor?.getSnapshot().context.connection
     if (connection === undefined || connection === sub.connection) return
-    const previous = sub.connection
-    sub.connection = connection
-    if (previous !== undefined) this.releaseListener(previous)
-    this.listenTo(connection)
+    this.place(sub, connection)
     try {
       await connection.subscribeResource(sub.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS })
     } catch (e) {
@@ -745,20 +745,13 @@ export class McpGateway {
     }
   }
 
-  /** Drops a connection's update listener once no subscription uses the connection. */
-  private releaseListener(connection: McpConnection): void {
-    for (const sub of this.subscriptions.values()) if (sub.connection === connection) return
-    this.updateListeners.get(connection)?.()
-    this.updateListeners.delete(connection)
-  }
-
   /**
    * An upstream's `notifications/resources/updated`: to every session subscribed to that URI on
    * that connection (a principal's own connection: that principal's sessions and streams only).
    */
   private relayUpdate(connection: McpConnection, uri: string): void {
-    for (const sub of this.subscriptions.values()) {
-      if (sub.connection !== connection || sub.uri !== uri) continue
+    for (const sub of this.onConnection.get(connection)?.subs ?? []) {
+      if (sub.uri !== uri) continue
       for (const [sessionId, given] of sub.sessions) {
         const session = this.sessions.get(sessionId)
         if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
@@ -1170,8 +1163,8 @@ export class McpGateway {
   async close(): Promise<void> {
     this.unsubscribeMonitor()
     this.logs.close()
-    for (const off of this.updateListeners.values()) off()
-    this.updateListeners.clear()
+    for (const { off } of this.onConnection.values()) off()
+    this.onConnection.clear()
     // The principals' connections are no longer held (the pool closes them as the store stops).
     for (const sub of this.subscriptions.values()) {
       const hold = sub.hold
