@@ -59,7 +59,7 @@ import { ConnectionHold, principalWords } from "../../runtime/user-credentials.j
 import { CredentialChecks } from "../../runtime/per-user-request.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
-import { isStoreError } from "../../domain/errors.js"
+import { isStoreError, type CredentialsRequired } from "../../domain/errors.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
@@ -187,9 +187,6 @@ const RENEWAL_WINDOW_MS = 60_000
  */
 const subscriptionKey = (scope: Scope, service: string, uri: string, principal: string | undefined): string =>
   `${scopeLabel(scope)}\n${service}\n${principal ?? ""}\n${uri}`
-
-/** Whether an MCP error is the refusal of a caller without its own credential (`mcpErrorOf` of CredentialsRequired). */
-const refusesCredentials = (e: unknown): e is ProtocolError => e instanceof ProtocolError && (e.data as { code?: unknown } | undefined)?.code === "CREDENTIALS_REQUIRED"
 
 /** The 2025 revisions' code of "resource not found" (the 2026-07-28 one says -32602). */
 const RESOURCE_NOT_FOUND = -32002
@@ -458,13 +455,15 @@ export class McpGateway {
    * connection, and refused (CREDENTIALS_REQUIRED, as a read) to a caller without a credential.
    */
   private async subscribe(session: Pick<Session, "id" | "scope" | "subscriptions" | "owner">, uri: string): Promise<void> {
-    await this.join(session, uri).made
+    await this.join(session, uri).made.catch((e: unknown) => {
+      throw mcpErrorOf(e)
+    })
   }
 
   /**
    * Puts a session or a listen stream on the subscription of `uri` (`subscribe`), making it when it
-   * is the first: `made` settles as the upstream subscribe ends (rejecting as the client's
-   * subscribe is refused), `perUser` tells a principal's. Throws the MCP error of a URI that cannot
+   * is the first: `made` settles as the upstream subscribe ends (rejecting, with the store's error
+   * or an MCP one, as the client's subscribe is refused), `perUser` tells a principal's. Throws the MCP error of a URI that cannot
    * be subscribed (too long, unknown, past the cap). `checks`: a listen's credential checks, shared
    * by its URIs.
    */
@@ -517,8 +516,8 @@ export class McpGateway {
    * the stream opens, sharing the upstream subscriptions with the sessions (a `per_user` service's:
    * with the same principal's) and their cap (MAX_SUBSCRIPTIONS_PER_SESSION). A URI that cannot be
    * subscribed (unknown, past the cap, the upstream refused) is logged and left out; a URI of a
-   * `per_user` service whose credential the caller has not given rejects, with the MCP error a read
-   * gets (every subscription made dropped), and the listen is refused with it. The caller's
+   * `per_user` service whose credential the caller has not given rejects, with the store's
+   * CredentialsRequired (every subscription made dropped), and the listen is refused with it. The caller's
    * credential is checked once per service however many of its URIs are named (one read, one
    * refusal line). Only the `per_user` subscribes are waited for (their refusal refuses the
    * listen); a shared service's goes on behind the open stream (a failure is a log line), and the
@@ -548,7 +547,7 @@ export class McpGateway {
       return undefined
     }
     const checks = new CredentialChecks()
-    const waited: Array<Promise<ProtocolError | undefined>> = []
+    const waited: Array<Promise<CredentialsRequired | undefined>> = []
     for (const uri of tried) {
       let joined: ReturnType<McpGateway["join"]>
       try {
@@ -559,7 +558,7 @@ export class McpGateway {
       }
       const outcome = joined.made.then(
         () => undefined,
-        (e: unknown) => (refusesCredentials(e) ? e : notSubscribed(uri, e))
+        (e: unknown) => (isStoreError(e) && e._tag === "CredentialsRequired" ? e : notSubscribed(uri, e))
       )
       if (joined.perUser) waited.push(outcome)
     }
@@ -639,7 +638,7 @@ export class McpGateway {
   /**
    * Makes a principal's subscription on its own connection (`subscribeAsPrincipal` of the catalog:
    * the caller's credential read, the connection opened or taken from the pool and held). `strict`
-   * (a client's subscribe): a failure drops it and rejects with the MCP error a read gets; else
+   * (a client's subscribe): a failure drops it and rejects with it (each face maps it as a read's); else
    * (made again) a failure drops it with a log line.
    */
   private async subscribeAsPrincipal(sub: Subscription, strict: boolean, checks?: CredentialChecks | undefined): Promise<void> {
@@ -658,7 +657,7 @@ export class McpGateway {
       sub.hold = undefined
       if (strict) {
         this.discard(sub)
-        throw mcpErrorOf(e)
+        throw e
       }
       const why = e instanceof Error ? e.message : String(e)
       // The service is not connected (reconnecting, redefined): made again once it is (`renewPrincipal`).

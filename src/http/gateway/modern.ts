@@ -707,7 +707,7 @@ export class ModernMcp {
           resourceStream = await this.resources.subscribeStream(caller.scope, caller.owner, uris, gone.signal)
         } catch (e) {
           if (gone.signal.aborted) return
-          const refusal = e as ProtocolError
+          const refusal = protocolErrorOf(e) as ProtocolError
           return jsonRpcError(res, 200, refusal.code, refusal.message, { id: (body as { id?: unknown }).id, data: refusal.data })
         } finally {
           res.off("close", onClose)
