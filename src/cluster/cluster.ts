@@ -42,6 +42,8 @@ const DRAIN_MS = 15_000
 const CONFIRM_MS = 250
 /** The shortest time between two questions to the others that none answered (`#checkOutage`). */
 const SILENT_PAUSE_MS = 250
+/** At most one line per this time (ms) says that this replica answered "no Redis" while Redis was only slow. */
+const LATE_LINE_EVERY_MS = 60_000
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
@@ -90,10 +92,22 @@ export class Cluster {
   readonly #remotes = new Map<string, RemoteConnection>()
   /** Live replicas as last read (the fair share, and whom to ask during an outage). */
   #peers: ReadonlyArray<ReplicaEntry> = []
-  /** Until when (epoch ms) leases past their deadlines are kept: what the replicas that vouched promised (`#checkOutage`); 0: nobody vouches (not an outage, or a partition of this one). */
-  #vouchedUntil = 0
-  /** Until when (epoch ms) this replica takes no lease: it told a replica that lost Redis that it does not reach it either. */
-  #quietUntil = 0
+  /**
+   * Until when (epoch ms) each lease past its deadline is kept: what the replicas that vouched
+   * promised for it, the leases named in the question they answered (`#checkOutage`); none: nobody
+   * vouches (not an outage, or a partition of this one).
+   */
+  readonly #vouched = new Map<string, number>()
+  /** Whether the last answers vouched (an outage as this replica last said it). */
+  #outage = false
+  /**
+   * Until when (epoch ms) this replica does not take each lease: it told a replica that lost Redis,
+   * and named it, that it does not reach Redis either. `#quietAll`: every lease (an asker that named none).
+   */
+  readonly #quiet = new Map<string, number>()
+  #quietAll = 0
+  /** When the last line said that an answer "no Redis" came from a Redis only slow (epoch ms). */
+  #lateSaid = 0
   #outageTimer: NodeJS.Timeout | undefined
   /** After Redis came back, services are not claimed before this (epoch ms): their previous owners take them back first. */
   #claimAfter = 0
@@ -120,8 +134,8 @@ export class Cluster {
       cluster: options.name,
       replicaId: this.replicaId,
       ttlMs: this.leaseMs,
-      vouchedUntil: () => this.#vouchedUntil,
-      quietUntil: () => this.#quietUntil
+      vouchedUntil: (label: string) => this.#vouched.get(label) ?? 0,
+      quietUntil: (label: string) => Math.max(this.#quietAll, this.#quiet.get(label) ?? 0)
     }
     this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
     this.leases = new Leases(connection.client, leaseOptions, {
@@ -369,13 +383,18 @@ export class Cluster {
     }
   }
 
-  /** One question to the others (see `#checkOutage`): true when none of them answered. */
+  /**
+   * One question to the others (see `#checkOutage`), naming the leases this replica holds: the
+   * promises vouch for those alone, and the replicas asked go on taking any other. True when none
+   * of them answered.
+   */
   async #ask(): Promise<boolean> {
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
     const asked = Date.now()
+    const leases = [...this.leader.owned(), ...this.leases.owned()]
     let said: ReadonlyArray<RedisAnswer | null> = []
     if (peers.length > 0) {
-      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs }, {})))
+      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs, leases }, {})))
       said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
     }
     if (this.connection.up) return false
@@ -386,11 +405,13 @@ export class Cluster {
       // An answer without a promise (a replica of an earlier version) vouches for nothing.
       const promised = peers.length === 0 ? this.leaseMs : Math.min(...said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0)))
       const vouched = promised > 0
-      if (vouched !== this.#vouchedUntil > 0) {
+      if (vouched !== this.#outage) {
         if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
         else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
       }
-      this.#vouchedUntil = vouched ? Math.max(this.#vouchedUntil, asked + promised - this.leases.margin) : 0
+      this.#outage = vouched
+      if (!vouched) this.#vouched.clear()
+      for (const label of vouched ? leases : []) this.#vouched.set(label, Math.max(this.#vouched.get(label) ?? 0, asked + promised - this.leases.margin))
     }
     // Acted on now: no longer vouched for (another replica reaches Redis again, or the promises ran out), leases past their deadline go at once.
     this.leases.expire()
@@ -402,13 +423,34 @@ export class Cluster {
    * Asked by a replica that lost Redis (the `redis` request): whether this one reaches it now. Yes
    * only when a command sent now is answered within `CONFIRM_MS`, so that a reply from before an
    * outage, which this replica's probe has not noticed yet, never makes the asker think it alone is
-   * cut off. A no is a promise: this replica takes no lease for its lease time from now (a claim
-   * already sent is given back, src/cluster/leases.ts), so the asker may keep its leases meanwhile.
+   * cut off. A no is a promise: this replica takes none of the `leases` the asker named (all, when
+   * it named none) for its lease time from now (a claim already sent is given back,
+   * src/cluster/leases.ts), so the asker may keep them meanwhile; it takes any other lease as usual,
+   * so a Redis that is only slow here (the command answered late) leaves no service unowned. Such a
+   * late answer is a warning line.
    */
-  async reachesRedis(): Promise<RedisAnswer> {
-    if (this.connection.up && (await timed(this.connection.client.sendCommand(["TIME"]), CONFIRM_MS).then(() => true, () => false))) return { up: true }
-    this.#quietUntil = Math.max(this.#quietUntil, Date.now() + this.leaseMs)
+  async reachesRedis(leases?: ReadonlyArray<string>): Promise<RedisAnswer> {
+    const sent = Date.now()
+    const time = this.connection.up ? this.connection.client.sendCommand(["TIME"]) : undefined
+    if (time !== undefined && (await timed(time, CONFIRM_MS).then(() => true, () => false))) return { up: true }
+    const until = Date.now() + this.leaseMs
+    for (const [label, at] of this.#quiet) if (at <= sent) this.#quiet.delete(label)
+    if (leases === undefined) this.#quietAll = Math.max(this.#quietAll, until)
+    else for (const label of leases) this.#quiet.set(label, Math.max(this.#quiet.get(label) ?? 0, until))
+    void time?.then(() => this.#answeredLate(Date.now() - sent, leases), () => undefined)
     return { up: false, quietMs: this.leaseMs }
+  }
+
+  /** A `TIME` sent on a question came back after the no was given: Redis is slow here, not away (one line a minute at most). */
+  #answeredLate(tookMs: number, leases: ReadonlyArray<string> | undefined): void {
+    const now = Date.now()
+    if (now - this.#lateSaid < LATE_LINE_EVERY_MS) return
+    this.#lateSaid = now
+    const kept = leases === undefined ? "any lease" : `the asker's ${leases.length} lease(s)`
+    log.warn(
+      `replica ${this.replicaId} answered a replica that lost Redis that it does not reach Redis either, but Redis answered it after ${tookMs} ms (more than ${CONFIRM_MS}): Redis is slow here, not away; it takes none of ${kept} for ${this.leaseMs} ms from each such answer and takes other services as usual`,
+      { event: "cluster_redis_answer_late", duration_ms: tookMs }
+    )
   }
 
   /** A service's lease was taken: run it here (a lease of a service not defined here is given back). */
@@ -535,7 +577,8 @@ export class Cluster {
     if (this.options.secret === undefined) await this.connection.client.set(clusterKey(this.options.name, "secret"), this.secret, { condition: "NX" }).catch(() => undefined)
     await this.leases.renew().catch(() => undefined)
     await this.leader.renew().catch(() => undefined)
-    this.#vouchedUntil = 0
+    this.#vouched.clear()
+    this.#outage = false
     await this.#resync().catch(() => undefined)
     for (const field of this.leases.owned()) {
       const face = this.#host?.face(field)

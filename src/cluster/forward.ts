@@ -95,8 +95,11 @@ export type ForwardRequest = {
   | { readonly op: "complete"; readonly params: CompleteParams }
   | { readonly op: "ping" }
   | { readonly op: "event"; readonly event: ServiceEvent }
-  /** Whether the receiving replica reaches Redis now (`field` is empty): an outage or a partition? */
-  | { readonly op: "redis" }
+  /**
+   * Whether the receiving replica reaches Redis now (`field` is empty): an outage or a partition? A
+   * no promises to take none of `leases` (the asker's) for a while; of any lease when they are absent.
+   */
+  | { readonly op: "redis"; readonly leases?: ReadonlyArray<string> | undefined }
   /** The caller's answer to a request relayed from a call (`q` line): the call's request id, the request's key. */
   | { readonly op: "answer"; readonly call: string; readonly key: string; readonly answer: RelayAnswer }
   /** A retry of a held call the receiving replica holds (`field` is empty): its next step (src/cluster/held-calls.ts). */

@@ -9,7 +9,7 @@
  * deadline drops every lease not renewed by then, even while Redis does not answer. Another replica
  * can only take the key once Redis expired it, after that deadline. The one exception, an outage of
  * Redis for every replica, keeps leases past their deadlines only while the others have promised
- * to take none (`vouchedUntil`, `quietUntil`; docs/replicas.md, "Leases").
+ * to take none of them (`vouchedUntil`, `quietUntil`, both per lease; docs/replicas.md, "Leases").
  *
  * A replica takes free leases only while it holds fewer than its fair share; an orderly shutdown
  * releases its leases and publishes `lease-released`, which makes the others look at once.
@@ -56,19 +56,19 @@ export interface LeasesOptions {
   /** The clock (tests); Date.now by default. */
   readonly now?: () => number
   /**
-   * Until when (epoch ms) no other replica can take a lease although Redis does not answer here:
-   * every other replica that answered said it does not reach Redis either, and promised to take no
-   * lease until later than this (an outage, not a partition of this one; src/cluster/cluster.ts).
-   * Deadlines passed before then are not acted on; the leases are renewed (or taken back) as soon as
-   * Redis returns. 0 or absent: nobody vouched.
+   * Until when (epoch ms) no other replica can take `label` although Redis does not answer here:
+   * every other replica that answered said it does not reach Redis either, and promised to take
+   * this lease (named in the question) no sooner than this (an outage, not a partition of this one;
+   * src/cluster/cluster.ts). A deadline passed before then is not acted on; the lease is renewed (or
+   * taken back) as soon as Redis returns. 0 or absent: nobody vouched.
    */
-  readonly vouchedUntil?: (() => number) | undefined
+  readonly vouchedUntil?: ((label: string) => number) | undefined
   /**
-   * Until when (epoch ms) this replica takes no lease: it promised so to a replica cut off from
-   * Redis (which keeps its own leases past their deadlines meanwhile). A `SET NX` sent before that
-   * promise and answered after it is given back at once. 0 or absent: no promise.
+   * Until when (epoch ms) this replica does not take `label`: it promised so to a replica cut off
+   * from Redis that named it (which keeps that lease past its deadline meanwhile). A `SET NX` sent
+   * before that promise and answered after it is given back at once. 0 or absent: no promise.
    */
-  readonly quietUntil?: (() => number) | undefined
+  readonly quietUntil?: ((label: string) => number) | undefined
 }
 
 /** The pub/sub channel that says leases were released (the message is the releasing replica's id). */
@@ -116,9 +116,10 @@ export class Leases {
    * one first: the next free one is tried). Resolves with the labels taken.
    */
   async claim(candidates: Iterable<string>, share: number): Promise<ReadonlyArray<string>> {
-    const wanted = [...candidates].filter((l) => !this.#owned.has(l))
+    const now = this.#now()
+    const wanted = [...candidates].filter((l) => !this.#owned.has(l) && !this.#quiet(l, now))
     const taken: string[] = []
-    if (this.#closed || this.#owned.size >= share || wanted.length === 0 || this.#quiet(this.#now())) return taken
+    if (this.#closed || this.#owned.size >= share || wanted.length === 0) return taken
     const holders = await this.client.mGet(wanted.map((l) => this.key(l)))
     const free = wanted.filter((_, i) => holders[i] === null)
     while (free.length > 0 && !this.#closed && this.#owned.size < share) {
@@ -129,7 +130,7 @@ export class Leases {
       )
       batch.forEach((label, i) => {
         if (replies[i] !== "OK") return
-        if (this.#closed || this.#quiet(started)) {
+        if (this.#closed || this.#quiet(label, started)) {
           // Closed, or promised to take none, meanwhile: give it back at once rather than hold it until it expires.
           void this.client.eval(RELEASE, { keys: [this.key(label)], arguments: [this.options.replicaId] }).catch(() => undefined)
           return
@@ -161,10 +162,9 @@ export class Leases {
   /** Drops every lease whose deadline has passed (called by the expiry timer; safe to call any time). */
   expire(): void {
     const now = this.#now()
-    // Nobody can take them while Redis is away for everyone: kept (and looked at again) until that changes.
-    if (now < (this.options.vouchedUntil?.() ?? 0)) return this.#schedule()
     for (const [label, deadline] of [...this.#owned]) {
-      if (now >= deadline) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
+      // Nobody can take it while Redis is away for everyone: kept (and looked at again) until that changes.
+      if (now >= deadline && now >= this.#vouched(label)) this.#lose(label, "not renewed before its deadline (Redis unreachable or slow)")
     }
     this.#schedule()
   }
@@ -206,17 +206,21 @@ export class Leases {
     clearTimeout(this.#expiry)
     this.#expiry = undefined
     if (this.#closed || this.#owned.size === 0) return
-    const earliest = Math.min(...this.#owned.values())
-    // A deadline already past (kept while vouched for) is looked at again when the vouching ends.
     const now = this.#now()
-    const at = earliest > now ? earliest : Math.max(earliest, this.options.vouchedUntil?.() ?? 0)
+    // A deadline already past (kept while vouched for) is looked at again when the vouching ends.
+    const at = Math.min(...[...this.#owned].map(([label, deadline]) => (deadline > now ? deadline : Math.max(deadline, this.#vouched(label)))))
     this.#expiry = setTimeout(() => this.expire(), Math.max(0, at - now))
     this.#expiry.unref()
   }
 
-  /** Whether a lease taken by a `SET NX` sent at `since` must be given back (a promise to take none made since). */
-  #quiet(since: number): boolean {
-    return (this.options.quietUntil?.() ?? 0) > since
+  /** Whether `label` is not to be taken by a `SET NX` sent at `since` (or given back: a promise to take it no sooner made since). */
+  #quiet(label: string, since: number): boolean {
+    return (this.options.quietUntil?.(label) ?? 0) > since
+  }
+
+  /** Until when `label` is kept past its deadline (0: not vouched for). */
+  #vouched(label: string): number {
+    return this.options.vouchedUntil?.(label) ?? 0
   }
 
   /** How long before its deadline (as renewed) a lease is dropped here (ms). */

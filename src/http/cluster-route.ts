@@ -233,9 +233,16 @@ const decideHere = (store: Store, req: Extract<ForwardRequest, { op: "approval" 
   return { decided }
 }
 
+/**
+ * The leases a replica that lost Redis names in its question (those it keeps): anything but a list
+ * of strings names every lease, so the promise of the answer covers them all (the safe side).
+ */
+const leasesNamed = (leases: unknown): ReadonlyArray<string> | undefined =>
+  Array.isArray(leases) && leases.every((l): l is string => typeof l === "string") ? leases : undefined
+
 /** Runs one forwarded request on the owned service's connection (or, for `answer` and `held`, on what it names). */
 const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: ForwardRequest, write: (line: ForwardLine) => void, signal: AbortSignal, relayed: Relayed): Promise<unknown> => {
-  if (req.op === "redis") return cluster.reachesRedis()
+  if (req.op === "redis") return cluster.reachesRedis(leasesNamed(req.leases))
   if (req.op === "answer") {
     const answer = req.answer as RelayAnswer | undefined
     if (typeof answer !== "object" || answer === null || !("result" in answer || "error" in answer)) throw new McpRequestError("protocol", "not an answer to a relayed request", -32602)

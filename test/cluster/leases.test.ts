@@ -1,7 +1,8 @@
 /**
  * The leases (src/cluster/leases.ts) on a real Redis: the compare-and-set scripts touch only the
  * holder's keys, two replicas split the leases by their fair share, a release hands them over at
- * once, and a holder that cannot renew drops its lease before Redis expires the key (no two owners).
+ * once, and a holder that cannot renew drops its lease before Redis expires the key (no two owners);
+ * a promise to take none and a vouching through an outage hold for the leases they name alone.
  */
 import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -134,5 +135,19 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     expect(await u.claim(["store/q"], 1)).toEqual([])
     expect(asked).toBeGreaterThan(1)
     expect(await eventually(async () => (await client.get("mcp-store:{quiet}:lease:store/q")) === null, 2000, 10)).toBe(true)
+  })
+
+  it("a promise and a vouching are per lease: the leases promised are not taken, the others are; only the leases vouched for are kept past their deadlines", async () => {
+    const promised = Date.now() + 60_000
+    const t = table("per-lease", "replica-b", 5000, undefined, { quietUntil: (label) => (label === "store/kept" ? promised : 0) })
+    expect(await t.claim(["store/kept", "store/free"], 2)).toEqual(["store/free"])
+    expect(await client.get("mcp-store:{per-lease}:lease:store/kept")).toBeNull()
+
+    const lost: string[] = []
+    const u = table("per-lease-vouched", "replica-a", 300, (label) => lost.push(label), { vouchedUntil: (label) => (label === "store/v" ? Date.now() + 60_000 : 0) })
+    expect((await u.claim(["store/v", "store/w"], 2)).length).toBe(2)
+    expect(await eventually(() => lost.length > 0, 2000, 10)).toBe(true)
+    expect(lost).toEqual(["store/w"])
+    expect(u.owns("store/v")).toBe(true)
   })
 })

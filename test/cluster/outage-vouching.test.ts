@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { COMMAND_TIMEOUT_MS } from "../../src/redis/connection.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, spawnStore, startRedisServer, useReplicaSecret, within, type RedisServer, type StoreProcess } from "../support/index.js"
+import { eventually, freshDir, hasRedisServer, replicasListening, spawnStore, startRedisServer, useReplicaSecret, within, type RedisServer, type StoreProcess } from "../support/index.js"
 
 const CLUSTER = "vouch"
 const LEASE_MS = 6000
@@ -62,12 +62,7 @@ describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica
       expect(waited.body.data?.final_status).toBe("healthy")
     }
     // The owner asks the replicas its keeper last read (every ttl/3): both registered with their URLs, then one keeper turn.
-    const registered = async () => {
-      const keys = await client.keys(clusterKey(CLUSTER, "replica", "*"))
-      const entries = keys.length === 0 ? [] : await client.mGet(keys)
-      return entries.filter((e) => e !== null && (JSON.parse(e) as { url: string }).url !== "").length === 2
-    }
-    expect(await eventually(registered, 15_000, 50)).toBe(true)
+    expect(await eventually(async () => (await replicasListening(client, CLUSTER)) === 2, 15_000, 50)).toBe(true)
     await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 3 + 500))
 
     const call = (r: StoreProcess, text: string) => r.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text } })

@@ -23,7 +23,7 @@
  *   machines.ts    fake side-effect actors and a service actor on a simulated clock
  *   chromium.ts    headless Chromium for the browser tests
  *   requirements.ts redis-server and Chromium: installed, required by the run (MCPSTORE_TEST_REQUIRE)
- *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off
+ *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off or slow it
  *   programs.ts    the store, the stdio fixtures and the third-party MCP programs as esbuild bundles, for child processes
  */
 export * from "./chromium.js"

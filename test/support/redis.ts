@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process"
 import { createConnection, createServer, type Socket } from "node:net"
 import { createClient, type RedisClientType } from "redis"
+import { clusterKey } from "../../src/redis/key-names.js"
 import { installed, missingError, runsWith } from "./requirements.js"
 import { closedPort } from "./server.js"
 import { eventually } from "./wait.js"
@@ -124,13 +125,25 @@ export const useReplicaSecret = (): (() => void) => {
   }
 }
 
-/** A TCP proxy in front of a Redis server: `cut()` is a network partition between its clients and Redis. */
+/** How many replicas of `cluster` the registry holds with the URL they are reached at (they listen): those another replica can ask. */
+export const replicasListening = async (client: RedisClientType, cluster: string): Promise<number> => {
+  const keys = await client.keys(clusterKey(cluster, "replica", "*"))
+  const entries = keys.length === 0 ? [] : await client.mGet(keys)
+  return entries.filter((e) => e !== null && (JSON.parse(e) as { url: string }).url !== "").length
+}
+
+/**
+ * A TCP proxy in front of a Redis server: `cut()` is a network partition between its clients and
+ * Redis, `slow(ms)` a slow Redis (or network) for them alone.
+ */
 export interface RedisProxy {
   /** `redis://127.0.0.1:<proxy port>`. */
   readonly url: string
   /** Drops every connection through the proxy and refuses new ones, until `heal()`. */
   cut(): void
   heal(): void
+  /** Holds what Redis sends back this long (ms) before passing it on, in order, from now on (0: at once). */
+  slow(ms: number): void
   close(): Promise<void>
 }
 
@@ -138,6 +151,7 @@ export interface RedisProxy {
 export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> => {
   const sockets = new Set<Socket>()
   let cut = false
+  let delayMs = 0
   const server = createServer((client) => {
     if (cut) return void client.destroy()
     const upstream = createConnection({ host: "127.0.0.1", port: redis.port })
@@ -151,7 +165,15 @@ export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> =
       })
     }
     client.pipe(upstream)
-    upstream.pipe(client)
+    // Each chunk waits its delay after the one before it was passed on, so the order is kept.
+    let passed = Promise.resolve()
+    upstream.on("data", (chunk: Buffer) => {
+      const due = Date.now() + delayMs
+      passed = passed.then(async () => {
+        if (Date.now() < due) await new Promise((resolve) => setTimeout(resolve, due - Date.now()))
+        if (!client.destroyed) client.write(chunk)
+      })
+    })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const port = (server.address() as { port: number }).port
@@ -163,6 +185,9 @@ export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> =
     },
     heal: () => {
       cut = false
+    },
+    slow: (ms) => {
+      delayMs = ms
     },
     close: async () => {
       for (const s of sockets) s.destroy()
