@@ -17,12 +17,11 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { request, type ClientRequest } from "node:http"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { HttpClient, closedLoop, type RunResult } from "./load.js"
-import { buildStore, cpuSeconds, memoryMb, onCleanup, startFixtures, startStore, stopAll, stopChild } from "./procs.js"
+import { buildStore, cpuSeconds, memoryMb, onCleanup, startFixtures, startStore, stopAll, stopChild, workFolder } from "./procs.js"
 
 export type ProgressWay = "direct" | "store-rest" | "store-rest+events" | "store-mcp"
 export const PROGRESS_WAYS: ReadonlyArray<ProgressWay> = ["direct", "store-rest", "store-rest+events", "store-mcp"]
@@ -244,7 +243,7 @@ if (process.argv[1]?.endsWith("progress.ts") === true) {
   const numbers = (v: string | undefined, d: ReadonlyArray<number>) => (v === undefined ? d : v.split(",").map(Number))
   buildStore()
   try {
-    await runProgress(mkdtempSync(join(tmpdir(), "mcp-store-bench-progress-")), {
+    await runProgress(workFolder("mcp-store-bench-progress-"), {
       concurrencies: numbers(process.env.BENCH_CONCURRENCY, [1, 8]),
       calls: Number(process.env.BENCH_CALLS ?? 500),
       warmup: Number(process.env.BENCH_WARMUP ?? 100),
