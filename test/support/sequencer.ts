@@ -12,6 +12,7 @@ export const SLOWEST: ReadonlyArray<string> = [
   "test/cluster/replicas.test.ts",
   "test/faults/fuzz.test.ts",
   "test/faults/store-process.test.ts",
+  "test/cluster/slow-redis.test.ts",
   "test/extras/tracing.test.ts",
   "test/ui/dashboard.test.ts",
   "test/http/bad-input.test.ts",
