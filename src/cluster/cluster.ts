@@ -24,7 +24,7 @@ import { viewOf, type PublishedView } from "../machines/replicated.js"
 import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
-import type { McpConnection } from "../mcp/types.js"
+import { McpRequestError, type McpConnection } from "../mcp/types.js"
 import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, type SendOptions } from "./forward.js"
@@ -150,7 +150,7 @@ export class Cluster {
     this.#forwarder = new Forwarder({
       secret,
       maxAnswerBytes: 2 * maxMessageBytes + 64 * 1024,
-      ownerUrl: (field) => this.#ownerUrl(field),
+      ownerUrl: (field, again) => this.#ownerUrl(field, again),
       redisAway: () => !this.connection.up
     })
   }
@@ -590,7 +590,6 @@ export class Cluster {
     setTimeout(() => this.claimSoon(), Math.floor(this.leaseMs / 2) + 10).unref()
   }
 
-  /** Where the owner of `field` is reached: the owner of its last view, else the lease holder. */
   /** The replica that runs a service when it is another one (undefined: this one, or none now). */
   async ownerOf(field: string): Promise<string | undefined> {
     if (this.leases.owns(field)) return undefined
@@ -599,14 +598,46 @@ export class Cluster {
     return owner === this.replicaId ? undefined : owner
   }
 
-  async #ownerUrl(field: string): Promise<string | undefined> {
+  /**
+   * Where a request for `field` is sent (`Forwarder.send`): this replica's own route when it runs the
+   * service (it took it over while the request was on its way: the route runs it on the live
+   * connection); else the owner of its last view, at the URL that view carries (known without Redis);
+   * else the lease holder. `again` (the last answer did not take the request: its replica is gone, or
+   * no longer owns the service): the lease holder as Redis has it now, at its URL in the registry
+   * now, and the view only when Redis does not answer.
+   */
+  async #ownerUrl(field: string, again: boolean): Promise<string | undefined> {
+    if (this.leases.owns(field)) {
+      if (this.#advertiseUrl !== "") return this.#advertiseUrl
+      throw new McpRequestError("transport", `replica ${this.replicaId} took ${field} over while the request was on its way, and it does not listen; try again`)
+    }
     const latest = this.#latest.get(field)
-    // The owner's URL as its view gave it: known without Redis, also before the registry was read again since it listened.
-    if (latest !== undefined && latest.owner !== this.replicaId && latest.url !== undefined && latest.url !== "") return latest.url
+    const viewed = latest !== undefined && latest.owner !== this.replicaId && latest.url !== undefined && latest.url !== "" ? latest.url : undefined
+    if (again) {
+      const holder = await this.#holderUrl(field)
+      if (holder !== STALE) return holder
+    }
+    if (viewed !== undefined) return viewed
     let owner = latest?.owner
     if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
     if (owner === undefined || owner === this.replicaId) return undefined
     return this.#urlOf(owner)
+  }
+
+  /**
+   * The URL of the holder of `field`'s lease as Redis has it now, from its registry entry now
+   * (undefined: the lease is free or being taken here, or its holder has left the registry);
+   * `STALE` when Redis did not answer.
+   */
+  async #holderUrl(field: string): Promise<string | undefined | typeof STALE> {
+    try {
+      const holder = await this.connection.client.get(this.leases.key(field))
+      if (holder === null || holder === this.replicaId) return undefined
+      const entry = await this.connection.client.get(this.#replicaKey(holder))
+      return entry === null ? undefined : urlOfEntry(entry)
+    } catch {
+      return STALE
+    }
   }
 
   /** Where a replica is reached: the registry as the keeper last read it (so it is found while Redis is away), else as it is now. */
@@ -614,12 +645,7 @@ export class Cluster {
     const known = this.#peers.find((p) => p.id === replica)?.url
     if (known !== undefined && known !== "") return known
     const entry = await this.connection.client.get(this.#replicaKey(replica)).catch(() => null)
-    try {
-      const url = entry === null ? "" : (JSON.parse(entry) as ReplicaEntry).url
-      return url === "" ? undefined : url
-    } catch {
-      return undefined
-    }
+    return entry === null ? undefined : urlOfEntry(entry)
   }
 
   /**
@@ -688,6 +714,19 @@ export class Cluster {
       await reading
     })()
     return this.#stopping
+  }
+}
+
+/** What `#holderUrl` answers when Redis did not answer. */
+const STALE = Symbol("stale")
+
+/** The URL of a registry entry (undefined: not listening yet, or unreadable). */
+const urlOfEntry = (entry: string): string | undefined => {
+  try {
+    const url = (JSON.parse(entry) as ReplicaEntry).url
+    return typeof url === "string" && url !== "" ? url : undefined
+  } catch {
+    return undefined
   }
 }
 

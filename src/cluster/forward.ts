@@ -14,7 +14,9 @@
  * time-out here too, as it does on the owner), then one `{"r": result}` or `{"e": failure}`, a
  * failure keeping its `McpRequestError` kind. A request that no owner ran (the owner gone or moving)
  * is sent again to the next owner, within its time-out, unless this replica knows Redis does not
- * answer (no owner can change then: it fails at once). Cancelling the request (the caller went away)
+ * answer (no owner can change then: it fails at once); the next owner is then asked of Redis, not of
+ * the last view, and when it is this replica (it took the service over meanwhile), the request goes
+ * to its own route, which runs it on the live connection. Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
  * subscriptions, logging levels) is refused.
  *
@@ -212,8 +214,12 @@ type Without<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 export interface ForwardTarget {
   /** The cluster secret. */
   readonly secret: string
-  /** The URL of the replica that owns `field` now (undefined: none known). */
-  ownerUrl(field: string): Promise<string | undefined>
+  /**
+   * The URL of the replica that owns `field` now (undefined: none known); this replica's own when it
+   * does. `again`: a request was just not delivered to the last answer, so the owner is asked of
+   * Redis rather than taken from its last view (which may name a replica that is gone).
+   */
+  ownerUrl(field: string, again: boolean): Promise<string | undefined>
   /** The largest answer read (bytes): the store's message cap, twice, for the JSON framing. */
   readonly maxAnswerBytes: number
   /**
@@ -238,9 +244,9 @@ export class Forwarder {
     // While the service moves (its owner gone, the next not known yet, or the request refused as
     // "not mine"), a request that was never run is sent again to whoever owns it next, within its time-out.
     const deadline = performance.now() + request.timeoutMs
-    for (;;) {
+    for (let again = false; ; again = true) {
       if (options.signal?.aborted === true) throw new McpRequestError("aborted", "the request was cancelled")
-      const url = await this.target.ownerUrl(request.field)
+      const url = await this.target.ownerUrl(request.field, again)
       try {
         if (url === undefined) throw new NotDelivered(`no replica runs ${request.field} now (its owner is changing)`)
         return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)

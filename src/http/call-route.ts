@@ -27,7 +27,7 @@
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, Effect, Either, Exit, type Fiber, Option, type ParseResult, Runtime, Schema } from "effect"
+import { Cause, Effect, Either, Exit, type Fiber, HashSet, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "./Api.js"
 import type { KeyRing } from "../config/api-keys.js"
@@ -148,6 +148,18 @@ export const retryAfterHeader = (status: number, body: unknown): string | undefi
   if (status !== 503) return undefined
   const seconds = (body as { error?: { details?: { retry_after_seconds?: unknown } } } | null)?.error?.details?.retry_after_seconds
   return typeof seconds === "number" && seconds >= 0 ? String(Math.ceil(seconds)) : undefined
+}
+
+/**
+ * The status a request whose client went away is counted with (metrics, its span, the access line):
+ * 499, as HttpApi's server answers it, never a 5xx: the store did not fail.
+ */
+export const CLIENT_GONE = 499
+
+/** The status an HttpApi answer's exit is counted with: its response's; `CLIENT_GONE` when its client went away; else 500 (a defect). */
+export const statusOfExit = (exit: Exit.Exit<{ readonly status: number }, unknown>): number => {
+  if (Exit.isSuccess(exit)) return exit.value.status
+  return HashSet.has(Cause.interruptors(exit.cause), HttpServerError.clientAbortFiberId) ? CLIENT_GONE : 500
 }
 
 /** Writes a JSON answer with the headers every answer carries (src/http/server.ts), Retry-After on a 429 or 503 (`retryAfterHeader`). */
@@ -285,10 +297,12 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     let fiber: Fiber.RuntimeFiber<unknown, E.ApiError> | undefined
     let cancel: Cancel | undefined
     let closed = false
-    // The client went away: its handler is interrupted (its call cancelled), as HttpApi's server does.
+    // The client went away: its handler is interrupted (its call cancelled), as HttpApi's server does,
+    // and the request counted 499 as that server answers it (`CLIENT_GONE`), not as the store's failure.
     response.once("close", () => {
       if (!response.writableEnded) {
         closed = true
+        status = CLIENT_GONE
         cancel?.abort()
         fiber?.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
         if (fiber === undefined) done()

@@ -8,9 +8,10 @@
  * (an Origin, a Sec-Fetch-Site) is refused outright. The body is bounded as an API request's is, and
  * not read at all when the signature header is missing, malformed or out of its time window.
  *
- * The request runs on the service's live connection only if this replica still owns the service,
- * through the step a call made here takes (src/runtime/service-request.ts): a service still
- * connecting is waited for, an expired session is reconnected once, and a transport failure counts
+ * The request runs on the service's live connection only if this replica still owns the service
+ * and its actor runs it (never forwarded on from here), through the step a call made here takes
+ * (src/runtime/service-request.ts): a service still connecting is waited for, an expired session
+ * is reconnected once, and a transport failure counts
  * as a failed health check of the owner's actor. A request of a `per_user` service runs on its
  * caller's own connection instead (the `principal` it names; src/runtime/per-user-request.ts), and
  * one that names none is refused. An upstream's elicitation or sampling request
@@ -24,7 +25,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
-import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, toWire, type ForwardLine, type ForwardRequest, type RelayAnswer } from "../cluster/forward.js"
+import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, RemoteConnection, toWire, type ForwardLine, type ForwardRequest, type RelayAnswer } from "../cluster/forward.js"
 import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
@@ -269,6 +270,9 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   const face = service === undefined ? undefined : store.serviceActor(service.scope, service.name)
   if (face === undefined) throw new NotDelivered(`service ${req.field} is not defined on the replica asked`)
   if (!cluster.owns(req.field)) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
+  // Its actor still forwards (the service moves here or away): not run here, and never sent on, as
+  // it may come from this very replica (one that took the service over while forwarding: `Cluster.#ownerUrl`).
+  if (face.getSnapshot().context.connection instanceof RemoteConnection) throw new NotDelivered(`the replica asked does not run ${req.field} yet (it is moving)`)
   if (req.op === "event") {
     if (FORWARDED_EVENTS.has(req.event?.type)) face.send(req.event)
     return null
@@ -335,8 +339,6 @@ const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "task", "read", "prom
  * the replica asked turns into the same error a request made here gets.
  */
 const asPrincipal = async (store: Store, face: ServiceActorRef, req: ForwardRequest, principal: string | undefined, run: (connection: McpConnection) => Promise<unknown>, remaining: () => number): Promise<unknown> => {
-  // The service moved away meanwhile: sent again to its owner by the replica asked, never on from here.
-  if (face.getSnapshot().context.connection?.forPrincipal !== undefined) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
   const sent = await requestAsPrincipal(store.credentials, face, principal, { remaining, subject: `a forwarded ${req.op} of ${req.field}` }, run)
   if (Exit.isSuccess(sent)) return sent.value
   const failure = Cause.failureOption(sent.cause)

@@ -40,7 +40,7 @@ import { ApprovalsHttpLive } from "./approvals/Http.js"
 import { Api, routeTable } from "./Api.js"
 import { ApplicationHttpLive, SystemHttpLive } from "./app/Http.js"
 import { authorizationLayer } from "./authorization.js"
-import { callRoute, retryAfterHeader, type DirectCallParts, type DirectRoute } from "./call-route.js"
+import { callRoute, retryAfterHeader, statusOfExit, type DirectCallParts, type DirectRoute } from "./call-route.js"
 import { clusterRoute, type ReplicaParts } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
 import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
@@ -284,7 +284,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
       const span = tracer?.enabled === true ? openRequestSpan(readTraceContext(request.headers)) : undefined
       return Effect.onExit(span === undefined ? app : Effect.locally(app, requestSpan, span), (exit) =>
         Effect.sync(() => {
-          const status = Exit.isSuccess(exit) ? exit.value.status : 500
+          const status = statusOfExit(exit)
           const ms = performance.now() - started
           observe(request.method, status, ms)
           if (access) accessLine(request, status, ms, span?.traceId)

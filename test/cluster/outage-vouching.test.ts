@@ -7,13 +7,10 @@
  * the question: it does not reach Redis, so the owner keeps its leases past their deadlines, no
  * lease is lost, and calls through either replica are answered by the owner all along.
  */
-import { writeFileSync } from "node:fs"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { COMMAND_TIMEOUT_MS } from "../../src/redis/connection.js"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, replicasListening, spawnStore, startRedisServer, useReplicaSecret, within, type RedisServer, type StoreProcess } from "../support/index.js"
+import { eventually, hasRedisServer, replicasListening, useReplicaProcesses, within, type StoreProcess } from "../support/index.js"
 
 const CLUSTER = "vouch"
 const LEASE_MS = 6000
@@ -24,39 +21,15 @@ const RUNS_MS = 50
 const STOPPED_MS = 450
 
 describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica has not noticed yet", { timeout: 120_000 }, () => {
-  let redis: RedisServer
-  let upstream: HttpFixture
-  let restoreSecret: (() => void) | undefined
-  const replicas: StoreProcess[] = []
-
-  const start = (services: object) => {
-    const dir = freshDir()
-    writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
-    return spawnStore({ configFile: join(dir, "mcp.json"), extraArgs: ["--redis-url", redis.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS), "--log-level", "info"] })
-  }
-
-  beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
-  })
-  afterAll(async () => {
-    for (const r of replicas) r.child.kill("SIGCONT")
-    redis?.thaw()
-    redis?.disconnectAll()
-    restoreSecret?.()
-    await Promise.all(replicas.map((r) => r.kill()))
-    await Promise.all([redis?.stop(), upstream?.stop()])
-  })
+  const cluster = useReplicaProcesses({ cluster: CLUSTER, leaseMs: LEASE_MS })
 
   it("the owner keeps its leases while the replica it asks still counts Redis as up: no lease lost, calls through both answered by the owner", async () => {
     // The owner starts first with the service, so it takes its lease (and the leader's) alone.
-    const owner = await start({ mcpServers: { kit: { url: upstream.url } } })
-    replicas.push(owner)
-    const client = await redis.connect()
+    const owner = await cluster.replica({ mcpServers: { kit: { url: cluster.upstream.url } } })
+    const client = await cluster.redis.connect()
     const leaseKey = clusterKey(CLUSTER, "lease", "store/kit")
     expect(await eventually(async () => (await client.get(leaseKey))?.includes(`-${owner.pid}-`) === true, 15_000, 50)).toBe(true)
-    const other = await start({ mcpServers: {} })
-    replicas.push(other)
+    const other = await cluster.replica({ mcpServers: {} })
     for (const r of [owner, other]) {
       const waited = await r.post("/for_store/wait_service", { client_id_or_service_name: "kit", status: "healthy", timeout: 15 })
       expect(waited.body.data?.final_status).toBe("healthy")
@@ -79,7 +52,7 @@ describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica
       }
     })()
     const bound = COMMAND_TIMEOUT_MS / 2
-    redis.freeze()
+    cluster.redis.freeze()
     try {
       try {
         const until = Date.now() + FROZEN_MS
@@ -97,7 +70,7 @@ describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica
       const forwarded = await eventually(async () => (await within(call(other, "forwarded"), COMMAND_TIMEOUT_MS, "a call through the other replica while frozen")).body.result === "forwarded", 5000, 100)
       expect(forwarded ? "forwarded" : (await call(other, "forwarded")).text).toBe("forwarded")
     } finally {
-      redis.thaw()
+      cluster.redis.thaw()
     }
 
     expect(owner.output()).toContain("Redis is unreachable for every replica")

@@ -8,12 +8,9 @@
  * answered it late; it takes the killed replica's service all the same, while the cut-off replica
  * keeps its own service (never two owners), which it renews once it reaches Redis again.
  */
-import { writeFileSync } from "node:fs"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
-import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, freshDir, hasRedisServer, replicasListening, spawnStore, startRedisProxy, startRedisServer, useReplicaSecret, type RedisProxy, type RedisServer, type StoreProcess } from "../support/index.js"
+import { eventually, hasRedisServer, replicasListening, startRedisProxy, useReplicaProcesses, type RedisProxy, type StoreProcess } from "../support/index.js"
 
 const CLUSTER = "slow"
 const LEASE_MS = 4000
@@ -21,43 +18,25 @@ const LEASE_MS = 4000
 const SLOW_MS = 400
 
 describe.skipIf(!hasRedisServer)("replica mode: Redis slow for one replica while another is cut off", { timeout: 120_000 }, () => {
-  let redis: RedisServer
-  let upstream: HttpFixture
-  let restoreSecret: (() => void) | undefined
-  const replicas: StoreProcess[] = []
+  const cluster = useReplicaProcesses({ cluster: CLUSTER, leaseMs: LEASE_MS })
   const proxies: RedisProxy[] = []
+  afterAll(() => Promise.all(proxies.map((p) => p.close())))
 
   /** A replica that reaches Redis through a proxy of its own. */
   const start = async (services: object): Promise<{ readonly replica: StoreProcess; readonly proxy: RedisProxy }> => {
-    const dir = freshDir()
-    writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
-    const proxy = await startRedisProxy(redis)
+    const proxy = await startRedisProxy(cluster.redis)
     proxies.push(proxy)
-    const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs: ["--redis-url", proxy.url, "--cluster-name", CLUSTER, "--lease-ms", String(LEASE_MS), "--log-level", "info"] })
-    replicas.push(replica)
-    return { replica, proxy }
+    return { replica: await cluster.replica(services, { redisUrl: proxy.url }), proxy }
   }
 
-  beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture()])
-  })
-  afterAll(async () => {
-    if (process.env["REPLICA_LOGS"] !== undefined) replicas.forEach((r, i) => writeFileSync(`${process.env["REPLICA_LOGS"]}-${i}.log`, r.output()))
-    redis?.disconnectAll()
-    restoreSecret?.()
-    await Promise.all(replicas.map((r) => r.kill()))
-    await Promise.all([redis?.stop(), upstream?.stop(), ...proxies.map((p) => p.close())])
-  })
-
   it("the slow replica takes over the services of a killed replica while it promises the cut-off one to take none of its leases", async () => {
-    const client = await redis.connect()
+    const client = await cluster.redis.connect()
     const leaseKey = (name: string) => clusterKey(CLUSTER, "lease", `store/${name}`)
     const holder = async (name: string) => (await client.get(leaseKey(name))) ?? ""
     const holds = (r: StoreProcess, h: string) => h.includes(`-${r.pid}-`)
 
     // Two replicas share two services, one each (the first hands one over to the second).
-    const first = await start({ mcpServers: { kit: { url: upstream.url }, mine: { url: upstream.url } } })
+    const first = await start({ mcpServers: { kit: { url: cluster.upstream.url }, mine: { url: cluster.upstream.url } } })
     const second = await start({ mcpServers: {} })
     const split = async () => {
       const [kit, mine] = [await holder("kit"), await holder("mine")]

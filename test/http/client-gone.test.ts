@@ -4,6 +4,7 @@
  * the waiters are given back at once, not when its time-out passes. Before the runtime was
  * Effect-native, add_service `?wait` ran without the request's signal and kept waiting. A call_tool
  * taken by the direct call route without a fiber is cancelled the same way (`StartedCall.abandon`).
+ * Either way the request is counted 499 (the client closed it), never 500: the store did not fail.
  */
 import { request as httpRequest } from "node:http"
 import { join } from "node:path"
@@ -12,6 +13,12 @@ import { gatedStdioFixture, stdioFixture } from "../fixtures/paths.js"
 import { eventually, startTestServer, type TestServer } from "../support/index.js"
 
 let server: TestServer | undefined
+
+/** The POST requests counted with `status` (the Prometheus metrics). */
+const posts = async (status: number): Promise<number> => {
+  const text = (await (server as TestServer).get("/metrics")).text
+  return Number(new RegExp(`^mcpstore_http_requests_total\\{method="POST",status="${status}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0)
+}
 afterEach(async () => {
   await server?.cleanup()
   server = undefined
@@ -54,6 +61,9 @@ describe("a client that goes away", () => {
     controller.abort()
     expect(await request).toBeInstanceOf(Error)
     expect(await eventually(() => store.waiters.active === 0, 5_000)).toBe(true)
+    // Through HttpApi: counted as its server answers a client gone.
+    expect(await eventually(async () => (await posts(499)) === 1, 5_000)).toBe(true)
+    expect(await posts(500)).toBe(0)
   })
 
   it("cancels call_tool at once: the call leaves the in-flight count and is recorded as cancelled", async () => {
@@ -85,6 +95,9 @@ describe("a client that goes away", () => {
     expect(recorded).toBe(true)
     const [record] = (await store.records.query({ tool_name: "sleep" })).executions
     expect(record).toMatchObject({ service_name: "fx", outcome: "cancelled", error: "the caller cancelled the call or went away" })
+    // On the direct call route too.
+    expect(await posts(499)).toBe(1)
+    expect(await posts(500)).toBe(0)
     // The service goes on answering.
     const next = await server.post("/for_store/call_tool", { tool_name: "echo", service_name: "fx", args: { text: "after" } })
     expect(next.status, next.text).toBe(200)

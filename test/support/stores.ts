@@ -4,13 +4,14 @@
  * options for its optional tools), and end after each test
  * every store it started (`start`) and every resource handed to `defer` (streams, clients), so a file
  * keeps only what is its own. `useReplicaCluster()` does the same for a file whose replicas run in
- * its process on one Redis.
+ * its process on one Redis, `useReplicaProcesses()` for one whose replicas are store processes.
  */
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import type { HttpFixture } from "../fixtures/http-fixture.js"
 import type { FixtureServerOptions } from "../fixtures/fixture-server.js"
+import { spawnStore, type StoreProcess } from "./process.js"
 import { startRedisServer, useReplicaSecret, type RedisServer } from "./redis.js"
 import { freshDir, startTestServer, type TestServer, type TestServerOptions } from "./server.js"
 
@@ -89,39 +90,99 @@ export interface ReplicaCluster {
  * sets the fixture's options (its optional tools).
  */
 export const useReplicaCluster = (setup: { readonly upstream?: FixtureServerOptions } = {}): ReplicaCluster => {
-  let redis: RedisServer | undefined
-  let upstream: HttpFixture | undefined
-  let restoreSecret: (() => void) | undefined
   const servers: TestServer[] = []
+  const started = useFileParts("useReplicaCluster", setup.upstream ?? {}, async () => {
+    await Promise.all(servers.splice(0).map((s) => s.cleanup()))
+  })
+  return Object.assign(started, {
+    replica: async (cluster: string, services?: unknown, options: Readonly<Record<string, unknown>> = {}) => {
+      const dir = freshDir()
+      if (services !== undefined) writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
+      const server = await startTestServer({ dir, options: { redis_url: started.redis.url, cluster_name: cluster, ...options } })
+      servers.push(server)
+      return server
+    }
+  })
+}
+
+/** What a file's hooks start before its first test: a Redis and the HTTP fixture. */
+interface FileParts {
+  redis?: RedisServer
+  upstream?: HttpFixture
+}
+
+/**
+ * Registers the hooks of a file of replicas: the replica secret set for the file, a Redis and the
+ * HTTP fixture (`upstream`: its options) started once; after the file, a frozen Redis thawed, the
+ * secret restored, the replicas ended (`end`), then Redis and the fixture. Answers them as the
+ * file's tests read them: each throws when read before `beforeAll` started it.
+ */
+const useFileParts = (helper: string, upstream: FixtureServerOptions, end: () => Promise<void>): { readonly redis: RedisServer; readonly upstream: HttpFixture } => {
+  const parts: FileParts = {}
+  let restoreSecret: (() => void) | undefined
   beforeAll(async () => {
     restoreSecret = useReplicaSecret()
     const { startHttpFixture } = await import("../fixtures/http-fixture.js")
-    ;[redis, upstream] = await Promise.all([startRedisServer(), startHttpFixture({ server: setup.upstream ?? {} })])
+    ;[parts.redis, parts.upstream] = await Promise.all([startRedisServer(), startHttpFixture({ server: upstream })])
   })
   afterAll(async () => {
+    parts.redis?.thaw()
+    parts.redis?.disconnectAll()
     restoreSecret?.()
-    redis?.thaw()
-    redis?.disconnectAll()
-    await Promise.all(servers.splice(0).map((s) => s.cleanup()))
-    await Promise.all([redis?.stop(), upstream?.stop()])
+    await end()
+    await Promise.all([parts.redis?.stop(), parts.upstream?.stop()])
   })
   const started = <T>(value: T | undefined, what: string): T => {
-    if (value === undefined) throw new Error(`useReplicaCluster: ${what} used before beforeAll`)
+    if (value === undefined) throw new Error(`${helper}: ${what} used before beforeAll`)
     return value
   }
   return {
     get redis() {
-      return started(redis, "redis")
+      return started(parts.redis, "redis")
     },
     get upstream() {
-      return started(upstream, "upstream")
-    },
-    replica: async (cluster, services, options = {}) => {
-      const dir = freshDir()
-      if (services !== undefined) writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
-      const server = await startTestServer({ dir, options: { redis_url: started(redis, "redis").url, cluster_name: cluster, ...options } })
-      servers.push(server)
-      return server
+      return started(parts.upstream, "upstream")
     }
   }
+}
+
+export interface ReplicaProcesses {
+  /** The file's Redis (a real `redis-server`), started before the first test. */
+  readonly redis: RedisServer
+  /** The file's Streamable HTTP fixture, started before the first test. */
+  readonly upstream: HttpFixture
+  /**
+   * Starts a replica as a store process (`spawnStore`) in the file's cluster, on a fresh folder whose
+   * services file holds `services`, logging at `info` unless `logLevel` says otherwise; `redisUrl`
+   * is another way to the file's Redis (a proxy's). Ended after the file.
+   */
+  replica(services: object, options?: { readonly logLevel?: string; readonly redisUrl?: string }): Promise<StoreProcess>
+}
+
+/**
+ * Registers the hooks of a file whose replicas are store processes on one Redis, in cluster
+ * `cluster` with lease time `leaseMs`: the replica secret set for the file, a Redis and the HTTP
+ * fixture started once; after the file, each replica's output written to `$REPLICA_LOGS-<n>.log`
+ * when that variable is set, every replica ended (one left stopped by SIGSTOP resumed first, a
+ * frozen Redis thawed), then Redis and the fixture. Call at the top of a `describe.skipIf(!hasRedisServer)`.
+ */
+export const useReplicaProcesses = (setup: { readonly cluster: string; readonly leaseMs: number }): ReplicaProcesses => {
+  const replicas: StoreProcess[] = []
+  const started = useFileParts("useReplicaProcesses", {}, async () => {
+    const logs = process.env["REPLICA_LOGS"]
+    if (logs !== undefined) replicas.forEach((r, i) => writeFileSync(`${logs}-${i}.log`, r.output()))
+    for (const r of replicas) r.child.kill("SIGCONT")
+    await Promise.all(replicas.map((r) => r.kill()))
+  })
+  return Object.assign(started, {
+    replica: async (services: object, options: { readonly logLevel?: string; readonly redisUrl?: string } = {}) => {
+      const dir = freshDir()
+      writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
+      const redisUrl = options.redisUrl ?? started.redis.url
+      const extraArgs = ["--redis-url", redisUrl, "--cluster-name", setup.cluster, "--lease-ms", String(setup.leaseMs), "--log-level", options.logLevel ?? "info"]
+      const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs })
+      replicas.push(replica)
+      return replica
+    }
+  })
 }
