@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 /** The slowest files, slowest first (per-file durations of a full run: .tmp/vitest-results.json). */
 export const SLOWEST: ReadonlyArray<string> = [
   "test/cluster/replicas.test.ts",
+  "test/cluster/dead-owner-forward.test.ts",
   "test/faults/fuzz.test.ts",
   "test/faults/store-process.test.ts",
   "test/cluster/slow-redis.test.ts",
