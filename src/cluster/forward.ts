@@ -18,7 +18,9 @@
  * the last view, and when it is this replica (it took the service over meanwhile), the request goes
  * to its own route, which runs it on the live connection. Cancelling the request (the caller went away)
  * closes it, and the owner cancels the upstream request. What cannot cross replicas (resource
- * subscriptions, logging levels) is refused.
+ * subscriptions, logging levels) is refused. An owner whose host does not answer at all (powered
+ * off, cut off: connects neither made nor refused) counts as not delivered after `CONNECT_MS`, as a
+ * refused connection does: nothing was sent on a connection never made.
  *
  * An upstream's elicitation or sampling request during a forwarded call comes back on the call's
  * answer as `{"q": request}` (`{"w": key}` when the upstream withdraws it), is put to the call's
@@ -31,8 +33,9 @@
  */
 import type { AsyncStartInput } from "../runtime/services.js"
 import { randomUUID } from "node:crypto"
-import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
+import { Agent, request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
+import type { Socket } from "node:net"
 import type { CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/client"
 import type { ServiceEvent } from "../machines/service.js"
 import {
@@ -153,6 +156,18 @@ export class NotDelivered extends McpRequestError {
 
 /** Between two tries of a request that was not delivered (ms). */
 const RETRY_MS = 200
+/**
+ * The longest a new connection to a replica may take to be made (ms); past it the request was not
+ * delivered. A replica's host that is gone without refusing (powered off, a partition) answers no
+ * SYN, and the connect would otherwise wait out the request's whole time-out. Five seconds let a
+ * connect whose first two SYNs were dropped (an owner too loaded to accept: Linux sends them again
+ * after 1 s and 3 s) still be made, and are about a lease's time to live, after which a gone owner's
+ * services have a new holder to send to. Giving up early costs only a new connect: the retry goes
+ * to whoever holds the lease then, the same owner when it is only slow.
+ */
+export const CONNECT_MS = 5000
+/** How often, at most, one replica is logged as not answering connections (ms). */
+const UNREACHABLE_LOG_MS = 60_000
 /** The longest an answer to a relayed request takes to reach the owner (ms). */
 const ANSWER_MS = 5000
 /** How often a replica says it is still at a held call's retry (`a` lines, ms). */
@@ -232,8 +247,14 @@ export interface ForwardTarget {
 /** Sends forwarded requests to owners, on one keep-alive agent. */
 export class Forwarder {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 })
+  /** The replicas (origins) last logged as not answering connections, and when: one line a minute each. */
+  readonly #unreachable = new Map<string, number>()
 
-  constructor(private readonly target: ForwardTarget) {}
+  constructor(
+    private readonly target: ForwardTarget,
+    /** The bound of a new connection's connect (`CONNECT_MS`; shorter in tests). */
+    private readonly connectMs: number = CONNECT_MS
+  ) {}
 
   /**
    * Sends one request to the owner of `request.field`; resolves with its result, or rejects with an
@@ -275,6 +296,7 @@ export class Forwarder {
         if (settled) return
         settled = true
         clearTimeout(timer)
+        connect.stop()
         options.signal?.removeEventListener("abort", onAbort)
         for (const controller of relayed.values()) controller.abort(new Error("the tool call ended"))
         relayed.clear()
@@ -299,10 +321,14 @@ export class Forwarder {
           [SIGNATURE_HEADER]: sign(this.target.secret, "POST", FORWARD_PATH, body)
         }
       })
+      const connect = this.#boundConnect(req, target.origin, () =>
+        finish(new NotDelivered(`the replica that runs ${request.field} (${target.origin}) made no connection within ${this.connectMs} ms`))
+      )
       req.on("error", (e: NodeJS.ErrnoException) => {
         const message = `the replica that runs ${request.field} cannot be reached (${e.message})`
-        // Refused: nothing was sent, so it can be sent elsewhere (the replica is gone).
-        finish(e.code === "ECONNREFUSED" ? new NotDelivered(message) : new McpRequestError("transport", message))
+        // Refused, or failed before the connection was made (host or network unreachable): nothing
+        // was sent, so it can be sent elsewhere (the replica is gone).
+        finish(e.code === "ECONNREFUSED" || !connect.made() ? new NotDelivered(message) : new McpRequestError("transport", message))
       })
       req.on("response", (response: IncomingMessage) => {
         if (response.statusCode !== 200) {
@@ -328,6 +354,65 @@ export class Forwarder {
       options.signal?.addEventListener("abort", onAbort, { once: true })
       arm()
       req.end(body)
+    })
+  }
+
+  /**
+   * Bounds the connect of the socket `req` gets by `connectMs`, when it is a new one (a keep-alive
+   * socket the agent reuses is connected already): past it, the socket is destroyed and `gone`
+   * called, nothing having been sent. `made` tells whether the request has a connection; `stop`
+   * (the request settled) clears the watch.
+   */
+  #boundConnect(req: ClientRequest, origin: string, gone: () => void): { readonly made: () => boolean; readonly stop: () => void } {
+    let made = false
+    let stopped = false
+    let timer: NodeJS.Timeout | undefined
+    let connecting: Socket | undefined
+    const connected = () => {
+      made = true
+      clearTimeout(timer)
+      this.#unreachable.delete(origin)
+    }
+    req.once("socket", (socket: Socket) => {
+      if (stopped) return
+      if (!socket.connecting) {
+        made = true
+        return
+      }
+      connecting = socket
+      socket.once("connect", connected)
+      timer = setTimeout(
+        () =>
+          // A busy event loop runs a due timer before the I/O of its turn: a connect made meanwhile is read first.
+          setImmediate(() => {
+            if (stopped || made) return
+            socket.destroy()
+            this.#logUnreachable(origin)
+            gone()
+          }),
+        this.connectMs
+      )
+    })
+    return {
+      made: () => made,
+      stop: () => {
+        stopped = true
+        clearTimeout(timer)
+        connecting?.removeListener("connect", connected)
+      }
+    }
+  }
+
+  /** One line when the replica at `origin` does not answer connections, then at most one a minute while it still does not. */
+  #logUnreachable(origin: string): void {
+    const now = performance.now()
+    const last = this.#unreachable.get(origin)
+    if (last !== undefined && now - last < UNREACHABLE_LOG_MS) return
+    for (const [known, at] of this.#unreachable) if (now - at >= UNREACHABLE_LOG_MS) this.#unreachable.delete(known)
+    this.#unreachable.set(origin, now)
+    log.info(`the replica at ${origin} made no connection within ${this.connectMs} ms (its host does not answer): the requests sent to it were not delivered, and go to whoever holds their services next`, {
+      event: "cluster_replica_unreachable",
+      url: origin
     })
   }
 

@@ -5,36 +5,23 @@
  * relayed from a call is put to the caller's relay and its answer sent back as a request of its
  * own, naming the call and the request; a withdrawn request aborts the relay.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { ServerResponse } from "node:http"
 import { afterEach, describe, expect, it } from "vitest"
 import { Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
 import { McpRequestError } from "../../src/mcp/types.js"
+import { standInReplica } from "../support/index.js"
 
 const SECRET = "0123456789abcdef0123456789abcdef"
 
 /** A stand-in replica: `answer` writes each forwarded request's lines; every request is kept. */
 const standIn = async (answer: (request: ForwardRequest, response: ServerResponse) => void) => {
-  const received: ForwardRequest[] = []
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = []
-    req.on("data", (c: Buffer) => chunks.push(c))
-    req.on("end", () => {
-      const request = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ForwardRequest
-      received.push(request)
-      res.writeHead(200, { "content-type": "application/x-ndjson" })
-      answer(request, res)
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address()
-  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-  const forwarder = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  const replica = await standInReplica(answer)
+  const forwarder = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => replica.url })
   stops.push(() => {
     forwarder.close()
-    server.closeAllConnections()
-    server.close()
+    replica.close()
   })
-  return { url, forwarder, received }
+  return { url: replica.url, forwarder, received: replica.received }
 }
 const stops: Array<() => void> = []
 afterEach(() => {

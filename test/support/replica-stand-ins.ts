@@ -1,0 +1,130 @@
+/**
+ * Stand-ins for another replica, for the forwarder's tests (src/cluster/forward.ts): a forwarding
+ * route that is a plain HTTP server writing the JSON lines a test gives it, and a host that does
+ * not answer at all (a black hole on loopback: connects to it are neither made nor refused).
+ */
+import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { connect, type Socket } from "node:net"
+import type { ForwardRequest } from "../../src/cluster/forward.js"
+import { flush, quietFor, within } from "./wait.js"
+
+/** A stand-in replica's forwarding route. */
+export interface StandInReplica {
+  readonly url: string
+  /** Every forwarded request, in the order received. */
+  readonly received: ReadonlyArray<ForwardRequest>
+  /** How many connections it has taken. */
+  connections(): number
+  close(): void
+}
+
+/** A stand-in replica: `answer` writes the lines of each forwarded request's answer (the 200 is written). */
+export const standInReplica = async (answer: (request: ForwardRequest, response: ServerResponse) => void): Promise<StandInReplica> => {
+  const received: ForwardRequest[] = []
+  let connections = 0
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => {
+      const request = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ForwardRequest
+      received.push(request)
+      res.writeHead(200, { "content-type": "application/x-ndjson" })
+      answer(request, res)
+    })
+  })
+  server.on("connection", () => (connections += 1))
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address()
+  return {
+    url: `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`,
+    received,
+    connections: () => connections,
+    close: () => {
+      server.closeAllConnections()
+      server.close()
+    }
+  }
+}
+
+/** A host that does not answer: connects to `url` hang. */
+export interface BlackHole {
+  readonly url: string
+  readonly port: number
+  /** The sockets of this machine still connecting (SYN-SENT) to it. */
+  connecting(): number
+  close(): void
+}
+
+/** Listens with a backlog of 0 and never accepts; prints its port, ends with its stdin. */
+const NEVER_ACCEPTS = [
+  "import socket, sys",
+  "s = socket.socket()",
+  "s.bind(('127.0.0.1', 0))",
+  "s.listen(0)",
+  "print(s.getsockname()[1], flush=True)",
+  "sys.stdin.read()"
+].join("\n")
+
+/** Whether a connect to `port` is made within `ms` (read after the I/O of the turn the wait ends in), and its socket. */
+const connectsWithin = async (port: number, ms: number): Promise<{ readonly made: boolean; readonly socket: Socket }> => {
+  const socket = connect(port, "127.0.0.1")
+  socket.on("error", () => undefined)
+  let made = false
+  const connected = new Promise<void>((resolve) =>
+    socket.once("connect", () => {
+      made = true
+      resolve()
+    })
+  )
+  await Promise.race([connected, quietFor(ms).then(flush)])
+  return { made, socket }
+}
+
+/**
+ * A black hole on loopback: a listener (a python3 child) that never accepts, its accept queue filled
+ * with idle connections until a connect hangs, Linux dropping the SYNs of a listener whose queue is
+ * full. The connect that hung is the proof it works here (then destroyed); rejects when none hangs.
+ * `register` gets its `close` at once, so a failed start is cleaned up too.
+ */
+export const blackHole = async (register: (close: () => void) => void): Promise<BlackHole> => {
+  const child = spawn("python3", ["-c", NEVER_ACCEPTS], { stdio: ["pipe", "pipe", "inherit"] })
+  const filling: Socket[] = []
+  const close = () => {
+    for (const socket of filling) socket.destroy()
+    child.stdin.end()
+    child.kill()
+  }
+  register(close)
+  const port = await within(
+    new Promise<number>((resolve, reject) => {
+      child.stdout.once("data", (data: Buffer) => resolve(Number(String(data).trim())))
+      child.once("error", reject)
+    }),
+    10_000,
+    "the python3 listener's port"
+  )
+  for (let i = 0; i < 4; i++) {
+    const { made, socket } = await connectsWithin(port, 500)
+    if (made) {
+      filling.push(socket)
+      continue
+    }
+    socket.destroy()
+    return { url: `http://127.0.0.1:${port}`, port, connecting: () => synSentTo(port), close }
+  }
+  throw new Error(`every connect to port ${port} was made: no black hole on this machine`)
+}
+
+/** The sockets in SYN-SENT to `port` on 127.0.0.1 (/proc/net/tcp: remote address, state 02). */
+const synSentTo = (port: number): number => {
+  const remote = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`
+  return readFileSync("/proc/net/tcp", "utf8")
+    .split("\n")
+    .slice(1)
+    .filter((line) => {
+      const fields = line.trim().split(/\s+/)
+      return fields[2] === remote && fields[3] === "02"
+    }).length
+}
