@@ -9,8 +9,8 @@
  *
  * Bounded: the holder sends a sign of life every `HELD_ALIVE_MS` while the step is not there yet
  * (the call's own time-out ends it), so a retry waits at most `HELD_SILENCE_MS` for a holder that
- * went silent; a holder that left the cluster or refuses the connection is known at once. Either
- * way the caller is told the call is lost (a ValidationError on `request_state`), and the call, if
+ * went silent; a holder that left the cluster or refuses the connection is known at once, one
+ * whose host answers no connection after the forwarder's connect bound. Either way the caller is told the call is lost (a ValidationError on `request_state`), and the call, if
  * its holder still runs it, ends at its time-out as an unanswered one does.
  */
 import { Cause, Exit, Option } from "effect"
@@ -111,7 +111,7 @@ export const heldCallsOf = (cluster: Cluster): HeldCallsReplica => ({
       // No time-out of its own: the holder's signs of life keep it open while the call runs (and its own time-out ends it).
       wire = await cluster.sendToReplica(holder, { op: "held", field: "", retry, owner, timeoutMs: HELD_SILENCE_MS }, { signal, onProgress })
     } catch (e) {
-      if (e instanceof NotDelivered) return holderLost("has left the cluster")
+      if (e instanceof NotDelivered) return holderLost("has left the cluster or does not answer connections")
       if (e instanceof McpRequestError && e.kind === "timeout") return holderLost(`did not answer for ${HELD_SILENCE_MS / 1000} s`)
       return holderLost(`cannot be reached (${(e as Error).message})`)
     }
