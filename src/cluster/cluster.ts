@@ -384,14 +384,15 @@ export class Cluster {
   }
 
   /**
-   * One question to the others (see `#checkOutage`), naming the leases this replica holds: the
-   * promises vouch for those alone, and the replicas asked go on taking any other. True when none
+   * One question to the others (see `#checkOutage`), naming the leases this replica holds (those
+   * past their deadline dropped first, `Leases.heldNow`): the promises vouch for those alone, and the replicas asked go on taking any other. True when none
    * of them answered.
    */
   async #ask(): Promise<boolean> {
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
     const asked = Date.now()
-    const leases = [...this.leader.owned(), ...this.leases.owned()]
+    // Leases past their deadline go first, in this turn: a late expiry timer does not leave one to be named and kept on the answers.
+    const leases = [...this.leader.heldNow(), ...this.leases.heldNow()]
     let said: ReadonlyArray<RedisAnswer | null> = []
     if (peers.length > 0) {
       const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs, leases }, {})))

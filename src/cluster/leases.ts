@@ -110,6 +110,16 @@ export class Leases {
   }
 
   /**
+   * The labels held now, those past their deadline (and not vouched for) dropped first: what a
+   * replica cut off from Redis names in its question (src/cluster/cluster.ts), so that a lease whose
+   * expiry timer has not fired yet (a process starved of CPU) is never named and kept past its deadline.
+   */
+  heldNow(): ReadonlyArray<string> {
+    this.expire()
+    return this.owned()
+  }
+
+  /**
    * Takes free leases among `candidates`, in their order, while this replica holds fewer than
    * `share` (its fair share: ceil(things / live replicas)). One MGET finds the free ones, then they
    * are taken with SET NX PX, as many at once as the share still allows (another replica may take

@@ -15,7 +15,7 @@ describe.skipIf(!hasRedisServer)("leases", () => {
   let redis: RedisServer
   let client: Redis
   const tables: Leases[] = []
-  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined, more: Pick<LeasesOptions, "vouchedUntil" | "quietUntil"> = {}) => {
+  const table = (cluster: string, replicaId: string, ttlMs: number, lost: (label: string) => void = () => undefined, more: Pick<LeasesOptions, "vouchedUntil" | "quietUntil" | "now"> = {}) => {
     const t = new Leases(client, { cluster, replicaId, ttlMs, ...more }, { taken: () => undefined, lost })
     tables.push(t)
     return t
@@ -121,6 +121,27 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     u.expire()
     expect(ended).toEqual([])
     expect(await eventually(() => ended.length === 1, 2000, 10)).toBe(true)
+  })
+
+  it("names no lease past its deadline in a question, even before the expiry timer fired (a starved process); one vouched for is still named", async () => {
+    // A fake clock: the deadline passes without the timer (set at the real deadline, 10 s away) firing.
+    let clock = Date.now()
+    const lost: string[] = []
+    let vouched = 0
+    const t = table("named", "replica-a", 10_000, (label) => lost.push(label), { now: () => clock, vouchedUntil: (label) => (label === "store/v" ? vouched : 0) })
+    expect(await t.claim(["store/late", "store/v"], 2)).toEqual(["store/late", "store/v"])
+    expect(t.heldNow()).toEqual(["store/late", "store/v"])
+    clock += 10_000
+    vouched = clock + 5000
+    // Still held until something looks: what `owned` alone would have named.
+    expect(t.owned()).toEqual(["store/late", "store/v"])
+    expect(t.heldNow()).toEqual(["store/v"])
+    expect(lost).toEqual(["store/late"])
+    // Its key is still this replica's in Redis, so nobody else holds it while it was dropped here.
+    expect(await client.get(t.key("store/late"))).toBe("replica-a")
+    clock = vouched
+    expect(t.heldNow()).toEqual([])
+    expect(lost).toEqual(["store/late", "store/v"])
   })
 
   it("takes no lease while it promised to take none, and gives back one whose SET NX was answered after the promise", async () => {
