@@ -605,10 +605,13 @@ export class Cluster {
    * connection); else the owner of its last view, at the URL that view carries (known without Redis);
    * else the lease holder. `again` (the last answer did not take the request: its replica is gone, or
    * no longer owns the service): the lease holder as Redis has it now, at its URL in the registry
-   * now, and the view only when Redis does not answer.
+   * now, and the view only when Redis does not answer. None while this replica still holds the lease
+   * but is handing the service over or leaving (its actor mirrors until the lease is released: its
+   * own route would answer "not run" to every try); the lease holder is asked again once it is released.
    */
   async #ownerUrl(field: string, again: boolean): Promise<string | undefined> {
     if (this.leases.owns(field)) {
+      if (this.#handing.has(field) || this.#leaving || this.#stopping !== undefined) return undefined
       if (this.#advertiseUrl !== "") return this.#advertiseUrl
       throw new McpRequestError("transport", `replica ${this.replicaId} took ${field} over while the request was on its way, and it does not listen; try again`)
     }

@@ -1,11 +1,12 @@
 /**
  * Stand-ins for another replica, for the forwarder's tests (src/cluster/forward.ts): a forwarding
- * route that is a plain HTTP server writing the JSON lines a test gives it, and a host that does
- * not answer at all (a black hole on loopback: connects to it are neither made nor refused).
+ * route that is a plain HTTP server writing the JSON lines a test gives it, a host that does
+ * not answer at all (a black hole on loopback: connects to it are neither made nor refused), and a
+ * proxy in front of a real replica, as its advertised URL, that records what reaches it.
  */
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
 import { connect, type Socket } from "node:net"
 import type { ForwardRequest } from "../../src/cluster/forward.js"
 import { flush, quietFor, within } from "./wait.js"
@@ -41,6 +42,58 @@ export const standInReplica = async (answer: (request: ForwardRequest, response:
     url: `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`,
     received,
     connections: () => connections,
+    close: () => {
+      server.closeAllConnections()
+      server.close()
+    }
+  }
+}
+
+/** A proxy in front of a replica: every request it passes on, read as a forwarded request. */
+export interface RecordingProxy {
+  readonly url: string
+  /** Every forwarded request, in the order received. */
+  readonly received: ReadonlyArray<ForwardRequest>
+  /** Where requests go from now on (the replica's URL, once it listens). */
+  target(url: string): void
+  close(): void
+}
+
+/**
+ * A proxy to give a replica as its `--advertise-url` (started first, its `target` set once the
+ * replica listens): the forwarded requests every replica sends to that replica, itself included,
+ * pass through it and are recorded; the answers stream back as they come (the signature covers the
+ * method, path and body, not the host). Requests before `target` is set are refused (502).
+ */
+export const recordingProxy = async (): Promise<RecordingProxy> => {
+  const received: ForwardRequest[] = []
+  let to: URL | undefined
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => {
+      const body = Buffer.concat(chunks)
+      try {
+        received.push(JSON.parse(body.toString("utf8")) as ForwardRequest)
+      } catch {
+        // Not a forwarded request: passed on all the same.
+      }
+      if (to === undefined) return res.writeHead(502).end()
+      const out = httpRequest(new URL(req.url ?? "/", to), { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers)
+        answer.pipe(res)
+      })
+      out.on("error", () => res.destroy())
+      res.on("close", () => out.destroy())
+      out.end(body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address()
+  return {
+    url: `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`,
+    received,
+    target: (url) => (to = new URL(url)),
     close: () => {
       server.closeAllConnections()
       server.close()

@@ -154,9 +154,16 @@ export interface ReplicaProcesses {
   /**
    * Starts a replica as a store process (`spawnStore`) in the file's cluster, on a fresh folder whose
    * services file holds `services`, logging at `info` unless `logLevel` says otherwise; `redisUrl`
-   * is another way to the file's Redis (a proxy's). Ended after the file.
+   * is another way to the file's Redis (a proxy's); `advertiseUrl` its `--advertise-url`. Ended after the file.
    */
-  replica(services: object, options?: { readonly logLevel?: string; readonly redisUrl?: string }): Promise<StoreProcess>
+  replica(services: object, options?: ReplicaProcessOptions): Promise<StoreProcess>
+}
+
+/** How `ReplicaProcesses.replica` starts one. */
+export interface ReplicaProcessOptions {
+  readonly logLevel?: string
+  readonly redisUrl?: string
+  readonly advertiseUrl?: string
 }
 
 /**
@@ -175,11 +182,12 @@ export const useReplicaProcesses = (setup: { readonly cluster: string; readonly 
     await Promise.all(replicas.map((r) => r.kill()))
   })
   return Object.assign(started, {
-    replica: async (services: object, options: { readonly logLevel?: string; readonly redisUrl?: string } = {}) => {
+    replica: async (services: object, options: ReplicaProcessOptions = {}) => {
       const dir = freshDir()
       writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
       const redisUrl = options.redisUrl ?? started.redis.url
       const extraArgs = ["--redis-url", redisUrl, "--cluster-name", setup.cluster, "--lease-ms", String(setup.leaseMs), "--log-level", options.logLevel ?? "info"]
+      if (options.advertiseUrl !== undefined) extraArgs.push("--advertise-url", options.advertiseUrl)
       const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs })
       replicas.push(replica)
       return replica
