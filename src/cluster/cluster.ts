@@ -27,7 +27,7 @@ import type { ServiceEvent } from "../machines/service.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
 import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
-import { Forwarder, NotDelivered, RemoteConnection, type SendOptions } from "./forward.js"
+import { Forwarder, NotDelivered, RemoteConnection, RETRY_MS, type SendOptions } from "./forward.js"
 import { clusterKey } from "../redis/key-names.js"
 import { fairShare, Leases, releasedChannel } from "./leases.js"
 import { SharedViews, type WireView } from "./shared-views.js"
@@ -631,9 +631,30 @@ export class Cluster {
   /**
    * The URL of the holder of `field`'s lease as Redis has it now, from its registry entry now
    * (undefined: the lease is free or being taken here, or its holder has left the registry);
-   * `STALE` when Redis did not answer.
+   * `STALE` when Redis did not answer. One lookup per service serves every retry that asks while it
+   * runs and for `RETRY_MS` from its start (the time between two tries), so the requests in flight
+   * while a service moves cost Redis two reads per service per try, not per request.
    */
-  async #holderUrl(field: string): Promise<string | undefined | typeof STALE> {
+  #holderUrl(field: string): Promise<string | undefined | typeof STALE> {
+    const shared = this.#holderLookups.get(field)
+    if (shared !== undefined) return shared
+    const started = performance.now()
+    const lookup = this.#lookUpHolder(field)
+    this.#holderLookups.set(field, lookup)
+    void lookup.then(() => {
+      const forget = () => {
+        if (this.#holderLookups.get(field) === lookup) this.#holderLookups.delete(field)
+      }
+      const left = started + RETRY_MS - performance.now()
+      if (left <= 0) forget()
+      else setTimeout(forget, left).unref()
+    })
+    return lookup
+  }
+  /** The lookups of lease holders under way or just made, by service (`#holderUrl`). */
+  readonly #holderLookups = new Map<string, Promise<string | undefined | typeof STALE>>()
+
+  async #lookUpHolder(field: string): Promise<string | undefined | typeof STALE> {
     try {
       const holder = await this.connection.client.get(this.leases.key(field))
       if (holder === null || holder === this.replicaId) return undefined

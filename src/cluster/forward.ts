@@ -155,7 +155,7 @@ export class NotDelivered extends McpRequestError {
 }
 
 /** Between two tries of a request that was not delivered (ms). */
-const RETRY_MS = 200
+export const RETRY_MS = 200
 /**
  * The longest a new connection to a replica may take to be made (ms); past it the request was not
  * delivered. A replica's host that is gone without refusing (powered off, a partition) answers no
