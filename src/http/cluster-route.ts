@@ -272,7 +272,8 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   if (!cluster.owns(req.field)) throw new NotDelivered(`the replica asked no longer runs ${req.field} (it is moving)`)
   // Its actor still forwards (the service moves here or away): not run here, and never sent on, as
   // it may come from this very replica (one that took the service over while forwarding: `Cluster.#ownerUrl`).
-  if (face.getSnapshot().context.connection instanceof RemoteConnection) throw new NotDelivered(`the replica asked does not run ${req.field} yet (it is moving)`)
+  const moving = () => new NotDelivered(`the replica asked does not run ${req.field} (it is moving)`)
+  if (face.getSnapshot().context.connection instanceof RemoteConnection) throw moving()
   if (req.op === "event") {
     if (FORWARDED_EVENTS.has(req.event?.type)) face.send(req.event)
     return null
@@ -280,6 +281,10 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   const deadline = performance.now() + Math.max(0, req.timeoutMs)
   const remaining = () => Math.max(0, deadline - performance.now())
   const run = (connection: McpConnection): Promise<unknown> => {
+    // Checked again on the connection the request was waited for with: the actor may have turned
+    // into a mirror meanwhile (the lease lost while the service connected). Not a failure of the
+    // service (no health report): `MOVED` comes back as a value, answered "not run" below.
+    if (connection instanceof RemoteConnection) return Promise.resolve(MOVED)
     const options = { timeoutMs: remaining(), signal }
     switch (req.op) {
       case "call": {
@@ -313,10 +318,14 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   }
   // A `per_user` service: the request runs on the principal's own connection, never the shared one.
   const principal = typeof req.principal === "string" && req.principal.length > 0 && req.principal.length <= MAX_PRINCIPAL_CHARS ? req.principal : undefined
-  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return asPrincipal(store, face, req, principal, run, remaining)
+  const ran = (value: unknown): unknown => {
+    if (value === MOVED) throw moving()
+    return value
+  }
+  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return ran(await asPrincipal(store, face, req, principal, run, remaining))
   // The same step as a call made here: the connection waited for, an expired session reconnected once.
   const sent = await requestOnService(face, run, { remaining, signal })
-  if (Exit.isSuccess(sent)) return sent.value
+  if (Exit.isSuccess(sent)) return ran(sent.value)
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")
   const e = failure.value
@@ -327,6 +336,9 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   }
   throw e
 }
+
+/** What `run` gives back instead of running a request on a connection that forwards (the actor mirrors now). */
+const MOVED = Symbol("moved")
 
 /** The longest principal (an owner digest) taken from another replica. */
 const MAX_PRINCIPAL_CHARS = 200
