@@ -385,8 +385,8 @@ export class Cluster {
 
   /**
    * One question to the others (see `#checkOutage`), naming the leases this replica holds (those
-   * past their deadline dropped first, `Leases.heldNow`): the promises vouch for those alone, and the replicas asked go on taking any other. True when none
-   * of them answered.
+   * past their deadline dropped first, `Leases.heldNow`): the promises vouch for those alone, and
+   * the replicas asked go on taking any other. True when none of them answered.
    */
   async #ask(): Promise<boolean> {
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
