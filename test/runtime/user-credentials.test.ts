@@ -129,7 +129,7 @@ describe("per-user connection pool", () => {
   })
 
   it("a held connection (a subscription's) is not closed idle, never makes room for another principal (refused TOO_MANY instead), and tells its hold why it closed", async () => {
-    const held = poolOf({ maxConnections: 2, idleMs: 200 })
+    const held = poolOf({ maxConnections: 3, idleMs: 200 })
     const told: Array<{ who: string; why: string; again: boolean }> = []
     const holdOf = (who: string) => new ConnectionHold((why, again) => void told.push({ who, why, again }))
     const request = (who: string, hold?: ConnectionHold) =>
@@ -138,19 +138,25 @@ describe("per-user connection pool", () => {
     const a = holdOf("a")
     await ask("a", a)
     await ask("b")
+    await ask("c")
     // x needs room: b goes, idle and unheld, though a is the least recently used.
     await ask("x")
     expect(told).toEqual([])
-    // x closes idle; a, held, stays open well past its idle time (four idle periods).
+    // x and c close idle; a, held, stays open well past its idle time (four idle periods).
     expect(await eventually(() => held.size === 1, 2_000)).toBe(true)
     await quietFor(800)
     expect(held.size).toBe(1)
-    // A second holder, c; then d needs room: every idle one is held (in use), so d is refused, and neither is closed.
+    // A second holder, c; then d and e need room while x's call is in flight: every other one is held (in use), so e is refused, and none is closed.
     await ask("c", holdOf("c"))
-    const refused = await request("d")
+    let finish: (() => void) | undefined
+    const busy = held.request(target, "x", values("x"), { remaining: () => 5_000 }, () => new Promise<void>((resolve) => (finish = resolve)))
+    expect(await eventually(() => finish !== undefined, 5_000), "x's request runs").toBe(true)
+    const refused = await request("e")
     expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toContain("per_user_connections")
-    expect(held.size).toBe(2)
+    expect(held.size).toBe(3)
     expect(told).toEqual([])
+    finish!()
+    expect(Exit.isSuccess(await busy)).toBe(true)
     // A changed credential closes c's connection: its hold is told, to subscribe again on the next one.
     await held.set(STORE_SCOPE, "remote", "c", values("c2"))
     expect(told).toEqual([expect.objectContaining({ who: "c", again: true })])
@@ -163,6 +169,30 @@ describe("per-user connection pool", () => {
     expect(await eventually(() => held.size === 0, 2_000)).toBe(true)
     expect(told).toHaveLength(1)
     await held.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("holds take at most max - 1 connections: a subscribe that would hold the last one is refused TOO_MANY, a plain request still gets it; with a bound of 1, no connection is held at all", async () => {
+    const held = poolOf({ maxConnections: 3, idleMs: 60_000 })
+    const holdOf = () => new ConnectionHold(() => undefined)
+    const request = (pool: UserCredentials, who: string, hold?: ConnectionHold) =>
+      pool.request(target, who, values(who), { remaining: () => 5_000, hold }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+    expect(Exit.isSuccess(await request(held, "a", holdOf()))).toBe(true)
+    // b's and c's subscribes at once: b's, in flight, counts as held, so c's would hold the last connection and is refused before any is opened.
+    const [b, c] = await Promise.all([request(held, "b", holdOf()), request(held, "c", holdOf())])
+    expect(Exit.isSuccess(b)).toBe(true)
+    expect(Exit.isFailure(c) && JSON.stringify(c.cause)).toContain("2 of its 3 principals' connections held by resource subscriptions")
+    expect(held.size).toBe(2)
+    // A plain request gets the last one; a's second subscription shares its held connection.
+    expect(Exit.isSuccess(await request(held, "c"))).toBe(true)
+    expect(Exit.isSuccess(await request(held, "a", holdOf()))).toBe(true)
+    await held.closeAll()
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
+    const none = await request(single, "a", holdOf())
+    expect(Exit.isFailure(none) && JSON.stringify(none.cause)).toContain("resource subscriptions need --per-user-connections of at least 2")
+    expect(single.size).toBe(0)
+    expect(Exit.isSuccess(await request(single, "a"))).toBe(true)
+    await single.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
   })
 
