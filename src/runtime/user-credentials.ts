@@ -211,6 +211,7 @@ export class UserCredentials {
   async forget(scope: Scope, name: string): Promise<void> {
     const service = key(scope, name)
     for (const principal of [...(this.pools.get(service)?.keys() ?? [])]) void this.drop(service, principal, "its service was deleted")
+    this.fullLines.delete(service)
     try {
       await (await this.store).forget(service)
     } catch (e) {
@@ -436,7 +437,7 @@ export const perUserHoldsFull = (name: string, max: number): TooMany =>
   new TooMany({
     message:
       max === 1
-        ? `Service '${name}' keeps its one principals' connection for plain requests: resource subscriptions need --per-user-connections of at least 2`
+        ? `Service '${name}' keeps its only principal's connection for plain requests: resource subscriptions need --per-user-connections of at least 2`
         : `Service '${name}' already has ${max - 1} of its ${max} principals' connections held by resource subscriptions (one is kept for plain requests); try again later`,
     limit: "per_user_connections",
     max,

@@ -9,11 +9,13 @@
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
 // redefined service or a changed credential makes the subscription again on the new connection (at
 // most five times a minute: a connection that keeps closing drops it), a deleted credential drops it.
-// With room for one principal's connection, the subscriber's held connection is never taken by
-// another principal (refused TOO_MANY on REST and /mcp, the subscriber still hearing its updates); a
-// listen naming many URIs reads the caller's credential once; a listen waits for no shared
-// service's subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and
-// stops waiting for a principal's when its client goes away.
+// A listen's acknowledged filter leaves out a URI of no service. With room for two principals'
+// connections, subscriptions hold at most one: other principals' calls get the other (429 only while
+// both are busy), another principal's subscribe and listen are refused TOO_MANY (never a stream as
+// if subscribed), one warn line for the refusals, the subscriber still hearing its updates; a listen
+// naming many URIs reads the caller's credential once; a listen waits for no shared service's
+// subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and stops
+// waiting for a principal's when its client goes away, the subscribe cancelled upstream.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
