@@ -292,7 +292,9 @@ describe("a per_user service's connections held by subscriptions, and listens na
       expect((subscribe as McpError).code).toBe(-32000)
       expect((subscribe as McpError).data).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 2, retry_after_seconds: 1 } })
       expect((subscribe as McpError).message).toContain("1 of its 2 principals' connections held by resource subscriptions (one is kept for plain requests)")
-      const listen = await modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI] } }, { key: keys.bob })
+      const listening = new AbortController()
+      calls.push(listening)
+      const listen = await within(modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI] } }, { key: keys.bob, signal: listening.signal }), 5_000, "bob's listen answered, no stream opened")
       expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32000, data: { code: "TOO_MANY", details: { limit: "per_user_connections", max: 2 } } })
       expect(subscribedWith(era)).not.toContain("Bearer bob-own")
       // The calls go on: on /mcp too.

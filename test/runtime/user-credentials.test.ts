@@ -4,14 +4,16 @@
 // values at the next use, or on a change heard from another replica), and nothing left open after
 // closeAll; a connection held by a subscription is not closed idle, never makes room for another
 // principal (TOO_MANY instead) and tells its hold why it closed; holds take at most max - 1
-// connections (subscribes in flight counted; none with a bound of 1), also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// connections (subscribes in flight counted; none with a bound of 1); refusals are one warn line a
+// minute per service, the next counting those since, also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
 import { ClusterUnavailable } from "../../src/domain/errors.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { ConnectionHold, UserCredentials } from "../../src/runtime/user-credentials.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
@@ -195,6 +197,33 @@ describe("per-user connection pool", () => {
     expect(Exit.isSuccess(await request(single, "a"))).toBe(true)
     await single.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a service whose connections are all in use: one warn line for its refusals, the next a minute later at most, saying how many were refused since", async () => {
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
+    const logs = captureLogs({ level: "warning" })
+    let finish: (() => void) | undefined
+    try {
+      const busy = single.request(target, "a", values("a"), { remaining: () => 5_000 }, () => new Promise<void>((resolve) => (finish = resolve)))
+      expect(await eventually(() => finish !== undefined, 5_000), "a's request runs").toBe(true)
+      const refuse = () => single.request(target, "b", values("b"), { remaining: () => 5_000 }, async () => undefined)
+      for (let i = 0; i < 3; i++) expect(Exit.isFailure(await refuse())).toBe(true)
+      const lines = () => logs.lines.filter((l) => l.includes("per-user connection of service 'remote'"))
+      expect(lines()).toHaveLength(1)
+      // A minute later (the pool reads the clock as it refuses, before any await).
+      const now = performance.now.bind(performance)
+      const later = vi.spyOn(performance, "now").mockImplementation(() => now() + 61_000)
+      const fourth = refuse()
+      later.mockRestore()
+      expect(Exit.isFailure(await fourth)).toBe(true)
+      expect(lines()).toHaveLength(2)
+      expect(lines()[1]).toContain("(2 more refused since the last such line)")
+      finish!()
+      expect(Exit.isSuccess(await busy)).toBe(true)
+    } finally {
+      logs.restore()
+      await single.closeAll()
+    }
   })
 
   it("a principal's connection that closes by itself (its process exited) leaves the pool at once, its hold told to subscribe again", async () => {
