@@ -3,9 +3,10 @@
 // in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
 // values at the next use, or on a change heard from another replica), and nothing left open after
 // closeAll; a connection held by a subscription is not closed idle, never makes room for another
-// principal (TOO_MANY instead) and tells its hold why it closed; holds take at most max - 1
-// connections (subscribes in flight counted; none with a bound of 1); refusals are one warn line a
-// minute per service, the next counting those since, also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// principal (TOO_MANY instead) and tells its hold why it closed, also when it closed by itself (a
+// local process killed); holds take at most max - 1 connections (subscribes in flight counted; none
+// with a bound of 1); refusals are one warn line a minute per service, the next counting those
+// since; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
