@@ -16,7 +16,9 @@
  * idleness while held, never closed to make room for another principal (it is in use: its
  * principal's updates come on it; at the bound with every connection busy or held, the newcomer is
  * refused TooMany), and its holds told whenever it closes, so that they subscribe again on the
- * next one or are dropped.
+ * next one or are dropped. Holds take at most `maxConnections - 1` connections (a subscribe that
+ * would hold one more is refused TooMany; with a bound of 1, none): one is always left for plain
+ * requests, so other principals' subscriptions alone never lock a caller out.
  */
 import { createHash } from "node:crypto"
 import { Exit } from "effect"
@@ -109,6 +111,8 @@ interface Pooled {
   inUse: number
   /** The holds on it (resource subscriptions): while any, it is not closed for idleness. */
   readonly holds: Set<ConnectionHold>
+  /** Its requests in flight that will hold it once they succeed (subscribes): counted as held meanwhile. */
+  holding: number
   timer: NodeJS.Timeout | undefined
 }
 
@@ -116,6 +120,12 @@ interface Pooled {
 const digestOf = (values: UserCredential): string => createHash("sha256").update(JSON.stringify(values)).digest("base64url")
 
 const key = (scope: Scope, name: string): string => `${scopeLabel(scope)}/${name}`
+
+/** Whether a connection is held by a subscription, or will be once a subscribe in flight on it succeeds. */
+const isHeld = (p: Pooled): boolean => p.holds.size > 0 || p.holding > 0
+
+/** A warn line per service at most once a minute: the first refusal at once, the later ones counted into the next. */
+const FULL_LINE_MS = 60_000
 
 /** The pool's bounds. */
 export interface PerUserLimits {
@@ -125,6 +135,8 @@ export interface PerUserLimits {
 
 export class UserCredentials {
   private readonly pools = new Map<string, Map<string, Pooled>>()
+  /** Per service: when its last `per_user_connections_full` line was written, and the refusals since. */
+  private readonly fullLines = new Map<string, { at: number; since: number }>()
   private closed = false
   private unlisten: (() => void) | undefined
 
@@ -199,6 +211,7 @@ export class UserCredentials {
   async forget(scope: Scope, name: string): Promise<void> {
     const service = key(scope, name)
     for (const principal of [...(this.pools.get(service)?.keys() ?? [])]) void this.drop(service, principal, "its service was deleted")
+    this.fullLines.delete(service)
     try {
       await (await this.store).forget(service)
     } catch (e) {
@@ -209,10 +222,11 @@ export class UserCredentials {
   /**
    * Runs `request` on the principal's own connection of the service (opened with `values` if it has
    * none, or if the service was redefined since): an expired session is opened again and the request
-   * sent once more; a broken connection is closed. Refused TooMany (with a log line) when the
-   * service has `maxConnections` principals' connections, each in use by a request or held by a
-   * subscription. `hold`: once the request succeeded, the
-   * connection it ran on is held for it (see `ConnectionHold`).
+   * sent once more; a broken connection is closed. Refused TooMany (with a log line, at most one a
+   * minute per service) when the service has `maxConnections` principals' connections, each in use
+   * by a request or held by a subscription. `hold`: once the request succeeded, the connection it
+   * ran on is held for it (see `ConnectionHold`); refused TooMany at once when that would make
+   * `maxConnections` held connections (one is kept for plain requests).
    */
   async request<A>(
     target: PerUserTarget,
@@ -244,6 +258,7 @@ export class UserCredentials {
         if (e.kind === "session_expired" && !retried) continue
         return Exit.fail(e)
       } finally {
+        if (options.hold !== undefined) pooled.holding -= 1
         this.release(service, principal, pooled)
       }
     }
@@ -278,39 +293,45 @@ export class UserCredentials {
     return n
   }
 
-  private acquire(service: string, target: PerUserTarget, principal: string, values: UserCredential, options: { readonly remaining: () => number }): Pooled | TooMany {
+  private acquire(
+    service: string,
+    target: PerUserTarget,
+    principal: string,
+    values: UserCredential,
+    options: { readonly remaining: () => number; readonly hold?: ConnectionHold | undefined }
+  ): Pooled | TooMany {
     let pool = this.pools.get(service)
     if (pool === undefined) this.pools.set(service, (pool = new Map()))
     const known = pool.get(principal)
     const given = digestOf(values)
-    if (known !== undefined && known.definition === target.definition && known.values === given) {
+    const reusable = known !== undefined && known.definition === target.definition && known.values === given
+    // A subscribe that would hold one more connection: at most max - 1 are held, one is kept for plain requests.
+    if (options.hold !== undefined && !(reusable && isHeld(known))) {
+      const held = [...pool].filter(([p, c]) => p !== principal && isHeld(c)).length
+      if (held + 1 >= this.limits.maxConnections) return this.refuse(service, target.name, principal, pool, "subscription")
+    }
+    if (reusable) {
       pool.delete(principal)
       pool.set(principal, known) // most recently used last
       clearTimeout(known.timer)
       known.timer = undefined
       known.inUse += 1
+      if (options.hold !== undefined) known.holding += 1
       return known
     }
     if (known !== undefined) void this.drop(service, principal, known.definition === target.definition ? "its credential changed" : "its service was redefined")
     if (pool.size >= this.limits.maxConnections) {
       // The least recently used idle one. One held by a subscription is in use: closing it would end
       // another principal's subscriptions without its client hearing of it.
-      const idle = [...pool].find(([, p]) => p.inUse === 0 && p.holds.size === 0)
-      if (idle === undefined) {
-        const held = [...pool.values()].filter((p) => p.inUse === 0).length
-        log.warn(
-          `a per-user connection of service '${target.name}' for principal ${principalWords(principal)} refused: its ${this.limits.maxConnections} principals' connections are all in use (${held} held by resource subscriptions)`,
-          { event: "per_user_connections_full", service: target.name }
-        )
-        return perUserTooMany(target.name, this.limits.maxConnections)
-      }
+      const idle = [...pool].find(([, p]) => p.inUse === 0 && !isHeld(p))
+      if (idle === undefined) return this.refuse(service, target.name, principal, pool, "connection")
       void this.drop(service, idle[0], "more principals use the service (least recently used)")
     }
     // A drop above may have emptied the pool and so forgotten it: it is the service's pool again.
     this.pools.set(service, pool)
     const abort = new AbortController()
     const opening = this.open(target, values, Math.max(1, options.remaining()), abort.signal, principal)
-    const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, holds: new Set(), timer: undefined }
+    const pooled: Pooled = { definition: target.definition, values: given, opening, abort, inUse: 1, holds: new Set(), holding: options.hold === undefined ? 0 : 1, timer: undefined }
     pool.set(principal, pooled)
     opening.then(
       (connection) => {
@@ -325,6 +346,31 @@ export class UserCredentials {
       }
     )
     return pooled
+  }
+
+  /**
+   * The refusal of a request that finds no room (`what`: a new connection, or a subscription that
+   * would hold one more than max - 1), with a warn line: the first at once, then at most one a
+   * minute per service, counting the refusals since the last.
+   */
+  private refuse(service: string, name: string, principal: string, pool: Map<string, Pooled>, what: "connection" | "subscription"): TooMany {
+    const max = this.limits.maxConnections
+    const held = [...pool.values()].filter(isHeld).length
+    const now = performance.now()
+    const last = this.fullLines.get(service)
+    if (last !== undefined && now - last.at < FULL_LINE_MS) last.since += 1
+    else {
+      const since = last === undefined || last.since === 0 ? "" : ` (${last.since} more refused since the last such line)`
+      const why =
+        what === "connection"
+          ? `its ${max} principals' connections are all in use (${held} held by resource subscriptions)`
+          : max === 1
+            ? "resource subscriptions need --per-user-connections of at least 2 (one connection is kept for plain requests)"
+            : `${held} of its ${max} principals' connections are held by resource subscriptions, the most (one is kept for plain requests)`
+      log.warn(`a per-user ${what} of service '${name}' for principal ${principalWords(principal)} refused: ${why}${since}`, { event: "per_user_connections_full", service: name })
+      this.fullLines.set(service, { at: now, since: 0 })
+    }
+    return what === "connection" ? perUserTooMany(name, max) : perUserHoldsFull(name, max)
   }
 
   private release(service: string, principal: string, pooled: Pooled): void {
@@ -381,6 +427,18 @@ export class UserCredentials {
 export const perUserTooMany = (name: string, max: number): TooMany =>
   new TooMany({
     message: `Service '${name}' already has ${max} principals' connections in use; try again shortly`,
+    limit: "per_user_connections",
+    max,
+    retryAfterSeconds: 1
+  })
+
+/** The refusal of a resource subscription on a `per_user` service whose `max - 1` connections held by subscriptions are the most (HTTP 429). */
+export const perUserHoldsFull = (name: string, max: number): TooMany =>
+  new TooMany({
+    message:
+      max === 1
+        ? `Service '${name}' keeps its only principal's connection for plain requests: resource subscriptions need --per-user-connections of at least 2`
+        : `Service '${name}' already has ${max - 1} of its ${max} principals' connections held by resource subscriptions (one is kept for plain requests); try again later`,
     limit: "per_user_connections",
     max,
     retryAfterSeconds: 1

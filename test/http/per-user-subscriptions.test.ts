@@ -9,11 +9,13 @@
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
 // redefined service or a changed credential makes the subscription again on the new connection (at
 // most five times a minute: a connection that keeps closing drops it), a deleted credential drops it.
-// With room for one principal's connection, the subscriber's held connection is never taken by
-// another principal (refused TOO_MANY on REST and /mcp, the subscriber still hearing its updates); a
-// listen naming many URIs reads the caller's credential once; a listen waits for no shared
-// service's subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and
-// stops waiting for a principal's when its client goes away.
+// A listen's acknowledged filter leaves out a URI of no service. With room for two principals'
+// connections, subscriptions hold at most one: other principals' calls get the other (429 only while
+// both are busy), another principal's subscribe and listen are refused TOO_MANY (never a stream as
+// if subscribed), one warn line for the refusals, the subscriber still hearing its updates; a listen
+// naming many URIs reads the caller's credential once; a listen waits for no shared service's
+// subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and stops
+// waiting for a principal's when its client goes away, the subscribe cancelled upstream.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -136,7 +138,8 @@ describe("resource subscriptions of a per_user service are each caller's own", {
   it("2026-07-28 listen streams: each principal's on its own connection, an update reaching only that principal's stream", async () => {
     const a = await modernClient(keys.alice)
     const b = await modernClient(keys.bob)
-    const subA = await within(a.client.listen({ resourceSubscriptions: [URI] }), 5_000, "alice listens")
+    // A URI of no service of the scope cannot be subscribed: the acknowledged filter leaves it out.
+    const subA = await within(a.client.listen({ resourceSubscriptions: [URI, "mcp-store://nobody/mem://note"] }), 5_000, "alice listens")
     closers.push(() => subA.close())
     const subB = await within(b.client.listen({ resourceSubscriptions: [URI] }), 5_000, "bob listens")
     closers.push(() => subB.close())
@@ -227,6 +230,7 @@ describe("a per_user service's connections held by subscriptions, and listens na
   let server: TestServer
   let keys: Readonly<Record<string, string>>
   let alice: Api
+  let admin: Api
   const closers: Array<() => Promise<unknown>> = []
   /** A store-scope URI of the shared service `hung` (the one a subscribe of is never answered), and of its `per_user` twin `private`. */
   const hungUri = (n: number) => `mcp-store://hung/mem://notes/${n}`
@@ -235,11 +239,12 @@ describe("a per_user service's connections held by subscriptions, and listens na
 
   beforeAll(async () => {
     ;[era, hung] = await Promise.all([startEraHttpFixture({ updatesPerCaller: true }), startHttpFixture({ server: { catalog: true, unansweredSubscribe: true } })])
-    // Room for one principal's connection per service; a key's share of listen streams is one (4 / 4).
-    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "notes", principals: ["alice", "bob"], without: ["carol"], options: { per_user_connections: 1, max_mcp_sessions: 4 } })
+    // Room for two principals' connections per service, one of them kept for plain requests; a key's share of listen streams is one (4 / 4).
+    const store = await startPerUserStore({ url: era.url, agent: AGENT, service: "notes", principals: ["alice", "bob"], without: ["carol"], options: { per_user_connections: 2, max_mcp_sessions: 4 } })
     ;({ server, keys } = store)
     alice = store.as("alice")
-    const admin = store.as("admin")
+    admin = store.as("admin")
+    await giveCredential(admin, PREFIX, "notes", { headers: { Authorization: "Bearer admin-own" } })
     await addService(admin, "/for_store", { name: "hung", url: hung.url })
     await addService(admin, "/for_store", { name: "private", url: hung.url, per_user: { headers: ["Authorization"] } })
     await giveCredential(admin, "/for_store", "private", { headers: { Authorization: "Bearer admin-own" } })
@@ -251,35 +256,60 @@ describe("a per_user service's connections held by subscriptions, and listens na
     await Promise.all([era?.stop(), hung?.stop()])
   }, 15_000)
 
-  it("with room for one principal's connection, held by another's subscription, a newcomer is refused TOO_MANY (REST 429, /mcp), with a line, and the subscriber still hears its updates", async () => {
+  it("subscriptions hold at most one of two principals' connections: another principal's subscribe and listen are refused TOO_MANY, plain calls get the other one (refused 429 only while it is busy), one line for every refusal", async () => {
     const logs = captureLogs({ level: "warning" })
+    const calls: Array<AbortController> = []
     try {
       const own = await sessionOf(server.url + MCP, keys.alice!, closers)
       await within(own.client.subscribeResource({ uri: URI }), 10_000, "alice subscribes")
       expect(await eventually(() => subscribedWith(era).includes("Bearer alice-own"), 5_000), JSON.stringify(era.listens())).toBe(true)
-      // Bob, with his own credential, needs a connection: alice's is the only one, and it is in use.
-      const refused = await authedApi(server.url, keys.bob!).post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
+      // Plain calls of other principals get the connection kept for them.
+      expect((await authedApi(server.url, keys.bob!).post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })).status).toBe(200)
+      expect((await admin.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })).status).toBe(200)
+      // Both connections busy (alice's held one with a call in flight, bob's): the admin's call is refused 429.
+      const before = era.requests().length
+      const sleepOf = (key: string) => {
+        const gone = new AbortController()
+        calls.push(gone)
+        void modernRequest(server.url + MCP, "tools/call", { name: "notes__sleep", arguments: { ms: 30_000 } }, { key, signal: gone.signal }).catch(() => undefined)
+      }
+      sleepOf(keys.alice!)
+      sleepOf(keys.bob!)
+      const sleeping = () => era.headers().slice(before).filter((h, i) => era.requests()[before + i] === "POST tools/call").map((h) => h.authorization)
+      expect(await eventually(() => sleeping().includes("Bearer alice-own") && sleeping().includes("Bearer bob-own"), 5_000), JSON.stringify(sleeping())).toBe(true)
+      const refused = await admin.post(`${PREFIX}/call_tool`, { tool_name: "notes__touch", args: {} })
       expect(refused.status, refused.text).toBe(429)
-      expect(refused.body.error).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 1 } })
-      expect(refused.body.error.message).toContain("already has 1 principals' connections in use; try again shortly")
-      // On /mcp: the call is the tool's failure, in those words; a subscribe is the contract's TOO_MANY (never an internal error).
+      expect(refused.body.error).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 2 } })
+      expect(refused.body.error.message).toContain("already has 2 principals' connections in use; try again shortly")
+      for (const gone of calls.splice(0)) gone.abort()
+      // Bob's subscribe would hold the second connection, the last one: refused, in a 2025 session and on a listen (no stream opens as if subscribed).
       const bob = await sessionOf(server.url + MCP, keys.bob!, closers)
-      const called = await bob.client.callTool({ name: "notes__touch", arguments: {} })
-      expect(called.isError).toBe(true)
-      expect(JSON.stringify(called.content)).toContain("principals' connections in use")
       const subscribe = await bob.client.subscribeResource({ uri: URI }).then(
         () => undefined,
         (e: unknown) => e
       )
       expect(subscribe).toBeInstanceOf(McpError)
       expect((subscribe as McpError).code).toBe(-32000)
-      expect((subscribe as McpError).data).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 1, retry_after_seconds: 1 } })
-      expect(logs.lines.filter((l) => l.includes("refused: its 1 principals' connections are all in use (1 held by resource subscriptions)"))).toHaveLength(3)
+      expect((subscribe as McpError).data).toMatchObject({ code: "TOO_MANY", details: { limit: "per_user_connections", max: 2, retry_after_seconds: 1 } })
+      expect((subscribe as McpError).message).toContain("1 of its 2 principals' connections held by resource subscriptions (one is kept for plain requests)")
+      const listening = new AbortController()
+      calls.push(listening)
+      const listen = await within(modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI] } }, { key: keys.bob, signal: listening.signal }), 5_000, "bob's listen answered, no stream opened")
+      expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32000, data: { code: "TOO_MANY", details: { limit: "per_user_connections", max: 2 } } })
+      expect(subscribedWith(era)).not.toContain("Bearer bob-own")
+      // The calls go on: on /mcp too.
+      const called = await bob.client.callTool({ name: "notes__touch", arguments: {} })
+      expect(called.isError, JSON.stringify(called.content)).toBeFalsy()
+      // One line for the three refusals (the next a minute later at most), counting alice's busy connection as held.
+      const full = logs.lines.filter((l) => l.includes("a per-user ") && l.includes(" refused: "))
+      expect(full, full.join("\n")).toHaveLength(1)
+      expect(full[0]).toContain("refused: its 2 principals' connections are all in use (1 held by resource subscriptions)")
       // Alice's subscription was left alone: her update still reaches her session.
       await touch(alice)
-      expect(await eventually(() => own.heard.length === 1, 5_000), "alice hears her update").toBe(true)
+      expect(await eventually(() => own.heard.length >= 1, 5_000), "alice hears her update").toBe(true)
       expect(logs.lines.filter((l) => l.includes("dropped"))).toEqual([])
     } finally {
+      for (const gone of calls) gone.abort()
       logs.restore()
     }
   })
@@ -320,8 +350,10 @@ describe("a per_user service's connections held by subscriptions, and listens na
     await sub.close()
   })
 
-  it("a listen waiting for a per_user subscribe its upstream never answers stops waiting when its client goes away: the key's listen slot is free again", async () => {
+  it("a listen waiting for a per_user subscribe its upstream never answers stops waiting when its client goes away: the subscribe is cancelled upstream, the key's listen slot is free again", async () => {
     const before = subscribesReceived()
+    const cancelled = () => hung.requests().filter((r) => r === "POST notifications/cancelled").length
+    const cancelledBefore = cancelled()
     const gone = new AbortController()
     const waiting = modernRequest(server.url + "/mcp", "subscriptions/listen", { notifications: { resourceSubscriptions: [privateUri(1)] } }, { key: keys.admin, signal: gone.signal }).then(
       () => "answered",
@@ -330,6 +362,8 @@ describe("a per_user service's connections held by subscriptions, and listens na
     expect(await eventually(() => subscribesReceived() === before + 1, 5_000), "the subscribe reached the upstream").toBe(true)
     gone.abort()
     expect(await waiting).toBe("aborted")
+    // Not left running until the catalog's 60 s time-out, the principal's connection busy meanwhile.
+    expect(await eventually(() => cancelled() === cancelledBefore + 1, 5_000), hung.requests().slice(-5).join(", ")).toBe(true)
     // The key's only listen slot is taken until the store stops waiting (else for the catalog's 60 s).
     const admin = await modernClientOf(server.url + "/mcp", keys.admin!, closers)
     const opened = await eventually(async () => {

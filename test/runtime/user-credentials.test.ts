@@ -3,14 +3,18 @@
 // in use), an idle one closed by its timer, a changed credential's closed at once (here, with other
 // values at the next use, or on a change heard from another replica), and nothing left open after
 // closeAll; a connection held by a subscription is not closed idle, never makes room for another
-// principal (TOO_MANY instead) and tells its hold why it closed, also when it closed by itself (a local process killed); a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
+// principal (TOO_MANY instead) and tells its hold why it closed, also when it closed by itself (a
+// local process killed); holds take at most max - 1 connections (subscribes in flight counted; none
+// with a bound of 1); refusals are one warn line a minute per service, the next counting those
+// since; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
 import { Exit } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
 import { ClusterUnavailable } from "../../src/domain/errors.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { captureLogs } from "../../src/logging/log.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { ConnectionHold, UserCredentials } from "../../src/runtime/user-credentials.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
@@ -129,7 +133,7 @@ describe("per-user connection pool", () => {
   })
 
   it("a held connection (a subscription's) is not closed idle, never makes room for another principal (refused TOO_MANY instead), and tells its hold why it closed", async () => {
-    const held = poolOf({ maxConnections: 2, idleMs: 200 })
+    const held = poolOf({ maxConnections: 3, idleMs: 200 })
     const told: Array<{ who: string; why: string; again: boolean }> = []
     const holdOf = (who: string) => new ConnectionHold((why, again) => void told.push({ who, why, again }))
     const request = (who: string, hold?: ConnectionHold) =>
@@ -138,19 +142,25 @@ describe("per-user connection pool", () => {
     const a = holdOf("a")
     await ask("a", a)
     await ask("b")
+    await ask("c")
     // x needs room: b goes, idle and unheld, though a is the least recently used.
     await ask("x")
     expect(told).toEqual([])
-    // x closes idle; a, held, stays open well past its idle time (four idle periods).
+    // x and c close idle; a, held, stays open well past its idle time (four idle periods).
     expect(await eventually(() => held.size === 1, 2_000)).toBe(true)
     await quietFor(800)
     expect(held.size).toBe(1)
-    // A second holder, c; then d needs room: every idle one is held (in use), so d is refused, and neither is closed.
+    // A second holder, c; then d and e need room while x's call is in flight: every other one is held (in use), so e is refused, and none is closed.
     await ask("c", holdOf("c"))
-    const refused = await request("d")
+    let finish: (() => void) | undefined
+    const busy = held.request(target, "x", values("x"), { remaining: () => 5_000 }, () => new Promise<void>((resolve) => (finish = resolve)))
+    expect(await eventually(() => finish !== undefined, 5_000), "x's request runs").toBe(true)
+    const refused = await request("e")
     expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toContain("per_user_connections")
-    expect(held.size).toBe(2)
+    expect(held.size).toBe(3)
     expect(told).toEqual([])
+    finish!()
+    expect(Exit.isSuccess(await busy)).toBe(true)
     // A changed credential closes c's connection: its hold is told, to subscribe again on the next one.
     await held.set(STORE_SCOPE, "remote", "c", values("c2"))
     expect(told).toEqual([expect.objectContaining({ who: "c", again: true })])
@@ -164,6 +174,57 @@ describe("per-user connection pool", () => {
     expect(told).toHaveLength(1)
     await held.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("holds take at most max - 1 connections: a subscribe that would hold the last one is refused TOO_MANY, a plain request still gets it; with a bound of 1, no connection is held at all", async () => {
+    const held = poolOf({ maxConnections: 3, idleMs: 60_000 })
+    const holdOf = () => new ConnectionHold(() => undefined)
+    const request = (pool: UserCredentials, who: string, hold?: ConnectionHold) =>
+      pool.request(target, who, values(who), { remaining: () => 5_000, hold }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+    expect(Exit.isSuccess(await request(held, "a", holdOf()))).toBe(true)
+    // b's and c's subscribes at once: b's, in flight, counts as held, so c's would hold the last connection and is refused before any is opened.
+    const [b, c] = await Promise.all([request(held, "b", holdOf()), request(held, "c", holdOf())])
+    expect(Exit.isSuccess(b)).toBe(true)
+    expect(Exit.isFailure(c) && JSON.stringify(c.cause)).toContain("2 of its 3 principals' connections held by resource subscriptions")
+    expect(held.size).toBe(2)
+    // A plain request gets the last one; a's second subscription shares its held connection.
+    expect(Exit.isSuccess(await request(held, "c"))).toBe(true)
+    expect(Exit.isSuccess(await request(held, "a", holdOf()))).toBe(true)
+    await held.closeAll()
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
+    const none = await request(single, "a", holdOf())
+    expect(Exit.isFailure(none) && JSON.stringify(none.cause)).toContain("resource subscriptions need --per-user-connections of at least 2")
+    expect(single.size).toBe(0)
+    expect(Exit.isSuccess(await request(single, "a"))).toBe(true)
+    await single.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a service whose connections are all in use: one warn line for its refusals, the next a minute later at most, saying how many were refused since", async () => {
+    const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
+    const logs = captureLogs({ level: "warning" })
+    let finish: (() => void) | undefined
+    try {
+      const busy = single.request(target, "a", values("a"), { remaining: () => 5_000 }, () => new Promise<void>((resolve) => (finish = resolve)))
+      expect(await eventually(() => finish !== undefined, 5_000), "a's request runs").toBe(true)
+      const refuse = () => single.request(target, "b", values("b"), { remaining: () => 5_000 }, async () => undefined)
+      for (let i = 0; i < 3; i++) expect(Exit.isFailure(await refuse())).toBe(true)
+      const lines = () => logs.lines.filter((l) => l.includes("per-user connection of service 'remote'"))
+      expect(lines()).toHaveLength(1)
+      // A minute later (the pool reads the clock as it refuses, before any await).
+      const now = performance.now.bind(performance)
+      const later = vi.spyOn(performance, "now").mockImplementation(() => now() + 61_000)
+      const fourth = refuse()
+      later.mockRestore()
+      expect(Exit.isFailure(await fourth)).toBe(true)
+      expect(lines()).toHaveLength(2)
+      expect(lines()[1]).toContain("(2 more refused since the last such line)")
+      finish!()
+      expect(Exit.isSuccess(await busy)).toBe(true)
+    } finally {
+      logs.restore()
+      await single.closeAll()
+    }
   })
 
   it("a principal's connection that closes by itself (its process exited) leaves the pool at once, its hold told to subscribe again", async () => {

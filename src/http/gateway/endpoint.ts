@@ -59,7 +59,7 @@ import { ConnectionHold, principalWords } from "../../runtime/user-credentials.j
 import { CredentialChecks } from "../../runtime/per-user-request.js"
 import { CATALOG_REQUEST_TIMEOUT_MS, MAX_URI_LENGTH } from "../../runtime/catalog-limits.js"
 import type { CatalogOperations } from "../../runtime/operations.js"
-import { isStoreError, type CredentialsRequired } from "../../domain/errors.js"
+import { isStoreError } from "../../domain/errors.js"
 import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
@@ -69,7 +69,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
+import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext, TOO_MANY_CODE, tooManyData, tooManyError } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
@@ -173,6 +173,8 @@ interface Subscription {
   definition: unknown
   /** A principal's: settles when its first making ends (rejects as the client's subscribe does), for the subscribers that join meanwhile. */
   made: Promise<void> | undefined
+  /** A principal's, while it is being made (or made again): aborts that making (its upstream subscribe, the pooled connection it uses) when the subscription is detached meanwhile. */
+  making: AbortController | undefined
   /** A principal's: when it was last made again (performance.now(), the latest MAX_RENEWALS), so that a connection that keeps closing does not make it forever. */
   readonly renewals: Array<number>
 }
@@ -218,9 +220,10 @@ const mcpErrorOf = (e: unknown): unknown => {
     case "CredentialsRequired":
       // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
       return mcpError(ProtocolErrorCode.InvalidRequest, e.message, credentialsData(e))
-    case "TooMany":
-      // A cap (a `per_user` service's connections all in use): try again later, as the session cap says it.
-      return mcpError(TOO_MANY_CODE, e.message, tooManyData(e))
+    case "TooMany": {
+      const { code, message, data } = tooManyError(e)
+      return mcpError(code, message, data)
+    }
     default:
       return mcpError(ProtocolErrorCode.InternalError, e.message)
   }
@@ -490,7 +493,7 @@ export class McpGateway {
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
     if (sub === undefined) {
-      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined, renewals: [] }
+      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined, making: undefined, renewals: [] }
       this.subscriptions.set(key, sub)
     }
     sub.sessions.set(session.id, uri)
@@ -515,16 +518,21 @@ export class McpGateway {
    * Subscribes a 2026-07-28 listen stream (not a session) of `owner` to resources of a scope, before
    * the stream opens, sharing the upstream subscriptions with the sessions (a `per_user` service's:
    * with the same principal's) and their cap (MAX_SUBSCRIPTIONS_PER_SESSION). A URI that cannot be
-   * subscribed (unknown, past the cap, the upstream refused) is logged and left out; a URI of a
-   * `per_user` service whose credential the caller has not given rejects, with the store's
-   * CredentialsRequired (every subscription made dropped), and the listen is refused with it. The caller's
-   * credential is checked once per service however many of its URIs are named (one read, one
-   * refusal line). Only the `per_user` subscribes are waited for (their refusal refuses the
-   * listen); a shared service's goes on behind the open stream (a failure is a log line), and the
-   * wait ends, every subscription dropped, when `signal` aborts (the client went away): rejects
-   * with `signal.reason` then.
+   * subscribed at all (too long, unknown, past the cap) is logged and left out of `subscribed`, so
+   * the stream's acknowledged filter does not name it. A `per_user` service's subscribe that is
+   * refused (no credential: CredentialsRequired; its connections all in use or held: TooMany; not
+   * usable now: ServiceUnavailable; the upstream's refusal) rejects with that error, every
+   * subscription made dropped, and the listen is refused with it: the client is never told it is
+   * subscribed when it is not. The caller's credential is checked once per service however many of
+   * its URIs are named (one read, one refusal line). Only the `per_user` subscribes are waited for;
+   * a shared service's goes on behind the open stream (a failure is a log line; the URI stays in the
+   * acknowledged filter: it was being subscribed), and the wait ends, every subscription dropped (a
+   * principal's still being made cancelled upstream), when `signal` aborts (the client went away,
+   * also before this began): rejects with `signal.reason` then.
    */
   async subscribeStream(scope: Scope, owner: string, uris: ReadonlyArray<string>, signal: AbortSignal): Promise<ResourceStream> {
+    // The client gone already: nothing is subscribed for it.
+    if (signal.aborted) throw signal.reason
     const subscriber = { id: `listen/${randomUUID()}`, scope, owner, subscriptions: new Map<string, string>() }
     let onUpdate: ((uri: string) => void) | undefined
     this.streamSubscribers.set(subscriber.id, (uri) => onUpdate?.(uri))
@@ -547,7 +555,9 @@ export class McpGateway {
       return undefined
     }
     const checks = new CredentialChecks()
-    const waited: Array<Promise<CredentialsRequired | undefined>> = []
+    // Each principal's subscribe's refusal, if any (`{ refused }`: a refusal may be any value thrown).
+    const waited: Array<Promise<{ readonly refused: unknown } | undefined>> = []
+    const subscribed: Array<string> = []
     for (const uri of tried) {
       let joined: ReturnType<McpGateway["join"]>
       try {
@@ -556,19 +566,17 @@ export class McpGateway {
         notSubscribed(uri, e)
         continue
       }
-      const outcome = joined.made.then(
-        () => undefined,
-        (e: unknown) => (isStoreError(e) && e._tag === "CredentialsRequired" ? e : notSubscribed(uri, e))
-      )
-      if (joined.perUser) waited.push(outcome)
+      subscribed.push(uri)
+      if (joined.perUser) waited.push(joined.made.then(() => undefined, (refused: unknown) => ({ refused })))
+      else joined.made.catch((e: unknown) => notSubscribed(uri, e))
     }
     const refusals = await untilAborted(Promise.all(waited), signal)
-    const refused = refusals?.find((e) => e !== undefined)
-    if (refusals === undefined || refused !== undefined) {
+    const refusal = refusals?.find((r) => r !== undefined)
+    if (refusals === undefined || refusal !== undefined) {
       close()
-      throw refused ?? signal.reason
+      throw refusal === undefined ? signal.reason : refusal.refused
     }
-    return { deliverTo: (f) => void (onUpdate = f), close }
+    return { subscribed, deliverTo: (f) => void (onUpdate = f), close }
   }
 
   private unsubscribe(session: Pick<Session, "id" | "scope" | "subscriptions">, uri: string): void {
@@ -593,6 +601,10 @@ export class McpGateway {
    * a principal's connection is no longer held for it (idle from now on, unless something else holds it).
    */
   private detach(sub: Subscription, unsubscribe: boolean): void {
+    // Still being made: its upstream subscribe is cancelled, and the principal's connection is no longer busy with it.
+    const making = sub.making
+    sub.making = undefined
+    making?.abort()
     const connection = sub.connection
     this.place(sub, undefined)
     if (unsubscribe) connection?.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
@@ -650,7 +662,11 @@ export class McpGateway {
     try {
       if (actor === undefined) throw mcpError(ProtocolErrorCode.InvalidParams, `the service '${sub.service}' is gone`)
       sub.definition = actor.getSnapshot().context.definition
-      connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold, checks))
+      const making = new AbortController()
+      sub.making = making
+      connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold, checks), making.signal).finally(() => {
+        if (sub.making === making) sub.making = undefined
+      })
     } catch (e) {
       hold.release()
       if (sub.hold !== hold) return
@@ -681,8 +697,10 @@ export class McpGateway {
   }
 
   /**
-   * A principal's connection closed under its subscription (idle or evicted by the pool, its
-   * credential changed or deleted, broken, its service redefined or deleted, the store stopping):
+   * A principal's connection closed under its subscription (a held connection is never closed for
+   * idleness nor to make room: its credential or OAuth authorization changed or was deleted, here or
+   * on another replica; it broke or closed by itself, a local process that exited; its service was
+   * redefined or deleted; the store stops):
    * the listener of the dead connection goes, and the subscription is made again on a new
    * connection (`again`), or dropped with a log line.
    */

@@ -247,6 +247,13 @@ export const tooManyData = (e: Pick<TooMany, "limit" | "max" | "retryAfterSecond
   details: { limit: e.limit, max: e.max, retry_after_seconds: e.retryAfterSeconds }
 })
 
+/** A store's TooMany (a `per_user` service's connections all in use or held) as the JSON-RPC error of either era: try again later. */
+export const tooManyError = (e: TooMany): { readonly code: number; readonly message: string; readonly data: Record<string, unknown> } => ({
+  code: TOO_MANY_CODE,
+  message: e.message,
+  data: tooManyData(e)
+})
+
 /** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */
 const mcpResultOf = (exit: CallExit): CallToolResult => {
   if (Exit.isSuccess(exit)) return exit.value.result

@@ -90,8 +90,7 @@ import {
   offeredTools,
   scopeContext,
   serverInfoOf,
-  TOO_MANY_CODE,
-  tooManyData
+  tooManyError
 } from "./face.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 
@@ -118,6 +117,8 @@ export interface ModernCaller {
 
 /** The resource URIs of a listen stream, subscribed before the stream opens (`McpGateway.subscribeStream`). */
 export interface ResourceStream {
+  /** The URIs asked for that are subscribed, or being subscribed (a shared service's): the stream's acknowledged filter names these only. */
+  readonly subscribed: ReadonlyArray<string>
   /** Where the stream's updates go once it is open (undefined: nowhere, it closed). */
   deliverTo(onUpdate: ((uri: string) => void) | undefined): void
   /** Drops the stream's subscriptions. */
@@ -242,9 +243,10 @@ const protocolErrorOf = (e: unknown): unknown => {
     case "CredentialsRequired":
       // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
       return new ProtocolError(-32600, e.message, credentialsData(e))
-    case "TooMany":
-      // A `per_user` service's connections all in use: try again later.
-      return new ProtocolError(TOO_MANY_CODE, e.message, tooManyData(e))
+    case "TooMany": {
+      const { code, message, data } = tooManyError(e)
+      return new ProtocolError(code, message, data)
+    }
     default:
       return new ProtocolError(-32603, e.message)
   }
@@ -585,6 +587,15 @@ const serveNode = async (handler: McpHttpHandler, req: IncomingMessage, res: Ser
   res.end()
 }
 
+/** A listen request's body with `uris` as its resource subscriptions (none: the field left out, as the SDK's acknowledgement leaves an empty one out). */
+const withResourceSubscriptions = (body: unknown, uris: ReadonlyArray<string>): unknown => {
+  const request = body as { params: { notifications: Record<string, unknown> } }
+  const notifications: Record<string, unknown> = { ...request.params.notifications }
+  delete notifications["resourceSubscriptions"]
+  if (uris.length > 0) notifications["resourceSubscriptions"] = uris
+  return { ...request, params: { ...request.params, notifications } }
+}
+
 /**
  * The filter of a `subscriptions/listen` request (undefined for any other body): its URIs only when
  * they are strings (else the SDK refuses the filter), and whether it asks for task notifications.
@@ -707,13 +718,17 @@ export class ModernMcp {
           resourceStream = await this.resources.subscribeStream(caller.scope, caller.owner, uris, gone.signal)
         } catch (e) {
           if (gone.signal.aborted) return
-          const refusal = protocolErrorOf(e) as ProtocolError
-          return jsonRpcError(res, 200, refusal.code, refusal.message, { id: (body as { id?: unknown }).id, data: refusal.data })
+          // A `per_user` subscribe refused (no credential, its connections all in use or held, ...): the listen is refused with it.
+          const refusal = protocolErrorOf(e)
+          const { code, message, data } = refusal instanceof ProtocolError ? refusal : { code: -32603, message: refusal instanceof Error ? refusal.message : String(refusal), data: undefined }
+          return jsonRpcError(res, 200, code, message, { id: (body as { id?: unknown }).id, data })
         } finally {
           res.off("close", onClose)
         }
       }
-      await this.callers.run({ ...caller, resourceStream }, () => serveNode(this.listens, req, res, body, this.onerror))
+      // The acknowledged filter (the SDK's, from the request) names only the URIs subscribed.
+      const served = resourceStream === undefined ? body : withResourceSubscriptions(body, resourceStream.subscribed)
+      await this.callers.run({ ...caller, resourceStream }, () => serveNode(this.listens, req, res, served, this.onerror))
     } finally {
       resourceStream?.close()
       const left = (this.listensByOwner.get(caller.owner) ?? 1) - 1
@@ -884,7 +899,7 @@ export class ModernMcp {
       // A `per_user` service's task asked without the caller's own credential (deleted since the call): what to give, and where.
       if (e?._tag === "CredentialsRequired") return answer({ error: { code: -32600, message: e.message, data: credentialsData(e) } })
       // Its connections all in use (held by other principals' subscriptions, or busy): try again later.
-      if (e?._tag === "TooMany") return answer({ error: { code: TOO_MANY_CODE, message: e.message, data: tooManyData(e) } })
+      if (e?._tag === "TooMany") return answer({ error: tooManyError(e) })
       const code = e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code) ? e.code : -32603
       return answer({ error: { code, message: e?.message ?? "Internal error" } })
     }
