@@ -273,7 +273,8 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   // Its actor still forwards (the service moves here or away): not run here, and never sent on, as
   // it may come from this very replica (one that took the service over while forwarding: `Cluster.#ownerUrl`).
   const moving = () => new NotDelivered(`the replica asked does not run ${req.field} (it is moving)`)
-  if (face.getSnapshot().context.connection instanceof RemoteConnection) throw moving()
+  const mirrors = () => face.getSnapshot().context.connection instanceof RemoteConnection
+  if (mirrors()) throw moving()
   if (req.op === "event") {
     if (FORWARDED_EVENTS.has(req.event?.type)) face.send(req.event)
     return null
@@ -281,10 +282,12 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
   const deadline = performance.now() + Math.max(0, req.timeoutMs)
   const remaining = () => Math.max(0, deadline - performance.now())
   const run = (connection: McpConnection): Promise<unknown> => {
-    // Checked again on the connection the request was waited for with: the actor may have turned
-    // into a mirror meanwhile (the lease lost while the service connected). Not a failure of the
-    // service (no health report): `MOVED` comes back as a value, answered "not run" below.
-    if (connection instanceof RemoteConnection) return Promise.resolve(MOVED)
+    // Checked again once the request has waited (for the service to connect; a `per_user` one also
+    // for its caller's credential, read from Redis, and its own connection to open): the lease may
+    // have been lost meanwhile, or the actor turned into a mirror, and the principal's pooled
+    // connection given here never forwards, so the lease and the actor are asked too. Not a failure
+    // of the service (no health report): `MOVED` comes back as a value, answered "not run" below.
+    if (connection instanceof RemoteConnection || !cluster.owns(req.field) || mirrors()) return Promise.resolve(MOVED)
     const options = { timeoutMs: remaining(), signal }
     switch (req.op) {
       case "call": {

@@ -4,50 +4,113 @@
  * connection; when the actor turns into a mirror meanwhile (its lease lost) and shows another
  * owner's view, the connection it then has forwards, and the request is answered "not run" (sent
  * again by its replica to the next owner) rather than forwarded on, with no failed health check
- * counted. The route on a real HTTP server, a real replicated actor (its service machine on fakes),
- * a real forwarder signing the request, and a stand-in replica where a request sent on would land.
+ * counted. A `per_user` service's request runs on its caller's own pooled connection, which never
+ * forwards: when the lease is lost (or the actor mirrors) while its caller's credential is read, it
+ * is answered "not run" too, never run on the principal's connection. The route on a real HTTP
+ * server, a real replicated actor (its service machine on fakes), a real forwarder signing the
+ * request, the real pool of principals' connections, and a stand-in replica where a request sent
+ * on would land.
  */
 import { createServer, type Server } from "node:http"
 import { assign, createActor } from "xstate"
 import { afterEach, describe, expect, it } from "vitest"
 import { Forwarder, NotDelivered, RemoteConnection } from "../../src/cluster/forward.js"
 import type { Cluster } from "../../src/cluster/cluster.js"
-import { STORE_SCOPE } from "../../src/domain/service-definition.js"
+import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
+import { STORE_SCOPE, type ServiceDefinition } from "../../src/domain/service-definition.js"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { clusterRoute } from "../../src/http/cluster-route.js"
 import { replicatedServiceMachine, viewOf, type ReplicatedEvent } from "../../src/machines/replicated.js"
 import { initialServiceContext, serviceMachine, statusOf } from "../../src/machines/service.js"
+import { UserCredentials } from "../../src/runtime/user-credentials.js"
 import type { Store } from "../../src/runtime/store.js"
-import { createFakes, flush, standInReplica, within } from "../support/index.js"
+import { createFakes, fakeConnection, flush, standInReplica, within } from "../support/index.js"
 
 const SECRET = "0123456789abcdef0123456789abcdef"
-const input = { scope: STORE_SCOPE, name: "svc", definition: { url: "http://127.0.0.1:1/mcp" }, settings: defaultMonitoring({}), now: () => Date.now(), random: () => 0.5 }
+const inputOf = (definition: ServiceDefinition) => ({ scope: STORE_SCOPE, name: "svc", definition, settings: defaultMonitoring({}), now: () => Date.now(), random: () => 0.5 })
 
 const stops: Array<() => void> = []
 afterEach(() => {
   for (const stop of stops.splice(0)) stop()
 })
 
+/**
+ * A replica's route on a real HTTP server over one replicated actor (taken over here: its connect
+ * held), whose mirror's connection would send a request on to a stand-in replica; `owns` is the
+ * cluster's answer for the lease, `credentials` the store's pool of principals' connections.
+ */
+const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, credentials?: UserCredentials) => {
+  const input = inputOf(definition)
+  // Where the actor's forwarding connection would send the request on.
+  const elsewhere = await standInReplica((_, res) => res.end(`${JSON.stringify({ r: { sentOn: true } })}\n`))
+  const onward = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => elsewhere.url })
+  const remote = new RemoteConnection("store/svc", onward, () => undefined)
+  const fakes = createFakes()
+  const machine = replicatedServiceMachine.provide({
+    actors: { service: serviceMachine.provide({ actors: fakes.actors }) },
+    actions: { useRemote: assign({ connection: remote }), forward: () => undefined, publish: () => undefined }
+  })
+  const actor = createActor(machine, { input })
+  actor.start()
+  // What the route sends the actor.
+  const sent: ReplicatedEvent[] = []
+  const send = actor.send.bind(actor)
+  actor.send = (event: ReplicatedEvent) => {
+    sent.push(event)
+    send(event)
+  }
+  // This replica took the lease: the service connects (the connect held).
+  actor.send({ type: "OWN", owner: "me" })
+  await flush()
+  expect(fakes.calls.connect).toHaveLength(1)
+
+  const parts = { store: { serviceActor: () => actor, credentials } as unknown as Store, cluster: { secret: SECRET, owns } as unknown as Cluster, asyncAnswer: undefined as never }
+  const route = clusterRoute(() => parts, 1 << 20)
+  const server: Server = createServer((req, res) => {
+    if (!route(req, res)) res.writeHead(404).end()
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address()
+  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+  const caller = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  stops.push(() => {
+    caller.close()
+    onward.close()
+    elsewhere.close()
+    server.closeAllConnections()
+    server.close()
+    actor.stop()
+  })
+  return {
+    actor,
+    fakes,
+    remote,
+    elsewhere,
+    sent,
+    /** A call sent to the route as another replica sends it (for `principal`, if given): its value, or its failure. */
+    forward: (principal?: string) =>
+      caller.sendTo(url, { op: "call", field: "store/svc", tool: "echo", args: { text: "hi" }, timeoutMs: 10_000, ...(principal === undefined ? {} : { principal }) }, {}).then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error })
+      ),
+    /** The lease lost: the actor mirrors and shows another owner's view. */
+    disown: async () => {
+      actor.send({ type: "DISOWN" })
+      actor.send({ type: "VIEW", view: viewOf({ ...initialServiceContext(input), status: "healthy" }, "healthy"), owner: "other" })
+      await flush()
+      expect(actor.getSnapshot().context.connection).toBe(remote)
+      expect(statusOf(actor.getSnapshot())).toBe("healthy")
+    }
+  }
+}
+
 describe("the forwarding route", () => {
   it("answers \"not run\" when the actor turned into a mirror while the request waited for the service to connect", async () => {
-    // Where the actor's forwarding connection would send the request on.
-    const elsewhere = await standInReplica((_, res) => res.end(`${JSON.stringify({ r: { sentOn: true } })}\n`))
-    const onward = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => elsewhere.url })
-    const remote = new RemoteConnection("store/svc", onward, () => undefined)
-    const fakes = createFakes()
-    const machine = replicatedServiceMachine.provide({
-      actors: { service: serviceMachine.provide({ actors: fakes.actors }) },
-      actions: { useRemote: assign({ connection: remote }), forward: () => undefined, publish: () => undefined }
-    })
-    const actor = createActor(machine, { input })
-    actor.start()
-    // What the route sends the actor, and when a wait for its snapshot starts (the request waits for the connection).
-    const sent: ReplicatedEvent[] = []
-    const send = actor.send.bind(actor)
-    actor.send = (event: ReplicatedEvent) => {
-      sent.push(event)
-      send(event)
-    }
+    const replica = await replicaOf({ url: "http://127.0.0.1:1/mcp" }, () => true)
+    const { actor } = replica
+    expect(actor.getSnapshot().context.connection).toBeUndefined()
+    expect(statusOf(actor.getSnapshot())).toBe("initializing")
+    // When a wait for the actor's snapshot starts (the request waits for the connection).
     let waiting = () => undefined as void
     const waited = new Promise<void>((resolve) => (waiting = resolve))
     const subscribe = actor.subscribe.bind(actor) as (observer: unknown) => ReturnType<typeof actor.subscribe>
@@ -56,46 +119,71 @@ describe("the forwarding route", () => {
       return subscribe(observer)
     }) as typeof actor.subscribe
 
-    // This replica took the lease: the service connects (the connect held).
-    actor.send({ type: "OWN", owner: "me" })
-    await flush()
-    expect(fakes.calls.connect).toHaveLength(1)
-    expect(actor.getSnapshot().context.connection).toBeUndefined()
-    expect(statusOf(actor.getSnapshot())).toBe("initializing")
-
-    const parts = { store: { serviceActor: () => actor } as unknown as Store, cluster: { secret: SECRET, owns: () => true } as unknown as Cluster, asyncAnswer: undefined as never }
-    const route = clusterRoute(() => parts, 1 << 20)
-    const server: Server = createServer((req, res) => {
-      if (!route(req, res)) res.writeHead(404).end()
-    })
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-    const address = server.address()
-    const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-    const caller = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-    stops.push(() => {
-      caller.close()
-      onward.close()
-      elsewhere.close()
-      server.closeAllConnections()
-      server.close()
-      actor.stop()
-    })
-
-    const answer = caller.sendTo(url, { op: "call", field: "store/svc", tool: "echo", args: { text: "hi" }, timeoutMs: 10_000 }, {}).then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error })
-    )
+    const answer = replica.forward()
     // The request waits for the service to connect; meanwhile the lease is lost and another owner's view shown.
     await within(waited, 5000, "the request's wait for the connection")
-    actor.send({ type: "DISOWN" })
-    actor.send({ type: "VIEW", view: viewOf({ ...initialServiceContext(input), status: "healthy" }, "healthy"), owner: "other" })
-    await flush()
-    expect(actor.getSnapshot().context.connection).toBe(remote)
-    expect(statusOf(actor.getSnapshot())).toBe("healthy")
+    await replica.disown()
 
     const ended = await answer
     expect("error" in ended ? ended.error : ended.value).toBeInstanceOf(NotDelivered)
-    expect(elsewhere.received).toEqual([])
-    expect(sent.filter((e) => e.type === "HEALTH_REPORT")).toEqual([])
+    expect(replica.elsewhere.received).toEqual([])
+    expect(replica.sent.filter((e) => e.type === "HEALTH_REPORT")).toEqual([])
   })
+
+  // Both happen when a lease is lost, in either order: the lease (Redis) first, or the actor's DISOWN.
+  it.each(["the lease", "the actor's role"] as const)(
+    "answers \"not run\" to a per_user request when %s changed while its caller's credential was read",
+    async (lost) => {
+      let owned = true
+      // The principal's credential, read where it is shared (Redis in replica mode): the read held until released.
+      const file = CredentialsFile.inMemory()
+      let reading = () => undefined as void
+      const read = new Promise<void>((resolve) => (reading = resolve))
+      let release = () => undefined as void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      const shared: CredentialStore = {
+        find: async (service, principal) => {
+          reading()
+          await released
+          return file.find(service, principal)
+        },
+        put: (service, principal, credential) => file.put(service, principal, credential),
+        remove: (service, principal) => file.remove(service, principal),
+        forget: (service) => file.forget(service)
+      }
+      // The principal's own connections, each recording the tools called on it.
+      const opened: string[] = []
+      const called: string[] = []
+      const credentials = new UserCredentials(
+        Promise.resolve(shared),
+        async (_target, _values, _timeoutMs, _signal, principal) => {
+          opened.push(principal)
+          return { ...fakeConnection(`own-${principal}`), callTool: async (name: string) => (called.push(name), { content: [] }) }
+        },
+        async () => undefined
+      )
+      stops.push(() => void credentials.closeAll())
+      await credentials.set(STORE_SCOPE, "svc", "p1", { headers: { Authorization: "Bearer p1-own" }, env: {} })
+
+      const replica = await replicaOf({ url: "http://127.0.0.1:1/mcp", per_user: { headers: ["Authorization"] } }, () => owned, credentials)
+      // The service connected here: the request finds its connection at once, then reads the caller's credential.
+      replica.fakes.calls.connect[0]?.resolve({ connection: fakeConnection(), tools: [] })
+      await flush()
+      expect(statusOf(replica.actor.getSnapshot())).toBe("healthy")
+
+      const answer = replica.forward("p1")
+      await within(read, 5000, "the read of the caller's credential")
+      if (lost === "the lease") owned = false
+      else await replica.disown()
+      release()
+
+      const ended = await answer
+      expect("error" in ended ? ended.error : ended.value).toBeInstanceOf(NotDelivered)
+      // Its own connection was opened (the request got that far), and nothing was called on it.
+      expect(opened).toEqual(["p1"])
+      expect(called).toEqual([])
+      expect(replica.elsewhere.received).toEqual([])
+      expect(replica.sent.filter((e) => e.type === "HEALTH_REPORT")).toEqual([])
+    }
+  )
 })
