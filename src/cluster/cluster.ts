@@ -606,8 +606,12 @@ export class Cluster {
    * else the lease holder. `again` (the last answer did not take the request: its replica is gone, or
    * no longer owns the service): the lease holder as Redis has it now, at its URL in the registry
    * now, and the view only when Redis does not answer. None while this replica still holds the lease
-   * but is handing the service over or leaving (its actor mirrors until the lease is released: its
-   * own route would answer "not run" to every try); the lease holder is asked again once it is released.
+   * but its own route cannot run the request: it hands the service over (its actor mirrors until the
+   * lease is released: the route would answer "not run" to every try), or it is leaving or stopping
+   * (its actor still runs, but the server stopped listening before the store was released, which is
+   * when it starts leaving, and its actors are stopped next: every try would be refused). The lease
+   * holder is asked again once the lease is released (by the hand-over once the service is closed
+   * here, by `stop` once every service is).
    */
   async #ownerUrl(field: string, again: boolean): Promise<string | undefined> {
     if (this.leases.owns(field)) {
