@@ -34,6 +34,13 @@ import { SharedViews, type WireView } from "./shared-views.js"
 
 /** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
 const DRAIN_MS = 15_000
+/**
+ * How long a hand-over waits for the requests in flight on the service's connection to end before it
+ * stops running the service here (ms), and how often it looks: a call that began before the hand-over
+ * ends on the connection it began on instead of being cancelled, unless it is longer than this.
+ */
+const SETTLE_MS = 5000
+const SETTLE_CHECK_MS = 25
 
 /**
  * How long a replica asked whether it reaches Redis waits for the answer to a command it sends then
@@ -315,6 +322,7 @@ export class Cluster {
     try {
       await Promise.all(
         fields.map(async (field) => {
+          await this.#settled(field)
           host?.face(field)?.send({ type: "DISOWN" })
           let timer: NodeJS.Timeout | undefined
           const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DRAIN_MS)))
@@ -328,6 +336,19 @@ export class Cluster {
       for (const field of fields) this.#handing.delete(field)
     }
   }
+  /**
+   * Resolves once the service's connection here has no request in flight (health checks aside), at
+   * most `SETTLE_MS` from now, or as the replica stops: the calls that began before a hand-over end
+   * where they began (those that begin meanwhile still run here too; past the bound, the ones left are
+   * cancelled as the connection closes).
+   */
+  async #settled(field: string): Promise<void> {
+    const until = performance.now() + SETTLE_MS
+    while ((this.#host?.face(field)?.getSnapshot().context.connection?.requestsInFlight ?? 0) > 0 && performance.now() < until && this.#stopping === undefined) {
+      await sleep(SETTLE_CHECK_MS)
+    }
+  }
+
   /** The services being handed over now (their actors mirror while their leases are still held). */
   readonly #handing = new Set<string>()
 

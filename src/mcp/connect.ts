@@ -333,6 +333,10 @@ class UpstreamConnection implements McpConnection {
   private tooLarge: MessageTooLargeError | undefined
   /** The connection's protocol engine (src/mcp/session.ts). */
   readonly session: Session
+
+  get requestsInFlight(): number {
+    return this.session.requestsInFlight
+  }
   /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
   connected = false
   /** The stdio server exited on the era probe (a 2025-era server): `connect` starts it again. */

@@ -397,6 +397,13 @@ export class Session {
 
   private abandoning: Promise<void> | undefined
 
+  /** The requests in flight but health checks (a hand-over lets them end before it closes the connection). */
+  get requestsInFlight(): number {
+    let count = 0
+    for (const entry of this.pending.values()) if (entry.method !== "ping") count++
+    return count
+  }
+
   private async giveUp(): Promise<void> {
     // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
     if (this.protocolVersion === undefined) return

@@ -5,7 +5,8 @@
  * its own until the service's process has ended (here 2 s: it waits for SIGKILL). Its
  * calls of that service meanwhile wait for the next owner and run there; none is sent to its own
  * forwarding route, where it would only be answered "not run" every 200 ms (a proxy as its
- * advertised URL sees every forwarded request that reaches it, its own included).
+ * advertised URL sees every forwarded request that reaches it, its own included). A call in flight
+ * when the hand-over starts ends where it began (the hand-over waits for it), not cancelled.
  */
 import { describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
@@ -48,6 +49,9 @@ describe.skipIf(!hasRedisServer)("replica mode: calls made on a replica handing 
 
       const second = await cluster.replica({ mcpServers: {} })
       expect(await eventually(async () => (await replicasListening(client, CLUSTER)) === 2, 15_000, 50)).toBe(true)
+      // A 3 s call on each service, begun before the hand-over starts (the first notices the second within a
+      // third of a lease): the one of the service handed over ends on the connection it began on, not cancelled.
+      const long = names.map((name) => first.post("/for_store/call_tool", { tool_name: `${name}__sleep`, args: { ms: 3000 }, timeout: 60 }))
       // Calls on the first, every 50 ms on each service, until the second holds one of the leases and has run a call of it.
       const calls: Array<Promise<{ readonly text: string; readonly result: unknown; readonly answer: string }>> = []
       let n = 0
@@ -69,6 +73,7 @@ describe.skipIf(!hasRedisServer)("replica mode: calls made on a replica handing 
       const handed = await within(looping, 6 * LEASE_MS, "the hand-over")
       const replies = await within(Promise.all(calls), 6 * LEASE_MS, "the calls made during the hand-over")
       for (const reply of replies) expect(reply.result, `${reply.text}: ${reply.answer}`).toBe(reply.text)
+      for (const reply of await within(Promise.all(long), 6 * LEASE_MS, "the long calls")) expect(reply.body.success, reply.text).toBe(true)
       expect(replies.filter((r) => r.text.startsWith(handed)).length).toBeGreaterThan(0)
       expect(holds(first, await holder(handed === "one" ? "two" : "one"))).toBe(true)
 
