@@ -144,8 +144,8 @@ export class TooMany extends Data.TaggedError("TooMany")<{
   /** Which cap, by its option name (`max_services`, `max_waiters`, ...). */
   readonly limit: string
   readonly max: number
-  /** Seconds a client should wait before trying again. */
-  readonly retryAfterSeconds: number
+  /** Seconds a client should wait before trying again; null when trying again cannot help (a setting of the store stands in the way). */
+  readonly retryAfterSeconds: number | null
 }> {}
 
 /**

@@ -139,14 +139,15 @@ export const retryAfterOf = (body: unknown): number => {
 }
 
 /**
- * The Retry-After of an answer, from its error body: a 429 always (1 s when its details name no
- * wait), a 503 when its details name the wait (`retry_after_seconds`: a service's next reconnection
- * attempt); none otherwise. Shared with the HttpApi path (src/http/server.ts).
+ * The Retry-After of an answer, from its error body: a 429 unless its details say trying again
+ * cannot help (`retry_after_seconds` null; 1 s when they name no wait), a 503 when its details name
+ * the wait (`retry_after_seconds`: a service's next reconnection attempt); none otherwise. Shared
+ * with the HttpApi path (src/http/server.ts).
  */
 export const retryAfterHeader = (status: number, body: unknown): string | undefined => {
-  if (status === 429) return String(retryAfterOf(body))
-  if (status !== 503) return undefined
   const seconds = (body as { error?: { details?: { retry_after_seconds?: unknown } } } | null)?.error?.details?.retry_after_seconds
+  if (status === 429) return seconds === null ? undefined : String(retryAfterOf(body))
+  if (status !== 503) return undefined
   return typeof seconds === "number" && seconds >= 0 ? String(Math.ceil(seconds)) : undefined
 }
 

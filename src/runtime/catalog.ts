@@ -472,7 +472,23 @@ export const subscribeAsPrincipal = (
   asPrincipal(
     ctx,
     target.actor,
-    (c, signal) => c.subscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }).then(() => c),
+    (c, signal) => {
+      // Cancelled (the subscription dropped while being made): the upstream may have taken the
+      // subscribe before the cancel, and nobody would ever unsubscribe it.
+      const undoIfCancelled = () => {
+        if (signal.aborted) c.unsubscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS }).catch(() => undefined)
+      }
+      return c.subscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }).then(
+        () => {
+          undoIfCancelled()
+          return c
+        },
+        (e: unknown) => {
+          undoIfCancelled()
+          throw e
+        }
+      )
+    },
     { name: target.uri, field: "uri", uri: target.uri, method: "resources/subscribe" },
     owner,
     hold,

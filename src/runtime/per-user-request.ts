@@ -198,7 +198,7 @@ export const requestAsPrincipal = async <A>(
   }
   const checked = await (options.checks?.of(`${scopeLabel(scope)}\n${name}\n${principal}`, check) ?? check())
   if (Exit.isFailure(checked)) return Exit.failCause(checked.cause)
-  const sent = await credentials.request({ scope, name, definition }, principal, checked.value, { remaining: options.remaining, hold: options.hold }, request)
+  const sent = await credentials.request({ scope, name, definition }, principal, checked.value, { remaining: options.remaining, hold: options.hold, signal: options.signal }, request)
   if (!names.oauth || Exit.isSuccess(sent)) return sent
   // The upstream refused the principal's token and no refresh mended it: only the principal can, by authorizing again.
   const failure = Cause.failureOption(sent.cause)

@@ -26,7 +26,7 @@ import type { CredentialStore, UserCredential } from "../config/credentials-file
 import { TooMany } from "../domain/errors.js"
 import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
-import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
 
 /** The names a `per_user` definition asks each principal for, and whether each authorizes the upstream's OAuth itself. */
 export interface PerUserNames {
@@ -70,13 +70,17 @@ export const DEFAULT_PER_USER_IDLE_MS = 5 * 60_000
  * the upstream's updates on it): given to `request`, it holds the connection the request ran on
  * once the request succeeded, until `release()`. `onClosed` hears the connection close under it
  * (`why`, for a log line; `again`: whether subscribing again on a new connection makes sense, false
- * when the store stops). Told once.
+ * when the store stops). Told once. `onUnwanted` hears of a request that succeeded after the hold
+ * was released (its subscriber gone meanwhile): what it did on that connection is nobody's, to undo.
  */
 export class ConnectionHold {
   private releaseHere: (() => void) | undefined
   private released = false
 
-  constructor(readonly onClosed: (why: string, again: boolean) => void) {}
+  constructor(
+    readonly onClosed: (why: string, again: boolean) => void,
+    readonly onUnwanted: (connection: McpConnection) => void = () => undefined
+  ) {}
 
   /** The hold ends (the subscription is gone): the connection may be closed for idleness again. */
   release(): void {
@@ -226,13 +230,14 @@ export class UserCredentials {
    * minute per service) when the service has `maxConnections` principals' connections, each in use
    * by a request or held by a subscription. `hold`: once the request succeeded, the connection it
    * ran on is held for it (see `ConnectionHold`); refused TooMany at once when that would make
-   * `maxConnections` held connections (one is kept for plain requests).
+   * `maxConnections` held connections (one is kept for plain requests). `signal`: the caller went
+   * away; a connection still opening is no longer waited for (nor counted as held for it).
    */
   async request<A>(
     target: PerUserTarget,
     principal: string,
     values: UserCredential,
-    options: { readonly remaining: () => number; readonly hold?: ConnectionHold | undefined },
+    options: { readonly remaining: () => number; readonly hold?: ConnectionHold | undefined; readonly signal?: CancelSignal | undefined },
     request: (connection: McpConnection) => Promise<A>
   ): Promise<Exit.Exit<A, McpRequestError | TooMany>> {
     const service = key(target.scope, target.name)
@@ -242,9 +247,9 @@ export class UserCredentials {
       const pooled = this.acquire(service, target, principal, values, options)
       if (pooled instanceof TooMany) return Exit.fail(pooled)
       try {
-        const connection = await pooled.opening
+        const connection = await openedUnlessCancelled(pooled.opening, options.signal)
         const answer = await request(connection)
-        if (options.hold !== undefined) this.hold(service, principal, pooled, options.hold)
+        if (options.hold !== undefined) this.hold(service, principal, pooled, options.hold, connection)
         return Exit.succeed(answer)
       } catch (e) {
         if (!(e instanceof McpRequestError)) return Exit.die(e)
@@ -273,10 +278,10 @@ export class UserCredentials {
     await Promise.all(all.map(({ service, principal }) => this.drop(service, principal, "the store stops")))
   }
 
-  /** Holds `pooled` for `hold`, if it is still the principal's connection (else the hold hears it closed). */
-  private hold(service: string, principal: string, pooled: Pooled, hold: ConnectionHold): void {
+  /** Holds `pooled` (open as `connection`) for `hold`, if it is still the principal's connection (else the hold hears it closed), and the hold not released. */
+  private hold(service: string, principal: string, pooled: Pooled, hold: ConnectionHold, connection: McpConnection): void {
     if (this.pools.get(service)?.get(principal) !== pooled) return hold.closed("its connection was closed during the subscription", true)
-    if (!hold.attach(() => this.unhold(service, principal, pooled, hold))) return
+    if (!hold.attach(() => this.unhold(service, principal, pooled, hold))) return hold.onUnwanted(connection)
     pooled.holds.add(hold)
   }
 
@@ -423,6 +428,15 @@ export class UserCredentials {
   }
 }
 
+/** A connection being opened, or the request's own cancellation first (aborted: the connection goes on opening for the pool). */
+const openedUnlessCancelled = (opening: Promise<McpConnection>, signal: CancelSignal | undefined): Promise<McpConnection> => {
+  if (signal === undefined) return opening
+  if (signal.aborted) return Promise.reject(new McpRequestError("aborted", "the request was cancelled"))
+  let onAbort = () => undefined as void
+  const cancelled = new Promise<never>((_, reject) => signal.addEventListener("abort", (onAbort = () => reject(new McpRequestError("aborted", "the request was cancelled"))), { once: true }))
+  return Promise.race([opening, cancelled]).finally(() => signal.removeEventListener("abort", onAbort))
+}
+
 /** The refusal of a request on a `per_user` service whose `max` principals' connections are all in use (HTTP 429, Retry-After). */
 export const perUserTooMany = (name: string, max: number): TooMany =>
   new TooMany({
@@ -432,7 +446,11 @@ export const perUserTooMany = (name: string, max: number): TooMany =>
     retryAfterSeconds: 1
   })
 
-/** The refusal of a resource subscription on a `per_user` service whose `max - 1` connections held by subscriptions are the most (HTTP 429). */
+/**
+ * The refusal of a resource subscription on a `per_user` service whose `max - 1` connections held
+ * by subscriptions are the most (HTTP 429); with a bound of 1 none is ever held, so trying again
+ * cannot help: no time to wait is named.
+ */
 export const perUserHoldsFull = (name: string, max: number): TooMany =>
   new TooMany({
     message:
@@ -441,7 +459,7 @@ export const perUserHoldsFull = (name: string, max: number): TooMany =>
         : `Service '${name}' already has ${max - 1} of its ${max} principals' connections held by resource subscriptions (one is kept for plain requests); try again later`,
     limit: "per_user_connections",
     max,
-    retryAfterSeconds: 1
+    retryAfterSeconds: max === 1 ? null : 1
   })
 
 /** A principal in a log line or a message: the first characters of its digest (never a key). */

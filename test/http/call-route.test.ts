@@ -1,14 +1,15 @@
 // The direct call route (src/http/call-route.ts) against the HttpApi path it stands in for: the same
 // requests to a server with the route and to one without it (directCalls: false) get the same
-// status, headers and body, guards and errors included; which requests the route takes at all; and
-// a call it serves is measured (monitor, metrics) and recorded like any other.
+// status, headers and body, guards and errors included; which requests the route takes at all; a
+// 429's Retry-After from its body; and a call it serves is measured (monitor, metrics) and recorded
+// like any other.
 import { request as httpRequest } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { KeyRing } from "../../src/config/api-keys.js"
 import { resolveOptions } from "../../src/config/options.js"
-import { inOrder } from "../../src/http/call-route.js"
+import { inOrder, retryAfterHeader } from "../../src/http/call-route.js"
 import { requestPolicy } from "../../src/http/request-guard.js"
 import type { RunningServer } from "../../src/http/server.js"
 import { FAST_MONITORING, fixtureService, freshDir, parsePrometheus, sampleValue } from "../support/index.js"
@@ -174,6 +175,15 @@ describe("the direct call route", { timeout: 30_000 }, () => {
     }
     expect(inOrder({ policy, keys: undefined, maxBodyBytes: MAX_BODY, debug: false })({ ...ok, authorization: undefined })).toBe(true)
     expect(inOrder({ policy, keys, maxBodyBytes: MAX_BODY, debug: true })(ok)).toBe(false)
+  })
+
+  it("Retry-After of a 429 names its wait (1 s when none is named), none when trying again cannot help (retry_after_seconds null)", () => {
+    const tooMany = (seconds?: number | null) => ({ error: { code: "TOO_MANY", details: seconds === undefined ? {} : { retry_after_seconds: seconds } } })
+    expect(retryAfterHeader(429, tooMany(5))).toBe("5")
+    expect(retryAfterHeader(429, tooMany())).toBe("1")
+    expect(retryAfterHeader(429, tooMany(null))).toBeUndefined()
+    expect(retryAfterHeader(503, tooMany(2))).toBe("2")
+    expect(retryAfterHeader(503, tooMany(null))).toBeUndefined()
   })
 
   it("measures and records every call it serves, as HttpApi does", async () => {

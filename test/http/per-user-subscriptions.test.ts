@@ -9,13 +9,16 @@
 // CREDENTIALS_REQUIRED in each era; a held connection outlives the pool's idle time-out, a
 // redefined service or a changed credential makes the subscription again on the new connection (at
 // most five times a minute: a connection that keeps closing drops it), a deleted credential drops it.
-// A listen's acknowledged filter leaves out a URI of no service. With room for two principals'
+// A listen's acknowledged filter leaves out a URI of no service, and the second form (prefixed) of
+// a URI it names twice. With room for two principals'
 // connections, subscriptions hold at most one: other principals' calls get the other (429 only while
 // both are busy), another principal's subscribe and listen are refused TOO_MANY (never a stream as
 // if subscribed), one warn line for the refusals, the subscriber still hearing its updates; a listen
 // naming many URIs reads the caller's credential once; a listen waits for no shared service's
 // subscribe (an upstream that never answers it, the fixture's `unansweredSubscribe`), and stops
-// waiting for a principal's when its client goes away, the subscribe cancelled upstream.
+// waiting for a principal's when its client goes away (the subscribe cancelled and unsubscribed
+// upstream) or at the first refusal of another; a listen joining a principal's subscription being
+// made again is answered as that making ends (refused when it fails, its credential read held back).
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -141,9 +144,11 @@ describe("resource subscriptions of a per_user service are each caller's own", {
     // A URI of no service of the scope cannot be subscribed: the acknowledged filter leaves it out.
     const subA = await within(a.client.listen({ resourceSubscriptions: [URI, "mcp-store://nobody/mem://note"] }), 5_000, "alice listens")
     closers.push(() => subA.close())
-    const subB = await within(b.client.listen({ resourceSubscriptions: [URI] }), 5_000, "bob listens")
-    closers.push(() => subB.close())
     expect(subA.honoredFilter).toEqual({ resourceSubscriptions: [URI] })
+    // Its prefixed form names the same subscription: acknowledged once, in the form given first (the one its updates name).
+    const subB = await within(b.client.listen({ resourceSubscriptions: [URI, `mcp-store://notes/${URI}`] }), 5_000, "bob listens")
+    closers.push(() => subB.close())
+    expect(subB.honoredFilter).toEqual({ resourceSubscriptions: [URI] })
     await touch(bob)
     expect(await eventually(() => b.heard.length === 1 && bobSession.heard.length === 2, 5_000), "bob's stream and session hear his update").toBe(true)
     await touch(alice)
@@ -236,6 +241,7 @@ describe("a per_user service's connections held by subscriptions, and listens na
   const hungUri = (n: number) => `mcp-store://hung/mem://notes/${n}`
   const privateUri = (n: number) => `mcp-store://private/mem://notes/${n}`
   const subscribesReceived = () => hung.requests().filter((r) => r === "POST resources/subscribe").length
+  const unsubscribesReceived = () => hung.requests().filter((r) => r === "POST resources/unsubscribe").length
 
   beforeAll(async () => {
     ;[era, hung] = await Promise.all([startEraHttpFixture({ updatesPerCaller: true }), startHttpFixture({ server: { catalog: true, unansweredSubscribe: true } })])
@@ -347,13 +353,16 @@ describe("a per_user service's connections held by subscriptions, and listens na
     expect(sub.honoredFilter).toEqual({ resourceSubscriptions: [hungUri(1)] })
     // The subscribe was sent, and is still unanswered.
     expect(await eventually(() => subscribesReceived() === before + 1, 5_000)).toBe(true)
+    const unsubscribed = unsubscribesReceived()
     await sub.close()
+    expect(await eventually(() => unsubscribesReceived() === unsubscribed + 1, 5_000), "its close unsubscribes upstream").toBe(true)
   })
 
   it("a listen waiting for a per_user subscribe its upstream never answers stops waiting when its client goes away: the subscribe is cancelled upstream, the key's listen slot is free again", async () => {
     const before = subscribesReceived()
     const cancelled = () => hung.requests().filter((r) => r === "POST notifications/cancelled").length
     const cancelledBefore = cancelled()
+    const unsubscribed = unsubscribesReceived()
     const gone = new AbortController()
     const waiting = modernRequest(server.url + "/mcp", "subscriptions/listen", { notifications: { resourceSubscriptions: [privateUri(1)] } }, { key: keys.admin, signal: gone.signal }).then(
       () => "answered",
@@ -364,6 +373,8 @@ describe("a per_user service's connections held by subscriptions, and listens na
     expect(await waiting).toBe("aborted")
     // Not left running until the catalog's 60 s time-out, the principal's connection busy meanwhile.
     expect(await eventually(() => cancelled() === cancelledBefore + 1, 5_000), hung.requests().slice(-5).join(", ")).toBe(true)
+    // The upstream may have taken the subscribe before the cancel: it is unsubscribed too, nobody's subscription left there.
+    expect(await eventually(() => unsubscribesReceived() === unsubscribed + 1, 5_000), hung.requests().slice(-5).join(", ")).toBe(true)
     // The key's only listen slot is taken until the store stops waiting (else for the catalog's 60 s).
     const admin = await modernClientOf(server.url + "/mcp", keys.admin!, closers)
     const opened = await eventually(async () => {
@@ -372,5 +383,48 @@ describe("a per_user service's connections held by subscriptions, and listens na
       return sub !== undefined
     }, 5_000, 100)
     expect(opened, "a new listen of the key opens").toBe(true)
+  })
+
+  it("a listen is refused at the first refusal of its per_user subscribes, not after the slowest (a subscribe its upstream never answers)", async () => {
+    await addService(admin, "/for_store", { name: "locked", url: hung.url, per_user: { headers: ["Authorization"] } })
+    const listening = new AbortController()
+    try {
+      const uris = [privateUri(2), "mcp-store://locked/mem://notes/2"]
+      const listen = await within(modernRequest(server.url + "/mcp", "subscriptions/listen", { notifications: { resourceSubscriptions: uris } }, { key: keys.admin, signal: listening.signal }), 5_000, "the listen refused at once")
+      expect(listen.response.error, JSON.stringify(listen.response)).toMatchObject({ code: -32600, data: { code: "CREDENTIALS_REQUIRED", service_name: "locked" } })
+    } finally {
+      listening.abort()
+    }
+  })
+
+  it("a listen joining a principal's subscription being made again is answered as that making ends: refused when it fails, never acknowledged before", async () => {
+    const credentials = server.running.store.credentials
+    // Alice's credential reads held back (the making again of her one subscription, the first test's session's) until `release`.
+    let release: (value: undefined) => void = () => undefined
+    const held = new Promise<undefined>((resolve) => (release = resolve))
+    const find = credentials.find.bind(credentials)
+    let holding = true
+    const reads = vi.spyOn(credentials, "find").mockImplementation((...args) => (holding ? held : find(...args)))
+    const listening = new AbortController()
+    try {
+      // Her changed credential closes her connection: her subscription is made again, reading it.
+      await giveCredential(alice, PREFIX, "notes", { headers: { Authorization: "Bearer alice-again" } })
+      expect(await eventually(() => reads.mock.calls.length === 1, 5_000), `${reads.mock.calls.length} reads`).toBe(true)
+      holding = false
+      const listen = within(
+        modernRequest(server.url + MCP, "subscriptions/listen", { notifications: { resourceSubscriptions: [URI, "mem://notes/fresh"] } }, { key: keys.alice, signal: listening.signal }),
+        5_000,
+        "the listen answered"
+      )
+      // The listen's fresh URI reads her credential (joining URI's reads none): both are joined.
+      expect(await eventually(() => reads.mock.calls.length === 2, 5_000), `${reads.mock.calls.length} reads`).toBe(true)
+      // The making again finds no credential (as if deleted meanwhile): the listen that joined it is refused with that.
+      release(undefined)
+      const answer = await listen
+      expect(answer.response.error, JSON.stringify(answer.response)).toMatchObject({ code: -32600, data: { code: "CREDENTIALS_REQUIRED", service_name: "notes" } })
+    } finally {
+      listening.abort()
+      reads.mockRestore()
+    }
   })
 })

@@ -4,8 +4,9 @@
 // values at the next use, or on a change heard from another replica), and nothing left open after
 // closeAll; a connection held by a subscription is not closed idle, never makes room for another
 // principal (TOO_MANY instead) and tells its hold why it closed, also when it closed by itself (a
-// local process killed); holds take at most max - 1 connections (subscribes in flight counted; none
-// with a bound of 1); refusals are one warn line a minute per service, the next counting those
+// local process killed); holds take at most max - 1 connections (subscribes in flight counted, no
+// longer once cancelled while their connection opens; none with a bound of 1, a refusal that names
+// no time to wait); a hold released while its request runs hears the connection it ran on; refusals are one warn line a minute per service, the next counting those
 // since; a removal that fails half-way (a store that fails once, as Redis away does) ends, asked
 // again, where one that worked would have. Credentials kept in memory (the encrypted file is covered
 // over HTTP, Redis by test/config/redis-credentials.test.ts).
@@ -15,10 +16,11 @@ import { CredentialsFile, type CredentialStore } from "../../src/config/credenti
 import { ClusterUnavailable } from "../../src/domain/errors.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import { captureLogs } from "../../src/logging/log.js"
+import { McpRequestError } from "../../src/mcp/types.js"
 import { ConnectionRegistry, openPrincipalConnection } from "../../src/runtime/adapter.js"
 import { ConnectionHold, UserCredentials } from "../../src/runtime/user-credentials.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, fixtureService, quietFor } from "../support/index.js"
+import { eventually, fixtureService, quietFor, within } from "../support/index.js"
 
 const values = (who: string) => ({ headers: { Authorization: `Bearer ${who}-token` }, env: {} })
 
@@ -150,7 +152,7 @@ describe("per-user connection pool", () => {
     expect(await eventually(() => held.size === 1, 2_000)).toBe(true)
     await quietFor(800)
     expect(held.size).toBe(1)
-    // A second holder, c; then d and e need room while x's call is in flight: every other one is held (in use), so e is refused, and none is closed.
+    // A second holder, c; then e needs room while x's call is in flight: a and c are held, x in use, so e is refused, and none is closed.
     await ask("c", holdOf("c"))
     let finish: (() => void) | undefined
     const busy = held.request(target, "x", values("x"), { remaining: () => 5_000 }, () => new Promise<void>((resolve) => (finish = resolve)))
@@ -194,10 +196,56 @@ describe("per-user connection pool", () => {
     const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
     const none = await request(single, "a", holdOf())
     expect(Exit.isFailure(none) && JSON.stringify(none.cause)).toContain("resource subscriptions need --per-user-connections of at least 2")
+    // Trying again cannot help: no time to wait is named (the faces render retry_after_seconds null).
+    expect(Exit.isFailure(none) && JSON.stringify(none.cause)).toContain(`"retryAfterSeconds":null`)
     expect(single.size).toBe(0)
     expect(Exit.isSuccess(await request(single, "a"))).toBe(true)
     await single.closeAll()
     expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a subscribe cancelled while its principal's connection opens stops waiting for it, and no longer counts as held", async () => {
+    // "slow"'s connection never opens (until the pool closes it); the others' are real.
+    const opening = new UserCredentials(
+      Promise.resolve(CredentialsFile.inMemory()),
+      (t, v, timeoutMs, signal, principal) =>
+        principal === "slow"
+          ? new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(new McpRequestError("aborted", "closed while opening")), { once: true }))
+          : openPrincipalConnection(registry, t, v, { clientName: "pool-test", timeoutMs, signal }),
+      (c) => registry.close(c),
+      { maxConnections: 2, idleMs: 60_000 }
+    )
+    const gone = new AbortController()
+    const waiting = opening.request(target, "slow", values("slow"), { remaining: () => 5_000, hold: new ConnectionHold(() => undefined), signal: gone.signal }, async () => undefined)
+    gone.abort()
+    const cancelled = await within(waiting, 2_000, "the cancelled subscribe ends")
+    expect(Exit.isFailure(cancelled) && JSON.stringify(cancelled.cause)).toContain("aborted")
+    // One connection may be held of two: b's subscribe gets it, "slow"'s no longer counted.
+    const b = await opening.request(target, "b", values("b"), { remaining: () => 5_000, hold: new ConnectionHold(() => undefined) }, (c) => c.callTool("whoami", {}, { timeoutMs: 5_000 }))
+    expect(Exit.isSuccess(b), JSON.stringify(b)).toBe(true)
+    await opening.closeAll()
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+  })
+
+  it("a hold released while its request runs is not held: it hears the connection the request succeeded on, to undo what it did there", async () => {
+    const held = poolOf({ maxConnections: 2, idleMs: 200 })
+    const unwanted: Array<unknown> = []
+    const hold = new ConnectionHold(() => undefined, (c) => void unwanted.push(c))
+    let finish: (() => void) | undefined
+    let ranOn: unknown
+    const running = held.request(target, "a", values("a"), { remaining: () => 5_000, hold }, (c) => {
+      ranOn = c
+      return new Promise<void>((resolve) => (finish = resolve))
+    })
+    expect(await eventually(() => finish !== undefined, 5_000), "a's request runs").toBe(true)
+    hold.release()
+    finish!()
+    expect(Exit.isSuccess(await running)).toBe(true)
+    expect(unwanted).toHaveLength(1)
+    expect(unwanted[0]).toBe(ranOn)
+    // Not held: it closes idle.
+    expect(await eventually(() => held.size === 0, 2_000)).toBe(true)
+    await held.closeAll()
   })
 
   it("a service whose connections are all in use: one warn line for its refusals, the next a minute later at most, saying how many were refused since", async () => {

@@ -171,7 +171,11 @@ interface Subscription {
   hold: ConnectionHold | undefined
   /** A principal's: the service's definition it was made under (a redefined service: made again). */
   definition: unknown
-  /** A principal's: settles when its first making ends (rejects as the client's subscribe does), for the subscribers that join meanwhile. */
+  /**
+   * A principal's: its latest making (`makePrincipal`: the first, or made again), for the subscribers
+   * that join: settles as that making ends, or as the one that took its place does; rejects with
+   * the failure that dropped it or left it waiting for its service.
+   */
   made: Promise<void> | undefined
   /** A principal's, while it is being made (or made again): aborts that making (its upstream subscribe, the pooled connection it uses) when the subscription is detached meanwhile. */
   making: AbortController | undefined
@@ -466,15 +470,19 @@ export class McpGateway {
   /**
    * Puts a session or a listen stream on the subscription of `uri` (`subscribe`), making it when it
    * is the first: `made` settles as the upstream subscribe ends (rejecting, with the store's error
-   * or an MCP one, as the client's subscribe is refused), `perUser` tells a principal's. Throws the MCP error of a URI that cannot
-   * be subscribed (too long, unknown, past the cap). `checks`: a listen's credential checks, shared
-   * by its URIs.
+   * or an MCP one, as the client's subscribe is refused), `perUser` tells a principal's. A
+   * principal's subscription being made (again) is answered as that making ends; one waiting for
+   * its service refuses the newcomer with that failure (the others stay on it). `recorded`: false
+   * when the subscriber was on that subscription already (another form of the URI, prefixed or
+   * not: its updates name the form given first). Throws the MCP error of a URI that cannot be
+   * subscribed (too long, unknown, past the cap). `checks`: a listen's credential checks, shared by
+   * its URIs.
    */
   private join(
     session: Pick<Session, "id" | "scope" | "subscriptions" | "owner">,
     uri: string,
     checks?: CredentialChecks | undefined
-  ): { readonly perUser: boolean; readonly made: Promise<void> } {
+  ): { readonly perUser: boolean; readonly recorded: boolean; readonly made: Promise<void> } {
     let target: ResourceTarget
     try {
       if (uri.length > MAX_URI_LENGTH) throw mcpError(ProtocolErrorCode.InvalidParams, `uri is longer than ${MAX_URI_LENGTH} characters`)
@@ -486,7 +494,7 @@ export class McpGateway {
     const principal = this.ops.catalog.isPerUser(target.actor) ? session.owner : undefined
     const key = subscriptionKey(session.scope, service, target.uri, principal)
     const perUser = principal !== undefined
-    if (session.subscriptions.has(key)) return { perUser, made: Promise.resolve() }
+    if (session.subscriptions.has(key)) return { perUser, recorded: false, made: this.subscriptions.get(key)?.made ?? Promise.resolve() }
     if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
       throw mcpError(ProtocolErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
     }
@@ -498,11 +506,18 @@ export class McpGateway {
     }
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
-    // The same principal's subscription being made: answered as it is (a refusal refuses both).
-    if (!fresh) return { perUser, made: sub.made ?? Promise.resolve() }
-    if (principal === undefined) return { perUser, made: this.subscribeUpstream(sub, true) }
-    sub.made = this.subscribeAsPrincipal(sub, true, checks)
-    return { perUser, made: sub.made }
+    if (principal === undefined) return { perUser, recorded: true, made: fresh ? this.subscribeUpstream(sub, true) : Promise.resolve() }
+    if (fresh) return { perUser, recorded: true, made: this.makePrincipal(sub, true, checks) }
+    // The same principal's subscription, made or being made (again): answered as its latest making ends.
+    const joined = sub
+    const made = sub.made ?? Promise.resolve()
+    // Refused (it waits for its service, or its making failed): this subscriber leaves it (one dropped has none left).
+    made.catch(() => {
+      if (this.subscriptions.get(key) !== joined || session.subscriptions.get(key) !== uri) return
+      session.subscriptions.delete(key)
+      this.dropSubscriber(key, session.id)
+    })
+    return { perUser, recorded: true, made }
   }
 
   /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
@@ -521,9 +536,10 @@ export class McpGateway {
    * subscribed at all (too long, unknown, past the cap) is logged and left out of `subscribed`, so
    * the stream's acknowledged filter does not name it. A `per_user` service's subscribe that is
    * refused (no credential: CredentialsRequired; its connections all in use or held: TooMany; not
-   * usable now: ServiceUnavailable; the upstream's refusal) rejects with that error, every
-   * subscription made dropped, and the listen is refused with it: the client is never told it is
-   * subscribed when it is not. The caller's credential is checked once per service however many of
+   * usable now: ServiceUnavailable; the upstream's refusal) rejects with that error, the first
+   * refusal at once (the others' subscribes not waited for), every subscription made dropped, and
+   * the listen is refused with it: the client is never told it is subscribed when it is not. Two
+   * forms of one URI (prefixed and not) are one subscription, in `subscribed` once, as named first. The caller's credential is checked once per service however many of
    * its URIs are named (one read, one refusal line). Only the `per_user` subscribes are waited for;
    * a shared service's goes on behind the open stream (a failure is a log line; the URI stays in the
    * acknowledged filter: it was being subscribed), and the wait ends, every subscription dropped (a
@@ -555,8 +571,8 @@ export class McpGateway {
       return undefined
     }
     const checks = new CredentialChecks()
-    // Each principal's subscribe's refusal, if any (`{ refused }`: a refusal may be any value thrown).
-    const waited: Array<Promise<{ readonly refused: unknown } | undefined>> = []
+    // Each principal's subscribe: the first refusal ends the wait.
+    const waited: Array<Promise<void>> = []
     const subscribed: Array<string> = []
     for (const uri of tried) {
       let joined: ReturnType<McpGateway["join"]>
@@ -566,15 +582,22 @@ export class McpGateway {
         notSubscribed(uri, e)
         continue
       }
+      // Another form of a URI already named (one subscription): the updates name the first, the filter only it.
+      if (!joined.recorded) continue
       subscribed.push(uri)
-      if (joined.perUser) waited.push(joined.made.then(() => undefined, (refused: unknown) => ({ refused })))
+      if (joined.perUser) waited.push(joined.made)
       else joined.made.catch((e: unknown) => notSubscribed(uri, e))
     }
-    const refusals = await untilAborted(Promise.all(waited), signal)
-    const refusal = refusals?.find((r) => r !== undefined)
-    if (refusals === undefined || refusal !== undefined) {
+    let made: Array<void> | undefined
+    try {
+      made = await untilAborted(Promise.all(waited), signal)
+    } catch (refused) {
       close()
-      throw refusal === undefined ? signal.reason : refusal.refused
+      throw refused
+    }
+    if (made === undefined) {
+      close()
+      throw signal.reason
     }
     return { subscribed, deliverTo: (f) => void (onUpdate = f), close }
   }
@@ -648,15 +671,32 @@ export class McpGateway {
   }
 
   /**
+   * Makes a principal's subscription (`subscribeAsPrincipal`), or makes it again, this making its
+   * `made` from now on: it settles as this making ends, or, when another took its place meanwhile
+   * (its connection closed under it), as that one does. Made again (not `strict`), its failure
+   * is a log line and refuses only the subscribers that joined meanwhile.
+   */
+  private makePrincipal(sub: Subscription, strict: boolean, checks?: CredentialChecks | undefined): Promise<void> {
+    const made: Promise<void> = this.subscribeAsPrincipal(sub, strict, checks).then(() => (sub.made !== made && sub.made !== undefined ? sub.made : undefined))
+    sub.made = made
+    if (!strict) made.catch(() => undefined)
+    return made
+  }
+
+  /**
    * Makes a principal's subscription on its own connection (`subscribeAsPrincipal` of the catalog:
-   * the caller's credential read, the connection opened or taken from the pool and held). `strict`
-   * (a client's subscribe): a failure drops it and rejects with it (each face maps it as a read's); else
-   * (made again) a failure drops it with a log line.
+   * the caller's credential read, the connection opened or taken from the pool and held). A failure
+   * rejects with it; `strict` (a client's subscribe): it drops the subscription (each face maps it as
+   * a read's); else (made again) it drops it with a log line, or leaves it waiting for its service.
    */
   private async subscribeAsPrincipal(sub: Subscription, strict: boolean, checks?: CredentialChecks | undefined): Promise<void> {
     const ctx = this.scopeContext(sub.scope)
     const actor = ctx.findService(sub.service)
-    const hold = new ConnectionHold((why, again) => this.principalConnectionClosed(sub, hold, why, again))
+    // Dropped after the subscribe succeeded but before this making heard of it: unsubscribed there.
+    const hold = new ConnectionHold(
+      (why, again) => this.principalConnectionClosed(sub, hold, why, again),
+      (connection) => this.unsubscribeUnused(connection, sub.uri)
+    )
     sub.hold = hold
     let connection: McpConnection
     try {
@@ -683,14 +723,15 @@ export class McpGateway {
           scope: scopeLabel(sub.scope),
           service: sub.service
         })
-        return
+        throw e
       }
-      return this.discard(sub, `it could not be made again: ${why}`)
+      this.discard(sub, `it could not be made again: ${why}`)
+      throw e
     }
     // The last subscriber left meanwhile, or its connection closed under it (made again since): undone here.
     if (this.subscriptions.get(sub.key) !== sub || sub.hold !== hold) {
       hold.release()
-      if (!this.subscribedOn(connection, sub.uri)) connection.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+      this.unsubscribeUnused(connection, sub.uri)
       return
     }
     this.place(sub, connection)
@@ -721,7 +762,7 @@ export class McpGateway {
       scope: scopeLabel(sub.scope),
       service: sub.service
     })
-    void this.subscribeAsPrincipal(sub, false)
+    void this.makePrincipal(sub, false)
   }
 
   /**
@@ -738,13 +779,13 @@ export class McpGateway {
       if (snapshot.context.definition === sub.definition) return
       this.detach(sub, true)
     }
-    void this.subscribeAsPrincipal(sub, false)
+    void this.makePrincipal(sub, false)
   }
 
-  /** Whether a subscription is made on `connection` for `uri`. */
-  private subscribedOn(connection: McpConnection, uri: string): boolean {
-    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) return true
-    return false
+  /** Unsubscribes `uri` on `connection` unless a subscription is made there for it. */
+  private unsubscribeUnused(connection: McpConnection, uri: string): void {
+    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) return
+    connection.unsubscribeResource(uri, { timeoutMs: 10_000 }).catch(() => undefined)
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */

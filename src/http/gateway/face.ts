@@ -241,7 +241,7 @@ export const credentialsData = (e: CredentialsRequired): Record<string, unknown>
 /** The JSON-RPC code of a refusal at a cap (TOO_MANY: the session cap, a `per_user` service's connections all in use). */
 export const TOO_MANY_CODE = -32000
 
-/** The data of a TOO_MANY protocol error: which cap, its bound, and when to try again (the REST body's details). */
+/** The data of a TOO_MANY protocol error: which cap, its bound, and when to try again (the REST body's details; null: trying again cannot help). */
 export const tooManyData = (e: Pick<TooMany, "limit" | "max" | "retryAfterSeconds">): Record<string, unknown> => ({
   code: "TOO_MANY",
   details: { limit: e.limit, max: e.max, retry_after_seconds: e.retryAfterSeconds }
