@@ -344,7 +344,7 @@ export class Cluster {
    */
   async #settled(field: string): Promise<void> {
     const until = performance.now() + SETTLE_MS
-    while ((this.#host?.face(field)?.getSnapshot().context.connection?.requestsInFlight ?? 0) > 0 && performance.now() < until && this.#stopping === undefined) {
+    while ((this.#host?.face(field)?.getSnapshot().context.connection?.requestsInFlight ?? 0) > 0 && performance.now() < until && this.#stopping === undefined && !this.#leaving) {
       await sleep(SETTLE_CHECK_MS)
     }
   }
@@ -627,8 +627,9 @@ export class Cluster {
    * else the lease holder. `again` (the last answer did not take the request: its replica is gone, or
    * no longer owns the service): the lease holder as Redis has it now, at its URL in the registry
    * now, and the view only when Redis does not answer. None while this replica still holds the lease
-   * but its own route cannot run the request: it hands the service over (its actor mirrors until the
-   * lease is released: the route would answer "not run" to every try), or it is leaving or stopping
+   * but its own route cannot run the request: it hands the service over (after `#settled`, its actor
+   * mirrors until the lease is released: the route would answer "not run" to every try; during the
+   * settle the actor still runs, and a request waits for the next holder all the same), or it is leaving or stopping
    * (its actor still runs, but the server stopped listening before the store was released, which is
    * when it starts leaving, and its actors are stopped next: every try would be refused). The lease
    * holder is asked again once the lease is released (by the hand-over once the service is closed

@@ -325,7 +325,7 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
     if (value === MOVED) throw moving()
     return value
   }
-  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return ran(await asPrincipal(store, face, req, principal, run, remaining))
+  if (perUserOf(face.getSnapshot().context.definition) !== undefined && (PER_USER_OPS.has(req.op) || principal !== undefined)) return ran(await asPrincipal(store, face, req, principal, run, remaining, signal))
   // The same step as a call made here: the connection waited for, an expired session reconnected once.
   const sent = await requestOnService(face, run, { remaining, signal })
   if (Exit.isSuccess(sent)) return ran(sent.value)
@@ -353,8 +353,17 @@ const PER_USER_OPS: ReadonlySet<string> = new Set(["call", "task", "read", "prom
  * here; a refusal (no credential, the pool full, Redis away) goes back as `PrincipalRefused`, which
  * the replica asked turns into the same error a request made here gets.
  */
-const asPrincipal = async (store: Store, face: ServiceActorRef, req: ForwardRequest, principal: string | undefined, run: (connection: McpConnection) => Promise<unknown>, remaining: () => number): Promise<unknown> => {
-  const sent = await requestAsPrincipal(store.credentials, face, principal, { remaining, subject: `a forwarded ${req.op} of ${req.field}` }, run)
+const asPrincipal = async (
+  store: Store,
+  face: ServiceActorRef,
+  req: ForwardRequest,
+  principal: string | undefined,
+  run: (connection: McpConnection) => Promise<unknown>,
+  remaining: () => number,
+  // The forwarding replica cancelled: no more waiting for the service, the credential or the principal's connection.
+  signal: AbortSignal
+): Promise<unknown> => {
+  const sent = await requestAsPrincipal(store.credentials, face, principal, { remaining, signal, subject: `a forwarded ${req.op} of ${req.field}` }, run)
   if (Exit.isSuccess(sent)) return sent.value
   const failure = Cause.failureOption(sent.cause)
   if (Option.isNone(failure)) throw new McpRequestError("aborted", "the forwarding replica cancelled the request")

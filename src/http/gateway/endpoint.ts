@@ -494,7 +494,22 @@ export class McpGateway {
     const principal = this.ops.catalog.isPerUser(target.actor) ? session.owner : undefined
     const key = subscriptionKey(session.scope, service, target.uri, principal)
     const perUser = principal !== undefined
-    if (session.subscriptions.has(key)) return { perUser, recorded: false, made: this.subscriptions.get(key)?.made ?? Promise.resolve() }
+    // A principal's subscriber refused (its subscription waits for its service, or its making, first
+    // or again, failed) leaves it, whichever way it joined; one dropped has none left.
+    const leavesIfRefused = (made: Promise<void>): Promise<void> => {
+      const joined = this.subscriptions.get(key)
+      const given = session.subscriptions.get(key)
+      made.catch(() => {
+        if (joined === undefined || this.subscriptions.get(key) !== joined || session.subscriptions.get(key) !== given) return
+        session.subscriptions.delete(key)
+        this.dropSubscriber(key, session.id)
+      })
+      return made
+    }
+    if (session.subscriptions.has(key)) {
+      const made = this.subscriptions.get(key)?.made ?? Promise.resolve()
+      return { perUser, recorded: false, made: perUser ? leavesIfRefused(made) : made }
+    }
     if (session.subscriptions.size >= MAX_SUBSCRIPTIONS_PER_SESSION) {
       throw mcpError(ProtocolErrorCode.InvalidRequest, `a session may hold at most ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions`)
     }
@@ -507,17 +522,9 @@ export class McpGateway {
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
     if (principal === undefined) return { perUser, recorded: true, made: fresh ? this.subscribeUpstream(sub, true) : Promise.resolve() }
-    if (fresh) return { perUser, recorded: true, made: this.makePrincipal(sub, true, checks) }
+    if (fresh) return { perUser, recorded: true, made: leavesIfRefused(this.makePrincipal(sub, true, checks)) }
     // The same principal's subscription, made or being made (again): answered as its latest making ends.
-    const joined = sub
-    const made = sub.made ?? Promise.resolve()
-    // Refused (it waits for its service, or its making failed): this subscriber leaves it (one dropped has none left).
-    made.catch(() => {
-      if (this.subscriptions.get(key) !== joined || session.subscriptions.get(key) !== uri) return
-      session.subscriptions.delete(key)
-      this.dropSubscriber(key, session.id)
-    })
-    return { perUser, recorded: true, made }
+    return { perUser, recorded: true, made: leavesIfRefused(sub.made ?? Promise.resolve()) }
   }
 
   /** A 2026-07-28 request hears a service's log messages while its call lasts (LogRelay.hear). */
