@@ -474,9 +474,10 @@ export const subscribeAsPrincipal = (
     target.actor,
     (c, signal) => {
       // Cancelled (the subscription dropped while being made): the upstream may have taken the
-      // subscribe before the cancel, and nobody would ever unsubscribe it.
+      // subscribe before the cancel; the hold's owner unsubscribes it (unless the subscription is
+      // being made again, and in order with the subscribes of its key).
       const undoIfCancelled = () => {
-        if (signal.aborted) c.unsubscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS }).catch(() => undefined)
+        if (signal.aborted) hold.onUnwanted(c)
       }
       return c.subscribeResource(target.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS, signal }).then(
         () => {

@@ -314,6 +314,12 @@ export class McpGateway {
   private readonly subscriptions = new Map<string, Subscription>()
   /** The subscriptions made on each connection (`place`), and the connection's update listener, there while any is. */
   private readonly onConnection = new Map<McpConnection, { readonly subs: Set<Subscription>; readonly off: () => void }>()
+  /**
+   * The upstream unsubscribes in flight, by subscription key: a subscribe of the same key is sent
+   * once they ended (on Streamable HTTP two requests may be handled in either order, and an
+   * unsubscribe handled last would leave the new subscription deaf).
+   */
+  private readonly unsubscribing = new Map<string, Promise<void>>()
   /** Subscribers beside the sessions: 2026-07-28 listen streams (modern.ts), by id -> how each hears an update. */
   private readonly streamSubscribers = new Map<string, (uri: string) => void>()
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
@@ -637,7 +643,7 @@ export class McpGateway {
     making?.abort()
     const connection = sub.connection
     this.place(sub, undefined)
-    if (unsubscribe) connection?.unsubscribeResource(sub.uri, { timeoutMs: 10_000 }).catch(() => undefined)
+    if (unsubscribe && connection !== undefined) this.sendUnsubscribe(sub.key, connection, sub.uri)
     const hold = sub.hold
     sub.hold = undefined
     hold?.release()
@@ -702,7 +708,7 @@ export class McpGateway {
     // Dropped after the subscribe succeeded but before this making heard of it: unsubscribed there.
     const hold = new ConnectionHold(
       (why, again) => this.principalConnectionClosed(sub, hold, why, again),
-      (connection) => this.unsubscribeUnused(connection, sub.uri)
+      (connection) => this.unsubscribeUnused(sub, connection)
     )
     sub.hold = hold
     let connection: McpConnection
@@ -711,6 +717,7 @@ export class McpGateway {
       sub.definition = actor.getSnapshot().context.definition
       const making = new AbortController()
       sub.making = making
+      await this.unsubscribing.get(sub.key)
       connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold, checks), making.signal).finally(() => {
         if (sub.making === making) sub.making = undefined
       })
@@ -738,7 +745,7 @@ export class McpGateway {
     // The last subscriber left meanwhile, or its connection closed under it (made again since): undone here.
     if (this.subscriptions.get(sub.key) !== sub || sub.hold !== hold) {
       hold.release()
-      this.unsubscribeUnused(connection, sub.uri)
+      this.unsubscribeUnused(sub, connection)
       return
     }
     this.place(sub, connection)
@@ -790,9 +797,27 @@ export class McpGateway {
   }
 
   /** Unsubscribes `uri` on `connection` unless a subscription is made there for it. */
-  private unsubscribeUnused(connection: McpConnection, uri: string): void {
-    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) return
-    connection.unsubscribeResource(uri, { timeoutMs: 10_000 }).catch(() => undefined)
+  private unsubscribeUnused(sub: Subscription, connection: McpConnection): void {
+    for (const other of this.onConnection.get(connection)?.subs ?? []) if (other.uri === sub.uri) return
+    // Its key being made (again) now: that making subscribes, on this connection or another; an
+    // unsubscribe sent meanwhile could be handled after its subscribe.
+    const making = this.subscriptions.get(sub.key)?.making
+    if (making !== undefined && !making.signal.aborted) return
+    this.sendUnsubscribe(sub.key, connection, sub.uri)
+  }
+
+  /** Unsubscribes `uri` upstream on `connection`, after the unsubscribes of `key` still in flight (`unsubscribing`). */
+  private sendUnsubscribe(key: string, connection: McpConnection, uri: string): void {
+    const sent: Promise<void> = (this.unsubscribing.get(key) ?? Promise.resolve())
+      .then(() => connection.unsubscribeResource(uri, { timeoutMs: 10_000 }))
+      .then(
+        () => undefined,
+        () => undefined
+      )
+      .finally(() => {
+        if (this.unsubscribing.get(key) === sent) this.unsubscribing.delete(key)
+      })
+    this.unsubscribing.set(key, sent)
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
@@ -802,6 +827,7 @@ export class McpGateway {
     if (connection === undefined || connection === sub.connection) return
     this.place(sub, connection)
     try {
+      await this.unsubscribing.get(sub.key)
       await connection.subscribeResource(sub.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS })
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e)
