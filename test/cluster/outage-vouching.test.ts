@@ -39,7 +39,11 @@ describe.skipIf(!hasRedisServer)("replica mode: a Redis outage the other replica
     await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 3 + 500))
 
     const call = (r: StoreProcess, text: string) => r.post("/for_store/call_tool", { tool_name: "kit__echo", args: { text } })
-    for (const r of [owner, other]) expect((await call(r, "before")).body.result).toBe("before")
+    for (const r of [owner, other]) {
+      const before = await call(r, "before")
+      const logs = `owner's log:\n${owner.output().slice(-3000)}\nthe other's log:\n${other.output().slice(-3000)}`
+      expect(before.body.result, `${r === owner ? "owner" : "other"}: ${before.text}\n${logs}`).toBe("before")
+    }
 
     // Starved: its pending timers run late on each resume, and it answers what reaches it.
     let starving = true
