@@ -87,6 +87,9 @@ class SharedAgents {
 
 export const sharedAgents = new SharedAgents()
 
+/** The most kept-alive sockets found closed by the server that one request goes through before it fails. */
+const MAX_STALE_SOCKETS = 64
+
 /** One event of an event stream (text/event-stream). */
 export interface StreamEvent {
   readonly event: string
@@ -534,7 +537,7 @@ export class HttpClientTransport implements Transport {
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
     if (this.protocolVersion !== undefined && headers["mcp-protocol-version"] === undefined) headers["mcp-protocol-version"] = this.protocolVersion
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
-    const attempt = (retry: boolean): Promise<IncomingMessage> =>
+    const attempt = (reused: number): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
         const req = this.scope.runInAsyncScope(() => this.send$({ ...this.target, method, headers, agent: this.agent }))
         this.open.add(req)
@@ -551,13 +554,16 @@ export class HttpClientTransport implements Transport {
           resolve(res)
         })
         req.once("error", (error: NodeJS.ErrnoException) => {
-          // A kept-alive socket the server closed meanwhile: the request never reached it.
-          if (retry && req.reusedSocket && error.code === "ECONNRESET" && !this.closed) resolve(attempt(false))
+          // A kept-alive socket the server closed meanwhile (its keep-alive time-out, met by a
+          // process whose timers ran late): the request never reached it. Sent again on the next
+          // socket, which may be as dead as this one (idle sockets time out together): each dead one
+          // is destroyed and leaves the pool, so the tries end on a new connection.
+          if (req.reusedSocket && error.code === "ECONNRESET" && reused < MAX_STALE_SOCKETS && !this.closed) resolve(attempt(reused + 1))
           else reject(error)
         })
         req.end(body)
       })
-    return attempt(true)
+    return attempt(0)
   }
 
   /** A message over the limit: reading has stopped; report it and close (the service reconnects). */

@@ -206,6 +206,22 @@ describe("HttpClientTransport against a scripted server", () => {
     expect(result.content).toEqual([{ type: "text", text: "new socket" }])
   })
 
+  it("goes on to a new socket when every kept-alive one was dropped (several idle at once, as after the server's keep-alive time-out)", async () => {
+    const { server, conn } = await setUp({
+      slow: (_req, res, id) => void setTimeout(() => json(res, 200, toolResult(id, "slow")), 50),
+      echo2: (req, res, id) => json(res, 200, toolResult(id, old.has(req.socket) ? "old socket" : "new socket"))
+    })
+    // Four calls at once: four sockets, idle (kept alive) once answered.
+    await Promise.all(Array.from({ length: 4 }, () => conn.callTool("slow", {}, T)))
+    const old = new Set(server.sockets)
+    expect(old.size).toBeGreaterThanOrEqual(3)
+    server.server.prependListener("request", (req: IncomingMessage) => {
+      if (req.method === "POST" && old.has(req.socket)) req.socket.destroy()
+    })
+    const result = await conn.callTool("echo2", {}, T)
+    expect(result.content).toEqual([{ type: "text", text: "new socket" }])
+  })
+
   it("reopens the GET stream when the server ends it, with the last event id", async () => {
     const { server } = await setUp()
     expect(await eventually(() => server.streams.size === 1, 5_000)).toBe(true)
