@@ -36,7 +36,7 @@
 import { AsyncResource } from "node:async_hooks"
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
-import type { LookupFunction } from "node:net"
+import type { LookupFunction, Socket } from "node:net"
 import { urlToHttpOptions } from "node:url"
 import type { JSONRPCMessage, MessageExtraInfo, Transport, TransportSendOptions } from "@modelcontextprotocol/client"
 import { isModernVersion } from "../domain/protocol-versions.js"
@@ -86,9 +86,6 @@ class SharedAgents {
 }
 
 export const sharedAgents = new SharedAgents()
-
-/** The most kept-alive sockets found closed by the server that one request goes through before it fails. */
-const MAX_STALE_SOCKETS = 64
 
 /** One event of an event stream (text/event-stream). */
 export interface StreamEvent {
@@ -537,7 +534,7 @@ export class HttpClientTransport implements Transport {
     if (this.session !== undefined) headers["mcp-session-id"] = this.session
     if (this.protocolVersion !== undefined && headers["mcp-protocol-version"] === undefined) headers["mcp-protocol-version"] = this.protocolVersion
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
-    const attempt = (reused: number): Promise<IncomingMessage> =>
+    const attempt = (retry: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
         const req = this.scope.runInAsyncScope(() => this.send$({ ...this.target, method, headers, agent: this.agent }))
         this.open.add(req)
@@ -555,15 +552,28 @@ export class HttpClientTransport implements Transport {
         })
         req.once("error", (error: NodeJS.ErrnoException) => {
           // A kept-alive socket the server closed meanwhile (its keep-alive time-out, met by a
-          // process whose timers ran late): the request never reached it. Sent again on the next
-          // socket, which may be as dead as this one (idle sockets time out together): each dead one
-          // is destroyed and leaves the pool, so the tries end on a new connection.
-          if (req.reusedSocket && error.code === "ECONNRESET" && reused < MAX_STALE_SOCKETS && !this.closed) resolve(attempt(reused + 1))
-          else reject(error)
+          // process whose timers ran late): the request never reached it. The other idle sockets
+          // to the server timed out with it: they are dropped, and the request is sent once more,
+          // on a new connection.
+          if (retry && req.reusedSocket && error.code === "ECONNRESET" && !this.closed) {
+            this.dropIdleSockets()
+            resolve(attempt(false))
+          } else reject(error)
         })
         req.end(body)
       })
-    return attempt(0)
+    return attempt(true)
+  }
+
+  /** Ends the idle kept-alive sockets to this server (shared by its connections: they open new ones). */
+  private dropIdleSockets(): void {
+    // The agent is this server's alone (one per origin, `SharedAgents`): every idle socket it keeps is one to it.
+    const free = this.agent.freeSockets as Record<string, Socket[] | undefined>
+    for (const name of Object.keys(free)) {
+      const idle = free[name] ?? []
+      delete free[name]
+      for (const socket of idle) socket.destroy()
+    }
   }
 
   /** A message over the limit: reading has stopped; report it and close (the service reconnects). */
