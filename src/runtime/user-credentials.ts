@@ -79,8 +79,16 @@ export class ConnectionHold {
 
   constructor(
     readonly onClosed: (why: string, again: boolean) => void,
-    readonly onUnwanted: (connection: McpConnection) => void = () => undefined
+    private readonly unwantedHere: (connection: McpConnection) => void = () => undefined
   ) {}
+
+  /** Its request succeeded when it was no longer wanted: `connection` is handed back once (the catalog's cancel and the pool may both find it). */
+  onUnwanted(connection: McpConnection): void {
+    if (this.unwanted) return
+    this.unwanted = true
+    this.unwantedHere(connection)
+  }
+  private unwanted = false
 
   /** The hold ends (the subscription is gone): the connection may be closed for idleness again. */
   release(): void {

@@ -183,6 +183,9 @@ interface Subscription {
   readonly renewals: Array<number>
 }
 
+/** How long an upstream unsubscribe may take (ms). */
+const UNSUBSCRIBE_TIMEOUT_MS = 10_000
+
 /** A principal's subscription is made again at most this many times in RENEWAL_WINDOW_MS; once more, it is dropped. */
 const MAX_RENEWALS = 5
 const RENEWAL_WINDOW_MS = 60_000
@@ -319,7 +322,7 @@ export class McpGateway {
    * once they ended (on Streamable HTTP two requests may be handled in either order, and an
    * unsubscribe handled last would leave the new subscription deaf).
    */
-  private readonly unsubscribing = new Map<string, Promise<void>>()
+  private readonly unsubscribing = new Map<string, { done: Promise<void>; queued: boolean }>()
   /** Subscribers beside the sessions: 2026-07-28 listen streams (modern.ts), by id -> how each hears an update. */
   private readonly streamSubscribers = new Map<string, (uri: string) => void>()
   /** Upstream log messages to the sessions, and the upstreams' level (docs/logging.md). */
@@ -717,7 +720,7 @@ export class McpGateway {
       sub.definition = actor.getSnapshot().context.definition
       const making = new AbortController()
       sub.making = making
-      await this.unsubscribing.get(sub.key)
+      await this.afterUnsubscribes(sub.key, making.signal)
       connection = await runToPromise(this.ops.catalog.subscribeAsPrincipal(ctx, { actor, uri: sub.uri }, sub.principal, hold, checks), making.signal).finally(() => {
         if (sub.making === making) sub.making = undefined
       })
@@ -798,7 +801,7 @@ export class McpGateway {
 
   /** Unsubscribes `uri` on `connection` unless a subscription is made there for it. */
   private unsubscribeUnused(sub: Subscription, connection: McpConnection): void {
-    for (const other of this.onConnection.get(connection)?.subs ?? []) if (other.uri === sub.uri) return
+    if (this.subscribedOn(connection, sub.uri)) return
     // Its key being made (again) now: that making subscribes, on this connection or another; an
     // unsubscribe sent meanwhile could be handled after its subscribe.
     const making = this.subscriptions.get(sub.key)?.making
@@ -806,18 +809,47 @@ export class McpGateway {
     this.sendUnsubscribe(sub.key, connection, sub.uri)
   }
 
-  /** Unsubscribes `uri` upstream on `connection`, after the unsubscribes of `key` still in flight (`unsubscribing`). */
+  /** Whether a subscription of `uri` is made on `connection`. */
+  private subscribedOn(connection: McpConnection, uri: string): boolean {
+    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) return true
+    return false
+  }
+
+  /**
+   * Unsubscribes `uri` upstream on `connection`, after the unsubscribe of `key` in flight
+   * (`unsubscribing`), unless a subscription of that URI is on the connection again by then. At
+   * most one waits behind the one in flight: a client subscribing and unsubscribing in a loop queues
+   * nothing more (the one waiting unsubscribes for it; on another connection, left to its idle end).
+   */
   private sendUnsubscribe(key: string, connection: McpConnection, uri: string): void {
-    const sent: Promise<void> = (this.unsubscribing.get(key) ?? Promise.resolve())
-      .then(() => connection.unsubscribeResource(uri, { timeoutMs: 10_000 }))
+    const previous = this.unsubscribing.get(key)
+    if (previous?.queued === true) return
+    const entry = { done: Promise.resolve(), queued: previous !== undefined }
+    entry.done = (previous?.done ?? Promise.resolve())
+      .then(() => {
+        entry.queued = false
+        return this.subscribedOn(connection, uri) ? undefined : connection.unsubscribeResource(uri, { timeoutMs: UNSUBSCRIBE_TIMEOUT_MS })
+      })
       .then(
         () => undefined,
         () => undefined
       )
       .finally(() => {
-        if (this.unsubscribing.get(key) === sent) this.unsubscribing.delete(key)
+        if (this.unsubscribing.get(key) === entry) this.unsubscribing.delete(key)
       })
-    this.unsubscribing.set(key, sent)
+    this.unsubscribing.set(key, entry)
+  }
+
+  /** Until the unsubscribes of `key` in flight have ended, at most their own time-out, or `signal` aborts. */
+  private async afterUnsubscribes(key: string, signal?: AbortSignal): Promise<void> {
+    const pending = this.unsubscribing.get(key)
+    if (pending === undefined) return
+    let timer: NodeJS.Timeout | undefined
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, 2 * UNSUBSCRIBE_TIMEOUT_MS)
+      signal?.addEventListener("abort", () => resolve(), { once: true })
+    })
+    await Promise.race([pending.done, bound]).finally(() => clearTimeout(timer))
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
@@ -827,7 +859,7 @@ export class McpGateway {
     if (connection === undefined || connection === sub.connection) return
     this.place(sub, connection)
     try {
-      await this.unsubscribing.get(sub.key)
+      await this.afterUnsubscribes(sub.key)
       await connection.subscribeResource(sub.uri, { timeoutMs: CATALOG_REQUEST_TIMEOUT_MS })
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e)
