@@ -105,8 +105,8 @@ export class Cluster {
    * vouches (not an outage, or a partition of this one).
    */
   readonly #vouched = new Map<string, number>()
-  /** Whether the last answers vouched (an outage as this replica last said it). */
-  #outage = false
+  /** What the last answers said, as this replica last logged it: an outage (they vouched), a partition of this one, or no other replica known. */
+  #verdict: "outage" | "partitioned" | "alone" | undefined = undefined
   /**
    * Until when (epoch ms) this replica does not take each lease: it told a replica that lost Redis,
    * and named it, that it does not reach Redis either. `#quietAll`: every lease (an asker that named none).
@@ -155,6 +155,7 @@ export class Cluster {
     })
     this.views = new SharedViews(connection.client, connection.subscriber, options.name, this.replicaId, () => this.#advertiseUrl)
     this.#forwarder = new Forwarder({
+      cluster: options.name,
       secret,
       maxAnswerBytes: 2 * maxMessageBytes + 64 * 1024,
       ownerUrl: (field, again) => this.#ownerUrl(field, again),
@@ -379,25 +380,29 @@ export class Cluster {
   #asking = false
 
   /**
-   * Whether the leases may be kept while Redis is away: yes when no other replica was alive, or
-   * when the others that answer cannot reach Redis either (an outage: nobody can take a lease, so
-   * the services keep running); no when another reaches it (this replica is cut off: it lets its
-   * leases expire and stops their services, so that one of those takes over with never two
-   * owners). A "no Redis here" answer is a promise to take no lease for the answering replica's
-   * lease time (`reachesRedis`), so the leases are kept until that time from this question, less
-   * the lease margin; the next question (every ttl/4) extends it. When none answers (a starved or
-   * unreachable replica), the question is asked again at once and the promises already given still
-   * hold until they run out; then leases past their deadlines go (the safe side).
+   * Whether the leases may be kept while Redis is away: yes when every other replica cannot reach
+   * Redis either (an outage: nobody can take a lease, so the services keep running); no when another
+   * reaches it (this replica is cut off: it lets its leases expire and stops their services, so that
+   * one of those takes over with never two owners), and no when it knows no other replica (nobody
+   * promised anything, and a replica that registered after this one last read the registry, such as
+   * one started at the same time, takes the leases once their keys expire). A "no
+   * Redis here" answer is a promise to take none of the leases named for the answering replica's
+   * lease time (`reachesRedis`), so those are kept until that time from this question, less the
+   * lease margin; the next question (every ttl/4) extends it. A replica that gives no answer in
+   * time (starved, or slow to reach) may still reach Redis and take a lease whose key expires: while
+   * one is missing, the question is asked again at once and only the promises already given hold,
+   * until they run out; then leases past their deadlines go (the safe side). A replica whose
+   * address refuses the connection runs no process there and takes no lease: it is not waited for.
    */
   async #checkOutage(): Promise<void> {
     if (this.#asking) return
     this.#asking = true
     try {
-      for (let silent = true; silent && !this.connection.up && this.#stopping === undefined; ) {
+      for (let unanswered = true; unanswered && !this.connection.up && this.#stopping === undefined; ) {
         const asked = Date.now()
-        silent = await this.#ask()
+        unanswered = await this.#ask()
         // Replicas that refuse at once are not asked more often than every SILENT_PAUSE_MS.
-        if (silent) await sleep(Math.max(0, asked + SILENT_PAUSE_MS - Date.now()), undefined, { ref: false })
+        if (unanswered) await sleep(Math.max(0, asked + SILENT_PAUSE_MS - Date.now()), undefined, { ref: false })
       }
     } finally {
       this.#asking = false
@@ -407,7 +412,8 @@ export class Cluster {
   /**
    * One question to the others (see `#checkOutage`), naming the leases this replica holds (those
    * past their deadline dropped first, `Leases.heldNow`): the promises vouch for those alone, and
-   * the replicas asked go on taking any other. True when none of them answered.
+   * the replicas asked go on taking any other. True when it settled nothing: no replica answered,
+   * or one that may reach Redis did not while the others promised.
    */
   async #ask(): Promise<boolean> {
     const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
@@ -415,30 +421,45 @@ export class Cluster {
     // Leases past their deadline go first, in this turn: a late expiry timer does not leave one to be named and kept on the answers.
     const leases = [...this.leader.heldNow(), ...this.leases.heldNow()]
     let said: ReadonlyArray<RedisAnswer | null> = []
+    let missing = 0
     if (peers.length > 0) {
       const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs, leases }, {})))
       said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
+      missing = answers.filter((a) => a.status === "rejected" && !(a.reason instanceof NotDelivered && a.reason.refused)).length
     }
     if (this.connection.up) return false
-    const silent = peers.length > 0 && said.length === 0
-    if (silent) {
-      log.debug(`replica ${this.replicaId} asked ${peers.length} replica(s) whether they reach Redis: none answered within ${this.#questionMs} ms`, { event: "cluster_question_unanswered" })
+    // An answer without a promise (a yes, or a replica of an earlier version) vouches for nothing.
+    const promises = said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0))
+    const reached = promises.some((p) => p === 0)
+    const unanswered = !reached && peers.length > 0 && (said.length === 0 || missing > 0)
+    if (unanswered) {
+      log.debug(`replica ${this.replicaId} asked ${peers.length} replica(s) whether they reach Redis: ${said.length === 0 ? "none answered" : `${missing} did not answer`} within ${this.#questionMs} ms`, {
+        event: "cluster_question_unanswered"
+      })
     } else {
-      // An answer without a promise (a replica of an earlier version) vouches for nothing.
-      const promised = peers.length === 0 ? this.leaseMs : Math.min(...said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0)))
-      const vouched = promised > 0
-      if (vouched !== this.#outage) {
-        if (vouched) log.warn(`Redis is unreachable for every replica: replica ${this.replicaId} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
-        else log.warn(`replica ${this.replicaId} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
-      }
-      this.#outage = vouched
-      if (!vouched) this.#vouched.clear()
-      for (const label of vouched ? leases : []) this.#vouched.set(label, Math.max(this.#vouched.get(label) ?? 0, asked + promised - this.leases.margin))
+      const promised = peers.length === 0 ? 0 : Math.min(...promises)
+      const verdict = peers.length === 0 ? "alone" : promised > 0 ? "outage" : "partitioned"
+      if (verdict !== this.#verdict) this.#say(verdict)
+      this.#verdict = verdict
+      if (promised === 0) this.#vouched.clear()
+      for (const label of promised > 0 ? leases : []) this.#vouched.set(label, Math.max(this.#vouched.get(label) ?? 0, asked + promised - this.leases.margin))
     }
     // Acted on now: no longer vouched for (another replica reaches Redis again, or the promises ran out), leases past their deadline go at once.
     this.leases.expire()
     this.leader.expire()
-    return silent
+    return unanswered
+  }
+
+  /** One warning line per verdict of an outage's questions (`#ask`). */
+  #say(verdict: "outage" | "partitioned" | "alone"): void {
+    const replica = `replica ${this.replicaId}`
+    if (verdict === "outage") log.warn(`Redis is unreachable for every replica: ${replica} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
+    else if (verdict === "partitioned") log.warn(`${replica} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
+    else {
+      log.warn(`${replica} has lost Redis and knows no other replica to vouch that nobody reaches it (one may have joined since it last read the registry): its services stop when their leases expire`, {
+        event: "cluster_partitioned"
+      })
+    }
   }
 
   /**
@@ -600,7 +621,7 @@ export class Cluster {
     await this.leases.renew().catch(() => undefined)
     await this.leader.renew().catch(() => undefined)
     this.#vouched.clear()
-    this.#outage = false
+    this.#verdict = undefined
     await this.#resync().catch(() => undefined)
     for (const field of this.leases.owned()) {
       const face = this.#host?.face(field)

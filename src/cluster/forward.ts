@@ -71,6 +71,11 @@ export const FORWARDED_EVENTS: ReadonlySet<string> = new Set(["RESTART", "REFRES
 /** One forwarded request, as it travels. `id` is unique per request (the owner refuses a replay). */
 export type ForwardRequest = {
   readonly id: string
+  /**
+   * The sender's cluster: a replica of another cluster (one that shares the secret and took over the
+   * address of one that ended) answers 421 and runs nothing. Absent from a replica of an earlier version.
+   */
+  readonly cluster?: string | undefined
   readonly field: string
   readonly timeoutMs: number
   /**
@@ -147,9 +152,15 @@ export interface WireFailure {
   readonly missing?: ReadonlyArray<string> | undefined
 }
 
-/** A request that did not reach a replica that runs the service: safe to send again. */
+/**
+ * A request that did not reach a replica that runs the service: safe to send again. `refused`: no
+ * replica of this cluster is at the address (the connection was refused, or another cluster answers).
+ */
 export class NotDelivered extends McpRequestError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly refused = false
+  ) {
     super("transport", message)
   }
 }
@@ -227,6 +238,8 @@ type Without<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 /** What the forwarder needs of the cluster. */
 export interface ForwardTarget {
+  /** The cluster's name, sent with every request. */
+  readonly cluster: string
   /** The cluster secret. */
   readonly secret: string
   /**
@@ -283,7 +296,7 @@ export class Forwarder {
   /** `send` to the replica at `url`. */
   sendTo(url: string, request: Without<ForwardRequest, "id">, options: SendOptions): Promise<unknown> {
     const id = randomUUID()
-    const body = JSON.stringify({ ...request, id })
+    const body = JSON.stringify({ ...request, id, cluster: this.target.cluster })
     // The upstream's requests relayed during the call, until answered, withdrawn, or the call's end.
     const relayed = new Map<string, AbortController>()
     const target = new URL(FORWARD_PATH, url)
@@ -328,9 +341,14 @@ export class Forwarder {
         const message = `the replica that runs ${request.field} cannot be reached (${e.message})`
         // Refused, or failed before the connection was made (host or network unreachable): nothing
         // was sent, so it can be sent elsewhere (the replica is gone).
-        finish(e.code === "ECONNREFUSED" || !connect.made() ? new NotDelivered(message) : new McpRequestError("transport", message))
+        finish(e.code === "ECONNREFUSED" || !connect.made() ? new NotDelivered(message, e.code === "ECONNREFUSED") : new McpRequestError("transport", message))
       })
       req.on("response", (response: IncomingMessage) => {
+        if (response.statusCode === 421) {
+          // Nothing ran: no replica of this cluster listens at that address any more.
+          response.resume()
+          return finish(new NotDelivered(`the replica that runs ${request.field} (${target.origin}) is gone: a replica of another cluster answers there`, true))
+        }
         if (response.statusCode !== 200) {
           response.resume()
           return finish(new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP ${response.statusCode})`))

@@ -189,6 +189,10 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
       if (typeof forwarded !== "object" || forwarded === null || typeof forwarded.id !== "string" || typeof forwarded.field !== "string" || typeof forwarded.timeoutMs !== "number") {
         return answer(response, 400, "VALIDATION_ERROR", "not a forwarded request")
       }
+      if (forwarded.cluster !== undefined && forwarded.cluster !== cluster.options.name) {
+        refused(request, `sent to cluster '${String(forwarded.cluster).slice(0, 100)}', not this one (the same secret in two clusters?)`)
+        return answer(response, 421, "MISDIRECTED_REQUEST", "this replica is of another cluster")
+      }
       if (!seen.first(forwarded.id)) {
         refused(request, "a replayed request id")
         return answer(response, 409, "CONFLICT", "this request id was already used")

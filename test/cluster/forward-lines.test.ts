@@ -16,7 +16,7 @@ const SECRET = "0123456789abcdef0123456789abcdef"
 /** A stand-in replica: `answer` writes each forwarded request's lines; every request is kept. */
 const standIn = async (answer: (request: ForwardRequest, response: ServerResponse) => void) => {
   const replica = await standInReplica(answer)
-  const forwarder = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => replica.url })
+  const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => replica.url })
   stops.push(() => {
     forwarder.close()
     replica.close()

@@ -37,6 +37,7 @@ describe("a forwarded request to a replica whose host does not answer", () => {
     // The first try goes to the black hole (the owner of the last view), a retry to the live replica (the lease's holder).
     const forwarder = new Forwarder(
       {
+        cluster: "test",
         secret: SECRET,
         maxAnswerBytes: 1 << 20,
         ownerUrl: async (_field, again) => {
@@ -65,7 +66,7 @@ describe("a forwarded request to a replica whose host does not answer", () => {
 
   it("does not bound an answer slower than the connect bound, on a new or a reused keep-alive socket", async () => {
     const live = await liveReplica(700)
-    const forwarder = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => live.url }, 300)
+    const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => live.url }, 300)
     stops.push(() => forwarder.close())
     expect(await within(forwarder.send(call("first"), {}), 10_000, "the call on a new socket")).toEqual({ by: "live", tool: "first" })
     expect(await within(forwarder.send(call("second"), {}), 10_000, "the call on the reused socket")).toEqual({ by: "live", tool: "second" })

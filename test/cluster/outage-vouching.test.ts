@@ -13,7 +13,12 @@ import { clusterKey } from "../../src/redis/key-names.js"
 import { eventually, hasRedisServer, replicasListening, useReplicaProcesses, within, type StoreProcess } from "../support/index.js"
 
 const CLUSTER = "vouch"
-const LEASE_MS = 6000
+/**
+ * The owner must have the starved replica's answer before its earliest deadline, `2/3 ttl - margin`
+ * after the freeze (a renewal sent just before it): its probe's verdict and an answer that takes a
+ * few of the starved replica's turns fit in 4.3 s even when the rest of the suite loads the machine.
+ */
+const LEASE_MS = 8000
 /** Longer than the lease time: every deadline of a lease renewed before the freeze passes meanwhile. */
 const FROZEN_MS = LEASE_MS + 2000
 /** How long the starved replica runs, and stays stopped, in turn (ms): each turn of its 250 ms probe comes late. */

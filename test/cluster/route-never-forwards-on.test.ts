@@ -9,7 +9,7 @@
  * is answered "not run" too, never run on the principal's connection. The route on a real HTTP
  * server, a real replicated actor (its service machine on fakes), a real forwarder signing the
  * request, the real pool of principals' connections, and a stand-in replica where a request sent
- * on would land.
+ * on would land. A replica of another cluster (the same secret) is answered 421 and nothing runs.
  */
 import { createServer, type Server } from "node:http"
 import { assign, createActor } from "xstate"
@@ -43,7 +43,7 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
   const input = inputOf(definition)
   // Where the actor's forwarding connection would send the request on.
   const elsewhere = await standInReplica((_, res) => res.end(`${JSON.stringify({ r: { sentOn: true } })}\n`))
-  const onward = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => elsewhere.url })
+  const onward = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => elsewhere.url })
   const remote = new RemoteConnection("store/svc", onward, () => undefined)
   const fakes = createFakes()
   const machine = replicatedServiceMachine.provide({
@@ -64,7 +64,7 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
   await flush()
   expect(fakes.calls.connect).toHaveLength(1)
 
-  const parts = { store: { serviceActor: () => actor, credentials } as unknown as Store, cluster: { secret: SECRET, owns } as unknown as Cluster, asyncAnswer: undefined as never }
+  const parts = { store: { serviceActor: () => actor, credentials } as unknown as Store, cluster: { secret: SECRET, owns, options: { name: "test" } } as unknown as Cluster, asyncAnswer: undefined as never }
   const route = clusterRoute(() => parts, 1 << 20)
   const server: Server = createServer((req, res) => {
     if (!route(req, res)) res.writeHead(404).end()
@@ -72,7 +72,7 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const address = server.address()
   const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-  const caller = new Forwarder({ secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  const caller = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
   stops.push(() => {
     caller.close()
     onward.close()
@@ -82,6 +82,7 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
     actor.stop()
   })
   return {
+    url,
     actor,
     fakes,
     remote,
@@ -128,6 +129,25 @@ describe("the forwarding route", () => {
     expect("error" in ended ? ended.error : ended.value).toBeInstanceOf(NotDelivered)
     expect(replica.elsewhere.received).toEqual([])
     expect(replica.sent.filter((e) => e.type === "HEALTH_REPORT")).toEqual([])
+  })
+
+  it("answers 421 to a replica of another cluster that shares the secret, running nothing: the sender counts it not delivered, no replica of its cluster there", async () => {
+    const replica = await replicaOf({ url: "http://127.0.0.1:1/mcp" }, () => true)
+    const stranger = new Forwarder({ cluster: "another", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => replica.url })
+    stops.push(() => stranger.close())
+    const sent = await stranger.sendTo(replica.url, { op: "call", field: "store/svc", tool: "echo", args: { text: "hi" }, timeoutMs: 10_000 }, {}).then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect(sent).toBeInstanceOf(NotDelivered)
+    expect((sent as NotDelivered).refused).toBe(true)
+    expect((sent as Error).message).toContain("another cluster")
+    // Its own cluster's request is taken (it waits for the service, held connecting, until the lease goes).
+    const own = replica.forward()
+    await replica.disown()
+    const ended = await own
+    expect("error" in ended ? ended.error : ended.value).toBeInstanceOf(NotDelivered)
+    expect(replica.elsewhere.received).toEqual([])
   })
 
   // Both happen when a lease is lost, in either order: the lease (Redis) first, or the actor's DISOWN.

@@ -132,17 +132,34 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
   }
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on (taken, then released). */
-export const closedPort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
+/**
+ * Ports handed out by `closedPort`: each fork of the run (`VITEST_POOL_ID`) has its own block below
+ * the kernel's ephemeral range (32768 and up on Linux), and takes its ports in turn, so a port is not
+ * handed out again soon. A port the kernel picks (`listen(0)`, released) could be picked again by
+ * another file at once: a store started on it found it in use, and a replica that ended left its
+ * address to whatever took the port next, which then answered the other replicas in its place.
+ */
+const PORTS_PER_FORK = 3000
+const FIRST_PORT = 20000
+let portTurn = 0
+
+/** Whether nothing listens on `port` of 127.0.0.1 now (it could be bound). */
+const bindable = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
     const s = createServer()
-    s.once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const address = s.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      s.close(() => resolve(port))
-    })
+    s.once("error", () => resolve(false))
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)))
   })
+
+/** A TCP port on 127.0.0.1 that nothing listens on (taken, then released), from this fork's block. */
+export const closedPort = async (): Promise<number> => {
+  const fork = (Number(process.env["VITEST_POOL_ID"] ?? 1) - 1) % 4
+  for (let tries = 0; tries < 100; tries++) {
+    const port = FIRST_PORT + fork * PORTS_PER_FORK + (portTurn++ % PORTS_PER_FORK)
+    if (await bindable(port)) return port
+  }
+  throw new Error(`no free port in the block ${FIRST_PORT + fork * PORTS_PER_FORK}-${FIRST_PORT + (fork + 1) * PORTS_PER_FORK - 1}`)
+}
 
 /**
  * The uptime, in seconds to two decimals, a store started at `startedAt` can report when it computes

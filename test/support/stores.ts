@@ -154,7 +154,8 @@ export interface ReplicaProcesses {
   /**
    * Starts a replica as a store process (`spawnStore`) in the file's cluster, on a fresh folder whose
    * services file holds `services`, logging at `info` unless `logLevel` says otherwise; `redisUrl`
-   * is another way to the file's Redis (a proxy's); `advertiseUrl` its `--advertise-url`. Ended after the file.
+   * is another way to the file's Redis (a proxy's); `advertiseUrl` its `--advertise-url`; `cluster` another
+   * cluster on the file's Redis than the file's. Ended after the file.
    */
   replica(services: object, options?: ReplicaProcessOptions): Promise<StoreProcess>
 }
@@ -164,6 +165,7 @@ export interface ReplicaProcessOptions {
   readonly logLevel?: string
   readonly redisUrl?: string
   readonly advertiseUrl?: string
+  readonly cluster?: string
 }
 
 /**
@@ -186,7 +188,7 @@ export const useReplicaProcesses = (setup: { readonly cluster: string; readonly 
       const dir = freshDir()
       writeFileSync(join(dir, "mcp.json"), JSON.stringify(services))
       const redisUrl = options.redisUrl ?? started.redis.url
-      const extraArgs = ["--redis-url", redisUrl, "--cluster-name", setup.cluster, "--lease-ms", String(setup.leaseMs), "--log-level", options.logLevel ?? "info"]
+      const extraArgs = ["--redis-url", redisUrl, "--cluster-name", options.cluster ?? setup.cluster, "--lease-ms", String(setup.leaseMs), "--log-level", options.logLevel ?? "info"]
       if (options.advertiseUrl !== undefined) extraArgs.push("--advertise-url", options.advertiseUrl)
       const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs })
       replicas.push(replica)

@@ -1,0 +1,89 @@
+/**
+ * A replica cut off from Redis keeps its leases past their deadlines only on the promises of every
+ * other replica it knows (docs/replicas.md, "Leases"), store processes on one real redis-server, each
+ * through its own TCP proxy. Alone (no other replica known: one started with it may not have
+ * registered yet when it last read the registry), nobody promised anything: its service stops at
+ * its lease's deadline. With a peer that does not answer (stopped by SIGSTOP: alive for its
+ * connections, silent; starved, it may still reach Redis), another's promise is not enough either:
+ * the lease goes at its deadline, before any other replica takes it.
+ */
+import { afterAll, describe, expect, it } from "vitest"
+import { clusterKey } from "../../src/redis/key-names.js"
+import { eventually, hasRedisServer, replicasListening, startRedisProxy, useReplicaProcesses, type RedisProxy, type StoreProcess } from "../support/index.js"
+
+const LEASE_MS = 4000
+/** How long the promising replica's proxy holds each answer of Redis (ms): past the 250 ms a question waits, so it answers no. */
+const SLOW_MS = 400
+
+describe.skipIf(!hasRedisServer)("replica mode: a replica cut off from Redis", { timeout: 120_000 }, () => {
+  const cluster = useReplicaProcesses({ cluster: "alone", leaseMs: LEASE_MS })
+  const proxies: RedisProxy[] = []
+  afterAll(() => Promise.all(proxies.map((p) => p.close())))
+
+  /** A replica of `name` that reaches Redis through a proxy of its own. */
+  const start = async (name: string, services: object): Promise<{ readonly replica: StoreProcess; readonly proxy: RedisProxy }> => {
+    const proxy = await startRedisProxy(cluster.redis)
+    proxies.push(proxy)
+    return { replica: await cluster.replica(services, { redisUrl: proxy.url, cluster: name }), proxy }
+  }
+  const holder = async (name: string, service: string) => (await (await cluster.redis.connect()).get(clusterKey(name, "lease", `store/${service}`))) ?? ""
+  const holds = (r: StoreProcess, h: string) => h.includes(`-${r.pid}-`)
+  /** When a log line matching `pattern` was written (epoch ms), or undefined. */
+  const loggedAt = (r: StoreProcess, pattern: RegExp): number | undefined => {
+    const line = r.output().split("\n").find((l) => pattern.test(l))
+    return line === undefined ? undefined : Date.parse(line.slice(0, 24))
+  }
+  const lastLines = (r: StoreProcess) => r.output().split("\n").slice(-30).join("\n")
+
+  it("alone, it knows nobody who could vouch: its service stops when the lease expires, and it takes the lease back once Redis is back", async () => {
+    const { replica, proxy } = await start("alone", { mcpServers: { solo: { url: cluster.upstream.url } } })
+    expect(await eventually(async () => holds(replica, await holder("alone", "solo")), 15_000, 50)).toBe(true)
+    proxy.cut()
+    try {
+      const lost = await eventually(async () => loggedAt(replica, /lease store\/solo lost by replica/) !== undefined, LEASE_MS + 5000, 50)
+      expect(lost, lastLines(replica)).toBe(true)
+      expect(replica.output()).toContain("knows no other replica to vouch that nobody reaches it")
+      expect(replica.output()).not.toContain("Redis is unreachable for every replica")
+    } finally {
+      proxy.heal()
+    }
+    const called = async () => (await replica.post("/for_store/call_tool", { tool_name: "solo__echo", args: { text: "back" } })).body.result === "back"
+    expect(await eventually(called, 20_000, 100), lastLines(replica)).toBe(true)
+    await replica.kill()
+  })
+
+  it("with a peer that does not answer, another's promise does not keep its lease: it goes at its deadline, before another replica takes it", async () => {
+    const owner = await start("silent", { mcpServers: { mine: { url: cluster.upstream.url } } })
+    expect(await eventually(async () => holds(owner.replica, await holder("silent", "mine")), 15_000, 50)).toBe(true)
+    const promising = await start("silent", { mcpServers: {} })
+    const silent = await start("silent", { mcpServers: {} })
+    // The owner asks those its keeper last read (every ttl/3): all three registered with their URLs, then one keeper turn.
+    const client = await cluster.redis.connect()
+    expect(await eventually(async () => (await replicasListening(client, "silent")) === 3, 15_000, 50)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 3 + 500))
+
+    promising.proxy.slow(SLOW_MS)
+    silent.replica.child.kill("SIGSTOP")
+    owner.proxy.cut()
+    try {
+      const lost = await eventually(async () => loggedAt(owner.replica, /lease store\/mine lost by replica/) !== undefined, LEASE_MS + 5000, 50)
+      expect(lost, `the owner's last lines:\n${lastLines(owner.replica)}\nthe promising replica's:\n${lastLines(promising.replica)}`).toBe(true)
+      // It was asked, and promised (Redis answered it late): that alone kept nothing.
+      expect(promising.replica.output()).toContain("Redis is slow here, not away")
+      expect(owner.replica.output()).not.toContain("Redis is unreachable for every replica")
+    } finally {
+      silent.replica.child.kill("SIGCONT")
+      promising.proxy.slow(0)
+    }
+    // The silent one (or the other, once its promise runs out) takes the service over, after the owner dropped it.
+    const other = async () => {
+      const h = await holder("silent", "mine")
+      return h !== "" && !holds(owner.replica, h)
+    }
+    expect(await eventually(other, 6 * LEASE_MS, 100)).toBe(true)
+    const taker = [promising.replica, silent.replica].find((r) => loggedAt(r, /lease store\/mine taken by replica/) !== undefined) as StoreProcess
+    expect(taker).toBeDefined()
+    expect(loggedAt(taker, /lease store\/mine taken by replica/) as number).toBeGreaterThan(loggedAt(owner.replica, /lease store\/mine lost by replica/) as number)
+    owner.proxy.heal()
+  })
+})
