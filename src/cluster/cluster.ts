@@ -36,11 +36,10 @@ import { SharedViews, type WireView } from "./shared-views.js"
 const DRAIN_MS = 15_000
 /**
  * How long a hand-over waits for the requests in flight on the service's connection to end before it
- * stops running the service here (ms), and how often it looks: a call that began before the hand-over
+ * stops running the service here (ms): a call that began before the hand-over
  * ends on the connection it began on instead of being cancelled, unless it is longer than this.
  */
 const SETTLE_MS = 5000
-const SETTLE_CHECK_MS = 25
 
 /**
  * How long a replica asked whether it reaches Redis waits for the answer to a command it sends then
@@ -54,6 +53,8 @@ const LATE_LINE_EVERY_MS = 60_000
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
+/** The most leases a question may name one by one (`reachesRedis`); a longer list counts as naming every lease. */
+const MAX_NAMED_LEASES = 10_000
 
 /** The snapshot file of a services file: what the leader writes after each change of the definitions. */
 export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
@@ -338,17 +339,23 @@ export class Cluster {
     }
   }
   /**
-   * Resolves once the service's connection here has no request in flight (health checks aside), at
-   * most `SETTLE_MS` from now, or as the replica stops: the calls that began before a hand-over end
-   * where they began (those that begin meanwhile still run here too; past the bound, the ones left are
-   * cancelled as the connection closes).
+   * Resolves once the requests in flight on the service's connection here now have ended (health
+   * checks aside), at most `SETTLE_MS` from now, or as the replica leaves or stops: the calls that
+   * began before a hand-over end where they began (those that begin meanwhile still run here too, not
+   * waited for; past the bound, the ones left are cancelled as the connection closes).
    */
   async #settled(field: string): Promise<void> {
-    const until = performance.now() + SETTLE_MS
-    while ((this.#host?.face(field)?.getSnapshot().context.connection?.requestsInFlight ?? 0) > 0 && performance.now() < until && this.#stopping === undefined && !this.#leaving) {
-      await sleep(SETTLE_CHECK_MS)
+    const settled = this.#host?.face(field)?.getSnapshot().context.connection?.inFlightSettled?.()
+    if (settled === undefined || this.#ending.signal.aborted) return
+    const done = new AbortController()
+    try {
+      await Promise.race([settled, sleep(SETTLE_MS, undefined, { signal: AbortSignal.any([done.signal, this.#ending.signal]) }).catch(() => undefined)])
+    } finally {
+      done.abort()
     }
   }
+  /** Aborted as the replica leaves or stops: a hand-over waits no more. */
+  readonly #ending = new AbortController()
 
   /** The services being handed over now (their actors mirror while their leases are still held). */
   readonly #handing = new Set<string>()
@@ -478,7 +485,8 @@ export class Cluster {
     if (time !== undefined && (await timed(time, CONFIRM_MS).then(() => true, () => false))) return { up: true }
     const until = Date.now() + this.leaseMs
     for (const [label, at] of this.#quiet) if (at <= sent) this.#quiet.delete(label)
-    if (leases === undefined) this.#quietAll = Math.max(this.#quietAll, until)
+    // More leases than a replica holds (a few per service it runs) are taken as all of them: the promise covers them, the map stays small.
+    if (leases === undefined || leases.length > MAX_NAMED_LEASES) this.#quietAll = Math.max(this.#quietAll, until)
     else for (const label of leases) this.#quiet.set(label, Math.max(this.#quiet.get(label) ?? 0, until))
     void time?.then(() => this.#answeredLate(Date.now() - sent, leases), () => undefined)
     return { up: false, quietMs: this.leaseMs }
@@ -511,6 +519,7 @@ export class Cluster {
   /** The store is stopping: no more leases are taken (those held are released by `stop`, once the services are closed). */
   leaving(): void {
     this.#leaving = true
+    this.#ending.abort()
   }
   #leaving = false
 
@@ -635,10 +644,25 @@ export class Cluster {
 
   /** The replica that runs a service when it is another one (undefined: this one, or none now). */
   async ownerOf(field: string): Promise<string | undefined> {
-    if (this.leases.owns(field)) return undefined
+    return this.leases.owns(field) ? undefined : this.#knownOwner(field)
+  }
+
+  /** The replica that runs a service as its last view says, else its lease holder in Redis (undefined: none known, Redis away, or this one). */
+  async #knownOwner(field: string): Promise<string | undefined> {
     let owner = this.#latest.get(field)?.owner
-    if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
+    if (owner === undefined || owner === this.replicaId) owner = await this.#leaseHolder(field).catch(() => undefined)
     return owner === this.replicaId ? undefined : owner
+  }
+
+  /** The holder of a service's lease in Redis now (undefined: free); rejects when Redis does not answer. */
+  async #leaseHolder(field: string): Promise<string | undefined> {
+    return (await this.connection.client.get(this.leases.key(field))) ?? undefined
+  }
+
+  /** A replica's URL in the registry in Redis now (undefined: not registered); rejects when Redis does not answer. */
+  async #registeredUrl(replica: string): Promise<string | undefined> {
+    const entry = await this.connection.client.get(this.#replicaKey(replica))
+    return entry === null ? undefined : urlOfEntry(entry)
   }
 
   /**
@@ -669,10 +693,8 @@ export class Cluster {
       if (holder !== STALE) return holder
     }
     if (viewed !== undefined) return viewed
-    let owner = latest?.owner
-    if (owner === undefined || owner === this.replicaId) owner = (await this.connection.client.get(this.leases.key(field)).catch(() => null)) ?? undefined
-    if (owner === undefined || owner === this.replicaId) return undefined
-    return this.#urlOf(owner)
+    const owner = await this.#knownOwner(field)
+    return owner === undefined ? undefined : this.#urlOf(owner)
   }
 
   /**
@@ -703,10 +725,8 @@ export class Cluster {
 
   async #lookUpHolder(field: string): Promise<string | undefined | typeof STALE> {
     try {
-      const holder = await this.connection.client.get(this.leases.key(field))
-      if (holder === null || holder === this.replicaId) return undefined
-      const entry = await this.connection.client.get(this.#replicaKey(holder))
-      return entry === null ? undefined : urlOfEntry(entry)
+      const holder = await this.#leaseHolder(field)
+      return holder === undefined || holder === this.replicaId ? undefined : await this.#registeredUrl(holder)
     } catch {
       return STALE
     }
@@ -715,9 +735,7 @@ export class Cluster {
   /** Where a replica is reached: the registry as the keeper last read it (so it is found while Redis is away), else as it is now. */
   async #urlOf(replica: string): Promise<string | undefined> {
     const known = this.#peers.find((p) => p.id === replica)?.url
-    if (known !== undefined && known !== "") return known
-    const entry = await this.connection.client.get(this.#replicaKey(replica)).catch(() => null)
-    return entry === null ? undefined : urlOfEntry(entry)
+    return known !== undefined && known !== "" ? known : this.#registeredUrl(replica).catch(() => undefined)
   }
 
   /**
@@ -766,6 +784,7 @@ export class Cluster {
 
   /** Leaves the cluster: the registry entry is removed (best effort), the reader and connections closed. Idempotent. */
   stop(): Promise<void> {
+    this.#ending.abort()
     this.#stopping ??= (async () => {
       clearInterval(this.#heartbeat)
       clearInterval(this.#outageTimer)

@@ -334,8 +334,8 @@ class UpstreamConnection implements McpConnection {
   /** The connection's protocol engine (src/mcp/session.ts). */
   readonly session: Session
 
-  get requestsInFlight(): number {
-    return this.session.requestsInFlight
+  inFlightSettled(): Promise<void> {
+    return this.session.inFlightSettled()
   }
   /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
   connected = false

@@ -397,12 +397,19 @@ export class Session {
 
   private abandoning: Promise<void> | undefined
 
-  /** The requests in flight but health checks (a hand-over lets them end before it closes the connection). */
-  get requestsInFlight(): number {
-    let count = 0
-    for (const entry of this.pending.values()) if (entry.method !== "ping") count++
-    return count
+  /**
+   * Resolves once every request in flight now but health checks has ended (a hand-over lets them end
+   * before it closes the connection); requests sent meanwhile are not waited for.
+   */
+  inFlightSettled(): Promise<void> {
+    const ids = new Set<number>()
+    for (const [id, entry] of this.pending) if (entry.method !== "ping") ids.add(id)
+    if (ids.size === 0) return Promise.resolve()
+    return new Promise((resolve) => this.settling.add({ ids, resolve }))
   }
+
+  /** The waits of `inFlightSettled`: each the requests it still waits for. */
+  private readonly settling = new Set<{ readonly ids: Set<number>; readonly resolve: () => void }>()
 
   private async giveUp(): Promise<void> {
     // Not before the session is up: a handshake that timed out has no caller to tell, and its close is not held up.
@@ -888,6 +895,12 @@ export class Session {
     const entry = this.pending.get(id)
     if (entry === undefined) return undefined
     this.pending.delete(id)
+    for (const wait of this.settling) {
+      if (wait.ids.delete(id) && wait.ids.size === 0) {
+        this.settling.delete(wait)
+        wait.resolve()
+      }
+    }
     clearTimeout(entry.timer)
     entry.relays?.abort(new Error("the tool call ended"))
     if (this.ties.size > 0) for (const [request, call] of this.ties) if (call === id) this.ties.delete(request)

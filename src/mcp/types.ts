@@ -283,8 +283,8 @@ export class McpRequestError extends Error {
 /** A live connection to one MCP server. Owned by exactly one service actor. */
 export interface McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
-  /** The requests in flight on it but health checks (a hand-over lets them end first); absent: not counted here. */
-  readonly requestsInFlight?: number
+  /** Resolves once the requests in flight on it now but health checks have ended (a hand-over lets them end first); absent: not followed here. */
+  inFlightSettled?(): Promise<void>
   /** Server name/version from the initialize handshake (2025 era) or server/discover (modern era). */
   readonly serverInfo: { readonly name: string; readonly version: string } | undefined
   /** The protocol revision spoken with the server (negotiated or pinned). */
