@@ -1,53 +1,80 @@
 /**
  * Progress of tool calls, on its way to whoever waits for it: the MCP client that made the call
  * (its own `progressToken`) and the `/events` stream (the call's `trace_id`). An upstream decides
- * how many `notifications/progress` it sends, a hostile one a million: each way out keeps at most
- * the latest progress not yet sent and sends at most one per interval (`LatestThrottle`), so memory
- * stays bounded however many arrive and however slowly the other side reads.
+ * how many `notifications/progress` it sends, a hostile one a million: each way out keeps at most a
+ * few progress notifications not yet sent (the latest always) and sends at most one per interval
+ * (`LatestThrottle`), so memory stays bounded however many arrive and however slowly the other side
+ * reads, while the few steps of an ordinary call all arrive.
  */
 import type { CallProgress } from "../mcp/types.js"
 
 /**
- * Delivers the latest of the values pushed, at most one per `intervalMs` and, when delivering
- * returns a promise, one at a time: a value pushed meanwhile replaces the one waiting. One timer at
- * most (unref'd), cleared by `close()`, after which nothing more is delivered.
+ * Delivers the values pushed, at most one per `intervalMs` and, when delivering returns a promise,
+ * one at a time: up to `keep` values wait their turn in order, and past that a value pushed replaces
+ * the last one waiting (the latest is always delivered). One timer at most (unref'd), cleared by
+ * `close()`, after which nothing more is delivered.
  */
 export class LatestThrottle<T> {
   private last = Number.NEGATIVE_INFINITY
-  private waiting: { readonly value: T } | undefined
+  private readonly waiting: T[] = []
   private timer: NodeJS.Timeout | undefined
   private busy = false
   private closed = false
 
   constructor(
     private readonly intervalMs: number,
-    private readonly deliver: (value: T) => void | Promise<unknown>
+    private readonly deliver: (value: T) => void | Promise<unknown>,
+    private readonly keep = 1
   ) {}
 
   push(value: T): void {
     if (this.closed) return
-    this.waiting = { value }
+    if (this.waiting.length < this.keep) this.waiting.push(value)
+    else this.waiting[this.waiting.length - 1] = value
     this.flush()
   }
 
   close(): void {
     this.closed = true
-    this.waiting = undefined
+    this.waiting.length = 0
     clearTimeout(this.timer)
     this.timer = undefined
   }
 
+  /**
+   * Delivers what is waiting, then closes: resolves once the last delivery has settled, or after
+   * `ms` (a reader that does not read), closing then with what is left.
+   */
+  drain(ms: number): Promise<void> {
+    if (this.closed || (!this.busy && this.waiting.length === 0)) {
+      this.close()
+      return Promise.resolve()
+    }
+    return new Promise<void>((resolve) => {
+      const end = () => {
+        clearTimeout(timer)
+        this.drained = undefined
+        this.close()
+        resolve()
+      }
+      const timer = setTimeout(end, ms)
+      this.drained = end
+    })
+  }
+
+  private drained: (() => void) | undefined
+
   private readonly flush = (): void => {
     this.timer = undefined
-    if (this.closed || this.busy || this.waiting === undefined) return
+    if (!this.busy && this.waiting.length === 0) this.drained?.()
+    if (this.closed || this.busy || this.waiting.length === 0) return
     const wait = this.last + this.intervalMs - performance.now()
     if (wait > 0) {
       this.timer ??= setTimeout(this.flush, Math.ceil(wait))
       this.timer.unref()
       return
     }
-    const { value } = this.waiting
-    this.waiting = undefined
+    const value = this.waiting.shift() as T
     this.last = performance.now()
     let sent: void | Promise<unknown>
     try {
@@ -55,7 +82,7 @@ export class LatestThrottle<T> {
     } catch {
       return
     }
-    if (sent === undefined) return
+    if (sent === undefined) return this.flush()
     this.busy = true
     sent.then(
       () => this.settled(),

@@ -105,6 +105,20 @@ describe("progress", () => {
     expect(seen.every((p) => p.total === 4)).toBe(true)
   })
 
+  it("an MCP client gets every one of a few progress notifications sent back to back, in order; a flood reaches it coalesced, ending with the last", async () => {
+    const srv = await sharedFixture()
+    const client = await connect(srv)
+    const burst: Progress[] = []
+    await within(client.callTool({ name: "fx__progress", arguments: { count: 8 } }, undefined, { onprogress: (p) => void burst.push(p) }), 10_000, "fx__progress burst")
+    expect(burst.map((p) => p.progress)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    const flood: Progress[] = []
+    await within(client.callTool({ name: "fx__progress", arguments: { count: 5_000 } }, undefined, { onprogress: (p) => void flood.push(p) }), 20_000, "fx__progress flood")
+    const steps = flood.map((p) => p.progress)
+    expect(steps.at(-1)).toBe(5_000)
+    expect(steps).toEqual([...steps].sort((a, b) => a - b))
+    expect(new Set(steps).size).toBe(steps.length)
+  })
+
   it("a REST call's progress reaches /events with its trace_id, at most one event per 100 ms however many the upstream sends", async () => {
     const srv = await sharedFixture()
     stream = await openSse(`${srv.url}/events`)

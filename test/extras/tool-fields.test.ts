@@ -144,8 +144,10 @@ describe("every tool field kept", () => {
     expect(reply.body.result).toMatch(/^# Research Report: tides/)
     expect(result.isError ?? false).toBe(false)
     expect((result.content as Array<{ text: string }>)[0]!.text).toMatch(/^# Research Report: moons/)
-    // Each stage the task went through is a progress of the call.
-    expect(progress).toEqual(expect.arrayContaining(["task working: Gathering sources...", "task working: Generating report..."]))
+    // The stages the task was seen in are progress of the call: its first, and its last (seen while
+    // working, or only with its end when the task got there between two polls on a loaded machine).
+    expect(progress[0], progress.join("\n")).toBe("task working: Gathering sources...")
+    expect(progress.at(-1), progress.join("\n")).toMatch(/^task (working|completed): Generating report\.\.\.$/)
   }, 40_000)
 
   it("a required property with a default may be left out: the call reaches the upstream as sent", async () => {

@@ -192,6 +192,11 @@ export class McpTaskStarted {
  * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
  * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
  */
+/** How many progress notifications of a call wait, in order, while the client is sent one. */
+const PROGRESS_KEPT = 16
+/** How long a call's result waits for its progress notifications still waiting to be sent (ms). */
+const PROGRESS_DRAIN_MS = 1000
+
 export const startOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult | McpTaskStarted> => {
   const exit = await runOverMcp(calls, store, scope, gate, call, signal, true)
   if (Exit.isSuccess(exit) && exit.value.task !== undefined) return new McpTaskStarted(exit.value.task, exit.value.serviceName)
@@ -200,9 +205,9 @@ export const startOverMcp = async (calls: CallOperations, store: Store, scope: S
 
 const runOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal, keepTask: boolean): Promise<CallExit> => {
   const ctx = scopeContext(store, scope).gated(gate)
-  // Each upstream progress goes back, the latest only while one is still being sent (a flood is
-  // coalesced, src/runtime/progress.ts).
-  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  // Each upstream progress goes back in order; past PROGRESS_KEPT waiting while one is being sent, a
+  // flood is coalesced to its latest (src/runtime/progress.ts).
+  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress, PROGRESS_KEPT)
   const traced = toolsCallSpan(store, call)
   const trace = traced?.span ?? call.trace
   try {
@@ -223,7 +228,8 @@ const runOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gat
     traced?.end(spanError(exit))
     return exit
   } finally {
-    progress?.close()
+    // What is still waiting goes before the result (a client drops progress that comes after it).
+    await progress?.drain(PROGRESS_DRAIN_MS)
   }
 }
 
@@ -328,7 +334,8 @@ export const heldCallOverMcp = async (
     traced?.end("ended" in answer ? spanError(answer.ended) : undefined)
     return "ended" in answer ? { ended: mcpResultOf(answer.ended) } : answer
   } finally {
-    progress?.close()
+    // What is still waiting goes before the result (a client drops progress that comes after it).
+    await progress?.drain(PROGRESS_DRAIN_MS)
   }
 }
 

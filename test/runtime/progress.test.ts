@@ -1,0 +1,84 @@
+/**
+ * `LatestThrottle` (src/runtime/progress.ts): the few values of an ordinary call all delivered, in
+ * order, one at a time; a flood coalesced to a bounded number waiting, the latest always delivered;
+ * an interval between deliveries; nothing after `close`.
+ */
+import { describe, expect, it } from "vitest"
+import { LatestThrottle } from "../../src/runtime/progress.js"
+import { within } from "../support/index.js"
+
+/** A delivery that is held until released, as a send to a slow client is. */
+const heldDeliveries = () => {
+  const delivered: number[] = []
+  const releases: Array<() => void> = []
+  const deliver = (value: number) => {
+    delivered.push(value)
+    return new Promise<void>((resolve) => releases.push(resolve))
+  }
+  const releaseAll = async () => {
+    for (let i = 0; i < 100_000 && releases.length > 0; i++) {
+      releases.shift()?.()
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  return { delivered, deliver, releaseAll }
+}
+
+describe("LatestThrottle", () => {
+  it("delivers up to `keep` values pushed while one is being delivered, in order", async () => {
+    const { delivered, deliver, releaseAll } = heldDeliveries()
+    const throttle = new LatestThrottle(0, deliver, 16)
+    for (let i = 1; i <= 8; i++) throttle.push(i)
+    expect(delivered).toEqual([1])
+    await releaseAll()
+    expect(delivered).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+  })
+
+  it("past `keep` waiting, a value replaces the last one waiting: a flood is bounded, and its latest value delivered", async () => {
+    const { delivered, deliver, releaseAll } = heldDeliveries()
+    const throttle = new LatestThrottle(0, deliver, 4)
+    for (let i = 1; i <= 10_000; i++) throttle.push(i)
+    await releaseAll()
+    expect(delivered).toEqual([1, 2, 3, 4, 10_000])
+  })
+
+  it("with `keep` 1, keeps only the latest; at most one delivery per interval", async () => {
+    const delivered: Array<{ value: number; at: number }> = []
+    const throttle = new LatestThrottle(50, (value: number) => void delivered.push({ value, at: performance.now() }))
+    for (let i = 1; i <= 100; i++) throttle.push(i)
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    throttle.push(101)
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    expect(delivered.map((d) => d.value)).toEqual([1, 100, 101])
+    for (let i = 1; i < delivered.length; i++) expect((delivered[i] as { at: number }).at - (delivered[i - 1] as { at: number }).at).toBeGreaterThanOrEqual(49)
+  })
+
+  it("drain delivers what waits, then closes; a delivery that never settles ends it at its bound", async () => {
+    const { delivered, deliver, releaseAll } = heldDeliveries()
+    const throttle = new LatestThrottle(0, deliver, 16)
+    for (let i = 1; i <= 4; i++) throttle.push(i)
+    const drained = throttle.drain(5_000)
+    await releaseAll()
+    await drained
+    expect(delivered).toEqual([1, 2, 3, 4])
+    throttle.push(5)
+    expect(delivered).toEqual([1, 2, 3, 4])
+
+    const stuck = new LatestThrottle(0, (_: number) => new Promise<void>(() => undefined), 16)
+    stuck.push(1)
+    stuck.push(2)
+    await within(stuck.drain(100), 5_000, "the drain's bound")
+    stuck.push(3)
+  })
+
+  it("delivers nothing after close", async () => {
+    const { delivered, deliver, releaseAll } = heldDeliveries()
+    const throttle = new LatestThrottle(0, deliver, 16)
+    throttle.push(1)
+    throttle.push(2)
+    throttle.close()
+    throttle.push(3)
+    await releaseAll()
+    expect(delivered).toEqual([1])
+  })
+})
