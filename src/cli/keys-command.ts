@@ -18,7 +18,6 @@ export interface KeysIo {
   readonly writeErr?: (text: string) => void
 }
 
-
 /** The keys file the options name. */
 export const keysFileOf = (opts: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): string => {
   const given = typeof opts["keysFile"] === "string" ? opts["keysFile"] : env["MCPSTORE_KEYS_FILE"] || undefined

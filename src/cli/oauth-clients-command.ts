@@ -39,7 +39,6 @@ export interface OAuthClientsIo {
   readonly writeErr?: (text: string) => void
 }
 
-
 /** Rows as a table of aligned columns. */
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))

@@ -26,7 +26,6 @@ import { credentialsKey, MAX_PRINCIPALS_PER_SERVICE, type CredentialStore, type 
 import { CHANGE_BUDGET_MS, PAST_DEADLINE } from "./redis-definitions.js"
 import { seal, unseal } from "./token-vault.js"
 
-
 /** MCPSTORE_SECRET_KEY is missing (the replica does not start). */
 export class CredentialsKeyError extends Error {
   override readonly name = "CredentialsKeyError"

@@ -145,7 +145,6 @@ export const logInternal = (what: string, cause: Cause.Cause<unknown>): Effect.E
   )
 }
 
-
 /**
  * A contract error as it would be answered: its status and its body (the error body of docs/api.md),
  * for an answer kept to be read later (an asynchronous call's).

@@ -89,6 +89,14 @@ export interface CancelSignal {
   removeEventListener(type: "abort", listener: () => void): void
 }
 
+/** Settles as `promise` does, or as `cancelled()` does once `signal` aborts, whichever comes first (the listener removed either way). */
+export const unlessCancelled = <A, B>(promise: Promise<A>, signal: CancelSignal, cancelled: () => Promise<B>): Promise<A | B> => {
+  if (signal.aborted) return cancelled()
+  let onAbort = () => undefined as void
+  const aborted = new Promise<B>((resolve, reject) => signal.addEventListener("abort", (onAbort = () => void cancelled().then(resolve, reject)), { once: true }))
+  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener("abort", onAbort))
+}
+
 /** One `notifications/progress` of a call, as the upstream sent it (its token aside). */
 export interface CallProgress {
   readonly progress: number

@@ -175,7 +175,6 @@ const callHooks = (ctx: ScopeContext, input: CallToolInput, serviceName: string,
 
 export { toolErrorMessage }
 
-
 /**
  * The services a callable name `<service>__<tool>` names, with the tool part: every registered
  * service of the scope whose name ends where a `__` begins (a name may end in `_`, so `a___x` is

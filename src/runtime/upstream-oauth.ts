@@ -40,7 +40,6 @@ import { issuerOf, type TokenStore, type VaultEntry } from "../config/token-vaul
 import { clientPackage, loadedClientPackage } from "../mcp/client-package.js"
 import { principalWords } from "./user-credentials.js"
 
-
 /** The service an OAuth step of the SDK runs for, while it runs (`quietly`). */
 const sdkStep = new AsyncLocalStorage<string>()
 /**
@@ -106,7 +105,6 @@ export const serviceKey = (scope: Scope, name: string): string => `${scopeLabel(
 
 /** The vault key of one principal's own entry of a `per_user` service (a NUL never appears in a name or a digest). */
 export const principalKey = (scope: Scope, name: string, principal: string): string => `${serviceKey(scope, name)}\u0000${principal}`
-
 
 /** A definition's `oauth` object (pre-registered client, machine credentials, scopes): src/domain/schemas.ts. */
 export type OAuthConfig = OAuthSettings
@@ -873,7 +871,6 @@ export class ServiceAuth implements UpstreamAuth {
     return this.info
   }
 }
-
 
 /**
  * Why a `redirect_uri` is refused, or undefined. The authorization server sends the user's code

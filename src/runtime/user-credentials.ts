@@ -26,7 +26,7 @@ import type { CredentialStore, UserCredential } from "../config/credentials-file
 import { TooMany } from "../domain/errors.js"
 import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
-import { McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, unlessCancelled, type CancelSignal, type McpConnection } from "../mcp/types.js"
 
 /** The names a `per_user` definition asks each principal for, and whether each authorizes the upstream's OAuth itself. */
 export interface PerUserNames {
@@ -437,13 +437,8 @@ export class UserCredentials {
 }
 
 /** A connection being opened, or the request's own cancellation first (aborted: the connection goes on opening for the pool). */
-const openedUnlessCancelled = (opening: Promise<McpConnection>, signal: CancelSignal | undefined): Promise<McpConnection> => {
-  if (signal === undefined) return opening
-  if (signal.aborted) return Promise.reject(new McpRequestError("aborted", "the request was cancelled"))
-  let onAbort = () => undefined as void
-  const cancelled = new Promise<never>((_, reject) => signal.addEventListener("abort", (onAbort = () => reject(new McpRequestError("aborted", "the request was cancelled"))), { once: true }))
-  return Promise.race([opening, cancelled]).finally(() => signal.removeEventListener("abort", onAbort))
-}
+const openedUnlessCancelled = (opening: Promise<McpConnection>, signal: CancelSignal | undefined): Promise<McpConnection> =>
+  signal === undefined ? opening : unlessCancelled(opening, signal, () => Promise.reject(new McpRequestError("aborted", "the request was cancelled")))
 
 /** The refusal of a request on a `per_user` service whose `max` principals' connections are all in use (HTTP 429, Retry-After). */
 export const perUserTooMany = (name: string, max: number): TooMany =>

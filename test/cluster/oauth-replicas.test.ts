@@ -60,7 +60,6 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     await fixture?.stop()
   })
 
-
   /** The store's callback (its public URL, behind which any replica answers) reached on `replica`. */
   const callbackOn = async (replica: TestServer, back: URL): Promise<{ status: number; text: string }> => {
     expect(back.origin + back.pathname).toBe(`${PUBLIC}/oauth/callback`)

@@ -40,7 +40,6 @@ describe("per-principal upstream OAuth", () => {
     return reply
   }
 
-
   /** The principal's own authorize route: the authorization URL it answers. */
   const start = async (client: Api, service = "secure"): Promise<string> => {
     const started = keep(await client.post(`${PREFIX}/credentials/${service}/authorize`))

@@ -52,7 +52,6 @@ import { JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
-import type { CallProgress, UpstreamRequestRelay } from "../../mcp/types.js"
 import { mcpError, ProtocolError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import type { ResourceTarget } from "../../runtime/catalog.js"
 import { ConnectionHold, principalWords } from "../../runtime/user-credentials.js"
@@ -64,7 +63,7 @@ import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
-import type { McpConnection } from "../../mcp/types.js"
+import { unlessCancelled, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
@@ -290,14 +289,6 @@ const tooManySessions = (res: ServerResponse, message: string, max: number) =>
     headers: { "retry-after": String(MCP_RETRY_AFTER_SECONDS) },
     data: tooManyData({ limit: "max_mcp_sessions", max, retryAfterSeconds: MCP_RETRY_AFTER_SECONDS })
   })
-
-/** Resolves as `promise` does, or undefined once `signal` aborts (the listener removed either way). */
-const untilAborted = <A>(promise: Promise<A>, signal: AbortSignal): Promise<A | undefined> => {
-  if (signal.aborted) return Promise.resolve(undefined)
-  let onAbort = () => undefined as void
-  const aborted = new Promise<undefined>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(undefined)), { once: true }))
-  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener("abort", onAbort))
-}
 
 /**
  * The MCP endpoint's sessions, for every scope. Owned by the HTTP server; `close()` ends them.
@@ -606,7 +597,7 @@ export class McpGateway {
     }
     let made: Array<void> | undefined
     try {
-      made = await untilAborted(Promise.all(waited), signal)
+      made = await unlessCancelled(Promise.all(waited), signal, async () => undefined)
     } catch (refused) {
       close()
       throw refused

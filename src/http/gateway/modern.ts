@@ -143,7 +143,6 @@ export interface ModernOptions {
   readonly seal: SealSource
 }
 
-
 /**
  * The change events of `subscriptions/listen` streams, scoped: each stream is registered with its
  * caller (read from the request it was opened by) and told only of its own scope's changes, and of
@@ -291,7 +290,6 @@ const roundResult = <A, R>(held: HeldAnswer<A>, ended: (a: A) => R): R => {
 
 /** A retry whose state does not fit its call, as the client's invalid params (-32602); anything else as it is. */
 const retryRefused = (e: unknown): unknown => (e instanceof ValidationError ? new ProtocolError(ProtocolErrorCode.InvalidParams, e.message) : e)
-
 
 /**
  * A 2025-era request told without running the SDK's classifier: one JSON-RPC message with no `io.modelcontextprotocol/` key in its `_meta` and no 2026-era
