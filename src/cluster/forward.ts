@@ -286,8 +286,8 @@ export class Forwarder {
         return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)
       } catch (e) {
         if (!(e instanceof NotDelivered)) throw e
-        if (this.target.redisAway?.() === true) throw new McpRequestError("transport", `${e.message}, and the cluster's Redis does not answer, so no replica can take it over now; try again once it does`)
-        if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("transport", `${e.message}; try again shortly`)
+        if (this.target.redisAway?.() === true) throw new McpRequestError("unavailable", `${e.message}, and the cluster's Redis does not answer, so no replica can take it over now; try again once it does`)
+        if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("unavailable", `${e.message}; try again shortly`)
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS))
       }
     }

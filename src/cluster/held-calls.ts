@@ -27,6 +27,7 @@ import {
   UpstreamError,
   ValidationError,
   ApprovalRefused,
+  ClusterUnavailable,
   CredentialsRequired,
   type FieldProblem
 } from "../domain/errors.js"
@@ -58,7 +59,8 @@ const CALL_ERRORS: Readonly<Record<CallToolError["_tag"], new (fields: never) =>
   ToolTimeout,
   TooMany,
   ApprovalRefused,
-  CredentialsRequired
+  CredentialsRequired,
+  ClusterUnavailable
 }
 
 /** How a call ended, as it travels. */

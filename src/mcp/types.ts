@@ -231,7 +231,8 @@ export class Cancel implements CancelSignal {
  * - `message_too_large`: the server sent a message over the connection's size limit; the
  *   connection was closed (it cannot be read past such a message), so the service reconnects.
  */
-export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted" | "message_too_large"
+/** How a request failed. `unavailable`: the cluster could not bring it to a replica that runs the service (nothing ran). */
+export type FailureKind = "transport" | "session_expired" | "protocol" | "timeout" | "aborted" | "message_too_large" | "unavailable"
 
 export { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from "./message-limit.js"
 

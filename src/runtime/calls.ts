@@ -15,7 +15,7 @@ import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { Cancel, McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type CancelSignal, type UpstreamRequestRelay } from "../mcp/types.js"
 import { argumentProblems } from "./arguments.js"
 import { approvalRequired } from "../domain/approval-policy.js"
-import { TooMany as TooManyError, ApprovalRefused, CredentialsRequired } from "../domain/errors.js"
+import { TooMany as TooManyError, ApprovalRefused, CredentialsRequired, type ClusterUnavailable } from "../domain/errors.js"
 import { perUserOf } from "./user-credentials.js"
 import { requestAsPrincipal } from "./per-user-request.js"
 import { NotConnected, notInitializing, requestOnService, waitUntil, type ServiceRequestFailure } from "./service-request.js"
@@ -314,6 +314,7 @@ export type CallToolError =
   | TooManyError
   | ApprovalRefused
   | CredentialsRequired
+  | ClusterUnavailable
 
 /** A task an upstream answered a call with, handed to a caller that follows it (`CallToolInput.keepTask`). */
 export interface TaskStarted {

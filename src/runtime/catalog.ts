@@ -20,7 +20,7 @@ import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
 import { McpRequestError, type Catalog, type CompleteParams, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { suggestions } from "../domain/suggest.js"
-import { PromptNotFound, ValidationError, type CredentialsRequired, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type TooMany, type UpstreamError } from "../domain/errors.js"
+import { PromptNotFound, ValidationError, type ClusterUnavailable, type CredentialsRequired, type ServiceUnavailable, type ResourceNotFound, type ToolTimeout, type TooMany, type UpstreamError } from "../domain/errors.js"
 import { requestFailure, resourceNotFound, serviceUnavailable } from "./failures.js"
 import type { ScopeContext } from "./host.js"
 import type { HeldRun } from "./input-required.js"
@@ -274,7 +274,7 @@ const connectionOf = (actor: ServiceActorRef): McpConnection => {
   throw serviceUnavailable(snapshot)
 }
 
-export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout | CredentialsRequired | TooMany
+export type CatalogError = ResourceNotFound | PromptNotFound | ServiceUnavailable | UpstreamError | ValidationError | ToolTimeout | CredentialsRequired | TooMany | ClusterUnavailable
 
 /** What an upstream request is, for its failures and its span. */
 interface Subject {

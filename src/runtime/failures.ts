@@ -10,7 +10,7 @@ import { statusOf, type ServiceSnapshot } from "../machines/service.js"
 import type { McpRequestError } from "../mcp/types.js"
 import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import type { Outcome } from "../records/tool-records.js"
-import { InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
+import { ClusterUnavailable, InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
 import { iso } from "./service-views.js"
 
 /** What a failed request asked of which service. */
@@ -82,12 +82,12 @@ export const resourceNotFound = (scope: string, uri: string, why = ""): Resource
  * operation ends interrupted). Pure: what a transport failure does to the service's health is the
  * sender's business.
  */
-export function requestFailure(e: McpRequestError, subject: CallSubject): ToolTimeout | InvalidArguments | UpstreamError | undefined
-export function requestFailure(e: McpRequestError, subject: CatalogSubject): ToolTimeout | ValidationError | ResourceNotFound | UpstreamError | undefined
+export function requestFailure(e: McpRequestError, subject: CallSubject): ToolTimeout | InvalidArguments | UpstreamError | ClusterUnavailable | undefined
+export function requestFailure(e: McpRequestError, subject: CatalogSubject): ToolTimeout | ValidationError | ResourceNotFound | UpstreamError | ClusterUnavailable | undefined
 export function requestFailure(
   e: McpRequestError,
   subject: CallSubject | CatalogSubject
-): ToolTimeout | InvalidArguments | ValidationError | ResourceNotFound | UpstreamError | undefined {
+): ToolTimeout | InvalidArguments | ValidationError | ResourceNotFound | UpstreamError | ClusterUnavailable | undefined {
   const { serviceName } = subject
   const name = subject.kind === "call" ? subject.toolName : subject.name
   switch (e.kind) {
@@ -105,6 +105,9 @@ export function requestFailure(
           : ValidationError.of([{ field: subject.field, problem: `refused by '${serviceName}': ${e.message}` }])
       }
       return new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
+    case "unavailable":
+      // The cluster could not bring the request to the replica that runs the service: nothing ran, and trying again soon may.
+      return new ClusterUnavailable({ message: `Service '${serviceName}' cannot be reached now: ${e.message}` })
     case "message_too_large":
       // The connection has closed itself: the service reconnects on its own.
       return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })
@@ -120,6 +123,7 @@ export const outcomeOf = (e: unknown): Outcome => {
     case "ToolTimeout":
       return "timeout"
     case "ServiceUnavailable":
+    case "ClusterUnavailable":
     case "TooMany":
       return "unavailable"
     case "UpstreamError":
