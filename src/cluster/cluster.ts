@@ -398,8 +398,10 @@ export class Cluster {
    * lease margin; the next question (every ttl/4) extends it. A replica that gives no answer in
    * time (starved, or slow to reach) may still reach Redis and take a lease whose key expires: while
    * one is missing, the question is asked again at once and only the promises already given hold,
-   * until they run out; then leases past their deadlines go (the safe side). A replica whose
-   * address refuses the connection runs no process there and takes no lease: it is not waited for.
+   * until they run out; then leases past their deadlines go (the safe side), and so does one that
+   * has not said where it listens yet. A replica whose address refuses the connection takes no lease
+   * (a replica stops taking them before its listener closes): it is not waited for, and when every
+   * other one refuses, nobody vouches.
    */
   async #checkOutage(): Promise<void> {
     if (this.#asking) return
@@ -423,7 +425,9 @@ export class Cluster {
    * or one that may reach Redis did not while the others promised.
    */
   async #ask(): Promise<boolean> {
-    const peers = this.#peers.filter((p) => p.id !== this.replicaId && p.url !== "")
+    const others = this.#peers.filter((p) => p.id !== this.replicaId)
+    // One that has not said where it listens yet (it starts) cannot be asked, yet may take leases: missing.
+    const peers = others.filter((p) => p.url !== "")
     const asked = Date.now()
     // Leases past their deadline go first, in this turn: a late expiry timer does not leave one to be named and kept on the answers.
     const leases = [...this.leader.heldNow(), ...this.leases.heldNow()]
@@ -434,18 +438,21 @@ export class Cluster {
       said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
       missing = answers.filter((a) => a.status === "rejected" && !(a.reason instanceof NotDelivered && a.reason.refused)).length
     }
+    missing += others.length - peers.length
     if (this.connection.up) return false
     // An answer without a promise (a yes, or a replica of an earlier version) vouches for nothing.
     const promises = said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0))
     const reached = promises.some((p) => p === 0)
-    const unanswered = !reached && peers.length > 0 && (said.length === 0 || missing > 0)
+    // Every other replica refused the connection: nobody to vouch, as when it knows none.
+    const alone = others.length === 0 || (said.length === 0 && missing === 0)
+    const unanswered = !reached && !alone && missing > 0
     if (unanswered) {
-      log.debug(`replica ${this.replicaId} asked ${peers.length} replica(s) whether they reach Redis: ${said.length === 0 ? "none answered" : `${missing} did not answer`} within ${this.#questionMs} ms`, {
+      log.debug(`replica ${this.replicaId} asked ${others.length} replica(s) whether they reach Redis: ${missing} did not answer within ${this.#questionMs} ms (or cannot be asked yet)`, {
         event: "cluster_question_unanswered"
       })
     } else {
-      const promised = peers.length === 0 ? 0 : Math.min(...promises)
-      const verdict = peers.length === 0 ? "alone" : promised > 0 ? "outage" : "partitioned"
+      const promised = alone ? 0 : Math.min(...promises)
+      const verdict = alone ? "alone" : promised > 0 ? "outage" : "partitioned"
       if (verdict !== this.#verdict) this.#say(verdict)
       this.#verdict = verdict
       if (promised === 0) this.#vouched.clear()
@@ -463,7 +470,7 @@ export class Cluster {
     if (verdict === "outage") log.warn(`Redis is unreachable for every replica: ${replica} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
     else if (verdict === "partitioned") log.warn(`${replica} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
     else {
-      log.warn(`${replica} has lost Redis and knows no other replica to vouch that nobody reaches it (one may have joined since it last read the registry): its services stop when their leases expire`, {
+      log.warn(`${replica} has lost Redis and knows no other replica to vouch that nobody reaches it (it knows none, or they refuse connections; one may have joined since it last read the registry): its services stop when their leases expire`, {
         event: "cluster_partitioned"
       })
     }
@@ -684,7 +691,7 @@ export class Cluster {
     if (this.leases.owns(field)) {
       if (this.#handing.has(field) || this.#leaving || this.#stopping !== undefined) return undefined
       if (this.#advertiseUrl !== "") return this.#advertiseUrl
-      throw new McpRequestError("transport", `replica ${this.replicaId} took ${field} over while the request was on its way, and it does not listen; try again`)
+      throw new McpRequestError("unavailable", `replica ${this.replicaId} took ${field} over while the request was on its way, and it does not listen; try again`)
     }
     const latest = this.#latest.get(field)
     const viewed = latest !== undefined && latest.owner !== this.replicaId && latest.url !== undefined && latest.url !== "" ? latest.url : undefined

@@ -345,9 +345,20 @@ export class Forwarder {
       })
       req.on("response", (response: IncomingMessage) => {
         if (response.statusCode === 421) {
-          // Nothing ran: no replica of this cluster listens at that address any more.
-          response.resume()
-          return finish(new NotDelivered(`the replica that runs ${request.field} (${target.origin}) is gone: a replica of another cluster answers there`, true))
+          // A replica of another cluster says so (nothing ran: no replica of this cluster listens at
+          // that address any more); any other 421 (a proxy's) is a refusal like any other status.
+          let text = ""
+          response.setEncoding("utf8")
+          response.on("data", (chunk: string) => void (text.length < 4096 && (text += chunk)))
+          response.on("error", () => undefined)
+          response.once("close", () =>
+            finish(
+              misdirected(text)
+                ? new NotDelivered(`the replica that runs ${request.field} (${target.origin}) is gone: a replica of another cluster answers there`, true)
+                : new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP 421)`)
+            )
+          )
+          return
         }
         if (response.statusCode !== 200) {
           response.resume()
@@ -466,6 +477,15 @@ export class Forwarder {
   /** Closes the keep-alive sockets. */
   close(): void {
     this.#agent.destroy()
+  }
+}
+
+/** Whether an answer's body is the forwarding route's own 421: a replica of another cluster. */
+const misdirected = (text: string): boolean => {
+  try {
+    return (JSON.parse(text) as { error?: { code?: unknown } }).error?.code === "MISDIRECTED_REQUEST"
+  } catch {
+    return false
   }
 }
 

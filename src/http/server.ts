@@ -369,6 +369,9 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
   const close = () => {
     closing ??= (async () => {
       app.closing.abort()
+      // Replica mode: no lease is taken from now on. A replica whose address refuses connections
+      // counts as running nothing for the others' outage questions, and the listener closes next.
+      cluster?.leaving()
       const drained = new Promise<void>((resolve) => httpServer.close(() => resolve()))
       httpServer.closeIdleConnections()
       // A response that ends during the grace period (an event stream ended by the abort above, a

@@ -77,6 +77,10 @@ export const resourceNotFound = (scope: string, uri: string, why = ""): Resource
     scope
   })
 
+/** A request the cluster could not bring to the replica that runs the service (`unavailable`): nothing ran, and trying again soon may. */
+export const clusterCannotReach = (serviceName: string, e: McpRequestError): ClusterUnavailable =>
+  new ClusterUnavailable({ message: `Service '${serviceName}' cannot be reached now: ${e.message}` })
+
 /**
  * The domain's failure of a failed upstream request; undefined when the caller aborted it (the
  * operation ends interrupted). Pure: what a transport failure does to the service's health is the
@@ -106,8 +110,7 @@ export function requestFailure(
       }
       return new UpstreamError({ message: `Service '${serviceName}' answered with an error: ${e.message}`, outcome: "protocol_error", serviceName, code: e.code })
     case "unavailable":
-      // The cluster could not bring the request to the replica that runs the service: nothing ran, and trying again soon may.
-      return new ClusterUnavailable({ message: `Service '${serviceName}' cannot be reached now: ${e.message}` })
+      return clusterCannotReach(serviceName, e)
     case "message_too_large":
       // The connection has closed itself: the service reconnects on its own.
       return new UpstreamError({ message: `Service '${serviceName}' sent an answer too large: ${e.message}`, outcome: "message_too_large", serviceName, code: undefined })

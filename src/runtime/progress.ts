@@ -80,7 +80,7 @@ export class LatestThrottle<T> {
     try {
       sent = this.deliver(value)
     } catch {
-      return
+      return this.flush()
     }
     if (sent === undefined) return this.flush()
     this.busy = true

@@ -150,6 +150,25 @@ describe("the forwarding route", () => {
     expect(replica.elsewhere.received).toEqual([])
   })
 
+  it("takes a 421 that is not the forwarding route's own (a proxy's) as a refusal, not as a replica gone", async () => {
+    const proxy = createServer((_, res) => res.writeHead(421, { "content-type": "text/plain" }).end("Misdirected Request"))
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
+    const address = proxy.address()
+    const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+    const sender = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+    stops.push(() => {
+      sender.close()
+      proxy.closeAllConnections()
+      proxy.close()
+    })
+    const sent = await sender.sendTo(url, { op: "ping", field: "store/svc", timeoutMs: 5_000 }, {}).then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    expect(sent).not.toBeInstanceOf(NotDelivered)
+    expect((sent as Error).message).toContain("HTTP 421")
+  })
+
   // Both happen when a lease is lost, in either order: the lease (Redis) first, or the actor's DISOWN.
   it.each(["the lease", "the actor's role"] as const)(
     "answers \"not run\" to a per_user request when %s changed while its caller's credential was read",

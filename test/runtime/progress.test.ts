@@ -71,6 +71,24 @@ describe("LatestThrottle", () => {
     stuck.push(3)
   })
 
+  it("a delivery that throws does not stop the ones waiting behind it", async () => {
+    const delivered: number[] = []
+    let busy: (() => void) | undefined
+    const throttle = new LatestThrottle(
+      0,
+      (value: number) => {
+        if (value === 1) return new Promise<void>((resolve) => (busy = resolve))
+        if (value === 2) throw new Error("the client went away")
+        delivered.push(value)
+      },
+      16
+    )
+    for (let i = 1; i <= 4; i++) throttle.push(i)
+    busy?.()
+    await within(throttle.drain(5_000), 1_000, "the drain")
+    expect(delivered).toEqual([3, 4])
+  })
+
   it("delivers nothing after close", async () => {
     const { delivered, deliver, releaseAll } = heldDeliveries()
     const throttle = new LatestThrottle(0, deliver, 16)

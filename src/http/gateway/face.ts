@@ -188,15 +188,15 @@ export class McpTaskStarted {
   ) {}
 }
 
-/**
- * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
- * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
- */
 /** How many progress notifications of a call wait, in order, while the client is sent one. */
 const PROGRESS_KEPT = 16
 /** How long a call's result waits for its progress notifications still waiting to be sent (ms). */
 const PROGRESS_DRAIN_MS = 1000
 
+/**
+ * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
+ * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
+ */
 export const startOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal): Promise<CallToolResult | McpTaskStarted> => {
   const exit = await runOverMcp(calls, store, scope, gate, call, signal, true)
   if (Exit.isSuccess(exit) && exit.value.task !== undefined) return new McpTaskStarted(exit.value.task, exit.value.serviceName)
@@ -327,7 +327,7 @@ export const heldCallOverMcp = async (
     // A call that waits for an approval shows its page to this client (it answers input in rounds).
     approvalByUrl: true
   }
-  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress)
+  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress, PROGRESS_KEPT)
   try {
     const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
     // Each round is a request of its own, with its span; the call's own span is under the round that started it.
