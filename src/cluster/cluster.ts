@@ -24,7 +24,7 @@ import { viewOf, type PublishedView } from "../machines/replicated.js"
 import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
-import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, settledWithin, type McpConnection } from "../mcp/types.js"
 import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, RETRY_MS, type SendOptions } from "./forward.js"
@@ -271,7 +271,7 @@ export class Cluster {
 
   /** Takes the free leases this replica's fair share allows: the leader's, and its services'. */
   async #claim(): Promise<void> {
-    if (this.#stopping !== undefined || this.#leaving) return
+    if (this.#ending.signal.aborted) return
     await this.leader.claim([LEADER], 1).catch(() => undefined)
     const host = this.#host
     if (host === undefined || Date.now() < this.#claimAfter) return
@@ -286,7 +286,7 @@ export class Cluster {
 
   /** Claims soon (once for many calls in one turn): a service was added, or leases were released. */
   claimSoon(): void {
-    if (this.#claimSoon || this.#stopping !== undefined || this.#leaving) return
+    if (this.#claimSoon || this.#ending.signal.aborted) return
     this.#claimSoon = true
     setImmediate(() => {
       this.#claimSoon = false
@@ -297,7 +297,7 @@ export class Cluster {
   /** Hands one service over when this replica runs more than its fair share (a replica joined); one at a time. */
   async #rebalance(): Promise<void> {
     const host = this.#host
-    if (host === undefined || this.#stopping !== undefined || this.#leaving || this.#handingOver) return
+    if (host === undefined || this.#ending.signal.aborted || this.#handingOver) return
     const owned = this.leases.owned()
     if (owned.length <= fairShare(host.fields().length, this.#peers.length)) return
     const field = owned[Math.floor(Math.random() * owned.length)] as string
@@ -346,15 +346,9 @@ export class Cluster {
    */
   async #settled(field: string): Promise<void> {
     const settled = this.#host?.face(field)?.getSnapshot().context.connection?.inFlightSettled?.()
-    if (settled === undefined || this.#ending.signal.aborted) return
-    const done = new AbortController()
-    try {
-      await Promise.race([settled, sleep(SETTLE_MS, undefined, { signal: AbortSignal.any([done.signal, this.#ending.signal]) }).catch(() => undefined)])
-    } finally {
-      done.abort()
-    }
+    if (settled !== undefined && !this.#ending.signal.aborted) await settledWithin(settled, SETTLE_MS, this.#ending.signal)
   }
-  /** Aborted as the replica leaves or stops: a hand-over waits no more. */
+  /** Aborted as the replica leaves or stops: no lease is taken any more, and a hand-over waits no more. */
   readonly #ending = new AbortController()
 
   /** The services being handed over now (their actors mirror while their leases are still held). */
@@ -362,7 +356,7 @@ export class Cluster {
 
   /** Every lease held runs its service here (an OWN lost in a race is sent again). */
   #ownHeld(): void {
-    if (this.#leaving || this.#stopping !== undefined) return
+    if (this.#ending.signal.aborted) return
     for (const field of this.leases.owned()) {
       if (this.#handing.has(field)) continue
       const face = this.#host?.face(field)
@@ -525,10 +519,8 @@ export class Cluster {
 
   /** The store is stopping: no more leases are taken (those held are released by `stop`, once the services are closed). */
   leaving(): void {
-    this.#leaving = true
     this.#ending.abort()
   }
-  #leaving = false
 
   /** Whether this replica runs a service now. */
   owns(field: string): boolean {
@@ -689,7 +681,7 @@ export class Cluster {
    */
   async #ownerUrl(field: string, again: boolean): Promise<string | undefined> {
     if (this.leases.owns(field)) {
-      if (this.#handing.has(field) || this.#leaving || this.#stopping !== undefined) return undefined
+      if (this.#handing.has(field) || this.#ending.signal.aborted) return undefined
       if (this.#advertiseUrl !== "") return this.#advertiseUrl
       throw new McpRequestError("unavailable", `replica ${this.replicaId} took ${field} over while the request was on its way, and it does not listen; try again`)
     }

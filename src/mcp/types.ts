@@ -14,6 +14,7 @@ import type {
   Resource,
   ResourceTemplateType as ResourceTemplate
 } from "@modelcontextprotocol/client"
+import { setTimeout as sleep } from "node:timers/promises"
 import type { EraVerdict } from "./era.js"
 import type { UpstreamAuth } from "./oauth-client.js"
 import type { UpstreamPolicy } from "./upstream-policy.js"
@@ -95,6 +96,22 @@ export const unlessCancelled = <A, B>(promise: Promise<A>, signal: CancelSignal,
   let onAbort = () => undefined as void
   const aborted = new Promise<B>((resolve, reject) => signal.addEventListener("abort", (onAbort = () => void cancelled().then(resolve, reject)), { once: true }))
   return Promise.race([promise, aborted]).finally(() => signal.removeEventListener("abort", onAbort))
+}
+
+/** Resolves once `promise` settles, `ms` have passed or `signal` aborts, whichever comes first (its timer released then). */
+export const settledWithin = async (promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> => {
+  const done = new AbortController()
+  try {
+    await Promise.race([
+      promise.then(
+        () => undefined,
+        () => undefined
+      ),
+      sleep(ms, undefined, { signal: signal === undefined ? done.signal : AbortSignal.any([done.signal, signal]) }).catch(() => undefined)
+    ])
+  } finally {
+    done.abort()
+  }
 }
 
 /** One `notifications/progress` of a call, as the upstream sent it (its token aside). */

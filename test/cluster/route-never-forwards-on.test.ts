@@ -11,7 +11,7 @@
  * request, the real pool of principals' connections, and a stand-in replica where a request sent
  * on would land. A replica of another cluster (the same secret) is answered 421 and nothing runs.
  */
-import { createServer, type Server } from "node:http"
+import { createServer, type RequestListener } from "node:http"
 import { assign, createActor } from "xstate"
 import { afterEach, describe, expect, it } from "vitest"
 import { Forwarder, NotDelivered, RemoteConnection } from "../../src/cluster/forward.js"
@@ -30,6 +30,21 @@ const SECRET = "0123456789abcdef0123456789abcdef"
 const inputOf = (definition: ServiceDefinition) => ({ scope: STORE_SCOPE, name: "svc", definition, settings: defaultMonitoring({}), now: () => Date.now(), random: () => 0.5 })
 
 const stops: Array<() => void> = []
+
+/** A server for `handle` on a free loopback port, and a forwarder of cluster "test" that sends to it; both ended after the test. */
+const served = async (handle: RequestListener): Promise<{ readonly url: string; readonly forwarder: Forwarder }> => {
+  const server = createServer(handle)
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address()
+  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+  const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  stops.push(() => {
+    forwarder.close()
+    server.closeAllConnections()
+    server.close()
+  })
+  return { url, forwarder }
+}
 afterEach(() => {
   for (const stop of stops.splice(0)) stop()
 })
@@ -66,19 +81,12 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
 
   const parts = { store: { serviceActor: () => actor, credentials } as unknown as Store, cluster: { secret: SECRET, owns, options: { name: "test" } } as unknown as Cluster, asyncAnswer: undefined as never }
   const route = clusterRoute(() => parts, 1 << 20)
-  const server: Server = createServer((req, res) => {
+  const { url, forwarder: caller } = await served((req, res) => {
     if (!route(req, res)) res.writeHead(404).end()
   })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address()
-  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-  const caller = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
   stops.push(() => {
-    caller.close()
     onward.close()
     elsewhere.close()
-    server.closeAllConnections()
-    server.close()
     actor.stop()
   })
   return {
@@ -151,16 +159,7 @@ describe("the forwarding route", () => {
   })
 
   it("takes a 421 that is not the forwarding route's own (a proxy's) as a refusal, not as a replica gone", async () => {
-    const proxy = createServer((_, res) => res.writeHead(421, { "content-type": "text/plain" }).end("Misdirected Request"))
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve))
-    const address = proxy.address()
-    const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-    const sender = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-    stops.push(() => {
-      sender.close()
-      proxy.closeAllConnections()
-      proxy.close()
-    })
+    const { url, forwarder: sender } = await served((_, res) => res.writeHead(421, { "content-type": "text/plain" }).end("Misdirected Request"))
     const sent = await sender.sendTo(url, { op: "ping", field: "store/svc", timeoutMs: 5_000 }, {}).then(
       () => undefined,
       (e: unknown) => e

@@ -63,7 +63,7 @@ import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
-import { unlessCancelled, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
+import { settledWithin, unlessCancelled, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
@@ -834,13 +834,7 @@ export class McpGateway {
   /** Until the unsubscribes of `key` in flight have ended, at most their own time-out, or `signal` aborts. */
   private async afterUnsubscribes(key: string, signal?: AbortSignal): Promise<void> {
     const pending = this.unsubscribing.get(key)
-    if (pending === undefined) return
-    let timer: NodeJS.Timeout | undefined
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, 2 * UNSUBSCRIBE_TIMEOUT_MS)
-      signal?.addEventListener("abort", () => resolve(), { once: true })
-    })
-    await Promise.race([pending.done, bound]).finally(() => clearTimeout(timer))
+    if (pending !== undefined) await settledWithin(pending.done, 2 * UNSUBSCRIBE_TIMEOUT_MS, signal)
   }
 
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
