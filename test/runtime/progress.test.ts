@@ -3,7 +3,7 @@
  * order, one at a time; a flood coalesced to a bounded number waiting, the latest always delivered;
  * an interval between deliveries; nothing after `close`.
  */
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { LatestThrottle } from "../../src/runtime/progress.js"
 import { within } from "../support/index.js"
 
@@ -42,15 +42,26 @@ describe("LatestThrottle", () => {
     expect(delivered).toEqual([1, 2, 3, 4, 10_000])
   })
 
-  it("with `keep` 1, keeps only the latest; at most one delivery per interval", async () => {
-    const delivered: Array<{ value: number; at: number }> = []
-    const throttle = new LatestThrottle(50, (value: number) => void delivered.push({ value, at: performance.now() }))
-    for (let i = 1; i <= 100; i++) throttle.push(i)
-    await new Promise((resolve) => setTimeout(resolve, 120))
-    throttle.push(101)
-    await new Promise((resolve) => setTimeout(resolve, 120))
-    expect(delivered.map((d) => d.value)).toEqual([1, 100, 101])
-    for (let i = 1; i < delivered.length; i++) expect((delivered[i] as { at: number }).at - (delivered[i - 1] as { at: number }).at).toBeGreaterThanOrEqual(49)
+  it("with `keep` 1, keeps only the latest; at most one delivery per interval", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] })
+    try {
+      const delivered: number[] = []
+      const throttle = new LatestThrottle(50, (value: number) => void delivered.push(value))
+      for (let i = 1; i <= 100; i++) throttle.push(i)
+      expect(delivered).toEqual([1])
+      vi.advanceTimersByTime(49)
+      expect(delivered).toEqual([1])
+      vi.advanceTimersByTime(1)
+      expect(delivered).toEqual([1, 100])
+      throttle.push(101)
+      vi.advanceTimersByTime(49)
+      expect(delivered).toEqual([1, 100])
+      vi.advanceTimersByTime(1)
+      expect(delivered).toEqual([1, 100, 101])
+      throttle.close()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it("drain delivers what waits, then closes; a delivery that never settles ends it at its bound", async () => {
