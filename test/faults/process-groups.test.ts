@@ -87,7 +87,9 @@ describe.concurrent.each(VARIANTS)("a local server with %s", (_label, flags) => 
       const reply = await server.post("/for_store/restart_service", { service_name: "gc" })
       expect(reply.status).toBe(200)
       expect(await log.waitFor("healthy", 15_000)).toBe(true)
-      expect(log.statuses()).toEqual(["initializing", "healthy"])
+      // From the restart on (a slow health check on a loaded machine may have shown "warning" before it).
+      const seen = log.statuses()
+      expect(seen.slice(seen.indexOf("initializing")), seen.join(", ")).toEqual(["initializing", "healthy"])
     } finally {
       log.stop()
     }
