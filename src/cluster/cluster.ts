@@ -30,6 +30,7 @@ import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, RETRY_MS, type SendOptions } from "./forward.js"
 import { clusterKey } from "../redis/key-names.js"
 import { fairShare, Leases, releasedChannel } from "./leases.js"
+import { conclude, QuietPromises, type RedisAnswer, type Reply, type Verdict } from "./outage.js"
 import { SharedViews, type WireView } from "./shared-views.js"
 
 /** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
@@ -53,8 +54,6 @@ const LATE_LINE_EVERY_MS = 60_000
 
 /** The lease of the replica that writes the snapshot file. */
 const LEADER = "leader"
-/** The most leases a question may name one by one (`reachesRedis`); a longer list counts as naming every lease. */
-const MAX_NAMED_LEASES = 10_000
 
 /** The snapshot file of a services file: what the leader writes after each change of the definitions. */
 export const snapshotPath = (servicesFile: string): string => `${servicesFile}.cluster-snapshot.json`
@@ -62,11 +61,7 @@ export const snapshotPath = (servicesFile: string): string => `${servicesFile}.c
 /** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
 export type { ReplicaHost }
 
-/** The answer to a `redis` request: `quietMs` with a no, how long the answering replica takes no lease from then. */
-export interface RedisAnswer {
-  readonly up: boolean
-  readonly quietMs?: number | undefined
-}
+export type { RedisAnswer }
 
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
@@ -106,14 +101,10 @@ export class Cluster {
    * vouches (not an outage, or a partition of this one).
    */
   readonly #vouched = new Map<string, number>()
-  /** What the last answers said, as this replica last logged it: an outage (they vouched), a partition of this one, or no other replica known. */
-  #verdict: "outage" | "partitioned" | "alone" | undefined = undefined
-  /**
-   * Until when (epoch ms) this replica does not take each lease: it told a replica that lost Redis,
-   * and named it, that it does not reach Redis either. `#quietAll`: every lease (an asker that named none).
-   */
-  readonly #quiet = new Map<string, number>()
-  #quietAll = 0
+  /** What the last answers said, as this replica last logged it (`Verdict`). */
+  #verdict: Verdict | undefined = undefined
+  /** The leases this replica does not take for now: it told replicas that lost Redis, and named them, that it does not reach Redis either. */
+  readonly #quiet = new QuietPromises()
   /** When the last line said that an answer "no Redis" came from a Redis only slow (epoch ms). */
   #lateSaid = 0
   #outageTimer: NodeJS.Timeout | undefined
@@ -143,7 +134,7 @@ export class Cluster {
       replicaId: this.replicaId,
       ttlMs: this.leaseMs,
       vouchedUntil: (label: string) => this.#vouched.get(label) ?? 0,
-      quietUntil: (label: string) => Math.max(this.#quietAll, this.#quiet.get(label) ?? 0)
+      quietUntil: (label: string) => this.#quiet.until(label)
     }
     this.leader = new Leases(connection.client, leaseOptions, { taken: () => this.#writeSnapshot(), lost: () => undefined })
     this.leases = new Leases(connection.client, leaseOptions, {
@@ -384,18 +375,14 @@ export class Cluster {
    * Whether the leases may be kept while Redis is away: yes when every other replica cannot reach
    * Redis either (an outage: nobody can take a lease, so the services keep running); no when another
    * reaches it (this replica is cut off: it lets its leases expire and stops their services, so that
-   * one of those takes over with never two owners), and no when it knows no other replica (nobody
-   * promised anything, and a replica that registered after this one last read the registry, such as
-   * one started at the same time, takes the leases once their keys expire). A "no
-   * Redis here" answer is a promise to take none of the leases named for the answering replica's
-   * lease time (`reachesRedis`), so those are kept until that time from this question, less the
-   * lease margin; the next question (every ttl/4) extends it. A replica that gives no answer in
-   * time (starved, or slow to reach) may still reach Redis and take a lease whose key expires: while
-   * one is missing, the question is asked again at once and only the promises already given hold,
-   * until they run out; then leases past their deadlines go (the safe side), and so does one that
-   * has not said where it listens yet. A replica whose address refuses the connection takes no lease
-   * (a replica stops taking them before its listener closes): it is not waited for, and when every
-   * other one refuses, nobody vouches.
+   * one of those takes over with never two owners), and no when no other replica vouches (none
+   * known: one that registered after this replica last read the registry, such as one started at
+   * the same time, takes the leases once their keys expire). A "no Redis here" answer is a promise
+   * to take none of the leases named for the answering replica's lease time (`reachesRedis`), so
+   * those are kept until that time from this question, less the lease margin; the next question
+   * (every ttl/4) extends it. While a replica that may reach Redis has not answered, the question is
+   * asked again at once and only the promises already given hold, until they run out; then leases
+   * past their deadlines go (the safe side). The rules of the answers: `conclude` (outage.ts).
    */
   async #checkOutage(): Promise<void> {
     if (this.#asking) return
@@ -425,41 +412,35 @@ export class Cluster {
     const asked = Date.now()
     // Leases past their deadline go first, in this turn: a late expiry timer does not leave one to be named and kept on the answers.
     const leases = [...this.leader.heldNow(), ...this.leases.heldNow()]
-    let said: ReadonlyArray<RedisAnswer | null> = []
-    let missing = 0
-    if (peers.length > 0) {
-      const answers = await Promise.allSettled(peers.map((p) => this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs, leases }, {})))
-      said = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value as RedisAnswer | null] : []))
-      missing = answers.filter((a) => a.status === "rejected" && !(a.reason instanceof NotDelivered && a.reason.refused)).length
-    }
-    missing += others.length - peers.length
+    const replies = await Promise.all(
+      peers.map((p) =>
+        this.#forwarder.sendTo(p.url, { op: "redis", field: "", timeoutMs: this.#questionMs, leases }, {}).then(
+          (answer): Reply => ({ kind: "answered", answer: answer as RedisAnswer | null }),
+          (e: unknown): Reply => (e instanceof NotDelivered && e.refused ? { kind: "refused" } : { kind: "silent" })
+        )
+      )
+    )
     if (this.connection.up) return false
-    // An answer without a promise (a yes, or a replica of an earlier version) vouches for nothing.
-    const promises = said.map((a) => (a?.up === false && typeof a.quietMs === "number" ? a.quietMs : 0))
-    const reached = promises.some((p) => p === 0)
-    // Every other replica refused the connection: nobody to vouch, as when it knows none.
-    const alone = others.length === 0 || (said.length === 0 && missing === 0)
-    const unanswered = !reached && !alone && missing > 0
-    if (unanswered) {
-      log.debug(`replica ${this.replicaId} asked ${others.length} replica(s) whether they reach Redis: ${missing} did not answer within ${this.#questionMs} ms (or cannot be asked yet)`, {
+    const conclusion = conclude(others.length, replies)
+    if (!conclusion.settled) {
+      log.debug(`replica ${this.replicaId} asked ${others.length} replica(s) whether they reach Redis: ${conclusion.missing} did not answer within ${this.#questionMs} ms (or cannot be asked yet)`, {
         event: "cluster_question_unanswered"
       })
     } else {
-      const promised = alone ? 0 : Math.min(...promises)
-      const verdict = alone ? "alone" : promised > 0 ? "outage" : "partitioned"
+      const { verdict, promisedMs } = conclusion
       if (verdict !== this.#verdict) this.#say(verdict)
       this.#verdict = verdict
-      if (promised === 0) this.#vouched.clear()
-      for (const label of promised > 0 ? leases : []) this.#vouched.set(label, Math.max(this.#vouched.get(label) ?? 0, asked + promised - this.leases.margin))
+      if (promisedMs === 0) this.#vouched.clear()
+      for (const label of promisedMs > 0 ? leases : []) this.#vouched.set(label, Math.max(this.#vouched.get(label) ?? 0, asked + promisedMs - this.leases.margin))
     }
     // Acted on now: no longer vouched for (another replica reaches Redis again, or the promises ran out), leases past their deadline go at once.
     this.leases.expire()
     this.leader.expire()
-    return unanswered
+    return !conclusion.settled
   }
 
   /** One warning line per verdict of an outage's questions (`#ask`). */
-  #say(verdict: "outage" | "partitioned" | "alone"): void {
+  #say(verdict: Verdict): void {
     const replica = `replica ${this.replicaId}`
     if (verdict === "outage") log.warn(`Redis is unreachable for every replica: ${replica} keeps running its ${this.leases.owned().length} service(s)`, { event: "cluster_outage" })
     else if (verdict === "partitioned") log.warn(`${replica} is cut off from Redis while other replicas reach it: its services stop when their leases expire`, { event: "cluster_partitioned" })
@@ -485,10 +466,7 @@ export class Cluster {
     const time = this.connection.up ? this.connection.client.sendCommand(["TIME"]) : undefined
     if (time !== undefined && (await timed(time, CONFIRM_MS).then(() => true, () => false))) return { up: true }
     const until = Date.now() + this.leaseMs
-    for (const [label, at] of this.#quiet) if (at <= sent) this.#quiet.delete(label)
-    // More leases than a replica holds (a few per service it runs) are taken as all of them: the promise covers them, the map stays small.
-    if (leases === undefined || leases.length > MAX_NAMED_LEASES) this.#quietAll = Math.max(this.#quietAll, until)
-    else for (const label of leases) this.#quiet.set(label, Math.max(this.#quiet.get(label) ?? 0, until))
+    this.#quiet.give(leases, until, sent)
     void time?.then(() => this.#answeredLate(Date.now() - sent, leases), () => undefined)
     return { up: false, quietMs: this.leaseMs }
   }

@@ -31,7 +31,7 @@ import {
   ToolTimeout,
   UpstreamError
 } from "../domain/errors.js"
-import { clusterCannotReach, outcomeOf, requestFailure, serviceUnavailable as unavailable } from "./failures.js"
+import { outcomeOf, requestFailure, serviceUnavailable as unavailable, taskRequestFailure, type TaskRequestError } from "./failures.js"
 import type { ScopeContext } from "./host.js"
 import type { HeldRun } from "./input-required.js"
 import { log } from "../logging/log.js"
@@ -833,19 +833,9 @@ export const relayTaskRequest = async (
   return exit
 }
 
-/** How a relayed task request fails: a `per_user` service's may also be refused for want of the caller's credential, or past its pool's bound. */
-export type TaskRequestError = UpstreamError | ServiceUnavailable | CredentialsRequired | TooManyError | ClusterUnavailable
-
-/** How a relayed task request ended, as the store's error. */
+/** How a relayed task request ended, as the store's error (`taskRequestFailure`). */
 const taskExit = (sent: Exit.Exit<Record<string, unknown>, unknown>, serviceName: string): Exit.Exit<Record<string, unknown>, TaskRequestError> => {
   if (Exit.isSuccess(sent)) return Exit.succeed(sent.value)
   const failure = Cause.failureOption(sent.cause)
-  if (Option.isNone(failure)) return Exit.failCause(sent.cause as Cause.Cause<never>)
-  const e = failure.value
-  if (e instanceof CredentialsRequired || e instanceof TooManyError || e instanceof ServiceUnavailable) return Exit.fail(e)
-  if (e instanceof NotConnected) return Exit.fail(unavailable(e.snapshot))
-  // The cluster could not bring it to the replica that runs the service: unavailable, as a call.
-  if (e instanceof McpRequestError && e.kind === "unavailable") return Exit.fail(clusterCannotReach(serviceName, e))
-  if (e instanceof McpRequestError) return Exit.fail(new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code }))
-  return Exit.fail(new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined }))
+  return Option.isNone(failure) ? Exit.failCause(sent.cause as Cause.Cause<never>) : Exit.fail(taskRequestFailure(failure.value, serviceName))
 }

@@ -1,16 +1,17 @@
 /**
  * A failed upstream request as the domain's failure, in one place: the transport edge classifies
  * every failure as an `McpRequestError` (src/mcp/request.ts), and this maps it, once, to the
- * store's tagged errors (src/domain/errors.ts) for tool calls and catalog requests (resources,
+ * store's tagged errors (src/domain/errors.ts) for tool calls, task requests and catalog requests (resources,
  * prompts, completion) alike; each face then renders that error once (HTTP body, JSON-RPC error,
  * record outcome: `outcomeOf`). A time-out is `ToolTimeout` whatever was asked (504 TOOL_TIMEOUT,
  * record outcome `timeout`); the caller's own abort is no failure (the call ends interrupted).
  */
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"
-import type { McpRequestError } from "../mcp/types.js"
+import { McpRequestError } from "../mcp/types.js"
 import { AUTHORIZE_HINT } from "../mcp/oauth-client.js"
 import type { Outcome } from "../records/tool-records.js"
-import { ClusterUnavailable, InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
+import { ClusterUnavailable, CredentialsRequired, InvalidArguments, isStoreError, ResourceNotFound, ServiceUnavailable, TooMany, ToolTimeout, UpstreamError, ValidationError } from "../domain/errors.js"
+import { NotConnected } from "./service-request.js"
 import { iso } from "./service-views.js"
 
 /** What a failed request asked of which service. */
@@ -117,6 +118,22 @@ export function requestFailure(
     default:
       return new UpstreamError({ message: `Connection to '${serviceName}' broke during the ${subject.kind === "call" ? "call" : "request"}: ${e.message}`, outcome: "transport_error", serviceName, code: undefined })
   }
+}
+
+/** How a relayed task request fails: a `per_user` service's may also be refused for want of the caller's credential, or past its pool's bound. */
+export type TaskRequestError = UpstreamError | ServiceUnavailable | CredentialsRequired | TooMany | ClusterUnavailable
+
+/**
+ * The store's error of a failed task request (`tasks/get`, `tasks/result`, ... relayed to the
+ * task's server): the upstream's own JSON-RPC error kept in `UpstreamError.code`, a request the
+ * cluster could not bring to the replica that runs the service unavailable for now, as a call's.
+ */
+export const taskRequestFailure = (e: unknown, serviceName: string): TaskRequestError => {
+  if (e instanceof CredentialsRequired || e instanceof TooMany || e instanceof ServiceUnavailable) return e
+  if (e instanceof NotConnected) return serviceUnavailable(e.snapshot)
+  if (e instanceof McpRequestError && e.kind === "unavailable") return clusterCannotReach(serviceName, e)
+  if (e instanceof McpRequestError) return new UpstreamError({ message: e.message, outcome: e.kind === "protocol" ? "protocol_error" : "transport_error", serviceName, code: e.code })
+  return new UpstreamError({ message: String((e as { message?: unknown }).message ?? e), outcome: "transport_error", serviceName, code: undefined })
 }
 
 /** The record outcome of a failed call (anything but the store's errors: the caller went away, or a bug). */

@@ -9,7 +9,8 @@ import { join } from "node:path"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { Cancel, McpRequestError } from "../../src/mcp/types.js"
 import { callOutcome, resolveTarget, runCall, type CallExit } from "../../src/runtime/calls.js"
-import { outcomeOf, requestFailure } from "../../src/runtime/failures.js"
+import { outcomeOf, requestFailure, taskRequestFailure } from "../../src/runtime/failures.js"
+import { TooMany } from "../../src/domain/errors.js"
 import { NotConnected, requestOnService } from "../../src/runtime/service-request.js"
 import { createStore } from "../../src/composition/layer-graph.js"
 import type { Store } from "../../src/runtime/store.js"
@@ -221,6 +222,21 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
       const big = requestFailure(new McpRequestError("message_too_large", "too big"), call)
       expect(big).toMatchObject({ _tag: "UpstreamError", outcome: "message_too_large" })
       expect(outcomeOf(big)).toBe("message_too_large")
+    })
+
+    it("a request the cluster could not bring to the replica that runs the service is ClusterUnavailable: a call, a catalog request and a task request alike", () => {
+      const e = new McpRequestError("unavailable", "no replica runs one now")
+      for (const failure of [requestFailure(e, call), requestFailure(e, read), taskRequestFailure(e, "one")]) {
+        expect(failure).toMatchObject({ _tag: "ClusterUnavailable" })
+        expect(outcomeOf(failure)).toBe("unavailable")
+      }
+    })
+
+    it("a task request's other failures: the upstream's JSON-RPC error kept, a broken connection a transport error, refusals as they are", () => {
+      expect(taskRequestFailure(new McpRequestError("protocol", "no such task", -32602), "one")).toMatchObject({ _tag: "UpstreamError", outcome: "protocol_error", code: -32602 })
+      expect(taskRequestFailure(new McpRequestError("transport", "cut"), "one")).toMatchObject({ _tag: "UpstreamError", outcome: "transport_error" })
+      const tooMany = new TooMany({ message: "too many", limit: "per_user_connections", max: 1, retryAfterSeconds: 1 })
+      expect(taskRequestFailure(tooMany, "one")).toBe(tooMany)
     })
 
     it("the caller's own abort is no failure", () => {
