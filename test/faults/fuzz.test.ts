@@ -470,7 +470,10 @@ describe("bad input at scale (fast-check)", () => {
     const serverErrors: Outcome[] = []
     const upstream5xx: Outcome[] = []
     const slow: Outcome[] = []
-    const fileChanges: Array<{ batch: number; requests: string[] }> = []
+    /** A batch of refusals that changed the file: its requests, the batch before it (whose change may have landed late), the file before and after. */
+    const fileChanges: Array<{ batch: number; requests: string[]; previousBatch: string[]; before: string; after: string }> = []
+    const shown = (o: Outcome) => `${o.status} ${o.request.method} ${o.request.url.slice(0, 120)}${o.request.body === undefined ? "" : ` ${o.request.body.slice(0, 200)}`}`
+    let previousBatch: string[] = []
     const wrongVerdicts: string[] = []
     /** The outcomes whose body alone decides the answer (`bodyVerdict`), in order. */
     const judged: Outcome[] = []
@@ -504,12 +507,12 @@ describe("bad input at scale (fast-check)", () => {
         if (!changed) {
           checkedBatches += 1
           checkedRefusals += results.filter((o) => o.status >= 400 && o.status < 500).length
-          if (fileText() !== before) {
-            fileChanges.push({ batch: batches, requests: results.map((o) => `${o.status} ${o.request.method} ${o.request.url.slice(0, 120)}`) })
-          }
+          const after = fileText()
+          if (after !== before) fileChanges.push({ batch: batches, requests: results.map(shown), previousBatch, before, after })
         } else if (await restore()) {
           restores += 1
         }
+        previousBatch = results.map(shown)
         // The server must keep answering.
         const health = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(5_000) })
         return health.status === 200
