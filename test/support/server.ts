@@ -139,8 +139,10 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
  * another file at once: a store started on it found it in use, and a replica that ended left its
  * address to whatever took the port next, which then answered the other replicas in its place.
  */
-const PORTS_PER_FORK = 3000
 const FIRST_PORT = 20000
+/** Blocks for up to this many forks (vitest.config.ts runs four): with more, two forks would share a block and hand out each other's ports. */
+const FORK_BLOCKS = 8
+const PORTS_PER_FORK = 1500
 let portTurn = 0
 
 /** Whether nothing listens on `port` of 127.0.0.1 now (it could be bound). */
@@ -153,7 +155,7 @@ const bindable = (port: number): Promise<boolean> =>
 
 /** A TCP port on 127.0.0.1 that nothing listens on (taken, then released), from this fork's block. */
 export const closedPort = async (): Promise<number> => {
-  const fork = (Number(process.env["VITEST_POOL_ID"] ?? 1) - 1) % 4
+  const fork = (Number(process.env["VITEST_POOL_ID"] ?? 1) - 1) % FORK_BLOCKS
   for (let tries = 0; tries < 100; tries++) {
     const port = FIRST_PORT + fork * PORTS_PER_FORK + (portTurn++ % PORTS_PER_FORK)
     if (await bindable(port)) return port
