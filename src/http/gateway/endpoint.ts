@@ -68,7 +68,7 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, credentialsData, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, scopeContext, TOO_MANY_CODE, tooManyData, tooManyError } from "./face.js"
+import { callOverMcp, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, rpcErrorOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
@@ -214,25 +214,12 @@ const restoreNotFound = (transport: Pick<Transport, "send">, notFound: Set<strin
   }
 }
 
-/** A store error as the MCP error a client understands (resource not found is -32002, as the 2025 revisions say). */
+/** A store error as the MCP error a 2025 client understands (`rpcErrorOf`; resource not found is -32002, as the 2025 revisions say). */
 const mcpErrorOf = (e: unknown): unknown => {
   if (!isStoreError(e)) return e
-  switch (e._tag) {
-    case "ResourceNotFound":
-      return mcpError(RESOURCE_NOT_FOUND, e.message, { uri: e.uri })
-    case "PromptNotFound":
-    case "ValidationError":
-      return mcpError(ProtocolErrorCode.InvalidParams, e.message)
-    case "CredentialsRequired":
-      // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
-      return mcpError(ProtocolErrorCode.InvalidRequest, e.message, credentialsData(e))
-    case "TooMany": {
-      const { code, message, data } = tooManyError(e)
-      return mcpError(code, message, data)
-    }
-    default:
-      return mcpError(ProtocolErrorCode.InternalError, e.message)
-  }
+  if (e._tag === "ResourceNotFound") return mcpError(RESOURCE_NOT_FOUND, e.message, { uri: e.uri })
+  const { code, message, data } = rpcErrorOf(e)
+  return mcpError(code, message, data)
 }
 
 /**

@@ -8,13 +8,13 @@
  * once when they are built (`McpOperations`).
  */
 import type { ServerResponse } from "node:http"
-import { Server, type CallToolResult, type ServerOptions } from "@modelcontextprotocol/server"
+import { ProtocolErrorCode, Server, type CallToolResult, type ServerOptions } from "@modelcontextprotocol/server"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/server/validators/ajv"
 import { Cause, Exit, Option } from "effect"
 import type { Scope } from "../../domain/service-definition.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import type { TraceContext } from "../../domain/trace-context.js"
-import { ValidationError, type CredentialsRequired, type TooMany } from "../../domain/errors.js"
+import { ValidationError, type CredentialsRequired, type StoreError, type TooMany } from "../../domain/errors.js"
 import type { AnyExit, HeldOwner, HeldRun, InputRequest } from "../../runtime/input-required.js"
 import { statusOf } from "../../machines/service.js"
 import type { CallProgress, CancelSignal, UpstreamRequestRelay } from "../../mcp/types.js"
@@ -254,11 +254,39 @@ export const tooManyData = (e: Pick<TooMany, "limit" | "max" | "retryAfterSecond
 })
 
 /** A store's TooMany (a `per_user` service's connections all in use or held) as the JSON-RPC error of either era: try again later. */
-export const tooManyError = (e: TooMany): { readonly code: number; readonly message: string; readonly data: Record<string, unknown> } => ({
+export const tooManyError = (e: TooMany): RpcError & { readonly data: Record<string, unknown> } => ({
   code: TOO_MANY_CODE,
   message: e.message,
   data: tooManyData(e)
 })
+
+/** A JSON-RPC error as both faces answer it. */
+export interface RpcError {
+  readonly code: number
+  readonly message: string
+  readonly data?: Record<string, unknown>
+}
+
+/**
+ * A store error of a catalog or task request as the JSON-RPC error of either era (one mapping for
+ * both faces; each makes its own error class of it): a bad parameter or an unknown prompt is
+ * invalid params, a request without the caller's own credential for a `per_user` service is an
+ * invalid request saying what to give, a cap is TOO_MANY, anything else an internal error with its
+ * words. A resource not found is told as each era tells it, by the face.
+ */
+export const rpcErrorOf = (e: StoreError): RpcError => {
+  switch (e._tag) {
+    case "PromptNotFound":
+    case "ValidationError":
+      return { code: ProtocolErrorCode.InvalidParams, message: e.message }
+    case "CredentialsRequired":
+      return { code: ProtocolErrorCode.InvalidRequest, message: e.message, data: credentialsData(e) }
+    case "TooMany":
+      return tooManyError(e)
+    default:
+      return { code: ProtocolErrorCode.InternalError, message: e.message }
+  }
+}
 
 /** A call's end as an MCP client gets it: the upstream's result as it came, the store's refusals and failures as the tool's failure, a defect thrown. */
 const mcpResultOf = (exit: CallExit): CallToolResult => {

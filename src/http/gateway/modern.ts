@@ -73,7 +73,6 @@ import type { SealSource, SessionSeal } from "./session-seal.js"
 import { openMethodSpan, tapAnswer, underSpan } from "./method-spans.js"
 import {
   callOverMcp,
-  credentialsData,
   heldCallOverMcp,
   heldOverMcp,
   startOverMcp,
@@ -88,9 +87,9 @@ import {
   jsonRpcError,
   keyShare,
   offeredTools,
+  rpcErrorOf,
   scopeContext,
-  serverInfoOf,
-  tooManyError
+  serverInfoOf
 } from "./face.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 
@@ -230,25 +229,12 @@ interface Listener {
   readonly deliver: (event: ServerEvent) => void
 }
 
-/** A catalog failure as the 2026-07-28 error a client understands (a missing resource is -32602 with its URI). */
+/** A catalog failure as the 2026-07-28 error a client understands (`rpcErrorOf`; a missing resource is -32602 with its URI). */
 const protocolErrorOf = (e: unknown): unknown => {
   if (!isStoreError(e)) return e
-  switch (e._tag) {
-    case "ResourceNotFound":
-      return new ResourceNotFoundError(e.uri, e.message)
-    case "PromptNotFound":
-    case "ValidationError":
-      return new ProtocolError(-32602, e.message)
-    case "CredentialsRequired":
-      // A `per_user` service's read or prompt without the caller's own credential: what to give, and where.
-      return new ProtocolError(-32600, e.message, credentialsData(e))
-    case "TooMany": {
-      const { code, message, data } = tooManyError(e)
-      return new ProtocolError(code, message, data)
-    }
-    default:
-      return new ProtocolError(-32603, e.message)
-  }
+  if (e._tag === "ResourceNotFound") return new ResourceNotFoundError(e.uri, e.message)
+  const { code, message, data } = rpcErrorOf(e)
+  return new ProtocolError(code, message, data)
 }
 
 /**
@@ -894,12 +880,10 @@ export class ModernMcp {
     if (Exit.isFailure(exit)) {
       const failure = Cause.failureOption(exit.cause)
       const e = failure._tag === "Some" ? failure.value : undefined
-      // A `per_user` service's task asked without the caller's own credential (deleted since the call): what to give, and where.
-      if (e?._tag === "CredentialsRequired") return answer({ error: { code: -32600, message: e.message, data: credentialsData(e) } })
-      // Its connections all in use (held by other principals' subscriptions, or busy): try again later.
-      if (e?._tag === "TooMany") return answer({ error: tooManyError(e) })
-      const code = e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code) ? e.code : -32603
-      return answer({ error: { code, message: e?.message ?? "Internal error" } })
+      // The task's server answered with an error: its code, as it came.
+      if (e?._tag === "UpstreamError" && e.code !== undefined && Number.isSafeInteger(e.code)) return answer({ error: { code: e.code, message: e.message } })
+      // A `per_user` service's task asked without the caller's own credential (deleted since the call), its connections all in use, ...
+      return answer({ error: e === undefined ? { code: -32603, message: "Internal error" } : rpcErrorOf(e) })
     }
     const result = exit.value
     if (method !== "tasks/get") return answer({ result: encodeCallResult({ resultType: "complete" }, serverInfoOf(caller.scope)) })
