@@ -53,6 +53,36 @@ const RECONNECT = { initialMs: 1_000, growth: 1.5, maxMs: 30_000, maxRetries: 2 
 const ERROR_BODY_CHARS = 200
 
 /**
+ * The requests that may run twice: reads, settings, subscriptions, the handshake and the task
+ * queries, sent again on a new connection when a kept-alive one turns out to be closed. Any other
+ * request (a tool call, a task's cancellation or update, a method the store does not know) is sent
+ * once: a connection reset after it was written may come after the server read it.
+ */
+const REPEATABLE = new Set([
+  "initialize",
+  "ping",
+  "server/discover",
+  "tools/list",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "resources/subscribe",
+  "resources/unsubscribe",
+  "prompts/list",
+  "prompts/get",
+  "completion/complete",
+  "logging/setLevel",
+  "subscriptions/listen",
+  "tasks/get",
+  "tasks/list",
+  "tasks/result"
+])
+
+/** Whether a POST carries a request that must not run twice (`REPEATABLE`); notifications and answers may be sent again. */
+const sentOnce = (message: JSONRPCMessage): boolean =>
+  (Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]).some((m) => "method" in m && "id" in m && m.id !== undefined && !REPEATABLE.has(m.method))
+
+/**
  * Keep-alive agents, one per origin, shared by every connection to it and ended with the last one.
  * Servers close a kept-alive socket after a few seconds idle (Node's default is 5 s): one agent per
  * connection would open a new TCP connection for each health check of an idle service, while
@@ -82,6 +112,12 @@ class SharedAgents {
   /** Origins with an agent (for tests). */
   get size(): number {
     return this.byOrigin.size
+  }
+
+  /** Kept-alive sockets idle in the agent of `url`'s origin (for tests). */
+  idleSockets(url: string): number {
+    const free = this.byOrigin.get(new URL(url).origin)?.agent.freeSockets ?? {}
+    return Object.values(free).reduce((n, sockets) => n + (sockets?.length ?? 0), 0)
   }
 }
 
@@ -407,7 +443,7 @@ export class HttpClientTransport implements Transport {
     try {
       const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" }
       addTraceHeaders(message, headers)
-      const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req))
+      const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req), sentOnce(message))
       const session = response.headers["mcp-session-id"]
       if (typeof session === "string" && session !== "" && modern === undefined && !this.modern) this.session = session
       if (response.statusCode === 202) {
@@ -490,12 +526,13 @@ export class HttpClientTransport implements Transport {
     method: "GET" | "POST" | "DELETE",
     body: string | undefined,
     extra: Record<string, string>,
-    onRequest?: (req: ClientRequest) => void
+    onRequest?: (req: ClientRequest) => void,
+    once = false
   ): Promise<IncomingMessage> {
     if (this.closed) return Promise.reject(new Error("the connection is closed"))
     const auth = this.auth
-    if (auth === undefined) return this.exchange(method, body, extra, onRequest, undefined)
-    return this.withToken(auth, method, body, extra, onRequest)
+    if (auth === undefined) return this.exchange(method, body, extra, onRequest, undefined, once)
+    return this.withToken(auth, method, body, extra, onRequest, once)
   }
 
   /**
@@ -507,11 +544,12 @@ export class HttpClientTransport implements Transport {
     method: "GET" | "POST" | "DELETE",
     body: string | undefined,
     extra: Record<string, string>,
-    onRequest: ((req: ClientRequest) => void) | undefined
+    onRequest: ((req: ClientRequest) => void) | undefined,
+    once: boolean
   ): Promise<IncomingMessage> {
     for (const last of [false, true]) {
       const token = await auth.accessToken()
-      const response = await this.exchange(method, body, extra, onRequest, token)
+      const response = await this.exchange(method, body, extra, onRequest, token, once)
       const challenge = response.statusCode === 401 ? parseBearerChallenge(response.headers["www-authenticate"]) : undefined
       if (challenge === undefined) return response
       this.drain(response)
@@ -520,13 +558,17 @@ export class HttpClientTransport implements Transport {
     throw new Error("unreachable: the last unauthorized() rejects")
   }
 
-  /** Sends one HTTP request (with `token` as its bearer, when given); see `request`. */
+  /**
+   * Sends one HTTP request (with `token` as its bearer, when given); see `request`. `once`: a request
+   * that must not run twice (`sentOnce`) is not sent again after a reset.
+   */
   private exchange(
     method: "GET" | "POST" | "DELETE",
     body: string | undefined,
     extra: Record<string, string>,
     onRequest: ((req: ClientRequest) => void) | undefined,
-    token: string | undefined
+    token: string | undefined,
+    once: boolean
   ): Promise<IncomingMessage> {
     if (this.closed) return Promise.reject(new Error("the connection is closed"))
     const headers: Record<string, string> = { ...this.headers, ...extra }
@@ -551,14 +593,16 @@ export class HttpClientTransport implements Transport {
           resolve(res)
         })
         req.once("error", (error: NodeJS.ErrnoException) => {
-          // A kept-alive socket the server closed meanwhile (its keep-alive time-out, met by a
-          // process whose timers ran late): the request never reached it. The other idle sockets
-          // to the server timed out with it: they are dropped, and the request is sent once more,
-          // on a new connection.
-          if (retry && req.reusedSocket && error.code === "ECONNRESET" && !this.closed) {
-            this.dropIdleSockets()
-            resolve(attempt(false))
-          } else reject(error)
+          // A kept-alive socket reset: most likely the server closed it meanwhile (its keep-alive
+          // time-out, met by a process whose timers ran late), and the other idle sockets to the
+          // server timed out with it: they are dropped. The request is sent once more, on a new
+          // connection, when running it twice does no harm; a tool call is not, since the server
+          // may have read it before the reset (HTTP does not retry such a request by itself).
+          const reset = req.reusedSocket && error.code === "ECONNRESET" && !this.closed
+          if (reset) this.dropIdleSockets()
+          if (reset && retry && !once) resolve(attempt(false))
+          else if (reset && once) reject(new Error(`the connection was reset after the request was sent on a kept-alive connection: the server may have run it, so it is not sent again (${error.message})`, { cause: error }))
+          else reject(error)
         })
         req.end(body)
       })

@@ -1,7 +1,8 @@
 // The store's Streamable HTTP client transport (src/mcp/http-transport.ts): its event-stream parser,
 // and the cases the fixture servers do not produce, against a scripted raw HTTP server on loopback
 // driven through connect() and the SDK client: JSON answers, a stream that ends before the answer,
-// a kept-alive socket the server dropped, a resumed GET stream, redirects, and close() under load.
+// a kept-alive socket the server dropped (a read sent again, a tool call not), a resumed GET stream,
+// redirects, and close() under load.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
@@ -193,33 +194,56 @@ describe("HttpClientTransport against a scripted server", () => {
     expect((await conn.callTool("streamed", {}, T)).content).toEqual([{ type: "text", text: "né" }])
   })
 
-  it("sends a request again on a new socket when the server dropped the kept-alive one", async () => {
-    const { server, conn } = await setUp({
-      echo2: (req, res, id) => json(res, 200, toolResult(id, old.has(req.socket) ? "old socket" : "new socket"))
-    })
-    // From now on the server drops each socket it already had as soon as a POST arrives on it.
+  /**
+   * Once the client keeps a socket idle, the server drops each socket it already had as soon as a
+   * POST arrives on it (as a server does that closed it at its keep-alive time-out, or read the
+   * request and died): how many POSTs it dropped, and how many came on new sockets.
+   */
+  const dropOldSockets = async (server: Scripted) => {
+    expect(await eventually(() => sharedAgents.idleSockets(server.url) > 0, 5_000)).toBe(true)
     const old = new Set(server.sockets)
+    const posts = { dropped: 0, fresh: 0 }
     server.server.prependListener("request", (req: IncomingMessage) => {
-      if (req.method === "POST" && old.has(req.socket)) req.socket.destroy()
+      if (req.method !== "POST") return
+      if (!old.has(req.socket)) posts.fresh += 1
+      else {
+        posts.dropped += 1
+        req.socket.destroy()
+      }
     })
-    const result = await conn.callTool("echo2", {}, T)
-    expect(result.content).toEqual([{ type: "text", text: "new socket" }])
+    return posts
+  }
+
+  it("sends a request that may run twice (a ping) again on a new socket when the server dropped the kept-alive one", async () => {
+    const { server, conn } = await setUp()
+    const posts = await dropOldSockets(server)
+    expect(await conn.ping(T)).toBeGreaterThan(0)
+    expect(posts).toEqual({ dropped: 1, fresh: 1 })
   })
 
   it("goes on to a new socket when every kept-alive one was dropped (several idle at once, as after the server's keep-alive time-out)", async () => {
     const { server, conn } = await setUp({
-      slow: (_req, res, id) => void setTimeout(() => json(res, 200, toolResult(id, "slow")), 50),
-      echo2: (req, res, id) => json(res, 200, toolResult(id, old.has(req.socket) ? "old socket" : "new socket"))
+      slow: (_req, res, id) => void setTimeout(() => json(res, 200, toolResult(id, "slow")), 50)
     })
     // Four calls at once: four sockets, idle (kept alive) once answered.
     await Promise.all(Array.from({ length: 4 }, () => conn.callTool("slow", {}, T)))
-    const old = new Set(server.sockets)
-    expect(old.size).toBeGreaterThanOrEqual(3)
-    server.server.prependListener("request", (req: IncomingMessage) => {
-      if (req.method === "POST" && old.has(req.socket)) req.socket.destroy()
-    })
-    const result = await conn.callTool("echo2", {}, T)
-    expect(result.content).toEqual([{ type: "text", text: "new socket" }])
+    expect(server.sockets.size).toBeGreaterThanOrEqual(3)
+    const posts = await dropOldSockets(server)
+    expect(await conn.ping(T)).toBeGreaterThan(0)
+    // One try on a kept-alive socket, then a new connection: the other idle ones were dropped with it.
+    expect(posts).toEqual({ dropped: 1, fresh: 1 })
+  })
+
+  it("sends a tool call once: a kept-alive socket reset after the server read it fails the call, which is not sent again", async () => {
+    const { server, conn } = await setUp()
+    const posts = await dropOldSockets(server)
+    const error = await failureOf(conn.callTool("echo", { text: "once" }, T))
+    expect(error.kind).toBe("transport")
+    expect(error.message).toMatch(/may have run it, so it is not sent again/)
+    expect(posts).toEqual({ dropped: 1, fresh: 0 })
+    // The connection stays usable, on a new socket.
+    expect((await conn.callTool("echo", { text: "next" }, T)).content).toEqual([{ type: "text", text: "next" }])
+    expect(posts).toEqual({ dropped: 1, fresh: 1 })
   })
 
   it("reopens the GET stream when the server ends it, with the last event id", async () => {
