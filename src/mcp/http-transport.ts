@@ -592,19 +592,31 @@ export class HttpClientTransport implements Transport {
           }
           resolve(res)
         })
+        // Whether the request was handed to its socket: before that, nothing of it was sent.
+        let written = false
+        const write = () => {
+          written = true
+          req.end(body)
+        }
         req.once("error", (error: NodeJS.ErrnoException) => {
           // A kept-alive socket reset: most likely the server closed it meanwhile (its keep-alive
-          // time-out, met by a process whose timers ran late), and the other idle sockets to the
-          // server timed out with it: they are dropped. The request is sent once more, on a new
-          // connection, when running it twice does no harm; a tool call is not, since the server
-          // may have read it before the reset (HTTP does not retry such a request by itself).
+          // time-out met by a process whose timers ran late, or a restart), and the other idle
+          // sockets to the server went with it: they are dropped. The request is sent once more,
+          // on a new connection, when nothing of it was sent, or when running it twice does no
+          // harm; a tool call written to the socket is not, since the server may have read it
+          // before the reset (HTTP does not send such a request again by itself).
           const reset = req.reusedSocket && error.code === "ECONNRESET" && !this.closed
           if (reset) this.dropIdleSockets()
-          if (reset && retry && !once) resolve(attempt(false))
+          if (reset && retry && (!once || !written)) resolve(attempt(false))
           else if (reset && once) reject(new Error(`the connection was reset after the request was sent on a kept-alive connection: the server may have run it, so it is not sent again (${error.message})`, { cause: error }))
           else reject(error)
         })
-        req.end(body)
+        if (!once) write()
+        else {
+          // On a kept-alive socket, one turn of the event loop first: a close the server sent while
+          // the socket was idle is read before anything is written, and the request goes elsewhere.
+          req.once("socket", () => (req.reusedSocket ? setImmediate(() => req.destroyed || write()) : write()))
+        }
       })
     return attempt(true)
   }

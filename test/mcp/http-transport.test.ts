@@ -246,6 +246,22 @@ describe("HttpClientTransport against a scripted server", () => {
     expect(posts).toEqual({ dropped: 1, fresh: 1 })
   })
 
+  it("sends a tool call on a new socket when the server closed the kept-alive one before it was written (its keep-alive time-out, a restart)", async () => {
+    const { server, conn } = await setUp()
+    expect(await eventually(() => sharedAgents.idleSockets(server.url) > 0, 5_000)).toBe(true)
+    const fresh = { posts: 0 }
+    const old = new Set(server.sockets)
+    server.server.prependListener("request", (req: IncomingMessage) => {
+      if (req.method === "POST" && !old.has(req.socket)) fresh.posts += 1
+    })
+    // The server closes its idle sockets, and the call is made before the client has read the close.
+    server.server.closeIdleConnections()
+    const result = await conn.callTool("echo", { text: "after the close" }, T)
+    expect(result.content).toEqual([{ type: "text", text: "after the close" }])
+    expect(fresh.posts).toBe(1)
+    expect(server.seen.filter((s) => s === "POST tools/call echo")).toHaveLength(1)
+  })
+
   it("reopens the GET stream when the server ends it, with the last event id", async () => {
     const { server } = await setUp()
     expect(await eventually(() => server.streams.size === 1, 5_000)).toBe(true)
