@@ -61,8 +61,6 @@ export const snapshotPath = (servicesFile: string): string => `${servicesFile}.c
 /** What the cluster needs of the store's actors (implemented by src/runtime/store.ts). */
 export type { ReplicaHost }
 
-export type { RedisAnswer }
-
 /** One live replica as the registry holds it. */
 export interface ReplicaEntry {
   readonly id: string

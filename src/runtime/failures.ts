@@ -1,9 +1,9 @@
 /**
  * A failed upstream request as the domain's failure, in one place: the transport edge classifies
  * every failure as an `McpRequestError` (src/mcp/request.ts), and this maps it, once, to the
- * store's tagged errors (src/domain/errors.ts) for tool calls, task requests and catalog requests (resources,
- * prompts, completion) alike; each face then renders that error once (HTTP body, JSON-RPC error,
- * record outcome: `outcomeOf`). A time-out is `ToolTimeout` whatever was asked (504 TOOL_TIMEOUT,
+ * store's tagged errors (src/domain/errors.ts) for tool calls, task requests and catalog requests
+ * (resources, prompts, completion) alike; each face then renders that error once (HTTP body,
+ * JSON-RPC error, record outcome: `outcomeOf`). A time-out is `ToolTimeout` whatever was asked (504 TOOL_TIMEOUT,
  * record outcome `timeout`); the caller's own abort is no failure (the call ends interrupted).
  */
 import { statusOf, type ServiceSnapshot } from "../machines/service.js"

@@ -197,11 +197,19 @@ const fmtTime = (iso: string | null | undefined): string => {
 const fmtMs = (ms: unknown): string => (typeof ms === "number" ? (ms < 10 ? ms.toFixed(1) : Math.round(ms)) + " ms" : "")
 const scopeLabel = (scope: string | undefined, agentId: string | null | undefined): string => (scope === "store" ? "store" : agentId || scope || "agent")
 const scopeBadge = (scope: string) => el("span", { class: "scope" + (scope === "store" ? " store" : ""), text: scope === "store" ? "store" : "agent " + scope })
-const debounce = (fn: () => void, ms: number) => {
+/**
+ * `fn` once, `ms` after the first call of a burst; the calls meanwhile join that run. A debounce that
+ * restarts its timer at each call never runs while the calls keep coming faster than `ms` (a
+ * service whose status changes every half second kept its row's figures stale for as long).
+ */
+const coalesce = (fn: () => void, ms: number) => {
   let t: number | undefined
   return () => {
-    clearTimeout(t)
-    t = setTimeout(fn, ms)
+    if (t !== undefined) return
+    t = setTimeout(() => {
+      t = undefined
+      fn()
+    }, ms)
   }
 }
 const scopePrefix = (scope: string) => (scope === "store" ? "/for_store" : "/for_agent/" + encodeURIComponent(scope))
@@ -615,7 +623,7 @@ async function refreshFlaps() {
     }
   }
 }
-const refreshFlapsSoon = debounce(() => refreshFlaps().catch(noteError), 300)
+const refreshFlapsSoon = coalesce(() => refreshFlaps().catch(noteError), 300)
 
 const scopeQuery = (scope: string, name: string) => "service_name=" + encodeURIComponent(name) + "&agent_id=" + encodeURIComponent(scope)
 async function healthHistory(scope: string, name: string, hours: number): Promise<HealthHistory | null> {
@@ -920,7 +928,7 @@ async function refreshDetail() {
   $("detail").dataset["loaded"] = "true"
   $("detail").dataset["status"] = d.status
 }
-const refreshDetailSoon = debounce(() => refreshDetail().catch(noteError), 300)
+const refreshDetailSoon = coalesce(() => refreshDetail().catch(noteError), 300)
 
 // ---------- add a service ----------
 const lines = (text: string) =>
@@ -1003,8 +1011,8 @@ function renderServices() {
   renderToolsFilter()
 }
 
-const refreshServicesSoon = debounce(() => refreshServices().catch(noteError), 800)
-const refreshChartSoon = debounce(() => refreshChart().catch(noteError), 250)
+const refreshServicesSoon = coalesce(() => refreshServices().catch(noteError), 800)
+const refreshChartSoon = coalesce(() => refreshChart().catch(noteError), 250)
 
 function onStatusEvent(d: StatusEvent) {
   const s = state.services.find((x) => x.scope === d.scope && x.name === d.service_name)
@@ -1039,7 +1047,7 @@ async function refreshTools() {
   state.tools = lists.flat()
   renderTools()
 }
-const refreshToolsSoon = debounce(() => refreshTools().catch(noteError), 300)
+const refreshToolsSoon = coalesce(() => refreshTools().catch(noteError), 300)
 
 function onToolsChangedEvent(d: ToolsChangedEvent) {
   const s = state.services.find((x) => x.scope === d.scope && x.name === d.service_name)
@@ -1239,7 +1247,7 @@ async function refreshCalls() {
   const { body } = await api<ApiBody & { calls?: CallRecord[] }>("/monitoring/tool_call_history?limit=" + MAX_CALLS)
   if (body && Array.isArray(body.calls)) mergeCalls(body.calls)
 }
-const refreshCallsSoon = debounce(() => refreshCalls().catch(noteError), 400)
+const refreshCallsSoon = coalesce(() => refreshCalls().catch(noteError), 400)
 function onToolCallEvent(d: CallRecord) {
   mergeCalls([d, ...state.calls])
   if (isSelected(d.scope, d.service_name)) refreshDetailSoon()
@@ -1293,7 +1301,7 @@ async function refreshApprovals() {
   }
   if (body && Array.isArray(body.approvals)) renderApprovals(body.approvals, approvalNote)
 }
-const refreshApprovalsSoon = debounce(() => refreshApprovals().catch(noteError), 150)
+const refreshApprovalsSoon = coalesce(() => refreshApprovals().catch(noteError), 150)
 function renderApprovals(items: ReadonlyArray<ApprovalItem>, note: string) {
   const focus = approvalInHash()
   const ordered = [...items].sort((a, b) => Number(b.approval_id === focus) - Number(a.approval_id === focus))

@@ -6,11 +6,12 @@
  * `disabled` mark), Refresh tools, Delete with its confirmation (cancel keeps the service; confirm
  * removes it and its process ends), the add form (a working service; the API's 400 message for a
  * bad definition), an agent's service added and deleted, the detail panel's figures (the monitoring
- * routes' numbers), flapping, and a hostile upstream whose stderr and tool names carry markup that
- * must stay text. At the same time, in a page of its own: the page's reading of the event stream
- * (line ends, comments, reconnection delays). The store and Chromium are started together, once for
- * the file. Saves a screenshot to test/artifacts/dashboard-operate.png. Skipped, with a note, when
- * /usr/bin/chromium is not installed.
+ * routes' numbers), flapping (also while the status changes faster than the page's refresh delay),
+ * and a hostile upstream whose stderr and tool names carry markup that must stay text. At the same
+ * time, in a page of its own: the page's reading of the event stream (line ends, comments,
+ * reconnection delays). The store and Chromium are started together, once for the file. Saves a
+ * screenshot to test/artifacts/dashboard-operate.png. Skipped, with a note, when /usr/bin/chromium
+ * is not installed.
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
@@ -172,6 +173,21 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
       await expect
         .poll(async () => Number(await alpha.getByTestId("service-flaps").evaluate((td) => td.firstChild?.textContent)), { timeout: 10_000 })
         .toBeGreaterThanOrEqual(hour.transitions.length)
+    })
+
+    it.sequential("a service whose status changes faster than the page's refresh delay has its changes counted while it goes on", async ({ expect }) => {
+      const flaps = async () => Number(await row("alpha").getByTestId("service-flaps").evaluate((td) => td.firstChild?.textContent ?? "0", undefined, { timeout: 5_000 })) || 0
+      const start = await flaps()
+      // A restart every 300 ms: two status events each, closer together than the refresh's delay
+      // (a refresh put off at every event never came while they went on).
+      let counted = start
+      for (let round = 0; round < 25 && counted < start + 4; round++) {
+        expect((await server.post("/for_store/restart_service", { service_name: "alpha" })).status).toBe(200)
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        counted = await flaps()
+      }
+      expect(counted).toBeGreaterThanOrEqual(start + 4)
+      await row("alpha").and(page.locator('[data-status="healthy"]')).waitFor({ timeout: 15_000 })
     })
 
     it.sequential("a hostile upstream's stderr, error and tool names are shown as text, never as markup", async ({ expect }) => {
