@@ -521,6 +521,7 @@ export class HttpClientTransport implements Transport {
   /**
    * Sends one HTTP request; resolves with the response once its head has arrived. `onRequest` is
    * given the request (again when it is retried on a new socket), so that it can be destroyed.
+   * `once`: it must not run twice (`sentOnce`), so it is sent again only when none of it was sent.
    */
   private request(
     method: "GET" | "POST" | "DELETE",
@@ -558,10 +559,7 @@ export class HttpClientTransport implements Transport {
     throw new Error("unreachable: the last unauthorized() rejects")
   }
 
-  /**
-   * Sends one HTTP request (with `token` as its bearer, when given); see `request`. `once`: a request
-   * that must not run twice (`sentOnce`) is not sent again after a reset.
-   */
+  /** Sends one HTTP request (with `token` as its bearer, when given); see `request`. */
   private exchange(
     method: "GET" | "POST" | "DELETE",
     body: string | undefined,
