@@ -78,10 +78,6 @@ const REPEATABLE = new Set([
   "tasks/result"
 ])
 
-/** Whether a POST carries a request that must not run twice (`REPEATABLE`); notifications and answers may be sent again. */
-const sentOnce = (message: JSONRPCMessage): boolean =>
-  (Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]).some((m) => "method" in m && "id" in m && m.id !== undefined && !REPEATABLE.has(m.method))
-
 /**
  * Keep-alive agents, one per origin, shared by every connection to it and ended with the last one.
  * Servers close a kept-alive socket after a few seconds idle (Node's default is 5 s): one agent per
@@ -433,17 +429,20 @@ export class HttpClientTransport implements Transport {
     // Before an era is known (the probe) and in the modern era: headers from the body.
     const modern = this.modern || this.protocolVersion === undefined ? modernHeaders(message, this.paramHeaders) : undefined
     const post: Post = { pending: new Set(), req: undefined, abandoned: false }
+    // A POST with a request that must not run twice (`REPEATABLE`) is sent once; notifications and answers may go again.
+    let once = false
     for (const m of Array.isArray(message) ? (message as Array<JSONRPCMessage>) : [message]) {
       if ("method" in m && "id" in m && m.id !== undefined) {
         post.pending.add(m.id)
         this.posts.set(m.id, post)
+        once ||= !REPEATABLE.has(m.method)
       }
     }
     let streaming = false
     try {
       const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" }
       addTraceHeaders(message, headers)
-      const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req), sentOnce(message))
+      const response = await this.request("POST", JSON.stringify(message), modern === undefined ? headers : { ...headers, ...modern }, (req) => (post.req = req), once)
       const session = response.headers["mcp-session-id"]
       if (typeof session === "string" && session !== "" && modern === undefined && !this.modern) this.session = session
       if (response.statusCode === 202) {
@@ -521,7 +520,7 @@ export class HttpClientTransport implements Transport {
   /**
    * Sends one HTTP request; resolves with the response once its head has arrived. `onRequest` is
    * given the request (again when it is retried on a new socket), so that it can be destroyed.
-   * `once`: it must not run twice (`sentOnce`), so it is sent again only when none of it was sent.
+   * `once`: it must not run twice (`REPEATABLE`), so it is sent again only when none of it was sent.
    */
   private request(
     method: "GET" | "POST" | "DELETE",
@@ -606,7 +605,7 @@ export class HttpClientTransport implements Transport {
           const reset = req.reusedSocket && error.code === "ECONNRESET" && !this.closed
           if (reset) this.dropIdleSockets()
           if (reset && retry && (!once || !written)) resolve(attempt(false))
-          else if (reset && once) reject(new Error(`the connection was reset after the request was sent on a kept-alive connection: the server may have run it, so it is not sent again (${error.message})`, { cause: error }))
+          else if (reset && once && written) reject(new Error(`the connection was reset after the request was sent on a kept-alive connection: the server may have run it, so it is not sent again (${error.message})`, { cause: error }))
           else reject(error)
         })
         if (!once) write()
@@ -646,7 +645,8 @@ export class HttpClientTransport implements Transport {
     post.pending.delete(id)
     if (post.pending.size > 0) return
     post.abandoned = true
-    post.req?.destroy()
+    // With an error of its own: a destroy without one reads as a reset socket, which is sent again.
+    post.req?.destroy(new Error("the request was cancelled"))
   }
 
   /** The requests of a POST that is done with are no longer cancellable through it. */

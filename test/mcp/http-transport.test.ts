@@ -112,7 +112,8 @@ const startScripted = async (tools: Record<string, Behaviour>, options: { getStr
         return
       }
       if (message.method === "ping") return json(res, 200, { jsonrpc: "2.0", id: message.id, result: {} })
-      const behaviour = tools[message.params?.name ?? ""]
+      // A tool's behaviour by its name; another request's by its method.
+      const behaviour = tools[message.params?.name ?? message.method]
       if (behaviour) return behaviour(req, res, message.id)
       return json(res, 200, toolResult(message.id, message.params?.arguments?.text ?? ""))
     })
@@ -260,6 +261,21 @@ describe("HttpClientTransport against a scripted server", () => {
     expect(result.content).toEqual([{ type: "text", text: "after the close" }])
     expect(fresh.posts).toBe(1)
     expect(server.seen.filter((s) => s === "POST tools/call echo")).toHaveLength(1)
+  })
+
+  it("does not send a cancelled request again: the cancel ends its socket, which is no reset", async () => {
+    const held: ServerResponse[] = []
+    const { server, conn } = await setUp({ "tools/list": (_req, res) => void held.push(res) })
+    expect(await eventually(() => sharedAgents.idleSockets(server.url) > 0, 5_000)).toBe(true)
+    const cancel = new AbortController()
+    // A list (sent again after a reset) on a kept-alive socket, cancelled while the server holds it.
+    const listed = conn.listTools({ timeoutMs: 10_000, signal: cancel.signal })
+    expect(await eventually(() => server.seen.includes("POST tools/list"), 5_000)).toBe(true)
+    cancel.abort()
+    await listed.catch(() => undefined)
+    await quietFor(300)
+    expect(server.seen.filter((s) => s === "POST tools/list")).toHaveLength(1)
+    for (const res of held) res.destroy()
   })
 
   it("reopens the GET stream when the server ends it, with the last event id", async () => {
