@@ -496,6 +496,8 @@ export class Cluster {
   /** The store is stopping: no more leases are taken (those held are released by `stop`, once the services are closed). */
   leaving(): void {
     this.#ending.abort()
+    this.leases.stopTaking()
+    this.leader.stopTaking()
   }
 
   /** Whether this replica runs a service now. */
@@ -759,7 +761,7 @@ export class Cluster {
 
   /** Leaves the cluster: the registry entry is removed (best effort), the reader and connections closed. Idempotent. */
   stop(): Promise<void> {
-    this.#ending.abort()
+    this.leaving()
     this.#stopping ??= (async () => {
       clearInterval(this.#heartbeat)
       clearInterval(this.#outageTimer)

@@ -80,6 +80,8 @@ export class Leases {
   readonly #owned = new Map<string, number>()
   #expiry: NodeJS.Timeout | undefined
   #closed = false
+  /** No more leases are taken (`stopTaking`): those held are kept and renewed until released. */
+  #stoppedTaking = false
   readonly #now: () => number
   /**
    * Dropped this much before the deadline (ms): for timer lateness and clock steps, and so that the
@@ -129,10 +131,10 @@ export class Leases {
     const now = this.#now()
     const wanted = [...candidates].filter((l) => !this.#owned.has(l) && !this.#quiet(l, now))
     const taken: string[] = []
-    if (this.#closed || this.#owned.size >= share || wanted.length === 0) return taken
+    if (this.#closed || this.#stoppedTaking || this.#owned.size >= share || wanted.length === 0) return taken
     const holders = await this.client.mGet(wanted.map((l) => this.key(l)))
     const free = wanted.filter((_, i) => holders[i] === null)
-    while (free.length > 0 && !this.#closed && this.#owned.size < share) {
+    while (free.length > 0 && !this.#closed && !this.#stoppedTaking && this.#owned.size < share) {
       const batch = free.splice(0, share - this.#owned.size)
       const started = this.#now()
       const replies = await Promise.all(
@@ -140,8 +142,8 @@ export class Leases {
       )
       batch.forEach((label, i) => {
         if (replies[i] !== "OK") return
-        if (this.#closed || this.#quiet(label, started)) {
-          // Closed, or promised to take none, meanwhile: give it back at once rather than hold it until it expires.
+        if (this.#closed || this.#stoppedTaking || this.#quiet(label, started)) {
+          // Closed, no longer taking, or promised to take none, meanwhile: give it back at once rather than hold it until it expires.
           void this.client.eval(RELEASE, { keys: [this.key(label)], arguments: [this.options.replicaId] }).catch(() => undefined)
           return
         }
@@ -199,6 +201,15 @@ export class Leases {
   }
 
   /** Stops the expiry timer; leases are not released (see `release`). */
+  /**
+   * Takes no more leases, also none a claim under way gets from Redis (given back at once): a
+   * replica that leaves may refuse connections before it has released what it holds, and a replica
+   * asking during an outage counts a refusing one as taking nothing.
+   */
+  stopTaking(): void {
+    this.#stoppedTaking = true
+  }
+
   close(): void {
     this.#closed = true
     clearTimeout(this.#expiry)

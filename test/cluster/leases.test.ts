@@ -158,6 +158,31 @@ describe.skipIf(!hasRedisServer)("leases", () => {
     expect(await eventually(async () => (await client.get("mcp-store:{quiet}:lease:store/q")) === null, 2000, 10)).toBe(true)
   })
 
+  it("takes no lease once it stops taking (a replica leaving), also none its claim under way gets from Redis", async () => {
+    const t = table("leaving", "replica-l", 5000)
+    t.stopTaking()
+    expect(await t.claim(["store/l"], 1)).toEqual([])
+    expect(await client.get("mcp-store:{leaving}:lease:store/l")).toBeNull()
+    // Stopped while its SET NX is on its way (the leaving replica's listener closes meanwhile): given back.
+    const u = table("leaving", "replica-m", 5000)
+    const set = client.set.bind(client)
+    const writable = client as unknown as { set: typeof set }
+    let sets = 0
+    writable.set = ((...args: Parameters<typeof set>) => {
+      sets += 1
+      u.stopTaking()
+      return set(...args)
+    }) as typeof set
+    try {
+      expect(await u.claim(["store/l"], 1)).toEqual([])
+    } finally {
+      writable.set = set
+    }
+    expect(sets).toBe(1)
+    expect(await eventually(async () => (await client.get("mcp-store:{leaving}:lease:store/l")) === null, 2000, 10)).toBe(true)
+    expect(u.owns("store/l")).toBe(false)
+  })
+
   it("a promise and a vouching are per lease: the leases promised are not taken, the others are; only the leases vouched for are kept past their deadlines", async () => {
     const promised = Date.now() + 60_000
     const t = table("per-lease", "replica-b", 5000, undefined, { quietUntil: (label) => (label === "store/kept" ? promised : 0) })
