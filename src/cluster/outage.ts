@@ -45,7 +45,7 @@ export const conclude = (others: number, replies: ReadonlyArray<Reply>): Conclus
   return { settled: true, verdict: promisedMs > 0 ? "outage" : "partitioned", promisedMs }
 }
 
-/** The most leases a question may name one by one; a longer list counts as naming every lease, so the promises stay small. */
+/** The most leases promised one by one, in a question and in all; past it the promise covers every lease, so the promises stay small. */
 export const MAX_NAMED_LEASES = 10_000
 
 /**
@@ -62,6 +62,11 @@ export class QuietPromises {
     for (const [label, at] of this.#byLease) if (at <= sent) this.#byLease.delete(label)
     if (leases === undefined || leases.length > MAX_NAMED_LEASES) this.#all = Math.max(this.#all, until)
     else for (const label of leases) this.#byLease.set(label, Math.max(this.#byLease.get(label) ?? 0, until))
+    // Past the bound in all (askers naming other leases each time), the promises become one for every lease: more kept quiet, the safe side.
+    if (this.#byLease.size > MAX_NAMED_LEASES) {
+      for (const at of this.#byLease.values()) this.#all = Math.max(this.#all, at)
+      this.#byLease.clear()
+    }
   }
 
   /** Until when (epoch ms) this replica takes no `label` lease; 0 when it promised nothing for it. */

@@ -82,4 +82,13 @@ describe("the promises a replica gives when it does not reach Redis either", () 
     expect(quiet.named).toBe(MAX_NAMED_LEASES)
     expect([quiet.until("lease-0"), quiet.until("lease-10000"), quiet.until("any-other")]).toEqual([8000, 5000, 5000])
   })
+
+  it("counts promises past the bound in all (questions naming other leases each time) as one for every lease", () => {
+    const quiet = new QuietPromises()
+    quiet.give(Array.from({ length: MAX_NAMED_LEASES }, (_, i) => `a-${i}`), 5000, 0)
+    expect(quiet.named).toBe(MAX_NAMED_LEASES)
+    quiet.give(["b-0"], 7000, 10)
+    expect(quiet.named).toBe(0)
+    expect([quiet.until("a-0"), quiet.until("b-0"), quiet.until("any-other")]).toEqual([7000, 7000, 7000])
+  })
 })
