@@ -63,6 +63,9 @@ import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_E
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647
+
+/** The longest progress message passed on (characters); an upstream's longer one is cut. */
+const MAX_PROGRESS_MESSAGE = 4096
 /** How long a close lets the cancellations under way leave before the transport is closed under them. */
 const CLOSE_FLUSH_MS = 500
 
@@ -774,7 +777,8 @@ export class Session {
     onProgress({
       progress,
       ...(typeof total === "number" ? { total } : {}),
-      ...(typeof text === "string" ? { message: text } : {})
+      // Cut to a length a progress line needs: several wait in order per call (the MCP faces keep 16).
+      ...(typeof text === "string" ? { message: text.length > MAX_PROGRESS_MESSAGE ? `${text.slice(0, MAX_PROGRESS_MESSAGE)}...` : text } : {})
     })
   }
 

@@ -39,6 +39,10 @@ export class LatestThrottle<T> {
     this.waiting.length = 0
     clearTimeout(this.timer)
     this.timer = undefined
+    // A drain under way ends with it.
+    const drained = this.drained
+    this.drained = undefined
+    drained?.()
   }
 
   /**
@@ -46,11 +50,12 @@ export class LatestThrottle<T> {
    * `ms` (a reader that does not read), closing then with what is left.
    */
   drain(ms: number): Promise<void> {
+    if (this.draining !== undefined) return this.draining
     if (this.closed || (!this.busy && this.waiting.length === 0)) {
       this.close()
       return Promise.resolve()
     }
-    return new Promise<void>((resolve) => {
+    this.draining = new Promise<void>((resolve) => {
       const end = () => {
         clearTimeout(timer)
         this.drained = undefined
@@ -60,9 +65,11 @@ export class LatestThrottle<T> {
       const timer = setTimeout(end, ms)
       this.drained = end
     })
+    return this.draining
   }
 
   private drained: (() => void) | undefined
+  private draining: Promise<void> | undefined
 
   private readonly flush = (): void => {
     this.timer = undefined

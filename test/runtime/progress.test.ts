@@ -82,6 +82,16 @@ describe("LatestThrottle", () => {
     stuck.push(3)
   })
 
+  it("a second drain is the first one, and close ends a drain under way at once", async () => {
+    const stuck = new LatestThrottle(0, (_: number) => new Promise<void>(() => undefined), 16)
+    stuck.push(1)
+    stuck.push(2)
+    const drained = stuck.drain(60_000)
+    expect(stuck.drain(60_000)).toBe(drained)
+    stuck.close()
+    await within(drained, 1_000, "the drain, ended by close")
+  })
+
   it("a delivery that throws does not stop the ones waiting behind it", async () => {
     const delivered: number[] = []
     let busy: (() => void) | undefined

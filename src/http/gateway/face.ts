@@ -193,6 +193,16 @@ const PROGRESS_KEPT = 16
 /** How long a call's result waits for its progress notifications still waiting to be sent (ms). */
 const PROGRESS_DRAIN_MS = 1000
 
+/** A call's progress on its way to the MCP client: each upstream progress in order; past PROGRESS_KEPT waiting while one is sent, a flood is coalesced to its latest. */
+const progressOf = (call: Pick<McpToolCall, "progress">): LatestThrottle<CallProgress> | undefined =>
+  call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress, PROGRESS_KEPT)
+
+/** At a call's end, what is still waiting goes before the result (a client drops progress that comes after it); a cancelled call's is dropped. */
+const progressEnd = async (progress: LatestThrottle<CallProgress> | undefined, signal: { readonly aborted: boolean }): Promise<void> => {
+  if (signal.aborted) progress?.close()
+  else await progress?.drain(PROGRESS_DRAIN_MS)
+}
+
 /**
  * `callOverMcp` for a client that follows a task itself (one that declared the tasks extension):
  * an upstream's task handle comes back as the task (`McpTaskStarted`), anything else as `callOverMcp`'s.
@@ -205,9 +215,7 @@ export const startOverMcp = async (calls: CallOperations, store: Store, scope: S
 
 const runOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gate: ToolGate | undefined, call: McpToolCall, signal: CancelSignal, keepTask: boolean): Promise<CallExit> => {
   const ctx = scopeContext(store, scope).gated(gate)
-  // Each upstream progress goes back in order; past PROGRESS_KEPT waiting while one is being sent, a
-  // flood is coalesced to its latest (src/runtime/progress.ts).
-  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress, PROGRESS_KEPT)
+  const progress = progressOf(call)
   const traced = toolsCallSpan(store, call)
   const trace = traced?.span ?? call.trace
   try {
@@ -228,8 +236,7 @@ const runOverMcp = async (calls: CallOperations, store: Store, scope: Scope, gat
     traced?.end(spanError(exit))
     return exit
   } finally {
-    // What is still waiting goes before the result (a client drops progress that comes after it).
-    await progress?.drain(PROGRESS_DRAIN_MS)
+    await progressEnd(progress, signal)
   }
 }
 
@@ -355,15 +362,14 @@ export const heldCallOverMcp = async (
     // A call that waits for an approval shows its page to this client (it answers input in rounds).
     approvalByUrl: true
   }
-  const progress = call.progress === undefined ? undefined : new LatestThrottle<CallProgress>(0, call.progress, PROGRESS_KEPT)
+  const progress = progressOf(call)
   try {
     const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
     // Each round is a request of its own, with its span; the call's own span is under the round that started it.
     traced?.end("ended" in answer ? spanError(answer.ended) : undefined)
     return "ended" in answer ? { ended: mcpResultOf(answer.ended) } : answer
   } finally {
-    // What is still waiting goes before the result (a client drops progress that comes after it).
-    await progress?.drain(PROGRESS_DRAIN_MS)
+    await progressEnd(progress, signal)
   }
 }
 
