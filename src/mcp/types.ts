@@ -14,7 +14,6 @@ import type {
   Resource,
   ResourceTemplateType as ResourceTemplate
 } from "@modelcontextprotocol/client"
-import { setTimeout as sleep } from "node:timers/promises"
 import type { EraVerdict } from "./era.js"
 import type { UpstreamAuth } from "./oauth-client.js"
 import type { UpstreamPolicy } from "./upstream-policy.js"
@@ -99,20 +98,18 @@ export const unlessCancelled = <A, B>(promise: Promise<A>, signal: CancelSignal,
 }
 
 /** Resolves once `promise` settles, `ms` have passed or `signal` aborts, whichever comes first (its timer released then). */
-export const settledWithin = async (promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> => {
-  const done = new AbortController()
-  try {
-    await Promise.race([
-      promise.then(
-        () => undefined,
-        () => undefined
-      ),
-      sleep(ms, undefined, { signal: signal === undefined ? done.signal : AbortSignal.any([done.signal, signal]) }).catch(() => undefined)
-    ])
-  } finally {
-    done.abort()
-  }
-}
+export const settledWithin = (promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal?.aborted === true) return resolve()
+    const end = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener("abort", end)
+      resolve()
+    }
+    const timer = setTimeout(end, ms)
+    signal?.addEventListener("abort", end, { once: true })
+    promise.then(end, end)
+  })
 
 /** One `notifications/progress` of a call, as the upstream sent it (its token aside). */
 export interface CallProgress {
