@@ -178,12 +178,15 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
     it.sequential("a service whose status changes faster than the page's refresh delay has its changes counted while it goes on", async ({ expect }) => {
       const flaps = async () => Number(await row("alpha").getByTestId("service-flaps").evaluate((td) => td.firstChild?.textContent ?? "0", undefined, { timeout: 5_000 })) || 0
       const start = await flaps()
-      // A restart every 300 ms: two status events each, closer together than the refresh's delay
-      // (a refresh put off at every event never came while they went on).
+      // Restarts back to back: two status events each (healthy → initializing → healthy), closer
+      // together than the refresh's delay when connecting is quick (a refresh put off at every
+      // event never came while they went on). Each round waits for healthy: a restart while still
+      // initializing re-enters it and changes no status.
       let counted = start
       for (let round = 0; round < 25 && counted < start + 4; round++) {
         expect((await server.post("/for_store/restart_service", { service_name: "alpha" })).status).toBe(200)
-        await new Promise((resolve) => setTimeout(resolve, 300))
+        const waited = await server.post("/for_store/wait_service", { client_id_or_service_name: "alpha", status: "healthy", timeout: 15 })
+        expect(waited.body.success).toBe(true)
         counted = await flaps()
       }
       expect(counted).toBeGreaterThanOrEqual(start + 4)
