@@ -598,11 +598,12 @@ export class HttpClientTransport implements Transport {
         req.once("error", (error: NodeJS.ErrnoException) => {
           // A kept-alive socket reset: most likely the server closed it meanwhile (its keep-alive
           // time-out met by a process whose timers ran late, or a restart), and the other idle
-          // sockets to the server went with it: they are dropped. The request is sent once more,
+          // sockets to the server went with it: they are dropped. A large request met by the close
+          // half-way through its writing fails with EPIPE instead. The request is sent once more,
           // on a new connection, when nothing of it was sent, or when running it twice does no
           // harm; a tool call written to the socket is not, since the server may have read it
           // before the reset (HTTP does not send such a request again by itself).
-          const reset = req.reusedSocket && error.code === "ECONNRESET" && !this.closed
+          const reset = req.reusedSocket && (error.code === "ECONNRESET" || error.code === "EPIPE") && !this.closed
           if (reset) this.dropIdleSockets()
           if (reset && retry && (!once || !written)) resolve(attempt(false))
           else if (reset && once && written) reject(new Error(`the connection was reset after the request was sent on a kept-alive connection: the server may have run it, so it is not sent again (${error.message})`, { cause: error }))

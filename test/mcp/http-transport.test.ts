@@ -1,8 +1,8 @@
 // The store's Streamable HTTP client transport (src/mcp/http-transport.ts): its event-stream parser,
 // and the cases the fixture servers do not produce, against a scripted raw HTTP server on loopback
 // driven through connect() and the SDK client: JSON answers, a stream that ends before the answer,
-// a kept-alive socket the server dropped (a read sent again, a tool call not), a resumed GET stream,
-// redirects, and close() under load.
+// a kept-alive socket the server dropped (a read sent again, a tool call or a task's cancellation
+// not; a reset or a failed write), a resumed GET stream, redirects, and close() under load.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
@@ -102,7 +102,7 @@ const startScripted = async (tools: Record<string, Behaviour>, options: { getStr
         return json(
           res,
           200,
-          { jsonrpc: "2.0", id: message.id, result: { protocolVersion: "2025-06-18", capabilities: { tools: { listChanged: true } }, serverInfo: { name: "scripted", version: "1" } } },
+          { jsonrpc: "2.0", id: message.id, result: { protocolVersion: "2025-06-18", capabilities: { tools: { listChanged: true }, prompts: {} }, serverInfo: { name: "scripted", version: "1" } } },
           { "mcp-session-id": "s-1" }
         )
       }
@@ -245,6 +245,36 @@ describe("HttpClientTransport against a scripted server", () => {
     // The connection stays usable, on a new socket.
     expect((await conn.callTool("echo", { text: "next" }, T)).content).toEqual([{ type: "text", text: "next" }])
     expect(posts).toEqual({ dropped: 1, fresh: 1 })
+  })
+
+  it("sends a task's cancellation or update once, and a task query again, after a kept-alive socket reset", async () => {
+    for (const [method, again] of [
+      ["tasks/cancel", false],
+      ["tasks/update", false],
+      ["tasks/get", true]
+    ] as const) {
+      const { server, conn } = await setUp()
+      const posts = await dropOldSockets(server)
+      const asked = conn.taskRequest(method, { taskId: "t-1" }, T)
+      if (again) expect(await asked, method).toMatchObject({ content: [{ type: "text", text: "" }] })
+      else expect((await failureOf(asked)).message, method).toMatch(/may have run it, so it is not sent again/)
+      expect(posts, method).toEqual({ dropped: 1, fresh: again ? 1 : 0 })
+      expect(server.seen.filter((s) => s === `POST ${method}`), method).toHaveLength(again ? 2 : 1)
+    }
+  })
+
+  it("sends a large request that may run twice again when the server's close makes its writing fail (EPIPE)", async () => {
+    // The server closes its idle sockets, and four megabytes are written before the client has
+    // read the close: the first part makes the server's side answer with a reset, and the next
+    // write fails with EPIPE, not ECONNRESET.
+    const big = "x".repeat(4 * 1024 * 1024)
+    const { server, conn } = await setUp({ big: (_req, res, id) => json(res, 200, { jsonrpc: "2.0", id, result: { messages: [] } }) })
+    for (let round = 0; round < 5; round++) {
+      expect(await eventually(() => sharedAgents.idleSockets(server.url) > 0, 5_000)).toBe(true)
+      server.server.closeIdleConnections()
+      expect((await conn.getPrompt("big", { text: big }, T)).messages, `round ${round}`).toEqual([])
+    }
+    expect(server.seen.filter((s) => s === "POST prompts/get big")).toHaveLength(5)
   })
 
   it("sends a tool call on a new socket when the server closed the kept-alive one before it was written (its keep-alive time-out, a restart)", async () => {
