@@ -158,11 +158,7 @@ export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> =
     for (const s of [client, upstream]) {
       sockets.add(s)
       s.on("error", () => undefined)
-      s.once("close", () => {
-        sockets.delete(s)
-        client.destroy()
-        upstream.destroy()
-      })
+      s.once("close", () => sockets.delete(s))
     }
     client.pipe(upstream)
     // Each chunk waits its delay after the one before it was passed on, so the order is kept.
@@ -174,6 +170,10 @@ export const startRedisProxy = async (redis: RedisServer): Promise<RedisProxy> =
         if (!client.destroyed) client.write(chunk)
       })
     })
+    // The client gone: so is its connection to Redis. Redis gone: the client gets what Redis sent
+    // before, at its delay, then the close (`cut()` drops both sides at once).
+    client.once("close", () => upstream.destroy())
+    upstream.once("close", () => void passed.then(() => client.end()))
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const port = (server.address() as { port: number }).port
