@@ -42,7 +42,7 @@ import { copyFileSync, mkdirSync, symlinkSync, existsSync, writeFileSync } from 
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { startStoreWithFixtures } from "./calls.js"
-import { HttpClient, closedLoop } from "./load.js"
+import { HttpClient, closedLoop, countAbortListenerWarnings } from "./load.js"
 import { readServices } from "./resources.js"
 import { ROOT, TSX_IMPORT, cpuSeconds, killAllNow, startFixtures, startStore, stopAll, workFolder, type StoreProcess } from "./procs.js"
 import { readFileSync, readdirSync } from "node:fs"
@@ -322,6 +322,8 @@ const textOf = (content: unknown): unknown => (Array.isArray(content) ? (content
  * interleaved between the stores.
  */
 const abEras = async (a: string, b: string) => {
+  // The in-process SDK clients' abort-listener warnings: counted, and told at the end.
+  const abortListenerWarnings = countAbortListenerWarnings()
   const rounds = Number(values.rounds)
   const calls = Number(values.calls)
   const ways = new Set(String(values.ways).split(","))
@@ -477,6 +479,7 @@ const abEras = async (a: string, b: string) => {
     }
   }
   log(`load ${await loadavg()}`)
+  if (abortListenerWarnings() > 0) log(`the in-process SDK clients drew ${abortListenerWarnings()} MaxListenersExceededWarnings (counted, not printed)`)
   for (const s of stores) await s.close()
 }
 

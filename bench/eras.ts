@@ -22,7 +22,7 @@ import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { eraStdio, stdioFixture } from "../test/fixtures/paths.js"
-import { HttpClient, closedLoop } from "./load.js"
+import { HttpClient, closedLoop, countAbortListenerWarnings } from "./load.js"
 import { ROOT, buildStore, cpuSeconds, startFixtures, startHub, startStore, stopAll, stopChild } from "./procs.js"
 import { writeMarkedSection } from "./report.js"
 
@@ -191,6 +191,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
   const calls = Number(process.env["BENCH_ERAS_CALLS"] ?? (quick ? 100 : 400))
   const rounds = Number(process.env["BENCH_ERAS_ROUNDS"] ?? (quick ? 2 : 6))
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stopAll().finally(() => process.exit(130)))
+  const abortListenerWarnings = countAbortListenerWarnings()
   const dir = mkdtempSync(join(tmpdir(), "mcp-store-eras-"))
   try {
     buildStore()
@@ -199,6 +200,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim()
     const section = erasMarkdown(cells, git, calls, rounds)
     console.log(`\n${section}`)
+    if (abortListenerWarnings() > 0) console.log(`The in-process SDK clients drew ${abortListenerWarnings()} MaxListenersExceededWarnings (counted, not printed).`)
     if (values.write) writeErasSection(join(ROOT, "bench", "RESULTS.md"), section)
   } finally {
     await stopAll()

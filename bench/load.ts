@@ -1,9 +1,26 @@
 /**
  * Load generation and statistics: a keep-alive JSON-over-HTTP client (node:http Agent, one socket
  * per concurrent caller), a closed-loop runner (C callers, each sending its next call as soon as the
- * previous one answered, a warm-up first, bounded in calls and in time), and percentiles.
+ * previous one answered, a warm-up first, bounded in calls and in time), percentiles, and the
+ * count of the warnings an in-process SDK client draws under load.
  */
 import { Agent, request } from "node:http"
+
+/**
+ * An MCP SDK client in the benchmark's process makes Node's fetch add an abort listener per request
+ * to its transport's one AbortSignal, removed only when the request is garbage-collected: Node warns
+ * once past 1500 listeners, and again for each one more. From now on those warnings are counted
+ * instead of printed (others still are); the function answers the count so far.
+ */
+export const countAbortListenerWarnings = (): (() => number) => {
+  let count = 0
+  process.removeAllListeners("warning")
+  process.on("warning", (w) => {
+    if (w.name === "MaxListenersExceededWarning") count++
+    else process.stderr.write(`${w.name}: ${w.message}\n`)
+  })
+  return () => count
+}
 
 /** Nearest-rank percentile of an ascending array. */
 export const percentile = (sorted: ReadonlyArray<number>, p: number): number =>

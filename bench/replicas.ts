@@ -38,7 +38,7 @@ import { clusterKey } from "../src/redis/key-names.js"
 import { STATUSES } from "../src/domain/service-definition.js"
 import { hasRedisServer, startRedisServer, type RedisServer } from "../test/support/redis.js"
 import { directClient, storeCallerFor } from "./calls.js"
-import { HttpClient, closedLoop, summarize, type Latencies } from "./load.js"
+import { HttpClient, closedLoop, countAbortListenerWarnings, summarize, type Latencies } from "./load.js"
 import { ROOT, buildStore, cpuSeconds, onCleanup, startFixtures, startStore, stopAll, stopChild, trackPid, type StoreProcess } from "./procs.js"
 import { writeMarkedSection } from "./report.js"
 
@@ -732,13 +732,8 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     process.exit(1)
   }
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stopAll().finally(() => process.exit(130)))
-  // The direct MCP SDK client draws one MaxListenersExceededWarning per call past 1500 (see bench/run.ts): counted, not printed.
-  let abortListenerWarnings = 0
-  process.removeAllListeners("warning")
-  process.on("warning", (w) => {
-    if (w.name === "MaxListenersExceededWarning") abortListenerWarnings++
-    else process.stderr.write(`${w.name}: ${w.message}\n`)
-  })
+  // The direct MCP SDK client's abort-listener warnings (`countAbortListenerWarnings`): counted, not printed.
+  const abortListenerWarnings = countAbortListenerWarnings()
   const dir = mkdtempSync(join(tmpdir(), "mcp-store-replicas-"))
   try {
     buildStore()
@@ -750,13 +745,13 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
       log: (line) => console.log(line)
     })
     const result: ReplicasResult =
-      abortListenerWarnings === 0
+      abortListenerWarnings() === 0
         ? measured
         : {
             ...measured,
             notes: [
               ...measured.notes,
-              `The direct SDK client (in the benchmark's process) drew ${abortListenerWarnings} MaxListenersExceededWarnings (Node's fetch adds an abort listener per request to the SDK transport's one signal; see bench/run.ts): counted, not printed.`
+              `The direct SDK client (in the benchmark's process) drew ${abortListenerWarnings()} MaxListenersExceededWarnings (Node's fetch adds an abort listener per request to the SDK transport's one signal; see bench/run.ts): counted, not printed.`
             ]
           }
     const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim()

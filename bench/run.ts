@@ -34,6 +34,7 @@ import { join } from "node:path"
 import { runCaps } from "./caps.js"
 import { installMarkdown, runInstall, writeInstallSection, type InstallFigures } from "./install.js"
 import { runCalls } from "./calls.js"
+import { countAbortListenerWarnings } from "./load.js"
 import { runResourceReads } from "./resources.js"
 import { runProgress } from "./progress.js"
 import { runFloor, runIdleFloor } from "./floor.js"
@@ -87,15 +88,8 @@ const gitState = () => {
 }
 const version = (pkg: string) => (JSON.parse(readFileSync(join(ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version
 
-// The direct MCP SDK client (in this process) makes Node's fetch add an abort listener per request
-// to the transport's one AbortSignal, removed only when the request is garbage-collected: Node warns
-// once past 1500 listeners, and again for each one more. Counted and reported instead of printed.
-let abortListenerWarnings = 0
-process.removeAllListeners("warning")
-process.on("warning", (w) => {
-  if (w.name === "MaxListenersExceededWarning") abortListenerWarnings++
-  else process.stderr.write(`${w.name}: ${w.message}\n`)
-})
+// The direct MCP SDK client's abort-listener warnings: counted and reported instead of printed.
+const abortListenerWarnings = countAbortListenerWarnings()
 
 // Every child is ended however the run ends.
 let cleaning: Promise<void> | undefined
@@ -296,7 +290,7 @@ try {
 }
 
 results.meta.loadAfter = load()
-results.abortListenerWarnings = abortListenerWarnings
+results.abortListenerWarnings = abortListenerWarnings()
 results.meta.durationSeconds = (performance.now() - started) / 1000
 
 // Carry a hand-written analysis over from the previous results file.
