@@ -38,23 +38,8 @@ import { request as httpsRequest } from "node:https"
 import type { Socket } from "node:net"
 import type { CallToolResult, CompleteResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/client"
 import type { ServiceEvent } from "../machines/service.js"
-import {
-  EMPTY_CATALOG,
-  McpRequestError,
-  type CallOptions,
-  type CallProgress,
-  type CancelSignal,
-  type Catalog,
-  type CatalogCapabilities,
-  type CompleteParams,
-  type FailureKind,
-  type McpConnection,
-  type RequestOptions,
-  type TaskMethod,
-  type ToolInfo,
-  type UpstreamRequestRelay,
-  UpstreamTask
-} from "../mcp/types.js"
+import { EMPTY_CATALOG, McpRequestError, type CallOptions, type CallProgress, type Catalog, type CatalogCapabilities, type CompleteParams, type FailureKind, type McpConnection, type RequestOptions, type TaskMethod, type ToolInfo, type UpstreamRequestRelay, UpstreamTask } from "../mcp/types.js"
+import { type CancelSignal } from "../domain/cancellation.js"
 import { log } from "../logging/log.js"
 import type { CredentialPart } from "../domain/errors.js"
 import type { HeldOwner, HeldRetry } from "../runtime/input-required.js"

@@ -44,7 +44,7 @@ import { callInput, callToolBody, restCaller, takesInput, type CallAnswers, type
 import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
 import type { CallOperations } from "../runtime/operations.js"
-import { Cancel } from "../mcp/types.js"
+import { Cancel } from "../domain/cancellation.js"
 import type { ScopeContext } from "../runtime/host.js"
 import type { Store } from "../runtime/store.js"
 

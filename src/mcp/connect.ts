@@ -42,28 +42,8 @@ import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } 
 import { isSseError, clientPackage, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./client-package.js"
 import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
-import {
-  DEFAULT_MAX_MESSAGE_BYTES,
-  McpRequestError,
-  MessageTooLargeError,
-  StreamableHttpError,
-  EMPTY_CATALOG,
-  type CallOptions,
-  type CancelSignal,
-  Cancel,
-  type Catalog,
-  type CatalogCapabilities,
-  type CompleteParams,
-  type ConnectOptions,
-  type McpConnection,
-  type InputRequestOptions,
-  type ListTtl,
-  type ProcessLedger,
-  type RequestOptions,
-  type TaskMethod,
-  type ToolInfo,
-  type UpstreamTask
-} from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, McpRequestError, MessageTooLargeError, StreamableHttpError, EMPTY_CATALOG, type CallOptions, type Catalog, type CatalogCapabilities, type CompleteParams, type ConnectOptions, type McpConnection, type InputRequestOptions, type ListTtl, type ProcessLedger, type RequestOptions, type TaskMethod, type ToolInfo, type UpstreamTask } from "./types.js"
+import { type CancelSignal, Cancel } from "../domain/cancellation.js"
 
 /** Client name sent in the initialize handshake when none is given. */
 export const DEFAULT_CLIENT_NAME = "mcp-store"

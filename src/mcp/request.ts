@@ -7,7 +7,8 @@
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError } from "./protocol-error.js"
 import { isSseError, isUnauthorizedError } from "./client-package.js"
 import { AUTHORIZE_HINT, AuthorizationRequiredError } from "./oauth-client.js"
-import { McpRequestError, MessageTooLargeError, StreamableHttpError, type CallOptions, type CancelSignal, type RequestOptions } from "./types.js"
+import { McpRequestError, MessageTooLargeError, StreamableHttpError, type CallOptions, type RequestOptions } from "./types.js"
+import { type CancelSignal } from "../domain/cancellation.js"
 
 /** What the SDK call receives: pass both on as its request options. */
 export interface RequestControls {

@@ -59,7 +59,8 @@ import type {
 } from "@modelcontextprotocol/client"
 import { ToolResultSchema, ToolsListSchema } from "./result-schemas.js"
 import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
-import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CancelSignal, type CarriedBy, type CompleteParams } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CarriedBy, type CompleteParams } from "./types.js"
+import { type CancelSignal } from "../domain/cancellation.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
 const MAX_TIMER_MS = 2_147_483_647

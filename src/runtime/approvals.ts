@@ -17,7 +17,7 @@ import { randomBytes } from "node:crypto"
 import { TooMany } from "../domain/errors.js"
 import { argumentsDigest } from "../domain/approval-policy.js"
 import { log } from "../logging/log.js"
-import type { CancelSignal } from "../mcp/types.js"
+import type { CancelSignal } from "../domain/cancellation.js"
 import { cutValue, DEFAULT_MAX_VALUE_BYTES } from "../records/tool-records.js"
 
 /** What a call asks approval for. */

@@ -8,7 +8,8 @@
  */
 import { Effect, Exit, FiberId } from "effect"
 import { statusOf, type ServiceActorRef, type ServiceSnapshot } from "../machines/service.js"
-import { McpRequestError, type CancelSignal, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import { type CancelSignal } from "../domain/cancellation.js"
 import type { TooMany } from "../domain/errors.js"
 import { awaitSnapshot, type WaitGate } from "./bridge.js"
 import { isConnected } from "./service-views.js"

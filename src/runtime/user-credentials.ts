@@ -26,7 +26,8 @@ import type { CredentialStore, UserCredential } from "../config/credentials-file
 import { TooMany } from "../domain/errors.js"
 import { scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
-import { McpRequestError, unlessCancelled, type CancelSignal, type McpConnection } from "../mcp/types.js"
+import { McpRequestError, type McpConnection } from "../mcp/types.js"
+import { unlessCancelled, type CancelSignal } from "../domain/cancellation.js"
 
 /** The names a `per_user` definition asks each principal for, and whether each authorizes the upstream's OAuth itself. */
 export interface PerUserNames {

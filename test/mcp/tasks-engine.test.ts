@@ -12,7 +12,8 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { describe, expect, it } from "vitest"
 import { Session } from "../../src/mcp/session.js"
 import { upstreamSchemaValidator } from "../../src/mcp/json-schema.js"
-import { Cancel, STORE_STOPPING, type CallHooks, type CallProgress } from "../../src/mcp/types.js"
+import { STORE_STOPPING, type CallHooks, type CallProgress } from "../../src/mcp/types.js"
+import { Cancel } from "../../src/domain/cancellation.js"
 
 type Request = { readonly id: number; readonly method: string; readonly params?: Record<string, any> }
 /** The scripted server: the result of each request (undefined: no answer). */
