@@ -33,14 +33,37 @@ export interface RouteEntry {
   readonly path: string
 }
 
+/** The scheme and host of a request target in absolute form (`GET http://host/path`), as the router drops them. */
+const ABSOLUTE_FORM = /^https?:\/\/.*?\//
+
 /**
- * The request's path as the router sees it. Not `new URL(url, base)`: that reads "//x/y" as a host
- * "x" and path "/y" (so "//for_store/health" looked like the open "/health"), and throws on "//".
+ * The request's path as the router reads it (find-my-way, strict: see `ROUTER_CONFIG`), so that
+ * access, scopes and open routes are decided on the route that runs: the absolute form's scheme and
+ * host dropped, cut at `?`, `;` or `#`, percent-decoded as `decodeURI` does (`%25` kept, so that a
+ * path parameter is decoded once, later). Not `new URL(url, base)`: that reads "//x/y" as a host "x"
+ * and path "/y" (so "//for_store/health" looked like the open "/health"), and throws on "//". A
+ * malformed escape leaves the path as it came: the router finds no route for it.
  */
 export const pathOf = (url: string): string => {
-  const end = url.search(/[?#]/)
-  return end === -1 ? url : url.slice(0, end)
+  const target = url.charCodeAt(0) === 47 ? url : url.replace(ABSOLUTE_FORM, "/")
+  const end = target.search(/[?;#]/)
+  const path = end === -1 ? target : target.slice(0, end)
+  if (!path.includes("%")) return path
+  try {
+    return decodeURI(path.replace(/%25/g, "%2525"))
+  } catch {
+    return path
+  }
 }
+
+/**
+ * The router's settings: one spelling per route. find-my-way's defaults read a path without regard
+ * to letter case, doubled slashes or a trailing slash, so "//for_store/show_config" ran the route a
+ * reader key is refused at "/for_store/show_config". A path parameter may be up to 16 KiB: over
+ * find-my-way's 100 characters it is "no route", which the contract middleware could only answer
+ * with 405, so the handler refuses it with 400 instead.
+ */
+export const ROUTER_CONFIG = { maxParamLength: 16_384, caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false } as const
 
 /**
  * Deepest nesting of arrays and objects a body may have. The schema decoder, its error formatter
@@ -242,7 +265,7 @@ const decodeProblems = (e: HttpApiError.HttpApiDecodeError): Array<FieldProblem>
     p.field === "body" && p.problem === "must be an object (got null)" ? { field: "body", problem: "is missing: send a JSON object with this endpoint's fields" } : p
   )
 
-const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`)
+const patternOf = (path: string) => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}$`)
 
 /**
  * Why the router found no route for a path that has a route's shape and method: find-my-way drops

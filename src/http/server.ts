@@ -43,7 +43,7 @@ import { authorizationLayer } from "./authorization.js"
 import { callRoute, retryAfterHeader, statusOfExit, type DirectCallParts, type DirectRoute } from "./call-route.js"
 import { clusterRoute, type ReplicaParts } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
-import { contractErrors, requestBodyLayer } from "./contract-middleware.js"
+import { contractErrors, requestBodyLayer, ROUTER_CONFIG } from "./contract-middleware.js"
 import { errorBody } from "./contract-errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
@@ -344,9 +344,7 @@ export const startServer = async (options: StartServerOptions): Promise<RunningS
     Layer.provide(NodeServer.layer(() => httpServer, { port: options.server.port, host: options.server.host }, direct)),
     Layer.provide(Logger.minimumLogLevel(effectLogLevel(options.server.logLevel, options.store.debug))),
     Layer.provide(StoreLoggerLive),
-    // find-my-way refuses a path parameter over 100 characters as "no route", which the contract
-    // middleware can only answer with 405: let it through so the handler refuses it with 400.
-    Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 16_384 }))
+    Layer.provide(HttpRouter.setRouterConfig(ROUTER_CONFIG))
   )
 
   const runtime = ManagedRuntime.make(ServerLive)

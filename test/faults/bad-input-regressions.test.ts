@@ -71,8 +71,8 @@ describe("paths that start with //", () => {
     await server?.cleanup()
   }, 15_000)
 
-  // The router reads duplicate slashes as one ("//for_store/list_services" is the list): "//" may
-  // be the root's answer or a contract error, never a 500.
+  // A route answers at its own spelling only ("//for_store/list_services" is no route): "//" is a
+  // contract error, never a 500.
   it.each([["GET", "//"], ["GET", "///"], ["GET", "//?wait=true"], ["POST", "//"], ["OPTIONS", "//"]])(
     "%s %s: the root or a contract error, not 500",
     { timeout: 10_000 },
