@@ -126,6 +126,10 @@ const entryOf = (raw: unknown, at: number): KeyEntry | string => {
   if (tools !== undefined && globsProblem(tools) !== undefined) return `keys[${at}].tools ${globsProblem(tools)}`
   const toolMode = e["tool_mode"]
   if (toolMode !== undefined && !TOOL_MODES.includes(toolMode as ToolMode)) return `keys[${at}].tool_mode must be one of ${TOOL_MODES.join(", ")}`
+  // A revocation or an expiry written by hand that is not a time is refused, not read as none (the key would go on working).
+  for (const field of ["revoked", "expires"] as const) {
+    if (e[field] !== undefined && e[field] !== null && !isIso(e[field])) return `keys[${at}].${field} must be null or a time (ISO 8601, as "2026-01-31T00:00:00Z")`
+  }
   return {
     id: e["id"],
     name: e["name"],
@@ -227,13 +231,20 @@ export class KeyRing {
   }
 
   #adopt(doc: KeysDocument): void {
+    if (this.#locked && doc.keys.length === 0 && this.#entries.size > 0) {
+      this.onProblem(`the keys file ${this.path} is gone or holds no key: none of its keys is taken any more, and the store still requires a key (restart it to run without keys)`)
+    }
     this.#entries = new Map(doc.keys.map((k) => [k.id, k]))
+    this.#locked ||= this.required
     for (const l of [...this.#listeners]) l()
   }
 
-  /** Whether any key is required: an admin key given, or the keys file holds a key. */
+  /** A key was required once: it stays required, so a keys file deleted or emptied while the store runs never opens it to anyone. */
+  #locked = false
+
+  /** Whether any key is required: an admin key given, or the keys file holds a key (or held one since the start). */
   get required(): boolean {
-    return this.#admins.length > 0 || this.#entries.size > 0
+    return this.#locked || this.#admins.length > 0 || this.#entries.size > 0
   }
 
   /** Called after every reload of the file (tests wait on it). Returns the unsubscribe. */

@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { statSync } from "node:fs"
-import { readKeys, writeKeys } from "../../src/config/api-keys.js"
+import { KeyRing, readKeys, writeKeys } from "../../src/config/api-keys.js"
+import { rm, writeFile } from "node:fs/promises"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { addService, authedApi, endpointSpecs, eventually, fillPath, fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
@@ -241,5 +242,56 @@ describe("MCPSTORE_API_KEY_FILE", () => {
     writeFileSync(join(dir, "empty.key"), "\n")
     expect(() => readApiKeyFile(join(dir, "empty.key"))).toThrow(/empty/)
     await ring.close()
+  })
+})
+
+describe("the keys file edited by hand while the store runs", () => {
+  it("a revocation or an expiry that is not a time is refused, and the keys as they were are kept", async () => {
+    const dir = freshDir()
+    const file = join(dir, "mcp-store.keys.json")
+    const key = await create(file, "--role", "admin", "--name", "ops")
+    const problems: string[] = []
+    const ring = new KeyRing(file, [], (m) => problems.push(m))
+    ring.loadSync()
+    ring.watch()
+    const doc = await readKeys(file)
+    for (const [field, value] of [["revoked", true], ["revoked", "yes"], ["expires", "31/12/2025"]] as const) {
+      problems.length = 0
+      await writeFile(file, JSON.stringify({ version: 1, keys: doc.keys.map((k) => ({ ...k, [field]: value })) }))
+      expect(await eventually(() => problems.length > 0, 5_000), `${field}: ${String(value)}`).toBe(true)
+      expect(problems[0]).toMatch(new RegExp(`keys\\[0\\]\\.${field} must be null or a time .*; the keys as they were are kept`))
+      // Still the key it was (the file is not read as "never revoked, never expires" either).
+      expect(ring.check(`Bearer ${key}`)).toMatchObject({ ok: true })
+    }
+    await writeKeys(file, doc)
+    await ring.close()
+  })
+
+  it("a keys file deleted or emptied does not open the store: a key is still required, the file's are refused, with a line", async () => {
+    const dir = freshDir()
+    const file = join(dir, "mcp-store.keys.json")
+    const key = await create(file, "--role", "admin", "--name", "ops")
+    const problems: string[] = []
+    const ring = new KeyRing(file, [], (m) => problems.push(m))
+    ring.loadSync()
+    ring.watch()
+    expect(ring.required).toBe(true)
+    await rm(file)
+    expect(await eventually(() => problems.some((p) => p.includes("is gone or holds no key")), 5_000)).toBe(true)
+    expect(ring.required).toBe(true)
+    expect(ring.check(`Bearer ${key}`)).toMatchObject({ ok: false, why: "unknown" })
+    expect(ring.check(undefined)).toMatchObject({ ok: false, why: "missing" })
+    // Emptied by hand: the same.
+    const again = await create(file, "--role", "admin", "--name", "ops2")
+    expect(await eventually(() => ring.check(`Bearer ${again}`).ok, 5_000)).toBe(true)
+    await writeKeys(file, { version: 1, keys: [] })
+    expect(await eventually(() => !ring.check(`Bearer ${again}`).ok, 5_000)).toBe(true)
+    expect(ring.required).toBe(true)
+    await ring.close()
+    // A store that starts with no key at all is open, as before.
+    const open = new KeyRing(join(dir, "none.json"), [])
+    open.loadSync()
+    expect(open.required).toBe(false)
+    await open.close()
   })
 })
