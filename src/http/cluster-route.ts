@@ -29,7 +29,7 @@ import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, RemoteConn
 import { stepToWire } from "../cluster/held-calls.js"
 import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
-import { CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
+import { ClusterUnavailable, CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { McpRequestError, TASK_METHODS, UpstreamTask, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../mcp/types.js"
 import { NotConnected, requestOnService } from "../runtime/service-request.js"
@@ -262,6 +262,8 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
     const owner = String(req.owner)
     const caller = () => ({ words: label === "store" ? "a caller of the store" : `a caller of agent '${label}'`, owner })
     const started = await store.asyncCalls.start(scope.value, { ...req.input, caller }, owner, asyncAnswer, { here: true })
+    // Redis does not keep it here: the asking replica runs it itself, or refuses it the same way.
+    if (started instanceof ClusterUnavailable) throw new Error(started.message)
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
   if (req.op === "approval") return decideHere(store, req)

@@ -19,7 +19,7 @@ import type { CallerOf, CallExit, CallToolError, CallToolInput, CallToolOutput }
 import type { AddServiceInput, LocalServicesPolicy } from "../runtime/commands.js"
 import type { CallOperations, Operations } from "../runtime/operations.js"
 import { toolErrorMessage } from "../records/tool-records.js"
-import { TooMany, ValidationError, type ServiceNotFound } from "../domain/errors.js"
+import { ClusterUnavailable, TooMany, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "../runtime/host.js"
 import { DEFAULT_SEARCH_LIMIT, type ToolSearchIndex } from "../runtime/tool-search.js"
 import type { ServiceView } from "../runtime/service-views.js"
@@ -181,8 +181,8 @@ export const callAnswers = (calls: CallOperations) => {
       Effect.flatMap(scope, (ctx) =>
         Effect.flatMap(
           Effect.promise(() => edge.async.start(ctx, callInput(payload, edge.trace, edge.caller), edge.owner(), asyncAnswer)),
-          (started): Effect.Effect<Schema.Schema.Encoded<typeof AsyncCallAccepted>, TooMany> => {
-            if (started instanceof TooMany) return Effect.fail(started)
+          (started): Effect.Effect<Schema.Schema.Encoded<typeof AsyncCallAccepted>, TooMany | ClusterUnavailable> => {
+            if (started instanceof TooMany || started instanceof ClusterUnavailable) return Effect.fail(started)
             const at = `${scopePrefix(ctx.label)}/calls/${started.call_id}`
             return Effect.succeed({
               success: true,

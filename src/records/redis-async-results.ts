@@ -84,7 +84,13 @@ export class RedisAsyncResults implements AsyncResultsBackend {
 
   async start(entry: AsyncCallEntry): Promise<void> {
     this.running.set(entry.call_id, entry)
-    await this.write(entry)
+    try {
+      await this.write(entry)
+    } catch (e) {
+      // Not kept: the call does not start.
+      this.running.delete(entry.call_id)
+      throw e
+    }
   }
 
   progress(callId: string, progress: AsyncProgress): void {

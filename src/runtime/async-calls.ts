@@ -15,8 +15,9 @@
  * would have and is recorded once. (In replica mode such a call is `interrupted` as any other.)
  */
 import { randomBytes } from "node:crypto"
+import { setTimeout as sleep } from "node:timers/promises"
 import { Cause, Exit, Option } from "effect"
-import { TooMany } from "../domain/errors.js"
+import { ClusterUnavailable, TooMany } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 import { STORE_STOPPING } from "../mcp/types.js"
 import { Cancel } from "../domain/cancellation.js"
@@ -60,7 +61,12 @@ interface LiveCall {
   readonly stored: LatestThrottle<AsyncProgress>
   /** Set once the store stops: the pipeline's end is not this call's end any more. */
   interrupted: boolean
+  /** Its end being kept (`end`): the store's stop waits for it rather than calling it interrupted. */
+  kept?: Promise<boolean>
 }
+
+/** How often, and how long apart, an end the backend refused (Redis away) is tried again (ms): about a minute in all. */
+const KEEP_RETRY_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000] as const
 
 /** How a call ended, from its exit. */
 const endOf = (exit: CallExit): { readonly status: AsyncCallStatus; readonly error: string | null } => {
@@ -79,6 +85,8 @@ export class AsyncCalls {
   private readonly live = new Map<string, LiveCall>()
   private readonly listeners = new Set<(e: AsyncCallEvent) => void>()
   private closing = false
+  /** Aborted as the store stops: an end's next try (`keep`) is not waited for. */
+  private readonly stopping = new AbortController()
   /** Calls a previous run left following an upstream task, to follow again (`resume`). */
   private toResume: Array<AsyncCallEntry> = []
 
@@ -133,9 +141,10 @@ export class AsyncCalls {
 
   /**
    * Starts `input` in `ctx` detached, for the key whose digest is `owner`; answers once the call is
-   * kept as running (so an id answered is an id that can be read). Refused (TooMany) at the cap.
+   * kept as running (so an id answered is an id that can be read). Refused (TooMany) at the cap;
+   * in replica mode refused (ClusterUnavailable) when Redis does not keep it, and not started.
    */
-  async start(ctx: ScopeContext, input: CallToolInput, owner: string, render: AsyncRender, options: { readonly here?: boolean } = {}): Promise<AsyncCallEntry | TooMany> {
+  async start(ctx: ScopeContext, input: CallToolInput, owner: string, render: AsyncRender, options: { readonly here?: boolean } = {}): Promise<AsyncCallEntry | TooMany | ClusterUnavailable> {
     if (options.here !== true && !this.closing) {
       const elsewhere = await this.startElsewhere(ctx, input, owner)
       if (elsewhere !== undefined) return elsewhere
@@ -175,7 +184,17 @@ export class AsyncCalls {
       interrupted: false
     }
     this.live.set(callId, call)
-    await this.backend.start(entry)
+    try {
+      await this.backend.start(entry)
+    } catch (e) {
+      // Not kept as running: not started, and not counted against the cap.
+      this.live.delete(callId)
+      call.stored.close()
+      const why = e instanceof Error ? e.message : String(e)
+      log.error(`asynchronous call of '${input.tool_name}' in ${ctx.label} not started: it could not be kept as running (${why})`, { event: "async_call_refused", scope: ctx.label, tool: input.tool_name })
+      if (this.replica !== undefined) return ClusterUnavailable.of(`the asynchronous call of '${input.tool_name}'`, e)
+      throw e
+    }
     log.info(`asynchronous call ${callId} of '${input.tool_name}' started in ${ctx.label}`, { event: "async_call_started", call_id: callId, scope: ctx.label, tool: input.tool_name })
     this.emit(entry)
     this.run(ctx, call, input, render)
@@ -304,10 +323,15 @@ export class AsyncCalls {
       log.error(`the answer of asynchronous call ${call.entry.call_id} could not be rendered: ${e instanceof Error ? e.message : String(e)}`, { event: "async_call_failed" })
     }
     const entry: AsyncCallEntry = { ...call.entry, status, error, answer, ended_at: new Date().toISOString() }
-    try {
-      await this.backend.finish(entry)
-    } finally {
-      this.live.delete(entry.call_id)
+    call.kept = this.keep(entry, 0)
+    const kept = await call.kept
+    this.live.delete(entry.call_id)
+    if (!kept) {
+      // Read from here meanwhile; kept later, or given up (`keepLater`).
+      this.unkept.set(entry.call_id, entry)
+      const later = this.keepLater(entry)
+      this.keeping.add(later)
+      void later.finally(() => this.keeping.delete(later))
     }
     const fields = { event: "async_call_ended", call_id: entry.call_id, scope: entry.scope, tool: entry.tool_name, status, http_status: answer?.http_status ?? null }
     if (status === "failed") log.warn(`asynchronous call ${entry.call_id} of '${entry.tool_name}' failed: ${error ?? ""}`, fields)
@@ -315,10 +339,49 @@ export class AsyncCalls {
     this.emit(entry)
   }
 
+  /**
+   * One try at keeping a call's end in the backend: whether it was kept. A refusal (Redis away, a
+   * disk error) is a line, saying whether it is tried again (`KEEP_RETRY_MS[attempt]`). Never rejects.
+   */
+  private async keep(entry: AsyncCallEntry, attempt: number): Promise<boolean> {
+    try {
+      await this.backend.finish(entry)
+      return true
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e)
+      const wait = this.closing ? undefined : KEEP_RETRY_MS[attempt]
+      const next = wait === undefined ? "given up: a read of it on another replica may still find it running" : `trying again in ${wait / 1000} s`
+      log.warn(`asynchronous call ${entry.call_id} of '${entry.tool_name}' ended ${entry.status}, but its end could not be kept (${why}); ${next}`, {
+        event: "async_call_not_kept",
+        call_id: entry.call_id,
+        scope: entry.scope,
+        tool: entry.tool_name
+      })
+      return false
+    }
+  }
+
+  /**
+   * An end the backend refused, tried again for about a minute (`KEEP_RETRY_MS`), read from
+   * `unkept` meanwhile; the store's stop makes the last try at once.
+   */
+  private async keepLater(entry: AsyncCallEntry): Promise<void> {
+    for (let attempt = 1; attempt <= KEEP_RETRY_MS.length; attempt++) {
+      await sleep(KEEP_RETRY_MS[attempt - 1]!, undefined, { signal: this.stopping.signal, ref: false }).catch(() => undefined)
+      if ((await this.keep(entry, attempt)) || this.closing) break
+    }
+    this.unkept.delete(entry.call_id)
+  }
+
+  /** Calls that ended here whose end the backend refused so far (`keepLater`): answered from here. */
+  private readonly unkept = new Map<string, AsyncCallEntry>()
+  /** The `keepLater` under way: the store's stop waits for their last try. */
+  private readonly keeping = new Set<Promise<void>>()
+
   /** A call as its starter sees it: undefined when unknown, or another scope's or another key's. */
   async view(callId: string, scope: string, owner: string): Promise<AsyncCallEntry | undefined> {
     const live = this.live.get(callId)
-    const entry = live?.entry ?? (await this.backend.get(callId))
+    const entry = live?.entry ?? this.unkept.get(callId) ?? (await this.backend.get(callId))
     // A read may find a call whose replica is gone (replica mode): recorded here, once.
     if (live === undefined) void this.recordInterrupted()
     return entry !== undefined && entry.scope === scope && entry.owner === owner ? entry : undefined
@@ -401,10 +464,16 @@ export class AsyncCalls {
    */
   async close(): Promise<void> {
     this.closing = true
+    this.stopping.abort()
     // Calls never followed again: interrupted.
     for (const entry of this.toResume.splice(0)) this.recordInterruption(entry)
     const ending: Array<Promise<void>> = []
     for (const call of this.live.values()) {
+      // Its end is being kept: that is its end, not an interruption.
+      if (call.kept !== undefined) {
+        ending.push(call.kept.then(() => undefined))
+        continue
+      }
       call.interrupted = true
       call.stored.close()
       if (this.resumes && call.entry.upstream_task !== undefined) {
@@ -429,6 +498,6 @@ export class AsyncCalls {
       call.cancel.abort(STORE_STOPPING)
     }
     this.live.clear()
-    await Promise.all(ending)
+    await Promise.all([...ending, ...this.keeping])
   }
 }

@@ -3,7 +3,9 @@
  * two real store processes on one real Redis. A call taken by the replica that does not run its
  * service is started on the one that does; it is read through either, and cancelled through the one
  * that took it (the one that runs it is asked); when the replica running it is killed (SIGKILL), the
- * other reads it `interrupted` once that replica has left the registry, and records it once.
+ * other reads it `interrupted` once that replica has left the registry, and records it once. With
+ * Redis frozen, a new call is refused and not started, and a call's end is answered from the
+ * replica that ran it until Redis keeps it.
  */
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -47,6 +49,50 @@ describe.skipIf(!hasRedisServer)("asynchronous calls across replicas", { timeout
     await redis?.stop()
     restoreSecret?.()
   }, 30_000)
+
+  it("Redis frozen: a new call is refused 503 and not started; a call that ends meanwhile is read and cancelled from the replica that ran it, and kept once Redis answers", async () => {
+    const [first] = replicas as [StoreProcess, StoreProcess]
+    const added = await first.post("/for_store/add_service?wait=30", fixtureService("frozen"))
+    expect(added.status, added.text).toBe(200)
+    for (const r of replicas) expect((await r.post("/for_store/wait_service", { client_id_or_service_name: "frozen", status: "healthy", timeout: 30 })).body.success).toBe(true)
+    const client = await redis.connect()
+    const holder = await client.get(clusterKey("async", "lease", "store/frozen"))
+    const owner = replicas.find((r) => holder?.includes(`-${r.pid}-`) === true) as StoreProcess
+    expect(owner).toBeDefined()
+    // Both started while Redis answers: one ends while it is frozen, one is cancelled while it is.
+    const ends = await owner.post("/for_store/call_tool", { tool_name: "frozen__sleep", args: { ms: 1_500 }, async: true })
+    const cancelMe = await owner.post("/for_store/call_tool", { tool_name: "frozen__sleep", args: { ms: 120_000 }, async: true })
+    expect([ends.status, cancelMe.status], ends.text + cancelMe.text).toEqual([202, 202])
+    const ended: Array<[string, string]> = []
+    redis.freeze()
+    try {
+      const started = performance.now()
+      const refused = await owner.post("/for_store/call_tool", { tool_name: "frozen__echo", args: { text: "x" }, async: true })
+      expect(refused.status, refused.text).toBe(503)
+      expect(refused.body.error.code).toBe("SERVICE_UNAVAILABLE")
+      expect(refused.body.message).toMatch(/Redis cannot be reached.*nothing was changed/)
+      expect(performance.now() - started).toBeLessThan(10_000)
+      // Ended while Redis does not answer: read as it ended, from the replica that ran it. (With a
+      // lease this short, the replica may have stopped the service when Redis froze, ending the
+      // call "failed": completed or failed, it is read as it ended, never as running.)
+      let read: Reply | undefined
+      expect(await eventually(async () => ((read = await owner.get(`/for_store/calls/${ends.body.call_id}`)), read.status === 200 && read.body.status !== "running"), 15_000, 100), read?.text).toBe(true)
+      expect(["completed", "failed"]).toContain(read!.body.status)
+      // Cancelled while Redis does not answer: the cancel is answered, with the call's end.
+      const cancelled = await owner.post(`/for_store/calls/${cancelMe.body.call_id}/cancel`)
+      expect(cancelled.status, cancelled.text).toBe(200)
+      expect(["cancelled", "failed"]).toContain(cancelled.body.status)
+      ended.push([ends.body.call_id, read!.body.status], [cancelMe.body.call_id, cancelled.body.status])
+    } finally {
+      redis.thaw()
+    }
+    // Once Redis answers again, both ends are kept there: the other replica reads them as they ended.
+    const other = replicas.find((r) => r !== owner) as StoreProcess
+    for (const [id, status] of ended) {
+      expect(await eventually(async () => (await other.get(`/for_store/calls/${id}`)).body.status === status, 30_000, 200), `${id} ${status}`).toBe(true)
+    }
+    for (const r of replicas) expect((await r.post("/for_store/wait_service", { client_id_or_service_name: "frozen", status: "healthy", timeout: 30 })).body.success).toBe(true)
+  })
 
   it("a call taken by a replica that does not run the service runs on the one that does: read and cancelled through either; SIGKILL of that one: interrupted, recorded once", async () => {
     const [first] = replicas as [StoreProcess, StoreProcess]
