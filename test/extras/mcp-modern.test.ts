@@ -295,6 +295,11 @@ describe("the modern wire rules over raw HTTP", () => {
     const noVersion = await raw("/mcp", "tools/list", { headers: { "mcp-protocol-version": null } })
     expect(noVersion.status).toBe(400)
     expect(noVersion.response.error.code).toBe(-32020)
+    // A listen whose headers disagree with its body is refused the same, before anything of it is
+    // looked at (its task ids without the extension would be -32021, its resources subscribed).
+    const listen = await raw("/mcp", "subscriptions/listen", { params: { notifications: { taskIds: ["t"] } }, headers: { "mcp-method": "tools/list" } })
+    expect(listen.status).toBe(400)
+    expect(listen.response.error.code).toBe(-32020)
   })
 
   it("an unsupported protocol version: 400 UnsupportedProtocolVersion (-32022) with the supported list", async () => {

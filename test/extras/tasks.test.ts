@@ -76,11 +76,17 @@ interface Answer {
 }
 
 /** One modern request to `path` with `key` (the admin's by default), the extension declared unless `tasks` is false: its status and JSON-RPC answer. */
-const modern = async (path: string, method: string, params: Record<string, unknown>, options: { key?: string | undefined; tasks?: boolean; name?: string | null } = {}): Promise<Answer> => {
+const modern = async (
+  path: string,
+  method: string,
+  params: Record<string, unknown>,
+  options: { key?: string | undefined; tasks?: boolean; name?: string | null; headers?: Record<string, string | null>; version?: string } = {}
+): Promise<Answer> => {
   const answer = await modernRequest(server.url + path, method, params, {
     key: options.key ?? keys.admin,
     capabilities: options.tasks === false ? {} : withTasks,
-    ...(options.name !== undefined ? { headers: { "mcp-name": options.name } } : {})
+    ...(options.version !== undefined ? { version: options.version } : {}),
+    headers: { ...(options.name !== undefined ? { "mcp-name": options.name } : {}), ...options.headers }
   })
   return { status: answer.status, message: answer.response }
 }
@@ -225,6 +231,19 @@ describe("a modern client that declared the extension follows the task through t
     expect(failed["error"]).toEqual({ code: -32603, message: "job failed on purpose" })
   })
 
+  it("a completed task whose result is no tool result (a broken or hostile server) is an internal error, answered", async () => {
+    const handle = (await modern("/mcp", "tools/call", { name: "mod__job", arguments: { steps: 1, step_ms: 10, poll_ms: 10, malformed: true } })).message.result!
+    let got: Answer | undefined
+    expect(
+      await eventually(async () => {
+        got = await modern("/mcp", "tasks/get", { taskId: handle["taskId"] })
+        return got.message.error !== undefined || got.message.result?.["status"] !== "working"
+      }, 10_000)
+    ).toBe(true)
+    expect(got!.status).toBe(200)
+    expect(got!.message.error).toMatchObject({ code: -32603, message: expect.stringMatching(/'mod'.*not a tool result/) })
+  })
+
   it("a task id is its key's and its scope's: another key, another scope, a changed byte are 'not found'", async () => {
     const path = `/for_agent/${AGENT}/mcp`
     const handle = (await modern(path, "tools/call", { name: "mod__forever", arguments: {} }, { key: keys.one })).message.result!
@@ -243,11 +262,20 @@ describe("a modern client that declared the extension follows the task through t
     expect((await modern(path, "tasks/cancel", { taskId: id }, { key: keys.one })).message.result).toMatchObject({ resultType: "complete" })
   })
 
-  it("the wire rules: Mcp-Name must be the task id (-32020), the client must declare the extension (-32021)", async () => {
+  it("the wire rules: the version and method headers (-32020), a revision served (-32022), Mcp-Name the task id (-32020), the extension declared (-32021)", async () => {
     const handle = (await modern("/mcp", "tools/call", { name: "mod__job", arguments: { steps: 1, step_ms: 10 } })).message.result!
     const mismatch = await modern("/mcp", "tasks/get", { taskId: handle["taskId"] }, { name: "something-else" })
     expect(mismatch.status).toBe(400)
     expect(mismatch.message.error?.code).toBe(-32020)
+    // The version and method headers are required, and the revision must be one served, as on every modern request.
+    for (const header of ["mcp-protocol-version", "mcp-method"]) {
+      const missing = await modern("/mcp", "tasks/get", { taskId: handle["taskId"] }, { headers: { [header]: null } })
+      expect(missing.status, header).toBe(400)
+      expect(missing.message.error?.code, header).toBe(-32020)
+    }
+    const unsupported = await modern("/mcp", "tasks/get", { taskId: handle["taskId"] }, { version: "2027-01-01" })
+    expect(unsupported.status).toBe(400)
+    expect(unsupported.message.error).toMatchObject({ code: -32022, data: { supported: ["2026-07-28"], requested: "2027-01-01" } })
     const undeclared = await modern("/mcp", "tasks/get", { taskId: handle["taskId"] }, { tasks: false })
     expect(undeclared.message.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: { [TASKS]: {} } } } })
     // Task notifications on subscriptions/listen too.

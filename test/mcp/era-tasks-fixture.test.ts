@@ -48,7 +48,7 @@ const common = (send: () => Send, notes: () => Promise<ReadonlyArray<string>>) =
     const { body } = await send()("tools/list", {})
     const tools = body.result?.["tools"] as Array<{ name: string; description: string; inputSchema: { properties?: Record<string, unknown> } }>
     const job = tools.find((t) => t.name === "job")!
-    expect(Object.keys(job.inputSchema.properties ?? {})).toEqual(["steps", "step_ms", "poll_ms", "fail", "tool_error", "ask"])
+    expect(Object.keys(job.inputSchema.properties ?? {})).toEqual(["steps", "step_ms", "poll_ms", "fail", "tool_error", "ask", "malformed"])
     expect(job.description).toMatch(/task/)
     expect(tools.find((t) => t.name === "forever")?.description).toMatch(/only runs as a task/)
   })

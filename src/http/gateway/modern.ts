@@ -39,6 +39,7 @@ import {
   classifyInboundRequest,
   createMcpHandler,
   inputRequired,
+  isCallToolResult,
   isJsonContentType,
   type ClientCapabilities,
   type InboundClassificationOutcome,
@@ -324,6 +325,17 @@ const classify = (req: IncomingMessage, body: unknown): InboundClassificationOut
 /** The revision the SDK's handler serves (its supported modern versions: this one). */
 const MODERN_REVISION = "2026-07-28"
 
+/**
+ * Whether a modern request names the revision served and carries the version and method headers,
+ * as the SDK's handler checks before it dispatches (the classifier has checked that headers
+ * present agree with the body).
+ */
+const servedRevisionWithHeaders = (req: IncomingMessage, outcome: InboundClassificationOutcome): boolean =>
+  outcome.kind === "modern" &&
+  outcome.classification.revision === MODERN_REVISION &&
+  headerOf(req, "mcp-protocol-version") !== undefined &&
+  headerOf(req, "mcp-method") !== undefined
+
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /** A `tools/call` the store answers on its own path (`plainCallOf`): its id and params as the client sent them. */
@@ -426,6 +438,15 @@ class CallResponse {
     })
   }
 
+  /**
+   * A notification that may be dropped (a log message): not written while the client does not
+   * read (its stream's buffer full), so a client that stops reading holds one message, not all.
+   */
+  offer(notification: { readonly method: string; readonly params?: unknown }): void {
+    if (this.res.writableNeedDrain) return
+    void this.notify(notification)
+  }
+
   /** Ends the response with the request's answer. */
   answer(message: unknown): void {
     const res = this.res
@@ -473,6 +494,8 @@ interface ModernToolCall {
   readonly signal: AbortSignal
   /** Sends a notification on the request's own response stream. */
   readonly notify: (notification: { readonly method: string; readonly params: Record<string, unknown> }) => Promise<void>
+  /** Sends a notification that may be dropped (a log message) while the client does not read; `notify` when absent. */
+  readonly offer?: (notification: { readonly method: string; readonly params: Record<string, unknown> }) => void
   /** The JSON-RPC request id, for the request's span. */
   readonly requestId: string | number
 }
@@ -672,8 +695,12 @@ export class ModernMcp {
     const listen = listenFilterOf(body)
     // Tracing on: the request's span (tools/call has its own, face.ts), ended by its answer.
     if (this.store.tracer.enabled && outcome.kind === "modern") caller = this.traced(caller, req, res, outcome, listen !== undefined)
-    if (outcome.kind === "modern" && typeof method === "string" && TASK_METHODS.has(method)) return this.serveTask(caller, req, res, body as Record<string, unknown>)
-    if (listen === undefined) return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
+    // A task request is the store's to answer once it passes the SDK's first rungs: the revision it
+    // serves, the version and method headers there (the SDK's handler answers any other, -32022 or -32020).
+    if (outcome.kind === "modern" && typeof method === "string" && TASK_METHODS.has(method) && servedRevisionWithHeaders(req, outcome)) {
+      return this.serveTask(caller, req, res, body as Record<string, unknown>)
+    }
+    if (listen === undefined || outcome.kind !== "modern") return this.callers.run(caller, () => serveNode(this.requests, req, res, body, this.onerror))
     // Task status notifications are asked for with `taskIds`: only by a client that declared the
     // extension (the store sends none: its acknowledgement agrees to no task ids).
     if (listen.taskIds && !takesTasks((body as { params?: { _meta?: Record<string, unknown> } }).params?._meta)) {
@@ -752,7 +779,7 @@ export class ModernMcp {
     this.inflight.add(abort)
     let message: unknown
     try {
-      const result = await this.callTool(caller, { params: call.params, envelope: call.params._meta, turn: undefined, signal: abort.signal, requestId: call.id, notify: (n) => response.notify(n) })
+      const result = await this.callTool(caller, { params: call.params, envelope: call.params._meta, turn: undefined, signal: abort.signal, requestId: call.id, notify: (n) => response.notify(n), offer: (n) => response.offer(n) })
       message = { result: encodeCallResult(result, serverInfoOf(caller.scope)), jsonrpc: "2.0", id: call.id }
     } catch (e) {
       message = { jsonrpc: "2.0", id: call.id, error: jsonRpcErrorOf(e) }
@@ -793,7 +820,11 @@ export class ModernMcp {
     const service = level?.success === true ? offeredTools(this.store, scope, gate).find((t) => t.name === name)?.service_name : undefined
     const unhear =
       level?.success === true && service !== undefined
-        ? this.resources.hearLogs(scope, service, level.data, (message) => void x.notify({ method: "notifications/message", params: message }).catch(() => undefined))
+        ? this.resources.hearLogs(scope, service, level.data, (message) => {
+            const notification = { method: "notifications/message", params: message }
+            if (x.offer !== undefined) x.offer(notification)
+            else void x.notify(notification).catch(() => undefined)
+          })
         : undefined
     try {
       if (x.turn === undefined && takesTasks(meta)) {
@@ -867,6 +898,8 @@ export class ModernMcp {
     res.once("close", () => {
       if (!finished) abort.abort()
     })
+    // Gone while the request was checked: nothing to relay.
+    if (res.destroyed) abort.abort()
     this.inflight.add(abort)
     let exit: Awaited<ReturnType<McpOperations["calls"]["relayTaskRequest"]>>
     try {
@@ -887,12 +920,17 @@ export class ModernMcp {
     }
     const result = exit.value
     if (method !== "tasks/get") return answer({ result: encodeCallResult({ resultType: "complete" }, serverInfoOf(caller.scope)) })
+    // A hostile or broken upstream's completed task whose result is no tool result: an error, not a crash.
+    if (result["status"] === "completed" && !isCallToolResult(result["result"])) {
+      log.warn(`MCP 2026-07-28: the upstream of '${claims.service}' answered tasks/get with a completed task whose result is not a tool result`, { event: "mcp_task_malformed", service: claims.service })
+      return answer({ error: { code: -32603, message: `Internal error: the server of '${claims.service}' answered tasks/get with a result that is not a tool result` } })
+    }
     this.seen(claims.relay, claims.holder, result)
     // A completed task's `result` is the call's result as its tools/call would have answered it (the
     // extension: "the structure matches the result type of the original request"), `resultType` and
     // all: a 2026-07-28 result must carry it, and an upstream's inlined result may not.
     const completed =
-      result["status"] === "completed" && isRecord(result["result"]) ? { result: encodeCallResult(modernCallResult(result["result"] as CallToolResult), serverInfoOf(caller.scope)) } : {}
+      result["status"] === "completed" ? { result: encodeCallResult(modernCallResult(result["result"] as CallToolResult), serverInfoOf(caller.scope)) } : {}
     return answer({ result: encodeCallResult({ ...result, ...completed, taskId, resultType: "complete" }, serverInfoOf(caller.scope)) })
   }
 
