@@ -30,6 +30,7 @@ const privateMode = (previous: number | undefined): number => (previous === unde
  * creating the temporary file, opening the folder; setting mode and owner) run together.
  */
 export const writeAtomically = async (path: string, text: string): Promise<void> => {
+  await sweptOnce(path)
   const dir = dirname(path)
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
   const [previousResult, handleResult, folderResult] = await Promise.allSettled([
@@ -108,10 +109,25 @@ export const writeBackup = async (path: string, text: string, mode: number | und
   }
 }
 
+/** The paths whose stale temporary files this process has removed (`sweptOnce`). */
+const swept = new Set<string>()
+
 /**
- * Removes the temporary files a process killed in the middle of `writeAtomically` left beside the
- * services file (`.<name>.<pid>.<hex>.tmp`), when that process no longer runs. Best effort. They
- * hold a full copy of the file, secrets included, and would pile up crash after crash.
+ * Before this process first replaces `path`: the temporary files a killed process left beside it
+ * are removed (`removeStaleTemporaries`), whichever file it is (records, asynchronous calls, keys,
+ * tokens...). Once per path and process.
+ */
+export const sweptOnce = async (path: string): Promise<void> => {
+  if (swept.has(path)) return
+  swept.add(path)
+  await removeStaleTemporaries(path)
+}
+
+/**
+ * Removes the temporary files a process killed in the middle of `writeAtomically` (or of another
+ * rewrite by a temporary file and a rename) left beside `path` (`.<name>.<pid>.<hex>.tmp`), when
+ * that process no longer runs. Best effort. They hold a full copy of the file, secrets included,
+ * and would pile up crash after crash.
  */
 export const removeStaleTemporaries = async (path: string): Promise<void> => {
   const pattern = new RegExp(`^\\.${basename(path).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.(\\d+)\\.[0-9a-f]+\\.tmp$`)

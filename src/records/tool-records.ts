@@ -15,10 +15,11 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/client"
 import { randomUUID } from "node:crypto"
-import { constants as fsConstants, writeSync } from "node:fs"
+import { constants as fsConstants, ftruncateSync, writeSync } from "node:fs"
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { basename, dirname, extname, join } from "node:path"
 import { createInterface } from "node:readline"
+import { sweptOnce } from "../config/atomic-write.js"
 import { log } from "../logging/log.js"
 import { RecordTallies, type Tally } from "./aggregates.js"
 
@@ -380,6 +381,7 @@ export class ToolRecords implements RecordsBackend {
   /** Rewrites the file with this text (its lines; atomic: temporary file, then rename). */
   private async rewriteText(text: string | Uint8Array): Promise<void> {
     if (this.refused) return
+    await sweptOnce(this.path)
     const tmp = join(dirname(this.path), `.${basename(this.path)}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`)
     // Created new (never an existing file or a symlink), private from the start; the old file's
     // mode is kept where it is stricter.
@@ -492,15 +494,42 @@ export class ToolRecords implements RecordsBackend {
     }
     if (this.handle === undefined) return { record, written: undefined }
     try {
-      const bytes = Buffer.from(`${line}\n`, "utf8")
-      for (let written = 0; written < bytes.length; ) written += writeSync(this.handle.fd, bytes, written)
-      this.size += bytes.length
+      this.appendLines(this.handle, Buffer.from(`${line}\n`, "utf8"))
     } catch (e) {
       return { record, written: Promise.reject(e) }
     }
     // Over the size limit: the oldest records go before this one counts as written.
     return { record, written: this.overLimit() ? this.flush() : undefined }
   }
+
+  /**
+   * Appends whole lines. A write that fails part-way (a full disk) is cut back to the last whole
+   * line, so that the next line does not join a torn one and both are lost; when even that fails,
+   * the next append starts on a new line (the torn one is skipped when the file is read).
+   */
+  private appendLines(handle: FileHandle, lines: Buffer): void {
+    const bytes = this.torn ? Buffer.concat([Buffer.from("\n"), lines]) : lines
+    let written = 0
+    try {
+      while (written < bytes.length) written += writeSync(handle.fd, bytes, written)
+    } catch (e) {
+      if (written > 0) {
+        try {
+          ftruncateSync(handle.fd, this.size)
+          this.torn = false
+        } catch {
+          this.size += written
+          this.torn = true
+        }
+      }
+      throw e
+    }
+    this.size += bytes.length
+    this.torn = false
+  }
+
+  /** A write failed part-way and could not be cut back: the file ends inside a line. */
+  private torn = false
 
   private flush(): Promise<void> {
     this.flushing ??= this.serialize(async () => {
@@ -514,9 +543,7 @@ export class ToolRecords implements RecordsBackend {
       if (text !== "") {
         // One synchronous write per group: appending to a local file is a copy into the page cache,
         // cheaper than the thread-pool round trip of an asynchronous write (two thread hand-offs).
-        const bytes = Buffer.from(text, "utf8")
-        for (let written = 0; written < bytes.length; ) written += writeSync(this.handle.fd, bytes, written)
-        this.size += bytes.length
+        this.appendLines(this.handle, Buffer.from(text, "utf8"))
       }
       if (this.overLimit()) await this.enforceSize()
     })

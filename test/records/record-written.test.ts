@@ -2,11 +2,13 @@
 // (`written` undefined) the line is in the file already; while the file is being maintained the
 // line waits, and `written` resolves only once it is in the file. A call's answer waits on exactly
 // that (src/runtime/calls.ts), so an answer a client has seen has its record on disk.
+import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { ToolRecords } from "../../src/records/tool-records.js"
+import { REPO_ROOT, TSX_IMPORT } from "../fixtures/paths.js"
 import { newRecord } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
@@ -70,5 +72,22 @@ describe("ToolRecords.record", () => {
       expect(Buffer.byteLength(file())).toBeLessThanOrEqual(0.01 * 1024 * 1024)
     }
     expect(cut).toBe(true)
+  })
+})
+
+describe("a records file on a full disk", () => {
+  it("a line refused part-way is cut back: the next records are whole lines, none joined to a torn one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-store-record-full-"))
+    dirs.push(dir)
+    // 8 KiB at most for the writer's files (ulimit -f counts KiB); SIGXFSZ ignored, so a write past it fails with EFBIG.
+    const out = execFileSync("bash", ["-c", `ulimit -f 8; trap '' XFSZ; exec "$0" "$@"`, process.execPath, ...TSX_IMPORT, join(REPO_ROOT, "test", "fixtures", "records-writer.ts"), dir], { encoding: "utf8", timeout: 30_000 })
+    const result = JSON.parse(out) as { written: number; refused: number; small: string[] }
+    expect(result.refused).toBe(1)
+    expect(result.written).toBeGreaterThan(3)
+    const lines = readFileSync(join(dir, RECORDS_FILE), "utf8").split("\n")
+    expect(lines.at(-1)).toBe("")
+    const ids = lines.slice(0, -1).map((l) => (JSON.parse(l) as { id: string }).id)
+    expect(ids).toHaveLength(result.written + 2)
+    expect(ids.slice(-2)).toEqual(result.small)
   })
 })
