@@ -8,7 +8,7 @@
  */
 import { hkdfSync } from "node:crypto"
 import { readFile } from "node:fs/promises"
-import { writeAtomically } from "./atomic-write.js"
+import { keepUnreadable, writeAtomically } from "./atomic-write.js"
 import { keyFileOf, seal, storeSecret, unseal } from "./token-vault.js"
 import { log } from "../logging/log.js"
 
@@ -53,6 +53,8 @@ export class CredentialsFile implements CredentialStore {
   private readonly services = new Map<string, Map<string, UserCredential>>()
   private key: Buffer | undefined
   private writing: Promise<void> = Promise.resolve()
+  /** The file as found at start when it could not be read: kept beside it before the first write (`keepUnreadable`). */
+  private unreadable: string | undefined
 
   private constructor(
     readonly path: string | undefined,
@@ -79,6 +81,7 @@ export class CredentialsFile implements CredentialStore {
       const content = JSON.parse(unseal(key, text)) as Record<string, Record<string, UserCredential>>
       for (const [service, principals] of Object.entries(content)) file.services.set(service, new Map(Object.entries(principals)))
     } catch (e) {
+      file.unreadable = text
       log.warn(`Per-user credentials file ${file.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): principals must give their credentials again`, {
         event: "credentials_file_unreadable",
         file: file.path
@@ -117,6 +120,8 @@ export class CredentialsFile implements CredentialStore {
     this.writing = this.writing
       .then(async () => {
         const key = await this.secretKey(true)
+        if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
+        this.unreadable = undefined
         await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
       })
       .catch((e: unknown) => {

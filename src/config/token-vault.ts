@@ -17,9 +17,10 @@
  * are left out when the file is read and written.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto"
-import { readFile, writeFile } from "node:fs/promises"
+import { link, open, readFile, rm } from "node:fs/promises"
+import { basename, dirname, join } from "node:path"
 import type { OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from "@modelcontextprotocol/client"
-import { writeAtomically } from "./atomic-write.js"
+import { errnoCode, keepUnreadable, writeAtomically } from "./atomic-write.js"
 import { log } from "../logging/log.js"
 
 /** What is kept for one service of one authorization server. */
@@ -161,6 +162,8 @@ export class TokenVault implements TokenStore {
   private key: Buffer | undefined
   /** One write at a time, in order. */
   private writing: Promise<void> = Promise.resolve()
+  /** The file as found at start when it could not be read: kept beside it before the first write (`keepUnreadable`). */
+  private unreadable: string | undefined
 
   private constructor(
     readonly path: string,
@@ -196,6 +199,7 @@ export class TokenVault implements TokenStore {
         log.info(`OAuth token file ${vault.path}: entries rebound to their authorization server's issuer`, { event: "oauth_vault_migrated", file: vault.path })
       }
     } catch (e) {
+      vault.unreadable = text
       log.warn(`OAuth token file ${vault.path} cannot be read (${e instanceof Error ? e.message : "unknown error"}): upstream services that need OAuth must be authorized again`, {
         event: "oauth_vault_unreadable",
         file: vault.path
@@ -267,6 +271,8 @@ export class TokenVault implements TokenStore {
     const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
     this.writing = this.writing.then(async () => {
       const key = await this.secretKey(true)
+      if (this.unreadable !== undefined) await keepUnreadable(this.path, this.unreadable, "OAuth token file", "oauth_vault_kept")
+      this.unreadable = undefined
       await writeAtomically(this.path, `${seal(key as Buffer, JSON.stringify({ entries, pending }))}\n`)
     }).catch((e: unknown) => {
       log.error(`OAuth token file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "oauth_vault_write_failed", file: this.path })
@@ -299,13 +305,34 @@ export const storeSecret = async (keyPath: string, create: boolean): Promise<{ r
     key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
   } catch {
     if (!create) return undefined
-    const fresh = randomBytes(32)
-    // O_EXCL: never overwrite a key another process just made (then read theirs).
-    await writeFile(keyPath, `${fresh.toString("base64")}\n`, { mode: 0o600, flag: "wx" }).catch(() => undefined)
+    await createKeyFile(keyPath)
     key = Buffer.from((await readFile(keyPath, "utf8")).trim(), "base64")
   }
   if (key.length !== 32) throw new Error(`the key file ${keyPath} does not hold a 32-byte key`)
   return { from: "file", secret: key }
+}
+
+/**
+ * Makes a new key file whole (written and flushed under a temporary name, 0600), then links it in
+ * place only if no key file is there yet: a crash never leaves an empty or half-written key file,
+ * and a key another process just made is never replaced (theirs is read then).
+ */
+const createKeyFile = async (keyPath: string): Promise<void> => {
+  const tmp = join(dirname(keyPath), `.${basename(keyPath)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+  const handle = await open(tmp, "wx", 0o600)
+  try {
+    await handle.writeFile(`${randomBytes(32).toString("base64")}\n`)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+  try {
+    await link(tmp, keyPath)
+  } catch (e) {
+    if (errnoCode(e) !== "EEXIST") throw e
+  } finally {
+    await rm(tmp, { force: true })
+  }
 }
 
 /** The key file of a services file. */
