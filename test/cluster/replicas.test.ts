@@ -295,7 +295,10 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const marker = markFor("cutoff")
     const r1 = replicas[1] as StoreProcess
     expect((await r1.post("/for_store/add_service?wait=15", fixtureService("cutoff", "--name", marker))).body.connected).toEqual(["cutoff"])
-    const owner = (await ownerOf("cutoff")) as StoreProcess
+    // Connected as a replica sees it (the owner's published view): its lease read from Redis.
+    let holder: StoreProcess | undefined
+    expect(await eventually(async () => (holder = await ownerOf("cutoff")) !== undefined, 10_000, 50)).toBe(true)
+    const owner = holder as StoreProcess
     const proxy = proxies[replicas.indexOf(owner)] as RedisProxy
     const others = live().filter((r) => r !== owner)
     const most = sampleProcesses([marker])
