@@ -73,13 +73,13 @@ export const writeAtomically = async (path: string, text: string): Promise<void>
 }
 
 /**
- * A file the store could not read at start (another secret key, a damaged file) and is about to
- * replace: first kept beside it (`writeBackup`), so that it can still be read with the right key.
+ * A file the store could not read (another secret key, a damaged file, a hand edit left half done)
+ * and is about to replace: first kept beside it (`writeBackup`), so that it can still be read with the right key.
  * Throws when it cannot be kept: the file is then not replaced.
  */
 export const keepUnreadable = async (path: string, text: string, what: string, event: string): Promise<void> => {
   const kept = await writeBackup(path, text, 0o600)
-  log.warn(`${what} ${path} could not be read at start: it is kept as ${kept} before a new one is written`, { event, file: path, backup: kept })
+  log.warn(`${what} ${path} could not be read: it is kept as ${kept} before a new one is written`, { event, file: path, backup: kept })
 }
 
 /** `20261123T034844Z`: a time for file names (no colons). */

@@ -76,9 +76,9 @@ export const readOAuthServerFile = async (path: string): Promise<{ readonly doc:
   let text: string
   let mtimeMs: number
   try {
-    const [t, s] = await Promise.all([readFile(path, "utf8"), stat(path)])
-    text = t
-    mtimeMs = s.mtimeMs
+    // The time first, then the text: a change between the two is newer than the time kept, so it is read next time.
+    mtimeMs = (await stat(path)).mtimeMs
+    text = await readFile(path, "utf8")
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return { doc: EMPTY_DOCUMENT, mtimeMs: 0 }
     throw e

@@ -11,8 +11,10 @@
  * memory, each capped (the oldest dropped) and short-lived. No timer: expired entries are dropped
  * as new ones come.
  */
-import { stat } from "node:fs/promises"
+import { readFile, stat } from "node:fs/promises"
+import { keepUnreadable } from "../../config/atomic-write.js"
 import {
+  OAuthServerFileError,
   oauthServerFileOf,
   readOAuthServerFile,
   writeOAuthServerFile,
@@ -190,12 +192,20 @@ export class FileGrantState implements GrantState {
     const run = this.writing.then(async () => {
       const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
       if (mtime !== this.mtimeMs) {
-        const read = await readOAuthServerFile(this.file).catch(() => undefined)
+        const read = await readOAuthServerFile(this.file).catch(async (e: unknown) => {
+          // A hand edit left half done: kept beside the file before it is replaced.
+          if (!(e instanceof OAuthServerFileError)) throw e
+          await keepUnreadable(this.file, await readFile(this.file, "utf8"), "The authorization server file", "oauth_server_file_kept")
+          return undefined
+        })
         if (read !== undefined) this.doc = read.doc
       }
       this.doc = change(this.doc)
       await writeOAuthServerFile(this.file, this.doc)
-      this.mtimeMs = await stat(this.file).then((s) => s.mtimeMs, () => 0)
+      // The file as it is now is this write only if it reads back as written: a change another
+      // process made right after (the CLI) is read before the next change, never written over.
+      const after = await readOAuthServerFile(this.file).catch(() => undefined)
+      this.mtimeMs = after !== undefined && JSON.stringify(after.doc) === JSON.stringify(this.doc) ? after.mtimeMs : -1
     })
     this.writing = run.catch((e: unknown) => log.error(`the authorization server file cannot be written: ${String(e)}`, { event: "oauth_server_file" }))
     return run
