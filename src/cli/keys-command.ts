@@ -9,7 +9,7 @@ import { Command, Option } from "commander"
 import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service-definition.js"
 import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
-import { defaultKeysFile, KeysFileError, newKey, readKeys, ROLES, TOOL_MODES, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
+import { defaultKeysFile, KeysFileError, newKey, readKeys, readUses, ROLES, TOOL_MODES, withUses, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
 
 /** Where `runKeys` writes and what relative paths resolve against. */
 export interface KeysIo {
@@ -98,8 +98,9 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
   })
   fileOptions(program.command("list").description("list the keys: labels, roles, agents, dates (never a key)")).action((opts: Record<string, unknown>) => {
     action = async () => {
-      const doc = await readKeys(keysFileOf(opts, env, cwd))
-      out(formatKeys(doc.keys))
+      const path = keysFileOf(opts, env, cwd)
+      const doc = await readKeys(path)
+      out(formatKeys(withUses(doc.keys, await readUses(path))))
     }
   })
   fileOptions(program.command("revoke").description("revoke a key by its label").argument("<label>", "the key's name")).action(

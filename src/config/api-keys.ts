@@ -176,6 +176,32 @@ export const readKeys = async (path: string): Promise<KeysDocument> => {
   return parseKeys(path, text)
 }
 
+/**
+ * The file a running store writes its keys' last uses to, beside the keys file
+ * (`mcp-store.keys.json` -> `mcp-store.keys.uses.json`): key id -> ISO time. The keys file itself is
+ * written by the CLI alone, so a use noted by the store never writes over a key created or revoked
+ * meanwhile.
+ */
+export const usesFileOf = (keysFile: string): string => `${keysFile.replace(/\.json$/i, "")}.uses.json`
+
+/** The last uses the store wrote (`usesFileOf`); none when the file is absent or unreadable. */
+export const readUses = async (keysFile: string): Promise<Map<string, string>> => {
+  try {
+    const parsed = JSON.parse(await readFile(usesFileOf(keysFile), "utf8")) as unknown
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return new Map()
+    return new Map(Object.entries(parsed).filter((e): e is [string, string] => isIso(e[1])))
+  } catch {
+    return new Map()
+  }
+}
+
+/** The keys with their last uses as the store wrote them (the later of the two times). */
+export const withUses = (keys: ReadonlyArray<KeyEntry>, uses: ReadonlyMap<string, string>): ReadonlyArray<KeyEntry> =>
+  keys.map((k) => {
+    const used = uses.get(k.id)
+    return used !== undefined && (k.last_used === null || Date.parse(used) > Date.parse(k.last_used)) ? { ...k, last_used: used } : k
+  })
+
 /** Writes the keys file (atomically, mode 0600). */
 export const writeKeys = (path: string, doc: KeysDocument): Promise<void> => writeAtomically(path, `${JSON.stringify(doc, null, 2)}\n`)
 
@@ -293,7 +319,7 @@ export class KeyRing {
     this.#usesSink = sink
   }
 
-  /** Notes a use; written to the file at most once a minute, merged into the file as it is then. */
+  /** Notes a use; written at most once a minute (`usesFileOf`, or the sink), merged with what is there. */
   #touch(id: string, now: number): void {
     const at = new Date(now).toISOString()
     this.#used.set(id, at)
@@ -309,11 +335,13 @@ export class KeyRing {
     this.#used.clear()
     try {
       if (this.#usesSink !== undefined) return await this.#usesSink(used)
-      const doc = await readKeys(this.path)
-      if (!doc.keys.some((k) => used.has(k.id))) return
-      await writeKeys(this.path, { version: 1, keys: doc.keys.map((k) => (used.has(k.id) ? { ...k, last_used: used.get(k.id)! } : k)) })
+      // The later time of each key the file still holds (a key gone leaves the file with its next write).
+      const uses = await readUses(this.path)
+      for (const [id, at] of used) if (!uses.has(id) || Date.parse(uses.get(id)!) < Date.parse(at)) uses.set(id, at)
+      const kept = [...uses].filter(([id]) => this.#entries.has(id))
+      await writeAtomically(usesFileOf(this.path), `${JSON.stringify(Object.fromEntries(kept), null, 1)}\n`)
     } catch (e) {
-      this.onProblem(`the keys file's last_used could not be written: ${(e as Error).message}`)
+      this.onProblem(`the keys' last uses could not be written to ${usesFileOf(this.path)}: ${(e as Error).message}`)
     }
   }
 

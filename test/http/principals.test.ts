@@ -4,7 +4,7 @@
 // agent A's key sees: its own services, records and figures, never agent B's or the store's.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
-import { statSync } from "node:fs"
+import { readFileSync, statSync } from "node:fs"
 import { KeyRing, readKeys, writeKeys } from "../../src/config/api-keys.js"
 import { rm, writeFile } from "node:fs/promises"
 import { runKeys } from "../../src/cli/keys-command.js"
@@ -293,5 +293,27 @@ describe("the keys file edited by hand while the store runs", () => {
     open.loadSync()
     expect(open.required).toBe(false)
     await open.close()
+  })
+})
+
+describe("a key's last use", () => {
+  it("is written beside the keys file, never into it: a key the CLI creates or revokes meanwhile is never written over; keys list shows it", async () => {
+    const dir = freshDir()
+    const file = join(dir, "mcp-store.keys.json")
+    const key = await create(file, "--role", "admin", "--name", "ops")
+    const ring = new KeyRing(file, [])
+    ring.loadSync()
+    expect(ring.check(`Bearer ${key}`)).toMatchObject({ ok: true })
+    // The CLI creates a key while the store holds a use to write.
+    await create(file, "--role", "reader", "--name", "dash")
+    const keysText = readFileSync(file, "utf8")
+    await ring.close()
+    expect(readFileSync(file, "utf8")).toBe(keysText)
+    const uses = JSON.parse(readFileSync(join(dir, "mcp-store.keys.uses.json"), "utf8")) as Record<string, string>
+    const [id] = Object.keys(uses)
+    expect((await readKeys(file)).keys.find((k) => k.name === "ops")?.id).toBe(id)
+    const listed = await keysCli(file, "list")
+    expect(listed.out).toMatch(new RegExp(`ops\\s+admin.*${uses[id!]!.slice(0, 16)}`))
+    expect(listed.out).toMatch(/dash\s+reader.*never/)
   })
 })
