@@ -407,6 +407,13 @@ const jsonRpcErrorOf = (e: unknown) => {
   return { code: code === -32002 ? -32602 : code, message: typeof error.message === "string" ? error.message : "Internal error", ...(error.data !== undefined ? { data: error.data } : {}) }
 }
 
+/**
+ * How long an event stream of the SDK's handler (a listen, a request's stream) may wait for its
+ * client to read (ms): the SDK's stream queues what it sends meanwhile, so a client that stopped
+ * reading is let go then rather than held with a growing queue.
+ */
+const STALLED_MS = 30_000
+
 /** How long an event stream may stay silent before a keep-alive comment (the SDK's own interval). */
 const KEEP_ALIVE_MS = 15_000
 
@@ -450,10 +457,10 @@ class CallResponse {
   /** Ends the response with the request's answer. */
   answer(message: unknown): void {
     const res = this.res
+    this.stop()
     if (res.destroyed || res.writableEnded) return
     const text = JSON.stringify(message)
     if (this.streaming) {
-      this.stop()
       res.end(`event: message\ndata: ${text}\n\n`)
       return
     }
@@ -585,7 +592,17 @@ const serveNode = async (handler: McpHttpHandler, req: IncomingMessage, res: Ser
   try {
     for await (const chunk of response.body) {
       if (abort.signal.aborted) break
-      if (!res.write(chunk)) await Promise.race([new Promise<void>((resolve) => (drained = resolve)), closed])
+      if (res.write(chunk)) continue
+      // The client does not read: what the stream sends meanwhile waits in memory, for STALLED_MS at most.
+      let timer: NodeJS.Timeout | undefined
+      const stalled = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), STALLED_MS)))
+      const gaveUp = await Promise.race([new Promise<boolean>((resolve) => (drained = () => resolve(false))), closed.then(() => false), stalled])
+      clearTimeout(timer)
+      if (gaveUp) {
+        log.warn(`MCP 2026-07-28: an event stream's client read nothing for ${STALLED_MS / 1000} s: the stream is ended`, { event: "mcp_stream_stalled" })
+        res.destroy()
+        break
+      }
     }
   } catch {
     // The stream failed or was cancelled: the response ends here.
