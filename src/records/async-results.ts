@@ -84,6 +84,12 @@ export interface AsyncResultsBackend {
   get(callId: string): Promise<AsyncCallEntry | undefined>
   /** The calls found running when this store started (the file's: its previous run's), now `interrupted`. */
   takeInterrupted(): Promise<ReadonlyArray<AsyncCallEntry>>
+  /**
+   * A call `takeInterrupted` gave has its record written, or is followed again (`start`): it may be
+   * kept as it is now. Until then the file keeps it as it found it (running), so that a store killed
+   * before records it, or follows it, at its next start.
+   */
+  settled(callId: string): void
   /** Finished calls kept now (for figures and tests). */
   finishedCount(): number
   close(): Promise<void>
@@ -135,6 +141,8 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   private readonly finished = new Map<string, number>()
   private finishedBytes = 0
   private interrupted: Array<AsyncCallEntry> = []
+  /** The calls found running at start, written as they were found until `settled` (or `start`ed again). */
+  private readonly foundRunning = new Map<string, AsyncCallEntry>()
   /** A symlink stood at the file's path: nothing is read from or written to it. */
   private refused = false
   private readonly writes = new CoalescedWrites(() => this.write())
@@ -163,13 +171,13 @@ export class AsyncResultsFile implements AsyncResultsBackend {
       if (value.status === "running") {
         const entry: AsyncCallEntry = { ...value, status: "interrupted", ended_at: now, error: "the store stopped while the call ran", answer: null }
         this.interrupted.push(entry)
+        this.foundRunning.set(value.call_id, value)
         this.keepFinished(ended(entry))
       } else {
         this.keepFinished(value)
       }
     }
     this.prune()
-    if (this.interrupted.length > 0) await this.persist()
   }
 
   private keepFinished(entry: AsyncCallEntry): void {
@@ -208,7 +216,7 @@ export class AsyncResultsFile implements AsyncResultsBackend {
 
   private async write(): Promise<void> {
     if (this.refused) return
-    const text = JSON.stringify({ version: 1, calls: [...this.entries.values()] })
+    const text = JSON.stringify({ version: 1, calls: [...this.entries.values()].map((e) => this.foundRunning.get(e.call_id) ?? e) })
     try {
       await writeAtomically(this.path, text)
     } catch (e) {
@@ -217,6 +225,7 @@ export class AsyncResultsFile implements AsyncResultsBackend {
   }
 
   start(entry: AsyncCallEntry): Promise<void> {
+    this.foundRunning.delete(entry.call_id)
     // A call followed again after a restart was kept as a finished (interrupted) one meanwhile.
     const bytes = this.finished.get(entry.call_id)
     if (bytes !== undefined) {
@@ -265,6 +274,10 @@ export class AsyncResultsFile implements AsyncResultsBackend {
     const taken = this.interrupted
     this.interrupted = []
     return Promise.resolve(taken)
+  }
+
+  settled(callId: string): void {
+    if (this.foundRunning.delete(callId)) void this.persist()
   }
 
   finishedCount(): number {

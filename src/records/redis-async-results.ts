@@ -150,6 +150,9 @@ export class RedisAsyncResults implements AsyncResultsBackend {
     return ended(interrupted)
   }
 
+  /** A reader that finds a gone replica's call keeps it interrupted at once (`get`): nothing waits here. */
+  settled(_callId: string): void {}
+
   takeInterrupted(): Promise<ReadonlyArray<AsyncCallEntry>> {
     const taken = this.interrupted
     this.interrupted = []

@@ -441,20 +441,23 @@ export class AsyncCalls {
       scope: entry.scope,
       tool: entry.tool_name
     })
-    void this.records
-      .record({
-        scope: entry.scope === "store" ? "store" : "agent",
-        agent_id: entry.scope === "store" ? null : entry.scope,
-        service_name: entry.service_name ?? "",
-        tool_name: entry.original_name ?? entry.tool_name,
-        params: entry.params ?? {},
-        result: null,
-        outcome: "interrupted",
-        error: entry.error ?? "the store stopped while the call ran",
-        duration_ms: Math.max(0, Date.parse(entry.ended_at ?? new Date().toISOString()) - Date.parse(entry.started_at)),
-        trace_id: entry.trace_id ?? ""
-      })
-      .written?.catch((e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" }))
+    const { written } = this.records.record({
+      scope: entry.scope === "store" ? "store" : "agent",
+      agent_id: entry.scope === "store" ? null : entry.scope,
+      service_name: entry.service_name ?? "",
+      tool_name: entry.original_name ?? entry.tool_name,
+      params: entry.params ?? {},
+      result: null,
+      outcome: "interrupted",
+      error: entry.error ?? "the store stopped while the call ran",
+      duration_ms: Math.max(0, Date.parse(entry.ended_at ?? new Date().toISOString()) - Date.parse(entry.started_at)),
+      trace_id: entry.trace_id ?? ""
+    })
+    // Its record written, the call may be kept as interrupted (a failed write leaves it to the next start).
+    void (written ?? Promise.resolve()).then(
+      () => this.backend.settled(entry.call_id),
+      (e: unknown) => log.error(`a tool-call record could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "record_failed" })
+    )
   }
 
   /**

@@ -77,7 +77,7 @@ describe("AsyncResultsFile", () => {
     await aged.close()
   })
 
-  it("at open, the calls a previous run left running are interrupted, kept, and taken to be recorded once", async () => {
+  it("at open, the calls a previous run left running are interrupted, kept, and taken to be recorded: on the file as found until their record is written", async () => {
     const file = servicesFile()
     const first = await AsyncResultsFile.open(file, LOOSE)
     await first.start(entry(1, { status: "running", ended_at: null, answer: null, params: { ms: 5 } }))
@@ -93,11 +93,21 @@ describe("AsyncResultsFile", () => {
     expect(kept).toMatchObject({ status: "interrupted", answer: null })
     expect(kept).not.toHaveProperty("params")
     expect((await second.get(entry(2).call_id))?.status).toBe("completed")
+    // Another change is written, the interrupted call still as it was found: its record is not written yet.
+    await second.finish(entry(3))
     await second.close()
 
-    // Opened again: nothing left to record.
+    // Stopped (or killed) before its record was written: the next start finds it running again.
+    const again = await AsyncResultsFile.open(file, LOOSE)
+    expect((await again.takeInterrupted()).map((e) => e.call_id)).toEqual([entry(1).call_id])
+    expect((await again.get(entry(3).call_id))?.status).toBe("completed")
+    again.settled(entry(1).call_id)
+    await again.close()
+
+    // Its record written (settled): nothing left to record.
     const third = await AsyncResultsFile.open(file, LOOSE)
     expect(await third.takeInterrupted()).toHaveLength(0)
+    expect(await third.get(entry(1).call_id)).toMatchObject({ status: "interrupted" })
     await third.close()
   })
 
