@@ -71,16 +71,21 @@ export const freshSecret = (): string => randomBytes(32).toString("base64url")
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
-/** The document of `path` (empty when the file does not exist), with its modification time. */
-export const readOAuthServerFile = async (path: string): Promise<{ readonly doc: OAuthServerDocument; readonly mtimeMs: number }> => {
+/** What tells one version of the file from another: every atomic replace is a new inode, and a time's tick can hold two writes. */
+export const fileVersion = (s: { readonly ino: number; readonly mtimeMs: number; readonly size: number }): string => `${s.ino}:${s.mtimeMs}:${s.size}`
+/** The version of a file that does not exist. */
+export const ABSENT = "absent"
+
+/** The document of `path` (empty when the file does not exist), with its version (`fileVersion`). */
+export const readOAuthServerFile = async (path: string): Promise<{ readonly doc: OAuthServerDocument; readonly version: string }> => {
   let text: string
-  let mtimeMs: number
+  let version: string
   try {
     // The time first, then the text: a change between the two is newer than the time kept, so it is read next time.
-    mtimeMs = (await stat(path)).mtimeMs
+    version = fileVersion(await stat(path))
     text = await readFile(path, "utf8")
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { doc: EMPTY_DOCUMENT, mtimeMs: 0 }
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { doc: EMPTY_DOCUMENT, version: ABSENT }
     throw e
   }
   let parsed: unknown
@@ -96,7 +101,7 @@ export const readOAuthServerFile = async (path: string): Promise<{ readonly doc:
   const own = <T>(o: Record<string, unknown>) => Object.assign(Object.create(null) as Record<string, T>, o as Record<string, T>)
   return {
     doc: { version: 1, clients: own<ApprovedClient>(parsed["clients"]), registered: own<RegisteredClient>(parsed["registered"]), refresh: own<RefreshRecord>(parsed["refresh"]) },
-    mtimeMs
+    version
   }
 }
 

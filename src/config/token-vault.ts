@@ -17,7 +17,7 @@
  * are left out when the file is read and written.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto"
-import { link, open, readFile, rm } from "node:fs/promises"
+import { link, open, readFile, rm, writeFile } from "node:fs/promises"
 import { basename, dirname, join } from "node:path"
 import type { OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from "@modelcontextprotocol/client"
 import { errnoCode, keepUnreadable, writeAtomically } from "./atomic-write.js"
@@ -329,7 +329,11 @@ const createKeyFile = async (keyPath: string): Promise<void> => {
   try {
     await link(tmp, keyPath)
   } catch (e) {
-    if (errnoCode(e) !== "EEXIST") throw e
+    if (errnoCode(e) === "EEXIST") return
+    // A file system without hard links (some FUSE, SMB or exFAT mounts): created in place, never over another's.
+    await writeFile(keyPath, await readFile(tmp), { mode: 0o600, flag: "wx" }).catch((e: unknown) => {
+      if (errnoCode(e) !== "EEXIST") throw e
+    })
   } finally {
     await rm(tmp, { force: true })
   }

@@ -39,13 +39,15 @@ const ABSOLUTE_FORM = /^https?:\/\/.*?\//
 /**
  * The request's path as the router reads it (find-my-way, strict: see `ROUTER_CONFIG`), so that
  * access, scopes and open routes are decided on the route that runs: the absolute form's scheme and
- * host dropped, cut at `?`, `;` or `#`, percent-decoded as `decodeURI` does (`%25` kept, so that a
+ * host dropped, the first character read as "/", cut at `?`, `;` or `#`, percent-decoded as `decodeURI` does (`%25` kept, so that a
  * path parameter is decoded once, later). Not `new URL(url, base)`: that reads "//x/y" as a host "x"
  * and path "/y" (so "//for_store/health" looked like the open "/health"), and throws on "//". A
  * malformed escape leaves the path as it came: the router finds no route for it.
  */
 export const pathOf = (url: string): string => {
-  const target = url.charCodeAt(0) === 47 ? url : url.replace(ABSOLUTE_FORM, "/")
+  const absolute = url.charCodeAt(0) === 47 ? url : url.replace(ABSOLUTE_FORM, "/")
+  // The router reads the first character as the root's "/" whatever it is (`*for_store/show_config` is `/for_store/show_config`).
+  const target = absolute.charCodeAt(0) === 47 ? absolute : `/${absolute.slice(1)}`
   const end = target.search(/[?;#]/)
   const path = end === -1 ? target : target.slice(0, end)
   if (!path.includes("%")) return path

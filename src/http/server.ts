@@ -43,7 +43,7 @@ import { authorizationLayer } from "./authorization.js"
 import { callRoute, retryAfterHeader, statusOfExit, type DirectCallParts, type DirectRoute } from "./call-route.js"
 import { clusterRoute, type ReplicaParts } from "./cluster-route.js"
 import { App, type AppState } from "./context.js"
-import { contractErrors, requestBodyLayer, ROUTER_CONFIG } from "./contract-middleware.js"
+import { contractErrors, pathOf, requestBodyLayer, ROUTER_CONFIG } from "./contract-middleware.js"
 import { errorBody } from "./contract-errors.js"
 import { guardRequests, isWildcard, requestPolicy } from "./request-guard.js"
 import { EXTRA_ROUTES, ExtrasLive } from "./extras.js"
@@ -464,7 +464,8 @@ const responseHeaders = (request: HttpServerRequest.HttpServerRequest, response:
     const retry = retryAfterOfBytes(response.status, body.body)
     if (retry !== undefined) out = HttpServerResponse.setHeader(out, "retry-after", retry)
   }
-  const path = request.url.split("?", 1)[0] as string
+  // The route's path however it was spelled (`/ui;x`, `/%75i` are the page too): the page's headers go with it.
+  const path = pathOf(request.url)
   if ((path === "/ui" || path === "/docs") && body._tag === "Uint8Array" && body.contentType.startsWith("text/html")) {
     let policy = pagePolicies.get(path)
     if (policy === undefined) {

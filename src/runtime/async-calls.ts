@@ -501,6 +501,8 @@ export class AsyncCalls {
       call.cancel.abort(STORE_STOPPING)
     }
     this.live.clear()
-    await Promise.all([...ending, ...this.keeping])
+    await Promise.all(ending)
+    // Ends whose first try failed just now have their last try under way too (`keepLater`).
+    await Promise.all([...this.keeping])
   }
 }

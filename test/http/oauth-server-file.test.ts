@@ -33,6 +33,8 @@ describe("the authorization server's file, two writers", () => {
     const state = new FileGrantState(services)
     await state.putRegistration("first", registration("first"))
     writeFileSync(file, '{"version": 1, "clients": {"half')
+    // Read first (as a token request or an approval reads it), then changed: kept all the same.
+    expect(await state.registered("first")).toBeDefined()
     await state.putRegistration("second", registration("second"))
     expect(readFileSync(`${file}.bak`, "utf8")).toBe('{"version": 1, "clients": {"half')
     expect(Object.keys((await readOAuthServerFile(file)).doc.registered)).toContain("second")

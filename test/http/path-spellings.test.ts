@@ -45,7 +45,9 @@ const spellings = (origin: string, path: string): string[] => {
     path.replace(/[a-z]/, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`),
     path.replace("_", "%5F"),
     `${path};x=1`,
-    `${origin}${path}`
+    `${origin}${path}`,
+    // The router reads the first character as "/", whatever it is.
+    `*${path.slice(1)}`
   ]
 }
 
@@ -55,6 +57,7 @@ describe("the path a request's access is decided on", () => {
     expect(pathOf("/for_store/show_config;x=1")).toBe("/for_store/show_config")
     expect(pathOf("/for_store/show_config#x")).toBe("/for_store/show_config")
     expect(pathOf("http://127.0.0.1:1/for_store/show_config")).toBe("/for_store/show_config")
+    expect(pathOf("*for_store/show_config")).toBe("/for_store/show_config")
     expect(pathOf("/for_store/show%5Fconfig")).toBe("/for_store/show_config")
     expect(pathOf("/for_agent/a%2Fb%25c/list_services")).toBe("/for_agent/a%2Fb%25c/list_services")
     expect(pathOf("/for_store/service_status/%E0%A4%A")).toBe("/for_store/service_status/%E0%A4%A")
@@ -104,6 +107,23 @@ describe("access whatever the path's spelling", () => {
     for (const target of [...spellings(server.url, path), "/for_agent/agent%2Db/list_services", "/for_agent/AGENT-B/list_services"]) {
       const reply = await send(server.url, "GET", target, keys.agentA)
       expect([403, 404], `${target}: ${reply.status} ${reply.text.slice(0, 200)}`).toContain(reply.status)
+    }
+  })
+
+  it("the dashboard's page carries its protective headers at any spelling that serves it", async () => {
+    for (const target of ["/ui", "/ui;x", "/%75i"]) {
+      const reply = await new Promise<{ status: number; headers: Record<string, unknown> }>((resolve, reject) => {
+        const { hostname, port } = new URL(server.url)
+        const req = httpRequest({ host: hostname, port, path: target }, (res) => {
+          res.resume()
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }))
+        })
+        req.on("error", reject)
+        req.end()
+      })
+      if (reply.status !== 200) continue
+      expect(reply.headers["x-frame-options"], target).toBe("DENY")
+      expect(String(reply.headers["content-security-policy"]), target).toContain("frame-ancestors 'none'")
     }
   })
 

@@ -14,6 +14,8 @@
 import { readFile, stat } from "node:fs/promises"
 import { keepUnreadable } from "../../config/atomic-write.js"
 import {
+  ABSENT,
+  fileVersion,
   OAuthServerFileError,
   oauthServerFileOf,
   readOAuthServerFile,
@@ -150,7 +152,10 @@ interface MemoryCode {
 export class FileGrantState implements GrantState {
   private readonly file: string
   private doc: OAuthServerDocument = { version: 1, clients: {}, registered: {}, refresh: {} }
-  private mtimeMs = -1
+  /** The version of the file this state was read from or last wrote (`fileVersion`); none yet. */
+  private version: string | undefined
+  /** The version of the file `current` found unreadable (a half-done hand edit), until a change keeps it. */
+  private unreadVersion: string | undefined
   private writing: Promise<void> = Promise.resolve()
   private readonly codes = new Map<string, MemoryCode>()
   private readonly consents = new Map<string, PendingConsent>()
@@ -170,18 +175,25 @@ export class FileGrantState implements GrantState {
     await this.writing
   }
 
+  /** The version of the file on disk now (`fileVersion`). */
+  private onDisk(): Promise<string> {
+    return stat(this.file).then(fileVersion, () => ABSENT)
+  }
+
   /** Reads the file again when it changed (the CLI approves clients beside the running store). */
   private async current(): Promise<OAuthServerDocument> {
     await this.writing
-    const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
-    if (mtime !== this.mtimeMs) {
+    const version = await this.onDisk()
+    if (version !== this.version) {
       try {
         const read = await readOAuthServerFile(this.file)
         this.doc = read.doc
-        this.mtimeMs = read.mtimeMs
+        this.version = read.version
       } catch (e) {
         log.warn(`the authorization server file cannot be read, kept as it was: ${(e as Error).message}`, { event: "oauth_server_file" })
-        this.mtimeMs = mtime
+        this.version = version
+        // Not read again for each request, but kept beside itself before the next change replaces it (`mutate`).
+        this.unreadVersion = version
       }
     }
     return this.doc
@@ -190,8 +202,9 @@ export class FileGrantState implements GrantState {
   /** Changes the document and writes it; one change at a time, each on the file as it is then. */
   private mutate(change: (doc: OAuthServerDocument) => OAuthServerDocument): Promise<void> {
     const run = this.writing.then(async () => {
-      const mtime = await stat(this.file).then((s) => s.mtimeMs, () => 0)
-      if (mtime !== this.mtimeMs) {
+      const version = await this.onDisk()
+      if (version !== this.version || version === this.unreadVersion) {
+        this.unreadVersion = undefined
         const read = await readOAuthServerFile(this.file).catch(async (e: unknown) => {
           // A hand edit left half done: kept beside the file before it is replaced.
           if (!(e instanceof OAuthServerFileError)) throw e
@@ -205,7 +218,7 @@ export class FileGrantState implements GrantState {
       // The file as it is now is this write only if it reads back as written: a change another
       // process made right after (the CLI) is read before the next change, never written over.
       const after = await readOAuthServerFile(this.file).catch(() => undefined)
-      this.mtimeMs = after !== undefined && JSON.stringify(after.doc) === JSON.stringify(this.doc) ? after.mtimeMs : -1
+      this.version = after !== undefined && JSON.stringify(after.doc) === JSON.stringify(this.doc) ? after.version : undefined
     })
     this.writing = run.catch((e: unknown) => log.error(`the authorization server file cannot be written: ${String(e)}`, { event: "oauth_server_file" }))
     return run
