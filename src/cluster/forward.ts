@@ -280,6 +280,8 @@ export class Forwarder {
 
   /** `send` to the replica at `url`. */
   sendTo(url: string, request: Without<ForwardRequest, "id">, options: SendOptions): Promise<unknown> {
+    // Cancelled while its owner was looked up: an abort already done fires no listener, so it is not sent.
+    if (options.signal?.aborted === true) return Promise.reject(new McpRequestError("aborted", "the request was cancelled"))
     const id = randomUUID()
     const body = JSON.stringify({ ...request, id, cluster: this.target.cluster })
     // The upstream's requests relayed during the call, until answered, withdrawn, or the call's end.
@@ -474,22 +476,24 @@ const misdirected = (text: string): boolean => {
   }
 }
 
-/** Reads JSON lines from a response, at most `maxBytes` in all; resolves at its end. */
+/**
+ * Reads JSON lines from a response, each at most `maxBytes` (the answer's; progress and relayed
+ * requests are lines of their own, as many as a long call sends, each read and let go); resolves at
+ * its end.
+ */
 const readLines = (response: IncomingMessage, maxBytes: number, onLine: (line: ForwardLine) => void): Promise<void> =>
   new Promise((resolve, reject) => {
     let buffered: Buffer[] = []
-    let total = 0
+    /** The bytes of the line being read. */
+    let pending = 0
     response.on("data", (chunk: Buffer) => {
-      total += chunk.length
-      if (total > maxBytes) {
-        response.destroy()
-        return reject(new Error(`more than ${maxBytes} bytes`))
-      }
       let start = 0
       for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, start)) {
+        if (pending + (i - start) > maxBytes) break
         buffered.push(chunk.subarray(start, i))
         const text = Buffer.concat(buffered).toString("utf8")
         buffered = []
+        pending = 0
         start = i + 1
         try {
           onLine(JSON.parse(text) as ForwardLine)
@@ -497,6 +501,12 @@ const readLines = (response: IncomingMessage, maxBytes: number, onLine: (line: F
           response.destroy()
           return reject(e as Error)
         }
+      }
+      pending += chunk.length - start
+      if (pending > maxBytes) {
+        // Rejected first: destroying the response reports it aborted.
+        reject(new Error(`a line of more than ${maxBytes} bytes`))
+        return void response.destroy()
       }
       if (start < chunk.length) buffered.push(chunk.subarray(start))
     })

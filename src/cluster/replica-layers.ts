@@ -145,10 +145,14 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
     }
   },
   startAsyncOn: async (replica, scope, name, start) => {
-    const answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as {
-      call?: AsyncCallEntry
-      refused?: string
-    } | null
+    let answer: { call?: AsyncCallEntry; refused?: string } | null
+    try {
+      answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as typeof answer
+    } catch (e) {
+      // Never reached that replica, or refused there before it started anything: it may run here.
+      if (e instanceof NotDelivered) return { notStarted: e.message }
+      throw e
+    }
     if (answer?.call !== undefined) return answer.call
     return { refused: answer?.refused ?? `replica ${replica} did not start the call` }
   },

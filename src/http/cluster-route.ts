@@ -262,8 +262,8 @@ const execute = async ({ store, cluster, asyncAnswer }: ReplicaParts, req: Forwa
     const owner = String(req.owner)
     const caller = () => ({ words: label === "store" ? "a caller of the store" : `a caller of agent '${label}'`, owner })
     const started = await store.asyncCalls.start(scope.value, { ...req.input, caller }, owner, asyncAnswer, { here: true })
-    // Redis does not keep it here: the asking replica runs it itself, or refuses it the same way.
-    if (started instanceof ClusterUnavailable) throw new Error(started.message)
+    // Redis does not keep it here, so it was not started: the asking replica runs it itself, or refuses it the same way.
+    if (started instanceof ClusterUnavailable) throw new NotDelivered(started.message)
     return started instanceof TooMany ? { refused: started.message } : { call: started }
   }
   if (req.op === "approval") return decideHere(store, req)

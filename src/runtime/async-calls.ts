@@ -286,7 +286,7 @@ export class AsyncCalls {
    * store; the service is run here or by nobody now; the target is not resolved yet, or that
    * replica cannot be reached: the call's own steps then wait or refuse as any call's).
    */
-  private async startElsewhere(ctx: ScopeContext, input: CallToolInput, owner: string): Promise<AsyncCallEntry | TooMany | undefined> {
+  private async startElsewhere(ctx: ScopeContext, input: CallToolInput, owner: string): Promise<AsyncCallEntry | TooMany | ClusterUnavailable | undefined> {
     const { ownerOf, startAsyncOn } = this.replication ?? {}
     if (ownerOf === undefined || startAsyncOn === undefined) return undefined
     const target = resolveTarget(ctx, input, { expired: false, timeoutSeconds: 1 })
@@ -303,11 +303,20 @@ export class AsyncCalls {
         log.warn(`refused an asynchronous call of '${input.tool_name}' in ${ctx.label} on replica ${replica}: ${started.refused}`, { event: "async_call_refused", scope: ctx.label, tool: input.tool_name })
         return new TooMany({ message: started.refused, limit: "max_async_calls", max: this.maxRunning, retryAfterSeconds: 1 })
       }
+      if ("notStarted" in started) {
+        log.warn(`asynchronous call of '${input.tool_name}': replica ${replica}, which runs ${name}, did not start it (${started.notStarted}); it runs here`, { event: "async_call_forward_failed", scope: ctx.label })
+        return undefined
+      }
       log.info(`asynchronous call ${started.call_id} of '${input.tool_name}' started on replica ${replica}, which runs ${name}`, { event: "async_call_forwarded", call_id: started.call_id, scope: ctx.label })
       return started
     } catch (e) {
-      log.warn(`asynchronous call of '${input.tool_name}': replica ${replica}, which runs ${name}, could not start it (${e instanceof Error ? e.message : String(e)}); it runs here`, { event: "async_call_forward_failed", scope: ctx.label })
-      return undefined
+      // The request may have reached it (no answer in time, a connection broken after it was sent):
+      // started here too, the tool could run twice.
+      const why = e instanceof Error ? e.message : String(e)
+      log.warn(`asynchronous call of '${input.tool_name}': replica ${replica}, which runs ${name}, did not say whether it started it (${why}); not started here`, { event: "async_call_forward_failed", scope: ctx.label })
+      return new ClusterUnavailable({
+        message: `The replica that runs '${name}' did not say whether it started the asynchronous call (${why}): it may run there, so it was not started here; look for it in the tool records before calling again`
+      })
     }
   }
 

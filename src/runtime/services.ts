@@ -140,10 +140,17 @@ export interface ReplicationApi {
   readonly ownerOf?: ((scope: Scope, name: string) => Promise<string | undefined>) | undefined
   /**
    * Replica mode: starts an asynchronous call on the replica that runs its service; the call's
-   * entry, or a refusal's message (that replica's cap on running calls).
+   * entry, a refusal's message (that replica's cap on running calls), or `notStarted` when the
+   * request never started anything there. Rejects when that replica may have started it (no
+   * answer in time, a connection broken after the request was sent).
    */
   readonly startAsyncOn?:
-    | ((replica: string, scope: Scope, name: string, start: { readonly owner: string; readonly input: AsyncStartInput }) => Promise<AsyncCallEntry | { readonly refused: string }>)
+    | ((
+        replica: string,
+        scope: Scope,
+        name: string,
+        start: { readonly owner: string; readonly input: AsyncStartInput }
+      ) => Promise<AsyncCallEntry | { readonly refused: string } | { readonly notStarted: string }>)
     | undefined
   /** Held calls across replicas (src/runtime/input-required.ts); none for one store. */
   readonly held?: HeldCallsReplica | undefined

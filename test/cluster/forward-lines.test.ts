@@ -83,4 +83,32 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     const answers = received.filter((r) => r.op === "answer")
     expect(answers).toEqual([expect.objectContaining({ op: "answer", field: "store/fx", call: received[0]!.id, key: "1", answer: { result: { action: "accept", content: { name: "Ada" } } } })])
   })
+
+  it("progress lines past the answer's bound are read and let go: a long chatty call is answered; one line over the bound is refused", async () => {
+    const { url, forwarder } = await standIn((request, res) => {
+      const message = "m".repeat(1_000)
+      if (request.op === "call" && (request as { tool?: string }).tool === "chatty") {
+        // 2,000 progress lines of 1 KB: twice the forwarder's bound in all.
+        for (let i = 0; i < 2_000; i++) line(res, { p: { progress: i, message } })
+        return res.end(`${JSON.stringify({ r: { content: [{ type: "text", text: "done" }] } })}\n`)
+      }
+      res.end(`${JSON.stringify({ r: { content: [{ type: "text", text: "x".repeat(1.5 * (1 << 20)) }] } })}\n`)
+    })
+    let seen = 0
+    const chatty = await forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "chatty", args: {}, timeoutMs: 10_000 }, { onProgress: () => void (seen += 1) })
+    expect(chatty).toEqual({ content: [{ type: "text", text: "done" }] })
+    expect(seen).toBe(2_000)
+    const big = await forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "big", args: {}, timeoutMs: 10_000 }, {}).catch((e: unknown) => e)
+    expect(big).toBeInstanceOf(McpRequestError)
+    expect((big as McpRequestError).message).toMatch(/a line of more than 1048576 bytes/)
+  })
+
+  it("a request cancelled before it is sent is not sent", async () => {
+    const { url, forwarder, received } = await standIn((_request, res) => void res.end(`${JSON.stringify({ r: {} })}\n`))
+    const cancel = new AbortController()
+    cancel.abort()
+    const sent = await forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 }, { signal: cancel.signal }).catch((e: unknown) => e)
+    expect((sent as McpRequestError).kind).toBe("aborted")
+    expect(received).toHaveLength(0)
+  })
 })

@@ -11,7 +11,8 @@ import { McpRequestError } from "../../src/mcp/types.js"
 import { Cancel } from "../../src/domain/cancellation.js"
 import { callOutcome, resolveTarget, runCall, type CallExit } from "../../src/runtime/calls.js"
 import { outcomeOf, requestFailure, taskRequestFailure } from "../../src/runtime/failures.js"
-import { TooMany } from "../../src/domain/errors.js"
+import { ClusterUnavailable, TooMany } from "../../src/domain/errors.js"
+import { AsyncCalls } from "../../src/runtime/async-calls.js"
 import { NotConnected, requestOnService } from "../../src/runtime/service-request.js"
 import { createStore } from "../../src/composition/layer-graph.js"
 import type { Store } from "../../src/runtime/store.js"
@@ -251,6 +252,49 @@ describe("the call pipeline", { timeout: 20_000 }, () => {
       expect(outcomeOf({ _tag: "TooMany" })).toBe("unavailable")
       expect(outcomeOf({ _tag: "ToolNotFound" })).toBe("protocol_error")
       expect(outcomeOf(new Error("a bug"))).toBe("transport_error")
+    })
+  })
+
+  describe("an asynchronous call in replica mode, whose service another replica runs", () => {
+    /** Asynchronous calls with an in-memory backend, and `startAsyncOn` as given. */
+    const asyncCalls = (startAsyncOn: NonNullable<ConstructorParameters<typeof AsyncCalls>[3]>["startAsyncOn"]) => {
+      const kept: string[] = []
+      const backend = {
+        start: async (entry: { call_id: string }) => void kept.push(entry.call_id),
+        progress: () => undefined,
+        target: () => undefined,
+        task: () => undefined,
+        finish: async () => undefined,
+        get: async () => undefined,
+        takeInterrupted: async () => [],
+        settled: () => undefined,
+        finishedCount: () => 0,
+        close: async () => undefined
+      }
+      const records = { record: () => ({ record: {}, written: undefined }) }
+      const calls = new AsyncCalls(backend as never, records as never, 10, { replicaId: "here", ownerOf: async () => "there", startAsyncOn, cancelAsyncOn: async () => undefined })
+      return { calls, kept }
+    }
+    const render = () => ({ http_status: 200, body: {} })
+
+    it("is not started here when that replica may have started it (no answer in time): 503, nothing kept here", async () => {
+      const { calls, kept } = asyncCalls(async () => {
+        throw new McpRequestError("timeout", "no answer within 11000 ms")
+      })
+      const started = await calls.start(ctx(), { tool_name: "one__echo", args: { text: "x" } }, "owner", render)
+      expect(started).toBeInstanceOf(ClusterUnavailable)
+      expect((started as ClusterUnavailable).message).toMatch(/may run there, so it was not started here/)
+      expect(kept).toEqual([])
+      expect(calls.running).toBe(0)
+    })
+
+    it("runs here when the request never started anything there", async () => {
+      const { calls, kept } = asyncCalls(async () => ({ notStarted: "replica there has left the cluster" }))
+      const started = await calls.start(ctx(), { tool_name: "one__echo", args: { text: "x" } }, "owner", render)
+      expect(started).toMatchObject({ status: "running", tool_name: "one__echo", replica: "here" })
+      expect(kept).toHaveLength(1)
+      expect(await eventually(() => calls.running === 0, 5_000)).toBe(true)
+      await calls.close()
     })
   })
 })
