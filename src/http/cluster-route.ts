@@ -6,7 +6,7 @@
  * a valid signature under the cluster secret (src/cluster/signature.ts) and an id not seen before
  * (a request seen on the network is neither changed nor replayed), and anything a browser sends
  * (an Origin, a Sec-Fetch-Site) is refused outright. The body is bounded as an API request's is, and
- * not read at all when the signature header is missing, malformed or out of its time window.
+ * not read at all unless the request's head (method, path, time, length) is signed with the secret.
  *
  * The request runs on the service's live connection only if this replica still owns the service
  * and its actor runs it (never forwarded on from here), through the step a call made here takes
@@ -27,7 +27,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseServiceField } from "../redis/key-names.js"
 import { FORWARD_PATH, FORWARDED_EVENTS, HELD_ALIVE_MS, NotDelivered, RemoteConnection, toWire, type ForwardLine, type ForwardRequest, type RelayAnswer } from "../cluster/forward.js"
 import { stepToWire } from "../cluster/held-calls.js"
-import { signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
+import { headProblem, signatureProblem, SIGNATURE_HEADER, SIGNATURE_WINDOW_MS } from "../cluster/signature.js"
 import { Cause, Effect, Exit, Option } from "effect"
 import { ClusterUnavailable, CredentialsRequired, ServiceUnavailable, TooMany } from "../domain/errors.js"
 import { statusOf, type ServiceActorRef } from "../machines/service.js"
@@ -156,16 +156,17 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
       return answer(response, 403, "FORBIDDEN", "internal cluster route")
     }
     if (request.method !== "POST" || request.url !== FORWARD_PATH) return answer(response, 404, "NOT_FOUND", "no such internal route")
-    // Nothing is read of a request whose signature cannot be valid (absent, malformed, out of its time window).
-    const header = request.headers[SIGNATURE_HEADER] as string | undefined
-    const early = signatureProblem(cluster.secret, "POST", FORWARD_PATH, "", header)
-    if (early !== undefined && early !== "wrong signature") {
-      refused(request, early)
-      return answer(response, 401, "UNAUTHORIZED", "internal cluster route: bad signature")
-    }
     const limit = maxBodyBytes + 64 * 1024
     const declaredLength = Number(request.headers["content-length"] ?? NaN)
     if (!(declaredLength > 0 && declaredLength <= limit)) return answer(response, 413, "PAYLOAD_TOO_LARGE", `the body must have a Content-Length of at most ${limit} bytes`)
+    // Nothing is read of a request whose head is not signed with the secret (its length included):
+    // nobody without it makes this replica read and hold a body.
+    const header = request.headers[SIGNATURE_HEADER] as string | undefined
+    const early = headProblem(cluster.secret, "POST", FORWARD_PATH, declaredLength, header)
+    if (early !== undefined) {
+      refused(request, early)
+      return answer(response, 401, "UNAUTHORIZED", "internal cluster route: bad signature")
+    }
     const chunks: Buffer[] = []
     let received = 0
     request.on("data", (chunk: Buffer) => {
