@@ -61,6 +61,12 @@ export type ForwardRequest = {
    * address of one that ended) answers 421 and runs nothing. Absent from a replica of an earlier version.
    */
   readonly cluster?: string | undefined
+  /**
+   * The advertised URL the request was sent to: a replica whose own is another refuses it (421), so
+   * that a signed request seen on the network is not sent again to every other replica (each would
+   * run it: ids are remembered per replica). Absent from a replica of an earlier version.
+   */
+  readonly to?: string | undefined
   readonly field: string
   readonly timeoutMs: number
   /**
@@ -283,7 +289,7 @@ export class Forwarder {
     // Cancelled while its owner was looked up: an abort already done fires no listener, so it is not sent.
     if (options.signal?.aborted === true) return Promise.reject(new McpRequestError("aborted", "the request was cancelled"))
     const id = randomUUID()
-    const body = JSON.stringify({ ...request, id, cluster: this.target.cluster })
+    const body = JSON.stringify({ ...request, id, cluster: this.target.cluster, to: url })
     // The upstream's requests relayed during the call, until answered, withdrawn, or the call's end.
     const relayed = new Map<string, AbortController>()
     const target = new URL(FORWARD_PATH, url)

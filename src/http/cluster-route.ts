@@ -194,6 +194,10 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
         refused(request, `sent to cluster '${String(forwarded.cluster).slice(0, 100)}', not this one (the same secret in two clusters?)`)
         return answer(response, 421, "MISDIRECTED_REQUEST", "this replica is of another cluster")
       }
+      if (forwarded.to !== undefined && cluster.advertiseUrl !== "" && forwarded.to !== cluster.advertiseUrl) {
+        refused(request, `sent to ${String(forwarded.to).slice(0, 200)}, not to this replica (${cluster.advertiseUrl}): a request seen on the network, sent again here?`)
+        return answer(response, 421, "MISDIRECTED_REQUEST", "this request was sent to another replica")
+      }
       if (!seen.first(forwarded.id)) {
         refused(request, "a replayed request id")
         return answer(response, 409, "CONFLICT", "this request id was already used")

@@ -9,12 +9,15 @@
  * is answered "not run" too, never run on the principal's connection. The route on a real HTTP
  * server, a real replicated actor (its service machine on fakes), a real forwarder signing the
  * request, the real pool of principals' connections, and a stand-in replica where a request sent
- * on would land. A replica of another cluster (the same secret) is answered 421 and nothing runs.
+ * on would land. A replica of another cluster (the same secret), and a request sent to another
+ * replica's address, are answered 421 and nothing runs.
  */
+import { randomUUID } from "node:crypto"
 import { createServer, type RequestListener } from "node:http"
 import { assign, createActor } from "xstate"
 import { afterEach, describe, expect, it } from "vitest"
-import { Forwarder, NotDelivered, RemoteConnection } from "../../src/cluster/forward.js"
+import { FORWARD_PATH, Forwarder, NotDelivered, RemoteConnection } from "../../src/cluster/forward.js"
+import { sign, SIGNATURE_HEADER } from "../../src/cluster/signature.js"
 import type { Cluster } from "../../src/cluster/cluster.js"
 import { CredentialsFile, type CredentialStore } from "../../src/config/credentials-file.js"
 import { STORE_SCOPE, type ServiceDefinition } from "../../src/domain/service-definition.js"
@@ -84,6 +87,8 @@ const replicaOf = async (definition: ServiceDefinition, owns: () => boolean, cre
   const { url, forwarder: caller } = await served((req, res) => {
     if (!route(req, res)) res.writeHead(404).end()
   })
+  // The address it is reached at is the one it advertises (a request sent to another is refused).
+  Object.assign(parts.cluster, { advertiseUrl: url })
   stops.push(() => {
     onward.close()
     elsewhere.close()
@@ -156,6 +161,16 @@ describe("the forwarding route", () => {
     const ended = await own
     expect("error" in ended ? ended.error : ended.value).toBeInstanceOf(NotDelivered)
     expect(replica.elsewhere.received).toEqual([])
+  })
+
+  it("answers 421 to a signed request sent to another replica's address (one seen on the network, sent again here), running nothing", async () => {
+    const replica = await replicaOf({ url: "http://127.0.0.1:1/mcp" }, () => true)
+    const body = JSON.stringify({ op: "call", field: "store/svc", tool: "echo", args: { text: "hi" }, timeoutMs: 5_000, id: randomUUID(), cluster: "test", to: "http://127.0.0.1:9/" })
+    const res = await fetch(new URL(FORWARD_PATH, replica.url), { method: "POST", headers: { "content-type": "application/json", [SIGNATURE_HEADER]: sign(SECRET, "POST", FORWARD_PATH, body) }, body })
+    expect(res.status).toBe(421)
+    expect(await res.json()).toMatchObject({ error: { code: "MISDIRECTED_REQUEST" } })
+    // Nothing sent to the actor but its own taking of the lease.
+    expect(replica.sent).toEqual([{ type: "OWN", owner: "me" }])
   })
 
   it("takes a 421 that is not the forwarding route's own (a proxy's) as a refusal, not as a replica gone", async () => {
