@@ -37,13 +37,15 @@ import { ADMIN, gateOf, type Principal } from "./access.js"
 import type { ToolGate } from "../domain/tool-filter.js"
 import { readTraceContext } from "../domain/trace-context.js"
 import { openRequestSpan, recordHttpSpan } from "./request-span.js"
-import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH, nestedDeeperThan } from "./contract-middleware.js"
+import { nestedDeeperThan } from "../domain/json-depth.js"
+import { bodyProblem, isJsonMediaType, MAX_BODY_DEPTH } from "./contract-middleware.js"
 import * as E from "./contract-errors.js"
 import type { RequestPolicy } from "./request-guard.js"
 import { callInput, callToolBody, restCaller, takesInput, type CallAnswers, type CallEdge, type ScopeRef } from "./scope-handlers.js"
 import { sessionOwner } from "./gateway/session-seal.js"
 import type { CallToolPayload } from "./payloads.js"
 import type { CallOperations } from "../runtime/operations.js"
+import { log } from "../logging/log.js"
 import { Cancel } from "../domain/cancellation.js"
 import type { ScopeContext } from "../runtime/host.js"
 import type { Store } from "../runtime/store.js"
@@ -312,12 +314,19 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
     /** Answers the exit of the handler's Effect (or of a failed direct call through the same contract mapping). */
     let success = 200
     const answer = (exit: Exit.Exit<unknown, E.ApiError>) => {
-      if (Exit.isSuccess(exit)) {
-        status = success
-        send(response, success, JSON.stringify(exit.value), exit.value)
-      } else if (!Cause.isInterruptedOnly(exit.cause)) {
-        const failure = Cause.failureOption(exit.cause)
-        status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
+      try {
+        if (Exit.isSuccess(exit)) {
+          status = success
+          send(response, success, JSON.stringify(exit.value), exit.value)
+        } else if (!Cause.isInterruptedOnly(exit.cause)) {
+          const failure = Cause.failureOption(exit.cause)
+          status = answerError(response, Option.isSome(failure) ? failure.value : undefined)
+        }
+      } catch (e) {
+        // An answer that cannot be written (a bug): a 500 rather than a client left waiting.
+        log.error(`a call's answer could not be written: ${e instanceof Error ? e.message : String(e)}`, { event: "call_answer_failed" })
+        if (!response.headersSent) status = answerError(response, undefined)
+        else response.destroy()
       }
       done()
     }

@@ -14,6 +14,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { nestedDeeperThan } from "../domain/json-depth.js"
 import { fieldProblems, MAX_FIELD_PROBLEMS, problemsMessage, type FieldProblem } from "../domain/schemas.js"
 import {
   BadRequest,
@@ -74,17 +75,6 @@ export const ROUTER_CONFIG = { maxParamLength: 16_384, caseSensitive: true, igno
  */
 export const MAX_BODY_DEPTH = 64
 
-/** Whether a parsed JSON value nests deeper than `limit` (iterative: never overflows itself). */
-export const nestedDeeperThan = (value: unknown, limit: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!
-    if (typeof v !== "object" || v === null) continue
-    if (depth > limit) return true
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
-  }
-  return false
-}
 
 const tooLarge = (limit: number) => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${limit} bytes`, { limit }))
 

@@ -43,6 +43,7 @@ import { isModernVersion } from "../domain/protocol-versions.js"
 import { PROTOCOL_VERSION_META_KEY } from "./era.js"
 import { paramHeaderText, valueAt, type ParamHeader } from "./param-headers.js"
 import { parseBearerChallenge, type UpstreamAuth } from "./oauth-client.js"
+import { excerptOf } from "./protocol-error.js"
 import { describeError } from "./request.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, StreamableHttpError, TASK_METHODS, type AnswerLost, type CarriedBy } from "./types.js"
 
@@ -819,7 +820,7 @@ export class HttpClientTransport implements Transport {
   /** The SDK's Client validates each message it is given: only the shape is checked here. */
   private asMessage(value: unknown): JSONRPCMessage | undefined {
     if (typeof value === "object" && value !== null && !Array.isArray(value)) return value as JSONRPCMessage
-    this.onerror?.(new Error(`not a JSON-RPC message: ${JSON.stringify(value)?.slice(0, 200)}`))
+    this.onerror?.(new Error(`not a JSON-RPC message: ${excerptOf(value, 200)}`))
     return undefined
   }
 

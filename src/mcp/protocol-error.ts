@@ -20,6 +20,19 @@ export const mcpError = (code: number, message: string, data?: unknown): Protoco
 /** A message of `mcpError` without its prefix: the words of the error alone. */
 export const bareMessage = (error: { readonly message: string }): string => error.message.replace(/^MCP error -?\d+: /, "")
 
+/**
+ * An upstream's value quoted in a message: its JSON cut to `max` characters, or a placeholder when
+ * it cannot be written at all (nested thousands deep: `JSON.stringify` throws, where a caller would
+ * be left without its answer).
+ */
+export const excerptOf = (value: unknown, max: number): string => {
+  try {
+    return String(JSON.stringify(value)).slice(0, max)
+  } catch {
+    return "(a value too deeply nested to show)"
+  }
+}
+
 /** The engine gave up waiting for an answer (its time-out): `timeout` is the time-out in ms. */
 export const requestTimedOut = (timeout: number | undefined): SdkError => new SdkError(SdkErrorCode.RequestTimeout, "Request timed out", { timeout })
 

@@ -58,8 +58,9 @@ import type {
   Transport
 } from "@modelcontextprotocol/client"
 import { ToolResultSchema, ToolsListSchema } from "./result-schemas.js"
-import { answerError, connectionClosed, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
+import { answerError, connectionClosed, excerptOf, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
 import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CarriedBy, type CompleteParams } from "./types.js"
+import { nestedDeeperThan } from "../domain/json-depth.js"
 import { type CancelSignal } from "../domain/cancellation.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
 
@@ -67,11 +68,19 @@ const MAX_TIMER_MS = 2_147_483_647
 
 /** The longest progress message passed on (characters); an upstream's longer one is cut. */
 const MAX_PROGRESS_MESSAGE = 4096
+/** The deepest nesting of an upstream's message read (`nestedDeeperThan`): a JSON Schema or a structured result needs far less. */
+const MAX_MESSAGE_DEPTH = 128
 /** How long a close lets the cancellations under way leave before the transport is closed under them. */
 const CLOSE_FLUSH_MS = 500
 
-/** Upstream requests tied to calls and not handled yet, at most (more are not tied: declined). */
-const MAX_TIES = 64
+/** Upstream requests relayed to one call's caller and not answered yet, at most (more are declined). */
+const MAX_RELAYED_PER_CALL = 64
+/**
+ * Requests of the server being handled at once, at most: past it one is dropped unanswered (a
+ * server that floods requests and reads no answers holds one entry each, and their answers wait in
+ * memory to be written).
+ */
+const MAX_SERVED = 256
 
 /** A request's time-out and signal, as the request wrapper (src/mcp/request.ts) hands them over. */
 export interface Controls {
@@ -120,6 +129,8 @@ interface Pending {
   readonly deadline: number
   /** Aborts the relayed upstream requests of the call when it settles (made at the first one). */
   relays?: AbortController
+  /** The upstream requests relayed to the caller and not answered yet (at most MAX_RELAYED_PER_CALL). */
+  relayed?: number
   /** A request whose `input_required` result (modern era) is answered (`withInput`), not declined: one of INPUT_METHODS. */
   readonly takesInput: boolean
   /**
@@ -286,6 +297,8 @@ export class Session {
   private readonly handling = new Map<string | number, AbortController>()
   /** Upstream request id -> the id of the call it is tied to. */
   private readonly ties = new Map<string | number, number>()
+  /** A flood of the server's requests was reported (`serve`, MAX_SERVED): once until it ebbs. */
+  private floodSaid = false
   private closed = false
   /** Cancellations being sent (notifications/cancelled): a close lets them leave first. */
   private readonly cancelling = new Set<Promise<void>>()
@@ -527,7 +540,7 @@ export class Session {
           return task["result"]
         }
         if (status === "input_required") await this.answerTask(task, answered, hooks, left())
-        else if (status !== "working") throw new McpRequestError("protocol", `tasks/get: the server's task has an unknown status ${JSON.stringify(status).slice(0, 100)}`, ProtocolErrorCode.InvalidRequest)
+        else if (status !== "working") throw new McpRequestError("protocol", `tasks/get: the server's task has an unknown status ${excerptOf(status, 100)}`, ProtocolErrorCode.InvalidRequest)
         const suggested = task[modern ? "pollIntervalMs" : "pollInterval"]
         const wait = Math.min(Math.max(typeof suggested === "number" && suggested > 0 ? suggested : MIN_POLL_MS * 4, MIN_POLL_MS), MAX_POLL_MS)
         if (performance.now() + wait >= deadline) {
@@ -710,13 +723,21 @@ export class Session {
   private read(message: JSONRPCMessage, extra: Partial<CarriedBy & AnswerLost> | undefined): void {
     const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
     const withId = typeof id === "string" || typeof id === "number"
+    // Nested deeper than anything of the protocol needs: read no further (writing it out again, as
+    // an answer, a record or a log line, would throw). An answer fails its request; anything else is dropped.
+    if (nestedDeeperThan(message, MAX_MESSAGE_DEPTH)) {
+      const problem = `the server sent a message nested deeper than ${MAX_MESSAGE_DEPTH} levels`
+      if (withId && typeof method !== "string") this.settle(id as number)?.reject(new McpRequestError("protocol", problem))
+      else this.events.onError(new Error(`${problem}: dropped`))
+      return
+    }
     if (typeof method === "string") {
       if (withId) this.serve(id, method, isRecord(params) ? params : undefined, extra)
       else this.notified(method, isRecord(params) ? params : undefined)
     } else if (withId) {
       this.answer(id, message, extra?.lost === true)
     } else {
-      this.events.onError(new Error(`Unknown message type: ${JSON.stringify(message).slice(0, 200)}`))
+      this.events.onError(new Error(`Unknown message type: ${excerptOf(message, 200)}`))
     }
   }
 
@@ -736,8 +757,11 @@ export class Session {
     if (method === "notifications/cancelled") {
       const requestId = params?.["requestId"]
       if (typeof requestId === "string" || typeof requestId === "number") this.handling.get(requestId)?.abort(params?.["reason"])
-      // The modern era: a server ends a subscriptions/listen of ours so (no answer follows).
-      if (this.envelope !== undefined && typeof requestId === "number") this.settle(requestId)?.reject(connectionClosed("Request was cancelled"))
+      // The modern era: a server ends a subscriptions/listen of ours so (no answer follows); any
+      // other request of ours it names is not its to cancel (its own requests' ids are another space).
+      if (this.envelope !== undefined && typeof requestId === "number" && this.pending.get(requestId)?.method === "subscriptions/listen") {
+        this.settle(requestId)?.reject(connectionClosed("Request was cancelled"))
+      }
       return
     }
     let notification: SessionNotification | undefined
@@ -789,6 +813,12 @@ export class Session {
    * (method not found). A request the server cancels gets no answer.
    */
   private serve(id: string | number, method: string, params: Record<string, unknown> | undefined, extra: Partial<CarriedBy> | undefined): void {
+    if (this.handling.size >= MAX_SERVED) {
+      if (!this.floodSaid) this.events.onError(new Error(`the server sent more than ${MAX_SERVED} requests that are not answered yet: the next ones are dropped unanswered`))
+      this.floodSaid = true
+      return
+    }
+    this.floodSaid = false
     if (RELAYED_METHODS.has(method)) this.tie(id, extra)
     const controller = new AbortController()
     this.handling.set(id, controller)
@@ -838,7 +868,6 @@ export class Session {
    * only one in flight on the connection (stdio, SSE). Untied: declined.
    */
   private tie(requestId: string | number, extra: Partial<CarriedBy> | undefined): void {
-    if (this.ties.size >= MAX_TIES) return
     let call: number | undefined
     if (extra?.carriedBy !== undefined) {
       for (const id of extra.carriedBy) if (typeof id === "number" && this.pending.get(id)?.hooks !== undefined) call = id
@@ -891,8 +920,16 @@ export class Session {
     if (entry === undefined) throw mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: it is not tied to a tool call, resource read or prompt request in flight`)
     const relay = entry.hooks?.relay
     if (relay === undefined) throw mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the caller of this request cannot answer it`)
+    if ((entry.relayed ?? 0) >= MAX_RELAYED_PER_CALL) {
+      throw mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: ${MAX_RELAYED_PER_CALL} requests of this call are waiting for its caller already`)
+    }
     entry.relays ??= new AbortController()
-    return relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
+    entry.relayed = (entry.relayed ?? 0) + 1
+    try {
+      return await relay(request, { signal: AbortSignal.any([signal, entry.relays.signal]), timeoutMs: Math.max(0, entry.deadline - performance.now()) })
+    } finally {
+      entry.relayed -= 1
+    }
   }
 
   /** Takes a request off the books: its timer and abort listener go. */
@@ -939,7 +976,7 @@ export class Session {
     if (isRecord(error) && typeof error.code === "number" && typeof error.message === "string") {
       entry.reject(answerError(error.code, error.message, error.data))
     } else {
-      entry.reject(new McpRequestError("protocol", `the server answered with a message that is neither a result nor an error: ${JSON.stringify(message).slice(0, 200)}`))
+      entry.reject(new McpRequestError("protocol", `the server answered with a message that is neither a result nor an error: ${excerptOf(message, 200)}`))
     }
   }
 
@@ -990,7 +1027,7 @@ export class Session {
         )
       )
     }
-    entry.reject(new McpRequestError("protocol", `the server answered with an unknown resultType ${JSON.stringify(type).slice(0, 100)}`))
+    entry.reject(new McpRequestError("protocol", `the server answered with an unknown resultType ${excerptOf(type, 100)}`))
   }
 
   private onClosed(): void {

@@ -82,7 +82,8 @@ export class LineRing {
   push(chunk: string): void {
     const parts = (this.partial + chunk).split("\n")
     this.partial = clip(parts.pop() ?? "")
-    for (const line of parts) this.add(line)
+    // Only the last `capacity` lines of a chunk can stay: a flood of lines costs a split, not a copy per line.
+    for (const line of parts.length > this.capacity ? parts.slice(-this.capacity) : parts) this.add(line)
   }
 
   /** Ends the stream: a held partial line becomes a line. */
@@ -93,12 +94,13 @@ export class LineRing {
 
   /** The kept lines, oldest first, with the partial last line if there is one. */
   lines(): ReadonlyArray<string> {
-    return this.partial === "" ? [...this.ring] : [...this.ring, this.partial].slice(-this.capacity)
+    return (this.partial === "" ? this.ring : [...this.ring, this.partial]).slice(-this.capacity)
   }
 
   private add(line: string): void {
     this.ring.push(clip(line.replace(/\r$/, "")))
-    if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity)
+    // Dropped in batches of a capacity at a time (one copy per `capacity` lines, not one per line).
+    if (this.ring.length >= 2 * this.capacity) this.ring.splice(0, this.ring.length - this.capacity)
   }
 }
 
@@ -434,7 +436,12 @@ export class StdioProcessTransport implements Transport {
         this.onerror?.(new Error(`Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`))
         continue
       }
-      this.onmessage?.(message)
+      try {
+        this.onmessage?.(message)
+      } catch (error) {
+        // A message its reader could not handle: reported, and the next ones still read.
+        this.onerror?.(error instanceof Error ? error : new Error(String(error)))
+      }
     }
   }
 

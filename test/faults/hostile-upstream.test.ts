@@ -242,6 +242,18 @@ describe("one upstream message over --max-message-bytes", () => {
   })
 })
 
+describe("an answer nested thousands deep", () => {
+  it("fails its call as a protocol error, never a call left without its answer; the connection goes on", { timeout: 30_000 }, async () => {
+    await healthyService(hostileStdio("deep"))
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "deep__deep_result", args: {}, timeout: 10 })
+    expect(reply.status, reply.text).toBe(502)
+    expect(reply.body.error.details.outcome).toBe("protocol_error")
+    expect(reply.body.error.message).toMatch(/nested deeper than 128 levels/)
+    const echo = await server!.post("/for_store/call_tool", { tool_name: "deep__echo", args: { text: "after" } })
+    expect(echo.status, echo.text).toBe(200)
+  })
+})
+
 describe("tool schemas from an upstream are checked in linear time", () => {
   it("a ReDoS pattern: 400 INVALID_ARGUMENTS at once, /health answered between the calls", { timeout: 20_000 }, async () => {
     hostile = await startHostileHttpServer()

@@ -29,6 +29,19 @@ describe("LineRing", () => {
     ring.push("\n")
     expect(ring.lines()).toEqual(["e", "f", ""])
   })
+
+  it("a flood of lines keeps the last ones, in order, across chunks and a partial line", () => {
+    const ring = new LineRing(200)
+    for (let chunk = 0; chunk < 20; chunk++) ring.push(Array.from({ length: 5_000 }, (_, i) => `${chunk}:${i}`).join("\n") + "\n")
+    const lines = ring.lines()
+    expect(lines).toHaveLength(200)
+    expect(lines[0]).toBe("19:4800")
+    expect(lines.at(-1)).toBe("19:4999")
+    ring.push("tail")
+    expect(ring.lines().at(-1)).toBe("tail")
+    expect(ring.lines()[0]).toBe("19:4801")
+    expect(ring.lines()).toHaveLength(200)
+  })
 })
 
 describe("StdioProcessTransport", () => {
