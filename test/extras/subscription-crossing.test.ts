@@ -3,7 +3,8 @@
  * gateway's subscriptions, src/http/gateway/endpoint.ts): against an upstream that answers an
  * unsubscribe only after a while (and drops the subscription only then), a subscribe made while the
  * unsubscribe is under way is sent upstream after it, so the URI ends subscribed there and its updates
- * reach the client; its last unsubscribe ends the subscription upstream.
+ * reach the client; its last unsubscribe ends the subscription upstream. A subscribe the upstream
+ * refuses is the client's refusal, with the server's code, and leaves nothing subscribed.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -72,5 +73,21 @@ describe("a subscribe crossing an unsubscribe of the same URI upstream", () => {
 
     await client.unsubscribeResource({ uri })
     expect(await eventually(async () => (await touch(uri)) === "not subscribed, 2 unsubscribed", 10_000)).toBe(true)
+  })
+
+  it("a subscribe the upstream refuses is refused to the client with the server's code, and kept by nobody: a retry is sent upstream again", async () => {
+    const uri = "mem://refused/1"
+    const subscribes = () => upstream.requests().filter((r) => r === "POST resources/subscribe").length
+    const { client } = await session()
+    const before = subscribes()
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const refused = await client.subscribeResource({ uri }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: number; message?: string }
+      )
+      expect(refused?.code, `attempt ${attempt}`).toBe(-32602)
+      expect(refused?.message).toMatch(/no such resource/)
+      expect(subscribes()).toBe(before + attempt)
+    }
   })
 })

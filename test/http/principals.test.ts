@@ -246,7 +246,8 @@ describe("MCPSTORE_API_KEY_FILE", () => {
 })
 
 describe("the keys file edited by hand while the store runs", () => {
-  it("a revocation or an expiry that is not a time is refused, and the keys as they were are kept", async () => {
+  /** A keys file with one admin key, and a ring watching it as a running store's does, with the problems it reports. */
+  const watchedRing = async () => {
     const dir = freshDir()
     const file = join(dir, "mcp-store.keys.json")
     const key = await create(file, "--role", "admin", "--name", "ops")
@@ -254,6 +255,11 @@ describe("the keys file edited by hand while the store runs", () => {
     const ring = new KeyRing(file, [], (m) => problems.push(m))
     ring.loadSync()
     ring.watch()
+    return { dir, file, key, problems, ring }
+  }
+
+  it("a revocation or an expiry that is not a time is refused, and the keys as they were are kept", async () => {
+    const { dir, file, key, problems, ring } = await watchedRing()
     const doc = await readKeys(file)
     for (const [field, value] of [["revoked", true], ["revoked", "yes"], ["expires", "31/12/2025"]] as const) {
       problems.length = 0
@@ -268,13 +274,7 @@ describe("the keys file edited by hand while the store runs", () => {
   })
 
   it("a keys file deleted or emptied does not open the store: a key is still required, the file's are refused, with a line", async () => {
-    const dir = freshDir()
-    const file = join(dir, "mcp-store.keys.json")
-    const key = await create(file, "--role", "admin", "--name", "ops")
-    const problems: string[] = []
-    const ring = new KeyRing(file, [], (m) => problems.push(m))
-    ring.loadSync()
-    ring.watch()
+    const { dir, file, key, problems, ring } = await watchedRing()
     expect(ring.required).toBe(true)
     await rm(file)
     expect(await eventually(() => problems.some((p) => p.includes("is gone or holds no key")), 5_000)).toBe(true)

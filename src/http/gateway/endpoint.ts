@@ -63,7 +63,7 @@ import type { ScopeContext } from "../../runtime/host.js"
 import { runToPromise } from "../../runtime/run.js"
 import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
-import { type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
+import { McpRequestError, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
 import { settledWithin, unlessCancelled } from "../../domain/cancellation.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
@@ -509,7 +509,12 @@ export class McpGateway {
     }
     sub.sessions.set(session.id, uri)
     session.subscriptions.set(key, uri)
-    if (principal === undefined) return { perUser, recorded: true, made: fresh ? this.subscribeUpstream(sub, true) : Promise.resolve() }
+    if (principal === undefined) {
+      // The first subscribe upstream is every joiner's until it ends: a refused one takes the
+      // subscription away from all of them (each told so), so that a retry subscribes again.
+      if (fresh) sub.made = this.firstSubscribe(sub)
+      return { perUser, recorded: true, made: sub.made ?? Promise.resolve() }
+    }
     if (fresh) return { perUser, recorded: true, made: leavesIfRefused(this.makePrincipal(sub, true, checks)) }
     // The same principal's subscription, made or being made (again): answered as its latest making ends.
     return { perUser, recorded: true, made: leavesIfRefused(sub.made ?? Promise.resolve()) }
@@ -825,6 +830,26 @@ export class McpGateway {
     if (pending !== undefined) await settledWithin(pending.done, 2 * UNSUBSCRIBE_TIMEOUT_MS, signal)
   }
 
+  /**
+   * A shared subscription's first subscribe upstream (`subscribeUpstream`, strict). Refused, the
+   * subscription is taken off every session and stream on it, and off its connection (nothing was
+   * subscribed there); it settles as the subscribe ends.
+   */
+  private async firstSubscribe(sub: Subscription): Promise<void> {
+    try {
+      await this.subscribeUpstream(sub, true)
+      sub.made = undefined
+    } catch (e) {
+      if (this.subscriptions.get(sub.key) === sub) {
+        this.subscriptions.delete(sub.key)
+        for (const id of sub.sessions.keys()) this.sessions.get(id)?.subscriptions.delete(sub.key)
+        sub.sessions.clear()
+        this.detach(sub, false)
+      }
+      throw e
+    }
+  }
+
   /** Subscribes upstream on the service's current connection, if it is not subscribed there yet. */
   private async subscribeUpstream(sub: Subscription, strict = false): Promise<void> {
     const actor = this.scopeContext(sub.scope).findService(sub.service)
@@ -837,7 +862,9 @@ export class McpGateway {
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e)
       log.warn(`${scopeLabel(sub.scope)}/${sub.service} resources/subscribe ${JSON.stringify(sub.uri)} failed: ${message}`, { event: "subscribe_failed" })
-      if (strict) throw mcpError(ProtocolErrorCode.InternalError, message)
+      // The server's refusal of the URI (invalid params, not found) is the client's to hear as such.
+      const code = e instanceof McpRequestError && e.kind === "protocol" && (e.code === ProtocolErrorCode.InvalidParams || e.code === -32002) ? e.code : ProtocolErrorCode.InternalError
+      if (strict) throw mcpError(code, message)
     }
   }
 
