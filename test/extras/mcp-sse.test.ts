@@ -153,6 +153,21 @@ describe("/sse and /for_agent/{id}/sse", () => {
     expect(await within(session.stream.ended, 5000, "idle stream ended")).toBe("end")
   })
 
+  it("takes at most 64 requests in flight per session: the next is refused 429 with Retry-After (each is answered on the stream, the POST at once)", async () => {
+    const srv = await start()
+    await addService(srv, "/for_store", { name: "alpha", url: fixture.url })
+    const session = await rawSession("/sse")
+    const call = (id: number) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "alpha__sleep", arguments: { ms: 3_000 } } })
+    const taken = await Promise.all(Array.from({ length: 64 }, (_, i) => post(session.endpoint, call(100 + i))))
+    expect(taken.map((r) => r.status)).toEqual(Array(64).fill(202))
+    const refused = await post(session.endpoint, call(200))
+    expect(refused.status).toBe(429)
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect(await refused.json()).toMatchObject({ id: 200, error: { code: -32000, data: { code: "TOO_MANY", details: { limit: "sse_requests_in_flight", max: 64 } } } })
+    // A notification is not a request: taken.
+    expect((await post(session.endpoint, { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 100 } })).status).toBe(202)
+  })
+
   it("a call the client cancels stops counting at once: the session then expires while the upstream call would still run", async () => {
     const srv = await start({ options: { mcp_session_idle_seconds: 0.4 } })
     await addService(srv, "/for_store", { name: "alpha", url: fixture.url })

@@ -88,7 +88,20 @@ type StreamableSession = SessionState & {
  * for `makeRoom`); its requests arrive by POST and are answered on the stream, so `busy` counts
  * those in flight, and a session with none for `idleSeconds` is closed, its stream ended.
  */
-type SseSession = SessionState & { readonly kind: "sse"; readonly transport: SSEServerTransport }
+type SseSession = SessionState & {
+  readonly kind: "sse"
+  readonly transport: SSEServerTransport
+  /** Its event stream: what waits there unread bounds the requests it takes (`postMessage`). */
+  readonly stream: ServerResponse
+}
+
+/**
+ * A legacy SSE session's requests in flight at most (each answered later on its stream, the POST at
+ * once), and the bytes its stream may hold unread: past either a request is refused 429, so a
+ * client that posts without reading its stream cannot make the store hold answer after answer.
+ */
+const MAX_SSE_REQUESTS_IN_FLIGHT = 64
+const MAX_SSE_UNREAD_BYTES = 16 * 1024 * 1024
 
 /** What every session has beside its transport; what `buildServer`'s handlers may keep per session. */
 interface SessionState {
@@ -1107,7 +1120,7 @@ export class McpGateway {
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
     if (!this.admit(req, res, owner)) return
     const transport = new SSEServerTransport(messagesPath(scope), res)
-    const session = this.addSession<SseSession>(scope, owner, gate, listing, { id: transport.sessionId, kind: "sse", transport })
+    const session = this.addSession<SseSession>(scope, owner, gate, listing, { id: transport.sessionId, kind: "sse", transport, stream: res })
     transport.onclose = () => this.forget(session)
     watchRequests(transport, () => this.begin(session), () => this.end(session))
     const finished = res.destroyed ? Promise.resolve() : new Promise<void>((resolve) => res.once("close", () => resolve()))
@@ -1135,6 +1148,20 @@ export class McpGateway {
       return jsonRpcError(res, 404, -32001, "Session not found")
     }
     if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
+    // A request (not a notification or an answer): within the session's bounds (`busy`: its requests in flight).
+    const request = typeof (body as { method?: unknown }).method === "string" && (body as { id?: unknown }).id !== undefined
+    if (request && (session.busy >= MAX_SSE_REQUESTS_IN_FLIGHT || session.stream.writableLength > MAX_SSE_UNREAD_BYTES)) {
+      const unread = session.stream.writableLength > MAX_SSE_UNREAD_BYTES
+      const message = unread
+        ? `Too many answers wait unread on this session's event stream (over ${MAX_SSE_UNREAD_BYTES} bytes): read them first`
+        : `Too many requests in flight on this session (${MAX_SSE_REQUESTS_IN_FLIGHT}): wait for their answers`
+      log.warn(`MCP session ${shortId(id)} on ${scopeLabel(scope)}: a request refused: ${message}`, { event: "mcp_request_refused", scope: scopeLabel(scope) })
+      return jsonRpcError(res, 429, TOO_MANY_CODE, message, {
+        id: (body as { id?: unknown }).id,
+        headers: { "retry-after": String(MCP_RETRY_AFTER_SECONDS) },
+        data: tooManyData({ limit: "sse_requests_in_flight", max: MAX_SSE_REQUESTS_IN_FLIGHT, retryAfterSeconds: MCP_RETRY_AFTER_SECONDS })
+      })
+    }
     this.begin(session)
     try {
       await session.transport.handlePostMessage(req, res, body)
