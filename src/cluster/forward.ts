@@ -203,6 +203,22 @@ export const toWire = (e: McpRequestError): WireFailure => ({
 
 const REFUSALS: ReadonlySet<string> = new Set<PrincipalRefusal>(["credentials_required", "too_many", "unavailable"])
 
+/** The failures a replica answered itself (a status other than 200, an error line), as opposed to an exchange cut short. */
+const answered = new WeakSet<object>()
+
+/**
+ * Whether `sendTo` failed with the other replica's own answer (it refused the request, or answered
+ * an error), not a connection broken or silent after the request was sent: for a request that
+ * answers its result only once it has acted (`async_start`), nothing was done there.
+ */
+export const answeredByReplica = (e: unknown): boolean => typeof e === "object" && e !== null && answered.has(e)
+
+/** A failure the other replica answered (`answeredByReplica`). */
+const theirs = <E extends McpRequestError>(e: E): E => {
+  answered.add(e)
+  return e
+}
+
 const fromWire = (f: WireFailure): McpRequestError =>
   typeof f.refusal === "string" && REFUSALS.has(f.refusal)
     ? new PrincipalRefused(f.refusal, String(f.message), typeof f.max === "number" ? f.max : undefined, Array.isArray(f.missing) ? (f.missing as ReadonlyArray<CredentialPart>) : undefined)
@@ -348,14 +364,14 @@ export class Forwarder {
             finish(
               misdirected(text)
                 ? new NotDelivered(`the replica that runs ${request.field} (${target.origin}) is gone: a replica of another cluster answers there`, true)
-                : new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP 421)`)
+                : theirs(new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP 421)`))
             )
           )
           return
         }
         if (response.statusCode !== 200) {
           response.resume()
-          return finish(new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP ${response.statusCode})`))
+          return finish(theirs(new McpRequestError("transport", `the replica that runs ${request.field} refused the forwarded request (HTTP ${response.statusCode})`)))
         }
         readLines(response, this.target.maxAnswerBytes, (line) => {
           if ("p" in line) {
@@ -367,7 +383,7 @@ export class Forwarder {
             relayed.get(String(line.w))?.abort(new Error("the server withdrew its request"))
             relayed.delete(String(line.w))
           } else if ("r" in line) finish(undefined, line.r)
-          else if ("e" in line) finish(line.e.notRun === true ? new NotDelivered(String(line.e.message)) : fromWire(line.e))
+          else if ("e" in line) finish(line.e.notRun === true ? new NotDelivered(String(line.e.message)) : theirs(fromWire(line.e)))
         }).then(
           () => finish(new McpRequestError("transport", `the replica that runs ${request.field} ended its answer early`)),
           (e: Error) => finish(new McpRequestError("transport", `the answer of the replica that runs ${request.field} was unreadable (${e.message})`))

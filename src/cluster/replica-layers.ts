@@ -27,7 +27,7 @@ import {
 import { Cluster } from "./cluster.js"
 import { heldCallsOf } from "./held-calls.js"
 import { sharedApprovals } from "./shared-approvals.js"
-import { NotDelivered } from "./forward.js"
+import { answeredByReplica, NotDelivered } from "./forward.js"
 import { RedisRecords, type ClusterData } from "../records/redis-records.js"
 import { RedisTokenStore } from "../config/redis-token-vault.js"
 import { RedisAsyncResults } from "../records/redis-async-results.js"
@@ -149,8 +149,8 @@ export const clusterReplication = (cluster: Cluster): ReplicationApi => ({
     try {
       answer = (await cluster.sendToReplica(replica, { op: "async_start", field: serviceField(scope, name), scope: scopeLabel(scope), ...start, timeoutMs: ASYNC_CANCEL_MS }, {})) as typeof answer
     } catch (e) {
-      // Never reached that replica, or refused there before it started anything: it may run here.
-      if (e instanceof NotDelivered) return { notStarted: e.message }
+      // Never reached that replica, or answered there without the call (its result comes only once started): it may run here.
+      if (e instanceof NotDelivered || answeredByReplica(e)) return { notStarted: e instanceof Error ? e.message : String(e) }
       throw e
     }
     if (answer?.call !== undefined) return answer.call

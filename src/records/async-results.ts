@@ -216,7 +216,10 @@ export class AsyncResultsFile implements AsyncResultsBackend {
 
   private async write(): Promise<void> {
     if (this.refused) return
-    const text = JSON.stringify({ version: 1, calls: [...this.entries.values()].map((e) => this.foundRunning.get(e.call_id) ?? e) })
+    // The calls found running stay as found until settled, even past the bounds on finished calls.
+    const kept = [...this.entries.values()].map((e) => this.foundRunning.get(e.call_id) ?? e)
+    const pruned = [...this.foundRunning.values()].filter((e) => !this.entries.has(e.call_id))
+    const text = JSON.stringify({ version: 1, calls: [...pruned, ...kept] })
     try {
       await writeAtomically(this.path, text)
     } catch (e) {

@@ -5,9 +5,10 @@
  * relayed from a call is put to the caller's relay and its answer sent back as a request of its
  * own, naming the call and the request; a withdrawn request aborts the relay.
  */
-import type { ServerResponse } from "node:http"
+import { createServer, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
-import { Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
+import { answeredByReplica, Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
 import { McpRequestError } from "../../src/mcp/types.js"
 import { standInReplica } from "../support/index.js"
 
@@ -110,5 +111,24 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     const sent = await forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 }, { signal: cancel.signal }).catch((e: unknown) => e)
     expect((sent as McpRequestError).kind).toBe("aborted")
     expect(received).toHaveLength(0)
+  })
+
+  it("tells the other replica's own answer (a refusal, an error line) from an exchange cut short after the request was sent", async () => {
+    const { url, forwarder } = await standIn((request, res) => {
+      if ((request as { tool?: string }).tool === "failed") return void res.end(`${JSON.stringify({ e: { kind: "protocol", message: "not a scope: x", code: -32602 } })}\n`)
+      res.socket?.destroy()
+    })
+    const failure = (to: string, tool: string) => forwarder.sendTo(to, { op: "call", field: "store/fx", tool, args: {}, timeoutMs: 5_000 }, {}).then(() => undefined, (e: unknown) => e)
+    expect(answeredByReplica(await failure(url, "failed"))).toBe(true)
+    const cut = await failure(url, "cut")
+    expect(cut).toBeInstanceOf(McpRequestError)
+    expect(answeredByReplica(cut)).toBe(false)
+    // A replica that refuses the request (a signature outside its window, say): 401 before anything runs.
+    const refusing = createServer((_req, res) => void res.writeHead(401, { "content-type": "application/json" }).end("{}"))
+    await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve))
+    stops.push(() => refusing.close())
+    const refused = await failure(`http://127.0.0.1:${(refusing.address() as AddressInfo).port}`, "refused")
+    expect((refused as Error).message).toMatch(/HTTP 401/)
+    expect(answeredByReplica(refused)).toBe(true)
   })
 })
