@@ -4,7 +4,8 @@
  * unsubscribe only after a while (and drops the subscription only then), a subscribe made while the
  * unsubscribe is under way is sent upstream after it, so the URI ends subscribed there and its updates
  * reach the client; its last unsubscribe ends the subscription upstream. A subscribe the upstream
- * refuses is the client's refusal, with the server's code, and leaves nothing subscribed.
+ * refuses is the client's refusal, with the server's code, and leaves nothing subscribed. A flood of
+ * updates is relayed as a few, the last one after it.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -89,5 +90,18 @@ describe("a subscribe crossing an unsubscribe of the same URI upstream", () => {
       expect(refused?.message).toMatch(/no such resource/)
       expect(subscribes()).toBe(before + attempt)
     }
+  })
+
+  it("an upstream's flood of updates of one URI reaches a session as a few, the last one after the flood", async () => {
+    const uri = "mem://notes/flood"
+    const { client, heard } = await session()
+    await client.subscribeResource({ uri })
+    const touched = await Promise.all(Array.from({ length: 40 }, () => touch(uri)))
+    expect(touched.every((t) => t.startsWith("updated"))).toBe(true)
+    // Coalesced: at most one update every 250 ms, and one after the last of them.
+    expect(await eventually(() => heard.filter((u) => u === uri).length >= 2, 5_000)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 600))
+    expect(heard.filter((u) => u === uri).length).toBeLessThanOrEqual(20)
+    await client.unsubscribeResource({ uri })
   })
 })

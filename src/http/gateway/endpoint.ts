@@ -194,7 +194,17 @@ interface Subscription {
   making: AbortController | undefined
   /** A principal's: when it was last made again (performance.now(), the latest MAX_RENEWALS), so that a connection that keeps closing does not make it forever. */
   readonly renewals: Array<number>
+  /** When its last update was relayed (performance.now()), and the relay of the next one held back meanwhile (`relayUpdate`). */
+  relayedAt?: number
+  heldUpdate?: NodeJS.Timeout | undefined
 }
+
+/**
+ * Updates of one subscription are relayed at most once in this many ms; those that come meanwhile
+ * are one update at the end of it (each only says "read it again"): an upstream that floods
+ * `notifications/resources/updated` cannot make the store write without bound to its sessions.
+ */
+const UPDATE_EVERY_MS = 250
 
 /** How long an upstream unsubscribe may take (ms). */
 const UNSUBSCRIBE_TIMEOUT_MS = 10_000
@@ -637,6 +647,8 @@ export class McpGateway {
    * a principal's connection is no longer held for it (idle from now on, unless something else holds it).
    */
   private detach(sub: Subscription, unsubscribe: boolean): void {
+    clearTimeout(sub.heldUpdate)
+    sub.heldUpdate = undefined
     // Still being made: its upstream subscribe is cancelled, and the principal's connection is no longer busy with it.
     const making = sub.making
     sub.making = undefined
@@ -887,12 +899,26 @@ export class McpGateway {
    */
   private relayUpdate(connection: McpConnection, uri: string): void {
     for (const sub of this.onConnection.get(connection)?.subs ?? []) {
-      if (sub.uri !== uri) continue
-      for (const [sessionId, given] of sub.sessions) {
-        const session = this.sessions.get(sessionId)
-        if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
-        else this.streamSubscribers.get(sessionId)?.(given)
+      if (sub.uri !== uri || sub.heldUpdate !== undefined) continue
+      const wait = (sub.relayedAt ?? -Infinity) + UPDATE_EVERY_MS - performance.now()
+      if (wait <= 0) this.sendUpdate(sub)
+      else {
+        sub.heldUpdate = setTimeout(() => {
+          sub.heldUpdate = undefined
+          if (this.subscriptions.get(sub.key) === sub) this.sendUpdate(sub)
+        }, wait)
+        sub.heldUpdate.unref()
       }
+    }
+  }
+
+  /** Tells a subscription's sessions and streams that its resource changed, each by the URI it gave. */
+  private sendUpdate(sub: Subscription): void {
+    sub.relayedAt = performance.now()
+    for (const [sessionId, given] of sub.sessions) {
+      const session = this.sessions.get(sessionId)
+      if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)
+      else this.streamSubscribers.get(sessionId)?.(given)
     }
   }
 
