@@ -655,11 +655,14 @@ export class Session {
   private async withInput(method: string, params: Record<string, unknown>, controls: Controls, hooks: CallHooks | undefined): Promise<unknown> {
     const started = performance.now()
     const left = (): Controls => ({ timeout: Math.max(0, controls.timeout - (performance.now() - started)), signal: controls.signal })
+    // The call's total cap counts from its first request, whatever the rounds: progress never carries a later round past it.
+    const hooksLeft = (): CallHooks | undefined =>
+      hooks?.maxTotalMs === undefined ? hooks : { ...hooks, maxTotalMs: Math.max(0, hooks.maxTotalMs - (performance.now() - started)) }
     let answer = await this.request(method, params, controls, hooks)
     for (let round = 1; answer instanceof InputRequired; round++) {
       if (round > MAX_INPUT_ROUNDS) throw new McpRequestError("protocol", `the server asked for input more than ${MAX_INPUT_ROUNDS} times in one ${INPUT_METHODS.get(method)}`, ProtocolErrorCode.InvalidRequest)
       const inputResponses = await this.inputResponses(method, answer, hooks, left())
-      answer = await this.request(method, { ...params, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooks)
+      answer = await this.request(method, { ...params, inputResponses, ...(answer.state === undefined ? {} : { requestState: answer.state }) }, left(), hooksLeft())
     }
     return answer
   }
