@@ -395,7 +395,8 @@ export class StdioProcessTransport implements Transport {
     signalGroup(pid, "SIGKILL")
     // kill() returns before the processes are gone: close() resolves only once the tree has ended.
     await groupGone(pid, this.graceMs)
-    this.options.ledger?.ended(pid)
+    // A member still there (stuck in the kernel, not reaped yet) keeps the group on the ledger: the next start ends it.
+    if (!groupRunning(pid)) this.options.ledger?.ended(pid)
     if (!(await this.waitFor(this.finishWaiters, 500, () => this.finished))) this.forceFinish()
   }
 
@@ -407,7 +408,9 @@ export class StdioProcessTransport implements Transport {
     // Not cancelled by finish(): a straggler that ignores SIGTERM may have closed its pipes already.
     setTimeout(() => {
       signalGroup(pid, "SIGKILL")
-      this.options.ledger?.ended(pid)
+      void groupGone(pid, this.graceMs).then(() => {
+        if (!groupRunning(pid)) this.options.ledger?.ended(pid)
+      })
     }, this.graceMs).unref()
     // A process that left the group could keep the pipes open: do not wait for it forever.
     this.later(this.graceMs + 500, () => this.forceFinish())
