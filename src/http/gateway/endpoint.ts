@@ -1096,9 +1096,10 @@ export class McpGateway {
     const now = Date.now()
     if (claims.issuedAt > now + CLOCK_SKEW_MS || now - claims.issuedAt > sessionMaxAgeMs(this.options.idleSeconds)) return refuse("the sealed id has expired", "info")
     if (this.refusedWhileClosing(res)) return undefined
-    // Another request of the session rebuilt it meanwhile (the key was loading).
+    // Another request of the session rebuilt it meanwhile (the key was loading), or ended it (its DELETE).
     const again = this.sessions.get(id)
     if (again?.kind === "streamable") return again
+    if (this.ended.has(sealedIdKey(id))) return refuse("the session was ended (closed, idle or evicted)", "info")
     if (req.method === "DELETE") {
       // Nothing of it lives here: remember it as ended, so it is not rebuilt by this process.
       this.remember(id, claims.issuedAt)
