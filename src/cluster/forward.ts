@@ -264,9 +264,17 @@ export interface ForwardTarget {
   readonly redisAway?: (() => boolean) | undefined
 }
 
-/** Sends forwarded requests to owners, on one keep-alive agent. */
+/**
+ * The requests that answer at once and never wait on a caller: they have keep-alive sockets of their
+ * own, so that they never queue behind long calls (up to 256 to one replica), some of which may be
+ * waiting for the very answer (`answer`) that would end them, or hold the outage question (`redis`).
+ */
+const CONTROL_OPS: ReadonlySet<string> = new Set(["answer", "redis", "approval", "async_cancel", "task_ended", "event"])
+
+/** Sends forwarded requests to owners, on keep-alive agents: one for the calls, one for the control requests (`CONTROL_OPS`). */
 export class Forwarder {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 })
+  readonly #control = new Agent({ keepAlive: true, maxSockets: 64 })
   /** The replicas (origins) last logged as not answering connections, and when: one line a minute each. */
   readonly #unreachable = new Map<string, number>()
 
@@ -336,7 +344,7 @@ export class Forwarder {
       const onAbort = () => finish(new McpRequestError("aborted", "the request was cancelled"))
       const req = send(target, {
         method: "POST",
-        agent: target.protocol === "https:" ? undefined : this.#agent,
+        agent: target.protocol === "https:" ? undefined : CONTROL_OPS.has(request.op) ? this.#control : this.#agent,
         headers: {
           "content-type": "application/json",
           "content-length": Buffer.byteLength(body),
@@ -486,6 +494,7 @@ export class Forwarder {
   /** Closes the keep-alive sockets. */
   close(): void {
     this.#agent.destroy()
+    this.#control.destroy()
   }
 }
 

@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { answeredByReplica, Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
 import { McpRequestError } from "../../src/mcp/types.js"
-import { standInReplica } from "../support/index.js"
+import { eventually, standInReplica } from "../support/index.js"
 
 const SECRET = "0123456789abcdef0123456789abcdef"
 
@@ -130,5 +130,19 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     const refused = await failure(`http://127.0.0.1:${(refusing.address() as AddressInfo).port}`, "refused")
     expect((refused as Error).message).toMatch(/HTTP 401/)
     expect(answeredByReplica(refused)).toBe(true)
+  })
+
+  it("a control request (an answer to a held call) does not queue behind 256 long calls to the same replica", async () => {
+    const held: ServerResponse[] = []
+    const { url, forwarder } = await standIn((request, res) => {
+      if (request.op === "call") return void held.push(res)
+      res.end(`${JSON.stringify({ r: { taken: true } })}\n`)
+    })
+    const calls = Array.from({ length: 256 }, () => forwarder.sendTo(url, { op: "call", field: "store/fx", tool: "wait", args: {}, timeoutMs: 30_000 }, {}).catch(() => undefined))
+    expect(await eventually(() => held.length === 256, 10_000)).toBe(true)
+    const answered = await forwarder.sendTo(url, { op: "answer", field: "", call: "c", key: "k", answer: { result: {} }, timeoutMs: 2_000 }, {})
+    expect(answered).toEqual({ taken: true })
+    for (const res of held) res.end(`${JSON.stringify({ r: { content: [] } })}\n`)
+    await Promise.all(calls)
   })
 })
