@@ -1,9 +1,12 @@
 /**
- * The lines of a forwarded answer that are not progress or the result (src/cluster/forward.ts),
- * against a stand-in for the other replica (a plain HTTP server writing JSON lines): signs of life
- * keep a held call's retry open past its time-out while silence ends it; an upstream's request
- * relayed from a call is put to the caller's relay and its answer sent back as a request of its
- * own, naming the call and the request; a withdrawn request aborts the relay.
+ * A forwarded request's exchange with the other replica (src/cluster/forward.ts), against a
+ * stand-in for it (a plain HTTP server writing JSON lines): signs of life keep a held call's retry
+ * open past its time-out while silence ends it; an upstream's request relayed from a call is put to
+ * the caller's relay and its answer sent back as a request of its own, naming the call and the
+ * request; a withdrawn request aborts the relay; progress lines are read and let go however many,
+ * one line over the bound refused; a request cancelled before it is sent is not sent; the other
+ * replica's own answer is told from an exchange cut short; a control request does not queue behind
+ * long calls.
  */
 import { createServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
