@@ -254,6 +254,20 @@ describe("an answer nested thousands deep", () => {
   })
 })
 
+describe("a flood of the server's own requests", () => {
+  it("at most 256 are handled at once: the rest are dropped unanswered; the service goes on", { timeout: 30_000 }, async () => {
+    await healthyService(hostileStdio("flood"))
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "flood__ping_flood", args: {} })
+    expect(reply.status, reply.text).toBe(200)
+    const pongs = Number(reply.body.result)
+    expect(pongs).toBeGreaterThan(0)
+    expect(pongs).toBeLessThanOrEqual(256)
+    const echo = await server!.post("/for_store/call_tool", { tool_name: "flood__echo", args: { text: "after" } })
+    expect(echo.status, echo.text).toBe(200)
+    expect(log!.transitions.filter((t) => t.to === "reconnecting")).toEqual([])
+  })
+})
+
 describe("tool schemas from an upstream are checked in linear time", () => {
   it("a ReDoS pattern: 400 INVALID_ARGUMENTS at once, /health answered between the calls", { timeout: 20_000 }, async () => {
     hostile = await startHostileHttpServer()
