@@ -731,8 +731,9 @@ export class Cluster {
     const path = snapshotPath(this.definitions.path)
     const text = serialize(this.definitions.raw() as JsonObject)
     this.#snapshots = this.#snapshots.then(() =>
-      writeAtomically(path, text).catch((e: unknown) =>
-        log.warn(`cluster snapshot ${path} cannot be written (${(e as Error).message})`, { event: "cluster_snapshot_failed", file: path })
+      writeAtomically(path, text).then(
+        () => undefined,
+        (e: unknown) => log.warn(`cluster snapshot ${path} cannot be written (${(e as Error).message})`, { event: "cluster_snapshot_failed", file: path })
       )
     )
   }

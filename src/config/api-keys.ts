@@ -203,7 +203,7 @@ export const withUses = (keys: ReadonlyArray<KeyEntry>, uses: ReadonlyMap<string
   })
 
 /** Writes the keys file (atomically, mode 0600). */
-export const writeKeys = (path: string, doc: KeysDocument): Promise<void> => writeAtomically(path, `${JSON.stringify(doc, null, 2)}\n`)
+export const writeKeys = async (path: string, doc: KeysDocument): Promise<void> => void (await writeAtomically(path, `${JSON.stringify(doc, null, 2)}\n`))
 
 /** Why an entry does not admit now, or undefined when it does. */
 const refusal = (entry: KeyEntry, now: number): "revoked" | "expired" | undefined =>

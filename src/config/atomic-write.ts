@@ -28,8 +28,9 @@ const privateMode = (previous: number | undefined): number => (previous === unde
  * Every step is a round trip to libuv's thread pool, and on a busy event loop each one waits for
  * a turn of the loop: the steps that do not depend on each other (reading the old file's mode,
  * creating the temporary file, opening the folder; setting mode and owner) run together.
+ * Resolves with the file written (`WrittenFile`).
  */
-export const writeAtomically = async (path: string, text: string): Promise<void> => {
+export const writeAtomically = async (path: string, text: string): Promise<WrittenFile> => {
   await sweptOnce(path)
   const dir = dirname(path)
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
@@ -41,6 +42,7 @@ export const writeAtomically = async (path: string, text: string): Promise<void>
   const previous = previousResult.status === "fulfilled" ? previousResult.value : undefined
   const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
   const created = handleResult.status === "fulfilled"
+  let written: WrittenFile
   try {
     try {
       if (handleResult.status === "rejected") throw handleResult.reason
@@ -55,6 +57,7 @@ export const writeAtomically = async (path: string, text: string): Promise<void>
         ])
         await handle.writeFile(text, "utf8")
         await handle.sync()
+        written = await handle.stat()
       } finally {
         await handle.close()
       }
@@ -70,6 +73,17 @@ export const writeAtomically = async (path: string, text: string): Promise<void>
     // Closed on every path, a failed write included.
     await folder?.close().catch(() => undefined)
   }
+  return written
+}
+
+/**
+ * The file `writeAtomically` put in place, as its `stat` tells it: the rename keeps the inode, the
+ * time and the size, so a later `stat` of the path that differs is another writer's file.
+ */
+export interface WrittenFile {
+  readonly ino: number
+  readonly mtimeMs: number
+  readonly size: number
 }
 
 /**

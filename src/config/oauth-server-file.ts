@@ -105,5 +105,5 @@ export const readOAuthServerFile = async (path: string): Promise<{ readonly doc:
   }
 }
 
-/** Writes the document (atomically, 0600). */
-export const writeOAuthServerFile = (path: string, doc: OAuthServerDocument): Promise<void> => writeAtomically(path, `${JSON.stringify(doc, null, 1)}\n`)
+/** Writes the document (atomically, 0600); resolves with the version written (`fileVersion`). */
+export const writeOAuthServerFile = async (path: string, doc: OAuthServerDocument): Promise<string> => fileVersion(await writeAtomically(path, `${JSON.stringify(doc, null, 1)}\n`))

@@ -214,11 +214,9 @@ export class FileGrantState implements GrantState {
         if (read !== undefined) this.doc = read.doc
       }
       this.doc = change(this.doc)
-      await writeOAuthServerFile(this.file, this.doc)
-      // The file as it is now is this write only if it reads back as written: a change another
-      // process made right after (the CLI) is read before the next change, never written over.
-      const after = await readOAuthServerFile(this.file).catch(() => undefined)
-      this.version = after !== undefined && JSON.stringify(after.doc) === JSON.stringify(this.doc) ? after.version : undefined
+      // The version this write made: a change another process makes after it (the CLI) is another
+      // version on disk, read before the next change, never written over.
+      this.version = await writeOAuthServerFile(this.file, this.doc)
     })
     this.writing = run.catch((e: unknown) => log.error(`the authorization server file cannot be written: ${String(e)}`, { event: "oauth_server_file" }))
     return run
