@@ -10,7 +10,7 @@ import { basename, dirname, resolve as resolvePath } from "node:path"
 import { nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
-import { errnoCode, removeStaleTemporaries, writeAtomically, writeBackup } from "./atomic-write.js"
+import { errnoCode, sweptOnce, writeAtomically, writeBackup } from "./atomic-write.js"
 import {
   DocumentDraft,
   editText,
@@ -98,7 +98,8 @@ export class ServicesFile implements DefinitionsStore {
     }
     const parsed = parseText(absolute, text)
     const file = new ServicesFile(absolute, parsed.doc, text, parsed.jsonc)
-    await removeStaleTemporaries(absolute)
+    // At start, not at the first write (the swept path is not swept again then).
+    await sweptOnce(absolute)
     return file
   }
 
