@@ -3,13 +3,12 @@
 // the router runs. Another spelling of a refused route (a doubled or trailing slash, other letter
 // case, a percent-encoded letter, a `;` parameter, the absolute form) is refused or not found,
 // never served. Real store, keys made by the CLI's code path, raw HTTP requests.
-import { request as httpRequest } from "node:http"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { pathOf } from "../../src/http/contract-middleware.js"
 import { scopeNeeded } from "../../src/http/oauth-resource/scopes.js"
-import { addService, authedApi, fixtureService, freshDir, startTestServer, type TestServer } from "../support/index.js"
+import { addService, authedApi, fixtureService, freshDir, rawRequest, startTestServer, type TestServer } from "../support/index.js"
 
 const create = async (file: string, ...argv: string[]): Promise<string> => {
   let out = ""
@@ -18,20 +17,9 @@ const create = async (file: string, ...argv: string[]): Promise<string> => {
   return out.trim()
 }
 
-/** One request with `target` as the request line's target, as sent (no URL parsing). */
-const send = (url: string, method: string, target: string, key: string): Promise<{ status: number; text: string }> =>
-  new Promise((resolve, reject) => {
-    const { hostname, port } = new URL(url)
-    const req = httpRequest({ host: hostname, port, method, path: target, headers: { authorization: `Bearer ${key}`, accept: "application/json" } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${target} timed out`)))
-    req.on("error", reject)
-    req.end()
-  })
+/** One request with `target` as the request line's target, as sent (no URL parsing), with `key`. */
+const send = (url: string, method: string, target: string, key: string) =>
+  rawRequest(url, method, undefined, { authorization: `Bearer ${key}`, accept: "application/json" }, target)
 
 /** The spellings of `path` a router may read as it: each must be refused, or be no route at all. */
 const spellings = (origin: string, path: string): string[] => {
@@ -112,15 +100,7 @@ describe("access whatever the path's spelling", () => {
 
   it("the dashboard's page carries its protective headers at any spelling that serves it", async () => {
     for (const target of ["/ui", "/ui;x", "/%75i"]) {
-      const reply = await new Promise<{ status: number; headers: Record<string, unknown> }>((resolve, reject) => {
-        const { hostname, port } = new URL(server.url)
-        const req = httpRequest({ host: hostname, port, path: target }, (res) => {
-          res.resume()
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }))
-        })
-        req.on("error", reject)
-        req.end()
-      })
+      const reply = await rawRequest(server.url, "GET", undefined, {}, target)
       if (reply.status !== 200) continue
       expect(reply.headers["x-frame-options"], target).toBe("DENY")
       expect(String(reply.headers["content-security-policy"]), target).toContain("frame-ancestors 'none'")

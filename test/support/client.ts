@@ -3,7 +3,7 @@
  * an API key, a raw client over node:http for what fetch cannot send, a request that stays open (a
  * long wait_service), and the two store calls tests make most: add a service, wait for a status.
  */
-import { request as httpRequest } from "node:http"
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http"
 
 /** A JSON answer: status, parsed body (or the text when it is not JSON), headers, round-trip time. */
 export interface Reply<B = any> {
@@ -69,19 +69,22 @@ export const authedApi = (base: string, key: string): Api => {
 
 /**
  * A request over node:http with any method, body and headers (fetch cannot send a body the server
- * refuses before reading it all without failing with EPIPE). Resolves with status and body text.
+ * refuses before reading it all without failing with EPIPE). Resolves with status, headers and body
+ * text. `target`: the request line's target as sent, instead of the URL's path (no URL parsing: a
+ * doubled slash, `*x`, an absolute form).
  */
 export const rawRequest = (
   url: string,
   method: string,
   body: Buffer | string | undefined,
-  headers: Record<string, string>
-): Promise<{ status: number; text: string }> =>
+  headers: Record<string, string>,
+  target?: string
+): Promise<{ status: number; text: string; headers: IncomingHttpHeaders }> =>
   new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method, headers }, (res) => {
+    const req = httpRequest(url, { method, headers, ...(target === undefined ? {} : { path: target }) }, (res) => {
       const chunks: Buffer[] = []
       res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), headers: res.headers }))
       res.on("error", reject)
     })
     req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${url} timed out`)))
