@@ -5,17 +5,9 @@
 // never served. Real store, keys made by the CLI's code path, raw HTTP requests.
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { runKeys } from "../../src/cli/keys-command.js"
 import { pathOf } from "../../src/http/contract-middleware.js"
 import { scopeNeeded } from "../../src/http/oauth-resource/scopes.js"
-import { addService, authedApi, fixtureService, freshDir, rawRequest, startTestServer, type TestServer } from "../support/index.js"
-
-const create = async (file: string, ...argv: string[]): Promise<string> => {
-  let out = ""
-  const code = await runKeys(["create", ...argv, "--keys-file", file], {}, { writeOut: (t) => void (out += t), writeErr: () => undefined })
-  expect(code).toBe(0)
-  return out.trim()
-}
+import { addService, authedApi, createKey, fixtureService, freshDir, rawRequest, startTestServer, type TestServer } from "../support/index.js"
 
 /** One request with `target` as the request line's target, as sent (no URL parsing), with `key`. */
 const send = (url: string, method: string, target: string, key: string) =>
@@ -62,9 +54,9 @@ describe("access whatever the path's spelling", () => {
   beforeAll(async () => {
     const dir = freshDir()
     const file = join(dir, "mcp-store.keys.json")
-    keys.admin = await create(file, "--role", "admin", "--name", "ops")
-    keys.reader = await create(file, "--role", "reader", "--name", "dash")
-    keys.agentA = await create(file, "--role", "agent", "--agent", "agent-a", "--name", "a")
+    keys.admin = await createKey(file, "--role", "admin", "--name", "ops")
+    keys.reader = await createKey(file, "--role", "reader", "--name", "dash")
+    keys.agentA = await createKey(file, "--role", "agent", "--agent", "agent-a", "--name", "a")
     server = await startTestServer({ dir })
     const admin = authedApi(server.url, keys.admin)
     await Promise.all([addService(admin, "/for_store", fixtureService("svc")), addService(admin, "/for_agent/agent-b", fixtureService("svc"))])
