@@ -92,7 +92,9 @@ class SharedAgents {
     let entry = this.byOrigin.get(url.origin)
     if (entry === undefined) {
       const options = { keepAlive: true, scheduling: "lifo" } as const
-      entry = { agent: url.protocol === "https:" ? new HttpsAgent(options) : new HttpAgent(options), users: 0 }
+      const agent = url.protocol === "https:" ? new HttpsAgent(options) : new HttpAgent(options)
+      agent.on("free", (socket: Socket) => idleSince.set(socket, performance.now()))
+      entry = { agent, users: 0 }
       this.byOrigin.set(url.origin, entry)
     }
     entry.users += 1
@@ -119,6 +121,38 @@ class SharedAgents {
 }
 
 export const sharedAgents = new SharedAgents()
+
+/** When each kept-alive socket last became idle (performance.now()). */
+const idleSince = new WeakMap<Socket, number>()
+/** How long each kept-alive socket may stay idle (ms): its server's `Keep-Alive: timeout` less a second, when it said one. */
+const idleLimit = new WeakMap<Socket, number>()
+
+/** The idle time a response's `Keep-Alive: timeout=N` allows its socket (ms), less a second for the way; undefined when it says none. */
+const keepAliveLimit = (header: string | undefined): number | undefined => {
+  const seconds = header === undefined ? undefined : /(?:^|[\s,])timeout=(\d+)/i.exec(header)?.[1]
+  return seconds === undefined ? undefined : Math.max(0, Number(seconds) * 1000 - 1000)
+}
+
+/**
+ * Drops the kept-alive sockets of `agent` idle for longer than their server keeps them: a request
+ * written on one could meet the server's close on the way (a reset, with a tool call not sent
+ * again). Checked at each request, not by the socket's timer, which a busy event loop runs late.
+ */
+const dropStaleSockets = (agent: HttpAgent): void => {
+  const free = agent.freeSockets as Record<string, Socket[] | undefined>
+  const now = performance.now()
+  for (const name of Object.keys(free)) {
+    const sockets = free[name] ?? []
+    const fresh = sockets.filter((s) => {
+      const limit = idleLimit.get(s)
+      return limit === undefined || now - (idleSince.get(s) ?? now) < limit
+    })
+    if (fresh.length === sockets.length) continue
+    for (const s of sockets) if (!fresh.includes(s)) s.destroy()
+    if (fresh.length > 0) free[name] = fresh
+    else delete free[name]
+  }
+}
 
 /** One event of an event stream (text/event-stream). */
 export interface StreamEvent {
@@ -576,11 +610,14 @@ export class HttpClientTransport implements Transport {
     if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body))
     const attempt = (retry: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
+        dropStaleSockets(this.agent)
         const req = this.scope.runInAsyncScope(() => this.send$({ ...this.target, method, headers, agent: this.agent }))
         this.open.add(req)
         onRequest?.(req)
         req.once("close", () => this.open.delete(req))
         req.once("response", (res) => {
+          const limit = keepAliveLimit(String(res.headers["keep-alive"] ?? "") || undefined)
+          if (limit !== undefined) idleLimit.set(res.socket, limit)
           const status = res.statusCode ?? 0
           if (status >= 300 && status < 400) {
             this.drain(res)

@@ -72,7 +72,7 @@ const json = (res: ServerResponse, status: number, body: unknown, headers: Recor
 const toolResult = (id: unknown, text: string) => ({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text }] } })
 
 /** A minimal MCP server: JSON answers, a session id, a GET stream, and per-tool misbehaviour. */
-const startScripted = async (tools: Record<string, Behaviour>, options: { getStream?: "events" | "none" } = {}): Promise<Scripted> => {
+const startScripted = async (tools: Record<string, Behaviour>, options: { getStream?: "events" | "none"; keepAliveMs?: number } = {}): Promise<Scripted> => {
   const seen: Array<string> = []
   const lastEventIds: Array<string | undefined> = []
   const sockets = new Set<Socket>()
@@ -122,6 +122,7 @@ const startScripted = async (tools: Record<string, Behaviour>, options: { getStr
     sockets.add(socket)
     socket.on("close", () => sockets.delete(socket))
   })
+  if (options.keepAliveMs !== undefined) server.keepAliveTimeout = options.keepAliveMs
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const port = (server.address() as AddressInfo).port
   return {
@@ -145,7 +146,7 @@ describe("HttpClientTransport against a scripted server", () => {
     await Promise.all(conns.splice(0).map((c) => c.close()))
     await Promise.all(servers.splice(0).map((s) => s.stop()))
   })
-  const setUp = async (tools: Record<string, Behaviour> = {}, options: { getStream?: "events" | "none" } = {}) => {
+  const setUp = async (tools: Record<string, Behaviour> = {}, options: { getStream?: "events" | "none"; keepAliveMs?: number } = {}) => {
     const server = await startScripted(tools, options)
     servers.push(server)
     const conn = await connect(remoteDef(server.url), T)
@@ -275,6 +276,22 @@ describe("HttpClientTransport against a scripted server", () => {
       expect((await conn.getPrompt("big", { text: big }, T)).messages, `round ${round}`).toEqual([])
     }
     expect(server.seen.filter((s) => s === "POST prompts/get big")).toHaveLength(5)
+  })
+
+  it("does not reuse a kept-alive socket idle for longer than its server's Keep-Alive timeout less a second, even when the socket's timer could not run", async () => {
+    // timeout=2 in every answer's Keep-Alive header: a socket may be idle 1 s.
+    const { server, conn } = await setUp({}, { keepAliveMs: 2_000 })
+    expect((await conn.callTool("echo", { text: "first" }, T)).content).toEqual([{ type: "text", text: "first" }])
+    expect(await eventually(() => sharedAgents.idleSockets(server.url) > 0, 5_000)).toBe(true)
+    // A busy event loop: no timer runs for 1.2 s (the server's close, as the client sees it, is
+    // `dropOldSockets`: a request on an old socket is reset).
+    const posts = await dropOldSockets(server)
+    const busy = performance.now()
+    while (performance.now() - busy < 1_200) {
+      // the event loop is held
+    }
+    expect((await conn.callTool("echo", { text: "second" }, T)).content).toEqual([{ type: "text", text: "second" }])
+    expect(posts).toEqual({ dropped: 0, fresh: 1 })
   })
 
   it("sends a tool call on a new socket when the server closed the kept-alive one before it was written (its keep-alive time-out, a restart)", async () => {
