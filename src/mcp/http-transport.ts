@@ -126,6 +126,12 @@ export const sharedAgents = new SharedAgents()
 const idleSince = new WeakMap<Socket, number>()
 /** How long each kept-alive socket may stay idle (ms): its server's `Keep-Alive: timeout` less a second, when it said one. */
 const idleLimit = new WeakMap<Socket, number>()
+/**
+ * The idle limit of a socket whose server said none (ms): Node's servers close an idle socket after
+ * 5 s by default and do not always say so (an answer that sets its own `Connection` header carries
+ * no `Keep-Alive`), so a second less; a server that keeps sockets longer costs a new connection.
+ */
+const DEFAULT_IDLE_LIMIT_MS = 4_000
 
 /** The idle time a response's `Keep-Alive: timeout=N` allows its socket (ms), less a second for the way; undefined when it says none. */
 const keepAliveLimit = (header: string | undefined): number | undefined => {
@@ -143,10 +149,7 @@ const dropStaleSockets = (agent: HttpAgent): void => {
   const now = performance.now()
   for (const name of Object.keys(free)) {
     const sockets = free[name] ?? []
-    const fresh = sockets.filter((s) => {
-      const limit = idleLimit.get(s)
-      return limit === undefined || now - (idleSince.get(s) ?? now) < limit
-    })
+    const fresh = sockets.filter((s) => now - (idleSince.get(s) ?? now) < (idleLimit.get(s) ?? DEFAULT_IDLE_LIMIT_MS))
     if (fresh.length === sockets.length) continue
     for (const s of sockets) if (!fresh.includes(s)) s.destroy()
     if (fresh.length > 0) free[name] = fresh
