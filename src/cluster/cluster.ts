@@ -25,7 +25,6 @@ import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
-import { settledWithin } from "../domain/cancellation.js"
 import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, RETRY_MS, type SendOptions } from "./forward.js"
@@ -37,9 +36,9 @@ import { SharedViews, type WireView } from "./shared-views.js"
 /** The longest a hand-over waits for the service's connections to close before releasing its lease (ms). */
 const DRAIN_MS = 15_000
 /**
- * How long a hand-over waits for the requests in flight on the service's connection to end before it
- * stops running the service here (ms): a call that began before the hand-over
- * ends on the connection it began on instead of being cancelled, unless it is longer than this.
+ * How long the close of a service's connection at a hand-over waits for the requests in flight on it
+ * to end (ms): a call that began before the hand-over ends on the connection it began on instead of
+ * being cancelled, unless it lasts longer than this.
  */
 const SETTLE_MS = 5000
 
@@ -314,8 +313,10 @@ export class Cluster {
     try {
       await Promise.all(
         fields.map(async (field) => {
-          await this.#settled(field)
-          host?.face(field)?.send({ type: "DISOWN" })
+          // Mirrors at once (a call begun from now on waits for the next owner), while the calls in flight end where they began.
+          const face = host?.face(field)
+          if (!this.#ending.signal.aborted) face?.getSnapshot().context.connection?.settleOnClose?.(SETTLE_MS, this.#ending.signal)
+          face?.send({ type: "DISOWN" })
           let timer: NodeJS.Timeout | undefined
           const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), DRAIN_MS)))
           const ended = await Promise.race([host?.drain(field).then(() => "drained" as const), late])
@@ -327,16 +328,6 @@ export class Cluster {
     } finally {
       for (const field of fields) this.#handing.delete(field)
     }
-  }
-  /**
-   * Resolves once the requests in flight on the service's connection here now have ended (health
-   * checks aside), at most `SETTLE_MS` from now, or as the replica leaves or stops: the calls that
-   * began before a hand-over end where they began (those that begin meanwhile still run here too, not
-   * waited for; past the bound, the ones left are cancelled as the connection closes).
-   */
-  async #settled(field: string): Promise<void> {
-    const settled = this.#host?.face(field)?.getSnapshot().context.connection?.inFlightSettled?.()
-    if (settled !== undefined && !this.#ending.signal.aborted) await settledWithin(settled, SETTLE_MS, this.#ending.signal)
   }
   /** Aborted as the replica leaves or stops: no lease is taken any more, and a hand-over waits no more. */
   readonly #ending = new AbortController()
@@ -650,9 +641,8 @@ export class Cluster {
    * else the lease holder. `again` (the last answer did not take the request: its replica is gone, or
    * no longer owns the service): the lease holder as Redis has it now, at its URL in the registry
    * now, and the view only when Redis does not answer. None while this replica still holds the lease
-   * but its own route cannot run the request: it hands the service over (after `#settled`, its actor
-   * mirrors until the lease is released: the route would answer "not run" to every try; during the
-   * settle the actor still runs, and a request waits for the next holder all the same), or it is leaving or stopping
+   * but its own route cannot run the request: it hands the service over (its actor mirrors until the
+   * lease is released: the route would answer "not run" to every try), or it is leaving or stopping
    * (its actor still runs, but the server stopped listening before the store was released, which is
    * when it starts leaving, and its actors are stopped next: every try would be refused). The lease
    * holder is asked again once the lease is released (by the hand-over once the service is closed

@@ -43,7 +43,7 @@ import { isSseError, clientPackage, type SseError, type SSEClientTransport, type
 import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, McpRequestError, MessageTooLargeError, StreamableHttpError, EMPTY_CATALOG, type CallOptions, type Catalog, type CatalogCapabilities, type CompleteParams, type ConnectOptions, type McpConnection, type InputRequestOptions, type ListTtl, type ProcessLedger, type RequestOptions, type TaskMethod, type ToolInfo, type UpstreamTask } from "./types.js"
-import { type CancelSignal, Cancel } from "../domain/cancellation.js"
+import { type CancelSignal, Cancel, settledWithin } from "../domain/cancellation.js"
 
 /** Client name sent in the initialize handshake when none is given. */
 export const DEFAULT_CLIENT_NAME = "mcp-store"
@@ -314,9 +314,11 @@ class UpstreamConnection implements McpConnection {
   /** The connection's protocol engine (src/mcp/session.ts). */
   readonly session: Session
 
-  inFlightSettled(): Promise<void> {
-    return this.session.inFlightSettled()
+  settleOnClose(withinMs: number, signal?: AbortSignal): void {
+    this.settle = { withinMs, signal }
   }
+  /** What the next close waits for first (`settleOnClose`). */
+  private settle: { readonly withinMs: number; readonly signal: AbortSignal | undefined } | undefined
   /** The handshake is done: from now on the end of an SSE service's stream ends the connection. */
   connected = false
   /** The stdio server exited on the era probe (a 2025-era server): `connect` starts it again. */
@@ -653,6 +655,7 @@ class UpstreamConnection implements McpConnection {
     clearTimeout(this.listenTimer)
     this.listening?.abort()
     this.closeListeners.clear()
+    if (this.settle !== undefined) await settledWithin(this.session.inFlightSettled(), this.settle.withinMs, this.settle.signal)
     // The requests in flight given up, the server told, while its session still exists.
     await this.session.abandon().catch(() => {})
     if (this.opened.type === "streamable_http") {

@@ -248,8 +248,12 @@ export class McpRequestError extends Error {
 /** A live connection to one MCP server. Owned by exactly one service actor. */
 export interface McpConnection {
   readonly transportType: "streamable_http" | "sse" | "stdio"
-  /** Resolves once the requests in flight on it now but health checks have ended (a hand-over lets them end first); absent: not followed here. */
-  inFlightSettled?(): Promise<void>
+  /**
+   * Makes the next close let the requests then in flight (health checks aside) end first, for at
+   * most `withinMs` or until `signal` fires, before it gives up the rest: a hand-over sets it just
+   * before the service moves, so a call that began here ends here. Absent: not followed here.
+   */
+  settleOnClose?(withinMs: number, signal?: AbortSignal): void
   /** Server name/version from the initialize handshake (2025 era) or server/discover (modern era). */
   readonly serverInfo: { readonly name: string; readonly version: string } | undefined
   /** The protocol revision spoken with the server (negotiated or pinned). */

@@ -6,7 +6,8 @@
  * calls of that service meanwhile wait for the next owner and run there; none is sent to its own
  * forwarding route, where it would only be answered "not run" every 200 ms (a proxy as its
  * advertised URL sees every forwarded request that reaches it, its own included). A call in flight
- * when the hand-over starts ends where it began (the hand-over waits for it), not cancelled.
+ * when the hand-over starts ends where it began (the connection's close waits for it), not
+ * cancelled; one begun while it runs waits for the next owner.
  */
 import { describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
@@ -70,7 +71,15 @@ describe.skipIf(!hasRedisServer)("replica mode: calls made on a replica handing 
           await new Promise((resolve) => setTimeout(resolve, 50))
         }
       })()
+      // A 4 s call begun as soon as the hand-over is logged, while the 3 s call still runs: it waits for the next owner and
+      // runs there, not on the connection about to close (begun there, it would be cut when the 3 s call has ended).
+      let handing: string | undefined
+      expect(await eventually(() => (handing = /hands store\/(one|two) over/.exec(first.output())?.[1]) !== undefined, 6 * LEASE_MS, 10)).toBe(true)
+      const begunDuring = first.post("/for_store/call_tool", { tool_name: `${handing}__sleep`, args: { ms: 4000 }, timeout: 60 })
       const handed = await within(looping, 6 * LEASE_MS, "the hand-over")
+      expect(handed).toBe(handing)
+      const during = await within(begunDuring, 6 * LEASE_MS, "the call begun during the hand-over")
+      expect(during.body.success, during.text).toBe(true)
       const replies = await within(Promise.all(calls), 6 * LEASE_MS, "the calls made during the hand-over")
       for (const reply of replies) expect(reply.result, `${reply.text}: ${reply.answer}`).toBe(reply.text)
       for (const reply of await within(Promise.all(long), 6 * LEASE_MS, "the long calls")) expect(reply.body.success, reply.text).toBe(true)
