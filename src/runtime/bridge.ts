@@ -82,8 +82,8 @@ export class Waiters implements WaitGate {
 /**
  * Waits until `predicate(snapshot)` holds (checked at once, then on every change), `timeoutMs`
  * passes, or the actor stops (deleted): `Effect.async` over the actor's subscription, with
- * `Effect.timeoutTo`. Interrupting the effect (the HTTP client went away) ends the wait at once:
- * the subscription is dropped and the gate's place given back. With `gate`, a wait that has to
+ * `Effect.timeoutTo`. However it ends, the subscription is dropped; interrupting the effect (the HTTP
+ * client went away) ends the wait at once, and gives the gate's place back. With `gate`, a wait that has to
  * subscribe first enters the gate (failing with its `TooMany` when it is full).
  */
 export const awaitSnapshot = <A extends AnyActorRef>(
@@ -103,20 +103,23 @@ export const awaitSnapshot = <A extends AnyActorRef>(
     if (!isActive(last)) return Effect.succeed(result("stopped", last))
     const change = Effect.async<WaitEnd>((resume) => {
       let done = false
+      let subscription: { unsubscribe(): void } | undefined
+      // Every end drops the subscription: the canceler returned below runs only when the wait is interrupted.
       const end = (how: WaitEnd) => {
         if (done) return
         done = true
+        subscription?.unsubscribe()
         resume(Effect.succeed(how))
       }
-      const subscription = actor.subscribe({
-        next: (snapshot: SnapshotFrom<A>) => {
-          last = snapshot
-          if (predicate(snapshot)) end("reached")
-          else if (!isActive(snapshot)) end("stopped")
-        },
-        complete: () => end("stopped"),
-        error: () => end("stopped")
-      })
+      const seen = (snapshot: SnapshotFrom<A>) => {
+        last = snapshot
+        if (predicate(snapshot)) end("reached")
+        else if (!isActive(snapshot)) end("stopped")
+      }
+      subscription = actor.subscribe({ next: seen, complete: () => end("stopped"), error: () => end("stopped") })
+      // A change between the first look and the subscription is not replayed by it (nor a stop: a stopped actor takes no observer).
+      if (done) subscription.unsubscribe()
+      else if (actor.getSnapshot() !== last) seen(actor.getSnapshot() as SnapshotFrom<A>)
       return Effect.sync(() => subscription.unsubscribe())
     })
     const wait = change.pipe(
