@@ -59,6 +59,8 @@ const UPSTREAM_HINT = "point the service at an allowed address, or widen --upstr
 
 /** Stops a misbehaving server that keeps handing out cursors (tools, resources, templates, prompts). */
 const MAX_LIST_PAGES = 1_000
+/** The most text the pages of one list may bring together (items and cursors, as JSON). */
+const MAX_LIST_CHARACTERS = 64 * 1024 * 1024
 
 /** How much of an SSE service's error answer is kept (as the Streamable HTTP transport does): no oracle for a hostile URL. */
 const ERROR_BODY_BYTES = 200
@@ -496,7 +498,7 @@ class UpstreamConnection implements McpConnection {
       "tools/list",
       async (controls) => {
         const ttl = new LeastTtl(this.session.modern)
-        let listed = await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools)
+        let listed = (await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools)).filter(nameIsPrintable)
         if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
         this.listTtlMs = { tools: ttl.ms, catalog: this.listTtlMs?.catalog }
@@ -825,6 +827,17 @@ const describeTarget = (def: ResolvedDefinition): string =>
     ? `stdio service (${[def.command, ...maskArgs(def.args)].join(" ")})`
     : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${maskUrl(def.url)}`
 
+/**
+ * A listed tool whose name holds a control character is left out, with a warning: no client could
+ * type or show it, and the store's own bookkeeping keys (the tool pins' definition digest) are names
+ * no tool can have for that reason.
+ */
+const nameIsPrintable = (tool: { readonly name: string }): boolean => {
+  if (!/[\u0000-\u001f\u007f]/.test(tool.name)) return true
+  log.warn(`tool ${JSON.stringify(tool.name)} left out: its name holds a control character`, { event: "tool_rejected" })
+  return false
+}
+
 /** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */
 const toToolInfo = (tool: {
   name: string
@@ -863,7 +876,9 @@ class LeastTtl {
 
 /**
  * Pages through a list request: follows `nextCursor` until the last page, refusing a repeated
- * cursor and more than MAX_LIST_PAGES pages (a misbehaving server that never ends its list).
+ * cursor, more than MAX_LIST_PAGES pages and more than MAX_LIST_CHARACTERS of items and cursors (a
+ * misbehaving server that never ends its list). A single page is bounded by the message size
+ * limit: only lists of several pages are measured.
  */
 const paginate = async <R extends { readonly nextCursor?: string | undefined }, I>(
   what: string,
@@ -874,11 +889,15 @@ const paginate = async <R extends { readonly nextCursor?: string | undefined }, 
   const all: Array<I> = []
   const seen = new Set<string>()
   let cursor: string | undefined
+  let characters = 0
   for (let n = 0; n < MAX_LIST_PAGES; n++) {
     const result = await page(cursor === undefined ? {} : { cursor }, controls)
-    for (const item of items(result)) all.push(item)
+    const found = items(result)
+    for (const item of found) all.push(item)
     cursor = result.nextCursor
     if (cursor === undefined) return all
+    characters += JSON.stringify(found).length + cursor.length
+    if (characters > MAX_LIST_CHARACTERS) throw new McpRequestError("protocol", `${what}: its pages bring more than ${MAX_LIST_CHARACTERS / 1024 / 1024} MiB`)
     if (seen.has(cursor)) throw new McpRequestError("protocol", `${what}: the server repeated the cursor ${JSON.stringify(cursor)}`)
     seen.add(cursor)
   }

@@ -22,7 +22,7 @@ export interface PinOutcome {
 
 /**
  * The pin under which a service's pins keep the digest of the definition they were taken with (a
- * name no listed tool has: a NUL). An operator's edit of the connection (update_service, the
+ * name no listed tool has: the connection leaves out tools whose names hold a control character). An operator's edit of the connection (update_service, the
  * services file) is a new server as far as pins go: its tools are pinned afresh, nothing held.
  */
 export const DEFINITION_PIN = "\u0000definition"

@@ -23,6 +23,7 @@ import {
   type HostileServer
 } from "../fixtures/hostile-upstream.js"
 import { REPO_ROOT } from "../fixtures/paths.js"
+import { captureLogs } from "../../src/logging/log.js"
 import {
   eventually,
   FAULT_MONITORING,
@@ -265,6 +266,39 @@ describe("a flood of the server's own requests", () => {
     const echo = await server!.post("/for_store/call_tool", { tool_name: "flood__echo", args: { text: "after" } })
     expect(echo.status, echo.text).toBe(200)
     expect(log!.transitions.filter((t) => t.to === "reconnecting")).toEqual([])
+  })
+})
+
+describe("tool names with a control character", () => {
+  it("are left out of the service's tools, each with a warning", { timeout: 30_000 }, async () => {
+    const logs = captureLogs({ level: "warning", format: "json" })
+    try {
+      await healthyService(hostileStdio("odd"))
+      const listed = await server!.get("/for_store/list_tools?service_name=odd")
+      expect(listed.status, listed.text).toBe(200)
+      const names = (listed.body.tools as Array<{ name: string }>).map((t) => t.name)
+      expect(names).toContain("odd__echo")
+      expect(names.filter((n) => /[\u0000-\u001f]/.test(n))).toEqual([])
+      for (const name of ["\u0000definition", "two\nlines"]) {
+        expect(logs.lines.some((l) => l.includes('"tool_rejected"') && l.includes(JSON.stringify(JSON.stringify(name)).slice(1, -1)))).toBe(true)
+      }
+    } finally {
+      logs.restore()
+    }
+  })
+})
+
+describe("a list that never ends", () => {
+  it("is refused once its pages bring more than 64 MiB, long before the page cap; the service says why", { timeout: 60_000 }, async () => {
+    server = await startStore()
+    const endless = hostileStdio("endless")
+    const { growth, value: added } = await rssGrowthDuring(process.pid, () => server!.post("/for_store/add_service?wait=20", { ...endless, args: [...endless.args, "endless_tools"] }))
+    expect(added.status, added.text).toBe(200)
+    const info = await server.get("/for_store/get_service_info?name=endless")
+    expect(info.text).toMatch(/tools\/list: its pages bring more than 64 MiB/)
+    expect(info.body.service.status, info.text).not.toBe("healthy")
+    // 1,000 pages of 512 KiB would be half a gigabyte of text, and more once parsed.
+    expect(growth, `RSS grew by ${(growth / MiB).toFixed(1)} MiB`).toBeLessThan(400 * MiB)
   })
 })
 
