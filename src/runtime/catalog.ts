@@ -47,6 +47,13 @@ export type PromptView = Prompt & { readonly service_name: string; readonly orig
 /** `mcp-store://<service>/<uri>`. */
 export const prefixedUri = (service: string, uri: string): string => `${PREFIX_SCHEME}${service}/${uri}`
 
+/**
+ * The URI a scope shows for a service's URI (or template): prefixed when another service lists the
+ * same one, or when it is in the store's own scheme already (shown as is, it would name another
+ * service, or none).
+ */
+const exposedUri = (service: string, uri: string, owners: number): string => (owners > 1 || uri.startsWith(PREFIX_SCHEME) ? prefixedUri(service, uri) : uri)
+
 /** The service and original URI of a prefixed URI, or undefined for any other URI. */
 export const unprefixUri = (uri: string): { readonly service: string; readonly uri: string } | undefined => {
   if (!uri.startsWith(PREFIX_SCHEME)) return undefined
@@ -91,7 +98,7 @@ export const resourceViews = (ctx: ScopeContext, serviceName?: string): Array<Re
     .flatMap((s) =>
       s.context.catalog.resources.map((r) => ({
         ...r,
-        uri: shared(r.uri) > 1 ? prefixedUri(s.context.name, r.uri) : r.uri,
+        uri: exposedUri(s.context.name, r.uri, shared(r.uri)),
         service_name: s.context.name,
         original_uri: r.uri
       }))
@@ -108,7 +115,7 @@ export const resourceTemplateViews = (ctx: ScopeContext, serviceName?: string): 
     .flatMap((s) =>
       s.context.catalog.resourceTemplates.map((t) => ({
         ...t,
-        uriTemplate: shared(t.uriTemplate) > 1 ? prefixedUri(s.context.name, t.uriTemplate) : t.uriTemplate,
+        uriTemplate: exposedUri(s.context.name, t.uriTemplate, shared(t.uriTemplate)),
         service_name: s.context.name,
         original_uri_template: t.uriTemplate
       }))

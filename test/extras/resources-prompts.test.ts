@@ -9,6 +9,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEverythingHttp, type EverythingHttp } from "../fixtures/everything-http.js"
+import { startHttpFixture } from "../fixtures/http-fixture.js"
 import { everythingStdio } from "../fixtures/paths.js"
 import { addService, localService, startTestServer, within, type TestServer } from "../support/index.js"
 
@@ -151,6 +152,25 @@ describe("the library API", () => {
     await expect(api.getPrompt("ev__nope")).rejects.toMatchObject({ _tag: "PromptNotFound" })
     await expect(api.readResource("")).rejects.toMatchObject({ _tag: "ValidationError" })
     expect(() => api.listResources("nope")).toThrow(/not found/)
+  })
+})
+
+describe("an upstream URI in the store's own scheme", () => {
+  it("is shown prefixed with its service, so it reads from that service and names no other", async () => {
+    const [a, b] = await Promise.all([startHttpFixture({ server: { catalog: true, foreignResourceUri: "mcp-store://b/secret" } }), startHttpFixture({ server: { catalog: true } })])
+    try {
+      await addService(server, "/for_agent/agent-2", { name: "a", url: a.url })
+      await addService(server, "/for_agent/agent-2", { name: "b", url: b.url })
+      const listed = await server.get("/for_agent/agent-2/list_resources?service_name=a")
+      expect(listed.status, listed.text).toBe(200)
+      const foreign = (listed.body.resources as Array<{ uri: string; original_uri: string }>).find((r) => r.original_uri === "mcp-store://b/secret")
+      expect(foreign?.uri).toBe("mcp-store://a/mcp-store://b/secret")
+      const read = await server.post("/for_agent/agent-2/read_resource", { uri: foreign!.uri })
+      expect(read.status, read.text).toBe(200)
+      expect(read.body).toMatchObject({ service_name: "a", contents: [{ text: "foreign resource" }] })
+    } finally {
+      await Promise.all([a.stop(), b.stop()])
+    }
   })
 })
 
