@@ -142,8 +142,9 @@ export const sharedApprovals = (cluster: Cluster): ApprovalsReplica => {
         return answer
       } catch (e) {
         if (e instanceof NotDelivered) return { gone: `replica ${holder}, whose call waits for it, has left the cluster` }
-        if (e instanceof McpRequestError && e.kind === "timeout") return { gone: `replica ${holder}, whose call waits for it, did not answer within ${DECIDE_MS / 1000} s` }
-        return { gone: `replica ${holder}, whose call waits for it, cannot be reached (${(e as Error).message})` }
+        // The request may have reached the holder, which may have applied it: not known to be gone.
+        if (e instanceof McpRequestError && e.kind === "timeout") return { unknown: `replica ${holder}, whose call waits for it, did not answer within ${DECIDE_MS / 1000} s` }
+        return { unknown: `replica ${holder}, whose call waits for it, did not answer (${(e as Error).message})` }
       }
     }
   }

@@ -103,12 +103,16 @@ export interface ApprovalsReplica {
   others(): Promise<ReadonlyArray<SharedApproval>>
   /** One pending approval another live replica holds, or undefined (rejects when Redis cannot be reached). */
   find(id: string): Promise<SharedApproval | undefined>
-  /** Carries a decision to the holder; `gone` when it is no longer in the cluster or cannot be reached. */
-  decideOn(holder: string, id: string, decision: "approve" | "deny", by: string, digest: string | undefined): Promise<RemoteDecision | { readonly gone: string }>
+  /** Carries a decision to the holder; `gone` when it is no longer in the cluster, `unknown` when it did not answer (the decision may have been applied). */
+  decideOn(holder: string, id: string, decision: "approve" | "deny", by: string, digest: string | undefined): Promise<RemoteDecision | { readonly gone: string } | { readonly unknown: string }>
 }
 
-/** What deciding answers on any replica: the decided view, a digest mismatch, nothing pending, or the holder gone (why). */
-export type Decision = ApprovalView | "mismatch" | undefined | { readonly gone: string }
+/**
+ * A decision's outcome: the decided approval; "mismatch" (another digest); undefined (no such
+ * call); `gone` (its holder left the cluster: nothing was decided); `unknown` (its holder did not
+ * answer: it may have applied the decision).
+ */
+export type Decision = ApprovalView | "mismatch" | undefined | { readonly gone: string } | { readonly unknown: string }
 
 /** A pending approval: its view, and how to end it. */
 interface Pending {
@@ -291,16 +295,11 @@ export class Approvals {
     return out.sort((a, b) => a.requested_at.localeCompare(b.requested_at))
   }
 
-  /** One pending approval of the cluster, or undefined (another replica's unseen when Redis cannot be reached). */
+  /** One pending approval of the cluster, or undefined; rejects when it is not this replica's and Redis cannot be reached (whether it waits is not known). */
   async find(id: string): Promise<ApprovalView | undefined> {
     const here = this.get(id)
     if (here !== undefined || this.replica === undefined || id.length > MAX_ID_LENGTH) return here
-    try {
-      return (await this.replica.find(id))?.view
-    } catch (e) {
-      log.warn(`approval ${id} cannot be looked up in the cluster (${(e as Error).message})`, { event: "cluster_approvals_failed", approval_id: id })
-      return undefined
-    }
+    return (await this.replica.find(id))?.view
   }
 
   /**
@@ -314,7 +313,7 @@ export class Approvals {
     const shared = await this.replica.find(id)
     if (shared === undefined || shared.holder === this.replica.replicaId) return undefined
     const answer = await this.replica.decideOn(shared.holder, id, decision, by, digest)
-    if ("gone" in answer) return answer
+    if ("gone" in answer || "unknown" in answer) return answer
     if ("mismatch" in answer) return "mismatch"
     if ("missing" in answer) return undefined
     return answer.decided

@@ -4,8 +4,10 @@
  * approval on replica A is listed on B (and B's /events announces it), approved through B (A's call
  * completes, its record naming the approver), denied through B, a decision with another digest
  * through B is 400 and decides nothing, and B's list empties once decided. Redis frozen: a decision
- * through B is 503 cluster_unavailable, B's list still answers. A killed with a call waiting: a
- * decision through B is 404 and B's list drops the approval.
+ * through B is 503 cluster_unavailable, B's list still answers, and reading the approval through B
+ * is 503 too. A frozen: a decision through B is 503 (not known to be applied or not); read again
+ * once A runs, the call is decided once. A killed with a call waiting: a decision through B is 404 and B's list
+ * drops the approval.
  */
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -137,6 +139,29 @@ describe.skipIf(!hasRedisServer)("approvals across replicas", { timeout: 60_000 
     expect(await eventually(async () => (await listedIds(b)).length === 0, 5_000, 25)).toBe(true)
   })
 
+  it("A frozen: a decision through B is 503 (it may have been applied), not 404; read again, it is decided once", async () => {
+    const args = { text: "decided while a sleeps" }
+    const call = a.post("/for_store/call_tool", { tool_name: "fx__echo", args })
+    const pending = await listedOn(b, args)
+    process.kill(a.pid, "SIGSTOP")
+    let unknown: Reply
+    try {
+      unknown = await b.post(`/for_store/approvals/${pending.approval_id}`, { decision: "approve" })
+    } finally {
+      process.kill(a.pid, "SIGCONT")
+    }
+    expect(unknown.status, unknown.text).toBe(503)
+    expect(unknown.body.error.message).toMatch(/may have been applied/)
+    // As the answer says: read it again (once A is back in the registry), and decide again only if it still waits.
+    const settled = Promise.race([call.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 10_000))])
+    const stillWaits = await eventually(async () => (await b.get(`/for_store/approvals/${pending.approval_id}`)).status === 200, 10_000, 100)
+    if (stillWaits) expect((await b.post(`/for_store/approvals/${pending.approval_id}`, { decision: "approve" })).status).toBe(200)
+    else expect(await settled, "the first decision was applied").toBe(true)
+    const answer = await call
+    expect(answer.status, answer.text).toBe(200)
+    expect(JSON.stringify(answer.body)).toContain("decided while a sleeps")
+  })
+
   it("Redis frozen: a decision through B is 503 cluster_unavailable and B's list answers; A killed: a decision through B is 404 and B's list drops it", async () => {
     const args = { text: "held while redis sleeps" }
     const call = a.post("/for_store/call_tool", { tool_name: "fx__echo", args })
@@ -150,6 +175,10 @@ describe.skipIf(!hasRedisServer)("approvals across replicas", { timeout: 60_000 
       expect(refused.body.error).toMatchObject({ code: "SERVICE_UNAVAILABLE", details: { reason: "cluster_unavailable" } })
       const list = await b.get("/for_store/approvals")
       expect(list.status, list.text).toBe(200)
+      // Whether A's call waits is not known either: not a 404.
+      const looked = await b.get(`/for_store/approvals/${pending.approval_id}`)
+      expect(looked.status, looked.text).toBe(503)
+      expect(looked.body.error).toMatchObject({ code: "SERVICE_UNAVAILABLE", details: { reason: "cluster_unavailable" } })
     } finally {
       redis.thaw()
     }

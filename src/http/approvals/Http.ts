@@ -12,7 +12,7 @@ import { callerWords, currentPrincipal, gateOf } from "../access.js"
 import { Api } from "../Api.js"
 import { ApprovalsService } from "../../runtime/store-parts.js"
 import { ClusterUnavailable } from "../../domain/errors.js"
-import { errorBody, fromStoreError, NotFound, validationError, type BadRequest, type Unavailable } from "../contract-errors.js"
+import { errorBody, fromStoreError, NotFound, Unavailable, validationError, type BadRequest } from "../contract-errors.js"
 import type { DecisionResponse } from "./Api.js"
 
 const notPending = (id: string) =>
@@ -21,6 +21,16 @@ const notPending = (id: string) =>
 /** The replica whose call waits for the approval is gone (replica mode): its call went with it. */
 const holderGone = (id: string, why: string) =>
   new NotFound(errorBody("NOT_FOUND", `No call waits for approval '${id}' any more: ${why}, and its call went with it; nothing was decided`, { approval_id: id }))
+
+/** The replica whose call waits did not answer (replica mode): the decision may have been applied there. */
+const outcomeUnknown = (id: string, why: string) =>
+  new Unavailable(
+    errorBody("SERVICE_UNAVAILABLE", `No answer about approval '${id}': ${why}; the decision may have been applied there: read the approval again before deciding again`, {
+      approval_id: id,
+      reason: "cluster_unavailable",
+      retry_after_seconds: 1
+    })
+  )
 
 const listAnswer = (approvals: ReadonlyArray<ApprovalView>, where: string) => ({
   success: true,
@@ -44,8 +54,16 @@ export const ApprovalsHttpLive = HttpApiBuilder.group(Api, "approvals", (handler
         )
       )
       .handle("getApproval", ({ path }) =>
-        Effect.flatMap(Effect.promise(() => approvals.find(path.approval_id)), (view) =>
-          view === undefined ? Effect.fail(notPending(path.approval_id)) : Effect.succeed({ success: true, message: `The call of '${view.tool_name}' waits for an approval`, approval: view })
+        Effect.flatMap(
+          Effect.tryPromise({
+            try: () => approvals.find(path.approval_id),
+            // Replica mode, Redis away: whether another replica's call waits for it is not known.
+            catch: (e) => {
+              log.warn(`approval ${path.approval_id} cannot be looked up in the cluster (${(e as Error).message})`, { event: "cluster_approvals_failed", approval_id: path.approval_id })
+              return fromStoreError(ClusterUnavailable.of(`looking up approval ${path.approval_id}`, e)) as Unavailable
+            }
+          }),
+          (view) => (view === undefined ? Effect.fail(notPending(path.approval_id)) : Effect.succeed({ success: true, message: `The call of '${view.tool_name}' waits for an approval`, approval: view }))
         )
       )
       .handle("decideApproval", ({ path, payload }) =>
@@ -74,7 +92,11 @@ const answerDecision = (
   asked: "approve" | "deny",
   by: string,
   decided: Decision
-): Effect.Effect<Schema.Schema.Type<typeof DecisionResponse>, NotFound | BadRequest> => {
+): Effect.Effect<Schema.Schema.Type<typeof DecisionResponse>, NotFound | BadRequest | Unavailable> => {
+  if (decided !== undefined && decided !== "mismatch" && "unknown" in decided) {
+    log.warn(`a decision (${asked}) of approval ${id} by ${by} may or may not have been applied: ${decided.unknown}`, { event: "approval_decision_unknown", approval_id: id })
+    return Effect.fail(outcomeUnknown(id, decided.unknown))
+  }
   if (decided === undefined || decided === "mismatch" || "gone" in decided) {
     const why = decided === undefined ? "no call waits for it" : decided === "mismatch" ? "the arguments digest given is not the call's" : decided.gone
     log.warn(`refused a decision (${asked}) of approval ${id} by ${by}: ${why}`, { event: "approval_decision_refused", approval_id: id })
