@@ -372,3 +372,34 @@ describe("the built-in authorization server across a restart", () => {
     }
   })
 })
+
+describe("the built-in authorization server when its state cannot be written", () => {
+  it("answers a consent decided meanwhile 503, and the consent still waits: decided again once the state is back", { timeout: 60_000 }, async () => {
+    const { mkdirSync, rmSync } = await import("node:fs")
+    const site = await startClientSite()
+    const server = await startTestServer({ apiKey: ADMIN, options: { auth_server: true, auth_dev_loopback_clients: true } })
+    try {
+      const admin = authedApi(server.url, ADMIN)
+      const clientId = `${site.base}/client.json`
+      site.docs.set("/client.json", { client_id: clientId, redirect_uris: [`${site.base}/callback`] })
+      const query = new URLSearchParams({ client_id: clientId, redirect_uri: `${site.base}/callback`, response_type: "code", code_challenge: "a".repeat(43), code_challenge_method: "S256", resource: `${server.url}/for_agent/${A}/mcp` })
+      const page = await fetch(`${server.url}/oauth/authorize?${query}`, { redirect: "manual" })
+      expect(page.status).toBe(200)
+      const requestId = (JSON.parse(/<script type="application\/json" id="consent-data">([^<]*)<\/script>/.exec(await page.text())![1]!) as { request_id: string }).request_id
+      // A directory where the file goes: the approval cannot be written.
+      const file = `${server.file}.oauth-server.json`
+      rmSync(file, { force: true })
+      mkdirSync(file)
+      const failed = await admin.post("/oauth/consent", { request_id: requestId, decision: "approve" })
+      expect(failed.status, failed.text).toBe(503)
+      expect(failed.body.error.code).toBe("SERVICE_UNAVAILABLE")
+      rmSync(file, { recursive: true })
+      const decided = await admin.post("/oauth/consent", { request_id: requestId, decision: "approve" })
+      expect(decided.status, decided.text).toBe(200)
+      expect(new URL(decided.body.location).searchParams.get("code")).toBeTruthy()
+    } finally {
+      await server.cleanup()
+      await site.close()
+    }
+  })
+})

@@ -48,8 +48,8 @@ export type TokenCheck =
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"]
 /** A token longer than this is refused unread. */
 export const MAX_TOKEN_LENGTH = 16 * 1024
-/** Clock skew tolerated on `exp`, `nbf` and `iat` (seconds). */
-const CLOCK_TOLERANCE_SECONDS = 30
+/** Clock skew tolerated on `exp`, `nbf` and `iat` (seconds): a revocation must outlast a token's `exp` by as much. */
+export const CLOCK_TOLERANCE_SECONDS = 30
 
 /** Whether a bearer credential has the shape of a JWT (three base64url parts), so is a token's to check rather than a key's. */
 export const looksLikeJwt = (credential: string): boolean =>

@@ -4,11 +4,14 @@
  * and its redirect URIs. Fetched only through the store's outbound policy (metadata addresses
  * refused, `--upstream-allow` honoured), no redirect followed, at most 16 KiB in 5 s, then checked
  * and kept in a bounded cache. A hostile client id cannot make the store fetch what it may not, nor
- * hold memory.
+ * hold memory. A failed fetch is told to the requester in general words only (the upstream's
+ * status or network error goes to the log), and kept a while: a client id cannot be used to probe
+ * addresses and ports the store reaches, nor to make it fetch on every request.
  */
 import type { JWK } from "jose"
+import { log } from "../../logging/log.js"
 import { oauthFetch } from "../../mcp/oauth-client.js"
-import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
+import { UpstreamRefused, type UpstreamPolicy } from "../../mcp/upstream-policy.js"
 
 /** A checked metadata document, what the server keeps of it. */
 export interface ClientMetadata {
@@ -31,6 +34,10 @@ const MAX_CACHED = 500
 const DEFAULT_TTL_MS = 5 * 60_000
 const MIN_TTL_MS = 60_000
 const MAX_TTL_MS = 60 * 60_000
+/** How long a failure (fetch or document) is kept before the document is fetched again. */
+const FAILURE_TTL_MS = 30_000
+/** At most one fetch per client this often to read a kept document again (`refetch`). */
+const REFETCH_MS = 30_000
 const MAX_REDIRECT_URIS = 20
 const MAX_KEYS = 10
 /** Documents fetched at once: a flood of made-up client ids cannot make the store open connections without end. */
@@ -123,6 +130,9 @@ const ttlOf = (cacheControl: string | null): number => {
 /** Fetches and caches client metadata documents (one fetch at a time per client id). */
 export class ClientMetadataCache {
   private readonly cached = new Map<string, { readonly doc: ClientMetadata; readonly until: number }>()
+  private readonly failed = new Map<string, { readonly error: ClientMetadataError; readonly until: number }>()
+  /** When each client's document was last read again by `refetch`. */
+  private readonly refetched = new Map<string, number>()
   private readonly inFlight = new Map<string, Promise<ClientMetadata>>()
   private readonly fetch: typeof fetch
 
@@ -140,10 +150,17 @@ export class ClientMetadataCache {
     if (problem !== undefined) return Promise.reject(new ClientMetadataError(problem))
     const hit = this.cached.get(clientId)
     if (hit !== undefined && hit.until > this.now()) return Promise.resolve(hit.doc)
+    const failure = this.failed.get(clientId)
+    if (failure !== undefined && failure.until > this.now()) return Promise.reject(failure.error)
     const running = this.inFlight.get(clientId)
     if (running !== undefined) return running
     if (this.inFlight.size >= MAX_IN_FLIGHT) return Promise.reject(new ClientMetadataError(`${MAX_IN_FLIGHT} client metadata documents are being fetched already; try again shortly`))
-    const fetched = this.load(clientId).finally(() => this.inFlight.delete(clientId))
+    const fetched = this.load(clientId)
+      .catch((e: unknown) => {
+        if (e instanceof ClientMetadataError) keep(this.failed, clientId, { error: e, until: this.now() + FAILURE_TTL_MS })
+        throw e
+      })
+      .finally(() => this.inFlight.delete(clientId))
     this.inFlight.set(clientId, fetched)
     return fetched
   }
@@ -153,16 +170,31 @@ export class ClientMetadataCache {
     this.cached.delete(clientId)
   }
 
+  /**
+   * The document fetched again (a client whose keys changed since it was kept), or undefined when
+   * this client's was read again less than `REFETCH_MS` ago.
+   */
+  async refetch(clientId: string): Promise<ClientMetadata | undefined> {
+    const last = this.refetched.get(clientId)
+    if (last !== undefined && last + REFETCH_MS > this.now()) return undefined
+    keep(this.refetched, clientId, this.now())
+    this.forget(clientId)
+    return this.get(clientId)
+  }
+
   private async load(clientId: string): Promise<ClientMetadata> {
     let response: Response
     try {
       response = await this.fetch(clientId, { headers: { accept: "application/json" }, redirect: "manual" })
     } catch (e) {
-      throw new ClientMetadataError(`the client metadata document could not be fetched: ${e instanceof Error ? e.message.slice(0, 200) : "failed"}`)
+      // The store's own refusal (its outbound policy) is said; what the network answered is not.
+      if (e instanceof UpstreamRefused) throw new ClientMetadataError(`the client metadata document could not be fetched: ${e.message.slice(0, 200)}`)
+      const cause = e instanceof Error && e.cause instanceof Error ? ` (${e.cause.message})` : ""
+      throw unfetched(clientId, `${e instanceof Error ? e.message : String(e)}${cause}`)
     }
     if (response.status !== 200) {
       await response.body?.cancel().catch(() => undefined)
-      throw new ClientMetadataError(`the client metadata document's URL answered HTTP ${response.status}`)
+      throw unfetched(clientId, `HTTP ${response.status}`)
     }
     let raw: unknown
     try {
@@ -171,10 +203,22 @@ export class ClientMetadataCache {
       throw new ClientMetadataError(`the client metadata document is not JSON of at most ${MAX_DOCUMENT_BYTES} bytes${e instanceof Error && /large|limit/i.test(e.message) ? " (too large)" : ""}`)
     }
     const doc = checkClientMetadata(clientId, raw)
-    this.cached.delete(clientId)
-    this.cached.set(clientId, { doc, until: this.now() + ttlOf(response.headers.get("cache-control")) })
-    // Oldest first out: the cache never holds more than MAX_CACHED documents.
-    while (this.cached.size > MAX_CACHED) this.cached.delete(this.cached.keys().next().value as string)
+    this.failed.delete(clientId)
+    keep(this.cached, clientId, { doc, until: this.now() + ttlOf(response.headers.get("cache-control")) })
     return doc
   }
+}
+
+/** Sets an entry as the newest; the oldest go first past MAX_CACHED. */
+const keep = <V>(map: Map<string, V>, key: string, value: V): void => {
+  map.delete(key)
+  map.set(key, value)
+  while (map.size > MAX_CACHED) map.delete(map.keys().next().value as string)
+}
+
+/** A failed fetch: the detail to the log only, general words to the requester. */
+const unfetched = (clientId: string, detail: string): ClientMetadataError => {
+  // The id is not known good: quoted, so a line break in it cannot forge a log line.
+  log.warn(`the client metadata document of ${JSON.stringify(clientId.slice(0, 200))} could not be fetched: ${detail.slice(0, 200)}`, { event: "oauth_client_metadata_unfetched", client_id: clientId.slice(0, 200) })
+  return new ClientMetadataError("the client metadata document could not be fetched")
 }

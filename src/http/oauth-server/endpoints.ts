@@ -120,6 +120,7 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
           if (decision !== "approve" && decision !== "deny") return yield* Effect.fail(validationError("Invalid request: decision", [{ field: "decision", problem: "must be approve or deny" }]))
           if (tools === "bad") return yield* Effect.fail(validationError("Invalid request: tools", [{ field: "tools", problem: "must be null or an array of glob strings" }]))
           const decided = yield* Effect.promise(() => server.decide(requestId, decision === "approve", tools))
+          if ("error" in decided && decided.status === 503) return yield* Effect.fail(stateUnavailable(decided))
           if ("error" in decided) {
             return HttpServerResponse.unsafeJson(errorBody(decided.status === 404 ? "NOT_FOUND" : "VALIDATION_ERROR", decided.description, {}), { status: decided.status === 404 ? 404 : 400 })
           }

@@ -9,7 +9,7 @@
  * makes the endpoints answer 503, never hang.
  */
 import { randomBytes, timingSafeEqual, createHash } from "node:crypto"
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, type JWTVerifyGetKey } from "jose"
+import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWK, type JWTVerifyGetKey } from "jose"
 import { freshSecret, sha256, type ApprovedClient, type RefreshRecord, type RegisteredClient } from "../../config/oauth-server-file.js"
 import type { SigningKey } from "../../config/oauth-signing-key.js"
 import { agentIdProblem } from "../../domain/service-definition.js"
@@ -17,8 +17,8 @@ import { globsProblem } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
 import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
 import { TOOLS_SCOPE } from "../oauth-resource/scopes.js"
-import type { TrustedIssuer } from "../oauth-resource/token-verifier.js"
-import { FileGrantState, GRANT_LIMITS, type CheckedRequest, type ConsentView, type GrantState } from "./grant-state.js"
+import { CLOCK_TOLERANCE_SECONDS, type TrustedIssuer } from "../oauth-resource/token-verifier.js"
+import { FileGrantState, GRANT_LIMITS, type CheckedRequest, type ConsentView, type GrantState, type PendingConsent } from "./grant-state.js"
 import { ClientMetadataCache, ClientMetadataError, clientIdProblem, redirectUriProblem, type ClientMetadata } from "./client-metadata.js"
 
 export const ACCESS_TOKEN_SECONDS = 600
@@ -26,6 +26,14 @@ const CODE_MS = 60_000
 const CONSENT_MS = 10 * 60_000
 const REFRESH_MS = 30 * 24 * 3600_000
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+/** How old a client assertion may be (its `iat`), so how long its replay record must last. */
+const ASSERTION_MAX_AGE_SECONDS = 300
+/** An assertion whose `exp` is further than this past its `iat` is refused: no client needs one so long-lived. */
+const ASSERTION_MAX_LIFETIME_SECONDS = 24 * 3600
+/** How long past a token's `exp` its revocation is kept: the protected resource accepts it that long (clock tolerance). */
+const REVOKED_PAST_EXP_MS = CLOCK_TOLERANCE_SECONDS * 1000
+/** How long a family's revocation is kept: past the expiry of the last access token it may have given. */
+const FAMILY_REVOKED_MS = ACCESS_TOKEN_SECONDS * 1000 + REVOKED_PAST_EXP_MS
 /** The scopes it grants: the store's scope of the MCP endpoints (src/http/oauth-resource/scopes.ts), and refresh tokens. */
 const SCOPES = [TOOLS_SCOPE, "offline_access"] as const
 
@@ -82,6 +90,9 @@ const unavailable = (e: unknown): OAuthErrorAnswer => {
 }
 
 const one = (v: unknown): string | undefined => (typeof v === "string" && v.length <= 4096 ? v : undefined)
+
+/** Who asks at the token or revocation endpoint: a client id, and whether the client proved it is that client. */
+type Caller = { readonly clientId: string; readonly authenticated: boolean }
 
 /** The built-in authorization server. */
 export class AuthorizationServer {
@@ -220,7 +231,7 @@ export class AuthorizationServer {
   async withdraw(clientId: string): Promise<{ readonly families: number } | undefined | OAuthErrorAnswer> {
     let withdrawn: { readonly families: number } | undefined
     try {
-      withdrawn = await this.state.withdraw(clientId, this.now() + ACCESS_TOKEN_SECONDS * 1000)
+      withdrawn = await this.state.withdraw(clientId, this.now() + FAMILY_REVOKED_MS)
     } catch (e) {
       return unavailable(e)
     }
@@ -370,12 +381,19 @@ export class AuthorizationServer {
       return { location: this.redirectWith(r.redirectUri, { error: "access_denied", error_description: "the operator denied the request", state: r.state }) }
     }
     const approved = await this.approve({ clientId: r.clientId, agent: r.agent, tools, machine: false, by: "consent" })
+    if ("error" in approved && approved.status === 503) return this.keepConsent(requestId, pending, approved)
     if ("error" in approved) return approved
     try {
       return { location: await this.issueCode(r, tools) }
     } catch (e) {
-      return unavailable(e)
+      return this.keepConsent(requestId, pending, unavailable(e))
     }
+  }
+
+  /** A decision that failed with the state away: the consent waits again, so that it can be decided once the state is back. */
+  private async keepConsent(requestId: string, pending: PendingConsent, answer: OAuthErrorAnswer): Promise<OAuthErrorAnswer> {
+    await this.state.putConsent(requestId, pending).catch((e: unknown) => log.warn(`a consent could not be put back to wait: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_server_unavailable" }))
+    return answer
   }
 
   private async issueCode(request: CheckedRequest, tools: ReadonlyArray<string> | null): Promise<string> {
@@ -392,7 +410,7 @@ export class AuthorizationServer {
     const raw = form.get("grant_type")
     // Quoted in log lines: it is the caller's text.
     const grant = raw === null ? null : raw.slice(0, 60)
-    let client: { readonly clientId: string; readonly authenticated: boolean } | OAuthErrorAnswer
+    let client: Caller | OAuthErrorAnswer
     try {
       client = await this.authenticate(form, authorization)
     } catch (e) {
@@ -403,9 +421,9 @@ export class AuthorizationServer {
       return client
     }
     const answer = await (grant === "authorization_code"
-      ? this.codeGrant(form, client.clientId)
+      ? this.codeGrant(form, client)
       : grant === "refresh_token"
-        ? this.refreshGrant(form, client.clientId)
+        ? this.refreshGrant(form, client)
         : grant === "client_credentials"
           ? this.clientCredentialsGrant(form, client)
           : Promise.resolve(oauthError(400, "unsupported_grant_type", "grant_type must be authorization_code, refresh_token or client_credentials"))
@@ -418,7 +436,7 @@ export class AuthorizationServer {
    * Who is asking: a machine client with its secret (Basic or form), a client signing an assertion
    * with a key of its metadata document (`private_key_jwt`), or a public client by its id.
    */
-  private async authenticate(form: URLSearchParams, authorization: string | undefined): Promise<{ readonly clientId: string; readonly authenticated: boolean } | OAuthErrorAnswer> {
+  private async authenticate(form: URLSearchParams, authorization: string | undefined): Promise<Caller | OAuthErrorAnswer> {
     let clientId = form.get("client_id") ?? undefined
     let secret = form.get("client_secret") ?? undefined
     if (authorization !== undefined && /^basic /i.test(authorization)) {
@@ -434,7 +452,7 @@ export class AuthorizationServer {
     }
     const assertion = form.get("client_assertion")
     if (assertion !== null) {
-      if (form.get("client_assertion_type") !== ASSERTION_TYPE) return oauthError(400, "invalid_client", `client_assertion_type must be ${ASSERTION_TYPE}`)
+      if (form.get("client_assertion_type") !== ASSERTION_TYPE) return oauthError(401, "invalid_client", `client_assertion_type must be ${ASSERTION_TYPE}`)
       return this.checkAssertion(assertion, clientId)
     }
     if (clientId === undefined || clientId === "" || clientId.length > 2048) return oauthError(401, "invalid_client", "the request names no client (client_id)")
@@ -460,32 +478,69 @@ export class AuthorizationServer {
     if (clientId === undefined || (named !== undefined && named !== clientId)) return oauthError(401, "invalid_client", "client_assertion's iss must be the client id")
     const client = await this.clientOf(clientId)
     if ("error" in client) return oauthError(401, "invalid_client", client.description)
-    if (client.token_endpoint_auth_method !== "private_key_jwt" || client.jwks === null) return oauthError(401, "invalid_client", "the client's metadata document does not use private_key_jwt")
-    let verified
-    try {
-      verified = await jwtVerify(assertion, createLocalJWKSet({ keys: [...client.jwks] }), {
+    const notSigning = oauthError(401, "invalid_client", "the client's metadata document does not use private_key_jwt")
+    if (client.token_endpoint_auth_method !== "private_key_jwt" || client.jwks === null) return notSigning
+    const verify = (keys: ReadonlyArray<JWK>) =>
+      jwtVerify(assertion, createLocalJWKSet({ keys: [...keys] }), {
         issuer: clientId,
         subject: clientId,
         audience: [this.issuer, `${this.issuer}/oauth/token`],
         algorithms: ["ES256", "RS256", "PS256", "EdDSA"],
-        maxTokenAge: "5m",
+        maxTokenAge: ASSERTION_MAX_AGE_SECONDS,
         requiredClaims: ["exp", "jti"]
       })
+    let verified
+    try {
+      try {
+        verified = await verify(client.jwks)
+      } catch (e) {
+        // A key the kept document lacks: the client may have rotated its keys. Its document is read
+        // again once, and at most every so often per client (`refetch`), so made-up kids cannot make
+        // the store fetch on every request.
+        if (!(e instanceof errors.JWKSNoMatchingKey)) throw e
+        const again = await this.metadataDocs.refetch(clientId)
+        if (again === undefined) throw e
+        if (again.token_endpoint_auth_method !== "private_key_jwt" || again.jwks === null) return notSigning
+        verified = await verify(again.jwks)
+      }
     } catch (e) {
       return oauthError(401, "invalid_client", `client_assertion refused: ${e instanceof Error ? e.message.slice(0, 200) : "invalid"}`)
     }
+    const { exp, iat } = verified.payload as { readonly exp: number; readonly iat: number }
+    if (exp - iat > ASSERTION_MAX_LIFETIME_SECONDS) return oauthError(401, "invalid_client", `client_assertion's exp may be at most ${ASSERTION_MAX_LIFETIME_SECONDS} seconds after its iat`)
+    // Its replay record lasts while it could be accepted (its age is bounded), whatever its exp says.
+    const until = Math.min(exp, iat + ASSERTION_MAX_AGE_SECONDS + CLOCK_TOLERANCE_SECONDS) * 1000
     const jti = `${clientId} ${String(verified.payload.jti)}`
-    if (!(await this.state.useAssertion(jti, (verified.payload.exp as number) * 1000))) return oauthError(401, "invalid_client", "client_assertion was used already")
+    if (!(await this.state.useAssertion(jti, until))) return oauthError(401, "invalid_client", "client_assertion was used already")
     return { clientId, authenticated: true }
   }
 
-  private async codeGrant(form: URLSearchParams, clientId: string): Promise<TokenAnswer> {
+  /**
+   * A refusal when the caller did not authenticate but its client is confidential (OAuth 2.1 3.2.1):
+   * one approved with a secret, or whose metadata document names private_key_jwt.
+   */
+  private async unauthenticatedConfidential(caller: Caller): Promise<OAuthErrorAnswer | undefined> {
+    if (caller.authenticated) return undefined
+    const approval = await this.state.approval(caller.clientId)
+    if (typeof approval?.secret_sha256 !== "string") {
+      const client = await this.clientOf(caller.clientId)
+      if ("error" in client) return oauthError(401, "invalid_client", client.description)
+      if (client.token_endpoint_auth_method === "none") return undefined
+    }
+    return oauthError(401, "invalid_client", "the client is confidential: it must authenticate (its client secret or a private_key_jwt client_assertion)")
+  }
+
+  private async codeGrant(form: URLSearchParams, caller: Caller): Promise<TokenAnswer> {
+    const clientId = caller.clientId
     const code = form.get("code")
     const verifier = form.get("code_verifier")
     if (code === null || verifier === null) return oauthError(400, "invalid_request", "code and code_verifier are required")
     const key = sha256(code)
     const found = await this.state.code(key)
     if (found === undefined || found.record.clientId !== clientId) return oauthError(400, "invalid_grant", "unknown or expired code")
+    // Before anything the code may set off (a second use revokes): only the client itself may.
+    const unauthenticated = await this.unauthenticatedConfidential(caller)
+    if (unauthenticated !== undefined) return unauthenticated
     const record = found.record
     if (found.used) {
       // A code used twice: what it gave is revoked (OAuth 2.1, 4.1.3).
@@ -500,6 +555,9 @@ export class AuthorizationServer {
     if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || !digestEqual(s256(verifier), record.challenge)) return oauthError(400, "invalid_grant", "code_verifier does not match the code_challenge")
     const resource = form.get("resource")
     if (resource !== null && resource !== record.resource) return oauthError(400, "invalid_target", "resource is not the authorization request's")
+    // The client's approval, as it is now: one withdrawn since the code was given gets nothing.
+    const approval = await this.state.approval(clientId)
+    if (approval === undefined || approval.agent !== record.agent) return oauthError(400, "invalid_grant", "the client is no longer approved for this agent")
     // One exchange wins, on any replica: a second one at the same moment is a second use.
     const family = randomBytes(12).toString("base64url")
     const claimed = await this.state.claimCode(key, family)
@@ -507,15 +565,19 @@ export class AuthorizationServer {
       if (claimed.family !== undefined) await this.revokeFamily(claimed.family, "authorization code used twice")
       return oauthError(400, "invalid_grant", "the code was used already; the tokens it gave are revoked")
     }
-    return this.issueTokens({ clientId, agent: record.agent, tools: record.tools, resource: record.resource, scope: record.scope, family, sub: `agent:${record.agent}`, refresh: true })
+    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family, sub: `agent:${record.agent}`, refresh: true })
   }
 
-  private async refreshGrant(form: URLSearchParams, clientId: string): Promise<TokenAnswer> {
+  private async refreshGrant(form: URLSearchParams, caller: Caller): Promise<TokenAnswer> {
+    const clientId = caller.clientId
     const token = form.get("refresh_token")
     if (token === null) return oauthError(400, "invalid_request", "refresh_token is required")
     const key = sha256(token)
     const record: RefreshRecord | undefined = await this.state.refresh(key)
     if (record === undefined || record.client_id !== clientId) return oauthError(400, "invalid_grant", "unknown refresh token")
+    // Before anything the token may set off (a reuse revokes its family): only the client itself may.
+    const unauthenticated = await this.unauthenticatedConfidential(caller)
+    if (unauthenticated !== undefined) return unauthenticated
     if (record.used) {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
       return oauthError(400, "invalid_grant", "the refresh token was used already; its whole family is revoked")
@@ -537,7 +599,7 @@ export class AuthorizationServer {
     return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true })
   }
 
-  private async clientCredentialsGrant(form: URLSearchParams, client: { readonly clientId: string; readonly authenticated: boolean }): Promise<TokenAnswer> {
+  private async clientCredentialsGrant(form: URLSearchParams, client: Caller): Promise<TokenAnswer> {
     if (!client.authenticated) return oauthError(401, "invalid_client", "client credentials need the client's secret or a private_key_jwt assertion")
     const approval = await this.state.approval(client.clientId)
     if (approval === undefined || !approval.machine) return oauthError(400, "unauthorized_client", "the client is not approved as a machine client (approve-client --machine)")
@@ -578,7 +640,7 @@ export class AuthorizationServer {
   }
 
   private async revokeFamily(family: string, why: string): Promise<void> {
-    const client = await this.state.revokeFamily(family, this.now() + ACCESS_TOKEN_SECONDS * 1000)
+    const client = await this.state.revokeFamily(family, this.now() + FAMILY_REVOKED_MS)
     log.warn(`revoked a token family${client === undefined ? "" : ` of OAuth client ${client}`}: ${why}`, { event: "oauth_family_revoked", client_id: client, why })
   }
 
@@ -597,19 +659,23 @@ export class AuthorizationServer {
     const key = sha256(token)
     const record = await this.state.refresh(key)
     if (record !== undefined && record.client_id === client.clientId) {
+      const unauthenticated = await this.unauthenticatedConfidential(client)
+      if (unauthenticated !== undefined) return unauthenticated
       await this.revokeFamily(record.family, "revoked by its client")
       return { status: 200 }
     }
     let payload
     try {
-      payload = (await jwtVerify(token, this.keys, { issuer: this.issuer })).payload
+      payload = (await jwtVerify(token, this.keys, { issuer: this.issuer, clockTolerance: CLOCK_TOLERANCE_SECONDS })).payload
     } catch {
       // An unknown or invalid token: nothing to revoke (RFC 7009, 2.2).
       return { status: 200 }
     }
     {
       if (payload["client_id"] === client.clientId && typeof payload.jti === "string") {
-        await this.state.revokeToken(payload.jti, (payload.exp ?? 0) * 1000)
+        const unauthenticated = await this.unauthenticatedConfidential(client)
+        if (unauthenticated !== undefined) return unauthenticated
+        await this.state.revokeToken(payload.jti, (payload.exp ?? 0) * 1000 + REVOKED_PAST_EXP_MS)
         log.info(`revoked an access token of OAuth client ${client.clientId}`, { event: "oauth_token_revoked", client_id: client.clientId })
       }
     }

@@ -305,7 +305,7 @@ export class RedisGrantState implements GrantState {
   }
 
   async useAssertion(id: string, until: number): Promise<boolean> {
-    const ttl = Math.max(1, until - this.now())
+    const ttl = Math.max(1, Math.ceil(until - this.now()))
     return (await this.data.client.set(this.k("assertion", hashOf(id)), "1", { condition: "NX", expiration: { type: "PX", value: ttl } })) !== null
   }
 }
