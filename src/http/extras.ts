@@ -71,11 +71,20 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   ...OAUTH_SERVER_ROUTES
 ]
 
-/** The OAuth callback's page: plain text in HTML, no script, nothing from the request. */
+/** The OAuth callback's page: plain text in HTML, no script, nothing from the request, never in a frame (as the other pages). */
 const callbackPage = (status: number, text: string) =>
   HttpServerResponse.text(
     `<!doctype html><meta charset="utf-8"><title>mcp-store authorization</title><p>${text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)}</p>\n`,
-    { status, contentType: "text/html; charset=utf-8", headers: { "content-security-policy": "default-src 'none'", "cache-control": "no-store", "referrer-policy": "no-referrer" } }
+    {
+      status,
+      contentType: "text/html; charset=utf-8",
+      headers: {
+        "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+        "x-frame-options": "DENY",
+        "cache-control": "no-store",
+        "referrer-policy": "no-referrer"
+      }
+    }
   )
 
 const HEARTBEAT_SECONDS = 15

@@ -119,6 +119,7 @@ interface EventFields {
   readonly tool_name?: string
   readonly outcome?: string
   readonly title?: string
+  readonly state?: string
 }
 
 type Mode = "live" | "polling" | "offline" | "auth" | "connecting"
@@ -137,8 +138,10 @@ const POLL_MS = 5000
 const TICK_MS = 15000 // figures no event announces (latency, the hour's counts) are read again this often
 const MAX_CALLS = 20
 const KEY_STORAGE = "mcp-store.api-key"
-// The API lives next to the page: strip a trailing "/ui" so a mount under a prefix still works.
-const BASE = location.pathname.replace(/\/ui\/?$/, "")
+// The API lives next to the page: drop the page's own segment, however it was spelled (the store
+// serves the page at "/ui;x" and "/%75i" too), so that a mount under a prefix still works. Slashes
+// are not doubled, which would make "//host/…" a URL of another host.
+const BASE = location.pathname.replace(/\/[^/]*\/?$/, "").replace(/\/{2,}/g, "/")
 
 /** The page's element of that id (the page is this script's own: a missing one is a bug). */
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
@@ -210,6 +213,26 @@ const coalesce = (fn: () => void, ms: number) => {
       t = undefined
       fn()
     }, ms)
+  }
+}
+/**
+ * `run` one at a time: a call while a run is under way asks for one more run after it, shared by
+ * every call until it starts, and gets that run's promise. So an answer never lands after a later
+ * call's (the list read before a delete is not shown after the one read after it), and calls faster
+ * than the store answers make one run in flight and one waiting, not a pile.
+ */
+const singleFlight = (run: () => Promise<void>): (() => Promise<void>) => {
+  let last: Promise<void> = Promise.resolve()
+  let waiting: Promise<void> | undefined
+  return () => {
+    if (waiting) return waiting
+    const next = last.then(() => {
+      waiting = undefined
+      return run()
+    })
+    waiting = next
+    last = next.catch(() => {})
+    return next
   }
 }
 const scopePrefix = (scope: string) => (scope === "store" ? "/for_store" : "/for_agent/" + encodeURIComponent(scope))
@@ -392,7 +415,9 @@ const EVENT_HANDLERS: Readonly<Record<string, (d: object) => void>> = {
   tools_changed: (d) => onToolsChangedEvent(d as ToolsChangedEvent),
   tool_call: (d) => onToolCallEvent(d as CallRecord),
   alert: () => refreshAlerts().catch(noteError),
-  approval: () => refreshApprovalsSoon()
+  approval: () => refreshApprovalsSoon(),
+  // A service's upstream OAuth state changed (its status may not): its row's badge and Authorize button.
+  auth: () => refreshServicesSoon()
 }
 function dispatchEvent(type: string, text: string) {
   const handler = EVENT_HANDLERS[type]
@@ -424,7 +449,9 @@ function showLastEvent(type: string, d: EventFields) {
           ? `${who} · ${d.tool_name}: ${d.outcome}`
           : type === "alert"
             ? `alert: ${d.title || ""}`
-            : type
+            : type === "auth"
+              ? `${who}: OAuth ${d.state}`
+              : type
   const node = $("last-event")
   node.textContent = `${state.eventCount} event(s); last ${what}`
   node.dataset["type"] = type
@@ -476,7 +503,7 @@ $("forget-key").hidden = !state.apiKey
 const serviceKey = (scope: string, name: string) => scope + "\u0000" + name
 const rows = new Map<string, HTMLTableRowElement>() // key -> <tr>
 
-async function refreshServices() {
+const refreshServices = singleFlight(async () => {
   const { body } = await api<ApiBody & { services?: Service[] }>("/for_store/list_services?scope=all")
   if (!body || !Array.isArray(body.services)) return
   state.services = body.services
@@ -490,7 +517,7 @@ async function refreshServices() {
     state.toolsSignature = sig
     refreshTools().catch(noteError)
   }
-}
+})
 
 function sortServices(list: ReadonlyArray<Service>): Service[] {
   return list
@@ -579,50 +606,35 @@ const refillRow = (scope: string, name: string) => {
 // within the hour (the others have none), again when that change moves or after a minute, four at a
 // time and at most 100 a round: bounded work however many services the store has.
 const HOUR_MS = 3600000
-let flapsRunning = false,
-  flapsAgain = false
-async function refreshFlaps() {
-  if (flapsRunning) {
-    flapsAgain = true
-    return
+const refreshFlaps = singleFlight(async () => {
+  const now = Date.now()
+  const todo: Service[] = []
+  const live = new Set<string>()
+  for (const s of state.services) {
+    const key = serviceKey(s.scope, s.name)
+    live.add(key)
+    const change = s.last_state_change || ""
+    const old = state.flaps.get(key)
+    if (!change || now - Date.parse(change) > HOUR_MS) {
+      if (!old || old.count !== 0) {
+        state.flaps.set(key, { count: 0, change, at: now })
+        refillRow(s.scope, s.name)
+      }
+    } else if (!old || old.change !== change || now - old.at > 60000) todo.push(s)
   }
-  flapsRunning = true
-  try {
-    const now = Date.now()
-    const todo: Service[] = []
-    const live = new Set<string>()
-    for (const s of state.services) {
-      const key = serviceKey(s.scope, s.name)
-      live.add(key)
-      const change = s.last_state_change || ""
-      const old = state.flaps.get(key)
-      if (!change || now - Date.parse(change) > HOUR_MS) {
-        if (!old || old.count !== 0) {
-          state.flaps.set(key, { count: 0, change, at: now })
-          refillRow(s.scope, s.name)
-        }
-      } else if (!old || old.change !== change || now - old.at > 60000) todo.push(s)
-    }
-    for (const key of state.flaps.keys()) if (!live.has(key)) state.flaps.delete(key)
-    const queue = todo.slice(0, 100)
-    const worker = async () => {
-      for (let s = queue.shift(); s; s = queue.shift()) {
-        const h = await healthHistory(s.scope, s.name, 1)
-        if (h) {
-          state.flaps.set(serviceKey(s.scope, s.name), { count: h.transitions.length, change: s.last_state_change || "", at: Date.now() })
-          refillRow(s.scope, s.name)
-        }
+  for (const key of state.flaps.keys()) if (!live.has(key)) state.flaps.delete(key)
+  const queue = todo.slice(0, 100)
+  const worker = async () => {
+    for (let s = queue.shift(); s; s = queue.shift()) {
+      const h = await healthHistory(s.scope, s.name, 1)
+      if (h) {
+        state.flaps.set(serviceKey(s.scope, s.name), { count: h.transitions.length, change: s.last_state_change || "", at: Date.now() })
+        refillRow(s.scope, s.name)
       }
     }
-    await Promise.all([worker(), worker(), worker(), worker()])
-  } finally {
-    flapsRunning = false
-    if (flapsAgain) {
-      flapsAgain = false
-      refreshFlapsSoon()
-    }
   }
-}
+  await Promise.all([worker(), worker(), worker(), worker()])
+})
 const refreshFlapsSoon = coalesce(() => refreshFlaps().catch(noteError), 300)
 
 const scopeQuery = (scope: string, name: string) => "service_name=" + encodeURIComponent(name) + "&agent_id=" + encodeURIComponent(scope)
@@ -851,11 +863,9 @@ function onToolChangedEvent(d: { readonly scope?: string; readonly service_name?
   if (state.selected && state.selected.scope === d.scope && state.selected.name === d.service_name) refreshDetailSoon()
 }
 
-let detailSeq = 0
-async function refreshDetail() {
+const refreshDetail = singleFlight(async () => {
   const sel = state.selected
   if (!sel) return
-  const seq = ++detailSeq
   const { scope, name } = sel
   const q = scopeQuery(scope, name)
   const [statusRes, history, times, rates, info] = await Promise.all([
@@ -865,7 +875,7 @@ async function refreshDetail() {
     api<ErrorRates>("/monitoring/error_rate_stats?minutes=60&" + q),
     api<ServiceInfo>(scopePrefix(scope) + "/get_service_info?name=" + encodeURIComponent(name))
   ])
-  if (seq !== detailSeq || !state.selected || state.selected.scope !== scope || state.selected.name !== name) return
+  if (!state.selected || state.selected.scope !== scope || state.selected.name !== name) return
   const listed = state.services.find((x) => x.scope === scope && x.name === name)
   const st = statusRes && statusRes.body && statusRes.body.success ? statusRes.body : null
   const d = st ?? listed
@@ -927,7 +937,7 @@ async function refreshDetail() {
   $("d-transitions").dataset["count"] = String(list.length)
   $("detail").dataset["loaded"] = "true"
   $("detail").dataset["status"] = d.status
-}
+})
 const refreshDetailSoon = coalesce(() => refreshDetail().catch(noteError), 300)
 
 // ---------- add a service ----------
@@ -1031,7 +1041,7 @@ function onStatusEvent(d: StatusEvent) {
 }
 
 // ---------- tools ----------
-async function refreshTools() {
+const refreshTools = singleFlight(async () => {
   const scopes = ["store", ...new Set(state.services.filter((s) => s.scope !== "store").map((s) => s.scope))]
   const lists = await Promise.all(
     scopes.map(async (scope): Promise<Tool[]> => {
@@ -1046,7 +1056,7 @@ async function refreshTools() {
   )
   state.tools = lists.flat()
   renderTools()
-}
+})
 const refreshToolsSoon = coalesce(() => refreshTools().catch(noteError), 300)
 
 function onToolsChangedEvent(d: ToolsChangedEvent) {
@@ -1243,10 +1253,10 @@ function mergeCalls(list: ReadonlyArray<CallRecord>) {
     .slice(0, MAX_CALLS)
   renderCalls()
 }
-async function refreshCalls() {
+const refreshCalls = singleFlight(async () => {
   const { body } = await api<ApiBody & { calls?: CallRecord[] }>("/monitoring/tool_call_history?limit=" + MAX_CALLS)
   if (body && Array.isArray(body.calls)) mergeCalls(body.calls)
-}
+})
 const refreshCallsSoon = coalesce(() => refreshCalls().catch(noteError), 400)
 function onToolCallEvent(d: CallRecord) {
   mergeCalls([d, ...state.calls])
@@ -1293,14 +1303,14 @@ interface ApprovalItem {
 /** The approval a URL elicitation pointed here (`#approval=<id>`), shown first and outlined. */
 const approvalInHash = (): string | null => /^#approval=(apr_[A-Za-z0-9_-]{1,60})$/.exec(location.hash)?.[1] ?? null
 let approvalNote = ""
-async function refreshApprovals() {
+const refreshApprovals = singleFlight(async () => {
   const { status, body } = await api<ApiBody & { approvals?: ApprovalItem[] }>("/for_store/approvals")
   if (status === 403) {
     renderApprovals([], "This key does not see approvals: an admin key decides them.")
     return
   }
   if (body && Array.isArray(body.approvals)) renderApprovals(body.approvals, approvalNote)
-}
+})
 const refreshApprovalsSoon = coalesce(() => refreshApprovals().catch(noteError), 150)
 function renderApprovals(items: ReadonlyArray<ApprovalItem>, note: string) {
   const focus = approvalInHash()
@@ -1345,7 +1355,7 @@ async function decideApproval(a: ApprovalItem, decision: "approve" | "deny", but
 window.addEventListener("hashchange", () => refreshApprovalsSoon())
 
 // ---------- alerts ----------
-async function refreshAlerts() {
+const refreshAlerts = singleFlight(async () => {
   const { body } = await api<ApiBody & { alerts?: ReadonlyArray<Alert> }>("/monitoring/alerts?limit=20")
   if (!body || !Array.isArray(body.alerts)) return
   const alerts: ReadonlyArray<Alert> = body.alerts
@@ -1365,14 +1375,14 @@ async function refreshAlerts() {
   if (!alerts.length) list.append(el("li", { class: "empty", text: "No alerts. All quiet." }))
   const open = alerts.filter((a) => !a.resolved).length
   $("alerts-sub").textContent = open ? `${open} open` : ""
-}
+})
 
 // ---------- status chart ----------
 type Distribution = Partial<Record<string, number>>
-async function refreshChart() {
+const refreshChart = singleFlight(async () => {
   const { body } = await api<ApiBody & { distribution?: Distribution; total_services?: number }>("/monitoring/services_status_distribution")
   if (body && body.distribution) renderChart(body.distribution, body.total_services)
-}
+})
 function renderChart(dist: Distribution, total: number | undefined) {
   // Horizontal bars, one row per status: label, bar scaled to the largest count, count.
   const W = 400,

@@ -166,6 +166,31 @@ describe.skipIf(!haveChromium).concurrent("GET /ui in Chromium", () => {
   )
 
   it(
+    "served at another spelling of /ui (a `;` parameter, a percent-encoded letter), reads the API at the store's root",
+    async ({ expect }) => {
+      let context: BrowserContext | undefined
+      try {
+        context = await browser!.newContext()
+        for (const spelling of ["/ui;x", "/%75i"]) {
+          const page = await context.newPage()
+          const requested: string[] = []
+          page.on("request", (r) => requested.push(new URL(r.url()).pathname))
+          expect((await page.goto(`${open!.url}${spelling}`))?.status(), spelling).toBe(200)
+          await page.locator('[data-testid="service-row"][data-name="demo"]').waitFor({ timeout: 15_000 })
+          await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 15_000 })
+          expect(requested, spelling).toContain("/for_store/list_services")
+          expect(requested, spelling).toContain("/events")
+          expect(await page.getByTestId("docs-link").evaluate((a) => (a as unknown as { href: string }).href)).toBe(`${open!.url}/docs`)
+          await page.close()
+        }
+      } finally {
+        await context?.close()
+      }
+    },
+    60_000
+  )
+
+  it(
     "with an API key: asked once, live events over fetch with the key, a change from outside shown, a refused stream tried again",
     async ({ expect }) => {
       const server = keyed!

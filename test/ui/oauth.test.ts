@@ -3,8 +3,10 @@
  * service's row shows its `auth.state`; for `needs_authorization` its Authorize button calls
  * authorize_service and opens the authorization URL, whose page (the fixture approves at once)
  * sends the browser to the store's callback: the service becomes healthy and the row says
- * authorized. Chromium is launched while the fixture and the store start. Skipped, with a note, when
- * /usr/bin/chromium is not installed.
+ * authorized. A second service's authorization started through the API (its status unchanged)
+ * shows on its row from the `auth` event alone, and the callback's page may not be framed. Chromium
+ * is launched while the fixture and the store start. Skipped, with a note, when /usr/bin/chromium is
+ * not installed.
  */
 import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -26,7 +28,7 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
     await together(
       startOAuthFixture().then(async (f) => {
         fixture = f
-        server = await startTestServer({ services: { mcpServers: { secure: { url: f.url } } } })
+        server = await startTestServer({ services: { mcpServers: { secure: { url: f.url }, other: { url: f.url } } } })
       }),
       openChromium().then((b) => (browser = b))
     )
@@ -38,6 +40,24 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
     await browser?.close()
     await server?.cleanup()
     await fixture?.stop()
+  })
+
+  it("follows the auth event: an authorization started elsewhere shows on the row while the status stays the same", async () => {
+    await page.locator('[data-testid="connection"][data-mode="live"]').waitFor({ timeout: 20_000 })
+    await row("other").locator('[data-testid="service-auth"][data-auth="needs_authorization"]').waitFor({ timeout: 20_000 })
+    const status = await row("other").getAttribute("data-status")
+    const started = await server.post("/for_store/authorize_service", { service_name: "other" })
+    expect(started.body).toMatchObject({ success: true, state: "authorizing" })
+    // Live, the page polls nothing: the auth event is what makes it read the row again.
+    await row("other").locator('[data-testid="service-auth"][data-auth="authorizing"]').waitFor({ timeout: 5_000 })
+    expect(await row("other").getAttribute("data-status")).toBe(status)
+  })
+
+  it("the callback's page may not be framed", async () => {
+    const reply = await fetch(`${server.url}/oauth/callback`)
+    expect(reply.status).toBe(400)
+    expect(reply.headers.get("x-frame-options")).toBe("DENY")
+    expect(reply.headers.get("content-security-policy")).toContain("frame-ancestors 'none'")
   })
 
   it("shows needs_authorization, and Authorize opens the authorization page that ends in the store's callback", { timeout: 60_000 }, async () => {
