@@ -74,7 +74,7 @@ while i <= #ARGV do
   i = i + 1
 end
 rev = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', '${CHANGES_MAXLEN}', rev .. '-0', 'change', ARGV[3])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', '${CHANGES_MAXLEN}', rev .. '-0', 'change', ARGV[4])
 return {0, rev}
 `
 

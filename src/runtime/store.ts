@@ -301,10 +301,12 @@ export class Store {
   watchFile(onApplied?: (summary: { added: string[]; updated: string[]; removed: string[] }) => void): void {
     this.unwatch?.()
     this.unwatch = this.file.watch(
-      (next) => {
+      () => {
         void this.host.serialize(async () => {
-          // Replica mode: the definitions as they are when this runs (a change made here meanwhile included).
-          const summary = this.applyConfig(this.replication.shared ? this.file.read() : next)
+          // The definitions as they are when this runs, not as announced: a command that held the lock
+          // meanwhile may have written its change after the edit was read (applying the announced copy
+          // would stop the service it had just added, or start the one it had just deleted).
+          const summary = this.applyConfig(this.file.read())
           const changes = [...summary.added.map((n) => `+${n}`), ...summary.updated.map((n) => `~${n}`), ...summary.removed.map((n) => `-${n}`)]
           if (changes.length > 0) {
             const what = this.replication.shared ? "cluster definitions applied" : "services file reloaded"

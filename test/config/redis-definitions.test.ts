@@ -62,6 +62,10 @@ describe.skipIf(!hasRedisServer)("replica mode: shared definitions", () => {
     try {
       expect(await client.get(clusterKey("defs", "rev"))).toBe("5")
       expect(Object.keys(await client.hGetAll(clusterKey("defs", "defs"))).sort()).toEqual(["store/from-a", "store/from-b", "store/seeded"])
+      // Each stream entry carries its change, which the other replicas apply without reading every definition again.
+      const last = (await client.xRevRange(clusterKey("defs", "changes"), "+", "-", { COUNT: 1 }))?.[0]
+      expect(last?.id).toBe("5-0")
+      expect(JSON.parse(last!.message["change"]!)).toEqual({ set: {}, del: ["store/two"] })
     } finally {
       client.destroy()
     }

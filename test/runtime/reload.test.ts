@@ -83,6 +83,29 @@ describe("--reload: hand edits of the services file", () => {
     expect((await healthy(store, STORE_SCOPE, "pause")).end).toBe("reached")
   })
 
+  it("applies the definitions as they are when its turn comes: a command's change written after the edit was read is kept", async () => {
+    const a = await startHttpFixture()
+    fixtures = [a]
+    dir = mkdtempSync(join(tmpdir(), "mcp-store-reload-"))
+    const file = join(dir, "mcp.json")
+    write(file, { mcpServers: { one: { url: a.url } } })
+    store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING })
+    expect((await healthy(store, STORE_SCOPE, "one")).end).toBe("reached")
+    const summaries: Array<{ added: string[]; updated: string[]; removed: string[] }> = []
+    store.watchFile((s) => summaries.push(s))
+    const running = store
+    // A command holds the lock: a hand edit is read and announced meanwhile, then the command writes its own change.
+    await running.host.serialize(async () => {
+      write(file, { mcpServers: { one: { url: a.url }, edited: { url: a.url } } })
+      expect(await eventually(() => Object.hasOwn(running.file.read().store, "edited"), 5_000, 10)).toBe(true)
+      await running.file.update((draft) => draft.setService(STORE_SCOPE, "commanded", { url: a.url } as never))
+    })
+    expect(await eventually(() => summaries.length > 0, 5_000, 10)).toBe(true)
+    expect(running.serviceActor(STORE_SCOPE, "edited")).toBeDefined()
+    expect(running.serviceActor(STORE_SCOPE, "commanded"), "the command's service, in the file, runs").toBeDefined()
+    expect(summaries.flatMap((s) => s.removed)).toEqual([])
+  })
+
   it("ignores a file that is not valid JSON while it is being edited, then applies the finished edit", async () => {
     const a = await startHttpFixture()
     fixtures = [a]
