@@ -113,14 +113,26 @@ export class SampleRing {
   }
 }
 
-/** A map that forgets its oldest keys beyond `capacity` entries. */
+/**
+ * A map that forgets its least recently used keys beyond `capacity` entries: a key read or written
+ * moves to the end of the map's order (many short-lived keys do not push out a long-lived one in use).
+ */
 export class BoundedMap<K, V> extends Map<K, V> {
   constructor(readonly capacity: number) {
     super()
   }
 
+  override get(key: K): V | undefined {
+    if (!super.has(key)) return undefined
+    const value = super.get(key) as V
+    super.delete(key)
+    super.set(key, value)
+    return value
+  }
+
   override set(key: K, value: V): this {
-    if (!this.has(key) && this.size >= this.capacity) {
+    if (super.has(key)) super.delete(key)
+    else if (this.size >= this.capacity) {
       const oldest = this.keys().next()
       if (!oldest.done) this.delete(oldest.value)
     }

@@ -51,18 +51,20 @@ export const agentsSummary = (store: Store, n: Narrowing = {}) => {
   const kept = narrowedScopes(store, n)
   const all = kept.flatMap((scope) => scopeSnapshots(store, scope, n))
   const storeServices = kept.some((s) => s.kind === "store") ? scopeSnapshots(store, STORE_SCOPE, n) : []
-  const recent = store.records.inMemory()
   const agentIds = kept.flatMap((s) => (s.kind === "agent" ? [s.agentId] : []))
+  // Each agent's last call, in one pass over the records kept (newest last), not one per agent.
+  const lastCalls = new Map<string, string>()
+  const wanted = new Set(agentIds)
+  const recent = store.records.inMemory()
+  for (let i = recent.length - 1; i >= 0 && lastCalls.size < wanted.size; i--) {
+    const r = recent[i]!
+    const scope = recordScope(r)
+    if (wanted.has(scope) && !lastCalls.has(scope) && (n.service_name === undefined || r.service_name === n.service_name)) lastCalls.set(scope, r.timestamp)
+  }
   const agents = agentIds.map((agentId) => {
     const snapshots = scopeSnapshots(store, agentScope(agentId), n)
     const healthy = snapshots.filter((s) => statusOf(s) === "healthy" || statusOf(s) === "warning").length
-    let lastCall: string | undefined
-    for (let i = recent.length - 1; i >= 0; i--) {
-      if (recordScope(recent[i]!) === agentId && (n.service_name === undefined || recent[i]!.service_name === n.service_name)) {
-        lastCall = recent[i]!.timestamp
-        break
-      }
-    }
+    const lastCall = lastCalls.get(agentId)
     const lastChange = Math.max(0, ...snapshots.map((s) => s.context.stateEnteredAt))
     const last = Math.max(lastCall ? Date.parse(lastCall) : 0, lastChange)
     return {
@@ -139,9 +141,11 @@ export const toolsUsage = (store: Store, limit: number, n: Narrowing) => {
 export const systemPerformance = async ({ store, monitor }: Sources) => {
   const latency = monitor.requests.summary()
   const mem = process.memoryUsage()
+  // Over the window, or the time since the start if shorter (at least a second: no division by nearly 0).
+  const window = Math.min(monitor.requests.seconds, Math.max(1, (Date.now() - store.startedAt) / 1000))
   return {
     requests_total: monitor.requestsTotal,
-    requests_per_second: round(latency.count / 60),
+    requests_per_second: round(latency.count / window),
     latency_ms: { p50: latency.p50, p95: latency.p95, p99: latency.p99 },
     event_loop_lag_ms: monitor.eventLoopLagMs(),
     cpu_percentage: await processCpuPercent(),

@@ -136,7 +136,9 @@ export const createMetrics = (store: Store, monitor: Monitor): Metrics => {
     callSeconds.observe(durationLabels, r.duration_ms / 1000)
     track("callSeconds", callSeconds, durationLabels, undefined, r.service_name)
   })
+  // Every replica sees each service's checks and transitions: counted by the one that runs it only.
   const offMonitor = monitor.subscribe((e) => {
+    if ((e.type === "check" || e.type === "status") && !monitor.runsHere(e.scope, e.service_name)) return
     if (e.type === "check") {
       const labels = { scope: e.scope, service: e.service_name }
       if (e.check.ok && e.check.response_time_ms !== null) {

@@ -22,6 +22,13 @@ export const LIMITS = {
   alerts: 1000
 } as const
 
+/**
+ * A check's error, a transition's reason or an alert's message, at most (characters): it may quote
+ * a hostile upstream's error, up to the size of a whole MCP message.
+ */
+export const TEXT_LIMIT = 4096
+const cut = (text: string): string => (text.length <= TEXT_LIMIT ? text : text.slice(0, TEXT_LIMIT))
+
 export interface CheckEntry {
   readonly at: number
   readonly ok: boolean
@@ -83,6 +90,8 @@ class ServiceHistory {
   readonly checks = new CheckHistory()
   /** Response-time samples: health checks and tool calls. */
   readonly samples = new SampleRing(LIMITS.samplesPerService)
+  /** An alert of it (not a held tool's) may be open on some replica: degraded or a tool changed since its alerts were last resolved. */
+  alerted = false
 }
 
 /** How far the monitor has read a service actor's context: kept per actor, so it goes with the actor. */
@@ -118,6 +127,25 @@ export const TOOL_HELD_ALERT = "Tool held"
 
 /** Whether a context is a replicated actor's (replica mode, src/machines/replicated.ts). */
 const isReplicated = (context: ServiceContext): boolean => (context as { role?: unknown }).role !== undefined
+
+/**
+ * Whether two transitions are the same one. By value: a replica that mirrors a service reads each
+ * of its views from Redis, so the same transition is a new object in every view.
+ */
+const sameTransition = (a: Transition | undefined, b: Transition | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.at === b.at && a.from === b.from && a.to === b.to && a.reason === b.reason)
+
+/** Whether a part of a context is unchanged: the same object, or (a mirror's view) an equal one. */
+const sameValue = (a: unknown, b: unknown): boolean => a === b || (a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b))
+
+/** Where the transitions not yet read start in `all`, the last read being `lastSeen`. */
+const unreadFrom = (all: ReadonlyArray<Transition>, lastSeen: Transition | undefined): number => {
+  if (lastSeen === undefined) return 0
+  for (let i = all.length - 1; i >= 0; i--) if (sameTransition(all[i], lastSeen)) return i + 1
+  // Dropped by the context's cap (many transitions since): those after it in time are new.
+  const after = all.findIndex((t) => t.at > lastSeen.at)
+  return after < 0 ? all.length : after
+}
 
 /** `<scope>/<name>`: the key of a service across scopes. */
 export const serviceKey = (scope: string, name: string) => `${scope}/${name}`
@@ -177,7 +205,7 @@ export class Monitor {
       at,
       ok,
       response_time_ms: responseTimeMs === undefined ? null : Math.round(responseTimeMs * 100) / 100,
-      error: ok ? null : (error ?? "health check failed")
+      error: ok ? null : cut(error ?? "health check failed")
     }
     history.checks.push(at, check.response_time_ms, check.error)
     if (ok && responseTimeMs !== undefined) history.samples.push(at, responseTimeMs)
@@ -197,7 +225,7 @@ export class Monitor {
     // Most snapshots (a check answered, a timer) change neither: nothing to look up.
     if (
       progress &&
-      progress.lastSeen === all[all.length - 1] &&
+      sameTransition(progress.lastSeen, all[all.length - 1]) &&
       progress.toolsVersion === context.toolsVersion &&
       progress.catalogVersion === context.catalogVersion &&
       progress.auth === context.auth &&
@@ -209,10 +237,10 @@ export class Monitor {
     const scope = scopeLabel(context.scope)
     const history = this.history(scope, context.name)
     if (!progress) this.progress.set(actor, (progress = { lastSeen: undefined, toolsVersion: 0, catalogVersion: 0 }))
-    const from = progress.lastSeen === undefined ? 0 : all.indexOf(progress.lastSeen) + 1
-    for (const t of all.slice(from)) {
+    for (const seen of all.slice(unreadFrom(all, progress.lastSeen))) {
+      const t = seen.reason.length <= TEXT_LIMIT ? seen : { ...seen, reason: cut(seen.reason) }
       history.transitions.push(t)
-      this.onTransition(scope, context.name, t)
+      this.onTransition(scope, context.name, t, history)
     }
     progress.lastSeen = all[all.length - 1]
     if (context.toolsVersion !== progress.toolsVersion) {
@@ -224,7 +252,7 @@ export class Monitor {
       progress.catalogVersion = context.catalogVersion
       this.emit({ type: "catalog_changed", scope, service_name: context.name })
     }
-    if (context.auth !== progress.auth) {
+    if (!sameValue(context.auth, progress.auth)) {
       progress.auth = context.auth
       if (context.auth !== undefined) this.emit({ type: "auth", scope, service_name: context.name, auth: context.auth })
     }
@@ -239,8 +267,9 @@ export class Monitor {
   private observePins(progress: Progress, scope: string, context: ServiceContext): void {
     const changes = context.toolChanges
     if (progress.toolChanges === undefined) progress.toolChanges = changes
-    else if (progress.toolChanges !== changes) {
+    else if (!sameValue(progress.toolChanges, changes)) {
       progress.toolChanges = changes
+      if (changes.length > 0) this.history(scope, context.name).alerted = true
       const raising = this.alertsHere === undefined || this.alertsHere(scope, context.name)
       for (const change of changes) {
         this.emit({ type: "tool_changed", scope, service_name: context.name, change })
@@ -255,8 +284,10 @@ export class Monitor {
     if (hadHeld && context.heldTools.length === 0 && (this.alertsHere === undefined || this.alertsHere(scope, context.name))) this.resolve(scope, context.name, true)
   }
 
-  private onTransition(scope: string, name: string, t: Transition): void {
+  private onTransition(scope: string, name: string, t: Transition, history: ServiceHistory): void {
     this.emit({ type: "status", scope, service_name: name, transition: t })
+    // Seen by every replica: the one that runs the service next knows to resolve what another raised.
+    if (t.to === "warning" || t.to === "unreachable") history.alerted = true
     // Replica mode: the alerts of a service are raised by the replica that runs it (src/monitoring/shared-alerts.ts).
     if (this.alertsHere !== undefined && !this.alertsHere(scope, name)) return
     if (t.to === "warning") this.raise("warning", scope, name, "Service degraded", t.reason)
@@ -269,7 +300,7 @@ export class Monitor {
       alert_id: `alert-${Date.now().toString(36)}-${(this.alertCounter++).toString(36)}`,
       level,
       title: `${title}: ${name}`,
-      message,
+      message: cut(message),
       service_name: name,
       scope,
       timestamp: new Date().toISOString(),
@@ -291,6 +322,9 @@ export class Monitor {
         this.emit({ type: "alert", alert: a })
       }
     }
+    const history = this.histories.get(serviceKey(scope, name))
+    this.resolvedHere?.(scope, name, held, now, history?.alerted === true)
+    if (history !== undefined && held !== true) history.alerted = false
   }
 
   private history(scope: string, name: string): ServiceHistory {
@@ -300,9 +334,10 @@ export class Monitor {
     return h
   }
 
-  /** A service was deleted: its open alerts are resolved (nothing will ever make it healthy again). */
+  /** A service was deleted: its open alerts are resolved (nothing will ever make it healthy again), its history dropped. */
   serviceRemoved(scope: string, name: string): void {
     this.resolve(scope, name)
+    this.histories.delete(serviceKey(scope, name))
     this.emit({ type: "removed", scope, service_name: name })
   }
 
@@ -332,6 +367,21 @@ export class Monitor {
 
   /** Replica mode: whether this replica raises and resolves the alerts of a service (it runs it). Undefined: every service. */
   alertsHere: ((scope: string, name: string) => boolean) | undefined = undefined
+
+  /**
+   * Whether this replica runs a service (`alertsHere`; always outside replica mode): its checks and
+   * transitions are counted in the metrics here only, as its tool calls are.
+   */
+  runsHere(scope: string, name: string): boolean {
+    return this.alertsHere === undefined || this.alertsHere(scope, name)
+  }
+
+  /**
+   * Replica mode: told of each resolution of a service's alerts here, whether or not this replica
+   * keeps an alert it resolves (another replica may have raised it): `held` as `resolve` takes it;
+   * `alerted`: a degradation or a tool change was seen since the last resolution (an alert may be open).
+   */
+  resolvedHere: ((scope: string, name: string, held: boolean | undefined, at: string, alerted: boolean) => void) | undefined = undefined
 
   /** Tells the live listeners of an alert raised or resolved by another replica (not kept here). */
   relayAlert(alert: Alert): void {

@@ -2,15 +2,18 @@
  * The alerts of a cluster (docs/replicas-data.md): the replica that raises or resolves an alert
  * (the owner of the service, whose monitor sees its transitions) adds it to a capped Redis Stream,
  * `alerts`; every replica follows the stream and keeps the newest `LIMITS.alerts` of them, so
- * `/monitoring/alerts` on any replica lists the whole cluster's. A resolution names the service, not
- * an alert: the replica that owns a service now resolves the alerts a former owner raised.
+ * `/monitoring/alerts` on any replica lists the whole cluster's. A resolution names the service and
+ * which of its alerts (those of held tools, all others, or all), not an alert: the replica that owns
+ * a service now resolves the alerts a former owner raised, as a single process would. It is
+ * published whether or not the raising was read back yet (the stream keeps their order), and
+ * retried if it could not be.
  *
  * Bounded: the stream holds at most about `STREAM_LIMIT` entries (XADD MAXLEN ~), each replica at
  * most `LIMITS.alerts` alerts, and an alert's message is cut to `MESSAGE_LIMIT` characters (it may
  * quote a hostile upstream's error).
  */
 import type { Alert, Monitor } from "./monitor.js"
-import { LIMITS } from "./monitor.js"
+import { LIMITS, TEXT_LIMIT, TOOL_HELD_ALERT } from "./monitor.js"
 import { Ring } from "./bounded.js"
 import { log } from "../logging/log.js"
 import { clusterKey } from "../redis/key-names.js"
@@ -20,7 +23,13 @@ import { followStream, type StreamEntry, type StreamFollower } from "../redis/st
 /** Entries kept in the stream: raisings and resolutions of the alerts each replica keeps. */
 export const STREAM_LIMIT = 2 * LIMITS.alerts
 /** An alert's message, at most (characters). */
-export const MESSAGE_LIMIT = 4096
+export const MESSAGE_LIMIT = TEXT_LIMIT
+/** Waits before the retries of a resolution that could not be published (ms). */
+export const RESOLUTION_RETRIES_MS = [500, 1_000, 2_000, 4_000, 8_000, 16_000] as const
+
+/** Which alerts of a service a resolution resolves, in the stream: `resolve`'s `held` true, false, undefined. */
+type Resolved = "held" | "others" | "all"
+const resolvedOf = (held: boolean | undefined): Resolved => (held === undefined ? "all" : held ? "held" : "others")
 
 export class SharedAlerts {
   private readonly stream: string
@@ -29,6 +38,7 @@ export class SharedAlerts {
   private follower: StreamFollower | undefined
   private readonly listeners = new Set<(alert: Alert) => void>()
   private detach: (() => void) | undefined
+  private readonly retries = new Set<NodeJS.Timeout>()
 
   private constructor(private readonly data: ClusterData) {
     this.stream = clusterKey(data.cluster, "alerts")
@@ -53,15 +63,15 @@ export class SharedAlerts {
     const share = (alert: Alert) =>
       void this.publish(alert).catch((err: unknown) => log.warn(`an alert could not be shared: ${err instanceof Error ? err.message : String(err)}`, { event: "cluster_alert_failed" }))
     const off = monitor.subscribe((e) => {
-      if (e.type === "alert") {
-        if (!e.alert.resolved && !this.relaying && runs(e.alert.scope, e.alert.service_name)) share(e.alert)
-      }
-      // A service healthy again, or deleted, where it runs: its open alerts are resolved, whichever replica raised them.
-      else if (((e.type === "status" && e.transition.to === "healthy") || e.type === "removed") && runs(e.scope, e.service_name)) {
-        const open = this.ring.toArray().find((a) => !a.resolved && a.scope === e.scope && a.service_name === e.service_name)
-        if (open !== undefined) share({ ...open, resolved: true, resolved_at: new Date().toISOString() })
-      }
+      if (e.type === "alert" && !e.alert.resolved && !this.relaying && runs(e.alert.scope, e.alert.service_name)) share(e.alert)
     })
+    // A service healthy again, holding no tool, or deleted, where it runs: its alerts are resolved, whichever replica
+    // raised them. Published only when one may be open: every healthy transition resolves, and would fill the stream.
+    monitor.resolvedHere = (scope, name, held, at, alerted) => {
+      if (!runs(scope, name)) return
+      const open = held !== false || alerted || this.ring.toArray().some((a) => !a.resolved && a.scope === scope && a.service_name === name)
+      if (open) this.publishResolution(scope, name, resolvedOf(held), at)
+    }
     const offRelay = this.onAlert((alert) => {
       if (this.raisedHere.has(alert.alert_id)) return
       this.relaying = true
@@ -78,6 +88,7 @@ export class SharedAlerts {
       offRelay()
       monitor.alertsHere = undefined
       monitor.alertsFrom = undefined
+      monitor.resolvedHere = undefined
     }
   }
 
@@ -86,16 +97,38 @@ export class SharedAlerts {
   /** The ids of the alerts this replica raised, the newest `LIMITS.alerts` (their events were emitted here already). */
   private readonly raisedHere = new Set<string>()
 
-  /** Adds a raised alert, or the resolution of its service's alerts, to the stream. */
+  /** Adds a raised alert, or the resolution of all its service's alerts, to the stream. */
   async publish(alert: Alert): Promise<void> {
     if (!alert.resolved) {
       this.raisedHere.add(alert.alert_id)
       if (this.raisedHere.size > LIMITS.alerts) this.raisedHere.delete(this.raisedHere.values().next().value as string)
     }
     const message = alert.resolved
-      ? { k: "resolved", s: alert.scope, v: alert.service_name, at: alert.resolved_at ?? new Date().toISOString() }
+      ? { k: "resolved", s: alert.scope, v: alert.service_name, at: alert.resolved_at ?? new Date().toISOString(), h: "all" }
       : { k: "raised", a: JSON.stringify({ ...alert, message: alert.message.slice(0, MESSAGE_LIMIT) }) }
-    await this.data.client.xAdd(this.stream, "*", message, { TRIM: { strategy: "MAXLEN", strategyModifier: "~", threshold: STREAM_LIMIT } })
+    await this.add(message)
+  }
+
+  private add(message: Record<string, string>): Promise<unknown> {
+    return this.data.client.xAdd(this.stream, "*", message, { TRIM: { strategy: "MAXLEN", strategyModifier: "~", threshold: STREAM_LIMIT } })
+  }
+
+  /** Adds a resolution to the stream, retried a while: an alert whose resolution is lost stays open on every replica. */
+  private publishResolution(scope: string, name: string, which: Resolved, at: string, attempt = 0): void {
+    this.add({ k: "resolved", s: scope, v: name, at, h: which }).catch((err: unknown) => {
+      const wait = RESOLUTION_RETRIES_MS[attempt]
+      const reason = err instanceof Error ? err.message : String(err)
+      if (wait === undefined || this.detach === undefined) {
+        log.warn(`an alert's resolution could not be shared: ${reason}`, { event: "cluster_alert_failed" })
+        return
+      }
+      const timer = setTimeout(() => {
+        this.retries.delete(timer)
+        this.publishResolution(scope, name, which, at, attempt + 1)
+      }, wait)
+      timer.unref()
+      this.retries.add(timer)
+    })
   }
 
   private take(entries: ReadonlyArray<StreamEntry>): void {
@@ -113,8 +146,10 @@ export class SharedAlerts {
         this.ring.push(alert)
         for (const l of this.listeners) l(alert)
       } else if (m["k"] === "resolved") {
+        const which = (m["h"] ?? "all") as Resolved
         for (const a of this.ring.toArray()) {
-          if (!a.resolved && a.scope === m["s"] && a.service_name === m["v"]) {
+          const ofHeld = a.title.startsWith(`${TOOL_HELD_ALERT}:`)
+          if (!a.resolved && a.scope === m["s"] && a.service_name === m["v"] && (which === "all" || (which === "held") === ofHeld)) {
             a.resolved = true
             a.resolved_at = m["at"] ?? null
             for (const l of this.listeners) l(a)
@@ -139,6 +174,8 @@ export class SharedAlerts {
   async close(): Promise<void> {
     this.detach?.()
     this.detach = undefined
+    for (const timer of this.retries) clearTimeout(timer)
+    this.retries.clear()
     this.listeners.clear()
     await this.follower?.close()
   }

@@ -1,7 +1,7 @@
 // Memory stays bounded however long the store runs: a Monitor fed 100,000 inspection events (shaped
 // like XState's) and 100,000 call and request measurements keeps at most LIMITS of everything;
 // LatencyWindow's percentiles are close to the exact ones and forget what is over a minute old;
-// Ring and BoundedMap keep the newest; ToolRecords keeps a bounded list of records in memory.
+// Ring keeps the newest, BoundedMap the most recently used; ToolRecords keeps a bounded list of records in memory.
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -421,18 +421,21 @@ describe("Monitor: failed checks in a service's history", () => {
 })
 
 describe("BoundedMap", () => {
-  it("forgets its oldest keys beyond capacity; updating a key keeps the size", () => {
+  it("forgets its least recently used keys beyond capacity; updating a key keeps the size", () => {
     const m = new BoundedMap<string, number>(3)
     m.set("a", 1).set("b", 2).set("c", 3)
-    m.set("b", 20) // existing key: nothing evicted
-    expect([...m.keys()]).toEqual(["a", "b", "c"])
-    expect(m.get("b")).toBe(20)
+    m.set("b", 20) // existing key: nothing evicted, now the most recently used
+    expect([...m.keys()]).toEqual(["a", "c", "b"])
+    expect(m.get("a")).toBe(1) // read: the most recently used
+    expect(m.get("missing")).toBeUndefined()
+    expect([...m.keys()]).toEqual(["c", "b", "a"])
     m.set("d", 4)
-    expect([...m.keys()]).toEqual(["b", "c", "d"])
-    expect(m.has("a")).toBe(false)
-    m.delete("c")
+    expect([...m.keys()]).toEqual(["b", "a", "d"])
+    expect(m.has("c")).toBe(false)
+    expect(m.get("b")).toBe(20)
+    m.delete("a")
     m.set("e", 5) // room after a delete: nothing evicted
-    expect([...m.keys()]).toEqual(["b", "d", "e"])
+    expect([...m.keys()]).toEqual(["d", "b", "e"])
     for (let i = 0; i < 10_000; i++) {
       m.set(`k${i}`, i)
       expect(m.size).toBeLessThanOrEqual(3)

@@ -1,7 +1,8 @@
 // Alerts shared by replicas (SharedAlerts) against a real redis-server: two monitors, each with its
 // SharedAlerts attached, see each other's alerts; the replica that owns a service now resolves the
-// alerts its former owner raised; a flood stays within the stream's and each replica's caps, and a
-// huge message is cut.
+// alerts its former owner raised; a held tool's alert is resolved as in a single process; a
+// resolution is published even before its raising is read back, and retried; a flood stays within
+// the stream's and each replica's caps, and a huge message is cut.
 import type { InspectionEvent } from "xstate"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { MESSAGE_LIMIT, SharedAlerts, STREAM_LIMIT } from "../../src/monitoring/shared-alerts.js"
@@ -9,7 +10,8 @@ import { clusterKey } from "../../src/redis/key-names.js"
 import type { Redis } from "../../src/redis/connection.js"
 import { STORE_SCOPE } from "../../src/domain/service-definition.js"
 import type { Transition } from "../../src/machines/service.js"
-import { LIMITS, Monitor, type Alert } from "../../src/monitoring/monitor.js"
+import type { ToolChange } from "../../src/domain/pin-rules.js"
+import { LIMITS, Monitor, TOOL_HELD_ALERT, type Alert } from "../../src/monitoring/monitor.js"
 import { eventually, hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 let redis: RedisServer
@@ -31,6 +33,13 @@ const transitions = (monitor: Monitor, actor: object, name: string, all: Readonl
     type: "@xstate.snapshot",
     actorRef: Object.assign(actor, { id: `service:${name}` }),
     snapshot: { context: { scope: STORE_SCOPE, name, transitions: all, toolsVersion: 0, catalogVersion: 0 } }
+  } as unknown as InspectionEvent)
+/** The same with tool changes and held tools (docs/tool-pins.md): an unchanged list keeps its identity, as in an owner's views. */
+const view = (monitor: Monitor, actor: object, name: string, all: ReadonlyArray<Transition>, toolChanges: ReadonlyArray<ToolChange>, heldTools: ReadonlyArray<ToolChange>) =>
+  monitor.inspect({
+    type: "@xstate.snapshot",
+    actorRef: Object.assign(actor, { id: `service:${name}` }),
+    snapshot: { context: { scope: STORE_SCOPE, name, transitions: all, toolsVersion: 0, catalogVersion: 0, toolChanges, heldTools } }
   } as unknown as InspectionEvent)
 const next = (shared: SharedAlerts, match: (a: Alert) => boolean) =>
   new Promise<Alert>((resolve) => {
@@ -99,6 +108,65 @@ describe.skipIf(!hasRedisServer)("alerts of a cluster", () => {
     expect(await eventually(() => b.monitor.alerts()[0]?.resolved === true, 5_000)).toBe(true)
     const entries = await (await connect()).xLen(clusterKey(cluster, "alerts"))
     expect(entries).toBe(2)
+  })
+
+  it("of held tools: resolved everywhere once none is held, and not by the service being healthy again", async () => {
+    const cluster = `alerts-${seq++}`
+    const a = await replica(cluster, () => true)
+    const b = await replica(cluster, () => false)
+    const held: ToolChange = { tool: "t", change: "new", held: true, changed_fields: [], diff: {}, digest: "d" } as unknown as ToolChange
+    const onA = {}
+    const up: Transition[] = [{ from: "initializing", to: "healthy", at: Date.now(), reason: "connected" }]
+    view(a.monitor, onA, "svc", up, [], [])
+    const changes = [held]
+    view(a.monitor, onA, "svc", up, changes, [held])
+    const degraded = [...up, { from: "healthy", to: "warning", at: Date.now(), reason: "slow" } as const]
+    view(a.monitor, onA, "svc", degraded, changes, [held])
+    expect(await eventually(() => b.monitor.alerts().length === 2, 5_000)).toBe(true)
+    // Healthy again: the degradation's alert is resolved, the held tool's is not (as in a single process).
+    const healthy = [...degraded, { from: "warning", to: "healthy", at: Date.now(), reason: "fast again" } as const]
+    view(a.monitor, onA, "svc", healthy, changes, [held])
+    const isHeld = (x: Alert) => x.title.startsWith(`${TOOL_HELD_ALERT}:`)
+    expect(await eventually(() => b.monitor.alerts().some((x) => !isHeld(x) && x.resolved), 5_000)).toBe(true)
+    const entries = () => redis.clients[0]!.xLen(clusterKey(cluster, "alerts"))
+    // The resolution read back (the last entry): the held tool's alert is still open on every replica.
+    expect(await eventually(async () => (await entries()) === 3 && a.monitor.alerts().some((x) => !isHeld(x) && x.resolved), 5_000)).toBe(true)
+    for (const { monitor } of [a, b]) expect(monitor.alerts().find(isHeld)).toMatchObject({ resolved: false })
+    // Accepted: no tool held any more, its alert is resolved on every replica.
+    view(a.monitor, onA, "svc", healthy, changes, [])
+    for (const { monitor } of [a, b]) expect(await eventually(() => monitor.alerts().every((x) => x.resolved), 5_000)).toBe(true)
+  })
+
+  it("are resolved when the service is healthy again before their raising was read back", async () => {
+    const cluster = `alerts-${seq++}`
+    const a = await replica(cluster, () => true)
+    const b = await replica(cluster, () => false)
+    const down: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
+    const onA = {}
+    // Both in one turn: the raising is not read back from the stream yet when the resolution is published.
+    transitions(a.monitor, onA, "svc", down)
+    transitions(a.monitor, onA, "svc", [...down, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" }])
+    for (const { monitor } of [a, b]) expect(await eventually(() => monitor.alerts().length === 1 && monitor.alerts()[0]!.resolved, 5_000)).toBe(true)
+  })
+
+  it("a resolution that could not be added to the stream is added again", async () => {
+    const cluster = `alerts-${seq++}`
+    const client = await connect()
+    const monitor = new Monitor()
+    const shared = await SharedAlerts.open({ client, cluster })
+    shared.attach(monitor)
+    closing.push(shared, monitor)
+    const down: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
+    const onA = {}
+    transitions(monitor, onA, "svc", down)
+    expect(await eventually(() => shared.alerts().length === 1, 5_000)).toBe(true)
+    // Redis fails the next addition (the resolution) once.
+    const add = client.xAdd.bind(client)
+    let failures = 1
+    Object.assign(client, { xAdd: (...args: Parameters<typeof add>) => (failures-- > 0 ? Promise.reject(new Error("connection lost")) : add(...args)) })
+    transitions(monitor, onA, "svc", [...down, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" }])
+    expect(await eventually(() => shared.alerts()[0]?.resolved === true, 5_000)).toBe(true)
+    expect(failures).toBe(-1)
   })
 
   it("stays within its caps under a flood, and cuts a huge message", async () => {
