@@ -9,11 +9,12 @@
  * retries the call with `input_responses` and that state, which answers it, and the caller then
  * waits for the call's end (or the next round).
  *
- * Bounded: at most `maxHeldCalls` calls wait for input at once (an upstream request beyond that is
- * declined, as it would be without the opt-in); a held call lasts no longer than its own time-out
- * (its upstream request keeps its deadline); a call that ended after its caller was told
- * `input_required` is kept for `KEEP_ENDED_MS` for the retry that fetches its answer (at most
- * `maxHeldCalls` of them), then forgotten, and any other is forgotten when it ends. A state names
+ * Bounded: at most `maxHeldCalls` calls wait for input at once, and a quarter of that for one caller
+ * (its key: `perOwnerCap`); an upstream request beyond that is declined, as it would be without the
+ * opt-in. A held call lasts no longer than its own time-out (its upstream request keeps its
+ * deadline); a call that ended after its caller was told `input_required` is kept for
+ * `KEEP_ENDED_MS` for the retry that fetches its answer (at most `maxHeldCalls` of them, and
+ * `perOwnerCap` per caller), then forgotten, and any other is forgotten when it ends. A state names
  * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
  * same request (method and tool, URI or prompt).
  *
@@ -143,30 +144,41 @@ interface Asked {
   shown: boolean
 }
 
+/** The most held calls one caller (one key) may have waiting, or kept ended, at once: a quarter of the store's cap. */
+export const perOwnerCap = (maxHeld: number): number => Math.max(1, Math.floor(maxHeld / 4))
+
 /** One call that may wait for its caller's input. */
 class HeldCall<A extends AnyExit> {
   ended: { readonly exit: A } | undefined
   readonly #asked = new Map<string, Asked>()
+  /**
+   * Keys the caller was shown that wait no more (answered, or withdrawn by the upstream): a retry's
+   * answer to one is ignored, as a retry cannot know the upstream withdrew it.
+   */
+  readonly #settled = new Set<string>()
   #next = 0
-  /** Wakes the caller's step that waits (an upstream request came, or the call ended). */
-  #wake: (() => void) | undefined
+  /** The caller's steps that wait (each request of the caller that follows the call), all given the next one. */
+  readonly #waiters = new Set<(step: HeldStep<A>) => void>()
   /** The caller was answered `input_required` at least once: it may come back for the call's end. */
   #toldInput = false
-  /** Where the call's progress goes now: the request of the caller that waits for it, if it hears progress. */
-  #progress: ((progress: CallProgress) => void) | undefined
+  /** The requests of the caller that follow the call now, with where each hears its progress. */
+  readonly #followers = new Map<object, ((progress: CallProgress) => void) | undefined>()
   readonly cancel = new AbortController()
 
   constructor(
     readonly state: string,
     readonly owner: HeldOwner,
     run: HeldRun<A>,
-    /** Whether one more upstream request may be held (the store's cap). */
-    private readonly mayHold: () => boolean,
-    /** The request methods the caller can answer (its capabilities); others are declined. */
-    private readonly accepts: (method: string) => boolean,
+    /** Why no more upstream request may be held (the store's cap, or its caller's), or undefined when one may. */
+    private readonly mayHold: () => string | undefined,
+    /** The requests the caller can answer (its capabilities: by method, and by params such as an elicitation's mode); others are declined. */
+    private readonly accepts: (method: string, params?: Readonly<Record<string, unknown>>) => boolean,
     private readonly onEnd: (call: HeldCall<A>) => void
   ) {
-    void run({ relay: this.relay, onProgress: (p) => this.#progress?.(p) }, this.cancel.signal).then((exit) => {
+    const onProgress = (p: CallProgress) => {
+      for (const hear of this.#followers.values()) hear?.(p)
+    }
+    void run({ relay: this.relay, onProgress }, this.cancel.signal).then((exit) => {
       this.ended = { exit }
       this.#asked.clear()
       this.#wakeUp()
@@ -185,15 +197,16 @@ class HeldCall<A extends AnyExit> {
   }
 
   private readonly relay: UpstreamRequestRelay = (request, { signal }) => {
-    if (!this.accepts(request.method)) {
+    if (!this.accepts(request.method, request.params)) {
       return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: the client that made this call did not declare the capability to answer it`))
     }
-    if (this.#asked.size === 0 && !this.mayHold()) {
-      return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: too many calls are waiting for their callers' input`))
-    }
+    // A call that waits already is counted; the session bounds the requests of one call.
+    const full = this.#asked.size === 0 ? this.mayHold() : undefined
+    if (full !== undefined) return Promise.reject(mcpError(ProtocolErrorCode.InvalidRequest, `mcp-store declined ${request.method}: ${full}`))
     return new Promise((resolve, reject) => {
       const key = `input_${++this.#next}`
       const drop = () => {
+        if (this.#asked.get(key)?.shown === true) this.#settled.add(key)
         this.#asked.delete(key)
         reject(signal.reason)
       }
@@ -202,6 +215,7 @@ class HeldCall<A extends AnyExit> {
         request: { method: request.method, ...(request.params === undefined ? {} : { params: request.params }) },
         answer: (result) => {
           signal.removeEventListener("abort", drop)
+          this.#settled.add(key)
           this.#asked.delete(key)
           resolve(result)
         },
@@ -211,50 +225,72 @@ class HeldCall<A extends AnyExit> {
     })
   }
 
+  /** Gives every step that waits the next one, when there is one. */
   #wakeUp(): void {
-    const wake = this.#wake
-    this.#wake = undefined
-    wake?.()
+    if (this.#waiters.size === 0) return
+    const step = this.#stepNow()
+    if (step === undefined) return
+    const waiters = [...this.#waiters]
+    this.#waiters.clear()
+    for (const wake of waiters) wake(step)
   }
 
-  /** The call's progress goes to `onProgress` from now on (the request that waits for its next step), or nowhere. */
-  hear(onProgress: ((progress: CallProgress) => void) | undefined): void {
-    this.#progress = onProgress
-  }
-
-  /** The next step for the caller: the call's end, or the requests asked that it has not seen yet. */
-  async step(): Promise<HeldStep<A>> {
-    for (;;) {
-      if (this.ended !== undefined) return { _tag: "Ended", exit: this.ended.exit }
-      const fresh = [...this.#asked.values()].some((a) => !a.shown)
-      if (fresh) {
-        const requests: Record<string, InputRequest> = {}
-        for (const [key, asked] of this.#asked) {
-          asked.shown = true
-          requests[key] = asked.request
-        }
-        this.#toldInput = true
-        return { _tag: "InputRequired", state: this.state, requests }
-      }
-      await new Promise<void>((resolve) => (this.#wake = resolve))
+  /** The call's end, or the requests waiting when the caller has not seen them all; undefined when there is nothing new. */
+  #stepNow(): HeldStep<A> | undefined {
+    if (this.ended !== undefined) return { _tag: "Ended", exit: this.ended.exit }
+    if (![...this.#asked.values()].some((a) => !a.shown)) return undefined
+    const requests: Record<string, InputRequest> = {}
+    for (const [key, asked] of this.#asked) {
+      asked.shown = true
+      requests[key] = asked.request
     }
+    this.#toldInput = true
+    return { _tag: "InputRequired", state: this.state, requests }
+  }
+
+  /** A request of the caller follows the call (`who`), hearing its progress with `onProgress` until it stops following. */
+  follow(who: object, onProgress: ((progress: CallProgress) => void) | undefined): void {
+    this.#followers.set(who, onProgress)
+  }
+
+  /** The request `who` follows the call no more; how many still do. */
+  unfollow(who: object): number {
+    this.#followers.delete(who)
+    return this.#followers.size
   }
 
   /**
-   * The caller's answers, by the keys it was shown. Every request waiting must be answered, and
-   * nothing else: otherwise a ValidationError and nothing is answered. A call that has ended takes
-   * no answer and refuses none: a retry sent again (its answer lost on the way) gets the call's end.
+   * The next step for the caller: the call's end, or the requests asked that it has not seen yet.
+   * Every request that waits for it at once is given the same step.
+   */
+  step(): Promise<HeldStep<A>> {
+    const now = this.#stepNow()
+    if (now !== undefined) return Promise.resolve(now)
+    return new Promise((resolve) => this.#waiters.add(resolve))
+  }
+
+  /**
+   * The caller's answers, by the keys it was shown. Every request shown and still waiting must be
+   * answered, and no request it was not shown: otherwise a ValidationError and nothing is answered.
+   * An answer to a key shown that waits no more (answered already, or withdrawn by the upstream) is
+   * ignored; the requests asked since the caller's last step are its next step. A call that has
+   * ended takes no answer and refuses none: a retry sent again (its answer lost on the way) gets the
+   * call's end.
    */
   answer(responses: Readonly<Record<string, unknown>>): ValidationError | undefined {
     if (this.ended !== undefined) return undefined
     const problems: Array<{ field: string; problem: string }> = []
-    for (const key of Object.keys(responses)) {
-      if (!this.#asked.has(key)) problems.push({ field: `input_responses.${key}`, problem: "answers no request of this call that is still waiting" })
-      else if (typeof responses[key] !== "object" || responses[key] === null || Array.isArray(responses[key])) problems.push({ field: `input_responses.${key}`, problem: "must be an object (the result of the request)" })
+    const given: Array<[Asked, Record<string, unknown>]> = []
+    for (const [key, value] of Object.entries(responses)) {
+      const asked = this.#asked.get(key)
+      if (asked === undefined && this.#settled.has(key)) continue
+      if (asked === undefined || !asked.shown) problems.push({ field: `input_responses.${key}`, problem: "answers no request of this call that is still waiting" })
+      else if (typeof value !== "object" || value === null || Array.isArray(value)) problems.push({ field: `input_responses.${key}`, problem: "must be an object (the result of the request)" })
+      else given.push([asked, value as Record<string, unknown>])
     }
-    for (const key of this.#asked.keys()) if (!(key in responses)) problems.push({ field: `input_responses.${key}`, problem: "is missing: every waiting request needs its answer" })
+    for (const [key, asked] of this.#asked) if (asked.shown && !(key in responses)) problems.push({ field: `input_responses.${key}`, problem: "is missing: every waiting request needs its answer" })
     if (problems.length > 0) return ValidationError.of(problems)
-    for (const [key, value] of Object.entries(responses)) this.#asked.get(key)?.answer(value as Record<string, unknown>)
+    for (const [asked, value] of given) asked.answer(value)
     return undefined
   }
 }
@@ -280,6 +316,15 @@ export class HeldCalls {
     return n
   }
 
+  /** Why `owner` may hold no more calls waiting for input (the store's cap, or the caller's), or undefined when it may. */
+  #full(owner: HeldOwner): string | undefined {
+    if (this.waiting >= this.maxHeld) return "too many calls are waiting for their callers' input"
+    const cap = perOwnerCap(this.maxHeld)
+    let mine = 0
+    for (const call of this.#calls.values()) if (call.waiting && call.owner.owner === owner.owner) mine += 1
+    return mine >= cap ? `this caller already has ${mine} calls waiting for its input (a quarter of max_held_calls ${this.maxHeld})` : undefined
+  }
+
   /**
    * One request's turn with a held call, whatever the face and the operation: a new call (`run`),
    * or with `retry` (the state and answers of a caller that was answered `input_required`) the one
@@ -292,8 +337,8 @@ export class HeldCalls {
     owner: HeldOwner,
     options: HeldTurnOptions & {
       readonly retry?: HeldRetry | undefined
-      /** The request methods the caller can answer (its capabilities); by default all. */
-      readonly accepts?: ((method: string) => boolean) | undefined
+      /** The requests the caller can answer (its capabilities: by method and params); by default all. */
+      readonly accepts?: ((method: string, params?: Readonly<Record<string, unknown>>) => boolean) | undefined
     }
   ): Promise<HeldStep<A> | ValidationError> {
     const { retry } = options
@@ -332,27 +377,34 @@ export class HeldCalls {
   /** The next step of a held call, for the request that waits for it. */
   async #follow<A extends AnyExit>(held: HeldCall<A>, options: HeldTurnOptions): Promise<HeldStep<A>> {
     const { signal } = options
-    held.hear(options.onProgress)
-    const abandon = () => this.#abandon(held)
+    const follower = {}
+    held.follow(follower, options.onProgress)
+    // The call is cancelled only when no request of its caller follows it any more.
+    const abandon = () => {
+      if (held.unfollow(follower) === 0) this.#abandon(held)
+    }
     signal.addEventListener("abort", abandon, { once: true })
     try {
       return await held.step()
     } finally {
-      held.hear(undefined)
+      held.unfollow(follower)
       signal.removeEventListener("abort", abandon)
     }
   }
 
   /** Starts a call whose upstream requests wait for its caller. */
-  #start<A extends AnyExit>(run: HeldRun<A>, owner: HeldOwner, accepts: (method: string) => boolean): HeldCall<A> {
-    const call = new HeldCall(newState(this.replica), owner, run, () => this.waiting < this.maxHeld, accepts, (ended) => {
+  #start<A extends AnyExit>(run: HeldRun<A>, owner: HeldOwner, accepts: (method: string, params?: Readonly<Record<string, unknown>>) => boolean): HeldCall<A> {
+    const call = new HeldCall(newState(this.replica), owner, run, () => this.#full(owner), accepts, (ended) => {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
       // Kept a while for a caller that was answered `input_required` and comes back for the end; at
-      // most `maxHeld` of them, the oldest forgotten first.
+      // most `maxHeld` of them and a quarter of that per caller, the oldest forgotten first (the
+      // caller's own first, so one caller cannot push out the others').
       const timer = setTimeout(() => this.#forget(ended.state), KEEP_ENDED_MS)
       timer.unref()
       this.#kept.set(ended.state, timer)
+      const mine = [...this.#kept.keys()].filter((state) => this.#calls.get(state)?.owner.owner === owner.owner)
+      if (mine.length > perOwnerCap(this.maxHeld)) this.#forget(mine[0]!)
       if (this.#kept.size > this.maxHeld) this.#forget(this.#kept.keys().next().value as string)
     })
     this.#calls.set(call.state, call)

@@ -16,10 +16,12 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import { join } from "node:path"
+import { setTimeout as delay } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { eraStdio, stdioFixture } from "../fixtures/paths.js"
-import { addService, eventually, localService, useTestServers, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, createKey, eventually, freshDir, localService, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
   const servers = useTestServers({ httpFixture: { elicitTool: true } })
@@ -160,6 +162,90 @@ describe("input_required over REST", () => {
     expect(done.body.result).toBe("names: Alan")
     // The call whose caller was told input_required is kept for its retry (the cap bounds how many).
     expect(server.running.store.held.size).toBe(1)
+  })
+
+  it("a request the server asks before the retry comes is the next round, and the retry answering what it was shown is taken", async () => {
+    const server = await store()
+    // The nickname is asked 50 ms after the name, while the name waits for its answer.
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { second_after_ms: 50 }, accept_input_required: true })
+    expect(Object.keys(first.body.input_requests)).toEqual(["input_1"])
+    await delay(500)
+    const next = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+    expect(next.status, next.text).toBe(200)
+    expect(next.body).toMatchObject({ result_type: "input_required", request_state: first.body.request_state })
+    expect(next.body.input_requests).toEqual({ input_2: { method: "elicitation/create", params: expect.objectContaining({ message: "Your nickname?" }) } })
+    // A request not shown yet takes no answer.
+    const early = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { second_after_ms: 50 }, accept_input_required: true })
+    await delay(500)
+    const unshown = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: early.body.request_state, input_responses: { input_1: accept("x"), input_2: accept("y") } })
+    expect(unshown.status).toBe(400)
+    const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_2: accept("Addie") } })
+    expect(done.body).toMatchObject({ result_type: "complete", result: "names: Ada, Addie" })
+  })
+
+  it("a request the server withdrew (notifications/cancelled) after the caller was shown it: the retry's answer to it is ignored, not refused", async () => {
+    const server = await store()
+    const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { withdraw_after_ms: 200 }, accept_input_required: true })
+    expect(first.body.input_requests.input_1.params.message).toBe("Your name (round 1)?")
+    // The server withdraws it 200 ms after it was sent, and asks again.
+    await delay(700)
+    const next = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+    expect(next.status, next.text).toBe(200)
+    expect(next.body.input_requests).toEqual({ input_2: { method: "elicitation/create", params: expect.objectContaining({ message: "Your name (round 1, again)?" }) } })
+    const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: first.body.request_state, input_responses: { input_2: accept("Grace") } })
+    expect(done.body).toMatchObject({ result_type: "complete", result: "names: Grace" })
+  })
+
+  it("two retries of one state both follow the call: each gets its end, and one going away does not cancel the call the other follows", async () => {
+    const server = await store()
+    const post = (body: Record<string, unknown>, signal?: AbortSignal) =>
+      fetch(`${server.url}/for_store/call_tool`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ tool_name: "fx__ask", ...body }), ...(signal ? { signal } : {}) })
+    for (const leave of [false, true]) {
+      const first = await server.post("/for_store/call_tool", { tool_name: "fx__ask", args: { after_ms: 1500 }, accept_input_required: true })
+      const answered = servers.fixture.requests().filter((r) => r === "POST").length
+      const gone = new AbortController()
+      const one = post({ request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } }, gone.signal)
+      one.catch(() => undefined)
+      expect(await eventually(() => servers.fixture.requests().filter((r) => r === "POST").length > answered, 5000), "the upstream has the answer").toBe(true)
+      // The same retry sent again (its answer lost on the way): the answer given is ignored.
+      const two = post({ request_state: first.body.request_state, input_responses: { input_1: accept("Ada") } })
+      await delay(300)
+      if (leave) gone.abort()
+      const ends = await within(Promise.all([leave ? undefined : one.then((r) => r.json()), two.then((r) => r.json())]), 10_000, "both retries answered")
+      for (const end of ends.filter((e) => e !== undefined)) expect(end, `leave: ${leave}`).toMatchObject({ result_type: "complete", result: "names: Ada" })
+    }
+    const records = await server.get("/for_store/tool_records?tool_name=ask")
+    expect(records.body.executions.map((r: { outcome: string }) => r.outcome)).toEqual(["success", "success"])
+  })
+
+  it("one key may hold a quarter of --max-held-calls waiting, and keeps as many ended calls: the others' are neither declined nor pushed out", async () => {
+    const dir = freshDir()
+    const keysFile = join(dir, "mcp-store.keys.json")
+    const [k1, k2] = [await createKey(keysFile, "--role", "admin", "--name", "one"), await createKey(keysFile, "--role", "admin", "--name", "two")]
+    const server = await servers.start({ dir, options: { max_held_calls: 4 } })
+    const [one, two] = [authedApi(server.url, k1), authedApi(server.url, k2)]
+    expect((await addService(one, "/for_store", { name: "fx", url: servers.fixture.url })).status).toBe(200)
+    const ask = (caller: typeof one) => caller.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    const answer = (caller: typeof one, state: string, name: string) => caller.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: state, input_responses: { input_1: accept(name) } })
+
+    const held = await ask(one)
+    expect(held.body.result_type).toBe("input_required")
+    const beyond = await ask(one)
+    expect(beyond.status).toBe(502)
+    expect(beyond.text).toContain("this caller already has 1 calls waiting for its input")
+    const others = await ask(two)
+    expect(others.body.result_type).toBe("input_required")
+    expect((await answer(two, others.body.request_state, "Two")).body.result).toBe("names: Two")
+    expect((await answer(one, held.body.request_state, "One")).body.result).toBe("names: One")
+    // Key one ends more held calls than the store keeps: its own oldest are forgotten, not key two's.
+    for (let i = 0; i < 4; i++) {
+      const more = await ask(one)
+      expect((await answer(one, more.body.request_state, `One ${i}`)).body.result).toBe(`names: One ${i}`)
+    }
+    const kept = await answer(two, others.body.request_state, "Two")
+    expect(kept.status, kept.text).toBe(200)
+    expect(kept.body).toMatchObject({ result_type: "complete", result: "names: Two" })
+    expect((await answer(one, held.body.request_state, "One")).status).toBe(400)
   })
 })
 

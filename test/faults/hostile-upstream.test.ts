@@ -290,9 +290,10 @@ describe("tool names with a control character", () => {
 
 describe("a list that never ends", () => {
   it("is refused once its pages bring more than 64 MiB, long before the page cap; the service says why", { timeout: 60_000 }, async () => {
-    server = await startStore()
+    // A connect may take its time on a loaded machine: 64 MiB of pages are parsed before the bound stops them.
+    server = await startTestServer({ monitoring: { ...MONITORING, initialization_timeout_seconds: 25 }, options: { max_message_bytes: LIMIT } })
     const endless = hostileStdio("endless")
-    const { growth, value: added } = await rssGrowthDuring(process.pid, () => server!.post("/for_store/add_service?wait=20", { ...endless, args: [...endless.args, "endless_tools"] }))
+    const { growth, value: added } = await rssGrowthDuring(process.pid, () => server!.post("/for_store/add_service?wait=30", { ...endless, args: [...endless.args, "endless_tools"] }))
     expect(added.status, added.text).toBe(200)
     const info = await server.get("/for_store/get_service_info?name=endless")
     expect(info.text).toMatch(/tools\/list: its pages bring more than 64 MiB/)

@@ -6,7 +6,7 @@
 // tool lets no other call of it through, and a digest of other arguments decides nothing. The caps
 // per key, a caller that goes away, an asynchronous call, /events, the roles (an agent key lists its
 // agent's approvals and decides none), a 2026-07-28 client (input_required with a URL elicitation of
-// the approval page) and a 2025 session (progress while it waits).
+// the approval page when it declared the URL mode, else it waits) and a 2025 session (progress while it waits).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -251,6 +251,15 @@ describe("approvals bound to the call", () => {
     )
     expect(end.response.result).toMatchObject({ isError: true })
     expect(end.response.result.content[0].text).toContain(`denied by the caller (decline of the approval page) (approval ${declined.approval_id})`)
+  })
+
+  it("a 2026-07-28 client that declared only form elicitation is not sent the page's URL elicitation: its call waits for the approval", async () => {
+    const options = { key: keys.admin, capabilities: { elicitation: { form: {} } } }
+    const call = within(modernRequest(`${server.url}/mcp`, "tools/call", { name: "svc__echo", arguments: { text: "form only" } }, options), 10_000, "the call")
+    const pending = await pendingFor({ text: "form only" })
+    expect((await decide(pending.approval_id, "approve")).status).toBe(200)
+    const answer = await call
+    expect(answer.response, JSON.stringify(answer.messages)).toMatchObject({ result: { content: [{ type: "text", text: "form only" }] } })
   })
 
   it("the CLI lists the calls waiting and approves one, bound to the arguments it showed", async () => {

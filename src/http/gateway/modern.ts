@@ -265,7 +265,11 @@ const inputTurnOf = (c: ServerContext): InputTurn | undefined => {
   const state = c.mcpReq.requestState<unknown>()
   return {
     retry: typeof state === "string" ? { state, responses: c.mcpReq.inputResponses ?? {} } : undefined,
-    accepts: (method) => (method === "elicitation/create" ? capabilities.elicitation !== undefined : method === "sampling/createMessage" && capabilities.sampling !== undefined)
+    // A URL elicitation (an approval's page) only to a client that declared the URL mode: `elicitation: {}` is form only.
+    accepts: (method: string, params?: Readonly<Record<string, unknown>>) =>
+      method === "elicitation/create"
+        ? capabilities.elicitation !== undefined && (params?.["mode"] !== "url" || capabilities.elicitation.url !== undefined)
+        : method === "sampling/createMessage" && capabilities.sampling !== undefined
   }
 }
 
