@@ -13,7 +13,7 @@ import {
   type ServiceName,
   UpdateServiceBody
 } from "../domain/schemas.js"
-import { sameDefinition, type Status } from "../domain/service-definition.js"
+import { sameDefinition, type ServiceDefinition, type Status } from "../domain/service-definition.js"
 import { statusOf } from "../machines/service.js"
 import { ownEntry } from "../machines/supervisor.js"
 import { McpRequestError } from "../mcp/types.js"
@@ -120,6 +120,27 @@ const refuseLocal = (entries: ReadonlyArray<NamedDefinition>, policy: LocalServi
   )
 }
 
+/** A service's definition as the services file (or the cluster) holds it, `disabled` mark included. */
+const storedDefinition = (ctx: ScopeContext, name: string): ServiceDefinition | undefined => {
+  const stored = ctx.host.file.read()
+  const services = ctx.scope.kind === "store" ? stored.store : ownEntry(stored.agents, ctx.scope.agentId)
+  return services === undefined ? undefined : ownEntry(services, name)
+}
+
+/**
+ * Why a definition given for an existing service would enable or disable it, or undefined: that is
+ * what restart_service and disconnect_service do (they also connect or disconnect it), not an edit
+ * of its definition, which would write the mark without acting on it.
+ */
+const disabledChange = (stored: ServiceDefinition | undefined, next: ServiceDefinition, field: string): { field: string; problem: string } | undefined =>
+  next.disabled === undefined || next.disabled === (stored?.disabled === true)
+    ? undefined
+    : { field, problem: next.disabled ? "would disable the service: use disconnect_service" : "would enable the disabled service: use restart_service" }
+
+/** A definition given without `disabled` for a disabled service keeps the mark (it stays disconnected, across restarts too). */
+const keepDisabled = (stored: ServiceDefinition | undefined, next: ServiceDefinition): ServiceDefinition =>
+  stored?.disabled === true && next.disabled === undefined ? { ...next, disabled: true } : next
+
 /**
  * A step that changes the definitions: the services file (its failure is a bug or a broken disk: a
  * defect), or in replica mode the cluster's Redis, which may be away (`ClusterUnavailable`, 503).
@@ -163,7 +184,16 @@ export const addService = (
         const added: string[] = []
         const updated: string[] = []
         const unchanged: string[] = []
-        for (const { name, definition } of entries) {
+        const toggled: Array<{ field: string; problem: string }> = []
+        const kept = entries.map(({ name, definition }) => {
+          if (ownEntry(ctx.actors(), name) === undefined) return { name, definition }
+          const stored = storedDefinition(ctx, name)
+          const problem = disabledChange(stored, definition, `${name}.disabled`)
+          if (problem !== undefined) toggled.push(problem)
+          return { name, definition: keepDisabled(stored, definition) }
+        })
+        if (toggled.length > 0) return yield* ValidationError.of(toggled)
+        for (const { name, definition } of kept) {
           const existing = ownEntry(ctx.actors(), name)
           if (!existing) added.push(name)
           else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
@@ -178,7 +208,7 @@ export const addService = (
             retryAfterSeconds: 60
           })
         }
-        const changed = entries.filter((e) => !unchanged.includes(e.name))
+        const changed = kept.filter((e) => !unchanged.includes(e.name))
         if (changed.length > 0) {
           yield* writeFile(ctx, (draft) => {
             for (const { name, definition } of changed) draft.setService(ctx.scope, name, definition)
@@ -309,9 +339,7 @@ export const restartService = (
     Effect.gen(function* () {
       const actor = yield* ctx.service(nameOrClientId)
       const { name, definition } = actor.getSnapshot().context
-      const stored = ctx.host.file.read()
-      const services = ctx.scope.kind === "store" ? stored.store : ownEntry(stored.agents, ctx.scope.agentId)
-      const current = services === undefined ? undefined : ownEntry(services, name)
+      const current = storedDefinition(ctx, name)
       if (current?.disabled === true) {
         const { disabled: _d, ...enabled } = current
         yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, enabled))
@@ -342,10 +370,14 @@ export const updateService = (
         return yield* ValidationError.of([{ field: "name", problem: `must be '${name}' (the service being updated) or left out` }])
       }
       yield* attempt(() => refuseLocal([{ name: name as ServiceName, definition }], options.local), isRefusal)
-      const changed = !sameDefinition(actor.getSnapshot().context.definition, definition)
+      const stored = storedDefinition(ctx, name)
+      const toggled = disabledChange(stored, definition, "disabled")
+      if (toggled !== undefined) return yield* ValidationError.of([toggled])
+      const next = keepDisabled(stored, definition)
+      const changed = !sameDefinition(actor.getSnapshot().context.definition, next)
       if (changed) {
-        yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, definition))
-        actor.send({ type: "UPDATE_DEFINITION", definition })
+        yield* writeFile(ctx, (draft) => draft.setService(ctx.scope, name, next))
+        actor.send({ type: "UPDATE_DEFINITION", definition: next })
       }
       return { service: serviceView(actor.getSnapshot()), changed }
     })

@@ -497,6 +497,22 @@ describe("restart, disconnect (across a server restart), update", () => {
     const listed = (await server.get("/for_store/list_services")).body.services[0]
     expect(listed).toMatchObject({ name, status: "disconnected" })
     expect((await server.post("/for_store/call_tool", { tool_name: `${name}__echo`, args: { text: "x" } })).status).toBe(503)
+
+    // Enabling it is restart_service's: an edit saying "disabled": false is refused, and changes nothing.
+    const put = (body: unknown) => server.request("PUT", `/for_store/update_service/${name}`, { body: JSON.stringify(body), headers: { "content-type": "application/json" } })
+    const fileBefore = server.readFileText()
+    for (const reply of [await put({ url: upstream.url, disabled: false }), await server.post("/for_store/add_service", { name, url: upstream.url, disabled: false })]) {
+      expect(reply.status, reply.text).toBe(400)
+      expect(JSON.stringify(reply.body.error.details.fields)).toContain("restart_service")
+    }
+    expect(server.readFileText()).toBe(fileBefore)
+    // An edit that leaves `disabled` out keeps the service disabled, in the file and running.
+    const edited = await put({ url: upstream.url, headers: { "x-while": "disabled" } })
+    expect(edited.status, edited.text).toBe(200)
+    expect((server.readFile() as { mcpServers: Record<string, unknown> }).mcpServers[name]).toEqual({ url: upstream.url, headers: { "x-while": "disabled" }, disabled: true })
+    await quietFor(500)
+    expect((await server.get("/for_store/list_services")).body.services[0]).toMatchObject({ name, status: "disconnected" })
+    expect((await put({ url: upstream.url })).status).toBe(200)
   })
 
   it("still disconnected after a server restart on the same file; restart_service brings it back and removes the mark", { timeout: 30_000 }, async () => {
