@@ -50,7 +50,12 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
   const pasted = options.code !== undefined ? { code: options.code, state: options.state, ...(options.iss !== undefined ? { iss: options.iss } : {}) } : {}
   const { base, request } = storeClient(options, env)
   const prefix = options.agent !== undefined ? `/for_agent/${encodeURIComponent(options.agent)}` : "/for_store"
-  const timeout = Math.min(WAIT_SECONDS, Math.max(1, Number(options.timeout ?? WAIT_SECONDS) || WAIT_SECONDS))
+  const timeout = Number(options.timeout ?? WAIT_SECONDS)
+  // Number() takes "", " " and "0x10": only a plain number of seconds is.
+  if (options.timeout !== undefined && (!/^\s*\d+(\.\d+)?\s*$/.test(options.timeout) || timeout <= 0 || timeout > WAIT_SECONDS)) {
+    err(`mcp-store auth: --timeout must be a number of seconds above 0 and at most ${WAIT_SECONDS}\n`)
+    return 2
+  }
   // wait_service answers within its own time-out: the request may take that long, and a little more.
   const post = (path: string, body: unknown, timeoutMs?: number) => request("POST", `${prefix}${path}`, body, timeoutMs)
   try {

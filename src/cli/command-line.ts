@@ -22,6 +22,7 @@ import {
   type Options,
   type OptionValues
 } from "../config/options.js"
+import { jsonSyntaxProblem } from "../config/services-document.js"
 
 /** Where each option is read from: its command-line flag, commander attribute and environment variables. */
 interface OptionSource {
@@ -356,8 +357,9 @@ const standaloneValues = async (path: string): Promise<OptionValues> => {
   let parsed: unknown
   try {
     parsed = JSON.parse(text.replace(/^\uFEFF/, ""))
-  } catch (e) {
-    throw new OptionsError("standalone_config", `${where}: not valid JSON (${(e as Error).message})`)
+  } catch {
+    // Its position and a reason only: JSON.parse's message quotes the text, which may hold a secret.
+    throw new OptionsError("standalone_config", `${where}: not valid JSON (${jsonSyntaxProblem(text.replace(/^\uFEFF/, ""))})`)
   }
   return checkOptionValues(parsed, where)
 }

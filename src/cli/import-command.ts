@@ -28,6 +28,7 @@ import {
   type ServicesDraft
 } from "../config/services-document.js"
 import { ServicesFile } from "../config/services-file.js"
+import { helpAsked } from "./subcommand.js"
 
 /** What `importServices` does. */
 export interface ImportOptions {
@@ -68,35 +69,50 @@ const SECTIONS = ["mcpServers", "servers"] as const
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v)
 
+/** The key of a rename: a scope's label and the name given (a name is renamed in its own scope only). */
+const renameKey = (scope: string, name: string): string => `${scope}/${name}`
+
 /**
- * The other file's document, its names made to follow the name rule (`renames`: new key -> old
- * name). VS Code's user settings keep their servers under `mcp.servers`: read from there when the
- * document has no section of its own.
+ * The other file's document, its names made to follow the name rule (`renames`: `renameKey` of the
+ * scope and the new name -> old name). A new name is one no entry of the scope has in any section:
+ * an entry whose name was valid keeps it. VS Code's user settings keep their servers under
+ * `mcp.servers`: read from there when the document has no section of its own.
  */
 const normalisedSource = (doc: JsonObject): { readonly doc: JsonObject; readonly renames: Map<string, string> } => {
   const out = nullPrototypeJson(doc) as JsonObject
   const nested = out["mcp"]
   if (!SECTIONS.some((s) => isObject(out[s])) && isObject(nested) && isObject(nested["servers"])) out["servers"] = nested["servers"]
   const renames = new Map<string, string>()
-  const fix = (servers: JsonObject, taken: Set<string>): JsonObject =>
+  const valid = (key: string) => key.includes("_byagent_") || serviceNameProblem(key) === undefined
+  /** The names of a scope's sections that are kept as they are: no new name may be one of them. */
+  const keptNames = (holder: JsonObject): Set<string> =>
+    new Set(SECTIONS.flatMap((s) => (isObject(holder[s]) ? Object.keys(holder[s]).filter(valid) : [])))
+  const fix = (servers: JsonObject, scope: string, taken: Set<string>): JsonObject =>
     dict(
       Object.entries(servers).map(([key, entry]): [string, unknown] => {
-        if (key.includes("_byagent_") || serviceNameProblem(key) === undefined) return [key, entry]
+        if (valid(key)) return [key, entry]
         let name = suggestName(key)
-        for (let n = 2; taken.has(name) || Object.hasOwn(servers, name); n++) name = `${suggestName(key).slice(0, 60)}-${n}`
+        for (let n = 2; taken.has(name); n++) name = `${suggestName(key).slice(0, 60)}-${n}`
         taken.add(name)
-        renames.set(name, key)
+        renames.set(renameKey(scope, name), key)
         return [name, entry]
       })
     )
-  const taken = new Set<string>()
-  for (const s of SECTIONS) if (isObject(out[s])) out[s] = fix(out[s], taken)
+  const taken = keptNames(out)
+  for (const s of SECTIONS) if (isObject(out[s])) out[s] = fix(out[s], "store", taken)
   const agents = out["agents"]
   if (isObject(agents)) {
-    for (const agent of Object.values(agents)) {
+    for (const [agentId, agent] of Object.entries(agents)) {
       if (!isObject(agent)) continue
-      const agentTaken = new Set<string>()
-      for (const s of SECTIONS) if (isObject(agent[s])) agent[s] = fix(agent[s], agentTaken)
+      const agentTaken = keptNames(agent)
+      // `<name>_byagent_<agent>` keys of the store's sections are this agent's services too.
+      for (const s of SECTIONS) {
+        for (const key of isObject(out[s]) ? Object.keys(out[s]) : []) {
+          const at = key.indexOf("_byagent_")
+          if (at > 0 && key.slice(at + "_byagent_".length) === agentId) agentTaken.add(key.slice(0, at))
+        }
+      }
+      for (const s of SECTIONS) if (isObject(agent[s])) agent[s] = fix(agent[s], agentId, agentTaken)
     }
   }
   return { doc: out, renames }
@@ -116,7 +132,7 @@ const merge = (
     problems.filter((p) => p.service !== undefined && scopeLabel(p.service.scope) === scopeLabel(scope) && p.service.name === name)
   for (const p of problems) if (p.service === undefined) unusable.push(describeProblem(p))
   const take = (scope: Scope, name: string, definition: ServiceDefinition) => {
-    const from = renames.get(name) ?? name
+    const from = renames.get(renameKey(scopeLabel(scope), name)) ?? name
     const notes: string[] = from === name ? [] : [`renamed from ${JSON.stringify(from)} (service names may hold only letters, digits, '_', '.' and '-')`]
     const own = problemsOf(scope, name)
     const refused = own.find((p) => p.outcome !== "note")
@@ -240,12 +256,17 @@ export const runImport = async (argv: ReadonlyArray<string>, env: NodeJS.Process
     await command.parseAsync([...argv], { from: "user" })
   } catch (e) {
     if (!(e instanceof CommanderError)) throw e
-    if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return 0
-    err(`mcp-store import: ${e.message.replace(/^error: /, "")}\n`)
+    if (helpAsked(e)) return 0
+    if (e.code !== "commander.help") err(`mcp-store import: ${e.message.replace(/^error: /, "")}\n`)
     return 2
   }
   if (given === undefined) return 2
   const configured = typeof given.opts["config"] === "string" ? given.opts["config"] : undefined
+  // An empty path would name the directory itself.
+  if (configured?.trim() === "") {
+    err("mcp-store import: --config must be the path of a file\n")
+    return 2
+  }
   const fromEnv = [env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "")
   const target = resolvePath(cwd, configured ?? fromEnv ?? "mcp.json")
   try {

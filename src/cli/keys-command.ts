@@ -18,8 +18,11 @@ export interface KeysIo {
   readonly writeErr?: (text: string) => void
 }
 
-/** The keys file the options name. */
+/** The keys file the options name; an empty path is refused (it would name the directory, and the keys file land beside it). */
 export const keysFileOf = (opts: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): string => {
+  for (const [option, flag] of [["keysFile", "--keys-file"], ["config", "--config"]] as const) {
+    if (typeof opts[option] === "string" && opts[option].trim() === "") throw new UsageError(`${flag} must be the path of a file`)
+  }
   const given = typeof opts["keysFile"] === "string" ? opts["keysFile"] : env["MCPSTORE_KEYS_FILE"] || undefined
   if (given !== undefined) return resolvePath(cwd, given)
   const config = typeof opts["config"] === "string" ? opts["config"] : [env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "")

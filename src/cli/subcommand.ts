@@ -12,9 +12,16 @@ export class UsageError extends Error {
 }
 
 /**
+ * Whether commander stopped for help that was asked for (`--help`, `help`): exit 0. Help it shows
+ * on its own (a command with subcommands given none) is a usage error.
+ */
+export const helpAsked = (e: CommanderError): boolean =>
+  e.code === "commander.helpDisplayed" || (e.code === "commander.help" && e.exitCode === 0)
+
+/**
  * Parses `argv` with `program` (and its subcommands, told to throw rather than exit): undefined
- * when the command is to run, else its exit code (0 after help, the error's after a usage error,
- * which is written to `err`).
+ * when the command is to run, else its exit code (0 after help asked for, 2 after a usage error,
+ * which is written to `err`, or help shown for want of a subcommand).
  */
 export const parseArguments = async (program: Command, argv: ReadonlyArray<string>, err: (text: string) => void, name: string): Promise<number | undefined> => {
   try {
@@ -22,8 +29,9 @@ export const parseArguments = async (program: Command, argv: ReadonlyArray<strin
     return undefined
   } catch (e) {
     if (!(e instanceof CommanderError)) throw e
-    if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return 0
-    err(`${name}: ${e.message.replace(/^error: /, "")}\n`)
+    if (helpAsked(e)) return 0
+    // The help itself is written already; its placeholder message says nothing.
+    if (e.code !== "commander.help") err(`${name}: ${e.message.replace(/^error: /, "")}\n`)
     return 2
   }
 }

@@ -17,6 +17,7 @@ import { basename, dirname, join } from "node:path"
 import { agentIdProblem } from "../domain/service-definition.js"
 import { globsProblem, NO_TOOLS } from "../domain/tool-filter.js"
 import { errnoCode, writeAtomically } from "./atomic-write.js"
+import { jsonSyntaxProblem } from "./services-document.js"
 
 /** What a key may reach (src/http/access.ts). */
 export type Role = "admin" | "agent" | "reader"
@@ -150,8 +151,9 @@ export const parseKeys = (path: string, text: string): KeysDocument => {
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
-  } catch (e) {
-    throw new KeysFileError(`${path}: not valid JSON (${(e as Error).message})`)
+  } catch {
+    // The position only: JSON.parse's own message quotes the text around it, a key's hash or a label.
+    throw new KeysFileError(`${path}: not valid JSON (${jsonSyntaxProblem(text)})`)
   }
   const keys = (parsed as { keys?: unknown } | null)?.keys
   if (!Array.isArray(keys)) throw new KeysFileError(`${path}: must be an object with a "keys" list`)

@@ -31,9 +31,9 @@ export const MAX_CREDENTIAL_BYTES = 16 * 1024
 export interface CredentialStore {
   /** The credential of a principal for a service (`<scope label>/<service name>`), if any. */
   find(service: string, principal: string): Promise<UserCredential | undefined>
-  /** Keeps a principal's credential; false when the service already has the most principals. */
+  /** Keeps a principal's credential; false when the service already has the most principals. Rejects when it could not be written. */
   put(service: string, principal: string, credential: UserCredential): Promise<boolean>
-  /** Forgets a principal's credential; false when there was none. */
+  /** Forgets a principal's credential; false when there was none. Rejects when it could not be written. */
   remove(service: string, principal: string): Promise<boolean>
   /** Forgets every credential of a service (it was deleted). */
   forget(service: string): Promise<void>
@@ -98,15 +98,42 @@ export class CredentialsFile implements CredentialStore {
     let principals = this.services.get(service)
     if (principals === undefined) this.services.set(service, (principals = new Map()))
     if (!principals.has(principal) && principals.size >= MAX_PRINCIPALS_PER_SERVICE) return Promise.resolve(false)
+    const before = principals.get(principal)
     principals.set(principal, credential)
-    return this.save().then(() => true)
+    return this.save().then(
+      () => true,
+      (e: unknown) => {
+        // Not written: the credential in use stays the one on file (unless another change came meanwhile).
+        if (this.services.get(service)?.get(principal) === credential) this.restore(service, principal, before)
+        throw e
+      }
+    )
   }
 
   remove(service: string, principal: string): Promise<boolean> {
     const principals = this.services.get(service)
-    if (principals?.delete(principal) !== true) return Promise.resolve(false)
+    const before = principals?.get(principal)
+    if (before === undefined || principals?.delete(principal) !== true) return Promise.resolve(false)
     if (principals.size === 0) this.services.delete(service)
-    return this.save().then(() => true)
+    return this.save().then(
+      () => true,
+      (e: unknown) => {
+        if (this.services.get(service)?.get(principal) === undefined) this.restore(service, principal, before)
+        throw e
+      }
+    )
+  }
+
+  /** Puts a principal's credential back as it was (`undefined`: none). */
+  private restore(service: string, principal: string, credential: UserCredential | undefined): void {
+    let principals = this.services.get(service)
+    if (credential === undefined) {
+      principals?.delete(principal)
+      if (principals?.size === 0) this.services.delete(service)
+      return
+    }
+    if (principals === undefined) this.services.set(service, (principals = new Map()))
+    principals.set(principal, credential)
   }
 
   forget(service: string): Promise<void> {
@@ -117,17 +144,17 @@ export class CredentialsFile implements CredentialStore {
     if (this.path === undefined) return Promise.resolve()
     const path = this.path
     const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
-    this.writing = this.writing
-      .then(async () => {
-        const key = await this.secretKey(true)
-        if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
-        this.unreadable = undefined
-        await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
-      })
-      .catch((e: unknown) => {
-        log.error(`Per-user credentials file ${path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "credentials_file_write_failed", file: path })
-      })
-    return this.writing
+    const written = this.writing.then(async () => {
+      const key = await this.secretKey(true)
+      if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
+      this.unreadable = undefined
+      await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
+    })
+    // The change that asked for the write is told it failed; the queue goes on with the next one.
+    this.writing = written.catch((e: unknown) => {
+      log.error(`Per-user credentials file ${path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "credentials_file_write_failed", file: path })
+    })
+    return written
   }
 
   private async secretKey(create: boolean): Promise<Buffer | undefined> {

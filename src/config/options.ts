@@ -12,6 +12,7 @@ import { CLUSTER_NAME_PATTERN } from "../domain/replicas.js"
 import { LOG_FORMATS, type LogFormat } from "../logging/log.js"
 import { VERSION } from "../version.js"
 import { DEFAULT_PIN_SETTINGS, NEW_TOOL_RULES, PIN_MODES, type PinSettings } from "../domain/pin-rules.js"
+import { jsonSyntaxProblem } from "./services-document.js"
 
 /** Log verbosity; a stricter level shows fewer messages. */
 export type LogLevel = "debug" | "info" | "warning" | "error"
@@ -701,8 +702,8 @@ export const optionFromText = <K extends OptionKey>(key: K, text: string, source
       let parsed: unknown
       try {
         parsed = JSON.parse(text)
-      } catch (e) {
-        throw new OptionsError(key, `${source === undefined ? "" : `${source}: `}${key} must be a JSON object (${(e as Error).message})`)
+      } catch {
+        throw new OptionsError(key, `${source === undefined ? "" : `${source}: `}${key} must be a JSON object (${jsonSyntaxProblem(text)})`)
       }
       return checkOption(key, parsed, source)
     }

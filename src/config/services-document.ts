@@ -188,12 +188,6 @@ const lineAndColumn = (text: string, offset: number): string => {
   return `line ${line}, column ${column}`
 }
 
-const withLineAndColumn = (message: string, text: string): string => {
-  const position = /at position (\d+)/.exec(message)
-  if (position === null || /line \d+/.test(message)) return message
-  return `${message} (${lineAndColumn(text, Number(position[1]))})`
-}
-
 /** jsonc-parser's error codes in words (ParseErrorCode is a const enum: its numbers). */
 const JSONC_ERRORS: Readonly<Record<number, string>> = {
   1: "invalid symbol",
@@ -219,7 +213,7 @@ const JSONC_ERRORS: Readonly<Record<number, string>> = {
  * `parse` assigns keys on plain objects, where `__proto__` would set the prototype). Throws the
  * first syntax error with its line and column.
  */
-const parseJsonc = (text: string): unknown => {
+const parseJsonc = (text: string, strict = false): unknown => {
   const stack: Array<{ readonly container: JsonObject | unknown[]; key: string | undefined }> = []
   let root: unknown
   let error: { readonly code: ParseErrorCode; readonly offset: number } | undefined
@@ -253,7 +247,7 @@ const parseJsonc = (text: string): unknown => {
         error ??= { code, offset }
       }
     },
-    { allowTrailingComma: true, disallowComments: false, allowEmptyContent: false }
+    { allowTrailingComma: !strict, disallowComments: strict, allowEmptyContent: false }
   )
   if (error !== undefined) {
     throw new SyntaxError(`${JSONC_ERRORS[error.code] ?? "invalid JSON"} (${lineAndColumn(text, error.offset)})`)
@@ -277,19 +271,32 @@ export const parseText = (path: string, text: string): ParsedDocument => {
   let jsonc = false
   try {
     doc = parseJsonDict(body)
-  } catch (e) {
+  } catch {
     try {
       doc = parseJsonc(body)
       jsonc = true
     } catch (e2) {
-      // A file without comments gets JSON.parse's own message; one with comments the JSONC parser's.
-      const message = /\/[/*]/.test(body) ? (e2 as Error).message : withLineAndColumn((e as Error).message, body)
-      throw new ServicesFileError(path, `not valid JSON: ${message}`, { cause: e })
+      // The JSONC parser's message: a reason and a position. JSON.parse's quotes the text around the
+      // error, which may be a secret of the file.
+      throw new ServicesFileError(path, `not valid JSON: ${(e2 as Error).message}`)
     }
   }
   const problem = shapeProblem(doc)
   if (problem !== undefined) throw new ServicesFileError(path, `not a services file: ${problem}`)
   return { doc: doc as JsonObject, jsonc }
+}
+
+/**
+ * Why `text` is not JSON (strict: no comments or trailing commas): a reason and its line and
+ * column, never the text itself (JSON.parse's message quotes it). For a text JSON.parse refused.
+ */
+export const jsonSyntaxProblem = (text: string): string => {
+  try {
+    parseJsonc(text, true)
+  } catch (e) {
+    return (e as Error).message
+  }
+  return "invalid JSON"
 }
 
 /** `parseText`'s document alone. */

@@ -166,6 +166,24 @@ const StringRecord = (description: string) =>
     description
   })
 
+/**
+ * A program's command, arguments, environment and working directory reach it as C strings: a NUL
+ * cannot be passed, and spawning refuses it with a message that quotes the value (a secret, maybe).
+ */
+const NUL_PROBLEM = "must not contain NUL"
+
+const withoutNul = (description?: string) => <I, R>(self: Schema.Schema<string, I, R>) =>
+  self.pipe(Schema.filter((s) => !s.includes("\0"), { message: () => NUL_PROBLEM, ...(description === undefined ? {} : { description, jsonSchema: {} }) }))
+
+/** A program's environment: each value with a NUL is named (`env.A`); a name with one is not quoted. */
+const Environment = StringRecord("Environment variables of the program, besides HOME, PATH and a few others (never shown back)").pipe(
+  Schema.filter((env) =>
+    Object.entries(env).flatMap(([name, value]): Array<Schema.FilterIssue> =>
+      name.includes("\0") ? [{ path: [], message: "must not have a variable name that contains NUL" }] : value.includes("\0") ? [{ path: [name], message: NUL_PROBLEM }] : []
+    )
+  )
+)
+
 /** A list of globs over tool names (include_tools, exclude_tools): bounded, each glob compiled to check it. */
 const ToolGlobs = (description: string) =>
   Schema.Array(Schema.String)
@@ -346,19 +364,22 @@ const definitionFields = {
   headers: Schema.optionalWith(Headers, { exact: true }),
   command: Schema.optionalWith(
     text("must be a non-empty string").pipe(
-      Schema.filter((s) => s.trim() !== "", { message: () => "must be a non-empty string", description: "The program that runs a local (stdio) server", jsonSchema: {} })
+      Schema.filter((s) => s.trim() !== "", { message: () => "must be a non-empty string", description: "The program that runs a local (stdio) server", jsonSchema: {} }),
+      withoutNul()
     ),
     { exact: true }
   ),
   args: Schema.optionalWith(
-    Schema.Array(Schema.String).annotations({
-      message: () => ({ message: "must be an array of strings", override: true }),
-      description: "The program's arguments"
-    }),
+    Schema.Array(Schema.String)
+      .annotations({
+        message: () => ({ message: "must be an array of strings", override: true }),
+        description: "The program's arguments"
+      })
+      .pipe(Schema.filter((args) => args.flatMap((arg, at): Array<Schema.FilterIssue> => (arg.includes("\0") ? [{ path: [at], message: NUL_PROBLEM }] : [])))),
     { exact: true }
   ),
-  env: Schema.optionalWith(StringRecord("Environment variables of the program, besides HOME, PATH and a few others (never shown back)"), { exact: true }),
-  cwd: Schema.optionalWith(text("must be a string").annotations({ description: "The program's working directory" }), { exact: true }),
+  env: Schema.optionalWith(Environment, { exact: true }),
+  cwd: Schema.optionalWith(text("must be a string").pipe(withoutNul("The program's working directory")), { exact: true }),
   roots: Schema.optionalWith(
     Schema.Array(
       Schema.String.pipe(

@@ -60,6 +60,18 @@ export const childEnvironment = (extra: Readonly<Record<string, string>> = {}): 
   return { ...env, ...extra }
 }
 
+/**
+ * A spawn option Node refused (`ERR_INVALID_ARG_*`: a NUL in a value, say), named without its value:
+ * Node's message quotes the value, which may be a secret of the environment.
+ */
+const withoutValue = (command: string, error: Error): Error => {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === undefined || !code.startsWith("ERR_INVALID_ARG_")) return error
+  const option = /^The (?:property|argument) '(.*?)' (?:must|is|of)/s.exec(error.message)?.[1]?.replace(/\0/g, "\\0").slice(0, 200)
+  const what = command.includes("\0") ? "spawn" : `spawn ${command}`
+  return Object.assign(new Error(`${what}: ${option === undefined ? "an option" : `the option ${option}`} was refused (a NUL, or a value of the wrong type)`), { code })
+}
+
 /** A human sentence for how a process ended, e.g. "exited with code 3" or "was killed by SIGKILL". */
 export const describeExit = (exit: ProcessExit | undefined): string => {
   if (exit === undefined) return "is still running"
@@ -295,7 +307,7 @@ export class StdioProcessTransport implements Transport {
           windowsHide: true
         })
       } catch (cause) {
-        const error = cause instanceof Error ? cause : new Error(String(cause))
+        const error = withoutValue(command, cause instanceof Error ? cause : new Error(String(cause)))
         this.exitInfo = { kind: "spawn_failed", error }
         this.onerror?.(error)
         this.finish()

@@ -4,7 +4,13 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
+import { execFile } from "node:child_process"
+import { existsSync, mkdirSync, readdirSync } from "node:fs"
 import { CommandLineExit, parseCommandLine } from "../../src/cli/command-line.js"
+import { runAuth } from "../../src/cli/auth-command.js"
+import { runKeys } from "../../src/cli/keys-command.js"
+import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
+import { storeScript } from "../support/index.js"
 import { OptionsError } from "../../src/config/options.js"
 
 let dir: string
@@ -376,6 +382,10 @@ describe("parseCommandLine", () => {
     const badJson = await rejection(parse(["--standalone-config", await standalone("{port: 1}")]))
     expect(badJson.option).toBe("standalone_config")
     expect(badJson.message).toContain("not valid JSON")
+    // Where, and why in general words: never the text around the error (it may be a secret).
+    const secret = await rejection(parse(["--standalone-config", await standalone('{\n  "api_key": s3cr3tKEY\n}')]))
+    expect(secret.message).toMatch(/not valid JSON \(.*line 2, column 14\)\)$/)
+    expect(secret.message).not.toContain("s3cr3t")
 
     const missing = await rejection(parse(["--standalone-config", "nope.json"]))
     expect(missing.option).toBe("standalone_config")
@@ -457,5 +467,93 @@ describe("parseCommandLine", () => {
     expect(none).toBeInstanceOf(CommandLineExit)
     expect((none as CommandLineExit).exitCode).toBe(1)
     expect(err).toContain("Usage: mcp-store")
+  })
+})
+
+/** Runs a subcommand in-process with its output captured; resolves with its exit code and output. */
+const runCaptured = async (
+  run: (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv, io: { cwd: string; writeOut: (t: string) => void; writeErr: (t: string) => void }) => Promise<number>,
+  argv: ReadonlyArray<string>,
+  cwd: string
+) => {
+  let out = ""
+  let err = ""
+  const code = await run(argv, {}, { cwd, writeOut: (t) => void (out += t), writeErr: (t) => void (err += t) })
+  return { code, out, err }
+}
+
+describe("the subcommands' usage errors", () => {
+  it("an empty --config or --keys-file is a usage error, and nothing is written beside the directory", async () => {
+    const work = join(dir, "work")
+    mkdirSync(work)
+    for (const argv of [
+      ["create", "--role", "admin", "--config="],
+      ["create", "--role", "admin", "--keys-file="],
+      ["create", "--role", "admin", "--config", " "],
+      ["list", "--config="]
+    ]) {
+      const { code, out, err } = await runCaptured(runKeys, argv, work)
+      expect(code, argv.join(" ")).toBe(2)
+      expect(err).toMatch(/mcp-store keys: --(config|keys-file) must be the path of a file/)
+      expect(out).toBe("")
+    }
+    for (const argv of [
+      ["approve-client", "https://client.example/oauth.json", "--agent", "a1", "--machine", "--config="],
+      ["list-clients", "--config="],
+      ["revoke-client", "https://client.example/oauth.json", "--config="]
+    ]) {
+      const { code, out, err } = await runCaptured(runOAuthClients, argv, work)
+      expect(code, argv.join(" ")).toBe(2)
+      expect(err).toMatch(/mcp-store auth: --config must be the path of a file/)
+      expect(out).toBe("")
+    }
+    expect(readdirSync(dir)).toEqual(["work"])
+    expect(readdirSync(work)).toEqual([])
+  })
+
+  it("a keys file that is not JSON is named with the position of the error, never the text around it", async () => {
+    const file = join(dir, "broken.keys.json")
+    await writeFile(file, '{"version": 1, "keys": [{"name": "ops", "hash": s3cr3tHASH}]}\n')
+    const { code, err } = await runCaptured(runKeys, ["list", "--keys-file", file], dir)
+    expect(code).toBe(1)
+    expect(err).toMatch(/not valid JSON \(.*line 1, column \d+\)/)
+    expect(err).not.toContain("s3cr3t")
+  })
+
+  it("help shown for want of a subcommand exits 2; help asked for exits 0", async () => {
+    const none = await runCaptured(runKeys, [], dir)
+    expect(none.code).toBe(2)
+    expect(none.err).toMatch(/Usage: mcp-store keys/)
+    expect(none.err).not.toMatch(/outputHelp/)
+    expect((await runCaptured(runKeys, ["--help"], dir)).code).toBe(0)
+    expect((await runCaptured(runKeys, ["create", "--help"], dir)).code).toBe(0)
+    expect((await runCaptured(runKeys, ["help"], dir)).code).toBe(0)
+    expect((await runCaptured(runOAuthClients, [], dir)).code).toBe(2)
+    expect((await runCaptured(runKeys, ["nope"], dir)).code).toBe(2)
+  })
+
+  it("`mcp-store keys` without a subcommand exits 2 as a process too", async () => {
+    const script = await storeScript()
+    const run = (...argv: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, [script, ...argv], { cwd: dir, env: { ...process.env, MCPSTORE_CONFIG: "" } }, (_e, _out, stderr) => resolve({ code: child.exitCode, stderr }))
+      })
+    const none = await run("keys")
+    expect(none.code).toBe(2)
+    expect(none.stderr).toMatch(/Usage: mcp-store keys/)
+    expect((await run("keys", "--help")).code).toBe(0)
+    expect(existsSync(join(dir, "mcp-store.keys.json"))).toBe(false)
+  }, 120_000)
+
+  it("auth --timeout must be a number of seconds above 0 and at most 600", async () => {
+    for (const timeout of ["abc", "0", "-5", "601", "", "0x10", "1e3", "Infinity"]) {
+      const { code, err } = await runCaptured(runAuth, ["svc", "--url", "http://127.0.0.1:9", "--timeout", timeout], dir)
+      expect(code, timeout).toBe(2)
+      expect(err).toBe("mcp-store auth: --timeout must be a number of seconds above 0 and at most 600\n")
+    }
+    // A good one goes on to the store (here none: exit 1).
+    const good = await runCaptured(runAuth, ["svc", "--url", "http://127.0.0.1:9", "--timeout", "30"], dir)
+    expect(good.code).toBe(1)
+    expect(good.err).toMatch(/cannot be reached/)
   })
 })

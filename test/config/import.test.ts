@@ -99,6 +99,32 @@ describe("mcp-store import", { timeout: 30_000 }, () => {
     expect(written.mcpServers.weather).toEqual({ url: "http://127.0.0.1:9/mcp" })
   })
 
+  it("renames within a scope: a valid name in another section keeps it, and another scope's entry is not reported renamed", async () => {
+    const A = { url: "http://127.0.0.1:9/a" }
+    const B = { url: "http://127.0.0.1:9/b" }
+    const C = { url: "http://127.0.0.1:9/c" }
+    await writeFile(
+      join(dir, "other.json"),
+      JSON.stringify({ mcpServers: { "Brave Search": A }, servers: { "Brave-Search": B }, agents: { a1: { mcpServers: { "Brave Search": C } } } })
+    )
+    const { code, out } = await run("other.json")
+    expect(code, out).toBe(0)
+    expect(out).toMatch(/^added +Brave-Search$/m)
+    expect(out).toMatch(/^added +Brave-Search-2: renamed from "Brave Search"/m)
+    expect(out).toMatch(/^added +a1\/Brave-Search: renamed from "Brave Search"/m)
+    expect(out).not.toMatch(/defined twice/)
+    const written = JSON.parse(await readFile(join(dir, "mcp.json"), "utf8"))
+    expect(written.mcpServers["Brave-Search"]).toEqual(B)
+    expect(written.mcpServers["Brave-Search-2"]).toEqual(A)
+    expect(written.agents.a1.mcpServers["Brave-Search"]).toEqual(C)
+
+    // A store service whose name was valid is not reported renamed because an agent's was.
+    await writeFile(join(dir, "more.json"), JSON.stringify({ mcpServers: { "Brave-Search": B }, agents: { a2: { mcpServers: { "Brave Search": C } } } }))
+    const more = await run("more.json", "--dry-run", "--config", "fresh.json")
+    expect(more.out).toMatch(/^added +Brave-Search$/m)
+    expect(more.out).toMatch(/^added +a2\/Brave-Search: renamed from "Brave Search"/m)
+  })
+
   it("--dry-run prints the same report and writes nothing (no file created, an existing one untouched)", async () => {
     await writeFile(join(dir, "other.json"), JSON.stringify(claude))
     const dry = await run("other.json", "--dry-run", "--config", "services.json")
@@ -134,6 +160,11 @@ describe("mcp-store import", { timeout: 30_000 }, () => {
     expect(bad.code).toBe(1)
     expect(bad.err).toMatch(/bad\.json: not valid JSON/)
     expect((await run()).code).toBe(2)
+    // An empty --config would name the directory itself.
+    const empty = await run("bad.json", "--config=")
+    expect(empty.code).toBe(2)
+    expect(empty.err).toMatch(/--config must be the path of a file/)
+    expect((await run("--help")).code).toBe(0)
     expect((await run("mcp.json")).err).toMatch(/is the services file itself/)
     expect(existsSync(join(dir, "mcp.json"))).toBe(false)
   })

@@ -59,6 +59,17 @@ describe("ServicesFile.open", () => {
     expect(await leftovers(dir)).toEqual([])
   })
 
+  it("names where a file is not JSON, never the text around it (it may be a secret)", async () => {
+    for (const content of ['{"mcpServers": {"a": {"url": "x", "headers": {"api_key": s3cr3tKEY}}}}', '{\n  // c\n  "api_key": s3cr3tKEY\n}']) {
+      await writeFile(file, content)
+      const e = await ServicesFile.open(file).catch((err: unknown) => err)
+      expect(e).toBeInstanceOf(ServicesFileError)
+      expect((e as ServicesFileError).message).toMatch(/not valid JSON: .*\(line \d+, column \d+\)$/)
+      expect((e as ServicesFileError).message).not.toContain("s3cr3t")
+      expect(String((e as Error).cause ?? "")).not.toContain("s3cr3t")
+    }
+  })
+
   it("reads store services, the agents section and _byagent_ keys, keeping unknown fields", async () => {
     const doc = {
       version: 3,

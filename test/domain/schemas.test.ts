@@ -162,6 +162,23 @@ describe("ServiceDefinition", () => {
     ])
   })
 
+  it("refuses a NUL in a program's command, arguments, environment or working directory, naming the field and never the value", () => {
+    const refused = "must not contain NUL"
+    const cases: Array<[unknown, Array<{ field: string; problem: string }>]> = [
+      [{ command: "node", env: { A: "top\0secret" } }, [{ field: "env.A", problem: refused }]],
+      [{ command: "node", env: { "A\0B": "v" } }, [{ field: "env", problem: "must not have a variable name that contains NUL" }]],
+      [{ command: "node", args: ["ok", "x\0secret"] }, [{ field: "args[1]", problem: refused }]],
+      [{ command: "no\0de" }, [{ field: "command", problem: refused }]],
+      [{ command: "node", cwd: "/tmp\0secret" }, [{ field: "cwd", problem: refused }]]
+    ]
+    for (const [value, expected] of cases) {
+      expect(problems(ServiceDefinition, value), JSON.stringify(value)).toEqual(expected)
+      expect(problems(AddServiceBody, { name: "w", ...(value as object) })).toEqual(expected)
+      expect(() => resolveDefinition(value as never)).toThrow(DefinitionError)
+    }
+    expect(accepted(ServiceDefinition, { command: "node", args: ["-e", "1"], env: { A: "b" }, cwd: "/tmp" })).toEqual({ command: "node", args: ["-e", "1"], env: { A: "b" }, cwd: "/tmp" })
+  })
+
   it("resolveDefinition refuses an unusable definition (a hand edit) with the same problems", () => {
     try {
       resolveDefinition({ url: "ftp://x/y", transport: "stdio" } as never)

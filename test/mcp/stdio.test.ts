@@ -101,6 +101,24 @@ describe("StdioProcessTransport", () => {
     await transport.close()
   })
 
+  it("names a spawn option Node refuses without quoting its value (an environment value may be a secret)", async () => {
+    const cases: Array<[Partial<ConstructorParameters<typeof StdioProcessTransport>[0]>, RegExp]> = [
+      [{ env: { A: "top\0secret" } }, /the option options\.env\['A'\] was refused/],
+      [{ args: ["-e", "1", "x\0secret"] }, /the option args\[2\] was refused/],
+      [{ cwd: "/tmp\0secret" }, /the option options\.cwd was refused/]
+    ]
+    for (const [extra, named] of cases) {
+      const transport = node("1", extra)
+      const errors: Array<Error> = []
+      transport.onerror = (error) => errors.push(error)
+      const started = await transport.start().then(() => undefined, (e: Error) => e)
+      expect(started?.message).toMatch(named)
+      expect(started?.message).not.toContain("secret")
+      expect(errors.map((e) => e.message).join()).not.toContain("secret")
+      expect(transport.exit?.kind === "spawn_failed" ? transport.exit.error.message : "").not.toContain("secret")
+    }
+  })
+
   it("names a missing working directory instead of a misleading ENOENT for the command", async () => {
     const transport = node("1", { cwd: "/no/such/dir" })
     transport.onerror = () => {}
