@@ -9,6 +9,7 @@ import { Command, Option } from "commander"
 import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service-definition.js"
 import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
+import { withFileLock } from "../config/file-lock.js"
 import { defaultKeysFile, KeysFileError, newKey, readKeys, readUses, ROLES, TOOL_MODES, withUses, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
 
 /** Where `runKeys` writes and what relative paths resolve against. */
@@ -89,12 +90,15 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       const name = typeof opts["name"] === "string" ? opts["name"] : undefined
       if (name !== undefined && (name === "" || name.length > 100 || /[\s,]/.test(name))) throw new UsageError("--name must be 1 to 100 characters, no spaces or commas")
       const path = keysFileOf(opts, env, cwd)
-      const doc = await readKeys(path)
       const toolMode = opts["toolMode"] as ToolMode | undefined
       if (toolMode !== undefined && role === "reader") throw new UsageError("--tool-mode is for admin and agent keys (a reader key does not reach /mcp)")
       const made = newKey({ name, role, agent, tools, toolMode, expiresDays })
-      if (doc.keys.some((k) => k.name === made.entry.name)) throw new UsageError(`a key named '${made.entry.name}' exists already (keys list)`)
-      await writeKeys(path, { version: 1, keys: [...doc.keys, made.entry] })
+      // Read and written under the file's lock: another `keys` run at the same moment waits, and its change is kept.
+      await withFileLock(path, async () => {
+        const doc = await readKeys(path)
+        if (doc.keys.some((k) => k.name === made.entry.name)) throw new UsageError(`a key named '${made.entry.name}' exists already (keys list)`)
+        await writeKeys(path, { version: 1, keys: [...doc.keys, made.entry] })
+      })
       err(`created key '${made.entry.name}' (${role}${agent === undefined ? "" : ` of agent ${agent}`}) in ${path}; it is shown once:\n`)
       out(`${made.key}\n`)
     }
@@ -110,13 +114,15 @@ export const runKeys = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
     (label: string, opts: Record<string, unknown>) => {
       action = async () => {
         const path = keysFileOf(opts, env, cwd)
-        const doc = await readKeys(path)
-        const found = doc.keys.find((k) => k.name === label)
-        if (found === undefined) throw new UsageError(`no key named '${label}' (keys list)`)
-        if (found.revoked !== null) return void out(`key '${label}' was already revoked on ${found.revoked}\n`)
-        const now = new Date().toISOString()
-        await writeKeys(path, { version: 1, keys: doc.keys.map((k) => (k === found ? { ...k, revoked: now } : k)) })
-        out(`revoked key '${label}'\n`)
+        const revoked = await withFileLock(path, async () => {
+          const doc = await readKeys(path)
+          const found = doc.keys.find((k) => k.name === label)
+          if (found === undefined) throw new UsageError(`no key named '${label}' (keys list)`)
+          if (found.revoked !== null) return found.revoked
+          await writeKeys(path, { version: 1, keys: doc.keys.map((k) => (k === found ? { ...k, revoked: new Date().toISOString() } : k)) })
+          return undefined
+        })
+        out(revoked === undefined ? `revoked key '${label}'\n` : `key '${label}' was already revoked on ${revoked}\n`)
       }
     }
   )

@@ -20,6 +20,7 @@
  */
 import { resolve as resolvePath } from "node:path"
 import { Command, Option } from "commander"
+import { withFileLock } from "../config/file-lock.js"
 import { freshSecret, OAuthServerFileError, oauthServerFileOf, readOAuthServerFile, sha256, writeOAuthServerFile, type ApprovedClient, type OAuthServerDocument } from "../config/oauth-server-file.js"
 import { approvalProblem } from "../http/oauth-server/grants.js"
 import { parseArguments, runFileAction, storeClient, UsageError } from "./subcommand.js"
@@ -136,9 +137,12 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
         if (throughStore(opts)) return approveThroughStore(clientId, opts.agent, tools, machine, opts)
         const secret = machine && opts.secret ? freshSecret() : undefined
         const path = fileOf(opts)
-        const { doc } = await readOAuthServerFile(path)
         const entry: ApprovedClient = { agent: opts.agent, tools, machine, secret_sha256: secret === undefined ? null : sha256(secret), approved: new Date().toISOString(), approved_by: "cli" }
-        await writeOAuthServerFile(path, { ...doc, clients: { ...doc.clients, [clientId]: entry } })
+        // Under the file's lock, as the running store changes it: neither change undoes the other.
+        await withFileLock(path, async () => {
+          const { doc } = await readOAuthServerFile(path)
+          await writeOAuthServerFile(path, { ...doc, clients: { ...doc.clients, [clientId]: entry } })
+        })
         err(`approved ${clientId} for agent '${opts.agent}'${tools === null ? "" : ` (tools ${tools.join(",")})`}${machine ? " as a machine client" : ""} in ${path}\n`)
         if (secret !== undefined) {
           err("its client secret is shown once:\n")
@@ -173,12 +177,15 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
           return out(`revoked client ${clientId} through the store at ${base} (${String(body["families_revoked"])} token families revoked)\n`)
         }
         const path = fileOf(opts)
-        const { doc } = await readOAuthServerFile(path)
-        if (!Object.hasOwn(doc.clients, clientId)) throw new UsageError(`no approved client ${clientId} (auth list-clients)`)
-        const clients = Object.fromEntries(Object.entries(doc.clients).filter(([id]) => id !== clientId))
-        const refresh = Object.fromEntries(Object.entries(doc.refresh).filter(([, r]) => r.client_id !== clientId))
-        await writeOAuthServerFile(path, { ...doc, clients, refresh })
-        out(`revoked client ${clientId} (${Object.keys(doc.refresh).length - Object.keys(refresh).length} refresh tokens deleted)\n`)
+        const deleted = await withFileLock(path, async () => {
+          const { doc } = await readOAuthServerFile(path)
+          if (!Object.hasOwn(doc.clients, clientId)) throw new UsageError(`no approved client ${clientId} (auth list-clients)`)
+          const clients = Object.fromEntries(Object.entries(doc.clients).filter(([id]) => id !== clientId))
+          const refresh = Object.fromEntries(Object.entries(doc.refresh).filter(([, r]) => r.client_id !== clientId))
+          await writeOAuthServerFile(path, { ...doc, clients, refresh })
+          return Object.keys(doc.refresh).length - Object.keys(refresh).length
+        })
+        out(`revoked client ${clientId} (${deleted} refresh tokens deleted)\n`)
       }
     })
   /** The approval made by the running store (its file, or its cluster's Redis): the same checks, once, there. */

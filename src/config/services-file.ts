@@ -11,6 +11,7 @@ import { nullPrototypeJson } from "../domain/dict.js"
 import { canonicalJson } from "../domain/service-definition.js"
 import { log } from "../logging/log.js"
 import { errnoCode, sweptOnce, writeAtomically, writeBackup } from "./atomic-write.js"
+import { withFileLock } from "./file-lock.js"
 import {
   DocumentDraft,
   editText,
@@ -140,7 +141,8 @@ export class ServicesFile implements DefinitionsStore {
    * with a warning.
    */
   update<R>(mutate: (draft: ServicesDraft) => R): Promise<R> {
-    const run = this.#queue.then(async () => {
+    // Under the file's lock: `mcp-store import` changes the file too.
+    const run = this.#queue.then(() => withFileLock(this.#path, async () => {
       const outside = await this.#outsideChange()
       let changedOutside = false
       if (outside !== undefined && "doc" in outside) {
@@ -154,7 +156,7 @@ export class ServicesFile implements DefinitionsStore {
         // The other change is told whatever became of this one (written, unchanged, refused).
         if (changedOutside) this.#notify()
       }
-    })
+    }))
     this.#queue = run.catch(() => undefined)
     return run
   }

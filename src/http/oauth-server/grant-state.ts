@@ -25,6 +25,7 @@ import {
   type RefreshRecord,
   type RegisteredClient
 } from "../../config/oauth-server-file.js"
+import { withFileLock } from "../../config/file-lock.js"
 import { log } from "../../logging/log.js"
 
 /** A checked authorization request. */
@@ -201,7 +202,8 @@ export class FileGrantState implements GrantState {
 
   /** Changes the document and writes it; one change at a time, each on the file as it is then. */
   private mutate(change: (doc: OAuthServerDocument) => OAuthServerDocument): Promise<void> {
-    const run = this.writing.then(async () => {
+    // Under the file's lock: the CLI changes the file too (approve-client, revoke-client).
+    const run = this.writing.then(() => withFileLock(this.file, async () => {
       const version = await this.onDisk()
       if (version !== this.version || version === this.unreadVersion) {
         this.unreadVersion = undefined
@@ -217,7 +219,7 @@ export class FileGrantState implements GrantState {
       // The version this write made: a change another process makes after it (the CLI) is another
       // version on disk, read before the next change, never written over.
       this.version = await writeOAuthServerFile(this.file, this.doc)
-    })
+    }))
     this.writing = run.catch((e: unknown) => log.error(`the authorization server file cannot be written: ${String(e)}`, { event: "oauth_server_file" }))
     return run
   }
