@@ -15,10 +15,14 @@ import { log } from "../logging/log.js"
  */
 const fs = { ...nodeFs }
 
-/** A lock not refreshed for this long is a dead holder's, and taken over (ms). */
-const STALE_MS = 10_000
-/** How long a writer waits for the lock before it gives up with `FileLockTimeout` (ms, about). */
-const WAIT_MS = 5_000
+/**
+ * A lock not refreshed for this long is a dead holder's, and taken over (ms); a live holder
+ * refreshes it every second. Short: a store killed while it wrote leaves its lock behind, and the
+ * next writer waits this long. The library's least.
+ */
+const STALE_MS = 2_000
+/** How long a writer waits for the lock before it gives up with `FileLockTimeout` (ms, about): past a killed holder's lock. */
+const WAIT_MS = 8_000
 
 /** The lock of a file was held by another process for longer than a writer waits. */
 export class FileLockTimeout extends Error {
@@ -38,6 +42,7 @@ export const withFileLock = async <A>(path: string, change: () => Promise<A>): P
       realpath: false,
       fs,
       stale: STALE_MS,
+      update: 1_000,
       retries: { retries: Math.ceil(WAIT_MS / 100), minTimeout: 25, maxTimeout: 100, factor: 1.5 },
       onCompromised: (e) => log.warn(`the lock of ${path} was lost while held (${e.message}): another process may have changed the file meanwhile`, { event: "file_lock_lost", file: path })
     })
