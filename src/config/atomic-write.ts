@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { constants as fsConstants } from "node:fs"
-import { open as openFile, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises"
+import { lstat, open as openFile, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { log } from "../logging/log.js"
 import { basename, dirname, join } from "node:path"
 
@@ -35,11 +35,13 @@ export const writeAtomically = async (path: string, text: string): Promise<Writt
   const dir = dirname(path)
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
   const [previousResult, handleResult, folderResult] = await Promise.allSettled([
-    stat(path),
+    lstat(path),
     openFile(tmp, "wx", 0o600),
     openFile(dir, "r")
   ])
-  const previous = previousResult.status === "fulfilled" ? previousResult.value : undefined
+  // A symlink in the file's place is replaced, not followed, and lends the new file neither its
+  // target's mode nor its owner (someone who planted it would get the secrets).
+  const previous = previousResult.status === "fulfilled" && !previousResult.value.isSymbolicLink() ? previousResult.value : undefined
   const folder = folderResult.status === "fulfilled" ? folderResult.value : undefined
   const created = handleResult.status === "fulfilled"
   let written: WrittenFile

@@ -2,7 +2,7 @@
 // removed before this process first replaces that file, whichever file it is, when the process that
 // made them no longer runs. A process's own, and a running one's, are left.
 import { spawnSync } from "node:child_process"
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
@@ -32,5 +32,19 @@ describe("writeAtomically", () => {
     expect(left).toContain(alive)
     expect(left).toContain(other)
     expect(left).toContain("mcp.async-calls.json")
+  })
+
+  it("replaces a symlink in the file's place with a file of its own: the target untouched, nothing taken from it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-store-atomic-"))
+    dirs.push(dir)
+    const target = join(dir, "elsewhere.json")
+    writeFileSync(target, "theirs\n", { mode: 0o400 })
+    const file = join(dir, "mcp.json.credentials")
+    symlinkSync(target, file)
+    await writeAtomically(file, "ours\n")
+    expect(lstatSync(file).isSymbolicLink()).toBe(false)
+    expect(readFileSync(file, "utf8")).toBe("ours\n")
+    expect(lstatSync(file).mode & 0o777).toBe(0o600)
+    expect(readFileSync(target, "utf8")).toBe("theirs\n")
   })
 })
