@@ -17,6 +17,7 @@ import { dict, nullPrototypeJson } from "../domain/dict.js"
 import { sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { serviceNameProblem } from "../domain/schemas.js"
 import { errnoCode } from "../config/atomic-write.js"
+import { FileLockTimeout } from "../config/file-lock.js"
 import {
   describeProblem,
   DocumentDraft,
@@ -279,7 +280,7 @@ export const runImport = async (argv: ReadonlyArray<string>, env: NodeJS.Process
     out(formatImportReport(report))
     return 0
   } catch (e) {
-    if (e instanceof ServicesFileError) {
+    if (e instanceof ServicesFileError || e instanceof FileLockTimeout) {
       err(`mcp-store import: ${e.message}\n`)
       return 1
     }

@@ -143,8 +143,9 @@ export class CredentialsFile implements CredentialStore {
   private save(): Promise<void> {
     if (this.path === undefined) return Promise.resolve()
     const path = this.path
-    const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
     const written = this.writing.then(async () => {
+      // The credentials as they are when the write runs: a change rolled back after a failed write before is not in it.
+      const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
       const key = await this.secretKey(true)
       if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
       this.unreadable = undefined

@@ -26,6 +26,8 @@ const WAIT_MS = 8_000
 
 /** The lock of a file was held by another process for longer than a writer waits. */
 export class FileLockTimeout extends Error {
+  /** As the library's own refusal: the CLI prints an error with a code as one line. */
+  readonly code = "ELOCKED"
   constructor(readonly path: string) {
     super(`${path} is being changed by another process (its lock ${path}.lock was held for over ${WAIT_MS / 1000} s); try again`)
   }

@@ -498,7 +498,7 @@ class UpstreamConnection implements McpConnection {
       "tools/list",
       async (controls) => {
         const ttl = new LeastTtl(this.session.modern)
-        let listed = (await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools)).filter(nameIsPrintable)
+        let listed = printableNamed(await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools))
         if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
         this.listTtlMs = { tools: ttl.ms, catalog: this.listTtlMs?.catalog }
@@ -828,14 +828,20 @@ const describeTarget = (def: ResolvedDefinition): string =>
     : `${def.transport === "sse" ? "SSE" : "Streamable HTTP"} service at ${maskUrl(def.url)}`
 
 /**
- * A listed tool whose name holds a control character is left out, with a warning: no client could
- * type or show it, and the store's own bookkeeping keys (the tool pins' definition digest) are names
- * no tool can have for that reason.
+ * The listed tools but those whose names hold a control character, left out with one warning per
+ * list (a few of their names quoted, cut): no client could type or show them, and the store's own
+ * bookkeeping keys (the tool pins' definition digest) are names no tool can have for that reason.
  */
-const nameIsPrintable = (tool: { readonly name: string }): boolean => {
-  if (!/[\u0000-\u001f\u007f]/.test(tool.name)) return true
-  log.warn(`tool ${JSON.stringify(tool.name)} left out: its name holds a control character`, { event: "tool_rejected" })
-  return false
+const printableNamed = <T extends { readonly name: string }>(tools: Array<T>): Array<T> => {
+  const kept: Array<T> = []
+  const named: Array<string> = []
+  for (const tool of tools) {
+    if (!/[\u0000-\u001f\u007f]/.test(tool.name)) kept.push(tool)
+    else if (named.push(JSON.stringify(tool.name.slice(0, 100))) > 3) named.length = 3
+  }
+  const left = tools.length - kept.length
+  if (left > 0) log.warn(`${left} tool(s) left out: their names hold a control character (${named.join(", ")}${left > 3 ? ", ..." : ""})`, { event: "tool_rejected", count: left })
+  return kept
 }
 
 /** Every MCP field of a listed tool, unchanged (the optional ones only when the server sent them). */

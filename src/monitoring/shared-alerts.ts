@@ -147,9 +147,11 @@ export class SharedAlerts {
         for (const l of this.listeners) l(alert)
       } else if (m["k"] === "resolved") {
         const which = (m["h"] ?? "all") as Resolved
+        // Only the alerts raised by then: a resolution sent again after a failure may come after a newer raise.
+        const at = m["at"] ?? ""
         for (const a of this.ring.toArray()) {
           const ofHeld = a.title.startsWith(`${TOOL_HELD_ALERT}:`)
-          if (!a.resolved && a.scope === m["s"] && a.service_name === m["v"] && (which === "all" || (which === "held") === ofHeld)) {
+          if (!a.resolved && a.scope === m["s"] && a.service_name === m["v"] && (which === "all" || (which === "held") === ofHeld) && (at === "" || a.timestamp <= at)) {
             a.resolved = true
             a.resolved_at = m["at"] ?? null
             for (const l of this.listeners) l(a)

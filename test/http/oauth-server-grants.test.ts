@@ -198,4 +198,17 @@ describe("the client metadata cache's failures", () => {
     clock += 31_000
     expect(await messageOf(missing)).toBe("fetched")
   })
+
+  it("a refetch that fails (anyone may ask for one) leaves the kept document in use", async () => {
+    let clock = Date.now()
+    const cache = new ClientMetadataCache(new UpstreamPolicy(), true, () => clock)
+    const id = `${site.base}/kept.json`
+    site.docs.set("/kept.json", { client_id: id, redirect_uris: [`${site.base}/callback`] })
+    expect((await cache.get(id)).client_id).toBe(id)
+    site.docs.delete("/kept.json")
+    expect(await cache.refetch(id)).toBeUndefined()
+    expect((await cache.get(id)).client_id).toBe(id)
+    clock += 1_000
+    expect((await cache.get(id)).client_id).toBe(id)
+  })
 })

@@ -169,6 +169,30 @@ describe.skipIf(!hasRedisServer)("alerts of a cluster", () => {
     expect(failures).toBe(-1)
   })
 
+  it("a resolution added again after a newer raise leaves the newer alert open", async () => {
+    const cluster = `alerts-${seq++}`
+    const client = await connect()
+    const monitor = new Monitor()
+    const shared = await SharedAlerts.open({ client, cluster })
+    shared.attach(monitor)
+    closing.push(shared, monitor)
+    const first: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
+    const onA = {}
+    transitions(monitor, onA, "svc", first)
+    expect(await eventually(() => shared.alerts().length === 1, 5_000)).toBe(true)
+    const add = client.xAdd.bind(client)
+    let failures = 1
+    Object.assign(client, { xAdd: (...args: Parameters<typeof add>) => (failures-- > 0 ? Promise.reject(new Error("connection lost")) : add(...args)) })
+    const healthy = [...first, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" } as const]
+    transitions(monitor, onA, "svc", healthy)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    // Down again before the resolution is sent again: its alert is raised after the resolution was made.
+    transitions(monitor, onA, "svc", [...healthy, { from: "healthy", to: "unreachable", at: Date.now(), reason: "refused again" }])
+    expect(await eventually(() => shared.alerts().length === 2 && shared.alerts()[1]?.resolved === true, 5_000)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(shared.alerts()[0]).toMatchObject({ resolved: false })
+  })
+
   it("stays within its caps under a flood, and cuts a huge message", async () => {
     const cluster = `alerts-${seq++}`
     const a = await replica(cluster)

@@ -165,21 +165,18 @@ export class ClientMetadataCache {
     return fetched
   }
 
-  /** Forgets a document (a client whose keys changed is read again). */
-  forget(clientId: string): void {
-    this.cached.delete(clientId)
-  }
-
   /**
    * The document fetched again (a client whose keys changed since it was kept), or undefined when
-   * this client's was read again less than `REFETCH_MS` ago.
+   * this client's was read again less than `REFETCH_MS` ago or could not be read now. The kept
+   * document is replaced only by one read and checked: anyone can ask for a refetch (an assertion
+   * naming an unknown key), and a failed one must not take a client's good document away.
    */
   async refetch(clientId: string): Promise<ClientMetadata | undefined> {
     const last = this.refetched.get(clientId)
     if (last !== undefined && last + REFETCH_MS > this.now()) return undefined
     keep(this.refetched, clientId, this.now())
-    this.forget(clientId)
-    return this.get(clientId)
+    if (clientIdProblem(clientId, this.devLoopback) !== undefined || this.inFlight.size >= MAX_IN_FLIGHT) return undefined
+    return this.load(clientId).catch(() => undefined)
   }
 
   private async load(clientId: string): Promise<ClientMetadata> {
