@@ -44,6 +44,8 @@ export interface RefreshRecord {
   readonly expires: number
   /** Rotated already: presenting it again is a reuse. */
   readonly used: boolean
+  /** Its client must authenticate to use it (a secret or private_key_jwt when it was first given); absent: public. */
+  readonly confidential?: boolean
 }
 
 export interface OAuthServerDocument {

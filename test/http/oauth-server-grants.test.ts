@@ -124,7 +124,17 @@ describe("the built-in authorization server's grants", () => {
     expect((await refreshSigned({ client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(signing.id, signing.privateKey, signing.kid) })).status).toBe(200)
     // A public client still needs nothing but its id.
     const open = await client("public")
-    expect((await exchange(open.id, await codeFor(open.id))).status).toBe(200)
+    const publicTokens = body(await exchange(open.id, await codeFor(open.id)))
+    expect(publicTokens.refresh_token).toBeTruthy()
+
+    // Later, the clients' documents are past their cache time and cannot be fetched: each refresh is decided by its record.
+    site.docs.delete("/public.json")
+    site.docs.delete("/confidential-jwt.json")
+    clock = Date.now() + 2 * 3600_000
+    const publicRefresh = await server.token(new URLSearchParams({ grant_type: "refresh_token", client_id: open.id, refresh_token: publicTokens.refresh_token as string }), undefined)
+    expect(publicRefresh.status, JSON.stringify(body(publicRefresh))).toBe(200)
+    expect(await refreshSigned({})).toMatchObject({ status: 401, error: "invalid_client", description: expect.stringMatching(/confidential/) })
+    clock = Date.now()
   })
 
   it("refuses a code whose client's approval was withdrawn after it was given", async () => {

@@ -91,6 +91,9 @@ const unavailable = (e: unknown): OAuthErrorAnswer => {
 
 const one = (v: unknown): string | undefined => (typeof v === "string" && v.length <= 4096 ? v : undefined)
 
+/** The answer to a confidential client that did not authenticate. */
+const mustAuthenticate = (): OAuthErrorAnswer => oauthError(401, "invalid_client", "the client is confidential: it must authenticate (its client secret or a private_key_jwt client_assertion)")
+
 /** Who asks at the token or revocation endpoint: a client id, and whether the client proved it is that client. */
 type Caller = { readonly clientId: string; readonly authenticated: boolean }
 
@@ -517,17 +520,26 @@ export class AuthorizationServer {
 
   /**
    * A refusal when the caller did not authenticate but its client is confidential (OAuth 2.1 3.2.1):
-   * one approved with a secret, or whose metadata document names private_key_jwt.
+   * one approved with a secret, or (`known`, as recorded when its tokens were first given; else its
+   * metadata document, read again if it is not kept) one that named an authentication method. A
+   * refresh decides by its record, so a client's document that cannot be fetched at that moment
+   * does not fail a public client's refresh.
    */
-  private async unauthenticatedConfidential(caller: Caller): Promise<OAuthErrorAnswer | undefined> {
+  private async unauthenticatedConfidential(caller: Caller, known?: boolean): Promise<OAuthErrorAnswer | undefined> {
     if (caller.authenticated) return undefined
-    const approval = await this.state.approval(caller.clientId)
-    if (typeof approval?.secret_sha256 !== "string") {
-      const client = await this.clientOf(caller.clientId)
-      if ("error" in client) return oauthError(401, "invalid_client", client.description)
-      if (client.token_endpoint_auth_method === "none") return undefined
-    }
-    return oauthError(401, "invalid_client", "the client is confidential: it must authenticate (its client secret or a private_key_jwt client_assertion)")
+    const confidential = known === true || (await this.confidential(caller.clientId, known === undefined))
+    if (typeof confidential !== "boolean") return confidential
+    return confidential ? mustAuthenticate() : undefined
+  }
+
+  /** Whether a client must authenticate: approved with a secret, or (`byDocument`) its document or registration names a method. */
+  private async confidential(clientId: string, byDocument: boolean): Promise<boolean | OAuthErrorAnswer> {
+    const approval = await this.state.approval(clientId)
+    if (typeof approval?.secret_sha256 === "string") return true
+    if (!byDocument) return false
+    const client = await this.clientOf(clientId)
+    if ("error" in client) return oauthError(401, "invalid_client", client.description)
+    return client.token_endpoint_auth_method !== "none"
   }
 
   private async codeGrant(form: URLSearchParams, caller: Caller): Promise<TokenAnswer> {
@@ -539,8 +551,9 @@ export class AuthorizationServer {
     const found = await this.state.code(key)
     if (found === undefined || found.record.clientId !== clientId) return oauthError(400, "invalid_grant", "unknown or expired code")
     // Before anything the code may set off (a second use revokes): only the client itself may.
-    const unauthenticated = await this.unauthenticatedConfidential(caller)
-    if (unauthenticated !== undefined) return unauthenticated
+    const confidential = await this.confidential(clientId, true)
+    if (typeof confidential !== "boolean") return confidential
+    if (confidential && !caller.authenticated) return mustAuthenticate()
     const record = found.record
     if (found.used) {
       // A code used twice: what it gave is revoked (OAuth 2.1, 4.1.3).
@@ -565,7 +578,7 @@ export class AuthorizationServer {
       if (claimed.family !== undefined) await this.revokeFamily(claimed.family, "authorization code used twice")
       return oauthError(400, "invalid_grant", "the code was used already; the tokens it gave are revoked")
     }
-    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family, sub: `agent:${record.agent}`, refresh: true })
+    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family, sub: `agent:${record.agent}`, refresh: true, confidential })
   }
 
   private async refreshGrant(form: URLSearchParams, caller: Caller): Promise<TokenAnswer> {
@@ -576,7 +589,7 @@ export class AuthorizationServer {
     const record: RefreshRecord | undefined = await this.state.refresh(key)
     if (record === undefined || record.client_id !== clientId) return oauthError(400, "invalid_grant", "unknown refresh token")
     // Before anything the token may set off (a reuse revokes its family): only the client itself may.
-    const unauthenticated = await this.unauthenticatedConfidential(caller)
+    const unauthenticated = await this.unauthenticatedConfidential(caller, record.confidential === true)
     if (unauthenticated !== undefined) return unauthenticated
     if (record.used) {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
@@ -596,7 +609,7 @@ export class AuthorizationServer {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
       return oauthError(400, "invalid_grant", "the refresh token was used already; its whole family is revoked")
     }
-    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true })
+    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true, confidential: record.confidential === true })
   }
 
   private async clientCredentialsGrant(form: URLSearchParams, client: Caller): Promise<TokenAnswer> {
@@ -615,7 +628,18 @@ export class AuthorizationServer {
     return this.key
   }
 
-  private async issueTokens(t: { readonly clientId: string; readonly agent: string; readonly tools: ReadonlyArray<string> | null; readonly resource: string; readonly scope: string; readonly family: string; readonly sub: string; readonly refresh: boolean }): Promise<TokenAnswer> {
+  private async issueTokens(t: {
+    readonly clientId: string
+    readonly agent: string
+    readonly tools: ReadonlyArray<string> | null
+    readonly resource: string
+    readonly scope: string
+    readonly family: string
+    readonly sub: string
+    readonly refresh: boolean
+    /** The client must authenticate to use the refresh token (recorded with it). */
+    readonly confidential?: boolean
+  }): Promise<TokenAnswer> {
     const now = Math.floor(this.now() / 1000)
     const access = await new SignJWT({ client_id: t.clientId, scope: t.scope, role: "agent", agent_id: t.agent, ...(t.tools === null ? {} : { tools: [...t.tools] }), fam: t.family })
       .setProtectedHeader({ alg: "ES256", kid: this.signingKey().kid, typ: "at+jwt" })
@@ -629,7 +653,17 @@ export class AuthorizationServer {
     let refresh: string | undefined
     if (t.refresh) {
       refresh = freshSecret()
-      const record: RefreshRecord = { family: t.family, client_id: t.clientId, agent: t.agent, tools: t.tools, resource: t.resource, scope: t.scope, expires: this.now() + REFRESH_MS, used: false }
+      const record: RefreshRecord = {
+        family: t.family,
+        client_id: t.clientId,
+        agent: t.agent,
+        tools: t.tools,
+        resource: t.resource,
+        scope: t.scope,
+        expires: this.now() + REFRESH_MS,
+        used: false,
+        ...(t.confidential === true ? { confidential: true } : {})
+      }
       await this.state.putRefresh(sha256(refresh), record)
     }
     log.info(`issued an access token to OAuth client ${t.clientId} for agent '${t.agent}'${refresh === undefined ? "" : " (with a refresh token)"}`, { event: "oauth_token_issued", client_id: t.clientId, agent: t.agent })
@@ -659,7 +693,7 @@ export class AuthorizationServer {
     const key = sha256(token)
     const record = await this.state.refresh(key)
     if (record !== undefined && record.client_id === client.clientId) {
-      const unauthenticated = await this.unauthenticatedConfidential(client)
+      const unauthenticated = await this.unauthenticatedConfidential(client, record.confidential === true)
       if (unauthenticated !== undefined) return unauthenticated
       await this.revokeFamily(record.family, "revoked by its client")
       return { status: 200 }
@@ -673,7 +707,8 @@ export class AuthorizationServer {
     }
     {
       if (payload["client_id"] === client.clientId && typeof payload.jti === "string") {
-        const unauthenticated = await this.unauthenticatedConfidential(client)
+        // An access token lives ten minutes: its client's approval decides, its document is not fetched for it.
+        const unauthenticated = await this.unauthenticatedConfidential(client, false)
         if (unauthenticated !== undefined) return unauthenticated
         await this.state.revokeToken(payload.jti, (payload.exp ?? 0) * 1000 + REVOKED_PAST_EXP_MS)
         log.info(`revoked an access token of OAuth client ${client.clientId}`, { event: "oauth_token_revoked", client_id: client.clientId })
