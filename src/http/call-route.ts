@@ -352,7 +352,7 @@ export const callRoute = (options: CallRouteOptions, runtime: Runtime.Runtime<ne
       // A call that takes input in rounds, runs asynchronously (answered 202), or whose scope or payload needs the handler's Effect.
       if (ctx === undefined || Either.isLeft(decoded) || takesInput(decoded.right) || decoded.right.async === true) {
         if (Either.isRight(decoded) && decoded.right.async === true) success = 202
-        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), held: current.held, async: current.asyncCalls, caller: restCaller(principal, request.headers.authorization) }
+        const edge: CallEdge = { trace, owner: () => sessionOwner(principal, request.headers.authorization), keyed: request.headers.authorization !== undefined, held: current.held, async: current.asyncCalls, caller: restCaller(principal, request.headers.authorization) }
         fiber = runFork(program(parts.answers, scope, gate, decoded, edge))
         fiber.addObserver(answer)
         return

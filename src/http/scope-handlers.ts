@@ -86,6 +86,8 @@ export const callToolBody = (output: CallToolOutput): Schema.Schema.Encoded<type
 export interface CallEdge {
   readonly trace: TraceContext | undefined
   readonly owner: () => string
+  /** The request came with a key (`Authorization`): a caller's share of the held calls applies. */
+  readonly keyed: boolean
   readonly held: HeldCalls
   /** The store's asynchronous calls (`"async": true`). */
   readonly async: AsyncCalls
@@ -109,7 +111,7 @@ export const callAnswers = (calls: CallOperations) => {
   const heldCallAnswer = (ctx: ScopeContext, payload: Schema.Schema.Type<typeof CallToolPayload>, edge: CallEdge) =>
     Effect.flatMap(
       Effect.async<HeldStep<CallExit>, ValidationError>((resume) => {
-        const owner = { scope: ctx.label, owner: edge.owner(), subject: `tools/call ${payload.tool_name}` }
+        const owner = { scope: ctx.label, owner: edge.owner(), subject: `tools/call ${payload.tool_name}`, keyed: edge.keyed }
         const retry = payload.request_state === undefined ? undefined : { state: payload.request_state, responses: payload.input_responses ?? {} }
         // Interrupted (the caller went away): the turn's signal cancels the call.
         const gone = new AbortController()
@@ -148,6 +150,7 @@ export const callAnswers = (calls: CallOperations) => {
       const edge: CallEdge = {
         trace: span ?? readTraceContext(headers),
         owner: () => sessionOwner(principal, headers["authorization"]),
+        keyed: headers["authorization"] !== undefined,
         held: store.held,
         async: store.asyncCalls,
         caller: restCaller(principal, headers["authorization"])

@@ -9,12 +9,12 @@
  * retries the call with `input_responses` and that state, which answers it, and the caller then
  * waits for the call's end (or the next round).
  *
- * Bounded: at most `maxHeldCalls` calls wait for input at once, and a quarter of that for one caller
- * (its key: `perOwnerCap`); an upstream request beyond that is declined, as it would be without the
+ * Bounded: at most `maxHeldCalls` calls wait for input at once, and a key's share of that (a
+ * quarter: `keyShare`) for a caller with a key; an upstream request beyond that is declined, as it would be without the
  * opt-in. A held call lasts no longer than its own time-out (its upstream request keeps its
  * deadline); a call that ended after its caller was told `input_required` is kept for
- * `KEEP_ENDED_MS` for the retry that fetches its answer (at most `maxHeldCalls` of them, and
- * `perOwnerCap` per caller), then forgotten, and any other is forgotten when it ends. A state names
+ * `KEEP_ENDED_MS` for the retry that fetches its answer (at most as many of them, for the store and
+ * for one key), then forgotten, and any other is forgotten when it ends. A state names
  * its call by 144 random bits and is only taken back by the same key, in the same scope, for the
  * same request (method and tool, URI or prompt).
  *
@@ -31,6 +31,7 @@ import { Cause, Exit } from "effect"
 import { ValidationError } from "../domain/errors.js"
 import { log } from "../logging/log.js"
 import type { CallProgress, UpstreamRequestRelay } from "../mcp/types.js"
+import { keyShare } from "../domain/key-share.js"
 
 /** An upstream's request as the caller sees it: the MCP request, method and params. */
 export interface InputRequest {
@@ -61,6 +62,8 @@ export interface HeldOwner {
   readonly scope: string
   readonly owner: string
   readonly subject: string
+  /** The caller came with a key: it may hold its key's share (`keyShare`); callers without one (a store with no keys) share the whole cap. */
+  readonly keyed?: boolean
 }
 
 /** A caller's retry: the state it was given and its answers, by the keys it was shown. */
@@ -143,9 +146,6 @@ interface Asked {
   /** The caller has seen it (in an `InputRequired` step). */
   shown: boolean
 }
-
-/** The most held calls one caller (one key) may have waiting, or kept ended, at once: a quarter of the store's cap. */
-export const perOwnerCap = (maxHeld: number): number => Math.max(1, Math.floor(maxHeld / 4))
 
 /** One call that may wait for its caller's input. */
 class HeldCall<A extends AnyExit> {
@@ -319,7 +319,8 @@ export class HeldCalls {
   /** Why `owner` may hold no more calls waiting for input (the store's cap, or the caller's), or undefined when it may. */
   #full(owner: HeldOwner): string | undefined {
     if (this.waiting >= this.maxHeld) return "too many calls are waiting for their callers' input"
-    const cap = perOwnerCap(this.maxHeld)
+    if (!owner.keyed) return undefined
+    const cap = keyShare(this.maxHeld)
     let mine = 0
     for (const call of this.#calls.values()) if (call.waiting && call.owner.owner === owner.owner) mine += 1
     return mine >= cap ? `this caller already has ${mine} calls waiting for its input (a quarter of max_held_calls ${this.maxHeld})` : undefined
@@ -398,13 +399,13 @@ export class HeldCalls {
       // A call whose caller was never told input_required had its answer on the request that made it.
       if (this.#closed || !ended.toldInput) return void this.#calls.delete(ended.state)
       // Kept a while for a caller that was answered `input_required` and comes back for the end; at
-      // most `maxHeld` of them and a quarter of that per caller, the oldest forgotten first (the
+      // most `maxHeld` of them and a key's share per keyed caller, the oldest forgotten first (the
       // caller's own first, so one caller cannot push out the others').
       const timer = setTimeout(() => this.#forget(ended.state), KEEP_ENDED_MS)
       timer.unref()
       this.#kept.set(ended.state, timer)
       const mine = [...this.#kept.keys()].filter((state) => this.#calls.get(state)?.owner.owner === owner.owner)
-      if (mine.length > perOwnerCap(this.maxHeld)) this.#forget(mine[0]!)
+      if (owner.keyed && mine.length > keyShare(this.maxHeld)) this.#forget(mine[0]!)
       if (this.#kept.size > this.maxHeld) this.#forget(this.#kept.keys().next().value as string)
     })
     this.#calls.set(call.state, call)

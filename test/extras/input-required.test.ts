@@ -247,6 +247,18 @@ describe("input_required over REST", () => {
     expect(kept.body).toMatchObject({ result_type: "complete", result: "names: Two" })
     expect((await answer(one, held.body.request_state, "One")).status).toBe(400)
   })
+
+  it("without keys every caller shares the whole of --max-held-calls", async () => {
+    const server = await servers.start({ options: { max_held_calls: 4 } })
+    expect((await addService(server, "/for_store", { name: "fx", url: servers.fixture.url })).status).toBe(200)
+    const ask = () => server.post("/for_store/call_tool", { tool_name: "fx__ask", accept_input_required: true })
+    const held = [await ask(), await ask(), await ask()]
+    for (const reply of held) expect(reply.body.result_type, reply.text).toBe("input_required")
+    for (const [i, reply] of held.entries()) {
+      const done = await server.post("/for_store/call_tool", { tool_name: "fx__ask", request_state: reply.body.request_state, input_responses: { input_1: accept(`N${i}`) } })
+      expect(done.body.result).toBe(`names: N${i}`)
+    }
+  })
 })
 
 describe("input_required over MCP 2026-07-28 (a 2025-era server asks mid-call)", () => {

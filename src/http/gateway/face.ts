@@ -92,12 +92,7 @@ export const jsonRpcError = (
     })
   )
 
-/**
- * What one API key may hold of a capped resource of the MCP endpoint (its sessions, its listen
- * streams): a quarter of the cap, at least one, so that one agent's key cannot take it all from the
- * others. Requests without a key (a store with no keys) share the whole cap.
- */
-export const keyShare = (cap: number): number => Math.max(1, Math.floor(cap / 4))
+export { keyShare } from "../../domain/key-share.js"
 
 /** The store's name and version as a scope's MCP server: `mcp-store`, or `mcp-store/<agent id>`. */
 export const serverInfoOf = (scope: Scope) => ({ name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION })

@@ -1013,7 +1013,7 @@ export class ModernMcp {
       const turn = inputTurnOf(c)
       // The caller's owner digest: a `per_user` service's read or prompt goes through its own connection.
       if (turn === undefined) return run(request({ relay: declinedOnModern(what), owner: caller.owner }), c.mcpReq.signal)
-      const owner = { scope: ctx().label, owner: caller.owner, subject }
+      const owner = { scope: ctx().label, owner: caller.owner, subject, keyed: caller.keyed }
       const spanned = caller.span === undefined ? request : (input: CatalogInput) => underSpan(request(input), caller.span)
       const held = await heldOverMcp(this.store, this.ops.catalog.heldCatalogRun(spanned, caller.owner), owner, turn, c.mcpReq.signal).catch((e: unknown) => {
         throw retryRefused(e)
