@@ -4,52 +4,14 @@
  * publishes (one after each health check); its health checks and transitions are counted in
  * `/metrics` by the owner only, so the sum over the replicas is the cluster's.
  */
-import { writeFileSync } from "node:fs"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
-import {
-  eventually,
-  fixtureService,
-  freshDir,
-  hasRedisServer,
-  replicasListening,
-  spawnStore,
-  startRedisServer,
-  useReplicaSecret,
-  type RedisServer,
-  type StoreProcess
-} from "../support/index.js"
+import { eventually, fixtureService, hasRedisServer, replicasListening, useReplicaProcesses, type StoreProcess } from "../support/index.js"
 
 const CLUSTER = "monitoring"
 
 describe.skipIf(!hasRedisServer)("monitoring of two replicas", { timeout: 90_000 }, () => {
-  let redis: RedisServer
-  const replicas: StoreProcess[] = []
-  let restoreSecret: (() => void) | undefined
-
-  beforeAll(async () => {
-    restoreSecret = useReplicaSecret()
-    redis = await startRedisServer()
-    const started = await Promise.all(
-      [0, 1].map(() => {
-        const dir = freshDir()
-        writeFileSync(join(dir, "mcp.json"), JSON.stringify({ mcpServers: {} }))
-        return spawnStore({
-          configFile: join(dir, "mcp.json"),
-          monitoring: { health_check_seconds: 1 },
-          extraArgs: ["--redis-url", redis.url, "--cluster-name", CLUSTER, "--lease-ms", "4000", "--log-level", "info"],
-          startTimeoutMs: 100_000
-        })
-      })
-    )
-    replicas.push(...started)
-  }, 120_000)
-  afterAll(async () => {
-    restoreSecret?.()
-    await Promise.all(replicas.map((r) => r.kill()))
-    await redis?.stop()
-  })
+  const cluster = useReplicaProcesses({ cluster: CLUSTER, leaseMs: 4000 })
 
   /** A metric's sample for the service, or 0 when the replica has none. */
   const sample = async (r: StoreProcess, line: string): Promise<number> => {
@@ -63,7 +25,8 @@ describe.skipIf(!hasRedisServer)("monitoring of two replicas", { timeout: 90_000
     )
 
   it("a mirror records each transition once; checks and transitions are counted where the service runs", async () => {
-    const client = await redis.connect()
+    const replicas = await Promise.all([0, 1].map(() => cluster.replica({ mcpServers: {} }, { monitoring: { health_check_seconds: 1 } })))
+    const client = await cluster.redis.connect()
     expect(await eventually(async () => (await replicasListening(client, CLUSTER)) === 2, 30_000, 50)).toBe(true)
     const [r0] = replicas as [StoreProcess, StoreProcess]
     expect((await r0.post("/for_store/add_service?wait=15", fixtureService("svc"))).body.connected).toEqual(["svc"])

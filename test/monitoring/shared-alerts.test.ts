@@ -149,41 +149,33 @@ describe.skipIf(!hasRedisServer)("alerts of a cluster", () => {
     for (const { monitor } of [a, b]) expect(await eventually(() => monitor.alerts().length === 1 && monitor.alerts()[0]!.resolved, 5_000)).toBe(true)
   })
 
-  it("a resolution that could not be added to the stream is added again", async () => {
-    const cluster = `alerts-${seq++}`
+  /** One replica with an alert raised for `svc` (unreachable), whose Redis then fails the next addition once. */
+  const failingOnce = async () => {
     const client = await connect()
     const monitor = new Monitor()
-    const shared = await SharedAlerts.open({ client, cluster })
+    const shared = await SharedAlerts.open({ client, cluster: `alerts-${seq++}` })
     shared.attach(monitor)
     closing.push(shared, monitor)
     const down: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
     const onA = {}
     transitions(monitor, onA, "svc", down)
     expect(await eventually(() => shared.alerts().length === 1, 5_000)).toBe(true)
-    // Redis fails the next addition (the resolution) once.
     const add = client.xAdd.bind(client)
-    let failures = 1
-    Object.assign(client, { xAdd: (...args: Parameters<typeof add>) => (failures-- > 0 ? Promise.reject(new Error("connection lost")) : add(...args)) })
+    const failing = { left: 1 }
+    Object.assign(client, { xAdd: (...args: Parameters<typeof add>) => (failing.left-- > 0 ? Promise.reject(new Error("connection lost")) : add(...args)) })
+    return { monitor, shared, down, onA, failing }
+  }
+
+  it("a resolution that could not be added to the stream is added again", async () => {
+    const { monitor, shared, down, onA, failing } = await failingOnce()
     transitions(monitor, onA, "svc", [...down, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" }])
     expect(await eventually(() => shared.alerts()[0]?.resolved === true, 5_000)).toBe(true)
-    expect(failures).toBe(-1)
+    expect(failing.left).toBe(-1)
   })
 
   it("a resolution added again after a newer raise leaves the newer alert open", async () => {
-    const cluster = `alerts-${seq++}`
-    const client = await connect()
-    const monitor = new Monitor()
-    const shared = await SharedAlerts.open({ client, cluster })
-    shared.attach(monitor)
-    closing.push(shared, monitor)
-    const first: Transition[] = [{ from: "healthy", to: "unreachable", at: Date.now(), reason: "connection refused" }]
-    const onA = {}
-    transitions(monitor, onA, "svc", first)
-    expect(await eventually(() => shared.alerts().length === 1, 5_000)).toBe(true)
-    const add = client.xAdd.bind(client)
-    let failures = 1
-    Object.assign(client, { xAdd: (...args: Parameters<typeof add>) => (failures-- > 0 ? Promise.reject(new Error("connection lost")) : add(...args)) })
-    const healthy = [...first, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" } as const]
+    const { monitor, shared, down, onA } = await failingOnce()
+    const healthy = [...down, { from: "unreachable", to: "healthy", at: Date.now(), reason: "connected" } as const]
     transitions(monitor, onA, "svc", healthy)
     await new Promise((resolve) => setTimeout(resolve, 5))
     // Down again before the resolution is sent again: its alert is raised after the resolution was made.

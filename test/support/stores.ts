@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import type { HttpFixture } from "../fixtures/http-fixture.js"
 import type { FixtureServerOptions } from "../fixtures/fixture-server.js"
-import { spawnStore, type StoreProcess } from "./process.js"
+import { spawnStore, type StoreProcess, type StoreProcessOptions } from "./process.js"
 import { startRedisServer, useReplicaSecret, type RedisServer } from "./redis.js"
 import { freshDir, startTestServer, type TestServer, type TestServerOptions } from "./server.js"
 
@@ -166,6 +166,8 @@ export interface ReplicaProcessOptions {
   readonly redisUrl?: string
   readonly advertiseUrl?: string
   readonly cluster?: string
+  /** Monitoring settings of the replica (`spawnStore`'s). */
+  readonly monitoring?: StoreProcessOptions["monitoring"]
 }
 
 /**
@@ -190,7 +192,7 @@ export const useReplicaProcesses = (setup: { readonly cluster: string; readonly 
       const redisUrl = options.redisUrl ?? started.redis.url
       const extraArgs = ["--redis-url", redisUrl, "--cluster-name", options.cluster ?? setup.cluster, "--lease-ms", String(setup.leaseMs), "--log-level", options.logLevel ?? "info"]
       if (options.advertiseUrl !== undefined) extraArgs.push("--advertise-url", options.advertiseUrl)
-      const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs })
+      const replica = await spawnStore({ configFile: join(dir, "mcp.json"), extraArgs, ...(options.monitoring !== undefined ? { monitoring: options.monitoring } : {}) })
       replicas.push(replica)
       return replica
     }
