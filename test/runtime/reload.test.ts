@@ -29,6 +29,21 @@ const write = (file: string, doc: unknown) => writeFileSync(file, `${JSON.string
 const healthy = (s: Store, scope = STORE_SCOPE, name: string) =>
   awaitSnapshot(s.serviceActor(scope, name)!, (snap) => statusOf(snap) === "healthy", { timeoutMs: 10_000 })
 
+/** A store on a services file holding one service, `one` (healthy), watching the file; each applied edit in `summaries`. */
+const watchedStore = async () => {
+  const a = await startHttpFixture()
+  fixtures = [a]
+  dir = mkdtempSync(join(tmpdir(), "mcp-store-reload-"))
+  const file = join(dir, "mcp.json")
+  write(file, { mcpServers: { one: { url: a.url } } })
+  const running = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING })
+  store = running
+  expect((await healthy(running, STORE_SCOPE, "one")).end).toBe("reached")
+  const summaries: Array<{ added: string[]; updated: string[]; removed: string[] }> = []
+  running.watchFile((s) => summaries.push(s))
+  return { a, file, summaries, running }
+}
+
 describe("--reload: hand edits of the services file", () => {
   it("adds, updates, removes and disables services, reconnecting only the changed ones", async () => {
     const [a, b, c] = await Promise.all([startHttpFixture(), startHttpFixture(), startHttpFixture()])
@@ -84,16 +99,7 @@ describe("--reload: hand edits of the services file", () => {
   })
 
   it("applies the definitions as they are when its turn comes: a command's change written after the edit was read is kept", async () => {
-    const a = await startHttpFixture()
-    fixtures = [a]
-    dir = mkdtempSync(join(tmpdir(), "mcp-store-reload-"))
-    const file = join(dir, "mcp.json")
-    write(file, { mcpServers: { one: { url: a.url } } })
-    store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING })
-    expect((await healthy(store, STORE_SCOPE, "one")).end).toBe("reached")
-    const summaries: Array<{ added: string[]; updated: string[]; removed: string[] }> = []
-    store.watchFile((s) => summaries.push(s))
-    const running = store
+    const { a, file, summaries, running } = await watchedStore()
     // A command holds the lock: a hand edit is read and announced meanwhile, then the command writes its own change.
     await running.host.serialize(async () => {
       write(file, { mcpServers: { one: { url: a.url }, edited: { url: a.url } } })
@@ -107,28 +113,20 @@ describe("--reload: hand edits of the services file", () => {
   })
 
   it("ignores a file that is not valid JSON while it is being edited, then applies the finished edit", async () => {
-    const a = await startHttpFixture()
-    fixtures = [a]
-    dir = mkdtempSync(join(tmpdir(), "mcp-store-reload-"))
-    const file = join(dir, "mcp.json")
-    write(file, { mcpServers: { one: { url: a.url } } })
-    store = await createStore({ mcpConfigFile: file, monitoring: FAST_MONITORING })
-    expect((await healthy(store, STORE_SCOPE, "one")).end).toBe("reached")
-    const summaries: Array<{ added: string[]; updated: string[]; removed: string[] }> = []
-    store.watchFile((s) => summaries.push(s))
+    const { a, file, summaries, running } = await watchedStore()
     // A second watcher of the same file reports the broken edit once it has been read and skipped.
     const skipped: Error[] = []
-    const unwatch = store.file.watch(
+    const unwatch = running.file.watch(
       () => undefined,
       (e) => skipped.push(e)
     )
     writeFileSync(file, '{"mcpServers": {"one": ')
     expect(await eventually(() => skipped.length > 0, 5_000)).toBe(true)
     unwatch()
-    expect(store.serviceActor(STORE_SCOPE, "one")).toBeDefined()
+    expect(running.serviceActor(STORE_SCOPE, "one")).toBeDefined()
     expect(summaries.every((s) => s.removed.length === 0)).toBe(true)
     write(file, { mcpServers: { one: { url: a.url }, two: { url: a.url } } })
-    expect(await eventually(() => store!.serviceActor(STORE_SCOPE, "two") !== undefined, 5_000)).toBe(true)
-    expect(store.serviceActor(STORE_SCOPE, "one")).toBeDefined()
+    expect(await eventually(() => running.serviceActor(STORE_SCOPE, "two") !== undefined, 5_000)).toBe(true)
+    expect(running.serviceActor(STORE_SCOPE, "one")).toBeDefined()
   })
 })
