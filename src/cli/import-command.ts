@@ -29,7 +29,7 @@ import {
   type ServicesDraft
 } from "../config/services-document.js"
 import { ServicesFile } from "../config/services-file.js"
-import { helpAsked } from "./subcommand.js"
+import { helpAsked, servicesFileOf, UsageError } from "./subcommand.js"
 
 /** What `importServices` does. */
 export interface ImportOptions {
@@ -262,14 +262,14 @@ export const runImport = async (argv: ReadonlyArray<string>, env: NodeJS.Process
     return 2
   }
   if (given === undefined) return 2
-  const configured = typeof given.opts["config"] === "string" ? given.opts["config"] : undefined
-  // An empty path would name the directory itself.
-  if (configured?.trim() === "") {
-    err("mcp-store import: --config must be the path of a file\n")
+  let target: string
+  try {
+    target = servicesFileOf(given.opts["config"], env, cwd)
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e
+    err(`mcp-store import: ${e.message}\n`)
     return 2
   }
-  const fromEnv = [env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "")
-  const target = resolvePath(cwd, configured ?? fromEnv ?? "mcp.json")
   try {
     const report = await importServices({
       source: resolvePath(cwd, given.file),

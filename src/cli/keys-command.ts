@@ -8,7 +8,7 @@ import { resolve as resolvePath } from "node:path"
 import { Command, Option } from "commander"
 import { globsProblem } from "../domain/tool-filter.js"
 import { agentIdProblem } from "../domain/service-definition.js"
-import { parseArguments, runFileAction, UsageError } from "./subcommand.js"
+import { parseArguments, runFileAction, servicesFileOf, UsageError } from "./subcommand.js"
 import { withFileLock } from "../config/file-lock.js"
 import { defaultKeysFile, KeysFileError, newKey, readKeys, readUses, ROLES, TOOL_MODES, withUses, writeKeys, type KeyEntry, type Role, type ToolMode } from "../config/api-keys.js"
 
@@ -21,13 +21,10 @@ export interface KeysIo {
 
 /** The keys file the options name; an empty path is refused (it would name the directory, and the keys file land beside it). */
 export const keysFileOf = (opts: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): string => {
-  for (const [option, flag] of [["keysFile", "--keys-file"], ["config", "--config"]] as const) {
-    if (typeof opts[option] === "string" && opts[option].trim() === "") throw new UsageError(`${flag} must be the path of a file`)
-  }
+  if (typeof opts["keysFile"] === "string" && opts["keysFile"].trim() === "") throw new UsageError("--keys-file must be the path of a file")
+  const services = servicesFileOf(opts["config"], env, cwd)
   const given = typeof opts["keysFile"] === "string" ? opts["keysFile"] : env["MCPSTORE_KEYS_FILE"] || undefined
-  if (given !== undefined) return resolvePath(cwd, given)
-  const config = typeof opts["config"] === "string" ? opts["config"] : [env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "")
-  return defaultKeysFile(resolvePath(cwd, config ?? "mcp.json"))
+  return given !== undefined ? resolvePath(cwd, given) : defaultKeysFile(services)
 }
 
 const status = (k: KeyEntry, now: number): string =>

@@ -18,12 +18,11 @@
  *   its access tokens end with their 10 minutes. Through the store (`POST /oauth/revoke_client`) in
  *   the same cases: there the families of its refresh tokens are revoked, their access tokens at once.
  */
-import { resolve as resolvePath } from "node:path"
 import { Command, Option } from "commander"
 import { withFileLock } from "../config/file-lock.js"
 import { freshSecret, OAuthServerFileError, oauthServerFileOf, readOAuthServerFile, sha256, writeOAuthServerFile, type ApprovedClient, type OAuthServerDocument } from "../config/oauth-server-file.js"
 import { approvalProblem } from "../http/oauth-server/grants.js"
-import { parseArguments, runFileAction, storeClient, UsageError } from "./subcommand.js"
+import { parseArguments, runFileAction, servicesFileOf, storeClient, UsageError } from "./subcommand.js"
 
 /** The running store refused the approval, or could not be reached (exit code 1). */
 class StoreRefused extends Error {
@@ -92,11 +91,7 @@ export const runOAuthClients = async (argv: ReadonlyArray<string>, env: NodeJS.P
   const err = io.writeErr ?? ((text: string) => void process.stderr.write(text))
   const cwd = io.cwd ?? process.cwd()
   let action: (() => Promise<void>) | undefined
-  const fileOf = (opts: { config?: string }) => {
-    // An empty path would name the directory, and the file land beside it.
-    if (opts.config?.trim() === "") throw new UsageError("--config must be the path of a file")
-    return oauthServerFileOf(resolvePath(cwd, opts.config ?? ([env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "") || "mcp.json")))
-  }
+  const fileOf = (opts: { config?: string }) => oauthServerFileOf(servicesFileOf(opts.config, env, cwd))
   const configOption = () => new Option("--config <file>", "the services file, beside which the authorization server's file is (default: MCPSTORE_CONFIG or ./mcp.json)")
   const urlOption = (route: string) =>
     new Option("--url <url>", `do it through this running store (${route}): what replicas need (default with MCPSTORE_REDIS_URL set: http://<MCPSTORE_HOST or 127.0.0.1>:<MCPSTORE_PORT or 18200>)`)

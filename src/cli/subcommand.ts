@@ -4,11 +4,23 @@
  * the file-editing commands (a file that cannot be read or written is 1), and the bounded HTTP client
  * of the commands that talk to a running store (`--url`, `--api-key`).
  */
+import { resolve as resolvePath } from "node:path"
 import { type Command, CommanderError } from "commander"
 
 /** Raised by an action for a usage error it finds itself (exit code 2). */
 export class UsageError extends Error {
   override readonly name = "UsageError"
+}
+
+/**
+ * The services file a subcommand works beside: `--config`, else MCPSTORE_CONFIG (or
+ * MCPSTORE_MCP_CONFIG_FILE), else ./mcp.json. An empty `--config` is refused (it would name the
+ * directory, and the files land beside it).
+ */
+export const servicesFileOf = (config: unknown, env: NodeJS.ProcessEnv, cwd: string): string => {
+  if (typeof config === "string" && config.trim() === "") throw new UsageError("--config must be the path of a file")
+  const given = typeof config === "string" ? config : [env["MCPSTORE_CONFIG"], env["MCPSTORE_MCP_CONFIG_FILE"]].find((v) => v !== undefined && v !== "")
+  return resolvePath(cwd, given ?? "mcp.json")
 }
 
 /**

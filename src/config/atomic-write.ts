@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto"
 import { constants as fsConstants } from "node:fs"
 import { lstat, open as openFile, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises"
 import { log } from "../logging/log.js"
+import { refuseIfLockLost } from "./file-lock.js"
 import { basename, dirname, join } from "node:path"
 
 /** The `code` of a Node system error (`ENOENT`, `EEXIST`...), or undefined. */
@@ -63,6 +64,7 @@ export const writeAtomically = async (path: string, text: string): Promise<Writt
       } finally {
         await handle.close()
       }
+      refuseIfLockLost(path)
       await rename(tmp, path)
     } catch (e) {
       if (created) await rm(tmp, { force: true }).catch(() => undefined)

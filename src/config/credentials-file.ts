@@ -95,33 +95,32 @@ export class CredentialsFile implements CredentialStore {
   }
 
   put(service: string, principal: string, credential: UserCredential): Promise<boolean> {
-    let principals = this.services.get(service)
-    if (principals === undefined) this.services.set(service, (principals = new Map()))
-    if (!principals.has(principal) && principals.size >= MAX_PRINCIPALS_PER_SERVICE) return Promise.resolve(false)
-    const before = principals.get(principal)
-    principals.set(principal, credential)
-    return this.save().then(
-      () => true,
-      (e: unknown) => {
-        // Not written: the credential in use stays the one on file (unless another change came meanwhile).
-        if (this.services.get(service)?.get(principal) === credential) this.restore(service, principal, before)
-        throw e
-      }
-    )
+    return this.change(() => {
+      let principals = this.services.get(service)
+      if (principals?.has(principal) !== true && (principals?.size ?? 0) >= MAX_PRINCIPALS_PER_SERVICE) return undefined
+      if (principals === undefined) this.services.set(service, (principals = new Map()))
+      const before = principals.get(principal)
+      principals.set(principal, credential)
+      return () => this.restore(service, principal, before)
+    })
   }
 
   remove(service: string, principal: string): Promise<boolean> {
-    const principals = this.services.get(service)
-    const before = principals?.get(principal)
-    if (before === undefined || principals?.delete(principal) !== true) return Promise.resolve(false)
-    if (principals.size === 0) this.services.delete(service)
-    return this.save().then(
-      () => true,
-      (e: unknown) => {
-        if (this.services.get(service)?.get(principal) === undefined) this.restore(service, principal, before)
-        throw e
-      }
-    )
+    return this.change(() => {
+      const before = this.services.get(service)?.get(principal)
+      if (before === undefined) return undefined
+      this.restore(service, principal, undefined)
+      return () => this.restore(service, principal, before)
+    })
+  }
+
+  forget(service: string): Promise<void> {
+    return this.change(() => {
+      const before = this.services.get(service)
+      if (before === undefined) return undefined
+      this.services.delete(service)
+      return () => void this.services.set(service, before)
+    }).then(() => undefined)
   }
 
   /** Puts a principal's credential back as it was (`undefined`: none). */
@@ -136,26 +135,41 @@ export class CredentialsFile implements CredentialStore {
     principals.set(principal, credential)
   }
 
-  forget(service: string): Promise<void> {
-    return this.services.delete(service) ? this.save() : this.writing
+  /**
+   * Makes a change in its turn after the changes before it, and writes the file: resolves true once
+   * written (false when `apply` changed nothing, answering undefined), and rejects when the write
+   * failed, the change then undone before the next one runs. So the credentials in use are always
+   * those on file, or on their way to it, and a change answered with an error is in neither.
+   */
+  private change(apply: () => (() => void) | undefined): Promise<boolean> {
+    const done = this.writing.then(async () => {
+      const undo = apply()
+      if (undo === undefined) return false
+      if (this.path === undefined) return true
+      try {
+        await this.write(this.path)
+      } catch (e) {
+        undo()
+        throw e
+      }
+      return true
+    })
+    // The change that asked is told of a failure; the queue goes on with the next one.
+    this.writing = done.then(
+      () => undefined,
+      (e: unknown) => {
+        log.error(`Per-user credentials file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "credentials_file_write_failed", file: this.path })
+      }
+    )
+    return done
   }
 
-  private save(): Promise<void> {
-    if (this.path === undefined) return Promise.resolve()
-    const path = this.path
-    const written = this.writing.then(async () => {
-      // The credentials as they are when the write runs: a change rolled back after a failed write before is not in it.
-      const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
-      const key = await this.secretKey(true)
-      if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
-      this.unreadable = undefined
-      await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
-    })
-    // The change that asked for the write is told it failed; the queue goes on with the next one.
-    this.writing = written.catch((e: unknown) => {
-      log.error(`Per-user credentials file ${path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "credentials_file_write_failed", file: path })
-    })
-    return written
+  private async write(path: string): Promise<void> {
+    const content = Object.fromEntries([...this.services].map(([service, principals]) => [service, Object.fromEntries(principals)]))
+    const key = await this.secretKey(true)
+    if (this.unreadable !== undefined) await keepUnreadable(path, this.unreadable, "Per-user credentials file", "credentials_file_kept")
+    this.unreadable = undefined
+    await writeAtomically(path, `${seal(key as Buffer, JSON.stringify(content))}\n`)
   }
 
   private async secretKey(create: boolean): Promise<Buffer | undefined> {

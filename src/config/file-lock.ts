@@ -24,6 +24,18 @@ const STALE_MS = 2_000
 /** How long a writer waits for the lock before it gives up with `FileLockTimeout` (ms, about): past a killed holder's lock. */
 const WAIT_MS = 8_000
 
+/** The files whose lock this process held and lost (not refreshed in time: a stalled event loop), until their change ends. */
+const lost = new Set<string>()
+
+/**
+ * Throws when this process holds `path`'s lock no more while it changes the file: another process
+ * may have taken it over since and written, and this write would undo that. `writeAtomically`
+ * asks before it puts a file in place.
+ */
+export const refuseIfLockLost = (path: string): void => {
+  if (lost.has(path)) throw new Error(`${path} was not written: its lock was lost while it was changed (this process stalled); try again`)
+}
+
 /** The lock of a file was held by another process for longer than a writer waits. */
 export class FileLockTimeout extends Error {
   /** As the library's own refusal: the CLI prints an error with a code as one line. */
@@ -46,7 +58,10 @@ export const withFileLock = async <A>(path: string, change: () => Promise<A>): P
       stale: STALE_MS,
       update: 1_000,
       retries: { retries: Math.ceil(WAIT_MS / 100), minTimeout: 25, maxTimeout: 100, factor: 1.5 },
-      onCompromised: (e) => log.warn(`the lock of ${path} was lost while held (${e.message}): another process may have changed the file meanwhile`, { event: "file_lock_lost", file: path })
+      onCompromised: (e) => {
+        lost.add(path)
+        log.warn(`the lock of ${path} was lost while held (${e.message}): the change under way is not written`, { event: "file_lock_lost", file: path })
+      }
     })
   } catch (e) {
     if ((e as { code?: unknown }).code === "ELOCKED") throw new FileLockTimeout(path)
@@ -55,6 +70,7 @@ export const withFileLock = async <A>(path: string, change: () => Promise<A>): P
   try {
     return await change()
   } finally {
+    lost.delete(path)
     await release().catch((e: unknown) => log.warn(`the lock of ${path} could not be released (${(e as Error).message})`, { event: "file_lock_lost", file: path }))
   }
 }

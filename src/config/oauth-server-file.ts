@@ -44,7 +44,7 @@ export interface RefreshRecord {
   readonly expires: number
   /** Rotated already: presenting it again is a reuse. */
   readonly used: boolean
-  /** Its client must authenticate to use it (a secret or private_key_jwt when it was first given); absent: public. */
+  /** Its client must authenticate to use it (a secret or private_key_jwt when it was first given); absent in a file of an older version: its client's document decides. */
   readonly confidential?: boolean
 }
 

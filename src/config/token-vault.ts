@@ -265,19 +265,25 @@ export class TokenVault implements TokenStore {
     return record
   }
 
+  /**
+   * Writes the file, after the writes before it: resolves once this one is written, rejects when it
+   * could not be (the change that asked is told; it stays in memory, and goes with the next write).
+   */
   private save(): Promise<void> {
-    const entries = [...this.entries.values()]
-    const now = Date.now()
-    const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
-    this.writing = this.writing.then(async () => {
+    const written = this.writing.then(async () => {
+      // The entries as they are when the write runs: a later change already in memory goes with it.
+      const entries = [...this.entries.values()]
+      const now = Date.now()
+      const pending = [...this.pending.values()].filter((p) => p.expiresAt > now)
       const key = await this.secretKey(true)
       if (this.unreadable !== undefined) await keepUnreadable(this.path, this.unreadable, "OAuth token file", "oauth_vault_kept")
       this.unreadable = undefined
       await writeAtomically(this.path, `${seal(key as Buffer, JSON.stringify({ entries, pending }))}\n`)
-    }).catch((e: unknown) => {
+    })
+    this.writing = written.catch((e: unknown) => {
       log.error(`OAuth token file ${this.path} could not be written: ${e instanceof Error ? e.message : "unknown error"}`, { event: "oauth_vault_write_failed", file: this.path })
     })
-    return this.writing
+    return written
   }
 
   /** The key: from MCPSTORE_SECRET_KEY, else the key file (created 0600 when `create`). */

@@ -63,7 +63,7 @@ export interface HeldOwner {
   readonly owner: string
   readonly subject: string
   /** The caller came with a key: it may hold its key's share (`keyShare`); callers without one (a store with no keys) share the whole cap. */
-  readonly keyed?: boolean
+  readonly keyed: boolean
 }
 
 /** A caller's retry: the state it was given and its answers, by the keys it was shown. */

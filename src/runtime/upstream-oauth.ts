@@ -153,6 +153,11 @@ export class OAuthManager {
     }
   }
 
+  /** Drops a vault entry no longer to be used (another origin); a failure is a log line, the entry is not sent either way. */
+  private removeQuietly(key: string): void {
+    this.vault.remove(key).catch((e: unknown) => log.warn(`the OAuth tokens of ${key} could not be removed from the vault: ${e instanceof Error ? e.message : String(e)}`, { event: "oauth_vault_write_failed" }))
+  }
+
   /**
    * The token source of a remote service (created on first use; a new origin drops old tokens, and
    * the principals' own ones too, as does a definition that no longer has `per_user.oauth`).
@@ -168,7 +173,7 @@ export class OAuthManager {
     const stored = this.vault.find(key)
     if (stored !== undefined && stored.origin !== origin) {
       service.drop()
-      void this.vault.remove(key)
+      this.removeQuietly(key)
       log.info(`OAuth tokens of ${key} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: key })
     }
     // The principals' own tokens of the service (per_user oauth) never follow it to another origin either.
@@ -176,7 +181,7 @@ export class OAuthManager {
       if (entry.origin === origin && perUserOAuth) continue
       this.principals.get(entry.service)?.retire()
       this.principals.delete(entry.service)
-      void this.vault.remove(entry.service)
+      this.removeQuietly(entry.service)
       const why = perUserOAuth ? "its URL moved to another origin" : "its definition no longer has per_user.oauth"
       log.info(`a principal's OAuth tokens of ${key} dropped: ${why}`, { event: "oauth_tokens_dropped", service: key })
     }
@@ -195,7 +200,7 @@ export class OAuthManager {
       auth?.retire()
       auth = undefined
       this.principals.delete(key)
-      void this.vault.remove(key)
+      this.removeQuietly(key)
       log.info(`OAuth tokens of principal ${principalWords(principal)} for ${serviceKey(scope, name)} dropped: its URL moved to another origin`, { event: "oauth_tokens_dropped", service: serviceKey(scope, name) })
     }
     if (auth === undefined || auth.url !== url || JSON.stringify(auth.config) !== JSON.stringify(config)) {

@@ -33,7 +33,7 @@ afterEach(() => {
 })
 
 const line = (res: ServerResponse, value: unknown) => res.write(`${JSON.stringify(value)}\n`)
-const retry = { op: "held", field: "", retry: { state: "s", responses: {} }, owner: { scope: "store", owner: "o", subject: "tools/call t" }, timeoutMs: 200 } as const
+const retry = { op: "held", field: "", retry: { state: "s", responses: {} }, owner: { scope: "store", owner: "o", subject: "tools/call t", keyed: true }, timeoutMs: 200 } as const
 
 describe("forwarded answers: signs of life and relayed requests", () => {
   it("signs of life keep a held call's retry open past its time-out; silence ends it", async () => {

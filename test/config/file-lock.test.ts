@@ -5,12 +5,13 @@
  * stale copy; and a lock left by a killed holder is taken over. The changes run in this process,
  * concurrently: each reads, awaits and writes as the separate processes would.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, existsSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, utimesSync, existsSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { runKeys } from "../../src/cli/keys-command.js"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
+import { writeAtomically } from "../../src/config/atomic-write.js"
 import { withFileLock } from "../../src/config/file-lock.js"
 import { oauthServerFileOf } from "../../src/config/oauth-server-file.js"
 import { ServicesFile } from "../../src/config/services-file.js"
@@ -61,6 +62,23 @@ describe("changes made at the same moment", () => {
     )
     const names = Object.keys((JSON.parse(readFileSync(path, "utf8")) as { mcpServers: Record<string, unknown> }).mcpServers).sort()
     expect(names).toEqual([...Array.from({ length: 6 }, (_, i) => `imported${i}`), ...Array.from({ length: 6 }, (_, i) => `store${i}`)].sort())
+  })
+})
+
+describe("a lock lost while held", () => {
+  it("(taken over by another process) makes the holder's write fail rather than undo the other's", async () => {
+    const file = join(dir, "x.json")
+    const attempt = withFileLock(file, async () => {
+      // Another process took the lock over as if this one had stalled: here, its directory is gone.
+      rmdirSync(`${file}.lock`)
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      await writeAtomically(file, "stale\n")
+    })
+    await expect(attempt).rejects.toThrow(/its lock was lost/)
+    expect(existsSync(file)).toBe(false)
+    // The next change takes the lock afresh and writes.
+    await withFileLock(file, () => writeAtomically(file, "fresh\n"))
+    expect(readFileSync(file, "utf8")).toBe("fresh\n")
   })
 })
 

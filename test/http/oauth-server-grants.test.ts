@@ -4,9 +4,11 @@
 // its client's approval is withdrawn, client assertions (type, lifetime, replay record, rotated
 // keys), and the client metadata cache's failures (general words, kept a while).
 import { createHash, randomBytes } from "node:crypto"
-import { join } from "node:path"
+import { readFileSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose"
+import { oauthServerFileOf } from "../../src/config/oauth-server-file.js"
 import type { SigningKey } from "../../src/config/oauth-signing-key.js"
 import { configureLogging } from "../../src/logging/log.js"
 import { UpstreamPolicy } from "../../src/mcp/upstream-policy.js"
@@ -38,11 +40,13 @@ describe("the built-in authorization server's grants", () => {
   let server: AuthorizationServer
   let state: FileGrantState
   const assertionsKept: number[] = []
+  let stateFile: string
 
   beforeAll(async () => {
     site = await startClientSite()
     callback = `${site.base}/callback`
-    state = new FileGrantState(join(freshDir(), "mcp.json"), () => clock)
+    stateFile = oauthServerFileOf(join(freshDir(), "mcp.json"))
+    state = new FileGrantState(join(dirname(stateFile), "mcp.json"), () => clock)
     const useAssertion = state.useAssertion.bind(state)
     state.useAssertion = (id, until) => {
       assertionsKept.push(until)
@@ -135,6 +139,23 @@ describe("the built-in authorization server's grants", () => {
     expect(publicRefresh.status, JSON.stringify(body(publicRefresh))).toBe(200)
     expect(await refreshSigned({})).toMatchObject({ status: 401, error: "invalid_client", description: expect.stringMatching(/confidential/) })
     clock = Date.now()
+  })
+
+  it("a refresh token of an older version (no mark) is judged by its client's document, and its rotation keeps the mark", async () => {
+    const signing = await signingClient("legacy-jwt", false)
+    const signedIn = () => assertion(signing.id, signing.privateKey, signing.kid)
+    const tokens = body(await exchange(signing.id, await codeFor(signing.id), { client_assertion_type: ASSERTION_TYPE, client_assertion: await signedIn() }))
+    await state.flush()
+    const doc = JSON.parse(readFileSync(stateFile, "utf8")) as { refresh: Record<string, Record<string, unknown>> }
+    for (const record of Object.values(doc.refresh)) delete record["confidential"]
+    writeFileSync(stateFile, JSON.stringify(doc))
+    const refresh = (extra: Record<string, string>) => server.token(new URLSearchParams({ grant_type: "refresh_token", client_id: signing.id, refresh_token: tokens.refresh_token as string, ...extra }), undefined)
+    expect(await refresh({})).toMatchObject({ status: 401, error: "invalid_client" })
+    const rotated = body(await refresh({ client_assertion_type: ASSERTION_TYPE, client_assertion: await signedIn() }))
+    expect(rotated.refresh_token).toBeTruthy()
+    await state.flush()
+    const kept = (JSON.parse(readFileSync(stateFile, "utf8")) as { refresh: Record<string, Record<string, unknown>> }).refresh
+    expect(Object.values(kept).filter((r) => r["client_id"] === signing.id && r["used"] === false)).toEqual([expect.objectContaining({ confidential: true })])
   })
 
   it("refuses a code whose client's approval was withdrawn after it was given", async () => {

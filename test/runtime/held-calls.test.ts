@@ -29,7 +29,7 @@ const asking: HeldRun<Exit.Exit<unknown, never>> = ({ relay }, signal) =>
   relay({ method: "elicitation/create", params: { message: "ok?" } }, { signal, timeoutMs: 5_000 }).then(Exit.succeed, Exit.die)
 
 const started = async (held: HeldCalls, subject: string): Promise<string> => {
-  const step = (await held.turn(asking, { scope: "store", owner: "key", subject }, { signal: new AbortController().signal })) as HeldStep<AnyExit>
+  const step = (await held.turn(asking, { scope: "store", owner: "key", subject, keyed: true }, { signal: new AbortController().signal })) as HeldStep<AnyExit>
   if (step._tag !== "InputRequired") throw new Error("expected input_required")
   return step.state
 }
@@ -40,7 +40,7 @@ describe("held calls across replicas", () => {
     const b = replica("replica-b")
     const state = await started(a.held, "tools/call svc__ask")
     expect(state).toMatch(/^h2\./)
-    const owner = { scope: "store", owner: "key", subject: "tools/call svc__ask" }
+    const owner = { scope: "store", owner: "key", subject: "tools/call svc__ask", keyed: true }
     const retry = { state, responses: { input_1: { action: "accept", content: {} } } }
     const elsewhere = await b.held.turn(asking, owner, { retry, signal: new AbortController().signal })
     expect(b.carried).toEqual(["replica-a tools/call svc__ask"])
@@ -55,7 +55,7 @@ describe("held calls across replicas", () => {
     const b = replica("replica-b")
     for (const subject of ["resources/read mem://locked", "prompts/get greet"]) {
       const state = await started(a.held, subject)
-      const refused = await b.held.turn(asking, { scope: "store", owner: "key", subject }, { retry: { state, responses: {} }, signal: new AbortController().signal })
+      const refused = await b.held.turn(asking, { scope: "store", owner: "key", subject, keyed: true }, { retry: { state, responses: {} }, signal: new AbortController().signal })
       expect(refused).toBeInstanceOf(ValidationError)
       expect((refused as ValidationError).problems[0]?.problem).toMatch(/only tool calls are carried/)
     }
@@ -71,7 +71,7 @@ describe("held calls across replicas", () => {
     // Edited: one character of the seal changed (to another one, whatever it was).
     const edited = `${state.slice(0, -3)}${state.at(-3) === "A" ? "B" : "A"}${state.slice(-2)}`
     for (const bad of [forged, edited, `h2.${holder}`]) {
-      const refused = await b.held.turn(asking, { scope: "store", owner: "key", subject: "tools/call svc__ask" }, { retry: { state: bad, responses: {} }, signal: new AbortController().signal })
+      const refused = await b.held.turn(asking, { scope: "store", owner: "key", subject: "tools/call svc__ask", keyed: true }, { retry: { state: bad, responses: {} }, signal: new AbortController().signal })
       expect(refused, bad).toBeInstanceOf(ValidationError)
       expect((refused as ValidationError).problems[0]?.problem).toMatch(/names no call/)
     }

@@ -342,7 +342,8 @@ export const heldCallOverMcp = async (
   scope: Scope,
   gate: ToolGate | undefined,
   call: Omit<McpToolCall, "relay">,
-  owner: string,
+  /** Who calls: its owner digest, and whether it came with a key (its share of the held calls). */
+  who: { readonly owner: string; readonly keyed: boolean },
   turn: InputTurn,
   signal: AbortSignal
 ): Promise<HeldAnswer<CallToolResult>> => {
@@ -360,7 +361,7 @@ export const heldCallOverMcp = async (
   }
   const progress = progressOf(call)
   try {
-    const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
+    const answer = await heldOverMcp(store, calls.heldCallRun(ctx, input), { scope: ctx.label, owner: who.owner, keyed: who.keyed, subject: `tools/call ${call.name}` }, turn, signal, progress === undefined ? undefined : (p) => progress.push(p))
     // Each round is a request of its own, with its span; the call's own span is under the round that started it.
     traced?.end("ended" in answer ? spanError(answer.ended) : undefined)
     return "ended" in answer ? { ended: mcpResultOf(answer.ended) } : answer

@@ -859,7 +859,7 @@ export class ModernMcp {
       }
       if (x.turn === undefined) return modernCallResult(await callOverMcp(this.ops.calls, this.store, scope, gate, { ...call, relay: declinedOnModern("call") }, x.signal)) as never
       // A client that can answer: an upstream's request during the call is answered input_required, in rounds.
-      const held = await heldCallOverMcp(this.ops.calls, this.store, scope, gate, call, caller.owner, x.turn, x.signal).catch((e: unknown) => {
+      const held = await heldCallOverMcp(this.ops.calls, this.store, scope, gate, call, caller, x.turn, x.signal).catch((e: unknown) => {
         throw retryRefused(e)
       })
       return roundResult(held, modernCallResult) as never

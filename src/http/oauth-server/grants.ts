@@ -589,8 +589,10 @@ export class AuthorizationServer {
     const record: RefreshRecord | undefined = await this.state.refresh(key)
     if (record === undefined || record.client_id !== clientId) return oauthError(400, "invalid_grant", "unknown refresh token")
     // Before anything the token may set off (a reuse revokes its family): only the client itself may.
-    const unauthenticated = await this.unauthenticatedConfidential(caller, record.confidential === true)
-    if (unauthenticated !== undefined) return unauthenticated
+    // A record of an older version has no mark: its client's document decides, once, and the rotated record keeps it.
+    const confidential = record.confidential ?? (await this.confidential(clientId, true))
+    if (typeof confidential !== "boolean") return confidential
+    if (confidential && !caller.authenticated) return mustAuthenticate()
     if (record.used) {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
       return oauthError(400, "invalid_grant", "the refresh token was used already; its whole family is revoked")
@@ -609,7 +611,7 @@ export class AuthorizationServer {
       await this.revokeFamily(record.family, "a rotated refresh token was used again")
       return oauthError(400, "invalid_grant", "the refresh token was used already; its whole family is revoked")
     }
-    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true, confidential: record.confidential === true })
+    return this.issueTokens({ clientId, agent: record.agent, tools: approval.tools, resource: record.resource, scope: record.scope, family: record.family, sub: `agent:${record.agent}`, refresh: true, confidential })
   }
 
   private async clientCredentialsGrant(form: URLSearchParams, client: Caller): Promise<TokenAnswer> {
@@ -620,7 +622,7 @@ export class AuthorizationServer {
     const target = this.resourceAgent(resource)
     if ("problem" in target) return oauthError(400, "invalid_target", target.problem)
     if (target.agent !== approval.agent) return oauthError(400, "invalid_target", `the client is bound to agent '${approval.agent}'`)
-    return this.issueTokens({ clientId: client.clientId, agent: approval.agent, tools: approval.tools, resource, scope: grantedScope(form.get("scope") ?? undefined).replace(/\s*offline_access/, "").trim(), family: randomBytes(12).toString("base64url"), sub: client.clientId, refresh: false })
+    return this.issueTokens({ clientId: client.clientId, agent: approval.agent, tools: approval.tools, resource, scope: grantedScope(form.get("scope") ?? undefined).replace(/\s*offline_access/, "").trim(), family: randomBytes(12).toString("base64url"), sub: client.clientId, refresh: false, confidential: true })
   }
 
   private signingKey(): SigningKey {
@@ -638,7 +640,7 @@ export class AuthorizationServer {
     readonly sub: string
     readonly refresh: boolean
     /** The client must authenticate to use the refresh token (recorded with it). */
-    readonly confidential?: boolean
+    readonly confidential: boolean
   }): Promise<TokenAnswer> {
     const now = Math.floor(this.now() / 1000)
     const access = await new SignJWT({ client_id: t.clientId, scope: t.scope, role: "agent", agent_id: t.agent, ...(t.tools === null ? {} : { tools: [...t.tools] }), fam: t.family })
@@ -662,7 +664,7 @@ export class AuthorizationServer {
         scope: t.scope,
         expires: this.now() + REFRESH_MS,
         used: false,
-        ...(t.confidential === true ? { confidential: true } : {})
+        confidential: t.confidential
       }
       await this.state.putRefresh(sha256(refresh), record)
     }
@@ -693,7 +695,7 @@ export class AuthorizationServer {
     const key = sha256(token)
     const record = await this.state.refresh(key)
     if (record !== undefined && record.client_id === client.clientId) {
-      const unauthenticated = await this.unauthenticatedConfidential(client, record.confidential === true)
+      const unauthenticated = await this.unauthenticatedConfidential(client, record.confidential)
       if (unauthenticated !== undefined) return unauthenticated
       await this.revokeFamily(record.family, "revoked by its client")
       return { status: 200 }
