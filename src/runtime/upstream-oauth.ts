@@ -32,7 +32,8 @@ import type { AuthInfo, ServiceActorRef } from "../machines/service.js"
 import { AuthorizationRequiredError, type BearerChallenge, type UpstreamAuth } from "../mcp/oauth-client.js"
 import { Effect, Option, Schema } from "effect"
 import { OAuthSettings } from "../domain/schemas.js"
-import { resolveDefinition } from "../domain/service-definition.js"
+import { resolveDefinition, type ServiceDefinition } from "../domain/service-definition.js"
+import { definitionHasReferences, expandDefinition, expandOAuth, oauthHasReferences } from "../domain/references.js"
 import { ClusterUnavailable, TooMany, UpstreamError, ValidationError, type ServiceNotFound } from "../domain/errors.js"
 import type { ScopeContext } from "./host.js"
 import { log } from "../logging/log.js"
@@ -113,6 +114,27 @@ const decodeOAuth = Schema.decodeUnknownOption(OAuthSettings)
 
 /** A definition's `oauth`, as its schema checked it; undefined when absent or malformed (never thrown at a connect). */
 export const oauthConfigOf = (value: unknown): OAuthConfig | undefined => (value === undefined ? undefined : Option.getOrUndefined(decodeOAuth(value)))
+
+/**
+ * A remote definition's URL and OAuth settings as a connect would use them, its `${VAR}` references
+ * expanded from the environment; undefined when it is not remote, or cannot be expanded here (an
+ * env file, an undefined variable): a token source built on the text as written would have another
+ * origin, and its stored tokens would be dropped as if the service had moved.
+ */
+const remoteTargetOf = (definition: ServiceDefinition): { readonly url: string; readonly oauth: OAuthConfig | undefined } | undefined => {
+  try {
+    const resolved = resolveDefinition(definition)
+    const oauth = oauthConfigOf((definition as Record<string, unknown>)["oauth"])
+    if (resolved.kind !== "remote") return undefined
+    if (!definitionHasReferences(resolved) && !oauthHasReferences(oauth)) return { url: resolved.url, oauth }
+    if (resolved.envFile !== undefined) return undefined
+    const expanded = expandDefinition(resolved, process.env)
+    if (expanded.kind !== "remote") return undefined
+    return { url: expanded.url, oauth: oauth === undefined ? undefined : expandOAuth(oauth, process.env) }
+  } catch {
+    return undefined
+  }
+}
 
 /** An authorization under way, found by its `state`. */
 interface Pending {
@@ -416,13 +438,8 @@ export class OAuthManager {
     if (definition?.per_user?.oauth !== true) return undefined
     const shared = this.services.get(serviceKey(scope, name))
     if (shared !== undefined) return this.forPrincipal(scope, name, shared.url, shared.config, principal)
-    try {
-      const resolved = resolveDefinition(definition)
-      if (resolved.kind !== "remote") return undefined
-      return this.forPrincipal(scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), principal)
-    } catch {
-      return undefined
-    }
+    const target = remoteTargetOf(definition)
+    return target === undefined ? undefined : this.forPrincipal(scope, name, target.url, target.oauth, principal)
   }
 
   /**
@@ -434,13 +451,8 @@ export class OAuthManager {
     if (known !== undefined) return known
     const definition = this.lookup(scope, name)?.getSnapshot().context.definition
     if (definition === undefined) return undefined
-    try {
-      const resolved = resolveDefinition(definition)
-      if (resolved.kind !== "remote") return undefined
-      return this.forService(scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true)
-    } catch {
-      return undefined
-    }
+    const target = remoteTargetOf(definition)
+    return target === undefined ? undefined : this.forService(scope, name, target.url, target.oauth, definition.per_user?.oauth === true)
   }
 
   /**
@@ -940,11 +952,12 @@ export const authorizeUpstream = (
     if (input.iss !== undefined && input.code === undefined) {
       return yield* Effect.fail(ValidationError.of([{ field: "iss", problem: "iss comes with a pasted code and state" }]))
     }
-    // The token source its last connect made (with its references expanded), else one from the definition as written.
+    // The token source its last connect made (with its references expanded), else one from the definition, expanded here.
+    const target = remoteTargetOf(definition)
     const service =
       principal !== undefined
         ? oauth.principalOf(ctx.scope, name, principal)
-        : (oauth.connected(ctx.scope, name) ?? oauth.forService(ctx.scope, name, resolved.url, oauthConfigOf((definition as Record<string, unknown>)["oauth"]), definition.per_user?.oauth === true))
+        : (oauth.connected(ctx.scope, name) ?? (target === undefined ? undefined : oauth.forService(ctx.scope, name, target.url, target.oauth, definition.per_user?.oauth === true)))
     if (service === undefined) return yield* Effect.fail(ValidationError.of([{ field: "service_name", problem: "the service's definition is not usable: fix it first" }]))
     if (input.code !== undefined && input.state !== undefined) {
       const { code, state, iss } = input
