@@ -64,7 +64,7 @@ export const writeAtomically = async (path: string, text: string): Promise<Writt
       } finally {
         await handle.close()
       }
-      refuseIfLockLost(path)
+      await refuseIfLockLost(path)
       await rename(tmp, path)
     } catch (e) {
       if (created) await rm(tmp, { force: true }).catch(() => undefined)
