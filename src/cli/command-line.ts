@@ -354,12 +354,13 @@ const standaloneValues = async (path: string): Promise<OptionValues> => {
   } catch (e) {
     throw new OptionsError("standalone_config", `${where}: cannot be read (${(e as Error).message})`)
   }
+  const json = text.replace(/^\uFEFF/, "")
   let parsed: unknown
   try {
-    parsed = JSON.parse(text.replace(/^\uFEFF/, ""))
+    parsed = JSON.parse(json)
   } catch {
     // Its position and a reason only: JSON.parse's message quotes the text, which may hold a secret.
-    throw new OptionsError("standalone_config", `${where}: not valid JSON (${jsonSyntaxProblem(text.replace(/^\uFEFF/, ""))})`)
+    throw new OptionsError("standalone_config", `${where}: not valid JSON (${jsonSyntaxProblem(json)})`)
   }
   return checkOptionValues(parsed, where)
 }

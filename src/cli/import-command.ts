@@ -12,7 +12,7 @@
  */
 import { readFile } from "node:fs/promises"
 import { resolve as resolvePath } from "node:path"
-import { Command, CommanderError, Option } from "commander"
+import { Command, Option } from "commander"
 import { dict, nullPrototypeJson } from "../domain/dict.js"
 import { sameDefinition, scopeLabel, type Scope, type ServiceDefinition } from "../domain/service-definition.js"
 import { serviceNameProblem } from "../domain/schemas.js"
@@ -29,7 +29,7 @@ import {
   type ServicesDraft
 } from "../config/services-document.js"
 import { ServicesFile } from "../config/services-file.js"
-import { helpAsked, servicesFileOf, UsageError } from "./subcommand.js"
+import { parseArguments, servicesFileOf, UsageError } from "./subcommand.js"
 
 /** What `importServices` does. */
 export interface ImportOptions {
@@ -253,14 +253,8 @@ export const runImport = async (argv: ReadonlyArray<string>, env: NodeJS.Process
     .action((file: string, opts: Record<string, unknown>) => {
       given = { file, opts }
     })
-  try {
-    await command.parseAsync([...argv], { from: "user" })
-  } catch (e) {
-    if (!(e instanceof CommanderError)) throw e
-    if (helpAsked(e)) return 0
-    if (e.code !== "commander.help") err(`mcp-store import: ${e.message.replace(/^error: /, "")}\n`)
-    return 2
-  }
+  const parsed = await parseArguments(command, argv, err, "mcp-store import")
+  if (parsed !== undefined) return parsed
   if (given === undefined) return 2
   let target: string
   try {

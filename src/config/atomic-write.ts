@@ -12,9 +12,8 @@ import { log } from "../logging/log.js"
 import { refuseIfLockLost } from "./file-lock.js"
 import { basename, dirname, join } from "node:path"
 
-/** The `code` of a Node system error (`ENOENT`, `EEXIST`...), or undefined. */
-export const errnoCode = (e: unknown): string | undefined =>
-  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+import { errnoCode } from "./errno-code.js"
+export { errnoCode }
 
 /** The mode of a file this store writes: 0600, or the old file's mode where it is stricter (never looser). */
 const privateMode = (previous: number | undefined): number => (previous === undefined ? 0o600 : previous & 0o600)

@@ -12,6 +12,7 @@
 import { randomBytes } from "node:crypto"
 import { mkdir, rename, rmdir, stat, utimes } from "node:fs/promises"
 import { log } from "../logging/log.js"
+import { errnoCode } from "./errno-code.js"
 
 /** A lock whose time a waiter sees unchanged this long is a dead holder's, and taken over (ms). */
 const STALE_MS = 3_000
@@ -52,7 +53,6 @@ export class FileLockTimeout extends Error {
   }
 }
 
-const errnoOf = (e: unknown): string | undefined => (e as { code?: string }).code
 const inodeOf = (dir: string): Promise<number | undefined> => stat(dir).then((s) => s.ino, () => undefined)
 
 /**
@@ -104,7 +104,7 @@ const acquire = async (path: string, lockDir: string): Promise<number> => {
       if (ino !== undefined) return ino
       continue
     } catch (e) {
-      if (errnoOf(e) !== "EEXIST") throw e
+      if (errnoCode(e) !== "EEXIST") throw e
     }
     const now = await stat(lockDir).catch(() => undefined)
     if (now !== undefined) {

@@ -75,7 +75,6 @@ export const ROUTER_CONFIG = { maxParamLength: 16_384, caseSensitive: true, igno
  */
 export const MAX_BODY_DEPTH = 64
 
-
 const tooLarge = (limit: number) => new PayloadTooLarge(errorBody("PAYLOAD_TOO_LARGE", `Request body is over ${limit} bytes`, { limit }))
 
 /** The body read so far, or why it was not: over the limit, or the client went away. */

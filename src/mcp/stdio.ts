@@ -157,10 +157,14 @@ export const groupRunning = (pgid: number): boolean => {
   }
 }
 
-/** Resolves once no member of the group runs any more, or after `ms` (SIGKILL is asynchronous). */
-const groupGone = async (pgid: number, ms: number): Promise<void> => {
+/** Resolves true once no member of the group runs any more, false when one still does after `ms` (SIGKILL is asynchronous). */
+const groupGone = async (pgid: number, ms: number): Promise<boolean> => {
   const end = Date.now() + ms
-  while (groupRunning(pgid) && Date.now() < end) await new Promise((r) => setTimeout(r, 5))
+  for (;;) {
+    if (!groupRunning(pgid)) return true
+    if (Date.now() >= end) return false
+    await new Promise((r) => setTimeout(r, 5))
+  }
 }
 
 /**
@@ -406,9 +410,8 @@ export class StdioProcessTransport implements Transport {
     // The group got SIGTERM together with the child; what is still there now is a straggler.
     signalGroup(pid, "SIGKILL")
     // kill() returns before the processes are gone: close() resolves only once the tree has ended.
-    await groupGone(pid, this.graceMs)
     // A member still there (stuck in the kernel, not reaped yet) keeps the group on the ledger: the next start ends it.
-    if (!groupRunning(pid)) this.options.ledger?.ended(pid)
+    if (await groupGone(pid, this.graceMs)) this.options.ledger?.ended(pid)
     if (!(await this.waitFor(this.finishWaiters, 500, () => this.finished))) this.forceFinish()
   }
 
@@ -420,8 +423,8 @@ export class StdioProcessTransport implements Transport {
     // Not cancelled by finish(): a straggler that ignores SIGTERM may have closed its pipes already.
     setTimeout(() => {
       signalGroup(pid, "SIGKILL")
-      void groupGone(pid, this.graceMs).then(() => {
-        if (!groupRunning(pid)) this.options.ledger?.ended(pid)
+      void groupGone(pid, this.graceMs).then((gone) => {
+        if (gone) this.options.ledger?.ended(pid)
       })
     }, this.graceMs).unref()
     // A process that left the group could keep the pipes open: do not wait for it forever.

@@ -97,16 +97,11 @@ export class SharedAlerts {
   /** The ids of the alerts this replica raised, the newest `LIMITS.alerts` (their events were emitted here already). */
   private readonly raisedHere = new Set<string>()
 
-  /** Adds a raised alert, or the resolution of all its service's alerts, to the stream. */
+  /** Adds a raised alert to the stream (resolutions go by `publishResolution`). */
   async publish(alert: Alert): Promise<void> {
-    if (!alert.resolved) {
-      this.raisedHere.add(alert.alert_id)
-      if (this.raisedHere.size > LIMITS.alerts) this.raisedHere.delete(this.raisedHere.values().next().value as string)
-    }
-    const message = alert.resolved
-      ? { k: "resolved", s: alert.scope, v: alert.service_name, at: alert.resolved_at ?? new Date().toISOString(), h: "all" }
-      : { k: "raised", a: JSON.stringify({ ...alert, message: alert.message.slice(0, MESSAGE_LIMIT) }) }
-    await this.add(message)
+    this.raisedHere.add(alert.alert_id)
+    if (this.raisedHere.size > LIMITS.alerts) this.raisedHere.delete(this.raisedHere.values().next().value as string)
+    await this.add({ k: "raised", a: JSON.stringify({ ...alert, message: alert.message.slice(0, MESSAGE_LIMIT) }) })
   }
 
   private add(message: Record<string, string>): Promise<unknown> {

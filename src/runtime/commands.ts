@@ -186,19 +186,20 @@ export const addService = (
         const unchanged: string[] = []
         const toggled: Array<{ field: string; problem: string }> = []
         const kept = entries.map(({ name, definition }) => {
-          if (ownEntry(ctx.actors(), name) === undefined) return { name, definition }
+          const existing = ownEntry(ctx.actors(), name)
+          if (existing === undefined) {
+            added.push(name)
+            return { name, definition }
+          }
           const stored = storedDefinition(ctx, name)
           const problem = disabledChange(stored, definition, `${name}.disabled`)
           if (problem !== undefined) toggled.push(problem)
-          return { name, definition: keepDisabled(stored, definition) }
+          const next = keepDisabled(stored, definition)
+          if (sameDefinition(existing.getSnapshot().context.definition, next)) unchanged.push(name)
+          else updated.push(name)
+          return { name, definition: next }
         })
         if (toggled.length > 0) return yield* ValidationError.of(toggled)
-        for (const { name, definition } of kept) {
-          const existing = ownEntry(ctx.actors(), name)
-          if (!existing) added.push(name)
-          else if (sameDefinition(existing.getSnapshot().context.definition, definition)) unchanged.push(name)
-          else updated.push(name)
-        }
         const total = ctx.host.serviceCount()
         if (added.length > 0 && total + added.length > maxServices) {
           return yield* new TooMany({

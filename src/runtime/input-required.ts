@@ -318,13 +318,17 @@ export class HeldCalls {
 
   /** Why `owner` may hold no more calls waiting for input (the store's cap, or the caller's), or undefined when it may. */
   #full(owner: HeldOwner): string | undefined {
-    if (this.waiting >= this.maxHeld) return "too many calls are waiting for their callers' input"
-    if (!owner.keyed) return undefined
-    const cap = keyShare(this.maxHeld)
+    let all = 0
     let mine = 0
-    for (const call of this.#calls.values()) if (call.waiting && call.owner.owner === owner.owner) mine += 1
-    return mine >= cap ? `this caller already has ${mine} calls waiting for its input (a quarter of max_held_calls ${this.maxHeld})` : undefined
+    for (const call of this.#calls.values()) {
+      if (!call.waiting) continue
+      all += 1
+      if (call.owner.owner === owner.owner) mine += 1
+    }
+    if (all >= this.maxHeld) return "too many calls are waiting for their callers' input"
+    return owner.keyed && mine >= keyShare(this.maxHeld) ? `this caller already has ${mine} calls waiting for its input (a quarter of max_held_calls ${this.maxHeld})` : undefined
   }
+
 
   /**
    * One request's turn with a held call, whatever the face and the operation: a new call (`run`),
@@ -404,8 +408,10 @@ export class HeldCalls {
       const timer = setTimeout(() => this.#forget(ended.state), KEEP_ENDED_MS)
       timer.unref()
       this.#kept.set(ended.state, timer)
-      const mine = [...this.#kept.keys()].filter((state) => this.#calls.get(state)?.owner.owner === owner.owner)
-      if (owner.keyed && mine.length > keyShare(this.maxHeld)) this.#forget(mine[0]!)
+      if (owner.keyed) {
+        const mine = [...this.#kept.keys()].filter((state) => this.#calls.get(state)?.owner.owner === owner.owner)
+        if (mine.length > keyShare(this.maxHeld)) this.#forget(mine[0]!)
+      }
       if (this.#kept.size > this.maxHeld) this.#forget(this.#kept.keys().next().value as string)
     })
     this.#calls.set(call.state, call)

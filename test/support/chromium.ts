@@ -5,7 +5,7 @@
  * files (vitest.config.ts), so the browser tests share one Chromium per fork (`openChromium`), each
  * file in browser contexts of its own: a launch (browser, zygotes, GPU process) cost about 5 s of CPU.
  */
-import type { Browser, BrowserContext } from "playwright-core"
+import type { Browser, BrowserContext, Locator, Page } from "playwright-core"
 import { CHROMIUM, installed, missingError, runsWith } from "./requirements.js"
 
 /** True when the browser tests run: Chromium is installed, or the run requires it (then its absence fails them). */
@@ -70,3 +70,7 @@ export const openChromium = async (): Promise<ChromiumLease> => {
     }
   }
 }
+
+/** A service's row on the dashboard (`/ui`), by name and scope. */
+export const serviceRow = (page: Page, name: string, scope = "store"): Locator =>
+  page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="${scope}"]`)

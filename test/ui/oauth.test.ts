@@ -11,7 +11,7 @@
 import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { haveChromium, openChromium, type ChromiumLease, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
+import { haveChromium, openChromium, type ChromiumLease, noteMissingChromium, serviceRow, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard OAuth test")
 
@@ -21,7 +21,7 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
   let browser: ChromiumLease
   let page: Page
 
-  const row = (name: string): Locator => page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="store"]`)
+  const row = (name: string): Locator => serviceRow(page, name)
 
   beforeAll(async () => {
     // Chromium starts while the authorization server and then the store do.

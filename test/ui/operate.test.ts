@@ -18,7 +18,7 @@ import { join } from "node:path"
 import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, it } from "vitest"
 import { REPO_ROOT, stdioFixture } from "../fixtures/paths.js"
-import { eventually, haveChromium, openChromium, type ChromiumLease, noteMissingChromium, processGone, startTestServer, together, type TestServer } from "../support/index.js"
+import { eventually, haveChromium, openChromium, type ChromiumLease, noteMissingChromium, serviceRow, processGone, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard operations test")
 
@@ -34,8 +34,7 @@ describe.skipIf(!haveChromium)("operating the store from /ui in Chromium", () =>
   const pageErrors: string[] = []
   const violations: string[] = []
 
-  const row = (name: string, scope = "store"): Locator =>
-    page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="${scope}"]`)
+  const row = (name: string, scope = "store"): Locator => serviceRow(page, name, scope)
   const outcome = () => page.getByTestId("action-result")
   /** Waits for the outcome of `action` on `name` and returns its text. */
   const outcomeOf = async (action: string, name: string, state = "ok"): Promise<string> => {

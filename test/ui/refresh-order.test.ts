@@ -9,7 +9,7 @@
 import type { Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stdioFixture } from "../fixtures/paths.js"
-import { haveChromium, openChromium, type ChromiumLease, noteMissingChromium, startTestServer, together, type TestServer } from "../support/index.js"
+import { haveChromium, openChromium, type ChromiumLease, noteMissingChromium, serviceRow, startTestServer, together, type TestServer } from "../support/index.js"
 
 noteMissingChromium("dashboard refresh order test")
 
@@ -20,7 +20,7 @@ describe.skipIf(!haveChromium)("the dashboard's reads, answered out of order", (
   let browser: ChromiumLease
   let page: Page
 
-  const row = (name: string): Locator => page.locator(`[data-testid="service-row"][data-name="${name}"][data-scope="store"]`)
+  const row = (name: string): Locator => serviceRow(page, name)
 
   beforeAll(async () => {
     await together(

@@ -69,7 +69,8 @@ import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
 import { LogRelay } from "./log-relay.js"
-import { callOverMcp, type McpOperations, jsonRpcError, keyShare, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, rpcErrorOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
+import { callOverMcp, type McpOperations, jsonRpcError, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, rpcErrorOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
+import { keyShare } from "../../domain/key-share.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
@@ -1177,8 +1178,8 @@ export class McpGateway {
     if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
     // A request (not a notification or an answer): within the session's bounds (`busy`: its requests in flight).
     const request = typeof (body as { method?: unknown }).method === "string" && (body as { id?: unknown }).id !== undefined
-    if (request && (session.busy >= MAX_SSE_REQUESTS_IN_FLIGHT || session.stream.writableLength > MAX_SSE_UNREAD_BYTES)) {
-      const unread = session.stream.writableLength > MAX_SSE_UNREAD_BYTES
+    const unread = session.stream.writableLength > MAX_SSE_UNREAD_BYTES
+    if (request && (session.busy >= MAX_SSE_REQUESTS_IN_FLIGHT || unread)) {
       const message = unread
         ? `Too many answers wait unread on this session's event stream (over ${MAX_SSE_UNREAD_BYTES} bytes): read them first`
         : `Too many requests in flight on this session (${MAX_SSE_REQUESTS_IN_FLIGHT}): wait for their answers`

@@ -92,8 +92,6 @@ export const jsonRpcError = (
     })
   )
 
-export { keyShare } from "../../domain/key-share.js"
-
 /** The store's name and version as a scope's MCP server: `mcp-store`, or `mcp-store/<agent id>`. */
 export const serverInfoOf = (scope: Scope) => ({ name: scope.kind === "store" ? "mcp-store" : `mcp-store/${scope.agentId}`, version: VERSION })
 

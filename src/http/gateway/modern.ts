@@ -60,6 +60,7 @@ import { LoggingLevelSchema } from "@modelcontextprotocol/core"
 import { mcpError, ProtocolErrorCode } from "../../mcp/protocol-error.js"
 import { isStoreError, ValidationError } from "../../domain/errors.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
+import { keyShare } from "../../domain/key-share.js"
 import { readTraceContext, type TraceContext } from "../../domain/trace-context.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { log } from "../../logging/log.js"
@@ -86,7 +87,6 @@ import {
   mcpResources,
   mcpResourceTemplates,
   jsonRpcError,
-  keyShare,
   offeredTools,
   rpcErrorOf,
   scopeContext,

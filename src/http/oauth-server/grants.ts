@@ -532,10 +532,12 @@ export class AuthorizationServer {
     return confidential ? mustAuthenticate() : undefined
   }
 
-  /** Whether a client must authenticate: approved with a secret, or (`byDocument`) its document or registration names a method. */
-  private async confidential(clientId: string, byDocument: boolean): Promise<boolean | OAuthErrorAnswer> {
-    const approval = await this.state.approval(clientId)
-    if (typeof approval?.secret_sha256 === "string") return true
+  /**
+   * Whether a client must authenticate: approved with a secret, or (`byDocument`) its document or
+   * registration names a method. `approval`: the client's approval read already by the caller.
+   */
+  private async confidential(clientId: string, byDocument: boolean, approval?: ApprovedClient): Promise<boolean | OAuthErrorAnswer> {
+    if (typeof (approval ?? (await this.state.approval(clientId)))?.secret_sha256 === "string") return true
     if (!byDocument) return false
     const client = await this.clientOf(clientId)
     if ("error" in client) return oauthError(401, "invalid_client", client.description)
@@ -550,8 +552,10 @@ export class AuthorizationServer {
     const key = sha256(code)
     const found = await this.state.code(key)
     if (found === undefined || found.record.clientId !== clientId) return oauthError(400, "invalid_grant", "unknown or expired code")
+    // The client's approval, as it is now: a withdrawn one gets nothing (below); a secret makes it confidential.
+    const approval = await this.state.approval(clientId)
     // Before anything the code may set off (a second use revokes): only the client itself may.
-    const confidential = await this.confidential(clientId, true)
+    const confidential = await this.confidential(clientId, true, approval)
     if (typeof confidential !== "boolean") return confidential
     if (confidential && !caller.authenticated) return mustAuthenticate()
     const record = found.record
@@ -568,8 +572,6 @@ export class AuthorizationServer {
     if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier) || !digestEqual(s256(verifier), record.challenge)) return oauthError(400, "invalid_grant", "code_verifier does not match the code_challenge")
     const resource = form.get("resource")
     if (resource !== null && resource !== record.resource) return oauthError(400, "invalid_target", "resource is not the authorization request's")
-    // The client's approval, as it is now: one withdrawn since the code was given gets nothing.
-    const approval = await this.state.approval(clientId)
     if (approval === undefined || approval.agent !== record.agent) return oauthError(400, "invalid_grant", "the client is no longer approved for this agent")
     // One exchange wins, on any replica: a second one at the same moment is a second use.
     const family = randomBytes(12).toString("base64url")
@@ -589,8 +591,10 @@ export class AuthorizationServer {
     const record: RefreshRecord | undefined = await this.state.refresh(key)
     if (record === undefined || record.client_id !== clientId) return oauthError(400, "invalid_grant", "unknown refresh token")
     // Before anything the token may set off (a reuse revokes its family): only the client itself may.
+    // The client's approval, as it is now: a client no longer approved for the agent gets nothing (below).
+    const approval = await this.state.approval(clientId)
     // A record of an older version has no mark: its client's document decides, once, and the rotated record keeps it.
-    const confidential = record.confidential ?? (await this.confidential(clientId, true))
+    const confidential = record.confidential ?? (await this.confidential(clientId, true, approval))
     if (typeof confidential !== "boolean") return confidential
     if (confidential && !caller.authenticated) return mustAuthenticate()
     if (record.used) {
@@ -600,8 +604,6 @@ export class AuthorizationServer {
     if (record.expires <= this.now()) return oauthError(400, "invalid_grant", "the refresh token expired")
     const resource = form.get("resource")
     if (resource !== null && resource !== record.resource) return oauthError(400, "invalid_target", "resource is not the one the refresh token was given for")
-    // The client's approval, as it is now: a client no longer approved for the agent gets nothing.
-    const approval = await this.state.approval(clientId)
     if (approval === undefined || approval.agent !== record.agent) {
       await this.revokeFamily(record.family, "the client is no longer approved for the agent")
       return oauthError(400, "invalid_grant", "the client is no longer approved for this agent")
