@@ -57,15 +57,38 @@ const SENT_BUDGET = 16 * MiB
 const hostileStdio = (name: string) =>
   localService(name, { command: process.execPath, args: programArgs(join(REPO_ROOT, "test", "fixtures", "hostile-stdio.ts")) })
 
+/** The store of the running test. */
 let server: TestServer | undefined
 let hostile: HostileServer | undefined
 let log: StatusLog | undefined
+/**
+ * The store with the settings below (`startStore`), shared by the tests that use it: starting and
+ * ending one took about as much CPU as the rest of such a test. Each of them adds its own service
+ * (`addedService`), which `afterEach` deletes with its connection and process, so the next test finds the
+ * store as the first did, with no service; what a deleted service leaves (its tool records) is read
+ * by service name, newest first, and the record a test reads is its own call's, the newest.
+ */
+let shared: TestServer | undefined
+/** The service the running test added to the shared store. */
+let addedService: string | undefined
 
 afterEach(async () => {
   log?.stop()
-  await server?.cleanup()
+  if (server !== undefined && server !== shared) await server.cleanup()
+  else if (addedService !== undefined && shared !== undefined) {
+    const deleted = await shared.del(`/for_store/delete_service/${encodeURIComponent(addedService)}`).catch(() => undefined)
+    // Not deleted (a test that failed half-way): the next test gets a store of its own.
+    if (deleted?.status !== 200 || shared.running.store.forStore().listServices().length > 0) {
+      await shared.cleanup()
+      shared = undefined
+    }
+  }
   await hostile?.stop()
-  server = hostile = log = undefined
+  server = hostile = log = addedService = undefined
+}, 20_000)
+afterAll(async () => {
+  await shared?.cleanup()
+  shared = undefined
 }, 20_000)
 
 /**
@@ -74,15 +97,19 @@ afterEach(async () => {
  */
 const MONITORING = { ...FAULT_MONITORING, reconnection_seconds: 0.3 }
 
-/** Starts a store with the 1 MiB limit and the monitoring settings above. */
-const startStore = () => startTestServer({ monitoring: MONITORING, options: { max_message_bytes: LIMIT } })
+/** The shared store (started on first use) with the 1 MiB limit and the monitoring settings above; `name` is the service the test will add to it. */
+const startStore = async (name: string): Promise<TestServer> => {
+  shared ??= await startTestServer({ monitoring: MONITORING, options: { max_message_bytes: LIMIT } })
+  addedService = name
+  return shared
+}
 
-/** Starts the store, adds `definition`, waits until it is healthy, and records its statuses from then on. */
+/** Takes the shared store, adds `definition`, waits until it is healthy, and records its statuses from then on. */
 const healthyService = async (definition: Record<string, unknown>): Promise<ServiceActorRef> => {
-  server = await startStore()
-  const added = await server.post("/for_store/add_service?wait=15", definition)
-  expect(added.status, added.text).toBe(200)
-  expect(added.body.services[0].status, added.text).toBe("healthy")
+  server = await startStore(String(definition["name"]))
+  const reply = await server.post("/for_store/add_service?wait=15", definition)
+  expect(reply.status, reply.text).toBe(200)
+  expect(reply.body.services[0].status, reply.text).toBe("healthy")
   const actor = server.running.store.forStore().findService(String(definition["name"]))!
   log = recordStatuses(actor)
   return actor
@@ -201,7 +228,7 @@ describe("one upstream message over --max-message-bytes", () => {
 
   it("an initialize answer: the connect fails, the store stays up and keeps retrying", { timeout: 20_000 }, async () => {
     hostile = await startHostileHttpServer({ hugeInitialize: true })
-    server = await startStore()
+    server = await startStore("breaks_init")
     const health = watchHealth(server)
     const { value: added, growth } = await rssGrowthDuring(process.pid, () =>
       server!.post("/for_store/add_service?wait=10", { name: "breaks_init", url: hostile!.url })

@@ -4,6 +4,7 @@
 // case must answer 4xx (never 5xx) with the contract's error body, and must not change any state:
 // the services file's bytes, the data folder, the services of every scope and the agents.
 import { readdirSync } from "node:fs"
+import { Agent, request as httpRequest } from "node:http"
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { routeTable } from "../../src/http/Api.js"
@@ -34,8 +35,8 @@ const AGENT_SERVICE = "agent-only"
 const UNKNOWN = "no-such-svc"
 const DEAD_URL = "http://127.0.0.1:9/mcp"
 const LONG = "x".repeat(10_000)
-/** A JSON body over the 1 MiB limit, made once (every endpoint that takes a body gets it). */
-const OVERSIZED_BODY = JSON.stringify({ padding: "x".repeat(MIB + 16) })
+/** A JSON body over the 1 MiB limit, made and encoded once (every endpoint that takes a body gets it). */
+const OVERSIZED_BODY = Buffer.from(JSON.stringify({ padding: "x".repeat(MIB + 16) }))
 
 /** What a case must answer. */
 type Expect =
@@ -53,7 +54,7 @@ interface Case {
   readonly method: string
   /** Path and query, already encoded. */
   readonly url: string
-  readonly body?: string | undefined
+  readonly body?: string | Buffer | undefined
   readonly headers?: Readonly<Record<string, string>>
   readonly expect: Expect
 }
@@ -103,6 +104,17 @@ const BAD_AGENT_IDS: ReadonlyArray<[string, string]> = [
   ["%E2%98%83", "unicode"],
   ["a%2Fb", "a/b"],
   ["%ff", "invalid UTF-8 escape"]
+]
+/**
+ * Bodies the body checks refuse before routing, by the same rule on every route: each endpoint gets
+ * one of each list, in turn (`makeCases`), and the coverage test checks that every one is sent.
+ */
+const MALFORMED_BODIES = ["{bad json", '{"a": 1,}', "\u0000"]
+const OTHER_TYPES = ["text/plain", "multipart/form-data; boundary=x"]
+const SCALAR_BODIES: ReadonlyArray<[string, string]> = [
+  ["a string", '"text"'],
+  ["a number", "42"],
+  ["true", "true"]
 ]
 const BAD_AGENT_VALUES = ["bad id", "a".repeat(101), "a.b", "☃", "a/b", ""]
 
@@ -376,17 +388,34 @@ const makeCases = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =
   const json = { "content-type": "application/json" }
   const basePath = fillPath(spec.path, base.pathValues)
   const baseUrl = basePath + queryString(base.query)
-  const add = (c: Omit<Case, "method"> & { method?: string }) => cases.push({ method: spec.method, ...c })
+  /** The requests already made for this endpoint: a case that would send one again (two rules can derive the same one) is left out. */
+  const made = new Set<string>()
+  const add = (c: Omit<Case, "method"> & { method?: string }) => {
+    const full: Case = { method: spec.method, ...c }
+    const body = typeof full.body === "string" ? full.body : full.body === undefined ? "-" : `${full.body.length} bytes`
+    const key = `${full.part} ${full.method} ${full.url} ${JSON.stringify(full.headers ?? {})} ${body}`
+    if (made.has(key)) return
+    made.add(key)
+    cases.push(full)
+  }
   const withBody = (body: string | undefined) => (body !== undefined ? { body, headers: json } : {})
+  /**
+   * Which of several variants this endpoint gets, for inputs the body checks refuse before routing,
+   * alike for every route (content type, malformed JSON, a body that is not an object): each
+   * endpoint gets one variant of each (so each is shown to sit behind the checks), and the variants
+   * go round the endpoints (so each variant is sent, to several endpoints).
+   */
+  const inTurn = <T>(variants: ReadonlyArray<T>, among: (s: EndpointSpec) => boolean): T => variants[specs.filter(among).indexOf(spec) % variants.length]!
 
-  // A wrong method on this path (405 naming the allowed ones; the path-wide test tries every method).
+  // Every wrong method on this path (405 naming the allowed ones). The router decides them by method
+  // and path alone: sent once per path, by the path-wide test below, for all endpoints of that path.
   const allowed = allowedOn(basePath)
-  for (const method of METHODS.filter((m) => !allowed.includes(m)).slice(0, 1)) {
+  for (const method of METHODS.filter((m) => !allowed.includes(m))) {
     add({
       label: `wrong method ${method}`,
       part: "method",
       method,
-      url: baseUrl,
+      url: basePath,
       ...(hasBody(method) ? { body: "{}", headers: json } : {}),
       expect: { kind: "error", status: [405], codes: ["METHOD_NOT_ALLOWED"], allowed }
     })
@@ -447,12 +476,12 @@ const makeCases = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =
   if (spec.payload.kind === "object") {
     const payload = spec.payload
     const baseValue = base.body !== undefined ? (JSON.parse(base.body) as Record<string, unknown>) : {}
+    // An array is refused before routing where the route takes none (a rule by path: every endpoint
+    // gets both); a scalar is refused before routing alike on every route (one each, in turn).
     const wholeBodies: Array<[string, string]> = [
       ["an empty array", "[]"],
       ["an array of the valid body", `[${JSON.stringify(baseValue)}]`],
-      ["a string", '"text"'],
-      ["a number", "42"],
-      ["true", "true"]
+      inTurn(SCALAR_BODIES, (s) => s.payload.kind === "object")
     ]
     if (!payload.nullable) wholeBodies.push(["null", "null"])
     for (const [label, body] of wholeBodies) add({ label: `body ${label}`, part: "body", url: baseUrl, body, headers: json, expect: invalid("body") })
@@ -486,10 +515,10 @@ const makeCases = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =
   // What travels with any body: malformed JSON, another content type, a body over 1 MiB.
   if (hasBody(spec.method)) {
     const valid = base.body ?? "{}"
-    for (const body of ["{bad json", '{"a": 1,}', "\u0000"]) {
+    for (const body of [inTurn(MALFORMED_BODIES, (s) => hasBody(s.method))]) {
       add({ label: `malformed JSON ${JSON.stringify(body)}`, part: "transport", url: baseUrl, body, headers: json, expect: invalid("body") })
     }
-    for (const type of ["text/plain", "multipart/form-data; boundary=x"]) {
+    for (const type of [inTurn(OTHER_TYPES, (s) => hasBody(s.method))]) {
       add({
         label: `content type ${type}`,
         part: "transport",
@@ -505,7 +534,7 @@ const makeCases = (spec: EndpointSpec): { cases: Case[]; uncovered: string[] } =
       part: "transport",
       url: baseUrl,
       body: big,
-      headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(big)) },
+      headers: { "content-type": "application/json", "content-length": String(big.length) },
       expect: { kind: "error", status: [413], codes: ["PAYLOAD_TOO_LARGE"] }
     })
   }
@@ -564,6 +593,40 @@ const judge = (c: Case, status: number, text: string, contentType: string): stri
 
 const specs = await endpointSpecs()
 
+/**
+ * The cases' client: node:http on one kept-alive connection, the cases sent one after another.
+ * fetch (the support client's) took several times the CPU per request for the same bytes on the
+ * wire: the same method, target (as fetch reads the URL), headers and body, framed by
+ * Content-Length as fetch frames it (a POST or PUT without a body sends Content-Length: 0).
+ */
+const caseAgent = new Agent({ keepAlive: true, maxSockets: 1 })
+const sendCase = (base: string, method: string, url: string, body: string | undefined, headers: Readonly<Record<string, string>>): Promise<{ status: number; text: string; contentType: string }> => {
+  const target = new URL(base + url)
+  const framed: Record<string, string> = { ...headers }
+  if (body !== undefined) framed["content-length"] = String(Buffer.byteLength(body))
+  else if (method === "POST" || method === "PUT") framed["content-length"] = "0"
+  const attempt = (retried: boolean): Promise<{ status: number; text: string; contentType: string }> =>
+    new Promise((resolve, reject) => {
+      const req = httpRequest(
+        { host: target.hostname, port: target.port, path: target.pathname + target.search, method, headers: framed, agent: caseAgent },
+        (res) => {
+          const chunks: Buffer[] = []
+          res.on("data", (c: Buffer) => chunks.push(c))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), contentType: res.headers["content-type"] ?? "" }))
+          res.on("error", reject)
+        }
+      )
+      req.setTimeout(40_000, () => req.destroy(new Error(`${method} ${url.slice(0, 100)} timed out`)))
+      req.on("error", (e: NodeJS.ErrnoException) => {
+        // A kept-alive connection the server closed as the request went out (nothing was read): once more, on a new one.
+        if (!retried && req.reusedSocket && e.code === "ECONNRESET") attempt(true).then(resolve, reject)
+        else reject(e)
+      })
+      req.end(body)
+    })
+  return attempt(false)
+}
+
 describe("bad input to every endpoint of the route table", () => {
   let server: TestServer
   let initial: string
@@ -576,8 +639,12 @@ describe("bad input to every endpoint of the route table", () => {
    * the data folder, list_services of every scope and the agents.
    */
   const state = async (): Promise<string> => {
-    const services = await server.get("/for_store/list_services?scope=all")
-    const agents = await server.get("/for_store/list_all_agents")
+    const get = async (path: string) => {
+      const reply = await sendCase(server.url, "GET", path, undefined, {})
+      return { status: reply.status, body: JSON.parse(reply.text) }
+    }
+    const services = await get("/for_store/list_services?scope=all")
+    const agents = await get("/for_store/list_all_agents")
     return JSON.stringify({
       file: server.readFileText(),
       folder: readdirSync(server.dir).sort(),
@@ -621,6 +688,7 @@ describe("bad input to every endpoint of the route table", () => {
     initialQuick = quickState()
   }, 30_000)
   afterAll(async () => {
+    caseAgent.destroy()
     await server?.cleanup()
   })
 
@@ -644,25 +712,31 @@ describe("bad input to every endpoint of the route table", () => {
       for (const u of uncovered) gaps.push(`${spec.method} ${spec.path}: cannot derive cases for ${u}`)
       if (cases.filter((c) => c.part !== "method").length === 0) gaps.push(`${spec.method} ${spec.path}: no input case at all`)
     }
+    // The variants given to endpoints in turn are each sent.
+    const labels = new Set(specs.flatMap((spec) => casesFor(spec).cases.map((c) => c.label)))
+    for (const body of MALFORMED_BODIES) if (!labels.has(`malformed JSON ${JSON.stringify(body)}`)) gaps.push(`malformed JSON ${JSON.stringify(body)} sent to no endpoint`)
+    for (const type of OTHER_TYPES) if (!labels.has(`content type ${type}`)) gaps.push(`content type ${type} sent to no endpoint`)
+    for (const [label] of SCALAR_BODIES) if (!labels.has(`body ${label}`)) gaps.push(`body ${label} sent to no endpoint`)
     expect(gaps).toEqual([])
   })
 
   for (const spec of specs) {
     it(`${spec.method} ${spec.path}`, { timeout: 60_000 }, async () => {
       const failures: string[] = []
-      for (const c of casesFor(spec).cases) {
+      // The wrong methods are sent by the path-wide test (once per path).
+      for (const c of casesFor(spec).cases.filter((c) => c.part !== "method")) {
         const url = server.url + c.url
         const headers = { ...(c.headers ?? {}) }
         let status: number
         let text: string
         let contentType = "application/json"
-        if (c.headers?.["content-length"] !== undefined) {
-          const reply = await rawRequest(url, c.method, c.body, headers).catch((e: Error) => ({ status: 0, text: `no answer: ${e.message}` }))
+        const body = c.body
+        if (typeof body === "object" || c.headers?.["content-length"] !== undefined) {
+          // The body over the limit, framed by its own Content-Length (the server answers 413 and closes the connection).
+          const reply = await rawRequest(url, c.method, body, headers).catch((e: Error) => ({ status: 0, text: `no answer: ${e.message}` }))
           ;({ status, text } = reply)
         } else {
-          const reply = await server.request(c.method, c.url, { ...(c.body !== undefined ? { body: c.body } : {}), headers })
-          ;({ status, text } = reply)
-          contentType = reply.headers.get("content-type") ?? ""
+          ;({ status, text, contentType } = await sendCase(server.url, c.method, c.url, body, headers))
         }
         const problem = judge(c, status, text, contentType)
         if (problem !== undefined) failures.push(`${c.method} ${c.url.slice(0, 100)} [${c.label}]: ${problem}`)
@@ -680,24 +754,20 @@ describe("bad input to every endpoint of the route table", () => {
   }
 
   it("wrong method on every path of the route table is 405 METHOD_NOT_ALLOWED naming the allowed methods", async () => {
-    const paths = [...new Set(specs.map((s) => fillPath(s.path, baseOf(s).pathValues)))]
+    // Every endpoint's wrong-method cases (every method its path does not allow), each request once.
+    const sent = new Set<string>()
     const failures: string[] = []
-    for (const path of paths) {
-      const allowed = allowedOn(path)
-      for (const method of METHODS.filter((m) => !allowed.includes(m))) {
-        const c: Case = {
-          label: "wrong method",
-          part: "method",
-          method,
-          url: path,
-          ...(hasBody(method) ? { body: "{}", headers: { "content-type": "application/json" } } : {}),
-          expect: { kind: "error", status: [405], codes: ["METHOD_NOT_ALLOWED"], allowed }
-        }
-        const reply = await server.request(method, path, { ...(c.body !== undefined ? { body: c.body } : {}), headers: { ...(c.headers ?? {}) } })
-        const problem = judge(c, reply.status, reply.text, reply.headers.get("content-type") ?? "")
-        if (problem !== undefined) failures.push(`${method} ${path}: ${problem}`)
-      }
+    for (const c of specs.flatMap((spec) => casesFor(spec).cases.filter((c) => c.part === "method"))) {
+      if (sent.has(`${c.method} ${c.url}`)) continue
+      sent.add(`${c.method} ${c.url}`)
+      const reply = await sendCase(server.url, c.method, c.url, c.body as string | undefined, c.headers ?? {})
+      const problem = judge(c, reply.status, reply.text, reply.contentType)
+      if (problem !== undefined) failures.push(`${c.method} ${c.url}: ${problem}`)
     }
+    // Every path of the route table, and every method but the ones it allows.
+    const paths = new Set(specs.map((s) => fillPath(s.path, baseOf(s).pathValues)))
+    expect(new Set([...sent].map((k) => k.slice(k.indexOf(" ") + 1)))).toEqual(new Set([...paths].filter((p) => allowedOn(p).length < METHODS.length)))
+    expect(sent.size).toBe([...paths].reduce((n, p) => n + METHODS.length - allowedOn(p).length, 0))
     expect(failures).toEqual([])
     expect(await state()).toBe(initial)
   })
@@ -723,8 +793,8 @@ describe("bad input to every endpoint of the route table", () => {
     for (const path of routes) {
       for (const method of METHODS) {
         const c: Case = { label: "unknown route", part: "route", method, url: path, expect: { kind: "error", status: [404], codes: ["NOT_FOUND"] } }
-        const reply = await server.request(method, path, hasBody(method) ? { body: "{}", headers: { "content-type": "application/json" } } : {})
-        const problem = judge(c, reply.status, reply.text, reply.headers.get("content-type") ?? "")
+        const reply = await sendCase(server.url, method, path, hasBody(method) ? "{}" : undefined, hasBody(method) ? { "content-type": "application/json" } : {})
+        const problem = judge(c, reply.status, reply.text, reply.contentType)
         if (problem !== undefined) failures.push(`${method} ${path.slice(0, 60)}: ${problem}`)
       }
     }
