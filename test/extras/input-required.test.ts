@@ -21,7 +21,7 @@ import { setTimeout as delay } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startEraHttpFixture, type EraHttpFixture } from "../fixtures/era-http.js"
 import { eraStdio, stdioFixture } from "../fixtures/paths.js"
-import { addService, authedApi, createKey, eventually, freshDir, localService, useTestServers, within, type TestServer } from "../support/index.js"
+import { addService, authedApi, createKey, eventually, freshDir, localService, startTestServer, useTestServers, within, type TestServer } from "../support/index.js"
 
 describe("input_required over REST", () => {
   const servers = useTestServers({ httpFixture: { elicitTool: true } })
@@ -351,13 +351,19 @@ describe("resources and prompts of both eras, through REST and both /mcp eras", 
   // -32002) in agent `old` (Streamable HTTP: a request tied by its stream) and `oldlocal` (stdio:
   // tied as the only one in flight), the era fixture (2026-07-28: input_required, a missing resource
   // -32602 with its URI) in agent `new` (Streamable HTTP) and `newlocal` (stdio): each agent's one
-  // service offers `mem://notes/{id}`, `mem://locked` and the prompt `greet`.
+  // service offers `mem://notes/{id}`, `mem://locked` and the prompt `greet`. The first two tests
+  // share one store with the four agents (started on first use): each only reads, with clients of
+  // its own ended after it, and neither leaves a held call waiting.
   const servers = useTestServers({ httpFixture: { catalog: true } })
   let era: EraHttpFixture
+  let everyAgent: Promise<TestServer> | undefined
   beforeAll(async () => {
     era = await startEraHttpFixture()
   })
-  afterAll(() => era?.stop())
+  afterAll(async () => {
+    await (await everyAgent?.catch(() => undefined))?.cleanup()
+    await era?.stop()
+  })
   const agents = ["old", "oldlocal", "new", "newlocal"] as const
   const definition = (service: (typeof agents)[number]) =>
     service === "old"
@@ -367,11 +373,23 @@ describe("resources and prompts of both eras, through REST and both /mcp eras", 
         : localService(service, service === "oldlocal" ? stdioFixture("--catalog") : eraStdio("reject"))
 
   /** A store with an agent of each service given, named as its service. */
-  const store = async (services: ReadonlyArray<(typeof agents)[number]> = agents, options: Record<string, unknown> = {}) => {
+  const store = async (services: ReadonlyArray<(typeof agents)[number]>, options: Record<string, unknown> = {}) => {
     const server = await servers.start({ options })
     await Promise.all(services.map((service) => addService(server, `/for_agent/${service}`, definition(service))))
     return server
   }
+  /** The shared store with an agent of each of the four services, ended after the describe. */
+  const sharedStore = (): Promise<TestServer> =>
+    (everyAgent ??= (async () => {
+      const server = await startTestServer()
+      try {
+        await Promise.all(agents.map((service) => addService(server, `/for_agent/${service}`, definition(service))))
+        return server
+      } catch (error) {
+        await server.cleanup()
+        throw error
+      }
+    })())
   /** An SDK 1.x client (a 2025 session) on `path`, answering elicitations with `answer` when given. */
   const sessionClient = async (url: string, answer?: (message: string) => Record<string, unknown>) => {
     const client = new ClientV1({ name: "catalog-2025", version: "1.0.0" }, { capabilities: answer === undefined ? {} : { elicitation: {} } })
@@ -393,7 +411,7 @@ describe("resources and prompts of both eras, through REST and both /mcp eras", 
   const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as { code?: number; data?: unknown; message: string })
 
   it("a resource the upstream does not have is RESOURCE_NOT_FOUND over REST, -32002 to a 2025 session and -32602 with its URI to a 2026-07-28 client, whichever era the upstream speaks", async () => {
-    const server = await store()
+    const server = await sharedStore()
     const uri = "mem://notes/missing"
     for (const service of agents) {
       const prefix = `/for_agent/${service}`
@@ -412,7 +430,7 @@ describe("resources and prompts of both eras, through REST and both /mcp eras", 
   })
 
   it("a read or a prompt whose upstream asks for input: a 2025 session that declared elicitation gets the request, a 2026-07-28 client input_required and retries; the others are declined, saying why", async () => {
-    const server = await store()
+    const server = await sharedStore()
     for (const service of agents) {
       const prefix = `/for_agent/${service}`
       const url = `${server.url}${prefix}/mcp`

@@ -5,7 +5,8 @@
 // records it) and the record says `cancelled`. A call that lasts longer than the client's time-out
 // (server-everything's long-running tool, 5 s against a 2 s time-out) lives on its progress. The
 // tests with server-everything share one store with it (started once, on first use), and so do the
-// two progress tests with the HTTP fixture.
+// tests with the HTTP fixture and the refused roots (each reads only its own call's progress and
+// records, and waits for its call's end; a refused add_service changes nothing).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CreateMessageRequestSchema, ElicitRequestSchema, type Progress } from "@modelcontextprotocol/sdk/types.js"
@@ -23,6 +24,8 @@ let stream: SseStream | undefined
 const clients: Client[] = []
 /** The store with server-everything that its tests share (their clients end after each test). */
 let everythingStore: Promise<TestServer> | undefined
+/** The store with the HTTP fixture as `fx` that its tests share. */
+let fixtureStore: Promise<TestServer> | undefined
 
 beforeAll(async () => {
   fixture = await startHttpFixture({ server: { progressTool: true } })
@@ -30,6 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await fixture.stop()
   await (await everythingStore?.catch(() => undefined))?.cleanup()
+  await (await fixtureStore?.catch(() => undefined))?.cleanup()
 })
 afterEach(async () => {
   stream?.close()
@@ -65,30 +69,20 @@ const everything = (): Promise<TestServer> =>
     }
   })())
 
-/** A store with the HTTP fixture as `fx`; ended after the test (afterEach). */
-const withFixture = async () => {
-  server = await startTestServer()
-  await addService(server, "/for_store", { name: "fx", url: fixture.url })
-  return server
-}
+/** The shared store with the HTTP fixture as `fx` (started once, on first use). */
+const sharedFixture = (): Promise<TestServer> =>
+  (fixtureStore ??= (async () => {
+    const srv = await startTestServer()
+    try {
+      await addService(srv, "/for_store", { name: "fx", url: fixture.url })
+      return srv
+    } catch (error) {
+      await srv.cleanup()
+      throw error
+    }
+  })())
 
 describe("progress", () => {
-  // The two tests with the HTTP fixture share one store (each reads only its own call's progress).
-  let fixtureStore: Promise<TestServer> | undefined
-  const sharedFixture = () =>
-    (fixtureStore ??= (async () => {
-      const srv = await startTestServer()
-      try {
-        await addService(srv, "/for_store", { name: "fx", url: fixture.url })
-        return srv
-      } catch (error) {
-        await srv.cleanup()
-        throw error
-      }
-    })())
-  afterAll(async () => {
-    await (await fixtureStore?.catch(() => undefined))?.cleanup()
-  })
 
   it("an MCP client's progressToken reaches the upstream and each progress comes back with the client's token", async () => {
     const srv = await sharedFixture()
@@ -111,10 +105,13 @@ describe("progress", () => {
     const burst: Progress[] = []
     await within(client.callTool({ name: "fx__progress", arguments: { count: 8 } }, undefined, { onprogress: (p) => void burst.push(p) }), 10_000, "fx__progress burst")
     expect(burst.map((p) => p.progress)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    // A thousand sent back to back: far faster than the client is written to, so most are coalesced
+    // (measured: about 4 % of 5,000 arrived), the last always arrives.
     const flood: Progress[] = []
-    await within(client.callTool({ name: "fx__progress", arguments: { count: 5_000 } }, undefined, { onprogress: (p) => void flood.push(p) }), 20_000, "fx__progress flood")
+    await within(client.callTool({ name: "fx__progress", arguments: { count: 1_000 } }, undefined, { onprogress: (p) => void flood.push(p) }), 20_000, "fx__progress flood")
     const steps = flood.map((p) => p.progress)
-    expect(steps.at(-1)).toBe(5_000)
+    expect(steps.at(-1)).toBe(1_000)
+    expect(steps.length).toBeLessThan(1_000)
     expect(steps).toEqual([...steps].sort((a, b) => a - b))
     expect(new Set(steps).size).toBe(steps.length)
   })
@@ -123,17 +120,17 @@ describe("progress", () => {
     const srv = await sharedFixture()
     stream = await openSse(`${srv.url}/events`)
     const started = performance.now()
-    // Two thousand notifications in well under a second: far more than one per 100 ms.
-    const reply = await srv.post("/for_store/call_tool", { tool_name: "fx__progress", args: { count: 2_000 } })
+    // Five hundred notifications in well under a second: far more than one per 100 ms.
+    const reply = await srv.post("/for_store/call_tool", { tool_name: "fx__progress", args: { count: 500 } })
     const elapsed = performance.now() - started
     expect(reply.status, reply.text).toBe(200)
-    expect(reply.body.result).toBe("sent 2000 progress notifications")
+    expect(reply.body.result).toBe("sent 500 progress notifications")
     const traceId = reply.body.trace_id as string
     await stream.waitFor((e) => e.event === "tool_call" && e.json?.trace_id === traceId, 5000, "the call's tool_call event")
     const progress = stream.events.filter((e) => e.event === "progress" && e.json?.trace_id === traceId)
     expect(progress.length).toBeGreaterThan(0)
     expect(progress.length).toBeLessThanOrEqual(Math.ceil(elapsed / 100) + 1)
-    expect(progress[0]!.json).toMatchObject({ scope: "store", agent_id: null, service_name: "fx", tool_name: "progress", total: 2_000 })
+    expect(progress[0]!.json).toMatchObject({ scope: "store", agent_id: null, service_name: "fx", tool_name: "progress", total: 500 })
   })
 
   // The call lasts 5 s, well over the client's 2 s time-out and the store's 2 s session idle limit;
@@ -161,10 +158,13 @@ describe("progress", () => {
 })
 
 describe("cancellation", () => {
+  const sleeps = async (srv: TestServer) => (await srv.running.store.records.query({ tool_name: "sleep" })).executions
+
   it("a client's notifications/cancelled reaches the upstream and the record's outcome is cancelled", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     const client = await connect(srv)
     const before = fixture.requests().filter((r) => r === "POST notifications/cancelled").length
+    const recorded = (await sleeps(srv)).length
     const controller = new AbortController()
     const call = client.callTool({ name: "fx__sleep", arguments: { ms: 60_000 } }, undefined, { signal: controller.signal }).catch((e: unknown) => e)
     expect(await eventually(() => srv.running.store.inFlightCalls === 1, 10_000)).toBe(true)
@@ -173,14 +173,15 @@ describe("cancellation", () => {
     // The fixture records every request it receives: the store told it.
     expect(await eventually(() => fixture.requests().filter((r) => r === "POST notifications/cancelled").length === before + 1, 5000)).toBe(true)
     expect(await eventually(() => srv.running.store.inFlightCalls === 0, 5000)).toBe(true)
-    expect(await eventually(async () => (await srv.running.store.records.query({ tool_name: "sleep" })).executions.length === 1, 5000)).toBe(true)
-    const [record] = (await srv.running.store.records.query({ tool_name: "sleep" })).executions
-    expect(record).toMatchObject({ service_name: "fx", outcome: "cancelled" })
+    expect(await eventually(async () => (await sleeps(srv)).length === recorded + 1, 5000)).toBe(true)
+    // The only sleep calls are this describe's, each cancelled.
+    for (const record of await sleeps(srv)) expect(record).toMatchObject({ service_name: "fx", outcome: "cancelled" })
   })
 
   it("a REST client that goes away: the upstream is told and the record says cancelled", async () => {
-    const srv = await withFixture()
+    const srv = await sharedFixture()
     const before = fixture.requests().filter((r) => r === "POST notifications/cancelled").length
+    const recorded = (await sleeps(srv)).length
     const controller = new AbortController()
     const call = fetch(`${srv.url}/for_store/call_tool`, {
       method: "POST",
@@ -192,9 +193,9 @@ describe("cancellation", () => {
     controller.abort()
     expect(await call).toBeInstanceOf(Error)
     expect(await eventually(() => fixture.requests().filter((r) => r === "POST notifications/cancelled").length === before + 1, 5000)).toBe(true)
-    expect(await eventually(async () => (await srv.running.store.records.query({ tool_name: "sleep" })).executions.length === 1, 5000)).toBe(true)
-    const [record] = (await srv.running.store.records.query({ tool_name: "sleep" })).executions
-    expect(record).toMatchObject({ outcome: "cancelled" })
+    expect(await eventually(async () => (await sleeps(srv)).length === recorded + 1, 5000)).toBe(true)
+    for (const record of await sleeps(srv)) expect(record).toMatchObject({ outcome: "cancelled" })
+    expect(await eventually(() => srv.running.store.inFlightCalls === 0, 5000)).toBe(true)
   })
 })
 
@@ -212,8 +213,8 @@ describe("roots", () => {
   })
 
   it("refuses roots that are not file:// URIs with 400, naming the field", async () => {
-    server = await startTestServer()
-    const reply = await server.post("/for_store/add_service", { name: "fs", command: process.execPath, args: [FILESYSTEM_PATH], roots: ["http://example.com/"] })
+    const srv = await sharedFixture()
+    const reply = await srv.post("/for_store/add_service", { name: "fs", command: process.execPath, args: [FILESYSTEM_PATH], roots: ["http://example.com/"] })
     expect(reply.status).toBe(400)
     expect(reply.text).toContain("roots")
     expect(reply.text).toContain("file://")
