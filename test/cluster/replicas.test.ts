@@ -15,9 +15,7 @@
  *   refused as lost, at once, when retried on a survivor; an orderly stop hands its services over at once;
  * - the replicas register themselves and the leader writes the snapshot file.
  */
-import { execFile } from "node:child_process"
-import { promisify } from "node:util"
-import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { randomUUID } from "node:crypto"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -45,23 +43,44 @@ import {
 const CLUSTER = "three"
 const LEASE_MS = 4000
 
-const run = promisify(execFile)
+/** Reads of a process's command line after which it is taken as settled (a process a store forks shows the store's until its exec). */
+const SETTLED_READS = 4
+/** What was read of each process in /proc: the marker of a fixture process, or none (and how often that was read). */
+const readProcesses = new Map<string, { readonly marker: string | undefined; readonly reads: number }>()
+const markerOf = (pid: string): string | undefined => {
+  let argv: string[]
+  try {
+    argv = readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0")
+  } catch {
+    return undefined // ended meanwhile
+  }
+  const at = argv.indexOf("--name")
+  return at === -1 ? undefined : argv[at + 1]
+}
 
 /**
  * How many processes of the stdio fixture run on this machine, by the marker each was started with
- * (`--name <marker>`): one `pgrep` for them all, asynchronous, so that sampling neither blocks this
- * process nor spawns a program per marker.
+ * (`--name <marker>`), read from /proc without spawning a program (a `pgrep` per sample cost more
+ * CPU than the rest of the file's sampling): the command line of a fixture process is read again at
+ * every sample (one that has ended, a zombie included, has none), that of any other process only
+ * until it has settled, so a sample costs the listing of /proc and a few reads.
  */
-const fixtureProcesses = async (): Promise<Map<string, number>> => {
-  const listed = await run("pgrep", ["-af", "--", "--name "]).then(
-    (r) => r.stdout,
-    () => "" // pgrep exits 1 when nothing matches
-  )
+const fixtureProcesses = (): Map<string, number> => {
+  const listed = new Set(readdirSync("/proc").filter((name) => /^\d+$/.test(name)))
+  for (const pid of readProcesses.keys()) if (!listed.has(pid)) readProcesses.delete(pid)
   const counts = new Map<string, number>()
-  for (const match of listed.matchAll(/(?:^|\s)--name (\S+)/g)) counts.set(match[1] as string, (counts.get(match[1] as string) ?? 0) + 1)
+  for (const pid of listed) {
+    const before = readProcesses.get(pid)
+    let marker = before?.marker
+    if (before === undefined || marker !== undefined || before.reads < SETTLED_READS) {
+      marker = markerOf(pid)
+      readProcesses.set(pid, { marker, reads: (before?.reads ?? 0) + 1 })
+    }
+    if (marker !== undefined) counts.set(marker, (counts.get(marker) ?? 0) + 1)
+  }
   return counts
 }
-const processes = async (marker: string): Promise<number> => (await fixtureProcesses()).get(marker) ?? 0
+const processes = (marker: string): number => fixtureProcesses().get(marker) ?? 0
 
 /**
  * Samples the fixture processes of some markers every 25 ms until stopped; `stop` resolves with the
@@ -69,21 +88,21 @@ const processes = async (marker: string): Promise<number> => (await fixtureProce
  */
 const sampleProcesses = (markers: ReadonlyArray<string>): (() => Promise<number[]>) => {
   const most = markers.map(() => 0)
-  const take = async () => {
-    const counts = await fixtureProcesses()
+  const take = () => {
+    const counts = fixtureProcesses()
     markers.forEach((m, i) => (most[i] = Math.max(most[i] as number, counts.get(m) ?? 0)))
   }
   let sampling = true
   const loop = (async () => {
     while (sampling) {
-      await take()
+      take()
       await new Promise((resolve) => setTimeout(resolve, 25))
     }
   })()
   return async () => {
     sampling = false
     await loop
-    await take()
+    take()
     return most
   }
 }
@@ -119,7 +138,12 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     )
     for (const [i, r] of started) replicas[i] = r
   }, 120_000)
-  afterEach(() => redis.disconnectAll())
+  /** The test's client for the lease lookups (`ownerOf`): one connection, not one per lookup, for the polls that look many times a second. */
+  let leaseReader: ReturnType<RedisServer["connect"]> | undefined
+  afterEach(() => {
+    leaseReader = undefined
+    redis.disconnectAll()
+  })
   afterAll(async () => {
     const logs = process.env["REPLICA_LOGS"]
     if (logs !== undefined) {
@@ -137,7 +161,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
   const status = async (r: StoreProcess, name: string): Promise<string | undefined> => (await r.get(`/for_store/service_status/${name}`)).body.status as string | undefined
   /** The replica that holds a service's lease now (by the pid its id carries), or undefined. */
   const ownerOf = async (name: string): Promise<StoreProcess | undefined> => {
-    const client = await redis.connect()
+    const client = await (leaseReader ??= redis.connect())
     const holder = await client.get(clusterKey(CLUSTER, "lease", `store/${name}`))
     return replicas.find((r) => r !== undefined && holder?.includes(`-${r.pid}-`) === true)
   }
@@ -174,7 +198,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     }
     // One replica runs each: one session at the upstream (one health-check stream), one process of the command.
     expect(upstream.sessions()).toBe(1)
-    expect(await processes(marker)).toBe(1)
+    expect(processes(marker)).toBe(1)
     expect(await ownerOf("remote")).toBeDefined()
     expect(await ownerOf("local")).toBeDefined()
 
@@ -324,7 +348,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
     const accepts = async () => (await owner.post("/for_store/add_service", { name: "probe", url: upstream.url, disabled: true })).status === 200
     expect(await eventually(accepts, 15_000, 100)).toBe(true)
     expect((await owner.del("/for_store/delete_service/probe")).status).toBe(200)
-    expect(await processes(marker)).toBe(1)
+    expect(processes(marker)).toBe(1)
   })
 
   it("moves a service within the lease TTL when the replica running it is SIGKILLed, never running two processes; a call it held for input is refused as lost", async () => {
@@ -375,7 +399,7 @@ describe.skipIf(!hasRedisServer)("three replicas on one Redis", { timeout: 60_00
       seen = await most()
     }
     expect(seen).toEqual([1])
-    expect(await processes(marker)).toBe(1)
+    expect(processes(marker)).toBe(1)
   })
 
   it("hands its services over at once on an orderly stop, and the leader keeps a snapshot", async () => {
