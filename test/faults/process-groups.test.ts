@@ -4,9 +4,11 @@
 // from /proc, zombies ignored (this machine's init does not reap orphans, so a killed grandchild may
 // stay a zombie for ever).
 //
-// The tests run at the same time (describe.concurrent), each with its own store, ended when it
-// finishes; they share no process group (each checks only the groups of its own servers).
-import { describe, expect, it, type TestContext } from "vitest"
+// The tests run at the same time (describe.concurrent). Those of a variant that end one service
+// each (delete, disconnect, restart, SIGKILL) share one store, each with a service of its own (its
+// own name, its own process group: each checks only the groups of its own servers), ended after
+// the variant; the shutdown test, which ends its store, and the agent test have stores of their own.
+import { afterAll, describe, expect, it, type TestContext } from "vitest"
 import {
   eventually,
   FAULT_MONITORING,
@@ -21,7 +23,7 @@ import {
   type TestServer
 } from "../support/index.js"
 
-/** A test's own store and the process groups it saw. */
+/** A test's own store (when it has one) and the process groups it saw. */
 interface Own {
   server?: TestServer
   readonly groups: Set<number>
@@ -37,23 +39,35 @@ const own = ({ onTestFinished }: TestContext): Own => {
   return o
 }
 
+/** A store started on first use and shared by the tests of a describe, ended after them. */
+const sharedStore = (): (() => Promise<TestServer>) => {
+  let started: Promise<TestServer> | undefined
+  afterAll(async () => {
+    await (await started?.catch(() => undefined))?.cleanup()
+  }, 20_000)
+  return () => (started ??= startTestServer({ monitoring: FAULT_MONITORING }))
+}
+
 const VARIANTS: ReadonlyArray<[string, ReadonlyArray<string>]> = [
   ["a grandchild", ["--spawn-grandchild"]],
   ["a grandchild that ignores SIGTERM", ["--spawn-grandchild", "--grandchild-ignores-sigterm"]]
 ]
 
-/** Starts the test's store with the fixture as service `gc`; returns the store, the process group (the server's pid) and the grandchild's pid. */
-const start = async (o: Own, flags: ReadonlyArray<string>) => {
-  const server = (o.server = await startTestServer({ monitoring: FAULT_MONITORING }))
-  const added = await server.post("/for_store/add_service?wait=15", fixtureService("gc", ...flags))
+/**
+ * Adds the fixture as service `name` to `server` (the test's own store when `server` is not given);
+ * returns the store, the process group (the server's pid) and the grandchild's pid.
+ */
+const start = async (o: Own, flags: ReadonlyArray<string>, name = "gc", shared?: TestServer) => {
+  const server = shared ?? (o.server = await startTestServer({ monitoring: FAULT_MONITORING }))
+  const added = await server.post("/for_store/add_service?wait=15", fixtureService(name, ...flags))
   expect(added.body.services[0].status).toBe("healthy")
-  return { server, ...(await tree(o, server)) }
+  return { server, ...(await tree(o, server, name)) }
 }
 
 /** The live server's pid (its group id) and its grandchild's pid, asked through the store. */
-const tree = async (o: Own, server: TestServer) => {
-  const pid = Number(firstText((await server.post("/for_store/call_tool", { tool_name: "gc__pid" })).body.content))
-  const grandchild = Number(firstText((await server.post("/for_store/call_tool", { tool_name: "gc__grandchild_pid" })).body.content))
+const tree = async (o: Own, server: TestServer, name = "gc") => {
+  const pid = Number(firstText((await server.post("/for_store/call_tool", { tool_name: `${name}__pid` })).body.content))
+  const grandchild = Number(firstText((await server.post("/for_store/call_tool", { tool_name: `${name}__grandchild_pid` })).body.content))
   o.groups.add(pid)
   // The server leads its own group; the grandchild stays in it.
   expect(processGroupOf(pid)).toBe(pid)
@@ -63,28 +77,30 @@ const tree = async (o: Own, server: TestServer) => {
 }
 
 describe.concurrent.each(VARIANTS)("a local server with %s", (_label, flags) => {
+  const store = sharedStore()
+
   it("delete_service: its whole group has ended when the answer comes", { timeout: 20_000 }, async (context) => {
     const o = own(context)
-    const { server, pgid } = await start(o, flags)
-    const reply = await server.del("/for_store/delete_service/gc")
+    const { server, pgid } = await start(o, flags, "deleted", await store())
+    const reply = await server.del("/for_store/delete_service/deleted")
     expect(reply.status).toBe(200)
     expect(liveGroupMembers(pgid)).toEqual([])
   })
 
   it("disconnect_service: its whole group has ended when the answer (disconnected) comes", { timeout: 20_000 }, async (context) => {
     const o = own(context)
-    const { server, pgid } = await start(o, flags)
-    const reply = await server.post("/for_store/disconnect_service", { service_name: "gc" })
+    const { server, pgid } = await start(o, flags, "disconnected", await store())
+    const reply = await server.post("/for_store/disconnect_service", { service_name: "disconnected" })
     expect(reply.body).toMatchObject({ success: true, status: "disconnected" })
     expect(liveGroupMembers(pgid)).toEqual([])
   })
 
   it("restart_service: the old group has ended once the new server is healthy", { timeout: 20_000 }, async (context) => {
     const o = own(context)
-    const { server, pgid } = await start(o, flags)
-    const log = recordStatuses(server.running.store.forStore().findService("gc")!)
+    const { server, pgid } = await start(o, flags, "restarted", await store())
+    const log = recordStatuses(server.running.store.forStore().findService("restarted")!)
     try {
-      const reply = await server.post("/for_store/restart_service", { service_name: "gc" })
+      const reply = await server.post("/for_store/restart_service", { service_name: "restarted" })
       expect(reply.status).toBe(200)
       expect(await log.waitFor("healthy", 15_000)).toBe(true)
       // From the restart on (a slow health check on a loaded machine may have shown "warning" before it).
@@ -95,8 +111,10 @@ describe.concurrent.each(VARIANTS)("a local server with %s", (_label, flags) => 
     }
     // Closing the old connection is not awaited by the restart: allow it a moment.
     expect(await eventually(() => !groupRunning(pgid), 3_000)).toBe(true)
-    const fresh = await tree(o, server)
+    const fresh = await tree(o, server, "restarted")
     expect(fresh.pgid).not.toBe(pgid)
+    // Its new group ends with the service (not left to the store's end).
+    expect((await server.del("/for_store/delete_service/restarted")).status).toBe(200)
   })
 
   it("server shutdown: its whole group has ended when close() resolves", { timeout: 20_000 }, async (context) => {
@@ -108,11 +126,13 @@ describe.concurrent.each(VARIANTS)("a local server with %s", (_label, flags) => 
 
   it("the server process killed with SIGKILL: the rest of its group is ended too", { timeout: 20_000 }, async (context) => {
     const o = own(context)
-    const { pgid, grandchild } = await start(o, flags)
+    const { server, pgid, grandchild } = await start(o, flags, "killed", await store())
     process.kill(pgid, "SIGKILL")
     // SIGTERM to the group at once, SIGKILL after the 2 s grace period.
     expect(await eventually(() => !groupRunning(pgid), 4_000)).toBe(true)
     expect(liveGroupMembers(pgid)).not.toContain(grandchild)
+    // The service deleted: the shared store does not go on reconnecting it (a new server each time).
+    expect((await server.del("/for_store/delete_service/killed")).status).toBe(200)
   })
 })
 

@@ -1,11 +1,15 @@
 // The mcp-store process itself (`mcp-store run api` from its bundle, spawnStore, a child of the test): killed with
 // SIGKILL in the middle of a burst of concurrent add_service and delete_service requests, the
 // services file must still be valid JSON holding every acknowledged change (and the store must start
-// from it); stopped with SIGTERM while wait_service requests and event streams are open, it must exit
-// within 5 s with every child process (a stdio server and its grandchild) ended; killed with SIGKILL,
-// the stdio server's processes it leaves are ended by the next store on the folder (and only they);
-// with its stderr closed (the reader went away), it neither spins nor hangs, and SIGTERM still ends it.
+// from it); with its stderr closed (the reader went away), it neither spins nor hangs, and SIGTERM
+// still ends it; killed with SIGKILL, the stdio server's processes it leaves are ended by the next
+// store on the folder (and only they); stopped with SIGTERM while wait_service requests and event
+// streams are open, it must exit within 10 s with code 0 and every child process (stdio servers and a
+// grandchild that ignores SIGTERM) ended.
 //
+// A store start costs about a second of CPU, so a store serves every check that does not need one of
+// its own: the store started from the burst's last file is then the one whose stderr is closed, and
+// the store that ends the killed store's processes is then the one stopped with SIGTERM.
 // The tests run at the same time (describe.concurrent), each with its own folder and store
 // processes, ended when it finishes; they share the HTTP fixture their services connect to.
 import { spawn } from "node:child_process"
@@ -57,8 +61,8 @@ const own = ({ onTestFinished }: TestContext, prefix: string): Own => {
   return o
 }
 
-const start = async (o: Own, configFile: string, monitoring = {}) => {
-  const store = await spawnStore({ configFile, monitoring })
+const start = async (o: Own, configFile: string, monitoring = {}, extraArgs: ReadonlyArray<string> = []) => {
+  const store = await spawnStore({ configFile, monitoring, extraArgs })
   o.stores.push(store)
   return store
 }
@@ -81,8 +85,8 @@ const namesIn = (doc: { mcpServers?: Record<string, unknown>; agents?: Record<st
   agent: new Set(Object.keys(doc.agents?.[AGENT]?.mcpServers ?? {}))
 })
 
-describe.concurrent("SIGKILL of mcp-store during a burst of add_service and delete_service", () => {
-  it("three rounds: the file stays valid JSON, holds every acknowledged change, and the store starts from it", { timeout: 120_000 }, async (context) => {
+describe.concurrent("SIGKILL of mcp-store during a burst of add_service and delete_service; then a closed log pipe", () => {
+  it("three rounds: the file stays valid JSON, holds every acknowledged change, and the store starts from it; that store, its stderr closed, neither spins nor hangs: SIGTERM ends it with code 0", { timeout: 120_000 }, async (context) => {
     const o = own(context, "mcp-store-burst-")
     const { dir } = o
     const file = join(dir, "mcp.json")
@@ -172,9 +176,10 @@ describe.concurrent("SIGKILL of mcp-store during a burst of add_service and dele
       )
     }
 
-    // The store starts from the file the last kill left, with exactly the services it holds.
+    // The store starts from the file the last kill left, with exactly the services it holds (logging
+    // at info: the closed log pipe below needs lines to write).
     const doc = JSON.parse(readFileSync(file, "utf8"))
-    const store = await start(o, file, { health_check_seconds: 30 })
+    const store = await start(o, file, { health_check_seconds: 30 }, ["--log-level", "info"])
     const listed = await store.get("/for_store/list_services?scope=all")
     expect(listed.status).toBe(200)
     const byScope = (scope: string) => listed.body.services.filter((s: { scope: string }) => s.scope === scope).map((s: { name: string }) => s.name).sort()
@@ -185,76 +190,23 @@ describe.concurrent("SIGKILL of mcp-store during a burst of add_service and dele
     // secrets included); a new start should not keep those of processes that are gone.
     const stale = readdirSync(dir).filter((f) => /^\.mcp\.json\.\d+\.[0-9a-f]+\.tmp$/.test(f) && Number(f.split(".")[3]) !== store.pid)
     expect(stale).toEqual([])
+
+    // A closed log pipe: the store's stderr reader goes away (`mcp-store ... 2>&1 | head -1`), and
+    // every log line fails with EPIPE. Before the logger listened for that, each failure was an
+    // uncaught exception whose report was one more failing line: the process spun on a core and
+    // never ended on SIGTERM.
+    store.child.stderr?.destroy()
+    // Lines to write into the closed pipe: a refused change is logged at info.
+    for (let i = 0; i < 3; i++) expect((await store.post("/for_store/add_service", { name: "bad name!", url: http.url })).status).toBe(400)
+    expect((await store.get("/health")).status).toBe(200)
+    store.child.kill("SIGTERM")
+    const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
+    expect(exit, "mcp-store still running 10 s after SIGTERM with its stderr closed").toBeDefined()
+    expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
   })
 })
 
-describe.concurrent("SIGTERM with open wait_service requests and event streams", () => {
-  it("exits within 5 s with code 0; the stdio server and its grandchild (which ignores SIGTERM) are ended", { timeout: 40_000 }, async (context) => {
-    const o = own(context, "mcp-store-sigterm-")
-    const file = join(o.dir, "mcp.json")
-    const gc = stdioFixture("--spawn-grandchild", "--grandchild-ignores-sigterm")
-    const plain = stdioFixture()
-    writeFileSync(
-      file,
-      JSON.stringify({
-        mcpServers: {
-          gc: { command: gc.command, args: gc.args },
-          remote: { url: http.url }
-        },
-        agents: { a1: { mcpServers: { local: { command: plain.command, args: plain.args } } } }
-      })
-    )
-    const store = await start(o, file, { health_check_seconds: 0.5 })
-    for (const [prefix, name] of [["/for_store", "gc"], ["/for_store", "remote"], ["/for_agent/a1", "local"]] as const) {
-      const ready = await store.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status: "healthy", timeout: 20 })
-      expect(ready.body.data.result).toBe(true)
-    }
-    const pidOf = async (prefix: string, tool: string) =>
-      Number(firstText((await store.post(`${prefix}/call_tool`, { tool_name: tool })).body.content))
-    const gcPid = await pidOf("/for_store", "gc__pid")
-    const grandchild = await pidOf("/for_store", "gc__grandchild_pid")
-    const localPid = await pidOf("/for_agent/a1", "local__pid")
-    o.groups.add(gcPid).add(localPid)
-    expect(liveGroupMembers(gcPid).sort()).toEqual([gcPid, grandchild].sort())
-
-    // Waits that would last a minute, and event streams that never end by themselves.
-    const waits = [
-      openRequest(`${store.url}/for_store/wait_service`, { client_id_or_service_name: "gc", status: "disconnected", timeout: 60 }),
-      openRequest(`${store.url}/for_store/wait_service`, { client_id_or_service_name: "remote", status: ["unreachable"], timeout: 60 }),
-      openRequest(`${store.url}/for_agent/a1/wait_service`, { client_id_or_service_name: "local", status: "disconnected", timeout: 60 })
-    ]
-    const streams: SseStream[] = await Promise.all(
-      [`${store.url}/events`, `${store.url}/events?agent_id=a1`, `${store.url}/inspect/events`].map((url) => openSse(url))
-    )
-    try {
-      expect(streams.map((s) => s.status)).toEqual([200, 200, 200])
-      // The waits are in the store's hands: every request has been written to its socket.
-      await Promise.all(waits.map((w) => w.sent))
-      const open = await store.get("/monitoring/active_connections")
-      expect(open.body.event_subscribers).toBeGreaterThanOrEqual(2)
-
-      store.child.kill("SIGTERM")
-      const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
-      expect(exit, `mcp-store still running 10 s after SIGTERM:\n${store.output()}`).toBeDefined()
-      expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
-
-      // Every wait was answered or cut, every stream ended.
-      await Promise.all(waits.map((w) => w.done))
-      await Promise.all(streams.map((s) => s.ended))
-      // No live process of either server's group, and the grandchild is gone.
-      expect(liveGroupMembers(gcPid)).toEqual([])
-      expect(liveGroupMembers(localPid)).toEqual([])
-      expect(processGone(grandchild)).toBe(true)
-    } finally {
-      for (const w of waits) w.close()
-      for (const s of streams) s.close()
-    }
-    // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
-    expect(await eventually(() => processGone(store.pid), 1_000)).toBe(true)
-  })
-})
-
-describe.concurrent("a store killed before it could end its local services", () => {
+describe.concurrent("a store killed before it could end its local services; the next one stopped with SIGTERM", () => {
   /** The start time /proc gives a process (field 22 of its stat). */
   const startOf = (pid: number): string => {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
@@ -269,7 +221,7 @@ describe.concurrent("a store killed before it could end its local services", () 
   }
   const ledgers = (dir: string) => readdirSync(dir).filter((f) => /^\.mcp\.json\.processes\.\d+\.[0-9a-f]{12}\.json$/.test(f))
 
-  it("SIGKILL leaves the stdio server's group running; the next store on the folder ends it, and only the groups that are still the killed store's", { timeout: 40_000 }, async (context) => {
+  it("SIGKILL leaves the stdio server's group running; the next store on the folder ends it, and only the groups that are still the killed store's; that store, stopped with SIGTERM while wait_service requests and event streams are open, exits within 10 s with code 0, its stdio servers and their grandchild (which ignores SIGTERM) ended", { timeout: 70_000 }, async (context) => {
     const o = own(context, "mcp-store-orphans-")
     const file = join(o.dir, "mcp.json")
     const gc = stdioFixture("--spawn-grandchild", "--grandchild-ignores-sigterm")
@@ -300,8 +252,17 @@ describe.concurrent("a store killed before it could end its local services", () 
     await new Promise((resolve) => setTimeout(resolve, 300))
     expect(processGone(grandchild), "the grandchild outlives the killed store").toBe(false)
 
-    const second = await spawnStore({ configFile: file, extraArgs: ["--log-level", "warn"] })
-    o.stores.push(second)
+    // The next store's services: the same `gc`, a URL service, and an agent's stdio server (added
+    // now: the killed store ran `gc` alone, so its ledger names that one group).
+    const plain = stdioFixture()
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: { gc: { command: gc.command, args: gc.args }, remote: { url: http.url } },
+        agents: { a1: { mcpServers: { local: { command: plain.command, args: plain.args } } } }
+      })
+    )
+    const second = await start(o, file, { health_check_seconds: 0.5 }, ["--log-level", "warn"])
     expect(second.output()).toMatch(/ended 1 local service process group\(s\) left running by a store that ended without stopping them \(pid \d+\): node \(pid \d+\)/)
     expect(liveGroupMembers(serverPid)).toEqual([])
     expect(processGone(grandchild)).toBe(true)
@@ -313,37 +274,54 @@ describe.concurrent("a store killed before it could end its local services", () 
     expect(left).toContain(".mcp.json.processes.1.aaaaaaaaaaaa.json")
     expect(left).toContain(".mcp.json.processes.3.cccccccccccc.json")
     expect(second.output()).toMatch(/process ledger \S+cccccccccccc\.json cannot be read: left alone/)
-    expect((await second.post("/for_store/wait_service", { client_id_or_service_name: "gc", status: "healthy", timeout: 20 })).body.data.result).toBe(true)
-    const newPid = Number(firstText((await second.post("/for_store/call_tool", { tool_name: "gc__pid" })).body.content))
-    o.groups.add(newPid)
+    for (const [prefix, name] of [["/for_store", "gc"], ["/for_store", "remote"], ["/for_agent/a1", "local"]] as const) {
+      const ready = await second.post(`${prefix}/wait_service`, { client_id_or_service_name: name, status: "healthy", timeout: 20 })
+      expect(ready.body.data.result).toBe(true)
+    }
+    const pidOf = async (prefix: string, tool: string) =>
+      Number(firstText((await second.post(`${prefix}/call_tool`, { tool_name: tool })).body.content))
+    const newPid = await pidOf("/for_store", "gc__pid")
+    const newGrandchild = await pidOf("/for_store", "gc__grandchild_pid")
+    const localPid = await pidOf("/for_agent/a1", "local__pid")
+    o.groups.add(newPid).add(localPid)
+    expect(liveGroupMembers(newPid).sort()).toEqual([newPid, newGrandchild].sort())
     expect(await eventually(() => ledgers(o.dir).some((f) => readFileSync(join(o.dir, f), "utf8").includes(`"pgid":${newPid}`)), 5_000)).toBe(true)
 
-    // A store that stops as asked removes its ledger with its processes.
-    second.child.kill("SIGTERM")
-    await second.exited
-    expect(ledgers(o.dir).sort()).toEqual([".mcp.json.processes.1.aaaaaaaaaaaa.json", ".mcp.json.processes.3.cccccccccccc.json"])
-    expect(liveGroupMembers(newPid)).toEqual([])
-  })
-})
+    // SIGTERM while waits that would last a minute and event streams that never end by themselves are open.
+    const waits = [
+      openRequest(`${second.url}/for_store/wait_service`, { client_id_or_service_name: "gc", status: "disconnected", timeout: 60 }),
+      openRequest(`${second.url}/for_store/wait_service`, { client_id_or_service_name: "remote", status: ["unreachable"], timeout: 60 }),
+      openRequest(`${second.url}/for_agent/a1/wait_service`, { client_id_or_service_name: "local", status: "disconnected", timeout: 60 })
+    ]
+    const streams: SseStream[] = await Promise.all(
+      [`${second.url}/events`, `${second.url}/events?agent_id=a1`, `${second.url}/inspect/events`].map((url) => openSse(url))
+    )
+    try {
+      expect(streams.map((s) => s.status)).toEqual([200, 200, 200])
+      // The waits are in the store's hands: every request has been written to its socket.
+      await Promise.all(waits.map((w) => w.sent))
+      const open = await second.get("/monitoring/active_connections")
+      expect(open.body.event_subscribers).toBeGreaterThanOrEqual(2)
 
-describe.concurrent("a closed log pipe", () => {
-  // A store whose stderr reader went away (`mcp-store ... 2>&1 | head -1`): every log line fails with
-  // EPIPE. Before the logger listened for that, each failure was an uncaught exception whose report
-  // was one more failing line: the process spun on a core and never ended on SIGTERM.
-  it("neither spins nor hangs: SIGTERM ends the store with code 0 after its stderr is closed", { timeout: 30_000 }, async (context) => {
-    const o = own(context, "mcp-store-epipe-")
-    const file = join(o.dir, "mcp.json")
-    writeFileSync(file, JSON.stringify({ mcpServers: {} }))
-    const store = await spawnStore({ configFile: file, extraArgs: ["--log-level", "info"] })
-    o.stores.push(store)
-    store.child.stderr?.destroy()
-    // Lines to write into the closed pipe: a refused change is logged at info.
-    for (let i = 0; i < 3; i++) expect((await store.post("/for_store/add_service", { name: "bad name!", url: http.url })).status).toBe(400)
-    const busy = (await store.get("/health")).status
-    expect(busy).toBe(200)
-    store.child.kill("SIGTERM")
-    const exit = await within(store.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
-    expect(exit, "mcp-store still running 10 s after SIGTERM with its stderr closed").toBeDefined()
-    expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
+      second.child.kill("SIGTERM")
+      const exit = await within(second.exited, 10_000, "exit after SIGTERM").catch(() => undefined)
+      expect(exit, `mcp-store still running 10 s after SIGTERM:\n${second.output()}`).toBeDefined()
+      expect({ code: exit!.code, signal: exit!.signal }).toEqual({ code: 0, signal: null })
+
+      // Every wait was answered or cut, every stream ended.
+      await Promise.all(waits.map((w) => w.done))
+      await Promise.all(streams.map((s) => s.ended))
+      // No live process of either server's group, and the grandchild is gone.
+      expect(liveGroupMembers(newPid)).toEqual([])
+      expect(liveGroupMembers(localPid)).toEqual([])
+      expect(processGone(newGrandchild)).toBe(true)
+    } finally {
+      for (const w of waits) w.close()
+      for (const s of streams) s.close()
+    }
+    // Nothing the store started survives it (its pid is gone; nothing is reparented from it).
+    expect(await eventually(() => processGone(second.pid), 1_000)).toBe(true)
+    // A store that stops as asked removes its ledger with its processes.
+    expect(ledgers(o.dir).sort()).toEqual([".mcp.json.processes.1.aaaaaaaaaaaa.json", ".mcp.json.processes.3.cccccccccccc.json"])
   })
 })
