@@ -43,7 +43,6 @@ const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
   "test/fixtures/strict-server.ts",
   "test/fixtures/rich-tools-server.ts",
   "test/fixtures/hostile-stdio.ts",
-  "test/fixtures/era-stdio.ts",
   "examples/demo-server.ts"
 ]
 
@@ -54,7 +53,8 @@ const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
  * of CPU a start, `node -e 0` 0.1 s); from the snapshot, whose heap has them already, 0.15 s.
  */
 const SNAPSHOT_PROGRAMS: Readonly<Record<string, string>> = {
-  "test/fixtures/stdio-fixture.ts": "test/fixtures/stdio-fixture-snapshot.ts"
+  "test/fixtures/stdio-fixture.ts": "test/fixtures/stdio-fixture-snapshot.ts",
+  "test/fixtures/era-stdio.ts": "test/fixtures/era-stdio.ts"
 }
 
 /** The snapshot of the program at `path` (from the root), in the fixtures' folder. */
