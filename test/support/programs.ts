@@ -39,6 +39,8 @@ const bundled = (): boolean => process.env["VITEST"] === "true" && process.env["
 
 /** The stdio servers tests start (paths from the repository root), bundled together. */
 const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
+  "test/fixtures/stdio-fixture.ts",
+  "test/fixtures/era-stdio.ts",
   "test/fixtures/conformance-server.ts",
   "test/fixtures/strict-server.ts",
   "test/fixtures/rich-tools-server.ts",
@@ -50,7 +52,10 @@ const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
  * The stdio servers tests start from a startup snapshot (`node --snapshot-blob <blob> -- [flags]`),
  * with the entry the snapshot is built from. The stdio fixture is started some two hundred times a
  * run: from its bundle, a start compiled 1.5 MB of code and built the SDK's zod schemas (measured: 0.26 s
- * of CPU a start, `node -e 0` 0.1 s); from the snapshot, whose heap has them already, 0.15 s.
+ * of CPU a start, `node -e 0` 0.1 s); from the snapshot, whose heap has them already, 0.15 s. A
+ * snapshot loads only in a node with the V8 flags it was built with: it is built with this process's
+ * environment (NODE_OPTIONS, which the tests' processes inherit, is an input of its folder). When it
+ * cannot be built, the program runs from its bundle (built too), with a warning.
  */
 const SNAPSHOT_PROGRAMS: Readonly<Record<string, string>> = {
   "test/fixtures/stdio-fixture.ts": "test/fixtures/stdio-fixture-snapshot.ts",
@@ -130,8 +135,9 @@ let fixtureDir: string | undefined
  */
 export const fixtureBundles = (): string => {
   if (fixtureDir !== undefined) return fixtureDir
-  // A snapshot is made by, and only runs on, one build of node: its version is an input.
-  const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples", "test/support/programs.ts"], `${process.version} ${process.arch}`)
+  // A snapshot is made by, and only runs on, one build of node with the same V8 flags: inputs.
+  const salt = `${process.version} ${process.arch} ${process.env["NODE_OPTIONS"] ?? ""}`
+  const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples", "test/support/programs.ts"], salt)
   if (!existsSync(dir)) {
     buildSync({
       ...common,
@@ -144,14 +150,25 @@ export const fixtureBundles = (): string => {
       // A snapshot's entry is one CommonJS script that requires only node's own modules.
       const script = join(temporary, entry.replace(/\.ts$/, ".cjs"))
       buildSync({ ...common, banner: {}, format: "cjs", entryPoints: [join(ROOT, entry)], outfile: script })
-      const env = { ...process.env }
-      delete env["NODE_OPTIONS"]
-      execFileSync(process.execPath, ["--snapshot-blob", snapshotBlob(temporary, program), "--build-snapshot", script], { cwd: temporary, env, stdio: ["ignore", "ignore", "pipe"] })
+      try {
+        execFileSync(process.execPath, ["--snapshot-blob", snapshotBlob(temporary, program), "--build-snapshot", script], { cwd: temporary, stdio: ["ignore", "ignore", "pipe"] })
+      } catch (error) {
+        rmSync(snapshotBlob(temporary, program), { force: true })
+        console.warn(`${program}: no startup snapshot (its bundle runs instead): ${String((error as { stderr?: unknown }).stderr ?? error)}`)
+      }
     }
     settle(temporary, dir)
     removeStale("fixtures", name)
   }
   return (fixtureDir = dir)
+}
+
+const snapshotsMade = new Map<string, boolean>()
+/** Whether the snapshot of the program at `path` (from the root) was built. */
+const snapshotMade = (path: string): boolean => {
+  let made = snapshotsMade.get(path)
+  if (made === undefined) snapshotsMade.set(path, (made = existsSync(snapshotBlob(fixtureBundles(), path))))
+  return made
 }
 
 /**
@@ -161,7 +178,7 @@ export const fixtureBundles = (): string => {
 export const programArgs = (path: string): ReadonlyArray<string> => {
   const fromRoot = isAbsolute(path) ? relative(ROOT, path) : path
   // `--`: the program's flags are not node's.
-  if (bundled() && SNAPSHOT_PROGRAMS[fromRoot] !== undefined) return ["--snapshot-blob", snapshotBlob(fixtureBundles(), fromRoot), "--"]
+  if (bundled() && SNAPSHOT_PROGRAMS[fromRoot] !== undefined && snapshotMade(fromRoot)) return ["--snapshot-blob", snapshotBlob(fixtureBundles(), fromRoot), "--"]
   if (!bundled() || !FIXTURE_PROGRAMS.includes(fromRoot)) return ["--import", TSX_LOADER, join(ROOT, fromRoot)]
   return [join(fixtureBundles(), fromRoot.replace(/\.ts$/, ".mjs"))]
 }
