@@ -59,11 +59,23 @@ export interface InstalledPackage {
   readonly installMs: number
 }
 
+/** How to install. */
+export interface InstallOptions {
+  /**
+   * `npm install --ignore-scripts`: the dependencies' install scripts are not run. Two have one, and
+   * both only look for or build native add-ons the store never loads (the bundle leaves them out:
+   * scripts/bundle-options.mjs): @parcel/watcher (of @effect/platform-node-shared) and msgpackr-extract
+   * (optional, of msgpackr). The package itself has no install script. Measured: 1 to 3 s of CPU
+   * less of 10 to 12. Default false (bench/install.ts times an install as a user runs it).
+   */
+  readonly ignoreScripts?: boolean
+}
+
 /**
  * Packs the repository as it is (dist/ must be built: `prepare` is not run again) into `dir` and
  * installs the tarball into `<dir>/app` with `npm install --offline --omit=dev`.
  */
-export const packAndInstall = async (dir: string): Promise<InstalledPackage> => {
+export const packAndInstall = async (dir: string, options: InstallOptions = {}): Promise<InstalledPackage> => {
   const packed = await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", dir], REPO_ROOT)
   const info = (
     JSON.parse(packed.stdout) as Array<{ filename: string; integrity: string; size: number; unpackedSize: number; files: Array<{ path: string }> }>
@@ -74,7 +86,7 @@ export const packAndInstall = async (dir: string): Promise<InstalledPackage> => 
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module", dependencies: { "mcp-store": dependency } }))
   writeFileSync(join(app, "package-lock.json"), JSON.stringify(appLockfile(dependency, info.integrity)))
   const started = performance.now()
-  await npm(["install", "--offline", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], app)
+  await npm(["install", "--offline", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error", ...(options.ignoreScripts === true ? ["--ignore-scripts"] : [])], app)
   return {
     tarball: join(dir, info.filename),
     files: info.files.map((f) => f.path).sort(),
