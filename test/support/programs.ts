@@ -53,9 +53,11 @@ const FIXTURE_PROGRAMS: ReadonlyArray<string> = [
  * with the entry the snapshot is built from. The stdio fixture is started some two hundred times a
  * run: from its bundle, a start compiled 1.5 MB of code and built the SDK's zod schemas (measured: 0.26 s
  * of CPU a start, `node -e 0` 0.1 s); from the snapshot, whose heap has them already, 0.15 s. A
- * snapshot loads only in a node with the V8 flags it was built with: it is built with this process's
- * environment (NODE_OPTIONS, which the tests' processes inherit, is an input of its folder). When it
- * cannot be built, the program runs from its bundle (built too), with a warning.
+ * snapshot loads only in a node with the V8 flags it was built with, and the processes that start
+ * these programs do not agree on NODE_OPTIONS (a store gives its stdio servers a few safe variables,
+ * not NODE_OPTIONS; a test that spawns one itself passes its own environment): so snapshots are
+ * built and used only when NODE_OPTIONS is empty, and built without it. With NODE_OPTIONS set, or
+ * when a snapshot cannot be built, the program runs from its bundle (built too; the latter warns).
  */
 const SNAPSHOT_PROGRAMS: Readonly<Record<string, string>> = {
   "test/fixtures/stdio-fixture.ts": "test/fixtures/stdio-fixture-snapshot.ts",
@@ -68,15 +70,18 @@ const snapshotBlob = (dir: string, path: string): string => join(dir, path.repla
 /** Builds the startup snapshot `blob` from `script`; when that fails, warns and leaves no blob. */
 const buildSnapshot = (program: string, script: string, blob: string): void => {
   try {
-    execFileSync(process.execPath, ["--snapshot-blob", blob, "--build-snapshot", script], { cwd: dirname(script), stdio: ["ignore", "ignore", "pipe"] })
+    const { NODE_OPTIONS: _none, ...env } = process.env
+    execFileSync(process.execPath, ["--snapshot-blob", blob, "--build-snapshot", script], { cwd: dirname(script), env, stdio: ["ignore", "ignore", "pipe"] })
   } catch (error) {
     rmSync(blob, { force: true })
     console.warn(`${program}: no startup snapshot (its bundle runs instead): ${String((error as { stderr?: unknown }).stderr ?? error)}`)
   }
 }
 
-/** NODE_OPTIONS and the node a snapshot is built by: it loads only in the same, with the same V8 flags. */
-const SNAPSHOT_SALT = `${process.version} ${process.arch} ${process.env["NODE_OPTIONS"] ?? ""}`
+/** Whether startup snapshots are built and used: only without NODE_OPTIONS (see `SNAPSHOT_PROGRAMS`). */
+const SNAPSHOTS = (process.env["NODE_OPTIONS"] ?? "").trim() === ""
+/** The node a snapshot is built by (it loads only in the same), and whether there are snapshots: part of the builds' folder names. */
+const SNAPSHOT_SALT = `${process.version} ${process.arch} ${SNAPSHOTS ? "snapshots" : "bundles"}`
 
 /** What every bundle depends on besides its sources: the dependencies' versions and the build options. */
 const COMMON_INPUTS = ["package-lock.json", "scripts/bundle-options.mjs"]
@@ -157,7 +162,7 @@ export const fixtureBundles = (): string => {
       outbase: ROOT,
       outExtension: { ".js": ".mjs" }
     })
-    for (const [program, entry] of Object.entries(SNAPSHOT_PROGRAMS)) {
+    for (const [program, entry] of SNAPSHOTS ? Object.entries(SNAPSHOT_PROGRAMS) : []) {
       // A snapshot's entry is one CommonJS script that requires only node's own modules.
       const script = join(temporary, entry.replace(/\.ts$/, ".cjs"))
       buildSync({ ...common, banner: {}, format: "cjs", entryPoints: [join(ROOT, entry)], outfile: script })
@@ -367,8 +372,9 @@ export const everythingProgram = (): string => {
       outfile: join(temporary, "dist", "index.mjs")
     })
     cpSync(join(EVERYTHING_PACKAGE, "dist", "docs"), join(temporary, "docs"), { recursive: true })
-    const launcher = readFileSync(join(EVERYTHING_PACKAGE, "dist", "transports", "stdio.js"), "utf8")
-    if (EVERYTHING_STDIO_LAUNCHER.every((line) => launcher.includes(line))) {
+    // With NODE_OPTIONS set, no snapshot: the bundle runs (see SNAPSHOT_PROGRAMS).
+    const launcher = SNAPSHOTS ? readFileSync(join(EVERYTHING_PACKAGE, "dist", "transports", "stdio.js"), "utf8") : undefined
+    if (launcher !== undefined && EVERYTHING_STDIO_LAUNCHER.every((line) => launcher.includes(line))) {
       const script = join(temporary, "dist", "stdio.cjs")
       buildSync({
         stdin: { contents: EVERYTHING_STDIO_SNAPSHOT, resolveDir: join(EVERYTHING_PACKAGE, "dist"), sourcefile: "everything-stdio-snapshot.js", loader: "js" },
@@ -379,7 +385,7 @@ export const everythingProgram = (): string => {
         outfile: script
       })
       buildSnapshot("server-everything", script, join(temporary, "dist", "stdio.blob"))
-    } else console.warn("server-everything: its dist/transports/stdio.js changed (see EVERYTHING_STDIO_SNAPSHOT, test/support/programs.ts): no startup snapshot")
+    } else if (launcher !== undefined) console.warn("server-everything: its dist/transports/stdio.js changed (see EVERYTHING_STDIO_SNAPSHOT, test/support/programs.ts): no startup snapshot")
     settle(temporary, dir)
     removeStale("everything", name)
   }

@@ -138,12 +138,14 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
  * handed out again soon. A port the kernel picks (`listen(0)`, released) could be picked again by
  * another file at once: a store started on it found it in use, and a replica that ended left its
  * address to whatever took the port next, which then answered the other replicas in its place.
+ * Each process starts at a place of its block set by its pid: two runs on one machine (their forks
+ * have the same pool ids) then take different ports instead of the same ones in the same order.
  */
 const FIRST_PORT = 20000
 /** Blocks for up to this many forks (vitest.config.ts runs four): with more, two forks would share a block and hand out each other's ports. */
 const FORK_BLOCKS = 8
 const PORTS_PER_FORK = 1500
-let portTurn = 0
+let portTurn = process.pid % PORTS_PER_FORK
 
 /** Whether nothing listens on `port` of 127.0.0.1 now (it could be bound). */
 const bindable = (port: number): Promise<boolean> =>
