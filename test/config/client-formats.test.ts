@@ -43,13 +43,37 @@ afterEach(async () => {
   logs = undefined
 })
 
-/** Starts a server on a services file holding `text` (written byte for byte). */
-const serve = async (text: string, options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> => {
+/** A server on a services file holding `text` (written byte for byte). */
+const startOn = async (text: string): Promise<TestServer> => {
   const dir = freshDir()
   writeFileSync(join(dir, "mcp.json"), text)
-  server = await startTestServer({ ...options, dir })
+  return startTestServer({ dir })
+}
+
+/** Starts a server on a services file holding `text`, stopped after the test. */
+const serve = async (text: string): Promise<TestServer> => {
+  server = await startOn(text)
   return server
 }
+
+/**
+ * The server on a template's file, started once for the file's tests: the load test of a template
+ * only reads (its services, a call of each), and runs first, so the write-back tests after it find
+ * the file as the template wrote it (each of them checks the file against what it read itself).
+ */
+const byTemplate = new Map<string, Promise<TestServer>>()
+const serveTemplate = (template: string): Promise<TestServer> => {
+  let started = byTemplate.get(template)
+  if (started === undefined) {
+    started = startOn(fill(template, http.url))
+    byTemplate.set(template, started)
+  }
+  return started
+}
+afterAll(async () => {
+  for (const started of byTemplate.values()) await (await started.catch(() => undefined))?.cleanup()
+  byTemplate.clear()
+})
 
 describe("config files of other clients load as they are", { timeout: 30_000 }, () => {
   it.each([
@@ -61,7 +85,7 @@ describe("config files of other clients load as they are", { timeout: 30_000 }, 
     ["VS Code (servers, type, inputs, comments)", "vscode-mcp.jsonc", "store"],
     ["the Python MCPStore (_byagent_ keys)", "python-mcpstore.json", "agent1"]
   ] as const)("%s", async (_client, template, remoteScope) => {
-    const s = await serve(fill(template, http.url))
+    const s = await serveTemplate(template)
     await waitStatus(s, "/for_store", "fixture", "healthy")
     const call = await s.post("/for_store/call_tool", { tool_name: "fixture__echo", args: { text: `hello from ${template}` } })
     expect(call.status).toBe(200)
@@ -80,7 +104,7 @@ describe("config files of other clients load as they are", { timeout: 30_000 }, 
 describe("changes are written back in the file's own layout", { timeout: 30_000 }, () => {
   it("Windsurf's serverUrl and Gemini CLI's httpUrl stay, with the fields mcp-store does not know", async () => {
     for (const template of ["windsurf.json", "gemini-settings.json"]) {
-      const s = await serve(fill(template, http.url))
+      const s = await serveTemplate(template)
       await waitStatus(s, "/for_store", "remote", "healthy")
       const before = s.readFile() as { mcpServers: Record<string, Record<string, unknown>> }
       const off = await s.post("/for_store/disconnect_service", { service_name: "remote" })
@@ -88,13 +112,11 @@ describe("changes are written back in the file's own layout", { timeout: 30_000 
       const after = s.readFile() as { mcpServers: Record<string, Record<string, unknown>> }
       // The same entry, one field more; the other client can still read it.
       expect(after).toEqual({ ...before, mcpServers: { ...before.mcpServers, remote: { ...before.mcpServers["remote"], disabled: true } } })
-      await s.cleanup()
-      server = undefined
     }
   })
 
   it("a service added to an agent of a Python MCPStore file becomes a _byagent_ key", async () => {
-    const s = await serve(fill("python-mcpstore.json", http.url))
+    const s = await serveTemplate("python-mcpstore.json")
     await waitStatus(s, "/for_store", "fixture", "healthy")
     const added = await s.post("/for_agent/agent2/add_service", { name: "weather", url: http.url })
     expect(added.status).toBe(200)
@@ -109,7 +131,7 @@ describe("changes are written back in the file's own layout", { timeout: 30_000 
 
   it("a VS Code file keeps its comments, inputs and layout; a new service goes to servers, with its type", async () => {
     const text = fill("vscode-mcp.jsonc", http.url)
-    const s = await serve(text)
+    const s = await serveTemplate("vscode-mcp.jsonc")
     await waitStatus(s, "/for_store", "remote", "healthy")
     const added = await s.post("/for_store/add_service", { name: "extra", url: http.url, transport: "sse" })
     expect(added.status).toBe(200)
@@ -221,7 +243,8 @@ describe("invalid entries of the file", { timeout: 30_000 }, () => {
   })
 
   it("one name rule: a name with a space is refused over HTTP as it is left out of the file", async () => {
-    const s = await serve('{"mcpServers": {}}\n')
+    // Any store: the rule does not depend on the file (Claude Desktop's, already running, gets the services).
+    const s = await serveTemplate("claude-desktop.json")
     for (const name of ["Brave Search", "a__b", "x_byagent_y"]) {
       const reply = await s.post("/for_store/add_service", { name, url: http.url })
       expect(reply.status, name).toBe(400)

@@ -178,36 +178,45 @@ describe("the SDK v2 client on /mcp", () => {
   })
 })
 
+/**
+ * Two stores without keys, sharing nothing, each with the fixture as `fx` and a cap of four streams:
+ * started for the first test that needs them, stopped at the end of the file. Their tests leave
+ * nothing open in them (every client and stream is closed after its test).
+ */
+let keylessStores: Promise<TestServer[]> | undefined
+const keyless = (): Promise<TestServer[]> =>
+  (keylessStores ??= Promise.all([0, 1].map(() => startTestServer({ services: { mcpServers: { fx: { url: fixture.url } } }, options: { max_mcp_sessions: 4 } }))))
+afterAll(async () => {
+  const stores = await keylessStores?.catch(() => [])
+  await Promise.all((stores ?? []).map((s) => s.cleanup()))
+})
+
 describe("no session, so no affinity", () => {
   it("a modern client served in turn by two stores that share nothing (no secret, no key file) lists and calls on each", async () => {
-    const stores = await Promise.all([0, 1].map(() => startTestServer({ services: { mcpServers: { fx: { url: fixture.url } } } })))
-    try {
-      await Promise.all(stores.map((s) => waitStatus(s, "/for_store", "fx", "healthy", 30)))
-      const served: string[] = []
-      let turn = 0
-      const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
-      c.onerror = () => undefined
-      const transport = new StreamableHTTPClientTransport(new URL(`${stores[0]!.url}/mcp`), {
-        // A load balancer with no stickiness: each request to the next store.
-        fetch: (url, init) => {
-          const base = stores[turn++ % 2]!.url
-          served.push(base)
-          return fetch(String(url).replace(stores[0]!.url, base), init)
-        }
-      })
-      await within(c.connect(transport), 10_000, "connect")
-      closers.push(() => c.close())
-      for (let i = 0; i < 4; i++) {
-        const echo = await within(c.callTool({ name: "fx__echo", arguments: { text: `turn ${i}` } }), 10_000, `echo ${i}`)
-        expect(echo.content).toEqual([{ type: "text", text: `turn ${i}` }])
+    const stores = await keyless()
+    await Promise.all(stores.map((s) => waitStatus(s, "/for_store", "fx", "healthy", 30)))
+    const served: string[] = []
+    let turn = 0
+    const c = new Client({ name: "modern-test", version: "1.0.0" }, { versionNegotiation: { mode: { pin: MODERN } } })
+    c.onerror = () => undefined
+    const transport = new StreamableHTTPClientTransport(new URL(`${stores[0]!.url}/mcp`), {
+      // A load balancer with no stickiness: each request to the next store.
+      fetch: (url, init) => {
+        const base = stores[turn++ % 2]!.url
+        served.push(base)
+        return fetch(String(url).replace(stores[0]!.url, base), init)
       }
-      expect((await c.listTools({}, { cacheMode: "bypass" })).tools.map((t) => t.name)).toContain("fx__echo")
-      expect(new Set(served).size).toBe(2)
-      // Nothing was sealed: no store made its key file.
-      for (const s of stores) expect(existsSync(`${s.file}.key`)).toBe(false)
-    } finally {
-      await Promise.all(stores.map((s) => s.cleanup()))
+    })
+    await within(c.connect(transport), 10_000, "connect")
+    closers.push(() => c.close())
+    for (let i = 0; i < 4; i++) {
+      const echo = await within(c.callTool({ name: "fx__echo", arguments: { text: `turn ${i}` } }), 10_000, `echo ${i}`)
+      expect(echo.content).toEqual([{ type: "text", text: `turn ${i}` }])
     }
+    expect((await c.listTools({}, { cacheMode: "bypass" })).tools.map((t) => t.name)).toContain("fx__echo")
+    expect(new Set(served).size).toBe(2)
+    // Nothing was sealed: no store made its key file.
+    for (const s of stores) expect(existsSync(`${s.file}.key`)).toBe(false)
   })
 })
 
@@ -452,7 +461,7 @@ describe("listen streams: capped, counted, and ended gracefully at shutdown", ()
   }
 
   it("in a store without keys, requests share the whole cap: two listens of a four-stream cap both open", async () => {
-    const small = await startTestServer({ options: { max_mcp_sessions: 4 } })
+    const small = (await keyless())[0]!
     try {
       const listen = async () => {
         const sub = await within((await connectAt(`${small.url}/mcp`)).listen({ toolsListChanged: true }), 5000, "listen")
@@ -463,7 +472,6 @@ describe("listen streams: capped, counted, and ended gracefully at shutdown", ()
       expect((await listen()).honoredFilter).toEqual({ toolsListChanged: true })
     } finally {
       await Promise.all(closers.splice(0).map((close) => within(close(), 3000, "close").catch(() => undefined)))
-      await small.cleanup()
     }
   })
 

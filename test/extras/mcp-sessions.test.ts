@@ -101,30 +101,83 @@ const storeWithAlpha = async (options: Parameters<typeof startTestServer>[0] = {
 }
 
 describe("sealed MCP session ids", () => {
-  it("a session survives a restart of the store on the same services file: the same id lists and calls, with no new initialize", async () => {
-    logs = captureLogs({ level: "info", format: "json" })
-    const a = await storeWithAlpha()
-    let base = a.url
-    const c = await connect(() => base, "/mcp")
-    expect(await toolNames(c.client)).toContain("alpha__echo")
-    const id = c.transport.sessionId!
-    expect(id).toMatch(/^s1\.[A-Za-z0-9_-]+$/)
-    // The key was made beside the services file at the first session (MCPSTORE_SECRET_KEY unset).
-    expect(existsSync(`${a.file}.key`)).toBe(true)
+  /**
+   * A store `a` with two sessions opened on it (each with one tools/list), stopped, and a store `b` on
+   * its services file: shared by the two tests of a session id sealed before a restart. They do not
+   * meet: the first test's session is rebuilt on `b`, the second test's (another id) is deleted there
+   * without having been used on `b`, and nothing else is changed.
+   */
+  describe("across a restart on the same services file", () => {
+    const pair: Array<TestServer> = []
+    const pairClients: Array<Client> = []
+    let base = ""
+    let a: TestServer
+    let b: TestServer
+    let survivor: Awaited<ReturnType<typeof connect>>
+    let survivorNames: string[]
+    let deleted: string
+    let keyMadeAtFirstSession = false
+    beforeAll(async () => {
+      a = await startTestServer()
+      pair.push(a)
+      await addService(a, "/for_store", { name: "alpha", url: fixture.url })
+      await waitStatus(a, "/for_store", "alpha", "healthy")
+      base = a.url
+      survivor = await connect(() => base, "/mcp")
+      survivorNames = await toolNames(survivor.client)
+      keyMadeAtFirstSession = existsSync(`${a.file}.key`)
+      const other = await connect(() => a.url, "/mcp")
+      await toolNames(other.client)
+      deleted = other.transport.sessionId!
+      pairClients.push(survivor.client, other.client)
+      clients.splice(0)
+      await a.close()
+      b = await startTestServer({ dir: a.dir })
+      pair.push(b)
+      await waitStatus(b, "/for_store", "alpha", "healthy")
+    }, 30_000)
+    afterAll(async () => {
+      await Promise.all(pairClients.splice(0).map((c) => within(c.close(), 3000, "client close").catch(() => undefined)))
+      for (const s of pair.splice(0)) await s.cleanup()
+    })
 
-    await a.close()
-    const b = await storeWithAlpha({ dir: a.dir })
-    base = b.url
-    expect(await toolNames(c.client)).toContain("alpha__echo")
-    expect(await echo(c.client, "after restart")).toEqual([{ type: "text", text: "after restart" }])
-    expect(c.transport.sessionId).toBe(id)
-    expect(c.seen.initializes).toBe(1)
-    expect(c.seen.statuses.every((s) => s === 200 || s === 202)).toBe(true)
-    // The store rebuilt it once, with the client's own info from the sealed id.
-    const rebuilt = logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["event"] === "mcp_session_rebuilt")
-    expect(rebuilt).toHaveLength(1)
-    expect(String(rebuilt[0]!["msg"] ?? rebuilt[0]!["message"])).toContain('"sessions-test"')
-    expect(JSON.stringify(rebuilt)).not.toContain(id)
+    it("a session survives a restart of the store on the same services file: the same id lists and calls, with no new initialize", async () => {
+      logs = captureLogs({ level: "info", format: "json" })
+      const c = survivor
+      expect(survivorNames).toContain("alpha__echo")
+      const id = c.transport.sessionId!
+      expect(id).toMatch(/^s1\.[A-Za-z0-9_-]+$/)
+      // The key was made beside the services file at the first session (MCPSTORE_SECRET_KEY unset).
+      expect(keyMadeAtFirstSession).toBe(true)
+
+      // a stopped, b started on its file (beforeAll): the client's requests go to b from here.
+      base = b.url
+      expect(await toolNames(c.client)).toContain("alpha__echo")
+      expect(await echo(c.client, "after restart")).toEqual([{ type: "text", text: "after restart" }])
+      expect(c.transport.sessionId).toBe(id)
+      expect(c.seen.initializes).toBe(1)
+      expect(c.seen.statuses.every((s) => s === 200 || s === 202)).toBe(true)
+      // The store rebuilt it once, with the client's own info from the sealed id.
+      const rebuilt = logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["event"] === "mcp_session_rebuilt")
+      expect(rebuilt).toHaveLength(1)
+      expect(String(rebuilt[0]!["msg"] ?? rebuilt[0]!["message"])).toContain('"sessions-test"')
+      expect(JSON.stringify(rebuilt)).not.toContain(id)
+    })
+
+    it("DELETE of a sealed id works on a store that never had it (200), and that store then refuses the id", async () => {
+      // Sealed by a, never used on b.
+      const id = deleted
+      expect(id).toMatch(/^s1\.[A-Za-z0-9_-]+$/)
+      expect(id).not.toBe(survivor.transport.sessionId)
+      expect((await post(`${b.url}/mcp`, id, undefined, "DELETE")).status).toBe(200)
+      expectNotFound(await post(`${b.url}/mcp`, id), "a deleted id")
+      // A session ended in memory is not rebuilt from its id either (idle expiry and the cap: test/extras/caps.test.ts).
+      const d = await connect(() => b.url, "/mcp")
+      await toolNames(d.client)
+      const other = d.transport.sessionId!
+      await within(d.transport.terminateSession(), 5000, "terminateSession")
+      expectNotFound(await post(`${b.url}/mcp`, other), "a session this store ended")
+    })
   })
 
   it("replicas sharing a secret serve one session in turn; a store with another secret answers 404", async () => {
@@ -138,10 +191,11 @@ describe("sealed MCP session ids", () => {
     // No key file: the cluster's secret is the key.
     expect(existsSync(`${a.file}.key`)).toBe(false)
 
-    const other = await storeWithAlpha({ sessionSecret: "another cluster" })
+    // The refused ids need no service: stores without any.
+    const other = await start({ sessionSecret: "another cluster" })
     expectNotFound(await post(`${other.url}/mcp`, c.transport.sessionId!), "an id sealed with another secret")
     // A store on its own key file does not open the cluster's ids either.
-    const own = await storeWithAlpha()
+    const own = await start()
     expectNotFound(await post(`${own.url}/mcp`, c.transport.sessionId!), "an id sealed with the cluster's secret on a store with its own key")
   })
 
@@ -217,23 +271,6 @@ describe("sealed MCP session ids", () => {
     expect((await post(`${b.url}/mcp`, id, k1.key)).status).toBe(200)
     // Rebuilt for K1, the session still refuses K2.
     expectNotFound(await post(`${b.url}/mcp`, id, k2.key), "K2 on K1's rebuilt session")
-  })
-
-  it("DELETE of a sealed id works on a store that never had it (200), and that store then refuses the id", async () => {
-    const a = await storeWithAlpha()
-    const c = await connect(() => a.url, "/mcp")
-    await toolNames(c.client)
-    const id = c.transport.sessionId!
-    await a.close()
-    const b = await storeWithAlpha({ dir: a.dir })
-    expect((await post(`${b.url}/mcp`, id, undefined, "DELETE")).status).toBe(200)
-    expectNotFound(await post(`${b.url}/mcp`, id), "a deleted id")
-    // A session ended in memory is not rebuilt from its id either (idle expiry and the cap: test/extras/caps.test.ts).
-    const d = await connect(() => b.url, "/mcp")
-    await toolNames(d.client)
-    const other = d.transport.sessionId!
-    await within(d.transport.terminateSession(), 5000, "terminateSession")
-    expectNotFound(await post(`${b.url}/mcp`, other), "a session this store ended")
   })
 })
 

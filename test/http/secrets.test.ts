@@ -44,7 +44,9 @@ describe("a marker secret in every place of a definition appears nowhere", () =>
   beforeAll(async () => {
     logs = captureLogs({ level: "debug" })
     upstream = await startHttpFixture({ requiredHeaders: { "x-api-key": MARKER } })
-    server = await startTestServer()
+    // The failing services go unreachable after two attempts (their errors, histories and events
+    // made), rather than respawning `local` every second for the rest of the file.
+    server = await startTestServer({ monitoring: { max_reconnect_attempts: 2 } })
     events = await openSse(`${server.url}/events`)
     inspectEvents = await openSse(`${server.url}/inspect/events`)
     const port = await closedPort()
@@ -81,6 +83,8 @@ describe("a marker secret in every place of a definition appears nowhere", () =>
           else if (field.required) throw new Error(`${spec.path}: no value for the required ${field.name}`)
         }
         const path = `${fillPath(spec.path, { ...values, service_name: service })}?${query}`
+        // A route naming no service is the same request for each of the three: read once.
+        if (bodies.some(([read]) => read === path)) continue
         const reply = await server.get(path)
         expect(reply.status, `${path}: ${reply.text}`).toBeLessThan(500)
         bodies.push([path, reply.text])

@@ -607,7 +607,12 @@ describe("several agents with local and remote services", () => {
   })
 })
 
-describe("defaults of /monitoring/config", () => {
+/**
+ * One store for the last two tests, with no services of its own but the second test's: the first
+ * only reads its settings, the second counts the services it adds (whatever their status, so the
+ * slow checks of this store's settings change nothing there).
+ */
+describe("a store with health checks every 4 s", () => {
   let server: TestServer
   beforeAll(async () => {
     server = await startTestServer({ monitoring: { health_check_seconds: 4 } })
@@ -616,37 +621,31 @@ describe("defaults of /monitoring/config", () => {
     await server?.cleanup()
   })
 
-  it("warning_check_seconds follows health_check_seconds (min(10, h)) when not given", async () => {
-    const config = (await server.get("/monitoring/config")).body.config
-    expect(config).toMatchObject({ health_check_seconds: 4, warning_check_seconds: 4, slow_response_ms: 3000, max_reconnect_attempts: 10, unreachable_retry_seconds: 300 })
-  })
-})
-
-describe("an agent whose id is `store`", () => {
-  let server: TestServer
-  beforeAll(async () => {
-    server = await startTestServer({ monitoring: MONITORING })
-  })
-  afterAll(async () => {
-    await server?.cleanup()
+  describe("defaults of /monitoring/config", () => {
+    it("warning_check_seconds follows health_check_seconds (min(10, h)) when not given", async () => {
+      const config = (await server.get("/monitoring/config")).body.config
+      expect(config).toMatchObject({ health_check_seconds: 4, warning_check_seconds: 4, slow_response_ms: 3000, max_reconnect_attempts: 10, unreachable_retry_seconds: 300 })
+    })
   })
 
-  it("services_status_distribution: the scopes' distributions add up to the total (the store's own services are not hidden)", async () => {
-    // by_scope keys the store scope as `store`, and `store` matches the agent id pattern: either the
-    // id is refused, or the figures keep the two scopes apart.
-    const dead = `http://127.0.0.1:${await closedPort()}/mcp`
-    expect((await server.post("/for_store/add_service", { name: "s1", url: dead })).status).toBe(200)
-    const agent = await server.post("/for_agent/store/add_service", [{ name: "a1", url: dead }, { name: "a2", url: dead }])
-    if (agent.status === 400) {
-      expect(agent.body.error.code).toBe("VALIDATION_ERROR")
-      return
-    }
-    expect(agent.status).toBe(200)
-    const body = await server.typed((c) => c.monitoring.servicesStatusDistribution({ urlParams: {} }))
-    expect(body.total_services).toBe(3)
-    const sum = Object.values(body.by_scope)
-      .flatMap((d) => Object.values(d))
-      .reduce((a, b) => a + b, 0)
-    expect(sum).toBe(3)
+  describe("an agent whose id is `store`", () => {
+    it("services_status_distribution: the scopes' distributions add up to the total (the store's own services are not hidden)", async () => {
+      // by_scope keys the store scope as `store`, and `store` matches the agent id pattern: either the
+      // id is refused, or the figures keep the two scopes apart.
+      const dead = `http://127.0.0.1:${await closedPort()}/mcp`
+      expect((await server.post("/for_store/add_service", { name: "s1", url: dead })).status).toBe(200)
+      const agent = await server.post("/for_agent/store/add_service", [{ name: "a1", url: dead }, { name: "a2", url: dead }])
+      if (agent.status === 400) {
+        expect(agent.body.error.code).toBe("VALIDATION_ERROR")
+        return
+      }
+      expect(agent.status).toBe(200)
+      const body = await server.typed((c) => c.monitoring.servicesStatusDistribution({ urlParams: {} }))
+      expect(body.total_services).toBe(3)
+      const sum = Object.values(body.by_scope)
+        .flatMap((d) => Object.values(d))
+        .reduce((a, b) => a + b, 0)
+      expect(sum).toBe(3)
+    })
   })
 })
