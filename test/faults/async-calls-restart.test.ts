@@ -33,7 +33,7 @@ const settled = async (store: Api, callId: string): Promise<Reply> => {
     await eventually(async () => {
       last = await store.get(`/for_store/calls/${callId}`)
       return last.status === 200 && last.body.status !== "running"
-    }, 20_000, 50)
+    }, 20_000, 100)
   ).toBe(true)
   return last!
 }
@@ -74,8 +74,9 @@ describe("asynchronous calls across a restart of the store", () => {
     stopFixture = () => http.stop()
     writeFileSync(configFile, JSON.stringify({ mcpServers: { fx: { command: launch.command, args: [...launch.args] }, mod: { url: http.url } } }))
     const first = await spawn()
-    // A task of 40 steps of 200 ms: it outlives the first two stores.
-    const job = await startAsync(first, { tool_name: "mod__job", args: { steps: 40, step_ms: 200, poll_ms: 50 }, timeout: 120 })
+    // A task of 40 steps of 200 ms: it outlives the first two stores. Followed with a tasks/get every
+    // 200 ms (the rate does not matter here, only that it is followed again after each restart).
+    const job = await startAsync(first, { tool_name: "mod__job", args: { steps: 40, step_ms: 200, poll_ms: 200 }, timeout: 120 })
     const done = await startAsync(first, { tool_name: "fx__add", args: { a: 20, b: 22 } })
     const finished = await settled(first, done)
     expect(finished.body.status).toBe("completed")
