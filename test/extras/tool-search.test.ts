@@ -51,7 +51,15 @@ beforeAll(async () => {
     expect(r.code, r.err).toBe(0)
     keys[name] = r.out
   }
-  server = await startTestServer({ dir, options: { always_visible_tools: ["memory__read_graph", "filesystem__list_allowed_directories"] } })
+  // Health checks at the default pace (every 30 s), not the tests' 0.5 s: nothing here looks at a
+  // check, and 19 services pinged twice a second (a fresh stateless MCP server per ping on the catalog's
+  // side) cost some 0.1 to 0.15 CPU-s for every second this file runs (14 of them idle: 0.55 to 0.74
+  // CPU-s in 5 s, 0.02 with checks every 30 s).
+  server = await startTestServer({
+    dir,
+    monitoring: { health_check_seconds: 30 },
+    options: { always_visible_tools: ["memory__read_graph", "filesystem__list_allowed_directories"] }
+  })
   const admin = authed(keys.admin)
   // One add_service per scope, every service in it (one write of the services file each).
   const servers = (names: ReadonlyArray<string>) => ({ mcpServers: Object.fromEntries(names.map((name) => [name, { url: catalog.url(name) }])) })

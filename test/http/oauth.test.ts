@@ -365,23 +365,19 @@ describe("an OAuth-protected upstream", () => {
     // Still single use.
     expect((await fetch(callback)).status).toBe(400)
   })
-})
 
-describe("an OAuth-protected upstream whose URL has a variable", () => {
-  const VAR = "MCPSTORE_TEST_OAUTH_UPSTREAM_HOST"
-  let server: TestServer | undefined
-  afterAll(async () => {
-    delete process.env[VAR]
-    await server?.cleanup()
-  })
-
-  it("is authorized at its URL as expanded, before it ever connected here (as on a replica that does not run it)", async () => {
+  // On the store above (started before the variable was set: it is read when the URL is used).
+  it("with a variable in its URL: is authorized at its URL as expanded, before it ever connected here (as on a replica that does not run it)", async () => {
+    const VAR = "MCPSTORE_TEST_OAUTH_UPSTREAM_HOST"
     process.env[VAR] = new URL(fixture.url).host
-    server = await startTestServer()
-    const added = keep(await server.post("/for_store/add_service", { name: "varurl", url: `http://\${${VAR}}/mcp`, disabled: true }))
-    expect(added.status, added.text).toBe(200)
-    const started = keep(await server.post("/for_store/authorize_service", { service_name: "varurl" }))
-    expect(started.status, started.text).toBe(200)
-    expect(new URL(started.body.authorization_url as string).host).toBe(new URL(fixture.url).host)
+    try {
+      const added = keep(await server.post("/for_store/add_service", { name: "varurl", url: `http://\${${VAR}}/mcp`, disabled: true }))
+      expect(added.status, added.text).toBe(200)
+      const started = keep(await server.post("/for_store/authorize_service", { service_name: "varurl" }))
+      expect(started.status, started.text).toBe(200)
+      expect(new URL(started.body.authorization_url as string).host).toBe(new URL(fixture.url).host)
+    } finally {
+      delete process.env[VAR]
+    }
   })
 })
