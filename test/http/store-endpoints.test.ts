@@ -9,7 +9,7 @@ import { totalmem } from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { defaultMonitoring } from "../../src/domain/settings.js"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { eventually, firstText, fixtureService, processGone, quietFor, startTestServer, uptimeRange, type TestServer } from "../support/index.js"
+import { eventually, FAST_MONITORING, firstText, fixtureService, processGone, quietFor, startTestServer, uptimeRange, type TestServer } from "../support/index.js"
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
 const FIXTURE_TOOLS = ["echo", "add", "fail", "sleep", "add_tool", "pid"]
@@ -170,7 +170,7 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
     expect(Object.keys(config.monitoring).sort()).toEqual(Object.keys(defaults).sort())
     // Given keys (the test server's fast settings) and defaults for the rest.
     expect(config.monitoring).toMatchObject({
-      health_check_seconds: 0.5,
+      health_check_seconds: FAST_MONITORING.health_check_seconds,
       reconnection_seconds: 1,
       ping_timeout_seconds: 2,
       tools_update_hours: defaults.tools_update_hours,
@@ -182,7 +182,7 @@ describe("reading the store: info, tools, configs, agents, figures, records", ()
       reconnecting_failure_threshold: defaults.reconnecting_failure_threshold,
       max_reconnect_attempts: defaults.max_reconnect_attempts,
       unreachable_retry_seconds: defaults.unreachable_retry_seconds,
-      warning_check_seconds: 0.5
+      warning_check_seconds: FAST_MONITORING.health_check_seconds
     })
     expect(config.server).toMatchObject({
       host: "127.0.0.1",
