@@ -11,7 +11,7 @@ import type * as Etag from "@effect/platform/Etag"
 import type * as HttpPlatform from "@effect/platform/HttpPlatform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
-import { Effect, Layer, type Runtime } from "effect"
+import { type Context, Effect, Layer, type Runtime, Scope } from "effect"
 import type { Server } from "node:http"
 import type { ListenOptions } from "node:net"
 import type { DirectRoute } from "./call-route.js"
@@ -54,10 +54,27 @@ const make = (server: Server, options: ListenOptions, direct: (runtime: Runtime.
     })
   })
 
+/** What `NodeHttpServer.layerContext` provides: the platform's file system, path, ETags and the like. */
+type PlatformServices = HttpPlatform.HttpPlatform | Etag.Generator | NodeContext.NodeContext
+
+/**
+ * `NodeHttpServer.layerContext`, built once per process: its services hold no state of a server's
+ * (the terminal's and the workers' are made only when used, and nothing here uses them), and
+ * building its dozen layers for each server cost more than the rest of this layer.
+ */
+let platform: Context.Context<PlatformServices> | undefined
+const PlatformLive: Layer.Layer<PlatformServices> = Layer.effectContext(
+  Effect.suspend(() =>
+    platform !== undefined
+      ? Effect.succeed(platform)
+      : Effect.tap(Layer.buildWithScope(NodeHttpServer.layerContext, Effect.runSync(Scope.make())), (context) => Effect.sync(() => void (platform = context)))
+  )
+)
+
 /** `NodeHttpServer.layer` with a direct route before the app. */
 export const layer = (
   server: () => Server,
   options: ListenOptions,
   direct: (runtime: Runtime.Runtime<never>) => DirectRoute
-): Layer.Layer<HttpPlatform.HttpPlatform | Etag.Generator | NodeContext.NodeContext | HttpServer.HttpServer, HttpServerError.ServeError> =>
-  Layer.mergeAll(Layer.scoped(HttpServer.HttpServer, Effect.suspend(() => make(server(), options, direct))), NodeHttpServer.layerContext)
+): Layer.Layer<PlatformServices | HttpServer.HttpServer, HttpServerError.ServeError> =>
+  Layer.mergeAll(Layer.scoped(HttpServer.HttpServer, Effect.suspend(() => make(server(), options, direct))), PlatformLive)

@@ -80,41 +80,35 @@ export const ServicesFileLive: Layer.Layer<ServicesFileSource, never, StoreConfi
 export const DefinitionsFromFile: Layer.Layer<Definitions, never, ServicesFileSource> = Layer.effect(Definitions, ServicesFileSource)
 
 /** The records in their file beside the services file; closed (flushed) on release. */
-export const RecordsFromFile: Layer.Layer<Records, never, StoreConfig | Definitions> = Layer.scoped(
-  Records,
-  Effect.gen(function* () {
-    const config = yield* StoreConfig
-    const definitions = yield* Definitions
-    return yield* Effect.acquireRelease(
-      Effect.promise(() => ToolRecords.open(definitions.path, config.records)),
-      (records) => Effect.promise(() => records.close())
-    )
-  })
-)
+const openRecords = Effect.gen(function* () {
+  const config = yield* StoreConfig
+  const definitions = yield* Definitions
+  return yield* Effect.acquireRelease(
+    Effect.promise(() => ToolRecords.open(definitions.path, config.records)),
+    (records) => Effect.promise(() => records.close())
+  )
+})
+export const RecordsFromFile: Layer.Layer<Records, never, StoreConfig | Definitions> = Layer.scoped(Records, openRecords)
 
 /** The asynchronous calls in their file beside the services file; the last writes awaited on release. */
-export const AsyncResultsFromFile: Layer.Layer<AsyncResults, never, StoreConfig | Definitions> = Layer.scoped(
-  AsyncResults,
-  Effect.gen(function* () {
-    const config = yield* StoreConfig
-    const definitions = yield* Definitions
-    return yield* Effect.acquireRelease(
-      Effect.promise(() => AsyncResultsFile.open(definitions.path, config.asyncResults)),
-      (results) => Effect.promise(() => results.close())
-    )
-  })
-)
+const openAsyncResults = Effect.gen(function* () {
+  const config = yield* StoreConfig
+  const definitions = yield* Definitions
+  return yield* Effect.acquireRelease(
+    Effect.promise(() => AsyncResultsFile.open(definitions.path, config.asyncResults)),
+    (results) => Effect.promise(() => results.close())
+  )
+})
+export const AsyncResultsFromFile: Layer.Layer<AsyncResults, never, StoreConfig | Definitions> = Layer.scoped(AsyncResults, openAsyncResults)
 
 /** The OAuth tokens in their encrypted file beside the services file; closed on release. */
-export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.scoped(
-  Tokens,
-  Effect.flatMap(Definitions, (definitions) =>
-    Effect.acquireRelease(
-      Effect.promise((): Promise<TokenStore> => TokenVault.open(definitions.path)),
-      (vault) => Effect.promise(async () => vault.close?.())
-    )
+const openTokens = Effect.flatMap(Definitions, (definitions) =>
+  Effect.acquireRelease(
+    Effect.promise((): Promise<TokenStore> => TokenVault.open(definitions.path)),
+    (vault) => Effect.promise(async () => vault.close?.())
   )
 )
+export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.scoped(Tokens, openTokens)
 
 /**
  * The store's process ledger beside the services file, opened once the local services' processes a
@@ -131,21 +125,17 @@ export const ProcessLedgerLive: Layer.Layer<Processes, never, StoreConfig> = Lay
 )
 
 /** The pinned tool definitions in their file beside the services file; the last write awaited on release. */
-export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(
-  Pins,
-  Effect.flatMap(Definitions, (definitions) =>
-    Effect.acquireRelease(
-      Effect.promise(() => ToolPinsFile.open(definitions.path)),
-      (pins) => Effect.promise(() => pins.close())
-    )
+const openPins = Effect.flatMap(Definitions, (definitions) =>
+  Effect.acquireRelease(
+    Effect.promise(() => ToolPinsFile.open(definitions.path)),
+    (pins) => Effect.promise(() => pins.close())
   )
 )
+export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(Pins, openPins)
 
 /** The per-user credentials in their encrypted file beside the services file (each change written as it is made). */
-export const CredentialsFromFile: Layer.Layer<Credentials, never, Definitions> = Layer.effect(
-  Credentials,
-  Effect.flatMap(Definitions, (definitions) => Effect.promise(() => CredentialsFile.open(definitions.path)))
-)
+const openCredentials = Effect.flatMap(Definitions, (definitions) => Effect.promise(() => CredentialsFile.open(definitions.path)))
+export const CredentialsFromFile: Layer.Layer<Credentials, never, Definitions> = Layer.effect(Credentials, openCredentials)
 
 /** The tracer for `options`: the OTLP exporter (its SDK loaded now, in a chunk of its own), or `noTracer`. */
 const startTracing = async (options: TracingOptions | undefined): Promise<Tracer> => {
@@ -173,14 +163,29 @@ export const TracingLive: Layer.Layer<Tracing, never, StoreConfig> = Layer.scope
 export const NoReplication: Layer.Layer<Replication> = Layer.succeed(Replication, noReplication)
 
 /** The capabilities of one store on its services file (the definitions, records, tokens, credentials and no replication). */
-export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication, never, StoreConfig | ServicesFileSource> = Layer.mergeAll(
-  RecordsFromFile,
-  AsyncResultsFromFile,
-  TokensFromFile,
-  PinsFromFile,
-  CredentialsFromFile,
-  NoReplication
-).pipe(Layer.provideMerge(DefinitionsFromFile))
+export const StandaloneLayer: Layer.Layer<Definitions | Records | AsyncResults | Tokens | Pins | Credentials | Replication, never, StoreConfig | ServicesFileSource> = Layer.scopedContext(
+  // As `Layer.mergeAll(RecordsFromFile, ..., NoReplication).pipe(Layer.provideMerge(DefinitionsFromFile))`
+  // would build it (the files opened together, each in a scope of its own, released together), in
+  // one layer: a layer each cost Effect more than opening the files.
+  Effect.gen(function* () {
+    const definitions = yield* ServicesFileSource
+    const together = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.parallel)
+    const own = <A, R>(open: Effect.Effect<A, never, R>) =>
+      Effect.flatMap(Scope.fork(together, ExecutionStrategy.sequential), (scope) => Scope.extend(open, scope))
+    const [records, results, tokens, pins, credentials] = yield* Effect.all(
+      [own(openRecords), own(openAsyncResults), own(openTokens), own(openPins), own(openCredentials)],
+      { concurrency: "unbounded" }
+    ).pipe(Effect.provideService(Definitions, definitions))
+    return Context.make(Definitions, definitions).pipe(
+      Context.add(Records, records),
+      Context.add(AsyncResults, results),
+      Context.add(Tokens, tokens),
+      Context.add(Pins, pins),
+      Context.add(Credentials, credentials),
+      Context.add(Replication, noReplication)
+    )
+  })
+)
 
 /**
  * The store itself, once its parts are acquired: its actors started, every service of the
