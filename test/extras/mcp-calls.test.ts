@@ -12,11 +12,10 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema, ElicitRequestSchema, type Progress } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startHttpFixture, type HttpFixture } from "../fixtures/http-fixture.js"
-import { createRequire } from "node:module"
 import { realpathSync } from "node:fs"
 import { pathToFileURL } from "node:url"
 import { everythingStdio } from "../fixtures/paths.js"
-import { addService, eventually, localService, openSse, startTestServer, waitStatus, within, type SseStream, type TestServer } from "../support/index.js"
+import { addService, eventually, localService, openSse, packageProgram, startTestServer, waitStatus, within, type SseStream, type TestServer } from "../support/index.js"
 
 let fixture: HttpFixture
 let server: TestServer | undefined
@@ -200,7 +199,7 @@ describe("cancellation", () => {
 })
 
 describe("roots", () => {
-  const FILESYSTEM_PATH = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js")
+  const FILESYSTEM_PATH = packageProgram("@modelcontextprotocol/server-filesystem")
 
   it("server-filesystem started without a directory works in the roots its definition lists", async () => {
     server = await startTestServer()

@@ -5,37 +5,28 @@
 // to the upstream's (name aside: the callable `<service>__<tool>`); the tools it hides are exactly
 // those its rules hide (src/runtime/service-views.ts hiddenReason), and none other is missing.
 import { mkdtempSync, rmSync } from "node:fs"
-import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
-import { build } from "esbuild"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { ToolInfo } from "../../src/mcp/types.js"
 import { hiddenReason } from "../../src/runtime/service-views.js"
 import { everythingStdio, type Launch } from "../fixtures/paths.js"
-import { startTestServer, within, type TestServer } from "../support/index.js"
-
-const require = createRequire(import.meta.url)
-const entry = (pkg: string) => join(dirname(require.resolve(`${pkg}/package.json`)), "dist", "index.js")
+import { packageProgram, startTestServer, within, type TestServer } from "../support/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "mcp-store-tool-lists-"))
 /**
- * server-filesystem and server-memory each run from one bundle of their package's entry (built in
- * `beforeAll`, like the reference server's in test/support/programs.ts): their code, and so their
- * tools, unchanged; a start from the bundle takes about 0.2 s of CPU against 0.5 s from the package's
- * modules, and each is started twice (by the test's client and by the store).
+ * server-filesystem and server-memory each run from one bundle of their package's program
+ * (`packageProgram`, test/support/programs.ts): their code, and so their tools, unchanged, at less
+ * CPU a start; each is started twice (by the test's client and by the store).
  */
-const bundles = mkdtempSync(join(tmpdir(), "mcp-store-tool-lists-bundles-"))
-const BUNDLED = { filesystem: "@modelcontextprotocol/server-filesystem", memory: "@modelcontextprotocol/server-memory" } as const
-const bundleOf = (name: keyof typeof BUNDLED) => join(bundles, `${name}.mjs`)
 const UPSTREAMS: Record<string, Launch> = {
   everything: everythingStdio,
-  filesystem: { command: process.execPath, args: [bundleOf("filesystem"), dir] },
-  memory: { command: process.execPath, args: [bundleOf("memory")], env: { MEMORY_FILE_PATH: join(dir, "memory.jsonl") } }
+  filesystem: { command: process.execPath, args: [packageProgram("@modelcontextprotocol/server-filesystem"), dir] },
+  memory: { command: process.execPath, args: [packageProgram("@modelcontextprotocol/server-memory")], env: { MEMORY_FILE_PATH: join(dir, "memory.jsonl") } }
 }
 
 /** The upstream's own tools/list, every page, read by the SDK's Client straight from the server. */
@@ -56,21 +47,6 @@ let mcp: Client
 const own: Record<string, ReadonlyArray<Tool>> = {}
 
 beforeAll(async () => {
-  await Promise.all(
-    Object.entries(BUNDLED).map(([name, pkg]) =>
-      build({
-        entryPoints: [entry(pkg)],
-        outfile: bundleOf(name as keyof typeof BUNDLED),
-        bundle: true,
-        platform: "node",
-        format: "esm",
-        target: "node20",
-        // CommonJS dependencies inside the bundle still call require().
-        banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-        logLevel: "error"
-      })
-    )
-  )
   const lists = await Promise.all(Object.values(UPSTREAMS).map(upstreamTools))
   Object.keys(UPSTREAMS).forEach((name, i) => (own[name] = lists[i]!))
   server = await startTestServer()
@@ -88,7 +64,6 @@ afterAll(async () => {
   await mcp?.close().catch(() => undefined)
   await server?.cleanup()
   rmSync(dir, { recursive: true, force: true })
-  rmSync(bundles, { recursive: true, force: true })
 })
 
 /** The upstream's tools the store offers, as it must list them: the callable name, every other field equal. */

@@ -6,12 +6,9 @@ import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { buildSync } from "esbuild"
 import { afterEach, describe, expect, it } from "vitest"
-import { bundleOptions } from "../../scripts/bundle-options.mjs"
 import { ToolRecords } from "../../src/records/tool-records.js"
-import { REPO_ROOT } from "../fixtures/paths.js"
-import { newRecord } from "../support/index.js"
+import { newRecord, programArgs } from "../support/index.js"
 
 /** The records file of the services file mcp.json (recordsFileFor). */
 const RECORDS_FILE = "mcp.records.jsonl"
@@ -81,13 +78,11 @@ describe("a records file on a full disk", () => {
   it("a line refused part-way is cut back: the next records are whole lines, none joined to a torn one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-store-record-full-"))
     dirs.push(dir)
-    // The writer (test/fixtures/records-writer.ts) as one bundle, built like the program's: run by
-    // plain node, it does not compile the sources through tsx at its start (about 2 s of CPU).
-    const writer = join(mkdtempSync(join(tmpdir(), "mcp-store-records-writer-")), "records-writer.mjs")
-    dirs.push(join(writer, ".."))
-    buildSync({ ...bundleOptions, sourcemap: false, logLevel: "error", entryPoints: [join(REPO_ROOT, "test", "fixtures", "records-writer.ts")], outfile: writer })
+    // The writer (test/fixtures/records-writer.ts) from the fixtures' bundles: run by plain node, it
+    // does not compile the sources through tsx at its start (about 2 s of CPU).
+    const writer = programArgs("test/fixtures/records-writer.ts")
     // 8 KiB at most for the writer's files (ulimit -f counts KiB); SIGXFSZ ignored, so a write past it fails with EFBIG.
-    const out = execFileSync("bash", ["-c", `ulimit -f 8; trap '' XFSZ; exec "$0" "$@"`, process.execPath, writer, dir], { encoding: "utf8", timeout: 30_000 })
+    const out = execFileSync("bash", ["-c", `ulimit -f 8; trap '' XFSZ; exec "$0" "$@"`, process.execPath, ...writer, dir], { encoding: "utf8", timeout: 30_000 })
     const result = JSON.parse(out) as { written: number; refused: number; small: string[] }
     expect(result.refused).toBe(1)
     expect(result.written).toBeGreaterThan(3)
