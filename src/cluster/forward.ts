@@ -354,13 +354,18 @@ export class Forwarder {
       const connect = this.#boundConnect(req, target.origin, () =>
         finish(new NotDelivered(`the replica that runs ${request.field} (${target.origin}) made no connection within ${this.connectMs} ms`))
       )
+      let answered = false
       req.on("error", (e: NodeJS.ErrnoException) => {
         const message = `the replica that runs ${request.field} cannot be reached (${e.message})`
         // Refused, or failed before the connection was made (host or network unreachable): nothing
-        // was sent, so it can be sent elsewhere (the replica is gone).
-        finish(e.code === "ECONNREFUSED" || !connect.made() ? new NotDelivered(message, e.code === "ECONNREFUSED") : new McpRequestError("transport", message))
+        // was sent, so it can be sent elsewhere (the replica is gone). A kept-alive connection reset
+        // before the answer's head came: the owner closed it as idle as the request was sent (it
+        // sends the head as soon as it takes a request), so the request was not run: sent again.
+        const stale = req.reusedSocket && e.code === "ECONNRESET" && !answered
+        finish(e.code === "ECONNREFUSED" || !connect.made() || stale ? new NotDelivered(message, e.code === "ECONNREFUSED") : new McpRequestError("transport", message))
       })
       req.on("response", (response: IncomingMessage) => {
+        answered = true
         if (response.statusCode === 421) {
           // A replica of another cluster says so (nothing ran: no replica of this cluster listens at
           // that address any more); any other 421 (a proxy's) is a refusal like any other status.

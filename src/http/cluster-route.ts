@@ -203,6 +203,10 @@ export const clusterRoute = (replica: () => ReplicaParts | undefined, maxBodyByt
         return answer(response, 409, "CONFLICT", "this request id was already used")
       }
       response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" })
+      // Sent at once, before the request runs: a forwarding replica that has no answer head knows
+      // the request was not taken (a kept-alive connection this replica closed as idle just as the
+      // request came), and sends it again.
+      response.flushHeaders()
       const write = (line: ForwardLine) => {
         if (!response.writableEnded) response.write(`${JSON.stringify(line)}\n`)
       }

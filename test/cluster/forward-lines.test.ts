@@ -148,4 +148,34 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     for (const res of held) res.end(`${JSON.stringify({ r: { content: [] } })}\n`)
     await Promise.all(calls)
   })
+
+  it("a kept-alive connection the owner closes as idle just as a request comes: the request was not taken, and is sent again on a new one", async () => {
+    // The owner reads the second request of each connection and resets it without an answer's head,
+    // as a replica closing an idle connection does when the request arrives at that moment.
+    let requests = 0
+    const owner = createServer((req, res) => {
+      requests++
+      const socket = req.socket as typeof req.socket & { served?: number }
+      socket.served = (socket.served ?? 0) + 1
+      req.resume()
+      req.on("end", () => {
+        if (socket.served === 2) return socket.destroy()
+        res.writeHead(200, { "content-type": "application/x-ndjson" })
+        res.end(`${JSON.stringify({ r: { n: requests } })}\n`)
+      })
+    })
+    await new Promise<void>((resolve) => owner.listen(0, "127.0.0.1", resolve))
+    const url = `http://127.0.0.1:${(owner.address() as AddressInfo).port}`
+    const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+    stops.push(() => {
+      forwarder.close()
+      owner.closeAllConnections()
+      owner.close()
+    })
+    const request = { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 } as const
+    expect(await forwarder.send(request, {})).toEqual({ n: 1 })
+    // On the kept-alive connection: reset before any answer, sent again on a new connection.
+    expect(await forwarder.send(request, {})).toEqual({ n: 3 })
+    expect(requests).toBe(3)
+  })
 })
