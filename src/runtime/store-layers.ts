@@ -79,35 +79,25 @@ export const ServicesFileLive: Layer.Layer<ServicesFileSource, never, StoreConfi
 /** The definitions are the services file's. */
 export const DefinitionsFromFile: Layer.Layer<Definitions, never, ServicesFileSource> = Layer.effect(Definitions, ServicesFileSource)
 
-/** The records in their file beside the services file; closed (flushed) on release. */
-const openRecords = Effect.gen(function* () {
-  const config = yield* StoreConfig
-  const definitions = yield* Definitions
-  return yield* Effect.acquireRelease(
-    Effect.promise(() => ToolRecords.open(definitions.path, config.records)),
-    (records) => Effect.promise(() => records.close())
+/** A file of the store's beside the services file (`open` is given the services file's path), closed on release. */
+const fileBeside = <A>(open: (servicesPath: string) => Promise<A>, close: (file: A) => Promise<unknown>) =>
+  Effect.flatMap(Definitions, (definitions) =>
+    Effect.acquireRelease(
+      Effect.promise(() => open(definitions.path)),
+      (file) => Effect.promise(() => close(file))
+    )
   )
-})
+
+/** The records in their file beside the services file; closed (flushed) on release. */
+const openRecords = Effect.flatMap(StoreConfig, (config) => fileBeside((path) => ToolRecords.open(path, config.records), (records) => records.close()))
 export const RecordsFromFile: Layer.Layer<Records, never, StoreConfig | Definitions> = Layer.scoped(Records, openRecords)
 
 /** The asynchronous calls in their file beside the services file; the last writes awaited on release. */
-const openAsyncResults = Effect.gen(function* () {
-  const config = yield* StoreConfig
-  const definitions = yield* Definitions
-  return yield* Effect.acquireRelease(
-    Effect.promise(() => AsyncResultsFile.open(definitions.path, config.asyncResults)),
-    (results) => Effect.promise(() => results.close())
-  )
-})
+const openAsyncResults = Effect.flatMap(StoreConfig, (config) => fileBeside((path) => AsyncResultsFile.open(path, config.asyncResults), (results) => results.close()))
 export const AsyncResultsFromFile: Layer.Layer<AsyncResults, never, StoreConfig | Definitions> = Layer.scoped(AsyncResults, openAsyncResults)
 
 /** The OAuth tokens in their encrypted file beside the services file; closed on release. */
-const openTokens = Effect.flatMap(Definitions, (definitions) =>
-  Effect.acquireRelease(
-    Effect.promise((): Promise<TokenStore> => TokenVault.open(definitions.path)),
-    (vault) => Effect.promise(async () => vault.close?.())
-  )
-)
+const openTokens = fileBeside((path): Promise<TokenStore> => TokenVault.open(path), async (vault) => vault.close?.())
 export const TokensFromFile: Layer.Layer<Tokens, never, Definitions> = Layer.scoped(Tokens, openTokens)
 
 /**
@@ -125,12 +115,7 @@ export const ProcessLedgerLive: Layer.Layer<Processes, never, StoreConfig> = Lay
 )
 
 /** The pinned tool definitions in their file beside the services file; the last write awaited on release. */
-const openPins = Effect.flatMap(Definitions, (definitions) =>
-  Effect.acquireRelease(
-    Effect.promise(() => ToolPinsFile.open(definitions.path)),
-    (pins) => Effect.promise(() => pins.close())
-  )
-)
+const openPins = fileBeside((path) => ToolPinsFile.open(path), (pins) => pins.close())
 export const PinsFromFile: Layer.Layer<Pins, never, Definitions> = Layer.scoped(Pins, openPins)
 
 /** The per-user credentials in their encrypted file beside the services file (each change written as it is made). */
