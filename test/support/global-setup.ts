@@ -1,14 +1,12 @@
 /**
- * Vitest global setup, once per run before any test file: the bundles of the stdio fixtures and of
- * the reference server (test/support/programs.ts) are built here when their sources changed, so that
- * no test stops its event loop for a build. Nothing to do with MCPSTORE_TEST_TSX=1 (the fixtures run
- * through tsx, the reference server from its package).
+ * Vitest global setup, once per run before any test file: the bundles of the stdio fixtures, of the
+ * reference server and of the store (test/support/programs.ts) are built here, side by side, when
+ * their sources changed, so that no test stops its event loop for a build and no two forks build
+ * the same program. Nothing to do with MCPSTORE_TEST_TSX=1 (the programs run through tsx or from
+ * their packages).
  */
-import { everythingProgram, fixtureBundles } from "./programs.js"
+import { prebuild } from "./programs.js"
 
-export default function setup(): void {
-  if (process.env["MCPSTORE_TEST_TSX"] !== "1") {
-    fixtureBundles()
-    everythingProgram()
-  }
+export default async function setup(): Promise<void> {
+  await prebuild()
 }

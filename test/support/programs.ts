@@ -9,8 +9,9 @@
  * `npm run build` ships in dist/) into `.dist-test-<kind>-<hash>/`
  * at the repository root (git-ignored with `.dist-*`), where `<hash>` is the hash of every source
  * they are built from: sources that change get a new folder, unchanged ones are reused by the next
- * run. The fixtures are built before the tests (global-setup.ts); the store on first use, by the
- * first test that starts one (its build runs in esbuild's process, while the test's loop goes on). The store's folder is a child of the root like dist/ (src/version.ts reads ../package.json
+ * run. The fixtures, the reference server and the store are built before the tests, side by side
+ * (`prebuild`, from global-setup.ts); a program missing later (its sources changed during a watch)
+ * is built when asked for. The store's folder is a child of the root like dist/ (src/version.ts reads ../package.json
  * from its module; src/ui/page.ts reads dashboard.html beside it). A build goes to a folder of its
  * own that is renamed into place, so processes that build at once (the two forks) never see half
  * a bundle. Outside vitest (bench/ imports the support modules) the programs run through tsx as
@@ -20,15 +21,16 @@
  * bundled the same way, on first use (`conformanceProgram`): its dist/index.js imports express,
  * Octokit, undici, zod and more, a hundred-odd modules resolved and compiled at every start. So are
  * the MCP Inspector's CLI (`inspectorProgram`, on first use) and the reference server,
- * server-everything (`everythingProgram`, in the global setup beside the fixtures).
+ * server-everything (`everythingProgram`, built by `prebuild` with the fixtures).
  */
 import { build, buildSync, type BuildOptions } from "esbuild"
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { copyFileSync, cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, isAbsolute, join, relative } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { promisify } from "node:util"
 import { bundleOptions } from "../../scripts/bundle-options.mjs"
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
@@ -68,15 +70,81 @@ const SNAPSHOT_PROGRAMS: Readonly<Record<string, string>> = {
 /** The snapshot of the program at `path` (from the root), in the fixtures' folder. */
 const snapshotBlob = (dir: string, path: string): string => join(dir, path.replace(/\.ts$/, ".blob"))
 
-/** Builds the startup snapshot `blob` from `script`; when that fails, warns and leaves no blob. */
-const buildSnapshot = (program: string, script: string, blob: string): void => {
-  try {
-    const { NODE_OPTIONS: _none, ...env } = process.env
-    execFileSync(process.execPath, ["--snapshot-blob", blob, "--build-snapshot", script], { cwd: dirname(script), env, stdio: ["ignore", "ignore", "pipe"] })
-  } catch (error) {
-    rmSync(blob, { force: true })
-    console.warn(`${program}: no startup snapshot (its bundle runs instead): ${String((error as { stderr?: unknown }).stderr ?? error)}`)
+/** The command that builds the startup snapshot `blob` from `script`, without NODE_OPTIONS (see `SNAPSHOT_PROGRAMS`). */
+const snapshotCommand = (script: string, blob: string) => {
+  const { NODE_OPTIONS: _none, ...env } = process.env
+  return { args: ["--snapshot-blob", blob, "--build-snapshot", script], options: { cwd: dirname(script), env } }
+}
+/** A snapshot that could not be built: warned about, and no blob is left (the bundle runs instead). */
+const snapshotFailed = (program: string, blob: string, error: unknown): void => {
+  rmSync(blob, { force: true })
+  console.warn(`${program}: no startup snapshot (its bundle runs instead): ${String((error as { stderr?: unknown }).stderr ?? error)}`)
+}
+
+/**
+ * What a build does, step after step: esbuild bundles, startup snapshots, folder copies. Run
+ * synchronously where a test asks for a program its run's global setup did not build (the sources
+ * changed since), else asynchronously by the global setup, the builds side by side.
+ */
+type Step =
+  | { readonly bundle: BuildOptions }
+  | { readonly snapshot: { readonly program: string; readonly script: string; readonly blob: string } }
+  | { readonly copy: { readonly from: string; readonly to: string } }
+
+const runSync = (steps: ReadonlyArray<Step>): void => {
+  for (const step of steps) {
+    if ("bundle" in step) buildSync(step.bundle)
+    else if ("copy" in step) cpSync(step.copy.from, step.copy.to, { recursive: true })
+    else {
+      const { program, script, blob } = step.snapshot
+      const { args, options } = snapshotCommand(script, blob)
+      try {
+        execFileSync(process.execPath, args, { ...options, stdio: ["ignore", "ignore", "pipe"] })
+      } catch (error) {
+        snapshotFailed(program, blob, error)
+      }
+    }
   }
+}
+
+const execFileAsync = promisify(execFile)
+const runAsync = async (steps: ReadonlyArray<Step>): Promise<void> => {
+  for (const step of steps) {
+    if ("bundle" in step) await build(step.bundle)
+    else if ("copy" in step) cpSync(step.copy.from, step.copy.to, { recursive: true })
+    else {
+      const { program, script, blob } = step.snapshot
+      const { args, options } = snapshotCommand(script, blob)
+      try {
+        await execFileAsync(process.execPath, args, options)
+      } catch (error) {
+        snapshotFailed(program, blob, error)
+      }
+    }
+  }
+}
+
+/** A build of `kind`: its folder (see `target`) and its steps, which write into `temporary`. */
+interface Plan {
+  readonly kind: string
+  readonly name: string
+  readonly dir: string
+  readonly temporary: string
+  readonly steps: ReadonlyArray<Step>
+}
+
+/** Runs the plan's steps when its folder is missing, then moves the build into place. */
+const carryOut = (plan: Plan): void => {
+  if (existsSync(plan.dir)) return
+  runSync(plan.steps)
+  settle(plan.temporary, plan.dir)
+  removeStale(plan.kind, plan.name)
+}
+const carryOutAsync = async (plan: Plan): Promise<void> => {
+  if (existsSync(plan.dir)) return
+  await runAsync(plan.steps)
+  settle(plan.temporary, plan.dir)
+  removeStale(plan.kind, plan.name)
 }
 
 /** Whether startup snapshots are built and used: only without NODE_OPTIONS (see `SNAPSHOT_PROGRAMS`). */
@@ -148,31 +216,30 @@ const PACKAGE_BUNDLE: BuildOptions = {
 
 let fixtureDir: string | undefined
 
+/** The fixtures' build: their bundles, then the snapshots' CommonJS entries and blobs. */
+const fixturesPlan = (): Plan => {
+  const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples", "test/support/programs.ts"], SNAPSHOT_SALT)
+  const steps: Step[] = [
+    { bundle: { ...common, entryPoints: FIXTURE_PROGRAMS.map((p) => join(ROOT, p)), outdir: temporary, outbase: ROOT, outExtension: { ".js": ".mjs" } } }
+  ]
+  for (const [program, entry] of SNAPSHOTS ? Object.entries(SNAPSHOT_PROGRAMS) : []) {
+    // A snapshot's entry is one CommonJS script that requires only node's own modules.
+    const script = join(temporary, entry.replace(/\.ts$/, ".cjs"))
+    steps.push({ bundle: { ...common, banner: {}, format: "cjs", entryPoints: [join(ROOT, entry)], outfile: script } })
+    steps.push({ snapshot: { program, script, blob: snapshotBlob(temporary, program) } })
+  }
+  return { kind: "fixtures", name, dir, temporary, steps }
+}
+
 /**
- * The folder of the fixture bundles, built (synchronously) when missing: by the run's global setup
- * (test/support/global-setup.ts), before any test, so that no test's event loop stops for a build.
+ * The folder of the fixture bundles: built by the run's global setup (`prebuild`), before any test,
+ * so that no test's event loop stops for a build; built here (synchronously) when missing.
  */
 export const fixtureBundles = (): string => {
   if (fixtureDir !== undefined) return fixtureDir
-  const { name, dir, temporary } = target("fixtures", ["test/fixtures", "examples", "test/support/programs.ts"], SNAPSHOT_SALT)
-  if (!existsSync(dir)) {
-    buildSync({
-      ...common,
-      entryPoints: FIXTURE_PROGRAMS.map((p) => join(ROOT, p)),
-      outdir: temporary,
-      outbase: ROOT,
-      outExtension: { ".js": ".mjs" }
-    })
-    for (const [program, entry] of SNAPSHOTS ? Object.entries(SNAPSHOT_PROGRAMS) : []) {
-      // A snapshot's entry is one CommonJS script that requires only node's own modules.
-      const script = join(temporary, entry.replace(/\.ts$/, ".cjs"))
-      buildSync({ ...common, banner: {}, format: "cjs", entryPoints: [join(ROOT, entry)], outfile: script })
-      buildSnapshot(program, script, snapshotBlob(temporary, program))
-    }
-    settle(temporary, dir)
-    removeStale("fixtures", name)
-  }
-  return (fixtureDir = dir)
+  const plan = fixturesPlan()
+  carryOut(plan)
+  return (fixtureDir = plan.dir)
 }
 
 const snapshotsMade = new Map<string, boolean>()
@@ -198,7 +265,7 @@ export const programArgs = (path: string): ReadonlyArray<string> => {
 let storeProgram: Promise<string> | undefined
 
 /**
- * The script that runs the `mcp-store` program: its bundle (built on first use), or
+ * The script that runs the `mcp-store` program: its bundle (built by `prebuild`, or here when missing), or
  * scripts/dev.mjs (the sources through tsx) outside vitest.
  */
 export const storeScript = (): Promise<string> => {
@@ -352,45 +419,60 @@ startupSnapshot.setDeserializeMainFunction(() => {
 const EVERYTHING_PACKAGE = dirname(createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/package.json"))
 const EVERYTHING_ENTRY = join(EVERYTHING_PACKAGE, "dist", "index.js")
 
-/**
- * The reference server (@modelcontextprotocol/server-everything) as one bundle, built (synchronously)
- * when missing: by the run's global setup, like the fixtures. A start from it takes about two thirds
- * of the CPU of a start from the package (measured: 0.4 s against 0.6 s), and the suite starts it
- * some thirty times. The server reads its `docs` folder (its instructions and file resources) at
- * `<its module's folder>/../docs`: the bundle is `dist/index.mjs` of its build folder, beside a copy of
- * the package's `dist/docs`. Outside vitest the package's own entry runs.
- */
-export const everythingProgram = (): string => {
-  if (!bundled()) return EVERYTHING_ENTRY
-  if (everythingFile !== undefined) return everythingFile
+/** The reference server's build: its bundle beside a copy of its docs, and its stdio snapshot. */
+const everythingPlan = (): Plan => {
   const relativeToRoot = relative(ROOT, EVERYTHING_PACKAGE)
   // Its build folder follows the package's version (package-lock.json is a common input) and this file.
   const { name, dir, temporary } = target("everything", [join(relativeToRoot, "package.json"), "test/support/programs.ts"], SNAPSHOT_SALT)
-  if (!existsSync(dir)) {
-    buildSync({
-      entryPoints: [EVERYTHING_ENTRY],
-      ...PACKAGE_BUNDLE,
-      outfile: join(temporary, "dist", "index.mjs")
-    })
-    cpSync(join(EVERYTHING_PACKAGE, "dist", "docs"), join(temporary, "docs"), { recursive: true })
-    // With NODE_OPTIONS set, no snapshot: the bundle runs (see SNAPSHOT_PROGRAMS).
-    const launcher = SNAPSHOTS ? readFileSync(join(EVERYTHING_PACKAGE, "dist", "transports", "stdio.js"), "utf8") : undefined
-    if (launcher !== undefined && EVERYTHING_STDIO_LAUNCHER.every((line) => launcher.includes(line))) {
-      const script = join(temporary, "dist", "stdio.cjs")
-      buildSync({
+  const steps: Step[] = [
+    { bundle: { entryPoints: [EVERYTHING_ENTRY], ...PACKAGE_BUNDLE, outfile: join(temporary, "dist", "index.mjs") } },
+    { copy: { from: join(EVERYTHING_PACKAGE, "dist", "docs"), to: join(temporary, "docs") } }
+  ]
+  // With NODE_OPTIONS set, no snapshot: the bundle runs (see SNAPSHOT_PROGRAMS).
+  const launcher = SNAPSHOTS && !existsSync(dir) ? readFileSync(join(EVERYTHING_PACKAGE, "dist", "transports", "stdio.js"), "utf8") : undefined
+  if (launcher !== undefined && EVERYTHING_STDIO_LAUNCHER.every((line) => launcher.includes(line))) {
+    const script = join(temporary, "dist", "stdio.cjs")
+    steps.push({
+      bundle: {
         stdin: { contents: EVERYTHING_STDIO_SNAPSHOT, resolveDir: join(EVERYTHING_PACKAGE, "dist"), sourcefile: "everything-stdio-snapshot.js", loader: "js" },
         ...PACKAGE_BUNDLE,
         banner: {},
         format: "cjs",
         define: { "import.meta.url": "globalThis.__everythingModuleUrl" },
         outfile: script
-      })
-      buildSnapshot("server-everything", script, join(temporary, "dist", "stdio.blob"))
-    } else if (launcher !== undefined) console.warn("server-everything: its dist/transports/stdio.js changed (see EVERYTHING_STDIO_SNAPSHOT, test/support/programs.ts): no startup snapshot")
-    settle(temporary, dir)
-    removeStale("everything", name)
-  }
-  return (everythingFile = join(dir, "dist", "index.mjs"))
+      }
+    })
+    steps.push({ snapshot: { program: "server-everything", script, blob: join(temporary, "dist", "stdio.blob") } })
+  } else if (launcher !== undefined) console.warn("server-everything: its dist/transports/stdio.js changed (see EVERYTHING_STDIO_SNAPSHOT, test/support/programs.ts): no startup snapshot")
+  return { kind: "everything", name, dir, temporary, steps }
+}
+
+/**
+ * The reference server (@modelcontextprotocol/server-everything) as one bundle: built by the run's
+ * global setup like the fixtures, here (synchronously) when missing. A start from it takes about
+ * two thirds of the CPU of a start from the package (measured: 0.4 s against 0.6 s), and the suite
+ * starts it some thirty times. The server reads its `docs` folder (its instructions and file
+ * resources) at `<its module's folder>/../docs`: the bundle is `dist/index.mjs` of its build folder,
+ * beside a copy of the package's `dist/docs`. Outside vitest the package's own entry runs.
+ */
+export const everythingProgram = (): string => {
+  if (!bundled()) return EVERYTHING_ENTRY
+  if (everythingFile !== undefined) return everythingFile
+  const plan = everythingPlan()
+  carryOut(plan)
+  return (everythingFile = join(plan.dir, "dist", "index.mjs"))
+}
+
+/**
+ * The run's global setup (test/support/global-setup.ts): the programs most files start, built side
+ * by side when their sources changed: the fixtures, the reference server and the store. Built by the
+ * first test that needs it instead, the store's bundle was built by every fork at once in a fresh
+ * clone (the slowest files, started first, all start stores), and the fixtures' and the reference
+ * server's builds ran one after the other while no test could start.
+ */
+export const prebuild = async (): Promise<void> => {
+  if (!bundled()) return
+  await Promise.all([carryOutAsync(fixturesPlan()), carryOutAsync(everythingPlan()), storeScript()])
 }
 
 /**
