@@ -7,35 +7,38 @@
 import { relative } from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
-/** The slowest files, slowest first (per-file durations of a full run: .tmp/vitest-results.json). */
+/** The slowest files, slowest first (per-file durations of a fresh clone's full run: .tmp/vitest-results.json). */
 export const SLOWEST: ReadonlyArray<string> = [
+  "test/faults/store-process.test.ts",
   "test/cluster/replicas.test.ts",
+  "test/cluster/outage-vouching.test.ts",
+  "test/extras/input-required.test.ts",
   "test/cluster/dead-owner-forward.test.ts",
   "test/faults/fuzz.test.ts",
-  "test/faults/store-process.test.ts",
+  "test/http/bad-input.test.ts",
+  "test/extras/era-matrix.test.ts",
+  "test/package/package.test.ts",
+  "test/extras/caps-resources.test.ts",
+  "test/cluster/cut-off.test.ts",
+  "test/faults/async-calls-restart.test.ts",
   "test/cluster/slow-redis.test.ts",
   "test/extras/tracing.test.ts",
   "test/ui/dashboard.test.ts",
-  "test/http/bad-input.test.ts",
-  "test/cluster/outage-vouching.test.ts",
-  "test/extras/input-required.test.ts",
-  "test/package/package.test.ts",
-  "test/extras/caps-resources.test.ts",
-  "test/ui/operate.test.ts",
-  "test/extras/era-matrix.test.ts",
-  "test/faults/async-calls-restart.test.ts",
-  "test/config/client-formats.test.ts",
-  "test/architecture/import-rules.test.ts",
-  "test/extras/security.test.ts",
-  "test/extras/mcp-calls.test.ts",
   "test/http/oauth.test.ts",
-  "test/faults/process-groups.test.ts",
-  "test/faults/upstream.test.ts",
-  "test/monitoring/endpoints.test.ts",
-  "test/http/store-endpoints.test.ts",
-  "test/monitoring/bounded.test.ts",
-  "test/extras/mcp-sessions.test.ts",
-  "test/http/protocol-eras.test.ts"
+  "test/architecture/import-rules.test.ts",
+  "test/ui/operate.test.ts",
+  "test/extras/security.test.ts",
+  "test/cluster/handover-forward.test.ts",
+  "test/cluster/redis-hang.test.ts",
+  "test/cluster/approvals-replicas.test.ts",
+  "test/extras/mcp-calls.test.ts",
+  "test/faults/hostile-upstream.test.ts",
+  "test/extras/mcp-sse.test.ts",
+  "test/config/client-formats.test.ts",
+  "test/http/protocol-eras.test.ts",
+  "test/cluster/monitoring-replicas.test.ts",
+  "test/conformance/server-scenarios.test.ts",
+  "test/http/store-endpoints.test.ts"
 ]
 
 export default class SlowestFirst extends BaseSequencer {
