@@ -1,9 +1,9 @@
 /**
- * HTTP clients of a store for tests: a tiny JSON client (fetch, every request bounded), the same with
- * an API key, a raw client over node:http for what fetch cannot send, a request that stays open (a
- * long wait_service), and the two store calls tests make most: add a service, wait for a status.
+ * HTTP clients of a store for tests: a tiny JSON client (node:http, every request bounded), the same
+ * with an API key, a raw client for any request target, a request that stays open (a long
+ * wait_service), and the two store calls tests make most: add a service, wait for a status.
  */
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http"
+import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http"
 
 /** A JSON answer: status, parsed body (or the text when it is not JSON), headers, round-trip time. */
 export interface Reply<B = any> {
@@ -23,25 +23,59 @@ export interface Api {
   request<B = any>(method: string, path: string, init?: { body?: string; headers?: Record<string, string> }): Promise<Reply<B>>
 }
 
-/** A JSON client of a base URL (fetch; every request bounded by 40 s so a hang fails the test, not the run). */
+/** How long a request of `api` may take: a hang fails the test, not the run. */
+const REQUEST_TIMEOUT_MS = 40_000
+
+/**
+ * The connections of `api`'s requests, kept alive between them. A kept connection is let go a
+ * second before the server's `Keep-Alive: timeout=N` says it closes it (Node's agent reads the hint
+ * only when it has a time-out of its own: `timeout`, which otherwise only raises a `timeout` event
+ * on a request that waits, which nothing here listens to), so a request never goes out on a
+ * connection the server is closing.
+ */
+const agent = new Agent({ keepAlive: true, timeout: REQUEST_TIMEOUT_MS })
+
+/** The headers of an answer as fetch gives them (repeated ones, such as set-cookie, kept apart). */
+const headersOf = (raw: ReadonlyArray<string>): Headers => {
+  const headers = new Headers()
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!)
+  return headers
+}
+
+/**
+ * A JSON client of a base URL (http:), over node:http: about 0.4 ms of CPU less a request than fetch,
+ * and the suite sends some fifteen thousand. Redirects are not followed (the store answers none to
+ * these requests; tests that follow one use fetch).
+ */
 export const api = (base: string): Api => {
-  const request = async <B>(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) => {
-    const res = await fetch(base + path, {
-      method,
-      ...(init.body !== undefined ? { body: init.body } : {}),
-      headers: init.headers ?? {},
-      signal: AbortSignal.timeout(40_000)
+  const request = <B>(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) =>
+    new Promise<Reply<B>>((resolve, reject) => {
+      const headers = { ...init.headers }
+      if (init.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === "content-length")) headers["content-length"] = String(Buffer.byteLength(init.body))
+      const req = httpRequest(base + path, { method, headers, agent }, (res) => {
+        const chunks: Buffer[] = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("error", reject)
+        res.on("end", () => {
+          clearTimeout(timer)
+          const text = Buffer.concat(chunks).toString("utf8")
+          const receivedAt = performance.now()
+          let body: unknown = text
+          try {
+            body = JSON.parse(text)
+          } catch {
+            // not JSON: keep the text
+          }
+          resolve({ status: res.statusCode ?? 0, body: body as B, text, headers: headersOf(res.rawHeaders), receivedAt })
+        })
+      })
+      const timer = setTimeout(() => req.destroy(new Error(`${method} ${base}${path}: no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)), REQUEST_TIMEOUT_MS)
+      req.on("error", (e) => {
+        clearTimeout(timer)
+        reject(e)
+      })
+      req.end(init.body)
     })
-    const text = await res.text()
-    const receivedAt = performance.now()
-    let body: unknown = text
-    try {
-      body = JSON.parse(text)
-    } catch {
-      // not JSON: keep the text
-    }
-    return { status: res.status, body: body as B, text, headers: res.headers, receivedAt }
-  }
   return {
     request,
     get: (path) => request("GET", path),
