@@ -25,7 +25,6 @@ import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/s
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
 import { callableName, toolViewsFor } from "../runtime/service-views.js"
-import { dashboardHtml } from "../ui/page.js"
 import { Api } from "./Api.js"
 import { App, type AppState } from "./context.js"
 import { ActorSystemService, ApprovalsService, AsyncCallsService } from "../runtime/store-parts.js"
@@ -42,6 +41,7 @@ import { fixedSealSource, sessionOwner, storeSealSource } from "./gateway/sessio
 import { OAuthFlowError } from "../runtime/upstream-oauth.js"
 import { ClusterUnavailable } from "../domain/errors.js"
 import { log } from "../logging/log.js"
+import { onDemand } from "../domain/on-demand.js"
 import { METADATA_PATH, ProtectedResourceTag } from "./oauth-resource/protected-resource.js"
 import { OAUTH_SERVER_ROUTES } from "./oauth-server/endpoints.js"
 
@@ -219,6 +219,9 @@ const streamEvent = (e: MonitorEvent): { event: string; scope: string; data: unk
   }
 }
 
+/** The dashboard page's module (src/ui/page.ts), loaded by the first GET /ui: a bundle carries the page in it (80 KB). */
+const dashboardPage = onDemand(() => import("../ui/page.js"))
+
 /**
  * GET /openapi.json's bytes, made on the first request and kept for the process: the contract is
  * fixed, so every server of the process answers the same document (made at each server's start, as
@@ -392,7 +395,9 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.get(
       "/ui",
-      Effect.promise(() => dashboardHtml()).pipe(Effect.map((html) => HttpServerResponse.html(html)))
+      Effect.promise(() => (dashboardPage.loaded !== undefined ? dashboardPage.loaded.dashboardHtml() : dashboardPage.load().then((page) => page.dashboardHtml()))).pipe(
+        Effect.map((html) => HttpServerResponse.html(html))
+      )
     )
 
     // The end of an upstream's OAuth authorization (src/runtime/upstream-oauth.ts): a plain page, nothing of

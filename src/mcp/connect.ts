@@ -9,7 +9,8 @@
  * Every transport reads at most `maxMessageBytes` per message (SSE through `boundedFetch`). A
  * message over it closes the connection; the requests it fails, and the close itself, then name
  * that cause (`message_too_large`) rather than a mere closed connection. The checks of tool outputs
- * run on the store's linear-time validators (src/mcp/json-schema.ts).
+ * run on the store's linear-time validators (src/mcp/json-schema.ts), loaded by the first connection
+ * (ajv and RE2 are half a megabyte that a store with no service never needs).
  *
  * The era is negotiated here (src/mcp/era.ts decides): without a remembered verdict (`prior`) or a
  * pinned revision, a `server/discover` probe first; a modern server is spoken to in the modern era
@@ -36,7 +37,6 @@ import { paramHeadersOf, type ParamHeader } from "./param-headers.js"
 import { log } from "../logging/log.js"
 import { probeTransport } from "./probe.js"
 import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } from "./oauth-client.js"
-import { upstreamSchemaValidator } from "./json-schema.js"
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError, SdkError } from "./protocol-error.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { isSseError, clientPackage, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./client-package.js"
@@ -44,6 +44,7 @@ import { Session, UnsupportedVersionAnswer, type SessionNotification, type Sessi
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, McpRequestError, MessageTooLargeError, StreamableHttpError, EMPTY_CATALOG, type CallOptions, type Catalog, type CatalogCapabilities, type CompleteParams, type ConnectOptions, type McpConnection, type InputRequestOptions, type ListTtl, type ProcessLedger, type RequestOptions, type TaskMethod, type ToolInfo, type UpstreamTask } from "./types.js"
 import { type CancelSignal, Cancel, settledWithin } from "../domain/cancellation.js"
+import { onDemand } from "../domain/on-demand.js"
 
 /** Client name sent in the initialize handshake when none is given. */
 export const DEFAULT_CLIENT_NAME = "mcp-store"
@@ -124,8 +125,18 @@ const remember = (launch: string, verdict: EraVerdict): void => {
 /** The probe's stdio server exited (a 2025-era server that ends on a request before `initialize`). */
 class ExitedOnProbe extends Error {}
 
+/** The validators of tool outputs (src/mcp/json-schema.ts), loaded by the first connection. */
+const jsonSchema = onDemand(() => import("./json-schema.js"))
+
+/** The validators, loaded now if they are not yet: a failed load fails the connection as any other failure of it. */
+const loadJsonSchema = (def: ResolvedDefinition) =>
+  jsonSchema.load().catch((e: unknown) => {
+    throw new McpRequestError("transport", `connect to ${describeTarget(def)}: ${String((e as Error)?.message ?? e)}`)
+  })
+
 /** One connection attempt of `connect`, on a new transport, with the era of `prior` if given. */
 const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prior: EraVerdict | undefined, options: ConnectOptions): Promise<McpConnection> => {
+  const { upstreamSchemaValidator } = jsonSchema.loaded ?? (await loadJsonSchema(def))
   const sse = def.kind === "remote" && def.transport === "sse" ? (await clientPackage()).SSEClientTransport : undefined
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes, sse)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.

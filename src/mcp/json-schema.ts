@@ -71,18 +71,21 @@ const newInstances = () => {
   return { draft7, draft2020, compiles: 0 }
 }
 
-let instances = newInstances()
+// Made on first use, not when the module loads: the two instances with their formats cost some
+// 20 ms of CPU, which a store's start would pay before it listens, whether or not it compiles.
+let instances: ReturnType<typeof newInstances> | undefined
 
 /**
  * A validator for `schema` (draft 2020-12 when its `$schema` says so, else draft-07), or null when
  * the schema cannot be compiled: such a schema is left to the server to judge.
  */
 export const compileSchema = (schema: Record<string, unknown>): ValidateFunction | null => {
-  if (instances.compiles >= COMPILES_PER_INSTANCE) instances = newInstances()
-  instances.compiles += 1
+  if (instances === undefined || instances.compiles >= COMPILES_PER_INSTANCE) instances = newInstances()
+  const ajv = instances
+  ajv.compiles += 1
   const dialect = typeof schema["$schema"] === "string" ? schema["$schema"] : ""
   try {
-    return dialect.includes("2020-12") ? instances.draft2020.compile(schema) : instances.draft7.compile(schema)
+    return dialect.includes("2020-12") ? ajv.draft2020.compile(schema) : ajv.draft7.compile(schema)
   } catch {
     return null
   }
@@ -139,7 +142,7 @@ export const withoutDefaultedRequired = (schema: Record<string, unknown>): Recor
 
 /** ajv's one-line account of validation errors. */
 export const errorsText = (errors: ReadonlyArray<ErrorObject> | null | undefined): string =>
-  instances.draft7.errorsText(errors === null || errors === undefined ? errors : [...errors])
+  (instances ??= newInstances()).draft7.errorsText(errors === null || errors === undefined ? errors : [...errors])
 
 /**
  * The SDK Client's `jsonSchemaValidator` (it checks `structuredContent` against a tool's output

@@ -14,7 +14,7 @@ import { statusOf, type ServiceActorRef } from "../machines/service.js"
 import { mcpError, ProtocolErrorCode } from "../mcp/protocol-error.js"
 import { McpRequestError, STORE_STOPPING, UpstreamTask, type TaskMethod, type CallHooks, type CallProgress, type UpstreamRequestRelay } from "../mcp/types.js"
 import { Cancel, type CancelSignal } from "../domain/cancellation.js"
-import { argumentProblems } from "./arguments.js"
+import { onDemand } from "../domain/on-demand.js"
 import { approvalRequired } from "../domain/approval-policy.js"
 import { TooMany as TooManyError, ApprovalRefused, CredentialsRequired, type ClusterUnavailable } from "../domain/errors.js"
 import { perUserOf } from "./user-credentials.js"
@@ -434,11 +434,19 @@ interface CallTiming {
 }
 
 /**
+ * The check of a call's arguments (src/runtime/arguments.ts, on ajv and RE2), loaded by the first
+ * call: half a megabyte of code that a start does not need (a connection loads the same validators
+ * for its tools' outputs, src/mcp/connect.ts).
+ */
+const argumentChecks = onDemand(() => import("./arguments.js"))
+
+/**
  * The call on its service: arguments checked against the tool's schema, then the request on the
  * service's connection (src/runtime/service-request.ts: waited for, sent once more after an
  * expired session), its failure classified once (`requestFailure`).
  */
 const send = async (ctx: ScopeContext, actor: ServiceActorRef, original: string, input: CallToolInput, call: CallTiming, hooks: CallHooks, signal: CancelSignal): Promise<Exit.Exit<CallToolResult | UpstreamTask, CallToolError>> => {
+  const { argumentProblems } = argumentChecks.loaded ?? (await argumentChecks.load())
   const args = input.args ?? {}
   const tool = actor.getSnapshot().context.tools.find((t) => t.name === original)
   // A task followed again was a call whose arguments were checked when it was made.

@@ -25,7 +25,8 @@
  * Every session's server is SDK v2's `Server` (`mcpServer`, face.ts, as the 2026-07-28 face builds
  * it), bound to the 2025 era by the client's initialize. A Streamable HTTP session runs on SDK v2's
  * `NodeStreamableHTTPServerTransport`; an SSE session on SDK 1.x's `SSEServerTransport`, since SDK v2
- * has no SSE server transport.
+ * has no SSE server transport. Each transport's module is loaded on the first request that needs
+ * it (src/domain/on-demand.ts), not at start: a store that never serves such a session never loads it.
  *
  * A Streamable HTTP session's id is sealed (src/http/gateway/session-seal.ts, docs/sessions.md): a request
  * whose id is not in the map but opens with the store's key rebuilds the session (another replica
@@ -35,7 +36,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { randomUUID } from "node:crypto"
-import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
+import type { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node"
 import {
   isInitializeRequest,
   Server,
@@ -46,9 +47,7 @@ import {
   type ServerContext,
   type Transport
 } from "@modelcontextprotocol/server"
-import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
-// The /sse transport is SDK 1.x's (SDK v2 has none); its POST body is checked as it then parses it.
-import { JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js"
 import { scopeLabel, type Scope } from "../../domain/service-definition.js"
 import { statusOf } from "../../machines/service.js"
 import type { Monitor, MonitorEvent } from "../../monitoring/monitor.js"
@@ -65,6 +64,7 @@ import { log } from "../../logging/log.js"
 import type { Store } from "../../runtime/store.js"
 import { McpRequestError, type CallProgress, type McpConnection, type UpstreamRequestRelay } from "../../mcp/types.js"
 import { settledWithin, unlessCancelled } from "../../domain/cancellation.js"
+import { onDemand } from "../../domain/on-demand.js"
 import type { ToolGate } from "../../domain/tool-filter.js"
 import { readTraceContext } from "../../domain/trace-context.js"
 import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./sse-endpoint.js"
@@ -75,6 +75,13 @@ import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
 import { clientFacts, MAX_SESSION_ID_LENGTH, sealedIdKey, type SealSource, type SessionClaims } from "./session-seal.js"
+
+/**
+ * The Streamable HTTP transport (@modelcontextprotocol/node, with Hono's Node adapter, which loads
+ * Node's fetch classes) and the legacy SSE one (SDK 1.x: sse-transport.ts), loaded on demand.
+ */
+const streamableTransport = onDemand(() => import("@modelcontextprotocol/node"))
+const sseTransport = onDemand(() => import("./sse-transport.js"))
 
 /** A session of either transport; `kind` tells which. */
 type Session = StreamableSession | SseSession
@@ -928,8 +935,16 @@ export class McpGateway {
    * cap): a new one, its id sealed from its initialize request's facts, or one rebuilt from the
    * claims of its sealed id, its transport and server initialized as they were (`replayInitialize`).
    */
-  private streamableSession(scope: Scope, owner: string, gate: ToolGate | undefined, listing: ToolListing | undefined, id: string, rebuilt?: SessionClaims): StreamableSession {
-    const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => id })
+  private streamableSession(
+    Transport: typeof NodeStreamableHTTPServerTransport,
+    scope: Scope,
+    owner: string,
+    gate: ToolGate | undefined,
+    listing: ToolListing | undefined,
+    id: string,
+    rebuilt?: SessionClaims
+  ): StreamableSession {
+    const transport = new Transport({ sessionIdGenerator: () => id })
     if (rebuilt !== undefined) markInitialized(transport, id)
     const session = this.addSession<StreamableSession>(scope, owner, gate, listing, { id, kind: "streamable", transport, ready: Promise.resolve() })
     if (session.spans !== undefined && rebuilt !== undefined) session.spans.protocolVersion = rebuilt.protocolVersion
@@ -1038,10 +1053,11 @@ export class McpGateway {
         // session (so nothing is evicted for a stray request).
         return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required")
       }
+      const { NodeStreamableHTTPServerTransport } = streamableTransport.loaded ?? (await streamableTransport.load())
       const seal = await this.sealOrFail(true, res)
       if (seal === undefined || this.refusedWhileClosing(res) || !this.admit(req, res, owner)) return
       const facts = clientFacts(initializeParams(body))
-      session = this.streamableSession(scope, owner, gate, listing, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
+      session = this.streamableSession(NodeStreamableHTTPServerTransport, scope, owner, gate, listing, seal.seal({ scope, ...facts, owner, issuedAt: Date.now() }))
       created = true
     }
     this.begin(session)
@@ -1088,6 +1104,7 @@ export class McpGateway {
     if (id.length > MAX_SESSION_ID_LENGTH) return refuse("the id is too long")
     const expires = this.ended.get(sealedIdKey(id))
     if (expires !== undefined) return refuse("the session was ended (closed, idle or evicted)", "info")
+    const { NodeStreamableHTTPServerTransport } = streamableTransport.loaded ?? (await streamableTransport.load())
     const seal = await this.sealOrFail(false, res)
     if (res.headersSent) return undefined
     const claims = seal?.open(id)
@@ -1113,7 +1130,7 @@ export class McpGateway {
       event: "mcp_session_rebuilt",
       scope: label
     })
-    return this.streamableSession(scope, owner, gate, listing, id, claims)
+    return this.streamableSession(NodeStreamableHTTPServerTransport, scope, owner, gate, listing, id, claims)
   }
 
   /** The seal (creating the key when `create`); a key file that cannot be read is answered 500 and logged. */
@@ -1144,6 +1161,7 @@ export class McpGateway {
    * stream ends (the client left, the session expired or was closed, shutdown).
    */
   async openSse(scope: Scope, req: IncomingMessage, res: ServerResponse, owner: string, gate?: ToolGate, listing?: ToolListing): Promise<void> {
+    const { SSEServerTransport } = sseTransport.loaded ?? (await sseTransport.load())
     if (this.refusedWhileClosing(res)) return
     if (!acceptsEventStream(req)) return jsonRpcError(res, 406, -32000, "Not Acceptable: the client must accept text/event-stream")
     if (!this.admit(req, res, owner)) return
@@ -1175,6 +1193,8 @@ export class McpGateway {
       log.warn(`refused MCP session ${shortId(id)} on ${scopeLabel(scope)}: the session was opened with another API key`, { event: "mcp_session_refused", scope: scopeLabel(scope), reason: "another key" })
       return jsonRpcError(res, 404, -32001, "Session not found")
     }
+    // The body is checked as SDK 1.x's transport then parses it (loaded already: the session's GET loaded it).
+    const { JSONRPCMessageSchema } = sseTransport.loaded ?? (await sseTransport.load())
     if (!JSONRPCMessageSchema.safeParse(body).success) return jsonRpcError(res, 400, -32600, "Invalid Request: the body must be one JSON-RPC message")
     // A request (not a notification or an answer): within the session's bounds (`busy`: its requests in flight).
     const request = typeof (body as { method?: unknown }).method === "string" && (body as { id?: unknown }).id !== undefined

@@ -11,14 +11,17 @@
  * it does not know (a rotated key), at most once per `cooldownMs`. With the store's own client at
  * the issuer (`introspection`), an opaque access token is asked about at the metadata's
  * `introspection_endpoint` (RFC 7662), the client authenticated with HTTP Basic. Nothing here holds
- * a timer; `close` aborts the requests in flight.
+ * a timer; `close` aborts the requests in flight. jose is loaded with the first discovery.
  */
-import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose"
+import type { JWTVerifyGetKey } from "jose"
+import { onDemand } from "../../domain/on-demand.js"
 import { boundedFetch } from "../../mcp/bounded-fetch.js"
 import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
 import { log } from "../../logging/log.js"
 import type { ClaimMap } from "../../domain/claim-map.js"
 import type { TrustedIssuer } from "./token-verifier.js"
+
+const jose = onDemand(() => import("jose"))
 
 export interface ExternalIssuerOptions {
   /** The issuer identifier (`--auth-issuer`), exactly as its tokens' `iss`. */
@@ -120,8 +123,8 @@ export const externalIssuer = (options: ExternalIssuerOptions): ExternalIssuer =
     if (keySet !== undefined) return Promise.resolve(keySet)
     if (pending !== undefined) return pending
     if (lastFailure !== undefined && Date.now() - failedAt < o.cooldownMs) return Promise.reject(lastFailure)
-    pending = discover().then(
-      (jwksUrl) => {
+    pending = Promise.all([discover(), jose.load()]).then(
+      ([jwksUrl, { createRemoteJWKSet, customFetch }]) => {
         keySet = createRemoteJWKSet(jwksUrl, { timeoutDuration: o.timeoutMs, cooldownDuration: o.cooldownMs, cacheMaxAge: o.cacheMaxAgeMs, [customFetch]: get })
         pending = undefined
         lastFailure = undefined

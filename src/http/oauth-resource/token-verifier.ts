@@ -12,9 +12,13 @@
  * at most 10,000 answers of at most 16 KiB; the same token asked twice at once is one question, and at most 32
  * questions are under way (more are refused as unavailable, not queued: a flood of made-up tokens
  * does not become a flood at the issuer).
+ *
+ * jose is loaded by the first JWT to check: a store that is sent none (most have no issuer) never
+ * loads it.
  */
 import { createHash } from "node:crypto"
-import { decodeJwt, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose"
+import type { JWTPayload, JWTVerifyGetKey } from "jose"
+import { onDemand } from "../../domain/on-demand.js"
 import type { Principal } from "../../config/api-keys.js"
 import { claimMapOf, type ClaimMap } from "../../domain/claim-map.js"
 import { principalOfClaims } from "./token-claims.js"
@@ -43,6 +47,8 @@ export type TokenCheck =
       /** For the log only: what failed underneath (a key set that could not be fetched). */
       readonly detail?: string | undefined
     }
+
+const jose = onDemand(() => import("jose"))
 
 /** Signature algorithms accepted: asymmetric only (no `none`, no shared secret). */
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"]
@@ -118,6 +124,13 @@ export class TokenVerifier {
       if (introspector !== undefined && looksLikeOpaque(token)) return this.#verifyOpaque(introspector, token, audiences)
       return { ok: false, why: "malformed", message: "The access token is not a JWT" }
     }
+    let lib: typeof import("jose")
+    try {
+      lib = jose.loaded ?? (await jose.load())
+    } catch (e) {
+      return { ok: false, why: "unavailable", message: "The access token could not be checked now; try again", detail: e instanceof Error ? e.message : String(e) }
+    }
+    const { decodeJwt, jwtVerify } = lib
     let unverified: JWTPayload
     try {
       unverified = decodeJwt(token)
@@ -135,7 +148,7 @@ export class TokenVerifier {
         requiredClaims: ["exp", "aud"]
       }))
     } catch (e) {
-      return refusal(e)
+      return refusal(lib.errors, e)
     }
     if (!forAudience(payload.aud, audiences)) return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
     if (trusted.revoked?.(payload) === true) return { ok: false, why: "revoked", message: "The access token was revoked" }
@@ -231,7 +244,7 @@ const forAudience = (aud: string | ReadonlyArray<string> | undefined, audiences:
 }
 
 /** A jose failure in the client's words. */
-const refusal = (e: unknown): TokenCheck & { ok: false } => {
+const refusal = (errors: typeof import("jose").errors, e: unknown): TokenCheck & { ok: false } => {
   if (e instanceof errors.JWTExpired) return { ok: false, why: "expired", message: "The access token has expired" }
   if (e instanceof errors.JWTClaimValidationFailed) {
     if (e.claim === "aud") return { ok: false, why: "audience", message: AUDIENCE_MESSAGE }
