@@ -1,7 +1,8 @@
 /** The agent group's handlers: the agent id is checked first (400 when malformed); the operations are the four services, taken once. */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect } from "effect"
-import { operations } from "../../runtime/operations.js"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Effect, type Layer } from "effect"
+import { operations, type OperationServices } from "../../runtime/operations.js"
 import { ActorSystemService, AsyncCallsService, HeldCallsService } from "../../runtime/store-parts.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
@@ -11,7 +12,13 @@ import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
 import { credentialsHandlers } from "../credentials-routes.js"
 
-export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
+// The group's type, written out: the declaration emit (npm run build) would otherwise infer it from
+// every handler, and the type-check holds the handlers to it.
+export const AgentHttpLive: Layer.Layer<
+  HttpApiGroup.ApiGroup<"mcp-store", "agent">,
+  never,
+  ActorSystemService | HeldCallsService | AsyncCallsService | OperationServices | App
+> = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const { store, server } = yield* App
     // The operations and parts this group uses, from the store's layer graph (once, not per request).

@@ -1,7 +1,8 @@
 /** Handlers of the application (health, workspace) and system (root information) groups. */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Effect, type Layer } from "effect"
 import { readdir } from "node:fs/promises"
 import { basename, dirname } from "node:path"
 import { recordsFileFor } from "../../records/tool-records.js"
@@ -21,7 +22,9 @@ const isStoreFile = (configFile: string) => {
   return (name: string) => name === configName || name === `${configName}.bak` || name === recordsName
 }
 
-export const ApplicationHttpLive = HttpApiBuilder.group(Api, "application", (handlers) =>
+// The group's type, written out: the declaration emit (npm run build) would otherwise infer it from
+// every handler, and the type-check holds the handlers to it.
+export const ApplicationHttpLive: Layer.Layer<HttpApiGroup.ApiGroup<"mcp-store", "application">, never, App> = HttpApiBuilder.group(Api, "application", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     return handlers

@@ -5,7 +5,8 @@
  * the decision names the key's label, and every refused decision is a log line.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect, type Schema } from "effect"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Effect, type Layer, type Schema } from "effect"
 import { log } from "../../logging/log.js"
 import type { ApprovalView, Decision } from "../../runtime/approvals.js"
 import { callerWords, currentPrincipal, gateOf } from "../access.js"
@@ -39,7 +40,9 @@ const listAnswer = (approvals: ReadonlyArray<ApprovalView>, where: string) => ({
   total: approvals.length
 })
 
-export const ApprovalsHttpLive = HttpApiBuilder.group(Api, "approvals", (handlers) =>
+// The group's type, written out: the declaration emit (npm run build) would otherwise infer it from
+// every handler, and the type-check holds the handlers to it.
+export const ApprovalsHttpLive: Layer.Layer<HttpApiGroup.ApiGroup<"mcp-store", "approvals">, never, ApprovalsService> = HttpApiBuilder.group(Api, "approvals", (handlers) =>
   Effect.gen(function* () {
     const approvals = yield* ApprovalsService
     return handlers

@@ -6,7 +6,8 @@
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Effect, type Layer } from "effect"
 import * as Figures from "../../monitoring/figures.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
@@ -22,7 +23,9 @@ const narrowed = <N extends { readonly agent_id?: string | undefined }>(query: N
     return "forbidden" in n ? Effect.fail(new Forbidden(errorBody("FORBIDDEN", n.forbidden, {}))) : Effect.succeed(n.narrowing)
   })
 
-export const MonitoringHttpLive = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
+// The group's type, written out: the declaration emit (npm run build) would otherwise infer it from
+// every handler, and the type-check holds the handlers to it.
+export const MonitoringHttpLive: Layer.Layer<HttpApiGroup.ApiGroup<"mcp-store", "monitoring">, never, App> = HttpApiBuilder.group(Api, "monitoring", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store, storeOptions } = app

@@ -1,6 +1,7 @@
 /** The store group's handlers: decode (done by the contract), run an operation of the four services (taken once), encode. */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect } from "effect"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Effect, type Layer } from "effect"
 import { STORE_SCOPE } from "../../domain/service-definition.js"
 import { networkCheck } from "../../runtime/network.js"
 import { requestAllowedEverything } from "../authorization.js"
@@ -8,14 +9,20 @@ import { systemResources } from "../../monitoring/system.js"
 import { VERSION } from "../../version.js"
 import { Api } from "../Api.js"
 import { App } from "../context.js"
-import { operations } from "../../runtime/operations.js"
+import { operations, type OperationServices } from "../../runtime/operations.js"
 import { ActorSystemService, AsyncCallsService, ConnectionsService, HeldCallsService } from "../../runtime/store-parts.js"
 import { contract } from "../contract-errors.js"
 import * as Shared from "../scope-handlers.js"
 import { acceptToolChangesAnswer } from "../tool-pins-routes.js"
 import { credentialsHandlers } from "../credentials-routes.js"
 
-export const StoreHttpLive = HttpApiBuilder.group(Api, "store", (handlers) =>
+// The group's type, written out: the declaration emit (npm run build) would otherwise infer it from
+// every handler, and the type-check holds the handlers to it.
+export const StoreHttpLive: Layer.Layer<
+  HttpApiGroup.ApiGroup<"mcp-store", "store">,
+  never,
+  ConnectionsService | ActorSystemService | HeldCallsService | AsyncCallsService | OperationServices | App
+> = HttpApiBuilder.group(Api, "store", (handlers) =>
   Effect.gen(function* () {
     const app = yield* App
     const { store } = app
