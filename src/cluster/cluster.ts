@@ -25,7 +25,7 @@ import { statusOf } from "../machines/service.js"
 import type { ReplicatedActorRef } from "../machines/replicated.js"
 import type { ServiceEvent } from "../machines/service.js"
 import { McpRequestError, type McpConnection } from "../mcp/types.js"
-import { ClusterConnection, showRedisUrl, timed } from "../redis/connection.js"
+import { answeredWithin, ClusterConnection, showRedisUrl } from "../redis/connection.js"
 import { RedisDefinitions } from "../config/redis-definitions.js"
 import { Forwarder, NotDelivered, RemoteConnection, RETRY_MS, type SendOptions } from "./forward.js"
 import { clusterKey } from "../redis/key-names.js"
@@ -454,7 +454,7 @@ export class Cluster {
   async reachesRedis(leases?: ReadonlyArray<string>): Promise<RedisAnswer> {
     const sent = Date.now()
     const time = this.connection.up ? this.connection.client.sendCommand(["TIME"]) : undefined
-    if (time !== undefined && (await timed(time, CONFIRM_MS).then(() => true, () => false))) return { up: true }
+    if (time !== undefined && (await answeredWithin(time, CONFIRM_MS))) return { up: true }
     const until = Date.now() + this.leaseMs
     this.#quiet.give(leases, until, sent)
     void time?.then(() => this.#answeredLate(Date.now() - sent, leases), () => undefined)

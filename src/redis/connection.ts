@@ -66,6 +66,20 @@ export const timed = <A>(promise: Promise<A>, ms: number, what = "a Redis comman
     )
   })
 
+/**
+ * Whether `promise` is fulfilled within `ms` of now by the clock, not merely before a timer of `ms`
+ * runs: a process the machine leaves waiting for a core finds the answer and the expired timer both
+ * due when it runs again, and the answer's callback comes first, so a late answer would count as in
+ * time.
+ */
+export const answeredWithin = (promise: Promise<unknown>, ms: number, now: () => number = Date.now): Promise<boolean> => {
+  const sent = now()
+  return timed(promise, ms).then(
+    () => now() - sent <= ms,
+    () => false
+  )
+}
+
 /** Methods of the client that send nothing by themselves (its life, builders of a MULTI or a scan). */
 const UNSENT = new Set<PropertyKey>(["connect", "close", "destroy", "disconnect", "quit", "QUIT", "duplicate", "on", "off", "once", "emit", "multi", "MULTI", "scanIterator", "hScanIterator", "sScanIterator", "zScanIterator"])
 /** What sends a MULTI. */

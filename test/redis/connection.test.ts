@@ -2,10 +2,11 @@
  * The replica's Redis connection (src/redis/connection.ts) against a real redis-server frozen with
  * SIGSTOP: while the replica starts, a missed liveness probe refuses nothing (a command is sent,
  * bounded by its time-out, and answered once Redis wakes up); once `started()`, a command is refused
- * at once while Redis is known not to answer.
+ * at once while Redis is known not to answer. And `answeredWithin`, which says whether an answer came
+ * in time by the clock.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ClusterConnection, RedisAway } from "../../src/redis/connection.js"
+import { answeredWithin, ClusterConnection, RedisAway } from "../../src/redis/connection.js"
 import { eventually, hasRedisServer, startRedisServer, type RedisServer } from "../support/index.js"
 
 describe.skipIf(!hasRedisServer)("the replica's Redis connection, Redis frozen", { timeout: 30_000 }, () => {
@@ -56,5 +57,16 @@ describe.skipIf(!hasRedisServer)("the replica's Redis connection, Redis frozen",
     } finally {
       check.close()
     }
+  })
+})
+
+describe("answeredWithin: an answer in time by the clock", () => {
+  it("an answer within the time is in time; one the clock shows late is not, though it came before the timer; a failure or no answer is not", async () => {
+    expect(await answeredWithin(Promise.resolve("ok"), 250)).toBe(true)
+    // A starved process: the answer's callback runs before the expired timer's, 400 ms after the question.
+    const clock = [1_000, 1_400]
+    expect(await answeredWithin(Promise.resolve("ok"), 250, () => clock.shift()!)).toBe(false)
+    expect(await answeredWithin(Promise.reject(new Error("refused")), 250)).toBe(false)
+    expect(await answeredWithin(new Promise(() => undefined), 20)).toBe(false)
   })
 })
