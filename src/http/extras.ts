@@ -395,9 +395,7 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.get(
       "/ui",
-      Effect.promise(() => (dashboardPage.loaded !== undefined ? dashboardPage.loaded.dashboardHtml() : dashboardPage.load().then((page) => page.dashboardHtml()))).pipe(
-        Effect.map((html) => HttpServerResponse.html(html))
-      )
+      Effect.promise(async () => (dashboardPage.loaded ?? (await dashboardPage.load())).dashboardHtml()).pipe(Effect.map((html) => HttpServerResponse.html(html)))
     )
 
     // The end of an upstream's OAuth authorization (src/runtime/upstream-oauth.ts): a plain page, nothing of
