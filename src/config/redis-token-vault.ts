@@ -20,7 +20,7 @@ import { keyOfSecret, reboundEntry, seal, unseal, type PendingRecord, type Token
 import { log } from "../logging/log.js"
 import { clusterKey } from "../redis/key-names.js"
 import { withLock } from "../redis/lock.js"
-import type { Redis } from "../redis/connection.js"
+import { COMMAND_TIMEOUT_MS, type Redis } from "../redis/connection.js"
 import type { ClusterData } from "../records/redis-records.js"
 
 /** The hash field of the check value (no service key starts with a NUL). */
@@ -30,6 +30,12 @@ const CHECK_TEXT = "mcp-store oauth key check"
 const PENDING_SWEEP = 100
 /** A refresh holds the lock at most this long (the token endpoint's answer included). */
 export const REFRESH_LOCK_TTL_MS = 30_000
+
+/**
+ * How long a task may run under a refresh lock of `ttlMs`: what is left once the entry's re-read
+ * and the new tokens' write (a command's time-out each) are set aside, and at least half the lock.
+ */
+export const lapseMs = (ttlMs: number): number => Math.max(ttlMs / 2, ttlMs - 2 * COMMAND_TIMEOUT_MS - 1000)
 
 /** The secret is missing or is not the cluster's. */
 export class TokenKeyError extends Error {
@@ -157,8 +163,13 @@ export class RedisTokenStore implements TokenStore {
     await this.data.client.multi().hDel(this.hash, service).publish(this.channel, service).exec()
   }
 
-  /** Runs the task under the service's refresh lock, with the entry re-read once the lock is held. */
-  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A> {
+  /**
+   * Runs the task under the service's refresh lock, with the entry re-read once the lock is held,
+   * and `lapse` aborted `lapseMs(lockTtlMs)` after it was taken: a refresh slower than its
+   * lock (a token endpoint that answers late) stops while the lock still holds, instead of going on
+   * while another replica takes the lock and refreshes with the same token.
+   */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined, lapse: AbortSignal | undefined) => Promise<A>): Promise<A> {
     const wake = () => {
       let cancel = () => undefined as void
       const changed = new Promise<void>((resolve) => {
@@ -168,9 +179,16 @@ export class RedisTokenStore implements TokenStore {
       })
       return { changed, cancel }
     }
-    return withLock(this.data.client, clusterKey(this.data.cluster, "oauth", "lock", service), { ttlMs: this.lockTtlMs, waitMs: 2 * this.lockTtlMs, wake }, async () =>
-      task(await this.reload(service))
-    )
+    return withLock(this.data.client, clusterKey(this.data.cluster, "oauth", "lock", service), { ttlMs: this.lockTtlMs, waitMs: 2 * this.lockTtlMs, wake }, async () => {
+      const lapse = new AbortController()
+      const ms = lapseMs(this.lockTtlMs)
+      const timer = setTimeout(() => lapse.abort(new Error(`the refresh took longer than ${ms} ms, as long as it may hold the cluster's refresh lock`)), ms)
+      try {
+        return await task(await this.reload(service), lapse.signal)
+      } finally {
+        clearTimeout(timer)
+      }
+    })
   }
 
   pendingRecords(): ReadonlyArray<PendingRecord> {

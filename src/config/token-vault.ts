@@ -129,9 +129,11 @@ export interface TokenStore {
   /**
    * Runs a refresh of the service's tokens while no other process refreshes them, with the entry
    * as stored when it starts (another process may have refreshed meanwhile: then its tokens are
-   * used, not refreshed again; a rotated refresh token must never be spent twice).
+   * used, not refreshed again; a rotated refresh token must never be spent twice). `lapse`, when
+   * the exclusion lasts a limited time (a cluster's lock), aborts while it still holds: the task
+   * stops its requests then, so that no other process refreshes with the same token meanwhile.
    */
-  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A>
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined, lapse: AbortSignal | undefined) => Promise<A>): Promise<A>
   /** The authorizations under way that have not expired, oldest first. */
   pendingRecords(): ReadonlyArray<PendingRecord>
   /** Releases what it holds beyond memory (a Redis listener), if anything. */
@@ -224,9 +226,9 @@ export class TokenVault implements TokenStore {
     return this.save()
   }
 
-  /** One process refreshes alone already (ServiceAuth's single flight): the task runs at once. */
-  exclusive<A>(service: string, task: (latest: VaultEntry | undefined) => Promise<A>): Promise<A> {
-    return task(this.find(service))
+  /** One process refreshes alone already (ServiceAuth's single flight): the task runs at once, for as long as it takes. */
+  exclusive<A>(service: string, task: (latest: VaultEntry | undefined, lapse: AbortSignal | undefined) => Promise<A>): Promise<A> {
+    return task(this.find(service), undefined)
   }
 
   /** Forgets everything of a service (delete_service, a new origin). */

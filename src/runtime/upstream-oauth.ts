@@ -601,7 +601,7 @@ export class ServiceAuth implements UpstreamAuth {
   private renew(): Promise<void> {
     const held = this.tokens?.access_token
     this.refreshing ??= this.manager.vault
-      .exclusive(this.key, async (latest) => {
+      .exclusive(this.key, async (latest, lapse) => {
         // A principal's tokens deleted meanwhile (on any replica) are not refreshed back into existence.
         if (this.principal !== undefined && latest?.tokens === undefined) {
           this.entry = latest
@@ -614,14 +614,21 @@ export class ServiceAuth implements UpstreamAuth {
           this.publish({ required: true, state: "authorized", scopes: this.scopeList(), ...this.expiry() })
           return
         }
-        return this.doRenew()
+        return this.doRenew(lapse)
       })
       .finally(() => (this.refreshing = undefined))
     return this.refreshing
   }
 
-  private async doRenew(): Promise<void> {
-    if (this.config?.grant_type === "client_credentials") return this.clientCredentials()
+  /** The manager's fetch, its requests also ended by `lapse` (the refresh lock about to lapse). */
+  private fetchUntil(lapse: AbortSignal | undefined): typeof fetch {
+    const base = this.manager.fetch
+    if (lapse === undefined) return base
+    return (input, init) => base(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, lapse]) : lapse })
+  }
+
+  private async doRenew(lapse: AbortSignal | undefined): Promise<void> {
+    if (this.config?.grant_type === "client_credentials") return this.clientCredentials(lapse)
     const held = this.tokens
     const entry = this.entry
     if (held?.refresh_token === undefined || entry?.client === undefined || entry.discovery === undefined) {
@@ -631,7 +638,7 @@ export class ServiceAuth implements UpstreamAuth {
     try {
       const { authorizationServerMetadata: metadata, resourceMetadata } = entry.discovery
       const fresh = await sdk.refreshAuthorization(entry.discovery.authorizationServerUrl, {
-        fetchFn: this.manager.fetch,
+        fetchFn: this.fetchUntil(lapse),
         ...(metadata !== undefined ? { metadata } : {}),
         clientInformation: entry.client,
         refreshToken: held.refresh_token,
@@ -666,7 +673,7 @@ export class ServiceAuth implements UpstreamAuth {
    * provider of the store's (the SDK's `ClientCredentialsProvider` writes a console warning when no
    * issuer is known yet, which here is the first run: it binds to the one found).
    */
-  private async clientCredentials(): Promise<void> {
+  private async clientCredentials(lapse?: AbortSignal): Promise<void> {
     const config = this.config
     if (config?.client_id === undefined || config.client_secret === undefined) {
       throw this.needsAuthorization('"oauth" with "grant_type": "client_credentials" needs "client_id" and "client_secret"')
@@ -695,7 +702,7 @@ export class ServiceAuth implements UpstreamAuth {
     }
     const sdk = await clientPackage()
     try {
-      await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions() }))
+      await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, ...this.authOptions(), fetchFn: this.fetchUntil(lapse) }))
     } catch (e) {
       // Worded as the store always did: whom the client is bound to, and whom it was not presented to.
       const why =

@@ -146,6 +146,22 @@ describe.skipIf(!hasRedisServer)("OAuth tokens in Redis", () => {
     expect(await b.exclusive("store/other", async () => "free")).toBe("free")
   })
 
+  it("tells a refresh under the lock to stop while the lock still holds (a refresh slower than the lock)", async () => {
+    const cluster = `tokens-${seq++}`
+    const store = await open(cluster, { lockTtlMs: 600 })
+    const client = await connect()
+    const key = clusterKey(cluster, "oauth", "lock", "store/svc")
+    const seen = await store.exclusive("store/svc", async (_latest, lapse) => {
+      expect(lapse?.aborted).toBe(false)
+      await new Promise((resolve) => lapse?.addEventListener("abort", resolve, { once: true }))
+      // Told while the lock is still this task's: nobody else can be refreshing yet.
+      return { held: await client.get(key), reason: String((lapse?.reason as Error | undefined)?.message) }
+    })
+    expect(seen.held).not.toBeNull()
+    expect(seen.reason).toMatch(/longer than 300 ms, as long as it may hold the cluster's refresh lock/)
+    expect(await client.get(key)).toBeNull()
+  })
+
   it("never releases a successor's lock when the holder outlived its TTL", async () => {
     const client = await connect()
     const key = clusterKey(`tokens-${seq++}`, "oauth", "lock", "store/svc")
