@@ -27,6 +27,11 @@ export class Ring<T> {
     return [...this.items.slice(this.start), ...this.items.slice(0, this.start)]
   }
 
+  /** Whether an item meets `test` (in no order), without copying the items. */
+  some(test: (item: T) => boolean): boolean {
+    return this.items.some(test)
+  }
+
   /** The newest item. */
   last(): T | undefined {
     if (this.items.length === 0) return undefined

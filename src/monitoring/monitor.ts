@@ -125,6 +125,13 @@ export type MonitorEvent =
 /** The title of the alert of a held tool (resolved when the service holds none, not by its health). */
 export const TOOL_HELD_ALERT = "Tool held"
 
+/**
+ * Whether resolving a service's alerts resolves `alert`: one still open, of the service, and of a
+ * held tool or not as `held` says (true: held tools' only; false: all but those; undefined: all).
+ */
+export const resolves = (alert: Alert, scope: string, name: string, held: boolean | undefined): boolean =>
+  !alert.resolved && alert.scope === scope && alert.service_name === name && (held === undefined || held === alert.title.startsWith(`${TOOL_HELD_ALERT}:`))
+
 /** Whether a context is a replicated actor's (replica mode, src/machines/replicated.ts). */
 const isReplicated = (context: ServiceContext): boolean => (context as { role?: unknown }).role !== undefined
 
@@ -315,8 +322,7 @@ export class Monitor {
   private resolve(scope: string, name: string, held?: boolean): void {
     const now = new Date().toISOString()
     for (const a of this.alertRing.toArray()) {
-      const ofHeld = a.title.startsWith(`${TOOL_HELD_ALERT}:`)
-      if (!a.resolved && a.scope === scope && a.service_name === name && (held === undefined || held === ofHeld)) {
+      if (resolves(a, scope, name, held)) {
         a.resolved = true
         a.resolved_at = now
         this.emit({ type: "alert", alert: a })

@@ -13,7 +13,7 @@
  * quote a hostile upstream's error).
  */
 import type { Alert, Monitor } from "./monitor.js"
-import { LIMITS, TEXT_LIMIT, TOOL_HELD_ALERT } from "./monitor.js"
+import { LIMITS, resolves, TEXT_LIMIT } from "./monitor.js"
 import { Ring } from "./bounded.js"
 import { log } from "../logging/log.js"
 import { clusterKey } from "../redis/key-names.js"
@@ -30,6 +30,7 @@ export const RESOLUTION_RETRIES_MS = [500, 1_000, 2_000, 4_000, 8_000, 16_000] a
 /** Which alerts of a service a resolution resolves, in the stream: `resolve`'s `held` true, false, undefined. */
 type Resolved = "held" | "others" | "all"
 const resolvedOf = (held: boolean | undefined): Resolved => (held === undefined ? "all" : held ? "held" : "others")
+const heldOf = (which: Resolved): boolean | undefined => (which === "all" ? undefined : which === "held")
 
 export class SharedAlerts {
   private readonly stream: string
@@ -69,7 +70,7 @@ export class SharedAlerts {
     // raised them. Published only when one may be open: every healthy transition resolves, and would fill the stream.
     monitor.resolvedHere = (scope, name, held, at, alerted) => {
       if (!runs(scope, name)) return
-      const open = held !== false || alerted || this.ring.toArray().some((a) => !a.resolved && a.scope === scope && a.service_name === name)
+      const open = held !== false || alerted || this.ring.some((a) => !a.resolved && a.scope === scope && a.service_name === name)
       if (open) this.publishResolution(scope, name, resolvedOf(held), at)
     }
     const offRelay = this.onAlert((alert) => {
@@ -140,13 +141,12 @@ export class SharedAlerts {
         }
         this.ring.push(alert)
         for (const l of this.listeners) l(alert)
-      } else if (m["k"] === "resolved") {
-        const which = (m["h"] ?? "all") as Resolved
+      } else if (m["k"] === "resolved" && m["s"] !== undefined && m["v"] !== undefined) {
+        const [scope, name, held] = [m["s"], m["v"], heldOf((m["h"] ?? "all") as Resolved)]
         // Only the alerts raised by then: a resolution sent again after a failure may come after a newer raise.
         const at = m["at"] ?? ""
         for (const a of this.ring.toArray()) {
-          const ofHeld = a.title.startsWith(`${TOOL_HELD_ALERT}:`)
-          if (!a.resolved && a.scope === m["s"] && a.service_name === m["v"] && (which === "all" || (which === "held") === ofHeld) && (at === "" || a.timestamp <= at)) {
+          if (resolves(a, scope, name, held) && (at === "" || a.timestamp <= at)) {
             a.resolved = true
             a.resolved_at = m["at"] ?? null
             for (const l of this.listeners) l(a)
