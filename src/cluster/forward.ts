@@ -150,7 +150,9 @@ export interface WireFailure {
 export class NotDelivered extends McpRequestError {
   constructor(
     message: string,
-    readonly refused = false
+    readonly refused = false,
+    /** Sent on a kept-alive connection the owner had closed as idle: the owner is there, the connection was not. */
+    readonly stale = false
   ) {
     super("transport", message)
   }
@@ -239,6 +241,8 @@ export interface SendOptions {
   readonly maxTotalMs?: number | undefined
   /** Answers the upstream's requests relayed during a call (`q` lines). */
   readonly relay?: UpstreamRequestRelay | undefined
+  /** On a connection of its own, not a kept-alive one (a request sent again after a stale one). */
+  readonly fresh?: boolean | undefined
 }
 
 type Without<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
@@ -293,14 +297,23 @@ export class Forwarder {
     // While the service moves (its owner gone, the next not known yet, or the request refused as
     // "not mine"), a request that was never run is sent again to whoever owns it next, within its time-out.
     const deadline = performance.now() + request.timeoutMs
+    let url: string | undefined
+    // A request sent on a stale kept-alive connection goes once more to the same owner, at once, on a
+    // connection of its own: the owner is there (it needs no look-up, which Redis away would refuse).
+    let fresh = false
     for (let again = false; ; again = true) {
       if (options.signal?.aborted === true) throw new McpRequestError("aborted", "the request was cancelled")
-      const url = await this.target.ownerUrl(request.field, again)
+      if (!fresh) url = await this.target.ownerUrl(request.field, again)
       try {
         if (url === undefined) throw new NotDelivered(`no replica runs ${request.field} now (its owner is changing)`)
-        return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, options)
+        return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, { ...options, fresh })
       } catch (e) {
         if (!(e instanceof NotDelivered)) throw e
+        if (e.stale && !fresh) {
+          fresh = true
+          continue
+        }
+        fresh = false
         if (this.target.redisAway?.() === true) throw new McpRequestError("unavailable", `${e.message}, and the cluster's Redis does not answer, so no replica can take it over now; try again once it does`)
         if (performance.now() + RETRY_MS >= deadline) throw new McpRequestError("unavailable", `${e.message}; try again shortly`)
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS))
@@ -344,7 +357,7 @@ export class Forwarder {
       const onAbort = () => finish(new McpRequestError("aborted", "the request was cancelled"))
       const req = send(target, {
         method: "POST",
-        agent: target.protocol === "https:" ? undefined : CONTROL_OPS.has(request.op) ? this.#control : this.#agent,
+        agent: options.fresh === true ? false : target.protocol === "https:" ? undefined : CONTROL_OPS.has(request.op) ? this.#control : this.#agent,
         headers: {
           "content-type": "application/json",
           "content-length": Buffer.byteLength(body),
@@ -362,7 +375,7 @@ export class Forwarder {
         // before the answer's head came: the owner closed it as idle as the request was sent (it
         // sends the head as soon as it takes a request), so the request was not run: sent again.
         const stale = req.reusedSocket && e.code === "ECONNRESET" && !answered
-        finish(e.code === "ECONNREFUSED" || !connect.made() || stale ? new NotDelivered(message, e.code === "ECONNREFUSED") : new McpRequestError("transport", message))
+        finish(e.code === "ECONNREFUSED" || !connect.made() || stale ? new NotDelivered(message, e.code === "ECONNREFUSED", stale) : new McpRequestError("transport", message))
       })
       req.on("response", (response: IncomingMessage) => {
         answered = true

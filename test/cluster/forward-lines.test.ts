@@ -149,7 +149,7 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     await Promise.all(calls)
   })
 
-  it("a kept-alive connection the owner closes as idle just as a request comes: the request was not taken, and is sent again on a new one", async () => {
+  it("a kept-alive connection the owner closes as idle just as a request comes: the request was not taken, and is sent again to it on a new one, Redis away or not", async () => {
     // The owner reads the second request of each connection and resets it without an answer's head,
     // as a replica closing an idle connection does when the request arrives at that moment.
     let requests = 0
@@ -177,5 +177,12 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     // On the kept-alive connection: reset before any answer, sent again on a new connection.
     expect(await forwarder.send(request, {})).toEqual({ n: 3 })
     expect(requests).toBe(3)
+    // With Redis away too (an outage: no owner can be looked up again), the same owner is asked again.
+    let lookups = 0
+    const offline = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => (lookups++, url), redisAway: () => true })
+    stops.push(() => offline.close())
+    expect(await offline.send(request, {})).toEqual({ n: 4 })
+    expect(await offline.send(request, {})).toEqual({ n: 6 })
+    expect([requests, lookups]).toEqual([6, 2])
   })
 })
