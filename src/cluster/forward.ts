@@ -306,7 +306,7 @@ export class Forwarder {
       if (!fresh) url = await this.target.ownerUrl(request.field, again)
       try {
         if (url === undefined) throw new NotDelivered(`no replica runs ${request.field} now (its owner is changing)`)
-        return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, { ...options, fresh })
+        return await this.sendTo(url, { ...request, timeoutMs: Math.max(0, deadline - performance.now()) }, fresh ? { ...options, fresh } : options)
       } catch (e) {
         if (!(e instanceof NotDelivered)) throw e
         if (e.stale && !fresh) {
