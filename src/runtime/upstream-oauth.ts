@@ -673,7 +673,7 @@ export class ServiceAuth implements UpstreamAuth {
    * provider of the store's (the SDK's `ClientCredentialsProvider` writes a console warning when no
    * issuer is known yet, which here is the first run: it binds to the one found).
    */
-  private async clientCredentials(lapse?: AbortSignal): Promise<void> {
+  private async clientCredentials(lapse: AbortSignal | undefined): Promise<void> {
     const config = this.config
     if (config?.client_id === undefined || config.client_secret === undefined) {
       throw this.needsAuthorization('"oauth" with "grant_type": "client_credentials" needs "client_id" and "client_secret"')
