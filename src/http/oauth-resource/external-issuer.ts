@@ -14,14 +14,12 @@
  * a timer; `close` aborts the requests in flight. jose is loaded with the first discovery.
  */
 import type { JWTVerifyGetKey } from "jose"
-import { onDemand } from "../../domain/on-demand.js"
 import { boundedFetch } from "../../mcp/bounded-fetch.js"
 import type { UpstreamPolicy } from "../../mcp/upstream-policy.js"
 import { log } from "../../logging/log.js"
 import type { ClaimMap } from "../../domain/claim-map.js"
-import type { TrustedIssuer } from "./token-verifier.js"
+import { jose, type TrustedIssuer } from "./token-verifier.js"
 
-const jose = onDemand(() => import("jose"))
 
 export interface ExternalIssuerOptions {
   /** The issuer identifier (`--auth-issuer`), exactly as its tokens' `iss`. */

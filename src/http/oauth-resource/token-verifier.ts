@@ -48,7 +48,8 @@ export type TokenCheck =
       readonly detail?: string | undefined
     }
 
-const jose = onDemand(() => import("jose"))
+/** jose, loaded by the first JWT to check or an external issuer's first discovery (external-issuer.ts). */
+export const jose = onDemand(() => import("jose"))
 
 /** Signature algorithms accepted: asymmetric only (no `none`, no shared secret). */
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"]
