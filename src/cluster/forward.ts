@@ -275,10 +275,19 @@ export interface ForwardTarget {
  */
 const CONTROL_OPS: ReadonlySet<string> = new Set(["answer", "redis", "approval", "async_cancel", "task_ended", "event"])
 
+/**
+ * The agents' `timeout`: with one, Node's agent lets a kept-alive connection go a second before the
+ * owner's `Keep-Alive: timeout=N` (without one it ignores the hint, and keeps a connection the owner
+ * closes as idle, which the next request then finds reset). It also raises a `timeout` event on a
+ * request whose connection is quiet that long, which nothing here listens to: each request has its
+ * own time-out (`arm`).
+ */
+const IDLE_LIMIT_MS = 60_000
+
 /** Sends forwarded requests to owners, on keep-alive agents: one for the calls, one for the control requests (`CONTROL_OPS`). */
 export class Forwarder {
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 })
-  readonly #control = new Agent({ keepAlive: true, maxSockets: 64 })
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: IDLE_LIMIT_MS })
+  readonly #control = new Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_LIMIT_MS })
   /** The replicas (origins) last logged as not answering connections, and when: one line a minute each. */
   readonly #unreachable = new Map<string, number>()
 

@@ -185,4 +185,35 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     expect(await offline.send(request, {})).toEqual({ n: 6 })
     expect([requests, lookups]).toEqual([6, 2])
   })
+
+  it("lets a kept-alive connection go before the owner's Keep-Alive time-out says it closes it", async () => {
+    // The owner closes an idle connection after 4 s and says so (Keep-Alive: timeout=4): the
+    // forwarder keeps it 3 s at most, so a request 3.5 s after the last goes on a new connection.
+    const connections: unknown[] = []
+    const owner = createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/x-ndjson" })
+        res.end(`${JSON.stringify({ r: { ok: true } })}\n`)
+      })
+    })
+    owner.keepAliveTimeout = 4_000
+    owner.on("connection", (socket) => connections.push(socket))
+    await new Promise<void>((resolve) => owner.listen(0, "127.0.0.1", resolve))
+    const url = `http://127.0.0.1:${(owner.address() as AddressInfo).port}`
+    const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+    stops.push(() => {
+      forwarder.close()
+      owner.closeAllConnections()
+      owner.close()
+    })
+    const request = { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 } as const
+    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    // At once: the kept connection.
+    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    expect(connections).toHaveLength(1)
+    await new Promise((resolve) => setTimeout(resolve, 3_500))
+    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    expect(connections).toHaveLength(2)
+  })
 })
