@@ -40,7 +40,7 @@ import { fetchWithAuth, type AuthorizationRequiredError, type UpstreamAuth } fro
 import { bareMessage, isConnectionClosed, isRequestTimeout, ProtocolError, SdkError } from "./protocol-error.js"
 import { classifyFailure, mcpBoundedRequest, mcpRequest, type RequestControls } from "./request.js"
 import { isSseError, clientPackage, type SseError, type SSEClientTransport, type SSEClientTransportClass } from "./client-package.js"
-import { Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
+import { RequestFloodError, Session, UnsupportedVersionAnswer, type SessionNotification, type SessionOptions } from "./session.js"
 import { describeExit, StdioProcessTransport } from "./stdio.js"
 import { DEFAULT_MAX_MESSAGE_BYTES, McpRequestError, MessageTooLargeError, StreamableHttpError, EMPTY_CATALOG, type CallOptions, type Catalog, type CatalogCapabilities, type CompleteParams, type ConnectOptions, type McpConnection, type InputRequestOptions, type ListTtl, type ProcessLedger, type RequestOptions, type TaskMethod, type ToolInfo, type UpstreamTask } from "./types.js"
 import { type CancelSignal, Cancel, settledWithin } from "../domain/cancellation.js"
@@ -348,10 +348,12 @@ class UpstreamConnection implements McpConnection {
       onClose: () => this.onTransportClosed(),
       // Transport hiccups (a stray stdout line, a bad event) are not failures by themselves: a failing
       // request or the close is what the owner acts on. A message over the size limit is noted: the
-      // transport closes right after it, and the failures that follow carry its name. The end of an
-      // SSE service's stream ends its session: the connection closes (`sseEnded`).
+      // transport closes right after it, and the failures that follow carry its name. A flood of the
+      // server's requests is a warning. The end of an SSE service's stream ends its session: the
+      // connection closes (`sseEnded`).
       onError: (error) => {
         if (error instanceof MessageTooLargeError) this.tooLarge ??= error
+        else if (error instanceof RequestFloodError) log.warn(error.message, { event: "request_flood" })
         else if (isSseError(error) && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
       },
       onNotification: (notification) => this.notified(notification)

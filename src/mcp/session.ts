@@ -288,6 +288,16 @@ export class UnsupportedVersionAnswer extends Error {
   }
 }
 
+/**
+ * The server sent more requests than are handled at once (MAX_SERVED): the next ones are dropped
+ * unanswered until some of the handled ones are answered. Reported once a flood.
+ */
+export class RequestFloodError extends Error {
+  constructor() {
+    super(`the server sent more than ${MAX_SERVED} requests that are not answered yet: the next ones are dropped unanswered`)
+  }
+}
+
 /** One MCP client session on a transport: the connection's only protocol engine (see the module comment). */
 export class Session {
   private next = 0
@@ -817,7 +827,7 @@ export class Session {
    */
   private serve(id: string | number, method: string, params: Record<string, unknown> | undefined, extra: Partial<CarriedBy> | undefined): void {
     if (this.handling.size >= MAX_SERVED) {
-      if (!this.floodSaid) this.events.onError(new Error(`the server sent more than ${MAX_SERVED} requests that are not answered yet: the next ones are dropped unanswered`))
+      if (!this.floodSaid) this.events.onError(new RequestFloodError())
       this.floodSaid = true
       return
     }

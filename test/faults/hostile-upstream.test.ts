@@ -283,13 +283,23 @@ describe("an answer nested thousands deep", () => {
 })
 
 describe("a flood of the server's own requests", () => {
-  it("at most 256 are handled at once: the rest are dropped unanswered; the service goes on", { timeout: 30_000 }, async () => {
-    await healthyService(hostileStdio("flood"))
-    const reply = await server!.post("/for_store/call_tool", { tool_name: "flood__ping_flood", args: {} })
-    expect(reply.status, reply.text).toBe(200)
-    const pongs = Number(reply.body.result)
-    expect(pongs).toBeGreaterThan(0)
-    expect(pongs).toBeLessThanOrEqual(256)
+  it("is cut: some are dropped unanswered, with a warning; the service goes on", { timeout: 30_000 }, async () => {
+    const logs = captureLogs({ level: "warning", format: "json" })
+    try {
+      await healthyService(hostileStdio("flood"))
+      const reply = await server!.post("/for_store/call_tool", { tool_name: "flood__ping_flood", args: {} })
+      expect(reply.status, reply.text).toBe(200)
+      // At most 256 are handled at once (test/mcp/request-flood.test.ts). The 1,000 may come in
+      // several reads, each after the answers of the one before were written: 256 a read at most.
+      const pongs = Number(reply.body.result)
+      expect(pongs).toBeGreaterThanOrEqual(256)
+      expect(pongs).toBeLessThan(1_000)
+      const floods = logs.lines.filter((l) => l.includes('"request_flood"'))
+      expect(floods.length).toBeGreaterThanOrEqual(1)
+      expect(floods[0]).toMatch(/more than 256 requests that are not answered yet/)
+    } finally {
+      logs.restore()
+    }
     const echo = await server!.post("/for_store/call_tool", { tool_name: "flood__echo", args: { text: "after" } })
     expect(echo.status, echo.text).toBe(200)
     expect(log!.transitions.filter((t) => t.to === "reconnecting")).toEqual([])
