@@ -37,6 +37,7 @@ export interface VaultEntry {
   /** The origin of the service's URL when the tokens were obtained: another origin drops them. */
   readonly origin: string
   readonly tokens?: (StoredOAuthTokens & { readonly obtained_at: number }) | undefined
+  /** The client registration the tokens were issued to (refreshes use it); before any tokens, the last one made. */
   readonly client?: StoredOAuthClientInformation | undefined
   readonly discovery?: OAuthDiscoveryState | undefined
 }
@@ -52,6 +53,8 @@ export interface PendingRecord {
   readonly principal?: string | undefined
   readonly verifier: string
   readonly redirectUri: string
+  /** The client registration the flow uses, when it is not the service's (its redirect URI differs). */
+  readonly client?: StoredOAuthClientInformation | undefined
   /** Epoch milliseconds. */
   readonly expiresAt: number
 }

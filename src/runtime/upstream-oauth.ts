@@ -145,6 +145,11 @@ interface Pending {
   readonly principal?: string | undefined
   verifier: string
   readonly redirectUri: string
+  /**
+   * The client registration the flow uses (its own, when the service's registration does not list
+   * its redirect URI): the code is exchanged and the tokens refreshed as that client.
+   */
+  readonly client?: StoredOAuthClientInformation | undefined
   readonly expiresAt: number
 }
 
@@ -469,7 +474,7 @@ export class OAuthManager {
     // before the verifier was kept; shared ones (replica mode): only what the store gave counts.
     const taken = record ?? (this.vault.readThrough === undefined ? local : undefined)
     if (taken === undefined || taken.expiresAt <= Date.now()) return undefined
-    return { service: taken.service, scope: taken.scope, name: taken.name, principal: taken.principal, verifier: taken.verifier, redirectUri: taken.redirectUri, expiresAt: taken.expiresAt }
+    return { service: taken.service, scope: taken.scope, name: taken.name, principal: taken.principal, verifier: taken.verifier, redirectUri: taken.redirectUri, client: taken.client, expiresAt: taken.expiresAt }
   }
 
   /** The service of a key, when known. */
@@ -728,7 +733,7 @@ export class ServiceAuth implements UpstreamAuth {
     this.sync()
     let url: URL | undefined
     const provider = this.provider(redirectUri, {
-      state: () => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri }),
+      state: (client) => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri, client }),
       redirect: (u) => void (url = u)
     })
     const sdk = await clientPackage()
@@ -754,11 +759,11 @@ export class ServiceAuth implements UpstreamAuth {
    * Finishes the flow with the code the authorization server sent back (callback or pasted), and its
    * `iss`: SDK v2 checks it against the issuer of the authorization server the flow started with.
    */
-  async complete(code: string, iss: string | undefined, pending: { readonly verifier: string; readonly redirectUri: string }): Promise<void> {
+  async complete(code: string, iss: string | undefined, pending: Pick<Pending, "verifier" | "redirectUri" | "client">): Promise<void> {
     // Started maybe on another replica: its registration and discovery are read as that one kept them.
     await shared("reading the service's OAuth entry", () => this.manager.vault.readThrough?.(this.key) ?? Promise.resolve())
     this.sync()
-    const provider = this.provider(pending.redirectUri, { verifier: pending.verifier })
+    const provider = this.provider(pending.redirectUri, { verifier: pending.verifier, client: pending.client })
     const sdk = await clientPackage()
     await quietly(this.label, () => sdk.auth(provider, { serverUrl: this.url, authorizationCode: code, ...(iss !== undefined ? { iss } : {}), ...this.authOptions() }))
     log.info(`OAuth authorization of ${this.label} done`, { event: "oauth_authorized", service: serviceKey(this.scope, this.name) })
@@ -796,8 +801,18 @@ export class ServiceAuth implements UpstreamAuth {
     }
   }
 
-  /** The SDK's provider for the code flow: the vault for registrations and tokens. */
-  private provider(redirectUri: string, flow: { state?: () => string; redirect?: (url: URL) => void; verifier?: string }): OAuthClientProvider {
+  /**
+   * The SDK's provider for the code flow: the vault for registrations and tokens. The entry's
+   * registration is the one its tokens were issued to, which refreshes use: a flow for a redirect
+   * URI it does not list registers a client of its own, kept with the flow (its `state`) and made
+   * the entry's only with the tokens the flow gets. So a flow begun elsewhere (the terminal's
+   * loopback URL after the store's callback) and never finished leaves the tokens working, and two
+   * flows under way each finish with their own client.
+   */
+  private provider(
+    redirectUri: string,
+    flow: { state?: (client: StoredOAuthClientInformation | undefined) => string; redirect?: (url: URL) => void; verifier?: string; client?: StoredOAuthClientInformation | undefined }
+  ): OAuthClientProvider {
     const config = this.config
     const metadata: OAuthClientMetadata = {
       client_name: "mcp-store",
@@ -813,6 +828,8 @@ export class ServiceAuth implements UpstreamAuth {
         ? { client_id: config.client_id, ...(config.client_secret !== undefined ? { client_secret: config.client_secret } : {}), ...(issuer !== undefined ? { issuer } : {}) }
         : undefined
     let state: string | undefined
+    /** The registration this flow uses (undefined: the pre-registered client, or none yet). */
+    let flowClient = flow.client
     return {
       get redirectUrl() {
         return redirectUri
@@ -820,20 +837,25 @@ export class ServiceAuth implements UpstreamAuth {
       get clientMetadata() {
         return metadata
       },
-      state: () => (state = flow.state?.() ?? ""),
+      state: () => (state = flow.state?.(flowClient) ?? ""),
       clientInformation: () => {
         if (preRegistered !== undefined) return preRegistered
         const client = this.entry?.client as { redirect_uris?: unknown } | undefined
         // A registration made for another redirect URI cannot be used with this one.
-        return Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri) ? this.entry?.client : undefined
+        if (flowClient === undefined && Array.isArray(client?.redirect_uris) && client.redirect_uris.includes(redirectUri)) flowClient = this.entry?.client
+        return flowClient
       },
       saveClientInformation: async (client) => {
         if (this.retired) return
-        this.entry = { ...(this.entry ?? this.entryWith(undefined)), client }
+        flowClient = client
+        // Tokens issued to another client keep it until the flow's own tokens replace them (`keep`).
+        const entry = this.entry
+        if (entry?.tokens !== undefined && entry.client?.client_id !== client.client_id) return
+        this.entry = { ...(entry ?? this.entryWith(undefined)), client }
         await this.manager.vault.put(this.entry)
       },
       tokens: () => undefined,
-      saveTokens: (tokens) => this.keep(tokens),
+      saveTokens: (tokens) => this.keep(tokens, flowClient),
       redirectToAuthorization: (url) => flow.redirect?.(url),
       saveCodeVerifier: (verifier) =>
         // The verifier joins the pending state it belongs to (single use; encrypted in the vault).
@@ -859,11 +881,11 @@ export class ServiceAuth implements UpstreamAuth {
     }
   }
 
-  /** Keeps new tokens (memory and vault) and shows the service authorized. */
-  private async keep(tokens: OAuthTokens): Promise<void> {
+  /** Keeps new tokens (memory and vault), with the client a flow got them as, and shows the service authorized. */
+  private async keep(tokens: OAuthTokens, client?: StoredOAuthClientInformation): Promise<void> {
     if (this.retired) return
     this.tokens = { ...tokens, obtained_at: Date.now() }
-    this.entry = { ...(this.entry ?? this.entryWith(undefined)), tokens: this.tokens }
+    this.entry = { ...(this.entry ?? this.entryWith(undefined)), ...(client !== undefined ? { client } : {}), tokens: this.tokens }
     await this.manager.vault.put(this.entry)
     this.publish({ required: true, state: "authorized", scopes: this.scopeList(), ...this.expiry() })
   }

@@ -269,6 +269,48 @@ describe("an OAuth-protected upstream", () => {
     expect(fixture.counts.unauthorized).toBeGreaterThan(unauthorized)
   })
 
+  it("keeps the tokens' client while a flow for another redirect URI registers its own: refreshed as before, and as the new client once that flow is finished", { timeout: 60_000 }, async () => {
+    const ttl = fixture.accessTtlSeconds
+    fixture.accessTtlSeconds = 2
+    try {
+      keep(await server.post("/for_store/add_service", { name: "two-uris", url: fixture.url }))
+      expect((await waitFor(server, "two-uris", "unreachable")).status).toBe(200)
+      await authorizeInBrowser(server, "two-uris")
+      expect((await waitFor(server, "two-uris", "healthy")).status).toBe(200)
+      const vault = server.running.store.oauth.vault
+      const first = vault.find("store/two-uris")?.client?.client_id
+      expect(first).toBeDefined()
+      /** Waits for this service's tokens to be refreshed twice (the fixture's count is every service's). */
+      const refreshedAfter = async (what: string) => {
+        for (let i = 0; i < 2; i++) {
+          const held = vault.find("store/two-uris")?.tokens?.access_token
+          expect(held, what).toBeDefined()
+          const renewed = () => ![undefined, held].includes(vault.find("store/two-uris")?.tokens?.access_token)
+          expect(await eventually(renewed, 15_000), what).toBe(true)
+        }
+        expect((await serviceOf(server, "two-uris"))?.auth?.state, what).toBe("authorized")
+      }
+      // A flow from a terminal (a loopback redirect URI the first client does not list) registers a
+      // second client, and is left unfinished: the tokens are still refreshed as the first.
+      const loopback = keep(await server.post("/for_store/authorize_service", { service_name: "two-uris", redirect_uri: "http://127.0.0.1:9/cb" }))
+      expect(loopback.status).toBe(200)
+      await refreshedAfter("refreshed while another client's flow is under way")
+      expect(vault.find("store/two-uris")?.client?.client_id).toBe(first)
+      // Finished (the code pasted back): the tokens and the client change together.
+      const back = await approve(loopback.body.authorization_url as string)
+      expect(`${back.origin}${back.pathname}`).toBe("http://127.0.0.1:9/cb")
+      const done = keep(await server.post("/for_store/authorize_service", { service_name: "two-uris", code: back.searchParams.get("code"), state: back.searchParams.get("state") }))
+      expect(done.status, JSON.stringify(done.body)).toBe(200)
+      const second = vault.find("store/two-uris")?.client?.client_id
+      expect(second).toBeDefined()
+      expect(second).not.toBe(first)
+      await refreshedAfter("refreshed as the client of the finished flow")
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "two-uris__echo", arguments: { text: "hi" } })).status).toBe(200)
+    } finally {
+      fixture.accessTtlSeconds = ttl
+    }
+  })
+
   it("keeps each scope's authorizations under way apart: one agent filling its cap does not block another", { timeout: 60_000 }, async () => {
     for (const agent of ["crowd", "calm"]) {
       expect(keep(await server.post(`/for_agent/${agent}/add_service`, { name: "shared", url: fixture.url })).status).toBe(200)
