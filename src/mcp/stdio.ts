@@ -5,7 +5,9 @@
  * leader of its own process group, always ends the whole group, and keeps the last lines of stderr.
  * One stdout line (one message) is read up to `maxMessageBytes`: a longer one stops the reading,
  * is reported as `MessageTooLargeError`, and ends the process (the SDK's reader would end the
- * connection at 10 MiB whatever the store's limit, with a message that names no cause).
+ * connection at 10 MiB whatever the store's limit, with a message that names no cause). What the
+ * child has not read of its input is bounded the same way: past `maxMessageBytes` waiting to be
+ * written, a message is refused, not queued in memory for a process that may never read it.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
@@ -254,6 +256,8 @@ export class StdioProcessTransport implements Transport {
   onmessage?: (<T extends JSONRPCMessage>(message: T) => void) | undefined
 
   private readonly lines: LineSplitter
+  /** The most bytes left waiting for the child to read before a message is refused (`send`). */
+  private readonly maxUnread: number
   /** Set once a line was over the limit: nothing more is read. */
   private tooLarge = false
   private readonly stderr: LineRing
@@ -271,7 +275,8 @@ export class StdioProcessTransport implements Transport {
   constructor(private readonly options: StdioProcessOptions) {
     this.graceMs = options.graceMs ?? DEFAULT_GRACE_MS
     this.stderr = new LineRing(options.stderrLines ?? DEFAULT_STDERR_LINES)
-    this.lines = new LineSplitter(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES)
+    this.maxUnread = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+    this.lines = new LineSplitter(this.maxUnread)
   }
 
   /** The child's process id (also its process group id) once started. */
@@ -356,12 +361,17 @@ export class StdioProcessTransport implements Transport {
   /**
    * Writes one JSON-RPC message to the child's stdin. Messages sent during the same turn of the
    * event loop (calls that came in on several sockets) leave in one write at its end: one system
-   * call and one wake-up of the child instead of one each.
+   * call and one wake-up of the child instead of one each. Refused while more than `maxUnread`
+   * bytes wait for the child to read them: a child that stops reading its input (stuck, or hostile)
+   * fails its calls and health checks at once instead of growing the store's memory with each.
    */
   send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin
     if (stdin === undefined || !stdin.writable || this.exitInfo !== undefined || this.closeRequested) {
       return Promise.reject(new Error(`Not connected: the process ${describeExit(this.exitInfo)}`))
+    }
+    if (stdin.writableLength > this.maxUnread) {
+      return Promise.reject(new Error(`the process does not read its input: ${(stdin.writableLength / 1024 / 1024).toFixed(1)} MiB wait to be written to it, more than --max-message-bytes allows; the message is not sent`))
     }
     if (stdin.writableCorked === 0) {
       stdin.cork()

@@ -306,6 +306,29 @@ describe("a flood of the server's own requests", () => {
   })
 })
 
+describe("a server that stops reading its input", () => {
+  it("gets at most --max-message-bytes waiting for it: a call past that fails at once, and the service is started again", { timeout: 30_000 }, async () => {
+    await healthyService(hostileStdio("deaf"))
+    const stop = await server!.post("/for_store/call_tool", { tool_name: "deaf__stop_reading", args: {} })
+    expect(stop.status, stop.text).toBe(200)
+    // 3 x 600 KiB against a 1 MiB bound (and a pipe of some 64 KiB): the third finds more than 1 MiB waiting.
+    const text = "x".repeat(600 * 1024)
+    const replies = await Promise.all([1, 2, 3].map(() => server!.post("/for_store/call_tool", { tool_name: "deaf__echo", args: { text }, timeout: 5 })))
+    const refused = replies.filter((r) => /does not read its input/.test(r.text))
+    expect(refused.length, replies.map((r) => r.text.slice(0, 300)).join("\n")).toBeGreaterThanOrEqual(1)
+    for (const reply of refused) {
+      expect(reply.status).toBe(502)
+      expect(reply.body.error.details.outcome).toBe("transport_error")
+    }
+    // Its health checks fail the same way: the process is ended and another started, which reads.
+    expect(await eventually(() => log!.transitions.some((t) => t.to === "reconnecting"), 15_000)).toBe(true)
+    const healthy = await server!.post("/for_store/wait_service", { client_id_or_service_name: "deaf", status: "healthy", timeout: 15 })
+    expect(healthy.status, healthy.text).toBe(200)
+    const echo = await server!.post("/for_store/call_tool", { tool_name: "deaf__echo", args: { text: "after" } })
+    expect(echo.status, echo.text).toBe(200)
+  })
+})
+
 describe("tool names with a control character", () => {
   it("are left out of the service's tools, with one warning per list naming them", { timeout: 30_000 }, async () => {
     const logs = captureLogs({ level: "warning", format: "json" })
