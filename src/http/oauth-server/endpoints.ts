@@ -12,10 +12,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import { log } from "../../logging/log.js"
 import { currentPrincipal } from "../access.js"
 import { errorBody, Forbidden, NotFound, Unavailable, validationError } from "../contract-errors.js"
 import type { RouteEntry } from "../contract-middleware.js"
+import { AddressBudget, addressKey } from "./address-budget.js"
 import { CONSENT_PAGE_POLICY, consentPage, plainPage } from "./consent-page.js"
 import type { AuthorizationServer, OAuthErrorAnswer } from "./grants.js"
 
@@ -49,8 +51,29 @@ const oauthAnswer = (e: OAuthErrorAnswer) =>
     { status: e.status, headers: { ...NO_STORE, ...(e.status === 401 ? { "www-authenticate": 'Basic realm="mcp-store"' } : {}) } }
   )
 
-const html = (status: number, body: string, policy = "default-src 'none'; frame-ancestors 'none'") =>
-  HttpServerResponse.text(body, { status, contentType: "text/html; charset=utf-8", headers: { ...NO_STORE, "content-security-policy": policy, "x-frame-options": "DENY" } })
+const html = (status: number, body: string, policy = "default-src 'none'; frame-ancestors 'none'", headers: Record<string, string> = {}) =>
+  HttpServerResponse.text(body, { status, contentType: "text/html; charset=utf-8", headers: { ...NO_STORE, ...headers, "content-security-policy": policy, "x-frame-options": "DENY" } })
+
+/**
+ * Requests a minute one client address may make of the open routes that keep something
+ * (`AddressBudget`): an authorization request is one a browser makes now and then, a registration
+ * one a client makes once.
+ */
+export const AUTHORIZE_PER_MINUTE = 30
+export const REGISTER_PER_MINUTE = 10
+
+/**
+ * Spends one request of the caller's address from `budget`: undefined when allowed, else the
+ * seconds to wait (the first refusal of a spell is a log line).
+ */
+const overBudget = (budget: AddressBudget, what: string) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+    const taken = budget.take(address)
+    if (taken.allowed) return undefined
+    if (taken.first) log.warn(`refused ${what} from ${addressKey(address)}: more than its budget a minute`, { event: "oauth_rate_limited", address: addressKey(address), route: what })
+    return taken.retryAfterSeconds
+  })
 
 const off = HttpServerResponse.unsafeJson(errorBody("NOT_FOUND", "The built-in authorization server is off: start the store with --auth-server", {}), { status: 404 })
 
@@ -84,6 +107,8 @@ const stateUnavailable = (e: OAuthErrorAnswer) => new Unavailable(errorBody("SER
 export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function* () {
+      const authorizeBudget = new AddressBudget(AUTHORIZE_PER_MINUTE)
+      const registerBudget = new AddressBudget(REGISTER_PER_MINUTE)
       yield* router.get("/.well-known/oauth-authorization-server", Effect.sync(() => (server === undefined ? off : HttpServerResponse.unsafeJson(server.metadata(), { headers: { "cache-control": "max-age=300" } }))))
       yield* router.get("/oauth/jwks", Effect.sync(() => (server === undefined ? off : HttpServerResponse.unsafeJson(server.jwks, { headers: { "cache-control": "max-age=300" } }))))
 
@@ -91,6 +116,8 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
         "/oauth/authorize",
         Effect.gen(function* () {
           if (server === undefined) return off
+          const wait = yield* overBudget(authorizeBudget, "authorization requests")
+          if (wait !== undefined) return html(429, plainPage(`Too many authorization requests from your address: try again in ${wait} seconds.`), undefined, { "retry-after": String(wait) })
           const query = yield* HttpServerRequest.ParsedSearchParams
           const outcome = yield* Effect.promise(() => server.authorize(query))
           switch (outcome.kind) {
@@ -154,6 +181,14 @@ export const oauthServerRoutes = (server: AuthorizationServer | undefined) =>
         "/oauth/register",
         Effect.gen(function* () {
           if (server === undefined) return off
+          const wait = yield* overBudget(registerBudget, "client registrations")
+          if (wait !== undefined) {
+            const description = `too many client registrations from your address: try again in ${wait} seconds`
+            return HttpServerResponse.unsafeJson(
+              { success: false, message: description, error: "temporarily_unavailable", error_description: description },
+              { status: 429, headers: { ...NO_STORE, "retry-after": String(wait) } }
+            )
+          }
           const body = yield* jsonOf
           const answer = yield* Effect.promise(() => server.register(body))
           return answer.status === 201 ? HttpServerResponse.unsafeJson(answer.body, { status: 201, headers: NO_STORE }) : oauthAnswer(answer)
