@@ -649,14 +649,17 @@ export class ServiceAuth implements UpstreamAuth {
         refreshToken: held.refresh_token,
         ...(resourceMetadata?.resource !== undefined ? { resource: resourceMetadata.resource } : {})
       })
+      if (await this.superseded(held, "done")) return
       // A server may keep the refresh token the same and leave it out of the answer.
       await this.keep({ ...fresh, refresh_token: fresh.refresh_token ?? held.refresh_token })
       log.info(`OAuth token of ${this.label} refreshed`, { event: "oauth_refreshed", service: serviceKey(this.scope, this.name) })
     } catch (e) {
       // SDK v2 reports the authorization server's refusal as an OAuthError with its code.
       if (e instanceof sdk.OAuthError && e.code === sdk.OAuthErrorCode.InvalidGrant) {
+        if (await this.superseded(held, "refused (invalid_grant)")) return
+        const latest = this.manager.vault.find(this.key) ?? entry
         this.tokens = undefined
-        if (!this.retired) await this.manager.vault.put({ ...entry, tokens: undefined })
+        if (!this.retired) await this.manager.vault.put({ ...latest, tokens: undefined })
         if (this.principal !== undefined) {
           log.warn(`OAuth token refresh of ${this.label} refused (invalid_grant): the principal must authorize again`, { event: "oauth_refresh_failed", service: serviceKey(this.scope, this.name) })
         }
@@ -671,6 +674,20 @@ export class ServiceAuth implements UpstreamAuth {
       log.warn(`${this.label}: ${message}`, { event: "oauth_refresh_failed", service: serviceKey(this.scope, this.name) })
       throw new Error(message)
     }
+  }
+
+  /**
+   * Whether the tokens a refresh started from were replaced while it ran (an authorization finished,
+   * on any replica: a flow does not wait for the refresh lock). Then those are adopted, and what
+   * the refresh got, or its refusal, leaves them alone.
+   */
+  private async superseded(held: Pick<OAuthTokens, "refresh_token">, outcome: string): Promise<boolean> {
+    if (this.manager.vault.readThrough !== undefined) await this.manager.vault.readThrough(this.key).catch(() => undefined)
+    const latest = this.manager.vault.find(this.key)?.tokens
+    if (this.retired || latest === undefined || latest.refresh_token === held.refresh_token) return false
+    log.info(`OAuth token refresh of ${this.label} ${outcome}, but an authorization finished meanwhile: its tokens are kept`, { event: "oauth_refresh_superseded", service: serviceKey(this.scope, this.name) })
+    this.sync()
+    return true
   }
 
   /**

@@ -311,6 +311,42 @@ describe("an OAuth-protected upstream", () => {
     }
   })
 
+  it("keeps the tokens of an authorization finished while a refresh of the old ones was under way, whether that refresh is refused or not", { timeout: 60_000 }, async () => {
+    keep(await server.post("/for_store/add_service", { name: "overtaken", url: fixture.url }))
+    expect((await waitFor(server, "overtaken", "unreachable")).status).toBe(200)
+    await authorizeInBrowser(server, "overtaken")
+    expect((await waitFor(server, "overtaken", "healthy")).status).toBe(200)
+    const vault = server.running.store.oauth.vault
+    const tokens = () => vault.find("store/overtaken")?.tokens?.access_token
+    for (const refused of [true, false]) {
+      const first = tokens()
+      const asked = fixture.counts.refresh_asked
+      const release = fixture.holdRefreshes()
+      let call: Promise<unknown> | undefined
+      let second: string | undefined
+      try {
+        // The upstream refuses the token: the store refreshes it, and the refresh waits at the token endpoint.
+        fixture.expireAll()
+        call = server.post("/for_store/call_tool", { tool_name: "overtaken__echo", arguments: { text: "during" } })
+        expect(await eventually(() => fixture.counts.refresh_asked > asked, 15_000)).toBe(true)
+        // Meanwhile the service is authorized again, and (the first time) the old refresh token is revoked.
+        if (refused) fixture.revokeAll()
+        await authorizeInBrowser(server, "overtaken")
+        second = tokens()
+        expect(second).toBeDefined()
+        expect(second).not.toBe(first)
+      } finally {
+        release()
+      }
+      // The call waited for the refresh, which ended (refused with invalid_grant, or with tokens of its own): the new authorization's stay.
+      await call
+      expect(tokens(), `refused: ${refused}`).toBe(second)
+      expect(logs.lines.filter((l) => l.includes("an authorization finished meanwhile"))).toHaveLength(refused ? 1 : 2)
+      expect((await serviceOf(server, "overtaken"))?.auth?.state).toBe("authorized")
+      expect(keep(await server.post("/for_store/call_tool", { tool_name: "overtaken__echo", arguments: { text: "after" } })).status).toBe(200)
+    }
+  })
+
   it("keeps each scope's authorizations under way apart: one agent filling its cap does not block another", { timeout: 60_000 }, async () => {
     for (const agent of ["crowd", "calm"]) {
       expect(keep(await server.post(`/for_agent/${agent}/add_service`, { name: "shared", url: fixture.url })).status).toBe(200)
