@@ -73,6 +73,12 @@ const DAY_MS = 86_400_000
 export const BUFFER_LIMIT = 10_000
 /** Records per write. */
 const FLUSH_BATCH = 200
+/**
+ * Written batches waiting for this replica's reader to read them back, at most: past it the oldest
+ * is let go (its callers were told long since, `CALL_WAIT_MS` and `WRITE_WAIT_MS` at most), so a
+ * reader that stalls while writes go on holds no more.
+ */
+export const READ_BACK_LIMIT = 1_000
 /** A write not answered is sent again after this long (ms). */
 const RETRY_MS = 500
 /** `append` waits at most this long (ms) for its record to be read back. */
@@ -205,7 +211,7 @@ export class RedisRecords implements RecordsBackend {
   private cursor = "0-0"
   private readonly listeners = new Set<(r: ToolRecord) => void>()
   private readonly ownListeners = new Set<(r: ToolRecord) => void>()
-  /** Writes waiting for the reader to pass their id. */
+  /** Writes waiting for the reader to pass their id (at most `READ_BACK_LIMIT`, the oldest first). */
   private readonly waiting = new Map<string, () => void>()
   /** Records not sent yet, oldest first (at most `BUFFER_LIMIT`). */
   private buffer: Pending[] = []
@@ -446,11 +452,20 @@ export class RedisRecords implements RecordsBackend {
         this.stalled = false
         this.dropped = 0
         const last = ids[ids.length - 1]
+        // Only the callbacks are kept, not the records' text.
+        const dones = items.map((p) => p.done)
         const done = () => {
-          for (const p of items) p.done()
+          for (const d of dones) d()
         }
         if (last === undefined || compareIds(last, this.cursor) <= 0) done()
-        else this.waiting.set(last, done)
+        else {
+          this.waiting.set(last, done)
+          if (this.waiting.size > READ_BACK_LIMIT) {
+            const [oldest, release] = this.waiting.entries().next().value as [string, () => void]
+            this.waiting.delete(oldest)
+            release()
+          }
+        }
       } catch (e) {
         if (this.closed) return
         if (!this.stalled) {
@@ -544,6 +559,11 @@ export class RedisRecords implements RecordsBackend {
   onOwnRecord(listener: (r: ToolRecord) => void): () => void {
     this.ownListeners.add(listener)
     return () => this.ownListeners.delete(listener)
+  }
+
+  /** Written batches this replica's reader has not read back yet (for tests of the bound). */
+  get readBacksWaiting(): number {
+    return this.waiting.size
   }
 
   /** Waits (up to 2 s) for the buffer to be written, then stops the reader (the store's client stays open: it is the store's). */

@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { clusterKey } from "../../src/redis/key-names.js"
 import type { Redis } from "../../src/redis/connection.js"
-import { RedisRecords, TYPICAL_RECORD_BYTES } from "../../src/records/redis-records.js"
+import { READ_BACK_LIMIT, RedisRecords, TYPICAL_RECORD_BYTES } from "../../src/records/redis-records.js"
 import { ToolRecords, type RecordsBackend, type RecordsOptions, type ToolRecord } from "../../src/records/tool-records.js"
 import { hasRedisServer, newRecord as rec, startRedisServer, type RedisServer } from "../support/index.js"
 
@@ -194,6 +194,21 @@ describe.skipIf(!hasRedisServer)("the Redis stream of a cluster", () => {
       await expect.poll(() => replica.summary().total_executions, { timeout: 5_000 }).toBe(held)
       expect((await replica.query({ limit: 1000 })).total).toBe(held)
     }
+  })
+
+  it("holds at most READ_BACK_LIMIT written batches for a reader that stalls while writes go on", async () => {
+    const records = await RedisRecords.open({ client: await connect(), cluster: `stall-${clusterSeq++}` }, { maxFileSizeMb: -1, retentionDays: -1 })
+    opened.push(records)
+    // The reader stops (as one whose connection hangs would); the writer goes on, a batch a record.
+    await (records as unknown as { follower: { close(): Promise<void> } }).follower.close()
+    const client = await connect()
+    const stream = clusterKey(`stall-${clusterSeq - 1}`, "records")
+    for (let i = 0; i < READ_BACK_LIMIT + 50; i++) {
+      void records.record(rec({ tool_name: `t${i}` })).written
+      while ((await client.xLen(stream)) <= i) await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(await client.xLen(stream)).toBe(READ_BACK_LIMIT + 50)
+    expect(records.readBacksWaiting).toBe(READ_BACK_LIMIT)
   })
 
   it("stops its reader and leaves no connection on close", async () => {
