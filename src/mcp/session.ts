@@ -59,7 +59,7 @@ import type {
 } from "@modelcontextprotocol/client"
 import { ToolResultSchema, ToolsListSchema } from "./result-schemas.js"
 import { answerError, connectionClosed, excerptOf, mcpError, ProtocolErrorCode, requestTimedOut, type ProtocolError } from "./protocol-error.js"
-import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type CallHooks, type CarriedBy, type CompleteParams } from "./types.js"
+import { McpRequestError, RELAYED_METHODS, STORE_STOPPING, TASK_METHODS, TASKS_EXTENSION, UpstreamTask, type TaskMethod, type AnswerLost, type AnswerMalformed, type CallHooks, type CarriedBy, type CompleteParams } from "./types.js"
 import { nestedDeeperThan } from "../domain/json-depth.js"
 import { type CancelSignal } from "../domain/cancellation.js"
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, type DiscoverFacts } from "./era.js"
@@ -327,7 +327,7 @@ export class Session {
     private readonly options: SessionOptions,
     private readonly events: SessionEvents
   ) {
-    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.read(message, extra as Partial<CarriedBy & AnswerLost> | undefined)
+    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.read(message, extra as Partial<CarriedBy & AnswerLost & AnswerMalformed> | undefined)
     transport.onerror = (error: Error) => events.onError(error)
     transport.onclose = () => this.onClosed()
   }
@@ -733,7 +733,7 @@ export class Session {
   }
 
   /** Every message the transport reads. */
-  private read(message: JSONRPCMessage, extra: Partial<CarriedBy & AnswerLost> | undefined): void {
+  private read(message: JSONRPCMessage, extra: Partial<CarriedBy & AnswerLost & AnswerMalformed> | undefined): void {
     const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
     const withId = typeof id === "string" || typeof id === "number"
     // Nested deeper than anything of the protocol needs: read no further (writing it out again, as
@@ -748,7 +748,7 @@ export class Session {
       if (withId) this.serve(id, method, isRecord(params) ? params : undefined, extra)
       else this.notified(method, isRecord(params) ? params : undefined)
     } else if (withId) {
-      this.answer(id, message, extra?.lost === true)
+      this.answer(id, message, extra)
     } else {
       this.events.onError(new Error(`Unknown message type: ${excerptOf(message, 200)}`))
     }
@@ -975,10 +975,11 @@ export class Session {
     entry.reject(error)
   }
 
-  private answer(id: string | number, message: JSONRPCMessage, lost: boolean): void {
+  private answer(id: string | number, message: JSONRPCMessage, extra: Partial<AnswerLost & AnswerMalformed> | undefined): void {
     const entry = this.settle(typeof id === "number" ? id : Number(id))
     if (entry === undefined) return // answered after its time-out or abort, or never asked: dropped
-    if (lost) return entry.reject(connectionClosed("Connection closed"))
+    if (extra?.lost === true) return entry.reject(connectionClosed("Connection closed"))
+    if (extra?.malformed !== undefined) return entry.reject(new McpRequestError("protocol", `the server's answer is not a valid message: ${extra.malformed}`))
     const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } }
     if ("result" in m) {
       if (this.envelope !== undefined) return this.modernResult(entry, m.result)

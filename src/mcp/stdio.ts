@@ -12,10 +12,10 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
-import type { JSONRPCMessage, Transport } from "@modelcontextprotocol/client"
+import type { JSONRPCMessage, MessageExtraInfo, Transport } from "@modelcontextprotocol/client"
 import { serializeMessage } from "@modelcontextprotocol/server"
 import { JSONRPCMessageSchema } from "@modelcontextprotocol/core"
-import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type ProcessLedger } from "./types.js"
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError, type AnswerMalformed, type ProcessLedger } from "./types.js"
 
 /** Variables a child inherits from the parent (the SDK's safe list); the definition's `env` is added on top. */
 export const INHERITED_ENV_VARS: ReadonlyArray<string> = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
@@ -232,6 +232,18 @@ const plainMeta = (meta: unknown): boolean => {
  * unchanged: it is checked by hand, without the schema's union of four message kinds; anything
  * else goes through the schema.
  */
+/** The request id a line that is not a valid message answers (a JSON object with an id and no method), if any. */
+const answeredId = (line: string): string | number | undefined => {
+  try {
+    const value: unknown = JSON.parse(line)
+    if (typeof value !== "object" || value === null || Array.isArray(value) || "method" in value) return undefined
+    const id = (value as { id?: unknown }).id
+    return typeof id === "string" || Number.isInteger(id) ? (id as string | number) : undefined
+  } catch {
+    return undefined
+  }
+}
+
 export const readMessage = (line: string): JSONRPCMessage => {
   const value: unknown = JSON.parse(line)
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
@@ -253,7 +265,7 @@ export const readMessage = (line: string): JSONRPCMessage => {
 export class StdioProcessTransport implements Transport {
   onclose?: (() => void) | undefined
   onerror?: ((error: Error) => void) | undefined
-  onmessage?: (<T extends JSONRPCMessage>(message: T) => void) | undefined
+  onmessage?: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined
 
   private readonly lines: LineSplitter
   /** The most bytes left waiting for the child to read before a message is refused (`send`). */
@@ -460,8 +472,11 @@ export class StdioProcessTransport implements Transport {
       try {
         message = readMessage(line)
       } catch (error) {
-        // Report the bad line and go on with the next one.
-        this.onerror?.(new Error(`Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`))
+        // Report the bad line and go on with the next one; one in a request's name fails that request.
+        const problem = `Invalid message on stdout: ${error instanceof Error ? error.message : String(error)}`
+        const id = answeredId(line)
+        if (id === undefined) this.onerror?.(new Error(problem))
+        else this.onmessage?.({ jsonrpc: "2.0", id, result: {} }, { malformed: line.slice(0, 300) } satisfies AnswerMalformed as MessageExtraInfo)
         continue
       }
       try {

@@ -153,6 +153,15 @@ export interface AnswerLost {
   readonly lost: true
 }
 
+/**
+ * What a transport tells of an answer it could not read as a message (a stdio line with a request's
+ * id that is not valid JSON-RPC, such as an `error` that is not an error object): the engine fails
+ * that request as a protocol error saying why, instead of leaving it to its time-out.
+ */
+export interface AnswerMalformed {
+  readonly malformed: string
+}
+
 /** The options of a tool call: a time-out and an optional signal, an AbortSignal or a `Cancel`. */
 export interface CallOptions {
   readonly timeoutMs: number

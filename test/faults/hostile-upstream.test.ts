@@ -306,6 +306,19 @@ describe("a flood of the server's own requests", () => {
   })
 })
 
+describe("an answer that is not a valid message", () => {
+  it("fails its call at once as a protocol error saying what came, not at its time-out; the connection goes on", { timeout: 30_000 }, async () => {
+    await healthyService(hostileStdio("malformed"))
+    const reply = await server!.post("/for_store/call_tool", { tool_name: "malformed__bad_error", args: {}, timeout: 10 })
+    expect(reply.status, reply.text).toBe(502)
+    expect(reply.body.error.details.outcome).toBe("protocol_error")
+    expect(reply.body.error.message).toMatch(/not a valid message: .*"error":"boom"/)
+    const echo = await server!.post("/for_store/call_tool", { tool_name: "malformed__echo", args: { text: "after" } })
+    expect(echo.status, echo.text).toBe(200)
+    expect(log!.transitions.filter((t) => t.to === "reconnecting")).toEqual([])
+  })
+})
+
 describe("a server that stops reading its input", () => {
   it("gets at most --max-message-bytes waiting for it: a call past that fails at once, and the service is started again", { timeout: 30_000 }, async () => {
     await healthyService(hostileStdio("deaf"))
