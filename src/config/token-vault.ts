@@ -51,6 +51,8 @@ export interface PendingRecord {
   readonly name: string
   /** The principal a `per_user` authorization is for (src/runtime/upstream-oauth.ts `principalKey`); absent: the service's own. */
   readonly principal?: string | undefined
+  /** Who started a principal's own authorization, in words: what the callback asks the browser to confirm. */
+  readonly startedBy?: string | undefined
   readonly verifier: string
   readonly redirectUri: string
   /** The client registration the flow uses, when it is not the service's (its redirect URI differs). */

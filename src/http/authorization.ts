@@ -45,8 +45,10 @@ export const OPEN_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/ui" },
   { method: "GET", path: "/docs" },
   { method: "GET", path: "/openapi.json" },
-  // The browser comes back from an OAuth authorization server with no key; the single-use state is the proof.
+  // The browser comes back from an OAuth authorization server with no key; the single-use state is the
+  // proof (a principal's own authorization asks first, and its answer is a POST of the same form).
   { method: "GET", path: "/oauth/callback" },
+  { method: "POST", path: "/oauth/callback" },
   // The built-in authorization server's: its clients have no API key.
   ...OAUTH_OPEN_ROUTES
 ]

@@ -149,10 +149,11 @@ const arrayBodyAllowed = (path: string): boolean => /\/add_service\/?$/.test(pat
 
 /**
  * The built-in authorization server's token and revocation endpoints (src/http/oauth-server/endpoints.ts):
- * OAuth sends their bodies form-encoded (RFC 6749, 4.1.3), so there, and only there, that type is
- * read too (bounded the same), and left to the handler to parse.
+ * OAuth sends their bodies form-encoded (RFC 6749, 4.1.3); and the upstream OAuth callback's
+ * question, an HTML form posting to its own origin (the request guard refuses another). There, and
+ * only there, that type is read too (bounded the same), and left to the handler to parse.
  */
-const FORM_ROUTES: ReadonlySet<string> = new Set(["/oauth/token", "/oauth/revoke"])
+const FORM_ROUTES: ReadonlySet<string> = new Set(["/oauth/token", "/oauth/revoke", "/oauth/callback"])
 const isFormMediaType = (type: string | undefined): boolean => type !== undefined && type.split(";", 1)[0]!.trim().toLowerCase() === "application/x-www-form-urlencoded"
 
 /**

@@ -149,7 +149,7 @@ export const authorizeCredentialsAnswer = (scope: ScopeRef, oauth: OAuthManager,
       const request = yield* HttpServerRequest.HttpServerRequest
       const principal = sessionOwner(who, request.headers["authorization"])
       if (ctx.host.credentials === undefined) return yield* Effect.fail(new Forbidden({ message: "This store keeps no per-user credentials" }))
-      const result = yield* authorizeUpstream(ctx, oauth, { service_name: serviceName, ...given }, principal)
+      const result = yield* authorizeUpstream(ctx, oauth, { service_name: serviceName, ...given }, principal, callerWords(who))
       if (result.state === "authorized") {
         // A connection opened before (with a token since refused) is not kept: the next call opens one with the new token.
         yield* Effect.promise(() => ctx.host.credentials?.reset(ctx.scope, result.service_name, principal, "its authorization changed") ?? Promise.resolve())

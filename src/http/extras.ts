@@ -21,7 +21,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Effect, Schedule, Scope as EffectScope, Stream } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Gauge } from "prom-client"
-import { agentIdProblem, agentScope, STORE_SCOPE, type Scope } from "../domain/service-definition.js"
+import { agentIdProblem, agentScope, scopeLabel, STORE_SCOPE, type Scope } from "../domain/service-definition.js"
 import type { MonitorEvent } from "../monitoring/monitor.js"
 import { inspectionSummary, liveActors, machineDefinitions } from "../runtime/inspect.js"
 import { callableName, toolViewsFor } from "../runtime/service-views.js"
@@ -56,6 +56,7 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
   { method: "GET", path: "/inspect/events" },
   { method: "GET", path: "/ui" },
   { method: "GET", path: "/oauth/callback" },
+  { method: "POST", path: "/oauth/callback" },
   { method: "GET", path: METADATA_PATH },
   { method: "GET", path: `${METADATA_PATH}/mcp` },
   { method: "GET", path: `${METADATA_PATH}/for_agent/:agent_id/mcp` },
@@ -72,19 +73,36 @@ export const EXTRA_ROUTES: ReadonlyArray<RouteEntry> = [
 ]
 
 /** The OAuth callback's page: plain text in HTML, no script, nothing from the request, never in a frame (as the other pages). */
-const callbackPage = (status: number, text: string) =>
-  HttpServerResponse.text(
-    `<!doctype html><meta charset="utf-8"><title>mcp-store authorization</title><p>${text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)}</p>\n`,
-    {
-      status,
-      contentType: "text/html; charset=utf-8",
-      headers: {
-        "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
-        "x-frame-options": "DENY",
-        "cache-control": "no-store",
-        "referrer-policy": "no-referrer"
-      }
+const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+/** A page of the upstream OAuth callback: text (escaped), and HTML of the store's own after it (a form). */
+const callbackPage = (status: number, text: string, form = "") =>
+  HttpServerResponse.text(`<!doctype html><meta charset="utf-8"><title>mcp-store authorization</title><p>${escapeHtml(text)}</p>${form}\n`, {
+    status,
+    contentType: "text/html; charset=utf-8",
+    headers: {
+      // No script at all; the one form posts back here.
+      "content-security-policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+      "x-frame-options": "DENY",
+      "cache-control": "no-store",
+      "referrer-policy": "no-referrer"
     }
+  })
+
+/**
+ * The question a principal's own authorization (per_user oauth) asks before it is finished: whoever
+ * opens the URL authorizes the account they sign in with for the principal that started it, so the
+ * person in the browser is told who that is and connects it with a POST of the same code and state,
+ * or cancels. (Someone sent another's URL would otherwise give their account to that principal.)
+ */
+const confirmPage = (service: string, startedBy: string, response: { readonly code: string; readonly state: string; readonly iss: string | undefined }) =>
+  callbackPage(
+    200,
+    `${startedBy} asked to use your account of service '${service}': once you connect it, the calls ${startedBy} makes of '${service}' through this store act as the account you just signed in with. Connect it only if you started this authorization yourself.`,
+    `<form method="post" action="callback">${Object.entries(response)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined)
+      .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`)
+      .join("")}<button type="submit" name="decision" value="connect">Connect my account</button> <button type="submit" name="decision" value="cancel">Cancel</button></form>`
   )
 
 const HEARTBEAT_SECONDS = 15
@@ -399,12 +417,31 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     )
 
     // The end of an upstream's OAuth authorization (src/runtime/upstream-oauth.ts): a plain page, nothing of
-    // the request shown back, the state used once.
+    // the request shown back, the state used once. A principal's own authorization (per_user oauth)
+    // asks first (`confirmPage`) and is finished by the POST of its answer.
+    const finishCallback = (code: string, state: string, iss: string | undefined) =>
+      Effect.gen(function* () {
+        const outcome = yield* Effect.promise(() =>
+          oauth.finish({ code, state, iss }).then(
+            (key) => ({ own: key.includes("\u0000") }),
+            (e: unknown) => (e instanceof OAuthFlowError ? e.message : e instanceof ClusterUnavailable ? { unavailable: true as const } : "the authorization could not be finished")
+          )
+        )
+        // Replica mode, Redis away: the state was not taken (or not known to be): the same URL may be tried again.
+        if (typeof outcome !== "string" && "unavailable" in outcome) return unavailablePage()
+        return typeof outcome !== "string"
+          ? callbackPage(200, outcome.own ? "Authorized: your calls of the service now carry your own token. You can close this page." : "Authorized: the store now connects to the service. You can close this page.")
+          : callbackPage(400, `The authorization did not finish: ${outcome}.`)
+      })
+    const unavailablePage = () => {
+      log.warn("an OAuth callback could not be finished: the cluster's Redis does not answer", { event: "oauth_failed" })
+      return callbackPage(503, "The authorization could not be finished now: the store's shared storage does not answer. Reload this page in a moment.")
+    }
+    const one = (v: string | ReadonlyArray<string> | null | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
     yield* router.get(
       "/oauth/callback",
       Effect.gen(function* () {
         const query = yield* HttpServerRequest.ParsedSearchParams
-        const one = (v: string | ReadonlyArray<string> | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
         const code = one(query["code"])
         const state = one(query["state"])
         // RFC 9207: the authorization server's issuer, checked against the one the flow started with (mix-up attacks).
@@ -413,21 +450,32 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
           if (state !== undefined) yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
           return callbackPage(400, "The authorization did not finish: the authorization server sent no code (it may have been refused). Start it again.")
         }
-        // A principal's own authorization (per_user oauth) is finished for the principal that started it, bound to its state.
-        const outcome = yield* Effect.promise(() =>
-          oauth.finish({ code, state, iss }).then(
-            (key) => ({ own: key.includes("\u0000") }),
-            (e: unknown) => (e instanceof OAuthFlowError ? e.message : e instanceof ClusterUnavailable ? { unavailable: true as const } : "the authorization could not be finished")
-          )
-        )
-        // Replica mode, Redis away: the state was not taken (or not known to be): the same URL may be tried again.
-        if (typeof outcome !== "string" && "unavailable" in outcome) {
-          log.warn("an OAuth callback could not be finished: the cluster's Redis does not answer", { event: "oauth_failed" })
-          return callbackPage(503, "The authorization could not be finished now: the store's shared storage does not answer. Reload this page in a moment.")
+        const pending = yield* Effect.promise(() => oauth.peekState(state).then((p) => ({ p }), (e: unknown) => (e instanceof ClusterUnavailable ? "unavailable" : { p: undefined })))
+        if (pending === "unavailable") return unavailablePage()
+        if (pending.p?.principal !== undefined) return confirmPage(pending.p.name, pending.p.startedBy ?? "a caller of this store", { code, state, iss })
+        return yield* finishCallback(code, state, iss)
+      })
+    )
+    // The answer of `confirmPage`: the same code and state, and the person's decision.
+    yield* router.post(
+      "/oauth/callback",
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const form = new URLSearchParams(yield* Effect.orElseSucceed(request.text, () => ""))
+        const code = one(form.get("code"))
+        const state = one(form.get("state"))
+        const iss = one(form.get("iss"))
+        if (state === undefined || code === undefined) return callbackPage(400, "The authorization did not finish: the answer carries no code and state. Start it again.")
+        const pending = yield* Effect.promise(() => oauth.peekState(state).then((p) => ({ p }), (e: unknown) => (e instanceof ClusterUnavailable ? "unavailable" : { p: undefined })))
+        if (pending === "unavailable") return unavailablePage()
+        // Only a principal's own authorization is asked (a service's own finishes on the GET).
+        if (pending.p === undefined || pending.p.principal === undefined) return callbackPage(400, "The authorization did not finish: unknown, expired or already used state. Start it again.")
+        if (form.get("decision") !== "connect") {
+          yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
+          log.info(`a principal's own OAuth authorization of service '${pending.p.name}' was cancelled in the browser`, { event: "oauth_cancelled", scope: scopeLabel(pending.p.scope), service: pending.p.name })
+          return callbackPage(200, "Cancelled: your account was not connected, and this authorization cannot be used any more. You can close this page.")
         }
-        return typeof outcome !== "string"
-          ? callbackPage(200, outcome.own ? "Authorized: your calls of the service now carry your own token. You can close this page." : "Authorized: the store now connects to the service. You can close this page.")
-          : callbackPage(400, `The authorization did not finish: ${outcome}.`)
+        return yield* finishCallback(code, state, iss)
       })
     )
 

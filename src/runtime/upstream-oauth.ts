@@ -143,6 +143,8 @@ interface Pending {
   readonly name: string
   /** The principal a `per_user` authorization is for (its tokens are kept for it alone); absent: the service's own. */
   readonly principal?: string | undefined
+  /** Who started a principal's own authorization, in words (the key's role and name): what the callback asks the browser to confirm. */
+  readonly startedBy?: string | undefined
   verifier: string
   readonly redirectUri: string
   /**
@@ -474,7 +476,17 @@ export class OAuthManager {
     // before the verifier was kept; shared ones (replica mode): only what the store gave counts.
     const taken = record ?? (this.vault.readThrough === undefined ? local : undefined)
     if (taken === undefined || taken.expiresAt <= Date.now()) return undefined
-    return { service: taken.service, scope: taken.scope, name: taken.name, principal: taken.principal, verifier: taken.verifier, redirectUri: taken.redirectUri, client: taken.client, expiresAt: taken.expiresAt }
+    return { service: taken.service, scope: taken.scope, name: taken.name, principal: taken.principal, startedBy: taken.startedBy, verifier: taken.verifier, redirectUri: taken.redirectUri, client: taken.client, expiresAt: taken.expiresAt }
+  }
+
+  /**
+   * An authorization under way by its `state`, without taking it (this replica's, else the shared
+   * token store's): what the callback shows before a principal's own authorization is finished.
+   * Rejects `ClusterUnavailable` when the store does not answer.
+   */
+  async peekState(state: string): Promise<Pick<Pending, "scope" | "name" | "principal" | "startedBy"> | undefined> {
+    const found = this.pending.get(state) ?? (await shared("reading the authorization under way", () => this.vault.findPending(state)))
+    return found === undefined || found.expiresAt <= Date.now() ? undefined : { scope: found.scope, name: found.name, principal: found.principal, startedBy: found.startedBy }
   }
 
   /** The service of a key, when known. */
@@ -741,7 +753,7 @@ export class ServiceAuth implements UpstreamAuth {
   }
 
   /** Starts the authorization code flow: the URL a user opens, or already authorized. */
-  async begin(redirectUri: string): Promise<{ readonly authorization_url: string } | { readonly authorized: true }> {
+  async begin(redirectUri: string, startedBy?: string): Promise<{ readonly authorization_url: string } | { readonly authorized: true }> {
     if (this.config?.grant_type === "client_credentials") {
       await this.renew()
       this.manager.tell(this, { type: "AUTHORIZED" })
@@ -750,7 +762,7 @@ export class ServiceAuth implements UpstreamAuth {
     this.sync()
     let url: URL | undefined
     const provider = this.provider(redirectUri, {
-      state: (client) => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, verifier: "", redirectUri, client }),
+      state: (client) => this.manager.newState({ service: this.key, scope: this.scope, name: this.name, principal: this.principal, startedBy, verifier: "", redirectUri, client }),
       redirect: (u) => void (url = u)
     })
     const sdk = await clientPackage()
@@ -966,13 +978,15 @@ export interface AuthorizeInput {
  * authorize_service: with `code` and `state`, finishes the service's authorization (paste-the-code);
  * otherwise starts it and answers the URL to open (or `authorized` at once for machine credentials).
  * With `principal` (POST .../credentials/{service_name}/authorize of a `per_user` OAuth service), the
- * same for that principal alone: its state bound to it, its tokens kept for it.
+ * same for that principal alone: its state bound to it, its tokens kept for it; `startedBy` says who
+ * that is, in the words the store's callback shows before it finishes.
  */
 export const authorizeUpstream = (
   ctx: ScopeContext,
   oauth: OAuthManager,
   input: AuthorizeInput,
-  principal?: string
+  principal?: string,
+  startedBy?: string
 ): Effect.Effect<
   { readonly service_name: string; readonly state: "authorizing" | "authorized"; readonly authorization_url?: string },
   ServiceNotFound | ValidationError | UpstreamError | TooMany | ClusterUnavailable
@@ -1033,7 +1047,7 @@ export const authorizeUpstream = (
       )
     }
     const started = yield* Effect.tryPromise({
-      try: () => service.begin(redirect),
+      try: () => service.begin(redirect, principal === undefined ? undefined : startedBy),
       catch: (e) => {
         if (e instanceof ClusterUnavailable) {
           log.warn(`OAuth authorization of ${service.label} could not start: ${e.message}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })

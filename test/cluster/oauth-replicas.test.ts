@@ -19,7 +19,7 @@ import { runKeys } from "../../src/cli/keys-command.js"
 import { runOAuthClients } from "../../src/cli/oauth-clients-command.js"
 import { clusterKey } from "../../src/redis/key-names.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { approveAsUser, authedApi, eventually, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
+import { approveAsUser, authedApi, callbackInBrowser, eventually, freshDir, hasRedisServer, startClientSite, useReplicaCluster, within, type Api, type TestServer } from "../support/index.js"
 
 const CLUSTER = "oauth-upstream"
 const PUBLIC = "http://store.replicas.test"
@@ -60,11 +60,10 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     await fixture?.stop()
   })
 
-  /** The store's callback (its public URL, behind which any replica answers) reached on `replica`. */
+  /** The store's callback (its public URL, behind which any replica answers) reached on `replica`, its question (a principal's own authorization) answered there. */
   const callbackOn = async (replica: TestServer, back: URL): Promise<{ status: number; text: string }> => {
     expect(back.origin + back.pathname).toBe(`${PUBLIC}/oauth/callback`)
-    const page = await fetch(`${replica.url}/oauth/callback${back.search}`, { redirect: "manual" })
-    return { status: page.status, text: await page.text() }
+    return callbackInBrowser(back, "connect", replica.url)
   }
 
   /** A principal's own authorization started on a replica: the URL to open. */
@@ -150,6 +149,7 @@ describe.skipIf(!hasRedisServer)("upstream OAuth across replicas", { timeout: 30
     await client.multi().hSet(clusterKey(CLUSTER, "oauth", "pending"), "left-behind", "sealed").zAdd(clusterKey(CLUSTER, "oauth", "pending", "expiry"), { score: 1, value: "left-behind" }).exec()
     const back = await approveAsUser(await start(on.b.alice), "alice")
     expect(Number(await client.hExists(clusterKey(CLUSTER, "oauth", "pending"), "left-behind"))).toBe(0)
+    // Both pages ask; both answers are posted at once.
     const pages = await Promise.all([callbackOn(a, back), callbackOn(b, back)])
     expect(pages.map((p) => p.status).sort()).toEqual([200, 400])
     expect(await whoami(on.a.alice)).toBe("alice")

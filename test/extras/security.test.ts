@@ -62,7 +62,8 @@ describe("with an API key", () => {
   /** The routes README "Security" leaves open: the liveness probe and the dashboard page (which asks for the key). */
   // The open routes: liveness, and the static pages and document (the docs page's calls carry the key).
   // GET /oauth/callback is open too: the browser comes back from an authorization server with no
-  // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts).
+  // key, and only a single-use state the store handed out finishes anything (test/http/oauth.test.ts);
+  // so is its POST, the answer to the question a principal's own authorization asks there.
   // So is the OAuth protected resource metadata (RFC 9728): how a client learns where to get a token.
   // The built-in authorization server's endpoints are open too (each checks its own proof: PKCE, client
   // authentication), and answer 404 when it is off (test/http/oauth-server.test.ts).
@@ -70,7 +71,7 @@ describe("with an API key", () => {
     (method === "GET" &&
       (["/health", "/ui", "/docs", "/openapi.json", "/oauth/callback", "/.well-known/oauth-authorization-server", "/oauth/jwks", "/oauth/authorize"].includes(path) ||
         path.startsWith("/.well-known/oauth-protected-resource"))) ||
-    (method === "POST" && ["/oauth/token", "/oauth/revoke", "/oauth/register"].includes(path))
+    (method === "POST" && ["/oauth/token", "/oauth/revoke", "/oauth/register", "/oauth/callback"].includes(path))
 
   it("answers every route but GET /health, /ui, /docs and /openapi.json with 401 UNAUTHORIZED without the right Bearer key", async () => {
     const srv = keyed

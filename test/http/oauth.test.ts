@@ -87,7 +87,7 @@ describe("an OAuth-protected upstream", () => {
     expect(`${back.origin}${back.pathname}`).toBe(`${server.url}/oauth/callback`)
     const page = await fetch(back, { redirect: "manual" })
     expect(page.status).toBe(200)
-    expect(page.headers.get("content-security-policy")).toBe("default-src 'none'; frame-ancestors 'none'")
+    expect(page.headers.get("content-security-policy")).toBe("default-src 'none'; form-action 'self'; frame-ancestors 'none'")
     await page.text()
     // The state is single use.
     expect((await fetch(back)).status).toBe(400)

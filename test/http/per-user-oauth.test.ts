@@ -15,7 +15,7 @@ import { runAuth } from "../../src/cli/auth-command.js"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
 import { serviceKey } from "../../src/runtime/upstream-oauth.js"
 import { startOAuthFixture, type OAuthFixture } from "../fixtures/oauth-server.js"
-import { createKey, approveAsUser, authedApi, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
+import { createKey, approveAsUser, authedApi, callbackInBrowser, eventually, freshDir, startTestServer, within, type Api, type TestServer } from "../support/index.js"
 
 const AGENT = "team"
 const PREFIX = `/for_agent/${AGENT}`
@@ -48,11 +48,12 @@ describe("per-principal upstream OAuth", () => {
     return started.body.authorization_url as string
   }
 
-  /** The whole browser flow: the URL, the authorization server's redirect, the store's callback page. */
+  /** The whole browser flow: the URL, the authorization server's redirect, the store's callback page and its question, answered. */
   const authorizeInBrowser = async (client: Api, user: string): Promise<void> => {
-    const page = await fetch(await approveAsUser(await start(client), user), { redirect: "manual" })
+    const page = await callbackInBrowser(await approveAsUser(await start(client), user))
+    expect(page.asked).toBe(true)
     expect(page.status).toBe(200)
-    expect(await page.text()).toContain("your own token")
+    expect(page.text).toContain("your own token")
   }
 
   /** The upstream's `whoami` of a call: the user of the token the call came with. */
@@ -173,6 +174,37 @@ describe("per-principal upstream OAuth", () => {
     expect(await whoami(alice)).toBe("alice")
   })
 
+  it("a URL one principal started, opened by someone else: the callback says whose it is and asks first; a cancel keeps nothing and spends it", async () => {
+    // bob starts an authorization and sends its URL to someone else, who signs in upstream as "victim".
+    const back = await approveAsUser(await start(bob), "victim")
+    const asked = await fetch(back, { redirect: "manual" })
+    expect(asked.status).toBe(200)
+    expect(asked.headers.get("content-security-policy")).toBe("default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+    const page = await asked.text()
+    expect(page).toContain("agent &#39;team&#39; key &#39;bob&#39; asked to use your account of service &#39;secure&#39;")
+    expect(page).toContain('<form method="post" action="callback">')
+    // The GET finishes nothing.
+    await refused(bob)
+    const cancelled = await callbackInBrowser(back, "cancel")
+    expect(cancelled).toMatchObject({ status: 200, asked: true })
+    expect(cancelled.text).toContain("Cancelled: your account was not connected")
+    await refused(bob)
+    expect(logs.lines.some((l) => l.includes('"event":"oauth_cancelled"'))).toBe(true)
+    // The state is spent: the same answer, or the page again, finishes nothing.
+    const again = await callbackInBrowser(back, "connect")
+    expect(again).toMatchObject({ status: 400, asked: false })
+    await refused(bob)
+    // A form posted from another site is refused before it is read (the request guard: its Origin).
+    const other = await approveAsUser(await start(bob), "victim")
+    const forged = await fetch(new URL("/oauth/callback", server.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://attacker.example" },
+      body: new URLSearchParams({ code: other.searchParams.get("code") ?? "", state: other.searchParams.get("state") ?? "", decision: "connect" }).toString()
+    })
+    expect(forged.status).toBe(403)
+    await refused(bob)
+  })
+
   it("two principals authorized (browser and pasted code) call the same service at once, each as its own user", async () => {
     const back = await approveAsUser(await start(bob), "bob")
     const done = keep(await bob.post(`${PREFIX}/credentials/secure/authorize`, { code: back.searchParams.get("code"), state: back.searchParams.get("state") }))
@@ -260,8 +292,8 @@ describe("per-principal upstream OAuth", () => {
     expect(unauthorized.body.message).toContain(authorize)
     expect(unauthorized.body.message).not.toContain(values)
 
-    const page = await fetch(await approveAsUser(await start(alice, "mixed"), "alice"), { redirect: "manual" })
-    expect(page.status).toBe(200)
+    const page = await callbackInBrowser(await approveAsUser(await start(alice, "mixed"), "alice"))
+    expect(page.status, page.text).toBe(200)
     const answered = await call()
     expect(answered.status, answered.text).toBe(200)
     expect(JSON.parse(answered.body.content[0].text).user).toBe("alice")
@@ -289,7 +321,7 @@ describe("per-principal upstream OAuth", () => {
     expect(keep(await admin.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })).status).toBe(200)
     const own = keep(await admin.post("/for_store/credentials/moving/authorize"))
     expect(own.status, own.text).toBe(200)
-    expect((await fetch(await approveAsUser(own.body.authorization_url as string, "ops"))).status).toBe(200)
+    expect((await callbackInBrowser(await approveAsUser(own.body.authorization_url as string, "ops"))).status).toBe(200)
     const call = keep(await admin.post("/for_store/call_tool", { tool_name: "moving__whoami", args: {} }))
     expect(call.status, call.text).toBe(200)
     expect(JSON.parse(call.body.content[0].text).user).toBe("ops")
@@ -302,7 +334,7 @@ describe("per-principal upstream OAuth", () => {
     expect((await update({ url: fixture.url, per_user: { oauth: true } })).status).toBe(200)
     expect(keep(await admin.post("/for_store/wait_service", { client_id_or_service_name: "moving", status: "healthy", timeout: 15 })).status).toBe(200)
     const again = keep(await admin.post("/for_store/credentials/moving/authorize"))
-    expect((await fetch(await approveAsUser(again.body.authorization_url as string, "ops"))).status).toBe(200)
+    expect((await callbackInBrowser(await approveAsUser(again.body.authorization_url as string, "ops"))).status).toBe(200)
     expect(vault.entriesUnder(under)).toHaveLength(1)
     const moved = keep(
       await admin.request("PUT", "/for_store/update_service/moving", { body: JSON.stringify({ url: fixture.otherOriginUrl }), headers: { "content-type": "application/json" } })
@@ -346,7 +378,7 @@ describe("per-principal upstream OAuth", () => {
       writeOut: (t) => void out.push(t),
       writeErr: (t) => void out.push(t),
       // The "browser": alice agrees, and the authorization server sends it back to the store's callback.
-      openBrowser: async (url) => void (await (await fetch(await approveAsUser(url, "alice"))).text())
+      openBrowser: async (url) => void (await callbackInBrowser(await approveAsUser(url, "alice")))
     })
     answers.push(out.join(""))
     expect(out.join("")).toContain("authorized for your key")

@@ -36,6 +36,7 @@ const OPEN = new Set([
   "GET /docs",
   "GET /openapi.json",
   "GET /oauth/callback",
+  "POST /oauth/callback",
   // The built-in authorization server's open endpoints (each checks its own proof).
   "GET /.well-known/oauth-authorization-server",
   "GET /oauth/jwks",

@@ -93,3 +93,21 @@ export const approveAsUser = async (authorizationUrl: string, user: string): Pro
   if (answer.status !== 302 || location === null) throw new Error(`the authorization page answered ${answer.status}, not a redirect`)
   return new URL(location)
 }
+
+/**
+ * The browser back at the store's callback (`back`, the authorization server's redirect, on `base`
+ * when given: another replica): a principal's own authorization asks first, and is answered
+ * `decision` with the page's form (code, state, iss); a service's own finishes on the GET. The last
+ * page's status and text, and whether the question was asked.
+ */
+export const callbackInBrowser = async (back: URL, decision: "connect" | "cancel" = "connect", base = back.origin): Promise<{ status: number; text: string; asked: boolean }> => {
+  const page = await fetch(`${base}${back.pathname}${back.search}`, { redirect: "manual" })
+  const text = await page.text()
+  const form = /<form method="post" action="callback">(.*?)<\/form>/s.exec(text)?.[1]
+  if (form === undefined) return { status: page.status, text, asked: false }
+  const fields = new URLSearchParams({ decision })
+  for (const [, name, value] of form.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) fields.set(name!, value!.replace(/&#(\d+);/g, (_, c: string) => String.fromCharCode(Number(c))))
+  const answer = await fetch(new URL("callback", `${base}${back.pathname}`), { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: fields.toString(), redirect: "manual" })
+  return { status: answer.status, text: await answer.text(), asked: true }
+}
+
