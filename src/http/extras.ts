@@ -85,7 +85,9 @@ const callbackPage = (status: number, text: string, form = "") =>
       "content-security-policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
       "x-frame-options": "DENY",
       "cache-control": "no-store",
-      "referrer-policy": "no-referrer"
+      // Not "no-referrer": with it a browser sends the form's POST with `Origin: null`, which the
+      // request guard refuses. The address (with its code) still goes to no other origin.
+      "referrer-policy": "same-origin"
     }
   })
 

@@ -4,7 +4,9 @@
  * authorize_service and opens the authorization URL, whose page (the fixture approves at once)
  * sends the browser to the store's callback: the service becomes healthy and the row says
  * authorized. A second service's authorization started through the API (its status unchanged)
- * shows on its row from the `auth` event alone, and the callback's page may not be framed. Chromium
+ * shows on its row from the `auth` event alone, and the callback's page may not be framed. A
+ * principal's own authorization (per_user oauth) ends in the callback's question, answered with its
+ * button: the form posts back to the store and the principal's calls carry its own token. Chromium
  * is launched while the fixture and the store start. Skipped, with a note, when /usr/bin/chromium is
  * not installed.
  */
@@ -28,7 +30,7 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
     await together(
       startOAuthFixture().then(async (f) => {
         fixture = f
-        server = await startTestServer({ services: { mcpServers: { secure: { url: f.url }, other: { url: f.url } } } })
+        server = await startTestServer({ services: { mcpServers: { secure: { url: f.url }, other: { url: f.url }, mine: { url: f.url, per_user: { oauth: true } } } } })
       }),
       openChromium().then((b) => (browser = b))
     )
@@ -74,5 +76,25 @@ describe.skipIf(!haveChromium)("an OAuth-protected upstream on /ui", () => {
     await row("secure").locator('[data-testid="service-auth"][data-auth="authorized"]').waitFor({ timeout: 10_000 })
     expect(await row("secure").locator('[data-action="authorize"]').count()).toBe(0)
     expect((await server.get("/for_store/service_status/secure")).body.status).toBe("healthy")
+  })
+
+  it("a principal's own authorization: the callback names who asks, and its Connect button finishes it", { timeout: 60_000 }, async () => {
+    // The service's shared connection is authorized first (its tool list), as for any OAuth upstream.
+    const shared = await server.post("/for_store/authorize_service", { service_name: "mine" })
+    expect(shared.status, shared.text).toBe(200)
+    const back = await fetch(shared.body.authorization_url as string, { redirect: "manual" })
+    expect((await fetch(back.headers.get("location") as string)).status).toBe(200)
+    expect((await server.post("/for_store/wait_service", { client_id_or_service_name: "mine", status: "healthy", timeout: 15 })).status).toBe(200)
+    const own = await server.post("/for_store/credentials/mine/authorize")
+    expect(own.status, own.text).toBe(200)
+    const tab = await page.context().newPage()
+    await tab.goto(own.body.authorization_url as string)
+    await tab.waitForURL((url) => url.pathname === "/oauth/callback", { timeout: 15_000 })
+    expect(await tab.locator("p").textContent()).toContain("asked to use your account of service 'mine'")
+    await Promise.all([tab.waitForNavigation({ timeout: 15_000 }), tab.getByRole("button", { name: "Connect my account" }).click()])
+    expect(await tab.locator("p").textContent()).toContain("Authorized: your calls of the service now carry your own token")
+    const call = await server.post("/for_store/call_tool", { tool_name: "mine__whoami", args: {} })
+    expect(call.status, call.text).toBe(200)
+    await tab.close()
   })
 })
