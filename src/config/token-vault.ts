@@ -51,7 +51,7 @@ export interface PendingRecord {
   readonly name: string
   /** The principal a `per_user` authorization is for (src/runtime/upstream-oauth.ts `principalKey`); absent: the service's own. */
   readonly principal?: string | undefined
-  /** Who started a principal's own authorization, in words: what the callback asks the browser to confirm. */
+  /** Who started the authorization, in words, when the callback asks the browser to confirm it first. */
   readonly startedBy?: string | undefined
   readonly verifier: string
   readonly redirectUri: string

@@ -92,15 +92,19 @@ const callbackPage = (status: number, text: string, form = "") =>
   })
 
 /**
- * The question a principal's own authorization (per_user oauth) asks before it is finished: whoever
- * opens the URL authorizes the account they sign in with for the principal that started it, so the
- * person in the browser is told who that is and connects it with a POST of the same code and state,
- * or cancels. (Someone sent another's URL would otherwise give their account to that principal.)
+ * The question an authorization asks before it is finished when it is a principal's own (per_user
+ * oauth) or was started by a key not an admin's: whoever opens the URL authorizes the account they
+ * sign in with, so the person in the browser is told who started it and connects it with a POST of
+ * the same code and state, or cancels. (Someone sent another's URL would otherwise give their
+ * account to whoever started it.)
  */
-const confirmPage = (service: string, startedBy: string, response: { readonly code: string; readonly state: string; readonly iss: string | undefined }) =>
+const confirmPage = (
+  asked: { readonly name: string; readonly startedBy: string; readonly own: boolean },
+  response: { readonly code: string; readonly state: string; readonly iss: string | undefined }
+) =>
   callbackPage(
     200,
-    `${startedBy} asked to use your account of service '${service}': once you connect it, the calls ${startedBy} makes of '${service}' through this store act as the account you just signed in with. Connect it only if you started this authorization yourself.`,
+    `${asked.startedBy} asked to use your account of service '${asked.name}': once you connect it, calls of '${asked.name}' through this store${asked.own ? ` by ${asked.startedBy}` : ""} act as the account you just signed in with. Connect it only if you started this authorization yourself.`,
     `<form method="post" action="callback">${Object.entries(response)
       .filter((entry): entry is [string, string] => entry[1] !== undefined)
       .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`)
@@ -439,6 +443,9 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       log.warn("an OAuth callback could not be finished: the cluster's Redis does not answer", { event: "oauth_failed" })
       return callbackPage(503, "The authorization could not be finished now: the store's shared storage does not answer. Reload this page in a moment.")
     }
+    /** What the callback asks before it finishes, when it asks: a principal's own authorization, or one a key not an admin's started. */
+    const askedOf = (p: { readonly name: string; readonly principal?: string | undefined; readonly startedBy?: string | undefined } | undefined) =>
+      p === undefined || (p.principal === undefined && p.startedBy === undefined) ? undefined : { name: p.name, startedBy: p.startedBy ?? "a caller of this store", own: p.principal !== undefined }
     const one = (v: string | ReadonlyArray<string> | null | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
     yield* router.get(
       "/oauth/callback",
@@ -454,7 +461,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         }
         const pending = yield* Effect.promise(() => oauth.peekState(state).then((p) => ({ p }), (e: unknown) => (e instanceof ClusterUnavailable ? "unavailable" : { p: undefined })))
         if (pending === "unavailable") return unavailablePage()
-        if (pending.p?.principal !== undefined) return confirmPage(pending.p.name, pending.p.startedBy ?? "a caller of this store", { code, state, iss })
+        const asked = askedOf(pending.p)
+        if (asked !== undefined) return confirmPage(asked, { code, state, iss })
         return yield* finishCallback(code, state, iss)
       })
     )
@@ -470,11 +478,12 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         if (state === undefined || code === undefined) return callbackPage(400, "The authorization did not finish: the answer carries no code and state. Start it again.")
         const pending = yield* Effect.promise(() => oauth.peekState(state).then((p) => ({ p }), (e: unknown) => (e instanceof ClusterUnavailable ? "unavailable" : { p: undefined })))
         if (pending === "unavailable") return unavailablePage()
-        // Only a principal's own authorization is asked (a service's own finishes on the GET).
-        if (pending.p === undefined || pending.p.principal === undefined) return callbackPage(400, "The authorization did not finish: unknown, expired or already used state. Start it again.")
+        // Only an authorization that asks takes an answer (the others finish on the GET).
+        if (askedOf(pending.p) === undefined) return callbackPage(400, "The authorization did not finish: unknown, expired or already used state. Start it again.")
+        const p = pending.p!
         if (form.get("decision") !== "connect") {
           yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
-          log.info(`a principal's own OAuth authorization of service '${pending.p.name}' was cancelled in the browser`, { event: "oauth_cancelled", scope: scopeLabel(pending.p.scope), service: pending.p.name })
+          log.info(`an OAuth authorization of service '${p.name}' started by ${p.startedBy ?? "a principal"} was cancelled in the browser`, { event: "oauth_cancelled", scope: scopeLabel(p.scope), service: p.name })
           return callbackPage(200, "Cancelled: your account was not connected, and this authorization cannot be used any more. You can close this page.")
         }
         return yield* finishCallback(code, state, iss)

@@ -281,11 +281,15 @@ export const searchTools = (scope: ScopeRef, index: ToolSearchIndex, q: string, 
     })
   )
 
-/** authorize_service (src/runtime/upstream-oauth.ts): the URL to open, or the pasted code's outcome. */
+/**
+ * authorize_service (src/runtime/upstream-oauth.ts): the URL to open, or the pasted code's outcome.
+ * Started by another key than an admin's (an agent's, for its own services), the store's callback
+ * asks the person in the browser first, naming that key.
+ */
 export const authorizeService = (scope: ScopeRef, oauth: OAuthManager, payload: Schema.Schema.Type<typeof AuthorizePayload>) =>
   contract(
     Effect.map(
-      Effect.flatMap(scope, (ctx) => authorizeUpstream(ctx, oauth, payload)),
+      Effect.flatMap(Effect.zip(scope, currentPrincipal), ([ctx, who]) => authorizeUpstream(ctx, oauth, payload, undefined, who.role === "admin" ? undefined : callerWords(who))),
       (result) => ({
         success: true,
         message: result.authorization_url !== undefined ? `Open the authorization URL to authorize '${result.service_name}'` : `Service '${result.service_name}' authorized`,

@@ -143,7 +143,7 @@ interface Pending {
   readonly name: string
   /** The principal a `per_user` authorization is for (its tokens are kept for it alone); absent: the service's own. */
   readonly principal?: string | undefined
-  /** Who started a principal's own authorization, in words (the key's role and name): what the callback asks the browser to confirm. */
+  /** Who started the authorization, in words (the key's role and name), when the callback asks the browser first: a principal's own, or one an agent's key started. */
   readonly startedBy?: string | undefined
   verifier: string
   readonly redirectUri: string
@@ -978,8 +978,9 @@ export interface AuthorizeInput {
  * authorize_service: with `code` and `state`, finishes the service's authorization (paste-the-code);
  * otherwise starts it and answers the URL to open (or `authorized` at once for machine credentials).
  * With `principal` (POST .../credentials/{service_name}/authorize of a `per_user` OAuth service), the
- * same for that principal alone: its state bound to it, its tokens kept for it; `startedBy` says who
- * that is, in the words the store's callback shows before it finishes.
+ * same for that principal alone: its state bound to it, its tokens kept for it. `startedBy` (who
+ * started it, in words) makes the store's callback ask the person in the browser before it
+ * finishes (a principal's own authorization, or a service's started by a key not an admin's).
  */
 export const authorizeUpstream = (
   ctx: ScopeContext,
@@ -1047,7 +1048,7 @@ export const authorizeUpstream = (
       )
     }
     const started = yield* Effect.tryPromise({
-      try: () => service.begin(redirect, principal === undefined ? undefined : startedBy),
+      try: () => service.begin(redirect, startedBy),
       catch: (e) => {
         if (e instanceof ClusterUnavailable) {
           log.warn(`OAuth authorization of ${service.label} could not start: ${e.message}`, { event: "oauth_failed", service: serviceKey(ctx.scope, name) })

@@ -205,6 +205,18 @@ describe("per-principal upstream OAuth", () => {
     await refused(bob)
   })
 
+  it("a service's own authorization started by an agent's key asks too (an admin's finishes at once); cancelled, the service keeps its authorization", async () => {
+    const started = keep(await alice.post(`${PREFIX}/authorize_service`, { service_name: "secure" }))
+    expect(started.status, started.text).toBe(200)
+    const back = await approveAsUser(started.body.authorization_url as string, "victim")
+    const page = await (await fetch(back, { redirect: "manual" })).text()
+    expect(page).toContain("agent &#39;team&#39; key &#39;alice&#39; asked to use your account of service &#39;secure&#39;: once you connect it, calls of &#39;secure&#39; through this store act as")
+    expect(await callbackInBrowser(back, "cancel")).toMatchObject({ status: 200, asked: true })
+    // The shared connection still has the operator's authorization.
+    expect(keep(await admin.post(`${PREFIX}/wait_service`, { client_id_or_service_name: "secure", status: "healthy", timeout: 5 })).status).toBe(200)
+    expect(await whoami(alice)).toBe("alice")
+  })
+
   it("two principals authorized (browser and pasted code) call the same service at once, each as its own user", async () => {
     const back = await approveAsUser(await start(bob), "bob")
     const done = keep(await bob.post(`${PREFIX}/credentials/secure/authorize`, { code: back.searchParams.get("code"), state: back.searchParams.get("state") }))
