@@ -7,7 +7,7 @@
 import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { captureLogs, type CapturedLogs } from "../../src/logging/log.js"
-import { AddressBudget, addressKey, MAX_ADDRESSES } from "../../src/http/oauth-server/address-budget.js"
+import { AddressBudget, addressKey, budgetAddress, MAX_ADDRESSES } from "../../src/http/oauth-server/address-budget.js"
 import { AUTHORIZE_PER_MINUTE, REGISTER_PER_MINUTE } from "../../src/http/oauth-server/endpoints.js"
 import { startTestServer, type TestServer } from "../support/index.js"
 
@@ -41,6 +41,16 @@ describe("AddressBudget", () => {
     expect(budget.take("2001:db8::2").allowed).toBe(false)
   })
 
+  it("counts a loopback peer's request by the last X-Forwarded-For address (a proxy on this machine), never another peer's", () => {
+    expect(budgetAddress("127.0.0.1", "203.0.113.9")).toBe("203.0.113.9")
+    // What a client wrote itself stands before what the proxy appended.
+    expect(budgetAddress("::1", "198.51.100.1, 203.0.113.9")).toBe("203.0.113.9")
+    expect(budgetAddress("::ffff:127.0.0.1", " 2001:db8::5 ")).toBe("2001:db8::5")
+    expect(budgetAddress("127.0.0.1", "not an address")).toBe("127.0.0.1")
+    expect(budgetAddress("127.0.0.1", undefined)).toBe("127.0.0.1")
+    expect(budgetAddress("192.0.2.7", "203.0.113.9")).toBe("192.0.2.7")
+  })
+
   it("keeps at most MAX_ADDRESSES buckets, forgetting the least recently used", () => {
     const budget = new AddressBudget(1, () => 0)
     expect(budget.take("10.0.0.1").allowed).toBe(true)
@@ -53,9 +63,9 @@ describe("AddressBudget", () => {
 })
 
 /** A request from `localAddress` (a loopback address of its own), its status, headers and body. */
-const from = (localAddress: string, url: string, method = "GET", body?: string) =>
+const from = (localAddress: string, url: string, method = "GET", body?: string, headers: Record<string, string> = {}) =>
   new Promise<{ status: number; headers: Record<string, unknown>; text: string }>((resolve, reject) => {
-    const req = request(url, { method, localAddress, agent: false, headers: body === undefined ? {} : { "content-type": "application/json" } }, (res) => {
+    const req = request(url, { method, localAddress, agent: false, headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) } }, (res) => {
       let text = ""
       res.setEncoding("utf8")
       res.on("data", (chunk: string) => (text += chunk))
@@ -110,6 +120,14 @@ describe("the authorization server's open routes, per client address", () => {
     const lines = logs.lines.filter((l) => l.includes('"oauth_rate_limited"') && l.includes("authorization requests"))
     expect(lines).toHaveLength(1)
     expect(JSON.parse(lines[0]!)).toMatchObject({ address: "127.0.0.1", level: "warn" })
+  })
+
+  it("behind a proxy on this machine, each client the proxy names has its own budget", async () => {
+    const behind = (client: string) => from("127.0.0.6", authorizeUrl, "GET", undefined, { "x-forwarded-for": `10.9.9.9, ${client}` })
+    for (let i = 0; i < AUTHORIZE_PER_MINUTE; i++) expect((await behind("203.0.113.20")).status).toBe(200)
+    expect((await behind("203.0.113.20")).status).toBe(429)
+    expect((await behind("203.0.113.21")).status).toBe(200)
+    expect(logs.lines.some((l) => l.includes('"oauth_rate_limited"') && l.includes('"address":"203.0.113.20"'))).toBe(true)
   })
 
   it(`registrations: ${REGISTER_PER_MINUTE} a minute from one address, then 429 in OAuth's words; another address is served`, async () => {

@@ -8,8 +8,13 @@
  * IPv6 address counts by its /64 (a host is given the whole prefix); an IPv4-mapped one as IPv4.
  * At most `MAX_ADDRESSES` buckets are kept, the least recently used forgotten (an address forgotten
  * starts full again): memory stays bounded however many addresses ask.
+ *
+ * The address is the peer's, but behind a reverse proxy on the same machine (a loopback peer) the
+ * last of `X-Forwarded-For`: the one that proxy appended, the address it took the request from (what
+ * a client writes there itself stands before it). A peer elsewhere is never taken at its word.
  */
-import { isIPv4, isIPv6 } from "node:net"
+import { isIP, isIPv4, isIPv6 } from "node:net"
+import { isLoopback } from "../request-guard.js"
 
 /** Buckets kept at most. */
 export const MAX_ADDRESSES = 10_000
@@ -36,6 +41,13 @@ export const addressKey = (address: string): string => {
     .slice(0, 4)
     .map((g) => g.replace(/^0+(?=.)/, ""))
     .join(":")}::/64`
+}
+
+/** The address a request counts under: its peer's, or behind a proxy on this machine the one that proxy saw. */
+export const budgetAddress = (peer: string, forwardedFor: string | undefined): string => {
+  if (!isLoopback(peer) || forwardedFor === undefined) return peer
+  const last = forwardedFor.split(",").at(-1)?.trim() ?? ""
+  return isIP(last) !== 0 ? last : peer
 }
 
 /** What `take` decided: allowed, or refused with the seconds until one more request is (and whether it is the first refusal of the spell). */

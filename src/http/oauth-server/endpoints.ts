@@ -17,7 +17,7 @@ import { log } from "../../logging/log.js"
 import { currentPrincipal } from "../access.js"
 import { errorBody, Forbidden, NotFound, Unavailable, validationError } from "../contract-errors.js"
 import type { RouteEntry } from "../contract-middleware.js"
-import { AddressBudget, addressKey } from "./address-budget.js"
+import { AddressBudget, addressKey, budgetAddress } from "./address-budget.js"
 import { CONSENT_PAGE_POLICY, consentPage, plainPage } from "./consent-page.js"
 import type { AuthorizationServer, OAuthErrorAnswer } from "./grants.js"
 
@@ -68,7 +68,8 @@ export const REGISTER_PER_MINUTE = 10
  */
 const overBudget = (budget: AddressBudget, what: string) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
-    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+    const forwarded = request.headers["x-forwarded-for"]
+    const address = budgetAddress(Option.getOrElse(request.remoteAddress, () => "unknown"), typeof forwarded === "string" ? forwarded : undefined)
     const taken = budget.take(address)
     if (taken.allowed) return undefined
     if (taken.first) log.warn(`refused ${what} from ${addressKey(address)}: more than its budget a minute`, { event: "oauth_rate_limited", address: addressKey(address), route: what })
