@@ -59,6 +59,14 @@ const authorizeInBrowser = async (server: TestServer, name: string): Promise<voi
   await page.text()
 }
 
+/** A service of the fixture added to `server`, authorized through the browser, and healthy. */
+const authorizedService = async (server: TestServer, name: string): Promise<void> => {
+  keep(await server.post("/for_store/add_service", { name, url: fixture.url }))
+  expect((await waitFor(server, name, "unreachable")).status).toBe(200)
+  await authorizeInBrowser(server, name)
+  expect((await waitFor(server, name, "healthy")).status).toBe(200)
+}
+
 describe("an OAuth-protected upstream", () => {
   const dir = freshDir()
   let server: TestServer
@@ -250,10 +258,7 @@ describe("an OAuth-protected upstream", () => {
   })
 
   it("drops the tokens when update_service moves the URL to another origin: the next connect needs authorization", { timeout: 30_000 }, async () => {
-    keep(await server.post("/for_store/add_service", { name: "moved", url: fixture.url }))
-    expect((await waitFor(server, "moved", "unreachable")).status).toBe(200)
-    await authorizeInBrowser(server, "moved")
-    expect((await waitFor(server, "moved", "healthy")).status).toBe(200)
+    await authorizedService(server, "moved")
     const vault = server.running.store.oauth.vault
     expect(vault.find("store/moved")?.tokens).toBeDefined()
     // The other origin's server would take the same token: only the drop keeps it from going there.
@@ -273,10 +278,7 @@ describe("an OAuth-protected upstream", () => {
     const ttl = fixture.accessTtlSeconds
     fixture.accessTtlSeconds = 2
     try {
-      keep(await server.post("/for_store/add_service", { name: "two-uris", url: fixture.url }))
-      expect((await waitFor(server, "two-uris", "unreachable")).status).toBe(200)
-      await authorizeInBrowser(server, "two-uris")
-      expect((await waitFor(server, "two-uris", "healthy")).status).toBe(200)
+      await authorizedService(server, "two-uris")
       const vault = server.running.store.oauth.vault
       const first = vault.find("store/two-uris")?.client?.client_id
       expect(first).toBeDefined()
@@ -312,10 +314,7 @@ describe("an OAuth-protected upstream", () => {
   })
 
   it("keeps the tokens of an authorization finished while a refresh of the old ones was under way, whether that refresh is refused or not", { timeout: 60_000 }, async () => {
-    keep(await server.post("/for_store/add_service", { name: "overtaken", url: fixture.url }))
-    expect((await waitFor(server, "overtaken", "unreachable")).status).toBe(200)
-    await authorizeInBrowser(server, "overtaken")
-    expect((await waitFor(server, "overtaken", "healthy")).status).toBe(200)
+    await authorizedService(server, "overtaken")
     const vault = server.running.store.oauth.vault
     const tokens = () => vault.find("store/overtaken")?.tokens?.access_token
     for (const refused of [true, false]) {
