@@ -423,8 +423,9 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
     )
 
     // The end of an upstream's OAuth authorization (src/runtime/upstream-oauth.ts): a plain page, nothing of
-    // the request shown back, the state used once. A principal's own authorization (per_user oauth)
-    // asks first (`confirmPage`) and is finished by the POST of its answer.
+    // the request shown back, the state used once. A principal's own authorization (per_user oauth),
+    // or one a key not an admin's started, asks first (`confirmPage`) and is finished by the POST of
+    // its answer.
     const finishCallback = (code: string, state: string, iss: string | undefined) =>
       Effect.gen(function* () {
         const outcome = yield* Effect.promise(() =>
@@ -444,8 +445,8 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
       return callbackPage(503, "The authorization could not be finished now: the store's shared storage does not answer. Reload this page in a moment.")
     }
     /** What the callback asks before it finishes, when it asks: a principal's own authorization, or one a key not an admin's started. */
-    const askedOf = (p: { readonly name: string; readonly principal?: string | undefined; readonly startedBy?: string | undefined } | undefined) =>
-      p === undefined || (p.principal === undefined && p.startedBy === undefined) ? undefined : { name: p.name, startedBy: p.startedBy ?? "a caller of this store", own: p.principal !== undefined }
+    const askedOf = (p: Awaited<ReturnType<typeof oauth.peekState>>) =>
+      p === undefined || (p.principal === undefined && p.startedBy === undefined) ? undefined : { scope: p.scope, name: p.name, startedBy: p.startedBy ?? "a caller of this store", own: p.principal !== undefined }
     const one = (v: string | ReadonlyArray<string> | null | undefined) => (typeof v === "string" && v.length <= 4096 ? v : undefined)
     yield* router.get(
       "/oauth/callback",
@@ -479,11 +480,11 @@ export const ExtrasLive = HttpApiBuilder.Router.use((router) =>
         const pending = yield* Effect.promise(() => oauth.peekState(state).then((p) => ({ p }), (e: unknown) => (e instanceof ClusterUnavailable ? "unavailable" : { p: undefined })))
         if (pending === "unavailable") return unavailablePage()
         // Only an authorization that asks takes an answer (the others finish on the GET).
-        if (askedOf(pending.p) === undefined) return callbackPage(400, "The authorization did not finish: unknown, expired or already used state. Start it again.")
-        const p = pending.p!
+        const asked = askedOf(pending.p)
+        if (asked === undefined) return callbackPage(400, "The authorization did not finish: unknown, expired or already used state. Start it again.")
         if (form.get("decision") !== "connect") {
           yield* Effect.promise(() => oauth.takeState(state).catch(() => undefined))
-          log.info(`an OAuth authorization of service '${p.name}' started by ${p.startedBy ?? "a principal"} was cancelled in the browser`, { event: "oauth_cancelled", scope: scopeLabel(p.scope), service: p.name })
+          log.info(`an OAuth authorization of service '${asked.name}' started by ${asked.startedBy} was cancelled in the browser`, { event: "oauth_cancelled", scope: scopeLabel(asked.scope), service: asked.name })
           return callbackPage(200, "Cancelled: your account was not connected, and this authorization cannot be used any more. You can close this page.")
         }
         return yield* finishCallback(code, state, iss)

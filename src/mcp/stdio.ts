@@ -226,12 +226,6 @@ const plainMeta = (meta: unknown): boolean => {
   return (token === undefined || typeof token === "string" || typeof token === "number") && !("io.modelcontextprotocol/related-task" in m)
 }
 
-/**
- * A stdout line as the SDK's `deserializeMessage` reads it (JSON, then its JSON-RPC message
- * schema). The common message, a result with no `_meta` or a plain one, is one the schema returns
- * unchanged: it is checked by hand, without the schema's union of four message kinds; anything
- * else goes through the schema.
- */
 /** The request id a line that is not a valid message answers (a JSON object with an id and no method), if any. */
 const answeredId = (line: string): string | number | undefined => {
   try {
@@ -244,6 +238,12 @@ const answeredId = (line: string): string | number | undefined => {
   }
 }
 
+/**
+ * A stdout line as the SDK's `deserializeMessage` reads it (JSON, then its JSON-RPC message
+ * schema). The common message, a result with no `_meta` or a plain one, is one the schema returns
+ * unchanged: it is checked by hand, without the schema's union of four message kinds; anything
+ * else goes through the schema.
+ */
 export const readMessage = (line: string): JSONRPCMessage => {
   const value: unknown = JSON.parse(line)
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {

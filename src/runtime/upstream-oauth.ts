@@ -481,7 +481,7 @@ export class OAuthManager {
 
   /**
    * An authorization under way by its `state`, without taking it (this replica's, else the shared
-   * token store's): what the callback shows before a principal's own authorization is finished.
+   * token store's): what the callback shows before an authorization that asks first is finished.
    * Rejects `ClusterUnavailable` when the store does not answer.
    */
   async peekState(state: string): Promise<Pick<Pending, "scope" | "name" | "principal" | "startedBy"> | undefined> {
