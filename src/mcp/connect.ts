@@ -140,11 +140,15 @@ const connectOnce = async (def: ResolvedDefinition, policy: UpstreamPolicy, prio
   const sse = def.kind === "remote" && def.transport === "sse" ? (await clientPackage()).SSEClientTransport : undefined
   const opened = openTransport(def, options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, policy, options.auth, options.processes, sse)
   // roots only for a definition that lists them: the server then asks roots/list, answered from it.
-  const connection = new UpstreamConnection(opened, {
-    clientInfo: { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
-    roots: def.roots,
-    validator: upstreamSchemaValidator
-  })
+  const connection = new UpstreamConnection(
+    opened,
+    {
+      clientInfo: { name: options.clientName ?? DEFAULT_CLIENT_NAME, version: "1.0.0" },
+      roots: def.roots,
+      validator: upstreamSchemaValidator
+    },
+    options.service
+  )
   try {
     await connection.request(`connect to ${describeTarget(def)}`, (controls) => negotiate(connection, def, prior, controls), options)
   } catch (error) {
@@ -341,7 +345,9 @@ class UpstreamConnection implements McpConnection {
 
   constructor(
     private readonly opened: Opened,
-    options: SessionOptions
+    options: SessionOptions,
+    /** The service, as log lines name it (`ConnectOptions.service`). */
+    private readonly service: string | undefined
   ) {
     this.transportType = opened.type
     this.session = new Session(opened.transport, options, {
@@ -353,7 +359,7 @@ class UpstreamConnection implements McpConnection {
       // connection closes (`sseEnded`).
       onError: (error) => {
         if (error instanceof MessageTooLargeError) this.tooLarge ??= error
-        else if (error instanceof RequestFloodError) log.warn(error.message, { event: "request_flood" })
+        else if (error instanceof RequestFloodError) this.warn(error.message, "request_flood")
         else if (isSseError(error) && opened.type === "sse" && this.connected) this.sseEnded(error, opened.transport)
       },
       onNotification: (notification) => this.notified(notification)
@@ -375,6 +381,11 @@ class UpstreamConnection implements McpConnection {
         // One handler for every message: the listeners (the MCP endpoint's relay) bound what they pass on.
         for (const listener of this.logListeners) listener(notification.params)
     }
+  }
+
+  /** A warning about what the server sent, naming the service (when known) in the text and the `service` field. */
+  private warn(text: string, event: string, fields: Record<string, unknown> = {}): void {
+    log.warn(this.service === undefined ? text : `service ${this.service}: ${text}`, { event, ...(this.service === undefined ? {} : { service: this.service }), ...fields })
   }
 
   get logging(): boolean {
@@ -511,7 +522,7 @@ class UpstreamConnection implements McpConnection {
       "tools/list",
       async (controls) => {
         const ttl = new LeastTtl(this.session.modern)
-        let listed = printableNamed(await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools))
+        let listed = printableNamed((text, count) => this.warn(text, "tool_rejected", { count }), await paginate("tools/list", controls, (params, o) => this.session.listTools(params, o).then(ttl.note), (r) => r.tools))
         if (this.opened.type === "streamable_http" && this.session.modern) listed = this.withParamHeaders(listed, this.opened.transport)
         this.session.setTools(listed)
         this.listTtlMs = { tools: ttl.ms, catalog: this.listTtlMs?.catalog }
@@ -532,7 +543,7 @@ class UpstreamConnection implements McpConnection {
     for (const tool of tools) {
       const found = paramHeadersOf(tool.inputSchema)
       if ("invalid" in found) {
-        log.warn(`tool ${JSON.stringify(tool.name)} left out: ${found.invalid}`, { event: "tool_rejected" })
+        this.warn(`tool ${JSON.stringify(tool.name)} left out: ${found.invalid}`, "tool_rejected")
         continue
       }
       if (found.headers.length > 0) marked.set(tool.name, found.headers)
@@ -845,7 +856,7 @@ const describeTarget = (def: ResolvedDefinition): string =>
  * list (a few of their names quoted, cut): no client could type or show them, and the store's own
  * bookkeeping keys (the tool pins' definition digest) are names no tool can have for that reason.
  */
-const printableNamed = <T extends { readonly name: string }>(tools: Array<T>): Array<T> => {
+const printableNamed = <T extends { readonly name: string }>(warn: (text: string, count: number) => void, tools: Array<T>): Array<T> => {
   const kept: Array<T> = []
   const named: Array<string> = []
   for (const tool of tools) {
@@ -853,7 +864,7 @@ const printableNamed = <T extends { readonly name: string }>(tools: Array<T>): A
     else if (named.push(JSON.stringify(tool.name.slice(0, 100))) > 3) named.length = 3
   }
   const left = tools.length - kept.length
-  if (left > 0) log.warn(`${left} tool(s) left out: their names hold a control character (${named.join(", ")}${left > 3 ? ", ..." : ""})`, { event: "tool_rejected", count: left })
+  if (left > 0) warn(`${left} tool(s) left out: their names hold a control character (${named.join(", ")}${left > 3 ? ", ..." : ""})`, left)
   return kept
 }
 

@@ -367,6 +367,8 @@ export const noProcessLedger: ProcessLedger = { started: () => undefined, ended:
 export interface ConnectOptions extends RequestOptions {
   /** Client name sent in the initialize handshake. */
   readonly clientName?: string
+  /** The service the connection is for, as the store's log lines name it (`<scope>/<name>`): its warnings say it. */
+  readonly service?: string | undefined
   /** The service's OAuth token source (remote services; src/mcp/oauth-client.ts). */
   readonly auth?: UpstreamAuth | undefined
   /** The largest message read from the server (default `DEFAULT_MAX_MESSAGE_BYTES`). */

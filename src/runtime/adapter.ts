@@ -20,7 +20,7 @@ import { Cancel } from "../domain/cancellation.js"
 import { inService } from "./process-guard.js"
 import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
-import { oauthConfigOf, type OAuthConfig, type OAuthManager } from "./upstream-oauth.js"
+import { oauthConfigOf, serviceKey, type OAuthConfig, type OAuthManager } from "./upstream-oauth.js"
 import type { ToolPins } from "./tool-pins.js"
 import type { UserCredential } from "../config/credentials-file.js"
 import {
@@ -276,6 +276,7 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         timeoutMs: input.timeoutMs,
         signal,
         clientName,
+        service: serviceKey(input.scope, input.name),
         auth,
         prior: input.prior,
         processes,
@@ -418,6 +419,7 @@ export const openPrincipalConnection = async (
         timeoutMs: options.timeoutMs,
         signal: options.signal,
         clientName: options.clientName,
+        service: serviceKey(target.scope, target.name),
         auth,
         processes,
         ...(maxMessageBytes !== undefined ? { maxMessageBytes } : {}),

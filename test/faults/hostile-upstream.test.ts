@@ -302,7 +302,8 @@ describe("a flood of the server's own requests", () => {
       expect(pongs).toBeLessThan(1_000)
       const floods = logs.lines.filter((l) => l.includes('"request_flood"'))
       expect(floods.length).toBeGreaterThanOrEqual(1)
-      expect(floods[0]).toMatch(/more than 256 requests that are not answered yet/)
+      expect(floods[0]).toMatch(/service store\/flood: the server sent more than 256 requests that are not answered yet/)
+      expect(JSON.parse(floods[0]!)).toMatchObject({ service: "store/flood" })
     } finally {
       logs.restore()
     }
@@ -357,7 +358,7 @@ describe("tool names with a control character", () => {
       const rejected = logs.lines.filter((l) => l.includes('"tool_rejected"'))
       expect(rejected).toHaveLength(1)
       for (const name of ["\u0000definition", "two\nlines"]) expect(rejected[0]).toContain(JSON.stringify(JSON.stringify(name)).slice(1, -1))
-      expect(JSON.parse(rejected[0]!)).toMatchObject({ count: 2 })
+      expect(JSON.parse(rejected[0]!)).toMatchObject({ count: 2, service: "store/odd" })
     } finally {
       logs.restore()
     }
