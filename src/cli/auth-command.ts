@@ -76,7 +76,9 @@ export const runAuth = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEn
       out(`${service}: authorized\n`)
       return 0
     }
-    out(`Open this URL to authorize ${service}:\n\n  ${url}\n\nWaiting for the authorization...\n`)
+    // The store's callback asks before it finishes a key's own authorization (and one an agent's key started).
+    const asks = options.mine === true ? `The store's page then asks whose account it is: answer "Connect my account".\n` : `If the store's page then asks whose account it is, answer "Connect my account".\n`
+    out(`Open this URL to authorize ${service}:\n\n  ${url}\n\n${asks}Waiting for the authorization...\n`)
     if (options.open === true) {
       const opener = io.openBrowser ?? (async (u: string) => void (await (await import("open")).default(u)))
       await opener(url).catch(() => err("could not open a browser: open the URL by hand\n"))

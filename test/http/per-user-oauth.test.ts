@@ -393,6 +393,7 @@ describe("per-principal upstream OAuth", () => {
       openBrowser: async (url) => void (await callbackInBrowser(await approveAsUser(url, "alice")))
     })
     answers.push(out.join(""))
+    expect(out.join("")).toContain('The store\'s page then asks whose account it is: answer "Connect my account".')
     expect(out.join("")).toContain("authorized for your key")
     expect(code).toBe(0)
     expect(await whoami(alice)).toBe("alice")
