@@ -81,6 +81,8 @@ const MAX_RELAYED_PER_CALL = 64
  * memory to be written).
  */
 const MAX_SERVED = 256
+/** A flood of the server's requests is reported at once, then at most this often (ms), with the count dropped since. */
+export const FLOOD_REPORT_MS = 60_000
 
 /** A request's time-out and signal, as the request wrapper (src/mcp/request.ts) hands them over. */
 export interface Controls {
@@ -290,11 +292,13 @@ export class UnsupportedVersionAnswer extends Error {
 
 /**
  * The server sent more requests than are handled at once (MAX_SERVED): the next ones are dropped
- * unanswered until some of the handled ones are answered. Reported once a flood.
+ * unanswered until some of the handled ones are answered. Reported at the first drop, then at most
+ * every `FLOOD_REPORT_MS` with how many were dropped since (a server flooding on and on makes no
+ * more lines than that).
  */
 export class RequestFloodError extends Error {
-  constructor() {
-    super(`the server sent more than ${MAX_SERVED} requests that are not answered yet: the next ones are dropped unanswered`)
+  constructor(readonly droppedSince: number) {
+    super(`the server sent more than ${MAX_SERVED} requests that are not answered yet: the next ones are dropped unanswered${droppedSince > 0 ? ` (${droppedSince} dropped since the last report)` : ""}`)
   }
 }
 
@@ -307,8 +311,8 @@ export class Session {
   private readonly handling = new Map<string | number, AbortController>()
   /** Upstream request id -> the id of the call it is tied to. */
   private readonly ties = new Map<string | number, number>()
-  /** A flood of the server's requests was reported (`serve`, MAX_SERVED): once until it ebbs. */
-  private floodSaid = false
+  /** The last report of a flood of the server's requests (`serve`, MAX_SERVED), and the requests dropped since. */
+  private flood: { reportedAt: number; dropped: number } | undefined
   private closed = false
   /** Cancellations being sent (notifications/cancelled): a close lets them leave first. */
   private readonly cancelling = new Set<Promise<void>>()
@@ -827,11 +831,13 @@ export class Session {
    */
   private serve(id: string | number, method: string, params: Record<string, unknown> | undefined, extra: Partial<CarriedBy> | undefined): void {
     if (this.handling.size >= MAX_SERVED) {
-      if (!this.floodSaid) this.events.onError(new RequestFloodError())
-      this.floodSaid = true
+      const now = performance.now()
+      if (this.flood === undefined || now - this.flood.reportedAt >= FLOOD_REPORT_MS) {
+        this.events.onError(new RequestFloodError(this.flood?.dropped ?? 0))
+        this.flood = { reportedAt: now, dropped: 0 }
+      } else this.flood.dropped += 1
       return
     }
-    this.floodSaid = false
     if (RELAYED_METHODS.has(method)) this.tie(id, extra)
     const controller = new AbortController()
     this.handling.set(id, controller)
