@@ -38,7 +38,7 @@ METADATA.addAddress("fd00:ec2::254", "ipv6")
 const family = (address: string): "ipv4" | "ipv6" => (isIP(address) === 6 ? "ipv6" : "ipv4")
 
 /** `::ffff:a.b.c.d` is the IPv4 address it maps. */
-const unmapped = (address: string): string => {
+export const unmapped = (address: string): string => {
   const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
   return m ? m[1]! : address
 }

@@ -41,14 +41,21 @@ describe("AddressBudget", () => {
     expect(budget.take("2001:db8::2").allowed).toBe(false)
   })
 
-  it("counts a loopback peer's request by the last X-Forwarded-For address (a proxy on this machine), never another peer's", () => {
+  it("counts a request of a proxy (a loopback or private peer) by the client its X-Forwarded-For names last; a public peer by its own address", () => {
     expect(budgetAddress("127.0.0.1", "203.0.113.9")).toBe("203.0.113.9")
     // What a client wrote itself stands before what the proxy appended.
     expect(budgetAddress("::1", "198.51.100.1, 203.0.113.9")).toBe("203.0.113.9")
-    expect(budgetAddress("::ffff:127.0.0.1", " 2001:db8::5 ")).toBe("2001:db8::5")
+    // An ingress inside the network, behind another proxy of the network: the last address not private.
+    expect(budgetAddress("10.2.0.5", "203.0.113.9, 10.1.1.1")).toBe("203.0.113.9")
+    expect(budgetAddress("::ffff:192.168.1.20", " 2001:db8::5 ")).toBe("2001:db8::5")
+    expect(budgetAddress("fd00::7", "198.51.100.3")).toBe("198.51.100.3")
+    // Every address private (a client inside the network): the first, the client's.
+    expect(budgetAddress("10.2.0.5", "10.0.0.7, 10.0.0.8")).toBe("10.0.0.7")
     expect(budgetAddress("127.0.0.1", "not an address")).toBe("127.0.0.1")
     expect(budgetAddress("127.0.0.1", undefined)).toBe("127.0.0.1")
+    // A peer on a public address is taken as the client, whatever it writes.
     expect(budgetAddress("192.0.2.7", "203.0.113.9")).toBe("192.0.2.7")
+    expect(budgetAddress("2001:db8::1", "203.0.113.9")).toBe("2001:db8::1")
   })
 
   it("keeps at most MAX_ADDRESSES buckets, forgetting the least recently used", () => {

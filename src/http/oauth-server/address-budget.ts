@@ -9,12 +9,16 @@
  * At most `MAX_ADDRESSES` buckets are kept, the least recently used forgotten (an address forgotten
  * starts full again): memory stays bounded however many addresses ask.
  *
- * The address is the peer's, but behind a reverse proxy on the same machine (a loopback peer) the
- * last of `X-Forwarded-For`: the one that proxy appended, the address it took the request from (what
- * a client writes there itself stands before it). A peer elsewhere is never taken at its word.
+ * The address is the peer's, but a peer on a loopback or private address (a reverse proxy: on the
+ * same machine, or an ingress inside the network) is taken to be a proxy, and `X-Forwarded-For` is
+ * read from its end: the last address there that is not itself loopback or private is the client
+ * (what a client writes there itself stands before what the proxies appended), or, every one being
+ * private, the first. A peer on a public address is never taken at its word. (The rule of Rails'
+ * RemoteIp. A host inside the network can so get fresh budgets; the budget is a brake on floods
+ * from outside, not an access control.)
  */
-import { isIP, isIPv4, isIPv6 } from "node:net"
-import { isLoopback } from "../request-guard.js"
+import { BlockList, isIP, isIPv4, isIPv6 } from "node:net"
+import { unmapped } from "../../mcp/upstream-policy.js"
 
 /** Buckets kept at most. */
 export const MAX_ADDRESSES = 10_000
@@ -29,8 +33,8 @@ interface Bucket {
 
 /** The key an address is counted under: IPv4 as it is, IPv6 by its first 64 bits, anything else as it is. */
 export const addressKey = (address: string): string => {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1]
-  if (mapped !== undefined && isIPv4(mapped)) return mapped
+  const plain = unmapped(address)
+  if (isIPv4(plain)) return plain
   if (!isIPv6(address)) return address
   const [head = "", tail] = address.toLowerCase().split("%", 1)[0]!.split("::")
   const front = head === "" ? [] : head.split(":")
@@ -43,11 +47,29 @@ export const addressKey = (address: string): string => {
     .join(":")}::/64`
 }
 
-/** The address a request counts under: its peer's, or behind a proxy on this machine the one that proxy saw. */
+/** Loopback, private and link-local networks: where a reverse proxy in front of the store is. */
+const PROXY_NETWORKS = (() => {
+  const networks = new BlockList()
+  for (const [net, bits] of [["127.0.0.0", 8], ["10.0.0.0", 8], ["172.16.0.0", 12], ["192.168.0.0", 16], ["169.254.0.0", 16]] as const) networks.addSubnet(net, bits, "ipv4")
+  for (const [net, bits] of [["::1", 128], ["fc00::", 7], ["fe80::", 10]] as const) networks.addSubnet(net, bits, "ipv6")
+  return networks
+})()
+
+/** Whether an address may be a proxy's (loopback, private or link-local; an IPv4-mapped one as IPv4). */
+const mayBeProxy = (address: string): boolean => {
+  const plain = unmapped(address).split("%", 1)[0]!
+  const kind = isIP(plain)
+  return kind !== 0 && PROXY_NETWORKS.check(plain, kind === 4 ? "ipv4" : "ipv6")
+}
+
+/** The address a request counts under: its peer's, or behind proxies the client they name (see above). */
 export const budgetAddress = (peer: string, forwardedFor: string | undefined): string => {
-  if (!isLoopback(peer) || forwardedFor === undefined) return peer
-  const last = forwardedFor.split(",").at(-1)?.trim() ?? ""
-  return isIP(last) !== 0 ? last : peer
+  if (forwardedFor === undefined || !mayBeProxy(peer)) return peer
+  const chain = forwardedFor
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => isIP(entry) !== 0)
+  return chain.findLast((address) => !mayBeProxy(address)) ?? chain[0] ?? peer
 }
 
 /** What `take` decided: allowed, or refused with the seconds until one more request is (and whether it is the first refusal of the spell). */
