@@ -232,6 +232,36 @@ export const logCrash = (_: unknown, report: CrashReport | undefined): void => {
 /** The label a service's connections are tracked under (`ConnectionRegistry.drain`). */
 export const connectionLabel = (scope: Scope, name: string): string => `${scopeLabel(scope)}\u0000${name}`
 
+/**
+ * The least time between two list refreshes a server's list_changed notifications start (ms). Each
+ * one lists again at once (a list under way starts over), so a server that announces a change after
+ * every list had the store listing in a loop, a core's worth of CPU for one hostile service.
+ */
+export const LIST_CHANGED_SPACING_MS = 1_000
+
+/**
+ * `tell`, spaced: the first notice at once, then at most one every `LIST_CHANGED_SPACING_MS`, those
+ * in between folded into one at the end of the wait (none is lost). `stop` drops a notice waiting.
+ */
+const spaced = (tell: () => void): { readonly notify: () => void; readonly stop: () => void } => {
+  let told = Number.NEGATIVE_INFINITY
+  let waiting: NodeJS.Timeout | undefined
+  const now = () => {
+    waiting = undefined
+    told = performance.now()
+    tell()
+  }
+  return {
+    notify: () => {
+      if (waiting !== undefined) return
+      const wait = told + LIST_CHANGED_SPACING_MS - performance.now()
+      if (wait <= 0) now()
+      else waiting = setTimeout(now, wait)
+    },
+    stop: () => clearTimeout(waiting)
+  }
+}
+
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /**
@@ -330,10 +360,10 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         const offClose = input.connection.onClose((reason) =>
           send({ type: "TRANSPORT_CLOSED", reason: `transport closed: ${reason}` })
         )
-        const offTools = input.watchTools
-          ? input.connection.onToolsChanged(() => send({ type: "TOOLS_CHANGED" }))
-          : () => undefined
-        const offCatalog = input.watchTools ? input.connection.onCatalogChanged(() => send({ type: "CATALOG_CHANGED" })) : () => undefined
+        const toolsChanged = spaced(() => send({ type: "TOOLS_CHANGED" }))
+        const catalogChanged = spaced(() => send({ type: "CATALOG_CHANGED" }))
+        const offTools = input.watchTools ? input.connection.onToolsChanged(toolsChanged.notify) : () => undefined
+        const offCatalog = input.watchTools ? input.connection.onCatalogChanged(catalogChanged.notify) : () => undefined
         // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.
         let check: Cancel | undefined
         const withdraw = () => {
@@ -368,6 +398,8 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
           offClose()
           offTools()
           offCatalog()
+          toolsChanged.stop()
+          catalogChanged.stop()
           void registry.close(input.connection)
         }
       }),

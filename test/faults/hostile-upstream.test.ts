@@ -24,8 +24,10 @@ import {
 } from "../fixtures/hostile-upstream.js"
 import { REPO_ROOT } from "../fixtures/paths.js"
 import { captureLogs } from "../../src/logging/log.js"
+import { LIST_CHANGED_SPACING_MS } from "../../src/runtime/adapter.js"
 import {
   eventually,
+  quietFor,
   FAULT_MONITORING,
   localService,
   programArgs,
@@ -319,6 +321,26 @@ describe("an answer that is not a valid message", () => {
     expect(reply.body.error.details.outcome).toBe("protocol_error")
     expect(reply.body.error.message).toMatch(/not a valid message: .*"error":"boom"/)
     await goesOn("malformed")
+  })
+})
+
+describe("a server that announces a changed list after every list", () => {
+  it("is listed again at most once a second, not in a loop; its changes still arrive", { timeout: 30_000 }, async () => {
+    const storm = hostileStdio("storm")
+    server = await startStore("storm")
+    const reply = await server.post("/for_store/add_service?wait=15", { ...storm, args: [...storm.args, "relist_storm"] })
+    expect(reply.status, reply.text).toBe(200)
+    const lists = async () => Number((await server!.post("/for_store/call_tool", { tool_name: "storm__list_count", args: {} })).body.result)
+    // Its first notice comes 0.3 s after the connect's list; each later one at once after each list.
+    expect(await eventually(async () => (await lists()) >= 2, 5_000)).toBe(true)
+    const started = performance.now()
+    const before = await lists()
+    await quietFor(2_000)
+    const after = await lists()
+    const seconds = (performance.now() - started) / 1_000
+    // Followed (it lists again), but spaced: a loop would list hundreds of times a second.
+    expect(after).toBeGreaterThan(before)
+    expect(after - before, `${after - before} lists in ${seconds.toFixed(1)} s`).toBeLessThanOrEqual(Math.floor(seconds / (LIST_CHANGED_SPACING_MS / 1_000)) + 1)
   })
 })
 
