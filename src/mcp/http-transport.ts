@@ -767,11 +767,11 @@ export class HttpClientTransport implements Transport {
           this.retryMs = parser.retryMs ?? this.retryMs
           // Broken off (the server died, a proxy cut it), or ended after a while (a server shutting
           // down ends its streams): find out at once whether the server is there. A stream that ends
-          // as soon as it opens is reopened no faster than the retry delay (never a hot loop), and
-          // a delay the server asked for (`retry:`) is kept.
-          const delay =
-            this.retryMs ?? (error !== undefined || performance.now() - openedAt >= RECONNECT.initialMs ? 0 : RECONNECT.initialMs)
-          this.resume(parser.lastEventId ?? lastEventId, delay)
+          // (or breaks) as soon as it opens is reopened no faster than the retry delay, whatever
+          // `retry:` asked (a server asking 0 would have the store reopen it in a loop), and a
+          // delay the server asked for is kept, up to the longest back-off.
+          const tooSoon = performance.now() - openedAt < RECONNECT.initialMs
+          this.resume(parser.lastEventId ?? lastEventId, Math.max(this.askedRetryMs() ?? 0, tooSoon ? RECONNECT.initialMs : 0))
         })
       },
       (error: unknown) => {
@@ -789,7 +789,12 @@ export class HttpClientTransport implements Transport {
       this.onerror?.(new Error(`the event stream could not be reopened after ${RECONNECT.maxRetries} retries`))
       return
     }
-    this.resume(lastEventId, this.retryMs ?? Math.min(RECONNECT.initialMs * RECONNECT.growth ** attempt, RECONNECT.maxMs), attempt, false)
+    this.resume(lastEventId, this.askedRetryMs() ?? Math.min(RECONNECT.initialMs * RECONNECT.growth ** attempt, RECONNECT.maxMs), attempt, false)
+  }
+
+  /** The delay the server asked for (`retry:`), at most the longest back-off (a larger one would overflow a timer, which fires at once). */
+  private askedRetryMs(): number | undefined {
+    return this.retryMs === undefined ? undefined : Math.min(this.retryMs, RECONNECT.maxMs)
   }
 
   /** Reopens the standing stream after `delayMs` (0: on the next turn), as a resumption by default. */

@@ -344,6 +344,23 @@ describe("a server that announces a changed list after every list", () => {
   })
 })
 
+describe("a server whose event stream ends as soon as it opens, asking a retry delay", () => {
+  it.each([
+    ["0 ms", 0],
+    ["more than a timer holds", 10 ** 13]
+  ])("%s: the stream is reopened at most once a second, not in a loop; the service stays healthy", { timeout: 30_000 }, async (_name, retry) => {
+    hostile = await startHostileHttpServer({ restlessStream: retry })
+    await healthyService({ name: "restless", url: hostile.url })
+    const started = performance.now()
+    const before = hostile.streams()
+    await quietFor(2_000)
+    const opened = hostile.streams() - before
+    const seconds = (performance.now() - started) / 1_000
+    expect(opened, `${opened} streams in ${seconds.toFixed(1)} s`).toBeLessThanOrEqual(Math.floor(seconds) + 1)
+    expect(log!.transitions.filter((t) => t.to !== "healthy")).toEqual([])
+  })
+})
+
 describe("a server that stops reading its input", () => {
   it("gets at most --max-message-bytes waiting for it: a call past that fails at once, and the service is started again", { timeout: 30_000 }, async () => {
     await healthyService(hostileStdio("deaf"))
