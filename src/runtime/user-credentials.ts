@@ -148,6 +148,8 @@ export interface PerUserLimits {
 
 export class UserCredentials {
   private readonly pools = new Map<string, Map<string, Pooled>>()
+  /** Connections out of the pool whose calls under way end before they close (`drop`'s `afterCalls`). */
+  private readonly retiring = new Map<Pooled, { readonly service: string; readonly principal: string; readonly why: string }>()
   /** Per service: when its last `per_user_connections_full` line was written, and the refusals since. */
   private readonly fullLines = new Map<string, { at: number; since: number }>()
   private closed = false
@@ -268,7 +270,8 @@ export class UserCredentials {
           return Exit.fail(new McpRequestError("transport", "the principal's connection was closed during the call (its credential changed or was deleted)"))
         }
         const broken = e.kind === "session_expired" || e.kind === "transport"
-        if (broken) this.drop(service, principal, `its connection failed: ${e.kind}`)
+        // Only if it is still the pooled one: a connection already out of the pool (`retiring`) is not a newer one's.
+        if (broken && this.pools.get(service)?.get(principal) === pooled) void this.drop(service, principal, `its connection failed: ${e.kind}`)
         if (e.kind === "session_expired" && !retried) continue
         return Exit.fail(e)
       } finally {
@@ -284,7 +287,9 @@ export class UserCredentials {
     this.unlisten?.()
     this.unlisten = undefined
     const all = [...this.pools].flatMap(([service, pool]) => [...pool.keys()].map((principal) => ({ service, principal })))
-    await Promise.all(all.map(({ service, principal }) => this.drop(service, principal, "the store stops")))
+    const retired = [...this.retiring].map(([pooled, r]) => this.close(r.service, r.principal, pooled, "the store stops"))
+    this.retiring.clear()
+    await Promise.all([...all.map(({ service, principal }) => this.drop(service, principal, "the store stops")), ...retired])
   }
 
   /** Holds `pooled` (open as `connection`) for `hold`, if it is still the principal's connection (else the hold hears it closed), and the hold not released. */
@@ -389,6 +394,14 @@ export class UserCredentials {
 
   private release(service: string, principal: string, pooled: Pooled): void {
     pooled.inUse -= 1
+    // Out of the pool with calls under way (`drop`'s `afterCalls`): closed once the last ends.
+    const retired = this.retiring.get(pooled)
+    if (retired !== undefined) {
+      if (pooled.inUse > 0) return
+      this.retiring.delete(pooled)
+      void this.close(retired.service, retired.principal, pooled, retired.why)
+      return
+    }
     // Held by a subscription: not idle while it lasts.
     if (pooled.inUse > 0 || pooled.holds.size > 0) return
     this.armIdle(service, principal, pooled)
@@ -404,18 +417,25 @@ export class UserCredentials {
   /**
    * Closes the principal's connection of the service unless it was opened with the credential held
    * now (`current`): a change heard after a call read the new credential and opened its connection
-   * with it must not close that connection under the call. Unreadable (Redis away): closed.
+   * with it must not close that connection under the call. Unreadable (Redis away, or too slow to
+   * answer): whether it is stale cannot be told, so it leaves the pool (the next call opens one with
+   * the credential it reads), but the calls under way on it end first (`drop`'s `afterCalls`).
    */
   private async dropStale(service: string, principal: string, current: () => Promise<UserCredential | undefined>, why: string): Promise<void> {
     if (this.pools.get(service)?.get(principal) === undefined) return
-    const now = await current().then((c) => (c === undefined ? undefined : digestOf(c)), () => undefined)
+    const now = await current().then((c) => (c === undefined ? undefined : digestOf(c)), () => null)
     const pooled = this.pools.get(service)?.get(principal)
+    if (pooled === undefined || pooled.values === now) return
     // Out of the pool now; its close goes on in the background.
-    if (pooled !== undefined && (now === undefined || pooled.values !== now)) void this.drop(service, principal, why)
+    void this.drop(service, principal, now === null ? `${why} (its credential could not be read)` : why, now === null)
   }
 
-  /** Closes a principal's connection; its holds are told, to subscribe again on a new one unless the store stops. */
-  private drop(service: string, principal: string, why: string): Promise<void> {
+  /**
+   * Takes a principal's connection out of the pool and closes it; its holds are told, to subscribe
+   * again on a new one unless the store stops. `afterCalls`: a connection with calls under way is
+   * closed when the last of them ends (`release`), not under them.
+   */
+  private drop(service: string, principal: string, why: string, afterCalls = false): Promise<void> {
     const again = !this.closed
     const pool = this.pools.get(service)
     const pooled = pool?.get(principal)
@@ -423,10 +443,19 @@ export class UserCredentials {
     pool.delete(principal)
     if (pool.size === 0) this.pools.delete(service)
     clearTimeout(pooled.timer)
-    pooled.abort.abort()
     const holds = [...pooled.holds]
     pooled.holds.clear()
     for (const hold of holds) hold.closed(why, again)
+    if (afterCalls && pooled.inUse > 0) {
+      this.retiring.set(pooled, { service, principal, why })
+      return Promise.resolve()
+    }
+    return this.close(service, principal, pooled, why)
+  }
+
+  /** Closes a connection out of the pool (its opening aborted if it is still opening). */
+  private close(service: string, principal: string, pooled: Pooled, why: string): Promise<void> {
+    pooled.abort.abort()
     return pooled.opening.then(
       (connection) => {
         log.info(`closed the per-user connection of service '${service}' for principal ${principalWords(principal)}: ${why}`, { event: "per_user_connection_closed", service })

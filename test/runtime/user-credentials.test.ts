@@ -123,6 +123,43 @@ describe("per-user connection pool", () => {
     expect(listeners.size).toBe(0)
   })
 
+  it("a change heard while the credential cannot be read (Redis away) takes the connection out of the pool, but the call under way on it ends with its answer; then it closes", async () => {
+    const listeners = new Set<(service: string, principal: string | undefined) => void>()
+    let unreadable = false
+    const memory = CredentialsFile.inMemory()
+    const shared: CredentialStore = Object.assign(memory, {
+      find: (service: string, principal: string) => (unreadable ? Promise.reject(new ClusterUnavailable({ message: "reading a per-user credential: Redis does not answer" })) : CredentialsFile.prototype.find.call(memory, service, principal)),
+      onChange: (listener: (service: string, principal: string | undefined) => void) => {
+        listeners.add(listener)
+        return () => void listeners.delete(listener)
+      }
+    })
+    const local = poolOf({ maxConnections: 2, idleMs: 60_000 }, shared)
+    await eventually(() => listeners.size === 1, 1_000)
+    let release = () => undefined as void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let started = () => undefined as void
+    const running = new Promise<void>((resolve) => (started = resolve))
+    const call = local.request(target, "y", values("y"), { remaining: () => 5_000 }, async (c) => {
+      started()
+      await held
+      return c.callTool("whoami", {}, { timeoutMs: 5_000 })
+    })
+    await running
+    expect(local.size).toBe(1)
+    unreadable = true
+    for (const listener of listeners) listener("store/remote", "y")
+    // Out of the pool at once, the connection still open under the call.
+    expect(await eventually(() => local.size === 0, 2_000)).toBe(true)
+    expect(registry.size).toBeGreaterThanOrEqual(1)
+    release()
+    const exit = await call
+    expect(Exit.isSuccess(exit) && JSON.parse((exit.value.content[0] as { text: string }).text).authorization).toBe("Bearer y-token")
+    // Closed once the call ended.
+    expect(await eventually(() => registry.size === 0, 2_000)).toBe(true)
+    await local.closeAll()
+  })
+
   it("with room for one principal, the next one's connection replaces the idle one (still owned by the pool)", async () => {
     const single = poolOf({ maxConnections: 1, idleMs: 60_000 })
     for (const who of ["a", "b"]) {
