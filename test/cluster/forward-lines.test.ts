@@ -8,7 +8,7 @@
  * replica's own answer is told from an exchange cut short; a control request does not queue behind
  * long calls.
  */
-import { createServer, type ServerResponse } from "node:http"
+import { createServer, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { answeredByReplica, Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
@@ -27,6 +27,20 @@ const standIn = async (answer: (request: ForwardRequest, response: ServerRespons
   })
   return { url: replica.url, forwarder, received: replica.received }
 }
+/** A stand-in owner of raw HTTP (`server`, its connections the test's to shape), listening on loopback, and a forwarder to it. */
+const rawOwner = async (server: Server) => {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  stops.push(() => {
+    forwarder.close()
+    server.closeAllConnections()
+    server.close()
+  })
+  return { url, forwarder }
+}
+/** A forwarded tool call. */
+const call = { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 } as const
 const stops: Array<() => void> = []
 afterEach(() => {
   for (const stop of stops.splice(0)) stop()
@@ -164,25 +178,17 @@ describe("forwarded answers: signs of life and relayed requests", () => {
         res.end(`${JSON.stringify({ r: { n: requests } })}\n`)
       })
     })
-    await new Promise<void>((resolve) => owner.listen(0, "127.0.0.1", resolve))
-    const url = `http://127.0.0.1:${(owner.address() as AddressInfo).port}`
-    const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-    stops.push(() => {
-      forwarder.close()
-      owner.closeAllConnections()
-      owner.close()
-    })
-    const request = { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 } as const
-    expect(await forwarder.send(request, {})).toEqual({ n: 1 })
+    const { url, forwarder } = await rawOwner(owner)
+    expect(await forwarder.send(call, {})).toEqual({ n: 1 })
     // On the kept-alive connection: reset before any answer, sent again on a new connection.
-    expect(await forwarder.send(request, {})).toEqual({ n: 3 })
+    expect(await forwarder.send(call, {})).toEqual({ n: 3 })
     expect(requests).toBe(3)
     // With Redis away too (an outage: no owner can be looked up again), the same owner is asked again.
     let lookups = 0
     const offline = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => (lookups++, url), redisAway: () => true })
     stops.push(() => offline.close())
-    expect(await offline.send(request, {})).toEqual({ n: 4 })
-    expect(await offline.send(request, {})).toEqual({ n: 6 })
+    expect(await offline.send(call, {})).toEqual({ n: 4 })
+    expect(await offline.send(call, {})).toEqual({ n: 6 })
     expect([requests, lookups]).toEqual([6, 2])
   })
 
@@ -199,21 +205,13 @@ describe("forwarded answers: signs of life and relayed requests", () => {
     })
     owner.keepAliveTimeout = 4_000
     owner.on("connection", (socket) => connections.push(socket))
-    await new Promise<void>((resolve) => owner.listen(0, "127.0.0.1", resolve))
-    const url = `http://127.0.0.1:${(owner.address() as AddressInfo).port}`
-    const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-    stops.push(() => {
-      forwarder.close()
-      owner.closeAllConnections()
-      owner.close()
-    })
-    const request = { op: "call", field: "store/fx", tool: "echo", args: {}, timeoutMs: 5_000 } as const
-    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    const { forwarder } = await rawOwner(owner)
+    expect(await forwarder.send(call, {})).toEqual({ ok: true })
     // At once: the kept connection.
-    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    expect(await forwarder.send(call, {})).toEqual({ ok: true })
     expect(connections).toHaveLength(1)
     await new Promise((resolve) => setTimeout(resolve, 3_500))
-    expect(await forwarder.send(request, {})).toEqual({ ok: true })
+    expect(await forwarder.send(call, {})).toEqual({ ok: true })
     expect(connections).toHaveLength(2)
   })
 })
