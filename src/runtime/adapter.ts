@@ -17,6 +17,7 @@ import { connect, eraSuspect } from "../mcp/connect.js"
 import type { UpstreamPolicy } from "../mcp/upstream-policy.js"
 import { McpRequestError, type Catalog, type McpConnection, type ProcessLedger, type ToolInfo } from "../mcp/types.js"
 import { Cancel } from "../domain/cancellation.js"
+import { spaced } from "../domain/spaced.js"
 import { inService } from "./process-guard.js"
 import { log } from "../logging/log.js"
 import type { CrashReport } from "../machines/supervisor.js"
@@ -239,29 +240,6 @@ export const connectionLabel = (scope: Scope, name: string): string => `${scopeL
  */
 export const LIST_CHANGED_SPACING_MS = 1_000
 
-/**
- * `tell`, spaced: the first notice at once, then at most one every `LIST_CHANGED_SPACING_MS`, those
- * in between folded into one at the end of the wait (none is lost). `stop` drops a notice waiting.
- */
-const spaced = (tell: () => void): { readonly notify: () => void; readonly stop: () => void } => {
-  let told = Number.NEGATIVE_INFINITY
-  let waiting: NodeJS.Timeout | undefined
-  const now = () => {
-    waiting = undefined
-    told = performance.now()
-    tell()
-  }
-  return {
-    notify: () => {
-      if (waiting !== undefined) return
-      const wait = told + LIST_CHANGED_SPACING_MS - performance.now()
-      if (wait <= 0) now()
-      else waiting = setTimeout(now, wait)
-    },
-    stop: () => clearTimeout(waiting)
-  }
-}
-
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /**
@@ -360,8 +338,8 @@ export const liveServiceMachine = (registry: ConnectionRegistry, clientName = "m
         const offClose = input.connection.onClose((reason) =>
           send({ type: "TRANSPORT_CLOSED", reason: `transport closed: ${reason}` })
         )
-        const toolsChanged = spaced(() => send({ type: "TOOLS_CHANGED" }))
-        const catalogChanged = spaced(() => send({ type: "CATALOG_CHANGED" }))
+        const toolsChanged = spaced(LIST_CHANGED_SPACING_MS, () => send({ type: "TOOLS_CHANGED" }))
+        const catalogChanged = spaced(LIST_CHANGED_SPACING_MS, () => send({ type: "CATALOG_CHANGED" }))
         const offTools = input.watchTools ? input.connection.onToolsChanged(toolsChanged.notify) : () => undefined
         const offCatalog = input.watchTools ? input.connection.onCatalogChanged(catalogChanged.notify) : () => undefined
         // The health check running, if any: withdrawn by CANCEL_CHECK, a new check, or the end of the connection.

@@ -71,6 +71,7 @@ import { acceptsEventStream, messagesPath, sessionIdOf, watchRequests } from "./
 import { LogRelay } from "./log-relay.js"
 import { callOverMcp, type McpOperations, jsonRpcError, mcpPrompts, mcpResources, mcpResourceTemplates, mcpServer, namesOf, rpcErrorOf, scopeContext, TOO_MANY_CODE, tooManyData } from "./face.js"
 import { keyShare } from "../../domain/key-share.js"
+import { spaced, type Spaced } from "../../domain/spaced.js"
 import { SessionSpans, underSpan } from "./method-spans.js"
 import type { ResourceStream } from "./modern.js"
 import { listedNames, listedTools, routeSearchCall, type ToolListing } from "./search-mode.js"
@@ -202,9 +203,8 @@ interface Subscription {
   making: AbortController | undefined
   /** A principal's: when it was last made again (performance.now(), the latest MAX_RENEWALS), so that a connection that keeps closing does not make it forever. */
   readonly renewals: Array<number>
-  /** When its last update was relayed (performance.now()), and the relay of the next one held back meanwhile (`relayUpdate`). */
-  relayedAt?: number
-  heldUpdate?: NodeJS.Timeout | undefined
+  /** Its updates, relayed spaced by `UPDATE_EVERY_MS` (`relayUpdate`). */
+  readonly updates: Spaced
 }
 
 /**
@@ -535,7 +535,22 @@ export class McpGateway {
     let sub = this.subscriptions.get(key)
     const fresh = sub === undefined
     if (sub === undefined) {
-      sub = { key, scope: session.scope, service, uri: target.uri, principal, sessions: new Map(), connection: undefined, hold: undefined, definition: undefined, made: undefined, making: undefined, renewals: [] }
+      const created: Subscription = {
+        key,
+        scope: session.scope,
+        service,
+        uri: target.uri,
+        principal,
+        sessions: new Map(),
+        connection: undefined,
+        hold: undefined,
+        definition: undefined,
+        made: undefined,
+        making: undefined,
+        renewals: [],
+        updates: spaced(UPDATE_EVERY_MS, () => this.sendUpdate(created))
+      }
+      sub = created
       this.subscriptions.set(key, sub)
     }
     sub.sessions.set(session.id, uri)
@@ -655,8 +670,7 @@ export class McpGateway {
    * a principal's connection is no longer held for it (idle from now on, unless something else holds it).
    */
   private detach(sub: Subscription, unsubscribe: boolean): void {
-    clearTimeout(sub.heldUpdate)
-    sub.heldUpdate = undefined
+    sub.updates.stop()
     // Still being made: its upstream subscribe is cancelled, and the principal's connection is no longer busy with it.
     const making = sub.making
     sub.making = undefined
@@ -906,23 +920,12 @@ export class McpGateway {
    * that connection (a principal's own connection: that principal's sessions and streams only).
    */
   private relayUpdate(connection: McpConnection, uri: string): void {
-    for (const sub of this.onConnection.get(connection)?.subs ?? []) {
-      if (sub.uri !== uri || sub.heldUpdate !== undefined) continue
-      const wait = (sub.relayedAt ?? -Infinity) + UPDATE_EVERY_MS - performance.now()
-      if (wait <= 0) this.sendUpdate(sub)
-      else {
-        sub.heldUpdate = setTimeout(() => {
-          sub.heldUpdate = undefined
-          if (this.subscriptions.get(sub.key) === sub) this.sendUpdate(sub)
-        }, wait)
-        sub.heldUpdate.unref()
-      }
-    }
+    for (const sub of this.onConnection.get(connection)?.subs ?? []) if (sub.uri === uri) sub.updates.notify()
   }
 
   /** Tells a subscription's sessions and streams that its resource changed, each by the URI it gave. */
   private sendUpdate(sub: Subscription): void {
-    sub.relayedAt = performance.now()
+    if (this.subscriptions.get(sub.key) !== sub) return
     for (const [sessionId, given] of sub.sessions) {
       const session = this.sessions.get(sessionId)
       if (session !== undefined) session.server.sendResourceUpdated({ uri: given }).catch(() => undefined)

@@ -19,6 +19,7 @@
  */
 import { BlockList, isIP, isIPv4, isIPv6 } from "node:net"
 import { unmapped } from "../../mcp/upstream-policy.js"
+import { capped } from "./grant-state.js"
 
 /** Buckets kept at most. */
 export const MAX_ADDRESSES = 10_000
@@ -95,7 +96,7 @@ export class AddressBudget {
     // Most recently used last: the first one is the one to forget.
     this.buckets.delete(key)
     this.buckets.set(key, bucket)
-    if (found === undefined && this.buckets.size > MAX_ADDRESSES) this.buckets.delete(this.buckets.keys().next().value as string)
+    capped(this.buckets, MAX_ADDRESSES)
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1
       bucket.refused = false
