@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { answeredByReplica, Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
 import { McpRequestError } from "../../src/mcp/types.js"
-import { eventually, standInReplica } from "../support/index.js"
+import { eventually, forwarderTo, standInReplica } from "../support/index.js"
 
 const SECRET = "0123456789abcdef0123456789abcdef"
 
@@ -27,16 +27,10 @@ const standIn = async (answer: (request: ForwardRequest, response: ServerRespons
   })
   return { url: replica.url, forwarder, received: replica.received }
 }
-/** A stand-in owner of raw HTTP (`server`, its connections the test's to shape), listening on loopback, and a forwarder to it. */
+/** A stand-in owner of raw HTTP (`server`, its connections the test's to shape) and a forwarder to it, both ended after the test. */
 const rawOwner = async (server: Server) => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-  stops.push(() => {
-    forwarder.close()
-    server.closeAllConnections()
-    server.close()
-  })
+  const { url, forwarder, stop } = await forwarderTo(server, SECRET)
+  stops.push(stop)
   return { url, forwarder }
 }
 /** A forwarded tool call. */

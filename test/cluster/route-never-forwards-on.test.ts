@@ -27,7 +27,7 @@ import { replicatedServiceMachine, viewOf, type ReplicatedEvent } from "../../sr
 import { initialServiceContext, serviceMachine, statusOf } from "../../src/machines/service.js"
 import { UserCredentials } from "../../src/runtime/user-credentials.js"
 import type { Store } from "../../src/runtime/store.js"
-import { createFakes, fakeConnection, flush, standInReplica, within } from "../support/index.js"
+import { createFakes, fakeConnection, flush, forwarderTo, standInReplica, within } from "../support/index.js"
 
 const SECRET = "0123456789abcdef0123456789abcdef"
 const inputOf = (definition: ServiceDefinition) => ({ scope: STORE_SCOPE, name: "svc", definition, settings: defaultMonitoring({}), now: () => Date.now(), random: () => 0.5 })
@@ -36,16 +36,8 @@ const stops: Array<() => void> = []
 
 /** A server for `handle` on a free loopback port, and a forwarder of cluster "test" that sends to it; both ended after the test. */
 const served = async (handle: RequestListener): Promise<{ readonly url: string; readonly forwarder: Forwarder }> => {
-  const server = createServer(handle)
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address()
-  const url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
-  const forwarder = new Forwarder({ cluster: "test", secret: SECRET, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
-  stops.push(() => {
-    forwarder.close()
-    server.closeAllConnections()
-    server.close()
-  })
+  const { url, forwarder, stop } = await forwarderTo(createServer(handle), SECRET)
+  stops.push(stop)
   return { url, forwarder }
 }
 afterEach(() => {

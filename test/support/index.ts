@@ -24,7 +24,7 @@
  *   chromium.ts    headless Chromium for the browser tests
  *   requirements.ts redis-server and Chromium: installed, required by the run (MCPSTORE_TEST_REQUIRE)
  *   redis.ts       a real redis-server on a free loopback port (startRedisServer), a proxy to cut it off or slow it
- *   replica-stand-ins.ts another replica's forwarding route as a plain HTTP server, a host that does not answer (blackHole), a recording proxy in front of a replica
+ *   replica-stand-ins.ts another replica's forwarding route as a plain HTTP server, a host that does not answer (blackHole), a recording proxy in front of a replica, a forwarder to a plain server (forwarderTo)
  *   programs.ts    the store, the stdio fixtures and the third-party MCP programs as esbuild bundles, for child processes
  */
 export * from "./chromium.js"

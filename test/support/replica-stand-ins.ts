@@ -1,15 +1,32 @@
 /**
  * Stand-ins for another replica, for the forwarder's tests (src/cluster/forward.ts): a forwarding
  * route that is a plain HTTP server writing the JSON lines a test gives it, a host that does
- * not answer at all (a black hole on loopback: connects to it are neither made nor refused), and a
- * proxy in front of a real replica, as its advertised URL, that records what reaches it.
+ * not answer at all (a black hole on loopback: connects to it are neither made nor refused), a
+ * proxy in front of a real replica, as its advertised URL, that records what reaches it, and a
+ * forwarder to a plain HTTP server a test shapes itself (`forwarderTo`).
  */
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
-import { connect, type Socket } from "node:net"
-import type { ForwardRequest } from "../../src/cluster/forward.js"
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { connect, type AddressInfo, type Socket } from "node:net"
+import { Forwarder, type ForwardRequest } from "../../src/cluster/forward.js"
 import { flush, quietFor, within } from "./wait.js"
+
+/**
+ * `server` listening on a free loopback port, and a forwarder of cluster "test" (signing with
+ * `secret`) that sends to it: its URL, the forwarder, and `stop`, which ends both.
+ */
+export const forwarderTo = async (server: Server, secret: string): Promise<{ readonly url: string; readonly forwarder: Forwarder; readonly stop: () => void }> => {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const forwarder = new Forwarder({ cluster: "test", secret, maxAnswerBytes: 1 << 20, ownerUrl: async () => url })
+  const stop = () => {
+    forwarder.close()
+    server.closeAllConnections()
+    server.close()
+  }
+  return { url, forwarder, stop }
+}
 
 /** A stand-in replica's forwarding route. */
 export interface StandInReplica {
