@@ -148,8 +148,8 @@ describe("wait_service", { timeout: 10_000 }, () => {
       expect(reply.body.data).toMatchObject({ result: true, final_status: "healthy" })
       const changedAt = change.at()
       expect(changedAt).toBeDefined()
-      // It really waited (the fixture takes a few hundred ms to start), and answered after the change.
-      expect(reply.body.data.elapsed_ms).toBeGreaterThan(50)
+      // Answered after the change (how long that took is not asked: the fixture, started from its
+      // snapshot, may be healthy within milliseconds; wait_service's reaction is bench/wait.ts's).
       expect(reply.receivedAt).toBeGreaterThan(changedAt!)
     } finally {
       change.stop()
